@@ -1,0 +1,43 @@
+// Errors of the API layer: a code plus the message and causes a Kubernetes Status carries.
+//
+// `ApiResult<T>` is returned by parsers and by the resource logic; the server turns an `ApiError`
+// into a Status object (code -> HTTP status and reason). Value type; no shared state.
+#pragma once
+
+#include "storage/errc.hpp"
+
+#include <boost/assert/source_location.hpp>
+#include <boost/system/result.hpp>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace kwatch::registry {
+
+using storage::Errc;
+
+// One entry of `details.causes` of a 422 Invalid Status.
+struct Cause {
+  std::string type;     // e.g. "FieldValueInvalid", "FieldValueRequired"
+  std::string message;  // e.g. "Invalid value: \"Foo\": a lowercase RFC 1123 subdomain ..."
+  std::string field;    // e.g. "metadata.name"
+};
+
+struct ApiError {
+  Errc code = Errc::internal;
+  std::string message;
+  std::vector<Cause> causes;
+};
+
+inline ApiError api_error(Errc code, std::string message) { return {code, std::move(message), {}}; }
+
+// Lets `ApiResult<T>::value()` throw; found by argument-dependent lookup.
+inline void throw_exception_from_error(const ApiError& e, const boost::source_location&) {
+  throw std::runtime_error(e.message);
+}
+
+template <class T>
+using ApiResult = boost::system::result<T, ApiError>;
+
+}  // namespace kwatch::registry

@@ -1,0 +1,41 @@
+// Expected failures of kwatch operations, as values.
+//
+// Every layer returns `boost::system::result<T>` with one of these codes; the server maps each
+// code to a Kubernetes Status (code, reason). Thread-safety: the category is a stateless
+// singleton, safe from any thread.
+#pragma once
+
+#include <boost/system/error_code.hpp>
+#include <boost/system/result.hpp>
+
+#include <type_traits>
+
+namespace kwatch::storage {
+
+enum class Errc {
+  not_found = 1,   // key or object absent
+  already_exists,  // create of a key that exists
+  conflict,        // compare-and-swap on a stale mod revision
+  gone,            // revision older than the compacted revision (410)
+  timeout,         // waited for a revision that did not arrive in time (504)
+  invalid,         // semantically invalid input (422)
+  bad_request,     // malformed input (400)
+  unavailable,     // backend cannot serve now (503)
+  too_many_requests,  // not ready yet; retry (429)
+  internal,        // a bug or an I/O failure in the backend (500)
+  corrupt,         // persisted data failed its checksum in a way recovery cannot skip
+};
+
+const boost::system::error_category& errc_category() noexcept;
+
+inline boost::system::error_code make_error_code(Errc e) noexcept {
+  return {static_cast<int>(e), errc_category()};
+}
+
+template <class T>
+using Result = boost::system::result<T>;
+
+}  // namespace kwatch::storage
+
+template <>
+struct boost::system::is_error_code_enum<kwatch::storage::Errc> : std::true_type {};

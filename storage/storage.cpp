@@ -1,0 +1,48 @@
+#include "storage/storage.hpp"
+
+namespace kwatch::storage {
+
+namespace asio = boost::asio;
+
+asio::awaitable<Result<KeyValue>> Storage::create(std::string key, std::string value) {
+  auto r = co_await put_if(std::move(key), 0, std::move(value));
+  if (!r) co_return r.error();
+  if (!r->succeeded) co_return Errc::already_exists;
+  co_return std::move(r->kv);
+}
+
+asio::awaitable<Result<KeyValue>> Storage::guaranteed_update(std::string key,
+                                                             UpdateFn try_update) {
+  auto current = co_await get(key);
+  std::optional<KeyValue> state;
+  if (current) {
+    state = std::move(*current);
+  } else if (current.error() != Errc::not_found) {
+    co_return current.error();
+  }
+  for (;;) {
+    auto next = try_update(state ? &*state : nullptr);
+    if (!next) co_return next.error();
+    if (state && *next == state->value) co_return std::move(*state);
+    auto r = co_await put_if(key, state ? state->mod_revision : 0, std::move(*next));
+    if (!r) co_return r.error();
+    if (r->succeeded) co_return std::move(r->kv);
+    // Lost the race: retry against the state the failed guard returned.
+    if (r->kv.mod_revision == 0) {
+      state.reset();
+    } else {
+      state = std::move(r->kv);
+    }
+  }
+}
+
+asio::awaitable<Result<std::int64_t>> Storage::count(std::string prefix) {
+  ListOptions options;
+  options.prefix = std::move(prefix);
+  options.count_only = true;
+  auto r = co_await list(std::move(options));
+  if (!r) co_return r.error();
+  co_return r->count;
+}
+
+}  // namespace kwatch::storage
