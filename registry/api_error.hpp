@@ -25,9 +25,18 @@ struct Cause {
 };
 
 struct ApiError {
+  ApiError() = default;
+  ApiError(Errc c, std::string m, std::vector<Cause> cs = {})
+      : code(c), message(std::move(m)), causes(std::move(cs)) {}
+
   Errc code = Errc::internal;
   std::string message;
   std::vector<Cause> causes;
+  // Status.details: the object's name, API group and kind (resource for most reasons).
+  std::string name;
+  std::string group;
+  std::string kind;
+  int retry_after_seconds = 0;
 };
 
 inline ApiError api_error(Errc code, std::string message) { return {code, std::move(message), {}}; }

@@ -1,0 +1,758 @@
+#include "registry/resource_store.hpp"
+
+#include "registry/continue_token.hpp"
+#include "registry/field_selector.hpp"
+#include "registry/json_patch.hpp"
+#include "registry/label_selector.hpp"
+#include "registry/merge_patch.hpp"
+#include "registry/strategic_merge_patch.hpp"
+#include "registry/validation.hpp"
+#include "storage/storage.hpp"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <random>
+
+namespace kwatch::registry {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+using storage::KeyValue;
+
+namespace {
+
+// ---- Status-shaped errors, worded as kube-apiserver words them. ----
+
+std::string qualified_resource(const ResourceInfo& info) {
+  return info.group.empty() ? info.resource : info.resource + "." + info.group;
+}
+
+ApiError detailed(const ResourceInfo& info, Errc code, std::string name, std::string message) {
+  ApiError e{code, std::move(message), {}};
+  e.name = std::move(name);
+  e.group = info.group;
+  e.kind = info.resource;
+  return e;
+}
+
+ApiError not_found(const ResourceInfo& info, const std::string& name) {
+  return detailed(info, Errc::not_found, name,
+                  qualified_resource(info) + " \"" + name + "\" not found");
+}
+
+ApiError already_exists(const ResourceInfo& info, const std::string& name) {
+  return detailed(info, Errc::already_exists, name,
+                  qualified_resource(info) + " \"" + name + "\" already exists");
+}
+
+ApiError conflict(const ResourceInfo& info, const std::string& name, const std::string& why) {
+  return detailed(info, Errc::conflict, name,
+                  "Operation cannot be fulfilled on " + qualified_resource(info) + " \"" + name +
+                      "\": " + why);
+}
+
+constexpr const char* kModified =
+    "the object has been modified; please apply your changes to the latest version and try again";
+
+ApiError invalid(const ResourceInfo& info, const std::string& name, std::vector<Cause> causes) {
+  std::string detail;
+  for (const auto& c : causes) {
+    if (!detail.empty()) detail += ", ";
+    detail += c.field + ": " + c.message;
+  }
+  if (causes.size() > 1) detail = "[" + detail + "]";
+  ApiError e{Errc::invalid, info.kind + " \"" + name + "\" is invalid: " + detail, std::move(causes)};
+  e.name = name;
+  e.group = info.group;
+  e.kind = info.kind;
+  return e;
+}
+
+ApiError bad_request(std::string message) { return api_error(Errc::bad_request, std::move(message)); }
+
+ApiError from_storage(const ResourceInfo& info, const std::string& name,
+                      boost::system::error_code ec) {
+  if (ec == Errc::not_found) return not_found(info, name);
+  if (ec == Errc::already_exists) return already_exists(info, name);
+  if (ec == Errc::conflict) return conflict(info, name, kModified);
+  if (ec == Errc::gone) return api_error(Errc::gone, "The resourceVersion for the provided "
+                                                     "list is too old.");
+  if (ec == Errc::unavailable) return api_error(Errc::unavailable, "storage is unavailable");
+  if (ec == Errc::timeout) return api_error(Errc::timeout, "storage request timed out");
+  if (ec.category() == storage::errc_category()) {
+    return api_error(static_cast<Errc>(ec.value()), ec.message());
+  }
+  return api_error(Errc::internal, ec.message());
+}
+
+// ---- Object metadata. ----
+
+json::object* metadata_of(json::object& obj) {
+  auto it = obj.find("metadata");
+  if (it == obj.end() || !it->value().is_object()) return nullptr;
+  return &it->value().get_object();
+}
+
+const json::object* metadata_of(const json::object& obj) {
+  auto it = obj.find("metadata");
+  if (it == obj.end() || !it->value().is_object()) return nullptr;
+  return &it->value().get_object();
+}
+
+std::string string_field(const json::object* obj, std::string_view field) {
+  if (obj == nullptr) return {};
+  auto it = obj->find(field);
+  if (it == obj->end() || !it->value().is_string()) return {};
+  return std::string(it->value().get_string());
+}
+
+std::string random_suffix(std::size_t n) {
+  // The alphabet of Kubernetes' generateName: no vowels, no confusable digits.
+  static constexpr std::string_view kAlphabet = "bcdfghjklmnpqrstvwxz2456789";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i) out.push_back(kAlphabet[rng() % kAlphabet.size()]);
+  return out;
+}
+
+std::string new_uid() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::uint64_t hi = rng(), lo = rng();
+  hi = (hi & 0xffffffffffff0fffULL) | 0x0000000000004000ULL;  // version 4
+  lo = (lo & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;  // RFC 4122 variant
+  char buf[37];
+  std::snprintf(buf, sizeof buf, "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(hi >> 32),
+                static_cast<unsigned>((hi >> 16) & 0xffff), static_cast<unsigned>(hi & 0xffff),
+                static_cast<unsigned>(lo >> 48),
+                static_cast<unsigned long long>(lo & 0xffffffffffffULL));
+  return buf;
+}
+
+std::string now_rfc3339() {
+  std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::optional<std::int64_t> parse_revision(std::string_view s) {
+  std::int64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || v < 0) return std::nullopt;
+  return v;
+}
+
+// The stored form: the object without metadata.resourceVersion.
+std::string encode(json::object obj) {
+  if (auto* meta = metadata_of(obj)) meta->erase("resourceVersion");
+  return json::serialize(obj);
+}
+
+// Checks what every object must satisfy before it is written.
+std::vector<Cause> validate_object(const ResourceInfo& info, const json::object& obj) {
+  std::vector<Cause> causes;
+  const json::object* meta = metadata_of(obj);
+  const std::string name = string_field(meta, "name");
+  auto invalid_value = [&](std::string field, std::string_view value, const std::string& msg) {
+    causes.push_back({"FieldValueInvalid",
+                      "Invalid value: \"" + std::string(value) + "\": " + msg, std::move(field)});
+  };
+  if (name.empty()) {
+    causes.push_back({"FieldValueRequired", "Required value: name or generateName is required",
+                      "metadata.name"});
+  } else {
+    const bool label_names = info.resource == "namespaces" || info.resource == "services";
+    auto errors = label_names ? dns1123_label_errors(name) : dns1123_subdomain_errors(name);
+    for (const auto& e : errors) invalid_value("metadata.name", name, e);
+  }
+  if (meta != nullptr) {
+    if (auto it = meta->find("labels"); it != meta->end() && !it->value().is_null()) {
+      if (!it->value().is_object()) {
+        causes.push_back({"FieldValueTypeInvalid", "Invalid value: must be an object",
+                          "metadata.labels"});
+      } else {
+        for (const auto& [k, v] : it->value().get_object()) {
+          for (const auto& e : qualified_name_errors(k)) {
+            invalid_value("metadata.labels", k, e);
+          }
+          if (!v.is_string()) {
+            causes.push_back({"FieldValueTypeInvalid", "Invalid value: label values must be strings",
+                              "metadata.labels"});
+            continue;
+          }
+          for (const auto& e : label_value_errors(v.get_string())) {
+            invalid_value("metadata.labels", v.get_string(), e);
+          }
+        }
+      }
+    }
+    if (auto it = meta->find("annotations"); it != meta->end() && !it->value().is_null()) {
+      if (!it->value().is_object()) {
+        causes.push_back({"FieldValueTypeInvalid", "Invalid value: must be an object",
+                          "metadata.annotations"});
+      } else {
+        for (const auto& [k, v] : it->value().get_object()) {
+          for (const auto& e : qualified_name_errors(k)) {
+            invalid_value("metadata.annotations", k, e);
+          }
+          if (!v.is_string()) {
+            causes.push_back({"FieldValueTypeInvalid",
+                              "Invalid value: annotation values must be strings",
+                              "metadata.annotations"});
+          }
+        }
+      }
+    }
+  }
+  // The few spec rules clients trip over most; the rest is left to controllers.
+  if (info.kind == "Pod" && info.group.empty()) {
+    const json::value* spec = obj.if_contains("spec");
+    const json::value* containers =
+        spec != nullptr && spec->is_object() ? spec->get_object().if_contains("containers") : nullptr;
+    if (containers == nullptr || !containers->is_array() || containers->get_array().empty()) {
+      causes.push_back({"FieldValueRequired", "Required value", "spec.containers"});
+    } else {
+      std::size_t i = 0;
+      for (const auto& c : containers->get_array()) {
+        const std::string field = "spec.containers[" + std::to_string(i++) + "]";
+        const json::object* co = c.if_object();
+        if (string_field(co, "name").empty()) {
+          causes.push_back({"FieldValueRequired", "Required value", field + ".name"});
+        }
+        if (string_field(co, "image").empty()) {
+          causes.push_back({"FieldValueRequired", "Required value", field + ".image"});
+        }
+      }
+    }
+  }
+  if (info.kind == "Deployment" && info.group == "apps") {
+    const json::value* spec = obj.if_contains("spec");
+    const json::value* selector =
+        spec != nullptr && spec->is_object() ? spec->get_object().if_contains("selector") : nullptr;
+    if (selector == nullptr || !selector->is_object()) {
+      causes.push_back({"FieldValueRequired", "Required value", "spec.selector"});
+    }
+  }
+  return causes;
+}
+
+// Rejects a body whose apiVersion/kind disagree with the endpoint, and fills them when absent.
+ApiResult<void> check_type(const ResourceInfo& info, json::object& obj) {
+  const std::string api_version = string_field(&obj, "apiVersion");
+  const std::string kind = string_field(&obj, "kind");
+  if (!api_version.empty() && api_version != info.api_version()) {
+    return bad_request("the API version in the data (" + api_version +
+                       ") does not match the expected API version (" + info.api_version() + ")");
+  }
+  if (!kind.empty() && kind != info.kind) {
+    return bad_request("the kind in the data (" + kind + ") does not match the expected kind (" +
+                       info.kind + ")");
+  }
+  obj["apiVersion"] = info.api_version();
+  obj["kind"] = info.kind;
+  return {};
+}
+
+ApiResult<json::object*> ensure_metadata(json::object& obj) {
+  auto it = obj.find("metadata");
+  if (it == obj.end() || it->value().is_null()) {
+    obj["metadata"] = json::object();
+    it = obj.find("metadata");
+  }
+  if (!it->value().is_object()) return bad_request("metadata must be an object");
+  return &it->value().get_object();
+}
+
+std::string list_start_key(const ResourceInfo& info, const std::string& ns,
+                           const ContinueToken& token) {
+  (void)ns;
+  return info.key_prefix() + token.start;
+}
+
+}  // namespace
+
+ResourceStore::ResourceStore(std::shared_ptr<storage::Storage> storage,
+                             std::shared_ptr<Scheme> scheme)
+    : storage_(std::move(storage)), scheme_(std::move(scheme)) {}
+
+ApiResult<json::object> ResourceStore::decode(std::string_view bytes, std::int64_t mod_revision) {
+  boost::system::error_code ec;
+  json::value v = json::parse(bytes, ec);
+  if (ec || !v.is_object()) {
+    return api_error(Errc::internal, "stored object is not a JSON object");
+  }
+  json::object& obj = v.get_object();
+  auto meta = ensure_metadata(obj);
+  if (!meta) return meta.error();
+  (**meta)["resourceVersion"] = std::to_string(mod_revision);
+  return std::move(obj);
+}
+
+asio::awaitable<ApiResult<void>> ResourceStore::check_namespace(const ResourceInfo& info,
+                                                                const std::string& ns) {
+  if (!info.namespaced) co_return ApiResult<void>{};
+  const ResourceInfo* namespaces = scheme_->find("", "v1", "namespaces");
+  auto r = co_await storage_->get(namespaces->key("", ns));
+  if (!r) co_return from_storage(*namespaces, ns, r.error());
+  co_return ApiResult<void>{};
+}
+
+asio::awaitable<ApiResult<json::object>> ResourceStore::get(const ResourceInfo& info,
+                                                            std::string ns, std::string name,
+                                                            std::string resource_version) {
+  std::int64_t revision = 0;
+  if (!resource_version.empty() && resource_version != "0") {
+    auto rv = parse_revision(resource_version);
+    if (!rv) co_return bad_request("invalid resource version: " + resource_version);
+    auto current = co_await storage_->current_revision();
+    if (!current) co_return from_storage(info, name, current.error());
+    if (*rv > *current) {
+      ApiError e{Errc::timeout, "Too large resource version: " + resource_version +
+                                    ", current: " + std::to_string(*current),
+                 {{"ResourceVersionTooLarge", "Too large resource version", ""}}};
+      e.retry_after_seconds = 1;
+      co_return e;
+    }
+  }
+  auto r = co_await storage_->get(info.key(ns, name), revision);
+  if (!r) co_return from_storage(info, name, r.error());
+  co_return decode(r->value, r->mod_revision);
+}
+
+asio::awaitable<ApiResult<json::object>> ResourceStore::list(const ResourceInfo& info,
+                                                             std::string ns, ListQuery query) {
+  auto labels = parse_label_selector(query.label_selector);
+  if (!labels) co_return labels.error();
+  auto fields = parse_field_selector(query.field_selector);
+  if (!fields) co_return fields.error();
+  for (const auto& field : fields->fields()) {
+    if (!info.is_selectable(field)) {
+      co_return bad_request("field label not supported: " + field);
+    }
+  }
+  if (query.limit < 0) query.limit = 0;
+
+  const std::string prefix = info.namespace_prefix(ns);
+  storage::ListOptions options;
+  options.prefix = prefix;
+  std::int64_t revision = 0;
+  if (!query.continue_token.empty()) {
+    if (!query.resource_version.empty() && query.resource_version != "0") {
+      co_return bad_request(
+          "specifying resource version is not allowed when using continue");
+    }
+    auto token = decode_continue(query.continue_token);
+    if (!token) co_return token.error();
+    options.start_key = list_start_key(info, ns, *token);
+    if (options.start_key.compare(0, prefix.size(), prefix) != 0) {
+      co_return bad_request("continue key is not valid: the key does not belong to this list");
+    }
+    revision = token->rv;
+  } else if (!query.resource_version.empty() && query.resource_version != "0") {
+    auto rv = parse_revision(query.resource_version);
+    if (!rv) co_return bad_request("invalid resource version: " + query.resource_version);
+    auto current = co_await storage_->current_revision();
+    if (!current) co_return from_storage(info, "", current.error());
+    if (*rv > *current) {
+      ApiError e{Errc::timeout, "Too large resource version: " + query.resource_version +
+                                    ", current: " + std::to_string(*current),
+                 {{"ResourceVersionTooLarge", "Too large resource version", ""}}};
+      e.retry_after_seconds = 1;
+      co_return e;
+    }
+    if (query.resource_version_match == "Exact") revision = *rv;
+  }
+  if (!query.resource_version_match.empty() && query.resource_version_match != "Exact" &&
+      query.resource_version_match != "NotOlderThan") {
+    co_return bad_request("unsupported resourceVersionMatch: " + query.resource_version_match);
+  }
+
+  const bool filtered = !labels->empty() || !fields->empty();
+  json::array items;
+  std::string last_key;
+  bool more = false;
+  std::int64_t remaining = 0;
+  std::int64_t read_revision = revision;
+  for (;;) {
+    options.revision = read_revision;
+    options.limit = query.limit > 0 ? query.limit - static_cast<std::int64_t>(items.size()) : 0;
+    if (query.limit > 0 && filtered) options.limit = std::max<std::int64_t>(options.limit, 256);
+    auto page = co_await storage_->list(options);
+    if (!page) {
+      if (page.error() == Errc::gone && !query.continue_token.empty()) {
+        co_return api_error(Errc::gone,
+                            "The provided continue parameter is too old to display a consistent "
+                            "list result. You can start a new list without the continue "
+                            "parameter.");
+      }
+      if (page.error() == Errc::gone) {
+        co_return api_error(Errc::gone, "too old resource version: " +
+                                            std::to_string(read_revision));
+      }
+      co_return from_storage(info, "", page.error());
+    }
+    read_revision = page->revision;
+    std::size_t consumed = 0;
+    for (auto& kv : page->kvs) {
+      ++consumed;
+      last_key = kv.key;
+      auto obj = decode(kv.value, kv.mod_revision);
+      if (!obj) co_return obj.error();
+      if (filtered) {
+        const json::object* meta = metadata_of(*obj);
+        const json::value* lbl = meta != nullptr ? meta->if_contains("labels") : nullptr;
+        if (!labels->matches(lbl != nullptr ? lbl->if_object() : nullptr)) continue;
+        const json::object& o = *obj;
+        bool ok = fields->matches([&](std::string_view field) -> std::optional<std::string> {
+          return info.field_value(o, field);
+        });
+        if (!ok) continue;
+      }
+      items.push_back(std::move(*obj));
+      if (query.limit > 0 && static_cast<std::int64_t>(items.size()) >= query.limit) break;
+    }
+    const bool page_left_keys = consumed < page->kvs.size() || page->more;
+    if (query.limit > 0 && static_cast<std::int64_t>(items.size()) >= query.limit) {
+      more = page_left_keys;
+      remaining = page->count - static_cast<std::int64_t>(consumed);
+      break;
+    }
+    if (!page->more) break;
+    options.start_key = last_key + '\0';
+  }
+
+  json::object list;
+  list["kind"] = info.list_kind();
+  list["apiVersion"] = info.api_version();
+  json::object meta;
+  meta["resourceVersion"] = std::to_string(read_revision);
+  if (more) {
+    meta["continue"] =
+        encode_continue(read_revision, last_key.substr(info.key_prefix().size()) + '\0');
+    if (!filtered) meta["remainingItemCount"] = remaining;
+  }
+  list["metadata"] = std::move(meta);
+  list["items"] = std::move(items);
+  co_return list;
+}
+
+asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInfo& info,
+                                                               std::string ns, json::object body,
+                                                               WriteQuery query) {
+  if (auto t = check_type(info, body); !t) co_return t.error();
+  auto meta_r = ensure_metadata(body);
+  if (!meta_r) co_return meta_r.error();
+  json::object& meta = **meta_r;
+  if (!string_field(&meta, "resourceVersion").empty()) {
+    co_return bad_request("resourceVersion should not be set on objects to be created");
+  }
+  if (info.namespaced) {
+    const std::string body_ns = string_field(&meta, "namespace");
+    if (!body_ns.empty() && body_ns != ns) {
+      co_return bad_request(
+          "the namespace of the provided object does not match the namespace sent on the request");
+    }
+    meta["namespace"] = ns;
+  } else {
+    meta.erase("namespace");
+  }
+  std::string name = string_field(&meta, "name");
+  const std::string generate_name = string_field(&meta, "generateName");
+  const bool generated = name.empty() && !generate_name.empty();
+  if (generated) {
+    // Kubernetes keeps generated names within 63 characters: trim the prefix, not the suffix.
+    name = generate_name.substr(0, std::min<std::size_t>(generate_name.size(), 58)) +
+           random_suffix(5);
+    meta["name"] = name;
+  }
+  meta["uid"] = new_uid();
+  meta["creationTimestamp"] = now_rfc3339();
+  meta["generation"] = 1;
+  meta.erase("deletionTimestamp");
+  meta.erase("deletionGracePeriodSeconds");
+  if (info.resource == "namespaces") {
+    json::value& status = body["status"];
+    if (!status.is_object()) status = json::object();
+    status.get_object()["phase"] = "Active";
+    json::value& spec = body["spec"];
+    if (!spec.is_object()) spec = json::object();
+    spec.get_object()["finalizers"] = json::array{"kubernetes"};
+  }
+  if (auto causes = validate_object(info, body); !causes.empty()) {
+    co_return invalid(info, name.empty() ? generate_name : name, std::move(causes));
+  }
+  if (auto ok = co_await check_namespace(info, ns); !ok) co_return ok.error();
+  if (query.dry_run) {
+    auto existing = co_await storage_->get(info.key(ns, name));
+    if (existing) co_return already_exists(info, name);
+    co_return body;
+  }
+  auto r = co_await storage_->create(info.key(ns, name), encode(body));
+  if (!r) co_return from_storage(info, name, r.error());
+  meta["resourceVersion"] = std::to_string(r->mod_revision);
+  co_return body;
+}
+
+asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
+    const ResourceInfo& info, std::string ns, std::string name, WriteQuery query,
+    std::function<ApiResult<json::object>(const json::object& current)> mutate) {
+  std::optional<ApiError> failure;
+  std::optional<json::object> written;
+  auto try_update = [&](const KeyValue* current) -> storage::Result<std::string> {
+    if (current == nullptr) {
+      failure = not_found(info, name);
+      return Errc::not_found;
+    }
+    auto existing = decode(current->value, current->mod_revision);
+    if (!existing) {
+      failure = existing.error();
+      return Errc::internal;
+    }
+    auto next = mutate(*existing);
+    if (!next) {
+      failure = next.error();
+      return next.error().code;
+    }
+    json::object& obj = *next;
+    if (auto t = check_type(info, obj); !t) {
+      failure = t.error();
+      return Errc::bad_request;
+    }
+    auto meta_r = ensure_metadata(obj);
+    if (!meta_r) {
+      failure = meta_r.error();
+      return Errc::bad_request;
+    }
+    json::object& meta = **meta_r;
+    const json::object& old_meta = *metadata_of(*existing);
+    // Optimistic concurrency: a resourceVersion in the new object must be the current one.
+    const std::string rv = string_field(&meta, "resourceVersion");
+    if (!rv.empty() && rv != std::to_string(current->mod_revision)) {
+      failure = conflict(info, name, kModified);
+      return Errc::conflict;
+    }
+    const std::string body_name = string_field(&meta, "name");
+    if (!body_name.empty() && body_name != name) {
+      failure = bad_request("the name of the object (" + body_name +
+                            ") does not match the name on the URL (" + name + ")");
+      return Errc::bad_request;
+    }
+    if (info.namespaced) {
+      const std::string body_ns = string_field(&meta, "namespace");
+      if (!body_ns.empty() && body_ns != ns) {
+        failure = bad_request(
+            "the namespace of the provided object does not match the namespace sent on the "
+            "request");
+        return Errc::bad_request;
+      }
+    }
+    // Server-managed metadata survives every update.
+    for (const char* field : {"name", "namespace", "uid", "creationTimestamp", "generation",
+                              "deletionTimestamp", "deletionGracePeriodSeconds"}) {
+      if (auto it = old_meta.find(field); it != old_meta.end()) {
+        meta[field] = it->value();
+      } else {
+        meta.erase(field);
+      }
+    }
+    // The status subresource and the main resource each own their half of the object.
+    if (info.has_status) {
+      const bool status_write = query.subresource == "status";
+      json::object base = status_write ? *existing : obj;
+      const json::object& from = status_write ? obj : *existing;
+      if (auto it = from.find("status"); it != from.end()) {
+        base["status"] = it->value();
+      } else {
+        base.erase("status");
+      }
+      if (status_write) {
+        base["metadata"] = obj["metadata"];
+      }
+      obj = std::move(base);
+    }
+    json::object& final_meta = obj["metadata"].get_object();
+    const json::value* old_spec = existing->if_contains("spec");
+    const json::value* new_spec = obj.if_contains("spec");
+    const bool spec_changed = (old_spec == nullptr) != (new_spec == nullptr) ||
+                              (old_spec != nullptr && *old_spec != *new_spec);
+    if (spec_changed) {
+      const json::value* g = old_meta.if_contains("generation");
+      std::int64_t gen = g != nullptr && g->is_int64() ? g->get_int64() : 0;
+      final_meta["generation"] = gen + 1;
+    }
+    if (auto causes = validate_object(info, obj); !causes.empty()) {
+      failure = invalid(info, name, std::move(causes));
+      return Errc::invalid;
+    }
+    written = obj;
+    if (query.dry_run) {
+      // Returning the unchanged bytes makes guaranteed_update skip the write.
+      return current->value;
+    }
+    return encode(obj);
+  };
+  auto r = co_await storage_->guaranteed_update(info.key(ns, name), try_update);
+  if (!r) {
+    if (failure) co_return *failure;
+    co_return from_storage(info, name, r.error());
+  }
+  if (query.dry_run && written) co_return *written;
+  co_return decode(r->value, r->mod_revision);
+}
+
+asio::awaitable<ApiResult<json::object>> ResourceStore::update(const ResourceInfo& info,
+                                                               std::string ns, std::string name,
+                                                               json::object body,
+                                                               WriteQuery query) {
+  auto shared_body = std::make_shared<json::object>(std::move(body));
+  co_return co_await write_update(
+      info, std::move(ns), std::move(name), query,
+      [shared_body](const json::object&) -> ApiResult<json::object> { return *shared_body; });
+}
+
+asio::awaitable<ApiResult<json::object>> ResourceStore::patch(const ResourceInfo& info,
+                                                              std::string ns, std::string name,
+                                                              PatchType type, json::value patch,
+                                                              WriteQuery query) {
+  if (type != PatchType::json && !patch.is_object()) {
+    co_return bad_request("patch body must be a JSON object");
+  }
+  if (type == PatchType::json && !patch.is_array()) {
+    co_return bad_request("json patch must be a JSON array of operations");
+  }
+  if (type == PatchType::strategic_merge && !info.strategic_merge_patch) {
+    ApiError e = api_error(Errc::bad_request, "");
+    co_return api_error(Errc::bad_request,
+                        "strategic merge patch is not supported for " + qualified_resource(info));
+  }
+  auto shared_patch = std::make_shared<json::value>(std::move(patch));
+  const PatchSchema& schema = builtin_patch_schema(info.group, info.kind);
+  co_return co_await write_update(
+      info, std::move(ns), std::move(name), query,
+      [shared_patch, type, &schema](const json::object& current) -> ApiResult<json::object> {
+        json::value patched;
+        switch (type) {
+          case PatchType::merge:
+            patched = apply_merge_patch(current, *shared_patch);
+            break;
+          case PatchType::json: {
+            auto r = apply_json_patch(json::value(current), *shared_patch);
+            if (!r) return r.error();
+            patched = std::move(*r);
+            break;
+          }
+          case PatchType::strategic_merge: {
+            auto r = apply_strategic_merge_patch(current, *shared_patch, schema);
+            if (!r) return r.error();
+            patched = std::move(*r);
+            break;
+          }
+        }
+        if (!patched.is_object()) return bad_request("patched object is not a JSON object");
+        return std::move(patched.get_object());
+      });
+}
+
+asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInfo& info,
+                                                               std::string ns, std::string name,
+                                                               DeleteQuery query) {
+  const std::string key = info.key(ns, name);
+  if (info.resource == "namespaces" && !query.dry_run) {
+    // No namespace controller runs here: the namespace's contents go with it, synchronously.
+    auto exists = co_await storage_->get(key);
+    if (!exists) co_return from_storage(info, name, exists.error());
+    for (const ResourceInfo* r : scheme_->resources()) {
+      if (!r->namespaced) continue;
+      storage::ListOptions options;
+      options.prefix = r->namespace_prefix(name);
+      auto page = co_await storage_->list(options);
+      if (!page) co_return from_storage(*r, "", page.error());
+      for (const auto& kv : page->kvs) {
+        auto d = co_await storage_->delete_if(kv.key, 0);
+        if (!d) co_return from_storage(*r, "", d.error());
+      }
+    }
+  }
+  for (;;) {
+    auto current = co_await storage_->get(key);
+    if (!current) co_return from_storage(info, name, current.error());
+    auto obj = decode(current->value, current->mod_revision);
+    if (!obj) co_return obj.error();
+    const json::object* meta = metadata_of(*obj);
+    if (query.uid && *query.uid != string_field(meta, "uid")) {
+      co_return conflict(info, name,
+                         "Precondition failed: UID in precondition: " + *query.uid +
+                             ", UID in object meta: " + string_field(meta, "uid"));
+    }
+    if (query.resource_version &&
+        *query.resource_version != std::to_string(current->mod_revision)) {
+      co_return conflict(info, name,
+                         "Precondition failed: ResourceVersion in precondition: " +
+                             *query.resource_version + ", ResourceVersion in object meta: " +
+                             std::to_string(current->mod_revision));
+    }
+    if (query.dry_run) co_return std::move(*obj);
+    auto d = co_await storage_->delete_if(key, current->mod_revision);
+    if (!d) co_return from_storage(info, name, d.error());
+    if (!d->succeeded) {
+      if (d->kv.mod_revision == 0) co_return not_found(info, name);
+      continue;  // changed under us: check the preconditions against the new state
+    }
+    if (info.resource == "namespaces") {
+      json::object status;
+      status["kind"] = "Status";
+      status["apiVersion"] = "v1";
+      status["metadata"] = json::object();
+      status["status"] = "Success";
+      status["details"] = json::object{{"name", name},
+                                       {"kind", info.resource},
+                                       {"uid", string_field(meta, "uid")}};
+      co_return status;
+    }
+    (*obj)["metadata"].get_object()["resourceVersion"] = std::to_string(d->revision);
+    co_return std::move(*obj);
+  }
+}
+
+asio::awaitable<ApiResult<json::object>> ResourceStore::remove_collection(const ResourceInfo& info,
+                                                                          std::string ns,
+                                                                          ListQuery query,
+                                                                          DeleteQuery del) {
+  query.limit = 0;
+  query.continue_token.clear();
+  auto listed = co_await list(info, ns, query);
+  if (!listed) co_return listed.error();
+  json::array deleted;
+  for (auto& item : (*listed)["items"].get_array()) {
+    const json::object* meta = metadata_of(item.get_object());
+    auto r = co_await remove(info, string_field(meta, "namespace"), string_field(meta, "name"),
+                             del);
+    if (!r) {
+      if (r.error().code == Errc::not_found) continue;  // deleted meanwhile: fine
+      co_return r.error();
+    }
+    deleted.push_back(std::move(*r));
+  }
+  (*listed)["items"] = std::move(deleted);
+  (*listed)["metadata"].get_object().erase("continue");
+  (*listed)["metadata"].get_object().erase("remainingItemCount");
+  co_return std::move(*listed);
+}
+
+asio::awaitable<ApiResult<void>> ResourceStore::ensure_namespace(std::string name) {
+  const ResourceInfo* info = scheme_->find("", "v1", "namespaces");
+  json::object body{{"apiVersion", "v1"}, {"kind", "Namespace"},
+                    {"metadata", json::object{{"name", name}}}};
+  auto r = co_await create(*info, "", std::move(body), {});
+  if (!r && r.error().code != Errc::already_exists) co_return r.error();
+  co_return ApiResult<void>{};
+}
+
+}  // namespace kwatch::registry

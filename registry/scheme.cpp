@@ -1,0 +1,165 @@
+#include "registry/scheme.hpp"
+
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
+
+#include <mutex>
+
+namespace kwatch::registry {
+
+namespace json = boost::json;
+
+std::string ResourceInfo::namespace_prefix(std::string_view ns) const {
+  if (!namespaced || ns.empty()) return key_prefix();
+  std::string prefix = key_prefix();
+  prefix.append(ns);
+  prefix.push_back('/');
+  return prefix;
+}
+
+std::string ResourceInfo::key(std::string_view ns, std::string_view name) const {
+  std::string k = namespace_prefix(ns);
+  k.append(name);
+  return k;
+}
+
+bool ResourceInfo::is_selectable(std::string_view field) const {
+  if (field == "metadata.name" || field == "metadata.namespace") return true;
+  for (const auto& f : selectable_fields) {
+    if (f == field) return true;
+  }
+  return false;
+}
+
+namespace {
+
+// Follows a dotted path; nullptr when any step is missing or not an object.
+const json::value* lookup(const json::object& object, std::string_view path) {
+  const json::object* current = &object;
+  for (;;) {
+    auto dot = path.find('.');
+    auto step = path.substr(0, dot);
+    auto it = current->find(step);
+    if (it == current->end()) return nullptr;
+    if (dot == std::string_view::npos) return &it->value();
+    if (!it->value().is_object()) return nullptr;
+    current = &it->value().get_object();
+    path.remove_prefix(dot + 1);
+  }
+}
+
+std::string scalar_text(const json::value* v) {
+  if (v == nullptr || v->is_null()) return {};
+  if (v->is_string()) return std::string(v->get_string());
+  if (v->is_bool()) return v->get_bool() ? "true" : "false";
+  if (v->is_int64()) return std::to_string(v->get_int64());
+  if (v->is_uint64()) return std::to_string(v->get_uint64());
+  return {};
+}
+
+}  // namespace
+
+std::optional<std::string> ResourceInfo::field_value(const json::object& object,
+                                                     std::string_view field) const {
+  if (!is_selectable(field)) return std::nullopt;
+  // Events select on "source", which is the reporting component.
+  if (kind == "Event" && field == "source") {
+    return scalar_text(lookup(object, "source.component"));
+  }
+  const json::value* v = lookup(object, field);
+  if (v == nullptr && field == "spec.unschedulable") return std::string("false");
+  if (v == nullptr && field == "spec.hostNetwork") return std::string("false");
+  return scalar_text(v);
+}
+
+std::shared_ptr<Scheme> Scheme::builtin() {
+  auto scheme = std::make_shared<Scheme>();
+  auto core = [&](std::string kind, std::string resource, std::string singular, bool namespaced,
+                  std::vector<std::string> short_names, std::vector<std::string> fields = {},
+                  bool has_status = false, std::vector<std::string> categories = {}) {
+    scheme->add(ResourceInfo{"", "v1", std::move(kind), std::move(resource), std::move(singular),
+                             namespaced, std::move(short_names), std::move(categories),
+                             std::move(fields), true, has_status});
+  };
+  core("Namespace", "namespaces", "namespace", false, {"ns"}, {"status.phase"}, true);
+  core("Pod", "pods", "pod", true, {"po"},
+       {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
+        "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"},
+       true, {"all"});
+  core("Service", "services", "service", true, {"svc"}, {"spec.clusterIP", "spec.type"}, true,
+       {"all"});
+  core("ConfigMap", "configmaps", "configmap", true, {"cm"});
+  core("Secret", "secrets", "secret", true, {}, {"type"});
+  core("Node", "nodes", "node", false, {"no"}, {"spec.unschedulable"}, true);
+  core("Event", "events", "event", true, {"ev"},
+       {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+        "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+        "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"});
+  core("Endpoints", "endpoints", "endpoints", true, {"ep"});
+  core("ServiceAccount", "serviceaccounts", "serviceaccount", true, {"sa"});
+  scheme->add(ResourceInfo{"apps", "v1", "Deployment", "deployments", "deployment", true,
+                           {"deploy"}, {"all"}, {}, true, true});
+  scheme->add(ResourceInfo{"coordination.k8s.io", "v1", "Lease", "leases", "lease", true, {}, {},
+                           {}, true, false});
+  return scheme;
+}
+
+void Scheme::add(ResourceInfo info) {
+  std::unique_lock lock(mutex_);
+  resources_.push_back(std::make_unique<ResourceInfo>(std::move(info)));
+}
+
+const ResourceInfo* Scheme::find(std::string_view group, std::string_view version,
+                                 std::string_view resource) const {
+  std::shared_lock lock(mutex_);
+  for (const auto& r : resources_) {
+    if (r->group == group && r->version == version && r->resource == resource) return r.get();
+  }
+  return nullptr;
+}
+
+const ResourceInfo* Scheme::find_kind(std::string_view group, std::string_view version,
+                                      std::string_view kind) const {
+  std::shared_lock lock(mutex_);
+  for (const auto& r : resources_) {
+    if (r->group == group && r->version == version && r->kind == kind) return r.get();
+  }
+  return nullptr;
+}
+
+std::vector<const ResourceInfo*> Scheme::resources() const {
+  std::shared_lock lock(mutex_);
+  std::vector<const ResourceInfo*> out;
+  for (const auto& r : resources_) out.push_back(r.get());
+  return out;
+}
+
+std::vector<const ResourceInfo*> Scheme::resources(std::string_view group,
+                                                   std::string_view version) const {
+  std::shared_lock lock(mutex_);
+  std::vector<const ResourceInfo*> out;
+  for (const auto& r : resources_) {
+    if (r->group == group && r->version == version) out.push_back(r.get());
+  }
+  return out;
+}
+
+std::vector<GroupVersion> Scheme::group_versions() const {
+  std::shared_lock lock(mutex_);
+  std::vector<GroupVersion> out;
+  auto seen = [&](const ResourceInfo& r) {
+    for (const auto& gv : out) {
+      if (gv.group == r.group && gv.version == r.version) return true;
+    }
+    return false;
+  };
+  for (const auto& r : resources_) {
+    if (r->group.empty() && !seen(*r)) out.push_back({r->group, r->version});
+  }
+  for (const auto& r : resources_) {
+    if (!r->group.empty() && !seen(*r)) out.push_back({r->group, r->version});
+  }
+  return out;
+}
+
+}  // namespace kwatch::registry

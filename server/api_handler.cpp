@@ -1,0 +1,415 @@
+#include "server/api_handler.hpp"
+
+#include "registry/resource_store.hpp"
+#include "registry/scheme.hpp"
+#include "server/discovery.hpp"
+#include "server/status.hpp"
+#include "server/table.hpp"
+#include "server/url.hpp"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <charconv>
+#include <chrono>
+
+namespace kwatch::server {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+using registry::ApiError;
+using registry::ApiResult;
+using registry::Errc;
+using registry::ResourceInfo;
+
+struct ApiHandler::Route {
+  const ResourceInfo* info = nullptr;
+  std::string ns;
+  std::string name;
+  std::string subresource;
+  bool watch_prefix = false;
+  std::string verb;  // for metrics: get, list, watch, create, update, patch, delete, ...
+};
+
+namespace {
+
+ApiResponse json_response(unsigned status, const json::value& body) {
+  ApiResponse r;
+  r.status = status;
+  r.body = json::serialize(body);
+  r.body.push_back('\n');
+  return r;
+}
+
+ApiResponse error_response(const ApiError& error) {
+  ApiResponse r = json_response(status_code(error.code).http, status_object(error));
+  if (error.retry_after_seconds > 0) {
+    r.headers["Retry-After"] = std::to_string(error.retry_after_seconds);
+  }
+  return r;
+}
+
+ApiResponse text_response(unsigned status, std::string body, std::string type = "text/plain") {
+  ApiResponse r;
+  r.status = status;
+  r.content_type = std::move(type);
+  r.body = std::move(body);
+  return r;
+}
+
+ApiResponse not_found_path() {
+  return error_response({Errc::not_found, "the server could not find the requested resource", {}});
+}
+
+ApiResponse method_not_allowed(const std::string& method) {
+  ApiResponse r = json_response(
+      405, json::object{{"kind", "Status"},
+                        {"apiVersion", "v1"},
+                        {"metadata", json::object()},
+                        {"status", "Failure"},
+                        {"message", "the server does not allow this method on the requested "
+                                    "resource"},
+                        {"reason", "MethodNotAllowed"},
+                        {"details", json::object()},
+                        {"code", 405}});
+  (void)method;
+  return r;
+}
+
+bool truthy(const std::optional<std::string>& v) {
+  return v && *v != "false" && *v != "0";
+}
+
+// The media type without parameters, lowercased.
+std::string media_type(std::string_view content_type) {
+  std::string out(content_type.substr(0, content_type.find(';')));
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+ApiResult<json::value> parse_body(const std::string& body) {
+  if (body.empty()) return registry::api_error(Errc::bad_request, "request body is empty");
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  if (ec) {
+    return registry::api_error(Errc::bad_request,
+                               "couldn't get version/kind; json parse error: " + ec.message());
+  }
+  return v;
+}
+
+ApiResult<json::object> parse_object(const ApiRequest& request) {
+  const std::string type = media_type(request.content_type);
+  if (!type.empty() && type != "application/json" && type != "*/*") {
+    return registry::api_error(Errc::bad_request,
+                               "the body of the request was in an unknown format - accepted "
+                               "media types include: application/json");
+  }
+  auto v = parse_body(request.body);
+  if (!v) return v.error();
+  if (!v->is_object()) {
+    return registry::api_error(Errc::bad_request,
+                               "couldn't get version/kind; json parse error: the body is not a "
+                               "JSON object");
+  }
+  return std::move(v->get_object());
+}
+
+ApiResult<registry::WriteQuery> write_query(const Url& url, const std::string& subresource) {
+  registry::WriteQuery q;
+  q.subresource = subresource;
+  for (auto [it, end] = url.query.equal_range("dryRun"); it != end; ++it) {
+    if (it->second == "All") {
+      q.dry_run = true;
+    } else if (!it->second.empty()) {
+      return registry::api_error(Errc::bad_request, "Invalid dryRun value: " + it->second +
+                                                         "; supported values: All");
+    }
+  }
+  if (auto fv = url.param("fieldValidation");
+      fv && !fv->empty() && *fv != "Ignore" && *fv != "Warn" && *fv != "Strict") {
+    return registry::api_error(Errc::bad_request,
+                               "fieldValidation must be one of Ignore, Warn or Strict, got " + *fv);
+  }
+  return q;
+}
+
+ApiResult<std::int64_t> int_param(const Url& url, std::string_view name) {
+  auto v = url.param(name);
+  if (!v || v->empty()) return std::int64_t{0};
+  std::int64_t out = 0;
+  auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
+  if (ec != std::errc() || p != v->data() + v->size() || out < 0) {
+    return registry::api_error(Errc::bad_request,
+                               "invalid value for " + std::string(name) + ": " + *v);
+  }
+  return out;
+}
+
+ApiResult<registry::ListQuery> list_query(const Url& url) {
+  registry::ListQuery q;
+  q.label_selector = url.param("labelSelector").value_or("");
+  q.field_selector = url.param("fieldSelector").value_or("");
+  auto limit = int_param(url, "limit");
+  if (!limit) return limit.error();
+  q.limit = *limit;
+  q.continue_token = url.param("continue").value_or("");
+  q.resource_version = url.param("resourceVersion").value_or("");
+  q.resource_version_match = url.param("resourceVersionMatch").value_or("");
+  if (!q.resource_version_match.empty() && q.resource_version.empty()) {
+    return registry::api_error(Errc::bad_request,
+                               "resourceVersionMatch is forbidden unless resourceVersion is "
+                               "provided");
+  }
+  return q;
+}
+
+ApiResult<registry::DeleteQuery> delete_query(const ApiRequest& request, const Url& url) {
+  registry::DeleteQuery q;
+  auto w = write_query(url, "");
+  if (!w) return w.error();
+  q.dry_run = w->dry_run;
+  if (request.body.empty()) return q;
+  auto v = parse_body(request.body);
+  if (!v) return v.error();
+  const json::object* opts = v->if_object();
+  if (opts == nullptr) return registry::api_error(Errc::bad_request, "DeleteOptions must be an object");
+  if (const json::value* pre = opts->if_contains("preconditions"); pre && pre->is_object()) {
+    if (const json::value* uid = pre->get_object().if_contains("uid"); uid && uid->is_string()) {
+      q.uid = std::string(uid->get_string());
+    }
+    if (const json::value* rv = pre->get_object().if_contains("resourceVersion");
+        rv && rv->is_string()) {
+      q.resource_version = std::string(rv->get_string());
+    }
+  }
+  if (const json::value* dry = opts->if_contains("dryRun"); dry && dry->is_array()) {
+    for (const auto& d : dry->get_array()) {
+      if (d.is_string() && d.get_string() == "All") q.dry_run = true;
+    }
+  }
+  return q;
+}
+
+bool wants_table(const ApiRequest& request) {
+  return request.accept.find("as=Table") != std::string::npos;
+}
+
+}  // namespace
+
+ApiHandler::ApiHandler(std::shared_ptr<registry::Scheme> scheme,
+                       std::shared_ptr<registry::ResourceStore> store,
+                       std::shared_ptr<Metrics> metrics, std::string server_address)
+    : scheme_(std::move(scheme)),
+      store_(std::move(store)),
+      metrics_(std::move(metrics)),
+      server_address_(std::move(server_address)) {
+  metrics_->help("apiserver_request_total", "counter",
+                 "Requests by verb, resource and HTTP code.");
+  metrics_->help("apiserver_request_duration_seconds", "histogram",
+                 "Request latency by verb and resource.");
+}
+
+asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
+  const auto start = std::chrono::steady_clock::now();
+  auto url = parse_url(request.target);
+  if (!url) {
+    co_return error_response({Errc::bad_request, "malformed request URL", {}});
+  }
+  const auto& seg = url->segments;
+  Route route;
+  ApiResponse response;
+  const bool get = request.method == "GET" || request.method == "HEAD";
+
+  if (seg.empty()) {
+    response = json_response(
+        200, json::object{{"paths", json::array{"/api", "/api/v1", "/apis", "/healthz", "/livez",
+                                                "/metrics", "/openapi/v3", "/readyz", "/version"}}});
+  } else if (seg[0] == "healthz" || seg[0] == "livez") {
+    response = text_response(200, "ok");
+  } else if (seg[0] == "readyz") {
+    response = ready_ ? text_response(200, "ok") : text_response(500, "[-]storage not ready\n");
+  } else if (seg[0] == "version" && seg.size() == 1) {
+    response = json_response(200, version_info());
+  } else if (seg[0] == "metrics" && seg.size() == 1) {
+    response = text_response(200, metrics_->render(), "text/plain; version=0.0.4");
+  } else if (seg[0] == "openapi" && seg.size() >= 2 && seg[1] == "v3" && get) {
+    if (seg.size() == 2) {
+      response = json_response(200, openapi_v3_root(*scheme_));
+    } else {
+      std::optional<json::object> doc;
+      if (seg.size() == 4 && seg[2] == "api") doc = openapi_v3_group_version(*scheme_, "", seg[3]);
+      if (seg.size() == 5 && seg[2] == "apis") {
+        doc = openapi_v3_group_version(*scheme_, seg[3], seg[4]);
+      }
+      response = doc ? json_response(200, *doc) : not_found_path();
+    }
+  } else if (seg[0] == "api" || seg[0] == "apis") {
+    const bool core = seg[0] == "api";
+    const std::size_t gv_len = core ? 2 : 3;
+    if (seg.size() == 1) {
+      response = get ? json_response(200, core ? api_versions(server_address_)
+                                               : api_group_list(*scheme_))
+                     : method_not_allowed(request.method);
+    } else if (!core && seg.size() == 2) {
+      auto g = api_group(*scheme_, seg[1]);
+      response = g ? json_response(200, *g) : not_found_path();
+    } else if (seg.size() == gv_len) {
+      auto list = core ? api_resource_list(*scheme_, "", seg[1])
+                       : api_resource_list(*scheme_, seg[1], seg[2]);
+      response = list ? json_response(200, *list) : not_found_path();
+    } else {
+      const std::string group = core ? "" : seg[1];
+      const std::string version = core ? seg[1] : seg[2];
+      std::vector<std::string> rest(seg.begin() + static_cast<long>(gv_len), seg.end());
+      if (!rest.empty() && rest[0] == "watch") {
+        route.watch_prefix = true;
+        rest.erase(rest.begin());
+      }
+      const bool namespace_sub =
+          rest.size() == 3 && rest[0] == "namespaces" && (rest[2] == "status" || rest[2] == "finalize");
+      if (rest.size() >= 3 && rest[0] == "namespaces" && !namespace_sub) {
+        route.ns = rest[1];
+        rest.erase(rest.begin(), rest.begin() + 2);
+      }
+      if (rest.empty() || rest.size() > 3) {
+        response = not_found_path();
+      } else {
+        route.info = scheme_->find(group, version, rest[0]);
+        if (rest.size() >= 2) route.name = rest[1];
+        if (rest.size() == 3) route.subresource = rest[2];
+        if (route.info == nullptr || (!route.ns.empty() && !route.info->namespaced) ||
+            (!route.subresource.empty() &&
+             !(route.subresource == "status" && route.info->has_status) &&
+             !(route.subresource == "finalize" && route.info->resource == "namespaces"))) {
+          response = not_found_path();
+        } else {
+          response = co_await handle_resource(request, *url, route);
+        }
+      }
+    }
+  } else {
+    response = not_found_path();
+  }
+
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string resource = route.info ? route.info->resource : "";
+  const std::string verb = route.verb.empty() ? request.method : route.verb;
+  metrics_->inc("apiserver_request_total",
+                {{"verb", verb}, {"resource", resource}, {"code", std::to_string(response.status)}});
+  if (route.info != nullptr) {
+    metrics_->observe("apiserver_request_duration_seconds", {{"verb", verb}, {"resource", resource}},
+                      seconds);
+  }
+  co_return response;
+}
+
+asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& request,
+                                                         const Url& url, Route& route) {
+  const ResourceInfo& info = *route.info;
+  const std::string& m = request.method;
+  const bool named = !route.name.empty();
+  // A namespaced resource addressed without a namespace may only be read across namespaces.
+  if (info.namespaced && route.ns.empty() && (named || (m != "GET" && m != "HEAD"))) {
+    route.verb = "unknown";
+    co_return method_not_allowed(m);
+  }
+  auto render = [&](ApiResult<json::object> r, unsigned ok_status) -> ApiResponse {
+    if (!r) return error_response(r.error());
+    if (wants_table(request) && (m == "GET" || m == "HEAD")) {
+      return json_response(ok_status, to_table(info, *r, std::chrono::system_clock::now()));
+    }
+    return json_response(ok_status, *r);
+  };
+
+  if (m == "GET" || m == "HEAD") {
+    if (!named) {
+      const bool watch = route.watch_prefix || truthy(url.param("watch"));
+      if (watch) {
+        route.verb = "watch";
+        co_return error_response(
+            {Errc::bad_request, "watch is not served by this build of kwatch", {}});
+      }
+      route.verb = "list";
+      auto q = list_query(url);
+      if (!q) co_return error_response(q.error());
+      co_return render(co_await store_->list(info, route.ns, *q), 200);
+    }
+    route.verb = "get";
+    co_return render(co_await store_->get(info, route.ns, route.name,
+                                          url.param("resourceVersion").value_or("")),
+                     200);
+  }
+  if (m == "POST") {
+    route.verb = "create";
+    if (named) co_return method_not_allowed(m);
+    auto q = write_query(url, "");
+    if (!q) co_return error_response(q.error());
+    auto body = parse_object(request);
+    if (!body) co_return error_response(body.error());
+    co_return render(co_await store_->create(info, route.ns, std::move(*body), *q), 201);
+  }
+  if (m == "PUT") {
+    route.verb = "update";
+    if (!named) co_return method_not_allowed(m);
+    auto q = write_query(url, route.subresource);
+    if (!q) co_return error_response(q.error());
+    auto body = parse_object(request);
+    if (!body) co_return error_response(body.error());
+    co_return render(
+        co_await store_->update(info, route.ns, route.name, std::move(*body), *q), 200);
+  }
+  if (m == "PATCH") {
+    route.verb = "patch";
+    if (!named) co_return method_not_allowed(m);
+    const std::string type = media_type(request.content_type);
+    registry::PatchType patch_type;
+    if (type == "application/json-patch+json") {
+      patch_type = registry::PatchType::json;
+    } else if (type == "application/merge-patch+json") {
+      patch_type = registry::PatchType::merge;
+    } else if (type == "application/strategic-merge-patch+json") {
+      patch_type = registry::PatchType::strategic_merge;
+    } else {
+      ApiResponse r = json_response(
+          415, json::object{{"kind", "Status"},
+                            {"apiVersion", "v1"},
+                            {"metadata", json::object()},
+                            {"status", "Failure"},
+                            {"message", "the body of the request was in an unknown format - "
+                                        "accepted media types include: "
+                                        "application/json-patch+json, "
+                                        "application/merge-patch+json, "
+                                        "application/strategic-merge-patch+json"},
+                            {"reason", "UnsupportedMediaType"},
+                            {"details", json::object()},
+                            {"code", 415}});
+      co_return r;
+    }
+    auto q = write_query(url, route.subresource);
+    if (!q) co_return error_response(q.error());
+    auto patch = parse_body(request.body);
+    if (!patch) co_return error_response(patch.error());
+    co_return render(co_await store_->patch(info, route.ns, route.name, patch_type,
+                                            std::move(*patch), *q),
+                     200);
+  }
+  if (m == "DELETE") {
+    auto q = delete_query(request, url);
+    if (!q) co_return error_response(q.error());
+    if (named) {
+      route.verb = "delete";
+      co_return render(co_await store_->remove(info, route.ns, route.name, *q), 200);
+    }
+    route.verb = "deletecollection";
+    auto lq = list_query(url);
+    if (!lq) co_return error_response(lq.error());
+    co_return render(co_await store_->remove_collection(info, route.ns, *lq, *q), 200);
+  }
+  route.verb = "unknown";
+  co_return method_not_allowed(m);
+}
+
+}  // namespace kwatch::server

@@ -1,0 +1,174 @@
+#include "server/discovery.hpp"
+
+#include "server/version.hpp"
+
+#include <boost/json/array.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <functional>
+
+namespace kwatch::server {
+
+namespace json = boost::json;
+using registry::ResourceInfo;
+using registry::Scheme;
+
+namespace {
+
+json::array strings(const std::vector<std::string>& values) {
+  json::array out;
+  for (const auto& v : values) out.push_back(json::string(v));
+  return out;
+}
+
+json::object group_entry(const std::string& group, const std::string& version) {
+  json::object gv{{"groupVersion", group + "/" + version}, {"version", version}};
+  return json::object{{"name", group},
+                      {"versions", json::array{gv}},
+                      {"preferredVersion", gv}};
+}
+
+}  // namespace
+
+json::object api_versions(std::string_view server_address) {
+  return json::object{
+      {"kind", "APIVersions"},
+      {"versions", json::array{"v1"}},
+      {"serverAddressByClientCIDRs",
+       json::array{json::object{{"clientCIDR", "0.0.0.0/0"}, {"serverAddress", server_address}}}}};
+}
+
+json::object api_group_list(const Scheme& scheme) {
+  json::array groups;
+  for (const auto& gv : scheme.group_versions()) {
+    if (gv.group.empty()) continue;
+    groups.push_back(group_entry(gv.group, gv.version));
+  }
+  return json::object{{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", groups}};
+}
+
+std::optional<json::object> api_group(const Scheme& scheme, std::string_view group) {
+  for (const auto& gv : scheme.group_versions()) {
+    if (gv.group == group && !group.empty()) {
+      json::object g = group_entry(gv.group, gv.version);
+      g["kind"] = "APIGroup";
+      g["apiVersion"] = "v1";
+      return g;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<json::object> api_resource_list(const Scheme& scheme, std::string_view group,
+                                              std::string_view version) {
+  auto resources = scheme.resources(group, version);
+  if (resources.empty()) return std::nullopt;
+  json::array list;
+  for (const ResourceInfo* r : resources) {
+    json::object entry{{"name", r->resource},
+                       {"singularName", r->singular},
+                       {"namespaced", r->namespaced},
+                       {"kind", r->kind},
+                       {"verbs", json::array{"create", "delete", "deletecollection", "get", "list",
+                                             "patch", "update", "watch"}}};
+    if (!r->short_names.empty()) entry["shortNames"] = strings(r->short_names);
+    if (!r->categories.empty()) entry["categories"] = strings(r->categories);
+    list.push_back(std::move(entry));
+    if (r->has_status) {
+      list.push_back(json::object{{"name", r->resource + "/status"},
+                                  {"singularName", ""},
+                                  {"namespaced", r->namespaced},
+                                  {"kind", r->kind},
+                                  {"verbs", json::array{"get", "patch", "update"}}});
+    }
+  }
+  std::string gv = group.empty() ? std::string(version)
+                                 : std::string(group) + "/" + std::string(version);
+  return json::object{{"kind", "APIResourceList"},
+                      {"apiVersion", "v1"},
+                      {"groupVersion", gv},
+                      {"resources", list}};
+}
+
+json::object version_info() {
+  return json::object{{"major", "1"},
+                      {"minor", kKubernetesMinor},
+                      {"gitVersion", std::string("v1.") + kKubernetesMinor + ".0-kwatch." +
+                                         kKwatchVersion},
+                      {"gitCommit", ""},
+                      {"gitTreeState", "clean"},
+                      {"buildDate", __DATE__},
+                      {"goVersion", "none (kwatch, C++20)"},
+                      {"compiler", "gcc"},
+                      {"platform", "linux/amd64"}};
+}
+
+namespace {
+
+std::string gv_path(std::string_view group, std::string_view version) {
+  return group.empty() ? "api/" + std::string(version)
+                       : "apis/" + std::string(group) + "/" + std::string(version);
+}
+
+json::object operation(const ResourceInfo& r, std::string_view action, bool with_validation) {
+  json::array params;
+  if (with_validation) {
+    params.push_back(json::object{{"name", "fieldValidation"},
+                                  {"in", "query"},
+                                  {"schema", json::object{{"type", "string"}}},
+                                  {"uniqueItems", true}});
+  }
+  params.push_back(json::object{{"name", "dryRun"},
+                                {"in", "query"},
+                                {"schema", json::object{{"type", "string"}}},
+                                {"uniqueItems", true}});
+  return json::object{
+      {"operationId", std::string(action) + r.kind},
+      {"x-kubernetes-action", action},
+      {"x-kubernetes-group-version-kind",
+       json::object{{"group", r.group}, {"version", r.version}, {"kind", r.kind}}},
+      {"parameters", params},
+      {"responses", json::object{{"200", json::object{{"description", "OK"}}}}}};
+}
+
+}  // namespace
+
+json::object openapi_v3_root(const Scheme& scheme) {
+  json::object paths;
+  for (const auto& gv : scheme.group_versions()) {
+    auto doc = openapi_v3_group_version(scheme, gv.group, gv.version);
+    // The hash lets clients cache a document until it changes.
+    auto hash = std::hash<std::string>{}(json::serialize(*doc));
+    std::string path = gv_path(gv.group, gv.version);
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016zX", hash);
+    paths[path] = json::object{{"serverRelativeURL", "/openapi/v3/" + path + "?hash=" + hex}};
+  }
+  return json::object{{"paths", paths}};
+}
+
+std::optional<json::object> openapi_v3_group_version(const Scheme& scheme, std::string_view group,
+                                                     std::string_view version) {
+  auto resources = scheme.resources(group, version);
+  if (resources.empty()) return std::nullopt;
+  const std::string base = "/" + gv_path(group, version) + "/";
+  json::object paths;
+  for (const ResourceInfo* r : resources) {
+    const std::string collection =
+        base + (r->namespaced ? "namespaces/{namespace}/" : "") + r->resource;
+    paths[collection] = json::object{{"get", operation(*r, "list", false)},
+                                     {"post", operation(*r, "post", true)},
+                                     {"delete", operation(*r, "deletecollection", false)}};
+    paths[collection + "/{name}"] = json::object{{"get", operation(*r, "get", false)},
+                                                 {"put", operation(*r, "put", true)},
+                                                 {"patch", operation(*r, "patch", true)},
+                                                 {"delete", operation(*r, "delete", false)}};
+  }
+  return json::object{
+      {"openapi", "3.0.0"},
+      {"info", json::object{{"title", "Kubernetes"}, {"version", "kwatch"}}},
+      {"paths", paths},
+      {"components", json::object{{"schemas", json::object()}}}};
+}
+
+}  // namespace kwatch::server

@@ -1,0 +1,38 @@
+// Discovery documents: what kubectl and client-go read to learn which resources exist, plus the
+// OpenAPI v3 documents kubectl consults before it writes. Pure functions of the scheme.
+#pragma once
+
+#include "registry/scheme.hpp"
+
+#include <boost/json/object.hpp>
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace kwatch::server {
+
+// GET /api
+boost::json::object api_versions(std::string_view server_address);
+// GET /apis
+boost::json::object api_group_list(const registry::Scheme& scheme);
+// GET /apis/<group>; nullopt if the group is not served.
+std::optional<boost::json::object> api_group(const registry::Scheme& scheme,
+                                             std::string_view group);
+// GET /api/v1, /apis/<group>/<version>; nullopt if not served.
+std::optional<boost::json::object> api_resource_list(const registry::Scheme& scheme,
+                                                     std::string_view group,
+                                                     std::string_view version);
+// GET /version
+boost::json::object version_info();
+
+// GET /openapi/v3: one entry per served group-version.
+boost::json::object openapi_v3_root(const registry::Scheme& scheme);
+// GET /openapi/v3/api/v1, /openapi/v3/apis/<g>/<v>; nullopt if not served. Each resource gets its
+// paths with a PATCH operation tagged with its group-version-kind and the `fieldValidation`
+// parameter, which tells kubectl to leave field validation to the server.
+std::optional<boost::json::object> openapi_v3_group_version(const registry::Scheme& scheme,
+                                                            std::string_view group,
+                                                            std::string_view version);
+
+}  // namespace kwatch::server

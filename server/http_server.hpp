@@ -1,0 +1,47 @@
+// The HTTP/1.1 front end: accepts connections and serves each on its own strand with keep-alive,
+// size limits and timeouts, handing every request to the `ApiHandler`.
+//
+// Owned by main (or a test). Thread-safety: `listen` and `start` before the io_context runs;
+// `stop` from any thread. Cancellation: `stop` closes the acceptor; open connections end at their
+// next timeout or when the io_context stops.
+#pragma once
+
+#include "server/api_handler.hpp"
+
+#include <boost/system/error_code.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace kwatch::server {
+
+struct HttpLimits {
+  std::size_t max_body_bytes = 3 * 1024 * 1024;  // kube-apiserver's request limit
+  std::size_t max_header_bytes = 64 * 1024;
+  std::chrono::seconds read_timeout{60};   // idle keep-alive and slow request bodies
+  std::chrono::seconds write_timeout{60};
+};
+
+class HttpServer {
+ public:
+  HttpServer(boost::asio::io_context& ioc, std::shared_ptr<ApiHandler> handler, HttpLimits limits);
+  ~HttpServer();
+
+  // Binds and listens; port 0 picks a free port (see `port()`).
+  boost::system::error_code listen(const std::string& address, unsigned short port);
+  void start();
+  void stop();
+  unsigned short port() const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace kwatch::server

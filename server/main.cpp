@@ -1,0 +1,128 @@
+// kwatch-apiserver: wires storage, registry and the HTTP front end together and runs them.
+#include "registry/resource_store.hpp"
+#include "registry/scheme.hpp"
+#include "server/api_handler.hpp"
+#include "server/http_server.hpp"
+#include "server/options.hpp"
+#include "server/version.hpp"
+#include "storage/memory_storage.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <thread>
+#include <variant>
+
+namespace asio = boost::asio;
+using namespace kwatch;
+
+namespace {
+
+// Like kube-apiserver's compactor: every interval, compact to the revision seen one interval
+// ago, so that history stays bounded but a watcher always has at least one interval to catch up.
+asio::awaitable<void> compact_periodically(std::shared_ptr<storage::Storage> storage,
+                                           std::chrono::seconds interval) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  std::int64_t previous = 0;
+  for (;;) {
+    timer.expires_after(interval);
+    co_await timer.async_wait(asio::use_awaitable);
+    if (previous > 0) {
+      if (auto r = co_await storage->compact(previous); !r) {
+        spdlog::warn("compaction at {} failed: {}", previous, r.error().message());
+      }
+    }
+    auto current = co_await storage->current_revision();
+    if (current) previous = *current;
+  }
+}
+
+void log_failure(std::exception_ptr e) {
+  if (!e) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    spdlog::error("task failed: {}", ex.what());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto outcome = server::parse_options(std::vector<std::string>(argv + 1, argv + argc));
+  if (std::holds_alternative<server::ParseHelp>(outcome)) {
+    std::fputs(server::usage().c_str(), stdout);
+    return 0;
+  }
+  if (std::holds_alternative<server::ParseVersion>(outcome)) {
+    std::printf("kwatch-apiserver %s (Kubernetes API v1.%s)\n", server::kKwatchVersion,
+                server::kKubernetesMinor);
+    return 0;
+  }
+  if (auto* err = std::get_if<server::ParseError>(&outcome)) {
+    std::fprintf(stderr, "kwatch-apiserver: %s\nRun 'kwatch-apiserver --help' for usage.\n",
+                 err->message.c_str());
+    return 2;
+  }
+  const auto options = std::get<server::Options>(outcome);
+  spdlog::set_level(spdlog::level::from_str(options.log_level));
+
+  storage::MemoryStorage::Options storage_options;
+  storage_options.data_dir = options.data_dir;
+  storage_options.sync = options.fsync;
+  auto opened = storage::MemoryStorage::open(storage_options);
+  if (!opened) {
+    spdlog::critical("cannot open storage in '{}': {}", options.data_dir, opened.error().message());
+    return 1;
+  }
+  std::shared_ptr<storage::Storage> storage = std::move(*opened);
+
+  const unsigned threads =
+      options.io_threads > 0 ? options.io_threads : std::max(1u, std::thread::hardware_concurrency());
+  asio::io_context ioc(static_cast<int>(threads));
+  auto scheme = registry::Scheme::builtin();
+  auto store = std::make_shared<registry::ResourceStore>(storage, scheme);
+  auto metrics = std::make_shared<server::Metrics>();
+  const std::string address = options.bind_address + ":" + std::to_string(options.port);
+  auto handler = std::make_shared<server::ApiHandler>(scheme, store, metrics, address);
+  server::HttpServer http(ioc, handler, server::HttpLimits{});
+  if (auto ec = http.listen(options.bind_address, options.port)) {
+    spdlog::critical("cannot listen on {}: {}", address, ec.message());
+    return 1;
+  }
+  http.start();
+
+  asio::co_spawn(
+      ioc,
+      [store, handler]() -> asio::awaitable<void> {
+        for (const char* ns : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
+          auto r = co_await store->ensure_namespace(ns);
+          if (!r) throw std::runtime_error("cannot create namespace " + std::string(ns) + ": " +
+                                           r.error().message);
+        }
+        handler->set_ready(true);
+      },
+      log_failure);
+  asio::co_spawn(ioc, compact_periodically(storage, std::chrono::minutes(5)), log_failure);
+
+  asio::signal_set signals(ioc, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code&, int sig) {
+    spdlog::info("signal {}: shutting down", sig);
+    http.stop();
+    ioc.stop();
+  });
+
+  spdlog::info("kwatch-apiserver {} serving on http://{} (storage: {}{})", server::kKwatchVersion,
+               options.bind_address + ":" + std::to_string(http.port()), options.storage_backend,
+               options.data_dir.empty() ? ", in memory" : ", data dir " + options.data_dir);
+  std::vector<std::thread> pool;
+  for (unsigned i = 1; i < threads; ++i) pool.emplace_back([&] { ioc.run(); });
+  ioc.run();
+  for (auto& t : pool) t.join();
+  return 0;
+}

@@ -1,0 +1,32 @@
+// Command-line flags of kwatch-apiserver, in kube-apiserver's style (`--flag=value` or
+// `--flag value`). Pure parsing, no side effects.
+#pragma once
+
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace kwatch::server {
+
+struct Options {
+  std::string bind_address = "127.0.0.1";
+  unsigned short port = 8080;
+  std::string storage_backend = "memory";
+  std::string data_dir;  // empty: in memory only
+  unsigned io_threads = 0;  // 0: one per core
+  std::string log_level = "info";
+  bool fsync = true;  // --data-dir-fsync: fdatasync each write before acknowledging it
+};
+
+// What the command line asks for: run with options, print help/version, or an error message.
+struct ParseHelp {};
+struct ParseVersion {};
+struct ParseError {
+  std::string message;
+};
+using ParseOutcome = std::variant<Options, ParseHelp, ParseVersion, ParseError>;
+
+ParseOutcome parse_options(const std::vector<std::string>& args);
+std::string usage();
+
+}  // namespace kwatch::server

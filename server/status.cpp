@@ -1,0 +1,57 @@
+#include "server/status.hpp"
+
+#include <boost/json/array.hpp>
+
+namespace kwatch::server {
+
+namespace json = boost::json;
+using registry::Errc;
+
+StatusCode status_code(Errc code) {
+  switch (code) {
+    case Errc::not_found: return {404, "NotFound"};
+    case Errc::already_exists: return {409, "AlreadyExists"};
+    case Errc::conflict: return {409, "Conflict"};
+    case Errc::gone: return {410, "Expired"};
+    case Errc::timeout: return {504, "Timeout"};
+    case Errc::invalid: return {422, "Invalid"};
+    case Errc::bad_request: return {400, "BadRequest"};
+    case Errc::unavailable: return {503, "ServiceUnavailable"};
+    case Errc::too_many_requests: return {429, "TooManyRequests"};
+    case Errc::internal: return {500, "InternalError"};
+    case Errc::corrupt: return {500, "InternalError"};
+  }
+  return {500, "InternalError"};
+}
+
+json::object status_object(const registry::ApiError& error) {
+  StatusCode sc = status_code(error.code);
+  json::object status;
+  status["kind"] = "Status";
+  status["apiVersion"] = "v1";
+  status["metadata"] = json::object();
+  status["status"] = "Failure";
+  status["message"] = error.message;
+  status["reason"] = sc.reason;
+  json::object details;
+  if (!error.name.empty()) details["name"] = error.name;
+  if (!error.group.empty()) details["group"] = error.group;
+  if (!error.kind.empty()) details["kind"] = error.kind;
+  if (!error.causes.empty()) {
+    json::array causes;
+    for (const auto& c : error.causes) {
+      json::object cause;
+      cause["reason"] = c.type;
+      cause["message"] = c.message;
+      if (!c.field.empty()) cause["field"] = c.field;
+      causes.push_back(std::move(cause));
+    }
+    details["causes"] = std::move(causes);
+  }
+  if (error.retry_after_seconds > 0) details["retryAfterSeconds"] = error.retry_after_seconds;
+  if (!details.empty()) status["details"] = std::move(details);
+  status["code"] = sc.http;
+  return status;
+}
+
+}  // namespace kwatch::server
