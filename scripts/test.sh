@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds everything and runs every test (unit, integration and the
+# kubectl end-to-end scenario) through ctest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh -DKWATCH_BUILD_TESTS=ON
+cd build
+ctest --output-on-failure -j 2 --timeout 600

@@ -1,0 +1,170 @@
+"""A corpus of bad requests: each must get a Kubernetes Status with the right code, never a crash.
+
+Usage: bad_input_test.py <path to kwatch-apiserver>
+"""
+import json
+import socket
+import sys
+
+from harness import Checks, Server, TempDir
+
+CM = "/api/v1/namespaces/default/configmaps"
+
+
+def configmap(name, **extra):
+    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "1"}}
+    obj["metadata"].update(extra)
+    return obj
+
+
+def main():
+    binary = sys.argv[1]
+    t = Checks()
+    with TempDir() as tmp:
+        server = Server(binary, data_dir=tmp + "/data").start()
+        try:
+            def expect(name, method, path, code, reason=None, body=None, headers=None):
+                status, resp = server.request(method, path, body=body, headers=headers)
+                ok = status == code and isinstance(resp, dict) and resp.get("kind") == "Status" \
+                    and resp.get("code") == code and resp.get("status") == "Failure"
+                if reason is not None:
+                    ok = ok and resp.get("reason") == reason
+                t.check(f"{name} -> {code}", ok, f"got {status} {resp!r}"[:600])
+                return resp
+
+            status, _ = server.request("POST", CM, body=configmap("base"))
+            t.check("setup: create base configmap", status == 201)
+
+            # Malformed bodies
+            for i, raw in enumerate(['{', '[]', '"text"', 'null', '{"a":1}}', '\x00\xff\xfe',
+                                     '{"metadata": 5}', '[' * 10000 + ']' * 10000]):
+                expect(f"malformed body #{i}", "POST", CM, 400, "BadRequest", body=raw,
+                       headers={"Content-Type": "application/json"})
+            expect("empty body", "POST", CM, 400, "BadRequest", body="",
+                   headers={"Content-Type": "application/json"})
+            expect("yaml body", "POST", CM, 400, "BadRequest", body="a: b",
+                   headers={"Content-Type": "application/yaml"})
+            expect("wrong kind", "POST", CM, 400, "BadRequest",
+                   body={"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}})
+            expect("wrong apiVersion", "POST", CM, 400, "BadRequest",
+                   body={"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "x"}})
+            expect("namespace mismatch", "POST", CM, 400, "BadRequest",
+                   body=configmap("x", namespace="other"))
+            expect("resourceVersion on create", "POST", CM, 400, "BadRequest",
+                   body=configmap("x", resourceVersion="5"))
+            r = expect("invalid name", "POST", CM, 422, "Invalid", body=configmap("Bad_Name"))
+            t.check("invalid name has a metadata.name cause",
+                    any(c.get("field") == "metadata.name"
+                        for c in (r or {}).get("details", {}).get("causes", [])), r)
+            expect("missing name", "POST", CM, 422, "Invalid", body=configmap(""))
+            expect("invalid label key", "POST", CM, 422, "Invalid",
+                   body=configmap("x", labels={"bad key!": "v"}))
+            expect("invalid label value", "POST", CM, 422, "Invalid",
+                   body=configmap("x", labels={"k": "-bad-"}))
+            expect("labels not an object", "POST", CM, 422, "Invalid",
+                   body=configmap("x", labels=["a"]))
+            expect("pod without containers", "POST", "/api/v1/namespaces/default/pods", 422,
+                   "Invalid", body={"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                                    "spec": {}})
+            expect("missing namespace", "POST", "/api/v1/namespaces/nope/configmaps", 404,
+                   "NotFound", body=configmap("x"))
+            expect("body too large", "POST", CM, 413, None,
+                   body=json.dumps(configmap("big")).replace('"1"', '"' + "x" * (4 << 20) + '"'),
+                   headers={"Content-Type": "application/json"})
+
+            # Bad parameters
+            for name, query in [("limit not a number", "limit=abc"), ("negative limit", "limit=-1"),
+                                ("bad label selector", "labelSelector=a%20in%20("),
+                                ("bad label selector op", "labelSelector=a%3D%3D%3Db"),
+                                ("unsupported field", "fieldSelector=spec.foo%3Dbar"),
+                                ("bad field selector", "fieldSelector=metadata.name"),
+                                ("garbage continue", "continue=%%%%"),
+                                ("undecodable continue", "continue=bm90LWpzb24"),
+                                ("bad resourceVersion", "resourceVersion=abc"),
+                                ("bad resourceVersionMatch",
+                                 "resourceVersion=1&resourceVersionMatch=Bogus"),
+                                ("match without resourceVersion", "resourceVersionMatch=Exact"),
+                                ("continue with resourceVersion",
+                                 "continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MSwic3RhcnQiOiJ4In0&resourceVersion=5")]:
+                expect(name, "GET", f"{CM}?{query}", 400, "BadRequest")
+            expect("bad dryRun", "POST", f"{CM}?dryRun=Maybe", 400, "BadRequest",
+                   body=configmap("x"))
+            expect("bad fieldValidation", "POST", f"{CM}?fieldValidation=Loose", 400, "BadRequest",
+                   body=configmap("x"))
+
+            # Unknown paths and methods
+            for path in ["/api/v2/pods", "/apis/nope/v1/things", "/api/v1/namespaces/default/nope",
+                         "/api/v1/namespaces/default/nodes", "/api/v1/namespaces/default/pods/a/b/c",
+                         "/nothing", "/api/v1/namespaces/default/configmaps/x/bogus"]:
+                expect(f"unknown path {path}", "GET", path, 404, "NotFound")
+            expect("malformed escape in path", "GET", "/api/v1/namespaces/%zz/configmaps", 400,
+                   "BadRequest")
+            expect("POST to a named object", "POST", f"{CM}/base", 405, "MethodNotAllowed",
+                   body=configmap("base"))
+            expect("PUT to a collection", "PUT", CM, 405, "MethodNotAllowed", body=configmap("base"))
+            expect("create without namespace", "POST", "/api/v1/configmaps", 405,
+                   "MethodNotAllowed", body=configmap("x"))
+            expect("unsupported method", "OPTIONS", CM, 405, "MethodNotAllowed")
+
+            # Conflicts and missing objects
+            expect("duplicate create", "POST", CM, 409, "AlreadyExists", body=configmap("base"))
+            _, cur = server.request("GET", f"{CM}/base")
+            stale = dict(cur)
+            stale["metadata"] = dict(cur["metadata"], resourceVersion="1")
+            r = expect("stale update", "PUT", f"{CM}/base", 409, "Conflict", body=stale)
+            t.check("conflict message is kube's",
+                    "the object has been modified" in (r or {}).get("message", ""), r)
+            expect("get missing", "GET", f"{CM}/missing", 404, "NotFound")
+            expect("update missing", "PUT", f"{CM}/missing", 404, "NotFound",
+                   body=configmap("missing"))
+            expect("delete missing", "DELETE", f"{CM}/missing", 404, "NotFound")
+            expect("name mismatch on update", "PUT", f"{CM}/base", 400, "BadRequest",
+                   body=configmap("other"))
+            expect("stale delete precondition", "DELETE", f"{CM}/base", 409, "Conflict",
+                   body={"preconditions": {"resourceVersion": "1"}})
+
+            # Bad patches
+            expect("unknown patch type", "PATCH", f"{CM}/base", 415, "UnsupportedMediaType",
+                   body='{"data":{}}', headers={"Content-Type": "text/plain"})
+            expect("merge patch not an object", "PATCH", f"{CM}/base", 400, "BadRequest",
+                   body='[1]', headers={"Content-Type": "application/merge-patch+json"})
+            expect("json patch not an array", "PATCH", f"{CM}/base", 400, "BadRequest",
+                   body='{}', headers={"Content-Type": "application/json-patch+json"})
+            expect("json patch bad op", "PATCH", f"{CM}/base", 400, "BadRequest",
+                   body='[{"op":"frobnicate","path":"/a"}]',
+                   headers={"Content-Type": "application/json-patch+json"})
+            status, _ = server.request("PATCH", f"{CM}/base", body='[{"op":"remove","path":"/nope/x"}]',
+                                       headers={"Content-Type": "application/json-patch+json"})
+            t.check("json patch on a missing path is refused with 4xx", 400 <= status < 500, status)
+            expect("merge patch turning the name invalid", "PATCH", f"{CM}/base", 400, "BadRequest",
+                   body='{"metadata":{"name":"Other"}}',
+                   headers={"Content-Type": "application/merge-patch+json"})
+            expect("strategic patch garbage", "PATCH", f"{CM}/base", 400, "BadRequest",
+                   body='{"data":', headers={"Content-Type": "application/strategic-merge-patch+json"})
+
+            # Garbage on the socket
+            for raw in [b"GARBAGE\r\n\r\n", b"GET / HTTP/9.9\r\n\r\n", b"\x16\x03\x01\x00\x05hello",
+                        b"GET /api HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n"]:
+                with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+                    s.sendall(raw)
+                    s.shutdown(socket.SHUT_WR)
+                    try:
+                        data = s.recv(4096)
+                    except OSError:
+                        data = b""
+                t.check(f"garbage {raw[:12]!r} gets 400 or a close",
+                        data == b"" or data.startswith(b"HTTP/1.1 400"), data[:80])
+
+            t.check("server is still alive after the corpus", server.alive())
+            status, body = server.request("GET", f"{CM}/base")
+            t.check("data intact after the corpus", status == 200 and body["data"] == {"a": "1"},
+                    body)
+        finally:
+            server.stop()
+            if t.failed:
+                print(server.read_log()[-3000:])
+    t.finish()
+
+
+if __name__ == "__main__":
+    main()
