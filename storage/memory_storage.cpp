@@ -39,7 +39,8 @@ struct Waiter {
 void complete(Waiter waiter, error_code ec) {
   auto work = waiter.work;
   asio::post(work, [h = std::move(waiter.handler), slot = waiter.slot, ec]() mutable {
-    // Runs on the waiting coroutine's executor, where its slot may be touched.
+    // The slot belongs to the type-erased handler; our cancellation handler in it must not
+    // outlive the operation.
     if (slot.is_connected()) slot.clear();
     std::move(h)(ec);
   });
@@ -90,23 +91,24 @@ template <class Token>
 auto async_wait_notified(std::shared_ptr<WatchState> state, Token&& token) {
   return asio::async_initiate<Token, void(error_code)>(
       [](auto handler, std::shared_ptr<WatchState> state) {
-        auto slot = asio::get_associated_cancellation_slot(handler);
+        // Boost 1.81's any_completion_handler recurses forever on move assignment, so Waiters
+        // are only ever move-constructed (and emplaced). It also takes over the handler's
+        // cancellation slot and offers its own, which is where our handler must go.
         asio::any_io_executor ex = asio::get_associated_executor(handler);
-        Waiter w{{}, asio::prefer(ex, asio::execution::outstanding_work.tracked), slot};
+        auto work = asio::prefer(ex, asio::execution::outstanding_work.tracked);
+        asio::any_completion_handler<void(error_code)> erased(std::move(handler));
+        auto slot = asio::get_associated_cancellation_slot(erased);
         std::unique_lock lock(state->mutex);
         if (state->notified) {
           state->notified = false;
           lock.unlock();
-          w.handler = std::move(handler);
-          w.slot = {};
-          complete(std::move(w), {});
+          complete(Waiter{std::move(erased), std::move(work), {}}, {});
           return;
         }
         // Install the cancellation handler before publishing the waiter: once published, a
         // committer may complete it and clear the slot from the handler's executor.
         if (slot.is_connected()) slot.template emplace<CancelWait>(CancelWait{state});
-        w.handler = std::move(handler);
-        state->waiter = std::move(w);
+        state->waiter.emplace(Waiter{std::move(erased), std::move(work), slot});
       },
       token, std::move(state));
 }
