@@ -1,0 +1,355 @@
+#include "registry/json_patch.hpp"
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/string.hpp>
+
+#include <algorithm>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace kwatch::registry {
+namespace {
+
+namespace json = boost::json;
+
+constexpr std::string_view kRejected =
+    "the server rejected our request due to an error in our request";
+
+std::string_view go_kind(const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::string: return "string";
+    case json::kind::bool_: return "bool";
+    case json::kind::array: return "array";
+    case json::kind::object: return "object";
+    case json::kind::null: return "null";
+    default: return "number";
+  }
+}
+
+std::optional<std::vector<std::string>> parse_pointer(std::string_view p) {
+  std::vector<std::string> tokens;
+  if (p.empty()) return tokens;
+  if (p.front() != '/') return std::nullopt;
+  std::size_t i = 1;
+  while (true) {
+    std::string tok;
+    while (i < p.size() && p[i] != '/') {
+      if (p[i] == '~') {
+        if (i + 1 >= p.size() || (p[i + 1] != '0' && p[i + 1] != '1')) return std::nullopt;
+        tok += p[i + 1] == '0' ? '~' : '/';
+        i += 2;
+      } else {
+        tok += p[i++];
+      }
+    }
+    tokens.push_back(std::move(tok));
+    if (i >= p.size()) return tokens;
+    ++i;  // skip '/'
+  }
+}
+
+std::optional<std::size_t> parse_index(std::string_view tok) {
+  if (tok.empty() || tok.size() > 18) return std::nullopt;
+  if (tok.size() > 1 && tok.front() == '0') return std::nullopt;
+  std::size_t n = 0;
+  for (char c : tok) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + static_cast<std::size_t>(c - '0');
+  }
+  return n;
+}
+
+// Removes `key` keeping the order of the other members (object::erase moves the last member).
+void erase_stable(json::object& obj, std::string_view key) {
+  json::object out;
+  out.reserve(obj.size());
+  for (auto& [k, v] : obj) {
+    if (k != key) out.emplace(k, std::move(v));
+  }
+  obj = std::move(out);
+}
+
+json::value* child(json::value& v, const std::string& tok) {
+  if (auto* obj = v.if_object()) {
+    auto it = obj->find(tok);
+    return it == obj->end() ? nullptr : &it->value();
+  }
+  if (auto* arr = v.if_array()) {
+    auto idx = parse_index(tok);
+    if (!idx || *idx >= arr->size()) return nullptr;
+    return &(*arr)[*idx];
+  }
+  return nullptr;
+}
+
+json::value* find(json::value& root, const std::vector<std::string>& tokens, std::size_t n) {
+  json::value* cur = &root;
+  for (std::size_t i = 0; i < n && cur; ++i) cur = child(*cur, tokens[i]);
+  return cur;
+}
+
+struct Failure {
+  std::string detail;
+};
+
+class Applier {
+ public:
+  explicit Applier(json::value& doc) : doc_(doc) {}
+
+  std::optional<Failure> apply(const json::object& op) {
+    std::string kind = "unknown";
+    if (auto it = op.find("op"); it != op.end()) {
+      if (!it->value().is_string()) return Failure{"json: cannot unmarshal " +
+                                                   std::string(go_kind(it->value())) +
+                                                   " into Go value of type string"};
+      kind = it->value().get_string();
+    }
+    if (kind == "add") return add_op(op);
+    if (kind == "remove") return remove_op(op);
+    if (kind == "replace") return replace_op(op);
+    if (kind == "move") return move_op(op);
+    if (kind == "copy") return copy_op(op);
+    if (kind == "test") return test_op(op);
+    return Failure{"Unexpected kind: " + kind};
+  }
+
+ private:
+  static std::optional<Failure> pointer_of(const json::object& op, std::string_view member,
+                                           std::string& raw, std::vector<std::string>& tokens) {
+    auto it = op.find(member);
+    if (it == op.end() || it->value().is_null()) {
+      return Failure{"operation missing " + std::string(member == "from" ? "from" : "path") +
+                     " field"};
+    }
+    if (!it->value().is_string()) {
+      return Failure{"json: cannot unmarshal " + std::string(go_kind(it->value())) +
+                     " into Go value of type string"};
+    }
+    raw = it->value().get_string();
+    auto parsed = parse_pointer(raw);
+    if (!parsed) return Failure{"invalid JSON pointer: \"" + raw + "\""};
+    tokens = std::move(*parsed);
+    return std::nullopt;
+  }
+
+  static const json::value* value_of(const json::object& op) {
+    auto it = op.find("value");
+    return it == op.end() ? nullptr : &it->value();
+  }
+
+  std::optional<Failure> insert(const std::vector<std::string>& tokens, json::value value,
+                                std::string_view what, const std::string& raw) {
+    if (tokens.empty()) {
+      doc_ = std::move(value);
+      return std::nullopt;
+    }
+    json::value* parent = find(doc_, tokens, tokens.size() - 1);
+    auto missing = [&] {
+      return Failure{std::string(what) + " operation does not apply: doc is missing path: \"" +
+                     raw + "\": missing value"};
+    };
+    if (!parent) return missing();
+    const auto& key = tokens.back();
+    if (auto* obj = parent->if_object()) {
+      (*obj)[key] = std::move(value);
+      return std::nullopt;
+    }
+    if (auto* arr = parent->if_array()) {
+      if (key == "-") {
+        arr->push_back(std::move(value));
+        return std::nullopt;
+      }
+      auto idx = parse_index(key);
+      if (!idx || *idx > arr->size()) {
+        return Failure{"Unable to access invalid index: " + key + ": invalid index referenced"};
+      }
+      arr->insert(arr->begin() + static_cast<std::ptrdiff_t>(*idx), std::move(value));
+      return std::nullopt;
+    }
+    return missing();
+  }
+
+  std::optional<Failure> erase(const std::vector<std::string>& tokens, std::string_view what,
+                               const std::string& raw) {
+    auto missing = [&] {
+      return Failure{std::string(what) + " operation does not apply: doc is missing path: \"" +
+                     raw + "\": missing value"};
+    };
+    if (tokens.empty()) return missing();
+    json::value* parent = find(doc_, tokens, tokens.size() - 1);
+    if (!parent) return missing();
+    const auto& key = tokens.back();
+    if (auto* obj = parent->if_object()) {
+      if (!obj->contains(key)) return missing();
+      erase_stable(*obj, key);
+      return std::nullopt;
+    }
+    if (auto* arr = parent->if_array()) {
+      auto idx = parse_index(key);
+      if (!idx || *idx >= arr->size()) {
+        return Failure{"Unable to access invalid index: " + key + ": invalid index referenced"};
+      }
+      arr->erase(arr->begin() + static_cast<std::ptrdiff_t>(*idx));
+      return std::nullopt;
+    }
+    return missing();
+  }
+
+  std::optional<Failure> add_op(const json::object& op) {
+    std::string raw;
+    std::vector<std::string> tokens;
+    if (auto f = pointer_of(op, "path", raw, tokens)) return f;
+    const auto* value = value_of(op);
+    if (!value) return Failure{"add operation does not apply: missing value"};
+    return insert(tokens, *value, "add", raw);
+  }
+
+  std::optional<Failure> remove_op(const json::object& op) {
+    std::string raw;
+    std::vector<std::string> tokens;
+    if (auto f = pointer_of(op, "path", raw, tokens)) return f;
+    return erase(tokens, "remove", raw);
+  }
+
+  std::optional<Failure> replace_op(const json::object& op) {
+    std::string raw;
+    std::vector<std::string> tokens;
+    if (auto f = pointer_of(op, "path", raw, tokens)) return f;
+    const auto* value = value_of(op);
+    if (!value) return Failure{"replace operation does not apply: missing value"};
+    json::value* target = find(doc_, tokens, tokens.size());
+    if (!target) {
+      return Failure{"replace operation does not apply: doc is missing key: " + raw +
+                     ": missing value"};
+    }
+    *target = *value;
+    return std::nullopt;
+  }
+
+  std::optional<Failure> move_op(const json::object& op) {
+    std::string from_raw, path_raw;
+    std::vector<std::string> from, path;
+    if (auto f = pointer_of(op, "from", from_raw, from)) return f;
+    if (auto f = pointer_of(op, "path", path_raw, path)) return f;
+    if (from == path) {
+      // A no-op, but the source must exist.
+      if (!find(doc_, from, from.size())) {
+        return Failure{"move operation does not apply: doc is missing from path: " + from_raw +
+                       ": missing value"};
+      }
+      return std::nullopt;
+    }
+    if (path.size() > from.size() && std::equal(from.begin(), from.end(), path.begin())) {
+      return Failure{"move operation does not apply: from path " + from_raw +
+                     " is a prefix of path " + path_raw};
+    }
+    json::value* source = find(doc_, from, from.size());
+    if (!source) {
+      return Failure{"move operation does not apply: doc is missing from path: " + from_raw +
+                     ": missing value"};
+    }
+    json::value value = std::move(*source);
+    if (auto f = erase(from, "move", from_raw)) return f;
+    return insert(path, std::move(value), "move", path_raw);
+  }
+
+  std::optional<Failure> copy_op(const json::object& op) {
+    std::string from_raw, path_raw;
+    std::vector<std::string> from, path;
+    if (auto f = pointer_of(op, "from", from_raw, from)) return f;
+    if (auto f = pointer_of(op, "path", path_raw, path)) return f;
+    json::value* source = find(doc_, from, from.size());
+    if (!source) {
+      return Failure{"copy operation does not apply: doc is missing from path: " + from_raw +
+                     ": missing value"};
+    }
+    return insert(path, *source, "copy", path_raw);
+  }
+
+  std::optional<Failure> test_op(const json::object& op) {
+    std::string raw;
+    std::vector<std::string> tokens;
+    if (auto f = pointer_of(op, "path", raw, tokens)) return f;
+    const auto* value = value_of(op);
+    static const json::value kNull;
+    json::value* target = find(doc_, tokens, tokens.size());
+    if (!target || !json_equal(*target, value ? *value : kNull)) {
+      return Failure{"testing value " + raw + " failed: test failed"};
+    }
+    return std::nullopt;
+  }
+
+  json::value& doc_;
+};
+
+}  // namespace
+
+bool json_equal(const json::value& a, const json::value& b) {
+  if (a.is_number() && b.is_number()) {
+    if (a.is_double() || b.is_double()) return a.to_number<double>() == b.to_number<double>();
+    if (a.is_int64() && b.is_int64()) return a.get_int64() == b.get_int64();
+    if (a.is_uint64() && b.is_uint64()) return a.get_uint64() == b.get_uint64();
+    // One signed, one unsigned: equal only when the signed one is non-negative.
+    std::int64_t s = a.is_int64() ? a.get_int64() : b.get_int64();
+    std::uint64_t u = a.is_uint64() ? a.get_uint64() : b.get_uint64();
+    return s >= 0 && static_cast<std::uint64_t>(s) == u;
+  }
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case json::kind::object: {
+      const auto& oa = a.get_object();
+      const auto& ob = b.get_object();
+      if (oa.size() != ob.size()) return false;
+      for (const auto& [k, v] : oa) {
+        auto it = ob.find(k);
+        if (it == ob.end() || !json_equal(v, it->value())) return false;
+      }
+      return true;
+    }
+    case json::kind::array: {
+      const auto& aa = a.get_array();
+      const auto& ab = b.get_array();
+      if (aa.size() != ab.size()) return false;
+      for (std::size_t i = 0; i < aa.size(); ++i) {
+        if (!json_equal(aa[i], ab[i])) return false;
+      }
+      return true;
+    }
+    default:
+      return a == b;
+  }
+}
+
+ApiResult<json::value> apply_json_patch(json::value doc, const json::value& patch,
+                                        std::string* failure_detail) {
+  const auto* ops = patch.if_array();
+  if (!ops) {
+    return api_error(Errc::bad_request, "json: cannot unmarshal " + std::string(go_kind(patch)) +
+                                            " into Go value of type jsonpatch.Patch");
+  }
+  for (const auto& op : *ops) {
+    if (!op.is_object() && !op.is_null()) {
+      return api_error(Errc::bad_request, "json: cannot unmarshal " + std::string(go_kind(op)) +
+                                              " into Go value of type jsonpatch.Operation");
+    }
+  }
+  if (ops->size() > kMaxJsonPatchOperations) {
+    return api_error(Errc::bad_request,
+                     "Request entity too large: The allowed maximum operations in a JSON patch "
+                     "is " + std::to_string(kMaxJsonPatchOperations) + ", got " +
+                         std::to_string(ops->size()));
+  }
+  Applier applier(doc);
+  static const json::object kEmpty;
+  for (const auto& op : *ops) {
+    if (auto failure = applier.apply(op.is_object() ? op.get_object() : kEmpty)) {
+      if (failure_detail) *failure_detail = std::move(failure->detail);
+      return api_error(Errc::invalid, std::string(kRejected));
+    }
+  }
+  return doc;
+}
+
+}  // namespace kwatch::registry

@@ -1,0 +1,83 @@
+// Kubernetes strategic merge patch (`application/strategic-merge-patch+json`), following
+// k8s.io/apimachinery/pkg/util/strategicpatch (StrategicMergeMapPatch, the server side).
+//
+// Rules, per field of the patch:
+// - null deletes the field; a field absent from the original takes the patch value;
+// - objects merge recursively unless the field's strategy is `replace`;
+// - lists are replaced, unless the schema declares strategy `merge`: lists of objects merge
+//   element by element on the merge key, lists of primitives become the union;
+// - directives: `$patch: replace|delete` in an object, `{"$patch": "delete", <key>: v}` and
+//   `{"$patch": "replace"}` inside a merging list, `$retainKeys: [...]` (drops the original's
+//   other fields), `$deleteFromPrimitiveList/<f>: [...]`, `$setElementOrder/<f>: [...]`;
+// - order of merged lists as in Kubernetes: `$setElementOrder`, then the patch's order, then the
+//   original's order.
+// Deliberate differences from kube-apiserver, which decodes the result into typed Go structs:
+// nulls inside values that are added or replace a value are dropped (the typed decoding drops
+// them too); `$deleteFromPrimitiveList` on a missing list is a no-op and deletes even from a
+// list without a declared merge strategy; failures kube reports as 500 are Errc::bad_request.
+//
+// PatchSchema is a value type, immutable once built; the built-in ones are process-wide
+// constants, safe to read from any thread.
+#pragma once
+
+#include "registry/api_error.hpp"
+
+#include <boost/json/value.hpp>
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace kwatch::registry {
+
+enum class PatchStrategy {
+  merge,    // lists: merge (by merge_key, or set union for primitives); objects: merge (default)
+  replace,  // replaced as a whole (the default for lists)
+};
+
+struct PatchRule {
+  PatchStrategy strategy = PatchStrategy::merge;
+  std::string merge_key;     // for lists of objects; empty for lists of primitives
+  bool retain_keys = false;  // `patchStrategy:"...,retainKeys"` (informational when applying)
+};
+
+namespace detail {
+struct PatchSchemaNode;
+}
+
+// Patch metadata per field path. Paths are dotted field names from the object root; `[]` after
+// a field steps into the elements of that list: "spec.containers", "spec.containers[].ports".
+class PatchSchema {
+ public:
+  PatchSchema();
+  ~PatchSchema();
+  PatchSchema(PatchSchema&&) noexcept;
+  PatchSchema& operator=(PatchSchema&&) noexcept;
+
+  PatchSchema& set(std::string_view path, PatchRule rule);
+  // Strategy merge; with a merge key for lists of objects, without for primitive sets.
+  PatchSchema& merge_list(std::string_view path, std::string merge_key = {});
+
+  // The rule declared for `path`; indices such as "[2]" are accepted in place of "[]".
+  const PatchRule* find(std::string_view path) const;
+  const detail::PatchSchemaNode* root() const { return root_.get(); }
+
+ private:
+  std::unique_ptr<detail::PatchSchemaNode> root_;
+};
+
+// Schema of the built-in kinds kwatch serves (group "" or "core" for the core group). Every
+// kind, known or not, gets `metadata.ownerReferences` (merge key uid) and `metadata.finalizers`
+// (merged set).
+const PatchSchema& builtin_patch_schema(std::string_view group, std::string_view kind);
+
+// Applies `patch` (must be an object) to `original`. Errors: Errc::bad_request for malformed
+// patches and unmergeable data (with the strategicpatch texts, e.g. "invalid patch format of
+// retainKeys", "map: map[image:nginx] does not contain declared merge key: name"),
+// Errc::invalid for lists of lists ("the server rejected our request due to an error in our
+// request", as kube answers).
+ApiResult<boost::json::value> apply_strategic_merge_patch(const boost::json::value& original,
+                                                          const boost::json::value& patch,
+                                                          const PatchSchema& schema);
+
+}  // namespace kwatch::registry

@@ -1,0 +1,255 @@
+#include "registry/strategic_merge_patch.hpp"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <gtest/gtest.h>
+
+namespace kwatch::registry {
+namespace {
+
+namespace json = boost::json;
+
+const PatchSchema& pod() { return builtin_patch_schema("", "Pod"); }
+
+json::value smp(std::string_view original, std::string_view patch,
+                const PatchSchema& schema = pod()) {
+  auto r = apply_strategic_merge_patch(json::parse(original), json::parse(patch), schema);
+  EXPECT_TRUE(r.has_value()) << patch << ": " << (r ? "" : r.error().message);
+  return r ? *r : json::value{};
+}
+
+ApiError smp_error(std::string_view original, std::string_view patch,
+                   const PatchSchema& schema = pod()) {
+  auto r = apply_strategic_merge_patch(json::parse(original), json::parse(patch), schema);
+  EXPECT_FALSE(r.has_value()) << patch;
+  return r ? ApiError{} : r.error();
+}
+
+constexpr const char* kTwoContainers =
+    R"({"spec":{"containers":[{"name":"a","image":"a:1"},{"name":"b","image":"b:1"}]}})";
+
+TEST(StrategicMergePatch, MergesContainersByName) {
+  EXPECT_EQ(smp(kTwoContainers, R"({"spec":{"containers":[{"name":"b","image":"b:2"}]}})"),
+            json::parse(R"({"spec":{"containers":[{"name":"a","image":"a:1"},
+                                                  {"name":"b","image":"b:2"}]}})"));
+}
+
+TEST(StrategicMergePatch, PutsNewListItemsFirstWithoutAnOrderDirective) {
+  // Kubernetes' mergeSortedSlice places patch items the live list does not know ahead.
+  EXPECT_EQ(smp(kTwoContainers, R"({"spec":{"containers":[{"name":"c","image":"c:1"}]}})"),
+            json::parse(R"({"spec":{"containers":[{"name":"c","image":"c:1"},
+                                                  {"name":"a","image":"a:1"},
+                                                  {"name":"b","image":"b:1"}]}})"));
+}
+
+TEST(StrategicMergePatch, SetElementOrderFixesTheOrderOfAMergedList) {
+  EXPECT_EQ(smp(kTwoContainers,
+                R"({"spec":{"$setElementOrder/containers":[{"name":"a"},{"name":"b"},{"name":"c"}],
+                            "containers":[{"name":"c","image":"c:1"}]}})"),
+            json::parse(R"({"spec":{"containers":[{"name":"a","image":"a:1"},
+                                                  {"name":"b","image":"b:1"},
+                                                  {"name":"c","image":"c:1"}]}})"));
+}
+
+TEST(StrategicMergePatch, SetElementOrderAloneReordersTheLiveList) {
+  EXPECT_EQ(smp(kTwoContainers,
+                R"({"spec":{"$setElementOrder/containers":[{"name":"b"},{"name":"a"}]}})"),
+            json::parse(R"({"spec":{"containers":[{"name":"b","image":"b:1"},
+                                                  {"name":"a","image":"a:1"}]}})"));
+}
+
+TEST(StrategicMergePatch, SetElementOrderMustAgreeWithThePatchList) {
+  auto err = smp_error(kTwoContainers,
+                       R"({"spec":{"$setElementOrder/containers":[{"name":"a"},{"name":"b"}],
+                                   "containers":[{"name":"b"},{"name":"a"}]}})");
+  EXPECT_EQ(err.code, Errc::bad_request);
+  EXPECT_EQ(err.message.rfind("The order in patch list:", 0), 0u) << err.message;
+}
+
+TEST(StrategicMergePatch, DeletesAListItemWithThePatchDirective) {
+  EXPECT_EQ(smp(kTwoContainers, R"({"spec":{"containers":[{"name":"a","$patch":"delete"}]}})"),
+            json::parse(R"({"spec":{"containers":[{"name":"b","image":"b:1"}]}})"));
+}
+
+TEST(StrategicMergePatch, ReplacesAMergingListWithThePatchDirective) {
+  EXPECT_EQ(smp(kTwoContainers,
+                R"({"spec":{"containers":[{"name":"z","image":"z"},{"$patch":"replace"}]}})"),
+            json::parse(R"({"spec":{"containers":[{"name":"z","image":"z"}]}})"));
+}
+
+TEST(StrategicMergePatch, ReplacesOrDeletesAMapWithThePatchDirective) {
+  EXPECT_EQ(smp(R"({"spec":{"a":1,"b":{"c":2}}})", R"({"spec":{"$patch":"replace","x":1}})"),
+            json::parse(R"({"spec":{"x":1}})"));
+  EXPECT_EQ(smp(R"({"spec":{"a":1},"k":1})", R"({"spec":{"$patch":"delete"}})"),
+            json::parse(R"({"spec":{},"k":1})"));
+}
+
+TEST(StrategicMergePatch, RejectsUnknownDirectives) {
+  auto err = smp_error(R"({"spec":{}})", R"({"spec":{"$patch":"frob"}})");
+  EXPECT_EQ(err.code, Errc::bad_request);
+  EXPECT_EQ(err.message, "unknown patch type: frob in map: map[$patch:frob]");
+  err = smp_error(kTwoContainers, R"({"spec":{"containers":[{"name":"a","$patch":"merge"}]}})");
+  EXPECT_EQ(err.message, "merging lists cannot yet be specified in the patch");
+}
+
+TEST(StrategicMergePatch, RetainKeysDropsUnlistedFields) {
+  const auto& deploy = builtin_patch_schema("apps", "Deployment");
+  EXPECT_EQ(smp(R"({"spec":{"strategy":{"type":"RollingUpdate","rollingUpdate":{"maxSurge":1}}}})",
+                R"({"spec":{"strategy":{"$retainKeys":["type"],"type":"Recreate"}}})", deploy),
+            json::parse(R"({"spec":{"strategy":{"type":"Recreate"}}})"));
+}
+
+TEST(StrategicMergePatch, RetainKeysMustListEveryPatchedField) {
+  auto err = smp_error(R"({"spec":{}})", R"({"spec":{"$retainKeys":["a"],"b":1}})");
+  EXPECT_EQ(err.code, Errc::bad_request);
+  EXPECT_EQ(err.message, "invalid patch format of retainKeys");
+  err = smp_error(R"({"spec":{}})", R"({"spec":{"$retainKeys":"a"}})");
+  EXPECT_EQ(err.message, "invalid patch format of retainKeys");
+}
+
+TEST(StrategicMergePatch, UnionsFinalizersOfAnyKind) {
+  const auto& any = builtin_patch_schema("example.com", "Widget");
+  EXPECT_EQ(smp(R"({"metadata":{"finalizers":["a","b"]}})",
+                R"({"metadata":{"finalizers":["b","c"]}})", any),
+            json::parse(R"({"metadata":{"finalizers":["a","b","c"]}})"));
+  EXPECT_EQ(smp(R"({"metadata":{"finalizers":["a","b"]}})", R"({"metadata":{"finalizers":["c"]}})",
+                any),
+            json::parse(R"({"metadata":{"finalizers":["c","a","b"]}})"));
+}
+
+TEST(StrategicMergePatch, DeletesFromAPrimitiveList) {
+  EXPECT_EQ(smp(R"({"metadata":{"finalizers":["a","b","c"]}})",
+                R"({"metadata":{"$deleteFromPrimitiveList/finalizers":["b","x"]}})"),
+            json::parse(R"({"metadata":{"finalizers":["a","c"]}})"));
+  EXPECT_EQ(smp(R"({"metadata":{}})", R"({"metadata":{"$deleteFromPrimitiveList/finalizers":["b"]}})"),
+            json::parse(R"({"metadata":{}})"));
+  auto err = smp_error(R"({"metadata":{}})", R"({"metadata":{"$deleteFromPrimitiveList":["b"]}})");
+  EXPECT_EQ(err.code, Errc::bad_request);
+  EXPECT_EQ(err.message, "invalid patch format of primitive list");
+}
+
+TEST(StrategicMergePatch, MergesOwnerReferencesByUid) {
+  const auto& any = builtin_patch_schema("", "ConfigMap");
+  EXPECT_EQ(smp(R"({"metadata":{"ownerReferences":[{"uid":"1","name":"x"}]}})",
+                R"({"metadata":{"ownerReferences":[{"uid":"1","controller":true}]}})", any),
+            json::parse(R"({"metadata":{"ownerReferences":[{"uid":"1","name":"x",
+                                                            "controller":true}]}})"));
+}
+
+TEST(StrategicMergePatch, NullDeletesAFieldAndUnmatchedNullsAreIgnored) {
+  EXPECT_EQ(smp(R"({"metadata":{"labels":{"a":"1","b":"2"}}})",
+                R"({"metadata":{"labels":{"a":null,"zz":null}}})"),
+            json::parse(R"({"metadata":{"labels":{"b":"2"}}})"));
+}
+
+TEST(StrategicMergePatch, ListsWithoutAStrategyAreReplaced) {
+  EXPECT_EQ(smp(R"({"spec":{"tolerations":[{"key":"a"}],"containers":[{"name":"c","args":["x","y"]}]}})",
+                R"({"spec":{"tolerations":[{"key":"b"}],"containers":[{"name":"c","args":["z"]}]}})"),
+            json::parse(R"({"spec":{"tolerations":[{"key":"b"}],
+                                    "containers":[{"name":"c","args":["z"]}]}})"));
+}
+
+TEST(StrategicMergePatch, MergesNestedContainerListsByTheirKeys) {
+  auto original = R"({"spec":{"containers":[{"name":"c",
+      "env":[{"name":"A","value":"1"},{"name":"B","value":"2"}],
+      "ports":[{"containerPort":80,"name":"http"}],
+      "volumeMounts":[{"mountPath":"/data","name":"d"}]}]}})";
+  auto patch = R"({"spec":{"containers":[{"name":"c",
+      "env":[{"name":"B","value":"3"}],
+      "ports":[{"containerPort":80,"protocol":"TCP"}],
+      "volumeMounts":[{"mountPath":"/data","$patch":"delete"}]}]}})";
+  EXPECT_EQ(smp(original, patch),
+            json::parse(R"({"spec":{"containers":[{"name":"c",
+                "env":[{"name":"A","value":"1"},{"name":"B","value":"3"}],
+                "ports":[{"containerPort":80,"name":"http","protocol":"TCP"}],
+                "volumeMounts":[]}]}})"));
+}
+
+TEST(StrategicMergePatch, MergesTheDeploymentPodTemplate) {
+  const auto& deploy = builtin_patch_schema("apps", "Deployment");
+  EXPECT_EQ(smp(R"({"spec":{"replicas":1,"template":{"spec":{"containers":[{"name":"a","image":"1"},{"name":"b","image":"1"}]}}}})",
+                R"({"spec":{"replicas":3,"template":{"spec":{"containers":[{"name":"a","image":"2"}]}}}})",
+                deploy),
+            json::parse(R"({"spec":{"replicas":3,"template":{"spec":{"containers":[
+                {"name":"a","image":"2"},{"name":"b","image":"1"}]}}}})"));
+}
+
+TEST(StrategicMergePatch, MergesServicePortsAndNodeStatusByTheirKeys) {
+  EXPECT_EQ(smp(R"({"spec":{"ports":[{"port":80,"name":"http"},{"port":443,"name":"https"}]}})",
+                R"({"spec":{"ports":[{"port":443,"targetPort":8443}]}})",
+                builtin_patch_schema("", "Service")),
+            json::parse(R"({"spec":{"ports":[{"port":80,"name":"http"},
+                                             {"port":443,"name":"https","targetPort":8443}]}})"));
+  EXPECT_EQ(smp(R"({"status":{"conditions":[{"type":"Ready","status":"False"}],
+                              "addresses":[{"type":"Hostname","address":"n1"}]}})",
+                R"({"status":{"conditions":[{"type":"Ready","status":"True"}]}})",
+                builtin_patch_schema("core", "Node")),
+            json::parse(R"({"status":{"conditions":[{"type":"Ready","status":"True"}],
+                                      "addresses":[{"type":"Hostname","address":"n1"}]}})"));
+}
+
+TEST(StrategicMergePatch, RequiresTheMergeKeyInPatchItems) {
+  auto err = smp_error(kTwoContainers, R"({"spec":{"containers":[{"image":"x"}]}})");
+  EXPECT_EQ(err.code, Errc::bad_request);
+  EXPECT_EQ(err.message, "map: map[image:x] does not contain declared merge key: name");
+}
+
+TEST(StrategicMergePatch, RefusesListsOfListsWith422) {
+  auto err = smp_error(R"({"metadata":{"finalizers":[]}})",
+                       R"({"metadata":{"finalizers":[["b"]]}})");
+  EXPECT_EQ(err.code, Errc::invalid);
+  err = smp_error(R"({"metadata":{"finalizers":["a"]}})", R"({"metadata":{"finalizers":[1]}})");
+  EXPECT_EQ(err.code, Errc::bad_request);
+  EXPECT_EQ(err.message, "list element types are not identical: [[a] [1]]");
+}
+
+TEST(StrategicMergePatch, AddsMissingFieldsWithoutTheirNulls) {
+  EXPECT_EQ(smp(R"({"metadata":{"name":"p"}})", R"({"spec":{"nodeName":"n","x":null}})"),
+            json::parse(R"({"metadata":{"name":"p"},"spec":{"nodeName":"n"}})"));
+}
+
+TEST(StrategicMergePatch, RejectsAPatchThatIsNotAnObject) {
+  auto err = smp_error("{}", "[]");
+  EXPECT_EQ(err.code, Errc::bad_request);
+  EXPECT_EQ(err.message, "json: cannot unmarshal array into Go value of type map[string]interface {}");
+}
+
+TEST(StrategicMergePatch, KeepsTheOrderOfUntouchedFields) {
+  EXPECT_EQ(json::serialize(smp(R"({"a":1,"b":2,"c":3})", R"({"b":null,"d":4,"a":5})")),
+            R"({"a":5,"c":3,"d":4})");
+}
+
+TEST(PatchSchema, BuiltinSchemasDeclareTheKubernetesMergeKeys) {
+  EXPECT_EQ(pod().find("spec.containers")->merge_key, "name");
+  EXPECT_EQ(pod().find("spec.containers[].env")->merge_key, "name");
+  EXPECT_EQ(pod().find("spec.initContainers[2].ports")->merge_key, "containerPort");
+  EXPECT_EQ(pod().find("spec.containers[].volumeMounts")->merge_key, "mountPath");
+  EXPECT_EQ(pod().find("spec.containers[].volumeDevices")->merge_key, "devicePath");
+  EXPECT_EQ(pod().find("spec.volumes")->merge_key, "name");
+  EXPECT_TRUE(pod().find("spec.volumes")->retain_keys);
+  EXPECT_EQ(pod().find("spec.imagePullSecrets")->merge_key, "name");
+  EXPECT_EQ(pod().find("spec.hostAliases")->merge_key, "ip");
+  EXPECT_EQ(pod().find("status.conditions")->merge_key, "type");
+  EXPECT_EQ(pod().find("spec.tolerations"), nullptr);
+  EXPECT_EQ(pod().find("metadata.finalizers")->merge_key, "");
+  EXPECT_EQ(pod().find("metadata.ownerReferences")->merge_key, "uid");
+  const auto& deploy = builtin_patch_schema("apps", "Deployment");
+  EXPECT_EQ(deploy.find("spec.template.spec.containers[].env")->merge_key, "name");
+  EXPECT_EQ(deploy.find("spec.template.metadata.finalizers")->strategy, PatchStrategy::merge);
+  EXPECT_EQ(builtin_patch_schema("", "Service").find("spec.ports")->merge_key, "port");
+  EXPECT_EQ(builtin_patch_schema("", "Node").find("status.addresses")->merge_key, "type");
+  EXPECT_EQ(builtin_patch_schema("", "ServiceAccount").find("secrets")->merge_key, "name");
+  EXPECT_EQ(builtin_patch_schema("coordination.k8s.io", "Lease").find("spec.containers"), nullptr);
+  EXPECT_EQ(builtin_patch_schema("x", "Y").find("metadata.ownerReferences")->merge_key, "uid");
+}
+
+TEST(PatchSchema, CustomSchemasDriveTheMerge) {
+  PatchSchema s;
+  s.merge_list("items", "id").merge_list("items[].tags");
+  EXPECT_EQ(smp(R"({"items":[{"id":1,"tags":["a"]}]})", R"({"items":[{"id":1,"tags":["b"]}]})", s),
+            json::parse(R"({"items":[{"id":1,"tags":["b","a"]}]})"));
+}
+
+}  // namespace
+}  // namespace kwatch::registry
