@@ -185,7 +185,13 @@ class MemoryWatchStream final : public WatchStream {
       if (!read->events.empty()) {
         co_return WatchBatch{std::move(read->events), next_revision_ - 1};
       }
-      if (next_revision_ <= read->current_revision) continue;  // scan budget used up
+      if (next_revision_ <= read->current_revision) {
+        // The scan budget ran out in a long stretch of other keys' writes: let other work run
+        // before scanning on.
+        core.reset();
+        co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+        continue;
+      }
       if (state_->progress_requested.exchange(false)) {
         co_return WatchBatch{{}, read->current_revision};
       }

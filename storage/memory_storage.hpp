@@ -9,6 +9,8 @@
 // append and fdatasync (under the store's writer mutex; readers are not blocked).
 // Cancellation: a waiting WatchStream::next() completes with asio::error::operation_aborted when
 // its cancellation slot fires (any cancellation type); the stream stays usable and loses no event.
+// Watch batches: `revision` of an event batch is its last event's revision (every change under
+// the prefix up to it has been delivered); a progress batch carries the current revision.
 // Wake-ups are posted to the executor of the coroutine awaiting next(), which keeps outstanding
 // work on it while waiting.
 #pragma once
@@ -56,7 +58,8 @@ class MemoryStorage : public Storage {
   boost::asio::awaitable<Result<std::unique_ptr<WatchStream>>> watch(
       std::string prefix, std::int64_t start_revision) override;
 
-  // The synchronous core, for tools and tests in storage/.
+  // The synchronous core, for tools and tests in storage/. Writes through it are logged and wake
+  // watchers like writes through the awaitables.
   MvccStore& store();
 
   struct Core;

@@ -365,12 +365,18 @@ Result<void> Wal::append(const Mutation& mutation) {
 }
 
 bool Wal::snapshot_due() const {
-  return (options_.snapshot_log_bytes != 0 && log_bytes_ >= options_.snapshot_log_bytes) ||
-         (options_.snapshot_log_records != 0 && log_records_ >= options_.snapshot_log_records);
+  const std::uint64_t bytes = log_bytes_ - retry_bytes_;
+  const std::uint64_t records = log_records_ - retry_records_;
+  return (options_.snapshot_log_bytes != 0 && bytes >= options_.snapshot_log_bytes) ||
+         (options_.snapshot_log_records != 0 && records >= options_.snapshot_log_records);
 }
 
 Result<void> Wal::write_snapshot(const StoreState& state) {
   if (broken_) return Errc::internal;
+  // If this attempt fails (e.g. a full disk), wait for another threshold's worth of log before
+  // the next one instead of retrying on every write.
+  retry_bytes_ = log_bytes_;
+  retry_records_ = log_records_;
   const std::uint64_t seq = seq_ + 1;
   const fs::path tmp = options_.dir / seq_name("snap-", seq, ".tmp");
   const fs::path final_path = options_.dir / seq_name("snap-", seq, ".snap");
@@ -419,8 +425,7 @@ Result<void> Wal::write_snapshot(const StoreState& state) {
     broken_ = true;
     return r;
   }
-  log_bytes_ = 0;
-  log_records_ = 0;
+  log_bytes_ = log_records_ = retry_bytes_ = retry_records_ = 0;
   for (const auto& entry : fs::directory_iterator(options_.dir, ec)) {
     const std::string name = entry.path().filename().string();
     auto s = parse_seq(name, "snap-", ".snap");

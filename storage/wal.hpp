@@ -48,7 +48,8 @@ class Wal {
   Result<void> append(const Mutation& mutation);
   bool snapshot_due() const;
   // Writes `state` as the new snapshot (temp file, fsync, rename), starts a fresh segment and
-  // removes the older segments and snapshots.
+  // removes the older segments and snapshots. After a failure the log stays as it was and the
+  // snapshot is due again once another threshold's worth of records has been appended.
   Result<void> write_snapshot(const StoreState& state);
 
   std::filesystem::path segment_path() const;  // the segment being appended to
@@ -65,6 +66,8 @@ class Wal {
   std::uint64_t offset_ = 0;       // end of the last good record in the current segment
   std::uint64_t log_bytes_ = 0;    // record bytes since the last snapshot
   std::uint64_t log_records_ = 0;  // records since the last snapshot
+  std::uint64_t retry_bytes_ = 0;    // log size at the last failed snapshot
+  std::uint64_t retry_records_ = 0;
   bool broken_ = false;
   std::string buffer_;  // reused encoding buffer
 };

@@ -266,6 +266,21 @@ TEST(MvccStore, EventReadsStopAtTheBatchLimitAndResume) {
   EXPECT_EQ(rest->events.front().revision(), 6);
 }
 
+TEST(MvccStore, EventReadsStopAtTheScanBudgetAndReportWhereToResume) {
+  MvccStore store;
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(store.put_if("/other" + std::to_string(i), 0, "v"));
+  ASSERT_TRUE(store.put_if("/w/a", 0, "v"));  // 12
+  auto first = store.read_events("/w/", 2, 100, 4);
+  ASSERT_TRUE(first);
+  EXPECT_TRUE(first->events.empty());
+  EXPECT_EQ(first->next_revision, 6);
+  EXPECT_EQ(first->current_revision, 12);
+  auto rest = store.read_events("/w/", first->next_revision, 100);
+  ASSERT_TRUE(rest);
+  ASSERT_EQ(rest->events.size(), 1u);
+  EXPECT_EQ(rest->next_revision, 13);
+}
+
 TEST(MvccStore, EventReadsAtOrBelowTheCompactedRevisionAreGone) {
   MvccStore store;
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(store.put_if("/k" + std::to_string(i), 0, "v"));
