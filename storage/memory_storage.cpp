@@ -1,8 +1,8 @@
 #include "storage/memory_storage.hpp"
 
-#include "storage/mvcc_store.hpp"
-#include "storage/wal.hpp"
+#include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/as_tuple.hpp>
@@ -13,13 +13,13 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <spdlog/spdlog.h>
-
-#include <atomic>
 #include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
+
+#include "storage/mvcc_store.hpp"
+#include "storage/wal.hpp"
 
 namespace kwatch::storage {
 

@@ -15,12 +15,12 @@
 // work on it while waiting.
 #pragma once
 
-#include "storage/storage.hpp"
-
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+
+#include "storage/storage.hpp"
 
 namespace kwatch::storage {
 
@@ -44,8 +44,7 @@ class MemoryStorage : public Storage {
   MemoryStorage(const MemoryStorage&) = delete;
   MemoryStorage& operator=(const MemoryStorage&) = delete;
 
-  boost::asio::awaitable<Result<KeyValue>> get(std::string key,
-                                               std::int64_t revision = 0) override;
+  boost::asio::awaitable<Result<KeyValue>> get(std::string key, std::int64_t revision = 0) override;
   boost::asio::awaitable<Result<ListResult>> list(ListOptions options) override;
   boost::asio::awaitable<Result<TxnResult>> put_if(std::string key,
                                                    std::int64_t expected_mod_revision,

@@ -68,9 +68,9 @@ Result<ListResult> MvccStore::range(const ListOptions& options) const {
   if (!at) return at.error();
   ListResult result;
   result.revision = *at;
-  const std::string& start =
-      options.start_key.empty() || options.start_key < options.prefix ? options.prefix
-                                                                        : options.start_key;
+  const std::string& start = options.start_key.empty() || options.start_key < options.prefix
+                                 ? options.prefix
+                                 : options.start_key;
   const auto limit = static_cast<std::size_t>(std::max<std::int64_t>(options.limit, 0));
   for (auto it = keys_.lower_bound(start);
        it != keys_.end() && std::string_view(it->first).starts_with(options.prefix); ++it) {
@@ -241,9 +241,9 @@ void MvccStore::compact_locked(std::int64_t revision) {
     auto& revs = it->second;
     // Keep the newest revision at or below `revision` (the state readable at `revision`) unless
     // it is a tombstone; drop everything older.
-    auto keep = std::upper_bound(
-        revs.begin(), revs.end(), revision,
-        [](std::int64_t r, const Rev& rev) { return r < rev.mod_revision; });
+    auto keep =
+        std::upper_bound(revs.begin(), revs.end(), revision,
+                         [](std::int64_t r, const Rev& rev) { return r < rev.mod_revision; });
     if (keep != revs.begin()) {
       auto newest_old = std::prev(keep);
       revs.erase(revs.begin(), newest_old->value ? newest_old : keep);

@@ -16,9 +16,6 @@
 // KeyValue at the boundary.
 #pragma once
 
-#include "storage/errc.hpp"
-#include "storage/storage.hpp"
-
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -29,6 +26,9 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "storage/errc.hpp"
+#include "storage/storage.hpp"
 
 namespace kwatch::storage {
 

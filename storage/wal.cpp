@@ -1,12 +1,11 @@
 #include "storage/wal.hpp"
 
-#include <boost/crc.hpp>
-#include <spdlog/spdlog.h>
-
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/crc.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -176,8 +175,7 @@ Result<StoreState> decode_snapshot(std::string_view data) {
   if (data.size() < kSnapMagic.size() + 4 || data.substr(0, kSnapMagic.size()) != kSnapMagic) {
     return Errc::corrupt;
   }
-  const std::string_view body =
-      data.substr(kSnapMagic.size(), data.size() - kSnapMagic.size() - 4);
+  const std::string_view body = data.substr(kSnapMagic.size(), data.size() - kSnapMagic.size() - 4);
   Reader tail{data.substr(data.size() - 4)};
   if (tail.u32() != crc32(body)) return Errc::corrupt;
   Reader r{body};
@@ -298,8 +296,8 @@ Result<std::unique_ptr<Wal>> Wal::open(WalOptions options, MvccStore& store) {
         return Errc::corrupt;
       }
       if (auto r = store.apply(*m); !r) {
-        spdlog::error("wal: record at offset {} of {} does not follow the state",
-                      pos, path.string());
+        spdlog::error("wal: record at offset {} of {} does not follow the state", pos,
+                      path.string());
         return r.error();
       }
       pos += kRecordHeader + len;
@@ -313,8 +311,8 @@ Result<std::unique_ptr<Wal>> Wal::open(WalOptions options, MvccStore& store) {
     wal->fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
     if (wal->fd_ < 0) return Errc::internal;
     if (torn) {
-      spdlog::warn("wal: cutting a torn tail of {} at offset {} ({} bytes dropped)",
-                   path.string(), pos, file.size() - pos);
+      spdlog::warn("wal: cutting a torn tail of {} at offset {} ({} bytes dropped)", path.string(),
+                   pos, file.size() - pos);
       if (::ftruncate(wal->fd_, static_cast<off_t>(pos)) != 0) return Errc::internal;
       if (pos == 0 && !write_all(wal->fd_, kLogMagic)) return Errc::internal;
       if (pos == 0) pos = kLogMagic.size();

@@ -17,13 +17,13 @@
 // with `internal` (the on-disk log stays a clean prefix of what was acknowledged).
 #pragma once
 
-#include "storage/errc.hpp"
-#include "storage/mvcc_store.hpp"
-
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
+
+#include "storage/errc.hpp"
+#include "storage/mvcc_store.hpp"
 
 namespace kwatch::storage {
 
@@ -66,7 +66,7 @@ class Wal {
   std::uint64_t offset_ = 0;       // end of the last good record in the current segment
   std::uint64_t log_bytes_ = 0;    // record bytes since the last snapshot
   std::uint64_t log_records_ = 0;  // records since the last snapshot
-  std::uint64_t retry_bytes_ = 0;    // log size at the last failed snapshot
+  std::uint64_t retry_bytes_ = 0;  // log size at the last failed snapshot
   std::uint64_t retry_records_ = 0;
   bool broken_ = false;
   std::string buffer_;  // reused encoding buffer

@@ -1,6 +1,6 @@
 #include "storage/memory_storage.hpp"
 
-#include "storage/mvcc_store.hpp"
+#include <gtest/gtest.h>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -11,13 +11,13 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
 #include <variant>
+
+#include "storage/mvcc_store.hpp"
 
 namespace kwatch::storage {
 namespace {
@@ -99,10 +99,10 @@ TEST(MemoryStorage, WatchFromAPastRevisionReplaysEventsWithPrevKv) {
   auto storage = open_memory();
   ASSERT_TRUE(storage);
   auto body = [&]() -> asio::awaitable<void> {
-    co_await storage->put_if("/w/a", 0, "1");  // 2
+    co_await storage->put_if("/w/a", 0, "1");    // 2
     co_await storage->put_if("/other", 0, "o");  // 3
-    co_await storage->put_if("/w/a", 2, "2");  // 4
-    co_await storage->delete_if("/w/a");       // 5
+    co_await storage->put_if("/w/a", 2, "2");    // 4
+    co_await storage->delete_if("/w/a");         // 5
     auto stream = co_await storage->watch("/w/", 3);
     CO_ASSERT(stream);
     auto batch = co_await (*stream)->next();
@@ -256,12 +256,12 @@ TEST(MemoryStorage, CancellationSlotAbortsAWaitingNext) {
 
   asio::cancellation_signal signal;
   std::optional<Result<WatchBatch>> result;
-  asio::co_spawn(ioc, stream->next(),
-                 asio::bind_cancellation_slot(
-                     signal.slot(), [&](std::exception_ptr e, Result<WatchBatch> r) {
-                       EXPECT_FALSE(e);
-                       result = std::move(r);
-                     }));
+  asio::co_spawn(
+      ioc, stream->next(),
+      asio::bind_cancellation_slot(signal.slot(), [&](std::exception_ptr e, Result<WatchBatch> r) {
+        EXPECT_FALSE(e);
+        result = std::move(r);
+      }));
   // Posted after the spawn, so it runs once next() is suspended waiting for a commit.
   asio::post(ioc, [&] { signal.emit(asio::cancellation_type::terminal); });
   ioc.run_for(kDeadline);
@@ -359,9 +359,8 @@ TEST_F(MemoryStorageDurable, RestartPreservesRevisionsAndOldWatchesAreGone) {
     auto body = [&]() -> asio::awaitable<void> {
       for (int i = 0; i < 12; ++i) {
         co_await storage->guaranteed_update(
-            "/k" + std::to_string(i % 4), [i](const KeyValue*) -> Result<std::string> {
-              return "v" + std::to_string(i);
-            });
+            "/k" + std::to_string(i % 4),
+            [i](const KeyValue*) -> Result<std::string> { return "v" + std::to_string(i); });
       }
       co_await storage->delete_if("/k0");
       auto kv = co_await storage->get("/k3");

@@ -73,7 +73,7 @@ TEST(MvccStore, UpdateOfAbsentKeyFailsWithModRevisionZero) {
 TEST(MvccStore, DeleteLeavesTombstoneAndOldRevisionsStayReadable) {
   MvccStore store;
   ASSERT_TRUE(store.put_if("/a", 0, "v1"));  // 2
-  auto d = store.delete_if("/a");             // 3
+  auto d = store.delete_if("/a");            // 3
   ASSERT_TRUE(d);
   EXPECT_TRUE(d->succeeded);
   EXPECT_EQ(d->revision, 3);
@@ -115,7 +115,7 @@ TEST(MvccStore, RecreateAfterDeleteResetsCreateRevisionAndVersion) {
   ASSERT_TRUE(store.put_if("/a", 0, "v1"));  // 2
   ASSERT_TRUE(store.put_if("/a", 2, "v2"));  // 3
   ASSERT_TRUE(store.delete_if("/a"));        // 4
-  auto r = store.put_if("/a", 0, "again");    // 5
+  auto r = store.put_if("/a", 0, "again");   // 5
   ASSERT_TRUE(r && r->succeeded);
   EXPECT_EQ(r->kv.create_revision, 5);
   EXPECT_EQ(r->kv.version, 1);
@@ -323,8 +323,8 @@ TEST(MvccStore, ConcurrentCompareAndSwapIncrementsLoseNoUpdate) {
     threads.emplace_back([&] {
       for (int i = 0; i < kIncrements;) {
         auto cur = store.get("/counter");
-        auto r = store.put_if("/counter", cur->mod_revision,
-                              std::to_string(std::stoi(cur->value) + 1));
+        auto r =
+            store.put_if("/counter", cur->mod_revision, std::to_string(std::stoi(cur->value) + 1));
         if (r && r->succeeded) ++i;
         ListOptions o;
         ASSERT_TRUE(store.range(o));

@@ -99,12 +99,12 @@ TEST_F(WalTest, RestartRestoresKeysValuesRevisionsAndVersions) {
     auto d = open_ok(options());
     ASSERT_TRUE(d);
     for (MvccStore* s : {&d->store, &expected}) {
-      ASSERT_TRUE(s->put_if("/a", 0, "1"));             // 2
-      ASSERT_TRUE(s->put_if("/b", 0, std::string(1024, 'b')));  // 3
-      ASSERT_TRUE(s->put_if("/a", 2, "2"));             // 4
-      ASSERT_TRUE(s->delete_if("/b"));                  // 5
-      ASSERT_TRUE(s->put_if("/b", 0, "again"));         // 6
-      ASSERT_TRUE(s->delete_if("/a"));                  // 7
+      ASSERT_TRUE(s->put_if("/a", 0, "1"));                                              // 2
+      ASSERT_TRUE(s->put_if("/b", 0, std::string(1024, 'b')));                           // 3
+      ASSERT_TRUE(s->put_if("/a", 2, "2"));                                              // 4
+      ASSERT_TRUE(s->delete_if("/b"));                                                   // 5
+      ASSERT_TRUE(s->put_if("/b", 0, "again"));                                          // 6
+      ASSERT_TRUE(s->delete_if("/a"));                                                   // 7
       ASSERT_TRUE(s->put_if(std::string("/bin\0ary", 8), 0, std::string("\0\xff", 2)));  // 8
     }
   }
