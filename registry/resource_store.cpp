@@ -273,7 +273,7 @@ ApiResult<json::object*> ensure_metadata(json::object& obj) {
 std::string list_start_key(const ResourceInfo& info, const std::string& ns,
                            const ContinueToken& token) {
   (void)ns;
-  return info.key_prefix() + token.start;
+  return info.key_prefix() + token.start_key_relative;
 }
 
 }  // namespace
@@ -496,7 +496,8 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInf
   }
   auto r = co_await storage_->create(info.key(ns, name), encode(body));
   if (!r) co_return from_storage(info, name, r.error());
-  meta["resourceVersion"] = std::to_string(r->mod_revision);
+  // Not `meta`: inserting into `body` above may have moved the metadata object.
+  body["metadata"].get_object()["resourceVersion"] = std::to_string(r->mod_revision);
   co_return body;
 }
 
@@ -598,7 +599,9 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
     }
     return encode(obj);
   };
-  auto r = co_await storage_->guaranteed_update(info.key(ns, name), try_update);
+  // A named std::function: GCC 12 destroys a converted temporary in a co_await twice.
+  storage::Storage::UpdateFn update_fn = try_update;
+  auto r = co_await storage_->guaranteed_update(info.key(ns, name), std::move(update_fn));
   if (!r) {
     if (failure) co_return *failure;
     co_return from_storage(info, name, r.error());
@@ -612,9 +615,10 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::update(const ResourceInf
                                                                json::object body,
                                                                WriteQuery query) {
   auto shared_body = std::make_shared<json::object>(std::move(body));
-  co_return co_await write_update(
-      info, std::move(ns), std::move(name), query,
-      [shared_body](const json::object&) -> ApiResult<json::object> { return *shared_body; });
+  MutateFn mutate = [shared_body](const json::object&) -> ApiResult<json::object> {
+    return *shared_body;
+  };
+  co_return co_await write_update(info, std::move(ns), std::move(name), query, std::move(mutate));
 }
 
 asio::awaitable<ApiResult<json::object>> ResourceStore::patch(const ResourceInfo& info,
@@ -628,14 +632,12 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::patch(const ResourceInfo
     co_return bad_request("json patch must be a JSON array of operations");
   }
   if (type == PatchType::strategic_merge && !info.strategic_merge_patch) {
-    ApiError e = api_error(Errc::bad_request, "");
     co_return api_error(Errc::bad_request,
                         "strategic merge patch is not supported for " + qualified_resource(info));
   }
   auto shared_patch = std::make_shared<json::value>(std::move(patch));
   const PatchSchema& schema = builtin_patch_schema(info.group, info.kind);
-  co_return co_await write_update(
-      info, std::move(ns), std::move(name), query,
+  MutateFn mutate =
       [shared_patch, type, &schema](const json::object& current) -> ApiResult<json::object> {
         json::value patched;
         switch (type) {
@@ -657,7 +659,8 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::patch(const ResourceInfo
         }
         if (!patched.is_object()) return bad_request("patched object is not a JSON object");
         return std::move(patched.get_object());
-      });
+      };
+  co_return co_await write_update(info, std::move(ns), std::move(name), query, std::move(mutate));
 }
 
 asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInfo& info,
@@ -750,7 +753,9 @@ asio::awaitable<ApiResult<void>> ResourceStore::ensure_namespace(std::string nam
   const ResourceInfo* info = scheme_->find("", "v1", "namespaces");
   json::object body{{"apiVersion", "v1"}, {"kind", "Namespace"},
                     {"metadata", json::object{{"name", name}}}};
-  auto r = co_await create(*info, "", std::move(body), {});
+  // Named arguments: GCC 12 mis-destroys a braced temporary passed to a coroutine.
+  WriteQuery query;
+  auto r = co_await create(*info, std::string(), std::move(body), std::move(query));
   if (!r && r.error().code != Errc::already_exists) co_return r.error();
   co_return ApiResult<void>{};
 }

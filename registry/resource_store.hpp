@@ -91,9 +91,13 @@ class ResourceStore {
  private:
   boost::asio::awaitable<ApiResult<void>> check_namespace(const ResourceInfo& info,
                                                           const std::string& ns);
-  boost::asio::awaitable<ApiResult<boost::json::object>> write_update(
-      const ResourceInfo& info, std::string ns, std::string name, WriteQuery query,
-      std::function<ApiResult<boost::json::object>(const boost::json::object& current)> mutate);
+  using MutateFn =
+      std::function<ApiResult<boost::json::object>(const boost::json::object& current)>;
+  boost::asio::awaitable<ApiResult<boost::json::object>> write_update(const ResourceInfo& info,
+                                                                      std::string ns,
+                                                                      std::string name,
+                                                                      WriteQuery query,
+                                                                      MutateFn mutate);
 
   std::shared_ptr<storage::Storage> storage_;
   std::shared_ptr<Scheme> scheme_;

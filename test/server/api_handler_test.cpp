@@ -1,0 +1,305 @@
+#include "server/api_handler.hpp"
+
+#include "registry/resource_store.hpp"
+#include "registry/scheme.hpp"
+#include "storage/memory_storage.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <gtest/gtest.h>
+
+namespace kwatch::server {
+namespace {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+class ApiHandlerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto storage = storage::MemoryStorage::open({});
+    ASSERT_TRUE(storage);
+    storage_ = std::move(*storage);
+    auto scheme = registry::Scheme::builtin();
+    store_ = std::make_shared<registry::ResourceStore>(storage_, scheme);
+    handler_ = std::make_shared<ApiHandler>(scheme, store_, std::make_shared<Metrics>(),
+                                            "127.0.0.1:0");
+    run([this]() -> asio::awaitable<void> {
+      for (const char* ns : {"default", "other"}) {
+        auto r = co_await store_->ensure_namespace(ns);
+        EXPECT_TRUE(r);
+      }
+    });
+  }
+
+  template <class F>
+  void run(F f) {
+    asio::io_context ioc;
+    bool done = false;
+    asio::co_spawn(ioc, f(), [&](std::exception_ptr e) {
+      done = true;
+      if (e) std::rethrow_exception(e);
+    });
+    ioc.run_for(std::chrono::seconds(10));
+    ASSERT_TRUE(done) << "handler did not finish within the deadline";
+  }
+
+  ApiResponse call(std::string method, std::string target, std::string body = "",
+                   std::string content_type = "application/json", std::string accept = "") {
+    ApiResponse out;
+    ApiRequest req{std::move(method), std::move(target), std::move(content_type),
+                   std::move(accept), std::move(body), "test"};
+    run([&]() -> asio::awaitable<void> { out = co_await handler_->handle(req); });
+    return out;
+  }
+
+  json::value call_json(std::string method, std::string target, std::string body = "",
+                        unsigned expect = 200,
+                        std::string content_type = "application/json") {
+    auto r = call(std::move(method), std::move(target), std::move(body), std::move(content_type));
+    EXPECT_EQ(r.status, expect) << r.body;
+    return json::parse(r.body);
+  }
+
+  static std::string cm(const std::string& name, const std::string& labels = "{}") {
+    return R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":")" + name +
+           R"(","labels":)" + labels + R"(},"data":{"k":"v"}})";
+  }
+
+  std::shared_ptr<storage::Storage> storage_;
+  std::shared_ptr<registry::ResourceStore> store_;
+  std::shared_ptr<ApiHandler> handler_;
+};
+
+constexpr const char* kCM = "/api/v1/namespaces/default/configmaps";
+
+TEST_F(ApiHandlerTest, CreateFillsServerManagedMetadataAndGetReturnsTheSameResourceVersion) {
+  auto created = call_json("POST", kCM, cm("a"), 201);
+  const auto& meta = created.at("metadata");
+  EXPECT_EQ(meta.at("namespace"), "default");
+  EXPECT_EQ(meta.at("uid").as_string().size(), 36u);
+  EXPECT_TRUE(meta.as_object().contains("creationTimestamp"));
+  EXPECT_EQ(meta.at("generation"), 1);
+  auto got = call_json("GET", std::string(kCM) + "/a");
+  EXPECT_EQ(got.at("metadata").at("resourceVersion"), meta.at("resourceVersion"));
+  EXPECT_EQ(got.at("data").at("k"), "v");
+}
+
+TEST_F(ApiHandlerTest, GenerateNameGivesEachObjectItsOwnName) {
+  const std::string body =
+      R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"generateName":"gen-"}})";
+  auto a = call_json("POST", kCM, body, 201);
+  auto b = call_json("POST", kCM, body, 201);
+  std::string na(a.at("metadata").at("name").as_string());
+  std::string nb(b.at("metadata").at("name").as_string());
+  EXPECT_EQ(na.rfind("gen-", 0), 0u);
+  EXPECT_EQ(na.size(), 9u);
+  EXPECT_NE(na, nb);
+}
+
+TEST_F(ApiHandlerTest, UpdateWithStaleResourceVersionConflictsAndCurrentOneSucceeds) {
+  auto created = call_json("POST", kCM, cm("a"), 201);
+  created.at("data").as_object()["k"] = "v2";
+  auto updated = call_json("PUT", std::string(kCM) + "/a", json::serialize(created));
+  EXPECT_NE(updated.at("metadata").at("resourceVersion"),
+            created.at("metadata").at("resourceVersion"));
+  auto conflict = call_json("PUT", std::string(kCM) + "/a", json::serialize(created), 409);
+  EXPECT_EQ(conflict.at("reason"), "Conflict");
+  EXPECT_EQ(conflict.at("details").at("kind"), "configmaps");
+  // Without a resourceVersion the update is unconditional.
+  created.at("metadata").as_object().erase("resourceVersion");
+  created.at("data").as_object()["k"] = "v3";
+  auto forced = call_json("PUT", std::string(kCM) + "/a", json::serialize(created));
+  EXPECT_EQ(forced.at("data").at("k"), "v3");
+  EXPECT_EQ(forced.at("metadata").at("uid"), updated.at("metadata").at("uid"));
+}
+
+TEST_F(ApiHandlerTest, UpdateThatChangesNothingKeepsTheResourceVersion) {
+  auto created = call_json("POST", kCM, cm("a"), 201);
+  auto same = call_json("PUT", std::string(kCM) + "/a", json::serialize(created));
+  EXPECT_EQ(same.at("metadata").at("resourceVersion"),
+            created.at("metadata").at("resourceVersion"));
+}
+
+TEST_F(ApiHandlerTest, ListPagesWithContinueAndCountsRemainingItems) {
+  for (int i = 0; i < 5; ++i) call_json("POST", kCM, cm("c" + std::to_string(i)), 201);
+  auto first = call_json("GET", std::string(kCM) + "?limit=2");
+  EXPECT_EQ(first.at("items").as_array().size(), 2u);
+  EXPECT_EQ(first.at("metadata").at("remainingItemCount"), 3);
+  std::string token(first.at("metadata").at("continue").as_string());
+  // A write between pages does not show up: later pages read at the first page's revision.
+  call_json("POST", kCM, cm("c9"), 201);
+  std::vector<std::string> names;
+  for (const auto& item : first.at("items").as_array()) {
+    names.emplace_back(item.at("metadata").at("name").as_string());
+  }
+  while (!token.empty()) {
+    auto page = call_json("GET", std::string(kCM) + "?limit=2&continue=" + token);
+    EXPECT_EQ(page.at("metadata").at("resourceVersion"),
+              first.at("metadata").at("resourceVersion"));
+    for (const auto& item : page.at("items").as_array()) {
+      names.emplace_back(item.at("metadata").at("name").as_string());
+    }
+    auto* next = page.at("metadata").as_object().if_contains("continue");
+    token = next ? std::string(next->as_string()) : "";
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"c0", "c1", "c2", "c3", "c4"}));
+}
+
+TEST_F(ApiHandlerTest, ListFiltersByLabelAndFieldSelectors) {
+  call_json("POST", kCM, cm("a", R"({"app":"web","tier":"front"})"), 201);
+  call_json("POST", kCM, cm("b", R"({"app":"web"})"), 201);
+  call_json("POST", kCM, cm("c", R"({"app":"db"})"), 201);
+  auto names = [&](const std::string& query) {
+    auto list = call_json("GET", std::string(kCM) + "?" + query);
+    std::vector<std::string> out;
+    for (const auto& item : list.at("items").as_array()) {
+      out.emplace_back(item.at("metadata").at("name").as_string());
+    }
+    return out;
+  };
+  EXPECT_EQ(names("labelSelector=app%3Dweb"), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(names("labelSelector=app%3Dweb,!tier"), (std::vector<std::string>{"b"}));
+  EXPECT_EQ(names("labelSelector=app+in+(db,x)"), (std::vector<std::string>{"c"}));
+  EXPECT_EQ(names("fieldSelector=metadata.name%21%3Da"), (std::vector<std::string>{"b", "c"}));
+  EXPECT_EQ(names("labelSelector=app%3Dweb&limit=1").size(), 1u);
+}
+
+TEST_F(ApiHandlerTest, ClusterWideListSpansNamespaces) {
+  call_json("POST", kCM, cm("a"), 201);
+  call_json("POST", "/api/v1/namespaces/other/configmaps", cm("b"), 201);
+  auto list = call_json("GET", "/api/v1/configmaps");
+  EXPECT_EQ(list.at("items").as_array().size(), 2u);
+  EXPECT_EQ(list.at("kind"), "ConfigMapList");
+}
+
+TEST_F(ApiHandlerTest, DeleteReturnsTheObjectAtTheDeleteRevision) {
+  auto created = call_json("POST", kCM, cm("a"), 201);
+  auto deleted = call_json("DELETE", std::string(kCM) + "/a");
+  EXPECT_EQ(deleted.at("metadata").at("name"), "a");
+  EXPECT_NE(deleted.at("metadata").at("resourceVersion"),
+            created.at("metadata").at("resourceVersion"));
+  auto missing = call_json("GET", std::string(kCM) + "/a", "", 404);
+  EXPECT_EQ(missing.at("reason"), "NotFound");
+  EXPECT_EQ(missing.at("message"), "configmaps \"a\" not found");
+}
+
+TEST_F(ApiHandlerTest, DeletingANamespaceDeletesItsContents) {
+  call_json("POST", "/api/v1/namespaces/other/configmaps", cm("b"), 201);
+  auto status = call_json("DELETE", "/api/v1/namespaces/other");
+  EXPECT_EQ(status.at("status"), "Success");
+  EXPECT_EQ(call_json("GET", "/api/v1/configmaps").at("items").as_array().size(), 0u);
+  call_json("POST", "/api/v1/namespaces/other/configmaps", cm("b"), 404);
+}
+
+TEST_F(ApiHandlerTest, DeleteCollectionHonoursSelectors) {
+  call_json("POST", kCM, cm("a", R"({"x":"1"})"), 201);
+  call_json("POST", kCM, cm("b", R"({"x":"2"})"), 201);
+  auto deleted = call_json("DELETE", std::string(kCM) + "?labelSelector=x%3D1");
+  EXPECT_EQ(deleted.at("items").as_array().size(), 1u);
+  EXPECT_EQ(call_json("GET", kCM).at("items").as_array().size(), 1u);
+}
+
+TEST_F(ApiHandlerTest, MainResourceUpdatesKeepStatusAndStatusSubresourceKeepsSpec) {
+  const std::string pod =
+      R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},
+          "spec":{"containers":[{"name":"c","image":"i"}]},"status":{"phase":"Pending"}})";
+  auto created = call_json("POST", "/api/v1/namespaces/default/pods", pod, 201);
+  auto with_status = created;
+  with_status.at("status").as_object()["phase"] = "Running";
+  with_status.at("spec").as_object()["nodeName"] = "n1";
+  auto after_status = call_json("PUT", "/api/v1/namespaces/default/pods/p/status",
+                                json::serialize(with_status));
+  EXPECT_EQ(after_status.at("status").at("phase"), "Running");
+  EXPECT_FALSE(after_status.at("spec").as_object().contains("nodeName"));
+  EXPECT_EQ(after_status.at("metadata").at("generation"), 1);
+  auto main = after_status;
+  main.at("status").as_object()["phase"] = "Failed";
+  main.at("spec").as_object()["nodeName"] = "n2";
+  auto after_main = call_json("PUT", "/api/v1/namespaces/default/pods/p", json::serialize(main));
+  EXPECT_EQ(after_main.at("status").at("phase"), "Running");
+  EXPECT_EQ(after_main.at("spec").at("nodeName"), "n2");
+  EXPECT_EQ(after_main.at("metadata").at("generation"), 2);
+}
+
+TEST_F(ApiHandlerTest, PatchTypesApplyToTheCurrentObject) {
+  call_json("POST", kCM, cm("a"), 201);
+  auto merged = call_json("PATCH", std::string(kCM) + "/a", R"({"data":{"n":"1","k":null}})", 200,
+                          "application/merge-patch+json");
+  EXPECT_EQ(merged.at("data"), json::parse(R"({"n":"1"})"));
+  auto patched = call_json("PATCH", std::string(kCM) + "/a",
+                           R"([{"op":"add","path":"/data/m","value":"2"}])", 200,
+                           "application/json-patch+json");
+  EXPECT_EQ(patched.at("data").at("m"), "2");
+  auto smp = call_json("PATCH", std::string(kCM) + "/a", R"({"metadata":{"labels":{"l":"v"}}})",
+                       200, "application/strategic-merge-patch+json");
+  EXPECT_EQ(smp.at("metadata").at("labels").at("l"), "v");
+  EXPECT_EQ(smp.at("data").at("m"), "2");
+}
+
+TEST_F(ApiHandlerTest, DryRunCreatesNothing) {
+  call_json("POST", std::string(kCM) + "?dryRun=All", cm("a"), 201);
+  call_json("GET", std::string(kCM) + "/a", "", 404);
+}
+
+TEST_F(ApiHandlerTest, DiscoveryListsBuiltinResourcesWithVerbsAndShortNames) {
+  auto core = call_json("GET", "/api/v1");
+  bool found = false;
+  for (const auto& r : core.at("resources").as_array()) {
+    if (r.at("name") == "pods") {
+      found = true;
+      EXPECT_EQ(r.at("shortNames").at(0), "po");
+      EXPECT_EQ(r.at("namespaced"), true);
+      EXPECT_EQ(r.at("kind"), "Pod");
+    }
+  }
+  EXPECT_TRUE(found);
+  auto groups = call_json("GET", "/apis");
+  EXPECT_EQ(groups.at("groups").as_array().size(), 2u);
+  auto apps = call_json("GET", "/apis/apps/v1");
+  EXPECT_EQ(apps.at("resources").at(0).at("name"), "deployments");
+  EXPECT_EQ(call_json("GET", "/version").at("major"), "1");
+}
+
+TEST_F(ApiHandlerTest, OpenApiAdvertisesServerSideFieldValidationForPatch) {
+  auto root = call_json("GET", "/openapi/v3");
+  std::string url(root.at("paths").at("apis/apps/v1").at("serverRelativeURL").as_string());
+  auto doc = call_json("GET", url);
+  const auto& patch =
+      doc.at("paths").at("/apis/apps/v1/namespaces/{namespace}/deployments/{name}").at("patch");
+  EXPECT_EQ(patch.at("x-kubernetes-group-version-kind").at("kind"), "Deployment");
+  EXPECT_EQ(patch.at("parameters").at(0).at("name"), "fieldValidation");
+}
+
+TEST_F(ApiHandlerTest, TableIsServedWhenAskedFor) {
+  call_json("POST", kCM, cm("a"), 201);
+  auto r = call("GET", kCM, "", "",
+                "application/json;as=Table;v=v1;g=meta.k8s.io,application/json");
+  ASSERT_EQ(r.status, 200u);
+  auto table = json::parse(r.body);
+  EXPECT_EQ(table.at("kind"), "Table");
+  EXPECT_EQ(table.at("columnDefinitions").at(1).at("name"), "Data");
+  EXPECT_EQ(table.at("rows").at(0).at("cells").at(0), "a");
+}
+
+TEST_F(ApiHandlerTest, TooLargeResourceVersionIsATimeoutWithTheKubeCause) {
+  auto r = call_json("GET", std::string(kCM) + "?resourceVersion=999999", "", 504);
+  EXPECT_EQ(r.at("reason"), "Timeout");
+  EXPECT_EQ(r.at("details").at("causes").at(0).at("reason"), "ResourceVersionTooLarge");
+  EXPECT_EQ(r.at("details").at("retryAfterSeconds"), 1);
+}
+
+TEST_F(ApiHandlerTest, ExactListReadsAnOlderRevision) {
+  auto a = call_json("POST", kCM, cm("a"), 201);
+  call_json("POST", kCM, cm("b"), 201);
+  std::string rv(a.at("metadata").at("resourceVersion").as_string());
+  auto list = call_json("GET", std::string(kCM) + "?resourceVersion=" + rv +
+                                   "&resourceVersionMatch=Exact");
+  EXPECT_EQ(list.at("items").as_array().size(), 1u);
+  EXPECT_EQ(list.at("metadata").at("resourceVersion").as_string(), rv);
+}
+
+}  // namespace
+}  // namespace kwatch::server

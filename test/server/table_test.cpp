@@ -1,0 +1,45 @@
+#include "server/table.hpp"
+
+#include <boost/json/parse.hpp>
+#include <gtest/gtest.h>
+
+namespace kwatch::server {
+namespace {
+
+namespace json = boost::json;
+using namespace std::chrono;
+
+TEST(Table, HumanDurationMatchesKubectlAges) {
+  EXPECT_EQ(human_duration(seconds(5)), "5s");
+  EXPECT_EQ(human_duration(seconds(119)), "119s");
+  EXPECT_EQ(human_duration(seconds(150)), "2m30s");
+  EXPECT_EQ(human_duration(minutes(45)), "45m");
+  EXPECT_EQ(human_duration(hours(5) + minutes(3)), "5h3m");
+  EXPECT_EQ(human_duration(hours(30)), "30h");
+  EXPECT_EQ(human_duration(hours(24 * 3 + 2)), "3d2h");
+  EXPECT_EQ(human_duration(hours(24 * 400)), "400d");
+}
+
+TEST(Table, PodListBecomesRowsWithReadyAndStatus) {
+  auto scheme = registry::Scheme::builtin();
+  const auto* pods = scheme->find("", "v1", "pods");
+  auto list = json::parse(R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"7"},
+    "items":[{"metadata":{"name":"a","creationTimestamp":"2026-01-01T00:00:00Z"},
+              "spec":{"containers":[{"name":"c"},{"name":"d"}]},
+              "status":{"phase":"Running","containerStatuses":[{"ready":true,"restartCount":2}]}}]})")
+                  .as_object();
+  auto now = system_clock::from_time_t(1767225600 + 90);  // 90 s after creation
+  auto table = to_table(*pods, list, now);
+  EXPECT_EQ(table.at("kind"), "Table");
+  EXPECT_EQ(table.at("metadata").at("resourceVersion"), "7");
+  const auto& row = table.at("rows").at(0).at("cells").as_array();
+  EXPECT_EQ(row.at(0), "a");
+  EXPECT_EQ(row.at(1), "1/2");
+  EXPECT_EQ(row.at(2), "Running");
+  EXPECT_EQ(row.at(3), "2");
+  EXPECT_EQ(row.at(4), "90s");
+  EXPECT_EQ(table.at("rows").at(0).at("object").at("metadata").at("name"), "a");
+}
+
+}  // namespace
+}  // namespace kwatch::server
