@@ -1,5 +1,6 @@
 #include "server/api_handler.hpp"
 
+#include "registry/protobuf_decoder.hpp"
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
 #include "server/discovery.hpp"
@@ -101,10 +102,12 @@ ApiResult<json::value> parse_body(const std::string& body) {
 
 ApiResult<json::object> parse_object(const ApiRequest& request) {
   const std::string type = media_type(request.content_type);
+  if (type == registry::kProtobufMediaType) return registry::decode_protobuf_object(request.body);
   if (!type.empty() && type != "application/json" && type != "*/*") {
-    return registry::api_error(Errc::bad_request,
+    return registry::api_error(Errc::unsupported_media_type,
                                "the body of the request was in an unknown format - accepted "
-                               "media types include: application/json");
+                               "media types include: application/json, "
+                               "application/vnd.kubernetes.protobuf");
   }
   auto v = parse_body(request.body);
   if (!v) return v.error();

@@ -11,6 +11,8 @@
 #include <boost/beast/http.hpp>
 #include <spdlog/spdlog.h>
 
+#include <array>
+
 namespace kwatch::server {
 
 namespace asio = boost::asio;
@@ -93,7 +95,19 @@ asio::awaitable<void> HttpServer::Impl::serve_connection(beast::tcp_stream strea
                          : simple_error(400, "BadRequest", "malformed HTTP request");
       stream.expires_after(limits.write_timeout);
       co_await http::async_write(stream, res, use_tuple);
-      break;
+      // Let the client finish sending and read the answer: closing with unread input would
+      // reset the connection before it sees the Status. Bounded in bytes and time.
+      beast::error_code ignored;
+      stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+      std::array<char, 16384> sink;
+      std::size_t drained = 0;
+      stream.expires_after(std::chrono::seconds(5));
+      while (drained < 4 * limits.max_body_bytes) {
+        auto [rec, got] = co_await stream.async_read_some(asio::buffer(sink), use_tuple);
+        if (rec) break;
+        drained += got;
+      }
+      co_return;
     }
     const auto start = std::chrono::steady_clock::now();
     auto& req = parser.get();

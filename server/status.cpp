@@ -20,6 +20,7 @@ StatusCode status_code(Errc code) {
     case Errc::too_many_requests: return {429, "TooManyRequests"};
     case Errc::internal: return {500, "InternalError"};
     case Errc::corrupt: return {500, "InternalError"};
+    case Errc::unsupported_media_type: return {415, "UnsupportedMediaType"};
   }
   return {500, "InternalError"};
 }

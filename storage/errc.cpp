@@ -22,6 +22,7 @@ class ErrcCategory final : public boost::system::error_category {
       case Errc::too_many_requests: return "too many requests";
       case Errc::internal: return "internal error";
       case Errc::corrupt: return "corrupt data";
+      case Errc::unsupported_media_type: return "unsupported media type";
     }
     return "unknown kwatch error";
   }

@@ -24,6 +24,7 @@ enum class Errc {
   too_many_requests,  // not ready yet; retry (429)
   internal,        // a bug or an I/O failure in the backend (500)
   corrupt,         // persisted data failed its checksum in a way recovery cannot skip
+  unsupported_media_type,  // a body in an encoding kwatch cannot decode (415)
 };
 
 const boost::system::error_category& errc_category() noexcept;

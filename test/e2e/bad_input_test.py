@@ -42,8 +42,12 @@ def main():
                        headers={"Content-Type": "application/json"})
             expect("empty body", "POST", CM, 400, "BadRequest", body="",
                    headers={"Content-Type": "application/json"})
-            expect("yaml body", "POST", CM, 400, "BadRequest", body="a: b",
+            expect("yaml body", "POST", CM, 415, "UnsupportedMediaType", body="a: b",
                    headers={"Content-Type": "application/yaml"})
+            expect("garbage protobuf", "POST", CM, 400, "BadRequest", body="k8s\x00\x0a\xff",
+                   headers={"Content-Type": "application/vnd.kubernetes.protobuf"})
+            expect("protobuf without magic", "POST", CM, 400, "BadRequest", body="\x0a\x00",
+                   headers={"Content-Type": "application/vnd.kubernetes.protobuf"})
             expect("wrong kind", "POST", CM, 400, "BadRequest",
                    body={"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}})
             expect("wrong apiVersion", "POST", CM, 400, "BadRequest",
@@ -130,7 +134,7 @@ def main():
                    body='[1]', headers={"Content-Type": "application/merge-patch+json"})
             expect("json patch not an array", "PATCH", f"{CM}/base", 400, "BadRequest",
                    body='{}', headers={"Content-Type": "application/json-patch+json"})
-            expect("json patch bad op", "PATCH", f"{CM}/base", 400, "BadRequest",
+            expect("json patch bad op", "PATCH", f"{CM}/base", 422, "Invalid",
                    body='[{"op":"frobnicate","path":"/a"}]',
                    headers={"Content-Type": "application/json-patch+json"})
             status, _ = server.request("PATCH", f"{CM}/base", body='[{"op":"remove","path":"/nope/x"}]',

@@ -1,0 +1,466 @@
+#include "registry/protobuf_decoder.hpp"
+
+#include <boost/json/array.hpp>
+
+#include <cstdint>
+#include <ctime>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace kwatch::registry {
+
+namespace json = boost::json;
+
+namespace {
+
+enum class Kind {
+  string,
+  bytes,          // base64 in JSON
+  int64,
+  int32,
+  boolean,
+  message,
+  time,           // metav1.Time: {seconds=1, nanos=2} -> RFC 3339
+  quantity,       // resource.Quantity: {string=1} -> "100m"
+  int_or_string,  // {type=1, intVal=2, strVal=3}
+  map_string,     // map<string,string>
+  map_bytes,      // map<string,bytes> -> base64 values
+  map_quantity,   // map<string,Quantity>
+};
+
+struct Message;
+
+struct Field {
+  int number;
+  std::string_view name;
+  Kind kind;
+  bool repeated = false;
+  const Message* message = nullptr;
+  // Go pointer fields (`*int32`): a zero on the wire was set on purpose and is kept. Other
+  // scalars are written by the generated code even when empty and are dropped when zero, as
+  // JSON's omitempty would.
+  bool keep_zero = false;
+};
+
+struct Message {
+  std::string_view name;
+  std::vector<Field> fields;
+
+  const Field* find(int number) const {
+    for (const auto& f : fields) {
+      if (f.number == number) return &f;
+    }
+    return nullptr;
+  }
+};
+
+Field str(int n, std::string_view name) { return {n, name, Kind::string}; }
+Field strs(int n, std::string_view name) { return {n, name, Kind::string, true}; }
+Field i64(int n, std::string_view name) { return {n, name, Kind::int64}; }
+Field i32(int n, std::string_view name) { return {n, name, Kind::int32}; }
+Field flag(int n, std::string_view name) { return {n, name, Kind::boolean}; }
+Field msg(int n, std::string_view name, const Message& m) { return {n, name, Kind::message, false, &m}; }
+Field msgs(int n, std::string_view name, const Message& m) { return {n, name, Kind::message, true, &m}; }
+Field of(int n, std::string_view name, Kind k) { return {n, name, k}; }
+Field keep(Field f) {
+  f.keep_zero = true;
+  return f;
+}
+
+// The messages, with field numbers from the Kubernetes generated.proto files (the wire contract).
+struct Schema {
+  Message owner_reference{"OwnerReference",
+                          {str(1, "kind"), str(3, "name"), str(4, "uid"), str(5, "apiVersion"),
+                           keep(flag(6, "controller")), keep(flag(7, "blockOwnerDeletion"))}};
+  Message object_meta{"ObjectMeta",
+                      {str(1, "name"), str(2, "generateName"), str(3, "namespace"),
+                       str(4, "selfLink"), str(5, "uid"), str(6, "resourceVersion"),
+                       i64(7, "generation"), of(8, "creationTimestamp", Kind::time),
+                       of(9, "deletionTimestamp", Kind::time),
+                       keep(i64(10, "deletionGracePeriodSeconds")), of(11, "labels", Kind::map_string),
+                       of(12, "annotations", Kind::map_string),
+                       msgs(13, "ownerReferences", owner_reference), strs(14, "finalizers")}};
+  Message namespace_spec{"NamespaceSpec", {strs(1, "finalizers")}};
+  Message namespace_status{"NamespaceStatus", {str(1, "phase")}};
+  Message namespace_{"Namespace",
+                     {msg(1, "metadata", object_meta), msg(2, "spec", namespace_spec),
+                      msg(3, "status", namespace_status)}};
+  Message config_map{"ConfigMap",
+                     {msg(1, "metadata", object_meta), of(2, "data", Kind::map_string),
+                      of(3, "binaryData", Kind::map_bytes), keep(flag(4, "immutable"))}};
+  Message secret{"Secret",
+                 {msg(1, "metadata", object_meta), of(2, "data", Kind::map_bytes), str(3, "type"),
+                  of(4, "stringData", Kind::map_string), keep(flag(5, "immutable"))}};
+  Message object_reference{"ObjectReference",
+                           {str(1, "kind"), str(2, "namespace"), str(3, "name"), str(4, "uid"),
+                            str(5, "apiVersion"), str(6, "resourceVersion"), str(7, "fieldPath")}};
+  Message local_object_reference{"LocalObjectReference", {str(1, "name")}};
+  Message service_account{"ServiceAccount",
+                          {msg(1, "metadata", object_meta), msgs(2, "secrets", object_reference),
+                           msgs(3, "imagePullSecrets", local_object_reference),
+                           keep(flag(4, "automountServiceAccountToken"))}};
+  Message container_port{"ContainerPort",
+                         {str(1, "name"), i32(2, "hostPort"), i32(3, "containerPort"),
+                          str(4, "protocol"), str(5, "hostIP")}};
+  Message env_var{"EnvVar", {str(1, "name"), str(2, "value")}};
+  Message resources{"ResourceRequirements",
+                    {of(1, "limits", Kind::map_quantity), of(2, "requests", Kind::map_quantity)}};
+  Message container{"Container",
+                    {str(1, "name"), str(2, "image"), strs(3, "command"), strs(4, "args"),
+                     str(5, "workingDir"), msgs(6, "ports", container_port),
+                     msgs(7, "env", env_var), msg(8, "resources", resources),
+                     str(13, "terminationMessagePath"), str(14, "imagePullPolicy"),
+                     flag(16, "stdin"), flag(17, "stdinOnce"), flag(18, "tty"),
+                     str(20, "terminationMessagePolicy")}};
+  Message pod_spec{"PodSpec",
+                   {msgs(2, "containers", container), str(3, "restartPolicy"),
+                    keep(i64(4, "terminationGracePeriodSeconds")), keep(i64(5, "activeDeadlineSeconds")),
+                    str(6, "dnsPolicy"), of(7, "nodeSelector", Kind::map_string),
+                    str(8, "serviceAccountName"), str(10, "nodeName"), flag(11, "hostNetwork"),
+                    msgs(15, "imagePullSecrets", local_object_reference),
+                    str(19, "schedulerName"), msgs(20, "initContainers", container)}};
+  Message pod_status{"PodStatus", {str(1, "phase")}};
+  Message pod{"Pod",
+              {msg(1, "metadata", object_meta), msg(2, "spec", pod_spec),
+               msg(3, "status", pod_status)}};
+  Message pod_template_spec{"PodTemplateSpec",
+                            {msg(1, "metadata", object_meta), msg(2, "spec", pod_spec)}};
+  Message selector_requirement{"LabelSelectorRequirement",
+                               {str(1, "key"), str(2, "operator"), strs(3, "values")}};
+  Message label_selector{"LabelSelector",
+                         {of(1, "matchLabels", Kind::map_string),
+                          msgs(2, "matchExpressions", selector_requirement)}};
+  Message rolling_update{"RollingUpdateDeployment",
+                         {of(1, "maxUnavailable", Kind::int_or_string),
+                          of(2, "maxSurge", Kind::int_or_string)}};
+  Message strategy{"DeploymentStrategy", {str(1, "type"), msg(2, "rollingUpdate", rolling_update)}};
+  Message deployment_spec{"DeploymentSpec",
+                          {keep(i32(1, "replicas")), msg(2, "selector", label_selector),
+                           msg(3, "template", pod_template_spec), msg(4, "strategy", strategy),
+                           i32(5, "minReadySeconds"), keep(i32(6, "revisionHistoryLimit")),
+                           flag(7, "paused"), keep(i32(9, "progressDeadlineSeconds"))}};
+  Message deployment_status{"DeploymentStatus",
+                            {i64(1, "observedGeneration"), i32(2, "replicas"),
+                             i32(3, "updatedReplicas"), i32(4, "availableReplicas"),
+                             i32(5, "unavailableReplicas"), i32(7, "readyReplicas")}};
+  Message deployment{"Deployment",
+                     {msg(1, "metadata", object_meta), msg(2, "spec", deployment_spec),
+                      msg(3, "status", deployment_status)}};
+
+  const Message* by_kind(std::string_view api_version, std::string_view kind) const {
+    if (api_version == "v1") {
+      if (kind == "Namespace") return &namespace_;
+      if (kind == "ConfigMap") return &config_map;
+      if (kind == "Secret") return &secret;
+      if (kind == "ServiceAccount") return &service_account;
+      if (kind == "Pod") return &pod;
+    }
+    if (api_version == "apps/v1" && kind == "Deployment") return &deployment;
+    return nullptr;
+  }
+};
+
+const Schema& schema() {
+  static const Schema s;
+  return s;
+}
+
+ApiError unsupported(std::string message) {
+  return ApiError(Errc::unsupported_media_type, std::move(message));
+}
+
+ApiError malformed() {
+  return ApiError(Errc::bad_request, "the protobuf body of the request is malformed");
+}
+
+// A cursor over protobuf wire data.
+class Reader {
+ public:
+  explicit Reader(std::string_view data) : data_(data) {}
+
+  bool done() const { return pos_ >= data_.size(); }
+
+  bool varint(std::uint64_t& out) {
+    out = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (pos_ >= data_.size()) return false;
+      auto byte = static_cast<std::uint8_t>(data_[pos_++]);
+      out |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
+      if ((byte & 0x80) == 0) return true;
+    }
+    return false;
+  }
+
+  bool bytes(std::string_view& out) {
+    std::uint64_t len = 0;
+    if (!varint(len) || len > data_.size() - pos_) return false;
+    out = data_.substr(pos_, len);
+    pos_ += len;
+    return true;
+  }
+
+  bool skip(int wire_type) {
+    std::uint64_t v = 0;
+    std::string_view b;
+    switch (wire_type) {
+      case 0: return varint(v);
+      case 1: return advance(8);
+      case 2: return bytes(b);
+      case 5: return advance(4);
+      default: return false;
+    }
+  }
+
+ private:
+  bool advance(std::size_t n) {
+    if (n > data_.size() - pos_) return false;
+    pos_ += n;
+    return true;
+  }
+
+  std::string_view data_;
+  std::size_t pos_ = 0;
+};
+
+std::string base64(std::string_view in) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  std::size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    std::uint32_t n = (static_cast<std::uint8_t>(in[i]) << 16) |
+                      (static_cast<std::uint8_t>(in[i + 1]) << 8) |
+                      static_cast<std::uint8_t>(in[i + 2]);
+    for (int s = 18; s >= 0; s -= 6) out.push_back(kAlphabet[(n >> s) & 63]);
+  }
+  if (i < in.size()) {
+    std::uint32_t n = static_cast<std::uint8_t>(in[i]) << 16;
+    if (i + 1 < in.size()) n |= static_cast<std::uint8_t>(in[i + 1]) << 8;
+    out.push_back(kAlphabet[(n >> 18) & 63]);
+    out.push_back(kAlphabet[(n >> 12) & 63]);
+    out.push_back(i + 1 < in.size() ? kAlphabet[(n >> 6) & 63] : '=');
+    out.push_back('=');
+  }
+  return out;
+}
+
+// Reads the string fields 1 and 2 of a map entry (or any two-string message).
+ApiResult<std::pair<std::string_view, std::string_view>> map_entry(std::string_view data) {
+  Reader r(data);
+  std::pair<std::string_view, std::string_view> kv;
+  while (!r.done()) {
+    std::uint64_t tag = 0;
+    if (!r.varint(tag)) return malformed();
+    const int number = static_cast<int>(tag >> 3);
+    const int wire = static_cast<int>(tag & 7);
+    if ((number == 1 || number == 2) && wire == 2) {
+      if (!r.bytes(number == 1 ? kv.first : kv.second)) return malformed();
+    } else if (!r.skip(wire)) {
+      return malformed();
+    }
+  }
+  return kv;
+}
+
+ApiResult<json::value> decode_time(std::string_view data) {
+  Reader r(data);
+  std::int64_t seconds = 0;
+  while (!r.done()) {
+    std::uint64_t tag = 0, v = 0;
+    if (!r.varint(tag)) return malformed();
+    if ((tag >> 3) == 1 && (tag & 7) == 0) {
+      if (!r.varint(v)) return malformed();
+      seconds = static_cast<std::int64_t>(v);
+    } else if (!r.skip(static_cast<int>(tag & 7))) {
+      return malformed();
+    }
+  }
+  if (seconds == 0) return json::value(nullptr);  // Go's zero Time, JSON null
+  std::time_t t = static_cast<std::time_t>(seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return json::value(buf);
+}
+
+ApiResult<json::value> decode_int_or_string(std::string_view data) {
+  Reader r(data);
+  std::uint64_t type = 0, int_val = 0;
+  std::string_view str_val;
+  while (!r.done()) {
+    std::uint64_t tag = 0;
+    if (!r.varint(tag)) return malformed();
+    const auto number = tag >> 3;
+    if (number == 1 && (tag & 7) == 0) {
+      if (!r.varint(type)) return malformed();
+    } else if (number == 2 && (tag & 7) == 0) {
+      if (!r.varint(int_val)) return malformed();
+    } else if (number == 3 && (tag & 7) == 2) {
+      if (!r.bytes(str_val)) return malformed();
+    } else if (!r.skip(static_cast<int>(tag & 7))) {
+      return malformed();
+    }
+  }
+  if (type == 1) return json::value(std::string(str_val));
+  return json::value(static_cast<std::int32_t>(int_val));
+}
+
+ApiResult<json::object> decode_message(std::string_view data, const Message& message, int depth);
+
+bool is_zero(const json::value& v) {
+  return v.is_null() || (v.is_string() && v.get_string().empty()) || (v.is_bool() && !v.get_bool()) ||
+         (v.is_int64() && v.get_int64() == 0);
+}
+
+// Consumes a field this decoder does not know if its value is the zero value (an empty string
+// or message, a 0 varint), which Go's generated code writes for unset fields.
+bool zero_value(Reader& r, int wire) {
+  Reader probe = r;
+  std::uint64_t v = 0;
+  std::string_view b;
+  if (wire == 0 && probe.varint(v) && v == 0) {
+    r = probe;
+    return true;
+  }
+  if (wire == 2 && probe.bytes(b) && b.empty()) {
+    r = probe;
+    return true;
+  }
+  return false;
+}
+
+ApiResult<json::value> decode_scalar(Reader& r, int wire, const Field& f, int depth) {
+  std::uint64_t v = 0;
+  std::string_view b;
+  auto need = [&](int expected) { return wire == expected; };
+  switch (f.kind) {
+    case Kind::string:
+      if (!need(2) || !r.bytes(b)) return malformed();
+      return json::value(std::string(b));
+    case Kind::bytes:
+      if (!need(2) || !r.bytes(b)) return malformed();
+      return json::value(base64(b));
+    case Kind::int64:
+      if (!need(0) || !r.varint(v)) return malformed();
+      return json::value(static_cast<std::int64_t>(v));
+    case Kind::int32:
+      if (!need(0) || !r.varint(v)) return malformed();
+      return json::value(static_cast<std::int32_t>(v));
+    case Kind::boolean:
+      if (!need(0) || !r.varint(v)) return malformed();
+      return json::value(v != 0);
+    case Kind::message: {
+      if (!need(2) || !r.bytes(b)) return malformed();
+      auto m = decode_message(b, *f.message, depth + 1);
+      if (!m) return m.error();
+      return json::value(std::move(*m));
+    }
+    case Kind::time:
+      if (!need(2) || !r.bytes(b)) return malformed();
+      return decode_time(b);
+    case Kind::quantity: {
+      if (!need(2) || !r.bytes(b)) return malformed();
+      auto kv = map_entry(b);
+      if (!kv) return kv.error();
+      return json::value(std::string(kv->first));
+    }
+    case Kind::int_or_string:
+      if (!need(2) || !r.bytes(b)) return malformed();
+      return decode_int_or_string(b);
+    default:
+      return malformed();
+  }
+}
+
+ApiResult<json::object> decode_message(std::string_view data, const Message& message, int depth) {
+  if (depth > 32) return malformed();
+  json::object out;
+  Reader r(data);
+  while (!r.done()) {
+    std::uint64_t tag = 0;
+    if (!r.varint(tag)) return malformed();
+    const int number = static_cast<int>(tag >> 3);
+    const int wire = static_cast<int>(tag & 7);
+    const Field* f = message.find(number);
+    if (f == nullptr && zero_value(r, wire)) continue;
+    if (f == nullptr) {
+      return unsupported("kwatch cannot decode field " + std::to_string(number) + " of " +
+                         std::string(message.name) +
+                         " in a protobuf request body; send the object as JSON instead");
+    }
+    if (f->kind == Kind::map_string || f->kind == Kind::map_bytes ||
+        f->kind == Kind::map_quantity) {
+      std::string_view entry;
+      if (wire != 2 || !r.bytes(entry)) return malformed();
+      auto kv = map_entry(entry);
+      if (!kv) return kv.error();
+      json::value& map = out[f->name];
+      if (!map.is_object()) map = json::object();
+      std::string value;
+      if (f->kind == Kind::map_string) {
+        value = std::string(kv->second);
+      } else if (f->kind == Kind::map_bytes) {
+        value = base64(kv->second);
+      } else {
+        auto q = map_entry(kv->second);
+        if (!q) return q.error();
+        value = std::string(q->first);
+      }
+      map.get_object()[kv->first] = std::move(value);
+      continue;
+    }
+    auto v = decode_scalar(r, wire, *f, depth);
+    if (!v) return v.error();
+    if (!f->repeated && !f->keep_zero && is_zero(*v)) continue;
+    if (f->repeated) {
+      json::value& arr = out[f->name];
+      if (!arr.is_array()) arr = json::array();
+      arr.get_array().push_back(std::move(*v));
+    } else {
+      out[f->name] = std::move(*v);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+ApiResult<json::object> decode_protobuf_object(std::string_view bytes) {
+  static constexpr std::string_view kMagic("k8s\0", 4);
+  if (bytes.substr(0, 4) != kMagic) {
+    return ApiError(Errc::bad_request, "the protobuf body does not start with the k8s magic");
+  }
+  Reader envelope(bytes.substr(4));
+  std::string_view type_meta, raw;
+  while (!envelope.done()) {
+    std::uint64_t tag = 0;
+    if (!envelope.varint(tag)) return malformed();
+    const auto number = tag >> 3;
+    if (number == 1 && (tag & 7) == 2) {
+      if (!envelope.bytes(type_meta)) return malformed();
+    } else if (number == 2 && (tag & 7) == 2) {
+      if (!envelope.bytes(raw)) return malformed();
+    } else if (!envelope.skip(static_cast<int>(tag & 7))) {
+      return malformed();
+    }
+  }
+  auto tm = map_entry(type_meta);
+  if (!tm) return tm.error();
+  const auto [api_version, kind] = *tm;
+  const Message* message = schema().by_kind(api_version, kind);
+  if (message == nullptr) {
+    return unsupported("kwatch cannot decode " + std::string(kind) + " (" +
+                       std::string(api_version) +
+                       ") from protobuf; send the object as JSON instead");
+  }
+  auto obj = decode_message(raw, *message, 0);
+  if (!obj) return obj.error();
+  obj->emplace("apiVersion", std::string(api_version));
+  obj->emplace("kind", std::string(kind));
+  return obj;
+}
+
+}  // namespace kwatch::registry

@@ -1,0 +1,89 @@
+#include "registry/protobuf_decoder.hpp"
+
+#include <boost/json/parse.hpp>
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace kwatch::registry {
+namespace {
+
+namespace json = boost::json;
+
+// A minimal protobuf writer for building request bodies.
+std::string varint(std::uint64_t v) {
+  std::string out;
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+  return out;
+}
+std::string field(int number, const std::string& bytes) {
+  return varint(static_cast<std::uint64_t>(number) << 3 | 2) + varint(bytes.size()) + bytes;
+}
+std::string number_field(int number, std::uint64_t v) {
+  return varint(static_cast<std::uint64_t>(number) << 3) + varint(v);
+}
+std::string entry(const std::string& k, const std::string& v) { return field(1, k) + field(2, v); }
+std::string envelope(const std::string& api_version, const std::string& kind,
+                     const std::string& raw) {
+  return std::string("k8s\0", 4) + field(1, field(1, api_version) + field(2, kind)) +
+         field(2, raw) + field(3, "") + field(4, "");
+}
+
+TEST(ProtobufDecoder, NamespaceWithLabelsBecomesJsonWithTypeMeta) {
+  std::string meta = field(1, "team-a") + field(2, "") + field(11, entry("env", "prod")) +
+                     number_field(7, 0);
+  auto obj = decode_protobuf_object(envelope("v1", "Namespace", field(1, meta) + field(2, "") +
+                                                                    field(3, "")));
+  ASSERT_TRUE(obj) << obj.error().message;
+  EXPECT_EQ(*obj, json::parse(R"({"metadata":{"name":"team-a","labels":{"env":"prod"}},
+                                  "spec":{},"status":{},"apiVersion":"v1","kind":"Namespace"})"));
+}
+
+TEST(ProtobufDecoder, SecretDataIsBase64AndZeroPointerFieldsAreKept) {
+  std::string raw = field(1, field(1, "s")) + field(2, entry("p", "q")) + field(3, "Opaque") +
+                    number_field(5, 0);
+  auto obj = decode_protobuf_object(envelope("v1", "Secret", raw));
+  ASSERT_TRUE(obj) << obj.error().message;
+  EXPECT_EQ(obj->at("data").at("p"), "cQ==");
+  EXPECT_EQ(obj->at("immutable"), false);
+}
+
+TEST(ProtobufDecoder, DeploymentKeepsZeroReplicasAndDropsZeroTimestamps) {
+  std::string container = field(1, "web") + field(2, "nginx") + field(8, "");
+  std::string pod_spec = field(2, container) + field(9, "") + number_field(12, 0);
+  std::string tmpl = field(1, field(8, "")) + field(2, pod_spec);
+  std::string spec = number_field(1, 0) + field(3, tmpl) + field(4, "");
+  auto obj = decode_protobuf_object(envelope("apps/v1", "Deployment", field(1, field(1, "d")) +
+                                                                          field(2, spec)));
+  ASSERT_TRUE(obj) << obj.error().message;
+  EXPECT_EQ(obj->at("spec").at("replicas"), 0);
+  EXPECT_FALSE(obj->at("spec").at("template").at("metadata").as_object().contains(
+      "creationTimestamp"));
+  EXPECT_EQ(obj->at("spec").at("template").at("spec").at("containers").at(0).at("image"), "nginx");
+}
+
+TEST(ProtobufDecoder, UnknownFieldWithAValueIsRefusedRatherThanDropped) {
+  std::string raw = field(1, field(1, "c")) + field(99, "something");
+  auto obj = decode_protobuf_object(envelope("v1", "ConfigMap", raw));
+  ASSERT_FALSE(obj);
+  EXPECT_EQ(obj.error().code, Errc::unsupported_media_type);
+  EXPECT_NE(obj.error().message.find("field 99 of ConfigMap"), std::string::npos);
+}
+
+TEST(ProtobufDecoder, UnknownKindIsUnsupportedAndGarbageIsABadRequest) {
+  auto svc = decode_protobuf_object(envelope("v1", "Service", ""));
+  ASSERT_FALSE(svc);
+  EXPECT_EQ(svc.error().code, Errc::unsupported_media_type);
+  for (std::string bad : {std::string("k8s\0\x0a\xff", 6), std::string("\x0a\x00", 2),
+                          std::string("k8s\0", 4) + field(2, std::string("\x0a\x05", 2) + "ab")}) {
+    auto r = decode_protobuf_object(bad);
+    EXPECT_FALSE(r);
+  }
+}
+
+}  // namespace
+}  // namespace kwatch::registry
