@@ -1,18 +1,24 @@
 #include "server/api_handler.hpp"
 
+#include "registry/continue_token.hpp"
+#include "registry/field_selector.hpp"
+#include "registry/label_selector.hpp"
 #include "registry/protobuf_decoder.hpp"
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
 #include "server/discovery.hpp"
+#include "server/selector_predicate.hpp"
 #include "server/status.hpp"
 #include "server/table.hpp"
 #include "server/url.hpp"
+#include "watch/cacher.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
 #include <charconv>
 #include <chrono>
+#include <random>
 
 namespace kwatch::server {
 
@@ -203,11 +209,15 @@ bool wants_table(const ApiRequest& request) {
 
 ApiHandler::ApiHandler(std::shared_ptr<registry::Scheme> scheme,
                        std::shared_ptr<registry::ResourceStore> store,
-                       std::shared_ptr<Metrics> metrics, std::string server_address)
+                       std::shared_ptr<Metrics> metrics, std::string server_address,
+                       CacherMap cachers, WatchOptions watch_options)
     : scheme_(std::move(scheme)),
       store_(std::move(store)),
       metrics_(std::move(metrics)),
-      server_address_(std::move(server_address)) {
+      server_address_(std::move(server_address)),
+      cachers_(std::move(cachers)),
+      watch_options_(watch_options) {
+  register_cacher_metrics();
   metrics_->help("apiserver_request_total", "counter",
                  "Requests by verb, resource and HTTP code.");
   metrics_->help("apiserver_request_duration_seconds", "histogram",
@@ -232,7 +242,12 @@ asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
   } else if (seg[0] == "healthz" || seg[0] == "livez") {
     response = text_response(200, "ok");
   } else if (seg[0] == "readyz") {
-    response = ready_ ? text_response(200, "ok") : text_response(500, "[-]storage not ready\n");
+    std::string failing;
+    if (!ready_) failing += "[-]namespaces not initialized\n";
+    for (const auto& [info, cacher] : cachers_) {
+      if (!cacher->ready()) failing += "[-]watch cache " + info->resource + " not ready\n";
+    }
+    response = failing.empty() ? text_response(200, "ok") : text_response(500, failing);
   } else if (seg[0] == "version" && seg.size() == 1) {
     response = json_response(200, version_info());
   } else if (seg[0] == "metrics" && seg.size() == 1) {
@@ -332,15 +347,24 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
       const bool watch = route.watch_prefix || truthy(url.param("watch"));
       if (watch) {
         route.verb = "watch";
-        co_return error_response(
-            {Errc::bad_request, "watch is not served by this build of kwatch", {}});
+        co_return co_await serve_watch(request, url, route);
       }
       route.verb = "list";
       auto q = list_query(url);
       if (!q) co_return error_response(q.error());
+      bool served = false;
+      ApiResponse cached = co_await list_from_cache(request, url, route, served);
+      if (served) co_return cached;
       co_return render(co_await store_->list(info, route.ns, *q), 200);
     }
+    if (route.watch_prefix || truthy(url.param("watch"))) {
+      route.verb = "watch";
+      co_return co_await serve_watch(request, url, route);
+    }
     route.verb = "get";
+    bool served = false;
+    ApiResponse cached = co_await get_from_cache(request, url, route, served);
+    if (served) co_return cached;
     co_return render(co_await store_->get(info, route.ns, route.name,
                                           url.param("resourceVersion").value_or("")),
                      200);
@@ -413,6 +437,306 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
   }
   route.verb = "unknown";
   co_return method_not_allowed(m);
+}
+
+// ---- The watch cache: watches, and lists and gets served from memory. ----
+
+namespace {
+
+ApiError not_ready() {
+  ApiError e(Errc::too_many_requests, "storage is (re)initializing");
+  e.retry_after_seconds = 1;
+  return e;
+}
+
+ApiError too_large(std::int64_t rv, std::int64_t current) {
+  ApiError e(Errc::timeout,
+             "Too large resource version: " + std::to_string(rv) +
+                 ", current: " + std::to_string(current),
+             {{"ResourceVersionTooLarge", "Too large resource version", ""}});
+  e.retry_after_seconds = 1;
+  return e;
+}
+
+// Parses "", "0" or a revision; nullopt for "".
+ApiResult<std::optional<std::int64_t>> parse_rv(const std::optional<std::string>& text) {
+  if (!text || text->empty()) return std::optional<std::int64_t>();
+  std::int64_t v = 0;
+  auto [p, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
+  if (ec != std::errc() || p != text->data() + text->size() || v < 0) {
+    return ApiError(Errc::bad_request, "invalid resource version: " + *text);
+  }
+  return std::optional<std::int64_t>(v);
+}
+
+// The selectors of a request as a watch-cache predicate; null when there are none.
+ApiResult<std::shared_ptr<const watch::Predicate>> predicate_of(const ResourceInfo& info,
+                                                                const Url& url,
+                                                                const std::string& name) {
+  auto labels = registry::parse_label_selector(url.param("labelSelector").value_or(""));
+  if (!labels) return labels.error();
+  std::string field_text = url.param("fieldSelector").value_or("");
+  if (!name.empty()) {
+    if (!field_text.empty()) field_text += ",";
+    field_text += "metadata.name=" + registry::escape_field_value(name);
+  }
+  auto fields = registry::parse_field_selector(field_text);
+  if (!fields) return fields.error();
+  for (const auto& field : fields->fields()) {
+    if (!info.is_selectable(field)) {
+      return ApiError(Errc::bad_request, "field label not supported: " + field);
+    }
+  }
+  if (labels->empty() && fields->empty()) return std::shared_ptr<const watch::Predicate>();
+  return std::shared_ptr<const watch::Predicate>(
+      std::make_shared<SelectorPredicate>(std::move(*labels), std::move(*fields)));
+}
+
+std::string escape_json(std::string_view s) { return json::serialize(json::string(s)); }
+
+// `{"kind":"<K>List",...,"items":[...]}` from cached objects: their JSON is copied, never
+// re-encoded.
+std::string render_list(const ResourceInfo& info, const watch::CacheList& list,
+                        const std::string& continue_token) {
+  std::size_t size = 128 + continue_token.size();
+  for (const auto& o : list.objects) size += o->json.size() + 1;
+  std::string out;
+  out.reserve(size);
+  out += R"({"kind":)" + escape_json(info.list_kind()) + R"(,"apiVersion":)" +
+         escape_json(info.api_version()) + R"(,"metadata":{"resourceVersion":")" +
+         std::to_string(list.resource_version) + '"';
+  if (!continue_token.empty()) {
+    out += R"(,"continue":)" + escape_json(continue_token);
+    if (list.remaining > 0) out += R"(,"remainingItemCount":)" + std::to_string(list.remaining);
+  }
+  out += R"(},"items":[)";
+  bool first = true;
+  for (const auto& o : list.objects) {
+    if (!first) out.push_back(',');
+    first = false;
+    out += o->json;
+  }
+  out += "]}\n";
+  return out;
+}
+
+std::string status_line(const ApiError& error) {
+  return std::string(watch::frame_prefix(watch::EventType::error)) +
+         json::serialize(status_object(error)) + std::string(watch::kFrameSuffix);
+}
+
+}  // namespace
+
+watch::Cacher* ApiHandler::cacher_for(const ResourceInfo& info) const {
+  auto it = cachers_.find(&info);
+  return it == cachers_.end() ? nullptr : it->second.get();
+}
+
+void ApiHandler::register_cacher_metrics() {
+  metrics_->help("kwatch_watchers", "gauge", "Watchers registered with the watch cache.");
+  metrics_->help("kwatch_watch_events_dispatched_total", "counter",
+                 "Events handed to watchers by the dispatcher.");
+  metrics_->help("kwatch_watchers_terminated_total", "counter",
+                 "Watchers cut off because they could not keep up.");
+  metrics_->help("kwatch_watch_cache_capacity", "gauge", "Capacity of the event window.");
+  metrics_->help("kwatch_watch_cache_events", "gauge", "Events held in the event window.");
+  metrics_->help("kwatch_watch_cache_objects", "gauge", "Objects held in the watch cache.");
+  metrics_->help("kwatch_watch_cache_resource_version", "gauge",
+                 "Resource version the watch cache has reached.");
+  metrics_->help("kwatch_reflector_relists_total", "counter",
+                 "Times the reflector re-listed storage.");
+  metrics_->help("kwatch_cache_ready", "gauge", "1 when the watch cache serves requests.");
+  for (const auto& [info, cacher] : cachers_) {
+    const Metrics::Labels r{{"resource", info->resource}};
+    std::weak_ptr<watch::Cacher> weak = cacher;
+    auto gauge = [&](const std::string& name, std::function<double(watch::Cacher&)> fn,
+                     Metrics::Labels labels) {
+      metrics_->gauge_fn(name, labels, [weak, fn] {
+        auto c = weak.lock();
+        return c ? fn(*c) : 0.0;
+      });
+    };
+    gauge("kwatch_watchers", [](watch::Cacher& c) { return double(c.counters().watchers.load()); }, r);
+    gauge("kwatch_watch_events_dispatched_total",
+          [](watch::Cacher& c) { return double(c.counters().events_dispatched.load()); }, r);
+    gauge("kwatch_watchers_terminated_total",
+          [](watch::Cacher& c) { return double(c.counters().watchers_terminated.load()); },
+          {{"resource", info->resource}, {"reason", "slow"}});
+    gauge("kwatch_reflector_relists_total",
+          [](watch::Cacher& c) { return double(c.counters().relists.load()); }, r);
+    gauge("kwatch_watch_cache_capacity", [](watch::Cacher& c) { return double(c.stats().capacity); }, r);
+    gauge("kwatch_watch_cache_events", [](watch::Cacher& c) { return double(c.stats().events); }, r);
+    gauge("kwatch_watch_cache_objects", [](watch::Cacher& c) { return double(c.stats().objects); }, r);
+    gauge("kwatch_watch_cache_resource_version",
+          [](watch::Cacher& c) { return double(c.stats().resource_version); }, r);
+    gauge("kwatch_cache_ready", [](watch::Cacher& c) { return c.ready() ? 1.0 : 0.0; }, r);
+  }
+}
+
+asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& /*request*/, const Url& url,
+                                                     const Route& route) {
+  const ResourceInfo& info = *route.info;
+  watch::Cacher* cacher = cacher_for(info);
+  if (cacher == nullptr) {
+    co_return error_response({Errc::bad_request, "watch is not supported for " + info.resource, {}});
+  }
+  auto rv = parse_rv(url.param("resourceVersion"));
+  if (!rv) co_return error_response(rv.error());
+  const std::string match = url.param("resourceVersionMatch").value_or("");
+  const bool send_initial = url.param("sendInitialEvents").value_or("") == "true";
+  if (!match.empty() && (match != "NotOlderThan" || !send_initial)) {
+    co_return error_response({Errc::bad_request,
+                              "resourceVersionMatch is forbidden for watch unless "
+                              "sendInitialEvents is provided", {}});
+  }
+  if (send_initial && match != "NotOlderThan") {
+    co_return error_response({Errc::bad_request,
+                              "sendInitialEvents is forbidden for watch unless "
+                              "resourceVersionMatch is set to NotOlderThan", {}});
+  }
+  auto predicate = predicate_of(info, url, route.name);
+  if (!predicate) co_return error_response(predicate.error());
+  auto timeout = int_param(url, "timeoutSeconds");
+  if (!timeout) co_return error_response(timeout.error());
+  std::chrono::steady_clock::duration lifetime;
+  if (url.param("timeoutSeconds") && *timeout > 0) {
+    lifetime = std::chrono::seconds(*timeout);
+  } else {
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    const double factor = 1.0 + std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+    lifetime = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        watch_options_.min_request_timeout * factor);
+  }
+
+  watch::WatchRequest wr;
+  wr.prefix = info.namespace_prefix(route.ns);
+  wr.predicate = std::move(*predicate);
+  wr.resource_version = *rv;
+  wr.send_initial_events = send_initial;
+  wr.allow_bookmarks = truthy(url.param("allowWatchBookmarks"));
+  wr.deadline = std::chrono::steady_clock::now() + lifetime;
+  auto session = co_await cacher->watch(std::move(wr));
+  if (!session) {
+    const auto ec = session.error();
+    if (ec == Errc::too_many_requests) co_return error_response(not_ready());
+    if (ec == Errc::timeout) co_return error_response(too_large(rv->value_or(0), cacher->resource_version()));
+    if (ec == Errc::gone) {
+      // Accepted, then one ERROR event: what client-go's reflector expects for a stale version.
+      ApiResponse r;
+      r.streaming = true;
+      r.body = status_line({Errc::gone, "too old resource version: " + std::to_string(rv->value_or(0)) +
+                                            " (" + std::to_string(cacher->window_start()) + ")", {}});
+      co_return r;
+    }
+    co_return error_response({Errc::internal, ec.message(), {}});
+  }
+  ApiResponse r;
+  r.streaming = true;
+  r.watch = std::move(*session);
+  co_return r;
+}
+
+asio::awaitable<ApiResponse> ApiHandler::list_from_cache(const ApiRequest& request, const Url& url,
+                                                         const Route& route, bool& served) {
+  served = false;
+  const ResourceInfo& info = *route.info;
+  watch::Cacher* cacher = cacher_for(info);
+  if (cacher == nullptr) co_return ApiResponse{};
+  const bool has_selector = !url.param("labelSelector").value_or("").empty() ||
+                            !url.param("fieldSelector").value_or("").empty();
+  if (!cacher->ready()) {
+    if (has_selector) {
+      served = true;
+      co_return error_response(not_ready());
+    }
+    co_return ApiResponse{};  // storage serves simple lists meanwhile
+  }
+  // Pages after the first, and exact reads, come from storage at their revision.
+  if (!url.param("continue").value_or("").empty() ||
+      url.param("resourceVersionMatch").value_or("") == "Exact") {
+    co_return ApiResponse{};
+  }
+  auto rv = parse_rv(url.param("resourceVersion"));
+  if (!rv) co_return ApiResponse{};  // storage reports the error
+  if (!*rv) {
+    // Consistent read: only if the cache catches up with storage; else storage serves it.
+    auto fresh = co_await cacher->wait_until_consistent();
+    if (!fresh) co_return ApiResponse{};
+  } else if (**rv > 0) {
+    auto fresh = co_await cacher->wait_until_fresh(**rv);
+    if (!fresh) {
+      served = true;
+      if (fresh.error() == Errc::timeout) {
+        co_return error_response(too_large(**rv, cacher->resource_version()));
+      }
+      co_return error_response(not_ready());
+    }
+  }
+  auto predicate = predicate_of(info, url, "");
+  if (!predicate) {
+    served = true;
+    co_return error_response(predicate.error());
+  }
+  auto limit = int_param(url, "limit");
+  if (!limit) co_return ApiResponse{};
+  auto list = cacher->list(info.namespace_prefix(route.ns), "", static_cast<std::size_t>(*limit),
+                           predicate->get());
+  std::string token;
+  if (list.more && !list.objects.empty()) {
+    token = registry::encode_continue(
+        list.resource_version, list.objects.back()->key.substr(info.key_prefix().size()) + '\0');
+  }
+  served = true;
+  ApiResponse r;
+  r.body = render_list(info, list, token);
+  if (wants_table(request)) {
+    boost::system::error_code ec;
+    auto parsed = json::parse(r.body, ec);
+    if (!ec && parsed.is_object()) {
+      r.body = json::serialize(to_table(info, parsed.get_object(), std::chrono::system_clock::now()));
+    }
+  }
+  co_return r;
+}
+
+asio::awaitable<ApiResponse> ApiHandler::get_from_cache(const ApiRequest& request, const Url& url,
+                                                        const Route& route, bool& served) {
+  served = false;
+  const ResourceInfo& info = *route.info;
+  watch::Cacher* cacher = cacher_for(info);
+  auto rv = parse_rv(url.param("resourceVersion"));
+  // An unset version is a consistent read: storage answers it.
+  if (cacher == nullptr || !cacher->ready() || !rv || !*rv) co_return ApiResponse{};
+  if (**rv > 0) {
+    auto fresh = co_await cacher->wait_until_fresh(**rv);
+    if (!fresh) {
+      served = true;
+      if (fresh.error() == Errc::timeout) {
+        co_return error_response(too_large(**rv, cacher->resource_version()));
+      }
+      co_return error_response(not_ready());
+    }
+  }
+  served = true;
+  auto object = cacher->get(info.key(route.ns, route.name));
+  if (!object) {
+    ApiError e(Errc::not_found, (info.group.empty() ? info.resource : info.resource + "." + info.group) +
+                                    " \"" + route.name + "\" not found");
+    e.name = route.name;
+    e.group = info.group;
+    e.kind = info.resource;
+    co_return error_response(e);
+  }
+  ApiResponse r;
+  r.body = object->json + "\n";
+  if (wants_table(request)) {
+    boost::system::error_code ec;
+    auto parsed = json::parse(object->json, ec);
+    if (!ec && parsed.is_object()) {
+      r.body = json::serialize(to_table(info, parsed.get_object(), std::chrono::system_clock::now()));
+    }
+  }
+  co_return r;
 }
 
 }  // namespace kwatch::server

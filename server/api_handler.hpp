@@ -11,23 +11,37 @@
 #include <boost/asio/awaitable.hpp>
 
 #include <atomic>
+#include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 
 namespace kwatch::registry {
 class ResourceStore;
 class Scheme;
+struct ResourceInfo;
 }  // namespace kwatch::registry
+
+namespace kwatch::watch {
+class Cacher;
+}
 
 namespace kwatch::server {
 
 struct Url;
 
+using CacherMap = std::map<const registry::ResourceInfo*, std::shared_ptr<watch::Cacher>>;
+
+struct WatchOptions {
+  // Watches without timeoutSeconds last min-request-timeout x (1 + rand[0,1)).
+  std::chrono::seconds min_request_timeout{1800};
+};
+
 class ApiHandler {
  public:
   ApiHandler(std::shared_ptr<registry::Scheme> scheme,
              std::shared_ptr<registry::ResourceStore> store, std::shared_ptr<Metrics> metrics,
-             std::string server_address);
+             std::string server_address, CacherMap cachers = {}, WatchOptions watch_options = {});
 
   boost::asio::awaitable<ApiResponse> handle(ApiRequest request);
 
@@ -38,11 +52,21 @@ class ApiHandler {
   struct Route;
   boost::asio::awaitable<ApiResponse> handle_resource(const ApiRequest& request, const Url& url,
                                                       Route& route);
+  boost::asio::awaitable<ApiResponse> serve_watch(const ApiRequest& request, const Url& url,
+                                                  const Route& route);
+  boost::asio::awaitable<ApiResponse> list_from_cache(const ApiRequest& request, const Url& url,
+                                                      const Route& route, bool& served);
+  boost::asio::awaitable<ApiResponse> get_from_cache(const ApiRequest& request, const Url& url,
+                                                     const Route& route, bool& served);
+  watch::Cacher* cacher_for(const registry::ResourceInfo& info) const;
+  void register_cacher_metrics();
 
   std::shared_ptr<registry::Scheme> scheme_;
   std::shared_ptr<registry::ResourceStore> store_;
   std::shared_ptr<Metrics> metrics_;
   std::string server_address_;
+  CacherMap cachers_;
+  WatchOptions watch_options_;
   std::atomic<bool> ready_{false};
 };
 

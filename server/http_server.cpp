@@ -1,5 +1,7 @@
 #include "server/http_server.hpp"
 
+#include "watch/cacher.hpp"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -9,6 +11,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
 #include <spdlog/spdlog.h>
 
 #include <array>
@@ -27,6 +30,11 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
 
   asio::awaitable<void> accept_loop();
   asio::awaitable<void> serve_connection(beast::tcp_stream stream);
+  asio::awaitable<void> stream_chunked(beast::tcp_stream& stream, ApiResponse response,
+                                       unsigned version);
+  asio::awaitable<void> stream_websocket(beast::tcp_stream stream,
+                                         http::request<http::string_body> request,
+                                         ApiResponse response);
 
   asio::io_context& ioc;
   tcp::acceptor acceptor;
@@ -118,10 +126,21 @@ asio::awaitable<void> HttpServer::Impl::serve_connection(beast::tcp_stream strea
     request.accept = std::string(req[http::field::accept]);
     request.user_agent = std::string(req[http::field::user_agent]);
     request.body = std::move(req.body());
+    request.websocket = beast::websocket::is_upgrade(req);
     const bool keep_alive = req.keep_alive();
     const unsigned version = req.version();
 
     ApiResponse response = co_await handler->handle(request);
+
+    if (response.streaming) {
+      spdlog::info("{} {} {} watch", request.method, request.target, response.status);
+      if (request.websocket) {
+        co_await stream_websocket(std::move(stream), parser.release(), std::move(response));
+      } else {
+        co_await stream_chunked(stream, std::move(response), version);
+      }
+      co_return;
+    }
 
     http::response<http::string_body> res{static_cast<http::status>(response.status), version};
     res.set(http::field::server, "kwatch");
@@ -140,6 +159,104 @@ asio::awaitable<void> HttpServer::Impl::serve_connection(beast::tcp_stream strea
   }
   beast::error_code ignored;
   stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+}
+
+namespace {
+
+// The buffers of a batch of frames: type prefix, the shared object JSON, suffix. No copies.
+void append_frames(std::vector<asio::const_buffer>& out, const std::vector<watch::WatchFrame>& frames) {
+  for (const auto& f : frames) {
+    auto prefix = watch::frame_prefix(f.type);
+    out.emplace_back(prefix.data(), prefix.size());
+    out.emplace_back(f.object->json.data(), f.object->json.size());
+    out.emplace_back(watch::kFrameSuffix.data(), watch::kFrameSuffix.size());
+  }
+}
+
+}  // namespace
+
+asio::awaitable<void> HttpServer::Impl::stream_chunked(beast::tcp_stream& stream,
+                                                       ApiResponse response, unsigned version) {
+  http::response<http::empty_body> res{http::status::ok, version};
+  res.set(http::field::server, "kwatch");
+  res.set(http::field::content_type, "application/json");
+  res.set(http::field::cache_control, "no-cache, private");
+  res.chunked(true);
+  res.keep_alive(false);
+  http::response_serializer<http::empty_body> sr{res};
+  stream.expires_after(limits.write_timeout);
+  auto [hec, hn] = co_await http::async_write_header(stream, sr, use_tuple);
+  if (hec) co_return;
+  std::vector<asio::const_buffer> buffers;
+  if (!response.body.empty()) {
+    buffers.emplace_back(response.body.data(), response.body.size());
+    stream.expires_after(limits.write_timeout);
+    auto [ec, n] = co_await asio::async_write(stream, http::make_chunk(buffers), use_tuple);
+    if (ec) co_return;
+  }
+  if (response.watch) {
+    for (;;) {
+      auto frames = co_await response.watch->next();
+      if (!frames) break;
+      buffers.clear();
+      append_frames(buffers, *frames);
+      // A client that stops reading is cut off here at the latest; the cacher cuts it off
+      // sooner when its queue fills.
+      stream.expires_after(limits.write_timeout);
+      auto [ec, n] = co_await asio::async_write(stream, http::make_chunk(buffers), use_tuple);
+      if (ec) co_return;
+    }
+  }
+  stream.expires_after(limits.write_timeout);
+  co_await asio::async_write(stream, http::make_chunk_last(), use_tuple);
+  beast::error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+}
+
+asio::awaitable<void> HttpServer::Impl::stream_websocket(beast::tcp_stream stream,
+                                                         http::request<http::string_body> request,
+                                                         ApiResponse response) {
+  namespace websocket = beast::websocket;
+  stream.expires_never();
+  auto ws = std::make_shared<websocket::stream<beast::tcp_stream>>(std::move(stream));
+  ws->set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+  ws->set_option(websocket::stream_base::decorator([](websocket::response_type& res) {
+    res.set(http::field::server, "kwatch");
+  }));
+  auto [aec] = co_await ws->async_accept(request, use_tuple);
+  if (aec) co_return;
+  ws->text(true);
+  // Client frames are read and ignored; reading also answers pings and notices a close.
+  auto executor = co_await asio::this_coro::executor;
+  asio::co_spawn(
+      executor,
+      [ws]() -> asio::awaitable<void> {
+        beast::flat_buffer discard;
+        for (;;) {
+          auto [ec, n] = co_await ws->async_read(discard, use_tuple);
+          if (ec) co_return;
+          discard.consume(discard.size());
+        }
+      },
+      [](std::exception_ptr e) { log_task_failure(e, "websocket reader"); });
+  if (!response.body.empty()) {
+    auto [ec, n] = co_await ws->async_write(asio::buffer(response.body), use_tuple);
+    if (ec) co_return;
+  }
+  if (response.watch) {
+    std::vector<asio::const_buffer> buffers;
+    for (;;) {
+      auto frames = co_await response.watch->next();
+      if (!frames) break;
+      for (const auto& f : *frames) {
+        buffers.clear();
+        append_frames(buffers, {f});
+        auto [ec, n] = co_await ws->async_write(buffers, use_tuple);
+        if (ec) co_return;
+      }
+    }
+  }
+  co_await ws->async_close(websocket::close_code::normal, use_tuple);
 }
 
 HttpServer::HttpServer(asio::io_context& ioc, std::shared_ptr<ApiHandler> handler,

@@ -3,7 +3,12 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
+
+namespace kwatch::watch {
+class WatchSession;
+}
 
 namespace kwatch::server {
 
@@ -14,6 +19,7 @@ struct ApiRequest {
   std::string accept;
   std::string body;
   std::string user_agent;
+  bool websocket = false;  // the client asked to upgrade to WebSocket
 };
 
 struct ApiResponse {
@@ -21,6 +27,11 @@ struct ApiResponse {
   std::string content_type = "application/json";
   std::string body;
   std::map<std::string, std::string> headers;  // extra headers, e.g. Retry-After
+  // A watch: `body` holds event lines to send first (possibly none), then the session's frames
+  // follow until it ends. Sent as chunked JSON lines or, on an upgraded connection, one
+  // WebSocket text message per event.
+  bool streaming = false;
+  std::shared_ptr<watch::WatchSession> watch;
 };
 
 }  // namespace kwatch::server

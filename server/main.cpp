@@ -4,8 +4,10 @@
 #include "server/api_handler.hpp"
 #include "server/http_server.hpp"
 #include "server/options.hpp"
+#include "server/selector_predicate.hpp"
 #include "server/version.hpp"
 #include "storage/memory_storage.hpp"
+#include "watch/cacher.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -89,7 +91,30 @@ int main(int argc, char** argv) {
   auto store = std::make_shared<registry::ResourceStore>(storage, scheme);
   auto metrics = std::make_shared<server::Metrics>();
   const std::string address = options.bind_address + ":" + std::to_string(options.port);
-  auto handler = std::make_shared<server::ApiHandler>(scheme, store, metrics, address);
+  server::CacherMap cachers;
+  for (const registry::ResourceInfo* info : scheme->resources()) {
+    watch::CacherOptions co;
+    co.resource = info->resource;
+    co.prefix = info->key_prefix();
+    co.kind = info->kind;
+    co.api_version = info->api_version();
+    if (info->kind == "Pod" && info->group.empty()) co.trigger_field = "spec.nodeName";
+    co.lower_capacity = options.default_watch_cache_size;
+    co.upper_capacity = std::max<std::size_t>(100 * 1024, co.lower_capacity);
+    if (auto it = options.watch_cache_sizes.find(info->resource);
+        it != options.watch_cache_sizes.end()) {
+      co.lower_capacity = co.upper_capacity = it->second;
+    }
+    co.bookmark_interval = options.watch_bookmark_interval;
+    co.fields = server::fields_of(*info);
+    auto cacher = std::make_shared<watch::Cacher>(ioc.get_executor(), storage, std::move(co));
+    cacher->start();
+    cachers.emplace(info, std::move(cacher));
+  }
+  server::WatchOptions watch_options;
+  watch_options.min_request_timeout = options.min_request_timeout;
+  auto handler = std::make_shared<server::ApiHandler>(scheme, store, metrics, address, cachers,
+                                                      watch_options);
   server::HttpServer http(ioc, handler, server::HttpLimits{});
   if (auto ec = http.listen(options.bind_address, options.port)) {
     spdlog::critical("cannot listen on {}: {}", address, ec.message());
@@ -114,6 +139,7 @@ int main(int argc, char** argv) {
   signals.async_wait([&](const boost::system::error_code&, int sig) {
     spdlog::info("signal {}: shutting down", sig);
     http.stop();
+    for (auto& [info, cacher] : cachers) cacher->stop();
     ioc.stop();
   });
 

@@ -49,6 +49,10 @@ Flags:
   --data-dir-fsync=BOOL      fdatasync every write before acknowledging it (default true)
   --io-threads=N             threads serving I/O (default: number of cores)
   --log-level=LEVEL          trace, debug, info, warn, error (default info)
+  --default-watch-cache-size=N   initial and smallest event window per resource (default 100)
+  --watch-cache-sizes=RES#N,...  fix the event window of these resources at N events
+  --watch-bookmark-interval=D    period of watch bookmarks, e.g. 60s, 500ms (default 60s)
+  --min-request-timeout=SECONDS  watches without timeoutSeconds last this x (1 + rand) (default 1800)
   --help                     print this help and exit
   --version                  print the version and exit
 )";
@@ -88,6 +92,50 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
       {"io-threads",
        [&](const std::string& v) -> std::string {
          return parse_number<unsigned>(v, o.io_threads, 1, 1024) ? "" : "must be 1-1024";
+       }},
+      {"default-watch-cache-size",
+       [&](const std::string& v) -> std::string {
+         return parse_number<std::size_t>(v, o.default_watch_cache_size, 1, 1'000'000)
+                    ? ""
+                    : "must be 1-1000000";
+       }},
+      {"watch-cache-sizes",
+       [&](const std::string& v) -> std::string {
+         std::size_t start = 0;
+         while (start <= v.size()) {
+           auto comma = v.find(',', start);
+           std::string item = v.substr(start, comma == std::string::npos ? std::string::npos
+                                                                       : comma - start);
+           auto hash = item.find('#');
+           std::size_t size = 0;
+           if (hash == std::string::npos || hash == 0 ||
+               !parse_number<std::size_t>(item.substr(hash + 1), size, 1, 1'000'000)) {
+             return "expected resource#size[,resource#size...]";
+           }
+           o.watch_cache_sizes[item.substr(0, hash)] = size;
+           if (comma == std::string::npos) break;
+           start = comma + 1;
+         }
+         return "";
+       }},
+      {"watch-bookmark-interval",
+       [&](const std::string& v) -> std::string {
+         std::size_t n = 0;
+         const bool ms = v.size() > 2 && v.ends_with("ms");
+         const bool s = !ms && v.size() > 1 && v.ends_with("s");
+         if ((!ms && !s) ||
+             !parse_number<std::size_t>(v.substr(0, v.size() - (ms ? 2 : 1)), n, 1, 86'400'000)) {
+           return "expected a duration such as 60s or 500ms";
+         }
+         o.watch_bookmark_interval = ms ? std::chrono::milliseconds(n) : std::chrono::seconds(n);
+         return "";
+       }},
+      {"min-request-timeout",
+       [&](const std::string& v) -> std::string {
+         unsigned n = 0;
+         if (!parse_number<unsigned>(v, n, 1, 86'400)) return "must be 1-86400 seconds";
+         o.min_request_timeout = std::chrono::seconds(n);
+         return "";
        }},
       {"log-level",
        [&](const std::string& v) -> std::string {

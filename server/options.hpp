@@ -2,6 +2,8 @@
 // `--flag value`). Pure parsing, no side effects.
 #pragma once
 
+#include <chrono>
+#include <map>
 #include <string>
 #include <variant>
 #include <vector>
@@ -16,6 +18,12 @@ struct Options {
   unsigned io_threads = 0;  // 0: one per core
   std::string log_level = "info";
   bool fsync = true;  // --data-dir-fsync: fdatasync each write before acknowledging it
+  // Watch cache: every resource's event window starts at (and never shrinks below)
+  // default_watch_cache_size and grows up to 102400; watch_cache_sizes fixes a resource's size.
+  std::size_t default_watch_cache_size = 100;
+  std::map<std::string, std::size_t> watch_cache_sizes;
+  std::chrono::milliseconds watch_bookmark_interval{60'000};
+  std::chrono::seconds min_request_timeout{1800};
 };
 
 // What the command line asks for: run with options, print help/version, or an error message.

@@ -1,0 +1,32 @@
+#include "server/selector_predicate.hpp"
+
+#include <boost/json/object.hpp>
+
+namespace kwatch::server {
+
+bool SelectorPredicate::matches(const watch::CachedObject& object) const {
+  for (const auto& requirement : labels_.requirements()) {
+    const std::string* value = object.label(requirement.key);
+    if (!requirement.matches(value ? std::optional<std::string_view>(*value) : std::nullopt)) {
+      return false;
+    }
+  }
+  if (fields_.empty()) return true;
+  return fields_.matches([&](std::string_view field) -> std::optional<std::string> {
+    if (const std::string* v = object.field(field)) return *v;
+    return std::nullopt;
+  });
+}
+
+watch::FieldsFn fields_of(const registry::ResourceInfo& info) {
+  // Copies what it needs: the cacher may outlive a scheme reload.
+  return [info](const boost::json::object& object) {
+    watch::Attributes out;
+    for (const auto& field : info.selectable_fields) {
+      if (auto v = info.field_value(object, field)) out.emplace_back(field, std::move(*v));
+    }
+    return out;
+  };
+}
+
+}  // namespace kwatch::server

@@ -1,0 +1,32 @@
+// The watch cache's Predicate for Kubernetes label and field selectors.
+// Immutable after construction; thread-safe.
+#pragma once
+
+#include "registry/field_selector.hpp"
+#include "registry/label_selector.hpp"
+#include "registry/scheme.hpp"
+#include "watch/object_codec.hpp"
+#include "watch/watch_types.hpp"
+
+namespace kwatch::server {
+
+class SelectorPredicate final : public watch::Predicate {
+ public:
+  SelectorPredicate(registry::LabelSelector labels, registry::FieldSelector fields)
+      : labels_(std::move(labels)), fields_(std::move(fields)) {}
+
+  bool matches(const watch::CachedObject& object) const override;
+  bool empty() const override { return labels_.empty() && fields_.empty(); }
+  std::optional<std::string> exact_field(std::string_view field) const override {
+    return fields_.exact_value(field);
+  }
+
+ private:
+  registry::LabelSelector labels_;
+  registry::FieldSelector fields_;
+};
+
+// The watch cache's view of a resource's selectable fields.
+watch::FieldsFn fields_of(const registry::ResourceInfo& info);
+
+}  // namespace kwatch::server

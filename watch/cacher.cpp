@@ -1,0 +1,561 @@
+#include "watch/cacher.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/experimental/concurrent_channel.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <spdlog/spdlog.h>
+
+#include <mutex>
+#include <unordered_map>
+
+namespace kwatch::watch {
+
+namespace asio = boost::asio;
+using namespace asio::experimental::awaitable_operators;
+using Clock = std::chrono::steady_clock;
+using storage::Errc;
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+using Channel = asio::experimental::concurrent_channel<void(boost::system::error_code, WatchFrame)>;
+
+enum class Bucket { all, by_namespace, by_trigger };
+
+// One registered watcher. The channel and timer live on the transport's executor; the rest is
+// guarded by the cacher's dispatch mutex, except `ended`.
+struct Watcher {
+  Watcher(asio::any_io_executor ex, std::size_t capacity) : channel(ex, capacity), deadline(ex) {}
+
+  std::uint64_t id = 0;
+  std::string prefix;
+  std::shared_ptr<const Predicate> predicate;
+  bool bookmarks = false;
+  Clock::time_point next_bookmark = Clock::time_point::max();
+  Clock::time_point deadline_at;
+  Bucket bucket = Bucket::all;
+  std::string bucket_key;
+  bool blocked = false;
+  std::atomic<bool> ended{false};
+  Channel channel;
+  asio::steady_timer deadline;
+
+  bool wants(const ObjectPtr& o) const {
+    return o && o->key.compare(0, prefix.size(), prefix) == 0 &&
+           (!predicate || predicate->matches(*o));
+  }
+};
+
+namespace {
+
+using WatcherMap = std::unordered_map<std::uint64_t, std::shared_ptr<Watcher>>;
+
+// What one watcher receives for an event, with the ADDED/DELETED transitions of objects entering
+// and leaving its selector.
+std::optional<WatchFrame> frame_for(const Watcher& w, const CachedEvent& ev) {
+  switch (ev.type) {
+    case EventType::added:
+      if (w.wants(ev.object)) return WatchFrame{EventType::added, ev.object};
+      break;
+    case EventType::modified: {
+      const bool now = w.wants(ev.object);
+      const bool before = w.wants(ev.prev);
+      if (now && before) return WatchFrame{EventType::modified, ev.object};
+      if (now) return WatchFrame{EventType::added, ev.object};
+      if (before) return WatchFrame{EventType::deleted, ev.prev};
+      break;
+    }
+    case EventType::deleted:
+      if (w.wants(ev.object)) return WatchFrame{EventType::deleted, ev.object};
+      break;
+    default:
+      break;
+  }
+  return std::nullopt;
+}
+
+void log_failure(std::exception_ptr e, const char* what) {
+  if (!e) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    spdlog::error("{} failed: {}", what, ex.what());
+  }
+}
+
+}  // namespace
+
+struct Cacher::Impl {
+  explicit Impl(asio::any_io_executor ex) : strand(asio::make_strand(ex)) {}
+
+  asio::strand<asio::any_io_executor> strand;
+  asio::cancellation_signal reflector_cancel;
+  std::mutex dispatch_mutex;
+  WatcherMap all;
+  std::unordered_map<std::string, WatcherMap> by_namespace;
+  std::unordered_map<std::string, WatcherMap> by_trigger;
+  WatcherMap with_bookmarks;
+  std::uint64_t next_id = 1;
+
+  // Reflector's storage watch, for progress requests; touched on the strand only.
+  storage::WatchStream* stream = nullptr;
+
+  struct Waiter {
+    std::int64_t rv;
+    std::shared_ptr<asio::steady_timer> timer;
+  };
+  std::mutex waiters_mutex;
+  std::vector<Waiter> waiters;
+
+  // Time budget shared by blocked watchers (kube: refills 50 ms/s, at most 100 ms).
+  std::chrono::duration<double> budget{0.1};
+  Clock::time_point budget_refilled = Clock::now();
+};
+
+Cacher::Cacher(asio::any_io_executor executor, std::shared_ptr<storage::Storage> storage,
+               CacherOptions options)
+    : impl_(std::make_unique<Impl>(executor)),
+      storage_(std::move(storage)),
+      options_(std::move(options)),
+      cache_(options_.lower_capacity, options_.upper_capacity, options_.trigger_field) {}
+
+Cacher::~Cacher() = default;
+
+void Cacher::start() {
+  auto self = shared_from_this();
+  asio::co_spawn(impl_->strand, run_reflector(),
+                 asio::bind_cancellation_slot(impl_->reflector_cancel.slot(), [](std::exception_ptr e) {
+                   log_failure(e, "reflector");
+                 }));
+  asio::co_spawn(impl_->strand, run_ticker(),
+                 [](std::exception_ptr e) { log_failure(e, "watch cache ticker"); });
+}
+
+void Cacher::stop() {
+  asio::post(impl_->strand, [self = shared_from_this()] {
+    self->stopped_ = true;
+    self->impl_->reflector_cancel.emit(asio::cancellation_type::terminal);
+    self->end_all_watchers();
+  });
+}
+
+// ---- Reflector ----
+
+asio::awaitable<void> Cacher::run_reflector() {
+  auto self = shared_from_this();
+  asio::steady_timer backoff_timer(impl_->strand);
+  std::chrono::milliseconds backoff(100);
+  while (!stopped_) {
+    storage::ListOptions options;
+    options.prefix = options_.prefix;
+    auto listed = co_await storage_->list(options);
+    if (listed) {
+      std::vector<ObjectPtr> objects;
+      objects.reserve(listed->kvs.size());
+      for (auto& kv : listed->kvs) {
+        auto o = decode_object(std::move(kv.key), kv.value, kv.mod_revision, options_.fields);
+        if (o) {
+          objects.push_back(std::move(*o));
+        } else {
+          spdlog::warn("watch cache {}: skipping an undecodable object", options_.resource);
+        }
+      }
+      {
+        std::lock_guard lock(impl_->dispatch_mutex);
+        cache_.replace(std::move(objects), listed->revision);
+      }
+      auto stream = co_await storage_->watch(options_.prefix, listed->revision + 1);
+      if (stream) {
+        ready_ = true;
+        notify_waiters();
+        spdlog::info("watch cache {}: ready at revision {} with {} objects", options_.resource,
+                     listed->revision, cache_.stats().objects);
+        const auto watch_started = Clock::now();
+        impl_->stream = stream->get();
+        for (;;) {
+          auto batch = co_await (*stream)->next();
+          if (!batch) {
+            if (!stopped_) {
+              spdlog::warn("watch cache {}: storage watch ended ({}); re-listing",
+                           options_.resource, batch.error().message());
+            }
+            break;
+          }
+          for (const auto& event : batch->events) {
+            auto blocked = process(event);
+            if (!blocked.empty()) co_await send_blocked(std::move(blocked));
+          }
+          cache_.advance(batch->revision);
+          notify_waiters();
+        }
+        impl_->stream = nullptr;
+        if (Clock::now() - watch_started > std::chrono::seconds(30)) {
+          backoff = std::chrono::milliseconds(100);
+        }
+      }
+    }
+    if (stopped_) break;
+    ready_ = false;
+    ++counters_.relists;
+    // Clients re-list and re-watch: better than serving them a cache that may have gaps.
+    end_all_watchers();
+    backoff_timer.expires_after(backoff);
+    co_await backoff_timer.async_wait(use_tuple);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+  }
+}
+
+std::vector<Cacher::Blocked> Cacher::process(const storage::Event& event) {
+  const auto rv = event.kv.mod_revision;
+  const auto now = Clock::now();
+  EventPtr cached;
+  ObjectPtr object, prev;
+  if (event.type == storage::EventType::put) {
+    auto o = decode_object(event.kv.key, event.kv.value, rv, options_.fields);
+    if (!o) {
+      spdlog::warn("watch cache {}: skipping undecodable {}", options_.resource, event.kv.key);
+      return {};
+    }
+    object = std::move(*o);
+    if (event.prev_kv) {
+      auto p = decode_object(event.kv.key, event.prev_kv->value, rv, options_.fields);
+      if (p) prev = std::move(*p);
+    } else if (auto old = cache_.get(event.kv.key)) {
+      auto p = decode_object(event.kv.key, old->json, rv, options_.fields);
+      if (p) prev = std::move(*p);
+    }
+  } else {
+    storage::Result<ObjectPtr> last = Errc::not_found;
+    if (event.prev_kv) {
+      last = decode_object(event.kv.key, event.prev_kv->value, rv, options_.fields);
+    } else if (auto old = cache_.get(event.kv.key)) {
+      last = decode_object(event.kv.key, old->json, rv, options_.fields);
+    }
+    if (!last) {
+      cache_.advance(rv);
+      return {};
+    }
+    object = std::move(*last);
+  }
+
+  std::vector<Blocked> blocked;
+  std::lock_guard lock(impl_->dispatch_mutex);
+  cached = event.type == storage::EventType::put ? cache_.apply_put(object, prev, now)
+                                                 : cache_.apply_delete(object, now);
+  std::uint64_t delivered = 0;
+  auto offer = [&](const WatcherMap& watchers) {
+    for (const auto& [id, w] : watchers) {
+      if (w->ended) continue;
+      auto frame = frame_for(*w, *cached);
+      if (!frame) continue;
+      ++delivered;
+      if (!w->channel.try_send(boost::system::error_code{}, *frame)) {
+        w->blocked = true;
+        blocked.push_back({w, std::move(*frame)});
+      }
+    }
+  };
+  offer(impl_->all);
+  if (auto it = impl_->by_namespace.find(cached->object->ns); it != impl_->by_namespace.end()) {
+    offer(it->second);
+  }
+  if (!options_.trigger_field.empty()) {
+    const std::string* now_value = cached->object->field(options_.trigger_field);
+    const std::string* old_value = cached->prev ? cached->prev->field(options_.trigger_field) : nullptr;
+    if (now_value != nullptr) {
+      if (auto it = impl_->by_trigger.find(*now_value); it != impl_->by_trigger.end()) {
+        offer(it->second);
+      }
+    }
+    if (old_value != nullptr && (now_value == nullptr || *old_value != *now_value)) {
+      if (auto it = impl_->by_trigger.find(*old_value); it != impl_->by_trigger.end()) {
+        offer(it->second);
+      }
+    }
+  }
+  counters_.events_dispatched += delivered;
+  return blocked;
+}
+
+asio::awaitable<void> Cacher::send_blocked(std::vector<Blocked> blocked) {
+  asio::steady_timer timer(impl_->strand);
+  for (auto& b : blocked) {
+    if (b.watcher->ended) continue;
+    const auto now = Clock::now();
+    impl_->budget = std::min<std::chrono::duration<double>>(
+        impl_->budget + std::chrono::duration<double>(now - impl_->budget_refilled) * 0.05,
+        std::chrono::duration<double>(0.1));
+    impl_->budget_refilled = now;
+    bool delivered = false;
+    if (impl_->budget.count() > 0) {
+      timer.expires_after(std::chrono::duration_cast<Clock::duration>(impl_->budget));
+      auto result = co_await (b.watcher->channel.async_send(boost::system::error_code{}, b.frame,
+                                                            use_tuple) ||
+                              timer.async_wait(use_tuple));
+      if (result.index() == 0) delivered = !std::get<0>(std::get<0>(result));
+      impl_->budget -= Clock::now() - now;
+    }
+    if (delivered) {
+      std::lock_guard lock(impl_->dispatch_mutex);
+      b.watcher->blocked = false;
+    } else {
+      end_watcher(b.watcher, true);
+    }
+  }
+}
+
+// ---- Ticker: bookmarks and progress ----
+
+asio::awaitable<void> Cacher::run_ticker() {
+  auto self = shared_from_this();
+  asio::steady_timer timer(impl_->strand);
+  const auto tick = std::max<std::chrono::milliseconds>(
+      std::min<std::chrono::milliseconds>(options_.bookmark_interval / 4,
+                                          std::chrono::milliseconds(250)),
+      std::chrono::milliseconds(10));
+  auto last_progress = Clock::now();
+  while (!stopped_) {
+    timer.expires_after(tick);
+    co_await timer.async_wait(use_tuple);
+    if (stopped_) break;
+    const auto now = Clock::now();
+    // Keeps the cache's version (and so bookmarks) moving while this resource is quiet.
+    if (impl_->stream != nullptr && now - last_progress >= std::chrono::seconds(1)) {
+      impl_->stream->request_progress();
+      last_progress = now;
+    }
+    std::lock_guard lock(impl_->dispatch_mutex);
+    if (impl_->with_bookmarks.empty()) continue;
+    ObjectPtr bookmark;
+    for (const auto& [id, w] : impl_->with_bookmarks) {
+      if (w->ended || w->blocked || now < w->next_bookmark) continue;
+      if (!bookmark) {
+        bookmark = bookmark_object(options_.kind, options_.api_version, cache_.resource_version(),
+                                   false);
+      }
+      if (!w->channel.try_send(boost::system::error_code{}, WatchFrame{EventType::bookmark, bookmark})) {
+        continue;  // full: the next tick tries again
+      }
+      const auto pre_deadline = w->deadline_at - std::chrono::seconds(2);
+      w->next_bookmark = now >= pre_deadline ? Clock::time_point::max()
+                                             : std::min(now + options_.bookmark_interval, pre_deadline);
+    }
+  }
+}
+
+// ---- Watchers ----
+
+void Cacher::register_watcher(const std::shared_ptr<Watcher>& w) {
+  // Caller holds the dispatch mutex.
+  w->id = impl_->next_id++;
+  std::optional<std::string> pinned;
+  if (w->predicate && !options_.trigger_field.empty()) {
+    pinned = w->predicate->exact_field(options_.trigger_field);
+  }
+  const std::string resource_prefix = options_.prefix;
+  if (pinned) {
+    w->bucket = Bucket::by_trigger;
+    w->bucket_key = *pinned;
+    impl_->by_trigger[*pinned].emplace(w->id, w);
+  } else if (w->prefix.size() > resource_prefix.size()) {
+    // "/registry/pods/<ns>/": index by namespace.
+    w->bucket = Bucket::by_namespace;
+    w->bucket_key = w->prefix.substr(resource_prefix.size(),
+                                     w->prefix.size() - resource_prefix.size() - 1);
+    impl_->by_namespace[w->bucket_key].emplace(w->id, w);
+  } else {
+    w->bucket = Bucket::all;
+    impl_->all.emplace(w->id, w);
+  }
+  if (w->bookmarks) impl_->with_bookmarks.emplace(w->id, w);
+  ++counters_.watchers;
+}
+
+void Cacher::unregister_watcher(const Watcher& w) {
+  std::lock_guard lock(impl_->dispatch_mutex);
+  auto erase_from = [&](std::unordered_map<std::string, WatcherMap>& index) {
+    auto it = index.find(w.bucket_key);
+    if (it == index.end()) return std::size_t{0};
+    auto n = it->second.erase(w.id);
+    if (it->second.empty()) index.erase(it);
+    return n;
+  };
+  std::size_t erased = 0;
+  switch (w.bucket) {
+    case Bucket::all: erased = impl_->all.erase(w.id); break;
+    case Bucket::by_namespace: erased = erase_from(impl_->by_namespace); break;
+    case Bucket::by_trigger: erased = erase_from(impl_->by_trigger); break;
+  }
+  impl_->with_bookmarks.erase(w.id);
+  if (erased > 0) --counters_.watchers;
+}
+
+void Cacher::end_watcher(const std::shared_ptr<Watcher>& w, bool slow) {
+  if (w->ended.exchange(true)) return;
+  unregister_watcher(*w);
+  if (slow) {
+    ++counters_.watchers_terminated;
+    spdlog::info("watch cache {}: terminated a watcher that could not keep up", options_.resource);
+  }
+  // No send is pending on this channel here, so closing it cannot strand one.
+  w->channel.close();
+}
+
+void Cacher::end_all_watchers() {
+  std::vector<std::shared_ptr<Watcher>> all;
+  {
+    std::lock_guard lock(impl_->dispatch_mutex);
+    for (auto& [id, w] : impl_->all) all.push_back(w);
+    for (auto& [k, m] : impl_->by_namespace) {
+      for (auto& [id, w] : m) all.push_back(w);
+    }
+    for (auto& [k, m] : impl_->by_trigger) {
+      for (auto& [id, w] : m) all.push_back(w);
+    }
+  }
+  for (auto& w : all) end_watcher(w, false);
+}
+
+// ---- Freshness ----
+
+void Cacher::notify_waiters() {
+  const auto rv = cache_.resource_version();
+  std::lock_guard lock(impl_->waiters_mutex);
+  auto& waiters = impl_->waiters;
+  for (auto it = waiters.begin(); it != waiters.end();) {
+    if (it->rv <= rv || !ready_) {
+      asio::post(it->timer->get_executor(), [timer = it->timer] { timer->cancel(); });
+      it = waiters.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+asio::awaitable<storage::Result<void>> Cacher::wait_until_fresh(std::int64_t rv) {
+  if (!ready_) co_return Errc::too_many_requests;
+  if (cache_.resource_version() >= rv) co_return storage::Result<void>{};
+  asio::post(impl_->strand, [self = shared_from_this()] {
+    if (self->impl_->stream != nullptr) self->impl_->stream->request_progress();
+  });
+  auto timer = std::make_shared<asio::steady_timer>(co_await asio::this_coro::executor);
+  timer->expires_after(options_.freshness_timeout);
+  for (;;) {
+    {
+      std::lock_guard lock(impl_->waiters_mutex);
+      if (cache_.resource_version() >= rv) co_return storage::Result<void>{};
+      impl_->waiters.push_back({rv, timer});
+    }
+    auto [ec] = co_await timer->async_wait(use_tuple);
+    if (cache_.resource_version() >= rv) co_return storage::Result<void>{};
+    if (!ec) {
+      std::lock_guard lock(impl_->waiters_mutex);
+      std::erase_if(impl_->waiters, [&](const Impl::Waiter& w) { return w.timer == timer; });
+      co_return Errc::timeout;
+    }
+    if (!ready_) co_return Errc::too_many_requests;
+  }
+}
+
+asio::awaitable<storage::Result<void>> Cacher::wait_until_consistent() {
+  auto current = co_await storage_->current_revision();
+  if (!current) co_return current.error();
+  co_return co_await wait_until_fresh(*current);
+}
+
+asio::awaitable<storage::Result<std::unique_ptr<WatchSession>>> Cacher::watch(WatchRequest request) {
+  if (!ready_) co_return Errc::too_many_requests;
+  auto executor = co_await asio::this_coro::executor;
+  const bool from_state = !request.resource_version || *request.resource_version == 0 ||
+                          request.send_initial_events;
+  if (request.resource_version && *request.resource_version > 0) {
+    auto fresh = co_await wait_until_fresh(*request.resource_version);
+    if (!fresh) co_return fresh.error();
+  } else if (!request.resource_version) {
+    // Best effort: start from state at least as new as storage now.
+    (void)co_await wait_until_consistent();
+  }
+
+  auto w = std::make_shared<Watcher>(executor, options_.watcher_buffer);
+  w->prefix = request.prefix;
+  w->predicate = request.predicate;
+  w->bookmarks = request.allow_bookmarks;
+  w->deadline_at = request.deadline;
+  w->deadline.expires_at(request.deadline);
+  const auto now = Clock::now();
+  if (w->bookmarks) {
+    w->next_bookmark = std::min(now + options_.bookmark_interval,
+                                request.deadline - std::chrono::seconds(2));
+  }
+  std::unique_ptr<WatchSession> session(new WatchSession());
+  session->cacher_ = weak_from_this();
+  session->watcher_ = w;
+  {
+    std::lock_guard lock(impl_->dispatch_mutex);
+    if (!ready_) co_return Errc::too_many_requests;
+    if (from_state) {
+      auto state = cache_.list(request.prefix, "", 0, request.predicate.get());
+      session->initial_.reserve(state.objects.size() + 1);
+      for (auto& o : state.objects) session->initial_.push_back({EventType::added, std::move(o)});
+      if (request.send_initial_events && request.allow_bookmarks) {
+        session->initial_.push_back(
+            {EventType::bookmark,
+             bookmark_object(options_.kind, options_.api_version, state.resource_version, true)});
+      }
+    } else {
+      auto events = cache_.events_since(*request.resource_version);
+      if (!events) co_return Errc::gone;
+      for (const auto& ev : *events) {
+        if (auto frame = frame_for(*w, *ev)) session->initial_.push_back(std::move(*frame));
+      }
+    }
+    register_watcher(w);
+  }
+  co_return session;
+}
+
+// ---- Session ----
+
+WatchSession::~WatchSession() {
+  if (!watcher_) return;
+  watcher_->ended = true;
+  if (auto cacher = cacher_.lock()) cacher->unregister_watcher(*watcher_);
+}
+
+asio::awaitable<storage::Result<std::vector<WatchFrame>>> WatchSession::next() {
+  constexpr std::size_t kBatch = 512;
+  std::vector<WatchFrame> frames;
+  if (initial_sent_ < initial_.size()) {
+    const std::size_t n = std::min(kBatch, initial_.size() - initial_sent_);
+    frames.assign(initial_.begin() + static_cast<long>(initial_sent_),
+                  initial_.begin() + static_cast<long>(initial_sent_ + n));
+    initial_sent_ += n;
+    if (initial_sent_ == initial_.size()) {
+      initial_.clear();
+      initial_.shrink_to_fit();
+      initial_sent_ = 0;
+    }
+    co_return frames;
+  }
+  Watcher& w = *watcher_;
+  if (w.ended) co_return Errc::unavailable;
+  auto result = co_await (w.channel.async_receive(use_tuple) || w.deadline.async_wait(use_tuple));
+  if (result.index() == 1) co_return boost::system::error_code(asio::error::eof);
+  auto& [ec, frame] = std::get<0>(result);
+  if (ec) co_return Errc::unavailable;
+  frames.push_back(std::move(frame));
+  while (frames.size() < kBatch &&
+         w.channel.try_receive([&](boost::system::error_code e, WatchFrame f) {
+           if (!e) frames.push_back(std::move(f));
+         })) {
+  }
+  co_return frames;
+}
+
+}  // namespace kwatch::watch

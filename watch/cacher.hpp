@@ -1,0 +1,146 @@
+// The cacher of one resource: a reflector that list-watches storage into a WatchCache, a
+// dispatcher that fans each event out to the interested cache watchers, and reads served from
+// memory.
+//
+// Ownership: shared; the reflector and the bookmark ticker hold it alive while the io_context
+// runs. Strands: the reflector, the dispatcher's blocked sends and the ticker run on the cacher's
+// own strand. `watch`, `list`, `get` and `wait_until_fresh` may be called from any executor;
+// they synchronize with the dispatcher through a mutex, so a new watcher never misses or repeats
+// an event. Cancellation: `stop()` ends the reflector and every watcher.
+#pragma once
+
+#include "storage/storage.hpp"
+#include "watch/object_codec.hpp"
+#include "watch/watch_cache.hpp"
+#include "watch/watch_types.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kwatch::watch {
+
+struct CacherOptions {
+  std::string resource;      // "pods": for logs and metrics
+  std::string prefix;        // "/registry/pods/"
+  std::string kind;          // "Pod": bookmarks
+  std::string api_version;   // "v1": bookmarks
+  std::string trigger_field;  // "spec.nodeName": indexed for lists and dispatch ("" for none)
+  std::size_t lower_capacity = 100;
+  std::size_t upper_capacity = 100 * 1024;
+  std::chrono::milliseconds bookmark_interval{60'000};
+  std::size_t watcher_buffer = 1024;  // events queued per watcher before it counts as blocked
+  std::chrono::milliseconds freshness_timeout{3'000};
+  FieldsFn fields;
+};
+
+struct WatchRequest {
+  std::string prefix;  // the resource prefix, or the namespace's prefix below it
+  std::shared_ptr<const Predicate> predicate;  // null: everything
+  std::optional<std::int64_t> resource_version;  // nullopt: unset
+  bool send_initial_events = false;  // also implied by an unset or "0" resource version
+  bool allow_bookmarks = false;
+  std::chrono::steady_clock::time_point deadline;
+};
+
+class Cacher;
+struct Watcher;
+
+// One client's watch. Owned by the transport; destroying it unregisters the watcher.
+// Strand: the transport's; one `next()` at a time.
+class WatchSession {
+ public:
+  ~WatchSession();
+  WatchSession(const WatchSession&) = delete;
+  WatchSession& operator=(const WatchSession&) = delete;
+
+  // The next frames to write, oldest first (initial events, then live ones, batched). Completes
+  // with `asio::error::eof` at the deadline, and with `Errc::unavailable` when the cacher ended
+  // the watch (slow client, re-list, shutdown).
+  boost::asio::awaitable<storage::Result<std::vector<WatchFrame>>> next();
+
+  // Pre-stream error (e.g. 410 after acceptance) to send as an ERROR event, if any.
+  const ObjectPtr& error() const { return error_; }
+
+ private:
+  friend class Cacher;
+  WatchSession() = default;
+  std::weak_ptr<Cacher> cacher_;
+  std::shared_ptr<Watcher> watcher_;
+  std::vector<WatchFrame> initial_;
+  std::size_t initial_sent_ = 0;
+  ObjectPtr error_;
+};
+
+struct CacherCounters {
+  std::atomic<std::uint64_t> events_dispatched{0};   // frames handed to watchers
+  std::atomic<std::uint64_t> watchers_terminated{0};  // cut off for being slow
+  std::atomic<std::uint64_t> relists{0};
+  std::atomic<std::int64_t> watchers{0};
+};
+
+class Cacher : public std::enable_shared_from_this<Cacher> {
+ public:
+  Cacher(boost::asio::any_io_executor executor, std::shared_ptr<storage::Storage> storage,
+         CacherOptions options);
+  ~Cacher();
+
+  void start();
+  void stop();
+  bool ready() const { return ready_.load(); }
+  const CacherOptions& options() const { return options_; }
+  const CacherCounters& counters() const { return counters_; }
+  CacheStats stats() const { return cache_.stats(); }
+  std::int64_t window_start() const { return cache_.window_start(); }
+  std::int64_t resource_version() const { return cache_.resource_version(); }
+
+  // Errors: too_many_requests (not ready), timeout (version ahead after the wait), gone (older
+  // than the window; returned as a session whose error() is set, since kube reports it inside
+  // the stream).
+  boost::asio::awaitable<storage::Result<std::unique_ptr<WatchSession>>> watch(WatchRequest request);
+  // Waits until the cache has reached `rv` (and asks storage for progress). `timeout` if not
+  // within the freshness timeout, `too_many_requests` if not ready.
+  boost::asio::awaitable<storage::Result<void>> wait_until_fresh(std::int64_t rv);
+  // Waits until the cache is at least as fresh as storage now (consistent read).
+  boost::asio::awaitable<storage::Result<void>> wait_until_consistent();
+  CacheList list(const std::string& prefix, const std::string& start_key, std::size_t limit,
+                 const Predicate* predicate) const {
+    return cache_.list(prefix, start_key, limit, predicate);
+  }
+  ObjectPtr get(const std::string& key) const { return cache_.get(key); }
+
+ private:
+  friend class WatchSession;
+  struct Blocked {
+    std::shared_ptr<Watcher> watcher;
+    WatchFrame frame;
+  };
+
+  boost::asio::awaitable<void> run_reflector();
+  boost::asio::awaitable<void> run_ticker();
+  boost::asio::awaitable<void> send_blocked(std::vector<Blocked> blocked);
+  // Applies one storage event and offers it to watchers; returns those that were full.
+  std::vector<Blocked> process(const storage::Event& event);
+  void register_watcher(const std::shared_ptr<Watcher>& w);
+  void unregister_watcher(const Watcher& w);
+  void end_watcher(const std::shared_ptr<Watcher>& w, bool slow);
+  void end_all_watchers();
+  void notify_waiters();
+
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<storage::Storage> storage_;
+  CacherOptions options_;
+  WatchCache cache_;
+  CacherCounters counters_;
+  std::atomic<bool> ready_{false};
+  std::atomic<bool> stopped_{false};
+};
+
+}  // namespace kwatch::watch

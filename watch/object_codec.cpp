@@ -1,0 +1,60 @@
+#include "watch/object_codec.hpp"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/json/value.hpp>
+
+#include <algorithm>
+
+namespace kwatch::watch {
+
+namespace json = boost::json;
+
+storage::Result<ObjectPtr> decode_object(std::string key, std::string_view bytes,
+                                         std::int64_t resource_version, const FieldsFn& fields) {
+  boost::system::error_code ec;
+  json::value v = json::parse(bytes, ec);
+  if (ec || !v.is_object()) return storage::Errc::corrupt;
+  json::object& obj = v.get_object();
+  json::value& meta_v = obj["metadata"];
+  if (!meta_v.is_object()) meta_v = json::object();
+  json::object& meta = meta_v.get_object();
+  meta["resourceVersion"] = std::to_string(resource_version);
+
+  auto out = std::make_shared<CachedObject>();
+  out->key = std::move(key);
+  out->resource_version = resource_version;
+  if (auto* n = meta.if_contains("name"); n && n->is_string()) out->name = n->get_string();
+  if (auto* ns = meta.if_contains("namespace"); ns && ns->is_string()) out->ns = ns->get_string();
+  if (auto* labels = meta.if_contains("labels"); labels && labels->is_object()) {
+    for (const auto& [k, val] : labels->get_object()) {
+      if (val.is_string()) out->labels.emplace_back(k, val.get_string());
+    }
+    std::sort(out->labels.begin(), out->labels.end());
+  }
+  if (fields) out->fields = fields(obj);
+  out->fields.emplace_back("metadata.name", out->name);
+  out->fields.emplace_back("metadata.namespace", out->ns);
+  std::sort(out->fields.begin(), out->fields.end());
+  out->json = json::serialize(obj);
+  return ObjectPtr(std::move(out));
+}
+
+ObjectPtr raw_object(std::string json_text, std::int64_t resource_version) {
+  auto out = std::make_shared<CachedObject>();
+  out->json = std::move(json_text);
+  out->resource_version = resource_version;
+  return out;
+}
+
+ObjectPtr bookmark_object(std::string_view kind, std::string_view api_version, std::int64_t rv,
+                          bool initial_events_end) {
+  json::object meta{{"resourceVersion", std::to_string(rv)}};
+  if (initial_events_end) {
+    meta["annotations"] = json::object{{"k8s.io/initial-events-end", "true"}};
+  }
+  json::object obj{{"kind", kind}, {"apiVersion", api_version}, {"metadata", std::move(meta)}};
+  return raw_object(json::serialize(obj), rv);
+}
+
+}  // namespace kwatch::watch

@@ -1,0 +1,146 @@
+#include "watch/watch_cache.hpp"
+
+#include <mutex>
+
+namespace kwatch::watch {
+
+WatchCache::WatchCache(std::size_t lower_capacity, std::size_t upper_capacity,
+                       std::string trigger_field)
+    : trigger_field_(std::move(trigger_field)), window_(lower_capacity, upper_capacity) {}
+
+void WatchCache::index_add(const ObjectPtr& object) {
+  if (trigger_field_.empty()) return;
+  if (const std::string* v = object->field(trigger_field_)) trigger_index_[*v].insert(object->key);
+}
+
+void WatchCache::index_remove(const ObjectPtr& object) {
+  if (trigger_field_.empty()) return;
+  const std::string* v = object->field(trigger_field_);
+  if (v == nullptr) return;
+  auto it = trigger_index_.find(*v);
+  if (it == trigger_index_.end()) return;
+  it->second.erase(object->key);
+  if (it->second.empty()) trigger_index_.erase(it);
+}
+
+void WatchCache::replace(std::vector<ObjectPtr> objects, std::int64_t rv) {
+  std::unique_lock lock(mutex_);
+  objects_.clear();
+  trigger_index_.clear();
+  for (auto& o : objects) {
+    index_add(o);
+    objects_.emplace(o->key, std::move(o));
+  }
+  window_.reset(rv);
+  rv_ = rv;
+}
+
+EventPtr WatchCache::apply_put(ObjectPtr object, ObjectPtr prev, Clock::time_point now) {
+  auto event = std::make_shared<CachedEvent>();
+  event->resource_version = object->resource_version;
+  event->type = prev ? EventType::modified : EventType::added;
+  event->object = object;
+  event->prev = std::move(prev);
+  event->recorded = now;
+  std::unique_lock lock(mutex_);
+  auto [it, inserted] = objects_.try_emplace(object->key, object);
+  if (!inserted) {
+    index_remove(it->second);
+    it->second = object;
+  }
+  index_add(object);
+  window_.push(event, now);
+  rv_ = std::max(rv_, event->resource_version);
+  return event;
+}
+
+EventPtr WatchCache::apply_delete(ObjectPtr last, Clock::time_point now) {
+  auto event = std::make_shared<CachedEvent>();
+  event->resource_version = last->resource_version;
+  event->type = EventType::deleted;
+  event->object = last;
+  event->prev = last;
+  event->recorded = now;
+  std::unique_lock lock(mutex_);
+  if (auto it = objects_.find(last->key); it != objects_.end()) {
+    index_remove(it->second);
+    objects_.erase(it);
+  }
+  window_.push(event, now);
+  rv_ = std::max(rv_, event->resource_version);
+  return event;
+}
+
+void WatchCache::advance(std::int64_t rv) {
+  std::unique_lock lock(mutex_);
+  rv_ = std::max(rv_, rv);
+}
+
+std::int64_t WatchCache::resource_version() const {
+  std::shared_lock lock(mutex_);
+  return rv_;
+}
+
+ObjectPtr WatchCache::get(const std::string& key) const {
+  std::shared_lock lock(mutex_);
+  auto it = objects_.find(key);
+  return it == objects_.end() ? nullptr : it->second;
+}
+
+CacheList WatchCache::list(const std::string& prefix, const std::string& start_key,
+                           std::size_t limit, const Predicate* predicate) const {
+  CacheList out;
+  std::shared_lock lock(mutex_);
+  out.resource_version = rv_;
+  const std::string& from = start_key.empty() || start_key < prefix ? prefix : start_key;
+  auto in_prefix = [&](const std::string& key) { return key.compare(0, prefix.size(), prefix) == 0; };
+  auto take = [&](const ObjectPtr& o) {
+    if (predicate != nullptr && !predicate->matches(*o)) return true;
+    if (limit > 0 && out.objects.size() >= limit) {
+      out.more = true;
+      return false;
+    }
+    out.objects.push_back(o);
+    return true;
+  };
+  // A list that pins the trigger field walks only the matching keys.
+  std::optional<std::string> pinned;
+  if (predicate != nullptr && !trigger_field_.empty()) pinned = predicate->exact_field(trigger_field_);
+  if (pinned) {
+    auto bucket = trigger_index_.find(*pinned);
+    if (bucket == trigger_index_.end()) return out;
+    for (auto it = bucket->second.lower_bound(from); it != bucket->second.end(); ++it) {
+      if (!in_prefix(*it)) {
+        if (*it > prefix) break;
+        continue;
+      }
+      if (!take(objects_.at(*it))) break;
+    }
+    return out;
+  }
+  auto it = objects_.lower_bound(from);
+  for (; it != objects_.end() && in_prefix(it->first); ++it) {
+    if (!take(it->second)) break;
+  }
+  if (out.more && predicate == nullptr) {
+    for (; it != objects_.end() && in_prefix(it->first); ++it) ++out.remaining;
+  }
+  return out;
+}
+
+std::optional<std::vector<EventPtr>> WatchCache::events_since(std::int64_t rv) const {
+  std::shared_lock lock(mutex_);
+  return window_.since(rv);
+}
+
+std::int64_t WatchCache::window_start() const {
+  std::shared_lock lock(mutex_);
+  return window_.start_resource_version();
+}
+
+CacheStats WatchCache::stats() const {
+  std::shared_lock lock(mutex_);
+  return {objects_.size(), window_.size(), window_.capacity(), rv_};
+}
+
+}  // namespace kwatch::watch

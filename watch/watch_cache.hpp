@@ -1,0 +1,76 @@
+// The cached state of one resource: every object by key, an index on the resource's trigger
+// field (e.g. spec.nodeName for pods), the window of recent events, and the resource version the
+// cache has reached.
+//
+// Thread-safety: internally synchronized with a shared mutex. `replace`, `apply_*` and `advance`
+// come from the reflector only; reads may come from any thread.
+#pragma once
+
+#include "watch/event_window.hpp"
+#include "watch/watch_types.hpp"
+
+#include <map>
+#include <optional>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace kwatch::watch {
+
+struct CacheList {
+  std::vector<ObjectPtr> objects;
+  std::int64_t resource_version = 0;
+  bool more = false;              // matching or unexamined keys remain after the last object
+  std::int64_t remaining = 0;     // keys after the last object (without a predicate)
+};
+
+struct CacheStats {
+  std::size_t objects = 0;
+  std::size_t events = 0;
+  std::size_t capacity = 0;
+  std::int64_t resource_version = 0;
+};
+
+class WatchCache {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  WatchCache(std::size_t lower_capacity, std::size_t upper_capacity, std::string trigger_field);
+
+  // Replaces the whole state (a re-list at `rv`); the event window starts over at `rv`.
+  void replace(std::vector<ObjectPtr> objects, std::int64_t rv);
+  // Records a create or update. `prev` is the previous state re-stamped with `object`'s version
+  // (null when the key was absent).
+  EventPtr apply_put(ObjectPtr object, ObjectPtr prev, Clock::time_point now);
+  // Records a delete; `last` is the deleted state re-stamped with the delete's version.
+  EventPtr apply_delete(ObjectPtr last, Clock::time_point now);
+  // Nothing changed up to `rv` (a progress notification).
+  void advance(std::int64_t rv);
+
+  std::int64_t resource_version() const;
+  ObjectPtr get(const std::string& key) const;
+  // Objects under `prefix` from `start_key` on (inclusive), in key order, that match `predicate`
+  // (null: all), at most `limit` (0: all).
+  CacheList list(const std::string& prefix, const std::string& start_key, std::size_t limit,
+                 const Predicate* predicate) const;
+  // Events above `rv`; nullopt when `rv` is older than the window (410).
+  std::optional<std::vector<EventPtr>> events_since(std::int64_t rv) const;
+  // The oldest version a watch may start from.
+  std::int64_t window_start() const;
+  CacheStats stats() const;
+
+ private:
+  void index_add(const ObjectPtr& object);
+  void index_remove(const ObjectPtr& object);
+
+  mutable std::shared_mutex mutex_;
+  std::string trigger_field_;
+  std::map<std::string, ObjectPtr> objects_;
+  std::unordered_map<std::string, std::set<std::string>> trigger_index_;  // value -> keys
+  EventWindow window_;
+  std::int64_t rv_ = 0;
+};
+
+}  // namespace kwatch::watch

@@ -1,0 +1,75 @@
+// The immutable values the watch cache shares between its state, its event window and every
+// watcher: cached objects (serialized once) and the frames that reference them.
+//
+// Thread-safety: everything here is immutable after construction and shared by shared_ptr; safe
+// to read from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kwatch::watch {
+
+using Attributes = std::vector<std::pair<std::string, std::string>>;  // sorted by key
+
+// One object as the cache holds it: its JSON with `metadata.resourceVersion` set, encoded once,
+// plus the attributes selectors look at, extracted once.
+struct CachedObject {
+  std::string key;
+  std::string ns;
+  std::string name;
+  std::int64_t resource_version = 0;
+  std::string json;
+  Attributes labels;
+  Attributes fields;  // selectable field -> value (metadata.name/namespace included)
+
+  const std::string* label(std::string_view k) const;
+  const std::string* field(std::string_view k) const;
+};
+using ObjectPtr = std::shared_ptr<const CachedObject>;
+
+enum class EventType : std::uint8_t { added, modified, deleted, bookmark, error };
+
+std::string_view event_type_name(EventType t);
+
+// A change in the cache. For `deleted`, `object` is the last state re-stamped with the delete's
+// revision. `prev` is the previous state re-stamped with this event's revision (what a watcher
+// that stops matching receives as DELETED); null for `added`.
+struct CachedEvent {
+  EventType type = EventType::added;
+  std::int64_t resource_version = 0;
+  ObjectPtr object;
+  ObjectPtr prev;
+  std::chrono::steady_clock::time_point recorded;
+};
+using EventPtr = std::shared_ptr<const CachedEvent>;
+
+// What a watcher writes: `{"type":<type>,"object":<object->json>}`. Transports write the type
+// prefix, the shared JSON and the suffix as separate buffers, so nothing is copied per watcher.
+struct WatchFrame {
+  EventType type = EventType::added;
+  ObjectPtr object;
+};
+
+// "{\"type\":\"ADDED\",\"object\":" and friends.
+std::string_view frame_prefix(EventType t);
+inline constexpr std::string_view kFrameSuffix = "}\n";
+
+// A watcher's filter. Implementations (label and field selectors) live above watch/.
+// Thread-safety: `matches` is const and called from the dispatcher thread.
+class Predicate {
+ public:
+  virtual ~Predicate() = default;
+  virtual bool matches(const CachedObject& object) const = 0;
+  virtual bool empty() const = 0;
+  // An exact `field=value` the watcher requires, for the dispatcher's index (e.g. spec.nodeName).
+  virtual std::optional<std::string> exact_field(std::string_view field) const = 0;
+};
+
+}  // namespace kwatch::watch
