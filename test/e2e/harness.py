@@ -8,10 +8,13 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections import deque
 
 SKIP = 77  # ctest SKIP_RETURN_CODE
 
@@ -101,6 +104,36 @@ class Server:
         except ValueError:
             return resp.status, data.decode(errors="replace")
 
+    def session(self):
+        """A keep-alive connection for many requests from one thread (see Session)."""
+        return Session(self.port)
+
+    def create_namespace(self, name):
+        status, body = self.request("POST", "/api/v1/namespaces",
+                                    body={"apiVersion": "v1", "kind": "Namespace",
+                                          "metadata": {"name": name}})
+        if status != 201:
+            raise AssertionError(f"creating namespace {name}: {status} {body!r}"[:500])
+        return body
+
+    def list_rv(self, path):
+        """The resourceVersion of a list of path, as an int."""
+        status, body = self.request("GET", path)
+        if status != 200:
+            raise AssertionError(f"GET {path}: {status} {body!r}"[:500])
+        return int(body["metadata"]["resourceVersion"])
+
+    def metrics(self):
+        """/metrics as a list of (name, {label: value}, float); [] when it cannot be read."""
+        status, text = self.request("GET", "/metrics", raw=True)
+        return parse_metrics(text.decode(errors="replace")) if status == 200 else []
+
+    def metric(self, name, **labels):
+        """Sum of the samples of name whose labels include labels; None when there is none."""
+        values = [v for n, lbl, v in self.metrics()
+                  if n == name and all(lbl.get(k) == str(want) for k, want in labels.items())]
+        return sum(values) if values else None
+
     def kubeconfig(self, directory):
         path = os.path.join(directory, "kubeconfig")
         with open(path, "w") as f:
@@ -119,6 +152,433 @@ users:
   user: {{}}
 """)
         return path
+
+
+def start_server(checks, binary, extra_args=(), **kwargs):
+    """Starts a Server with extra_args. When the binary refuses them (a build without the feature),
+    records one FAIL and starts it without them, so that the rest of a suite still runs and reports."""
+    server = Server(binary, extra_args=extra_args, **kwargs)
+    try:
+        return server.start()
+    except AssertionError as e:
+        server.stop()
+        checks.check(f"server starts with {' '.join(extra_args)}", False, str(e)[-400:])
+        return Server(binary, **kwargs).start()
+
+
+_METRIC_LINE = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
+_METRIC_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_metrics(text):
+    samples = []
+    for line in text.splitlines():
+        m = _METRIC_LINE.match(line)
+        if not m or line.startswith("#"):
+            continue
+        labels = {k: v.replace('\\"', '"').replace("\\\\", "\\")
+                  for k, v in _METRIC_LABEL.findall(m.group(2) or "")}
+        try:
+            samples.append((m.group(1), labels, float(m.group(3))))
+        except ValueError:
+            pass
+    return samples
+
+
+class Session:
+    """Requests over one keep-alive HTTP/1.1 connection (reconnects once if the server closed it).
+    One per thread. request() returns (status, parsed JSON body or text) like Server.request."""
+
+    def __init__(self, port, timeout=10):
+        self.port = port
+        self.timeout = timeout
+        self.conn = None
+
+    def request(self, method, path, body=None, headers=None):
+        hdrs = dict(headers or {})
+        if body is not None and not isinstance(body, (bytes, str)):
+            body = json.dumps(body)
+            hdrs.setdefault("Content-Type", "application/json")
+        for attempt in (0, 1):
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+            try:
+                self.conn.request(method, path, body=body, headers=hdrs)
+                resp = self.conn.getresponse()
+                data = resp.read()
+                break
+            except (ConnectionError, http.client.HTTPException, socket.timeout):
+                self.conn.close()
+                self.conn = None
+                if attempt:
+                    return 0, None
+        if resp.will_close:
+            self.conn.close()
+            self.conn = None
+        try:
+            return resp.status, json.loads(data)
+        except ValueError:
+            return resp.status, data.decode(errors="replace")
+
+    def close(self):
+        if self.conn:
+            self.conn.close()
+            self.conn = None
+
+
+def configmap(name, data=None, labels=None, namespace=None):
+    meta = {"name": name}
+    if labels is not None:
+        meta["labels"] = labels
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta,
+            "data": {"v": "0"} if data is None else data}
+
+
+def rv_of(obj):
+    """metadata.resourceVersion of an object or of an event's object, as an int (None if absent)."""
+    if isinstance(obj, dict) and "type" in obj and "object" in obj:
+        obj = obj["object"]
+    try:
+        return int(obj["metadata"]["resourceVersion"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def summarize(event):
+    """(type, namespace/name, resourceVersion) of a watch event: what most checks compare."""
+    obj = event.get("object") if isinstance(event, dict) else None
+    meta = obj.get("metadata", {}) if isinstance(obj, dict) else {}
+    name = f"{meta.get('namespace', '')}/{meta.get('name', '')}" if meta.get("name") else None
+    return (event.get("type") if isinstance(event, dict) else None, name, rv_of(event))
+
+
+class WatchStream:
+    """A watch over one raw HTTP/1.1 connection, decoded as kube sends it: a chunked body with one
+    JSON event per line.
+
+    After the response head: status (HTTP code), headers (lower-case names), and for a response
+    that is not a chunked 200 stream, body (parsed JSON, else text) and ended=True.
+    next_event(timeout) returns the next event (a dict), or None on timeout or once the stream has
+    ended (then .ended is True; .eof when the connection itself was closed).
+    start_background(keep) reads in a thread from then on, so the server never finds this client
+    slow; each event is stored as keep(event) (default: the event), see events()/count.
+    rcvbuf sets SO_RCVBUF before connecting; read_head=False sends the request and reads nothing
+    (a stalled client), call read_head() later.
+    """
+
+    def __init__(self, server, path, headers=None, timeout=10.0, rcvbuf=None, read_head=True):
+        self.path = path
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(timeout)
+        self.sock.connect(("127.0.0.1", server.port))
+        hdrs = {"Host": f"127.0.0.1:{server.port}", "Accept": "application/json",
+                "User-Agent": "kwatch-e2e"}
+        hdrs.update(headers or {})
+        head = f"GET {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items())
+        self.sock.sendall((head + "\r\n").encode())
+        self.opened = time.monotonic()
+        self.status = None
+        self.headers = {}
+        self.body = None
+        self.ended = False
+        self.eof = False
+        self.ended_at = None
+        self.chunked = False
+        self._raw = bytearray()
+        self._body = bytearray()
+        self._events = deque()
+        self._kept = []
+        self._keep = None
+        self._cond = threading.Condition()
+        self._thread = None
+        self._closed = False
+        if read_head:
+            self.read_head(timeout)
+
+    # --- reading and decoding -------------------------------------------------------------------
+    def _recv(self, timeout):
+        """Reads once from the socket; False on timeout."""
+        if self.eof:
+            return False
+        self.sock.settimeout(max(timeout, 0.001))
+        try:
+            data = self.sock.recv(1 << 18)
+        except socket.timeout:
+            return False
+        except OSError:
+            data = b""
+        if not data:
+            self.eof = True
+            self._end()
+        self._raw += data
+        return True
+
+    def _end(self):
+        if not self.ended:
+            self.ended = True
+            self.ended_at = time.monotonic()
+
+    def _decode_head(self):
+        i = self._raw.find(b"\r\n\r\n")
+        if i < 0:
+            if self.eof:
+                self.status = 0
+            return False
+        lines = bytes(self._raw[:i]).decode("latin-1").split("\r\n")
+        del self._raw[:i + 4]
+        parts = lines[0].split(" ", 2)
+        self.status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+        for line in lines[1:]:
+            k, _, v = line.partition(":")
+            self.headers[k.strip().lower()] = v.strip()
+        self.chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
+        return True
+
+    def _decode(self):
+        """Moves what can be decoded from _raw into events; returns whether anything moved."""
+        moved = False
+        if self.status is None:
+            if not self._decode_head():
+                return False
+            moved = True
+        if self.chunked:
+            while not self.ended or self._raw:
+                j = self._raw.find(b"\r\n")
+                if j < 0:
+                    break
+                try:
+                    size = int(bytes(self._raw[:j]).split(b";")[0].strip() or b"x", 16)
+                except ValueError:
+                    self._events.append({"type": "<bad chunk>", "raw": bytes(self._raw[:80])})
+                    self._raw.clear()
+                    self._end()
+                    break
+                if size == 0:
+                    del self._raw[:]
+                    self._end()
+                    break
+                if len(self._raw) < j + 2 + size + 2:
+                    break
+                self._body += self._raw[j + 2:j + 2 + size]
+                del self._raw[:j + 2 + size + 2]
+            moved = self._split_lines() or moved
+        else:
+            length = self.headers.get("content-length")
+            if (length is not None and len(self._raw) >= int(length)) or self.eof:
+                data = bytes(self._raw[:int(length)] if length is not None else self._raw)
+                self._raw.clear()
+                try:
+                    self.body = json.loads(data)
+                except ValueError:
+                    self.body = data.decode(errors="replace")
+                self._end()
+                moved = True
+        return moved
+
+    def _split_lines(self):
+        moved = False
+        while True:
+            k = self._body.find(b"\n")
+            if k < 0:
+                break
+            line = bytes(self._body[:k]).strip()
+            del self._body[:k + 1]
+            if not line:
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:
+                event = {"type": "<unparseable>", "raw": line[:200]}
+            if self._keep is not None:
+                self._kept.append(self._keep(event))
+            else:
+                self._events.append(event)
+            moved = True
+        if self.ended and self._body.strip():
+            self._events.append({"type": "<unterminated line>", "raw": bytes(self._body[:200])})
+            self._body.clear()
+            moved = True
+        return moved
+
+    def read_head(self, timeout=10.0):
+        """Waits for the response head (and the whole body of a non-stream response)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._cond:
+                self._decode()
+                if self.status is not None and (self.chunked or self.ended):
+                    return self.status
+            left = deadline - time.monotonic()
+            if left <= 0 or self.eof:
+                if self.status is None:
+                    self.status = 0
+                return self.status
+            if self._thread:
+                with self._cond:
+                    self._cond.wait(min(left, 0.05))
+            else:
+                self._recv(left)
+
+    def next_event(self, timeout=5.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._cond:
+                self._decode()
+                if self._events:
+                    return self._events.popleft()
+                if self.ended:
+                    return None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            if self._thread:
+                with self._cond:
+                    self._cond.wait(min(left, 0.05))
+            else:
+                self._recv(left)
+
+    def events_until(self, predicate, timeout=10.0):
+        """Reads events until predicate(events so far) holds, the stream ends or timeout passes."""
+        got = []
+        deadline = time.monotonic() + timeout
+        while not predicate(got):
+            ev = self.next_event(max(0.0, deadline - time.monotonic()))
+            if ev is None:
+                break
+            got.append(ev)
+        return got
+
+    def take(self, n, timeout=10.0, skip_bookmarks=False):
+        """The next n events (fewer on timeout or end); BOOKMARKs dropped if skip_bookmarks."""
+        got = []
+        deadline = time.monotonic() + timeout
+        while len(got) < n:
+            ev = self.next_event(max(0.0, deadline - time.monotonic()))
+            if ev is None:
+                break
+            if skip_bookmarks and ev.get("type") == "BOOKMARK":
+                continue
+            got.append(ev)
+        return got
+
+    def read_to_end(self, timeout=10.0):
+        """All events until the server ends the stream (or timeout)."""
+        return self.events_until(lambda _: False, timeout)
+
+    # --- background reading ---------------------------------------------------------------------
+    def start_background(self, keep=None):
+        self._keep = keep
+        with self._cond:
+            self._decode()
+            while self._events and keep is not None:
+                self._kept.append(keep(self._events.popleft()))
+        if keep is None:
+            self._kept = self._events  # next_event() still pops from the same deque
+
+        def run():
+            while not self._closed and not self.ended:
+                self.sock.settimeout(0.2)
+                try:
+                    data = self.sock.recv(1 << 18)
+                except socket.timeout:
+                    continue
+                except OSError:
+                    data = b""
+                with self._cond:
+                    if not data:
+                        self.eof = True
+                        self._end()
+                    self._raw += data
+                    self._decode()
+                    self._cond.notify_all()
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+        return self
+
+    @property
+    def count(self):
+        """Events stored by the background reader so far."""
+        with self._cond:
+            return len(self._kept)
+
+    def events(self):
+        with self._cond:
+            return list(self._kept)
+
+    def close(self):
+        self._closed = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        if self._thread:
+            self._thread.join(timeout=5)
+
+
+class WebSocketWatch:
+    """The same watch over a WebSocket (python3-websocket): one text frame per event.
+
+    status is 101 on success, else the refused handshake's HTTP code (0 for another failure).
+    next_event(timeout) as in WatchStream; opcodes records each data frame's opcode."""
+
+    def __init__(self, server, path, timeout=10.0):
+        import websocket  # python3-websocket; only the transport suite needs it
+        self._ws_mod = websocket
+        self.ended = False
+        self.error = None
+        self.opcodes = []
+        self.ws = None
+        try:
+            self.ws = websocket.create_connection(f"ws://127.0.0.1:{server.port}{path}",
+                                                  timeout=timeout)
+            self.status = self.ws.getstatus()
+        except websocket.WebSocketBadStatusException as e:
+            self.status, self.error, self.ended = e.status_code, str(e), True
+        except (websocket.WebSocketException, OSError) as e:
+            self.status, self.error, self.ended = 0, repr(e), True
+
+    def next_event(self, timeout=5.0):
+        if self.ended:
+            return None
+        self.ws.settimeout(max(timeout, 0.001))
+        try:
+            opcode, data = self.ws.recv_data()
+        except (self._ws_mod.WebSocketTimeoutException, socket.timeout):
+            return None
+        except (self._ws_mod.WebSocketException, OSError):
+            self.ended = True
+            return None
+        if opcode == self._ws_mod.ABNF.OPCODE_CLOSE:
+            self.ended = True
+            return None
+        self.opcodes.append(opcode)
+        try:
+            return json.loads(data)
+        except ValueError:
+            return {"type": "<unparseable>", "raw": data[:200]}
+
+    def take(self, n, timeout=10.0):
+        got = []
+        deadline = time.monotonic() + timeout
+        while len(got) < n:
+            ev = self.next_event(max(0.0, deadline - time.monotonic()))
+            if ev is None:
+                break
+            got.append(ev)
+        return got
+
+    def close(self):
+        if self.ws:
+            try:
+                self.ws.close(timeout=1)
+            except Exception:  # noqa: BLE001 - closing a socket the server may already have closed
+                pass
 
 
 class TempDir:
