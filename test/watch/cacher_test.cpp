@@ -1,0 +1,372 @@
+#include "watch/cacher.hpp"
+
+#include "storage/memory_storage.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json/object.hpp>
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+// GoogleTest's ASSERT_* return void, which a coroutine cannot: these end the coroutine instead.
+#define CO_ASSERT_TRUE(c)                          \
+  do {                                             \
+    if (!(c)) {                                    \
+      ADD_FAILURE() << "expected true: " #c;       \
+      co_return;                                   \
+    }                                              \
+  } while (0)
+#define CO_ASSERT_FALSE(c) CO_ASSERT_TRUE(!(c))
+#define CO_ASSERT_EQ(a, b) \
+  do {                     \
+    EXPECT_EQ(a, b);       \
+    if (!((a) == (b))) co_return; \
+  } while (0)
+
+namespace kwatch::watch {
+namespace {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using storage::Errc;
+
+// Storage whose watch streams can be made to fail, to force the reflector to re-list.
+class BreakableStorage : public storage::Storage {
+ public:
+  explicit BreakableStorage(std::shared_ptr<storage::Storage> inner) : inner_(std::move(inner)) {}
+  std::atomic<bool> broken{false};
+
+  asio::awaitable<storage::Result<storage::KeyValue>> get(std::string k, std::int64_t r) override {
+    co_return co_await inner_->get(std::move(k), r);
+  }
+  asio::awaitable<storage::Result<storage::ListResult>> list(storage::ListOptions o) override {
+    co_return co_await inner_->list(std::move(o));
+  }
+  asio::awaitable<storage::Result<storage::TxnResult>> put_if(std::string k, std::int64_t e,
+                                                              std::string v) override {
+    co_return co_await inner_->put_if(std::move(k), e, std::move(v));
+  }
+  asio::awaitable<storage::Result<storage::TxnResult>> delete_if(std::string k,
+                                                                 std::int64_t e) override {
+    co_return co_await inner_->delete_if(std::move(k), e);
+  }
+  asio::awaitable<storage::Result<std::int64_t>> current_revision() override {
+    co_return co_await inner_->current_revision();
+  }
+  asio::awaitable<storage::Result<void>> compact(std::int64_t r) override {
+    co_return co_await inner_->compact(r);
+  }
+  asio::awaitable<storage::Result<std::unique_ptr<storage::WatchStream>>> watch(
+      std::string prefix, std::int64_t start) override {
+    auto s = co_await inner_->watch(std::move(prefix), start);
+    if (!s) co_return s.error();
+    std::unique_ptr<storage::WatchStream> wrapped = std::make_unique<Stream>(std::move(*s), this);
+    co_return wrapped;
+  }
+
+ private:
+  struct Stream : storage::WatchStream {
+    Stream(std::unique_ptr<storage::WatchStream> s, BreakableStorage* owner)
+        : inner(std::move(s)), owner(owner) {}
+    asio::awaitable<storage::Result<storage::WatchBatch>> next() override {
+      auto b = co_await inner->next();
+      if (owner->broken.exchange(false)) co_return Errc::unavailable;
+      co_return b;
+    }
+    void request_progress() override { inner->request_progress(); }
+    std::unique_ptr<storage::WatchStream> inner;
+    BreakableStorage* owner;
+  };
+  std::shared_ptr<storage::Storage> inner_;
+};
+
+class LabelIs : public Predicate {
+ public:
+  LabelIs(std::string k, std::string v) : k_(std::move(k)), v_(std::move(v)) {}
+  bool matches(const CachedObject& o) const override {
+    const std::string* v = o.label(k_);
+    return v != nullptr && *v == v_;
+  }
+  bool empty() const override { return false; }
+  std::optional<std::string> exact_field(std::string_view) const override { return std::nullopt; }
+
+ private:
+  std::string k_, v_;
+};
+
+class CacherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto memory = storage::MemoryStorage::open({});
+    ASSERT_TRUE(memory);
+    storage_ = std::make_shared<BreakableStorage>(std::shared_ptr<storage::Storage>(std::move(*memory)));
+  }
+
+  std::shared_ptr<Cacher> make_cacher(CacherOptions o = {}) {
+    o.resource = "configmaps";
+    o.prefix = "/registry/configmaps/";
+    o.kind = "ConfigMap";
+    o.api_version = "v1";
+    if (o.freshness_timeout == 3000ms) o.freshness_timeout = 300ms;
+    auto c = std::make_shared<Cacher>(ioc_.get_executor(), storage_, o);
+    c->start();
+    return c;
+  }
+
+  // Runs `body` on the io_context until it finishes, within a deadline.
+  template <class F>
+  void run(F body, std::chrono::seconds deadline = 10s) {
+    bool done = false;
+    asio::co_spawn(ioc_, body(), [&](std::exception_ptr e) {
+      done = true;
+      if (e) std::rethrow_exception(e);
+    });
+    const auto until = std::chrono::steady_clock::now() + deadline;
+    while (!done && std::chrono::steady_clock::now() < until) ioc_.run_one_for(100ms);
+    EXPECT_TRUE(done) << "test body did not finish within the deadline";
+  }
+
+  asio::awaitable<void> wait_ready(Cacher& c) {
+    asio::steady_timer t(co_await asio::this_coro::executor);
+    for (int i = 0; i < 500 && !c.ready(); ++i) {
+      t.expires_after(5ms);
+      co_await t.async_wait(asio::use_awaitable);
+    }
+    EXPECT_TRUE(c.ready());
+  }
+
+  asio::awaitable<std::int64_t> put(const std::string& name, const std::string& labels = "{}") {
+    auto r = co_await storage_->guaranteed_update(
+        "/registry/configmaps/default/" + name, [&](const storage::KeyValue*) {
+          return storage::Result<std::string>(R"({"metadata":{"name":")" + name +
+                                              R"(","namespace":"default","labels":)" + labels +
+                                              "}}");
+        });
+    EXPECT_TRUE(r);
+    co_return r ? r->mod_revision : 0;
+  }
+
+  // Reads frames until `n` arrived (bookmarks skipped unless asked) or the session ends.
+  asio::awaitable<std::vector<WatchFrame>> read(WatchSession& s, std::size_t n,
+                                                bool keep_bookmarks = false) {
+    std::vector<WatchFrame> out;
+    while (out.size() < n) {
+      auto frames = co_await s.next();
+      if (!frames) break;
+      for (auto& f : *frames) {
+        if (f.type == EventType::bookmark && !keep_bookmarks) continue;
+        out.push_back(std::move(f));
+      }
+    }
+    co_return out;
+  }
+
+  WatchRequest request(std::optional<std::int64_t> rv, std::chrono::seconds life = 30s) {
+    WatchRequest r;
+    r.prefix = "/registry/configmaps/";
+    r.resource_version = rv;
+    r.deadline = std::chrono::steady_clock::now() + life;
+    return r;
+  }
+
+  asio::io_context ioc_;
+  std::shared_ptr<BreakableStorage> storage_;
+};
+
+TEST_F(CacherTest, WatchFromAVersionSeesEveryLaterChangeOnceInOrder) {
+  auto cacher = make_cacher();
+  run([&]() -> asio::awaitable<void> {
+    co_await wait_ready(*cacher);
+    const auto start = co_await put("a");
+    auto session = co_await cacher->watch(request(start));
+    EXPECT_TRUE(session);
+    if (!session) co_return;
+    std::vector<std::int64_t> written;
+    for (int i = 0; i < 50; ++i) {
+      written.push_back(co_await put("o" + std::to_string(i % 7), R"({"i":")" + std::to_string(i) + "\"}"));
+    }
+    auto frames = co_await read(**session, 50);
+    CO_ASSERT_EQ(frames.size(), 50u);
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+      EXPECT_EQ(frames[i].object->resource_version, written[i]);
+      EXPECT_EQ(frames[i].type, i < 7 ? EventType::added : EventType::modified);
+    }
+  });
+}
+
+TEST_F(CacherTest, UnsetVersionStartsWithTheCurrentStateAsAdded) {
+  auto cacher = make_cacher();
+  run([&]() -> asio::awaitable<void> {
+    co_await put("b");
+    co_await put("a");
+    co_await wait_ready(*cacher);
+    auto session = co_await cacher->watch(request(std::nullopt));
+    EXPECT_TRUE(session);
+    if (!session) co_return;
+    auto frames = co_await read(**session, 2);
+    CO_ASSERT_EQ(frames.size(), 2u);
+    EXPECT_EQ(frames[0].object->name, "a");  // sorted by key
+    EXPECT_EQ(frames[1].object->name, "b");
+    EXPECT_EQ(frames[0].type, EventType::added);
+  });
+}
+
+TEST_F(CacherTest, SelectorTransitionsBecomeAddedAndDeleted) {
+  auto cacher = make_cacher();
+  run([&]() -> asio::awaitable<void> {
+    co_await wait_ready(*cacher);
+    const auto start = co_await put("x", R"({"app":"db"})");
+    auto req = request(start);
+    req.predicate = std::make_shared<LabelIs>("app", "web");
+    auto session = co_await cacher->watch(std::move(req));
+    EXPECT_TRUE(session);
+    if (!session) co_return;
+    const auto enter = co_await put("x", R"({"app":"web"})");
+    const auto stay = co_await put("x", R"({"app":"web","v":"2"})");
+    const auto leave = co_await put("x", R"({"app":"db"})");
+    co_await put("x", R"({"app":"db","v":"3"})");  // not matching before or after: nothing
+    auto frames = co_await read(**session, 3);
+    CO_ASSERT_EQ(frames.size(), 3u);
+    EXPECT_EQ(frames[0].type, EventType::added);
+    EXPECT_EQ(frames[0].object->resource_version, enter);
+    EXPECT_EQ(frames[1].type, EventType::modified);
+    EXPECT_EQ(frames[1].object->resource_version, stay);
+    EXPECT_EQ(frames[2].type, EventType::deleted);
+    EXPECT_EQ(frames[2].object->resource_version, leave);
+    EXPECT_EQ(*frames[2].object->label("app"), "web");  // the previous content
+  });
+}
+
+TEST_F(CacherTest, VersionOlderThanTheWindowIsGone) {
+  CacherOptions o;
+  o.lower_capacity = o.upper_capacity = 4;
+  auto cacher = make_cacher(o);
+  run([&]() -> asio::awaitable<void> {
+    co_await wait_ready(*cacher);
+    const auto first = co_await put("a");
+    for (int i = 0; i < 6; ++i) co_await put("a", R"({"i":")" + std::to_string(i) + "\"}");
+    auto fresh = co_await cacher->wait_until_fresh(first + 6);
+    EXPECT_TRUE(fresh);
+    auto session = co_await cacher->watch(request(first));
+    CO_ASSERT_FALSE(session);
+    EXPECT_EQ(session.error(), Errc::gone);
+  });
+}
+
+TEST_F(CacherTest, VersionAheadOfStorageTimesOutAfterTheFreshnessWait) {
+  auto cacher = make_cacher();
+  run([&]() -> asio::awaitable<void> {
+    co_await wait_ready(*cacher);
+    const auto started = std::chrono::steady_clock::now();
+    auto session = co_await cacher->watch(request(1'000'000));
+    CO_ASSERT_FALSE(session);
+    EXPECT_EQ(session.error(), Errc::timeout);
+    EXPECT_GE(std::chrono::steady_clock::now() - started, 250ms);
+  });
+}
+
+TEST_F(CacherTest, StalledWatcherIsTerminatedWhileOthersGetEveryEvent) {
+  CacherOptions o;
+  o.watcher_buffer = 8;
+  auto cacher = make_cacher(o);
+  run([&]() -> asio::awaitable<void> {
+    co_await wait_ready(*cacher);
+    const auto start = co_await put("seed");
+    auto stalled = co_await cacher->watch(request(start));
+    auto fast = co_await cacher->watch(request(start));
+    EXPECT_TRUE(stalled && fast);
+    if (!stalled || !fast) co_return;
+    // The fast reader drains concurrently while 100 events are written.
+    std::size_t fast_seen = 0;
+    bool fast_done = false;
+    asio::co_spawn(
+        co_await asio::this_coro::executor,
+        [&]() -> asio::awaitable<void> {
+          auto frames = co_await read(**fast, 100);
+          fast_seen = frames.size();
+          fast_done = true;
+        },
+        [](std::exception_ptr e) {
+          if (e) std::rethrow_exception(e);
+        });
+    for (int i = 0; i < 100; ++i) co_await put("k" + std::to_string(i));
+    asio::steady_timer t(co_await asio::this_coro::executor);
+    for (int i = 0; i < 400 && !fast_done; ++i) {
+      t.expires_after(5ms);
+      co_await t.async_wait(asio::use_awaitable);
+    }
+    EXPECT_EQ(fast_seen, 100u);
+    EXPECT_EQ(cacher->counters().watchers_terminated.load(), 1u);
+    auto rest = co_await (*stalled)->next();  // buffered frames were dropped with the channel
+    while (rest) rest = co_await (*stalled)->next();
+    EXPECT_EQ(rest.error(), Errc::unavailable);
+  });
+}
+
+TEST_F(CacherTest, LostStorageWatchReListsAndEndsWatchers) {
+  auto cacher = make_cacher();
+  run([&]() -> asio::awaitable<void> {
+    co_await wait_ready(*cacher);
+    const auto start = co_await put("a");
+    auto session = co_await cacher->watch(request(start));
+    EXPECT_TRUE(session);
+    if (!session) co_return;
+    storage_->broken = true;
+    co_await put("b");  // wakes the storage watch, which now fails
+    auto frames = co_await (*session)->next();
+    while (frames) frames = co_await (*session)->next();
+    EXPECT_EQ(frames.error(), Errc::unavailable);
+    co_await wait_ready(*cacher);
+    EXPECT_EQ(cacher->counters().relists.load(), 1u);
+    // A client re-listing now sees both objects.
+    EXPECT_EQ(cacher->list("/registry/configmaps/", "", 0, nullptr).objects.size(), 2u);
+  });
+}
+
+TEST_F(CacherTest, BookmarksArriveWhileQuietAndMarkTheEndOfInitialEvents) {
+  CacherOptions o;
+  o.bookmark_interval = 50ms;
+  auto cacher = make_cacher(o);
+  run([&]() -> asio::awaitable<void> {
+    const auto written = co_await put("a");
+    co_await wait_ready(*cacher);
+    EXPECT_TRUE(co_await cacher->wait_until_fresh(written));
+    auto req = request(0);
+    req.send_initial_events = true;
+    req.allow_bookmarks = true;
+    auto session = co_await cacher->watch(std::move(req));
+    EXPECT_TRUE(session);
+    if (!session) co_return;
+    auto frames = co_await read(**session, 3, true);
+    CO_ASSERT_EQ(frames.size(), 3u);
+    EXPECT_EQ(frames[0].type, EventType::added);
+    EXPECT_EQ(frames[1].type, EventType::bookmark);
+    EXPECT_NE(frames[1].object->json.find("k8s.io/initial-events-end"), std::string::npos);
+    EXPECT_EQ(frames[2].type, EventType::bookmark);  // periodic
+    EXPECT_EQ(frames[2].object->json.find("initial-events-end"), std::string::npos);
+  });
+}
+
+TEST_F(CacherTest, SessionEndsAtItsDeadline) {
+  auto cacher = make_cacher();
+  run([&]() -> asio::awaitable<void> {
+    co_await wait_ready(*cacher);
+    auto req = request(std::nullopt);
+    req.deadline = std::chrono::steady_clock::now() + 200ms;
+    auto session = co_await cacher->watch(std::move(req));
+    EXPECT_TRUE(session);
+    if (!session) co_return;
+    auto frames = co_await (*session)->next();
+    CO_ASSERT_FALSE(frames);
+    EXPECT_EQ(frames.error(), boost::asio::error::eof);
+    EXPECT_EQ(cacher->counters().watchers.load(), 1);
+    session->reset();
+    EXPECT_EQ(cacher->counters().watchers.load(), 0);
+  });
+}
+
+}  // namespace
+}  // namespace kwatch::watch
