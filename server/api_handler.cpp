@@ -19,6 +19,7 @@
 #include <charconv>
 #include <chrono>
 #include <random>
+#include <set>
 
 namespace kwatch::server {
 
@@ -583,7 +584,15 @@ asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& /*request
   auto rv = parse_rv(url.param("resourceVersion"));
   if (!rv) co_return error_response(rv.error());
   const std::string match = url.param("resourceVersionMatch").value_or("");
-  const bool send_initial = url.param("sendInitialEvents").value_or("") == "true";
+  // strconv.ParseBool's spellings, as kube-apiserver accepts them.
+  const std::string send_initial_text = url.param("sendInitialEvents").value_or("");
+  static const std::set<std::string> kTrue{"1", "t", "T", "TRUE", "true", "True"};
+  static const std::set<std::string> kFalse{"0", "f", "F", "FALSE", "false", "False", ""};
+  if (!kTrue.count(send_initial_text) && !kFalse.count(send_initial_text)) {
+    co_return error_response({Errc::bad_request,
+                              "invalid value for sendInitialEvents: " + send_initial_text, {}});
+  }
+  const bool send_initial = kTrue.count(send_initial_text) > 0;
   if (!match.empty() && (match != "NotOlderThan" || !send_initial)) {
     co_return error_response({Errc::bad_request,
                               "resourceVersionMatch is forbidden for watch unless "

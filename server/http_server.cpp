@@ -7,6 +7,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -187,6 +188,23 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(beast::tcp_stream& stream
   stream.expires_after(limits.write_timeout);
   auto [hec, hn] = co_await http::async_write_header(stream, sr, use_tuple);
   if (hec) co_return;
+  // A client that hangs up is noticed at once, not at the next event: one read stays pending
+  // on the raw socket (beside the stream's timeouts) and ends the watch when it completes.
+  if (response.watch) {
+    std::weak_ptr<watch::WatchSession> session = response.watch;
+    auto executor = co_await asio::this_coro::executor;
+    asio::co_spawn(
+        executor,
+        [&socket = stream.socket(), session]() -> asio::awaitable<void> {
+          std::array<char, 512> discard;
+          for (;;) {
+            auto [ec, n] = co_await socket.async_read_some(asio::buffer(discard), use_tuple);
+            if (ec) break;
+          }
+          if (auto s = session.lock()) s->stop();
+        },
+        [](std::exception_ptr e) { log_task_failure(e, "watch hang-up reader"); });
+  }
   std::vector<asio::const_buffer> buffers;
   if (!response.body.empty()) {
     buffers.emplace_back(response.body.data(), response.body.size());
@@ -230,13 +248,14 @@ asio::awaitable<void> HttpServer::Impl::stream_websocket(beast::tcp_stream strea
   auto executor = co_await asio::this_coro::executor;
   asio::co_spawn(
       executor,
-      [ws]() -> asio::awaitable<void> {
+      [ws, session = std::weak_ptr<watch::WatchSession>(response.watch)]() -> asio::awaitable<void> {
         beast::flat_buffer discard;
         for (;;) {
           auto [ec, n] = co_await ws->async_read(discard, use_tuple);
-          if (ec) co_return;
+          if (ec) break;
           discard.consume(discard.size());
         }
+        if (auto s = session.lock()) s->stop();
       },
       [](std::exception_ptr e) { log_task_failure(e, "websocket reader"); });
   if (!response.body.empty()) {
@@ -256,6 +275,7 @@ asio::awaitable<void> HttpServer::Impl::stream_websocket(beast::tcp_stream strea
       }
     }
   }
+  response.watch.reset();  // unregisters now, not when the close handshake ends
   co_await ws->async_close(websocket::close_code::normal, use_tuple);
 }
 

@@ -528,6 +528,12 @@ WatchSession::~WatchSession() {
   if (auto cacher = cacher_.lock()) cacher->unregister_watcher(*watcher_);
 }
 
+void WatchSession::stop() {
+  if (!watcher_) return;
+  watcher_->ended = true;
+  watcher_->channel.cancel();
+}
+
 asio::awaitable<storage::Result<std::vector<WatchFrame>>> WatchSession::next() {
   constexpr std::size_t kBatch = 512;
   std::vector<WatchFrame> frames;

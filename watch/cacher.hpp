@@ -35,7 +35,9 @@ struct CacherOptions {
   std::size_t lower_capacity = 100;
   std::size_t upper_capacity = 100 * 1024;
   std::chrono::milliseconds bookmark_interval{60'000};
-  std::size_t watcher_buffer = 1024;  // events queued per watcher before it counts as blocked
+  // Events queued per watcher before it counts as blocked. Frames hold shared references to
+  // cached objects, so a full queue costs pointers, not copies.
+  std::size_t watcher_buffer = 100;
   std::chrono::milliseconds freshness_timeout{3'000};
   FieldsFn fields;
 };
@@ -64,6 +66,9 @@ class WatchSession {
   // with `asio::error::eof` at the deadline, and with `Errc::unavailable` when the cacher ended
   // the watch (slow client, re-list, shutdown).
   boost::asio::awaitable<storage::Result<std::vector<WatchFrame>>> next();
+  // Ends the watch from the transport's side (the client went away); a pending or later
+  // `next()` completes with `Errc::unavailable`. Thread-safe.
+  void stop();
 
   // Pre-stream error (e.g. 410 after acceptance) to send as an ERROR event, if any.
   const ObjectPtr& error() const { return error_; }
