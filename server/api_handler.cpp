@@ -167,6 +167,11 @@ ApiResult<registry::ListQuery> list_query(const Url& url) {
   q.continue_token = url.param("continue").value_or("");
   q.resource_version = url.param("resourceVersion").value_or("");
   q.resource_version_match = url.param("resourceVersionMatch").value_or("");
+  if (!q.resource_version_match.empty() && q.resource_version_match != "NotOlderThan" &&
+      q.resource_version_match != "Exact") {
+    return registry::api_error(Errc::bad_request,
+                               "unsupported resourceVersionMatch: " + q.resource_version_match);
+  }
   if (!q.resource_version_match.empty() && q.resource_version.empty()) {
     return registry::api_error(Errc::bad_request,
                                "resourceVersionMatch is forbidden unless resourceVersion is "
