@@ -749,6 +749,12 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove_collection(const 
   co_return std::move(*listed);
 }
 
+asio::awaitable<ApiResult<void>> ResourceStore::ping() {
+  auto r = co_await storage_->current_revision();
+  if (!r) co_return ApiError(Errc::unavailable, "storage: " + r.error().message());
+  co_return ApiResult<void>{};
+}
+
 asio::awaitable<ApiResult<void>> ResourceStore::ensure_namespace(std::string name) {
   const ResourceInfo* info = scheme_->find("", "v1", "namespaces");
   json::object body{{"apiVersion", "v1"}, {"kind", "Namespace"},

@@ -82,6 +82,9 @@ class ResourceStore {
   boost::asio::awaitable<ApiResult<boost::json::object>> remove_collection(
       const ResourceInfo& info, std::string ns, ListQuery query, DeleteQuery del);
 
+  // Whether storage answers (readiness).
+  boost::asio::awaitable<ApiResult<void>> ping();
+
   // Creates the namespace if it is absent (start-up defaults).
   boost::asio::awaitable<ApiResult<void>> ensure_namespace(std::string name);
 

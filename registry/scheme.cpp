@@ -72,7 +72,7 @@ std::optional<std::string> ResourceInfo::field_value(const json::object& object,
   return scalar_text(v);
 }
 
-std::shared_ptr<Scheme> Scheme::builtin() {
+std::shared_ptr<Scheme> Scheme::builtin(const std::string& storage_prefix) {
   auto scheme = std::make_shared<Scheme>();
   auto core = [&](std::string kind, std::string resource, std::string singular, bool namespaced,
                   std::vector<std::string> short_names, std::vector<std::string> fields = {},
@@ -101,6 +101,10 @@ std::shared_ptr<Scheme> Scheme::builtin() {
                            {"deploy"}, {"all"}, {}, true, true});
   scheme->add(ResourceInfo{"coordination.k8s.io", "v1", "Lease", "leases", "lease", true, {}, {},
                            {}, true, false});
+  {
+    std::unique_lock lock(scheme->mutex_);
+    for (auto& r : scheme->resources_) r->storage_prefix = storage_prefix;
+  }
   return scheme;
 }
 

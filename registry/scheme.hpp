@@ -31,11 +31,12 @@ struct ResourceInfo {
   // Patch types accepted; strategic merge patch only for built-in kinds.
   bool strategic_merge_patch = true;
   bool has_status = false;  // serves a /status subresource
+  std::string storage_prefix = "/registry";  // --etcd-prefix: where every key of kwatch lives
 
   std::string api_version() const { return group.empty() ? version : group + "/" + version; }
   std::string list_kind() const { return kind + "List"; }
   // "/registry/pods/" — every object of the resource lives below it.
-  std::string key_prefix() const { return "/registry/" + resource + "/"; }
+  std::string key_prefix() const { return storage_prefix + "/" + resource + "/"; }
   // "/registry/pods/<ns>/" or, cluster-scoped or across namespaces (empty ns), key_prefix().
   std::string namespace_prefix(std::string_view ns) const;
   std::string key(std::string_view ns, std::string_view name) const;
@@ -55,7 +56,8 @@ struct GroupVersion {
 class Scheme {
  public:
   // The built-in core/v1, apps/v1 and coordination.k8s.io/v1 resources.
-  static std::shared_ptr<Scheme> builtin();
+  // Keys live under `storage_prefix` (no trailing slash), "/registry" by default.
+  static std::shared_ptr<Scheme> builtin(const std::string& storage_prefix = "/registry");
 
   const ResourceInfo* find(std::string_view group, std::string_view version,
                            std::string_view resource) const;

@@ -249,6 +249,7 @@ asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
     response = text_response(200, "ok");
   } else if (seg[0] == "readyz") {
     std::string failing;
+    if (auto ping = co_await store_->ping(); !ping) failing += "[-]storage: " + ping.error().message + "\n";
     if (!ready_) failing += "[-]namespaces not initialized\n";
     for (const auto& [info, cacher] : cachers_) {
       if (!cacher->ready()) failing += "[-]watch cache " + info->resource + " not ready\n";

@@ -28,7 +28,7 @@ namespace {
 // Like kube-apiserver's compactor: every interval, compact to the revision seen one interval
 // ago, so that history stays bounded but a watcher always has at least one interval to catch up.
 asio::awaitable<void> compact_periodically(std::shared_ptr<storage::Storage> storage,
-                                           std::chrono::seconds interval) {
+                                           std::chrono::milliseconds interval) {
   asio::steady_timer timer(co_await asio::this_coro::executor);
   std::int64_t previous = 0;
   for (;;) {
@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
   const unsigned threads =
       options.io_threads > 0 ? options.io_threads : std::max(1u, std::thread::hardware_concurrency());
   asio::io_context ioc(static_cast<int>(threads));
-  auto scheme = registry::Scheme::builtin();
+  auto scheme = registry::Scheme::builtin(options.etcd_prefix);
   auto store = std::make_shared<registry::ResourceStore>(storage, scheme);
   auto metrics = std::make_shared<server::Metrics>();
   const std::string address = options.bind_address + ":" + std::to_string(options.port);
@@ -125,15 +125,23 @@ int main(int argc, char** argv) {
   asio::co_spawn(
       ioc,
       [store, handler]() -> asio::awaitable<void> {
+        // Retries until storage answers: with etcd, kwatch may start before its cluster.
+        asio::steady_timer retry(co_await asio::this_coro::executor);
         for (const char* ns : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
-          auto r = co_await store->ensure_namespace(ns);
-          if (!r) throw std::runtime_error("cannot create namespace " + std::string(ns) + ": " +
-                                           r.error().message);
+          for (;;) {
+            auto r = co_await store->ensure_namespace(ns);
+            if (r) break;
+            spdlog::warn("cannot create namespace {} yet: {}", ns, r.error().message);
+            retry.expires_after(std::chrono::seconds(1));
+            co_await retry.async_wait(asio::use_awaitable);
+          }
         }
         handler->set_ready(true);
       },
       log_failure);
-  asio::co_spawn(ioc, compact_periodically(storage, std::chrono::minutes(5)), log_failure);
+  if (options.compaction_interval.count() > 0) {
+    asio::co_spawn(ioc, compact_periodically(storage, options.compaction_interval), log_failure);
+  }
 
   asio::signal_set signals(ioc, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code&, int sig) {

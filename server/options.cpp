@@ -2,6 +2,7 @@
 
 #include <boost/asio/ip/address.hpp>
 
+#include <cctype>
 #include <charconv>
 #include <functional>
 #include <map>
@@ -36,6 +37,43 @@ bool parse_bool(const std::string& text, bool& out) {
 
 }  // namespace
 
+std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
+  if (text == "0") return std::chrono::milliseconds(0);
+  if (text.empty()) return std::nullopt;
+  double total_ms = 0;
+  while (!text.empty()) {
+    std::size_t i = 0;
+    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+    if (i == 0) return std::nullopt;
+    double value = 0;
+    try {
+      value = std::stod(std::string(text.substr(0, i)));
+    } catch (...) {
+      return std::nullopt;
+    }
+    text.remove_prefix(i);
+    double unit = 0;
+    if (text.starts_with("ms")) {
+      unit = 1;
+      text.remove_prefix(2);
+    } else if (text.starts_with("s")) {
+      unit = 1000;
+      text.remove_prefix(1);
+    } else if (text.starts_with("m")) {
+      unit = 60'000;
+      text.remove_prefix(1);
+    } else if (text.starts_with("h")) {
+      unit = 3'600'000;
+      text.remove_prefix(1);
+    } else {
+      return std::nullopt;
+    }
+    total_ms += value * unit;
+  }
+  if (total_ms > 1e12) return std::nullopt;
+  return std::chrono::milliseconds(static_cast<std::int64_t>(total_ms));
+}
+
 std::string usage() {
   return R"(kwatch-apiserver: a Kubernetes-compatible API server with a high-performance watch cache.
 
@@ -44,7 +82,11 @@ Usage: kwatch-apiserver [flags]
 Flags:
   --bind-address=IP          address to serve plain HTTP on (default 127.0.0.1)
   --port=N                   port to serve plain HTTP on (default 8080; 0 picks a free port)
-  --storage-backend=NAME     "memory" (embedded MVCC store, default)
+  --storage-backend=NAME     "memory" (embedded MVCC store, default) or "etcd3"
+  --etcd-servers=URLS        etcd endpoints, comma-separated (default http://127.0.0.1:2379)
+  --etcd-prefix=PATH         key prefix of every object (default /registry; also for memory)
+  --etcd-cafile, --etcd-certfile, --etcd-keyfile=FILE   TLS to etcd (https endpoints)
+  --etcd-compaction-interval=D   compact storage history every D (default 5m; 0 disables)
   --data-dir=DIR             persist the embedded store in DIR (default: empty, in memory only)
   --data-dir-fsync=BOOL      fdatasync every write before acknowledging it (default true)
   --io-threads=N             threads serving I/O (default: number of cores)
@@ -76,7 +118,9 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
        }},
       {"storage-backend",
        [&](const std::string& v) -> std::string {
-         if (v != "memory") return "unsupported storage backend (supported: memory)";
+         if (v != "memory" && v != "etcd3") {
+           return "unsupported storage backend (supported: memory, etcd3)";
+         }
          o.storage_backend = v;
          return "";
        }},
@@ -120,14 +164,44 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
        }},
       {"watch-bookmark-interval",
        [&](const std::string& v) -> std::string {
-         std::size_t n = 0;
-         const bool ms = v.size() > 2 && v.ends_with("ms");
-         const bool s = !ms && v.size() > 1 && v.ends_with("s");
-         if ((!ms && !s) ||
-             !parse_number<std::size_t>(v.substr(0, v.size() - (ms ? 2 : 1)), n, 1, 86'400'000)) {
-           return "expected a duration such as 60s or 500ms";
+         auto d = parse_duration(v);
+         if (!d || d->count() <= 0) return "expected a positive duration such as 60s or 500ms";
+         o.watch_bookmark_interval = *d;
+         return "";
+       }},
+      {"etcd-servers",
+       [&](const std::string& v) -> std::string {
+         o.etcd_servers.clear();
+         std::size_t start = 0;
+         for (;;) {
+           auto comma = v.find(',', start);
+           std::string url = v.substr(start, comma == std::string::npos ? std::string::npos
+                                                                      : comma - start);
+           if (!url.starts_with("http://") && !url.starts_with("https://")) {
+             return "expected http(s)://host:port[,http(s)://host:port...]";
+           }
+           o.etcd_servers.push_back(url);
+           if (comma == std::string::npos) break;
+           start = comma + 1;
          }
-         o.watch_bookmark_interval = ms ? std::chrono::milliseconds(n) : std::chrono::seconds(n);
+         return "";
+       }},
+      {"etcd-prefix",
+       [&](const std::string& v) -> std::string {
+         if (v.empty() || v[0] != '/' || (v.size() > 1 && v.back() == '/')) {
+           return "must start with / and not end with /";
+         }
+         o.etcd_prefix = v;
+         return "";
+       }},
+      {"etcd-cafile", [&](const std::string& v) -> std::string { o.etcd_cafile = v; return ""; }},
+      {"etcd-certfile", [&](const std::string& v) -> std::string { o.etcd_certfile = v; return ""; }},
+      {"etcd-keyfile", [&](const std::string& v) -> std::string { o.etcd_keyfile = v; return ""; }},
+      {"etcd-compaction-interval",
+       [&](const std::string& v) -> std::string {
+         auto d = parse_duration(v);
+         if (!d) return "expected a duration such as 5m or 0 to disable";
+         o.compaction_interval = *d;
          return "";
        }},
       {"min-request-timeout",

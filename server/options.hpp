@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <variant>
 #include <vector>
@@ -24,7 +26,19 @@ struct Options {
   std::map<std::string, std::size_t> watch_cache_sizes;
   std::chrono::milliseconds watch_bookmark_interval{60'000};
   std::chrono::seconds min_request_timeout{1800};
+  // etcd3 backend
+  std::vector<std::string> etcd_servers{"http://127.0.0.1:2379"};
+  std::string etcd_prefix = "/registry";
+  std::string etcd_cafile;
+  std::string etcd_certfile;
+  std::string etcd_keyfile;
+  // kwatch compacts storage like kube-apiserver: every interval, to the revision seen one
+  // interval before (0 disables).
+  std::chrono::milliseconds compaction_interval{5 * 60 * 1000};
 };
+
+// Go-style durations as Kubernetes flags take them: "300ms", "1.5s", "5m", "1h2m3s", "0".
+std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);
 
 // What the command line asks for: run with options, print help/version, or an error message.
 struct ParseHelp {};

@@ -33,11 +33,46 @@ TEST(Options, UnknownFlagsAndBadValuesAreErrors) {
   for (auto args : std::vector<std::vector<std::string>>{
            {"--nope=1"}, {"--port=70000"}, {"--port=abc"}, {"--bind-address=999.1.1.1"},
            {"--storage-backend=sqlite"}, {"--io-threads=0"}, {"--port"}, {"positional"},
-           {"--data-dir-fsync=maybe"}, {"--log-level=loud"}}) {
+           {"--data-dir-fsync=maybe"}, {"--log-level=loud"}, {"--etcd-servers=127.0.0.1:2379"},
+           {"--etcd-prefix=registry"}, {"--etcd-compaction-interval=soon"},
+           {"--watch-bookmark-interval=0"}, {"--watch-cache-sizes=pods"}}) {
     auto outcome = parse_options(args);
     ASSERT_TRUE(std::holds_alternative<ParseError>(outcome)) << args[0];
     EXPECT_FALSE(std::get<ParseError>(outcome).message.empty());
   }
+}
+
+TEST(Options, EtcdFlagsAreParsed) {
+  auto o = std::get<Options>(parse_options(
+      {"--storage-backend=etcd3", "--etcd-servers=http://127.0.0.1:1,https://127.0.0.1:2",
+       "--etcd-prefix=/kw", "--etcd-compaction-interval=1m30s", "--etcd-cafile=/ca"}));
+  EXPECT_EQ(o.storage_backend, "etcd3");
+  EXPECT_EQ(o.etcd_servers, (std::vector<std::string>{"http://127.0.0.1:1", "https://127.0.0.1:2"}));
+  EXPECT_EQ(o.etcd_prefix, "/kw");
+  EXPECT_EQ(o.compaction_interval, std::chrono::seconds(90));
+  EXPECT_EQ(o.etcd_cafile, "/ca");
+}
+
+TEST(Options, DurationsFollowGoSyntax) {
+  EXPECT_EQ(parse_duration("0"), std::chrono::milliseconds(0));
+  EXPECT_EQ(parse_duration("250ms"), std::chrono::milliseconds(250));
+  EXPECT_EQ(parse_duration("1.5s"), std::chrono::milliseconds(1500));
+  EXPECT_EQ(parse_duration("5m0s"), std::chrono::minutes(5));
+  EXPECT_EQ(parse_duration("1h2m"), std::chrono::minutes(62));
+  EXPECT_FALSE(parse_duration("5"));
+  EXPECT_FALSE(parse_duration("m"));
+  EXPECT_FALSE(parse_duration("5x"));
+}
+
+TEST(Options, WatchCacheFlagsAreParsed) {
+  auto o = std::get<Options>(parse_options(
+      {"--watch-cache-sizes=pods#500,configmaps#100", "--default-watch-cache-size=200",
+       "--watch-bookmark-interval=2s", "--min-request-timeout=60"}));
+  EXPECT_EQ(o.watch_cache_sizes.at("pods"), 500u);
+  EXPECT_EQ(o.watch_cache_sizes.at("configmaps"), 100u);
+  EXPECT_EQ(o.default_watch_cache_size, 200u);
+  EXPECT_EQ(o.watch_bookmark_interval, std::chrono::seconds(2));
+  EXPECT_EQ(o.min_request_timeout, std::chrono::seconds(60));
 }
 
 }  // namespace
