@@ -41,8 +41,7 @@ ApiError detailed(const ResourceInfo& info, Errc code, std::string name, std::st
 }
 
 ApiError not_found(const ResourceInfo& info, const std::string& name) {
-  return detailed(info, Errc::not_found, name,
-                  qualified_resource(info) + " \"" + name + "\" not found");
+  return not_found_error(info, name);
 }
 
 ApiError already_exists(const ResourceInfo& info, const std::string& name) {
@@ -277,6 +276,11 @@ std::string list_start_key(const ResourceInfo& info, const std::string& ns,
 }
 
 }  // namespace
+
+ApiError not_found_error(const ResourceInfo& info, const std::string& name) {
+  return detailed(info, Errc::not_found, name,
+                  qualified_resource(info) + " \"" + name + "\" not found");
+}
 
 ResourceStore::ResourceStore(std::shared_ptr<storage::Storage> storage,
                              std::shared_ptr<Scheme> scheme)

@@ -50,6 +50,9 @@ struct WriteQuery {
   std::string subresource;  // "" or "status"
 };
 
+// `configmaps "x" not found`, as kube-apiserver words it, with the Status details.
+ApiError not_found_error(const ResourceInfo& info, const std::string& name);
+
 class ResourceStore {
  public:
   ResourceStore(std::shared_ptr<storage::Storage> storage, std::shared_ptr<Scheme> scheme);

@@ -527,6 +527,21 @@ std::string render_list(const ResourceInfo& info, const watch::CacheList& list,
   return out;
 }
 
+// A cached JSON object or list as kubectl's Table.
+std::string table_of(const ResourceInfo& info, std::string_view json_text) {
+  boost::system::error_code ec;
+  auto parsed = json::parse(json_text, ec);
+  if (ec || !parsed.is_object()) return std::string(json_text);
+  return json::serialize(to_table(info, parsed.get_object(), std::chrono::system_clock::now()));
+}
+
+// Why a read at `rv` could not wait for the cache: 504 when it stayed behind, else 429.
+ApiResponse freshness_error(boost::system::error_code ec, std::int64_t rv,
+                            const watch::Cacher& cacher) {
+  if (ec == Errc::timeout) return error_response(too_large(rv, cacher.resource_version()));
+  return error_response(not_ready());
+}
+
 std::string status_line(const ApiError& error) {
   return std::string(watch::frame_prefix(watch::EventType::error)) +
          json::serialize(status_object(error)) + std::string(watch::kFrameSuffix);
@@ -681,10 +696,7 @@ asio::awaitable<ApiResponse> ApiHandler::list_from_cache(const ApiRequest& reque
     auto fresh = co_await cacher->wait_until_fresh(**rv);
     if (!fresh) {
       served = true;
-      if (fresh.error() == Errc::timeout) {
-        co_return error_response(too_large(**rv, cacher->resource_version()));
-      }
-      co_return error_response(not_ready());
+      co_return freshness_error(fresh.error(), **rv, *cacher);
     }
   }
   auto predicate = predicate_of(info, url, "");
@@ -704,13 +716,7 @@ asio::awaitable<ApiResponse> ApiHandler::list_from_cache(const ApiRequest& reque
   served = true;
   ApiResponse r;
   r.body = render_list(info, list, token);
-  if (wants_table(request)) {
-    boost::system::error_code ec;
-    auto parsed = json::parse(r.body, ec);
-    if (!ec && parsed.is_object()) {
-      r.body = json::serialize(to_table(info, parsed.get_object(), std::chrono::system_clock::now()));
-    }
-  }
+  if (wants_table(request)) r.body = table_of(info, r.body);
   co_return r;
 }
 
@@ -726,31 +732,14 @@ asio::awaitable<ApiResponse> ApiHandler::get_from_cache(const ApiRequest& reques
     auto fresh = co_await cacher->wait_until_fresh(**rv);
     if (!fresh) {
       served = true;
-      if (fresh.error() == Errc::timeout) {
-        co_return error_response(too_large(**rv, cacher->resource_version()));
-      }
-      co_return error_response(not_ready());
+      co_return freshness_error(fresh.error(), **rv, *cacher);
     }
   }
   served = true;
   auto object = cacher->get(info.key(route.ns, route.name));
-  if (!object) {
-    ApiError e(Errc::not_found, (info.group.empty() ? info.resource : info.resource + "." + info.group) +
-                                    " \"" + route.name + "\" not found");
-    e.name = route.name;
-    e.group = info.group;
-    e.kind = info.resource;
-    co_return error_response(e);
-  }
+  if (!object) co_return error_response(registry::not_found_error(info, route.name));
   ApiResponse r;
-  r.body = object->json + "\n";
-  if (wants_table(request)) {
-    boost::system::error_code ec;
-    auto parsed = json::parse(object->json, ec);
-    if (!ec && parsed.is_object()) {
-      r.body = json::serialize(to_table(info, parsed.get_object(), std::chrono::system_clock::now()));
-    }
-  }
+  r.body = wants_table(request) ? table_of(info, object->json) : object->json + "\n";
   co_return r;
 }
 

@@ -2,6 +2,7 @@
 
 Only 127.0.0.1. Every wait has a deadline; nothing sleeps for a fixed time to let things settle.
 """
+import atexit
 import http.client
 import json
 import os
@@ -32,22 +33,136 @@ def wait_for(condition, timeout=10.0, what="condition"):
         delay = min(delay * 2, 0.1)
 
 
-class Server:
-    """One kwatch-apiserver process on a free loopback port."""
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
-    def __init__(self, binary, data_dir=None, extra_args=()):
+
+class Etcd:
+    """A real etcd cluster (one or more members) on free loopback ports, stopped by PID."""
+
+    _running = []
+
+    def __init__(self, data_dir, members=1):
+        self.data_dir = data_dir
+        os.makedirs(data_dir, exist_ok=True)
+        self.members = []
+        names = [f"m{i}" for i in range(members)]
+        ports = [(free_port(), free_port()) for _ in names]
+        cluster = ",".join(f"{n}=http://127.0.0.1:{p[1]}" for n, p in zip(names, ports))
+        for name, (client, peer) in zip(names, ports):
+            self.members.append({"name": name, "client": client, "peer": peer, "proc": None,
+                                 "args": ["etcd", "--name", name,
+                                          "--data-dir", os.path.join(data_dir, name),
+                                          "--listen-client-urls", f"http://127.0.0.1:{client}",
+                                          "--advertise-client-urls", f"http://127.0.0.1:{client}",
+                                          "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+                                          "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+                                          "--initial-cluster", cluster,
+                                          "--initial-cluster-state", "new",
+                                          "--heartbeat-interval", "10", "--election-timeout", "100",
+                                          "--log-level", "error"]})
+
+    @staticmethod
+    def available():
+        return shutil.which("etcd") is not None
+
+    def endpoints(self):
+        return ",".join(f"http://127.0.0.1:{m['client']}" for m in self.members)
+
+    def start(self, index=None):
+        for i, m in enumerate(self.members):
+            if index is not None and i != index:
+                continue
+            if m["proc"] is None or m["proc"].poll() is not None:
+                m["log"] = open(os.path.join(self.data_dir, m["name"] + ".log"), "a")
+                m["proc"] = subprocess.Popen(m["args"], stdout=m["log"], stderr=subprocess.STDOUT)
+        if self not in Etcd._running:
+            Etcd._running.append(self)
+        wait_for(self.healthy, timeout=20, what="etcd to serve")
+        return self
+
+    def healthy(self):
+        return self.etcdctl("endpoint", "health", check=False).returncode == 0
+
+    def etcdctl(self, *args, check=True, endpoints=None):
+        env = dict(os.environ, ETCDCTL_API="3")
+        live = endpoints or ",".join(f"127.0.0.1:{m['client']}" for m in self.members
+                                     if m["proc"] is not None and m["proc"].poll() is None)
+        p = subprocess.run(["etcdctl", f"--endpoints={live}", "--command-timeout=5s", *args],
+                           capture_output=True, text=True, env=env, timeout=30)
+        if check and p.returncode != 0:
+            raise AssertionError(f"etcdctl {args} failed: {p.stderr}")
+        return p
+
+    def stop(self, index=None, kill=False):
+        for i, m in enumerate(self.members):
+            if index is not None and i != index:
+                continue
+            proc = m["proc"]
+            if proc is None:
+                continue
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            m["log"].close()
+            m["proc"] = None
+        if index is None and self in Etcd._running:
+            Etcd._running.remove(self)
+
+
+def _stop_all_etcd():
+    for e in list(Etcd._running):
+        e.stop()
+
+
+atexit.register(_stop_all_etcd)
+
+
+def storage_backend():
+    """The backend the suites run against: KWATCH_TEST_STORAGE=etcd3 or the embedded default."""
+    return os.environ.get("KWATCH_TEST_STORAGE", "memory")
+
+
+class Server:
+    """One kwatch-apiserver process on a free loopback port.
+
+    With KWATCH_TEST_STORAGE=etcd3 it runs on a real etcd started for it (one per data_dir, so a
+    restarted server finds its data again), else on the embedded store in data_dir.
+    """
+
+    _etcd_by_dir = {}
+
+    def __init__(self, binary, data_dir=None, extra_args=(), etcd=None):
         self.binary = binary
         self.data_dir = data_dir
         self.extra_args = list(extra_args)
         self.proc = None
         self.port = None
         self.log_path = None
+        self.etcd = etcd
+        if self.etcd is None and storage_backend() == "etcd3":
+            if not Etcd.available():
+                print("etcd is not installed: skipping the etcd3 run of this suite")
+                sys.exit(SKIP)
+            key = data_dir or tempfile.mkdtemp(prefix="kwatch-etcd-")
+            if key not in Server._etcd_by_dir:
+                os.makedirs(key, exist_ok=True)
+                Server._etcd_by_dir[key] = Etcd(os.path.join(key, "etcd") if data_dir else key).start()
+            self.etcd = Server._etcd_by_dir[key]
 
     def start(self):
         fd, self.log_path = tempfile.mkstemp(prefix="kwatch-log-")
         os.close(fd)
         args = [self.binary, "--port=0", "--bind-address=127.0.0.1", "--io-threads=2"]
-        if self.data_dir:
+        if self.etcd is not None:
+            args += ["--storage-backend=etcd3", f"--etcd-servers={self.etcd.endpoints()}"]
+        elif self.data_dir:
             args.append(f"--data-dir={self.data_dir}")
         args += self.extra_args
         self.log = open(self.log_path, "w")
