@@ -1,0 +1,480 @@
+#include "storage/etcd_storage.hpp"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "test/storage/etcd_process.hpp"
+
+namespace kwatch::storage {
+namespace {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using namespace boost::asio::experimental::awaitable_operators;
+using test::EtcdCluster;
+
+// ASSERT_* returns from the function, which a coroutine cannot do.
+#define CO_ASSERT(cond)                          \
+  if (!(cond)) {                                 \
+    ADD_FAILURE() << "assertion failed: " #cond; \
+    co_return;                                   \
+  }
+
+constexpr auto kDeadline = 30s;
+
+// Runs `task` on `ioc` until it finishes or the deadline passes.
+void run(asio::io_context& ioc, asio::awaitable<void> task) {
+  bool done = false;
+  std::exception_ptr error;
+  asio::co_spawn(ioc, std::move(task), [&](std::exception_ptr e) {
+    error = e;
+    done = true;
+    ioc.stop();
+  });
+  ioc.run_for(kDeadline);
+  ioc.restart();
+  ASSERT_TRUE(done) << "task did not finish before the deadline";
+  if (error) std::rethrow_exception(error);
+}
+
+// next() with a deadline: the batch, or `timeout` if nothing came.
+asio::awaitable<Result<WatchBatch>> next_within(WatchStream& stream, std::chrono::milliseconds d) {
+  asio::steady_timer t(co_await asio::this_coro::executor, d);
+  auto r = co_await (stream.next() || t.async_wait(asio::use_awaitable));
+  if (r.index() == 1) co_return Errc::timeout;
+  co_return std::move(std::get<0>(r));
+}
+
+// Collects events until `n` arrived (progress batches are skipped) or something failed.
+asio::awaitable<Result<std::vector<Event>>> collect(WatchStream& stream, std::size_t n,
+                                                    std::chrono::milliseconds d = 5s) {
+  std::vector<Event> events;
+  const auto until = std::chrono::steady_clock::now() + d;
+  while (events.size() < n) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    if (left <= 0ms) co_return Errc::timeout;
+    auto b = co_await next_within(stream, left);
+    if (!b) co_return b.error();
+    for (auto& e : b->events) events.push_back(std::move(e));
+  }
+  co_return events;
+}
+
+class EtcdStorageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!EtcdCluster::available()) GTEST_SKIP() << "etcd/etcdctl not on PATH";
+    cluster_ = EtcdCluster::start(1);
+    ASSERT_TRUE(cluster_) << "etcd did not start";
+  }
+
+  std::shared_ptr<EtcdStorage> open(EtcdStorage::Options options = {}) {
+    if (options.endpoints.empty()) options.endpoints = cluster_->endpoints();
+    auto s = EtcdStorage::open(std::move(options), ioc_.get_executor());
+    EXPECT_TRUE(s) << (s ? "" : s.error().message());
+    return s ? *s : nullptr;
+  }
+
+  asio::io_context ioc_;
+  std::unique_ptr<EtcdCluster> cluster_;
+};
+
+TEST_F(EtcdStorageTest, CreatesGetsUpdatesAndDeletesThroughTheStorageInterface) {
+  auto storage = open();
+  ASSERT_TRUE(storage);
+  run(ioc_, [&]() -> asio::awaitable<void> {
+    auto created = co_await storage->create("/pods/a", "1");
+    CO_ASSERT(created);
+    EXPECT_EQ(created->value, "1");
+    EXPECT_EQ(created->version, 1);
+    EXPECT_EQ(created->create_revision, created->mod_revision);
+    auto again = co_await storage->create("/pods/a", "x");
+    EXPECT_EQ(again.error(), Errc::already_exists);
+
+    auto got = co_await storage->get("/pods/a");
+    CO_ASSERT(got);
+    EXPECT_EQ(got->value, "1");
+    EXPECT_EQ(got->mod_revision, created->mod_revision);
+
+    auto updated = co_await storage->guaranteed_update(
+        "/pods/a", [](const KeyValue* cur) -> Result<std::string> {
+          return cur ? cur->value + "+" : "fresh";
+        });
+    CO_ASSERT(updated);
+    EXPECT_EQ(updated->value, "1+");
+    EXPECT_EQ(updated->version, 2);
+    EXPECT_EQ(updated->create_revision, created->mod_revision);
+    EXPECT_EQ(updated->mod_revision, created->mod_revision + 1);
+
+    // Unchanged bytes write nothing.
+    auto same = co_await storage->guaranteed_update(
+        "/pods/a", [](const KeyValue* cur) -> Result<std::string> { return cur->value; });
+    CO_ASSERT(same);
+    EXPECT_EQ(same->mod_revision, updated->mod_revision);
+
+    // A stale guard fails and returns the current state.
+    auto stale = co_await storage->put_if("/pods/a", created->mod_revision, "lost");
+    CO_ASSERT(stale);
+    EXPECT_FALSE(stale->succeeded);
+    EXPECT_EQ(stale->kv.value, "1+");
+    EXPECT_EQ(stale->kv.mod_revision, updated->mod_revision);
+    EXPECT_EQ(stale->revision, updated->mod_revision);
+
+    // guaranteed_update retries after losing a race.
+    int calls = 0;
+    auto raced = co_await storage->guaranteed_update(
+        "/pods/a", [&](const KeyValue* cur) -> Result<std::string> {
+          ++calls;
+          return cur->value + "!";
+        });
+    CO_ASSERT(raced);
+    EXPECT_EQ(raced->value, "1+!");
+    EXPECT_EQ(calls, 1);
+
+    auto stale_delete = co_await storage->delete_if("/pods/a", created->mod_revision);
+    CO_ASSERT(stale_delete);
+    EXPECT_FALSE(stale_delete->succeeded);
+    EXPECT_EQ(stale_delete->kv.value, "1+!");
+
+    auto deleted = co_await storage->delete_if("/pods/a", raced->mod_revision);
+    CO_ASSERT(deleted);
+    EXPECT_TRUE(deleted->succeeded);
+    EXPECT_EQ(deleted->kv.value, "1+!");
+    EXPECT_EQ(deleted->kv.mod_revision, raced->mod_revision);
+    EXPECT_EQ(deleted->revision, raced->mod_revision + 1);
+    EXPECT_EQ((co_await storage->get("/pods/a")).error(), Errc::not_found);
+
+    auto absent = co_await storage->delete_if("/pods/a");
+    CO_ASSERT(absent);
+    EXPECT_FALSE(absent->succeeded);
+    EXPECT_EQ(absent->kv.mod_revision, 0);
+
+    // Unconditional delete of a present key returns the deleted state.
+    co_await storage->create("/pods/b", "2");
+    auto any = co_await storage->delete_if("/pods/b");
+    CO_ASSERT(any);
+    EXPECT_TRUE(any->succeeded);
+    EXPECT_EQ(any->kv.value, "2");
+
+    auto rev = co_await storage->current_revision();
+    CO_ASSERT(rev);
+    EXPECT_EQ(*rev, any->revision);
+  }());
+}
+
+TEST_F(EtcdStorageTest, ListsAtPastRevisionsWithLimitMoreAndCount) {
+  auto storage = open();
+  ASSERT_TRUE(storage);
+  run(ioc_, [&]() -> asio::awaitable<void> {
+    auto a = co_await storage->create("/pods/a", "a1");
+    co_await storage->create("/pods/b", "b1");
+    auto c = co_await storage->create("/pods/c", "c1");
+    co_await storage->create("/pods0", "outside");  // shares the prefix text, not the prefix
+    CO_ASSERT(a && c);
+    const std::int64_t before = c->mod_revision;
+    co_await storage->put_if("/pods/a", a->mod_revision, "a2");
+    co_await storage->delete_if("/pods/b");
+
+    ListOptions now;
+    now.prefix = "/pods/";
+    auto current = co_await storage->list(now);
+    CO_ASSERT(current);
+    CO_ASSERT(current->kvs.size() == 2);
+    EXPECT_EQ(current->kvs[0].value, "a2");
+    EXPECT_EQ(current->kvs[1].key, "/pods/c");
+    EXPECT_EQ(current->count, 2);
+    EXPECT_FALSE(current->more);
+    EXPECT_EQ(current->revision, *(co_await storage->current_revision()));
+
+    ListOptions past = now;
+    past.revision = before;
+    auto old = co_await storage->list(past);
+    CO_ASSERT(old);
+    CO_ASSERT(old->kvs.size() == 3);
+    EXPECT_EQ(old->kvs[0].value, "a1");
+    EXPECT_EQ(old->kvs[1].key, "/pods/b");
+    EXPECT_EQ(old->revision, before);
+    auto old_a = co_await storage->get("/pods/a", before);
+    CO_ASSERT(old_a);
+    EXPECT_EQ(old_a->value, "a1");
+
+    ListOptions page = past;
+    page.limit = 2;
+    auto first = co_await storage->list(page);
+    CO_ASSERT(first);
+    EXPECT_EQ(first->kvs.size(), 2u);
+    EXPECT_TRUE(first->more);
+    EXPECT_EQ(first->count, 3);
+    page.start_key = first->kvs.back().key + std::string(1, '\0');
+    auto second = co_await storage->list(page);
+    CO_ASSERT(second);
+    CO_ASSERT(second->kvs.size() == 1);
+    EXPECT_EQ(second->kvs[0].key, "/pods/c");
+    EXPECT_FALSE(second->more);
+    EXPECT_EQ(second->count, 1);
+
+    ListOptions count_only = now;
+    count_only.count_only = true;
+    auto counted = co_await storage->list(count_only);
+    CO_ASSERT(counted);
+    EXPECT_TRUE(counted->kvs.empty());
+    EXPECT_EQ(counted->count, 2);
+    EXPECT_EQ(*(co_await storage->count("")), 3);
+
+    ListOptions future = now;
+    future.revision = current->revision + 100;
+    EXPECT_EQ((co_await storage->list(future)).error(), Errc::bad_request);
+  }());
+}
+
+TEST_F(EtcdStorageTest, WatchesFromARevisionWithPrevKvForPutsAndDeletes) {
+  auto storage = open();
+  ASSERT_TRUE(storage);
+  run(ioc_, [&]() -> asio::awaitable<void> {
+    auto a = co_await storage->create("/pods/a", "1");
+    CO_ASSERT(a);
+    auto a2 = co_await storage->put_if("/pods/a", a->mod_revision, "2");
+    co_await storage->create("/nodes/x", "elsewhere");
+    auto gone = co_await storage->delete_if("/pods/a");
+    CO_ASSERT(a2 && gone);
+
+    auto stream = co_await storage->watch("/pods/", a->mod_revision);
+    CO_ASSERT(stream);
+    auto events = co_await collect(**stream, 3);
+    CO_ASSERT(events);
+    CO_ASSERT(events->size() == 3);
+    const auto& e = *events;
+    EXPECT_EQ(e[0].type, EventType::put);
+    EXPECT_EQ(e[0].kv.value, "1");
+    EXPECT_EQ(e[0].kv.version, 1);
+    EXPECT_FALSE(e[0].prev_kv);
+    EXPECT_EQ(e[1].type, EventType::put);
+    EXPECT_EQ(e[1].kv.value, "2");
+    CO_ASSERT(e[1].prev_kv);
+    EXPECT_EQ(e[1].prev_kv->value, "1");
+    EXPECT_EQ(e[2].type, EventType::del);
+    EXPECT_EQ(e[2].kv.key, "/pods/a");
+    EXPECT_EQ(e[2].revision(), gone->revision);
+    CO_ASSERT(e[2].prev_kv);
+    EXPECT_EQ(e[2].prev_kv->value, "2");
+
+    // Live events after catching up, and nothing from other prefixes.
+    co_await storage->create("/nodes/y", "elsewhere");
+    auto b = co_await storage->create("/pods/b", "live");
+    CO_ASSERT(b);
+    auto live = co_await collect(**stream, 1);
+    CO_ASSERT(live);
+    EXPECT_EQ((*live)[0].kv.key, "/pods/b");
+    EXPECT_EQ((*live)[0].revision(), b->mod_revision);
+  }());
+}
+
+TEST_F(EtcdStorageTest, RequestedProgressArrivesAsAnEmptyBatchAtTheCurrentRevision) {
+  auto storage = open();
+  ASSERT_TRUE(storage);
+  run(ioc_, [&]() -> asio::awaitable<void> {
+    auto stream = co_await storage->watch("/pods/", 0);
+    CO_ASSERT(stream);
+    auto other = co_await storage->create("/nodes/x", "1");
+    CO_ASSERT(other);
+    (*stream)->request_progress();
+    auto batch = co_await next_within(**stream, 5s);
+    CO_ASSERT(batch);
+    EXPECT_TRUE(batch->events.empty());
+    EXPECT_GE(batch->revision, other->mod_revision);
+  }());
+}
+
+TEST_F(EtcdStorageTest, CancelledNextCompletesWithOperationAbortedAndLosesNoEvent) {
+  auto storage = open();
+  ASSERT_TRUE(storage);
+  run(ioc_, [&]() -> asio::awaitable<void> {
+    auto stream = co_await storage->watch("/pods/", 0);
+    CO_ASSERT(stream);
+    asio::steady_timer t(co_await asio::this_coro::executor, 50ms);
+    auto r = co_await ((*stream)->next() || t.async_wait(asio::use_awaitable));
+    EXPECT_EQ(r.index(), 1u);
+    auto created = co_await storage->create("/pods/a", "1");
+    CO_ASSERT(created);
+    auto events = co_await collect(**stream, 1);
+    CO_ASSERT(events);
+    EXPECT_EQ((*events)[0].revision(), created->mod_revision);
+  }());
+}
+
+TEST_F(EtcdStorageTest, CompactionMakesOlderReadsAndWatchesGone) {
+  auto storage = open();
+  ASSERT_TRUE(storage);
+  run(ioc_, [&]() -> asio::awaitable<void> {
+    auto a = co_await storage->create("/pods/a", "1");
+    CO_ASSERT(a);
+    auto a2 = co_await storage->put_if("/pods/a", a->mod_revision, "2");
+    auto a3 = co_await storage->put_if("/pods/a", a2->kv.mod_revision, "3");
+    CO_ASSERT(a2 && a3);
+    auto compacted = co_await storage->compact(a3->kv.mod_revision);
+    CO_ASSERT(compacted);
+    EXPECT_EQ((co_await storage->get("/pods/a", a->mod_revision)).error(), Errc::gone);
+    ListOptions old;
+    old.prefix = "/pods/";
+    old.revision = a2->kv.mod_revision;
+    EXPECT_EQ((co_await storage->list(old)).error(), Errc::gone);
+    auto at = co_await storage->get("/pods/a", a3->kv.mod_revision);
+    CO_ASSERT(at);
+    EXPECT_EQ(at->value, "3");
+    EXPECT_EQ((co_await storage->compact(a2->kv.mod_revision)).error(), Errc::gone);
+
+    auto stream = co_await storage->watch("/pods/", a->mod_revision);
+    if (stream) {
+      auto batch = co_await next_within(**stream, 5s);
+      CO_ASSERT(!batch);
+      EXPECT_EQ(batch.error(), Errc::gone);
+      EXPECT_EQ((co_await (*stream)->next()).error(), Errc::gone);  // finished stays finished
+    } else {
+      EXPECT_EQ(stream.error(), Errc::gone);
+    }
+  }());
+}
+
+TEST_F(EtcdStorageTest, KeysWrittenByOtherClientsAppearInReadsAndWatches) {
+  auto storage = open();
+  ASSERT_TRUE(storage);
+  run(ioc_, [&]() -> asio::awaitable<void> {
+    auto stream = co_await storage->watch("/pods/", 0);
+    CO_ASSERT(stream);
+    EXPECT_EQ(cluster_->etcdctl("put /pods/ext from-etcdctl >/dev/null"), 0);
+    auto raw = co_await storage->put_raw("/pods/raw", "from-put");
+    CO_ASSERT(raw);
+    auto ext = co_await storage->get("/pods/ext");
+    CO_ASSERT(ext);
+    EXPECT_EQ(ext->value, "from-etcdctl");
+    auto events = co_await collect(**stream, 2);
+    CO_ASSERT(events);
+    EXPECT_EQ((*events)[0].kv.key, "/pods/ext");
+    EXPECT_EQ((*events)[1].kv.key, "/pods/raw");
+    EXPECT_EQ((*events)[1].revision(), *raw);
+  }());
+}
+
+TEST_F(EtcdStorageTest, OperationsReportUnavailableWithinTheDeadlineWhenEtcdIsDown) {
+  EtcdStorage::Options options;
+  options.request_timeout = 1000ms;
+  options.watch_retry_timeout = 1000ms;
+  auto storage = open(options);
+  ASSERT_TRUE(storage);
+  run(ioc_, [&]() -> asio::awaitable<void> {
+    auto stream = co_await storage->watch("/pods/", 0);
+    CO_ASSERT(stream);
+    CO_ASSERT(co_await storage->create("/pods/a", "1"));
+    CO_ASSERT(co_await collect(**stream, 1));
+
+    cluster_->kill(0);
+    auto start = std::chrono::steady_clock::now();
+    auto elapsed = [&] { return std::chrono::steady_clock::now() - start; };
+    EXPECT_EQ((co_await storage->get("/pods/a")).error(), Errc::unavailable);
+    EXPECT_EQ((co_await storage->create("/pods/b", "2")).error(), Errc::unavailable);
+    EXPECT_EQ((co_await storage->current_revision()).error(), Errc::unavailable);
+    EXPECT_LT(elapsed(), 4s);
+    start = std::chrono::steady_clock::now();
+    auto batch = co_await next_within(**stream, 10s);
+    EXPECT_EQ(batch.error(), Errc::unavailable);
+    EXPECT_LT(elapsed(), 4s);
+    start = std::chrono::steady_clock::now();
+    EXPECT_EQ((co_await storage->watch("/pods/", 0)).error(), Errc::unavailable);
+    EXPECT_LT(elapsed(), 4s);
+  }());
+
+  // A fresh client cannot connect either, and says so within the dial timeout.
+  EtcdStorage::Options dead;
+  dead.endpoints = cluster_->endpoints();
+  dead.dial_timeout = 500ms;
+  const auto start = std::chrono::steady_clock::now();
+  auto s = EtcdStorage::open(dead, ioc_.get_executor());
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error(), Errc::unavailable);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+}
+
+TEST(EtcdStorageOptions, MalformedEndpointsAreBadRequests) {
+  asio::io_context ioc;
+  EtcdStorage::Options none;
+  EXPECT_EQ(EtcdStorage::open(none, ioc.get_executor()).error(), Errc::bad_request);
+  EtcdStorage::Options mixed;
+  mixed.endpoints = {"http://127.0.0.1:1", "https://127.0.0.1:2"};
+  EXPECT_EQ(EtcdStorage::open(mixed, ioc.get_executor()).error(), Errc::bad_request);
+  EtcdStorage::Options scheme;
+  scheme.endpoints = {"unix://sock"};
+  EXPECT_EQ(EtcdStorage::open(scheme, ioc.get_executor()).error(), Errc::bad_request);
+}
+
+// Writes until one succeeds (a write in flight when a member dies may fail once).
+asio::awaitable<Result<KeyValue>> create_eventually(EtcdStorage& storage, std::string key,
+                                                    std::string value) {
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  for (;;) {
+    auto r = co_await storage.create(key, value);
+    if (r || r.error() != Errc::unavailable || std::chrono::steady_clock::now() > until) {
+      co_return r;
+    }
+  }
+}
+
+void survive_member_loss(const std::string& balancing) {
+  if (!EtcdCluster::available()) GTEST_SKIP() << "etcd/etcdctl not on PATH";
+  auto cluster = EtcdCluster::start(3);
+  ASSERT_TRUE(cluster);
+  asio::io_context ioc;
+  EtcdStorage::Options options;
+  options.endpoints = cluster->endpoints();
+  options.load_balancing = balancing;
+  auto opened = EtcdStorage::open(options, ioc.get_executor());
+  ASSERT_TRUE(opened);
+  auto storage = *opened;
+  run(ioc, [&]() -> asio::awaitable<void> {
+    auto stream = co_await storage->watch("/pods/", 0);
+    CO_ASSERT(stream);
+    auto before = co_await storage->create("/pods/before", "1");
+    CO_ASSERT(before);
+    CO_ASSERT(co_await collect(**stream, 1));
+
+    // pick_first talks to member 0 only: killing it forces every call and the watch over.
+    cluster->kill(0);
+    const auto start = std::chrono::steady_clock::now();
+    auto after = co_await create_eventually(*storage, "/pods/after", "2");
+    CO_ASSERT(after);
+    auto read = co_await storage->get("/pods/before");
+    CO_ASSERT(read);
+    EXPECT_EQ(read->value, "1");
+    auto events = co_await collect(**stream, 1, 10s);
+    CO_ASSERT(events);
+    EXPECT_EQ((*events)[0].kv.key, "/pods/after");
+    EXPECT_EQ((*events)[0].revision(), after->mod_revision);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 8s);
+
+    // New watches work too.
+    auto again = co_await storage->watch("/pods/", after->mod_revision);
+    CO_ASSERT(again);
+    auto replay = co_await collect(**again, 1);
+    CO_ASSERT(replay);
+    EXPECT_EQ((*replay)[0].kv.key, "/pods/after");
+  }());
+}
+
+TEST(EtcdStorageCluster, ReadsWritesAndWatchesContinueWhenTheUsedMemberDies) {
+  survive_member_loss("pick_first");
+}
+
+TEST(EtcdStorageCluster, RoundRobinRoutesAroundADeadMember) { survive_member_loss("round_robin"); }
+
+}  // namespace
+}  // namespace kwatch::storage
