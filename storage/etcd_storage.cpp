@@ -151,6 +151,7 @@ asio::awaitable<Result<Response>> call_unary(std::shared_ptr<EtcdStorage::Core> 
       backoff = std::min<std::chrono::milliseconds>(backoff * 2, 500ms);
       continue;
     }
+    spdlog::debug("etcd: call failed: {}", call->status.error_message());
     co_return map_status(call->status);
   }
 }
