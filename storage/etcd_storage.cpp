@@ -450,8 +450,8 @@ class WatchCore : public std::enable_shared_from_this<WatchCore> {
       }
     }
     if (r.compact_revision() != 0) {
-      spdlog::debug("etcd: watch on {} at {} fell behind compaction at {}", prefix_,
-                    next_revision_, r.compact_revision());
+      spdlog::debug("etcd: watch on {} at {} fell behind compaction at {}", prefix_, next_revision_,
+                    r.compact_revision());
       return finish_locked(Errc::gone);
     }
     if (r.canceled()) {
@@ -503,12 +503,11 @@ class WatchCore : public std::enable_shared_from_this<WatchCore> {
   void attempt_failed_locked(const Attempt& a) {
     a->failed = true;
     if (!a->stream) return on_finished_locked(a, false);  // never created: the bridge is closed
-    storage_->bridge.async_finish_stream(
-        *a->stream, a->context, a->status, a,
-        bound([self = shared_from_this(), a](bool ok) {
-          std::lock_guard lock(self->mutex_);
-          self->on_finished_locked(a, ok);
-        }));
+    storage_->bridge.async_finish_stream(*a->stream, a->context, a->status, a,
+                                         bound([self = shared_from_this(), a](bool ok) {
+                                           std::lock_guard lock(self->mutex_);
+                                           self->on_finished_locked(a, ok);
+                                         }));
   }
 
   void on_finished_locked(const Attempt& a, bool ok) {

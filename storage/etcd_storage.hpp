@@ -45,10 +45,10 @@ class EtcdStorage : public Storage {
     std::string ca_file;    // PEM; https: the CA that signed the members' certificates
     std::string cert_file;  // PEM; https with client-cert auth: this client's certificate
     std::string key_file;   // PEM; its private key
-    std::chrono::milliseconds request_timeout{5000};  // deadline of every unary call
-    std::chrono::milliseconds dial_timeout{3000};     // open(): wait this long for a member
+    std::chrono::milliseconds request_timeout{5000};      // deadline of every unary call
+    std::chrono::milliseconds dial_timeout{3000};         // open(): wait this long for a member
     std::chrono::milliseconds watch_retry_timeout{5000};  // re-create a broken watch this long
-    std::string load_balancing = "round_robin";          // or "pick_first"
+    std::string load_balancing = "round_robin";           // or "pick_first"
   };
 
   // Connects (waits up to dial_timeout for a member to answer Maintenance.Status). `bad_request`

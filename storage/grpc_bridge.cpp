@@ -32,11 +32,11 @@ struct GrpcBridge::Operation {
   // emitted, and `keep_alive` (hence the context the slot handler points at) outlives it.
   void complete(bool ok) {
     auto ex = work;
-    asio::post(ex, [h = std::move(handler), slot = slot, keep = std::move(keep_alive),
-                    ok]() mutable {
-      if (slot.is_connected()) slot.clear();
-      std::move(h)(ok);
-    });
+    asio::post(ex,
+               [h = std::move(handler), slot = slot, keep = std::move(keep_alive), ok]() mutable {
+                 if (slot.is_connected()) slot.clear();
+                 std::move(h)(ok);
+               });
   }
 };
 
@@ -63,8 +63,8 @@ void GrpcBridge::launch(grpc::ClientContext& context, std::shared_ptr<const void
                         asio::any_completion_handler<void(bool)> handler,
                         asio::any_io_executor work) {
   auto slot = asio::get_associated_cancellation_slot(handler);
-  auto* op = new Operation{&context, std::move(keep_alive), std::move(handler), std::move(work),
-                           {}};
+  auto* op =
+      new Operation{&context, std::move(keep_alive), std::move(handler), std::move(work), {}};
   std::unique_lock lock(mutex_);
   if (closed_) {
     // The queue is shut down: starting a step on it is not allowed.

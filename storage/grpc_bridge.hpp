@@ -82,8 +82,8 @@ class GrpcBridge {
   // for a unary finish; ok=false means the bridge was closed and `status` is untouched.
   template <class Reader, class Response, class Prepare, class Token>
   auto async_unary(grpc::ClientContext& context, std::unique_ptr<Reader>& reader, Prepare prepare,
-                   Response& response, grpc::Status& status,
-                   std::shared_ptr<const void> keep_alive, Token&& token) {
+                   Response& response, grpc::Status& status, std::shared_ptr<const void> keep_alive,
+                   Token&& token) {
     return async_step(
         context, std::move(keep_alive),
         [this, &reader, prepare = std::move(prepare), &response, &status](void* tag) {
@@ -111,16 +111,16 @@ class GrpcBridge {
   auto async_read(Stream& stream, grpc::ClientContext& context, Message& message,
                   std::shared_ptr<const void> keep_alive, Token&& token) {
     return async_step(
-        context, std::move(keep_alive), [&stream, &message](void* tag) { stream.Read(&message, tag); },
-        std::forward<Token>(token));
+        context, std::move(keep_alive),
+        [&stream, &message](void* tag) { stream.Read(&message, tag); }, std::forward<Token>(token));
   }
 
   template <class Stream, class Message, class Token>
   auto async_write(Stream& stream, grpc::ClientContext& context, const Message& message,
                    std::shared_ptr<const void> keep_alive, Token&& token) {
     return async_step(
-        context, std::move(keep_alive), [&stream, &message](void* tag) { stream.Write(message, tag); },
-        std::forward<Token>(token));
+        context, std::move(keep_alive),
+        [&stream, &message](void* tag) { stream.Write(message, tag); }, std::forward<Token>(token));
   }
 
   template <class Stream, class Token>
@@ -135,8 +135,8 @@ class GrpcBridge {
   auto async_finish_stream(Stream& stream, grpc::ClientContext& context, grpc::Status& status,
                            std::shared_ptr<const void> keep_alive, Token&& token) {
     return async_step(
-        context, std::move(keep_alive), [&stream, &status](void* tag) { stream.Finish(&status, tag); },
-        std::forward<Token>(token));
+        context, std::move(keep_alive),
+        [&stream, &status](void* tag) { stream.Finish(&status, tag); }, std::forward<Token>(token));
   }
 
   struct Operation;

@@ -104,23 +104,36 @@ std::unique_ptr<EtcdCluster> EtcdCluster::start(std::size_t members, const EtcdT
     cluster->members_.push_back(m);
   }
   for (auto& m : cluster->members_) {
-    const std::string client_url = (tls ? "https://127.0.0.1:" : "http://127.0.0.1:") +
-                                   std::to_string(m.client_port);
+    const std::string client_url =
+        (tls ? "https://127.0.0.1:" : "http://127.0.0.1:") + std::to_string(m.client_port);
     const std::string peer_url = "http://127.0.0.1:" + std::to_string(m.peer_port);
     std::vector<std::string> args = {"etcd",
-                                     "--name", m.name,
-                                     "--data-dir", cluster->dir_ + "/" + m.name,
-                                     "--listen-client-urls", client_url,
-                                     "--advertise-client-urls", client_url,
-                                     "--listen-peer-urls", peer_url,
-                                     "--initial-advertise-peer-urls", peer_url,
-                                     "--initial-cluster", initial_cluster,
-                                     "--initial-cluster-state", "new",
-                                     "--initial-cluster-token", "kwatch-test",
-                                     "--heartbeat-interval", "10",
-                                     "--election-timeout", "100",
-                                     "--logger", "zap",
-                                     "--log-level", "warn"};
+                                     "--name",
+                                     m.name,
+                                     "--data-dir",
+                                     cluster->dir_ + "/" + m.name,
+                                     "--listen-client-urls",
+                                     client_url,
+                                     "--advertise-client-urls",
+                                     client_url,
+                                     "--listen-peer-urls",
+                                     peer_url,
+                                     "--initial-advertise-peer-urls",
+                                     peer_url,
+                                     "--initial-cluster",
+                                     initial_cluster,
+                                     "--initial-cluster-state",
+                                     "new",
+                                     "--initial-cluster-token",
+                                     "kwatch-test",
+                                     "--heartbeat-interval",
+                                     "10",
+                                     "--election-timeout",
+                                     "100",
+                                     "--logger",
+                                     "zap",
+                                     "--log-level",
+                                     "warn"};
     if (tls) {
       args.insert(args.end(), {"--cert-file", tls->cert_file, "--key-file", tls->key_file,
                                "--trusted-ca-file", tls->ca_file, "--client-cert-auth"});
@@ -214,8 +227,8 @@ std::string EtcdCluster::etcdctl_flags(const std::string& endpoints) const {
 }
 
 bool EtcdCluster::healthy(std::size_t member) const {
-  const std::string cmd =
-      "ETCDCTL_API=3 etcdctl " + etcdctl_flags(endpoint(member)) + " endpoint health >/dev/null 2>&1";
+  const std::string cmd = "ETCDCTL_API=3 etcdctl " + etcdctl_flags(endpoint(member)) +
+                          " endpoint health >/dev/null 2>&1";
   return std::system(cmd.c_str()) == 0;
 }
 

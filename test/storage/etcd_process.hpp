@@ -31,9 +31,9 @@ class EtcdCluster {
 
   // Starts `members` members (TLS on the client port if `tls` is given). nullptr if they did
   // not all become healthy before `deadline` (the reason is printed to stderr).
-  static std::unique_ptr<EtcdCluster> start(std::size_t members, const EtcdTls* tls = nullptr,
-                                            std::chrono::milliseconds deadline =
-                                                std::chrono::seconds(20));
+  static std::unique_ptr<EtcdCluster> start(
+      std::size_t members, const EtcdTls* tls = nullptr,
+      std::chrono::milliseconds deadline = std::chrono::seconds(20));
   ~EtcdCluster();
   EtcdCluster(const EtcdCluster&) = delete;
   EtcdCluster& operator=(const EtcdCluster&) = delete;

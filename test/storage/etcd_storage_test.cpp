@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
+#include <stdlib.h>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -487,6 +488,70 @@ TEST(EtcdStorageCluster, ReadsWritesAndWatchesContinueWhenTheUsedMemberDies) {
 }
 
 TEST(EtcdStorageCluster, RoundRobinRoutesAroundADeadMember) { survive_member_loss("round_robin"); }
+
+// A CA, a member certificate for 127.0.0.1 and a client certificate, made with openssl in `dir`.
+bool make_certificates(const std::string& dir) {
+  const std::string script =
+      "cd '" + dir +
+      "' && "
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=kwatch-test-ca "
+      "-keyout ca.key -out ca.crt && "
+      "printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage=serverAuth,clientAuth\\n' > ext && "
+      "openssl req -newkey rsa:2048 -nodes -subj /CN=etcd -keyout server.key -out server.csr && "
+      "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 1 "
+      "-extfile ext -out server.crt && "
+      "openssl req -newkey rsa:2048 -nodes -subj /CN=kwatch -keyout client.key -out client.csr && "
+      "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 1 "
+      "-extfile ext -out client.crt";
+  return std::system(("(" + script + ") >/dev/null 2>&1").c_str()) == 0;
+}
+
+TEST(EtcdStorageTls, TalksToAnHttpsMemberWithClientCertificates) {
+  if (!EtcdCluster::available()) GTEST_SKIP() << "etcd/etcdctl not on PATH";
+  if (std::system("command -v openssl >/dev/null 2>&1") != 0) GTEST_SKIP() << "no openssl";
+  std::string dir = (std::filesystem::temp_directory_path() / "kwatch-tls-XXXXXX").string();
+  ASSERT_TRUE(::mkdtemp(dir.data()));
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{dir};
+  ASSERT_TRUE(make_certificates(dir));
+  test::EtcdTls member{dir + "/ca.crt", dir + "/server.crt", dir + "/server.key"};
+  auto cluster = EtcdCluster::start(1, &member);
+  ASSERT_TRUE(cluster);
+
+  asio::io_context ioc;
+  EtcdStorage::Options options;
+  options.endpoints = cluster->endpoints();
+  ASSERT_TRUE(options.endpoints[0].starts_with("https://"));
+  options.ca_file = dir + "/ca.crt";
+  options.cert_file = dir + "/client.crt";
+  options.key_file = dir + "/client.key";
+  auto opened = EtcdStorage::open(options, ioc.get_executor());
+  ASSERT_TRUE(opened);
+  auto storage = *opened;
+  run(ioc, [&]() -> asio::awaitable<void> {
+    auto stream = co_await storage->watch("/pods/", 0);
+    CO_ASSERT(stream);
+    auto created = co_await storage->create("/pods/a", "secret");
+    CO_ASSERT(created);
+    auto events = co_await collect(**stream, 1);
+    CO_ASSERT(events);
+    EXPECT_EQ((*events)[0].kv.value, "secret");
+  }());
+
+  // Without a client certificate the member refuses us.
+  EtcdStorage::Options anonymous = options;
+  anonymous.cert_file.clear();
+  anonymous.key_file.clear();
+  anonymous.dial_timeout = 1s;
+  auto refused = EtcdStorage::open(anonymous, ioc.get_executor());
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error(), Errc::unavailable);
+}
 
 }  // namespace
 }  // namespace kwatch::storage
