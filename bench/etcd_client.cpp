@@ -1,0 +1,327 @@
+// The etcd side of the load generator: the same watchers, writers and lists as against kwatch,
+// spoken directly to etcd's v3 gRPC API (kwatch::proto stubs). Every watcher has its own channel,
+// hence its own TCP connection (local subchannel pool + a distinct channel argument), and
+// watches with prev_kv off.
+//
+// Threads: watchers are gRPC callback reactors (gRPC's own threads call them, one callback at
+// a time per reactor); writers and creators are plain threads doing blocking unary calls.
+#include <grpcpp/grpcpp.h>
+
+#include <boost/json.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "bench/bench_common.hpp"
+#include "etcd_rpc.grpc.pb.h"
+
+namespace kwatch::bench {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string prefix_end(std::string key) {
+  // The smallest key greater than every key with this prefix.
+  while (!key.empty()) {
+    if (static_cast<unsigned char>(key.back()) < 0xff) {
+      key.back() = static_cast<char>(key.back() + 1);
+      return key;
+    }
+    key.pop_back();
+  }
+  return std::string(1, '\0');
+}
+
+std::shared_ptr<grpc::Channel> make_channel(const std::string& target, int id) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetInt("kwatch.bench.channel", id);  // distinct arguments: never share a connection
+  args.SetMaxReceiveMessageSize(-1);
+  // "ipv4:" skips the DNS resolver: the endpoints are literal loopback addresses.
+  return grpc::CreateCustomChannel("ipv4:" + target, grpc::InsecureChannelCredentials(), args);
+}
+
+// One etcd watch stream. Owner: EtcdTarget. Destroyed only after OnDone.
+class Watcher final : public grpc::ClientBidiReactor<etcdserverpb::WatchRequest, etcdserverpb::WatchResponse> {
+ public:
+  Watcher(std::shared_ptr<grpc::Channel> channel, WatcherRecord* rec, std::string key,
+          std::string range_end, std::int64_t start_revision)
+      : channel_(std::move(channel)), stub_(etcdserverpb::Watch::NewStub(channel_)), rec_(rec) {
+    auto* create = request_.mutable_create_request();
+    create->set_key(std::move(key));
+    create->set_range_end(std::move(range_end));
+    create->set_start_revision(start_revision);
+    create->set_prev_kv(false);
+  }
+
+  void start() {
+    stub_->async()->Watch(&context_, this);
+    StartWrite(&request_);
+    StartRead(&response_);
+    StartCall();
+  }
+
+  void cancel() { context_.TryCancel(); }
+
+  bool wait_done(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex_);
+    return cv_.wait_for(lock, timeout, [this] { return done_; });
+  }
+
+  bool finished() {
+    std::lock_guard lock(mutex_);
+    return done_;
+  }
+
+  void OnWriteDone(bool) override {}
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      if (!cancelled_) rec_->ended = true;
+      return;
+    }
+    if (response_.created()) rec_->established = true;
+    if (response_.canceled()) rec_->ended = true;
+    const Nanos t = now_ns();
+    const int n = response_.events_size();
+    for (int i = 0; i < n; ++i) rec_->samples.push_back({response_.events(i).kv().mod_revision(), t});
+    if (n > 0) rec_->events.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
+    if (rec_->stalled && rec_->established) return;  // never reads again
+    StartRead(&response_);
+  }
+
+  void OnDone(const grpc::Status&) override {
+    std::lock_guard lock(mutex_);
+    done_ = true;
+    cv_.notify_all();
+  }
+
+  std::atomic<bool> cancelled_{false};
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<etcdserverpb::Watch::Stub> stub_;
+  grpc::ClientContext context_;
+  etcdserverpb::WatchRequest request_;
+  etcdserverpb::WatchResponse response_;
+  WatcherRecord* rec_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
+
+class EtcdTarget final : public Target {
+ public:
+  EtcdTarget(std::vector<std::string> endpoints, std::string prefix)
+      : endpoints_(std::move(endpoints)), prefix_(std::move(prefix)) {
+    if (endpoints_.empty()) throw std::invalid_argument("no etcd endpoints");
+    kv_ = etcdserverpb::KV::NewStub(make_channel(endpoints_[0], -1));
+  }
+
+  ~EtcdTarget() override { close_watchers(); }
+
+  std::int64_t create_pool(const Workload& w, std::size_t concurrency) override {
+    if (w.objects == 0) {
+      etcdserverpb::RangeRequest req;
+      req.set_key(prefix_ + "/");
+      req.set_count_only(true);
+      etcdserverpb::RangeResponse res;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+      auto status = kv_->Range(&ctx, req, &res);
+      if (!status.ok()) throw std::runtime_error("etcd range: " + status.error_message());
+      return res.header().revision();
+    }
+    concurrency = std::max<std::size_t>(1, std::min(concurrency, w.objects));
+    std::vector<std::thread> threads;
+    std::vector<std::int64_t> last(concurrency, 0);
+    std::atomic<bool> failed{false};
+    for (std::size_t c = 0; c < concurrency; ++c) {
+      threads.emplace_back([&, c] {
+        auto kv = etcdserverpb::KV::NewStub(make_channel(endpoints_[c % endpoints_.size()], -2 - int(c)));
+        for (std::size_t i = c; i < w.objects && !failed; i += concurrency) {
+          auto r = put(*kv, key(w, i), object_json(w, i, 0));
+          if (r < 0) failed = true;
+          last[c] = std::max(last[c], r);
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    if (failed) throw std::runtime_error("etcd put failed while creating the pool");
+    return *std::max_element(last.begin(), last.end());
+  }
+
+  std::size_t open_watchers(const Workload& w, const WatchSpec& spec,
+                            std::vector<std::unique_ptr<WatcherRecord>>& records) override {
+    const Nanos deadline = now_ns() + static_cast<Nanos>(spec.deadline_s * 1e9);
+    const std::size_t total = spec.watchers + spec.stalled;
+    std::vector<WatcherRecord*> opened;
+    for (std::size_t i = 0; i < total; ++i) {
+      // Bound the connections being set up, like the kwatch side (scans only the recent ones).
+      for (;;) {
+        std::size_t pending = 0;
+        for (std::size_t k = i > 4 * spec.parallel_opens ? i - 4 * spec.parallel_opens : 0; k < i; ++k) {
+          pending += opened[k]->established ? 0 : 1;
+        }
+        if (pending < spec.parallel_opens || now_ns() > deadline) break;
+        std::this_thread::sleep_for(1ms);
+      }
+      auto rec = std::make_unique<WatcherRecord>();
+      rec->stalled = i >= spec.watchers;
+      std::string k = prefix_ + "/" + w.kind + "/" + w.ns + "/";
+      if (spec.per_node && w.nodes > 0) k += "pod-node-" + std::to_string(i % w.nodes) + "-";
+      auto watcher = std::make_unique<Watcher>(
+          make_channel(endpoints_[i % endpoints_.size()], static_cast<int>(next_channel_++)), rec.get(),
+          k, prefix_end(k), spec.from_rv + 1);
+      opened.push_back(rec.get());
+      if (rec->stalled) stalled_.push_back(rec.get());
+      records.push_back(std::move(rec));
+      watcher->start();
+      watchers_.push_back(std::move(watcher));
+    }
+    std::size_t ok = 0;
+    for (;;) {
+      ok = 0;
+      for (auto& r : records) ok += r->established ? 1 : 0;
+      if (ok == records.size() || now_ns() > deadline) break;
+      std::this_thread::sleep_for(5ms);
+    }
+    return ok;
+  }
+
+  WriteResult run_writes(const Workload& w, const WriteSpec& spec) override {
+    WriteResult out;
+    std::vector<WriteResult> parts(spec.writers);
+    std::vector<std::unique_ptr<etcdserverpb::KV::Stub>> stubs;
+    for (std::size_t j = 0; j < spec.writers; ++j) {
+      auto channel = make_channel(endpoints_[j % endpoints_.size()], -1000 - int(j));
+      channel->WaitForConnected(std::chrono::system_clock::now() + 5s);
+      stubs.push_back(etcdserverpb::KV::NewStub(channel));
+    }
+    const Nanos start = now_ns() + 20'000'000;
+    const Nanos end = start + static_cast<Nanos>(spec.duration_s * 1e9);
+    const std::size_t per_writer = std::max<std::size_t>(1, w.objects / spec.writers);
+    std::vector<std::thread> threads;
+    for (std::size_t j = 0; j < spec.writers; ++j) {
+      threads.emplace_back([&, j] {
+        WriteResult& r = parts[j];
+        for (std::uint64_t k = 0;; ++k) {
+          Nanos due = start;
+          if (spec.rate > 0) {
+            due = start + static_cast<Nanos>(static_cast<double>(k * spec.writers + j) / spec.rate * 1e9);
+            if (due >= end) break;
+          }
+          if (due > now_ns()) std::this_thread::sleep_for(std::chrono::nanoseconds(due - now_ns()));
+          if (now_ns() >= end) break;
+          std::size_t index = (j + (k % per_writer) * spec.writers) % w.objects;
+          std::string value = object_json(w, index, k * spec.writers + j + 1);
+          const Nanos sent = now_ns();
+          auto rv = put(*stubs[j], key(w, index), std::move(value));
+          Nanos t = now_ns();
+          if (rv > 0) {
+            r.acks.push_back({rv, t, sent});
+          } else {
+            ++r.errors;
+          }
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (auto& r : parts) {
+      out.acks.insert(out.acks.end(), r.acks.begin(), r.acks.end());
+      out.errors += r.errors;
+    }
+    out.seconds = static_cast<double>(now_ns() - start) / 1e9;
+    return out;
+  }
+
+  std::size_t stalled_closed() override {
+    // etcd never closes a slow watcher (it parks it as a "victim"); report what was observed.
+    std::size_t n = 0;
+    for (auto* r : stalled_) n += r->ended ? 1 : 0;
+    return n;
+  }
+
+  void close_watchers() override {
+    for (auto& w : watchers_) {
+      w->cancelled_ = true;
+      w->cancel();
+    }
+    for (auto& w : watchers_) {
+      if (!w->wait_done(10s)) {
+        std::fprintf(stderr, "loadgen: an etcd watch did not finish within 10 s; leaking it\n");
+        w.release();
+      }
+    }
+    watchers_.clear();
+    stalled_.clear();
+  }
+
+  double terminated_metric() override { return -1; }
+
+  ListResult list(const Workload& w, const std::string&, int reps) override {
+    ListResult out;
+    std::string k = prefix_ + "/" + w.kind + "/" + w.ns + "/";
+    for (int i = 0; i < reps; ++i) {
+      Nanos t0 = now_ns();
+      etcdserverpb::RangeRequest req;
+      req.set_key(k);
+      req.set_range_end(prefix_end(k));
+      etcdserverpb::RangeResponse res;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + 120s);
+      auto status = kv_->Range(&ctx, req, &res);
+      if (!status.ok()) throw std::runtime_error("etcd range: " + status.error_message());
+      // Decode: what an API server without a cache does with every value before filtering.
+      std::size_t bytes = 0;
+      for (const auto& kv : res.kvs()) {
+        boost::json::value v = boost::json::parse(kv.value());
+        bytes += kv.value().size();
+        if (!v.is_object()) throw std::runtime_error("etcd value is not a JSON object");
+      }
+      out.ms.push_back(static_cast<double>(now_ns() - t0) / 1e6);
+      out.items = static_cast<std::size_t>(res.kvs_size());
+      out.bytes = bytes;
+    }
+    return out;
+  }
+
+ private:
+  std::string key(const Workload& w, std::size_t i) const {
+    return prefix_ + "/" + w.kind + "/" + w.ns + "/" + object_name(w, i);
+  }
+
+  // Returns the revision of the put, or -1.
+  static std::int64_t put(etcdserverpb::KV::Stub& kv, const std::string& key, std::string value) {
+    etcdserverpb::PutRequest req;
+    req.set_key(key);
+    req.set_value(std::move(value));
+    etcdserverpb::PutResponse res;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+    auto status = kv.Put(&ctx, req, &res);
+    if (!status.ok()) {
+      std::fprintf(stderr, "loadgen: etcd put: %s\n", status.error_message().c_str());
+      return -1;
+    }
+    return res.header().revision();
+  }
+
+  std::vector<std::string> endpoints_;
+  std::string prefix_;
+  std::unique_ptr<etcdserverpb::KV::Stub> kv_;
+  std::vector<std::unique_ptr<Watcher>> watchers_;
+  std::vector<WatcherRecord*> stalled_;  // owned by the driver's records
+  std::size_t next_channel_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Target> make_etcd_target(const std::vector<std::string>& endpoints,
+                                         const std::string& prefix) {
+  return std::make_unique<EtcdTarget>(endpoints, prefix);
+}
+
+}  // namespace kwatch::bench

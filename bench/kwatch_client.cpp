@@ -1,0 +1,530 @@
+// The kwatch side of the load generator: watchers over chunked HTTP or WebSocket, writers over
+// keep-alive HTTP, lists and /metrics. The only translation unit that instantiates Beast.
+//
+// Threads: one io_context run by `threads` threads; every connection lives on its own strand and
+// has one outstanding read. The driver thread only posts work and waits on futures or atomics.
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <chrono>
+#include <cstdio>
+#include <future>
+#include <limits>
+#include <optional>
+#include <thread>
+
+#include "bench/bench_common.hpp"
+
+namespace kwatch::bench {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+using tcp = asio::ip::tcp;
+using namespace std::chrono_literals;
+
+#ifndef IP_BIND_ADDRESS_NO_PORT
+#define IP_BIND_ADDRESS_NO_PORT 24
+#endif
+
+// Logs the failure of a task root instead of dropping it.
+void log_failure(const char* what, std::exception_ptr e) {
+  if (!e) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    std::fprintf(stderr, "loadgen: %s: %s\n", what, ex.what());
+  }
+}
+
+// Splits a chunked transfer-encoded body into '\n'-terminated lines.
+class ChunkedLines {
+ public:
+  // Feeds received bytes; calls on_line for each complete line. False once the last chunk came.
+  template <class F>
+  bool feed(const char* data, std::size_t size, F&& on_line) {
+    in_.append(data, size);
+    std::size_t p = 0;
+    while (!finished_) {
+      if (state_ == State::size) {
+        auto eol = in_.find("\r\n", p);
+        if (eol == std::string::npos) break;
+        remaining_ = std::strtoull(in_.c_str() + p, nullptr, 16);
+        p = eol + 2;
+        if (remaining_ == 0) {
+          finished_ = true;
+          break;
+        }
+        state_ = State::data;
+      } else if (state_ == State::data) {
+        std::size_t take = std::min(remaining_, in_.size() - p);
+        if (take == 0) break;
+        const char* s = in_.data() + p;
+        const char* end = s + take;
+        while (s < end) {
+          const char* nl = static_cast<const char*>(std::memchr(s, '\n', end - s));
+          if (!nl) {
+            line_.append(s, end);
+            break;
+          }
+          line_.append(s, nl);
+          on_line(line_);
+          line_.clear();
+          s = nl + 1;
+        }
+        p += take;
+        remaining_ -= take;
+        if (remaining_ == 0) state_ = State::crlf;
+      } else {
+        if (in_.size() - p < 2) break;
+        p += 2;
+        state_ = State::size;
+      }
+    }
+    in_.erase(0, p);
+    return !finished_;
+  }
+
+ private:
+  enum class State { size, data, crlf };
+  State state_ = State::size;
+  std::string in_;
+  std::string line_;
+  std::size_t remaining_ = 0;
+  bool finished_ = false;
+};
+
+// Records one watch event line or WebSocket message; false for an ERROR event.
+bool record_event(WatcherRecord& rec, const std::string& text) {
+  if (text.rfind(R"({"type":"BOOKMARK")", 0) == 0) return true;
+  if (text.rfind(R"({"type":"ERROR")", 0) == 0) return false;
+  rec.samples.push_back({find_resource_version(text.data(), text.size()), now_ns()});
+  rec.events.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+// One watch connection. Strand: its own; the driver touches it only through posts.
+struct Conn {
+  explicit Conn(asio::any_io_executor ex) : tcp(ex) {}
+  beast::tcp_stream tcp;
+  std::optional<websocket::stream<beast::tcp_stream>> ws;
+  WatcherRecord* rec = nullptr;
+  bool stopping = false;
+  std::atomic<bool> running{true};
+  std::atomic<bool> closed_by_server{false};  // stalled watchers: seen when drained
+};
+
+class KwatchTarget final : public Target {
+ public:
+  KwatchTarget(std::string host, int port, int threads)
+      : host_(std::move(host)),
+        endpoint_(asio::ip::make_address_v4(host_), static_cast<unsigned short>(port)),
+        guard_(asio::make_work_guard(ioc_)) {
+    for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { ioc_.run(); });
+  }
+
+  ~KwatchTarget() override {
+    close_watchers();
+    guard_.reset();
+    ioc_.stop();
+    for (auto& t : threads_) t.join();
+  }
+
+  std::int64_t create_pool(const Workload& w, std::size_t concurrency) override {
+    if (w.objects == 0) {
+      // Nothing to create: the list's revision is where the watches start.
+      auto [status, body] = get(path(w) + "?limit=1");
+      if (status != 200) throw std::runtime_error("LIST " + path(w) + ": " + std::to_string(status));
+      return find_resource_version(body.data(), body.size());
+    }
+    std::vector<std::future<std::int64_t>> parts;
+    concurrency = std::max<std::size_t>(1, std::min(concurrency, w.objects));
+    for (std::size_t c = 0; c < concurrency; ++c) {
+      std::promise<std::int64_t> p;
+      parts.push_back(p.get_future());
+      asio::co_spawn(asio::make_strand(ioc_), create_part(w, c, concurrency),
+                     [p = std::move(p)](std::exception_ptr e, std::int64_t rv) mutable {
+                       if (e) {
+                         p.set_exception(e);
+                       } else {
+                         p.set_value(rv);
+                       }
+                     });
+    }
+    std::int64_t last = 0;
+    for (auto& f : parts) last = std::max(last, f.get());
+    return last;
+  }
+
+  std::size_t open_watchers(const Workload& w, const WatchSpec& spec,
+                            std::vector<std::unique_ptr<WatcherRecord>>& records) override {
+    std::atomic<std::size_t> establishing{0};
+    const Nanos deadline = now_ns() + static_cast<Nanos>(spec.deadline_s * 1e9);
+    const std::size_t total = spec.watchers + spec.stalled;
+    for (std::size_t i = 0; i < total; ++i) {
+      while (establishing.load() >= spec.parallel_opens && now_ns() < deadline) {
+        std::this_thread::sleep_for(200us);
+      }
+      auto rec = std::make_unique<WatcherRecord>();
+      rec->stalled = i >= spec.watchers;
+      auto conn = std::make_shared<Conn>(asio::make_strand(ioc_));
+      conn->rec = rec.get();
+      records.push_back(std::move(rec));
+      conns_.push_back(conn);
+      std::string target = watch_target(w, spec, i);
+      auto source = asio::ip::make_address_v4(
+          "127.0.0." + std::to_string(1 + i % std::max<std::size_t>(1, spec.sources)));
+      establishing.fetch_add(1);
+      asio::co_spawn(conn->tcp.get_executor(),
+                     watch_one(conn, target, source, spec.transport, &establishing),
+                     [conn](std::exception_ptr e) {
+                       if (!conn->stopping && !conn->rec->stalled) conn->rec->ended = true;
+                       if (!conn->stopping) log_failure("watch", e);
+                       conn->running = false;
+                     });
+    }
+    while (establishing.load() > 0 && now_ns() < deadline) std::this_thread::sleep_for(1ms);
+    std::size_t ok = 0;
+    for (auto& r : records) ok += r->established ? 1 : 0;
+    return ok;
+  }
+
+  WriteResult run_writes(const Workload& w, const WriteSpec& spec) override {
+    WriteResult out;
+    std::vector<std::future<WriteResult>> parts;
+    const Nanos start = now_ns() + 20'000'000;  // let every writer connect first
+    for (std::size_t j = 0; j < spec.writers; ++j) {
+      std::promise<WriteResult> p;
+      parts.push_back(p.get_future());
+      asio::co_spawn(asio::make_strand(ioc_), write_part(w, spec, j, start),
+                     [p = std::move(p)](std::exception_ptr e, WriteResult r) mutable {
+                       if (e) {
+                         p.set_exception(e);
+                       } else {
+                         p.set_value(std::move(r));
+                       }
+                     });
+    }
+    for (auto& f : parts) {
+      WriteResult r = f.get();
+      out.acks.insert(out.acks.end(), r.acks.begin(), r.acks.end());
+      out.errors += r.errors;
+    }
+    out.seconds = static_cast<double>(now_ns() - start) / 1e9;
+    return out;
+  }
+
+  std::size_t stalled_closed() override {
+    std::vector<std::future<bool>> checks;
+    for (auto& c : conns_) {
+      if (!c->rec->stalled) continue;
+      std::promise<bool> p;
+      checks.push_back(p.get_future());
+      asio::co_spawn(c->tcp.get_executor(), drain(c),
+                     [p = std::move(p)](std::exception_ptr e, bool closed) mutable {
+                       log_failure("drain", e);
+                       p.set_value(!e && closed);
+                     });
+    }
+    std::size_t closed = 0;
+    for (auto& f : checks) closed += f.get() ? 1 : 0;
+    return closed;
+  }
+
+  void close_watchers() override {
+    for (auto& c : conns_) {
+      asio::post(c->tcp.get_executor(), [c] {
+        c->stopping = true;
+        beast::error_code ec;
+        if (c->ws) {
+          c->ws->next_layer().socket().shutdown(tcp::socket::shutdown_both, ec);
+          c->ws->next_layer().close();
+        } else {
+          c->tcp.socket().shutdown(tcp::socket::shutdown_both, ec);
+          c->tcp.close();
+        }
+      });
+    }
+    const Nanos deadline = now_ns() + 10'000'000'000;
+    for (auto& c : conns_) {
+      while (c->running && now_ns() < deadline) std::this_thread::sleep_for(1ms);
+    }
+    // Strands may still hold the last handler; wait for them before the records go away.
+    for (auto& c : conns_) {
+      std::promise<void> p;
+      auto f = p.get_future();
+      asio::post(c->tcp.get_executor(), [p = std::move(p)]() mutable { p.set_value(); });
+      f.wait_for(1s);
+    }
+    conns_.clear();
+  }
+
+  double terminated_metric() override {
+    std::string body = get("/metrics").second;
+    double sum = 0;
+    std::size_t pos = 0;
+    static constexpr std::string_view kName = "kwatch_watchers_terminated_total";
+    while ((pos = body.find(kName, pos)) != std::string::npos) {
+      bool line_start = pos == 0 || body[pos - 1] == '\n';
+      auto eol = body.find('\n', pos);
+      if (line_start) {
+        auto space = body.rfind(' ', eol);
+        if (space != std::string::npos && space > pos) sum += std::atof(body.c_str() + space + 1);
+      }
+      pos = eol == std::string::npos ? body.size() : eol;
+    }
+    return sum;
+  }
+
+  ListResult list(const Workload& w, const std::string& selector, int reps) override {
+    ListResult out;
+    std::string target = "/api/v1/namespaces/" + w.ns + "/" + w.kind + "?resourceVersion=0";
+    if (!selector.empty()) target += "&labelSelector=" + selector;
+    for (int i = 0; i < reps; ++i) {
+      Nanos t0 = now_ns();
+      auto [status, body] = get(target);
+      out.ms.push_back(static_cast<double>(now_ns() - t0) / 1e6);
+      if (status != 200) throw std::runtime_error("LIST " + target + ": " + std::to_string(status));
+      out.bytes = body.size();
+      // Every item carries a resourceVersion, and so does the list's metadata.
+      std::size_t n = 0;
+      for (std::size_t p = 0; (p = body.find(R"("resourceVersion":")", p)) != std::string::npos; ++p) ++n;
+      out.items = n > 0 ? n - 1 : 0;
+    }
+    return out;
+  }
+
+ private:
+  std::string path(const Workload& w) const {
+    return "/api/v1/namespaces/" + w.ns + "/" + w.kind;
+  }
+
+  std::string watch_target(const Workload& w, const WatchSpec& spec, std::size_t i) const {
+    std::string t = path(w) + "?watch=1&resourceVersion=" + std::to_string(spec.from_rv);
+    if (spec.per_node && w.nodes > 0) {
+      t += "&fieldSelector=spec.nodeName%3Dnode-" + std::to_string(i % w.nodes);
+    }
+    return t;
+  }
+
+  asio::awaitable<void> connect(beast::tcp_stream& s, asio::ip::address_v4 source) {
+    s.socket().open(tcp::v4());
+    int one = 1;
+    // Lets many connections share a source address: the port is picked at connect time for
+    // the whole 4-tuple instead of at bind time.
+    ::setsockopt(s.socket().native_handle(), IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+    s.socket().bind(tcp::endpoint(source, 0));
+    s.expires_after(30s);
+    co_await s.async_connect(endpoint_, asio::use_awaitable);
+  }
+
+  asio::awaitable<void> watch_one(std::shared_ptr<Conn> c, std::string target,
+                                  asio::ip::address_v4 source, std::string transport,
+                                  std::atomic<std::size_t>* establishing) {
+    struct Done {  // counts the attempt as finished however it ends
+      std::atomic<std::size_t>* n;
+      ~Done() {
+        if (n) n->fetch_sub(1);
+      }
+    } done{establishing};
+    WatcherRecord& rec = *c->rec;
+    if (rec.stalled) {
+      // A tiny receive buffer makes the server's writes block after a few events.
+      c->tcp.socket().open(tcp::v4());
+      c->tcp.socket().set_option(asio::socket_base::receive_buffer_size(4096));
+      c->tcp.socket().bind(tcp::endpoint(source, 0));
+      c->tcp.expires_after(30s);
+      co_await c->tcp.async_connect(endpoint_, asio::use_awaitable);
+    } else {
+      co_await connect(c->tcp, source);
+    }
+    if (transport == "ws" && !rec.stalled) {
+      c->ws.emplace(std::move(c->tcp));
+      c->ws->set_option(websocket::stream_base::timeout::suggested(beast::role_type::client));
+      co_await c->ws->async_handshake(host_ + ":" + std::to_string(endpoint_.port()), target,
+                                      asio::use_awaitable);
+      beast::get_lowest_layer(*c->ws).expires_never();
+      rec.established = true;
+      done.n->fetch_sub(1);
+      done.n = nullptr;
+      beast::flat_buffer buf;
+      std::string text;
+      for (;;) {
+        auto [ec, n] = co_await c->ws->async_read(buf, asio::as_tuple(asio::use_awaitable));
+        if (ec) break;
+        text.assign(static_cast<const char*>(buf.data().data()), buf.size());
+        buf.consume(buf.size());
+        if (!record_event(rec, text)) break;
+      }
+      if (!c->stopping) rec.ended = true;
+      co_return;
+    }
+    std::string req = "GET " + target + " HTTP/1.1\r\nHost: " + host_ + "\r\nAccept: application/json\r\n\r\n";
+    c->tcp.expires_after(30s);
+    co_await asio::async_write(c->tcp, asio::buffer(req), asio::use_awaitable);
+    // Headers first (kwatch sends them as soon as the watch is registered).
+    std::string head;
+    // Lives in the coroutine frame of every watcher: small enough for 100k idle watchers.
+    char buf[8192];
+    std::size_t header_end = std::string::npos;
+    while (header_end == std::string::npos) {
+      std::size_t n = co_await c->tcp.async_read_some(asio::buffer(buf), asio::use_awaitable);
+      head.append(buf, n);
+      header_end = head.find("\r\n\r\n");
+      if (head.size() > 65536) throw std::runtime_error("watch response headers too long");
+    }
+    if (head.rfind("HTTP/1.1 200", 0) != 0) {
+      throw std::runtime_error("watch " + target + ": " + head.substr(0, head.find("\r\n")));
+    }
+    c->tcp.expires_never();
+    rec.established = true;
+    done.n->fetch_sub(1);
+    done.n = nullptr;
+    if (rec.stalled) co_return;  // never reads again; drain() looks at it at the end
+    ChunkedLines lines;
+    bool ok = true;
+    auto on_line = [&](const std::string& line) { ok = record_event(rec, line) && ok; };
+    bool more = lines.feed(head.data() + header_end + 4, head.size() - header_end - 4, on_line);
+    while (more && ok) {
+      auto [ec, n] = co_await c->tcp.async_read_some(asio::buffer(buf), asio::as_tuple(asio::use_awaitable));
+      if (ec) break;
+      more = lines.feed(buf, n, on_line);
+    }
+    if (!c->stopping) rec.ended = true;
+  }
+
+  // Reads whatever a stalled watcher has pending; true when the server had closed the stream.
+  asio::awaitable<bool> drain(std::shared_ptr<Conn> c) {
+    char buf[8192];
+    for (;;) {
+      c->tcp.expires_after(2s);
+      auto [ec, n] = co_await c->tcp.async_read_some(asio::buffer(buf), asio::as_tuple(asio::use_awaitable));
+      if (ec == asio::error::eof || ec == asio::error::connection_reset) co_return true;
+      if (ec) co_return false;  // timeout: still open and quiet
+    }
+  }
+
+  http::request<http::string_body> request(http::verb verb, const std::string& target, std::string body) {
+    http::request<http::string_body> req{verb, target, 11};
+    req.set(http::field::host, host_);
+    req.set(http::field::accept, "application/json");
+    if (!body.empty()) req.set(http::field::content_type, "application/json");
+    req.body() = std::move(body);
+    req.keep_alive(true);
+    req.prepare_payload();
+    return req;
+  }
+
+  asio::awaitable<std::int64_t> create_part(Workload w, std::size_t part, std::size_t parts) {
+    beast::tcp_stream s(co_await asio::this_coro::executor);
+    co_await connect(s, asio::ip::make_address_v4("127.0.0.1"));
+    beast::flat_buffer buf;
+    std::int64_t last = 0;
+    for (std::size_t i = part; i < w.objects; i += parts) {
+      auto req = request(http::verb::post, path(w), object_json(w, i, 0));
+      s.expires_after(30s);
+      co_await http::async_write(s, req, asio::use_awaitable);
+      http::response<http::string_body> res;
+      co_await http::async_read(s, buf, res, asio::use_awaitable);
+      if (res.result() != http::status::created && res.result() != http::status::conflict) {
+        throw std::runtime_error("create " + object_name(w, i) + ": " + std::to_string(res.result_int()) +
+                                 " " + res.body().substr(0, 300));
+      }
+      last = std::max(last, find_resource_version(res.body().data(), res.body().size()));
+    }
+    co_return last;
+  }
+
+  asio::awaitable<WriteResult> write_part(Workload w, WriteSpec spec, std::size_t j, Nanos start) {
+    WriteResult out;
+    auto ex = co_await asio::this_coro::executor;
+    beast::tcp_stream s(ex);
+    co_await connect(s, asio::ip::make_address_v4("127.0.0.1"));
+    asio::steady_timer timer(ex);
+    beast::flat_buffer buf;
+    const Nanos end = start + static_cast<Nanos>(spec.duration_s * 1e9);
+    const std::size_t per_writer = std::max<std::size_t>(1, w.objects / spec.writers);
+    for (std::uint64_t k = 0;; ++k) {
+      if (spec.rate > 0) {
+        // Open-loop schedule: write number k*W+j is due at start + (k*W+j)/rate.
+        Nanos due = start + static_cast<Nanos>(static_cast<double>(k * spec.writers + j) / spec.rate * 1e9);
+        if (due >= end) break;
+        if (due > now_ns()) {
+          timer.expires_after(std::chrono::nanoseconds(due - now_ns()));
+          co_await timer.async_wait(asio::use_awaitable);
+        }
+      } else {
+        if (now_ns() < start) {
+          timer.expires_after(std::chrono::nanoseconds(start - now_ns()));
+          co_await timer.async_wait(asio::use_awaitable);
+        }
+        if (now_ns() >= end) break;
+      }
+      // Writer j owns objects j, j+W, j+2W, ...: no two writers race on one object.
+      std::size_t index = (j + (k % per_writer) * spec.writers) % w.objects;
+      auto req = request(http::verb::put, path(w) + "/" + object_name(w, index),
+                         object_json(w, index, k * spec.writers + j + 1));
+      s.expires_after(30s);
+      const Nanos sent = now_ns();
+      co_await http::async_write(s, req, asio::use_awaitable);
+      http::response<http::string_body> res;
+      co_await http::async_read(s, buf, res, asio::use_awaitable);
+      Nanos t = now_ns();
+      if (res.result() == http::status::ok) {
+        out.acks.push_back({find_resource_version(res.body().data(), res.body().size()), t, sent});
+      } else {
+        ++out.errors;
+      }
+    }
+    co_return out;
+  }
+
+  asio::awaitable<std::pair<int, std::string>> get_once(std::string target) {
+    beast::tcp_stream s(co_await asio::this_coro::executor);
+    co_await connect(s, asio::ip::make_address_v4("127.0.0.1"));
+    auto req = request(http::verb::get, target, "");
+    s.expires_after(120s);
+    co_await http::async_write(s, req, asio::use_awaitable);
+    beast::flat_buffer buf;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(std::numeric_limits<std::uint64_t>::max());
+    co_await http::async_read(s, buf, parser, asio::use_awaitable);
+    auto res = parser.release();
+    co_return std::pair<int, std::string>{res.result_int(), std::move(res.body())};
+  }
+
+  std::pair<int, std::string> get(const std::string& target) {
+    std::promise<std::pair<int, std::string>> p;
+    auto f = p.get_future();
+    asio::co_spawn(asio::make_strand(ioc_), get_once(target),
+                   [&p](std::exception_ptr e, std::pair<int, std::string> r) {
+                     if (e) {
+                       p.set_exception(e);
+                     } else {
+                       p.set_value(std::move(r));
+                     }
+                   });
+    return f.get();
+  }
+
+  std::string host_;
+  tcp::endpoint endpoint_;
+  asio::io_context ioc_;
+  asio::executor_work_guard<asio::io_context::executor_type> guard_;
+  std::vector<std::thread> threads_;
+  std::vector<std::shared_ptr<Conn>> conns_;
+};
+
+}  // namespace
+
+std::unique_ptr<Target> make_kwatch_target(const std::string& host, int port, int threads) {
+  return std::make_unique<KwatchTarget>(host, port, threads);
+}
+
+}  // namespace kwatch::bench
