@@ -147,7 +147,8 @@ asio::awaitable<Result<Response>> call_unary(std::shared_ptr<EtcdStorage::Core> 
     if (retry && retryable(call->status) && std::chrono::system_clock::now() + backoff < deadline) {
       spdlog::debug("etcd: retrying a read after: {}", call->status.error_message());
       asio::steady_timer timer(co_await asio::this_coro::executor, backoff);
-      co_await timer.async_wait(asio::use_awaitable);
+      auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+      if (ec) co_return ec;  // cancelled while backing off
       backoff = std::min<std::chrono::milliseconds>(backoff * 2, 500ms);
       continue;
     }
