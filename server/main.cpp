@@ -6,6 +6,7 @@
 #include "server/options.hpp"
 #include "server/selector_predicate.hpp"
 #include "server/version.hpp"
+#include "storage/etcd_storage.hpp"
 #include "storage/memory_storage.hpp"
 #include "watch/cacher.hpp"
 
@@ -14,6 +15,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -74,19 +76,45 @@ int main(int argc, char** argv) {
   const auto options = std::get<server::Options>(outcome);
   spdlog::set_level(spdlog::level::from_str(options.log_level));
 
-  storage::MemoryStorage::Options storage_options;
-  storage_options.data_dir = options.data_dir;
-  storage_options.sync = options.fsync;
-  auto opened = storage::MemoryStorage::open(storage_options);
-  if (!opened) {
-    spdlog::critical("cannot open storage in '{}': {}", options.data_dir, opened.error().message());
-    return 1;
-  }
-  std::shared_ptr<storage::Storage> storage = std::move(*opened);
-
   const unsigned threads =
       options.io_threads > 0 ? options.io_threads : std::max(1u, std::thread::hardware_concurrency());
   asio::io_context ioc(static_cast<int>(threads));
+
+  std::shared_ptr<storage::Storage> storage;
+  if (options.storage_backend == "etcd3") {
+    storage::EtcdStorage::Options etcd_options;
+    etcd_options.endpoints = options.etcd_servers;
+    etcd_options.ca_file = options.etcd_cafile;
+    etcd_options.cert_file = options.etcd_certfile;
+    etcd_options.key_file = options.etcd_keyfile;
+    // Like kube-apiserver, wait a while for etcd at start-up rather than fail at once.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (;;) {
+      auto opened = storage::EtcdStorage::open(etcd_options, ioc.get_executor());
+      if (opened) {
+        storage = std::move(*opened);
+        break;
+      }
+      if (opened.error() != storage::Errc::unavailable ||
+          std::chrono::steady_clock::now() > give_up) {
+        spdlog::critical("cannot use etcd at {}: {}", fmt::join(options.etcd_servers, ","),
+                         opened.error().message());
+        return 1;
+      }
+      spdlog::warn("etcd at {} is not answering yet; retrying", fmt::join(options.etcd_servers, ","));
+    }
+  } else {
+    storage::MemoryStorage::Options storage_options;
+    storage_options.data_dir = options.data_dir;
+    storage_options.sync = options.fsync;
+    auto opened = storage::MemoryStorage::open(storage_options);
+    if (!opened) {
+      spdlog::critical("cannot open storage in '{}': {}", options.data_dir,
+                       opened.error().message());
+      return 1;
+    }
+    storage = std::move(*opened);
+  }
   auto scheme = registry::Scheme::builtin(options.etcd_prefix);
   auto store = std::make_shared<registry::ResourceStore>(storage, scheme);
   auto metrics = std::make_shared<server::Metrics>();
@@ -151,9 +179,12 @@ int main(int argc, char** argv) {
     ioc.stop();
   });
 
+  std::string where = options.storage_backend == "etcd3"
+                          ? ", " + fmt::format("{}", fmt::join(options.etcd_servers, ","))
+                          : (options.data_dir.empty() ? ", in memory" : ", data dir " + options.data_dir);
   spdlog::info("kwatch-apiserver {} serving on http://{} (storage: {}{})", server::kKwatchVersion,
                options.bind_address + ":" + std::to_string(http.port()), options.storage_backend,
-               options.data_dir.empty() ? ", in memory" : ", data dir " + options.data_dir);
+               where);
   std::vector<std::thread> pool;
   for (unsigned i = 1; i < threads; ++i) pool.emplace_back([&] { ioc.run(); });
   ioc.run();
