@@ -10,6 +10,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   etcd-server etcd-client
   curl python3 python3-kubernetes python3-websocket python3-yaml
+  gnuplot-nox
 )
 
 missing=()
