@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -69,6 +70,37 @@ std::int64_t find_resource_version(const char* data, std::size_t size) {
     any = true;
   }
   return any ? v : -1;
+}
+
+namespace {
+
+// utime+stime in seconds from a /proc stat file, or -1.
+double stat_cpu_s(const std::string& path) {
+  std::ifstream stat(path);
+  std::string all((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  auto close = all.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream rest(all.substr(close + 2));
+  std::string field;
+  double utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && (rest >> field); ++i) {
+    if (i == 14) utime = std::atof(field.c_str());
+    if (i == 15) stime = std::atof(field.c_str());
+  }
+  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+}  // namespace
+
+std::map<int, double> read_thread_cpu(int pid) {
+  std::map<int, double> out;
+  if (pid <= 0) return out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    double cpu = stat_cpu_s(e.path().string() + "/stat");
+    if (cpu >= 0) out[std::atoi(e.path().filename().c_str())] = cpu;
+  }
+  return out;
 }
 
 ProcSample read_proc(int pid) {

@@ -123,6 +123,8 @@ struct ProcSample {
   long rss_kib = 0;
 };
 ProcSample read_proc(int pid);
+// CPU seconds of each thread of pid (/proc/<pid>/task/<tid>/stat), by thread id.
+std::map<int, double> read_thread_cpu(int pid);
 
 // Percentile (0..100) of an unsorted vector (sorted in place).
 double percentile(std::vector<double>& v, double p);

@@ -211,7 +211,7 @@ class EtcdTarget final : public Target {
           Nanos due = start;
           if (spec.rate > 0) {
             due = start + static_cast<Nanos>(static_cast<double>(k * spec.writers + j) / spec.rate * 1e9);
-            if (due >= end) break;
+            if (due >= end || now_ns() >= end) break;  // fell behind: stop at the end too
           }
           if (due > now_ns()) std::this_thread::sleep_for(std::chrono::nanoseconds(due - now_ns()));
           if (now_ns() >= end) break;

@@ -164,6 +164,7 @@ json::object run_watch(const Options& o) {
   const double terminated0 = target->terminated_metric();
   const std::uint64_t events0 = total_events(records);
   const ProcSample p0 = read_proc(pid);
+  const auto threads0 = read_thread_cpu(pid);
   const Nanos t0 = now_ns();
 
   WriteResult writes;
@@ -184,6 +185,8 @@ json::object run_watch(const Options& o) {
     }
   }
   const ProcSample p1 = read_proc(pid);
+  const auto threads1 = read_thread_cpu(pid);
+  const Nanos t1 = now_ns();
   const std::uint64_t events = total_events(records) - events0;
   const double terminated1 = target->terminated_metric();
   std::size_t ended = 0;
@@ -252,6 +255,16 @@ json::object run_watch(const Options& o) {
   out["server_cpu_us_per_write"] =
       !writes.acks.empty() ? cpu * 1e6 / static_cast<double>(writes.acks.size()) : 0.0;
   out["server_rss_end_kib"] = p1.rss_kib;
+  // Is one server thread the bottleneck? The busiest thread's share of one core over the window.
+  double busiest = 0;
+  for (const auto& [tid, cpu1] : threads1) {
+    auto it = threads0.find(tid);
+    busiest = std::max(busiest, cpu1 - (it == threads0.end() ? 0.0 : it->second));
+  }
+  out["server_threads"] = threads1.size();
+  out["server_busiest_thread_cpu_s"] = busiest;
+  out["server_busiest_thread_core_share"] = busiest / (static_cast<double>(t1 - t0) / 1e9);
+  out["server_core_share"] = cpu / (static_cast<double>(t1 - t0) / 1e9);
   out["terminated_metric_delta"] = terminated0 >= 0 ? terminated1 - terminated0 : -1.0;
   out["ended_early"] = ended;
   return out;
