@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include <array>
+#include <cstdio>
 
 namespace kwatch::server {
 
@@ -29,8 +30,19 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   Impl(asio::io_context& ioc, std::shared_ptr<ApiHandler> h, HttpLimits l)
       : ioc(ioc), acceptor(asio::make_strand(ioc)), handler(std::move(h)), limits(l) {}
 
+  enum class Next { read, close, drain, stream_chunked, stream_websocket };
+  struct Exchange {
+    explicit Exchange(Next n) : next(n) {}
+    Next next = Next::close;
+    unsigned version = 11;
+    ApiResponse response;
+    http::request<http::string_body> upgrade;  // the WebSocket upgrade request
+  };
+
   asio::awaitable<void> accept_loop();
   asio::awaitable<void> serve_connection(beast::tcp_stream stream);
+  asio::awaitable<Exchange> serve_request(beast::tcp_stream& stream, beast::flat_buffer& buffer);
+  asio::awaitable<void> drain_and_close(beast::tcp_stream& stream);
   asio::awaitable<void> stream_chunked(beast::tcp_stream& stream, ApiResponse response,
                                        unsigned version);
   asio::awaitable<void> stream_websocket(beast::tcp_stream stream,
@@ -85,78 +97,105 @@ asio::awaitable<void> HttpServer::Impl::accept_loop() {
   }
 }
 
+asio::awaitable<void> HttpServer::Impl::drain_and_close(beast::tcp_stream& stream) {
+  // Lets the client finish sending and read the answer: closing with unread input would reset
+  // the connection before it sees the Status. Bounded in bytes and time.
+  beast::error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  std::vector<char> sink(16384);
+  std::size_t drained = 0;
+  stream.expires_after(std::chrono::seconds(5));
+  while (drained < 4 * limits.max_body_bytes) {
+    auto [rec, got] = co_await stream.async_read_some(asio::buffer(sink), use_tuple);
+    if (rec) break;
+    drained += got;
+  }
+}
+
+asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
+    beast::tcp_stream& stream, beast::flat_buffer& buffer) {
+  // Everything parsed for one request lives in this frame and is gone before a watch streams.
+  http::request_parser<http::string_body> parser;
+  parser.body_limit(limits.max_body_bytes);
+  parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
+  stream.expires_after(limits.read_timeout);
+  auto [ec, n] = co_await http::async_read(stream, buffer, parser, use_tuple);
+  if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
+      ec == asio::error::connection_reset || ec == asio::error::operation_aborted) {
+    co_return Exchange{Next::close};
+  }
+  if (ec) {
+    const bool too_big = ec == http::error::body_limit || ec == http::error::header_limit;
+    auto res = too_big ? simple_error(413, "RequestEntityTooLarge", "request entity too large")
+                       : simple_error(400, "BadRequest", "malformed HTTP request");
+    stream.expires_after(limits.write_timeout);
+    co_await http::async_write(stream, res, use_tuple);
+    co_return Exchange{Next::drain};
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto& req = parser.get();
+  ApiRequest request;
+  request.method = std::string(req.method_string());
+  request.target = std::string(req.target());
+  request.content_type = std::string(req[http::field::content_type]);
+  request.accept = std::string(req[http::field::accept]);
+  request.user_agent = std::string(req[http::field::user_agent]);
+  request.body = std::move(req.body());
+  request.websocket = beast::websocket::is_upgrade(req);
+  const bool keep_alive = req.keep_alive();
+  const unsigned version = req.version();
+
+  ApiResponse response = co_await handler->handle(request);
+
+  if (response.streaming) {
+    spdlog::info("{} {} {} watch", request.method, request.target, response.status);
+    Exchange out{request.websocket ? Next::stream_websocket : Next::stream_chunked};
+    out.version = version;
+    if (request.websocket) out.upgrade = parser.release();
+    out.response = std::move(response);
+    co_return out;
+  }
+
+  http::response<http::string_body> res{static_cast<http::status>(response.status), version};
+  res.set(http::field::server, "kwatch");
+  res.set(http::field::content_type, response.content_type);
+  res.set(http::field::cache_control, "no-cache, private");
+  for (const auto& [name, value] : response.headers) res.set(name, value);
+  if (request.method != "HEAD") res.body() = std::move(response.body);
+  res.keep_alive(keep_alive);
+  res.prepare_payload();
+  stream.expires_after(limits.write_timeout);
+  auto [wec, wn] = co_await http::async_write(stream, res, use_tuple);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  spdlog::info("{} {} {} {:.3f}ms", request.method, request.target, response.status, ms);
+  co_return Exchange{wec || !keep_alive ? Next::close : Next::read};
+}
+
 asio::awaitable<void> HttpServer::Impl::serve_connection(beast::tcp_stream stream) {
   auto self = shared_from_this();
   beast::flat_buffer buffer;
   for (;;) {
-    http::request_parser<http::string_body> parser;
-    parser.body_limit(limits.max_body_bytes);
-    parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
-    stream.expires_after(limits.read_timeout);
-    auto [ec, n] = co_await http::async_read(stream, buffer, parser, use_tuple);
-    if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
-        ec == asio::error::connection_reset || ec == asio::error::operation_aborted) {
-      break;
+    Exchange exchange = co_await serve_request(stream, buffer);
+    switch (exchange.next) {
+      case Next::read:
+        continue;
+      case Next::drain:
+        co_await drain_and_close(stream);
+        co_return;
+      case Next::stream_chunked:
+        buffer = beast::flat_buffer();  // an idle watch keeps as little as possible
+        co_await stream_chunked(stream, std::move(exchange.response), exchange.version);
+        co_return;
+      case Next::stream_websocket:
+        buffer = beast::flat_buffer();
+        co_await stream_websocket(std::move(stream), std::move(exchange.upgrade),
+                                  std::move(exchange.response));
+        co_return;
+      case Next::close:
+        break;
     }
-    if (ec) {
-      const bool too_big = ec == http::error::body_limit || ec == http::error::header_limit;
-      auto res = too_big ? simple_error(413, "RequestEntityTooLarge", "request entity too large")
-                         : simple_error(400, "BadRequest", "malformed HTTP request");
-      stream.expires_after(limits.write_timeout);
-      co_await http::async_write(stream, res, use_tuple);
-      // Let the client finish sending and read the answer: closing with unread input would
-      // reset the connection before it sees the Status. Bounded in bytes and time.
-      beast::error_code ignored;
-      stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
-      std::array<char, 16384> sink;
-      std::size_t drained = 0;
-      stream.expires_after(std::chrono::seconds(5));
-      while (drained < 4 * limits.max_body_bytes) {
-        auto [rec, got] = co_await stream.async_read_some(asio::buffer(sink), use_tuple);
-        if (rec) break;
-        drained += got;
-      }
-      co_return;
-    }
-    const auto start = std::chrono::steady_clock::now();
-    auto& req = parser.get();
-    ApiRequest request;
-    request.method = std::string(req.method_string());
-    request.target = std::string(req.target());
-    request.content_type = std::string(req[http::field::content_type]);
-    request.accept = std::string(req[http::field::accept]);
-    request.user_agent = std::string(req[http::field::user_agent]);
-    request.body = std::move(req.body());
-    request.websocket = beast::websocket::is_upgrade(req);
-    const bool keep_alive = req.keep_alive();
-    const unsigned version = req.version();
-
-    ApiResponse response = co_await handler->handle(request);
-
-    if (response.streaming) {
-      spdlog::info("{} {} {} watch", request.method, request.target, response.status);
-      if (request.websocket) {
-        co_await stream_websocket(std::move(stream), parser.release(), std::move(response));
-      } else {
-        co_await stream_chunked(stream, std::move(response), version);
-      }
-      co_return;
-    }
-
-    http::response<http::string_body> res{static_cast<http::status>(response.status), version};
-    res.set(http::field::server, "kwatch");
-    res.set(http::field::content_type, response.content_type);
-    res.set(http::field::cache_control, "no-cache, private");
-    for (const auto& [name, value] : response.headers) res.set(name, value);
-    if (request.method != "HEAD") res.body() = std::move(response.body);
-    res.keep_alive(keep_alive);
-    res.prepare_payload();
-    stream.expires_after(limits.write_timeout);
-    auto [wec, wn] = co_await http::async_write(stream, res, use_tuple);
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    spdlog::info("{} {} {} {:.3f}ms", request.method, request.target, response.status, ms);
-    if (wec || !keep_alive) break;
+    break;
   }
   beast::error_code ignored;
   stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
@@ -165,7 +204,8 @@ asio::awaitable<void> HttpServer::Impl::serve_connection(beast::tcp_stream strea
 namespace {
 
 // The buffers of a batch of frames: type prefix, the shared object JSON, suffix. No copies.
-void append_frames(std::vector<asio::const_buffer>& out, const std::vector<watch::WatchFrame>& frames) {
+void append_frames(std::vector<asio::const_buffer>& out,
+                   const std::vector<watch::WatchFrame>& frames) {
   for (const auto& f : frames) {
     auto prefix = watch::frame_prefix(f.type);
     out.emplace_back(prefix.data(), prefix.size());
@@ -178,15 +218,16 @@ void append_frames(std::vector<asio::const_buffer>& out, const std::vector<watch
 
 asio::awaitable<void> HttpServer::Impl::stream_chunked(beast::tcp_stream& stream,
                                                        ApiResponse response, unsigned version) {
-  http::response<http::empty_body> res{http::status::ok, version};
-  res.set(http::field::server, "kwatch");
-  res.set(http::field::content_type, "application/json");
-  res.set(http::field::cache_control, "no-cache, private");
-  res.chunked(true);
-  res.keep_alive(false);
-  http::response_serializer<http::empty_body> sr{res};
+  // A fixed head: nothing per watch is kept for it.
+  static constexpr std::string_view kHead11 =
+      "HTTP/1.1 200 OK\r\nServer: kwatch\r\nContent-Type: application/json\r\n"
+      "Cache-Control: no-cache, private\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+  static constexpr std::string_view kHead10 =
+      "HTTP/1.0 200 OK\r\nServer: kwatch\r\nContent-Type: application/json\r\n"
+      "Cache-Control: no-cache, private\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
   stream.expires_after(limits.write_timeout);
-  auto [hec, hn] = co_await http::async_write_header(stream, sr, use_tuple);
+  auto [hec, hn] =
+      co_await asio::async_write(stream, asio::buffer(version == 10 ? kHead10 : kHead11), use_tuple);
   if (hec) co_return;
   // A client that hangs up is noticed at once, not at the next event: one read stays pending
   // on the raw socket (beside the stream's timeouts) and ends the watch when it completes.
@@ -196,7 +237,7 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(beast::tcp_stream& stream
     asio::co_spawn(
         executor,
         [&socket = stream.socket(), session]() -> asio::awaitable<void> {
-          std::array<char, 512> discard;
+          std::array<char, 64> discard;
           for (;;) {
             auto [ec, n] = co_await socket.async_read_some(asio::buffer(discard), use_tuple);
             if (ec) break;
@@ -213,15 +254,23 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(beast::tcp_stream& stream
     if (ec) co_return;
   }
   if (response.watch) {
+    std::vector<watch::WatchFrame> frames;
+    char chunk_header[24];
     for (;;) {
-      auto frames = co_await response.watch->next();
-      if (!frames) break;
+      auto next = co_await response.watch->next(frames);
+      if (!next) break;
+      // One chunk per batch, framed by hand: "<size hex>\r\n" <frames> "\r\n".
       buffers.clear();
-      append_frames(buffers, *frames);
+      buffers.emplace_back();  // the chunk header, filled in below
+      append_frames(buffers, frames);
+      const std::size_t size = asio::buffer_size(buffers);
+      const int len = std::snprintf(chunk_header, sizeof chunk_header, "%zx\r\n", size);
+      buffers.front() = asio::const_buffer(chunk_header, static_cast<std::size_t>(len));
+      buffers.emplace_back("\r\n", 2);
       // A client that stops reading is cut off here at the latest; the cacher cuts it off
       // sooner when its queue fills.
       stream.expires_after(limits.write_timeout);
-      auto [ec, n] = co_await asio::async_write(stream, http::make_chunk(buffers), use_tuple);
+      auto [ec, n] = co_await asio::async_write(stream, buffers, use_tuple);
       if (ec) co_return;
     }
   }
@@ -264,13 +313,15 @@ asio::awaitable<void> HttpServer::Impl::stream_websocket(beast::tcp_stream strea
   }
   if (response.watch) {
     std::vector<asio::const_buffer> buffers;
+    std::vector<watch::WatchFrame> frames;
     for (;;) {
-      auto frames = co_await response.watch->next();
-      if (!frames) break;
-      for (const auto& f : *frames) {
-        buffers.clear();
-        append_frames(buffers, {f});
-        auto [ec, n] = co_await ws->async_write(buffers, use_tuple);
+      auto next = co_await response.watch->next(frames);
+      if (!next) break;
+      for (const auto& f : frames) {
+        auto prefix = watch::frame_prefix(f.type);
+        std::array<asio::const_buffer, 3> message{
+            asio::buffer(prefix), asio::buffer(f.object->json), asio::buffer(watch::kFrameSuffix)};
+        auto [ec, n] = co_await ws->async_write(message, use_tuple);
         if (ec) co_return;
       }
     }

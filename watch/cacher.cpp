@@ -43,6 +43,7 @@ struct Watcher {
   std::string bucket_key;
   bool blocked = false;
   std::atomic<bool> ended{false};
+  bool expired = false;  // transport strand only
   Channel channel;
   asio::steady_timer deadline;
 
@@ -525,6 +526,7 @@ asio::awaitable<storage::Result<std::unique_ptr<WatchSession>>> Cacher::watch(Wa
 WatchSession::~WatchSession() {
   if (!watcher_) return;
   watcher_->ended = true;
+  watcher_->deadline.cancel();
   if (auto cacher = cacher_.lock()) cacher->unregister_watcher(*watcher_);
 }
 
@@ -535,33 +537,50 @@ void WatchSession::stop() {
 }
 
 asio::awaitable<storage::Result<std::vector<WatchFrame>>> WatchSession::next() {
-  constexpr std::size_t kBatch = 512;
   std::vector<WatchFrame> frames;
+  auto r = co_await next(frames);
+  if (!r) co_return r.error();
+  co_return frames;
+}
+
+asio::awaitable<storage::Result<void>> WatchSession::next(std::vector<WatchFrame>& out) {
+  constexpr std::size_t kBatch = 512;
+  out.clear();
   if (initial_sent_ < initial_.size()) {
     const std::size_t n = std::min(kBatch, initial_.size() - initial_sent_);
-    frames.assign(initial_.begin() + static_cast<long>(initial_sent_),
-                  initial_.begin() + static_cast<long>(initial_sent_ + n));
+    out.assign(initial_.begin() + static_cast<long>(initial_sent_),
+               initial_.begin() + static_cast<long>(initial_sent_ + n));
     initial_sent_ += n;
     if (initial_sent_ == initial_.size()) {
       initial_.clear();
       initial_.shrink_to_fit();
       initial_sent_ = 0;
     }
-    co_return frames;
+    co_return storage::Result<void>{};
   }
-  Watcher& w = *watcher_;
-  if (w.ended) co_return Errc::unavailable;
-  auto result = co_await (w.channel.async_receive(use_tuple) || w.deadline.async_wait(use_tuple));
-  if (result.index() == 1) co_return boost::system::error_code(asio::error::eof);
-  auto& [ec, frame] = std::get<0>(result);
+  auto w = watcher_;
+  if (!deadline_armed_) {
+    // One wait for the whole watch, on this strand: at the deadline it marks the watch expired
+    // and wakes a pending receive. Cheaper than racing a timer against every receive.
+    deadline_armed_ = true;
+    w->deadline.async_wait([w](boost::system::error_code ec) {
+      if (ec) return;
+      w->expired = true;
+      w->channel.cancel();
+    });
+  }
+  if (w->expired) co_return boost::system::error_code(asio::error::eof);
+  if (w->ended) co_return Errc::unavailable;
+  auto [ec, frame] = co_await w->channel.async_receive(use_tuple);
+  if (w->expired) co_return boost::system::error_code(asio::error::eof);
   if (ec) co_return Errc::unavailable;
-  frames.push_back(std::move(frame));
-  while (frames.size() < kBatch &&
-         w.channel.try_receive([&](boost::system::error_code e, WatchFrame f) {
-           if (!e) frames.push_back(std::move(f));
+  out.push_back(std::move(frame));
+  while (out.size() < kBatch &&
+         w->channel.try_receive([&](boost::system::error_code e, WatchFrame f) {
+           if (!e) out.push_back(std::move(f));
          })) {
   }
-  co_return frames;
+  co_return storage::Result<void>{};
 }
 
 }  // namespace kwatch::watch

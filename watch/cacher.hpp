@@ -66,6 +66,8 @@ class WatchSession {
   // with `asio::error::eof` at the deadline, and with `Errc::unavailable` when the cacher ended
   // the watch (slow client, re-list, shutdown).
   boost::asio::awaitable<storage::Result<std::vector<WatchFrame>>> next();
+  // The same, appending to `out` (cleared first) so a transport can reuse one vector.
+  boost::asio::awaitable<storage::Result<void>> next(std::vector<WatchFrame>& out);
   // Ends the watch from the transport's side (the client went away); a pending or later
   // `next()` completes with `Errc::unavailable`. Thread-safe.
   void stop();
@@ -80,6 +82,7 @@ class WatchSession {
   std::shared_ptr<Watcher> watcher_;
   std::vector<WatchFrame> initial_;
   std::size_t initial_sent_ = 0;
+  bool deadline_armed_ = false;
   ObjectPtr error_;
 };
 
