@@ -10,9 +10,12 @@ set logscale x
 set xlabel "watchers"
 set grid
 set key outside right
+set lmargin 12
+set rmargin 36
 
-set title "write -> event latency at 500 writes/s (1 KiB configmaps)"
+set title "write ack -> event latency at 500 writes/s (1 KiB configmaps; 0.01 = event arrived before the ack)"
 set logscale y
+set yrange [0.01:*]
 set ylabel "ms (log)"
 plot datadir."/latency_kwatch.dat" using 1:2 with linespoints lc rgb "#1f77b4" pt 7 title "kwatch p50", \
      ""                            using 1:3 with linespoints lc rgb "#1f77b4" pt 5 dt 2 title "kwatch p99", \
@@ -22,6 +25,7 @@ plot datadir."/latency_kwatch.dat" using 1:2 with linespoints lc rgb "#1f77b4" p
      ""                            using 1:4 with linespoints lc rgb "#d62728" pt 9 dt 3 title "etcd p999"
 
 set title "events delivered per second (all watchers together)"
+set yrange [*:*]
 set ylabel "events/s (log)"
 plot datadir."/fanout_kwatch.dat"  using 1:2 with linespoints lc rgb "#1f77b4" pt 7 title "kwatch, writers at saturation", \
      datadir."/fanout_etcd.dat"    using 1:2 with linespoints lc rgb "#d62728" pt 7 title "etcd, writers at saturation", \
