@@ -20,6 +20,7 @@ class SelectorPredicate final : public watch::Predicate {
   std::optional<std::string> exact_field(std::string_view field) const override {
     return fields_.exact_value(field);
   }
+  std::optional<std::pair<std::string, std::string>> exact_label() const override;
 
  private:
   registry::LabelSelector labels_;

@@ -4,16 +4,40 @@
 
 namespace kwatch::watch {
 
+namespace {
+
+// The smallest string above every string that starts with `prefix` ("" when there is none).
+std::string prefix_end(const std::string& prefix) {
+  std::string end = prefix;
+  while (!end.empty()) {
+    if (static_cast<unsigned char>(end.back()) != 0xff) {
+      end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+      return end;
+    }
+    end.pop_back();
+  }
+  return end;
+}
+
+}  // namespace
+
 WatchCache::WatchCache(std::size_t lower_capacity, std::size_t upper_capacity,
                        std::string trigger_field)
     : trigger_field_(std::move(trigger_field)), window_(lower_capacity, upper_capacity) {}
 
 void WatchCache::index_add(const ObjectPtr& object) {
+  for (const auto& [k, v] : object->labels) label_index_[k + '=' + v].insert(object->key);
   if (trigger_field_.empty()) return;
   if (const std::string* v = object->field(trigger_field_)) trigger_index_[*v].insert(object->key);
 }
 
 void WatchCache::index_remove(const ObjectPtr& object) {
+  for (const auto& [k, v] : object->labels) {
+    auto it = label_index_.find(k + '=' + v);
+    if (it == label_index_.end()) continue;
+    it->second.erase(object->key);
+    if (it->second.empty()) label_index_.erase(it);
+  }
   if (trigger_field_.empty()) return;
   const std::string* v = object->field(trigger_field_);
   if (v == nullptr) return;
@@ -27,6 +51,7 @@ void WatchCache::replace(std::vector<ObjectPtr> objects, std::int64_t rv) {
   std::unique_lock lock(mutex_);
   objects_.clear();
   trigger_index_.clear();
+  label_index_.clear();
   for (auto& o : objects) {
     index_add(o);
     objects_.emplace(o->key, std::move(o));
@@ -103,13 +128,26 @@ CacheList WatchCache::list(const std::string& prefix, const std::string& start_k
     out.objects.push_back(o);
     return true;
   };
-  // A list that pins the trigger field walks only the matching keys.
-  std::optional<std::string> pinned;
-  if (predicate != nullptr && !trigger_field_.empty()) pinned = predicate->exact_field(trigger_field_);
+  // A list that pins the trigger field or a label walks only the keys that have it.
+  const std::set<std::string>* bucket = nullptr;
+  bool pinned = false;
+  if (predicate != nullptr && !trigger_field_.empty()) {
+    if (auto value = predicate->exact_field(trigger_field_)) {
+      pinned = true;
+      auto it = trigger_index_.find(*value);
+      if (it != trigger_index_.end()) bucket = &it->second;
+    }
+  }
+  if (!pinned && predicate != nullptr) {
+    if (auto label = predicate->exact_label()) {
+      pinned = true;
+      auto it = label_index_.find(label->first + '=' + label->second);
+      if (it != label_index_.end()) bucket = &it->second;
+    }
+  }
   if (pinned) {
-    auto bucket = trigger_index_.find(*pinned);
-    if (bucket == trigger_index_.end()) return out;
-    for (auto it = bucket->second.lower_bound(from); it != bucket->second.end(); ++it) {
+    if (bucket == nullptr) return out;
+    for (auto it = bucket->lower_bound(from); it != bucket->end(); ++it) {
       if (!in_prefix(*it)) {
         if (*it > prefix) break;
         continue;
@@ -118,13 +156,14 @@ CacheList WatchCache::list(const std::string& prefix, const std::string& start_k
     }
     return out;
   }
+  // The range's end is found once, so the walk compares no keys.
   auto it = objects_.lower_bound(from);
-  for (; it != objects_.end() && in_prefix(it->first); ++it) {
+  const std::string stop = prefix_end(prefix);
+  const auto end = stop.empty() ? objects_.end() : objects_.lower_bound(stop);
+  for (; it != end; ++it) {
     if (!take(it->second)) break;
   }
-  if (out.more && predicate == nullptr) {
-    for (; it != objects_.end() && in_prefix(it->first); ++it) ++out.remaining;
-  }
+  if (out.more && predicate == nullptr) out.remaining = std::distance(it, end);
   return out;
 }
 

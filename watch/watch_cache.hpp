@@ -1,5 +1,5 @@
-// The cached state of one resource: every object by key, an index on the resource's trigger
-// field (e.g. spec.nodeName for pods), the window of recent events, and the resource version the
+// The cached state of one resource: every object by key, indexes on the resource's trigger
+// field (e.g. spec.nodeName for pods) and on label values, the window of recent events, and the resource version the
 // cache has reached.
 //
 // Thread-safety: internally synchronized with a shared mutex. `replace`, `apply_*` and `advance`
@@ -69,6 +69,8 @@ class WatchCache {
   std::string trigger_field_;
   std::map<std::string, ObjectPtr> objects_;
   std::unordered_map<std::string, std::set<std::string>> trigger_index_;  // value -> keys
+  // "key=value" -> keys: a list with an equality label selector walks only its bucket.
+  std::unordered_map<std::string, std::set<std::string>> label_index_;
   EventWindow window_;
   std::int64_t rv_ = 0;
 };

@@ -70,6 +70,10 @@ class Predicate {
   virtual bool empty() const = 0;
   // An exact `field=value` the watcher requires, for the dispatcher's index (e.g. spec.nodeName).
   virtual std::optional<std::string> exact_field(std::string_view field) const = 0;
+  // A `key=value` label every matching object has, for the cache's label index.
+  virtual std::optional<std::pair<std::string, std::string>> exact_label() const {
+    return std::nullopt;
+  }
 };
 
 }  // namespace kwatch::watch

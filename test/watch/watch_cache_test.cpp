@@ -79,6 +79,47 @@ TEST(WatchCache, TriggerIndexServesListsPinnedToAField) {
   EXPECT_TRUE(cache.list("/registry/pods/", "", 0, &on_n1).objects.empty());
 }
 
+class LabelEquals : public Predicate {
+ public:
+  LabelEquals(std::string k, std::string v) : k_(std::move(k)), v_(std::move(v)) {}
+  bool matches(const CachedObject& o) const override {
+    const std::string* v = o.label(k_);
+    return v != nullptr && *v == v_;
+  }
+  bool empty() const override { return false; }
+  std::optional<std::string> exact_field(std::string_view) const override { return std::nullopt; }
+  std::optional<std::pair<std::string, std::string>> exact_label() const override {
+    return std::make_pair(k_, v_);
+  }
+
+ private:
+  std::string k_, v_;
+};
+
+ObjectPtr labelled(const std::string& name, const std::string& app, std::int64_t rv) {
+  return *decode_object("/registry/configmaps/ns/" + name,
+                        R"({"metadata":{"name":")" + name + R"(","namespace":"ns","labels":{"app":")" +
+                            app + R"("}}})",
+                        rv, nullptr);
+}
+
+TEST(WatchCache, LabelIndexServesEqualitySelectorsAndFollowsChanges) {
+  WatchCache cache(10, 10, "");
+  cache.replace({labelled("a", "web", 2), labelled("b", "db", 3), labelled("c", "web", 4)}, 4);
+  LabelEquals web("app", "web");
+  LabelEquals none("app", "none");
+  EXPECT_EQ(names(cache.list("/registry/configmaps/", "", 0, &web)),
+            (std::vector<std::string>{"a", "c"}));
+  EXPECT_TRUE(cache.list("/registry/configmaps/", "", 0, &none).objects.empty());
+  const auto now = std::chrono::steady_clock::now();
+  cache.apply_put(labelled("a", "db", 5), labelled("a", "web", 5), now);
+  cache.apply_put(labelled("d", "web", 6), nullptr, now);
+  cache.apply_delete(labelled("c", "web", 7), now);
+  EXPECT_EQ(names(cache.list("/registry/configmaps/", "", 0, &web)), (std::vector<std::string>{"d"}));
+  auto page = cache.list("/registry/configmaps/", "", 1, &web);
+  EXPECT_EQ(names(page), (std::vector<std::string>{"d"}));
+}
+
 TEST(WatchCache, EventsAreRecordedWithTypesAndVersions) {
   WatchCache cache(10, 10, "");
   cache.replace({}, 10);
