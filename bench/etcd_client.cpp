@@ -57,6 +57,7 @@ class Watcher final : public grpc::ClientBidiReactor<etcdserverpb::WatchRequest,
   }
 
   void start() {
+    context_.set_wait_for_ready(true);  // the channel is new: wait for its connection
     stub_->async()->Watch(&context_, this);
     StartWrite(&request_);
     StartRead(&response_);
@@ -130,6 +131,7 @@ class EtcdTarget final : public Target {
       etcdserverpb::RangeResponse res;
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+      ctx.set_wait_for_ready(true);
       auto status = kv_->Range(&ctx, req, &res);
       if (!status.ok()) throw std::runtime_error("etcd range: " + status.error_message());
       return res.header().revision();
@@ -272,6 +274,7 @@ class EtcdTarget final : public Target {
       etcdserverpb::RangeResponse res;
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + 120s);
+      ctx.set_wait_for_ready(true);
       auto status = kv_->Range(&ctx, req, &res);
       if (!status.ok()) throw std::runtime_error("etcd range: " + status.error_message());
       // Decode: what an API server without a cache does with every value before filtering.
@@ -299,9 +302,16 @@ class EtcdTarget final : public Target {
     req.set_key(key);
     req.set_value(std::move(value));
     etcdserverpb::PutResponse res;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + 10s);
-    auto status = kv.Put(&ctx, req, &res);
+    grpc::Status status;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+      // A fresh channel may still be connecting: wait for it (within the deadline) instead of
+      // failing fast, and retry a connection that failed transiently.
+      ctx.set_wait_for_ready(true);
+      status = kv.Put(&ctx, req, &res);
+      if (status.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+    }
     if (!status.ok()) {
       std::fprintf(stderr, "loadgen: etcd put: %s\n", status.error_message().c_str());
       return -1;
