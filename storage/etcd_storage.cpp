@@ -1,5 +1,7 @@
 #include "storage/etcd_storage.hpp"
 
+#include "storage/async_notifier.hpp"
+
 #include <arpa/inet.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
@@ -179,80 +181,8 @@ asio::awaitable<Result<pb::TxnResponse>> call_txn(std::shared_ptr<EtcdStorage::C
 
 // ---- Wake-ups for a waiting coroutine (next(), watch()) ----
 
-struct Waiter {
-  asio::any_completion_handler<void(error_code)> handler;
-  asio::any_io_executor work;
-  asio::cancellation_slot slot;
-};
-
-void complete(Waiter waiter, error_code ec) {
-  auto work = waiter.work;
-  asio::post(work, [h = std::move(waiter.handler), slot = waiter.slot, ec]() mutable {
-    if (slot.is_connected()) slot.clear();
-    std::move(h)(ec);
-  });
-}
-
-// A level-triggered flag with at most one waiter.
-struct Notifier {
-  std::mutex mutex;
-  bool notified = false;
-  std::optional<Waiter> waiter;
-
-  void notify() {
-    std::unique_lock lock(mutex);
-    if (!waiter) {
-      notified = true;
-      return;
-    }
-    Waiter w = std::move(*waiter);
-    waiter.reset();
-    lock.unlock();
-    complete(std::move(w), {});
-  }
-
-  void clear() {
-    std::lock_guard lock(mutex);
-    notified = false;
-  }
-};
-
-struct CancelWait {
-  std::weak_ptr<Notifier> notifier;
-
-  void operator()(asio::cancellation_type type) const {
-    if (type == asio::cancellation_type::none) return;
-    auto n = notifier.lock();
-    if (!n) return;
-    std::unique_lock lock(n->mutex);
-    if (!n->waiter) return;
-    Waiter w = std::move(*n->waiter);
-    n->waiter.reset();
-    lock.unlock();
-    complete(std::move(w), asio::error::operation_aborted);
-  }
-};
-
-template <class Token>
-auto async_wait_notified(std::shared_ptr<Notifier> notifier, Token&& token) {
-  return asio::async_initiate<Token, void(error_code)>(
-      [](auto handler, std::shared_ptr<Notifier> n) {
-        asio::any_io_executor ex = asio::get_associated_executor(handler);
-        auto work = asio::prefer(ex, asio::execution::outstanding_work.tracked);
-        asio::any_completion_handler<void(error_code)> erased(std::move(handler));
-        auto slot = asio::get_associated_cancellation_slot(erased);
-        std::unique_lock lock(n->mutex);
-        if (n->notified) {
-          n->notified = false;
-          lock.unlock();
-          complete(Waiter{std::move(erased), std::move(work), {}}, {});
-          return;
-        }
-        if (slot.is_connected()) slot.template emplace<CancelWait>(CancelWait{n});
-        n->waiter.emplace(Waiter{std::move(erased), std::move(work), slot});
-      },
-      token, std::move(notifier));
-}
+using Notifier = detail::AsyncNotifier;
+using detail::async_wait_notified;
 
 // ---- Watch ----
 

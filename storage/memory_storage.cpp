@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "storage/async_notifier.hpp"
 #include "storage/mvcc_store.hpp"
 #include "storage/wal.hpp"
 
@@ -28,90 +29,14 @@ using boost::system::error_code;
 
 namespace {
 
-// A suspended next(): its completion handler, a tracked executor that keeps its io_context
-// running while it waits, and the slot we installed a cancellation handler in.
-struct Waiter {
-  asio::any_completion_handler<void(error_code)> handler;
-  asio::any_io_executor work;
-  asio::cancellation_slot slot;
-};
-
-void complete(Waiter waiter, error_code ec) {
-  auto work = waiter.work;
-  asio::post(work, [h = std::move(waiter.handler), slot = waiter.slot, ec]() mutable {
-    // The slot belongs to the type-erased handler; our cancellation handler in it must not
-    // outlive the operation.
-    if (slot.is_connected()) slot.clear();
-    std::move(h)(ec);
-  });
-}
-
 // Shared between one stream, the storage's watcher list and a pending cancellation handler.
-struct WatchState {
+struct WatchState : detail::AsyncNotifier {
   explicit WatchState(std::string p) : prefix(std::move(p)) {}
 
   const std::string prefix;
   std::atomic<bool> progress_requested{false};
-  std::mutex mutex;
-  bool notified = false;  // something happened since the stream last looked
-  bool closed = false;    // the storage is gone
-  std::optional<Waiter> waiter;
-
-  void notify() {
-    std::unique_lock lock(mutex);
-    if (!waiter) {
-      notified = true;
-      return;
-    }
-    Waiter w = std::move(*waiter);
-    waiter.reset();
-    lock.unlock();
-    complete(std::move(w), {});
-  }
+  std::atomic<bool> closed{false};  // the storage is gone
 };
-
-struct CancelWait {
-  std::weak_ptr<WatchState> state;
-
-  void operator()(asio::cancellation_type type) const {
-    if (type == asio::cancellation_type::none) return;
-    auto s = state.lock();
-    if (!s) return;
-    std::unique_lock lock(s->mutex);
-    if (!s->waiter) return;  // already completing
-    Waiter w = std::move(*s->waiter);
-    s->waiter.reset();
-    lock.unlock();
-    complete(std::move(w), asio::error::operation_aborted);
-  }
-};
-
-// Completes when the state is notified (at once if it was since the last clear).
-template <class Token>
-auto async_wait_notified(std::shared_ptr<WatchState> state, Token&& token) {
-  return asio::async_initiate<Token, void(error_code)>(
-      [](auto handler, std::shared_ptr<WatchState> state) {
-        // Boost 1.81's any_completion_handler recurses forever on move assignment, so Waiters
-        // are only ever move-constructed (and emplaced). It also takes over the handler's
-        // cancellation slot and offers its own, which is where our handler must go.
-        asio::any_io_executor ex = asio::get_associated_executor(handler);
-        auto work = asio::prefer(ex, asio::execution::outstanding_work.tracked);
-        asio::any_completion_handler<void(error_code)> erased(std::move(handler));
-        auto slot = asio::get_associated_cancellation_slot(erased);
-        std::unique_lock lock(state->mutex);
-        if (state->notified) {
-          state->notified = false;
-          lock.unlock();
-          complete(Waiter{std::move(erased), std::move(work), {}}, {});
-          return;
-        }
-        // Install the cancellation handler before publishing the waiter: once published, a
-        // committer may complete it and clear the slot from the handler's executor.
-        if (slot.is_connected()) slot.template emplace<CancelWait>(CancelWait{state});
-        state->waiter.emplace(Waiter{std::move(erased), std::move(work), slot});
-      },
-      token, std::move(state));
-}
 
 }  // namespace
 
@@ -142,10 +67,7 @@ struct MemoryStorage::Core {
     std::lock_guard lock(watchers_mutex);
     for (auto& weak : watchers) {
       if (auto w = weak.lock()) {
-        {
-          std::lock_guard state_lock(w->mutex);
-          w->closed = true;
-        }
+        w->closed = true;
         w->notify();
       }
     }
@@ -171,13 +93,10 @@ class MemoryWatchStream final : public WatchStream {
         co_return error_code(asio::error::operation_aborted);
       }
       auto core = core_.lock();
-      {
-        // Clear before reading: a commit after this point either shows up in the read or
-        // leaves the flag set, so the wait below cannot miss it.
-        std::lock_guard lock(state_->mutex);
-        if (state_->closed) core.reset();
-        state_->notified = false;
-      }
+      // Clear before reading: a commit after this point either shows up in the read or leaves
+      // the flag set, so the wait below cannot miss it.
+      state_->clear();
+      if (state_->closed) core.reset();
       if (!core) co_return finish(make_error_code(Errc::unavailable));
       auto read = core->store.read_events(state_->prefix, next_revision_, batch_limit_);
       if (!read) co_return finish(read.error());
@@ -196,7 +115,7 @@ class MemoryWatchStream final : public WatchStream {
         co_return WatchBatch{{}, read->current_revision};
       }
       core.reset();  // a waiting stream must not keep the storage alive
-      auto [ec] = co_await async_wait_notified(state_, asio::as_tuple(asio::use_awaitable));
+      auto [ec] = co_await detail::async_wait_notified(state_, asio::as_tuple(asio::use_awaitable));
       if (ec) co_return ec;
     }
   }
