@@ -501,29 +501,35 @@ ApiResult<std::shared_ptr<const watch::Predicate>> predicate_of(const ResourceIn
 
 std::string escape_json(std::string_view s) { return json::serialize(json::string(s)); }
 
-// `{"kind":"<K>List",...,"items":[...]}` from cached objects: their JSON is copied, never
-// re-encoded.
-std::string render_list(const ResourceInfo& info, const watch::CacheList& list,
-                        const std::string& continue_token) {
-  std::size_t size = 128 + continue_token.size();
+// `{"kind":"<K>List",...,"items":[` and `]}`: the frame around a list of cached objects.
+std::pair<std::string, std::string> list_frame(const ResourceInfo& info, const watch::CacheList& list,
+                                               const std::string& continue_token) {
+  std::string head = R"({"kind":)" + escape_json(info.list_kind()) + R"(,"apiVersion":)" +
+                     escape_json(info.api_version()) + R"(,"metadata":{"resourceVersion":")" +
+                     std::to_string(list.resource_version) + '"';
+  if (!continue_token.empty()) {
+    head += R"(,"continue":)" + escape_json(continue_token);
+    if (list.remaining > 0) head += R"(,"remainingItemCount":)" + std::to_string(list.remaining);
+  }
+  head += R"(},"items":[)";
+  return {std::move(head), "]}\n"};
+}
+
+// The whole list as one string (for conversions that need to parse it).
+std::string render_list(const std::string& head, const watch::CacheList& list,
+                        const std::string& tail) {
+  std::size_t size = head.size() + tail.size();
   for (const auto& o : list.objects) size += o->json.size() + 1;
   std::string out;
   out.reserve(size);
-  out += R"({"kind":)" + escape_json(info.list_kind()) + R"(,"apiVersion":)" +
-         escape_json(info.api_version()) + R"(,"metadata":{"resourceVersion":")" +
-         std::to_string(list.resource_version) + '"';
-  if (!continue_token.empty()) {
-    out += R"(,"continue":)" + escape_json(continue_token);
-    if (list.remaining > 0) out += R"(,"remainingItemCount":)" + std::to_string(list.remaining);
-  }
-  out += R"(},"items":[)";
+  out += head;
   bool first = true;
   for (const auto& o : list.objects) {
     if (!first) out.push_back(',');
     first = false;
     out += o->json;
   }
-  out += "]}\n";
+  out += tail;
   return out;
 }
 
@@ -715,8 +721,14 @@ asio::awaitable<ApiResponse> ApiHandler::list_from_cache(const ApiRequest& reque
   }
   served = true;
   ApiResponse r;
-  r.body = render_list(info, list, token);
-  if (wants_table(request)) r.body = table_of(info, r.body);
+  auto [head, tail] = list_frame(info, list, token);
+  if (wants_table(request)) {
+    r.body = table_of(info, render_list(head, list, tail));
+  } else {
+    r.body = std::move(head);
+    r.items = std::move(list.objects);
+    r.tail = std::move(tail);
+  }
   co_return r;
 }
 

@@ -43,6 +43,10 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   asio::awaitable<void> serve_connection(beast::tcp_stream stream);
   asio::awaitable<Exchange> serve_request(beast::tcp_stream& stream, beast::flat_buffer& buffer);
   asio::awaitable<void> drain_and_close(beast::tcp_stream& stream);
+  asio::awaitable<boost::system::error_code> write_gathered(beast::tcp_stream& stream,
+                                                            const ApiResponse& response,
+                                                            unsigned version, bool keep_alive,
+                                                            bool head_only);
   asio::awaitable<void> stream_chunked(beast::tcp_stream& stream, ApiResponse response,
                                        unsigned version);
   asio::awaitable<void> stream_websocket(beast::tcp_stream stream,
@@ -156,20 +160,65 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
     co_return out;
   }
 
-  http::response<http::string_body> res{static_cast<http::status>(response.status), version};
-  res.set(http::field::server, "kwatch");
-  res.set(http::field::content_type, response.content_type);
-  res.set(http::field::cache_control, "no-cache, private");
-  for (const auto& [name, value] : response.headers) res.set(name, value);
-  if (request.method != "HEAD") res.body() = std::move(response.body);
-  res.keep_alive(keep_alive);
-  res.prepare_payload();
-  stream.expires_after(limits.write_timeout);
-  auto [wec, wn] = co_await http::async_write(stream, res, use_tuple);
+  boost::system::error_code wec;
+  if (!response.items.empty() || !response.tail.empty()) {
+    wec = co_await write_gathered(stream, response, version, keep_alive, request.method == "HEAD");
+  } else {
+    http::response<http::string_body> res{static_cast<http::status>(response.status), version};
+    res.set(http::field::server, "kwatch");
+    res.set(http::field::content_type, response.content_type);
+    res.set(http::field::cache_control, "no-cache, private");
+    for (const auto& [name, value] : response.headers) res.set(name, value);
+    if (request.method != "HEAD") res.body() = std::move(response.body);
+    res.keep_alive(keep_alive);
+    res.prepare_payload();
+    stream.expires_after(limits.write_timeout);
+    auto [ec2, wn] = co_await http::async_write(stream, res, use_tuple);
+    wec = ec2;
+  }
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   spdlog::info("{} {} {} {:.3f}ms", request.method, request.target, response.status, ms);
   co_return Exchange{wec || !keep_alive ? Next::close : Next::read};
+}
+
+asio::awaitable<boost::system::error_code> HttpServer::Impl::write_gathered(
+    beast::tcp_stream& stream, const ApiResponse& response, unsigned version, bool keep_alive,
+    bool head_only) {
+  std::size_t length = response.body.size() + response.tail.size();
+  for (const auto& item : response.items) length += item->json.size() + 1;
+  if (!response.items.empty()) --length;  // n items, n - 1 commas
+  http::response<http::empty_body> res{static_cast<http::status>(response.status), version};
+  res.set(http::field::server, "kwatch");
+  res.set(http::field::content_type, response.content_type);
+  res.set(http::field::cache_control, "no-cache, private");
+  for (const auto& [name, value] : response.headers) res.set(name, value);
+  res.content_length(length);
+  res.keep_alive(keep_alive);
+  http::response_serializer<http::empty_body> sr{res};
+  stream.expires_after(limits.write_timeout);
+  auto [hec, hn] = co_await http::async_write_header(stream, sr, use_tuple);
+  if (hec || head_only) co_return hec;
+  // Copied through one bounded buffer: large writes are far cheaper than gathering thousands of
+  // small item buffers, and the response never needs a second copy of the whole list.
+  constexpr std::size_t kSlice = 256 * 1024;
+  std::string slice;
+  slice.reserve(kSlice + 64 * 1024);
+  slice += response.body;
+  for (std::size_t i = 0; i < response.items.size(); ++i) {
+    if (i > 0) slice.push_back(',');
+    slice += response.items[i]->json;
+    if (slice.size() >= kSlice) {
+      stream.expires_after(limits.write_timeout);
+      auto [ec, n] = co_await asio::async_write(stream, asio::buffer(slice), use_tuple);
+      if (ec) co_return ec;
+      slice.clear();
+    }
+  }
+  slice += response.tail;
+  stream.expires_after(limits.write_timeout);
+  auto [ec, n] = co_await asio::async_write(stream, asio::buffer(slice), use_tuple);
+  co_return ec;
 }
 
 asio::awaitable<void> HttpServer::Impl::serve_connection(beast::tcp_stream stream) {

@@ -5,9 +5,11 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace kwatch::watch {
 class WatchSession;
+struct CachedObject;
 }
 
 namespace kwatch::server {
@@ -32,6 +34,10 @@ struct ApiResponse {
   // WebSocket text message per event.
   bool streaming = false;
   std::shared_ptr<watch::WatchSession> watch;
+  // A list served from the watch cache: `body`, then the items' cached JSON separated by commas,
+  // then `tail`. The items are written from the cache's own buffers, never copied.
+  std::vector<std::shared_ptr<const watch::CachedObject>> items;
+  std::string tail;
 };
 
 }  // namespace kwatch::server
