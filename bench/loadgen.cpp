@@ -54,6 +54,14 @@ list:
   --selector=SEL             kwatch labelSelector of the selective list (default bench%3Dnone)
 )";
 
+// CPU seconds (user+system) of this load generator so far.
+double self_cpu_s() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
 // Raises the soft open-file limit to the hard one: every watcher is a socket.
 void raise_fd_limit() {
   rlimit r{};
@@ -165,6 +173,7 @@ json::object run_watch(const Options& o) {
   const std::uint64_t events0 = total_events(records);
   const ProcSample p0 = read_proc(pid);
   const auto threads0 = read_thread_cpu(pid);
+  const double client0 = self_cpu_s();
   const Nanos t0 = now_ns();
 
   WriteResult writes;
@@ -186,6 +195,7 @@ json::object run_watch(const Options& o) {
   }
   const ProcSample p1 = read_proc(pid);
   const auto threads1 = read_thread_cpu(pid);
+  const double client1 = self_cpu_s();
   const Nanos t1 = now_ns();
   const std::uint64_t events = total_events(records) - events0;
   const double terminated1 = target->terminated_metric();
@@ -265,6 +275,8 @@ json::object run_watch(const Options& o) {
   out["server_busiest_thread_cpu_s"] = busiest;
   out["server_busiest_thread_core_share"] = busiest / (static_cast<double>(t1 - t0) / 1e9);
   out["server_core_share"] = cpu / (static_cast<double>(t1 - t0) / 1e9);
+  // The load generator's own CPU over the same window: is the client the bottleneck?
+  out["client_core_share"] = (client1 - client0) / (static_cast<double>(t1 - t0) / 1e9);
   out["terminated_metric_delta"] = terminated0 >= 0 ? terminated1 - terminated0 : -1.0;
   out["ended_early"] = ended;
   return out;
