@@ -13,6 +13,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
+#include <deque>
 #include <mutex>
 #include <unordered_map>
 
@@ -41,7 +42,10 @@ struct Watcher {
   Clock::time_point deadline_at;
   Bucket bucket = Bucket::all;
   std::string bucket_key;
+  // Full at the last offer: later frames queue in `backlog` (bounded) until a drain on the
+  // cacher strand has delivered them, so they keep their order.
   bool blocked = false;
+  std::deque<WatchFrame> backlog;
   std::atomic<bool> ended{false};
   bool expired = false;  // transport strand only
   Channel channel;
@@ -190,7 +194,7 @@ asio::awaitable<void> Cacher::run_reflector() {
           }
           for (const auto& event : batch->events) {
             auto blocked = process(event);
-            if (!blocked.empty()) co_await send_blocked(std::move(blocked));
+            if (!blocked.empty()) start_draining(std::move(blocked));
           }
           cache_.advance(batch->revision);
           notify_waiters();
@@ -212,7 +216,7 @@ asio::awaitable<void> Cacher::run_reflector() {
   }
 }
 
-std::vector<Cacher::Blocked> Cacher::process(const storage::Event& event) {
+std::vector<std::shared_ptr<Watcher>> Cacher::process(const storage::Event& event) {
   const auto rv = event.kv.mod_revision;
   const auto now = Clock::now();
   EventPtr cached;
@@ -245,8 +249,9 @@ std::vector<Cacher::Blocked> Cacher::process(const storage::Event& event) {
     object = std::move(*last);
   }
 
-  std::vector<Blocked> blocked;
-  std::lock_guard lock(impl_->dispatch_mutex);
+  std::vector<std::shared_ptr<Watcher>> blocked;
+  std::vector<std::shared_ptr<Watcher>> overflowing;
+  std::unique_lock lock(impl_->dispatch_mutex);
   cached = event.type == storage::EventType::put ? cache_.apply_put(object, prev, now)
                                                  : cache_.apply_delete(object, now);
   std::uint64_t delivered = 0;
@@ -256,9 +261,18 @@ std::vector<Cacher::Blocked> Cacher::process(const storage::Event& event) {
       auto frame = frame_for(*w, *cached);
       if (!frame) continue;
       ++delivered;
-      if (!w->channel.try_send(boost::system::error_code{}, *frame)) {
+      if (w->blocked) {
+        // The drain's time grant is what cuts a slow client off; this cap only bounds the
+        // memory (pointers) a burst can queue before that.
+        if (w->backlog.size() >= std::max<std::size_t>(10 * options_.watcher_buffer, 4096)) {
+          overflowing.push_back(w);
+        } else {
+          w->backlog.push_back(std::move(*frame));
+        }
+      } else if (!w->channel.try_send(boost::system::error_code{}, *frame)) {
         w->blocked = true;
-        blocked.push_back({w, std::move(*frame)});
+        w->backlog.push_back(std::move(*frame));
+        blocked.push_back(w);
       }
     }
   };
@@ -281,33 +295,70 @@ std::vector<Cacher::Blocked> Cacher::process(const storage::Event& event) {
     }
   }
   counters_.events_dispatched += delivered;
+  lock.unlock();
+  for (auto& w : overflowing) end_watcher(w, true);
   return blocked;
 }
 
-asio::awaitable<void> Cacher::send_blocked(std::vector<Blocked> blocked) {
-  asio::steady_timer timer(impl_->strand);
-  for (auto& b : blocked) {
-    if (b.watcher->ended) continue;
+void Cacher::start_draining(std::vector<std::shared_ptr<Watcher>> newly_blocked) {
+  // Runs on the cacher strand (from the reflector), as do the drains: the budget needs no lock.
+  for (auto& w : newly_blocked) {
     const auto now = Clock::now();
     impl_->budget = std::min<std::chrono::duration<double>>(
         impl_->budget + std::chrono::duration<double>(now - impl_->budget_refilled) * 0.05,
         std::chrono::duration<double>(0.1));
     impl_->budget_refilled = now;
-    bool delivered = false;
-    if (impl_->budget.count() > 0) {
-      timer.expires_after(std::chrono::duration_cast<Clock::duration>(impl_->budget));
-      auto result = co_await (b.watcher->channel.async_send(boost::system::error_code{}, b.frame,
-                                                            use_tuple) ||
-                              timer.async_wait(use_tuple));
-      if (result.index() == 0) delivered = !std::get<0>(std::get<0>(result));
-      impl_->budget -= Clock::now() - now;
+    if (impl_->budget.count() <= 0) {
+      {
+        std::lock_guard lock(impl_->dispatch_mutex);
+        w->blocked = false;  // no drain will own its channel
+      }
+      end_watcher(w, true);
+      continue;
     }
-    if (delivered) {
+    // Each blocked watcher may take what is left of the shared budget; what it uses is charged
+    // when its drain ends. The dispatcher itself never waits.
+    const auto grant = std::chrono::duration_cast<Clock::duration>(impl_->budget);
+    asio::co_spawn(impl_->strand, drain_blocked(std::move(w), grant),
+                   [](std::exception_ptr e) { log_failure(e, "blocked watcher drain"); });
+  }
+}
+
+asio::awaitable<void> Cacher::drain_blocked(std::shared_ptr<Watcher> w, Clock::duration grant) {
+  auto self = shared_from_this();
+  const auto started = Clock::now();
+  asio::steady_timer timer(impl_->strand);
+  timer.expires_at(started + grant);
+  bool delivered_all = false;
+  for (;;) {
+    WatchFrame frame;
+    {
       std::lock_guard lock(impl_->dispatch_mutex);
-      b.watcher->blocked = false;
-    } else {
-      end_watcher(b.watcher, true);
+      if (w->ended) break;
+      if (w->backlog.empty()) {
+        w->blocked = false;
+        delivered_all = true;
+        break;
+      }
+      frame = std::move(w->backlog.front());
+      w->backlog.pop_front();
     }
+    auto result = co_await (w->channel.async_send(boost::system::error_code{}, frame, use_tuple) ||
+                            timer.async_wait(use_tuple));
+    if (result.index() != 0 || std::get<0>(std::get<0>(result))) break;
+  }
+  impl_->budget -= Clock::now() - started;
+  if (delivered_all) co_return;
+  bool ended_meanwhile = false;
+  {
+    std::lock_guard lock(impl_->dispatch_mutex);
+    w->blocked = false;
+    ended_meanwhile = w->ended;
+  }
+  if (ended_meanwhile) {
+    w->channel.close();  // ended while this drain owned the channel: no send is pending now
+  } else {
+    end_watcher(w, true);
   }
 }
 
@@ -400,12 +451,19 @@ void Cacher::unregister_watcher(const Watcher& w) {
 void Cacher::end_watcher(const std::shared_ptr<Watcher>& w, bool slow) {
   if (w->ended.exchange(true)) return;
   unregister_watcher(*w);
+  bool draining = false;
+  {
+    std::lock_guard lock(impl_->dispatch_mutex);
+    w->backlog.clear();
+    draining = w->blocked;
+  }
   if (slow) {
     ++counters_.watchers_terminated;
     spdlog::info("watch cache {}: terminated a watcher that could not keep up", options_.resource);
   }
-  // No send is pending on this channel here, so closing it cannot strand one.
-  w->channel.close();
+  // A drain in progress owns the channel and closes it once its send is done; otherwise no send
+  // is pending, and closing cannot strand one.
+  if (!draining) w->channel.close();
 }
 
 void Cacher::end_all_watchers() {

@@ -125,16 +125,16 @@ class Cacher : public std::enable_shared_from_this<Cacher> {
 
  private:
   friend class WatchSession;
-  struct Blocked {
-    std::shared_ptr<Watcher> watcher;
-    WatchFrame frame;
-  };
 
   boost::asio::awaitable<void> run_reflector();
   boost::asio::awaitable<void> run_ticker();
-  boost::asio::awaitable<void> send_blocked(std::vector<Blocked> blocked);
+  // Delivers a blocked watcher's backlog in order within its share of the time budget, off the
+  // dispatcher's path, and terminates the watcher if the budget runs out first.
+  boost::asio::awaitable<void> drain_blocked(std::shared_ptr<Watcher> watcher,
+                                             std::chrono::steady_clock::duration grant);
+  void start_draining(std::vector<std::shared_ptr<Watcher>> newly_blocked);
   // Applies one storage event and offers it to watchers; returns those that were full.
-  std::vector<Blocked> process(const storage::Event& event);
+  std::vector<std::shared_ptr<Watcher>> process(const storage::Event& event);
   void register_watcher(const std::shared_ptr<Watcher>& w);
   void unregister_watcher(const Watcher& w);
   void end_watcher(const std::shared_ptr<Watcher>& w, bool slow);
