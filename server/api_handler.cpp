@@ -601,7 +601,7 @@ void ApiHandler::register_cacher_metrics() {
   }
 }
 
-asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& /*request*/, const Url& url,
+asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& request, const Url& url,
                                                      const Route& route) {
   const ResourceInfo& info = *route.info;
   watch::Cacher* cacher = cacher_for(info);
@@ -651,6 +651,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& /*request
   wr.send_initial_events = send_initial;
   wr.allow_bookmarks = truthy(url.param("allowWatchBookmarks"));
   wr.deadline = std::chrono::steady_clock::now() + lifetime;
+  wr.executor = request.watch_executor;
   auto session = co_await cacher->watch(std::move(wr));
   if (!session) {
     const auto ec = session.error();
@@ -704,6 +705,9 @@ asio::awaitable<ApiResponse> ApiHandler::list_from_cache(const ApiRequest& reque
       served = true;
       co_return freshness_error(fresh.error(), **rv, *cacher);
     }
+    // Progress that may run ahead of events cannot prove the cache has every event up to rv:
+    // storage, which is at least as new, answers.
+    if (!cacher->progress_ordered()) co_return ApiResponse{};
   }
   auto predicate = predicate_of(info, url, "");
   if (!predicate) {
@@ -740,6 +744,7 @@ asio::awaitable<ApiResponse> ApiHandler::get_from_cache(const ApiRequest& reques
   auto rv = parse_rv(url.param("resourceVersion"));
   // An unset version is a consistent read: storage answers it.
   if (cacher == nullptr || !cacher->ready() || !rv || !*rv) co_return ApiResponse{};
+  if (**rv > 0 && !cacher->progress_ordered()) co_return ApiResponse{};
   if (**rv > 0) {
     auto fresh = co_await cacher->wait_until_fresh(**rv);
     if (!fresh) {

@@ -522,6 +522,8 @@ class EtcdWatchStream final : public WatchStream {
   }
 
   void request_progress() override { core_->request_progress(); }
+  // etcd 3.4.23 (Debian 12) can send progress before a catching-up watcher's events.
+  bool progress_is_ordered() const override { return false; }
 
   // Waits until etcd confirmed the watch, for at most `timeout`.
   asio::awaitable<Result<void>> wait_created(std::chrono::milliseconds timeout) {

@@ -85,6 +85,10 @@ class WatchStream {
   virtual boost::asio::awaitable<Result<WatchBatch>> next() = 0;
   // Asks for a progress notification (an empty batch with the current revision) soon.
   virtual void request_progress() = 0;
+  // Whether a progress notification at revision R guarantees that every event up to R under the
+  // prefix has already been delivered. etcd before 3.4.25 may announce progress ahead of events
+  // still on their way, so a cache must not prove a consistent read with it.
+  virtual bool progress_is_ordered() const { return true; }
 };
 
 class Storage {

@@ -41,6 +41,9 @@ struct Watcher {
   Clock::time_point next_bookmark = Clock::time_point::max();
   Clock::time_point deadline_at;
   Bucket bucket = Bucket::all;
+  // Events at or below this were in the watcher's initial state or before its start: a late
+  // event (storage progress ran ahead of it) must not reach the watcher twice or out of order.
+  std::int64_t start_rv = 0;
   std::string bucket_key;
   // Full at the last offer: later frames queue in `backlog` (bounded) until a drain on the
   // cacher strand has delivered them, so they keep their order.
@@ -118,9 +121,6 @@ struct Cacher::Impl {
   std::mutex waiters_mutex;
   std::vector<Waiter> waiters;
 
-  // Time budget shared by blocked watchers (kube: refills 50 ms/s, at most 100 ms).
-  std::chrono::duration<double> budget{0.1};
-  Clock::time_point budget_refilled = Clock::now();
 };
 
 Cacher::Cacher(asio::any_io_executor executor, std::shared_ptr<storage::Storage> storage,
@@ -183,6 +183,7 @@ asio::awaitable<void> Cacher::run_reflector() {
                      listed->revision, cache_.stats().objects);
         const auto watch_started = Clock::now();
         impl_->stream = stream->get();
+        progress_ordered_ = (*stream)->progress_is_ordered();
         for (;;) {
           auto batch = co_await (*stream)->next();
           if (!batch) {
@@ -257,7 +258,7 @@ std::vector<std::shared_ptr<Watcher>> Cacher::process(const storage::Event& even
   std::uint64_t delivered = 0;
   auto offer = [&](const WatcherMap& watchers) {
     for (const auto& [id, w] : watchers) {
-      if (w->ended) continue;
+      if (w->ended || cached->resource_version <= w->start_rv) continue;
       auto frame = frame_for(*w, *cached);
       if (!frame) continue;
       ++delivered;
@@ -301,25 +302,11 @@ std::vector<std::shared_ptr<Watcher>> Cacher::process(const storage::Event& even
 }
 
 void Cacher::start_draining(std::vector<std::shared_ptr<Watcher>> newly_blocked) {
-  // Runs on the cacher strand (from the reflector), as do the drains: the budget needs no lock.
+  // Each blocked watcher gets its own grace period to catch up; the dispatcher itself never
+  // waits, so a slow client costs the others nothing, and a client slower than the event rate
+  // is cut off when its grace or its backlog runs out.
   for (auto& w : newly_blocked) {
-    const auto now = Clock::now();
-    impl_->budget = std::min<std::chrono::duration<double>>(
-        impl_->budget + std::chrono::duration<double>(now - impl_->budget_refilled) * 0.05,
-        std::chrono::duration<double>(0.1));
-    impl_->budget_refilled = now;
-    if (impl_->budget.count() <= 0) {
-      {
-        std::lock_guard lock(impl_->dispatch_mutex);
-        w->blocked = false;  // no drain will own its channel
-      }
-      end_watcher(w, true);
-      continue;
-    }
-    // Each blocked watcher may take what is left of the shared budget; what it uses is charged
-    // when its drain ends. The dispatcher itself never waits.
-    const auto grant = std::chrono::duration_cast<Clock::duration>(impl_->budget);
-    asio::co_spawn(impl_->strand, drain_blocked(std::move(w), grant),
+    asio::co_spawn(impl_->strand, drain_blocked(std::move(w), options_.blocked_grace),
                    [](std::exception_ptr e) { log_failure(e, "blocked watcher drain"); });
   }
 }
@@ -347,7 +334,6 @@ asio::awaitable<void> Cacher::drain_blocked(std::shared_ptr<Watcher> w, Clock::d
                             timer.async_wait(use_tuple));
     if (result.index() != 0 || std::get<0>(std::get<0>(result))) break;
   }
-  impl_->budget -= Clock::now() - started;
   if (delivered_all) co_return;
   bool ended_meanwhile = false;
   {
@@ -523,6 +509,9 @@ asio::awaitable<storage::Result<void>> Cacher::wait_until_fresh(std::int64_t rv)
 }
 
 asio::awaitable<storage::Result<void>> Cacher::wait_until_consistent() {
+  // Without ordered progress a quiet resource's cache cannot prove it is current: let storage
+  // answer consistent reads instead.
+  if (!progress_ordered_) co_return Errc::unavailable;
   auto current = co_await storage_->current_revision();
   if (!current) co_return current.error();
   co_return co_await wait_until_fresh(*current);
@@ -530,7 +519,9 @@ asio::awaitable<storage::Result<void>> Cacher::wait_until_consistent() {
 
 asio::awaitable<storage::Result<std::unique_ptr<WatchSession>>> Cacher::watch(WatchRequest request) {
   if (!ready_) co_return Errc::too_many_requests;
-  auto executor = co_await asio::this_coro::executor;
+  // No co_await inside a conditional expression: GCC 12 miscompiles that in coroutines.
+  asio::any_io_executor executor = request.executor;
+  if (!executor) executor = co_await asio::this_coro::executor;
   const bool from_state = !request.resource_version || *request.resource_version == 0 ||
                           request.send_initial_events;
   if (request.resource_version && *request.resource_version > 0) {
@@ -558,6 +549,10 @@ asio::awaitable<storage::Result<std::unique_ptr<WatchSession>>> Cacher::watch(Wa
   {
     std::lock_guard lock(impl_->dispatch_mutex);
     if (!ready_) co_return Errc::too_many_requests;
+    // Everything up to the last applied event is in the initial state or events below; only
+    // later events may follow (progress may have moved resource_version() past late events).
+    w->start_rv = cache_.applied_resource_version();
+    if (!from_state) w->start_rv = std::max(w->start_rv, *request.resource_version);
     if (from_state) {
       auto state = cache_.list(request.prefix, "", 0, request.predicate.get());
       session->initial_.reserve(state.objects.size() + 1);

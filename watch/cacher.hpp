@@ -39,6 +39,8 @@ struct CacherOptions {
   // cached objects, so a full queue costs pointers, not copies.
   std::size_t watcher_buffer = 100;
   std::chrono::milliseconds freshness_timeout{3'000};
+  // How long a watcher whose queue is full may take to catch up before it is cut off.
+  std::chrono::milliseconds blocked_grace{1'000};
   FieldsFn fields;
 };
 
@@ -49,6 +51,9 @@ struct WatchRequest {
   bool send_initial_events = false;  // also implied by an unset or "0" resource version
   bool allow_bookmarks = false;
   std::chrono::steady_clock::time_point deadline;
+  // Where the session's channel and deadline live: the strand the transport will stream from.
+  // Empty: the calling coroutine's executor.
+  boost::asio::any_io_executor executor;
 };
 
 class Cacher;
@@ -107,6 +112,9 @@ class Cacher : public std::enable_shared_from_this<Cacher> {
   CacheStats stats() const { return cache_.stats(); }
   std::int64_t window_start() const { return cache_.window_start(); }
   std::int64_t resource_version() const { return cache_.resource_version(); }
+  // False on storage whose progress may run ahead of events (etcd < 3.4.25): reads that must be
+  // at least as new as a version then go to storage.
+  bool progress_ordered() const { return progress_ordered_.load(); }
 
   // Errors: too_many_requests (not ready), timeout (version ahead after the wait), gone (older
   // than the window; returned as a session whose error() is set, since kube reports it inside
@@ -128,8 +136,8 @@ class Cacher : public std::enable_shared_from_this<Cacher> {
 
   boost::asio::awaitable<void> run_reflector();
   boost::asio::awaitable<void> run_ticker();
-  // Delivers a blocked watcher's backlog in order within its share of the time budget, off the
-  // dispatcher's path, and terminates the watcher if the budget runs out first.
+  // Delivers a blocked watcher's backlog in order within its grace period, off the dispatcher's
+  // path, and terminates the watcher if the grace runs out first.
   boost::asio::awaitable<void> drain_blocked(std::shared_ptr<Watcher> watcher,
                                              std::chrono::steady_clock::duration grant);
   void start_draining(std::vector<std::shared_ptr<Watcher>> newly_blocked);
@@ -149,6 +157,7 @@ class Cacher : public std::enable_shared_from_this<Cacher> {
   CacherCounters counters_;
   std::atomic<bool> ready_{false};
   std::atomic<bool> stopped_{false};
+  std::atomic<bool> progress_ordered_{true};  // the storage watch's progress_is_ordered()
 };
 
 }  // namespace kwatch::watch

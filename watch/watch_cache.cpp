@@ -58,6 +58,7 @@ void WatchCache::replace(std::vector<ObjectPtr> objects, std::int64_t rv) {
   }
   window_.reset(rv);
   rv_ = rv;
+  applied_rv_ = rv;
 }
 
 EventPtr WatchCache::apply_put(ObjectPtr object, ObjectPtr prev, Clock::time_point now) {
@@ -76,6 +77,7 @@ EventPtr WatchCache::apply_put(ObjectPtr object, ObjectPtr prev, Clock::time_poi
   index_add(object);
   window_.push(event, now);
   rv_ = std::max(rv_, event->resource_version);
+  applied_rv_ = event->resource_version;
   return event;
 }
 
@@ -93,6 +95,7 @@ EventPtr WatchCache::apply_delete(ObjectPtr last, Clock::time_point now) {
   }
   window_.push(event, now);
   rv_ = std::max(rv_, event->resource_version);
+  applied_rv_ = event->resource_version;
   return event;
 }
 
@@ -104,6 +107,11 @@ void WatchCache::advance(std::int64_t rv) {
 std::int64_t WatchCache::resource_version() const {
   std::shared_lock lock(mutex_);
   return rv_;
+}
+
+std::int64_t WatchCache::applied_resource_version() const {
+  std::shared_lock lock(mutex_);
+  return applied_rv_;
 }
 
 ObjectPtr WatchCache::get(const std::string& key) const {

@@ -50,6 +50,9 @@ class WatchCache {
   void advance(std::int64_t rv);
 
   std::int64_t resource_version() const;
+  // The version of the last event applied (or of the re-list): unlike resource_version(),
+  // never moved by progress notifications.
+  std::int64_t applied_resource_version() const;
   ObjectPtr get(const std::string& key) const;
   // Objects under `prefix` from `start_key` on (inclusive), in key order, that match `predicate`
   // (null: all), at most `limit` (0: all).
@@ -73,6 +76,7 @@ class WatchCache {
   std::unordered_map<std::string, std::set<std::string>> label_index_;
   EventWindow window_;
   std::int64_t rv_ = 0;
+  std::int64_t applied_rv_ = 0;
 };
 
 }  // namespace kwatch::watch
