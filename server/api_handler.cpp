@@ -601,7 +601,7 @@ void ApiHandler::register_cacher_metrics() {
   }
 }
 
-asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& request, const Url& url,
+asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& /*request*/, const Url& url,
                                                      const Route& route) {
   const ResourceInfo& info = *route.info;
   watch::Cacher* cacher = cacher_for(info);
@@ -651,7 +651,6 @@ asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& request, 
   wr.send_initial_events = send_initial;
   wr.allow_bookmarks = truthy(url.param("allowWatchBookmarks"));
   wr.deadline = std::chrono::steady_clock::now() + lifetime;
-  wr.executor = request.watch_executor;
   auto session = co_await cacher->watch(std::move(wr));
   if (!session) {
     const auto ec = session.error();

@@ -15,10 +15,7 @@
 #include <boost/beast/websocket.hpp>
 #include <spdlog/spdlog.h>
 
-#include <unistd.h>
-
 #include <array>
-#include <optional>
 #include <cstdio>
 
 namespace kwatch::server {
@@ -30,13 +27,8 @@ using tcp = asio::ip::tcp;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
-  Impl(asio::io_context& ioc, std::shared_ptr<ApiHandler> h, HttpLimits l,
-       asio::io_context* watch_ioc)
-      : ioc(ioc),
-        watch_ioc(watch_ioc != nullptr ? *watch_ioc : ioc),
-        acceptor(asio::make_strand(ioc)),
-        handler(std::move(h)),
-        limits(l) {}
+  Impl(asio::io_context& ioc, std::shared_ptr<ApiHandler> h, HttpLimits l)
+      : ioc(ioc), acceptor(asio::make_strand(ioc)), handler(std::move(h)), limits(l) {}
 
   enum class Next { read, close, drain, stream_chunked, stream_websocket };
   struct Exchange {
@@ -49,12 +41,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
 
   asio::awaitable<void> accept_loop();
   asio::awaitable<void> serve_connection(beast::tcp_stream stream);
-  asio::awaitable<Exchange> serve_request(beast::tcp_stream& stream, beast::flat_buffer& buffer,
-                                          asio::any_io_executor watch_strand);
-  // Hands a connection that turned into a watch over to the watch io_context.
-  void stream_elsewhere(beast::tcp_stream stream, Exchange exchange,
-                        asio::any_io_executor watch_strand);
-  asio::awaitable<void> stream_watch(tcp::socket socket, Exchange exchange);
+  asio::awaitable<Exchange> serve_request(beast::tcp_stream& stream, beast::flat_buffer& buffer);
   asio::awaitable<void> drain_and_close(beast::tcp_stream& stream);
   asio::awaitable<boost::system::error_code> write_gathered(beast::tcp_stream& stream,
                                                             const ApiResponse& response,
@@ -67,7 +54,6 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
                                          ApiResponse response);
 
   asio::io_context& ioc;
-  asio::io_context& watch_ioc;
   tcp::acceptor acceptor;
   std::shared_ptr<ApiHandler> handler;
   HttpLimits limits;
@@ -131,7 +117,7 @@ asio::awaitable<void> HttpServer::Impl::drain_and_close(beast::tcp_stream& strea
 }
 
 asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
-    beast::tcp_stream& stream, beast::flat_buffer& buffer, asio::any_io_executor watch_strand) {
+    beast::tcp_stream& stream, beast::flat_buffer& buffer) {
   // Everything parsed for one request lives in this frame and is gone before a watch streams.
   http::request_parser<http::string_body> parser;
   parser.body_limit(limits.max_body_bytes);
@@ -160,7 +146,6 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
   request.user_agent = std::string(req[http::field::user_agent]);
   request.body = std::move(req.body());
   request.websocket = beast::websocket::is_upgrade(req);
-  request.watch_executor = watch_strand;
   const bool keep_alive = req.keep_alive();
   const unsigned version = req.version();
 
@@ -236,67 +221,33 @@ asio::awaitable<boost::system::error_code> HttpServer::Impl::write_gathered(
   co_return ec;
 }
 
-void HttpServer::Impl::stream_elsewhere(beast::tcp_stream stream, Exchange exchange,
-                                        asio::any_io_executor watch_strand) {
-  // The socket moves to the watch io_context's reactor; nothing is pending on it here.
-  boost::system::error_code ec;
-  auto& old_socket = stream.socket();
-  const auto protocol = old_socket.local_endpoint(ec).protocol();
-  const auto native = old_socket.release(ec);
-  if (ec) {
-    spdlog::warn("cannot hand a watch connection over: {}", ec.message());
-    return;
-  }
-  tcp::socket socket(watch_strand);
-  socket.assign(protocol, native, ec);
-  if (ec) {
-    spdlog::warn("cannot adopt a watch connection: {}", ec.message());
-    ::close(native);
-    return;
-  }
-  auto task = stream_watch(std::move(socket), std::move(exchange));
-  asio::co_spawn(watch_strand, std::move(task),
-                 [](std::exception_ptr e) { log_task_failure(e, "watch stream"); });
-}
-
-asio::awaitable<void> HttpServer::Impl::stream_watch(tcp::socket socket, Exchange exchange) {
-  auto self = shared_from_this();
-  beast::tcp_stream stream(std::move(socket));
-  if (exchange.next == Next::stream_websocket) {
-    co_await stream_websocket(std::move(stream), std::move(exchange.upgrade),
-                              std::move(exchange.response));
-  } else {
-    co_await stream_chunked(stream, std::move(exchange.response), exchange.version);
-  }
-}
-
 asio::awaitable<void> HttpServer::Impl::serve_connection(beast::tcp_stream stream) {
   auto self = shared_from_this();
   beast::flat_buffer buffer;
-  // Where this connection would stream a watch from: one strand per connection there too.
-  const asio::any_io_executor watch_strand(asio::make_strand(watch_ioc));
-  // Decided in the loop, acted on after it: GCC 12 mis-destroys locals of a coroutine that
-  // co_returns from inside a loop that holds them.
-  std::optional<Exchange> handoff;
-  bool drain = false;
   for (;;) {
-    Exchange exchange = co_await serve_request(stream, buffer, watch_strand);
-    if (exchange.next == Next::read) continue;
-    if (exchange.next == Next::drain) {
-      drain = true;
-    } else if (exchange.next == Next::stream_chunked || exchange.next == Next::stream_websocket) {
-      handoff.emplace(std::move(exchange));
+    Exchange exchange = co_await serve_request(stream, buffer);
+    switch (exchange.next) {
+      case Next::read:
+        continue;
+      case Next::drain:
+        co_await drain_and_close(stream);
+        co_return;
+      case Next::stream_chunked:
+        buffer = beast::flat_buffer();  // an idle watch keeps as little as possible
+        co_await stream_chunked(stream, std::move(exchange.response), exchange.version);
+        co_return;
+      case Next::stream_websocket:
+        buffer = beast::flat_buffer();
+        co_await stream_websocket(std::move(stream), std::move(exchange.upgrade),
+                                  std::move(exchange.response));
+        co_return;
+      case Next::close:
+        break;
     }
     break;
   }
-  if (drain) {
-    co_await drain_and_close(stream);
-  } else if (handoff) {
-    stream_elsewhere(std::move(stream), std::move(*handoff), watch_strand);
-  } else {
-    beast::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
-  }
+  beast::error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
 }
 
 namespace {
@@ -429,8 +380,8 @@ asio::awaitable<void> HttpServer::Impl::stream_websocket(beast::tcp_stream strea
 }
 
 HttpServer::HttpServer(asio::io_context& ioc, std::shared_ptr<ApiHandler> handler,
-                       HttpLimits limits, asio::io_context* watch_ioc)
-    : impl_(std::make_shared<Impl>(ioc, std::move(handler), limits, watch_ioc)) {}
+                       HttpLimits limits)
+    : impl_(std::make_shared<Impl>(ioc, std::move(handler), limits)) {}
 
 HttpServer::~HttpServer() = default;
 

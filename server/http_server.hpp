@@ -30,10 +30,7 @@ struct HttpLimits {
 
 class HttpServer {
  public:
-  // Watches stream from `watch_ioc` (its own threads), so that delivering events to thousands of
-  // watchers never queues ahead of ordinary requests; null: everything on `ioc`.
-  HttpServer(boost::asio::io_context& ioc, std::shared_ptr<ApiHandler> handler, HttpLimits limits,
-             boost::asio::io_context* watch_ioc = nullptr);
+  HttpServer(boost::asio::io_context& ioc, std::shared_ptr<ApiHandler> handler, HttpLimits limits);
   ~HttpServer();
 
   // Binds and listens; port 0 picks a free port (see `port()`).

@@ -2,8 +2,6 @@
 // unit-tested without sockets. Value types.
 #pragma once
 
-#include <boost/asio/any_io_executor.hpp>
-
 #include <map>
 #include <memory>
 #include <string>
@@ -24,8 +22,6 @@ struct ApiRequest {
   std::string body;
   std::string user_agent;
   bool websocket = false;  // the client asked to upgrade to WebSocket
-  // The strand a watch on this request would stream from (empty: the handler's own).
-  boost::asio::any_io_executor watch_executor;
 };
 
 struct ApiResponse {

@@ -11,7 +11,6 @@
 #include "watch/cacher.hpp"
 
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -144,11 +143,7 @@ int main(int argc, char** argv) {
   watch_options.min_request_timeout = options.min_request_timeout;
   auto handler = std::make_shared<server::ApiHandler>(scheme, store, metrics, address, cachers,
                                                       watch_options);
-  // Watches stream from their own io_context: event delivery to thousands of watchers then
-  // never queues ahead of ordinary requests (writes, lists) on the same threads.
-  asio::io_context watch_ioc(static_cast<int>(threads));
-  auto watch_work = asio::make_work_guard(watch_ioc);
-  server::HttpServer http(ioc, handler, server::HttpLimits{}, &watch_ioc);
+  server::HttpServer http(ioc, handler, server::HttpLimits{});
   if (auto ec = http.listen(options.bind_address, options.port)) {
     spdlog::critical("cannot listen on {}: {}", address, ec.message());
     return 1;
@@ -181,8 +176,6 @@ int main(int argc, char** argv) {
     spdlog::info("signal {}: shutting down", sig);
     http.stop();
     for (auto& [info, cacher] : cachers) cacher->stop();
-    watch_work.reset();
-    watch_ioc.stop();
     ioc.stop();
   });
 
@@ -194,7 +187,6 @@ int main(int argc, char** argv) {
                where);
   std::vector<std::thread> pool;
   for (unsigned i = 1; i < threads; ++i) pool.emplace_back([&] { ioc.run(); });
-  for (unsigned i = 0; i < threads; ++i) pool.emplace_back([&] { watch_ioc.run(); });
   ioc.run();
   for (auto& t : pool) t.join();
   return 0;

@@ -121,6 +121,9 @@ struct Cacher::Impl {
   std::mutex waiters_mutex;
   std::vector<Waiter> waiters;
 
+  // Time budget shared by blocked watchers (kube: refills 50 ms/s, at most 100 ms).
+  std::chrono::duration<double> budget{0.1};
+  Clock::time_point budget_refilled = Clock::now();
 };
 
 Cacher::Cacher(asio::any_io_executor executor, std::shared_ptr<storage::Storage> storage,
@@ -302,11 +305,25 @@ std::vector<std::shared_ptr<Watcher>> Cacher::process(const storage::Event& even
 }
 
 void Cacher::start_draining(std::vector<std::shared_ptr<Watcher>> newly_blocked) {
-  // Each blocked watcher gets its own grace period to catch up; the dispatcher itself never
-  // waits, so a slow client costs the others nothing, and a client slower than the event rate
-  // is cut off when its grace or its backlog runs out.
+  // Runs on the cacher strand (from the reflector), as do the drains: the budget needs no lock.
   for (auto& w : newly_blocked) {
-    asio::co_spawn(impl_->strand, drain_blocked(std::move(w), options_.blocked_grace),
+    const auto now = Clock::now();
+    impl_->budget = std::min<std::chrono::duration<double>>(
+        impl_->budget + std::chrono::duration<double>(now - impl_->budget_refilled) * 0.05,
+        std::chrono::duration<double>(0.1));
+    impl_->budget_refilled = now;
+    if (impl_->budget.count() <= 0) {
+      {
+        std::lock_guard lock(impl_->dispatch_mutex);
+        w->blocked = false;  // no drain will own its channel
+      }
+      end_watcher(w, true);
+      continue;
+    }
+    // Each blocked watcher may take what is left of the shared budget; what it uses is charged
+    // when its drain ends. The dispatcher itself never waits.
+    const auto grant = std::chrono::duration_cast<Clock::duration>(impl_->budget);
+    asio::co_spawn(impl_->strand, drain_blocked(std::move(w), grant),
                    [](std::exception_ptr e) { log_failure(e, "blocked watcher drain"); });
   }
 }
@@ -334,6 +351,7 @@ asio::awaitable<void> Cacher::drain_blocked(std::shared_ptr<Watcher> w, Clock::d
                             timer.async_wait(use_tuple));
     if (result.index() != 0 || std::get<0>(std::get<0>(result))) break;
   }
+  impl_->budget -= Clock::now() - started;
   if (delivered_all) co_return;
   bool ended_meanwhile = false;
   {

@@ -39,8 +39,6 @@ struct CacherOptions {
   // cached objects, so a full queue costs pointers, not copies.
   std::size_t watcher_buffer = 100;
   std::chrono::milliseconds freshness_timeout{3'000};
-  // How long a watcher whose queue is full may take to catch up before it is cut off.
-  std::chrono::milliseconds blocked_grace{1'000};
   FieldsFn fields;
 };
 
@@ -136,8 +134,8 @@ class Cacher : public std::enable_shared_from_this<Cacher> {
 
   boost::asio::awaitable<void> run_reflector();
   boost::asio::awaitable<void> run_ticker();
-  // Delivers a blocked watcher's backlog in order within its grace period, off the dispatcher's
-  // path, and terminates the watcher if the grace runs out first.
+  // Delivers a blocked watcher's backlog in order within its share of the time budget, off the
+  // dispatcher's path, and terminates the watcher if the budget runs out first.
   boost::asio::awaitable<void> drain_blocked(std::shared_ptr<Watcher> watcher,
                                              std::chrono::steady_clock::duration grant);
   void start_draining(std::vector<std::shared_ptr<Watcher>> newly_blocked);
