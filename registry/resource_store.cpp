@@ -141,13 +141,6 @@ std::string now_rfc3339() {
   return buf;
 }
 
-std::optional<std::int64_t> parse_revision(std::string_view s) {
-  std::int64_t v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || p != s.data() + s.size() || v < 0) return std::nullopt;
-  return v;
-}
-
 // The stored form: the object without metadata.resourceVersion.
 std::string encode(json::object obj) {
   if (auto* meta = metadata_of(obj)) meta->erase("resourceVersion");
@@ -277,6 +270,13 @@ std::string list_start_key(const ResourceInfo& info, const std::string& ns,
 
 }  // namespace
 
+std::optional<std::int64_t> parse_resource_version(std::string_view text) {
+  std::int64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || p != text.data() + text.size() || v < 0) return std::nullopt;
+  return v;
+}
+
 ApiError not_found_error(const ResourceInfo& info, const std::string& name) {
   return detailed(info, Errc::not_found, name,
                   qualified_resource(info) + " \"" + name + "\" not found");
@@ -313,7 +313,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::get(const ResourceInfo& 
                                                             std::string resource_version) {
   std::int64_t revision = 0;
   if (!resource_version.empty() && resource_version != "0") {
-    auto rv = parse_revision(resource_version);
+    auto rv = parse_resource_version(resource_version);
     if (!rv) co_return bad_request("invalid resource version: " + resource_version);
     auto current = co_await storage_->current_revision();
     if (!current) co_return from_storage(info, name, current.error());
@@ -360,7 +360,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::list(const ResourceInfo&
     }
     revision = token->rv;
   } else if (!query.resource_version.empty() && query.resource_version != "0") {
-    auto rv = parse_revision(query.resource_version);
+    auto rv = parse_resource_version(query.resource_version);
     if (!rv) co_return bad_request("invalid resource version: " + query.resource_version);
     auto current = co_await storage_->current_revision();
     if (!current) co_return from_storage(info, "", current.error());

@@ -50,6 +50,9 @@ struct WriteQuery {
   std::string subresource;  // "" or "status"
 };
 
+// A resourceVersion as a revision: digits only, no sign; nullopt otherwise.
+std::optional<std::int64_t> parse_resource_version(std::string_view text);
+
 // `configmaps "x" not found`, as kube-apiserver words it, with the Status details.
 ApiError not_found_error(const ResourceInfo& info, const std::string& name);
 

@@ -468,12 +468,9 @@ ApiError too_large(std::int64_t rv, std::int64_t current) {
 // Parses "", "0" or a revision; nullopt for "".
 ApiResult<std::optional<std::int64_t>> parse_rv(const std::optional<std::string>& text) {
   if (!text || text->empty()) return std::optional<std::int64_t>();
-  std::int64_t v = 0;
-  auto [p, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
-  if (ec != std::errc() || p != text->data() + text->size() || v < 0) {
-    return ApiError(Errc::bad_request, "invalid resource version: " + *text);
-  }
-  return std::optional<std::int64_t>(v);
+  auto v = registry::parse_resource_version(*text);
+  if (!v) return ApiError(Errc::bad_request, "invalid resource version: " + *text);
+  return std::optional<std::int64_t>(*v);
 }
 
 // The selectors of a request as a watch-cache predicate; null when there are none.

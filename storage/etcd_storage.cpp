@@ -53,18 +53,10 @@ namespace {
 
 // ---- Pure helpers ----
 
-// The first key after every key that starts with `prefix` ("\0": no upper bound).
-std::string prefix_end(std::string_view prefix) {
-  std::string end(prefix);
-  while (!end.empty()) {
-    auto c = static_cast<unsigned char>(end.back());
-    if (c < 0xff) {
-      end.back() = static_cast<char>(c + 1);
-      return end;
-    }
-    end.pop_back();
-  }
-  return std::string(1, '\0');
+// etcd's range end for a prefix ("\0": no upper bound).
+std::string etcd_range_end(std::string_view prefix) {
+  std::string end = kwatch::storage::prefix_end(prefix);
+  return end.empty() ? std::string(1, '\0') : end;
 }
 
 // etcd rejects an empty key; "\0" is the smallest key.
@@ -303,7 +295,7 @@ class WatchCore : public std::enable_shared_from_this<WatchCore> {
     pb::WatchRequest create;
     auto* c = create.mutable_create_request();
     c->set_key(range_start(prefix_));
-    c->set_range_end(prefix_end(prefix_));
+    c->set_range_end(etcd_range_end(prefix_));
     c->set_start_revision(next_revision_);
     c->set_progress_notify(true);
     c->set_prev_kv(true);
@@ -755,7 +747,7 @@ asio::awaitable<Result<ListResult>> EtcdStorage::list(ListOptions options) {
                                  ? options.prefix
                                  : options.start_key;
   request.set_key(range_start(start));
-  request.set_range_end(prefix_end(options.prefix));
+  request.set_range_end(etcd_range_end(options.prefix));
   request.set_revision(options.revision);
   request.set_limit(std::max<std::int64_t>(options.limit, 0));
   request.set_count_only(options.count_only);

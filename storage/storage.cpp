@@ -4,6 +4,19 @@ namespace kwatch::storage {
 
 namespace asio = boost::asio;
 
+std::string prefix_end(std::string_view prefix) {
+  std::string end(prefix);
+  while (!end.empty()) {
+    const auto c = static_cast<unsigned char>(end.back());
+    if (c < 0xff) {
+      end.back() = static_cast<char>(c + 1);
+      return end;
+    }
+    end.pop_back();
+  }
+  return end;
+}
+
 asio::awaitable<Result<KeyValue>> Storage::create(std::string key, std::string value) {
   auto r = co_await put_if(std::move(key), 0, std::move(value));
   if (!r) co_return r.error();

@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kwatch::storage {
@@ -90,6 +91,10 @@ class WatchStream {
   // still on their way, so a cache must not prove a consistent read with it.
   virtual bool progress_is_ordered() const { return true; }
 };
+
+// The smallest key above every key that starts with `prefix`; "" when there is none (a prefix
+// of only 0xff bytes). A prefix range is [prefix, prefix_end(prefix)).
+std::string prefix_end(std::string_view prefix);
 
 class Storage {
  public:

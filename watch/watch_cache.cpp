@@ -1,25 +1,11 @@
 #include "watch/watch_cache.hpp"
 
+#include "storage/storage.hpp"
+
 #include <mutex>
 
 namespace kwatch::watch {
 
-namespace {
-
-// The smallest string above every string that starts with `prefix` ("" when there is none).
-std::string prefix_end(const std::string& prefix) {
-  std::string end = prefix;
-  while (!end.empty()) {
-    if (static_cast<unsigned char>(end.back()) != 0xff) {
-      end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
-      return end;
-    }
-    end.pop_back();
-  }
-  return end;
-}
-
-}  // namespace
 
 WatchCache::WatchCache(std::size_t lower_capacity, std::size_t upper_capacity,
                        std::string trigger_field)
@@ -166,7 +152,7 @@ CacheList WatchCache::list(const std::string& prefix, const std::string& start_k
   }
   // The range's end is found once, so the walk compares no keys.
   auto it = objects_.lower_bound(from);
-  const std::string stop = prefix_end(prefix);
+  const std::string stop = kwatch::storage::prefix_end(prefix);
   const auto end = stop.empty() ? objects_.end() : objects_.lower_bound(stop);
   for (; it != end; ++it) {
     if (!take(it->second)) break;
