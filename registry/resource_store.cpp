@@ -283,8 +283,11 @@ ApiError not_found_error(const ResourceInfo& info, const std::string& name) {
 }
 
 ResourceStore::ResourceStore(std::shared_ptr<storage::Storage> storage,
-                             std::shared_ptr<Scheme> scheme)
-    : storage_(std::move(storage)), scheme_(std::move(scheme)) {}
+                             std::shared_ptr<Scheme> scheme,
+                             std::shared_ptr<const StateCache> state_cache)
+    : storage_(std::move(storage)),
+      scheme_(std::move(scheme)),
+      state_cache_(std::move(state_cache)) {}
 
 ApiResult<json::object> ResourceStore::decode(std::string_view bytes, std::int64_t mod_revision) {
   boost::system::error_code ec;
@@ -505,12 +508,28 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInf
   co_return body;
 }
 
+std::optional<KeyValue> ResourceStore::cached_state(const ResourceInfo& info,
+                                                    const std::string& key) const {
+  if (!state_cache_) return std::nullopt;
+  auto hit = state_cache_->lookup(info, key);
+  if (!hit) return std::nullopt;
+  boost::system::error_code ec;
+  json::value v = json::parse(hit->value, ec);
+  if (ec || !v.is_object()) return std::nullopt;
+  // The stored form, so that an update leaving the object unchanged is recognised as a no-op.
+  hit->value = encode(std::move(v.get_object()));
+  hit->key = key;
+  return hit;
+}
+
 asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
     const ResourceInfo& info, std::string ns, std::string name, WriteQuery query,
     std::function<ApiResult<json::object>(const json::object& current)> mutate) {
   std::optional<ApiError> failure;
   std::optional<json::object> written;
   auto try_update = [&](const KeyValue* current) -> storage::Result<std::string> {
+    failure.reset();
+    written.reset();
     if (current == nullptr) {
       failure = not_found(info, name);
       return Errc::not_found;
@@ -605,7 +624,10 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
   };
   // A named std::function: GCC 12 destroys a converted temporary in a co_await twice.
   storage::Storage::UpdateFn update_fn = try_update;
-  auto r = co_await storage_->guaranteed_update(info.key(ns, name), std::move(update_fn));
+  std::string key = info.key(ns, name);
+  std::optional<KeyValue> suggested = cached_state(info, key);
+  auto r = co_await storage_->guaranteed_update(std::move(key), std::move(update_fn),
+                                                std::move(suggested));
   if (!r) {
     if (failure) co_return *failure;
     co_return from_storage(info, name, r.error());

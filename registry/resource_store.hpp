@@ -24,6 +24,7 @@
 
 namespace kwatch::storage {
 class Storage;
+struct KeyValue;
 }
 
 namespace kwatch::registry {
@@ -56,9 +57,23 @@ std::optional<std::int64_t> parse_resource_version(std::string_view text);
 // `configmaps "x" not found`, as kube-apiserver words it, with the Status details.
 ApiError not_found_error(const ResourceInfo& info, const std::string& name);
 
+// Recent object states that updates may start from instead of reading storage: in the server,
+// the watch caches. Answers may lag behind storage; an update still compare-and-swaps against
+// storage and re-reads it when the state it started from was stale.
+// Thread-safety: `lookup` is called concurrently from any thread.
+class StateCache {
+ public:
+  virtual ~StateCache() = default;
+  // The object under `key` as JSON (with metadata.resourceVersion) in `value` and its revision
+  // in `mod_revision`; nullopt when not known.
+  virtual std::optional<storage::KeyValue> lookup(const ResourceInfo& info,
+                                                  const std::string& key) const = 0;
+};
+
 class ResourceStore {
  public:
-  ResourceStore(std::shared_ptr<storage::Storage> storage, std::shared_ptr<Scheme> scheme);
+  ResourceStore(std::shared_ptr<storage::Storage> storage, std::shared_ptr<Scheme> scheme,
+                std::shared_ptr<const StateCache> state_cache = nullptr);
 
   boost::asio::awaitable<ApiResult<boost::json::object>> get(const ResourceInfo& info,
                                                              std::string ns, std::string name,
@@ -100,6 +115,9 @@ class ResourceStore {
  private:
   boost::asio::awaitable<ApiResult<void>> check_namespace(const ResourceInfo& info,
                                                           const std::string& ns);
+  // The state cache's copy of `key` in stored form, if it has one.
+  std::optional<storage::KeyValue> cached_state(const ResourceInfo& info,
+                                                const std::string& key) const;
   using MutateFn =
       std::function<ApiResult<boost::json::object>(const boost::json::object& current)>;
   boost::asio::awaitable<ApiResult<boost::json::object>> write_update(const ResourceInfo& info,
@@ -110,6 +128,7 @@ class ResourceStore {
 
   std::shared_ptr<storage::Storage> storage_;
   std::shared_ptr<Scheme> scheme_;
+  std::shared_ptr<const StateCache> state_cache_;
 };
 
 }  // namespace kwatch::registry

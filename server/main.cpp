@@ -6,6 +6,7 @@
 #include "server/options.hpp"
 #include "server/selector_predicate.hpp"
 #include "server/version.hpp"
+#include "server/watch_cache_state.hpp"
 #include "storage/etcd_storage.hpp"
 #include "storage/memory_storage.hpp"
 #include "watch/cacher.hpp"
@@ -116,9 +117,6 @@ int main(int argc, char** argv) {
     storage = std::move(*opened);
   }
   auto scheme = registry::Scheme::builtin(options.etcd_prefix);
-  auto store = std::make_shared<registry::ResourceStore>(storage, scheme);
-  auto metrics = std::make_shared<server::Metrics>();
-  const std::string address = options.bind_address + ":" + std::to_string(options.port);
   server::CacherMap cachers;
   for (const registry::ResourceInfo* info : scheme->resources()) {
     watch::CacherOptions co;
@@ -139,6 +137,10 @@ int main(int argc, char** argv) {
     cacher->start();
     cachers.emplace(info, std::move(cacher));
   }
+  auto store = std::make_shared<registry::ResourceStore>(
+      storage, scheme, std::make_shared<server::WatchCacheState>(cachers));
+  auto metrics = std::make_shared<server::Metrics>();
+  const std::string address = options.bind_address + ":" + std::to_string(options.port);
   server::WatchOptions watch_options;
   watch_options.min_request_timeout = options.min_request_timeout;
   auto handler = std::make_shared<server::ApiHandler>(scheme, store, metrics, address, cachers,

@@ -25,22 +25,37 @@ asio::awaitable<Result<KeyValue>> Storage::create(std::string key, std::string v
 }
 
 asio::awaitable<Result<KeyValue>> Storage::guaranteed_update(std::string key,
-                                                             UpdateFn try_update) {
-  auto current = co_await get(key);
-  std::optional<KeyValue> state;
-  if (current) {
-    state = std::move(*current);
-  } else if (current.error() != Errc::not_found) {
-    co_return current.error();
-  }
+                                                             UpdateFn try_update,
+                                                             std::optional<KeyValue> suggested) {
+  std::optional<KeyValue> state = std::move(suggested);
+  bool authoritative = false;  // `state` came from storage (a read or a failed guard)
+  bool read = !state;
   for (;;) {
+    if (read) {
+      auto current = co_await get(key);
+      if (current) {
+        state = std::move(*current);
+      } else if (current.error() == Errc::not_found) {
+        state.reset();
+      } else {
+        co_return current.error();
+      }
+      authoritative = true;
+      read = false;
+    }
     auto next = try_update(state ? &*state : nullptr);
+    const bool unchanged = next && state && *next == state->value;
+    if (!authoritative && (!next || unchanged)) {
+      read = true;  // rejections and no-ops are only final on the current state
+      continue;
+    }
     if (!next) co_return next.error();
-    if (state && *next == state->value) co_return std::move(*state);
+    if (unchanged) co_return std::move(*state);
     auto r = co_await put_if(key, state ? state->mod_revision : 0, std::move(*next));
     if (!r) co_return r.error();
     if (r->succeeded) co_return std::move(r->kv);
-    // Lost the race: retry against the state the failed guard returned.
+    // Lost the race (or the suggestion was stale): retry against the state the guard returned.
+    authoritative = true;
     if (r->kv.mod_revision == 0) {
       state.reset();
     } else {

@@ -128,8 +128,14 @@ class Storage {
   // retrying with the fresh state when another writer got there first. `try_update` returns the
   // new value or an error (which ends the update); it sees nullptr when the key is absent.
   // Unchanged bytes write nothing and return the current state.
+  //
+  // `suggested` is a state the caller believes current (a watch cache's copy), which saves the
+  // read: the write's guard still compares against storage. When the suggestion turns out stale,
+  // or `try_update` rejects it or leaves it unchanged, the update re-reads storage and runs
+  // `try_update` again, so callers only ever see outcomes decided on the current state.
   using UpdateFn = std::function<Result<std::string>(const KeyValue* current)>;
-  boost::asio::awaitable<Result<KeyValue>> guaranteed_update(std::string key, UpdateFn try_update);
+  boost::asio::awaitable<Result<KeyValue>> guaranteed_update(
+      std::string key, UpdateFn try_update, std::optional<KeyValue> suggested = std::nullopt);
 
   // Number of keys under `prefix` now.
   boost::asio::awaitable<Result<std::int64_t>> count(std::string prefix);

@@ -10,6 +10,8 @@
 #include <boost/json/serialize.hpp>
 #include <gtest/gtest.h>
 
+#include <map>
+
 namespace kwatch::server {
 namespace {
 
@@ -121,6 +123,66 @@ TEST_F(ApiHandlerTest, UpdateThatChangesNothingKeepsTheResourceVersion) {
   auto same = call_json("PUT", std::string(kCM) + "/a", json::serialize(created));
   EXPECT_EQ(same.at("metadata").at("resourceVersion"),
             created.at("metadata").at("resourceVersion"));
+}
+
+// A state cache frozen at whatever the test put in it: it goes stale as soon as storage moves.
+class FrozenStateCache final : public registry::StateCache {
+ public:
+  std::optional<storage::KeyValue> lookup(const registry::ResourceInfo&,
+                                          const std::string& key) const override {
+    ++lookups;
+    auto it = objects.find(key);
+    if (it == objects.end()) return std::nullopt;
+    return it->second;
+  }
+  void remember(const std::string& key, const json::value& object) {
+    storage::KeyValue kv;
+    kv.key = key;
+    kv.value = json::serialize(object);
+    kv.mod_revision = std::stoll(std::string(object.at("metadata").at("resourceVersion").as_string()));
+    objects[key] = kv;
+  }
+  std::map<std::string, storage::KeyValue> objects;
+  mutable int lookups = 0;
+};
+
+TEST_F(ApiHandlerTest, UpdatesStartingFromAStaleCachedStateDecideOnTheCurrentOne) {
+  auto cache = std::make_shared<FrozenStateCache>();
+  auto scheme = registry::Scheme::builtin();
+  store_ = std::make_shared<registry::ResourceStore>(storage_, scheme, cache);
+  handler_ = std::make_shared<ApiHandler>(scheme, store_, std::make_shared<Metrics>(),
+                                          "127.0.0.1:0");
+  const std::string url = std::string(kCM) + "/a";
+  auto v1 = call_json("POST", kCM, cm("a"), 201);
+  cache->remember("/registry/configmaps/default/a", v1);
+
+  // The cache is current: the update applies to it.
+  v1.at("data").as_object()["k"] = "v2";
+  auto v2 = call_json("PUT", url, json::serialize(v1));
+  EXPECT_EQ(v2.at("data").at("k"), "v2");
+  EXPECT_EQ(cache->lookups, 1);
+
+  // The cache still holds v1. The current resourceVersion is accepted, not refused by the copy.
+  v2.at("data").as_object()["k"] = "v3";
+  auto v3 = call_json("PUT", url, json::serialize(v2));
+  EXPECT_EQ(v3.at("data").at("k"), "v3");
+  EXPECT_EQ(v3.at("metadata").at("uid"), v1.at("metadata").at("uid"));
+  // v1's resourceVersion matches the stale copy but not storage: a conflict.
+  auto conflict = call_json("PUT", url, json::serialize(v1), 409);
+  EXPECT_EQ(conflict.at("reason"), "Conflict");
+  // A patch applies to the current object, not to the stale copy.
+  auto patched = call_json("PATCH", url, R"({"data":{"p":"1"}})", 200,
+                           "application/merge-patch+json");
+  EXPECT_EQ(patched.at("data").at("k"), "v3");
+  EXPECT_EQ(patched.at("data").at("p"), "1");
+  // Writing the current object back changes nothing, even though it differs from the copy.
+  auto same = call_json("PUT", url, json::serialize(patched));
+  EXPECT_EQ(same.at("metadata").at("resourceVersion"), patched.at("metadata").at("resourceVersion"));
+  // Deleted since the copy was taken: not found.
+  call_json("DELETE", url);
+  auto gone = call_json("PUT", url, json::serialize(v1), 404);
+  EXPECT_EQ(gone.at("reason"), "NotFound");
+  EXPECT_GE(cache->lookups, 6);
 }
 
 TEST_F(ApiHandlerTest, ListPagesWithContinueAndCountsRemainingItems) {

@@ -94,6 +94,113 @@ TEST(MemoryStorage, CreateUpdateListAndDeleteThroughTheInterface) {
   run(ioc, body());
 }
 
+// Counts the reads that reach the wrapped storage.
+class CountingStorage final : public Storage {
+ public:
+  explicit CountingStorage(Storage& inner) : inner_(inner) {}
+  int gets = 0;
+
+  asio::awaitable<Result<KeyValue>> get(std::string key, std::int64_t revision) override {
+    ++gets;
+    co_return co_await inner_.get(std::move(key), revision);
+  }
+  asio::awaitable<Result<ListResult>> list(ListOptions options) override {
+    co_return co_await inner_.list(std::move(options));
+  }
+  asio::awaitable<Result<TxnResult>> put_if(std::string key, std::int64_t expected,
+                                            std::string value) override {
+    co_return co_await inner_.put_if(std::move(key), expected, std::move(value));
+  }
+  asio::awaitable<Result<TxnResult>> delete_if(std::string key, std::int64_t expected) override {
+    co_return co_await inner_.delete_if(std::move(key), expected);
+  }
+  asio::awaitable<Result<std::int64_t>> current_revision() override {
+    co_return co_await inner_.current_revision();
+  }
+  asio::awaitable<Result<void>> compact(std::int64_t revision) override {
+    co_return co_await inner_.compact(revision);
+  }
+  asio::awaitable<Result<std::unique_ptr<WatchStream>>> watch(std::string prefix,
+                                                              std::int64_t start) override {
+    co_return co_await inner_.watch(std::move(prefix), start);
+  }
+
+ private:
+  Storage& inner_;
+};
+
+KeyValue suggestion(std::string key, std::string value, std::int64_t mod_revision) {
+  KeyValue kv;
+  kv.key = std::move(key);
+  kv.value = std::move(value);
+  kv.mod_revision = mod_revision;
+  return kv;
+}
+
+TEST(MemoryStorage, GuaranteedUpdateStartsFromASuggestedStateAndRereadsWhenItIsStale) {
+  asio::io_context ioc;
+  auto memory = open_memory();
+  ASSERT_TRUE(memory);
+  CountingStorage storage(*memory);
+  auto body = [&]() -> asio::awaitable<void> {
+    co_await storage.create("/s/a", "1");  // 2
+    std::vector<std::string> seen;
+    Storage::UpdateFn append = [&](const KeyValue* cur) -> Result<std::string> {
+      if (cur == nullptr) return Errc::not_found;
+      seen.push_back(cur->value);
+      return cur->value + "+";
+    };
+    // A current suggestion: one guarded write, no read.
+    auto fresh = co_await storage.guaranteed_update("/s/a", append, suggestion("/s/a", "1", 2));
+    CO_ASSERT(fresh);
+    EXPECT_EQ(fresh->value, "1+");
+    EXPECT_EQ(fresh->mod_revision, 3);
+    EXPECT_EQ(storage.gets, 0);
+    EXPECT_EQ(seen, (std::vector<std::string>{"1"}));
+
+    // A stale one: the guard fails and the update retries on the state storage returned.
+    seen.clear();
+    auto stale = co_await storage.guaranteed_update("/s/a", append, suggestion("/s/a", "1", 2));
+    CO_ASSERT(stale);
+    EXPECT_EQ(stale->value, "1++");
+    EXPECT_EQ(seen, (std::vector<std::string>{"1", "1+"}));
+    EXPECT_EQ((co_await storage.get("/s/a", 0))->value, "1++");
+    storage.gets = 0;
+
+    // A rejection decided on a stale suggestion is not final: storage is read and asked again.
+    Storage::UpdateFn needs_current = [&](const KeyValue* cur) -> Result<std::string> {
+      if (cur == nullptr) return Errc::not_found;
+      if (cur->value != "1++") return Errc::conflict;
+      return std::string("2");
+    };
+    auto rejected =
+        co_await storage.guaranteed_update("/s/a", needs_current, suggestion("/s/a", "1", 2));
+    CO_ASSERT(rejected);
+    EXPECT_EQ(rejected->value, "2");
+    EXPECT_EQ(storage.gets, 1);
+
+    // So is a no-op: the result is the current state, not the suggested one.
+    Storage::UpdateFn keep = [](const KeyValue* cur) -> Result<std::string> {
+      return cur ? cur->value : "absent";
+    };
+    auto same = co_await storage.guaranteed_update("/s/a", keep, suggestion("/s/a", "1", 2));
+    CO_ASSERT(same);
+    EXPECT_EQ(same->value, "2");
+    EXPECT_EQ(same->mod_revision, 5);
+    EXPECT_EQ(storage.gets, 2);
+    EXPECT_EQ(*(co_await storage.current_revision()), 5);
+
+    // A suggestion for a key deleted since: the update sees the key absent.
+    co_await storage.delete_if("/s/a", 0);
+    auto gone = co_await storage.guaranteed_update("/s/a", append, suggestion("/s/a", "2", 5));
+    CO_ASSERT(!gone);
+    EXPECT_EQ(gone.error(), Errc::not_found);
+    auto after = co_await storage.get("/s/a", 0);
+    EXPECT_EQ(after.error(), Errc::not_found);
+  };
+  run(ioc, body());
+}
+
 TEST(MemoryStorage, WatchFromAPastRevisionReplaysEventsWithPrevKv) {
   asio::io_context ioc;
   auto storage = open_memory();
