@@ -204,9 +204,10 @@ constexpr std::size_t kReadAhead = 2;  // responses decoded but not yet taken by
 class WatchCore : public std::enable_shared_from_this<WatchCore> {
  public:
   WatchCore(std::shared_ptr<EtcdStorage::Core> storage, std::string prefix,
-            std::int64_t start_revision)
+            std::int64_t start_revision, PrevKv prev_kv)
       : storage_(std::move(storage)),
         prefix_(std::move(prefix)),
+        prev_kv_(prev_kv),
         next_revision_(start_revision),
         timer_(storage_->executor) {}
 
@@ -298,7 +299,7 @@ class WatchCore : public std::enable_shared_from_this<WatchCore> {
     c->set_range_end(etcd_range_end(prefix_));
     c->set_start_revision(next_revision_);
     c->set_progress_notify(true);
-    c->set_prev_kv(true);
+    c->set_prev_kv(prev_kv_ == PrevKv::include);
     c->set_fragment(true);
     a->writes.push_back(std::move(create));
     if (progress_wanted_) {
@@ -474,6 +475,7 @@ class WatchCore : public std::enable_shared_from_this<WatchCore> {
 
   std::shared_ptr<EtcdStorage::Core> storage_;
   const std::string prefix_;
+  const PrevKv prev_kv_;
 
   std::mutex mutex_;
   std::int64_t next_revision_;  // where a re-created stream starts; 0 until the first create
@@ -879,8 +881,8 @@ asio::awaitable<Result<std::int64_t>> EtcdStorage::put_raw(std::string key, std:
 }
 
 asio::awaitable<Result<std::unique_ptr<WatchStream>>> EtcdStorage::watch(
-    std::string prefix, std::int64_t start_revision) {
-  auto core = std::make_shared<WatchCore>(core_, std::move(prefix), start_revision);
+    std::string prefix, std::int64_t start_revision, PrevKv prev_kv) {
+  auto core = std::make_shared<WatchCore>(core_, std::move(prefix), start_revision, prev_kv);
   core->start();
   auto stream = std::make_unique<EtcdWatchStream>(core);
   auto created = co_await stream->wait_created(core_->options.request_timeout);

@@ -72,7 +72,7 @@ class EtcdStorage : public Storage {
   // Returns once etcd confirmed the watch (within request_timeout, else `unavailable`). A start
   // revision below the compacted one makes the first next() fail with `gone`.
   boost::asio::awaitable<Result<std::unique_ptr<WatchStream>>> watch(
-      std::string prefix, std::int64_t start_revision) override;
+      std::string prefix, std::int64_t start_revision, PrevKv prev_kv) override;
 
   // Writes `value` unconditionally (a plain Put), as another etcd client would. For tests and
   // tools. Returns the new mod revision.

@@ -207,7 +207,7 @@ asio::awaitable<Result<void>> MemoryStorage::compact(std::int64_t revision) {
 }
 
 asio::awaitable<Result<std::unique_ptr<WatchStream>>> MemoryStorage::watch(
-    std::string prefix, std::int64_t start_revision) {
+    std::string prefix, std::int64_t start_revision, PrevKv /*prev_kv: always kept, it is free*/) {
   auto state = std::make_shared<WatchState>(std::move(prefix));
   // Register before reading the revision so no commit after it can go unnoticed.
   {

@@ -55,7 +55,7 @@ class MemoryStorage : public Storage {
   boost::asio::awaitable<Result<void>> compact(std::int64_t revision) override;
   // `gone` at once if start_revision is at or below the compacted revision.
   boost::asio::awaitable<Result<std::unique_ptr<WatchStream>>> watch(
-      std::string prefix, std::int64_t start_revision) override;
+      std::string prefix, std::int64_t start_revision, PrevKv prev_kv) override;
 
   // The synchronous core, for tools and tests in storage/. Writes through it are logged and wake
   // watchers like writes through the awaitables.

@@ -69,6 +69,9 @@ struct TxnResult {
   std::int64_t revision = 0;  // store revision after the operation
 };
 
+// Whether a watch's events carry the state before each change.
+enum class PrevKv : bool { omit, include };
+
 // A batch of events in revision order, or, with no events, a progress notification saying that
 // nothing under the watched prefix changed up to `revision`.
 struct WatchBatch {
@@ -115,9 +118,11 @@ class Storage {
   virtual boost::asio::awaitable<Result<std::int64_t>> current_revision() = 0;
   // Drops history older than `revision`; reads and watches below it then fail with `gone`.
   virtual boost::asio::awaitable<Result<void>> compact(std::int64_t revision) = 0;
-  // Every event under `prefix` with revision >= `start_revision` (0: from now on).
+  // Every event under `prefix` with revision >= `start_revision` (0: from now on). With
+  // `PrevKv::omit` events may come without `prev_kv`, which spares etcd a read and the stream
+  // a copy of every old value: for callers that keep the previous state themselves.
   virtual boost::asio::awaitable<Result<std::unique_ptr<WatchStream>>> watch(
-      std::string prefix, std::int64_t start_revision) = 0;
+      std::string prefix, std::int64_t start_revision, PrevKv prev_kv) = 0;
 
   // ---- Built on the primitives above, once for every backend. ----
 

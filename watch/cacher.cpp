@@ -178,7 +178,9 @@ asio::awaitable<void> Cacher::run_reflector() {
         std::lock_guard lock(impl_->dispatch_mutex);
         cache_.replace(std::move(objects), listed->revision);
       }
-      auto stream = co_await storage_->watch(options_.prefix, listed->revision + 1);
+      auto stream = co_await storage_->watch(options_.prefix, listed->revision + 1,
+                                           // The cache holds every previous state itself.
+                                           storage::PrevKv::omit);
       if (stream) {
         ready_ = true;
         notify_waiters();

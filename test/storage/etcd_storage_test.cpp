@@ -251,7 +251,7 @@ TEST_F(EtcdStorageTest, WatchesFromARevisionWithPrevKvForPutsAndDeletes) {
     auto gone = co_await storage->delete_if("/pods/a");
     CO_ASSERT(a2 && gone);
 
-    auto stream = co_await storage->watch("/pods/", a->mod_revision);
+    auto stream = co_await storage->watch("/pods/", a->mod_revision, PrevKv::include);
     CO_ASSERT(stream);
     auto events = co_await collect(**stream, 3);
     CO_ASSERT(events);
@@ -279,6 +279,15 @@ TEST_F(EtcdStorageTest, WatchesFromARevisionWithPrevKvForPutsAndDeletes) {
     CO_ASSERT(live);
     EXPECT_EQ((*live)[0].kv.key, "/pods/b");
     EXPECT_EQ((*live)[0].revision(), b->mod_revision);
+
+    // Without prev_kv the same history comes with the new states only.
+    auto bare = co_await storage->watch("/pods/", a->mod_revision, PrevKv::omit);
+    CO_ASSERT(bare);
+    auto plain = co_await collect(**bare, 4);
+    CO_ASSERT(plain && plain->size() == 4);
+    EXPECT_EQ((*plain)[1].kv.value, "2");
+    EXPECT_EQ((*plain)[2].type, EventType::del);
+    for (const auto& event : *plain) EXPECT_FALSE(event.prev_kv) << event.kv.key;
   }());
 }
 
@@ -286,7 +295,7 @@ TEST_F(EtcdStorageTest, RequestedProgressArrivesAsAnEmptyBatchAtTheCurrentRevisi
   auto storage = open();
   ASSERT_TRUE(storage);
   run(ioc_, [&]() -> asio::awaitable<void> {
-    auto stream = co_await storage->watch("/pods/", 0);
+    auto stream = co_await storage->watch("/pods/", 0, PrevKv::include);
     CO_ASSERT(stream);
     auto other = co_await storage->create("/nodes/x", "1");
     CO_ASSERT(other);
@@ -302,7 +311,7 @@ TEST_F(EtcdStorageTest, CancelledNextCompletesWithOperationAbortedAndLosesNoEven
   auto storage = open();
   ASSERT_TRUE(storage);
   run(ioc_, [&]() -> asio::awaitable<void> {
-    auto stream = co_await storage->watch("/pods/", 0);
+    auto stream = co_await storage->watch("/pods/", 0, PrevKv::include);
     CO_ASSERT(stream);
     asio::steady_timer t(co_await asio::this_coro::executor, 50ms);
     auto r = co_await ((*stream)->next() || t.async_wait(asio::use_awaitable));
@@ -336,7 +345,7 @@ TEST_F(EtcdStorageTest, CompactionMakesOlderReadsAndWatchesGone) {
     EXPECT_EQ(at->value, "3");
     EXPECT_EQ((co_await storage->compact(a2->kv.mod_revision)).error(), Errc::gone);
 
-    auto stream = co_await storage->watch("/pods/", a->mod_revision);
+    auto stream = co_await storage->watch("/pods/", a->mod_revision, PrevKv::include);
     if (stream) {
       auto batch = co_await next_within(**stream, 5s);
       CO_ASSERT(!batch);
@@ -352,7 +361,7 @@ TEST_F(EtcdStorageTest, KeysWrittenByOtherClientsAppearInReadsAndWatches) {
   auto storage = open();
   ASSERT_TRUE(storage);
   run(ioc_, [&]() -> asio::awaitable<void> {
-    auto stream = co_await storage->watch("/pods/", 0);
+    auto stream = co_await storage->watch("/pods/", 0, PrevKv::include);
     CO_ASSERT(stream);
     EXPECT_EQ(cluster_->etcdctl("put /pods/ext from-etcdctl >/dev/null"), 0);
     auto raw = co_await storage->put_raw("/pods/raw", "from-put");
@@ -375,7 +384,7 @@ TEST_F(EtcdStorageTest, OperationsReportUnavailableWithinTheDeadlineWhenEtcdIsDo
   auto storage = open(options);
   ASSERT_TRUE(storage);
   run(ioc_, [&]() -> asio::awaitable<void> {
-    auto stream = co_await storage->watch("/pods/", 0);
+    auto stream = co_await storage->watch("/pods/", 0, PrevKv::include);
     CO_ASSERT(stream);
     CO_ASSERT(co_await storage->create("/pods/a", "1"));
     CO_ASSERT(co_await collect(**stream, 1));
@@ -392,7 +401,7 @@ TEST_F(EtcdStorageTest, OperationsReportUnavailableWithinTheDeadlineWhenEtcdIsDo
     EXPECT_EQ(batch.error(), Errc::unavailable);
     EXPECT_LT(elapsed(), 4s);
     start = std::chrono::steady_clock::now();
-    EXPECT_EQ((co_await storage->watch("/pods/", 0)).error(), Errc::unavailable);
+    EXPECT_EQ((co_await storage->watch("/pods/", 0, PrevKv::include)).error(), Errc::unavailable);
     EXPECT_LT(elapsed(), 4s);
   }());
 
@@ -453,7 +462,7 @@ void survive_member_loss(const std::string& balancing) {
   ASSERT_TRUE(opened);
   auto storage = *opened;
   run(ioc, [&]() -> asio::awaitable<void> {
-    auto stream = co_await storage->watch("/pods/", 0);
+    auto stream = co_await storage->watch("/pods/", 0, PrevKv::include);
     CO_ASSERT(stream);
     auto before = co_await storage->create("/pods/before", "1");
     CO_ASSERT(before);
@@ -475,7 +484,7 @@ void survive_member_loss(const std::string& balancing) {
     EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
 
     // New watches work too.
-    auto again = co_await storage->watch("/pods/", after->mod_revision);
+    auto again = co_await storage->watch("/pods/", after->mod_revision, PrevKv::include);
     CO_ASSERT(again);
     auto replay = co_await collect(**again, 1);
     CO_ASSERT(replay);
@@ -534,7 +543,7 @@ TEST(EtcdStorageTls, TalksToAnHttpsMemberWithClientCertificates) {
   ASSERT_TRUE(opened);
   auto storage = *opened;
   run(ioc, [&]() -> asio::awaitable<void> {
-    auto stream = co_await storage->watch("/pods/", 0);
+    auto stream = co_await storage->watch("/pods/", 0, PrevKv::include);
     CO_ASSERT(stream);
     auto created = co_await storage->create("/pods/a", "secret");
     CO_ASSERT(created);

@@ -121,8 +121,9 @@ class CountingStorage final : public Storage {
     co_return co_await inner_.compact(revision);
   }
   asio::awaitable<Result<std::unique_ptr<WatchStream>>> watch(std::string prefix,
-                                                              std::int64_t start) override {
-    co_return co_await inner_.watch(std::move(prefix), start);
+                                                              std::int64_t start,
+                                                              PrevKv prev_kv) override {
+    co_return co_await inner_.watch(std::move(prefix), start, prev_kv);
   }
 
  private:
@@ -210,7 +211,7 @@ TEST(MemoryStorage, WatchFromAPastRevisionReplaysEventsWithPrevKv) {
     co_await storage->put_if("/other", 0, "o");  // 3
     co_await storage->put_if("/w/a", 2, "2");    // 4
     co_await storage->delete_if("/w/a");         // 5
-    auto stream = co_await storage->watch("/w/", 3);
+    auto stream = co_await storage->watch("/w/", 3, PrevKv::include);
     CO_ASSERT(stream);
     auto batch = co_await (*stream)->next();
     CO_ASSERT(batch);
@@ -236,7 +237,7 @@ TEST(MemoryStorage, WatchBatchesAreCappedAtTheConfiguredLimit) {
   ASSERT_TRUE(storage);
   auto body = [&]() -> asio::awaitable<void> {
     for (int i = 0; i < 7; ++i) co_await storage->put_if("/k" + std::to_string(i), 0, "v");
-    auto stream = co_await storage->watch("/", 2);
+    auto stream = co_await storage->watch("/", 2, PrevKv::include);
     CO_ASSERT(stream);
     std::vector<std::size_t> sizes;
     std::int64_t last = 0;
@@ -260,7 +261,7 @@ TEST(MemoryStorage, WatchWakesUpForCommitsMadeOnAnotherThread) {
   constexpr int kWrites = 300;
   std::unique_ptr<WatchStream> stream;
   auto start = [&]() -> asio::awaitable<void> {
-    auto s = co_await storage->watch("/w/", 0);
+    auto s = co_await storage->watch("/w/", 0, PrevKv::include);
     CO_ASSERT(s);
     stream = std::move(*s);
   };
@@ -299,7 +300,7 @@ TEST(MemoryStorage, ConcurrentUpdatesOnAMultiThreadedContextLoseNothing) {
   constexpr int kIncrements = 50;
   auto body = [&]() -> asio::awaitable<void> {
     co_await storage->create("/counter", "0");
-    auto stream = co_await storage->watch("/counter", 0);
+    auto stream = co_await storage->watch("/counter", 0, PrevKv::include);
     CO_ASSERT(stream);
     int finished = 0;
     for (int w = 0; w < kWorkers; ++w) {
@@ -334,7 +335,7 @@ TEST(MemoryStorage, NextRacedAgainstATimerIsCancelledAndTheStreamKeepsWorking) {
   auto storage = open_memory();
   ASSERT_TRUE(storage);
   auto body = [&]() -> asio::awaitable<void> {
-    auto stream = co_await storage->watch("/", 0);
+    auto stream = co_await storage->watch("/", 0, PrevKv::include);
     CO_ASSERT(stream);
     asio::steady_timer timer(ioc, 20ms);
     auto first = co_await ((*stream)->next() || timer.async_wait(asio::use_awaitable));
@@ -354,7 +355,7 @@ TEST(MemoryStorage, CancellationSlotAbortsAWaitingNext) {
   ASSERT_TRUE(storage);
   std::unique_ptr<WatchStream> stream;
   auto start = [&]() -> asio::awaitable<void> {
-    auto s = co_await storage->watch("/", 0);
+    auto s = co_await storage->watch("/", 0, PrevKv::include);
     CO_ASSERT(s);
     stream = std::move(*s);
   };
@@ -383,7 +384,7 @@ TEST(MemoryStorage, RequestProgressYieldsAnEmptyBatchAtTheCurrentRevision) {
   ASSERT_TRUE(storage);
   auto body = [&]() -> asio::awaitable<void> {
     co_await storage->put_if("/other", 0, "v");  // 2
-    auto stream = co_await storage->watch("/w/", 0);
+    auto stream = co_await storage->watch("/w/", 0, PrevKv::include);
     CO_ASSERT(stream);
     co_await storage->put_if("/other2", 0, "v");  // 3, not under the prefix
     (*stream)->request_progress();
@@ -407,17 +408,17 @@ TEST(MemoryStorage, StreamThatFallsBehindCompactionIsGone) {
   auto storage = open_memory();
   ASSERT_TRUE(storage);
   auto body = [&]() -> asio::awaitable<void> {
-    auto stream = co_await storage->watch("/", 0);
+    auto stream = co_await storage->watch("/", 0, PrevKv::include);
     CO_ASSERT(stream);
     for (int i = 0; i < 4; ++i) co_await storage->put_if("/k" + std::to_string(i), 0, "v");
     CO_ASSERT(co_await storage->compact(4));
     auto batch = co_await (*stream)->next();
     CO_ASSERT(!batch);
     EXPECT_EQ(batch.error(), Errc::gone);
-    auto late = co_await storage->watch("/", 3);
+    auto late = co_await storage->watch("/", 3, PrevKv::include);
     CO_ASSERT(!late);
     EXPECT_EQ(late.error(), Errc::gone);
-    auto fine = co_await storage->watch("/", 5);
+    auto fine = co_await storage->watch("/", 5, PrevKv::include);
     EXPECT_TRUE(fine);
   };
   run(ioc, body());
@@ -428,7 +429,7 @@ TEST(MemoryStorage, DestroyingTheStorageEndsWaitingStreamsWithUnavailable) {
   auto storage = open_memory();
   ASSERT_TRUE(storage);
   auto body = [&]() -> asio::awaitable<void> {
-    auto stream = co_await storage->watch("/", 0);
+    auto stream = co_await storage->watch("/", 0, PrevKv::include);
     CO_ASSERT(stream);
     asio::post(co_await asio::this_coro::executor, [&] { storage.reset(); });
     auto batch = co_await (*stream)->next();
@@ -487,8 +488,8 @@ TEST_F(MemoryStorageDurable, RestartPreservesRevisionsAndOldWatchesAreGone) {
     EXPECT_EQ(kv->mod_revision, before.mod_revision);
     EXPECT_EQ(kv->version, before.version);
     EXPECT_EQ((co_await storage->get("/k0")).error(), Errc::not_found);
-    EXPECT_EQ((co_await storage->watch("/", 2)).error(), Errc::gone);
-    auto stream = co_await storage->watch("/", 0);
+    EXPECT_EQ((co_await storage->watch("/", 2, PrevKv::include)).error(), Errc::gone);
+    auto stream = co_await storage->watch("/", 0, PrevKv::include);
     CO_ASSERT(stream);
     co_await storage->put_if("/new", 0, "n");
     auto batch = co_await (*stream)->next();

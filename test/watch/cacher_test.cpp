@@ -60,8 +60,8 @@ class BreakableStorage : public storage::Storage {
     co_return co_await inner_->compact(r);
   }
   asio::awaitable<storage::Result<std::unique_ptr<storage::WatchStream>>> watch(
-      std::string prefix, std::int64_t start) override {
-    auto s = co_await inner_->watch(std::move(prefix), start);
+      std::string prefix, std::int64_t start, storage::PrevKv prev_kv) override {
+    auto s = co_await inner_->watch(std::move(prefix), start, prev_kv);
     if (!s) co_return s.error();
     std::unique_ptr<storage::WatchStream> wrapped = std::make_unique<Stream>(std::move(*s), this);
     co_return wrapped;
