@@ -107,7 +107,7 @@ class Target {
 
 std::unique_ptr<Target> make_kwatch_target(const std::string& host, int port, int threads);
 std::unique_ptr<Target> make_etcd_target(const std::vector<std::string>& endpoints,
-                                         const std::string& prefix);
+                                         const std::string& prefix, int threads);
 
 // The JSON body of object `index` of the workload at update `version`, about w.object_size
 // bytes. kwatch gets the Kubernetes object; etcd gets the same bytes as its value.

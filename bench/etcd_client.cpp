@@ -3,8 +3,9 @@
 // hence its own TCP connection (local subchannel pool + a distinct channel argument), and
 // watches with prev_kv off.
 //
-// Threads: watchers are gRPC callback reactors (gRPC's own threads call them, one callback at
-// a time per reactor); writers and creators are plain threads doing blocking unary calls.
+// Threads: watchers' steps complete on a few completion-queue threads (--threads, one callback
+// at a time per watcher); writers and creators are plain threads doing blocking unary calls.
+#include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
 
 #include <boost/json.hpp>
@@ -43,12 +44,46 @@ std::shared_ptr<grpc::Channel> make_channel(const std::string& target, int id) {
   return grpc::CreateCustomChannel("ipv4:" + target, grpc::InsecureChannelCredentials(), args);
 }
 
-// One etcd watch stream. Owner: EtcdTarget. Destroyed only after OnDone.
-class Watcher final : public grpc::ClientBidiReactor<etcdserverpb::WatchRequest, etcdserverpb::WatchResponse> {
+// Completion queues, each drained by its own thread: gRPC C++'s cheapest way to read many
+// streams (no hand-off to an executor per message, unlike the callback API).
+class QueuePool {
  public:
-  Watcher(std::shared_ptr<grpc::Channel> channel, WatcherRecord* rec, std::string key,
-          std::string range_end, std::int64_t start_revision)
-      : channel_(std::move(channel)), stub_(etcdserverpb::Watch::NewStub(channel_)), rec_(rec) {
+  // A started operation; `done` runs on the queue's thread.
+  struct Step {
+    virtual ~Step() = default;
+    virtual void done(bool ok) = 0;
+  };
+
+  explicit QueuePool(int threads) {
+    for (int i = 0; i < std::max(1, threads); ++i) {
+      queues_.push_back(std::make_unique<grpc::CompletionQueue>());
+      threads_.emplace_back([q = queues_.back().get()] {
+        void* tag = nullptr;
+        bool ok = false;
+        while (q->Next(&tag, &ok)) static_cast<Step*>(tag)->done(ok);
+      });
+    }
+  }
+  ~QueuePool() {
+    for (auto& q : queues_) q->Shutdown();
+    for (auto& t : threads_) t.join();
+  }
+  grpc::CompletionQueue* next() { return queues_[next_++ % queues_.size()].get(); }
+
+ private:
+  std::vector<std::unique_ptr<grpc::CompletionQueue>> queues_;
+  std::vector<std::thread> threads_;
+  std::size_t next_ = 0;
+};
+
+// One etcd watch stream on a pooled completion queue. Owner: EtcdTarget, which destroys it only
+// after `wait_done` (every started step has come back).
+class Watcher {
+ public:
+  Watcher(std::shared_ptr<grpc::Channel> channel, grpc::CompletionQueue* queue, WatcherRecord* rec,
+          std::string key, std::string range_end, std::int64_t start_revision)
+      : channel_(std::move(channel)), stub_(etcdserverpb::Watch::NewStub(channel_)), queue_(queue),
+        rec_(rec) {
     auto* create = request_.mutable_create_request();
     create->set_key(std::move(key));
     create->set_range_end(std::move(range_end));
@@ -58,30 +93,62 @@ class Watcher final : public grpc::ClientBidiReactor<etcdserverpb::WatchRequest,
 
   void start() {
     context_.set_wait_for_ready(true);  // the channel is new: wait for its connection
-    stub_->async()->Watch(&context_, this);
-    StartWrite(&request_);
-    StartRead(&response_);
-    StartCall();
+    std::lock_guard lock(mutex_);
+    stream_ = stub_->PrepareAsyncWatch(&context_, queue_);
+    begin_locked();
+    stream_->StartCall(&started_);
   }
 
-  void cancel() { context_.TryCancel(); }
+  // Ends the stream; the watcher is finished once `wait_done` returns true.
+  void cancel() {
+    std::lock_guard lock(mutex_);
+    cancelled_ = true;
+    context_.TryCancel();
+    if (!reading_) finish_locked();  // a stalled watcher has no read that could fail
+  }
 
   bool wait_done(std::chrono::milliseconds timeout) {
     std::unique_lock lock(mutex_);
-    return cv_.wait_for(lock, timeout, [this] { return done_; });
+    return cv_.wait_for(lock, timeout, [this] { return finished_ && pending_ == 0; });
   }
 
-  bool finished() {
+ private:
+  struct Op final : QueuePool::Step {
+    Op(Watcher* w, void (Watcher::*f)(bool)) : self(w), on(f) {}
+    Watcher* self;
+    void (Watcher::*on)(bool);
+    void done(bool ok) override {
+      Watcher* w = self;
+      (w->*on)(ok);
+      std::lock_guard lock(w->mutex_);
+      if (--w->pending_ == 0 && w->finished_) w->cv_.notify_all();
+    }
+  };
+
+  void begin_locked() { ++pending_; }
+
+  void on_started(bool ok) {
     std::lock_guard lock(mutex_);
-    return done_;
+    if (!ok) return finish_locked();
+    begin_locked();
+    stream_->Write(request_, &wrote_);
+    read_locked();
   }
 
-  void OnWriteDone(bool) override {}
+  void on_written(bool) {}
 
-  void OnReadDone(bool ok) override {
+  void read_locked() {
+    reading_ = true;
+    begin_locked();
+    stream_->Read(&response_, &read_);
+  }
+
+  void on_read(bool ok) {
+    std::lock_guard lock(mutex_);
+    reading_ = false;
     if (!ok) {
       if (!cancelled_) rec_->ended = true;
-      return;
+      return finish_locked();
     }
     if (response_.created()) rec_->established = true;
     if (response_.canceled()) rec_->ended = true;
@@ -90,33 +157,50 @@ class Watcher final : public grpc::ClientBidiReactor<etcdserverpb::WatchRequest,
     for (int i = 0; i < n; ++i) rec_->samples.push_back({response_.events(i).kv().mod_revision(), t});
     if (n > 0) rec_->events.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
     if (rec_->stalled && rec_->established) return;  // never reads again
-    StartRead(&response_);
+    read_locked();
   }
 
-  void OnDone(const grpc::Status&) override {
+  void finish_locked() {
+    if (finishing_) return;
+    finishing_ = true;
+    begin_locked();
+    stream_->Finish(&status_, &finished_op_);
+  }
+
+  void on_finished(bool) {
     std::lock_guard lock(mutex_);
-    done_ = true;
-    cv_.notify_all();
+    finished_ = true;
   }
 
-  std::atomic<bool> cancelled_{false};
-
- private:
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<etcdserverpb::Watch::Stub> stub_;
+  grpc::CompletionQueue* queue_;
   grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientAsyncReaderWriter<etcdserverpb::WatchRequest, etcdserverpb::WatchResponse>>
+      stream_;
   etcdserverpb::WatchRequest request_;
   etcdserverpb::WatchResponse response_;
+  grpc::Status status_;
   WatcherRecord* rec_;
+  Op started_{this, &Watcher::on_started};
+  Op wrote_{this, &Watcher::on_written};
+  Op read_{this, &Watcher::on_read};
+  Op finished_op_{this, &Watcher::on_finished};
   std::mutex mutex_;
   std::condition_variable cv_;
-  bool done_ = false;
+  int pending_ = 0;  // steps started and not yet back from the queue
+  bool reading_ = false;
+  bool cancelled_ = false;
+  bool finishing_ = false;
+  bool finished_ = false;
 };
 
 class EtcdTarget final : public Target {
  public:
-  EtcdTarget(std::vector<std::string> endpoints, std::string prefix)
-      : endpoints_(std::move(endpoints)), prefix_(std::move(prefix)) {
+  EtcdTarget(std::vector<std::string> endpoints, std::string prefix, int threads)
+      : endpoints_(std::move(endpoints)), prefix_(std::move(prefix)), queues_(threads) {
+    // Debian's Abseil checks every gRPC mutex for lock cycles; kwatch turns that off too.
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
     if (endpoints_.empty()) throw std::invalid_argument("no etcd endpoints");
     kv_ = etcdserverpb::KV::NewStub(make_channel(endpoints_[0], -1));
   }
@@ -175,8 +259,8 @@ class EtcdTarget final : public Target {
       std::string k = prefix_ + "/" + w.kind + "/" + w.ns + "/";
       if (spec.per_node && w.nodes > 0) k += "pod-node-" + std::to_string(i % w.nodes) + "-";
       auto watcher = std::make_unique<Watcher>(
-          make_channel(endpoints_[i % endpoints_.size()], static_cast<int>(next_channel_++)), rec.get(),
-          k, prefix_end(k), spec.from_rv + 1);
+          make_channel(endpoints_[i % endpoints_.size()], static_cast<int>(next_channel_++)),
+          queues_.next(), rec.get(), k, prefix_end(k), spec.from_rv + 1);
       opened.push_back(rec.get());
       if (rec->stalled) stalled_.push_back(rec.get());
       records.push_back(std::move(rec));
@@ -247,10 +331,7 @@ class EtcdTarget final : public Target {
   }
 
   void close_watchers() override {
-    for (auto& w : watchers_) {
-      w->cancelled_ = true;
-      w->cancel();
-    }
+    for (auto& w : watchers_) w->cancel();
     for (auto& w : watchers_) {
       if (!w->wait_done(10s)) {
         std::fprintf(stderr, "loadgen: an etcd watch did not finish within 10 s; leaking it\n");
@@ -322,6 +403,7 @@ class EtcdTarget final : public Target {
   std::vector<std::string> endpoints_;
   std::string prefix_;
   std::unique_ptr<etcdserverpb::KV::Stub> kv_;
+  QueuePool queues_;  // before watchers_: destroyed after them
   std::vector<std::unique_ptr<Watcher>> watchers_;
   std::vector<WatcherRecord*> stalled_;  // owned by the driver's records
   std::size_t next_channel_ = 0;
@@ -330,8 +412,8 @@ class EtcdTarget final : public Target {
 }  // namespace
 
 std::unique_ptr<Target> make_etcd_target(const std::vector<std::string>& endpoints,
-                                         const std::string& prefix) {
-  return std::make_unique<EtcdTarget>(endpoints, prefix);
+                                         const std::string& prefix, int threads) {
+  return std::make_unique<EtcdTarget>(endpoints, prefix, threads);
 }
 
 }  // namespace kwatch::bench

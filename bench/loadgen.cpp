@@ -37,7 +37,7 @@ Common:
   --object-size=BYTES        approximate object size (default 1024)
   --objects=N                objects created first, then updated in turn (default 100)
   --nodes=N                  pods: spread over node-0..node-(N-1) (default 0)
-  --threads=N                kwatch client I/O threads (default 2)
+  --threads=N                client I/O threads: kwatch sockets / etcd completion queues (default 2)
 watch:
   --watchers=N               watchers that read (default 0)
   --stalled=N                watchers that never read after being established (default 0)
@@ -89,7 +89,10 @@ std::unique_ptr<Target> make_target(const Options& o) {
     return make_kwatch_target(addr.substr(0, colon), std::stoi(addr.substr(colon + 1)),
                               static_cast<int>(o.num("threads", 2)));
   }
-  if (t == "etcd") return make_etcd_target(split(o.str("etcd", "127.0.0.1:2379"), ','), o.str("etcd-prefix", "/bench"));
+  if (t == "etcd") {
+    return make_etcd_target(split(o.str("etcd", "127.0.0.1:2379"), ','), o.str("etcd-prefix", "/bench"),
+                            static_cast<int>(o.num("threads", 2)));
+  }
   throw std::invalid_argument("--target must be kwatch or etcd");
 }
 
