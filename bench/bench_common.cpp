@@ -119,6 +119,7 @@ ProcSample read_proc(int pid) {
       if (i == 15) stime = std::atof(field.c_str());
     }
     out.cpu_s = (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+    out.sys_cpu_s = stime / static_cast<double>(sysconf(_SC_CLK_TCK));
   }
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
   std::string line;

@@ -120,6 +120,7 @@ std::int64_t find_resource_version(const char* data, std::size_t size);
 // /proc/<pid>: user+system CPU seconds and VmRSS in KiB.
 struct ProcSample {
   double cpu_s = 0;
+  double sys_cpu_s = 0;  // the kernel part of cpu_s (stime)
   long rss_kib = 0;
 };
 ProcSample read_proc(int pid);

@@ -265,6 +265,10 @@ json::object run_watch(const Options& o) {
   const double cpu = p1.cpu_s - p0.cpu_s;
   out["server_cpu_s"] = cpu;
   out["server_cpu_us_per_event"] = events > 0 ? cpu * 1e6 / static_cast<double>(events) : 0.0;
+  // The kernel's share: socket sends (with loopback delivery to the client), wake-ups, polling.
+  const double sys_cpu = p1.sys_cpu_s - p0.sys_cpu_s;
+  out["server_sys_cpu_us_per_event"] =
+      events > 0 ? sys_cpu * 1e6 / static_cast<double>(events) : 0.0;
   out["server_cpu_us_per_write"] =
       !writes.acks.empty() ? cpu * 1e6 / static_cast<double>(writes.acks.size()) : 0.0;
   out["server_rss_end_kib"] = p1.rss_kib;
