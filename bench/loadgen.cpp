@@ -297,12 +297,14 @@ json::object run_list(const Options& o) {
   out["target"] = o.str("target", "kwatch");
   out["objects"] = w.objects;
   out["object_size"] = w.object_size;
+  const int server_pid = static_cast<int>(o.num("server-pid", 0));
+  out["server_rss_before_kib"] = read_proc(server_pid).rss_kib;
   Nanos t0 = now_ns();
   target->create_pool(w, 16);
   const double create_s = static_cast<double>(now_ns() - t0) / 1e9;
   out["create_per_s"] = static_cast<double>(w.objects) / create_s;
   std::this_thread::sleep_for(1s);
-  out["server_rss_kib"] = read_proc(static_cast<int>(o.num("server-pid", 0))).rss_kib;
+  out["server_rss_kib"] = read_proc(server_pid).rss_kib;
   auto variant = [&](const std::string& selector) {
     ListResult r = target->list(w, selector, reps);
     json::object v = stats_ms(r.ms);

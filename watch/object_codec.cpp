@@ -31,11 +31,13 @@ storage::Result<ObjectPtr> decode_object(std::string key, std::string_view bytes
       if (val.is_string()) out->labels.emplace_back(k, val.get_string());
     }
     std::sort(out->labels.begin(), out->labels.end());
+    out->labels.shrink_to_fit();  // held for as long as the object is cached
   }
-  if (fields) out->fields = fields(obj);
-  out->fields.emplace_back("metadata.name", out->name);
-  out->fields.emplace_back("metadata.namespace", out->ns);
-  std::sort(out->fields.begin(), out->fields.end());
+  if (fields) {
+    out->fields = fields(obj);
+    std::sort(out->fields.begin(), out->fields.end());
+    out->fields.shrink_to_fit();
+  }
   out->json = json::serialize(obj);
   return ObjectPtr(std::move(out));
 }

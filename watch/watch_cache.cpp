@@ -55,10 +55,15 @@ EventPtr WatchCache::apply_put(ObjectPtr object, ObjectPtr prev, Clock::time_poi
   event->prev = std::move(prev);
   event->recorded = now;
   std::unique_lock lock(mutex_);
-  auto [it, inserted] = objects_.try_emplace(object->key, object);
-  if (!inserted) {
+  if (auto it = objects_.find(object->key); it != objects_.end()) {
     index_remove(it->second);
-    it->second = object;
+    // The node's key views the old object's key: point it at the new one's.
+    auto node = objects_.extract(it);
+    node.key() = object->key;
+    node.mapped() = object;
+    objects_.insert(std::move(node));
+  } else {
+    objects_.emplace(object->key, object);
   }
   index_add(object);
   window_.push(event, now);
@@ -112,7 +117,7 @@ CacheList WatchCache::list(const std::string& prefix, const std::string& start_k
   std::shared_lock lock(mutex_);
   out.resource_version = rv_;
   const std::string& from = start_key.empty() || start_key < prefix ? prefix : start_key;
-  auto in_prefix = [&](const std::string& key) { return key.compare(0, prefix.size(), prefix) == 0; };
+  auto in_prefix = [&](std::string_view key) { return key.substr(0, prefix.size()) == prefix; };
   auto take = [&](const ObjectPtr& o) {
     if (predicate != nullptr && !predicate->matches(*o)) return true;
     if (limit > 0 && out.objects.size() >= limit) {
@@ -123,7 +128,7 @@ CacheList WatchCache::list(const std::string& prefix, const std::string& start_k
     return true;
   };
   // A list that pins the trigger field or a label walks only the keys that have it.
-  const std::set<std::string>* bucket = nullptr;
+  const KeySet* bucket = nullptr;
   bool pinned = false;
   if (predicate != nullptr && !trigger_field_.empty()) {
     if (auto value = predicate->exact_field(trigger_field_)) {

@@ -14,6 +14,7 @@
 #include <set>
 #include <shared_mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -70,10 +71,13 @@ class WatchCache {
 
   mutable std::shared_mutex mutex_;
   std::string trigger_field_;
-  std::map<std::string, ObjectPtr> objects_;
-  std::unordered_map<std::string, std::set<std::string>> trigger_index_;  // value -> keys
+  // Keys are views of the mapped objects' own `key`: every entry (here and in the indexes) is
+  // re-pointed or removed before the object it views can go away.
+  using KeySet = std::set<std::string_view>;
+  std::map<std::string_view, ObjectPtr> objects_;
+  std::unordered_map<std::string, KeySet> trigger_index_;  // value -> keys
   // "key=value" -> keys: a list with an equality label selector walks only its bucket.
-  std::unordered_map<std::string, std::set<std::string>> label_index_;
+  std::unordered_map<std::string, KeySet> label_index_;
   EventWindow window_;
   std::int64_t rv_ = 0;
   std::int64_t applied_rv_ = 0;

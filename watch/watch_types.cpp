@@ -17,7 +17,11 @@ const std::string* find_attribute(const Attributes& attrs, std::string_view key)
 
 const std::string* CachedObject::label(std::string_view k) const { return find_attribute(labels, k); }
 
-const std::string* CachedObject::field(std::string_view k) const { return find_attribute(fields, k); }
+const std::string* CachedObject::field(std::string_view k) const {
+  if (k == "metadata.name") return &name;
+  if (k == "metadata.namespace") return &ns;
+  return find_attribute(fields, k);
+}
 
 std::string_view event_type_name(EventType t) {
   switch (t) {

@@ -27,7 +27,9 @@ struct CachedObject {
   std::int64_t resource_version = 0;
   std::string json;
   Attributes labels;
-  Attributes fields;  // selectable field -> value (metadata.name/namespace included)
+  // Selectable field -> value. metadata.name and metadata.namespace are not repeated here:
+  // `field` answers them from `name` and `ns`.
+  Attributes fields;
 
   const std::string* label(std::string_view k) const;
   const std::string* field(std::string_view k) const;
