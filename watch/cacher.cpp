@@ -64,6 +64,15 @@ namespace {
 
 using WatcherMap = std::unordered_map<std::uint64_t, std::shared_ptr<Watcher>>;
 
+// The state before a modification, re-stamped with the modification's revision.
+ObjectPtr restamped_prev(const CachedEvent& ev) {
+  if (auto done = ev.restamped_prev.load()) return done;
+  auto made = decode_object(ev.prev->key, ev.prev->json, ev.resource_version, {});
+  ObjectPtr out = made ? std::move(*made) : ev.prev;  // the JSON is the cache's own: it parses
+  ev.restamped_prev.store(out);
+  return out;
+}
+
 // What one watcher receives for an event, with the ADDED/DELETED transitions of objects entering
 // and leaving its selector.
 std::optional<WatchFrame> frame_for(const Watcher& w, const CachedEvent& ev) {
@@ -76,7 +85,7 @@ std::optional<WatchFrame> frame_for(const Watcher& w, const CachedEvent& ev) {
       const bool before = w.wants(ev.prev);
       if (now && before) return WatchFrame{EventType::modified, ev.object};
       if (now) return WatchFrame{EventType::added, ev.object};
-      if (before) return WatchFrame{EventType::deleted, ev.prev};
+      if (before) return WatchFrame{EventType::deleted, restamped_prev(ev)};
       break;
     }
     case EventType::deleted:
@@ -234,13 +243,8 @@ std::vector<std::shared_ptr<Watcher>> Cacher::process(const storage::Event& even
       return {};
     }
     object = std::move(*o);
-    if (event.prev_kv) {
-      auto p = decode_object(event.kv.key, event.prev_kv->value, rv, options_.fields);
-      if (p) prev = std::move(*p);
-    } else if (auto old = cache_.get(event.kv.key)) {
-      auto p = decode_object(event.kv.key, old->json, rv, options_.fields);
-      if (p) prev = std::move(*p);
-    }
+    // Events apply in revision order, so the cache holds exactly the state before this one.
+    prev = cache_.get(event.kv.key);
   } else {
     storage::Result<ObjectPtr> last = Errc::not_found;
     if (event.prev_kv) {

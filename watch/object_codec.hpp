@@ -12,8 +12,8 @@
 
 namespace kwatch::watch {
 
-// Fills the selectable fields of an object (metadata.name and metadata.namespace are added by
-// the codec). Supplied by the layer that knows the resource's schema.
+// Fills the selectable fields of an object (metadata.name and metadata.namespace need not be
+// included: `CachedObject::field` answers them). Supplied by the layer that knows the resource's schema.
 using FieldsFn = std::function<Attributes(const boost::json::object& object)>;
 
 // `bytes` is a stored object; the result carries `resource_version` in its JSON.

@@ -5,6 +5,7 @@
 // to read from any thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -40,15 +41,18 @@ enum class EventType : std::uint8_t { added, modified, deleted, bookmark, error 
 
 std::string_view event_type_name(EventType t);
 
-// A change in the cache. For `deleted`, `object` is the last state re-stamped with the delete's
-// revision. `prev` is the previous state re-stamped with this event's revision (what a watcher
-// that stops matching receives as DELETED); null for `added`.
+// A change in the cache. For `deleted`, `object` (and `prev`) is the last state re-stamped with
+// the delete's revision. For `modified`, `prev` is the state before as the cache held it (its own
+// resourceVersion, shared with the cache and the earlier event); null for `added`.
 struct CachedEvent {
   EventType type = EventType::added;
   std::int64_t resource_version = 0;
   ObjectPtr object;
   ObjectPtr prev;
   std::chrono::steady_clock::time_point recorded;
+  // `prev` re-stamped with this event's revision: what a watcher that stops matching receives as
+  // DELETED. Made by the first watcher that needs it (most events never do), then shared.
+  mutable std::atomic<ObjectPtr> restamped_prev;
 };
 using EventPtr = std::shared_ptr<const CachedEvent>;
 
