@@ -2,45 +2,65 @@
 
 #include "storage/storage.hpp"
 
+#include <absl/container/btree_map.h>
+#include <absl/container/btree_set.h>
+
 #include <mutex>
+#include <string_view>
+#include <unordered_map>
 
 namespace kwatch::watch {
 
 
+// Keys are views of the mapped objects' own `key`: every entry (in the state and in the indexes)
+// is replaced or removed before the object it views can go away. B-trees keep ~20 bytes per
+// entry where node-based maps and sets keep 64-80.
+struct WatchCache::State {
+  using KeySet = absl::btree_set<std::string_view>;
+  absl::btree_map<std::string_view, ObjectPtr> objects;
+  std::unordered_map<std::string, KeySet> trigger_index;  // value -> keys
+  // "key=value" -> keys: a list with an equality label selector walks only its bucket.
+  std::unordered_map<std::string, KeySet> label_index;
+};
+
 WatchCache::WatchCache(std::size_t lower_capacity, std::size_t upper_capacity,
                        std::string trigger_field)
-    : trigger_field_(std::move(trigger_field)), window_(lower_capacity, upper_capacity) {}
+    : trigger_field_(std::move(trigger_field)),
+      state_(std::make_unique<State>()),
+      window_(lower_capacity, upper_capacity) {}
+
+WatchCache::~WatchCache() = default;
 
 void WatchCache::index_add(const ObjectPtr& object) {
-  for (const auto& [k, v] : object->labels) label_index_[k + '=' + v].insert(object->key);
+  for (const auto& [k, v] : object->labels) state_->label_index[k + '=' + v].insert(object->key);
   if (trigger_field_.empty()) return;
-  if (const std::string* v = object->field(trigger_field_)) trigger_index_[*v].insert(object->key);
+  if (const std::string* v = object->field(trigger_field_)) state_->trigger_index[*v].insert(object->key);
 }
 
 void WatchCache::index_remove(const ObjectPtr& object) {
   for (const auto& [k, v] : object->labels) {
-    auto it = label_index_.find(k + '=' + v);
-    if (it == label_index_.end()) continue;
+    auto it = state_->label_index.find(k + '=' + v);
+    if (it == state_->label_index.end()) continue;
     it->second.erase(object->key);
-    if (it->second.empty()) label_index_.erase(it);
+    if (it->second.empty()) state_->label_index.erase(it);
   }
   if (trigger_field_.empty()) return;
   const std::string* v = object->field(trigger_field_);
   if (v == nullptr) return;
-  auto it = trigger_index_.find(*v);
-  if (it == trigger_index_.end()) return;
+  auto it = state_->trigger_index.find(*v);
+  if (it == state_->trigger_index.end()) return;
   it->second.erase(object->key);
-  if (it->second.empty()) trigger_index_.erase(it);
+  if (it->second.empty()) state_->trigger_index.erase(it);
 }
 
 void WatchCache::replace(std::vector<ObjectPtr> objects, std::int64_t rv) {
   std::unique_lock lock(mutex_);
-  objects_.clear();
-  trigger_index_.clear();
-  label_index_.clear();
+  state_->objects.clear();
+  state_->trigger_index.clear();
+  state_->label_index.clear();
   for (auto& o : objects) {
     index_add(o);
-    objects_.emplace(o->key, std::move(o));
+    state_->objects.emplace(o->key, std::move(o));
   }
   window_.reset(rv);
   rv_ = rv;
@@ -55,15 +75,13 @@ EventPtr WatchCache::apply_put(ObjectPtr object, ObjectPtr prev, Clock::time_poi
   event->prev = std::move(prev);
   event->recorded = now;
   std::unique_lock lock(mutex_);
-  if (auto it = objects_.find(object->key); it != objects_.end()) {
+  if (auto it = state_->objects.find(object->key); it != state_->objects.end()) {
     index_remove(it->second);
-    // The node's key views the old object's key: point it at the new one's.
-    auto node = objects_.extract(it);
-    node.key() = object->key;
-    node.mapped() = object;
-    objects_.insert(std::move(node));
+    // The entry's key views the old object's key: replace the entry, keyed by the new one's.
+    state_->objects.erase(it);
+    state_->objects.emplace(object->key, object);
   } else {
-    objects_.emplace(object->key, object);
+    state_->objects.emplace(object->key, object);
   }
   index_add(object);
   window_.push(event, now);
@@ -80,9 +98,9 @@ EventPtr WatchCache::apply_delete(ObjectPtr last, Clock::time_point now) {
   event->prev = last;
   event->recorded = now;
   std::unique_lock lock(mutex_);
-  if (auto it = objects_.find(last->key); it != objects_.end()) {
+  if (auto it = state_->objects.find(last->key); it != state_->objects.end()) {
     index_remove(it->second);
-    objects_.erase(it);
+    state_->objects.erase(it);
   }
   window_.push(event, now);
   rv_ = std::max(rv_, event->resource_version);
@@ -107,8 +125,8 @@ std::int64_t WatchCache::applied_resource_version() const {
 
 ObjectPtr WatchCache::get(const std::string& key) const {
   std::shared_lock lock(mutex_);
-  auto it = objects_.find(key);
-  return it == objects_.end() ? nullptr : it->second;
+  auto it = state_->objects.find(key);
+  return it == state_->objects.end() ? nullptr : it->second;
 }
 
 CacheList WatchCache::list(const std::string& prefix, const std::string& start_key,
@@ -128,20 +146,20 @@ CacheList WatchCache::list(const std::string& prefix, const std::string& start_k
     return true;
   };
   // A list that pins the trigger field or a label walks only the keys that have it.
-  const KeySet* bucket = nullptr;
+  const State::KeySet* bucket = nullptr;
   bool pinned = false;
   if (predicate != nullptr && !trigger_field_.empty()) {
     if (auto value = predicate->exact_field(trigger_field_)) {
       pinned = true;
-      auto it = trigger_index_.find(*value);
-      if (it != trigger_index_.end()) bucket = &it->second;
+      auto it = state_->trigger_index.find(*value);
+      if (it != state_->trigger_index.end()) bucket = &it->second;
     }
   }
   if (!pinned && predicate != nullptr) {
     if (auto label = predicate->exact_label()) {
       pinned = true;
-      auto it = label_index_.find(label->first + '=' + label->second);
-      if (it != label_index_.end()) bucket = &it->second;
+      auto it = state_->label_index.find(label->first + '=' + label->second);
+      if (it != state_->label_index.end()) bucket = &it->second;
     }
   }
   if (pinned) {
@@ -151,14 +169,14 @@ CacheList WatchCache::list(const std::string& prefix, const std::string& start_k
         if (*it > prefix) break;
         continue;
       }
-      if (!take(objects_.at(*it))) break;
+      if (!take(state_->objects.at(*it))) break;
     }
     return out;
   }
   // The range's end is found once, so the walk compares no keys.
-  auto it = objects_.lower_bound(from);
+  auto it = state_->objects.lower_bound(from);
   const std::string stop = kwatch::storage::prefix_end(prefix);
-  const auto end = stop.empty() ? objects_.end() : objects_.lower_bound(stop);
+  const auto end = stop.empty() ? state_->objects.end() : state_->objects.lower_bound(stop);
   for (; it != end; ++it) {
     if (!take(it->second)) break;
   }
@@ -178,7 +196,7 @@ std::int64_t WatchCache::window_start() const {
 
 CacheStats WatchCache::stats() const {
   std::shared_lock lock(mutex_);
-  return {objects_.size(), window_.size(), window_.capacity(), rv_};
+  return {state_->objects.size(), window_.size(), window_.capacity(), rv_};
 }
 
 }  // namespace kwatch::watch

@@ -9,13 +9,11 @@
 #include "watch/event_window.hpp"
 #include "watch/watch_types.hpp"
 
-#include <map>
+#include <memory>
 #include <optional>
-#include <set>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace kwatch::watch {
@@ -39,6 +37,7 @@ class WatchCache {
   using Clock = std::chrono::steady_clock;
 
   WatchCache(std::size_t lower_capacity, std::size_t upper_capacity, std::string trigger_field);
+  ~WatchCache();
 
   // Replaces the whole state (a re-list at `rv`); the event window starts over at `rv`.
   void replace(std::vector<ObjectPtr> objects, std::int64_t rv);
@@ -71,13 +70,10 @@ class WatchCache {
 
   mutable std::shared_mutex mutex_;
   std::string trigger_field_;
-  // Keys are views of the mapped objects' own `key`: every entry (here and in the indexes) is
-  // re-pointed or removed before the object it views can go away.
-  using KeySet = std::set<std::string_view>;
-  std::map<std::string_view, ObjectPtr> objects_;
-  std::unordered_map<std::string, KeySet> trigger_index_;  // value -> keys
-  // "key=value" -> keys: a list with an equality label selector walks only its bucket.
-  std::unordered_map<std::string, KeySet> label_index_;
+  // The ordered state and its indexes (B-trees, defined in the .cpp so that no other translation
+  // unit compiles them).
+  struct State;
+  std::unique_ptr<State> state_;
   EventWindow window_;
   std::int64_t rv_ = 0;
   std::int64_t applied_rv_ = 0;
