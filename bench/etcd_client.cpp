@@ -212,13 +212,7 @@ class EtcdTarget final : public Target {
       etcdserverpb::RangeRequest req;
       req.set_key(prefix_ + "/");
       req.set_count_only(true);
-      etcdserverpb::RangeResponse res;
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + 10s);
-      ctx.set_wait_for_ready(true);
-      auto status = kv_->Range(&ctx, req, &res);
-      if (!status.ok()) throw std::runtime_error("etcd range: " + status.error_message());
-      return res.header().revision();
+      return range(req, 10s).header().revision();
     }
     concurrency = std::max<std::size_t>(1, std::min(concurrency, w.objects));
     std::vector<std::thread> threads;
@@ -352,12 +346,7 @@ class EtcdTarget final : public Target {
       etcdserverpb::RangeRequest req;
       req.set_key(k);
       req.set_range_end(prefix_end(k));
-      etcdserverpb::RangeResponse res;
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + 120s);
-      ctx.set_wait_for_ready(true);
-      auto status = kv_->Range(&ctx, req, &res);
-      if (!status.ok()) throw std::runtime_error("etcd range: " + status.error_message());
+      const etcdserverpb::RangeResponse res = range(req, 120s);
       // Decode: what an API server without a cache does with every value before filtering.
       std::size_t bytes = 0;
       for (const auto& kv : res.kvs()) {
@@ -373,6 +362,18 @@ class EtcdTarget final : public Target {
   }
 
  private:
+  // A blocking Range that waits for the connection; throws on failure.
+  etcdserverpb::RangeResponse range(const etcdserverpb::RangeRequest& req,
+                                    std::chrono::seconds timeout) {
+    etcdserverpb::RangeResponse res;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+    ctx.set_wait_for_ready(true);
+    auto status = kv_->Range(&ctx, req, &res);
+    if (!status.ok()) throw std::runtime_error("etcd range: " + status.error_message());
+    return res;
+  }
+
   std::string key(const Workload& w, std::size_t i) const {
     return prefix_ + "/" + w.kind + "/" + w.ns + "/" + object_name(w, i);
   }
