@@ -1,10 +1,13 @@
 #include "registry/json_patch.hpp"
 
+#include "storage/stored_json.hpp"
+
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/string.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -92,12 +95,41 @@ json::value* find(json::value& root, const std::vector<std::string>& tokens, std
 
 struct Failure {
   std::string detail;
+  Errc code = Errc::invalid;
 };
 
+// What a value adds to a document: a lower bound of its serialized size (escapes and number
+// digits only add to it) and its depth (a scalar is 0, `{}` is 1).
+struct Measure {
+  std::size_t bytes = 0;
+  std::size_t depth = 0;
+};
+
+// A member adds its quoted key and a colon; any element after the first adds a comma.
+std::size_t member_overhead(std::string_view key) { return key.size() + 3; }
+
+// Applies operations one by one while keeping the work and the growth of the document bounded:
+// the accumulated size of copies (kube's limit), the size and depth of the document after each
+// operation, and the elements visited or shifted in all.
 class Applier {
  public:
-  explicit Applier(json::value& doc) : doc_(doc) {}
+  explicit Applier(json::value& doc) : doc_(doc), bytes_(measure(doc).bytes) {}
 
+  std::optional<Failure> apply_bounded(const json::object& op) {
+    if (auto f = apply(op)) return f;
+    if (bytes_ > storage::kMaxObjectBytes) {
+      return Failure{"Request entity too large: the patched object exceeds the limit of " +
+                         std::to_string(storage::kMaxObjectBytes) + " bytes",
+                     Errc::too_large};
+    }
+    if (work_ > kMaxJsonPatchWork) {
+      return Failure{"the patch needs more than " + std::to_string(kMaxJsonPatchWork) +
+                     " steps to apply"};
+    }
+    return std::nullopt;
+  }
+
+ private:
   std::optional<Failure> apply(const json::object& op) {
     std::string kind = "unknown";
     if (auto it = op.find("op"); it != op.end()) {
@@ -115,7 +147,6 @@ class Applier {
     return Failure{"Unexpected kind: " + kind};
   }
 
- private:
   static std::optional<Failure> pointer_of(const json::object& op, std::string_view member,
                                            std::string& raw, std::vector<std::string>& tokens) {
     auto it = op.find(member);
@@ -139,10 +170,53 @@ class Applier {
     return it == op.end() ? nullptr : &it->value();
   }
 
+  // A lower bound of the serialized size of `v` and its depth; stops adding up the size once it
+  // exceeds `cap`. Every node visited counts as work.
+  Measure measure(const json::value& v, std::size_t cap = SIZE_MAX) {
+    Measure m;
+    std::vector<std::pair<const json::value*, std::size_t>> stack{{&v, 0}};
+    while (!stack.empty() && m.bytes <= cap) {
+      const auto [cur, depth] = stack.back();
+      stack.pop_back();
+      ++work_;
+      switch (cur->kind()) {
+        case json::kind::string: m.bytes += cur->get_string().size() + 2; break;
+        case json::kind::null: m.bytes += 4; break;
+        case json::kind::bool_: m.bytes += cur->get_bool() ? 4 : 5; break;
+        case json::kind::array: {
+          const auto& a = cur->get_array();
+          m.depth = std::max(m.depth, depth + 1);
+          m.bytes += 2 + (a.empty() ? 0 : a.size() - 1);
+          for (const auto& e : a) stack.emplace_back(&e, depth + 1);
+          break;
+        }
+        case json::kind::object: {
+          const auto& o = cur->get_object();
+          m.depth = std::max(m.depth, depth + 1);
+          m.bytes += 2 + (o.empty() ? 0 : o.size() - 1);
+          for (const auto& [k, e] : o) {
+            m.bytes += member_overhead(k);
+            stack.emplace_back(&e, depth + 1);
+          }
+          break;
+        }
+        default: m.bytes += 1; break;  // a number has at least one digit
+      }
+    }
+    return m;
+  }
+
+  // Inserts `value` (measured as `m`) at `tokens`, keeping the document within the depth limit.
   std::optional<Failure> insert(const std::vector<std::string>& tokens, json::value value,
-                                std::string_view what, const std::string& raw) {
+                                Measure m, std::string_view what, const std::string& raw) {
+    if (tokens.size() + m.depth > storage::kMaxJsonDepth) {
+      return Failure{std::string(what) + " operation does not apply: the value at \"" + raw +
+                     "\" would nest deeper than " + std::to_string(storage::kMaxJsonDepth) +
+                     " levels"};
+    }
     if (tokens.empty()) {
       doc_ = std::move(value);
+      bytes_ = m.bytes;
       return std::nullopt;
     }
     json::value* parent = find(doc_, tokens, tokens.size() - 1);
@@ -153,26 +227,36 @@ class Applier {
     if (!parent) return missing();
     const auto& key = tokens.back();
     if (auto* obj = parent->if_object()) {
-      (*obj)[key] = std::move(value);
+      if (auto it = obj->find(key); it != obj->end()) {
+        bytes_ -= measure(it->value()).bytes;
+        it->value() = std::move(value);
+      } else {
+        bytes_ += member_overhead(key) + (obj->empty() ? 0 : 1);
+        obj->emplace(key, std::move(value));
+      }
+      bytes_ += m.bytes;
       return std::nullopt;
     }
     if (auto* arr = parent->if_array()) {
-      if (key == "-") {
-        arr->push_back(std::move(value));
-        return std::nullopt;
+      std::size_t idx = arr->size();
+      if (key != "-") {
+        auto parsed = parse_index(key);
+        if (!parsed || *parsed > arr->size()) {
+          return Failure{"Unable to access invalid index: " + key + ": invalid index referenced"};
+        }
+        idx = *parsed;
       }
-      auto idx = parse_index(key);
-      if (!idx || *idx > arr->size()) {
-        return Failure{"Unable to access invalid index: " + key + ": invalid index referenced"};
-      }
-      arr->insert(arr->begin() + static_cast<std::ptrdiff_t>(*idx), std::move(value));
+      work_ += arr->size() - idx;  // elements shifted
+      bytes_ += m.bytes + (arr->empty() ? 0 : 1);
+      arr->insert(arr->begin() + static_cast<std::ptrdiff_t>(idx), std::move(value));
       return std::nullopt;
     }
     return missing();
   }
 
-  std::optional<Failure> erase(const std::vector<std::string>& tokens, std::string_view what,
-                               const std::string& raw) {
+  // Removes the value at `tokens` into `out`, measured as `m`.
+  std::optional<Failure> take(const std::vector<std::string>& tokens, std::string_view what,
+                              const std::string& raw, json::value& out, Measure& m) {
     auto missing = [&] {
       return Failure{std::string(what) + " operation does not apply: doc is missing path: \"" +
                      raw + "\": missing value"};
@@ -182,7 +266,12 @@ class Applier {
     if (!parent) return missing();
     const auto& key = tokens.back();
     if (auto* obj = parent->if_object()) {
-      if (!obj->contains(key)) return missing();
+      auto it = obj->find(key);
+      if (it == obj->end()) return missing();
+      out = std::move(it->value());
+      m = measure(out);
+      bytes_ -= m.bytes + member_overhead(key) + (obj->size() > 1 ? 1 : 0);
+      work_ += obj->size();
       erase_stable(*obj, key);
       return std::nullopt;
     }
@@ -191,6 +280,10 @@ class Applier {
       if (!idx || *idx >= arr->size()) {
         return Failure{"Unable to access invalid index: " + key + ": invalid index referenced"};
       }
+      out = std::move((*arr)[*idx]);
+      m = measure(out);
+      bytes_ -= m.bytes + (arr->size() > 1 ? 1 : 0);
+      work_ += arr->size() - *idx;
       arr->erase(arr->begin() + static_cast<std::ptrdiff_t>(*idx));
       return std::nullopt;
     }
@@ -203,14 +296,16 @@ class Applier {
     if (auto f = pointer_of(op, "path", raw, tokens)) return f;
     const auto* value = value_of(op);
     if (!value) return Failure{"add operation does not apply: missing value"};
-    return insert(tokens, *value, "add", raw);
+    return insert(tokens, *value, measure(*value), "add", raw);
   }
 
   std::optional<Failure> remove_op(const json::object& op) {
     std::string raw;
     std::vector<std::string> tokens;
     if (auto f = pointer_of(op, "path", raw, tokens)) return f;
-    return erase(tokens, "remove", raw);
+    json::value removed;
+    Measure m;
+    return take(tokens, "remove", raw, removed, m);
   }
 
   std::optional<Failure> replace_op(const json::object& op) {
@@ -224,6 +319,13 @@ class Applier {
       return Failure{"replace operation does not apply: doc is missing key: " + raw +
                      ": missing value"};
     }
+    const Measure m = measure(*value);
+    if (tokens.size() + m.depth > storage::kMaxJsonDepth) {
+      return Failure{"replace operation does not apply: the value at \"" + raw +
+                     "\" would nest deeper than " + std::to_string(storage::kMaxJsonDepth) +
+                     " levels"};
+    }
+    bytes_ = bytes_ - measure(*target).bytes + m.bytes;
     *target = *value;
     return std::nullopt;
   }
@@ -250,9 +352,10 @@ class Applier {
       return Failure{"move operation does not apply: doc is missing from path: " + from_raw +
                      ": missing value"};
     }
-    json::value value = std::move(*source);
-    if (auto f = erase(from, "move", from_raw)) return f;
-    return insert(path, std::move(value), "move", path_raw);
+    json::value value;
+    Measure m;
+    if (auto f = take(from, "move", from_raw, value, m)) return f;
+    return insert(path, std::move(value), m, "move", path_raw);
   }
 
   std::optional<Failure> copy_op(const json::object& op) {
@@ -265,7 +368,16 @@ class Applier {
       return Failure{"copy operation does not apply: doc is missing from path: " + from_raw +
                      ": missing value"};
     }
-    return insert(path, *source, "copy", path_raw);
+    // Measured before it is made: a copy past the limit never takes the memory.
+    const std::size_t allowance = kMaxJsonPatchCopyBytes - copied_;
+    const Measure m = measure(*source, allowance);
+    if (m.bytes > allowance) {
+      return Failure{"Unable to complete the copy, the accumulated size increase of copy is " +
+                     std::to_string(copied_ + m.bytes) + ", exceeding the limit " +
+                     std::to_string(kMaxJsonPatchCopyBytes)};
+    }
+    copied_ += m.bytes;
+    return insert(path, *source, m, "copy", path_raw);
   }
 
   std::optional<Failure> test_op(const json::object& op) {
@@ -282,6 +394,9 @@ class Applier {
   }
 
   json::value& doc_;
+  std::size_t bytes_;       // lower bound of the document's serialized size
+  std::size_t copied_ = 0;  // accumulated size of copies
+  std::size_t work_ = 0;    // nodes measured and elements shifted
 };
 
 }  // namespace
@@ -336,7 +451,7 @@ ApiResult<json::value> apply_json_patch(json::value doc, const json::value& patc
     }
   }
   if (ops->size() > kMaxJsonPatchOperations) {
-    return api_error(Errc::bad_request,
+    return api_error(Errc::too_large,
                      "Request entity too large: The allowed maximum operations in a JSON patch "
                      "is " + std::to_string(kMaxJsonPatchOperations) + ", got " +
                          std::to_string(ops->size()));
@@ -344,7 +459,8 @@ ApiResult<json::value> apply_json_patch(json::value doc, const json::value& patc
   Applier applier(doc);
   static const json::object kEmpty;
   for (const auto& op : *ops) {
-    if (auto failure = applier.apply(op.is_object() ? op.get_object() : kEmpty)) {
+    if (auto failure = applier.apply_bounded(op.is_object() ? op.get_object() : kEmpty)) {
+      if (failure->code == Errc::too_large) return api_error(Errc::too_large, failure->detail);
       if (failure_detail) *failure_detail = std::move(failure->detail);
       return api_error(Errc::invalid, std::string(kRejected));
     }

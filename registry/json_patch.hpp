@@ -3,12 +3,17 @@
 // Error mapping follows kube-apiserver's PATCH handler:
 // - a body that is not an array of objects: Errc::bad_request with the decoder's text
 //   ("json: cannot unmarshal object into Go value of type jsonpatch.Patch");
-// - more than kMaxJsonPatchOperations operations: Errc::bad_request (kube answers 413
-//   "Request entity too large: ..."; kwatch has no code for it);
+// - more than kMaxJsonPatchOperations operations: Errc::too_large (413, as kube answers);
+// - a document that grows past storage::kMaxObjectBytes: Errc::too_large, as soon as the
+//   operation that makes it so is applied, not after the whole patch;
 // - any operation that cannot be applied (unknown op, missing or malformed path, missing target,
 //   failed test, index out of range): Errc::invalid with the fixed message
 //   "the server rejected our request due to an error in our request" and no causes, exactly as
 //   kube-apiserver answers; the library's own explanation goes to `failure_detail` if given.
+//   Bounds kube applies or that keep a patch's work linear are failures of this kind too: copies
+//   adding up to more than kMaxJsonPatchCopyBytes (checked before the copy is made), a value
+//   nested deeper than storage::kMaxJsonDepth, more than kMaxJsonPatchWork elements visited or
+//   shifted in all (e.g. ten thousand inserts at the front of a huge array).
 //
 // Paths follow RFC 6901: `~1` is '/', `~0` is '~', "" is the whole document, "-" appends to an
 // array in `add` (and as the target of move/copy); indices are decimal without leading zeros.
@@ -25,6 +30,8 @@
 namespace kwatch::registry {
 
 inline constexpr std::size_t kMaxJsonPatchOperations = 10000;
+inline constexpr std::size_t kMaxJsonPatchCopyBytes = 3u << 20;  // kube's JSONPatchMaxCopyBytes
+inline constexpr std::size_t kMaxJsonPatchWork = 1u << 26;
 
 ApiResult<boost::json::value> apply_json_patch(boost::json::value doc,
                                                const boost::json::value& patch,

@@ -1,5 +1,7 @@
 #include "registry/protobuf_decoder.hpp"
 
+#include "storage/stored_json.hpp"
+
 #include <boost/json/array.hpp>
 
 #include <cstdint>
@@ -460,7 +462,13 @@ ApiResult<json::object> decode_protobuf_object(std::string_view bytes) {
   if (!obj) return obj.error();
   obj->emplace("apiVersion", std::string(api_version));
   obj->emplace("kind", std::string(kind));
-  return obj;
+  // Protobuf strings are raw bytes; JSON, and so everything kwatch stores, must be UTF-8.
+  json::value value(std::move(*obj));
+  if (auto problem = storage::json_problem(value)) {
+    return ApiError(Errc::bad_request,
+                    "the protobuf body of the request is malformed: " + problem->message());
+  }
+  return std::move(value.get_object());
 }
 
 }  // namespace kwatch::registry

@@ -8,6 +8,9 @@
 #include "registry/strategic_merge_patch.hpp"
 #include "registry/validation.hpp"
 #include "storage/storage.hpp"
+#include "storage/stored_json.hpp"
+
+#include <spdlog/spdlog.h>
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -142,9 +145,39 @@ std::string now_rfc3339() {
 }
 
 // The stored form: the object without metadata.resourceVersion.
-std::string encode(json::object obj) {
+std::string stored_form(json::object obj) {
   if (auto* meta = metadata_of(obj)) meta->erase("resourceVersion");
   return json::serialize(obj);
+}
+
+ApiError invalid(const ResourceInfo& info, const std::string& name, std::vector<Cause> causes);
+
+// The stored form of an object about to be written, or why it must not be: nothing is committed
+// that the server could not read back (storage/stored_json.hpp) or that exceeds the size limit.
+ApiResult<std::string> storable(const ResourceInfo& info, const std::string& name,
+                                json::object obj) {
+  if (auto* meta = metadata_of(obj)) meta->erase("resourceVersion");
+  json::value value(std::move(obj));
+  if (auto problem = storage::json_problem(value)) {
+    return invalid(info, name, {{"FieldValueInvalid", "Invalid value: " + problem->what,
+                                 problem->path}});
+  }
+  std::string text = json::serialize(value);
+  if (text.size() > storage::kMaxObjectBytes) {
+    return api_error(Errc::too_large, "Request entity too large: the object is " +
+                                          std::to_string(text.size()) + " bytes, the limit is " +
+                                          std::to_string(storage::kMaxObjectBytes));
+  }
+  return text;
+}
+
+// What kube-apiserver calls a corrupt object: stored, but it cannot be decoded.
+ApiError unreadable(const storage::KeyValue& kv, const std::string& problem) {
+  return api_error(Errc::internal,
+                   "Internal error occurred: the object stored at " +
+                       storage::to_valid_utf8(kv.key) + " cannot be decoded (" + problem +
+                       "); only deleting it with the option "
+                       "ignoreStoreReadErrorWithClusterBreakingPotential=true is possible");
 }
 
 // Checks what every object must satisfy before it is written.
@@ -262,6 +295,19 @@ ApiResult<json::object*> ensure_metadata(json::object& obj) {
   return &it->value().get_object();
 }
 
+// The Status a delete answers with when it has no object to return.
+json::object success_status(const ResourceInfo& info, const std::string& name,
+                            const std::string& uid) {
+  json::object details{{"name", name}, {"kind", info.resource}};
+  if (!info.group.empty()) details["group"] = info.group;
+  if (!uid.empty()) details["uid"] = uid;
+  return json::object{{"kind", "Status"},
+                      {"apiVersion", "v1"},
+                      {"metadata", json::object()},
+                      {"status", "Success"},
+                      {"details", std::move(details)}};
+}
+
 std::string list_start_key(const ResourceInfo& info, const std::string& ns,
                            const ContinueToken& token) {
   (void)ns;
@@ -289,16 +335,15 @@ ResourceStore::ResourceStore(std::shared_ptr<storage::Storage> storage,
       scheme_(std::move(scheme)),
       state_cache_(std::move(state_cache)) {}
 
-ApiResult<json::object> ResourceStore::decode(std::string_view bytes, std::int64_t mod_revision) {
-  boost::system::error_code ec;
-  json::value v = json::parse(bytes, ec);
-  if (ec || !v.is_object()) {
-    return api_error(Errc::internal, "stored object is not a JSON object");
-  }
-  json::object& obj = v.get_object();
+ApiResult<json::object> ResourceStore::decode(const KeyValue& kv) {
+  std::string problem;
+  auto v = storage::parse_json(kv.value, &problem);
+  if (!v) return unreadable(kv, problem);
+  if (!v->is_object()) return unreadable(kv, "not a JSON object");
+  json::object& obj = v->get_object();
   auto meta = ensure_metadata(obj);
-  if (!meta) return meta.error();
-  (**meta)["resourceVersion"] = std::to_string(mod_revision);
+  if (!meta) return unreadable(kv, "metadata is not an object");
+  (**meta)["resourceVersion"] = std::to_string(kv.mod_revision);
   return std::move(obj);
 }
 
@@ -330,7 +375,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::get(const ResourceInfo& 
   }
   auto r = co_await storage_->get(info.key(ns, name), revision);
   if (!r) co_return from_storage(info, name, r.error());
-  co_return decode(r->value, r->mod_revision);
+  co_return decode(*r);
 }
 
 asio::awaitable<ApiResult<json::object>> ResourceStore::list(const ResourceInfo& info,
@@ -410,8 +455,13 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::list(const ResourceInfo&
     for (auto& kv : page->kvs) {
       ++consumed;
       last_key = kv.key;
-      auto obj = decode(kv.value, kv.mod_revision);
-      if (!obj) co_return obj.error();
+      auto obj = decode(kv);
+      if (!obj) {
+        // One unreadable object must not hide all the others from every client that lists.
+        spdlog::warn("list {}: skipping {}: {}", info.resource, storage::to_valid_utf8(kv.key),
+                     obj.error().message);
+        continue;
+      }
       if (filtered) {
         const json::object* meta = metadata_of(*obj);
         const json::value* lbl = meta != nullptr ? meta->if_contains("labels") : nullptr;
@@ -501,7 +551,9 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInf
     if (existing) co_return already_exists(info, name);
     co_return body;
   }
-  auto r = co_await storage_->create(info.key(ns, name), encode(body));
+  auto text = storable(info, name, body);
+  if (!text) co_return text.error();
+  auto r = co_await storage_->create(info.key(ns, name), std::move(*text));
   if (!r) co_return from_storage(info, name, r.error());
   // Not `meta`: inserting into `body` above may have moved the metadata object.
   body["metadata"].get_object()["resourceVersion"] = std::to_string(r->mod_revision);
@@ -513,11 +565,10 @@ std::optional<KeyValue> ResourceStore::cached_state(const ResourceInfo& info,
   if (!state_cache_) return std::nullopt;
   auto hit = state_cache_->lookup(info, key);
   if (!hit) return std::nullopt;
-  boost::system::error_code ec;
-  json::value v = json::parse(hit->value, ec);
-  if (ec || !v.is_object()) return std::nullopt;
+  auto v = storage::parse_json(hit->value);
+  if (!v || !v->is_object()) return std::nullopt;
   // The stored form, so that an update leaving the object unchanged is recognised as a no-op.
-  hit->value = encode(std::move(v.get_object()));
+  hit->value = stored_form(std::move(v->get_object()));
   hit->key = key;
   return hit;
 }
@@ -534,7 +585,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
       failure = not_found(info, name);
       return Errc::not_found;
     }
-    auto existing = decode(current->value, current->mod_revision);
+    auto existing = decode(*current);
     if (!existing) {
       failure = existing.error();
       return Errc::internal;
@@ -620,7 +671,12 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
       // Returning the unchanged bytes makes guaranteed_update skip the write.
       return current->value;
     }
-    return encode(obj);
+    auto text = storable(info, name, obj);
+    if (!text) {
+      failure = text.error();
+      return text.error().code;
+    }
+    return std::move(*text);
   };
   // A named std::function: GCC 12 destroys a converted temporary in a co_await twice.
   storage::Storage::UpdateFn update_fn = try_update;
@@ -633,7 +689,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
     co_return from_storage(info, name, r.error());
   }
   if (query.dry_run && written) co_return *written;
-  co_return decode(r->value, r->mod_revision);
+  co_return decode(*r);
 }
 
 asio::awaitable<ApiResult<json::object>> ResourceStore::update(const ResourceInfo& info,
@@ -712,7 +768,17 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInf
   for (;;) {
     auto current = co_await storage_->get(key);
     if (!current) co_return from_storage(info, name, current.error());
-    auto obj = decode(current->value, current->mod_revision);
+    auto obj = decode(*current);
+    if (!obj && query.ignore_read_errors) {
+      spdlog::warn("deleting {}, which cannot be decoded, as asked "
+                   "(ignoreStoreReadErrorWithClusterBreakingPotential)",
+                   storage::to_valid_utf8(key));
+      if (query.dry_run) co_return success_status(info, name, "");
+      auto d = co_await storage_->delete_if(key, current->mod_revision);
+      if (!d) co_return from_storage(info, name, d.error());
+      if (!d->succeeded) continue;  // changed under us: it may be readable now
+      co_return success_status(info, name, "");
+    }
     if (!obj) co_return obj.error();
     const json::object* meta = metadata_of(*obj);
     if (query.uid && *query.uid != string_field(meta, "uid")) {
@@ -735,15 +801,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInf
       continue;  // changed under us: check the preconditions against the new state
     }
     if (info.resource == "namespaces") {
-      json::object status;
-      status["kind"] = "Status";
-      status["apiVersion"] = "v1";
-      status["metadata"] = json::object();
-      status["status"] = "Success";
-      status["details"] = json::object{{"name", name},
-                                       {"kind", info.resource},
-                                       {"uid", string_field(meta, "uid")}};
-      co_return status;
+      co_return success_status(info, name, string_field(meta, "uid"));
     }
     (*obj)["metadata"].get_object()["resourceVersion"] = std::to_string(d->revision);
     co_return std::move(*obj);

@@ -44,6 +44,9 @@ struct DeleteQuery {
   std::optional<std::string> uid;               // preconditions.uid
   std::optional<std::string> resource_version;  // preconditions.resourceVersion
   bool dry_run = false;
+  // ignoreStoreReadErrorWithClusterBreakingPotential: an object that cannot be decoded is
+  // deleted anyway (no preconditions can be checked on it).
+  bool ignore_read_errors = false;
 };
 
 struct WriteQuery {
@@ -109,8 +112,9 @@ class ResourceStore {
   // Creates the namespace if it is absent (start-up defaults).
   boost::asio::awaitable<ApiResult<void>> ensure_namespace(std::string name);
 
-  // Parses stored bytes and sets `metadata.resourceVersion` to `mod_revision`.
-  static ApiResult<boost::json::object> decode(std::string_view bytes, std::int64_t mod_revision);
+  // Parses a stored object and sets `metadata.resourceVersion` to its mod revision; an object
+  // that cannot be decoded is a 500 naming its key and the way to delete it.
+  static ApiResult<boost::json::object> decode(const storage::KeyValue& kv);
 
  private:
   boost::asio::awaitable<ApiResult<void>> check_namespace(const ResourceInfo& info,

@@ -2,6 +2,7 @@
 
 #include "registry/continue_token.hpp"
 #include "registry/field_selector.hpp"
+#include "registry/json_body.hpp"
 #include "registry/label_selector.hpp"
 #include "registry/protobuf_decoder.hpp"
 #include "registry/resource_store.hpp"
@@ -11,6 +12,7 @@
 #include "server/status.hpp"
 #include "server/table.hpp"
 #include "server/url.hpp"
+#include "storage/stored_json.hpp"
 #include "watch/cacher.hpp"
 
 #include <boost/json/parse.hpp>
@@ -96,17 +98,6 @@ std::string media_type(std::string_view content_type) {
   return out;
 }
 
-ApiResult<json::value> parse_body(const std::string& body) {
-  if (body.empty()) return registry::api_error(Errc::bad_request, "request body is empty");
-  boost::system::error_code ec;
-  json::value v = json::parse(body, ec);
-  if (ec) {
-    return registry::api_error(Errc::bad_request,
-                               "couldn't get version/kind; json parse error: " + ec.message());
-  }
-  return v;
-}
-
 ApiResult<json::object> parse_object(const ApiRequest& request) {
   const std::string type = media_type(request.content_type);
   if (type == registry::kProtobufMediaType) return registry::decode_protobuf_object(request.body);
@@ -116,7 +107,7 @@ ApiResult<json::object> parse_object(const ApiRequest& request) {
                                "media types include: application/json, "
                                "application/vnd.kubernetes.protobuf");
   }
-  auto v = parse_body(request.body);
+  auto v = registry::parse_json_body(request.body);
   if (!v) return v.error();
   if (!v->is_object()) {
     return registry::api_error(Errc::bad_request,
@@ -185,8 +176,9 @@ ApiResult<registry::DeleteQuery> delete_query(const ApiRequest& request, const U
   auto w = write_query(url, "");
   if (!w) return w.error();
   q.dry_run = w->dry_run;
+  q.ignore_read_errors = truthy(url.param("ignoreStoreReadErrorWithClusterBreakingPotential"));
   if (request.body.empty()) return q;
-  auto v = parse_body(request.body);
+  auto v = registry::parse_json_body(request.body);
   if (!v) return v.error();
   const json::object* opts = v->if_object();
   if (opts == nullptr) return registry::api_error(Errc::bad_request, "DeleteOptions must be an object");
@@ -198,6 +190,11 @@ ApiResult<registry::DeleteQuery> delete_query(const ApiRequest& request, const U
         rv && rv->is_string()) {
       q.resource_version = std::string(rv->get_string());
     }
+  }
+  if (const json::value* ignore =
+          opts->if_contains("ignoreStoreReadErrorWithClusterBreakingPotential");
+      ignore && ignore->is_bool() && ignore->get_bool()) {
+    q.ignore_read_errors = true;
   }
   if (const json::value* dry = opts->if_contains("dryRun"); dry && dry->is_array()) {
     for (const auto& d : dry->get_array()) {
@@ -424,7 +421,7 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     }
     auto q = write_query(url, route.subresource);
     if (!q) co_return error_response(q.error());
-    auto patch = parse_body(request.body);
+    auto patch = registry::parse_json_body(request.body);
     if (!patch) co_return error_response(patch.error());
     co_return render(co_await store_->patch(info, route.ns, route.name, patch_type,
                                             std::move(*patch), *q),
@@ -533,7 +530,10 @@ std::string render_list(const std::string& head, const watch::CacheList& list,
 // A cached JSON object or list as kubectl's Table.
 std::string table_of(const ResourceInfo& info, std::string_view json_text) {
   boost::system::error_code ec;
-  auto parsed = json::parse(json_text, ec);
+  // A list nests its items two levels below its top.
+  json::parse_options options;
+  options.max_depth = storage::kMaxJsonDepth + 2;
+  auto parsed = json::parse(json_text, ec, {}, options);
   if (ec || !parsed.is_object()) return std::string(json_text);
   return json::serialize(to_table(info, parsed.get_object(), std::chrono::system_clock::now()));
 }

@@ -1,5 +1,7 @@
 #include "server/status.hpp"
 
+#include "storage/stored_json.hpp"
+
 #include <boost/json/array.hpp>
 
 namespace kwatch::server {
@@ -21,6 +23,7 @@ StatusCode status_code(Errc code) {
     case Errc::internal: return {500, "InternalError"};
     case Errc::corrupt: return {500, "InternalError"};
     case Errc::unsupported_media_type: return {415, "UnsupportedMediaType"};
+    case Errc::too_large: return {413, "RequestEntityTooLarge"};
   }
   return {500, "InternalError"};
 }
@@ -32,19 +35,20 @@ json::object status_object(const registry::ApiError& error) {
   status["apiVersion"] = "v1";
   status["metadata"] = json::object();
   status["status"] = "Failure";
-  status["message"] = error.message;
+  // Messages may quote what a client sent; a Status must stay valid JSON whatever that was.
+  status["message"] = storage::to_valid_utf8(error.message);
   status["reason"] = sc.reason;
   json::object details;
-  if (!error.name.empty()) details["name"] = error.name;
+  if (!error.name.empty()) details["name"] = storage::to_valid_utf8(error.name);
   if (!error.group.empty()) details["group"] = error.group;
   if (!error.kind.empty()) details["kind"] = error.kind;
   if (!error.causes.empty()) {
     json::array causes;
     for (const auto& c : error.causes) {
       json::object cause;
-      cause["reason"] = c.type;
-      cause["message"] = c.message;
-      if (!c.field.empty()) cause["field"] = c.field;
+      if (!c.type.empty()) cause["reason"] = c.type;
+      cause["message"] = storage::to_valid_utf8(c.message);
+      if (!c.field.empty()) cause["field"] = storage::to_valid_utf8(c.field);
       causes.push_back(std::move(cause));
     }
     details["causes"] = std::move(causes);

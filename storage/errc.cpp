@@ -23,6 +23,7 @@ class ErrcCategory final : public boost::system::error_category {
       case Errc::internal: return "internal error";
       case Errc::corrupt: return "corrupt data";
       case Errc::unsupported_media_type: return "unsupported media type";
+      case Errc::too_large: return "too large";
     }
     return "unknown kwatch error";
   }

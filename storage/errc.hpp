@@ -25,6 +25,7 @@ enum class Errc {
   internal,        // a bug or an I/O failure in the backend (500)
   corrupt,         // persisted data failed its checksum in a way recovery cannot skip
   unsupported_media_type,  // a body in an encoding kwatch cannot decode (415)
+  too_large,       // a request or an object over its size limit (413)
 };
 
 const boost::system::error_category& errc_category() noexcept;

@@ -116,13 +116,14 @@ bool walk(const json::value& v, std::size_t depth, bool check_strings, Problem& 
   }
 }
 
-std::string describe(const Problem& p) {
-  std::string path;
+JsonProblem describe(const Problem& p) {
+  JsonProblem out;
   for (auto it = p.path.rbegin(); it != p.path.rend(); ++it) {
-    if (!it->starts_with('[') && !path.empty()) path += '.';
-    path += to_valid_utf8(*it);
+    if (!it->starts_with('[') && !out.path.empty()) out.path += '.';
+    out.path += to_valid_utf8(*it);
   }
-  return path.empty() ? p.what : path + ": " + p.what;
+  out.what = p.what;
+  return out;
 }
 
 }  // namespace
@@ -171,13 +172,13 @@ std::optional<json::value> parse_json(std::string_view text, std::string* proble
   // The parser has checked depth and UTF-8; a number can still have overflowed to infinity.
   Problem p;
   if (!walk(value, 0, false, p)) {
-    if (problem != nullptr) *problem = describe(p);
+    if (problem != nullptr) *problem = describe(p).message();
     return std::nullopt;
   }
   return value;
 }
 
-std::optional<std::string> json_problem(const json::value& value) {
+std::optional<JsonProblem> json_problem(const json::value& value) {
   Problem p;
   if (walk(value, 0, true, p)) return std::nullopt;
   return describe(p);

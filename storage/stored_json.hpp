@@ -30,10 +30,16 @@ inline constexpr std::size_t kMaxObjectBytes = 3u << 20;
 std::optional<boost::json::value> parse_json(std::string_view text,
                                              std::string* problem = nullptr);
 
-// The first rule `value` breaks, as "<field path>: <what>" with kube's field path notation
-// (`spec.containers[0].name`); nullopt when it breaks none. Checks depth, UTF-8 and numbers,
-// not size (the caller has the serialized text for that).
-std::optional<std::string> json_problem(const boost::json::value& value);
+// A rule a value breaks, and where.
+struct JsonProblem {
+  std::string path;  // kube's field path notation, `spec.containers[0].name`; "" for the root
+  std::string what;  // e.g. "number out of range"
+  std::string message() const { return path.empty() ? what : path + ": " + what; }
+};
+
+// The first rule `value` breaks; nullopt when it breaks none. Checks depth, UTF-8 and numbers,
+// not size (the caller has the serialized text for that). Paths never hold invalid UTF-8.
+std::optional<JsonProblem> json_problem(const boost::json::value& value);
 
 // The depth of `value` as counted above (a scalar is 0, `{}` is 1), counting no deeper than
 // `limit` + 1: enough to tell whether it exceeds `limit` without walking deeper.

@@ -176,11 +176,12 @@ asio::awaitable<void> Cacher::run_reflector() {
       std::vector<ObjectPtr> objects;
       objects.reserve(listed->kvs.size());
       for (auto& kv : listed->kvs) {
-        auto o = decode_object(std::move(kv.key), kv.value, kv.mod_revision, options_.fields);
+        auto o = decode_object(kv.key, kv.value, kv.mod_revision, options_.fields);
         if (o) {
           objects.push_back(std::move(*o));
         } else {
-          spdlog::warn("watch cache {}: skipping an undecodable object", options_.resource);
+          spdlog::warn("watch cache {}: skipping {}: it cannot be decoded", options_.resource,
+                       kv.key);
         }
       }
       {
@@ -236,16 +237,22 @@ std::vector<std::shared_ptr<Watcher>> Cacher::process(const storage::Event& even
   const auto now = Clock::now();
   EventPtr cached;
   ObjectPtr object, prev;
-  if (event.type == storage::EventType::put) {
+  bool deletion = event.type != storage::EventType::put;
+  if (!deletion) {
     auto o = decode_object(event.kv.key, event.kv.value, rv, options_.fields);
-    if (!o) {
-      spdlog::warn("watch cache {}: skipping undecodable {}", options_.resource, event.kv.key);
-      return {};
+    if (o) {
+      object = std::move(*o);
+      // Events apply in revision order, so the cache holds exactly the state before this one.
+      prev = cache_.get(event.kv.key);
+    } else {
+      // A value written around kwatch that it cannot serve: rather than keep serving the
+      // state before it as current, the object leaves the cache (watchers see DELETED).
+      spdlog::warn("watch cache {}: {} at revision {} cannot be decoded; dropping it from the "
+                   "cache", options_.resource, event.kv.key, rv);
+      deletion = true;
     }
-    object = std::move(*o);
-    // Events apply in revision order, so the cache holds exactly the state before this one.
-    prev = cache_.get(event.kv.key);
-  } else {
+  }
+  if (deletion) {
     storage::Result<ObjectPtr> last = Errc::not_found;
     if (event.prev_kv) {
       last = decode_object(event.kv.key, event.prev_kv->value, rv, options_.fields);
@@ -262,8 +269,7 @@ std::vector<std::shared_ptr<Watcher>> Cacher::process(const storage::Event& even
   std::vector<std::shared_ptr<Watcher>> blocked;
   std::vector<std::shared_ptr<Watcher>> overflowing;
   std::unique_lock lock(impl_->dispatch_mutex);
-  cached = event.type == storage::EventType::put ? cache_.apply_put(object, prev, now)
-                                                 : cache_.apply_delete(object, now);
+  cached = deletion ? cache_.apply_delete(object, now) : cache_.apply_put(object, prev, now);
   std::uint64_t delivered = 0;
   auto offer = [&](const WatcherMap& watchers) {
     for (const auto& [id, w] : watchers) {

@@ -1,6 +1,7 @@
 #include "watch/object_codec.hpp"
 
-#include <boost/json/parse.hpp>
+#include "storage/stored_json.hpp"
+
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 
@@ -12,10 +13,9 @@ namespace json = boost::json;
 
 storage::Result<ObjectPtr> decode_object(std::string key, std::string_view bytes,
                                          std::int64_t resource_version, const FieldsFn& fields) {
-  boost::system::error_code ec;
-  json::value v = json::parse(bytes, ec);
-  if (ec || !v.is_object()) return storage::Errc::corrupt;
-  json::object& obj = v.get_object();
+  auto parsed = storage::parse_json(bytes);
+  if (!parsed || !parsed->is_object()) return storage::Errc::corrupt;
+  json::object& obj = parsed->get_object();
   json::value& meta_v = obj["metadata"];
   if (!meta_v.is_object()) meta_v = json::object();
   json::object& meta = meta_v.get_object();

@@ -174,7 +174,103 @@ TEST(JsonPatch, RejectsTooManyOperations) {
   }
   auto r = apply_json_patch(json::parse("{}"), ops);
   ASSERT_FALSE(r.has_value());
-  EXPECT_EQ(r.error().code, Errc::bad_request);
+  // 413, as kube-apiserver answers.
+  EXPECT_EQ(r.error().code, Errc::too_large);
+  EXPECT_NE(r.error().message.find("The allowed maximum operations in a JSON patch is 10000"),
+            std::string::npos);
+}
+
+// 22 copies of the whole document into itself double it 22 times (a 782-byte request once
+// stored 87 MB and took the server to 1.7 GB): kube's accumulated copy limit stops it, before
+// the copy that would pass the limit is made.
+TEST(JsonPatch, CopiesThatAmplifyTheDocumentStopAtTheCopyLimit) {
+  json::array ops;
+  for (int i = 0; i < 22; ++i) {
+    ops.push_back(json::object{{"op", "copy"}, {"from", ""}, {"path", "/data/k" + std::to_string(i)}});
+  }
+  std::string detail;
+  auto r = apply_json_patch(
+      json::parse(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"},"data":{}})"),
+      ops, &detail);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, Errc::invalid);
+  EXPECT_NE(detail.find("Unable to complete the copy, the accumulated size increase of copy is"),
+            std::string::npos)
+      << detail;
+  EXPECT_NE(detail.find("exceeding the limit 3145728"), std::string::npos);
+}
+
+TEST(JsonPatch, ADocumentGrowingPastTheObjectLimitStopsAtTheOperationThatCrossesIt) {
+  const std::string mib(1u << 20, 'x');
+  json::array ops;
+  for (int i = 0; i < 8; ++i) {
+    ops.push_back(json::object{{"op", "add"}, {"path", "/k" + std::to_string(i)}, {"value", mib}});
+  }
+  ops.push_back(json::object{{"op", "frobnicate"}});  // never reached
+  auto r = apply_json_patch(json::object(), ops);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, Errc::too_large);
+  EXPECT_NE(r.error().message.find("3145728"), std::string::npos);
+}
+
+TEST(JsonPatch, TheSizeEstimateNeverRejectsAResultWithinTheLimit) {
+  // A document a few bytes under the limit; operations that grow and shrink it there (the
+  // limit holds after every operation, not only for the result).
+  const std::string big(3145728 - 200, 'x');
+  json::value doc = json::object{{"a", big}, {"arr", json::array{1, 2, 3}}};
+  ASSERT_LE(json::serialize(doc).size(), 3145728u);
+  auto r = apply_json_patch(doc, json::parse(R"([
+      {"op":"add","path":"/b","value":"yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy"},
+      {"op":"remove","path":"/b"},
+      {"op":"add","path":"/arr/0","value":"zz"},
+      {"op":"move","from":"/arr/0","path":"/c"},
+      {"op":"remove","path":"/arr/2"},
+      {"op":"copy","from":"/arr","path":"/d"},
+      {"op":"replace","path":"/c","value":7}])"));
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  EXPECT_LE(json::serialize(*r).size(), 3145728u);
+}
+
+TEST(JsonPatch, ValuesNestingPastTheDepthLimitAreRefused) {
+  auto nested = [](int levels) {
+    json::value v = 1;
+    for (int i = 0; i < levels; ++i) v = json::object{{"a", std::move(v)}};
+    return v;
+  };
+  // Two adds of 60 levels each, the second below the first: 120 levels once committed.
+  json::array ops;
+  ops.push_back(json::object{{"op", "add"}, {"path", "/x"}, {"value", nested(60)}});
+  std::string below = "/x";
+  for (int i = 0; i < 59; ++i) below += "/a";
+  ops.push_back(json::object{{"op", "add"}, {"path", below}, {"value", nested(60)}});
+  std::string detail;
+  auto r = apply_json_patch(json::object(), ops, &detail);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, Errc::invalid);
+  EXPECT_NE(detail.find("would nest deeper than 100 levels"), std::string::npos) << detail;
+  // Moving a subtree deeper is checked the same way.
+  std::string deep_path = "/y";
+  for (int i = 0; i < 58; ++i) deep_path += "/a";
+  json::array move;
+  move.push_back(json::object{{"op", "move"}, {"from", "/x"}, {"path", deep_path}});
+  json::value doc = json::object{{"x", nested(60)}, {"y", nested(59)}};
+  r = apply_json_patch(doc, move, &detail);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(detail.find("would nest deeper"), std::string::npos) << detail;
+}
+
+TEST(JsonPatch, QuadraticWorkIsBounded) {
+  // Ten thousand inserts at the front of a 100,000-element array: a billion element moves.
+  json::array arr(100000, json::value(0));
+  json::array ops;
+  for (int i = 0; i < 10000; ++i) {
+    ops.push_back(json::object{{"op", "add"}, {"path", "/a/0"}, {"value", 1}});
+  }
+  std::string detail;
+  auto r = apply_json_patch(json::object{{"a", std::move(arr)}}, ops, &detail);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, Errc::invalid);
+  EXPECT_NE(detail.find("steps to apply"), std::string::npos) << detail;
 }
 
 }  // namespace

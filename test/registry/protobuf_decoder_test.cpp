@@ -85,5 +85,23 @@ TEST(ProtobufDecoder, UnknownKindIsUnsupportedAndGarbageIsABadRequest) {
   }
 }
 
+TEST(ProtobufDecoder, InvalidUtf8InAnyStringIsABadRequestThatDoesNotEchoTheBytes) {
+  const std::string bad = "x\xff\xfey";
+  const std::string meta = field(1, "cm") + field(2, "");
+  for (const std::string& raw : {field(1, meta) + field(2, entry("k", bad)),     // a data value
+                                 field(1, meta) + field(2, entry(bad,"v")),     // a data key
+                                 field(1, field(1, bad) + field(2, ""))}) {     // the name
+    auto r = decode_protobuf_object(envelope("v1", "ConfigMap", raw));
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, Errc::bad_request);
+    EXPECT_NE(r.error().message.find("invalid UTF-8"), std::string::npos) << r.error().message;
+    EXPECT_EQ(r.error().message.find("\xff"), std::string::npos);
+  }
+  // Valid multi-byte text is fine.
+  auto ok = decode_protobuf_object(
+      envelope("v1", "ConfigMap", field(1, meta) + field(2, entry("k", "caf\xc3\xa9"))));
+  ASSERT_TRUE(ok) << ok.error().message;
+}
+
 }  // namespace
 }  // namespace kwatch::registry

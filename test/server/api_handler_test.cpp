@@ -363,5 +363,136 @@ TEST_F(ApiHandlerTest, ExactListReadsAnOlderRevision) {
   EXPECT_EQ(list.at("metadata").at("resourceVersion").as_string(), rv);
 }
 
+// ---- Poisoned objects: nothing is committed that the server cannot read back. ----
+
+TEST_F(ApiHandlerTest, NumbersOutOfRangeAreRefusedBeforeAnyWrite) {
+  const std::string body =
+      R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"inf"},"x":1e999})";
+  auto r = call_json("POST", kCM, body, 400);
+  EXPECT_EQ(r.at("reason"), "BadRequest");
+  EXPECT_NE(r.at("message").as_string().find("x: number out of range"), std::string::npos);
+  call_json("GET", std::string(kCM) + "/inf", "", 404);
+
+  auto created = call_json("POST", kCM, cm("a"), 201);
+  call_json("PATCH", std::string(kCM) + "/a", R"({"data":{"x":1e999}})", 400,
+            "application/merge-patch+json");
+  call_json("PUT", std::string(kCM) + "/a",
+            R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"y":-1e400})", 400);
+  auto after = call_json("GET", std::string(kCM) + "/a");
+  EXPECT_EQ(after.at("metadata").at("resourceVersion"),
+            created.at("metadata").at("resourceVersion"));
+}
+
+TEST_F(ApiHandlerTest, APatchNestingPastTheDepthLimitIsRefusedAndNothingIsWritten) {
+  auto created = call_json("POST", kCM, cm("a"), 201);
+  auto nested = [](int levels) {
+    std::string v = "1";
+    for (int i = 0; i < levels; ++i) v = R"({"a":)" + v + "}";
+    return v;
+  };
+  std::string below = "/x";
+  for (int i = 0; i < 59; ++i) below += "/a";
+  const std::string patch = R"([{"op":"add","path":"/x","value":)" + nested(60) +
+                            R"(},{"op":"add","path":")" + below + R"(","value":)" + nested(60) +
+                            "}]";
+  auto r = call_json("PATCH", std::string(kCM) + "/a", patch, 422,
+                     "application/json-patch+json");
+  EXPECT_EQ(r.at("reason"), "Invalid");
+  // A merge patch of the same depth cannot even be sent: the body itself is too deep.
+  std::string deep = R"({"x":)" + nested(120) + "}";
+  call_json("PATCH", std::string(kCM) + "/a", deep, 400, "application/merge-patch+json");
+  auto after = call_json("GET", std::string(kCM) + "/a");
+  EXPECT_EQ(after.at("metadata").at("resourceVersion"),
+            created.at("metadata").at("resourceVersion"));
+}
+
+TEST_F(ApiHandlerTest, PatchResultsAreBoundedAndStopEarly) {
+  auto created = call_json("POST", kCM, cm("a"), 201);
+  // 22 copies of the whole object into itself (a 782-byte request that once stored 87 MB).
+  std::string ops = "[";
+  for (int i = 0; i < 22; ++i) {
+    if (i > 0) ops += ",";
+    ops += R"({"op":"copy","from":"","path":"/data/k)" + std::to_string(i) + R"("})";
+  }
+  ops += "]";
+  auto r = call_json("PATCH", std::string(kCM) + "/a", ops, 422, "application/json-patch+json");
+  EXPECT_EQ(r.at("reason"), "Invalid");
+  // A merge patch whose result is over the object limit: 413, as for a body over the limit.
+  const std::string half(1600 * 1024, 'x');
+  call_json("PATCH", std::string(kCM) + "/a", R"({"data":{"p":")" + half + R"("}})", 200,
+            "application/merge-patch+json");
+  auto big = call_json("PATCH", std::string(kCM) + "/a",
+                       R"({"data":{"q":")" + half + R"("}})", 413,
+                       "application/merge-patch+json");
+  EXPECT_EQ(big.at("reason"), "RequestEntityTooLarge");
+  auto after = call_json("GET", std::string(kCM) + "/a");
+  EXPECT_FALSE(after.at("data").as_object().contains("q"));
+}
+
+TEST_F(ApiHandlerTest, StatusMessagesStayValidJsonWhateverTheRequestHeld) {
+  // A kind with invalid UTF-8 in a protobuf body is quoted back, sanitized.
+  std::string pb = std::string("k8s\0", 4);
+  auto field = [](int n, const std::string& b) {
+    return std::string(1, static_cast<char>(n << 3 | 2)) + std::string(1, static_cast<char>(b.size())) + b;
+  };
+  pb += field(1, field(1, "v1") + field(2, "Bad\xff\xfeKind")) + field(2, "");
+  auto r = call("POST", kCM, pb, "application/vnd.kubernetes.protobuf");
+  EXPECT_EQ(r.status, 415u);
+  boost::system::error_code ec;
+  auto v = json::parse(r.body, ec);
+  ASSERT_FALSE(ec) << r.body;
+  EXPECT_EQ(v.at("reason"), "UnsupportedMediaType");
+}
+
+class UnreadableObjectTest : public ApiHandlerTest {
+ protected:
+  // Writes bytes kwatch itself would never write, straight into storage.
+  void put_raw(const std::string& name, const std::string& bytes) {
+    run([&]() -> asio::awaitable<void> {
+      auto r = co_await storage_->put_if("/registry/configmaps/default/" + name, 0, bytes);
+      EXPECT_TRUE(r && r->succeeded);
+    });
+  }
+};
+
+TEST_F(UnreadableObjectTest, IsA500ThatSaysHowToDeleteItAndDoesNotBreakLists) {
+  call_json("POST", kCM, cm("good"), 201);
+  put_raw("inf", R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"inf"},"x":Infinity})");
+  put_raw("deep", R"({"metadata":{"name":"deep"},"x":)" + std::string(200, '[') +
+                      std::string(200, ']') + "}");
+  put_raw("utf8", "{\"metadata\":{\"name\":\"utf8\"},\"x\":\"\xff\"}");
+  for (const char* name : {"inf", "deep", "utf8"}) {
+    const std::string path = std::string(kCM) + "/" + name;
+    auto r = call_json("GET", path, "", 500);
+    EXPECT_EQ(r.at("reason"), "InternalError");
+    EXPECT_NE(r.at("message").as_string().find("ignoreStoreReadErrorWithClusterBreakingPotential"),
+              std::string::npos);
+    call_json("PUT", path, cm(name), 500);
+    call_json("PATCH", path, R"({"data":{"k":"v2"}})", 500, "application/merge-patch+json");
+    // A plain delete cannot check what it deletes; as kube-apiserver, it needs the option.
+    call_json("DELETE", path, "", 500);
+  }
+  // Lists read from storage skip what cannot be read and show the rest.
+  auto list = call_json("GET", kCM);
+  ASSERT_EQ(list.at("items").as_array().size(), 1u);
+  EXPECT_EQ(list.at("items").at(0).at("metadata").at("name"), "good");
+
+  auto deleted = call_json(
+      "DELETE", std::string(kCM) + "/inf?ignoreStoreReadErrorWithClusterBreakingPotential=true");
+  EXPECT_EQ(deleted.at("status"), "Success");
+  call_json("DELETE", std::string(kCM) + "/deep", R"({"kind":"DeleteOptions","apiVersion":"v1",
+      "ignoreStoreReadErrorWithClusterBreakingPotential":true})");
+  call_json("DELETE", std::string(kCM) + "/utf8?ignoreStoreReadErrorWithClusterBreakingPotential=true&dryRun=All");
+  call_json("GET", std::string(kCM) + "/inf", "", 404);
+  call_json("GET", std::string(kCM) + "/deep", "", 404);
+  call_json("GET", std::string(kCM) + "/utf8", "", 500);  // dry run: still there
+  // The option changes nothing for an object that can be read.
+  auto good = call_json(
+      "DELETE", std::string(kCM) + "/good?ignoreStoreReadErrorWithClusterBreakingPotential=true");
+  EXPECT_EQ(good.at("kind"), "ConfigMap");
+  // The name is free again.
+  call_json("POST", kCM, cm("inf"), 201);
+}
+
 }  // namespace
 }  // namespace kwatch::server

@@ -1,0 +1,20 @@
+// Request bodies in JSON: objects to create or update, patches, DeleteOptions.
+//
+// A body is parsed under the rules of stored JSON (storage/stored_json.hpp: depth, UTF-8,
+// finite numbers), so nothing a client sends can become an object the server cannot read back.
+// Pure function; safe from any thread.
+#pragma once
+
+#include "registry/api_error.hpp"
+
+#include <boost/json/value.hpp>
+
+#include <string_view>
+
+namespace kwatch::registry {
+
+// The body as a JSON value; 400 BadRequest ("couldn't get version/kind; json parse error: ...",
+// as kube-apiserver words it) when it is empty or breaks a rule.
+ApiResult<boost::json::value> parse_json_body(std::string_view body);
+
+}  // namespace kwatch::registry
