@@ -86,6 +86,11 @@ ApiError from_storage(const ResourceInfo& info, const std::string& name,
                                                      "list is too old.");
   if (ec == Errc::unavailable) return api_error(Errc::unavailable, "storage is unavailable");
   if (ec == Errc::timeout) return api_error(Errc::timeout, "storage request timed out");
+  if (ec == Errc::too_large) {
+    return api_error(Errc::too_large, "Request entity too large: the object is larger than "
+                                      "storage accepts (etcd's --max-request-bytes, 1.5 MiB "
+                                      "unless configured otherwise)");
+  }
   if (ec.category() == storage::errc_category()) {
     return api_error(static_cast<Errc>(ec.value()), ec.message());
   }

@@ -82,11 +82,15 @@ error_code map_status(const grpc::Status& status) {
       if (message.find("compacted") != std::string::npos) return Errc::gone;
       return Errc::bad_request;  // "required revision is a future revision"
     case grpc::StatusCode::INVALID_ARGUMENT:
+      // "etcdserver: request is too large": over etcd's --max-request-bytes (1.5 MiB default).
+      if (message.find("too large") != std::string::npos) return Errc::too_large;
       return Errc::bad_request;
     case grpc::StatusCode::RESOURCE_EXHAUSTED:
       if (message.find("too many requests") != std::string::npos) {
         return Errc::too_many_requests;
       }
+      // "grpc: received message larger than max": far over etcd's request limit.
+      if (message.find("larger than max") != std::string::npos) return Errc::too_large;
       break;
     default:
       break;

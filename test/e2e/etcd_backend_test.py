@@ -83,6 +83,51 @@ def main():
                     and ev["object"]["metadata"]["name"] == "from-etcdctl", ev)
             w.close()
 
+            # A value written around kwatch that it cannot read: a clear 500 for the object,
+            # lists (cached and from etcd) and watches carry on without it, and it can be
+            # deleted with kube's option for corrupt objects.
+            _, listed = a.request("GET", CM)
+            w = WatchStream(a, f"{CM}?watch=1&resourceVersion={listed['metadata']['resourceVersion']}")
+            etcd.etcdctl("put", "/registry/configmaps/default/from-kwatch",
+                         '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"from-kwatch",'
+                         '"namespace":"default"},"x":1e999}')
+            ev = w.next_event(timeout=10)
+            t.check("an unreadable update leaves a watch as DELETED of the last good state",
+                    ev is not None and ev["type"] == "DELETED"
+                    and ev["object"]["metadata"]["name"] == "from-kwatch", ev)
+            status, got = a.request("GET", CM + "/from-kwatch")
+            t.check("get of an unreadable object is a 500 naming the way out",
+                    status == 500 and "ignoreStoreReadErrorWithClusterBreakingPotential"
+                    in got.get("message", ""), got)
+            status, _ = a.request("POST", CM, body=configmap("beside-it"))
+            wait_for(lambda: "beside-it" in (names(a, CM + "?resourceVersion=0") or []),
+                     what="cached list to show the next object")
+            t.check("cached list skips it and shows the rest",
+                    names(a, CM + "?resourceVersion=0") == ["beside-it"])
+            # On etcd 3.4 a consistent list (no resourceVersion) is read from etcd itself.
+            t.check("list from etcd skips it and shows the rest", names(a) == ["beside-it"],
+                    names(a))
+            status, body = a.request("GET", CM + "?limit=10")
+            t.check("paged list from etcd shows the rest",
+                    status == 200 and [i["metadata"]["name"] for i in body["items"]] == ["beside-it"],
+                    body)
+            status, _ = a.request("DELETE", CM + "/from-kwatch")
+            t.check("a plain delete of it is refused", status == 500)
+            status, body = a.request(
+                "DELETE", CM + "/from-kwatch?ignoreStoreReadErrorWithClusterBreakingPotential=true")
+            t.check("deleting it with the option works", status == 200
+                    and body.get("status") == "Success", body)
+            got = etcd.etcdctl("get", "/registry/configmaps/default/from-kwatch",
+                               "--print-value-only").stdout
+            t.check("and it is gone from etcd", got.strip() == "", got)
+            a.request("DELETE", CM + "/beside-it")
+            w.close()
+
+            # etcd's own request limit (1.5 MiB): 413, as kube-apiserver answers.
+            status, body = a.request("POST", CM, body=configmap("huge", {"k": "x" * (2 << 20)}))
+            t.check("an object over etcd's request limit is a 413",
+                    status == 413 and body.get("reason") == "RequestEntityTooLarge", body)
+
             # Two replicas on one etcd: a write through one is seen by a watch on the other.
             _, listed = b.request("GET", CM)
             wb = WatchStream(b, f"{CM}?watch=1&resourceVersion={listed['metadata']['resourceVersion']}")
