@@ -318,7 +318,12 @@ asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::string resource = route.info ? route.info->resource : "";
-  const std::string verb = route.verb.empty() ? request.method : route.verb;
+  // Label values stay bounded whatever a client sends: an invented method counts as "other".
+  static const std::set<std::string, std::less<>> kMethods{
+      "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"};
+  const std::string verb = !route.verb.empty()              ? route.verb
+                           : kMethods.count(request.method) ? request.method
+                                                            : "other";
   metrics_->inc("apiserver_request_total",
                 {{"verb", verb}, {"resource", resource}, {"code", std::to_string(response.status)}});
   if (route.info != nullptr) {
@@ -633,7 +638,8 @@ asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& /*request
   if (!timeout) co_return error_response(timeout.error());
   std::chrono::steady_clock::duration lifetime;
   if (url.param("timeoutSeconds") && *timeout > 0) {
-    lifetime = std::chrono::seconds(*timeout);
+    // Beyond ~68 years the deadline would overflow the clock; nobody can tell the difference.
+    lifetime = std::chrono::seconds(std::min<std::int64_t>(*timeout, std::int64_t{1} << 31));
   } else {
     thread_local std::mt19937_64 rng{std::random_device{}()};
     const double factor = 1.0 + std::uniform_real_distribution<double>(0.0, 1.0)(rng);

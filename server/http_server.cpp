@@ -6,6 +6,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -35,6 +36,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
     explicit Exchange(Next n) : next(n) {}
     Next next = Next::close;
     unsigned version = 11;
+    bool head_only = false;  // HEAD of a watch: the head, no body
     ApiResponse response;
     http::request<http::string_body> upgrade;  // the WebSocket upgrade request
   };
@@ -48,7 +50,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
                                                             unsigned version, bool keep_alive,
                                                             bool head_only);
   asio::awaitable<void> stream_chunked(beast::tcp_stream& stream, ApiResponse response,
-                                       unsigned version);
+                                       unsigned version, bool head_only);
   asio::awaitable<void> stream_websocket(beast::tcp_stream stream,
                                          http::request<http::string_body> request,
                                          ApiResponse response);
@@ -84,16 +86,44 @@ http::response<http::string_body> simple_error(unsigned status, std::string_view
 
 }  // namespace
 
+// Whether an accept failed for want of a resource (file descriptors, memory) that only time,
+// not a retry, brings back.
+bool out_of_resources(const boost::system::error_code& ec) {
+  return ec == asio::error::no_descriptors ||  // EMFILE
+         ec == boost::system::error_code(ENFILE, boost::system::system_category()) ||
+         ec == asio::error::no_buffer_space || ec == asio::error::no_memory;
+}
+
 asio::awaitable<void> HttpServer::Impl::accept_loop() {
   auto self = shared_from_this();
+  asio::steady_timer pause(acceptor.get_executor());
+  std::chrono::milliseconds backoff{0};
+  auto last_log = std::chrono::steady_clock::time_point{};
+  std::uint64_t failures = 0;
   for (;;) {
     // Each connection gets a strand of its own: its reads, writes and timers never race.
     auto [ec, socket] = co_await acceptor.async_accept(asio::make_strand(ioc), use_tuple);
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
     if (ec) {
-      spdlog::warn("accept failed: {}", ec.message());
+      // The pending connection stays queued, so retrying at once would spin: pause, longer
+      // each time (up to a second), and log once per interval, not once per attempt.
+      ++failures;
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_log >= std::chrono::seconds(10)) {
+        spdlog::warn("accept failed: {} ({} failures since the last report); pausing accepts",
+                     ec.message(), failures);
+        last_log = now;
+        failures = 0;
+      }
+      backoff = out_of_resources(ec)
+                    ? std::min(std::max(backoff * 2, std::chrono::milliseconds(10)),
+                               std::chrono::milliseconds(1000))
+                    : std::chrono::milliseconds(1);
+      pause.expires_after(backoff);
+      co_await pause.async_wait(use_tuple);
       continue;
     }
+    backoff = std::chrono::milliseconds(0);
     socket.set_option(tcp::no_delay(true), ec);
     auto executor = socket.get_executor();
     asio::co_spawn(executor, serve_connection(beast::tcp_stream(std::move(socket))),
@@ -151,6 +181,17 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
 
   ApiResponse response = co_await handler->handle(request);
 
+  if (response.streaming && request.method == "HEAD") {
+    // The head a watch would start with, and no body: nothing is registered or streamed.
+    response.watch.reset();
+    response.body.clear();
+    Exchange out{Next::stream_chunked};
+    out.version = version;
+    out.head_only = true;
+    out.response = std::move(response);
+    spdlog::info("{} {} {} watch (head only)", request.method, request.target, out.response.status);
+    co_return out;
+  }
   if (response.streaming) {
     spdlog::info("{} {} {} watch", request.method, request.target, response.status);
     Exchange out{request.websocket ? Next::stream_websocket : Next::stream_chunked};
@@ -234,7 +275,8 @@ asio::awaitable<void> HttpServer::Impl::serve_connection(beast::tcp_stream strea
         co_return;
       case Next::stream_chunked:
         buffer = beast::flat_buffer();  // an idle watch keeps as little as possible
-        co_await stream_chunked(stream, std::move(exchange.response), exchange.version);
+        co_await stream_chunked(stream, std::move(exchange.response), exchange.version,
+                                exchange.head_only);
         co_return;
       case Next::stream_websocket:
         buffer = beast::flat_buffer();
@@ -266,7 +308,8 @@ void append_frames(std::vector<asio::const_buffer>& out,
 }  // namespace
 
 asio::awaitable<void> HttpServer::Impl::stream_chunked(beast::tcp_stream& stream,
-                                                       ApiResponse response, unsigned version) {
+                                                       ApiResponse response, unsigned version,
+                                                       bool head_only) {
   // A fixed head: nothing per watch is kept for it.
   static constexpr std::string_view kHead11 =
       "HTTP/1.1 200 OK\r\nServer: kwatch\r\nContent-Type: application/json\r\n"
@@ -277,7 +320,11 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(beast::tcp_stream& stream
   stream.expires_after(limits.write_timeout);
   auto [hec, hn] =
       co_await asio::async_write(stream, asio::buffer(version == 10 ? kHead10 : kHead11), use_tuple);
-  if (hec) co_return;
+  if (hec || head_only) {
+    beast::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    co_return;
+  }
   // A client that hangs up is noticed at once, not at the next event: one read stays pending
   // on the raw socket (beside the stream's timeouts) and ends the watch when it completes.
   if (response.watch) {

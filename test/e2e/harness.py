@@ -7,6 +7,7 @@ import http.client
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -138,8 +139,9 @@ class Server:
 
     _etcd_by_dir = {}
 
-    def __init__(self, binary, data_dir=None, extra_args=(), etcd=None):
+    def __init__(self, binary, data_dir=None, extra_args=(), etcd=None, max_open_files=None):
         self.binary = binary
+        self.max_open_files = max_open_files  # RLIMIT_NOFILE of the server process
         self.data_dir = data_dir
         self.extra_args = list(extra_args)
         self.proc = None
@@ -166,7 +168,12 @@ class Server:
             args.append(f"--data-dir={self.data_dir}")
         args += self.extra_args
         self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        limit = None
+        if self.max_open_files is not None:
+            n = self.max_open_files
+            limit = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))  # noqa: E731
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
+                                     preexec_fn=limit)
 
         def bound_port():
             if self.proc.poll() is not None:
