@@ -15,6 +15,8 @@
 #include "storage/stored_json.hpp"
 #include "watch/cacher.hpp"
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -213,13 +215,15 @@ bool wants_table(const ApiRequest& request) {
 ApiHandler::ApiHandler(std::shared_ptr<registry::Scheme> scheme,
                        std::shared_ptr<registry::ResourceStore> store,
                        std::shared_ptr<Metrics> metrics, std::string server_address,
-                       CacherMap cachers, WatchOptions watch_options)
+                       CacherMap cachers, WatchOptions watch_options,
+                       ComputeOptions compute)
     : scheme_(std::move(scheme)),
       store_(std::move(store)),
       metrics_(std::move(metrics)),
       server_address_(std::move(server_address)),
       cachers_(std::move(cachers)),
-      watch_options_(watch_options) {
+      watch_options_(watch_options),
+      compute_(std::move(compute)) {
   register_cacher_metrics();
   metrics_->help("apiserver_request_total", "counter",
                  "Requests by verb, resource and HTTP code.");
@@ -306,6 +310,12 @@ asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
              !(route.subresource == "status" && route.info->has_status) &&
              !(route.subresource == "finalize" && route.info->resource == "namespaces"))) {
           response = not_found_path();
+        } else if (compute_.executor && (request.method == "PATCH" ||
+                                         request.body.size() >= compute_.large_body_bytes)) {
+          // Awaited here, so the request, URL and route outlive the spawned coroutine.
+          response = co_await asio::co_spawn(compute_.executor,
+                                             handle_resource(request, *url, route),
+                                             asio::use_awaitable);
         } else {
           response = co_await handle_resource(request, *url, route);
         }

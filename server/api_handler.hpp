@@ -8,6 +8,7 @@
 #include "server/http_types.hpp"
 #include "server/metrics.hpp"
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
 #include <atomic>
@@ -37,11 +38,20 @@ struct WatchOptions {
   std::chrono::seconds min_request_timeout{1800};
 };
 
+// Requests whose decoding and merging can take a CPU for milliseconds (patches, large bodies)
+// run on `executor` when it is set, so that they never hold the I/O threads other connections
+// and health checks need. Without one they run inline.
+struct ComputeOptions {
+  boost::asio::any_io_executor executor;
+  std::size_t large_body_bytes = 64 * 1024;
+};
+
 class ApiHandler {
  public:
   ApiHandler(std::shared_ptr<registry::Scheme> scheme,
              std::shared_ptr<registry::ResourceStore> store, std::shared_ptr<Metrics> metrics,
-             std::string server_address, CacherMap cachers = {}, WatchOptions watch_options = {});
+             std::string server_address, CacherMap cachers = {}, WatchOptions watch_options = {},
+             ComputeOptions compute = {});
 
   boost::asio::awaitable<ApiResponse> handle(ApiRequest request);
 
@@ -67,6 +77,7 @@ class ApiHandler {
   std::string server_address_;
   CacherMap cachers_;
   WatchOptions watch_options_;
+  ComputeOptions compute_;
   std::atomic<bool> ready_{false};
 };
 

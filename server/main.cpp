@@ -15,6 +15,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -148,8 +149,13 @@ int main(int argc, char** argv) {
   const std::string address = options.bind_address + ":" + std::to_string(options.port);
   server::WatchOptions watch_options;
   watch_options.min_request_timeout = options.min_request_timeout;
+  // Patches and large bodies are decoded and merged here, away from the I/O threads, so a few
+  // expensive requests cannot hold up health checks and everyone else's requests.
+  asio::thread_pool compute(std::max(1u, threads / 2));
+  server::ComputeOptions compute_options;
+  compute_options.executor = compute.get_executor();
   auto handler = std::make_shared<server::ApiHandler>(scheme, store, metrics, address, cachers,
-                                                      watch_options);
+                                                      watch_options, compute_options);
   server::HttpServer http(ioc, handler, server::HttpLimits{});
   if (auto ec = http.listen(options.bind_address, options.port)) {
     spdlog::critical("cannot listen on {}: {}", address, ec.message());
@@ -196,5 +202,7 @@ int main(int argc, char** argv) {
   for (unsigned i = 1; i < threads; ++i) pool.emplace_back([&] { ioc.run(); });
   ioc.run();
   for (auto& t : pool) t.join();
+  compute.stop();
+  compute.join();
   return 0;
 }

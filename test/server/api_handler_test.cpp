@@ -6,11 +6,15 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <gtest/gtest.h>
 
 #include <map>
+#include <mutex>
+#include <thread>
 
 namespace kwatch::server {
 namespace {
@@ -492,6 +496,54 @@ TEST_F(UnreadableObjectTest, IsA500ThatSaysHowToDeleteItAndDoesNotBreakLists) {
   EXPECT_EQ(good.at("kind"), "ConfigMap");
   // The name is free again.
   call_json("POST", kCM, cm("inf"), 201);
+}
+
+// Records the thread each update starts on (an update asks the state cache first).
+class ThreadRecorder : public registry::StateCache {
+ public:
+  std::optional<storage::KeyValue> lookup(const registry::ResourceInfo&,
+                                          const std::string&) const override {
+    std::lock_guard lock(mutex_);
+    threads_.push_back(std::this_thread::get_id());
+    return std::nullopt;
+  }
+  std::thread::id last() const {
+    std::lock_guard lock(mutex_);
+    return threads_.empty() ? std::thread::id() : threads_.back();
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::vector<std::thread::id> threads_;
+};
+
+TEST_F(ApiHandlerTest, PatchesAndLargeBodiesRunOnTheComputeExecutorOthersInline) {
+  asio::thread_pool compute(1);
+  std::thread::id compute_thread;
+  asio::post(compute, [&] { compute_thread = std::this_thread::get_id(); });
+  auto recorder = std::make_shared<ThreadRecorder>();
+  auto scheme = registry::Scheme::builtin();
+  store_ = std::make_shared<registry::ResourceStore>(storage_, scheme, recorder);
+  ComputeOptions options;
+  options.executor = compute.get_executor();
+  options.large_body_bytes = 4096;
+  handler_ = std::make_shared<ApiHandler>(scheme, store_, std::make_shared<Metrics>(),
+                                          "127.0.0.1:0", CacherMap{}, WatchOptions{}, options);
+  auto created = call_json("POST", kCM, cm("a"), 201);
+  const std::string path = std::string(kCM) + "/a";
+
+  call_json("PATCH", path, R"({"data":{"k":"v2"}})", 200, "application/merge-patch+json");
+  EXPECT_EQ(recorder->last(), compute_thread);
+
+  created.at("data").as_object()["k"] = "small";
+  created.at("metadata").as_object().erase("resourceVersion");
+  call_json("PUT", path, json::serialize(created));
+  EXPECT_EQ(recorder->last(), std::this_thread::get_id());
+
+  created.at("data").as_object()["k"] = std::string(8192, 'x');
+  call_json("PUT", path, json::serialize(created));
+  EXPECT_EQ(recorder->last(), compute_thread);
+  compute.join();
 }
 
 }  // namespace
