@@ -193,7 +193,11 @@ ApiResult<ContinueToken> decode_continue(std::string_view token) {
   ContinueToken out;
   // encoding/json matches keys case-insensitively and ignores unknown ones; null leaves zero.
   static const boost::json::object kEmpty;
-  for (const auto& [key, value] : doc.is_object() ? doc.get_object() : kEmpty) {
+  for (const auto& member : doc.is_object() ? doc.get_object() : kEmpty) {
+    // Named references rather than a structured binding: clang before 16 cannot capture
+    // structured bindings in a lambda.
+    const std::string_view key = member.key();
+    const boost::json::value& value = member.value();
     auto field = [&](std::string_view type) {
       return generic_invalid("json: cannot unmarshal " + std::string(go_json_kind(value)) +
                              " into Go struct field continueToken." + std::string(key) +

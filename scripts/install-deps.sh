@@ -11,6 +11,9 @@ packages=(
   etcd-server etcd-client
   curl python3 python3-kubernetes python3-websocket python3-yaml
   gnuplot-nox
+  # The fuzz targets (scripts/fuzz.sh): clang 14 and its runtime libraries (libFuzzer, ASan,
+  # UBSan), which clang only recommends.
+  clang clang-14 libclang-rt-14-dev
 )
 
 missing=()

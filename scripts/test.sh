@@ -7,3 +7,4 @@ scripts/install-deps.sh
 scripts/build.sh -DKWATCH_BUILD_TESTS=ON
 cd build
 ctest --output-on-failure -j 2 --timeout 600
+../scripts/fuzz.sh --smoke

@@ -1,0 +1,28 @@
+// Fuzzes parse_json_body, the decoder of every JSON request body. Properties: no crash or
+// sanitizer report; errors are bad_request; an accepted body obeys the stored-JSON rules
+// (json_problem finds nothing: parser and checker agree), serializes and parses back to itself,
+// and its serialization is accepted again as a body.
+#include "registry/json_body.hpp"
+#include "storage/stored_json.hpp"
+#include "test/fuzz/fuzz_support.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace kwatch;
+  auto body = registry::parse_json_body(fuzz::as_view(data, size));
+  if (!body) {
+    if (body.error().code != registry::Errc::bad_request) {
+      fuzz::fail("unexpected error code", body.error().message);
+    }
+    return 0;
+  }
+  if (auto problem = storage::json_problem(*body)) {
+    fuzz::fail("accepted body breaks a stored-JSON rule", problem->message());
+  }
+  fuzz::check_serializes(*body);
+  const std::string text = boost::json::serialize(*body);
+  auto again = registry::parse_json_body(text);
+  if (!again) fuzz::fail("serialized body is refused", again.error().message);
+  if (!fuzz::same_json(*again, *body))
+    fuzz::fail("serialized body parses differently", text.substr(0, 4096));
+  return 0;
+}
