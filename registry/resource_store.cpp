@@ -551,13 +551,13 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInf
     co_return invalid(info, name.empty() ? generate_name : name, std::move(causes));
   }
   if (auto ok = co_await check_namespace(info, ns); !ok) co_return ok.error();
+  auto text = storable(info, name, body);
+  if (!text) co_return text.error();
   if (query.dry_run) {
     auto existing = co_await storage_->get(info.key(ns, name));
     if (existing) co_return already_exists(info, name);
     co_return body;
   }
-  auto text = storable(info, name, body);
-  if (!text) co_return text.error();
   auto r = co_await storage_->create(info.key(ns, name), std::move(*text));
   if (!r) co_return from_storage(info, name, r.error());
   // Not `meta`: inserting into `body` above may have moved the metadata object.
@@ -672,15 +672,13 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
       return Errc::invalid;
     }
     written = obj;
-    if (query.dry_run) {
-      // Returning the unchanged bytes makes guaranteed_update skip the write.
-      return current->value;
-    }
     auto text = storable(info, name, obj);
     if (!text) {
       failure = text.error();
       return text.error().code;
     }
+    // A dry run returns the unchanged bytes, which makes guaranteed_update skip the write.
+    if (query.dry_run) return current->value;
     return std::move(*text);
   };
   // A named std::function: GCC 12 destroys a converted temporary in a co_await twice.

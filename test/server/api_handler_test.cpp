@@ -378,6 +378,11 @@ TEST_F(ApiHandlerTest, NumbersOutOfRangeAreRefusedBeforeAnyWrite) {
   call_json("GET", std::string(kCM) + "/inf", "", 404);
 
   auto created = call_json("POST", kCM, cm("a"), 201);
+  // A dry run is held to the same rules as the write it stands for.
+  const std::string half(1600 * 1024, 'x');
+  call_json("PATCH", std::string(kCM) + "/a?dryRun=All",
+            R"({"data":{"p":")" + half + R"(","q":")" + half + R"("}})", 413,
+            "application/merge-patch+json");
   call_json("PATCH", std::string(kCM) + "/a", R"({"data":{"x":1e999}})", 400,
             "application/merge-patch+json");
   call_json("PUT", std::string(kCM) + "/a",
