@@ -1,8 +1,10 @@
 #include "storage/stored_json.hpp"
 
+#include <boost/json/basic_parser_impl.hpp>
 #include <boost/json/error.hpp>
-#include <boost/json/stream_parser.hpp>
+#include <boost/json/value_stack.hpp>
 
+#include <charconv>
 #include <cmath>
 #include <vector>
 
@@ -126,6 +128,90 @@ JsonProblem describe(const Problem& p) {
   return out;
 }
 
+// Builds the value as Boost.JSON's own parser does, with two differences: doubles are converted
+// from their text with std::from_chars, which rounds correctly (Boost 1.81's conversion can be an
+// ulp off for long mantissas, so a value would drift each time it is read and written back), and
+// a number that overflows a double is noted.
+struct ValueBuilder {
+  static constexpr std::size_t max_object_size = json::object::max_size();
+  static constexpr std::size_t max_array_size = json::array::max_size();
+  static constexpr std::size_t max_key_size = json::string::max_size();
+  static constexpr std::size_t max_string_size = json::string::max_size();
+
+  json::value_stack st;
+  std::string number;  // the text of a number split over several parts
+  bool non_finite = false;
+
+  bool on_document_begin(boost::system::error_code&) { return true; }
+  bool on_document_end(boost::system::error_code&) { return true; }
+  bool on_object_begin(boost::system::error_code&) { return true; }
+  bool on_object_end(std::size_t n, boost::system::error_code&) {
+    st.push_object(n);
+    return true;
+  }
+  bool on_array_begin(boost::system::error_code&) { return true; }
+  bool on_array_end(std::size_t n, boost::system::error_code&) {
+    st.push_array(n);
+    return true;
+  }
+  bool on_key_part(json::string_view s, std::size_t, boost::system::error_code&) {
+    st.push_chars(s);
+    return true;
+  }
+  bool on_key(json::string_view s, std::size_t, boost::system::error_code&) {
+    st.push_key(s);
+    return true;
+  }
+  bool on_string_part(json::string_view s, std::size_t, boost::system::error_code&) {
+    st.push_chars(s);
+    return true;
+  }
+  bool on_string(json::string_view s, std::size_t, boost::system::error_code&) {
+    st.push_string(s);
+    return true;
+  }
+  bool on_number_part(json::string_view s, boost::system::error_code&) {
+    number.append(s.data(), s.size());
+    return true;
+  }
+  bool on_int64(std::int64_t i, json::string_view, boost::system::error_code&) {
+    number.clear();
+    st.push_int64(i);
+    return true;
+  }
+  bool on_uint64(std::uint64_t u, json::string_view, boost::system::error_code&) {
+    number.clear();
+    st.push_uint64(u);
+    return true;
+  }
+  bool on_double(double d, json::string_view s, boost::system::error_code&) {
+    std::string_view text(s.data(), s.size());
+    if (!number.empty()) {
+      number.append(text);
+      text = number;
+    }
+    double exact = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), exact);
+    // Out of range is either an overflow (Boost says infinity too) or an underflow (Boost's
+    // zero or subnormal is as good as any).
+    if (ec == std::errc() && end == text.data() + text.size()) d = exact;
+    non_finite = non_finite || !std::isfinite(d);
+    number.clear();
+    st.push_double(d);
+    return true;
+  }
+  bool on_bool(bool b, boost::system::error_code&) {
+    st.push_bool(b);
+    return true;
+  }
+  bool on_null(boost::system::error_code&) {
+    st.push_null();
+    return true;
+  }
+  bool on_comment_part(json::string_view, boost::system::error_code&) { return true; }
+  bool on_comment(json::string_view, boost::system::error_code&) { return true; }
+};
+
 }  // namespace
 
 bool is_valid_utf8(std::string_view text) { return first_invalid(text) == text.size(); }
@@ -150,10 +236,12 @@ std::string to_valid_utf8(std::string_view text) {
 std::optional<json::value> parse_json(std::string_view text, std::string* problem) {
   json::parse_options options;
   options.max_depth = kMaxJsonDepth;
-  json::stream_parser parser({}, options);
+  json::basic_parser<ValueBuilder> parser(options);
+  parser.handler().st.reset();
   boost::system::error_code ec;
-  const std::size_t consumed = parser.write(text.data(), text.size(), ec);
-  if (!ec) parser.finish(ec);
+  const std::size_t consumed = parser.write_some(false, text.data(), text.size(), ec);
+  if (!ec && consumed < text.size()) ec = json::error::extra_data;
+  if (!ec && !parser.done()) ec = json::error::incomplete;
   if (ec) {
     if (problem != nullptr) {
       if (ec == json::error::too_deep) {
@@ -168,10 +256,11 @@ std::optional<json::value> parse_json(std::string_view text, std::string* proble
     }
     return std::nullopt;
   }
-  json::value value = parser.release();
-  // The parser has checked depth and UTF-8; a number can still have overflowed to infinity.
-  Problem p;
-  if (!walk(value, 0, false, p)) {
+  json::value value = parser.handler().st.release();
+  if (parser.handler().non_finite) {
+    // Rare: walk the value to say where.
+    Problem p;
+    walk(value, 0, false, p);
     if (problem != nullptr) *problem = describe(p).message();
     return std::nullopt;
   }
