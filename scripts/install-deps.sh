@@ -23,6 +23,11 @@ for p in "${packages[@]}"; do
   fi
 done
 
+# kubectl for the end-to-end tests: Debian's kubernetes-client, unless some kubectl is present.
+if ! command -v kubectl >/dev/null 2>&1; then
+  missing+=(kubernetes-client)
+fi
+
 if [ ${#missing[@]} -gt 0 ]; then
   echo "kwatch: installing ${missing[*]}"
   sudo_cmd=()
