@@ -1,12 +1,16 @@
 #include "storage/wal.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <boost/crc.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -24,6 +28,8 @@ constexpr std::string_view kSnapMagic{"KWSNP\0\0\1", 8};
 constexpr std::size_t kRecordHeader = 8;
 // A larger length field cannot come from us: treat it as garbage rather than trying to read it.
 constexpr std::uint32_t kMaxRecord = 1u << 30;
+// kind, revision, create revision, version, key length, value length.
+constexpr std::uint32_t kMinPayload = 1 + 8 + 8 + 8 + 4 + 4;
 
 std::uint32_t crc32(std::string_view data) {
   boost::crc_32_type crc;
@@ -202,6 +208,223 @@ bool all_zero(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c == 0; });
 }
 
+std::uint64_t load_le(std::string_view s, std::size_t at, int bytes) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) {
+    v |= static_cast<std::uint64_t>(static_cast<unsigned char>(s[at + i])) << (8 * i);
+  }
+  return v;
+}
+
+std::string_view without_trailing_zeros(std::string_view s) {
+  while (!s.empty() && s.back() == 0) s.remove_suffix(1);
+  return s;
+}
+
+// The first offset at or after `from` where a whole record starts: checksum matches and payload
+// decodes. Cheap structural filters come first (kind byte, a revision after `revision` that the
+// remaining bytes could reach, key and value lengths adding up to the record length), so only
+// rare candidates pay for a CRC and the scan stays linear in practice.
+std::optional<std::size_t> find_record(std::string_view file, std::size_t from,
+                                       std::int64_t revision) {
+  const std::size_t n = file.size();
+  constexpr std::size_t kMinRecord = kRecordHeader + kMinPayload;
+  if (from > n || n - from < kMinRecord) return std::nullopt;
+  const auto max_revision = revision + static_cast<std::int64_t>((n - from) / kMinRecord) + 1;
+  for (std::size_t q = from; n - q >= kMinRecord; ++q) {
+    const auto kind = static_cast<unsigned char>(file[q + kRecordHeader]);
+    if (kind < 1 || kind > 3) continue;
+    const auto len = static_cast<std::uint32_t>(load_le(file, q, 4));
+    if (len < kMinPayload || len > kMaxRecord || len > n - q - kRecordHeader) continue;
+    const auto rev = static_cast<std::int64_t>(load_le(file, q + kRecordHeader + 1, 8));
+    // A compaction's revision is its target, at or below the revision it was written at.
+    if (rev > max_revision || (kind == 3 ? rev < 0 : rev <= revision)) continue;
+    const auto key_len = static_cast<std::uint32_t>(load_le(file, q + kRecordHeader + 25, 4));
+    if (key_len > len - kMinPayload) continue;
+    const auto value_len =
+        static_cast<std::uint32_t>(load_le(file, q + kRecordHeader + 29 + key_len, 4));
+    if (value_len != len - kMinPayload - key_len) continue;
+    const std::string_view payload = file.substr(q + kRecordHeader, len);
+    if (crc32(payload) != load_le(file, q + 4, 4) || !decode_payload(payload)) continue;
+    return q;
+  }
+  return std::nullopt;
+}
+
+// Why `visible`, the first bytes of a record's payload, cannot be the start of the record that
+// follows a store at `revision` in a record of `len` payload bytes; nullopt if it can be.
+std::optional<std::string> implausible_prefix(std::string_view visible, std::uint32_t len,
+                                              std::int64_t revision) {
+  if (visible.empty()) return std::nullopt;
+  const auto kind = static_cast<unsigned char>(visible[0]);
+  if (kind < 1 || kind > 3) return fmt::format("its kind byte is {}, not a record kind", kind);
+  const std::size_t have = visible.size();
+  if (kind != 3) {
+    // Only the next revision can be in flight; compare as many of its bytes as reached the disk.
+    const std::int64_t next = revision + 1;
+    for (std::size_t i = 0; i < 8 && 1 + i < have; ++i) {
+      if (static_cast<unsigned char>(visible[1 + i]) !=
+          ((static_cast<std::uint64_t>(next) >> (8 * i)) & 0xff)) {
+        return fmt::format("its revision is not the next one ({})", next);
+      }
+    }
+  } else if (have >= 9) {
+    const auto target = static_cast<std::int64_t>(load_le(visible, 1, 8));
+    if (target < 0 || target > revision) {
+      return fmt::format("it compacts to revision {}, beyond the current {}", target, revision);
+    }
+  }
+  if (kind == 1 && have >= 25) {
+    const auto create = static_cast<std::int64_t>(load_le(visible, 9, 8));
+    const auto version = static_cast<std::int64_t>(load_le(visible, 17, 8));
+    if (create < 1 || create > revision + 1 || version < 1) {
+      return std::string("its create revision or version is impossible");
+    }
+  }
+  if (have >= 29) {
+    const auto key_len = static_cast<std::uint32_t>(load_le(visible, 25, 4));
+    if (key_len > len - kMinPayload) return std::string("its key is longer than the record");
+    if (have >= 33 + static_cast<std::size_t>(key_len)) {
+      const auto value_len = static_cast<std::uint32_t>(load_le(visible, 29 + key_len, 4));
+      if (value_len != len - kMinPayload - key_len) {
+        return std::string("its key and value lengths do not add up to its length field");
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// Where the first 512-byte sector (by file offset; the first and last may be partial) that is
+// entirely zero starts in `payload`, which begins at `file_offset`: a sector the disk never got.
+std::size_t first_zero_sector(std::string_view payload, std::size_t file_offset) {
+  constexpr std::size_t kSector = 512;
+  std::size_t at = 0;
+  while (at < payload.size()) {
+    const std::size_t chunk = std::min(kSector - (file_offset + at) % kSector, payload.size() - at);
+    if (all_zero(payload.substr(at, chunk))) return at;
+    at += chunk;
+  }
+  return payload.size();
+}
+
+// Decides about a bad record at `pos` of the last segment, after records up to `revision` were
+// applied. nullopt: a torn tail, the record in flight at a crash (its header and a prefix of its
+// payload, possibly with sectors that never reached the disk, possibly followed by zeros the
+// file system allocated), which was never acknowledged. Otherwise what is wrong with it.
+std::optional<std::string> check_torn_tail(std::string_view file, std::size_t pos,
+                                           std::int64_t revision) {
+  const std::string_view rest = file.substr(pos);
+  if (all_zero(rest)) return std::nullopt;
+  if (rest.size() < kRecordHeader) {
+    const std::string_view head = without_trailing_zeros(rest);
+    if (head.size() >= 4) {
+      const auto len = static_cast<std::uint32_t>(load_le(head, 0, 4));
+      if (len < kMinPayload || len > kMaxRecord) {
+        return fmt::format("a partial record header with an impossible length ({})", len);
+      }
+    }
+    return std::nullopt;
+  }
+  if (auto q = find_record(file, pos + 1, revision)) {
+    return fmt::format("a bad record followed by a valid one at offset {}", *q);
+  }
+  if (all_zero(rest.substr(0, kRecordHeader))) {
+    // The header's sector never reached the disk; later sectors of the record may have.
+    const std::size_t data = rest.find_first_not_of('\0');
+    if ((pos + data) % 512 == 0) return std::nullopt;
+    return std::string("a zero record header followed by data");
+  }
+  const auto len = static_cast<std::uint32_t>(load_le(rest, 0, 4));
+  if (len < kMinPayload || len > kMaxRecord) {
+    return fmt::format("a record length ({}) kwatch cannot have written", len);
+  }
+  const bool complete = rest.size() - kRecordHeader >= len;
+  if (complete && !all_zero(rest.substr(kRecordHeader + len))) {
+    return std::string("a bad record (checksum or content) followed by more data");
+  }
+  const std::string_view payload = rest.substr(kRecordHeader, len);
+  const std::string_view visible =
+      without_trailing_zeros(payload.substr(0, first_zero_sector(payload, pos + kRecordHeader)));
+  if (complete && visible.size() == payload.size()) {
+    return std::string("a complete record that fails its checksum");
+  }
+  if (auto why = implausible_prefix(visible, len, revision)) {
+    return "a partial record that cannot be the write in flight: " + *why;
+  }
+  return std::nullopt;
+}
+
+// Logs why the directory is not opened and what the operator can do; returns `corrupt`.
+Errc refuse(const fs::path& file, std::uint64_t offset, std::string_view what) {
+  spdlog::error(
+      "wal: {} is damaged at offset {}: {}. kwatch does not start rather than drop acknowledged "
+      "writes. Move the data directory aside and restore it from a backup; or, to keep every "
+      "write before this point and lose the ones after it, copy the directory aside, truncate "
+      "{} to {} bytes and remove the segments (wal-*.log) after it.",
+      file.string(), offset, what, file.filename().string(), offset);
+  return Errc::corrupt;
+}
+
+// `<name>.<tag>-<unix time>` beside `path`, a name no snapshot or segment can have.
+fs::path aside_name(const fs::path& path, std::string_view tag) {
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  fs::path out = path;
+  out += fmt::format(".{}-{}", tag, now);
+  for (int i = 2; fs::exists(out); ++i) {
+    out = path;
+    out += fmt::format(".{}-{}-{}", tag, now, i);
+  }
+  return out;
+}
+
+// Writes `data`, the original content of `path`, to a new file beside it (0600, synced).
+Result<fs::path> keep_copy(const fs::path& path, std::string_view data) {
+  const fs::path copy = aside_name(path, "torn");
+  const int fd = ::open(copy.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    spdlog::error("wal: cannot create {}: {}", copy.string(), std::strerror(errno));
+    return Errc::internal;
+  }
+  const bool ok = write_all(fd, data) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok || !sync_dir(path.parent_path())) {
+    spdlog::error("wal: cannot write {}: {}", copy.string(), std::strerror(errno));
+    return Errc::internal;
+  }
+  return copy;
+}
+
+// Creates the data directory (0700), or warns when an existing one is open to group or others:
+// it holds every object, Secrets included. Like etcd, it is not chmod-ed behind the owner's back.
+Result<void> prepare_dir(const fs::path& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) {
+      spdlog::error("wal: {} is not a directory", dir.string());
+      return Errc::internal;
+    }
+    if ((st.st_mode & 077) != 0) {
+      spdlog::warn(
+          "wal: data directory {} is accessible by group or others (mode {:04o}); it holds every "
+          "object including Secrets, the recommended mode is 0700 (chmod 700 {})",
+          dir.string(), st.st_mode & 07777, dir.string());
+    }
+    return {};
+  }
+  std::error_code ec;
+  if (dir.has_parent_path() && !dir.parent_path().empty()) {
+    fs::create_directories(dir.parent_path(), ec);
+  }
+  if (ec || (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)) {
+    spdlog::error("wal: cannot create {}: {}", dir.string(),
+                  ec ? ec.message() : std::strerror(errno));
+    return Errc::internal;
+  }
+  return {};
+}
+
 }  // namespace
 
 Wal::Wal(WalOptions options) : options_(std::move(options)) {}
@@ -213,21 +436,18 @@ Wal::~Wal() {
 fs::path Wal::segment_path() const { return options_.dir / seq_name("wal-", seq_, ".log"); }
 
 Result<std::unique_ptr<Wal>> Wal::open(WalOptions options, MvccStore& store) {
-  std::error_code ec;
-  fs::create_directories(options.dir, ec);
-  if (ec) {
-    spdlog::error("wal: cannot create {}: {}", options.dir.string(), ec.message());
-    return Errc::internal;
-  }
+  if (auto r = prepare_dir(options.dir); !r) return r.error();
   std::unique_ptr<Wal> wal(new Wal(std::move(options)));
   const fs::path& dir = wal->options_.dir;
 
+  std::error_code ec;
   std::vector<std::uint64_t> snapshots;
   std::vector<std::uint64_t> segments;
+  std::vector<fs::path> unfinished;  // removed once recovery succeeded
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (name.ends_with(".tmp")) {
-      fs::remove(entry.path(), ec);
+      unfinished.push_back(entry.path());
     } else if (auto s = parse_seq(name, "snap-", ".snap")) {
       snapshots.push_back(*s);
     } else if (auto w = parse_seq(name, "wal-", ".log")) {
@@ -238,21 +458,50 @@ Result<std::unique_ptr<Wal>> Wal::open(WalOptions options, MvccStore& store) {
   std::sort(snapshots.begin(), snapshots.end());
   std::sort(segments.begin(), segments.end());
 
-  std::uint64_t first_seq = 0;
-  if (!snapshots.empty()) {
-    // Older snapshots are removed only after a newer one is durable, so the newest must be good.
-    first_seq = snapshots.back();
-    const fs::path path = dir / seq_name("snap-", first_seq, ".snap");
+  // The base: the newest snapshot that passes its checksum. If it does not, the previous
+  // generation (the snapshot before it, or the empty store before the first one) and every
+  // segment since, which write_snapshot keeps for exactly this.
+  std::uint64_t base = 1;  // the first segment to replay
+  std::optional<StoreState> base_state;
+  std::vector<std::uint64_t> damaged;
+  for (auto it = snapshots.rbegin(); it != snapshots.rend() && !base_state; ++it) {
+    const fs::path path = dir / seq_name("snap-", *it, ".snap");
     auto data = read_file(path);
     if (!data) return data.error();
-    auto state = decode_snapshot(*data);
-    if (!state) {
-      spdlog::error("wal: snapshot {} is corrupt", path.string());
-      return Errc::corrupt;
+    if (auto state = decode_snapshot(*data)) {
+      base = *it;
+      base_state = std::move(*state);
+    } else {
+      spdlog::error("wal: snapshot {} is damaged (bad magic, length or checksum)", path.string());
+      damaged.push_back(*it);
     }
-    store.restore(std::move(*state));
   }
-  std::erase_if(segments, [&](std::uint64_t s) { return s < first_seq; });
+  std::erase_if(segments, [&](std::uint64_t s) { return s < base; });
+  if (!damaged.empty()) {
+    // Records up to the newest damaged snapshot are only in the segments from the base to it.
+    const std::uint64_t need = damaged.front() - 1;
+    if (segments.empty() || segments.front() != base || segments.back() < need) {
+      return refuse(dir / seq_name("snap-", damaged.front(), ".snap"), 0,
+                    "the snapshot fails its checksum and there is no complete previous "
+                    "generation (snapshot and log since it) to fall back to");
+    }
+    spdlog::error(
+        "wal: FALLING BACK to {} and replaying every segment since it, because the newer "
+        "snapshot(s) {} are damaged; nothing acknowledged is lost, but check the disk",
+        base_state ? (dir / seq_name("snap-", base, ".snap")).string()
+                   : std::string("the empty store"),
+        fmt::join(damaged, ", "));
+  }
+  // Segments from the base on must all be there: one missing would silently drop its records.
+  // (Only the segment a snapshot starts may be absent, after a crash just after the snapshot.)
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    const std::uint64_t want = i == 0 ? base : segments[i - 1] + 1;
+    if (segments[i] != want) {
+      return refuse(dir / seq_name("wal-", want, ".log"), 0,
+                    "this segment is missing, but later ones exist");
+    }
+  }
+  if (base_state) store.restore(std::move(*base_state));
 
   for (std::size_t i = 0; i < segments.size(); ++i) {
     const bool last = i + 1 == segments.size();
@@ -266,8 +515,7 @@ Result<std::unique_ptr<Wal>> Wal::open(WalOptions options, MvccStore& store) {
     if (file.size() < kLogMagic.size() || file.substr(0, kLogMagic.size()) != kLogMagic) {
       // Only a segment whose creation was interrupted can lack its header.
       if (!last || (!all_zero(file) && !kLogMagic.starts_with(file))) {
-        spdlog::error("wal: segment {} has a bad header", path.string());
-        return Errc::corrupt;
+        return refuse(path, 0, "the segment header is bad");
       }
       torn = true;
     } else {
@@ -277,28 +525,25 @@ Result<std::unique_ptr<Wal>> Wal::open(WalOptions options, MvccStore& store) {
       Reader header{file.substr(pos)};
       const std::uint32_t len = header.u32();
       const std::uint32_t crc = header.u32();
-      const bool complete =
-          header.ok && len <= kMaxRecord && file.size() - pos - kRecordHeader >= len;
       std::optional<Mutation> m;
-      if (complete) {
+      if (header.ok && len <= kMaxRecord && file.size() - pos - kRecordHeader >= len) {
         const auto payload = file.substr(pos + kRecordHeader, len);
         if (crc32(payload) == crc) m = decode_payload(payload);
       }
       if (!m) {
-        const std::size_t end = complete ? pos + kRecordHeader + len : file.size();
-        // The record in flight at a crash reaches the end of the file, possibly followed by
-        // zeros the file system allocated; a bad record with data after it is real corruption.
-        if (last && (end == file.size() || all_zero(file.substr(end)))) {
-          torn = true;
-          break;
+        if (!last) {
+          return refuse(path, pos, "a record fails its checksum in a segment before the last one");
         }
-        spdlog::error("wal: corrupt record in {} at offset {}", path.string(), pos);
-        return Errc::corrupt;
+        if (auto why = check_torn_tail(file, pos, store.current_revision())) {
+          return refuse(path, pos, *why);
+        }
+        torn = true;
+        break;
       }
       if (auto r = store.apply(*m); !r) {
-        spdlog::error("wal: record at offset {} of {} does not follow the state", pos,
-                      path.string());
-        return r.error();
+        return refuse(path, pos,
+                      fmt::format("record of revision {} does not follow revision {}", m->revision,
+                                  store.current_revision()));
       }
       pos += kRecordHeader + len;
       ++records;
@@ -310,9 +555,16 @@ Result<std::unique_ptr<Wal>> Wal::open(WalOptions options, MvccStore& store) {
     wal->seq_ = segments[i];
     wal->fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
     if (wal->fd_ < 0) return Errc::internal;
+    if (torn && pos < file.size()) {
+      // Never cut without keeping the original: a wrong verdict must stay recoverable by hand.
+      auto copy = keep_copy(path, file);
+      if (!copy) return copy.error();
+      spdlog::warn(
+          "wal: {} ends in a torn record (the write in flight at a crash, never acknowledged) "
+          "at offset {}; cutting {} bytes. The original segment is kept as {}",
+          path.string(), pos, file.size() - pos, copy->string());
+    }
     if (torn) {
-      spdlog::warn("wal: cutting a torn tail of {} at offset {} ({} bytes dropped)", path.string(),
-                   pos, file.size() - pos);
       if (::ftruncate(wal->fd_, static_cast<off_t>(pos)) != 0) return Errc::internal;
       if (pos == 0 && !write_all(wal->fd_, kLogMagic)) return Errc::internal;
       if (pos == 0) pos = kLogMagic.size();
@@ -321,15 +573,29 @@ Result<std::unique_ptr<Wal>> Wal::open(WalOptions options, MvccStore& store) {
     wal->offset_ = pos;
     if (::lseek(wal->fd_, static_cast<off_t>(pos), SEEK_SET) < 0) return Errc::internal;
   }
+  // Move damaged snapshots out of the way (not deleted: they are evidence), so the next
+  // snapshot counts the one we recovered from as the previous generation.
+  for (std::uint64_t s : damaged) {
+    const fs::path path = dir / seq_name("snap-", s, ".snap");
+    const fs::path moved = aside_name(path, "damaged");
+    fs::rename(path, moved, ec);
+    if (ec) {
+      spdlog::error("wal: cannot move {} aside: {}", path.string(), ec.message());
+      return Errc::internal;
+    }
+    spdlog::warn("wal: the damaged snapshot is kept as {}", moved.string());
+  }
+  if (!damaged.empty() && !sync_dir(dir)) return Errc::internal;
+  for (const auto& path : unfinished) fs::remove(path, ec);
   if (wal->fd_ < 0) {
-    if (auto r = wal->start_segment(first_seq == 0 ? 1 : first_seq); !r) return r.error();
+    if (auto r = wal->start_segment(base); !r) return r.error();
   }
   return wal;
 }
 
 Result<void> Wal::start_segment(std::uint64_t seq) {
   const fs::path path = options_.dir / seq_name("wal-", seq, ".log");
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Errc::internal;
   if (!write_all(fd, kLogMagic) || ::fsync(fd) != 0 || !sync_dir(options_.dir)) {
     ::close(fd);
@@ -378,7 +644,7 @@ Result<void> Wal::write_snapshot(const StoreState& state) {
   const std::uint64_t seq = seq_ + 1;
   const fs::path tmp = options_.dir / seq_name("snap-", seq, ".tmp");
   const fs::path final_path = options_.dir / seq_name("snap-", seq, ".snap");
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Errc::internal;
 
   boost::crc_32_type crc;
@@ -424,11 +690,22 @@ Result<void> Wal::write_snapshot(const StoreState& state) {
     return r;
   }
   log_bytes_ = log_records_ = retry_bytes_ = retry_records_ = 0;
+  // Keep one previous generation, the snapshot before this one (before the first snapshot: the
+  // empty store) and every segment from it on, so that open can fall back to it if this snapshot
+  // turns out damaged. Older generations go.
+  std::vector<std::uint64_t> snapshots;
+  for (const auto& entry : fs::directory_iterator(options_.dir, ec)) {
+    if (auto s = parse_seq(entry.path().filename().string(), "snap-", ".snap"); s && *s < seq) {
+      snapshots.push_back(*s);
+    }
+  }
+  if (ec || snapshots.empty()) return {};
+  const std::uint64_t previous = *std::max_element(snapshots.begin(), snapshots.end());
   for (const auto& entry : fs::directory_iterator(options_.dir, ec)) {
     const std::string name = entry.path().filename().string();
     auto s = parse_seq(name, "snap-", ".snap");
     if (!s) s = parse_seq(name, "wal-", ".log");
-    if (s && *s < seq) fs::remove(entry.path(), ec);
+    if (s && *s < previous) fs::remove(entry.path(), ec);
   }
   sync_dir(options_.dir);
   return {};

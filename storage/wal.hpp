@@ -3,13 +3,26 @@
 // Layout: `wal-<seq>.log` segments (an 8-byte magic, then records of
 // [u32 payload length][u32 CRC-32 of payload][payload], little-endian) and `snap-<seq>.snap`
 // snapshots (magic, body with the full live state, CRC-32 of the body). A snapshot named <seq>
-// holds the state just before the first record of segment <seq>. `*.tmp` files are unfinished
-// snapshots and are removed on open.
+// holds the state just before the first record of segment <seq>. Two generations are kept: the
+// newest snapshot and the one before it (before the second snapshot: the empty store, whose log
+// starts at segment 1), with every segment from the older one on; write_snapshot removes anything
+// older. `*.tmp` files are unfinished snapshots and are removed on open. The directory is created
+// 0700 and every file 0600 (an existing directory open to group or others is only warned about).
 //
-// Recovery (`open`): load the newest snapshot, replay the segments from its sequence on. A bad
-// record at the end of the last segment (a torn or half-written tail: the record reaches the end of
-// the file, or only zero bytes follow it) is cut off; anything else that fails its checksum is
-// `corrupt` and the directory is not opened. History older than the snapshot counts as compacted.
+// Recovery (`open`): load the newest snapshot and replay the segments from its sequence on, which
+// must all be present. If that snapshot fails its checksum, fall back to the previous generation
+// (its snapshot, or the empty store) and replay every segment since it: nothing acknowledged is
+// lost; the error is logged and the damaged file renamed to `<name>.damaged-<unix time>`.
+// Only a torn tail is cut: a bad last record of the last segment that is the write in flight at a
+// crash, i.e. its header and a prefix of its payload (sectors that never reached the disk read as
+// zeros, and zeros may follow), with a plausible length, kind and the next revision, and no
+// valid record anywhere after it. Before cutting, the original segment is copied to
+// `<segment>.torn-<unix time>` (0600, synced). Any other damage (a record that fails its
+// checksum in an earlier segment or with data after it, a length running past the end of the
+// file while valid records follow, a complete last record with a bad checksum, a missing
+// segment) is `corrupt`: the directory is not opened nor changed, and the error log names the
+// file, the offset and what the operator can do. History older than the base snapshot counts as
+// compacted.
 //
 // Thread-safety: none. The owner serializes all calls; MemoryStorage calls `append` and
 // `write_snapshot` from MvccStore's commit hook, which runs under the store's writer mutex.
@@ -38,7 +51,8 @@ struct WalOptions {
 class Wal {
  public:
   // Recovers the directory's content into `store`, which must be empty and not yet shared,
-  // then opens the newest segment for appending.
+  // then opens the newest segment for appending. `corrupt` when that is impossible without
+  // dropping acknowledged writes (the directory is left as it was); `internal` on I/O errors.
   static Result<std::unique_ptr<Wal>> open(WalOptions options, MvccStore& store);
   ~Wal();
   Wal(const Wal&) = delete;
@@ -48,8 +62,9 @@ class Wal {
   Result<void> append(const Mutation& mutation);
   bool snapshot_due() const;
   // Writes `state` as the new snapshot (temp file, fsync, rename), starts a fresh segment and
-  // removes the older segments and snapshots. After a failure the log stays as it was and the
-  // snapshot is due again once another threshold's worth of records has been appended.
+  // removes the generations before the previous one (see Layout). After a failure the log stays
+  // as it was and the snapshot is due again once another threshold's worth of records has been
+  // appended.
   Result<void> write_snapshot(const StoreState& state);
 
   std::filesystem::path segment_path() const;  // the segment being appended to
