@@ -109,6 +109,7 @@ int main(int argc, char** argv) {
     storage::MemoryStorage::Options storage_options;
     storage_options.data_dir = options.data_dir;
     storage_options.sync = options.fsync;
+    storage_options.snapshot_log_bytes = options.snapshot_bytes;
     auto opened = storage::MemoryStorage::open(storage_options);
     if (!opened) {
       spdlog::critical("cannot open storage in '{}': {}", options.data_dir,

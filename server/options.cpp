@@ -89,6 +89,7 @@ Flags:
   --etcd-compaction-interval=D   compact storage history every D (default 5m; 0 disables)
   --data-dir=DIR             persist the embedded store in DIR (default: empty, in memory only)
   --data-dir-fsync=BOOL      fdatasync every write before acknowledging it (default true)
+  --data-dir-snapshot-bytes=N    snapshot once the log exceeds N bytes (default 64Mi; 0: never)
   --io-threads=N             threads serving I/O (default: number of cores)
   --log-level=LEVEL          trace, debug, info, warn, error (default info)
   --default-watch-cache-size=N   initial and smallest event window per resource (default 100)
@@ -132,6 +133,12 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
       {"data-dir-fsync",
        [&](const std::string& v) -> std::string {
          return parse_bool(v, o.fsync) ? "" : "must be true or false";
+       }},
+      {"data-dir-snapshot-bytes",
+       [&](const std::string& v) -> std::string {
+         return parse_number<std::uint64_t>(v, o.snapshot_bytes, 0, std::uint64_t{1} << 40)
+                    ? ""
+                    : "must be 0-1099511627776";
        }},
       {"io-threads",
        [&](const std::string& v) -> std::string {

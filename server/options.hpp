@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -20,6 +21,8 @@ struct Options {
   unsigned io_threads = 0;  // 0: one per core
   std::string log_level = "info";
   bool fsync = true;  // --data-dir-fsync: fdatasync each write before acknowledging it
+  // --data-dir-snapshot-bytes: snapshot once the log since the last one exceeds this (0: never)
+  std::uint64_t snapshot_bytes = 64u << 20;
   // Watch cache: every resource's event window starts at (and never shrinks below)
   // default_watch_cache_size and grows up to 102400; watch_cache_sizes fixes a resource's size.
   std::size_t default_watch_cache_size = 100;
