@@ -314,9 +314,10 @@ std::size_t first_zero_sector(std::string_view payload, std::size_t file_offset)
 std::optional<std::string> check_torn_tail(std::string_view file, std::size_t pos,
                                            std::int64_t revision) {
   const std::string_view rest = file.substr(pos);
-  if (all_zero(rest)) return std::nullopt;
-  if (rest.size() < kRecordHeader) {
-    const std::string_view head = without_trailing_zeros(rest);
+  const std::string_view head = without_trailing_zeros(rest);
+  if (head.empty()) return std::nullopt;
+  if (head.size() < kRecordHeader) {
+    // Not even the header reached the disk whole (a sector boundary may fall inside it).
     if (head.size() >= 4) {
       const auto len = static_cast<std::uint32_t>(load_le(head, 0, 4));
       if (len < kMinPayload || len > kMaxRecord) {

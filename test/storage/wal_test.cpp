@@ -422,6 +422,32 @@ TEST_F(WalTest, TornLastRecordFollowedByZerosIsCutAndTheOriginalKept) {
   }
 }
 
+// A sector boundary can fall inside a header: its first bytes reached the disk, the rest reads as
+// zeros, so the length field lost its high bytes.
+TEST_F(WalTest, TornHeaderWhoseLengthLostItsHighByteIsCut) {
+  fs::path segment;
+  std::uintmax_t before_last = 0;
+  {
+    auto d = open_ok(options());
+    ASSERT_TRUE(d);
+    ASSERT_TRUE(d->store.put_if("/a", 0, "first"));
+    segment = d->wal->segment_path();
+    before_last = fs::file_size(segment);
+    // Payload of 33 + 2 + 226 = 261 = 0x105 bytes: without its high byte the length reads 5.
+    ASSERT_TRUE(d->store.put_if("/c", 0, std::string(226, 'c')));
+  }
+  const std::string full = read_bytes(segment);
+  ASSERT_EQ(static_cast<unsigned char>(full[before_last]), 0x05);
+  ASSERT_EQ(static_cast<unsigned char>(full[before_last + 1]), 0x01);
+  const std::string torn = full.substr(0, before_last + 1) + std::string(400, '\0');
+  write_bytes(segment, torn);
+  auto d = open_ok(options());
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->store.current_revision(), 2);
+  EXPECT_EQ(fs::file_size(segment), before_last);
+  ASSERT_EQ(torn_copies(dir_).size(), 1u);
+}
+
 // Pages of the write in flight reach the disk in any order: a sector that never made it reads as
 // zeros even when later ones did.
 TEST_F(WalTest, CompleteLastRecordWithAnUnwrittenSectorIsATornWrite) {
