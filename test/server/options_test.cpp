@@ -75,5 +75,16 @@ TEST(Options, WatchCacheFlagsAreParsed) {
   EXPECT_EQ(o.min_request_timeout, std::chrono::seconds(60));
 }
 
+TEST(Options, SnapshotThresholdIsABoundedByteCount) {
+  EXPECT_EQ(std::get<Options>(parse_options({})).snapshot_bytes, 64u << 20);
+  EXPECT_EQ(std::get<Options>(parse_options({"--data-dir-snapshot-bytes=4096"})).snapshot_bytes,
+            4096u);
+  EXPECT_EQ(std::get<Options>(parse_options({"--data-dir-snapshot-bytes=0"})).snapshot_bytes, 0u);
+  for (const char* bad : {"--data-dir-snapshot-bytes=-1", "--data-dir-snapshot-bytes=lots",
+                          "--data-dir-snapshot-bytes=99999999999999999999"}) {
+    EXPECT_TRUE(std::holds_alternative<ParseError>(parse_options({bad}))) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace kwatch::server
