@@ -14,7 +14,14 @@
 // Deliberate differences from kube-apiserver, which decodes the result into typed Go structs:
 // nulls inside values that are added or replace a value are dropped (the typed decoding drops
 // them too); `$deleteFromPrimitiveList` on a missing list is a no-op and deletes even from a
-// list without a declared merge strategy; failures kube reports as 500 are Errc::bad_request.
+// list without a declared merge strategy; failures kube reports as 500 are Errc::bad_request;
+// merge-key values, set members and order entries are equal when their JSON values are (numbers
+// by mathematical value: 1 and 1.0 are one key, where kube tells int64 from float64; 1 and "1"
+// differ as in kube; objects regardless of member order).
+//
+// Cost: expected O(size of original + patch) time whatever the lists hold (list operations go
+// through hash tables keyed per process, so crafted collisions cannot make them quadratic);
+// recursion as deep as the documents.
 //
 // PatchSchema is a value type, immutable once built; the built-in ones are process-wide
 // constants, safe to read from any thread.

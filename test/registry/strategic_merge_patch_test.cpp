@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 namespace kwatch::registry {
 namespace {
 
@@ -218,6 +220,161 @@ TEST(StrategicMergePatch, RejectsAPatchThatIsNotAnObject) {
 TEST(StrategicMergePatch, KeepsTheOrderOfUntouchedFields) {
   EXPECT_EQ(json::serialize(smp(R"({"a":1,"b":2,"c":3})", R"({"b":null,"d":4,"a":5})")),
             R"({"a":5,"c":3,"d":4})");
+}
+
+TEST(StrategicMergePatch, MergesDuplicateItemsOfTheOriginalIntoTheFirst) {
+  EXPECT_EQ(smp(R"({"spec":{"containers":[{"name":"a","x":1},{"name":"b"},{"name":"a","x":2}]}})",
+                R"({"spec":{"containers":[{"name":"a","y":3},{"name":"a","z":4}]}})"),
+            json::parse(R"({"spec":{"containers":[{"name":"a","x":1,"y":3,"z":4},
+                                                  {"name":"a","x":2},{"name":"b"}]}})"));
+}
+
+TEST(StrategicMergePatch, ComparesMergeKeysAndSetMembersByValue) {
+  // 1 and 1.0 are one key, "1" another; set members alike.
+  EXPECT_EQ(smp(R"({"spec":{"containers":[{"name":1,"x":1},{"name":"1","x":2}]}})",
+                R"({"spec":{"containers":[{"name":1.0,"y":3}]}})"),
+            json::parse(R"({"spec":{"containers":[{"name":1.0,"x":1,"y":3},{"name":"1","x":2}]}})"));
+  EXPECT_EQ(json::serialize(smp(R"({"spec":{"podCIDRs":[1,2,1.0]}})",
+                                R"({"spec":{"podCIDRs":[2.0,3,3]}})", builtin_patch_schema("", "Node"))),
+            R"({"spec":{"podCIDRs":[1,2,3]}})");
+  // An integer a double cannot hold is not the double nearest to it.
+  EXPECT_EQ(smp(R"({"spec":{"containers":[{"name":9007199254740993,"x":1}]}})",
+                R"({"spec":{"containers":[{"name":9007199254740992.0,"y":3}]}})"),
+            json::parse(R"({"spec":{"containers":[{"name":9007199254740992.0,"y":3},
+                                                  {"name":9007199254740993,"x":1}]}})"));
+}
+
+TEST(StrategicMergePatch, AFieldDeletedAndAddedAgainMovesToTheEnd) {
+  EXPECT_EQ(json::serialize(smp(R"({"metadata":{"finalizers":["a"],"name":"n"}})",
+                                R"({"metadata":{"$deleteFromPrimitiveList/finalizers":null,
+                                                "finalizers":["c"]}})")),
+            R"({"metadata":{"name":"n","finalizers":["c"]}})");
+}
+
+// The tests below merge lists big enough that quadratic merging would run for many minutes
+// (and be stopped by the ctest timeout); a linear merge takes a fraction of a second. They
+// check results, not times: benchmarks measure time (bench/strategic_merge_patch_bench.cpp).
+
+std::string numbered(const char* prefix, int i) { return prefix + std::to_string(i); }
+
+TEST(StrategicMergePatch, MergesAndDeletesHundredsOfThousandsOfFinalizers) {
+  constexpr int kN = 300000;
+  const auto& any = builtin_patch_schema("example.com", "Widget");
+  json::array original, patch;
+  for (int i = 0; i < kN; ++i) original.emplace_back(numbered("example.com/f-", i));
+  for (int i = kN / 2; i < kN + kN / 2; ++i) patch.emplace_back(numbered("example.com/f-", i));
+  json::value o = {{"metadata", {{"finalizers", std::move(original)}}}};
+  json::value p = {{"metadata", {{"finalizers", std::move(patch)}}}};
+  auto merged = apply_strategic_merge_patch(o, p, any);
+  ASSERT_TRUE(merged.has_value()) << merged.error().message;
+  const auto& union_list = merged->at("metadata").at("finalizers").as_array();
+  ASSERT_EQ(union_list.size(), std::size_t{kN + kN / 2});
+  for (int i = 0; i < kN + kN / 2; ++i) {
+    ASSERT_EQ(union_list[i], json::value(numbered("example.com/f-", i))) << i;
+  }
+
+  json::array remove;
+  for (int i = 0; i < kN + kN / 2; i += 2) remove.emplace_back(numbered("example.com/f-", i));
+  json::value d = {{"metadata", {{"$deleteFromPrimitiveList/finalizers", std::move(remove)}}}};
+  auto left = apply_strategic_merge_patch(*merged, d, any);
+  ASSERT_TRUE(left.has_value()) << left.error().message;
+  const auto& odd = left->at("metadata").at("finalizers").as_array();
+  ASSERT_EQ(odd.size(), std::size_t{(kN + kN / 2) / 2});
+  for (std::size_t i = 0; i < odd.size(); ++i) {
+    ASSERT_EQ(odd[i], json::value(numbered("example.com/f-", 2 * static_cast<int>(i) + 1))) << i;
+  }
+}
+
+TEST(StrategicMergePatch, MergesAHundredThousandContainersByNameInTheRequestedOrder) {
+  constexpr int kN = 100000;
+  auto container = [](int i, const char* image) {
+    return json::object{{"name", numbered("c-", i)}, {"image", image}};
+  };
+  json::array original, patch, order;
+  for (int i = 0; i < kN; ++i) original.push_back(container(i, "v1"));
+  // The patch updates the second half, adds as many new ones and deletes every fourth of the
+  // first half; $setElementOrder asks for everything that remains in reverse.
+  for (int i = kN + kN / 2 - 1; i >= kN / 2; --i) patch.push_back(container(i, "v2"));
+  for (int i = 0; i < kN / 2; i += 4) {
+    patch.push_back(json::object{{"name", numbered("c-", i)}, {"$patch", "delete"}});
+  }
+  for (int i = kN + kN / 2 - 1; i >= 0; --i) {
+    if (i < kN / 2 && i % 4 == 0) continue;
+    order.push_back(json::object{{"name", numbered("c-", i)}});
+  }
+  json::value o = {{"spec", {{"containers", std::move(original)}}}};
+  json::value p = {{"spec", {{"$setElementOrder/containers", std::move(order)},
+                             {"containers", std::move(patch)}}}};
+  auto merged = apply_strategic_merge_patch(o, p, pod());
+  ASSERT_TRUE(merged.has_value()) << merged.error().message;
+  const auto& list = merged->at("spec").at("containers").as_array();
+  ASSERT_EQ(list.size(), std::size_t{kN + kN / 2 - kN / 8});
+  std::size_t at = 0;
+  for (int i = kN + kN / 2 - 1; i >= 0; --i) {
+    if (i < kN / 2 && i % 4 == 0) continue;
+    ASSERT_EQ(list[at], json::value(container(i, i < kN / 2 ? "v1" : "v2"))) << i;
+    ++at;
+  }
+}
+
+TEST(StrategicMergePatch, DeletesTensOfThousandsOfFieldsKeepingTheOrderOfTheRest) {
+  constexpr int kN = 100000;
+  json::object labels, patch;
+  for (int i = 0; i < kN; ++i) labels.emplace(numbered("l-", i), "x");
+  for (int i = 0; i < kN; i += 2) patch.emplace(numbered("l-", i), nullptr);
+  patch.emplace("added", "y");
+  json::value o = {{"metadata", {{"labels", std::move(labels)}}}};
+  json::value p = {{"metadata", {{"labels", std::move(patch)}}}};
+  auto merged = apply_strategic_merge_patch(o, p, pod());
+  ASSERT_TRUE(merged.has_value()) << merged.error().message;
+  const auto& left = merged->at("metadata").at("labels").as_object();
+  ASSERT_EQ(left.size(), std::size_t{kN / 2 + 1});
+  int i = 1;
+  for (const auto& [k, v] : left) {
+    if (i < kN) {
+      ASSERT_EQ(std::string_view(k), numbered("l-", i));
+      i += 2;
+    } else {
+      EXPECT_EQ(std::string_view(k), "added");
+    }
+  }
+}
+
+TEST(StrategicMergePatch, MergesListsNestedAHundredLevelsDeep) {
+  // 49 merging lists of objects inside each other: 99 levels, plus the scalars inside.
+  constexpr int kLists = 49;
+  PatchSchema schema;
+  std::string path = "l";
+  for (int i = 0; i < kLists; ++i, path += "[].l") schema.merge_list(path, "k");
+  json::value original = json::object{}, patch = json::object{}, expected = json::object{};
+  json::object* o = &original.as_object();
+  json::object* p = &patch.as_object();
+  json::object* e = &expected.as_object();
+  for (int i = 0; i < kLists; ++i) {
+    auto& oi = (*o)["l"].emplace_array().emplace_back(json::object{{"k", "x"}, {"v", i}});
+    auto& pi = (*p)["l"].emplace_array().emplace_back(json::object{{"k", "x"}, {"w", i}});
+    auto& ei = (*e)["l"].emplace_array().emplace_back(json::object{{"k", "x"}, {"v", i}, {"w", i}});
+    o = &oi.as_object();
+    p = &pi.as_object();
+    e = &ei.as_object();
+  }
+  auto merged = apply_strategic_merge_patch(original, patch, schema);
+  ASSERT_TRUE(merged.has_value()) << merged.error().message;
+  EXPECT_EQ(*merged, expected);
+}
+
+TEST(StrategicMergePatch, MatchesMergeKeysNestedNearlyAHundredLevelsDeep) {
+  // spec.containers[].name is at level 5; the key's value goes down to level 100.
+  json::value key = "leaf";
+  for (int i = 0; i < 95; ++i) key = json::object{{"a", std::move(key)}, {"n", i}};
+  json::value o = {{"spec", {{"containers", {json::object{{"name", key}, {"x", 1}},
+                                             json::object{{"name", "b"}}}}}}};
+  json::value p = {{"spec", {{"containers", {json::object{{"name", key}, {"y", 2}}}}}}};
+  json::value expected = {{"spec", {{"containers", {json::object{{"name", key}, {"x", 1}, {"y", 2}},
+                                                    json::object{{"name", "b"}}}}}}};
+  auto merged = apply_strategic_merge_patch(o, p, pod());
+  ASSERT_TRUE(merged.has_value()) << merged.error().message;
+  EXPECT_EQ(*merged, expected);
 }
 
 TEST(PatchSchema, BuiltinSchemasDeclareTheKubernetesMergeKeys) {
