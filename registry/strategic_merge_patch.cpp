@@ -437,7 +437,8 @@ std::uint64_t value_hash(const json::value& v) {
 // Positions of a list by key: first(probe) is the smallest position whose key values_equal()s
 // the probe, in expected O(1). Keys are borrowed: each must stay unchanged in place while its
 // position is indexed (rekey() moves a position to a new key). Equal keys share one group that
-// keeps its positions as a min-heap, so duplicates cost nothing on lookup.
+// keeps its other positions in a min-heap, so duplicates cost nothing on lookup. Callers that
+// already know a key's value_hash() pass it.
 class KeyIndex {
  public:
   static constexpr std::size_t npos = std::numeric_limits<std::size_t>::max();
@@ -445,7 +446,7 @@ class KeyIndex {
   explicit KeyIndex(std::size_t expected) {
     std::size_t slots = 16;
     while (slots < 2 * expected) slots *= 2;
-    slots_.assign(slots, 0);
+    slots_.resize(slots);
     groups_.reserve(expected);
     keys_.reserve(expected);
     group_of_.reserve(expected);
@@ -453,98 +454,129 @@ class KeyIndex {
 
   // `key` null: the position has no key (it never matches).
   void insert(std::size_t pos, const json::value* key) {
+    insert(pos, key, key ? value_hash(*key) : 0);
+  }
+  void insert(std::size_t pos, const json::value* key, std::uint64_t hash) {
     if (pos >= keys_.size()) {
       keys_.resize(pos + 1, nullptr);
       group_of_.resize(pos + 1, 0);
     }
     keys_[pos] = key;
     if (!key) return;
-    auto hash = value_hash(*key);
-    std::uint32_t reusable = kNoGroup;
+    std::uint32_t reusable = kNone;
     std::size_t slot = hash & (slots_.size() - 1);
-    for (; slots_[slot] != 0; slot = (slot + 1) & (slots_.size() - 1)) {
-      auto g = slots_[slot] - 1;
+    for (; slots_[slot].group != 0; slot = (slot + 1) & (slots_.size() - 1)) {
+      if (slots_[slot].tag != tag(hash)) continue;
+      auto g = slots_[slot].group - 1;
       if (groups_[g].hash != hash) continue;
-      if (groups_[g].min == npos) {
-        if (reusable == kNoGroup) reusable = g;
-      } else if (values_equal(*keys_[groups_[g].min], *key)) {
+      if (groups_[g].min == kNone) {
+        if (reusable == kNone) reusable = g;
+      } else if (values_equal(*groups_[g].key, *key)) {
         add(g, pos);
         return;
       }
     }
-    if (reusable == kNoGroup) {
+    if (reusable == kNone) {
       reusable = static_cast<std::uint32_t>(groups_.size());
-      groups_.push_back(Group{hash, npos, {}});
-      slots_[slot] = reusable + 1;
+      groups_.push_back(Group{hash, nullptr, kNone, 0});
+      slots_[slot] = Slot{reusable + 1, tag(hash)};
       if (2 * groups_.size() > slots_.size()) grow();
     }
     add(reusable, pos);
   }
 
-  std::size_t first(const json::value& probe) const {
-    auto hash = value_hash(probe);
-    for (std::size_t slot = hash & (slots_.size() - 1); slots_[slot] != 0;
+  std::size_t first(const json::value& probe) const { return first(probe, value_hash(probe)); }
+  std::size_t first(const json::value& probe, std::uint64_t hash) const {
+    for (std::size_t slot = hash & (slots_.size() - 1); slots_[slot].group != 0;
          slot = (slot + 1) & (slots_.size() - 1)) {
-      const auto& g = groups_[slots_[slot] - 1];
+      if (slots_[slot].tag != tag(hash)) continue;
+      const auto& g = groups_[slots_[slot].group - 1];
       // Groups are equality classes: at most one can match.
-      if (g.hash == hash && g.min != npos && values_equal(*keys_[g.min], probe)) return g.min;
+      if (g.hash == hash && g.min != kNone && values_equal(*g.key, probe)) return g.min;
     }
     return npos;
   }
+  bool contains(const json::value& probe, std::uint64_t hash) const {
+    return first(probe, hash) != npos;
+  }
   bool contains(const json::value& probe) const { return first(probe) != npos; }
+
+  // value_hash() of the key at `pos`, which must have one.
+  std::uint64_t hash_at(std::size_t pos) const { return groups_[group_of_[pos]].hash; }
 
   // `pos` must be what first() answers for its current key (the smallest of its group); the old
   // key need not be readable any more.
-  void rekey(std::size_t pos, const json::value* key) {
+  void rekey(std::size_t pos, const json::value* key, std::uint64_t hash) {
     if (pos < keys_.size() && keys_[pos]) {
       auto& g = groups_[group_of_[pos]];
       assert(g.min == pos);
-      if (g.more.empty()) {
-        g.min = npos;
+      if (g.heap == 0 || heaps_[g.heap - 1].empty()) {
+        g.min = kNone;
+        g.key = nullptr;
       } else {
-        std::pop_heap(g.more.begin(), g.more.end(), std::greater<>{});
-        g.min = g.more.back();
-        g.more.pop_back();
+        auto& heap = heaps_[g.heap - 1];
+        std::pop_heap(heap.begin(), heap.end(), std::greater<>{});
+        g.min = heap.back();
+        g.key = keys_[g.min];
+        heap.pop_back();
       }
       keys_[pos] = nullptr;
     }
-    insert(pos, key);
+    insert(pos, key, hash);
   }
 
  private:
-  static constexpr std::uint32_t kNoGroup = std::numeric_limits<std::uint32_t>::max();
+  static constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
+  static std::uint32_t tag(std::uint64_t hash) { return static_cast<std::uint32_t>(hash >> 32); }
 
+  struct Slot {
+    std::uint32_t group = 0;  // group + 1; 0: free
+    std::uint32_t tag = 0;    // high half of the group's hash, checked before the group
+  };
   struct Group {
     std::uint64_t hash;
-    std::size_t min;                // smallest position; npos: empty, reusable by an equal hash
-    std::vector<std::size_t> more;  // the other positions, a min-heap
+    const json::value* key;  // the key at `min`
+    std::uint32_t min;       // smallest position; kNone: empty, reusable by an equal hash
+    std::uint32_t heap;      // heaps_ index + 1 of the other positions; 0: none yet
   };
 
-  void add(std::uint32_t g, std::size_t pos) {
+  void add(std::uint32_t g, std::size_t position) {
+    auto pos = static_cast<std::uint32_t>(position);
     auto& group = groups_[g];
     group_of_[pos] = g;
-    if (group.min == npos) {
+    if (group.min == kNone) {
       group.min = pos;
+      group.key = keys_[pos];
       return;
     }
-    if (pos < group.min) std::swap(pos, group.min);
-    group.more.push_back(pos);
-    std::push_heap(group.more.begin(), group.more.end(), std::greater<>{});
+    if (pos < group.min) {
+      std::swap(pos, group.min);
+      group.key = keys_[group.min];
+    }
+    if (group.heap == 0) {
+      heaps_.emplace_back();
+      group.heap = static_cast<std::uint32_t>(heaps_.size());
+    }
+    auto& heap = heaps_[group.heap - 1];
+    heap.push_back(pos);
+    std::push_heap(heap.begin(), heap.end(), std::greater<>{});
   }
 
   void grow() {
-    slots_.assign(slots_.size() * 2, 0);
+    std::vector<Slot> slots(slots_.size() * 2);
     for (std::uint32_t g = 0; g < groups_.size(); ++g) {
-      std::size_t slot = groups_[g].hash & (slots_.size() - 1);
-      while (slots_[slot] != 0) slot = (slot + 1) & (slots_.size() - 1);
-      slots_[slot] = g + 1;
+      std::size_t slot = groups_[g].hash & (slots.size() - 1);
+      while (slots[slot].group != 0) slot = (slot + 1) & (slots.size() - 1);
+      slots[slot] = Slot{g + 1, tag(groups_[g].hash)};
     }
+    slots_ = std::move(slots);
   }
 
-  std::vector<const json::value*> keys_;  // by position
-  std::vector<std::uint32_t> group_of_;   // by position, valid where keys_ is set
+  std::vector<const json::value*> keys_;   // by position
+  std::vector<std::uint32_t> group_of_;    // by position, valid where keys_ is set
   std::vector<Group> groups_;
-  std::vector<std::uint32_t> slots_;      // open addressing by hash: group + 1, 0 = free
+  std::vector<Slot> slots_;                // open addressing on the hash
+  std::vector<std::vector<std::uint32_t>> heaps_;
 };
 
 // Erases members of one object in O(1) each while the others keep their order: the first
@@ -602,18 +634,24 @@ KeyIndex position_index(const json::array& list, std::string_view merge_key, Ele
   return index;
 }
 
-// Positions in `order` (via `order_index`) of each of `items`; order.size() when absent.
-std::vector<std::size_t> positions_in(const json::array& items, const KeyIndex& order_index,
-                                      std::size_t absent, std::string_view merge_key,
-                                      ElemKind kind) {
-  std::vector<std::size_t> out;
-  out.reserve(items.size());
-  for (const auto& v : items) {
-    auto p = order_index.first(position_key(v, merge_key, kind));
-    out.push_back(p == KeyIndex::npos ? absent : p);
+// The patch list as partition() sees it: by merge-key value (elements without one never match;
+// `first_non_map` is the first element that is not an object), or whole elements without a
+// merge key.
+struct PatchListIndex {
+  PatchListIndex(const json::array& list, std::string_view merge_key) : index(list.size()) {
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (merge_key.empty()) {
+        index.insert(i, &list[i]);
+      } else if (!list[i].is_object()) {
+        first_non_map = std::min(first_non_map, i);
+      } else {
+        index.insert(i, merge_key_value(list[i], merge_key));
+      }
+    }
   }
-  return out;
-}
+  KeyIndex index;
+  std::size_t first_non_map = KeyIndex::npos;
+};
 
 Status validate_merge_keys(const json::array& list, std::string_view merge_key) {
   for (const auto& item : list) {
@@ -623,110 +661,130 @@ Status validate_merge_keys(const json::array& list, std::string_view merge_key) 
   return {};
 }
 
-// normalizeSliceOrder: stable sort by position in `order`; `$patch: delete` items go last.
-// `order_index` is position_index(order, ...). The sort counts positions: O(items + order).
-ApiResult<json::array> normalize_slice_order(json::array to_sort, const json::array& order,
-                                             const KeyIndex& order_index,
-                                             std::string_view merge_key, ElemKind kind) {
-  json::array to_delete;
+// normalizeSliceOrder over the items `part` of `merged`, given each one's position in the order
+// list (`size` when absent): validation as kube does it, then a stable counting sort by
+// position, `$patch: delete` items last. O(part + size).
+ApiResult<std::vector<std::size_t>> sort_part(const json::array& merged,
+                                              const std::vector<std::size_t>& part,
+                                              const std::vector<std::size_t>& position,
+                                              const json::array& order,
+                                              std::string_view merge_key, ElemKind kind) {
+  std::vector<bool> deleted(part.size(), false);
   if (kind == ElemKind::object) {
-    if (auto s = validate_merge_keys(to_sort, merge_key); !s) return s.error();
-    if (auto s = validate_merge_keys(order, merge_key); !s) return s.error();
-    json::array keep;
-    for (auto& v : to_sort) {
-      const auto& obj = v.get_object();
-      auto it = obj.find(kDirective);
-      (it != obj.end() && is_directive(it->value(), "delete") ? to_delete : keep)
-          .push_back(std::move(v));
+    for (auto i : part) {
+      if (!merged[i].is_object()) return bad_arg_type("map[string]interface {}", merged[i]);
+      if (!merge_key_value(merged[i], merge_key)) return no_merge_key(merged[i], merge_key);
     }
-    to_sort = std::move(keep);
+    if (auto s = validate_merge_keys(order, merge_key); !s) return s.error();
+    for (std::size_t n = 0; n < part.size(); ++n) {
+      const auto& obj = merged[part[n]].get_object();
+      auto it = obj.find(kDirective);
+      deleted[n] = it != obj.end() && is_directive(it->value(), "delete");
+    }
   }
-  auto rank = positions_in(to_sort, order_index, order.size(), merge_key, kind);
   std::vector<std::size_t> start(order.size() + 2, 0);
-  for (auto r : rank) ++start[r + 1];
+  for (std::size_t n = 0; n < part.size(); ++n) {
+    if (!deleted[n]) ++start[position[n] + 1];
+  }
   for (std::size_t r = 1; r < start.size(); ++r) start[r] += start[r - 1];
-  std::vector<std::size_t> sorted(to_sort.size());
-  for (std::size_t i = 0; i < to_sort.size(); ++i) sorted[start[rank[i]]++] = i;
-  json::array out;
-  out.reserve(to_sort.size() + to_delete.size());
-  for (auto i : sorted) out.push_back(std::move(to_sort[i]));
-  for (auto& v : to_delete) out.push_back(std::move(v));
-  return out;
+  std::vector<std::size_t> sorted(part.size());
+  std::size_t tail = start.back();
+  for (std::size_t n = 0; n < part.size(); ++n) {
+    sorted[deleted[n] ? tail++ : start[position[n]]++] = n;
+  }
+  return sorted;
 }
 
-// mergeSortedSlice: interleaves server-only items (left) into patch items (right), keeping each
-// side's order; a left item goes first only when the live list has it before the right item.
-json::array merge_sorted(json::array left, json::array right, const KeyIndex& server_index,
-                         std::string_view merge_key, ElemKind kind) {
-  constexpr auto kAbsent = KeyIndex::npos;
-  auto left_at = positions_in(left, server_index, kAbsent, merge_key, kind);
-  auto right_at = positions_in(right, server_index, kAbsent, merge_key, kind);
+// The tail of kube's list merge: partition `merged` into items present in `patch_order` and the
+// others (server-only), normalizeElementOrder on both (by position in `patch_order`, resp.
+// `server_order`), then mergeSortedSlice. Errors come in kube's order. `hashes`, if not empty,
+// holds value_hash() of each merged item's probe: its merge-key value, or itself without a
+// merge key. Items move through as positions; the values move once, into the result.
+ApiResult<json::array> order_merged(json::array merged, const std::vector<std::uint64_t>& hashes,
+                                    const json::array& patch_order,
+                                    const PatchListIndex& patch_index,
+                                    const json::array& server_order, const KeyIndex& server_index,
+                                    std::string_view merge_key, ElemKind kind) {
+  // partition(): kube scans the patch list for each item and fails on the first element that
+  // is not a map before a match; the first match and the first non-map give the same answer.
+  std::vector<std::size_t> in_patch, server_only, patch_pos;
+  std::vector<std::uint64_t> probe_hash(merged.size());
+  for (std::size_t i = 0; i < merged.size(); ++i) {
+    const json::value* probe = &merged[i];
+    if (!merge_key.empty()) {
+      if (!merged[i].is_object()) return bad_arg_type("map[string]interface {}", merged[i]);
+      probe = merge_key_value(merged[i], merge_key);
+      if (!probe) return no_merge_key(merged[i], merge_key);
+    }
+    probe_hash[i] = hashes.empty() ? value_hash(*probe) : hashes[i];
+    auto match = patch_index.index.first(*probe, probe_hash[i]);
+    if (patch_index.first_non_map != KeyIndex::npos &&
+        (match == KeyIndex::npos || patch_index.first_non_map < match)) {
+      return bad_request("value for key is not a map.");
+    }
+    if (match != KeyIndex::npos) {
+      in_patch.push_back(i);
+      patch_pos.push_back(match);
+    } else {
+      server_only.push_back(i);
+    }
+  }
+  // The probes above are what index() compares unless the merge key and the element kind
+  // disagree (an error below, or lists of objects ordered without a merge key).
+  const bool same_probe = merge_key.empty() == (kind != ElemKind::object);
+  auto position_in = [&](const KeyIndex& index, std::size_t i) {
+    return same_probe ? index.first(position_key(merged[i], merge_key, kind), probe_hash[i])
+                      : index.first(position_key(merged[i], merge_key, kind));
+  };
+  if (!same_probe) {
+    auto order_index = position_index(patch_order, merge_key, kind);
+    for (std::size_t n = 0; n < in_patch.size(); ++n) {
+      auto p = order_index.first(position_key(merged[in_patch[n]], merge_key, kind));
+      patch_pos[n] = p == KeyIndex::npos ? patch_order.size() : p;
+    }
+  }
+  auto patch_sorted = sort_part(merged, in_patch, patch_pos, patch_order, merge_key, kind);
+  if (!patch_sorted) return patch_sorted.error();
+
+  std::vector<std::size_t> server_pos;
+  server_pos.reserve(server_only.size());
+  for (auto i : server_only) {
+    auto p = position_in(server_index, i);
+    server_pos.push_back(p == KeyIndex::npos ? server_order.size() : p);
+  }
+  auto server_sorted = sort_part(merged, server_only, server_pos, server_order, merge_key, kind);
+  if (!server_sorted) return server_sorted.error();
+
+  // mergeSortedSlice: interleaves server-only items (left) into patch items (right), keeping
+  // each side's order; a left item goes first only when the live list has it before the right
+  // item.
+  const auto& left = *server_sorted;
+  const auto& right = *patch_sorted;
+  auto live_position = [&](std::size_t pos) {
+    return pos == server_order.size() ? KeyIndex::npos : pos;
+  };
+  std::vector<std::size_t> right_live(right.size());
+  for (std::size_t n = 0; n < right.size(); ++n) {
+    right_live[n] = position_in(server_index, in_patch[right[n]]);
+  }
   json::array out;
-  out.reserve(left.size() + right.size());
+  out.reserve(merged.size());
   std::size_t i = 0, j = 0;
   while (i < left.size() || j < right.size()) {
+    bool take_left;
     if (i >= left.size()) {
-      out.push_back(std::move(right[j++]));
+      take_left = false;
     } else if (j >= right.size()) {
-      out.push_back(std::move(left[i++]));
-    } else if (left_at[i] != kAbsent && right_at[j] != kAbsent && left_at[i] < right_at[j]) {
-      out.push_back(std::move(left[i++]));
+      take_left = true;
     } else {
-      out.push_back(std::move(right[j++]));
+      auto li = live_position(server_pos[left[i]]);
+      auto ri = right_live[j];
+      take_left = li != KeyIndex::npos && ri != KeyIndex::npos && li < ri;
     }
+    auto from = take_left ? server_only[left[i++]] : in_patch[right[j++]];
+    out.push_back(std::move(merged[from]));
   }
   return out;
-}
-
-// Splits `merged` into items present in `by` (patch items) and the others (server-only).
-// With a merge key, kube scans `by` for each item and fails on the first element that is not a
-// map before a match: the same answer comes from the first match and the first non-map.
-ApiResult<std::pair<json::array, json::array>> partition(json::array merged,
-                                                         const json::array& by,
-                                                         std::string_view merge_key) {
-  KeyIndex by_index(by.size());
-  std::size_t first_non_map = KeyIndex::npos;
-  for (std::size_t i = 0; i < by.size(); ++i) {
-    if (merge_key.empty()) {
-      by_index.insert(i, &by[i]);
-    } else if (!by[i].is_object()) {
-      first_non_map = std::min(first_non_map, i);
-    } else {
-      by_index.insert(i, merge_key_value(by[i], merge_key));
-    }
-  }
-  json::array in_patch, server_only;
-  for (auto& v : merged) {
-    bool found;
-    if (!merge_key.empty()) {
-      if (!v.is_object()) return bad_arg_type("map[string]interface {}", v);
-      const auto* key = merge_key_value(v, merge_key);
-      if (!key) return no_merge_key(v, merge_key);
-      auto match = by_index.first(*key);
-      if (first_non_map != KeyIndex::npos && (match == KeyIndex::npos || first_non_map < match)) {
-        return bad_request("value for key is not a map.");
-      }
-      found = match != KeyIndex::npos;
-    } else {
-      found = by_index.contains(v);
-    }
-    (found ? in_patch : server_only).push_back(std::move(v));
-  }
-  return std::pair{std::move(in_patch), std::move(server_only)};
-}
-
-ApiResult<json::array> normalize_element_order(json::array patch_items, json::array server_only,
-                                               const json::array& patch_order,
-                                               const json::array& server_order,
-                                               std::string_view merge_key, ElemKind kind) {
-  auto p = normalize_slice_order(std::move(patch_items), patch_order,
-                                 position_index(patch_order, merge_key, kind), merge_key, kind);
-  if (!p) return p.error();
-  auto server_index = position_index(server_order, merge_key, kind);
-  auto s = normalize_slice_order(std::move(server_only), server_order, server_index, merge_key,
-                                 kind);
-  if (!s) return s.error();
-  return merge_sorted(std::move(*s), std::move(*p), server_index, merge_key, kind);
 }
 
 class Merger {
@@ -955,10 +1013,10 @@ Status Merger::merge_set_element_order(json::object& original, const json::objec
     auto kind = element_kind(original_list, patch_list);
     if (!kind) return kind.error();
     if (*kind != ElemKind::none) {
-      auto parts = partition(std::move(merged), *order, merge_key);
-      if (!parts) return parts.error();
-      auto both = normalize_element_order(std::move(parts->first), std::move(parts->second),
-                                          *order, server_order, merge_key, *kind);
+      PatchListIndex order_index(*order, merge_key);
+      auto server_index = position_index(server_order, merge_key, *kind);
+      auto both = order_merged(std::move(merged), {}, *order, order_index, server_order,
+                               server_index, merge_key, *kind);
       if (!both) return both.error();
       merged = std::move(*both);
     }
@@ -974,92 +1032,124 @@ ApiResult<json::array> Merger::merge_slice(json::array original, const json::arr
   auto kind = element_kind(&original, &patch);
   if (!kind) return kind.error();
 
-  json::array merged;
-  json::array patch_items;  // the patch without its directive elements
   if (*kind != ElemKind::object) {
+    // partition() would fail on the first item of the union: an original one if any.
+    if (!merge_key.empty()) {
+      return bad_arg_type("map[string]interface {}", original.empty() ? patch[0] : original[0]);
+    }
     // The union keeps the first of equal items, the original's before the patch's; duplicates
     // already in the original collapse too, as deduplicateScalars does.
-    KeyIndex seen(original.size() + patch.size());
+    KeyIndex server_index(original.size());
+    for (std::size_t i = 0; i < original.size(); ++i) server_index.insert(i, &original[i]);
+    PatchListIndex patch_index(patch, merge_key);
+    json::array merged;
+    std::vector<std::uint64_t> hashes;
     merged.reserve(original.size() + patch.size());
-    std::size_t pos = 0;
-    for (const json::array* list : {static_cast<const json::array*>(&original), &patch}) {
-      for (const auto& v : *list) {
-        if (seen.contains(v)) continue;
-        seen.insert(pos++, &v);
-        merged.push_back(v);
-      }
+    hashes.reserve(original.size() + patch.size());
+    for (std::size_t i = 0; i < original.size(); ++i) {
+      auto h = server_index.hash_at(i);
+      if (server_index.first(original[i], h) != i) continue;
+      merged.push_back(original[i]);
+      hashes.push_back(h);
     }
-    patch_items = patch;
-  } else {
-    if (merge_key.empty()) {
-      return bad_request("cannot merge lists without merge key for type struct");
-    }
-    // mergeSliceWithSpecialElements: `$patch: delete` removes by key, `$patch: replace` makes
-    // the rest of the patch list the whole list.
-    bool replace = false;
-    std::vector<const json::value*> deleted_keys;
-    for (const auto& v : patch) {
-      const auto& obj = v.get_object();
-      auto d = obj.find(kDirective);
-      if (d == obj.end()) {
-        patch_items.push_back(v);
+    for (std::size_t j = 0; j < patch.size(); ++j) {
+      auto h = patch_index.index.hash_at(j);
+      if (server_index.contains(patch[j], h) || patch_index.index.first(patch[j], h) != j) {
         continue;
       }
-      if (is_directive(d->value(), "delete")) {
-        const auto* key = merge_key_value(v, merge_key);
-        if (!key) return no_merge_key(v, merge_key);
-        deleted_keys.push_back(key);
-      } else if (is_directive(d->value(), "replace")) {
-        replace = true;
-      } else if (is_directive(d->value(), "merge")) {
-        return bad_request("merging lists cannot yet be specified in the patch");
-      } else {
-        return bad_patch_type(d->value(), v);
-      }
+      merged.push_back(patch[j]);
+      hashes.push_back(h);
     }
-    if (!deleted_keys.empty()) {
-      KeyIndex deleted(deleted_keys.size());
-      for (std::size_t i = 0; i < deleted_keys.size(); ++i) deleted.insert(i, deleted_keys[i]);
-      json::array kept;
-      for (auto& o : original) {
-        const auto* ok = merge_key_value(o, merge_key);
-        if (!(ok && deleted.contains(*ok))) kept.push_back(std::move(o));
-      }
-      original = std::move(kept);
-    }
-    if (replace) {
-      original = without_nulls(json::value(std::move(patch_items))).get_array();
-      patch_items = json::array{};
-    }
-    // mergeSliceWithoutSpecialElements: merge matching elements, append new ones. The index
-    // borrows the merge-key values inside the merged objects: they live in each object's own
-    // table, which stays put when `merged` grows.
-    merged = original;
-    KeyIndex by_key(merged.size() + patch_items.size());
-    for (std::size_t i = 0; i < merged.size(); ++i) {
-      by_key.insert(i, merge_key_value(merged[i], merge_key));
-    }
-    for (const auto& v : patch_items) {
-      const auto* key = merge_key_value(v, merge_key);
-      if (!key) return no_merge_key(v, merge_key);
-      auto found = by_key.first(*key);
-      if (found != KeyIndex::npos) {
-        auto m = merge_map(std::move(merged[found].get_object()), v.get_object(), elements);
-        if (!m) return m.error();
-        merged[found] = std::move(*m);
-        // The merge may have changed the key (null removes it, 1.0 replaces 1).
-        by_key.rekey(found, merge_key_value(merged[found], merge_key));
-      } else {
-        merged.push_back(without_nulls(v));
-        by_key.insert(merged.size() - 1, merge_key_value(merged.back(), merge_key));
-      }
-    }
+    return order_merged(std::move(merged), hashes, patch, patch_index, original, server_index,
+                        merge_key, *kind);
   }
 
-  auto parts = partition(std::move(merged), patch_items, merge_key);
-  if (!parts) return parts.error();
-  return normalize_element_order(std::move(parts->first), std::move(parts->second), patch_items,
-                                 original, merge_key, *kind);
+  if (merge_key.empty()) {
+    return bad_request("cannot merge lists without merge key for type struct");
+  }
+  // mergeSliceWithSpecialElements: `$patch: delete` removes by key, `$patch: replace` makes
+  // the rest of the patch list the whole list.
+  json::array patch_items;  // the patch without its directive elements
+  bool replace = false;
+  std::vector<const json::value*> deleted_keys;
+  for (const auto& v : patch) {
+    const auto& obj = v.get_object();
+    auto d = obj.find(kDirective);
+    if (d == obj.end()) {
+      patch_items.push_back(v);
+      continue;
+    }
+    if (is_directive(d->value(), "delete")) {
+      const auto* key = merge_key_value(v, merge_key);
+      if (!key) return no_merge_key(v, merge_key);
+      deleted_keys.push_back(key);
+    } else if (is_directive(d->value(), "replace")) {
+      replace = true;
+    } else if (is_directive(d->value(), "merge")) {
+      return bad_request("merging lists cannot yet be specified in the patch");
+    } else {
+      return bad_patch_type(d->value(), v);
+    }
+  }
+  if (!deleted_keys.empty()) {
+    KeyIndex deleted(deleted_keys.size());
+    for (std::size_t i = 0; i < deleted_keys.size(); ++i) deleted.insert(i, deleted_keys[i]);
+    json::array kept;
+    for (auto& o : original) {
+      const auto* ok = merge_key_value(o, merge_key);
+      if (!(ok && deleted.contains(*ok))) kept.push_back(std::move(o));
+    }
+    original = std::move(kept);
+  }
+  if (replace) {
+    original = without_nulls(json::value(std::move(patch_items))).get_array();
+    patch_items = json::array{};
+  }
+
+  // mergeSliceWithoutSpecialElements: merge matching elements, append new ones. `by_key`
+  // borrows the merge-key values inside the merged objects: they live in each object's own
+  // table, which stays put when `merged` grows.
+  auto server_index = position_index(original, merge_key, *kind);
+  PatchListIndex patch_index(patch_items, merge_key);
+  json::array merged = original;
+  KeyIndex by_key(merged.size() + patch_items.size());
+  for (std::size_t i = 0; i < merged.size(); ++i) {
+    const auto* key = merge_key_value(merged[i], merge_key);
+    by_key.insert(i, key, key ? server_index.hash_at(i) : 0);
+  }
+  // The hash of a merged item's new key: the patch item's when the merge left that value.
+  auto hash_after_merge = [](const json::value* key, const json::value& patch_key,
+                             std::uint64_t patch_hash) {
+    if (!key) return std::uint64_t{0};
+    if (!key->is_structured() && values_equal(*key, patch_key)) return patch_hash;
+    return value_hash(*key);
+  };
+  for (std::size_t j = 0; j < patch_items.size(); ++j) {
+    const auto& v = patch_items[j];
+    const auto* key = merge_key_value(v, merge_key);
+    if (!key) return no_merge_key(v, merge_key);
+    auto h = patch_index.index.hash_at(j);
+    auto found = by_key.first(*key, h);
+    if (found != KeyIndex::npos) {
+      auto m = merge_map(std::move(merged[found].get_object()), v.get_object(), elements);
+      if (!m) return m.error();
+      merged[found] = std::move(*m);
+      // The merge may have changed the key (null removes it, 1.0 replaces 1).
+      const auto* now = merge_key_value(merged[found], merge_key);
+      by_key.rekey(found, now, hash_after_merge(now, *key, h));
+    } else {
+      merged.push_back(without_nulls(v));
+      const auto* now = merge_key_value(merged.back(), merge_key);
+      by_key.insert(merged.size() - 1, now, hash_after_merge(now, *key, h));
+    }
+  }
+  // Items without a merge key fail in order_merged(), before their hash is read.
+  std::vector<std::uint64_t> hashes(merged.size(), 0);
+  for (std::size_t i = 0; i < merged.size(); ++i) {
+    if (merge_key_value(merged[i], merge_key)) hashes[i] = by_key.hash_at(i);
+  }
+  return order_merged(std::move(merged), hashes, patch_items, patch_index, original,
+                      server_index, merge_key, *kind);
 }
 
 // ---- built-in schemas ----
