@@ -48,23 +48,14 @@ cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_CXX_COMPILER="${KWATCH_FUZZ_CXX:-clang++}" \
   -DKWATCH_BUILD_FUZZERS=ON -DKWATCH_BUILD_SERVER=OFF -DKWATCH_BUILD_TESTS=OFF >/dev/null
 
-built=()
-for t in "${targets[@]}"; do
-  if [ "$t" = json_body ] && [ ! -f registry/json_body.hpp ]; then
-    echo "fuzz.sh: json_body skipped: registry/json_body.hpp does not exist yet"
-    continue
-  fi
-  built+=("$t")
-done
-[ ${#built[@]} -eq 0 ] && exit 0
-cmake --build "$build" -j 2 --target "${built[@]/%/_fuzz}"
+cmake --build "$build" -j 2 --target "${targets[@]/%/_fuzz}"
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:symbolize=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 
 failed=()
 printf '%-22s %12s %8s %7s %7s %7s\n' target execs exec/s cov ft corpus > "$build/fuzz-summary.txt"
-for t in "${built[@]}"; do
+for t in "${targets[@]}"; do
   bin="$build/test/fuzz/${t}_fuzz"
   seeds=test/fuzz/corpus/$t
   dict=test/fuzz/$t.dict

@@ -22,7 +22,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string text = boost::json::serialize(*body);
   auto again = registry::parse_json_body(text);
   if (!again) fuzz::fail("serialized body is refused", again.error().message);
-  if (!fuzz::same_json(*again, *body))
-    fuzz::fail("serialized body parses differently", text.substr(0, 4096));
+  if (*again != *body) fuzz::fail("serialized body parses differently", text.substr(0, 4096));
   return 0;
 }

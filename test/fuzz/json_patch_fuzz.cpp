@@ -1,7 +1,7 @@
 // Fuzzes apply_json_patch. Input: original document, a NUL byte, patch document (each must be
-// valid JSON, else the input is skipped). Properties: no crash or sanitizer report; failures are
-// bad_request or invalid; a result serializes and parses back to itself; json_equal is
-// reflexive on the result.
+// a body the server accepts, else the input is skipped). Properties: no crash or sanitizer
+// report; failures are bad_request, invalid or too_large; a result breaks no stored-JSON rule,
+// serializes and parses back to itself; json_equal is reflexive on the result.
 #include "registry/json_patch.hpp"
 #include "test/fuzz/fuzz_support.hpp"
 
@@ -16,10 +16,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto result = registry::apply_json_patch(*original, *patch, &detail);
   if (!result) {
     const auto code = result.error().code;
-    if (code != registry::Errc::bad_request && code != registry::Errc::invalid) {
+    if (code != registry::Errc::bad_request && code != registry::Errc::invalid &&
+        code != registry::Errc::too_large) {
       fuzz::fail("unexpected error code", result.error().message);
     }
     return 0;
+  }
+  // Nesting past kMaxJsonDepth is a failure of the patch, so a result never breaks a rule.
+  if (auto problem = storage::json_problem(*result)) {
+    fuzz::fail("patch result breaks a stored-JSON rule", problem->message());
   }
   fuzz::check_serializes(*result);
   if (!registry::json_equal(*result, *result)) fuzz::fail("json_equal is not reflexive");

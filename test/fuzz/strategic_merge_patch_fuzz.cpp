@@ -1,7 +1,8 @@
 // Fuzzes apply_strategic_merge_patch with the Pod schema (merge keys on containers, ports, env,
-// volumes, ...). Input: original document, a NUL byte, patch document (each must be valid JSON,
-// else the input is skipped). Properties: no crash or sanitizer report; failures are bad_request
-// or invalid; a result serializes and parses back to itself.
+// volumes, ...). Input: original document, a NUL byte, patch document (each must be a body the
+// server accepts, else the input is skipped). Properties: no crash or sanitizer report; failures
+// are bad_request or invalid; a result the server would store serializes and parses back to
+// itself.
 #include "registry/strategic_merge_patch.hpp"
 #include "test/fuzz/fuzz_support.hpp"
 

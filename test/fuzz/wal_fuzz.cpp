@@ -2,15 +2,16 @@
 // body, which is written after the 8-byte segment magic to `wal-0000000000000001.log` in a fresh
 // directory. Mode bit 0 set: the harness rewrites the CRC of every record it can frame (length
 // field in range), so mutations reach record decoding and replay instead of stopping at the
-// checksum. Properties: no crash or sanitizer report; open returns a Wal or an error; after a
-// successful open (which cuts a torn tail), opening the directory again succeeds and recovers
-// the same state.
+// checksum. Properties: no crash or sanitizer report; open returns a Wal or an error; `corrupt`
+// leaves the directory as it was; after a successful open (which may cut a torn tail), opening
+// the directory again succeeds and recovers the same state.
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <boost/crc.hpp>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "storage/mvcc_store.hpp"
 #include "storage/wal.hpp"
@@ -67,6 +68,18 @@ bool same_state(const StoreState& a, const StoreState& b) {
   return true;
 }
 
+// The directory holds just the segment we wrote, with its bytes.
+bool unchanged(const fs::path& dir, const std::string& file) {
+  std::size_t entries = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    (void)e;
+    ++entries;
+  }
+  std::ifstream in(dir / "wal-0000000000000001.log", std::ios::binary);
+  const std::string now{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return entries == 1 && now == file;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -100,7 +113,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   {
     MvccStore store;
     auto wal = Wal::open(options, store);
-    if (!wal) return 0;
+    if (!wal) {
+      // "corrupt: the directory is not opened nor changed" (wal.hpp).
+      if (wal.error() == Errc::corrupt && !unchanged(dir, file)) {
+        kwatch::fuzz::fail("a corrupt directory was changed");
+      }
+      return 0;
+    }
     first = store.export_state();
   }
   MvccStore store;
