@@ -461,8 +461,10 @@ ApiResult<json::value> apply_json_patch(json::value doc, const json::value& patc
   for (const auto& op : *ops) {
     if (auto failure = applier.apply_bounded(op.is_object() ? op.get_object() : kEmpty)) {
       if (failure->code == Errc::too_large) return api_error(Errc::too_large, failure->detail);
+      // kube's words, then why: the same reason and code for clients, and a person can act.
+      std::string message = std::string(kRejected) + ": " + failure->detail;
       if (failure_detail) *failure_detail = std::move(failure->detail);
-      return api_error(Errc::invalid, std::string(kRejected));
+      return api_error(Errc::invalid, std::move(message));
     }
   }
   return doc;

@@ -7,9 +7,10 @@
 // - a document that grows past storage::kMaxObjectBytes: Errc::too_large, as soon as the
 //   operation that makes it so is applied, not after the whole patch;
 // - any operation that cannot be applied (unknown op, missing or malformed path, missing target,
-//   failed test, index out of range): Errc::invalid with the fixed message
-//   "the server rejected our request due to an error in our request" and no causes, exactly as
-//   kube-apiserver answers; the library's own explanation goes to `failure_detail` if given.
+//   failed test, index out of range): Errc::invalid (422) and no causes, as kube-apiserver
+//   answers, with kube's message "the server rejected our request due to an error in our
+//   request" followed by ": " and the reason (kube stops after its fixed text, which leaves a
+//   user guessing); the reason alone also goes to `failure_detail` if given.
 //   Bounds kube applies or that keep a patch's work linear are failures of this kind too: copies
 //   adding up to more than kMaxJsonPatchCopyBytes (checked before the copy is made), a value
 //   nested deeper than storage::kMaxJsonDepth, more than kMaxJsonPatchWork elements visited or

@@ -24,7 +24,8 @@ std::string unapplicable(std::string_view doc, std::string_view patch) {
   EXPECT_FALSE(r.has_value()) << patch;
   if (r) return {};
   EXPECT_EQ(r.error().code, Errc::invalid);
-  EXPECT_EQ(r.error().message, "the server rejected our request due to an error in our request");
+  EXPECT_EQ(r.error().message,
+            "the server rejected our request due to an error in our request: " + detail);
   EXPECT_TRUE(r.error().causes.empty());
   return detail;
 }
