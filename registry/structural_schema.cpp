@@ -273,14 +273,17 @@ class SipHash {
     v1_ = 0x646f72616e646f6dULL ^ kKey[1];
     v2_ = 0x6c7967656e657261ULL ^ kKey[0];
     v3_ = 0x7465646279746573ULL ^ kKey[1];
-    add_byte(tag);
+    take(tag);
+    ++length_;
   }
   void add(std::string_view s) {
     add_u64(s.size());
-    for (unsigned char c : s) add_byte(c);
+    add_bytes(reinterpret_cast<const unsigned char*>(s.data()), s.size());
   }
   void add_u64(std::uint64_t x) {
-    for (int i = 0; i < 8; ++i) add_byte(static_cast<unsigned char>(x >> (8 * i)));
+    unsigned char b[8];
+    for (int i = 0; i < 8; ++i) b[i] = static_cast<unsigned char>(x >> (8 * i));
+    add_bytes(b, 8);
   }
   std::uint64_t finish() {
     mix((std::uint64_t{length_ & 0xff} << 56) | pending_);
@@ -293,11 +296,22 @@ class SipHash {
 
  private:
   static std::uint64_t rotl(std::uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
-  void add_byte(unsigned char c) {
-    pending_ |= std::uint64_t{c} << (8 * (length_ % 8));
-    if (++length_ % 8 == 0) {
+  void add_bytes(const unsigned char* p, std::size_t n) {
+    length_ += n;
+    for (; n > 0 && pending_bytes_ != 0; --n) take(*p++);
+    for (; n >= 8; n -= 8, p += 8) {
+      std::uint64_t m = 0;
+      for (int i = 0; i < 8; ++i) m |= std::uint64_t{p[i]} << (8 * i);
+      mix(m);
+    }
+    for (; n > 0; --n) take(*p++);
+  }
+  void take(unsigned char c) {
+    pending_ |= std::uint64_t{c} << (8 * pending_bytes_);
+    if (++pending_bytes_ == 8) {
       mix(pending_);
       pending_ = 0;
+      pending_bytes_ = 0;
     }
   }
   void mix(std::uint64_t m) {
@@ -323,6 +337,7 @@ class SipHash {
   }
   std::uint64_t v0_, v1_, v2_, v3_;
   std::uint64_t pending_ = 0;
+  unsigned pending_bytes_ = 0;
   std::uint64_t length_ = 0;
 };
 
@@ -490,7 +505,6 @@ struct SchemaNode {
     const SchemaNode* node;
   };
   std::vector<Property> properties;        // declaration order
-  std::vector<std::uint32_t> by_name;      // positions in `properties`, sorted by name
   std::vector<std::uint32_t> defaulted;    // positions of properties with a default
 
   // Extensions
@@ -530,13 +544,38 @@ struct SchemaNode {
   std::string type_name;  // "integer,string" for int-or-string
   Format format_check = Format::none;
 
+  // The schema of property `name`, or nullptr: every member of every object walked is looked
+  // up here, so a few properties are scanned (lengths first) and more go through a table.
   const SchemaNode* property(std::string_view name) const {
-    auto it = std::lower_bound(by_name.begin(), by_name.end(), name,
-                               [this](std::uint32_t i, std::string_view n) {
-                                 return properties[i].name < n;
-                               });
-    if (it == by_name.end() || properties[*it].name != name) return nullptr;
-    return properties[*it].node;
+    if (slots.empty()) {
+      for (const auto& p : properties) {
+        if (p.name.size() == name.size() && !name.empty() && p.name[0] == name[0] &&
+            std::memcmp(p.name.data(), name.data(), name.size()) == 0) {
+          return p.node;
+        }
+        if (name.empty() && p.name.empty()) return p.node;
+      }
+      return nullptr;
+    }
+    std::size_t mask = slots.size() - 1;
+    for (std::size_t i = std::hash<std::string_view>{}(name) & mask;; i = (i + 1) & mask) {
+      std::uint32_t at = slots[i];
+      if (at == kNoSlot) return nullptr;
+      if (properties[at].name == name) return properties[at].node;
+    }
+  }
+  static constexpr std::uint32_t kNoSlot = 0xffffffff;
+  std::vector<std::uint32_t> slots;  // open addressing over `properties`, when there are many
+  void index_properties() {
+    if (properties.size() <= 8) return;
+    std::size_t cap = 16;
+    while (cap < 2 * properties.size()) cap <<= 1;
+    slots.assign(cap, kNoSlot);
+    for (std::uint32_t p = 0; p < properties.size(); ++p) {
+      std::size_t i = std::hash<std::string_view>{}(properties[p].name) & (cap - 1);
+      while (slots[i] != kNoSlot) i = (i + 1) & (cap - 1);
+      slots[i] = p;
+    }
   }
   bool only_type(std::string_view t) const { return keyword_count == 1 && type == t; }
 };
@@ -562,7 +601,8 @@ bool is_meta_field(std::string_view k) {
 // ---- string formats kube checks ----
 
 bool all_hex(std::string_view s) {
-  return std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
 }
 
 bool is_base64(std::string_view s) {
@@ -614,7 +654,8 @@ bool is_date_time(std::string_view s) {
   if (!is_date(std::string_view(lower).substr(0, t))) return false;
   std::string_view rest = std::string_view(lower).substr(t + 1);
   rest = rest.substr(0, rest.find('t'));
-  static const re2::RE2 kTime(R"(^([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))$)");
+  static const re2::RE2 kTime(
+      R"(^([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))$)");
   std::string h, m, sec;
   if (!re2::RE2::PartialMatch(re2::StringPiece(rest.data(), rest.size()), kTime, &h, &m, &sec)) {
     return false;
@@ -1142,14 +1183,12 @@ class Parser {
       } else if (schema_type == "integer") {
         if (n.written_format == "int32" || n.written_format == "int64") n.format = n.written_format;
       } else if (schema_type == "number") {
-        if (n.written_format == "float" || n.written_format == "double") n.format = n.written_format;
+        if (n.written_format == "float" || n.written_format == "double") {
+          n.format = n.written_format;
+        }
       }
     }
-    n.by_name.resize(n.properties.size());
-    for (std::uint32_t i = 0; i < n.properties.size(); ++i) n.by_name[i] = i;
-    std::sort(n.by_name.begin(), n.by_name.end(), [&](std::uint32_t a, std::uint32_t b) {
-      return n.properties[a].name < n.properties[b].name;
-    });
+    n.index_properties();
     for (std::uint32_t i = 0; i < n.properties.size(); ++i) {
       if (n.properties[i].node->default_value) n.defaulted.push_back(i);
     }
@@ -1195,7 +1234,9 @@ class Checker {
                                    "additionalProperties and properties are mutual exclusive"));
       }
       Ssv sub = ssv;
-      if (ssv.inside_meta) forbid_defaults(sub, "inside additionalProperties applying to object metadata");
+      if (ssv.inside_meta) {
+        forbid_defaults(sub, "inside additionalProperties applying to object metadata");
+      }
       crd(n->additional_schema, child(path, "additionalProperties"), sub, false);
     }
     for (const auto& p : n->properties) {
@@ -1237,7 +1278,8 @@ class Checker {
     }
     if (n.has_id) schema.push_back(forbidden(child(path, "id"), "id is not supported"));
     if (n.has_additional_items) {
-      schema.push_back(forbidden(child(path, "additionalItems"), "additionalItems is not supported"));
+      schema.push_back(
+          forbidden(child(path, "additionalItems"), "additionalItems is not supported"));
     }
     if (n.has_pattern_properties) {
       schema.push_back(
@@ -1291,12 +1333,14 @@ class Checker {
       if (is.type == "array" && is.list_type && *is.list_type != "atomic") {
         schema.push_back(invalid(child(child(path, "items"), "x-kubernetes-list-type"),
                                  go_quote(*is.list_type),
-                                 "must be atomic as item of a list with x-kubernetes-list-type=set"));
+                                 "must be atomic as item of a list with "
+                                 "x-kubernetes-list-type=set"));
       } else if (is.type == "object" && (!is.map_type || *is.map_type != "atomic")) {
         // kube prints the items' list type here, not their map type.
         schema.push_back(invalid(child(child(path, "items"), "x-kubernetes-map-type"),
                                  is.list_type ? go_quote(*is.list_type) : "null",
-                                 "must be atomic as item of a list with x-kubernetes-list-type=set"));
+                                 "must be atomic as item of a list with "
+                                 "x-kubernetes-list-type=set"));
       }
     }
     if (n.list_type && *n.list_type != "atomic" && *n.list_type != "set" &&
@@ -1430,7 +1474,8 @@ class Checker {
                                      "must not be used if x-kubernetes-embedded-resource is set"));
     }
     if (lvl == Level::root && !s.type.empty() && s.type != "object") {
-      structural.push_back(invalid(child(path, "type"), go_quote(s.type), "must be object at the root"));
+      structural.push_back(
+          invalid(child(path, "type"), go_quote(s.type), "must be object at the root"));
     }
     if (check_metadata) {
       for (const char* f : {"kind", "apiVersion"}) {
@@ -1591,14 +1636,17 @@ class ValuePath {
  public:
   enum class Step : std::uint8_t { property, map_key, item };
 
-  void push(Step s, std::string_view k) { steps_.push_back({s, k, 0}); }
-  void push_item(std::size_t i) { steps_.push_back({Step::item, {}, i}); }
-  void pop() { steps_.pop_back(); }
+  ValuePath() { steps_.resize(32); }
+
+  void push(Step s, std::string_view k) { slot() = {s, k, 0}; }
+  void push_item(std::size_t i) { slot() = {Step::item, {}, i}; }
+  void pop() { --depth_; }
 
   // kube-openapi's name: "spec.containers[0].name"; a map key after "." even at the root.
   std::string name() const {
     std::string out;
-    for (const auto& s : steps_) {
+    for (std::size_t n = 0; n < depth_; ++n) {
+      const Entry& s = steps_[n];
       switch (s.step) {
         case Step::property:
           if (!out.empty()) out += '.';
@@ -1621,7 +1669,8 @@ class ValuePath {
   // field.Path under `prefix`: properties as children, map keys as [key], items as [i].
   std::string field_path(std::string_view prefix) const {
     std::string out(prefix);
-    for (const auto& s : steps_) {
+    for (std::size_t n = 0; n < depth_; ++n) {
+      const Entry& s = steps_[n];
       switch (s.step) {
         case Step::property:
           if (!out.empty()) out += '.';
@@ -1645,7 +1694,8 @@ class ValuePath {
   // Pruning's notation: keys after ".", items as [i].
   std::string pruned_path(std::string_view last) const {
     std::string out;
-    for (const auto& s : steps_) {
+    for (std::size_t n = 0; n < depth_; ++n) {
+      const Entry& s = steps_[n];
       if (s.step == Step::item) {
         out += '[';
         out += std::to_string(s.index);
@@ -1666,7 +1716,12 @@ class ValuePath {
     std::string_view key;
     std::size_t index;
   };
+  Entry& slot() {
+    if (depth_ == steps_.size()) steps_.resize(2 * depth_);
+    return steps_[depth_++];
+  }
   std::vector<Entry> steps_;
+  std::size_t depth_ = 0;
 };
 
 std::size_t rune_count(std::string_view s) {
@@ -1919,7 +1974,8 @@ class Validator {
         }
       } else if (f < 0) {
         add(invalid(field(), shown,
-                    "factor MultipleOf declared for " + name() + " must be positive: " + go_float(f)));
+                    "factor MultipleOf declared for " + name() +
+                        " must be positive: " + go_float(f)));
       } else {
         double d = as_double(v);
         double mult = f < 1 ? 1 / f * d : d / f;
@@ -2449,7 +2505,8 @@ ApiResult<std::shared_ptr<const StructuralSchema>> StructuralSchema::compile(
   auto tree = std::make_unique<SchemaTree>();
   Parser parser(*tree);
   const SchemaNode* root = parser.parse(schema, options.path, 0);
-  auto refuse = [&](std::vector<Cause> causes) -> ApiResult<std::shared_ptr<const StructuralSchema>> {
+  using Result = ApiResult<std::shared_ptr<const StructuralSchema>>;
+  auto refuse = [&](std::vector<Cause> causes) -> Result {
     std::string message = aggregate_message(causes);
     return ApiError(Errc::invalid, std::move(message), std::move(causes));
   };
@@ -2458,7 +2515,8 @@ ApiResult<std::shared_ptr<const StructuralSchema>> StructuralSchema::compile(
   Checker checker(options);
   std::vector<Cause> causes;
   if (root->nullable) {
-    causes.push_back(forbidden(child(options.path, "nullable"), "nullable cannot be true at the root"));
+    causes.push_back(
+        forbidden(child(options.path, "nullable"), "nullable cannot be true at the root"));
   }
   if (!parser.unsupported) {
     // NewStructural refuses the unsupported keywords; ValidateStructural runs only without them.

@@ -5,7 +5,7 @@
 // kube's reasons, message texts and field paths.
 //
 // Lifecycle of a write, as in kube-apiserver's custom resource handler:
-//   auto pruned = schema->prune(obj);     // unknown fields out; paths for fieldValidation=Strict|Warn
+//   auto pruned = schema->prune(obj);     // unknown fields out, their paths for Strict or Warn
 //   schema->apply_defaults(obj);          // non-nullable nulls without default out, defaults in
 //   auto causes = schema->validate(obj);  // 422 Invalid with these causes when not empty
 //
