@@ -740,6 +740,62 @@ TEST(StructuralSchemaCompile, RefusesAnEmbeddedResourceThatIsNotAnObject) {
             "value: \"string\": must be object if x-kubernetes-embedded-resource is true\n");
 }
 
+TEST(StructuralSchemaCompile, RefusesBadTypeMetaAndEmbeddedResourceShapes) {
+  EXPECT_EQ(text(compile_causes(R"({"type":"object","properties":{
+      "kind":{"type":"integer"},
+      "e":{"type":"object","x-kubernetes-embedded-resource":true,
+           "additionalProperties":{"type":"string"}}}})")),
+            "openAPIV3Schema.properties[e].additionalProperties | FieldValueForbidden | Forbidden: "
+            "must not be used if x-kubernetes-embedded-resource is set\n"
+            "openAPIV3Schema.properties[e].properties | FieldValueRequired | Required value: must "
+            "not be empty if x-kubernetes-embedded-resource is true without "
+            "x-kubernetes-preserve-unknown-fields\n"
+            "openAPIV3Schema.properties[kind].type | FieldValueInvalid | Invalid value: "
+            "\"integer\": must be string\n");
+}
+
+TEST(StructuralSchemaCompile, RefusesTheSchemaKeywordOnlyWhenNothingElseIsWrong) {
+  EXPECT_EQ(text(compile_causes(R"({"$schema":"http://json-schema.org/draft-04/schema#",
+                                    "type":"object"})")),
+            "openAPIV3Schema | FieldValueInvalid | Invalid value: \"\": OpenAPIV3Schema 'schema' "
+            "is not supported\n");
+}
+
+TEST(StructuralSchemaCompile, ValidatesDefaultsOfIntOrStringAndEnums) {
+  compile_ok(spec_with(R"({"x-kubernetes-int-or-string":true,"default":"25%"})"));
+  EXPECT_EQ(text(compile_causes(spec_with(R"({"type":"string","enum":["a","b"],"default":"c"})"))),
+            "openAPIV3Schema.properties[spec].properties[x].default | FieldValueNotSupported | "
+            "Unsupported value: \"c\": supported values: \"a\", \"b\"\n");
+}
+
+TEST(StructuralSchemaCompile, ReturnsAnInvalidErrorWithKubesAggregateMessage) {
+  auto r = StructuralSchema::compile(parse(R"({"type":"object","properties":{"a":{},"b":{}}})"));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, Errc::invalid);
+  EXPECT_EQ(r.error().message,
+            "[openAPIV3Schema.properties[a].type: Required value: must not be empty for specified "
+            "object fields, openAPIV3Schema.properties[b].type: Required value: must not be empty "
+            "for specified object fields]");
+}
+
+TEST(StructuralSchemaObjects, ValidatesMetadataNameAgainstTheSchema) {
+  auto s = compile_ok(R"({"type":"object","properties":{"metadata":{"type":"object",
+      "properties":{"name":{"type":"string","maxLength":5}}}}})");
+  EXPECT_EQ(validate(s, R"({"metadata":{"name":"toolong"}})"),
+            "metadata.name | FieldValueTooLong | Too long: may not be more than 5 bytes\n");
+}
+
+TEST(StructuralSchemaPruning, PrunesEmbeddedResourcesInsideLists) {
+  auto s = compile_ok(R"({"type":"object","properties":{"items":{"type":"array","items":{
+      "type":"object","x-kubernetes-embedded-resource":true,"properties":{
+        "spec":{"type":"object","properties":{"a":{"type":"string"}}}}}}}})");
+  auto v = parse(R"({"items":[{"apiVersion":"v1","kind":"A","metadata":{"x":1},"spec":{"a":"1","b":2}},
+                              {"apiVersion":"v1","kind":"B","other":3}]})");
+  EXPECT_EQ(s->prune(v), (std::vector<std::string>{"items[0].spec.b", "items[1].other"}));
+  EXPECT_EQ(v, parse(R"({"items":[{"apiVersion":"v1","kind":"A","metadata":{"x":1},"spec":{"a":"1"}},
+                                  {"apiVersion":"v1","kind":"B"}]})"));
+}
+
 // ---- a realistic custom resource ----
 
 constexpr const char* kWidgetSchema = R"({
