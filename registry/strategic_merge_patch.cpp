@@ -1,5 +1,7 @@
 #include "registry/strategic_merge_patch.hpp"
 
+#include "registry/sip_hash.hpp"
+
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
@@ -237,86 +239,14 @@ const json::value* merge_key_value(const json::value& item, std::string_view mer
 // and with an unkeyed hash one crafted list of colliding strings would bring the quadratic
 // time back.
 
-class SipHasher {
- public:
-  explicit SipHasher(std::uint8_t domain) {
-    static const std::array<std::uint64_t, 2> kKey = [] {
-      std::random_device rd;
-      auto word = [&] { return (std::uint64_t{rd()} << 32) ^ rd(); };
-      return std::array<std::uint64_t, 2>{word(), word()};
-    }();
-    v0_ = 0x736f6d6570736575ULL ^ kKey[0];
-    v1_ = 0x646f72616e646f6dULL ^ kKey[1];
-    v2_ = 0x6c7967656e657261ULL ^ kKey[0];
-    v3_ = 0x7465646279746573ULL ^ kKey[1];
-    write(&domain, 1);
-  }
-  void write(const void* data, std::size_t n) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    total_ += n;
-    for (; n > 0 && tail_bytes_ != 0; --n) take(*p++);
-    for (; n >= 8; n -= 8, p += 8) {
-      std::uint64_t m;
-      std::memcpy(&m, p, 8);
-      compress(m);
-    }
-    for (; n > 0; --n) take(*p++);
-  }
-  void write(std::string_view s) { write(s.data(), s.size()); }
-  void write_u64(std::uint64_t x) { write(&x, sizeof x); }
-  std::uint64_t finish() {
-    compress((std::uint64_t{total_ & 0xff} << 56) | tail_);
-    v2_ ^= 0xff;
-    round();
-    round();
-    round();
-    return v0_ ^ v1_ ^ v2_ ^ v3_;
-  }
-
- private:
-  static std::uint64_t rotl(std::uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
-  void take(unsigned char c) {
-    tail_ |= std::uint64_t{c} << (8 * tail_bytes_);
-    if (++tail_bytes_ == 8) {
-      compress(tail_);
-      tail_ = 0;
-      tail_bytes_ = 0;
-    }
-  }
-  void compress(std::uint64_t m) {
-    v3_ ^= m;
-    round();
-    v0_ ^= m;
-  }
-  void round() {
-    v0_ += v1_;
-    v1_ = rotl(v1_, 13);
-    v1_ ^= v0_;
-    v0_ = rotl(v0_, 32);
-    v2_ += v3_;
-    v3_ = rotl(v3_, 16);
-    v3_ ^= v2_;
-    v0_ += v3_;
-    v3_ = rotl(v3_, 21);
-    v3_ ^= v0_;
-    v2_ += v1_;
-    v1_ = rotl(v1_, 17);
-    v1_ ^= v2_;
-    v2_ = rotl(v2_, 32);
-  }
-
-  std::uint64_t v0_, v1_, v2_, v3_;
-  std::uint64_t tail_ = 0;
-  std::size_t tail_bytes_ = 0;
-  std::size_t total_ = 0;
-};
+using detail::SipHash;
 
 enum Domain : std::uint8_t { kNullTag, kBoolTag, kIntegerTag, kDoubleTag, kStringTag, kArrayTag,
                              kObjectTag, kMemberTag, kNameTag };
 
 struct KeyedStringHash {
   std::size_t operator()(std::string_view s) const {
-    SipHasher h(kNameTag);
+    SipHash h(kNameTag);
     h.write(s);
     return static_cast<std::size_t>(h.finish());
   }
@@ -387,19 +317,19 @@ bool values_equal(const json::value& a, const json::value& b) {
 // Consistent with values_equal: equal values hash alike. Recursion is as deep as the value.
 std::uint64_t value_hash(const json::value& v) {
   switch (v.kind()) {
-    case json::kind::null: return SipHasher(kNullTag).finish();
+    case json::kind::null: return SipHash(kNullTag).finish();
     case json::kind::bool_: {
-      SipHasher h(kBoolTag);
+      SipHash h(kBoolTag);
       h.write_u64(v.get_bool() ? 1 : 0);
       return h.finish();
     }
     case json::kind::string: {
-      SipHasher h(kStringTag);
+      SipHash h(kStringTag);
       h.write(v.get_string());
       return h.finish();
     }
     case json::kind::array: {
-      SipHasher h(kArrayTag);
+      SipHash h(kArrayTag);
       for (const auto& e : v.get_array()) h.write_u64(value_hash(e));
       return h.finish();
     }
@@ -407,20 +337,20 @@ std::uint64_t value_hash(const json::value& v) {
       // Member order does not matter: the member hashes are summed.
       std::uint64_t sum = 0;
       for (const auto& [k, m] : v.get_object()) {
-        SipHasher member(kMemberTag);
+        SipHash member(kMemberTag);
         member.write_u64(k.size());
         member.write(k);
         member.write_u64(value_hash(m));
         sum += member.finish();
       }
-      SipHasher h(kObjectTag);
+      SipHash h(kObjectTag);
       h.write_u64(v.get_object().size());
       h.write_u64(sum);
       return h.finish();
     }
     default: {
       auto n = number_value(v);
-      SipHasher h(n.integral ? kIntegerTag : kDoubleTag);
+      SipHash h(n.integral ? kIntegerTag : kDoubleTag);
       if (n.integral) {
         h.write_u64(n.negative ? 1 : 0);
         h.write_u64(n.magnitude);

@@ -1,5 +1,6 @@
 #include "registry/structural_schema.hpp"
 
+#include "registry/sip_hash.hpp"
 #include "registry/validation.hpp"
 
 #include <boost/json/array.hpp>
@@ -261,85 +262,7 @@ std::string index(const std::string& p, std::size_t i) {
 // expected linear time. The values are untrusted: the tables hash with SipHash-1-3 under a key
 // drawn once per process, so crafted collisions cannot make them quadratic.
 
-class SipHash {
- public:
-  explicit SipHash(std::uint8_t tag) {
-    static const std::array<std::uint64_t, 2> kKey = [] {
-      std::random_device rd;
-      auto word = [&] { return (std::uint64_t{rd()} << 32) ^ rd(); };
-      return std::array<std::uint64_t, 2>{word(), word()};
-    }();
-    v0_ = 0x736f6d6570736575ULL ^ kKey[0];
-    v1_ = 0x646f72616e646f6dULL ^ kKey[1];
-    v2_ = 0x6c7967656e657261ULL ^ kKey[0];
-    v3_ = 0x7465646279746573ULL ^ kKey[1];
-    take(tag);
-    ++length_;
-  }
-  void add(std::string_view s) {
-    add_u64(s.size());
-    add_bytes(reinterpret_cast<const unsigned char*>(s.data()), s.size());
-  }
-  void add_u64(std::uint64_t x) {
-    unsigned char b[8];
-    for (int i = 0; i < 8; ++i) b[i] = static_cast<unsigned char>(x >> (8 * i));
-    add_bytes(b, 8);
-  }
-  std::uint64_t finish() {
-    mix((std::uint64_t{length_ & 0xff} << 56) | pending_);
-    v2_ ^= 0xff;
-    round();
-    round();
-    round();
-    return v0_ ^ v1_ ^ v2_ ^ v3_;
-  }
-
- private:
-  static std::uint64_t rotl(std::uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
-  void add_bytes(const unsigned char* p, std::size_t n) {
-    length_ += n;
-    for (; n > 0 && pending_bytes_ != 0; --n) take(*p++);
-    for (; n >= 8; n -= 8, p += 8) {
-      std::uint64_t m = 0;
-      for (int i = 0; i < 8; ++i) m |= std::uint64_t{p[i]} << (8 * i);
-      mix(m);
-    }
-    for (; n > 0; --n) take(*p++);
-  }
-  void take(unsigned char c) {
-    pending_ |= std::uint64_t{c} << (8 * pending_bytes_);
-    if (++pending_bytes_ == 8) {
-      mix(pending_);
-      pending_ = 0;
-      pending_bytes_ = 0;
-    }
-  }
-  void mix(std::uint64_t m) {
-    v3_ ^= m;
-    round();
-    v0_ ^= m;
-  }
-  void round() {
-    v0_ += v1_;
-    v1_ = rotl(v1_, 13);
-    v1_ ^= v0_;
-    v0_ = rotl(v0_, 32);
-    v2_ += v3_;
-    v3_ = rotl(v3_, 16);
-    v3_ ^= v2_;
-    v0_ += v3_;
-    v3_ = rotl(v3_, 21);
-    v3_ ^= v0_;
-    v2_ += v1_;
-    v1_ = rotl(v1_, 17);
-    v1_ ^= v2_;
-    v2_ = rotl(v2_, 32);
-  }
-  std::uint64_t v0_, v1_, v2_, v3_;
-  std::uint64_t pending_ = 0;
-  unsigned pending_bytes_ = 0;
-  std::uint64_t length_ = 0;
-};
+using detail::SipHash;
 
 // How two values compare. `strict` is Go's == and reflect.DeepEqual on decoded JSON: an int64
 // and a float64 differ even when equal in value. `by_value` is the equality of their JSON
@@ -390,30 +313,32 @@ std::uint64_t value_hash(const json::value& v, Equality eq, std::size_t depth = 
     case json::kind::null: return SipHash(kNullTag).finish();
     case json::kind::bool_: {
       SipHash h(kBoolTag);
-      h.add_u64(v.get_bool());
+      h.write_u64(v.get_bool());
       return h.finish();
     }
     case json::kind::string: {
       SipHash h(kStringTag);
-      h.add(v.get_string());
+      h.write_u64(v.get_string().size());
+      h.write(v.get_string());
       return h.finish();
     }
     case json::kind::array: {
       SipHash h(kArrayTag);
-      for (const auto& e : v.get_array()) h.add_u64(value_hash(e, eq, depth + 1));
+      for (const auto& e : v.get_array()) h.write_u64(value_hash(e, eq, depth + 1));
       return h.finish();
     }
     case json::kind::object: {
       std::uint64_t sum = 0;  // member order does not matter
       for (const auto& kv : v.get_object()) {
         SipHash m(kMemberTag);
-        m.add(kv.key());
-        m.add_u64(value_hash(kv.value(), eq, depth + 1));
+        m.write_u64(kv.key().size());
+        m.write(kv.key());
+        m.write_u64(value_hash(kv.value(), eq, depth + 1));
         sum += m.finish();
       }
       SipHash h(kObjectTag);
-      h.add_u64(v.get_object().size());
-      h.add_u64(sum);
+      h.write_u64(v.get_object().size());
+      h.write_u64(sum);
       return h.finish();
     }
     default: {
@@ -423,12 +348,12 @@ std::uint64_t value_hash(const json::value& v, Equality eq, std::size_t depth = 
       // (equal values have equal doubles); -0 and 0 are one.
       SipHash h(eq == Equality::strict && go_int ? kIntTag : kFloatTag);
       if (eq == Equality::strict && go_int) {
-        h.add_u64(static_cast<std::uint64_t>(v.get_int64()));
+        h.write_u64(static_cast<std::uint64_t>(v.get_int64()));
       } else {
         if (d == 0) d = 0;
         std::uint64_t bits;
         std::memcpy(&bits, &d, sizeof bits);
-        h.add_u64(bits);
+        h.write_u64(bits);
       }
       return h.finish();
     }
@@ -2261,8 +2186,8 @@ class StructureChecker {
           SipHash h(kObjectTag);
           for (const auto& k : keys) {
             const auto* f = field_of(i, k);
-            h.add_u64(f ? value_hash(*f, Equality::by_value) : 0);
-            h.add_u64(f != nullptr);
+            h.write_u64(f ? value_hash(*f, Equality::by_value) : 0);
+            h.write_u64(f != nullptr);
           }
           return h.finish();
         },
