@@ -1211,6 +1211,27 @@ const PatchRule* PatchSchema::find(std::string_view path) const {
   return rule_of(node);
 }
 
+std::vector<std::pair<std::string, PatchRule>> PatchSchema::rules() const {
+  std::vector<std::pair<std::string, PatchRule>> out;
+  auto walk = [&](auto& self, const Node* node, const std::string& path) -> void {
+    if (node->rule) out.emplace_back(path, *node->rule);
+    for (const auto& [seg, child] : node->children) {
+      std::string sub = path;
+      if (seg == "[]") {
+        sub += seg;
+      } else {
+        if (!sub.empty()) sub += '.';
+        sub += seg;
+      }
+      self(self, child.get(), sub);
+    }
+  };
+  walk(walk, root_.get(), "");
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  return out;
+}
+
 const PatchSchema& builtin_patch_schema(std::string_view group, std::string_view kind) {
   static const auto* const schemas = [] {
     auto* m = new std::map<std::string, PatchSchema, std::less<>>();

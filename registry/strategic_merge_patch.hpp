@@ -34,6 +34,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace kwatch::registry {
 
@@ -67,6 +69,8 @@ class PatchSchema {
 
   // The rule declared for `path`; indices such as "[2]" are accepted in place of "[]".
   const PatchRule* find(std::string_view path) const;
+  // Every declared rule with its path ("spec.containers[].ports"), sorted by path.
+  std::vector<std::pair<std::string, PatchRule>> rules() const;
   const detail::PatchSchemaNode* root() const { return root_.get(); }
 
  private:
