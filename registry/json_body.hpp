@@ -2,19 +2,27 @@
 //
 // A body is parsed under the rules of stored JSON (storage/stored_json.hpp: depth, UTF-8,
 // finite numbers), so nothing a client sends can become an object the server cannot read back.
-// Pure function; safe from any thread.
+// Pure functions; safe from any thread.
 #pragma once
 
 #include "registry/api_error.hpp"
 
 #include <boost/json/value.hpp>
 
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace kwatch::registry {
 
 // The body as a JSON value; 400 BadRequest ("couldn't get version/kind; json parse error: ...",
 // as kube-apiserver words it) when it is empty or breaks a rule.
 ApiResult<boost::json::value> parse_json_body(std::string_view body);
+
+// The members a JSON body names twice in one object, as field paths in kube's notation
+// (`metadata.name`, `spec.containers[0].image`), in the order they appear. The parsed value keeps
+// the last of them, as kube's decoder does; fieldValidation decides whether that is an error.
+// A body that does not parse has none (parse_json_body reports it).
+std::vector<std::string> duplicate_fields(std::string_view body);
 
 }  // namespace kwatch::registry

@@ -1,5 +1,7 @@
 #include "registry/protobuf_decoder.hpp"
 
+#include "registry/base64.hpp"
+
 #include "storage/stored_json.hpp"
 
 #include <boost/json/array.hpp>
@@ -225,29 +227,6 @@ class Reader {
   std::size_t pos_ = 0;
 };
 
-std::string base64(std::string_view in) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    std::uint32_t n = (static_cast<std::uint8_t>(in[i]) << 16) |
-                      (static_cast<std::uint8_t>(in[i + 1]) << 8) |
-                      static_cast<std::uint8_t>(in[i + 2]);
-    for (int s = 18; s >= 0; s -= 6) out.push_back(kAlphabet[(n >> s) & 63]);
-  }
-  if (i < in.size()) {
-    std::uint32_t n = static_cast<std::uint8_t>(in[i]) << 16;
-    if (i + 1 < in.size()) n |= static_cast<std::uint8_t>(in[i + 1]) << 8;
-    out.push_back(kAlphabet[(n >> 18) & 63]);
-    out.push_back(kAlphabet[(n >> 12) & 63]);
-    out.push_back(i + 1 < in.size() ? kAlphabet[(n >> 6) & 63] : '=');
-    out.push_back('=');
-  }
-  return out;
-}
-
 // Reads the string fields 1 and 2 of a map entry (or any two-string message).
 ApiResult<std::pair<std::string_view, std::string_view>> map_entry(std::string_view data) {
   Reader r(data);
@@ -344,7 +323,7 @@ ApiResult<json::value> decode_scalar(Reader& r, int wire, const Field& f, int de
       return json::value(std::string(b));
     case Kind::bytes:
       if (!need(2) || !r.bytes(b)) return malformed();
-      return json::value(base64(b));
+      return json::value(base64_encode(b));
     case Kind::int64:
       if (!need(0) || !r.varint(v)) return malformed();
       return json::value(static_cast<std::int64_t>(v));
@@ -405,7 +384,7 @@ ApiResult<json::object> decode_message(std::string_view data, const Message& mes
       if (f->kind == Kind::map_string) {
         value = std::string(kv->second);
       } else if (f->kind == Kind::map_bytes) {
-        value = base64(kv->second);
+        value = base64_encode(kv->second);
       } else {
         auto q = map_entry(kv->second);
         if (!q) return q.error();

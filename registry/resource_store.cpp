@@ -6,6 +6,7 @@
 #include "registry/label_selector.hpp"
 #include "registry/merge_patch.hpp"
 #include "registry/strategic_merge_patch.hpp"
+#include "registry/structural_schema.hpp"
 #include "registry/validation.hpp"
 #include "storage/storage.hpp"
 #include "storage/stored_json.hpp"
@@ -241,36 +242,100 @@ std::vector<Cause> validate_object(const ResourceInfo& info, const json::object&
       }
     }
   }
-  // The few spec rules clients trip over most; the rest is left to controllers.
-  if (info.kind == "Pod" && info.group.empty()) {
-    const json::value* spec = obj.if_contains("spec");
-    const json::value* containers =
-        spec != nullptr && spec->is_object() ? spec->get_object().if_contains("containers") : nullptr;
-    if (containers == nullptr || !containers->is_array() || containers->get_array().empty()) {
-      causes.push_back({"FieldValueRequired", "Required value", "spec.containers"});
-    } else {
-      std::size_t i = 0;
-      for (const auto& c : containers->get_array()) {
-        const std::string field = "spec.containers[" + std::to_string(i++) + "]";
-        const json::object* co = c.if_object();
-        if (string_field(co, "name").empty()) {
-          causes.push_back({"FieldValueRequired", "Required value", field + ".name"});
-        }
-        if (string_field(co, "image").empty()) {
-          causes.push_back({"FieldValueRequired", "Required value", field + ".image"});
-        }
-      }
-    }
-  }
-  if (info.kind == "Deployment" && info.group == "apps") {
-    const json::value* spec = obj.if_contains("spec");
-    const json::value* selector =
-        spec != nullptr && spec->is_object() ? spec->get_object().if_contains("selector") : nullptr;
-    if (selector == nullptr || !selector->is_object()) {
-      causes.push_back({"FieldValueRequired", "Required value", "spec.selector"});
-    }
-  }
+  if (info.hooks.validate) info.hooks.validate(obj, causes);
   return causes;
+}
+
+// The members of ObjectMeta; any other key under metadata is an unknown field.
+bool known_metadata_field(std::string_view key) {
+  static constexpr std::string_view kFields[] = {
+      "name",     "generateName",      "namespace",  "selfLink",
+      "uid",      "resourceVersion",   "generation", "creationTimestamp",
+      "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations",
+      "ownerReferences",   "finalizers", "managedFields"};
+  for (auto f : kFields) {
+    if (f == key) return true;
+  }
+  return false;
+}
+
+std::string go_quoted(std::string_view text) { return json::serialize(json::string(text)); }
+
+// What kube-apiserver's decoder and defaulter do to a written object, before validation: fields
+// the kind does not know are dropped (and refused or warned about, as fieldValidation asks),
+// then the schema's defaults and the kind's defaulting apply. A built-in kind's value of the
+// wrong type is a decoding error (400), as when Go decodes it into its struct.
+std::optional<ApiError> decode_and_default(const ResourceInfo& info, json::object& obj,
+                                           const WriteQuery& query, bool create) {
+  std::vector<std::string> problems;
+  for (const auto& path : query.duplicate_fields) {
+    problems.push_back("duplicate field " + go_quoted(path));
+  }
+  if (auto* meta = metadata_of(obj)) {
+    std::vector<std::string> unknown;
+    for (const auto& [key, value] : *meta) {
+      if (!known_metadata_field(key)) unknown.emplace_back(key);
+    }
+    for (const auto& key : unknown) {
+      meta->erase(key);
+      problems.push_back(unknown_field_message("metadata." + key));
+    }
+  }
+  json::value value(std::move(obj));
+  if (info.schema) {
+    for (const auto& path : info.schema->prune(value)) {
+      problems.push_back(unknown_field_message(path));
+    }
+  }
+  if (!problems.empty()) {
+    if (query.field_validation == FieldValidation::strict) {
+      std::string message = info.kind + " in version \"" + info.version +
+                            "\" cannot be handled as a " + info.kind + ": strict decoding error: ";
+      for (std::size_t i = 0; i < problems.size(); ++i) {
+        if (i > 0) message += ", ";
+        message += problems[i];
+      }
+      obj = std::move(value.get_object());
+      return api_error(Errc::bad_request, std::move(message));
+    }
+    if (query.field_validation == FieldValidation::warn && query.warnings) {
+      for (auto& p : problems) query.warnings->push_back(std::move(p));
+    }
+  }
+  if (info.schema) info.schema->apply_defaults(value);
+  obj = std::move(value.get_object());
+  if (info.hooks.set_defaults) info.hooks.set_defaults(obj);
+  if (create && info.hooks.prepare_for_create) info.hooks.prepare_for_create(obj);
+  return std::nullopt;
+}
+
+// Why a written object must not be stored: every rule it breaks (the schema's, then names and
+// labels, then the kind's own) as one 422 Invalid; or, for a built-in kind holding a value of the
+// wrong type, the 400 decoding error Go would have given (for the first such field).
+std::optional<ApiError> check_written(const ResourceInfo& info, const std::string& name,
+                                      json::object& obj) {
+  std::vector<Cause> causes;
+  if (info.schema) {
+    json::value value(std::move(obj));
+    causes = info.schema->validate(value);
+    obj = std::move(value.get_object());
+  }
+  if (info.origin == KindOrigin::builtin) {
+    for (const auto& cause : causes) {
+      if (cause.type != "FieldValueTypeInvalid") continue;
+      std::string detail = cause.message;
+      // "Invalid value: <v>: <field> in body must be of type <t>: <v>": what follows the value.
+      if (auto pos = detail.find(": " + cause.field); pos != std::string::npos) {
+        detail = detail.substr(pos + 2);
+      }
+      return api_error(Errc::bad_request, info.kind + " in version \"" + info.version +
+                                              "\" cannot be handled as a " + info.kind + ": " +
+                                              detail);
+    }
+  }
+  for (auto& c : validate_object(info, obj)) causes.push_back(std::move(c));
+  if (causes.empty()) return std::nullopt;
+  return invalid(info, name, std::move(causes));
 }
 
 // Rejects a body whose apiVersion/kind disagree with the endpoint, and fills them when absent.
@@ -539,16 +604,9 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInf
   meta["generation"] = 1;
   meta.erase("deletionTimestamp");
   meta.erase("deletionGracePeriodSeconds");
-  if (info.resource == "namespaces") {
-    json::value& status = body["status"];
-    if (!status.is_object()) status = json::object();
-    status.get_object()["phase"] = "Active";
-    json::value& spec = body["spec"];
-    if (!spec.is_object()) spec = json::object();
-    spec.get_object()["finalizers"] = json::array{"kubernetes"};
-  }
-  if (auto causes = validate_object(info, body); !causes.empty()) {
-    co_return invalid(info, name.empty() ? generate_name : name, std::move(causes));
+  if (auto e = decode_and_default(info, body, query, /*create=*/true)) co_return std::move(*e);
+  if (auto e = check_written(info, name.empty() ? generate_name : name, body)) {
+    co_return std::move(*e);
   }
   if (auto ok = co_await check_namespace(info, ns); !ok) co_return ok.error();
   auto text = storable(info, name, body);
@@ -657,6 +715,10 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
       }
       obj = std::move(base);
     }
+    if (auto e = decode_and_default(info, obj, query, /*create=*/false)) {
+      failure = std::move(*e);
+      return failure->code;
+    }
     json::object& final_meta = obj["metadata"].get_object();
     const json::value* old_spec = existing->if_contains("spec");
     const json::value* new_spec = obj.if_contains("spec");
@@ -667,9 +729,9 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
       std::int64_t gen = g != nullptr && g->is_int64() ? g->get_int64() : 0;
       final_meta["generation"] = gen + 1;
     }
-    if (auto causes = validate_object(info, obj); !causes.empty()) {
-      failure = invalid(info, name, std::move(causes));
-      return Errc::invalid;
+    if (auto e = check_written(info, name, obj)) {
+      failure = std::move(*e);
+      return failure->code;
     }
     written = obj;
     auto text = storable(info, name, obj);
@@ -721,7 +783,8 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::patch(const ResourceInfo
                         "strategic merge patch is not supported for " + qualified_resource(info));
   }
   auto shared_patch = std::make_shared<json::value>(std::move(patch));
-  const PatchSchema& schema = builtin_patch_schema(info.group, info.kind);
+  const PatchSchema& schema =
+      info.patch_schema ? *info.patch_schema : builtin_patch_schema(info.group, info.kind);
   MutateFn mutate =
       [shared_patch, type, &schema](const json::object& current) -> ApiResult<json::object> {
         json::value patched;

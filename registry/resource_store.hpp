@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kwatch::storage {
 class Storage;
@@ -49,9 +50,19 @@ struct DeleteQuery {
   bool ignore_read_errors = false;
 };
 
+// fieldValidation: what a write does with fields the kind's schema does not know and fields a
+// JSON body holds twice. Ignore drops them silently, Warn drops them with a warning each
+// (kube-apiserver's default when a request names none), Strict refuses the write (400).
+enum class FieldValidation { ignore, warn, strict };
+
 struct WriteQuery {
   bool dry_run = false;
   std::string subresource;  // "" or "status"
+  FieldValidation field_validation = FieldValidation::warn;
+  // Fields the request body held more than once (kube's notation, `metadata.name`).
+  std::vector<std::string> duplicate_fields;
+  // Where the write's warnings go (unknown and duplicate fields under Warn); may be null.
+  std::shared_ptr<std::vector<std::string>> warnings;
 };
 
 // A resourceVersion as a revision: digits only, no sign; nullopt otherwise.

@@ -1,5 +1,7 @@
 #include "registry/scheme.hpp"
 
+#include "registry/builtin_kinds.hpp"
+
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
@@ -74,37 +76,7 @@ std::optional<std::string> ResourceInfo::field_value(const json::object& object,
 
 std::shared_ptr<Scheme> Scheme::builtin(const std::string& storage_prefix) {
   auto scheme = std::make_shared<Scheme>();
-  auto core = [&](std::string kind, std::string resource, std::string singular, bool namespaced,
-                  std::vector<std::string> short_names, std::vector<std::string> fields = {},
-                  bool has_status = false, std::vector<std::string> categories = {}) {
-    scheme->add(ResourceInfo{"", "v1", std::move(kind), std::move(resource), std::move(singular),
-                             namespaced, std::move(short_names), std::move(categories),
-                             std::move(fields), true, has_status});
-  };
-  core("Namespace", "namespaces", "namespace", false, {"ns"}, {"status.phase"}, true);
-  core("Pod", "pods", "pod", true, {"po"},
-       {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
-        "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"},
-       true, {"all"});
-  core("Service", "services", "service", true, {"svc"}, {"spec.clusterIP", "spec.type"}, true,
-       {"all"});
-  core("ConfigMap", "configmaps", "configmap", true, {"cm"});
-  core("Secret", "secrets", "secret", true, {}, {"type"});
-  core("Node", "nodes", "node", false, {"no"}, {"spec.unschedulable"}, true);
-  core("Event", "events", "event", true, {"ev"},
-       {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
-        "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
-        "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"});
-  core("Endpoints", "endpoints", "endpoints", true, {"ep"});
-  core("ServiceAccount", "serviceaccounts", "serviceaccount", true, {"sa"});
-  scheme->add(ResourceInfo{"apps", "v1", "Deployment", "deployments", "deployment", true,
-                           {"deploy"}, {"all"}, {}, true, true});
-  scheme->add(ResourceInfo{"coordination.k8s.io", "v1", "Lease", "leases", "lease", true, {}, {},
-                           {}, true, false});
-  {
-    std::unique_lock lock(scheme->mutex_);
-    for (auto& r : scheme->resources_) r->storage_prefix = storage_prefix;
-  }
+  add_builtin_kinds(*scheme, storage_prefix);
   return scheme;
 }
 

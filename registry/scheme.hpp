@@ -6,8 +6,11 @@
 // Thread-safety: all const methods may be called from any thread.
 #pragma once
 
+#include "registry/api_error.hpp"
+
 #include <boost/json/fwd.hpp>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <shared_mutex>
@@ -17,6 +20,45 @@
 
 namespace kwatch::registry {
 
+class PatchSchema;
+class StructuralSchema;
+
+// How a kind's objects are decoded. A built-in kind is decoded as kube-apiserver decodes it into
+// its Go struct: a value of the wrong type is a 400 decoding error. A custom resource is checked
+// against its schema: the same value is a 422 Invalid cause.
+enum class KindOrigin { builtin, custom };
+
+// What a kind does beyond its schema, as kube-apiserver's defaulting and strategy for it do.
+// Every hook may be empty; each is called on a writer's thread, concurrently with others.
+struct KindHooks {
+  // Defaults of every write (create, update, patch), after the schema's defaults.
+  std::function<void(boost::json::object& obj)> set_defaults;
+  // What only a create decides, after set_defaults (a pod's initial status).
+  std::function<void(boost::json::object& obj)> prepare_for_create;
+  // Rules the schema cannot say (a pod's containers need images); appends causes.
+  std::function<void(const boost::json::object& obj, std::vector<Cause>& causes)> validate;
+};
+
+// An additionalPrinterColumn of a custom resource: a column of kubectl's table.
+struct PrinterColumn {
+  std::string name;
+  std::string type;    // integer, number, string, boolean, date
+  std::string format;  // "" or an OpenAPI format (int32, date-time, ...)
+  std::string description;
+  std::string json_path;  // a simple JSONPath without the braces: ".spec.replicas"
+  int priority = 0;
+};
+
+// The scale subresource of a custom resource: where replicas and the selector live, as dotted
+// JSON paths (".spec.replicas").
+struct ScaleSubresource {
+  std::string spec_replicas_path;
+  std::string status_replicas_path;
+  std::string label_selector_path;  // "" when the resource has none
+};
+
+// One kind, described once: every layer (storage keys, validation, patching, the watch cache,
+// discovery, OpenAPI) reads it from here, for built-in kinds and custom resources alike.
 struct ResourceInfo {
   std::string group;    // "" for the core group
   std::string version;  // "v1"
@@ -32,6 +74,21 @@ struct ResourceInfo {
   bool strategic_merge_patch = true;
   bool has_status = false;  // serves a /status subresource
   std::string storage_prefix = "/registry";  // --etcd-prefix: where every key of kwatch lives
+  KindOrigin origin = KindOrigin::builtin;
+  // The shape of the kind's objects; null means anything goes (no pruning, no validation).
+  std::shared_ptr<const StructuralSchema> schema;
+  // Strategic merge patch strategies and merge keys; null for none (metadata rules only).
+  std::shared_ptr<const PatchSchema> patch_schema;
+  // A field the watch cache indexes for selectors on it (a pod's spec.nodeName); "" for none.
+  std::string trigger_field;
+  KindHooks hooks;
+  // Columns for kubectl's table; empty means the built-in table of the kind (server/table.cpp)
+  // or, for a custom resource without any, NAME and AGE.
+  std::vector<PrinterColumn> printer_columns;
+  std::optional<ScaleSubresource> scale;
+  // Custom resources: the version objects are stored as (apiVersion is rewritten on the way in
+  // and out, conversion strategy None); "" means `version`.
+  std::string storage_version;
 
   std::string api_version() const { return group.empty() ? version : group + "/" + version; }
   std::string list_kind() const { return kind + "List"; }
@@ -55,7 +112,7 @@ struct GroupVersion {
 
 class Scheme {
  public:
-  // The built-in core/v1, apps/v1 and coordination.k8s.io/v1 resources.
+  // The built-in kinds (registry/builtin_kinds.cpp), with their schemas compiled.
   // Keys live under `storage_prefix` (no trailing slash), "/registry" by default.
   static std::shared_ptr<Scheme> builtin(const std::string& storage_prefix = "/registry");
 

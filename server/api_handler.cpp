@@ -130,11 +130,18 @@ ApiResult<registry::WriteQuery> write_query(const Url& url, const std::string& s
                                                          "; supported values: All");
     }
   }
-  if (auto fv = url.param("fieldValidation");
-      fv && !fv->empty() && *fv != "Ignore" && *fv != "Warn" && *fv != "Strict") {
+  const std::string fv = url.param("fieldValidation").value_or("");
+  if (fv == "Ignore") {
+    q.field_validation = registry::FieldValidation::ignore;
+  } else if (fv == "Strict") {
+    q.field_validation = registry::FieldValidation::strict;
+  } else if (fv == "Warn" || fv.empty()) {
+    q.field_validation = registry::FieldValidation::warn;
+  } else {
     return registry::api_error(Errc::bad_request,
-                               "fieldValidation must be one of Ignore, Warn or Strict, got " + *fv);
+                               "fieldValidation must be one of Ignore, Warn or Strict, got " + fv);
   }
+  q.warnings = std::make_shared<std::vector<std::string>>();
   return q;
 }
 
@@ -204,6 +211,13 @@ ApiResult<registry::DeleteQuery> delete_query(const ApiRequest& request, const U
     }
   }
   return q;
+}
+
+// Duplicate members of a JSON body matter only when fieldValidation reports them.
+void find_duplicates(const ApiRequest& request, registry::WriteQuery& query) {
+  if (query.field_validation == registry::FieldValidation::ignore) return;
+  if (media_type(request.content_type) == registry::kProtobufMediaType) return;
+  query.duplicate_fields = registry::duplicate_fields(request.body);
 }
 
 bool wants_table(const ApiRequest& request) {
@@ -353,12 +367,20 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     route.verb = "unknown";
     co_return method_not_allowed(m);
   }
-  auto render = [&](ApiResult<json::object> r, unsigned ok_status) -> ApiResponse {
-    if (!r) return error_response(r.error());
-    if (wants_table(request) && (m == "GET" || m == "HEAD")) {
-      return json_response(ok_status, to_table(info, *r, std::chrono::system_clock::now()));
+  // A pointer, not a defaulted reference: GCC 12 destroys a default argument's temporary twice
+  // when the call holds a co_await.
+  auto render = [&](ApiResult<json::object> r, unsigned ok_status,
+                    const registry::WriteQuery* write = nullptr) -> ApiResponse {
+    ApiResponse response;
+    if (!r) {
+      response = error_response(r.error());
+    } else if (wants_table(request) && (m == "GET" || m == "HEAD")) {
+      response = json_response(ok_status, to_table(info, *r, std::chrono::system_clock::now()));
+    } else {
+      response = json_response(ok_status, *r);
     }
-    return json_response(ok_status, *r);
+    if (write != nullptr && write->warnings) response.warnings = std::move(*write->warnings);
+    return response;
   };
 
   if (m == "GET" || m == "HEAD") {
@@ -395,7 +417,8 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     if (!q) co_return error_response(q.error());
     auto body = parse_object(request);
     if (!body) co_return error_response(body.error());
-    co_return render(co_await store_->create(info, route.ns, std::move(*body), *q), 201);
+    find_duplicates(request, *q);
+    co_return render(co_await store_->create(info, route.ns, std::move(*body), *q), 201, &*q);
   }
   if (m == "PUT") {
     route.verb = "update";
@@ -404,8 +427,9 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     if (!q) co_return error_response(q.error());
     auto body = parse_object(request);
     if (!body) co_return error_response(body.error());
+    find_duplicates(request, *q);
     co_return render(
-        co_await store_->update(info, route.ns, route.name, std::move(*body), *q), 200);
+        co_await store_->update(info, route.ns, route.name, std::move(*body), *q), 200, &*q);
   }
   if (m == "PATCH") {
     route.verb = "patch";
@@ -440,7 +464,7 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     if (!patch) co_return error_response(patch.error());
     co_return render(co_await store_->patch(info, route.ns, route.name, patch_type,
                                             std::move(*patch), *q),
-                     200);
+                     200, &*q);
   }
   if (m == "DELETE") {
     auto q = delete_query(request, url);

@@ -1,5 +1,6 @@
 #include "server/discovery.hpp"
 
+#include "registry/builtin_schemas.hpp"
 #include "server/version.hpp"
 
 #include <boost/json/array.hpp>
@@ -168,7 +169,8 @@ std::optional<json::object> openapi_v3_group_version(const Scheme& scheme, std::
       {"openapi", "3.0.0"},
       {"info", json::object{{"title", "Kubernetes"}, {"version", "kwatch"}}},
       {"paths", paths},
-      {"components", json::object{{"schemas", json::object()}}}};
+      {"components",
+       json::object{{"schemas", registry::KindSchemas::builtin().openapi_components(group, version)}}}};
 }
 
 }  // namespace kwatch::server

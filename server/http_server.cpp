@@ -63,6 +63,31 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
 
 namespace {
 
+// `Warning: 299 - "<text>"` headers (RFC 7234 warn-code 299, agent "-"), as kube-apiserver sends
+// them and client-go and kubectl print them. The text is made a printable-ASCII quoted string,
+// whatever bytes a client's field names held, and bounded like kube's (4 KiB in all).
+void add_warnings(http::response<http::string_body>& res, const std::vector<std::string>& warnings) {
+  constexpr std::size_t kMaxTotal = 4096;
+  std::size_t total = 0;
+  for (const auto& text : warnings) {
+    std::string value = "299 - \"";
+    for (unsigned char c : text) {
+      if (c == '"' || c == '\\') {
+        value += '\\';
+        value += static_cast<char>(c);
+      } else if (c >= 0x20 && c < 0x7f) {
+        value += static_cast<char>(c);
+      } else {
+        value += '?';
+      }
+    }
+    value += '"';
+    total += value.size();
+    if (total > kMaxTotal) break;
+    res.insert(http::field::warning, value);
+  }
+}
+
 void log_task_failure(std::exception_ptr e, const char* what) {
   if (!e) return;
   try {
@@ -210,6 +235,7 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
     res.set(http::field::content_type, response.content_type);
     res.set(http::field::cache_control, "no-cache, private");
     for (const auto& [name, value] : response.headers) res.set(name, value);
+    add_warnings(res, response.warnings);
     if (request.method != "HEAD") res.body() = std::move(response.body);
     res.keep_alive(keep_alive);
     res.prepare_payload();

@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
     co.prefix = info->key_prefix();
     co.kind = info->kind;
     co.api_version = info->api_version();
-    if (info->kind == "Pod" && info->group.empty()) co.trigger_field = "spec.nodeName";
+    co.trigger_field = info->trigger_field;
     co.lower_capacity = options.default_watch_cache_size;
     co.upper_capacity = std::max<std::size_t>(100 * 1024, co.lower_capacity);
     if (auto it = options.watch_cache_sizes.find(info->resource);
