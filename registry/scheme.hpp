@@ -74,6 +74,9 @@ struct ResourceInfo {
   bool strategic_merge_patch = true;
   bool has_status = false;  // serves a /status subresource
   std::string storage_prefix = "/registry";  // --etcd-prefix: where every key of kwatch lives
+  // The resource's step in storage keys when it is not `resource`: custom resources live under
+  // "<group>/<plural>" ("/registry/example.com/widgets/..."), as kube-apiserver stores them.
+  std::string key_resource;
   KindOrigin origin = KindOrigin::builtin;
   // The shape of the kind's objects; null means anything goes (no pruning, no validation).
   std::shared_ptr<const StructuralSchema> schema;
@@ -93,7 +96,9 @@ struct ResourceInfo {
   std::string api_version() const { return group.empty() ? version : group + "/" + version; }
   std::string list_kind() const { return kind + "List"; }
   // "/registry/pods/" — every object of the resource lives below it.
-  std::string key_prefix() const { return storage_prefix + "/" + resource + "/"; }
+  std::string key_prefix() const {
+    return storage_prefix + "/" + (key_resource.empty() ? resource : key_resource) + "/";
+  }
   // "/registry/pods/<ns>/" or, cluster-scoped or across namespaces (empty ns), key_prefix().
   std::string namespace_prefix(std::string_view ns) const;
   std::string key(std::string_view ns, std::string_view name) const;
