@@ -788,9 +788,9 @@ void add_storage_version(json::object& crd) {
 }  // namespace
 
 void default_custom_resource_definition(json::object& crd) {
-  json::value& spec_value = crd["spec"];
-  if (!spec_value.is_object()) return;  // validation reports what is missing
-  json::object& spec = spec_value.get_object();
+  json::value* spec_value = crd.if_contains("spec");
+  if (spec_value == nullptr || !spec_value->is_object()) return;  // validation reports it
+  json::object& spec = spec_value->get_object();
   if (json::value* names_value = spec.if_contains("names"); names_value && names_value->is_object()) {
     json::object& names = names_value->get_object();
     std::string kind = string_at(names, "kind");

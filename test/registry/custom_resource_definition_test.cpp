@@ -99,6 +99,15 @@ TEST(CustomResourceDefinition, DefaultingKeepsWhatTheUserSet) {
   EXPECT_EQ(spec(crd)["names"].at("listKind"), "Widgets");
 }
 
+TEST(CustomResourceDefinition, DefaultingLeavesACrdWithoutSpecAlone) {
+  json::object crd = json::parse(R"({"metadata":{"name":"x"}})").as_object();
+  default_custom_resource_definition(crd);
+  EXPECT_EQ(crd, json::parse(R"({"metadata":{"name":"x"}})").as_object());
+  auto causes = validate_custom_resource_definition(crd, nullptr);
+  EXPECT_NE(find_field(causes, "spec.group"), nullptr) << describe(causes);
+  EXPECT_NE(find_field(causes, "spec.names.kind"), nullptr) << describe(causes);
+}
+
 TEST(CustomResourceDefinition, ARealisticCrdValidatesCleanAndServesTwoVersions) {
   json::object crd = widgets();
   auto causes = validate_custom_resource_definition(crd, nullptr);
