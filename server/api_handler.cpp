@@ -7,6 +7,7 @@
 #include "registry/protobuf_decoder.hpp"
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
+#include "server/cacher_registry.hpp"
 #include "server/discovery.hpp"
 #include "server/selector_predicate.hpp"
 #include "server/status.hpp"
@@ -229,7 +230,7 @@ bool wants_table(const ApiRequest& request) {
 ApiHandler::ApiHandler(std::shared_ptr<registry::Scheme> scheme,
                        std::shared_ptr<registry::ResourceStore> store,
                        std::shared_ptr<Metrics> metrics, std::string server_address,
-                       CacherMap cachers, WatchOptions watch_options,
+                       std::shared_ptr<CacherRegistry> cachers, WatchOptions watch_options,
                        ComputeOptions compute)
     : scheme_(std::move(scheme)),
       store_(std::move(store)),
@@ -266,8 +267,10 @@ asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
     std::string failing;
     if (auto ping = co_await store_->ping(); !ping) failing += "[-]storage: " + ping.error().message + "\n";
     if (!ready_) failing += "[-]namespaces not initialized\n";
-    for (const auto& [info, cacher] : cachers_) {
-      if (!cacher->ready()) failing += "[-]watch cache " + info->resource + " not ready\n";
+    if (cachers_) {
+      for (const auto& [resource, cacher] : cachers_->all()) {
+        if (!cacher->ready()) failing += "[-]watch cache " + resource + " not ready\n";
+      }
     }
     response = failing.empty() ? text_response(200, "ok") : text_response(500, failing);
   } else if (seg[0] == "version" && seg.size() == 1) {
@@ -591,9 +594,8 @@ std::string status_line(const ApiError& error) {
 
 }  // namespace
 
-watch::Cacher* ApiHandler::cacher_for(const ResourceInfo& info) const {
-  auto it = cachers_.find(&info);
-  return it == cachers_.end() ? nullptr : it->second.get();
+std::shared_ptr<watch::Cacher> ApiHandler::cacher_for(const ResourceInfo& info) const {
+  return cachers_ ? cachers_->find(info) : nullptr;
 }
 
 void ApiHandler::register_cacher_metrics() {
@@ -610,37 +612,46 @@ void ApiHandler::register_cacher_metrics() {
   metrics_->help("kwatch_reflector_relists_total", "counter",
                  "Times the reflector re-listed storage.");
   metrics_->help("kwatch_cache_ready", "gauge", "1 when the watch cache serves requests.");
-  for (const auto& [info, cacher] : cachers_) {
-    const Metrics::Labels r{{"resource", info->resource}};
-    std::weak_ptr<watch::Cacher> weak = cacher;
-    auto gauge = [&](const std::string& name, std::function<double(watch::Cacher&)> fn,
-                     Metrics::Labels labels) {
-      metrics_->gauge_fn(name, labels, [weak, fn] {
-        auto c = weak.lock();
-        return c ? fn(*c) : 0.0;
-      });
-    };
-    gauge("kwatch_watchers", [](watch::Cacher& c) { return double(c.counters().watchers.load()); }, r);
-    gauge("kwatch_watch_events_dispatched_total",
-          [](watch::Cacher& c) { return double(c.counters().events_dispatched.load()); }, r);
-    gauge("kwatch_watchers_terminated_total",
-          [](watch::Cacher& c) { return double(c.counters().watchers_terminated.load()); },
-          {{"resource", info->resource}, {"reason", "slow"}});
-    gauge("kwatch_reflector_relists_total",
-          [](watch::Cacher& c) { return double(c.counters().relists.load()); }, r);
-    gauge("kwatch_watch_cache_capacity", [](watch::Cacher& c) { return double(c.stats().capacity); }, r);
-    gauge("kwatch_watch_cache_events", [](watch::Cacher& c) { return double(c.stats().events); }, r);
-    gauge("kwatch_watch_cache_objects", [](watch::Cacher& c) { return double(c.stats().objects); }, r);
-    gauge("kwatch_watch_cache_resource_version",
-          [](watch::Cacher& c) { return double(c.stats().resource_version); }, r);
-    gauge("kwatch_cache_ready", [](watch::Cacher& c) { return c.ready() ? 1.0 : 0.0; }, r);
-  }
+  if (!cachers_) return;
+  for (const auto& [resource, cacher] : cachers_->all()) add_cacher_metrics(*metrics_, resource, cacher);
+  // Custom resources get their caches later.
+  cachers_->on_added([metrics = metrics_](const std::string& resource,
+                                          const std::shared_ptr<watch::Cacher>& c) {
+    add_cacher_metrics(*metrics, resource, c);
+  });
+}
+
+void add_cacher_metrics(Metrics& metrics, const std::string& resource,
+                        const std::shared_ptr<watch::Cacher>& cacher) {
+  const Metrics::Labels r{{"resource", resource}};
+  std::weak_ptr<watch::Cacher> weak = cacher;
+  auto gauge = [&](const std::string& name, std::function<double(watch::Cacher&)> fn,
+                   Metrics::Labels labels) {
+    metrics.gauge_fn(name, labels, [weak, fn] {
+      auto c = weak.lock();
+      return c ? fn(*c) : 0.0;
+    });
+  };
+  gauge("kwatch_watchers", [](watch::Cacher& c) { return double(c.counters().watchers.load()); }, r);
+  gauge("kwatch_watch_events_dispatched_total",
+        [](watch::Cacher& c) { return double(c.counters().events_dispatched.load()); }, r);
+  gauge("kwatch_watchers_terminated_total",
+        [](watch::Cacher& c) { return double(c.counters().watchers_terminated.load()); },
+        {{"resource", resource}, {"reason", "slow"}});
+  gauge("kwatch_reflector_relists_total",
+        [](watch::Cacher& c) { return double(c.counters().relists.load()); }, r);
+  gauge("kwatch_watch_cache_capacity", [](watch::Cacher& c) { return double(c.stats().capacity); }, r);
+  gauge("kwatch_watch_cache_events", [](watch::Cacher& c) { return double(c.stats().events); }, r);
+  gauge("kwatch_watch_cache_objects", [](watch::Cacher& c) { return double(c.stats().objects); }, r);
+  gauge("kwatch_watch_cache_resource_version",
+        [](watch::Cacher& c) { return double(c.stats().resource_version); }, r);
+  gauge("kwatch_cache_ready", [](watch::Cacher& c) { return c.ready() ? 1.0 : 0.0; }, r);
 }
 
 asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& /*request*/, const Url& url,
                                                      const Route& route) {
   const ResourceInfo& info = *route.info;
-  watch::Cacher* cacher = cacher_for(info);
+  std::shared_ptr<watch::Cacher> cacher = cacher_for(info);
   if (cacher == nullptr) {
     co_return error_response({Errc::bad_request, "watch is not supported for " + info.resource, {}});
   }
@@ -713,7 +724,7 @@ asio::awaitable<ApiResponse> ApiHandler::list_from_cache(const ApiRequest& reque
                                                          const Route& route, bool& served) {
   served = false;
   const ResourceInfo& info = *route.info;
-  watch::Cacher* cacher = cacher_for(info);
+  std::shared_ptr<watch::Cacher> cacher = cacher_for(info);
   if (cacher == nullptr) co_return ApiResponse{};
   const bool has_selector = !url.param("labelSelector").value_or("").empty() ||
                             !url.param("fieldSelector").value_or("").empty();
@@ -776,7 +787,7 @@ asio::awaitable<ApiResponse> ApiHandler::get_from_cache(const ApiRequest& reques
                                                         const Route& route, bool& served) {
   served = false;
   const ResourceInfo& info = *route.info;
-  watch::Cacher* cacher = cacher_for(info);
+  std::shared_ptr<watch::Cacher> cacher = cacher_for(info);
   auto rv = parse_rv(url.param("resourceVersion"));
   // An unset version is a consistent read: storage answers it.
   if (cacher == nullptr || !cacher->ready() || !rv || !*rv) co_return ApiResponse{};

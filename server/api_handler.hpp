@@ -31,7 +31,7 @@ namespace kwatch::server {
 
 struct Url;
 
-using CacherMap = std::map<const registry::ResourceInfo*, std::shared_ptr<watch::Cacher>>;
+class CacherRegistry;
 
 struct WatchOptions {
   // Watches without timeoutSeconds last min-request-timeout x (1 + rand[0,1)).
@@ -46,11 +46,16 @@ struct ComputeOptions {
   std::size_t large_body_bytes = 64 * 1024;
 };
 
+// Registers the gauges of one watch cache (watchers, window, objects, readiness, ...).
+void add_cacher_metrics(Metrics& metrics, const std::string& resource,
+                        const std::shared_ptr<watch::Cacher>& cacher);
+
 class ApiHandler {
  public:
   ApiHandler(std::shared_ptr<registry::Scheme> scheme,
              std::shared_ptr<registry::ResourceStore> store, std::shared_ptr<Metrics> metrics,
-             std::string server_address, CacherMap cachers = {}, WatchOptions watch_options = {},
+             std::string server_address, std::shared_ptr<CacherRegistry> cachers = nullptr,
+             WatchOptions watch_options = {},
              ComputeOptions compute = {});
 
   boost::asio::awaitable<ApiResponse> handle(ApiRequest request);
@@ -68,14 +73,14 @@ class ApiHandler {
                                                       const Route& route, bool& served);
   boost::asio::awaitable<ApiResponse> get_from_cache(const ApiRequest& request, const Url& url,
                                                      const Route& route, bool& served);
-  watch::Cacher* cacher_for(const registry::ResourceInfo& info) const;
+  std::shared_ptr<watch::Cacher> cacher_for(const registry::ResourceInfo& info) const;
   void register_cacher_metrics();
 
   std::shared_ptr<registry::Scheme> scheme_;
   std::shared_ptr<registry::ResourceStore> store_;
   std::shared_ptr<Metrics> metrics_;
   std::string server_address_;
-  CacherMap cachers_;
+  std::shared_ptr<CacherRegistry> cachers_;
   WatchOptions watch_options_;
   ComputeOptions compute_;
   std::atomic<bool> ready_{false};

@@ -2,6 +2,7 @@
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
 #include "server/api_handler.hpp"
+#include "server/cacher_registry.hpp"
 #include "server/http_server.hpp"
 #include "server/options.hpp"
 #include "server/selector_predicate.hpp"
@@ -119,26 +120,13 @@ int main(int argc, char** argv) {
     storage = std::move(*opened);
   }
   auto scheme = registry::Scheme::builtin(options.etcd_prefix);
-  server::CacherMap cachers;
-  for (const registry::ResourceInfo* info : scheme->resources()) {
-    watch::CacherOptions co;
-    co.resource = info->resource;
-    co.prefix = info->key_prefix();
-    co.kind = info->kind;
-    co.api_version = info->api_version();
-    co.trigger_field = info->trigger_field;
-    co.lower_capacity = options.default_watch_cache_size;
-    co.upper_capacity = std::max<std::size_t>(100 * 1024, co.lower_capacity);
-    if (auto it = options.watch_cache_sizes.find(info->resource);
-        it != options.watch_cache_sizes.end()) {
-      co.lower_capacity = co.upper_capacity = it->second;
-    }
-    co.bookmark_interval = options.watch_bookmark_interval;
-    co.fields = server::fields_of(*info);
-    auto cacher = std::make_shared<watch::Cacher>(ioc.get_executor(), storage, std::move(co));
-    cacher->start();
-    cachers.emplace(info, std::move(cacher));
-  }
+  server::CacherDefaults cacher_defaults;
+  cacher_defaults.default_capacity = options.default_watch_cache_size;
+  cacher_defaults.capacities = options.watch_cache_sizes;
+  cacher_defaults.bookmark_interval = options.watch_bookmark_interval;
+  auto cachers = std::make_shared<server::CacherRegistry>(ioc.get_executor(), storage,
+                                                         std::move(cacher_defaults));
+  for (const registry::ResourceInfo* info : scheme->resources()) cachers->ensure(*info);
   // On etcd an update starting from the cache's copy saves a round trip. The embedded store reads
   // a key faster than the copy can be decoded, so there updates read storage.
   std::shared_ptr<const registry::StateCache> state_cache;
@@ -189,7 +177,7 @@ int main(int argc, char** argv) {
   signals.async_wait([&](const boost::system::error_code&, int sig) {
     spdlog::info("signal {}: shutting down", sig);
     http.stop();
-    for (auto& [info, cacher] : cachers) cacher->stop();
+    cachers->stop_all();
     ioc.stop();
   });
 

@@ -7,9 +7,9 @@ namespace kwatch::server {
 
 std::optional<storage::KeyValue> WatchCacheState::lookup(const registry::ResourceInfo& info,
                                                          const std::string& key) const {
-  auto it = cachers_.find(&info);
-  if (it == cachers_.end() || !it->second->ready()) return std::nullopt;
-  watch::ObjectPtr object = it->second->get(key);
+  auto cacher = cachers_->find(info);
+  if (!cacher || !cacher->ready()) return std::nullopt;
+  watch::ObjectPtr object = cacher->get(key);
   if (!object) return std::nullopt;
   storage::KeyValue kv;
   kv.key = key;

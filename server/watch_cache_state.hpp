@@ -1,24 +1,23 @@
 // The watch caches as the registry's `StateCache`: updates start from the cached copy of an
 // object instead of reading storage first, which saves etcd a Range per update.
 //
-// Thread-safety: immutable after construction; `lookup` is safe from any thread (the cacher's
-// `get` is).
+// Thread-safety: `lookup` is safe from any thread (the registry's and the cacher's `get` are).
 #pragma once
 
 #include "registry/resource_store.hpp"
-#include "server/api_handler.hpp"
+#include "server/cacher_registry.hpp"
 
 namespace kwatch::server {
 
 class WatchCacheState final : public registry::StateCache {
  public:
-  explicit WatchCacheState(CacherMap cachers) : cachers_(std::move(cachers)) {}
+  explicit WatchCacheState(std::shared_ptr<CacherRegistry> cachers) : cachers_(std::move(cachers)) {}
 
   std::optional<storage::KeyValue> lookup(const registry::ResourceInfo& info,
                                           const std::string& key) const override;
 
  private:
-  CacherMap cachers_;
+  std::shared_ptr<CacherRegistry> cachers_;
 };
 
 }  // namespace kwatch::server

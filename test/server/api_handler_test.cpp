@@ -533,7 +533,7 @@ TEST_F(ApiHandlerTest, PatchesAndLargeBodiesRunOnTheComputeExecutorOthersInline)
   options.executor = compute.get_executor();
   options.large_body_bytes = 4096;
   handler_ = std::make_shared<ApiHandler>(scheme, store_, std::make_shared<Metrics>(),
-                                          "127.0.0.1:0", CacherMap{}, WatchOptions{}, options);
+                                          "127.0.0.1:0", nullptr, WatchOptions{}, options);
   auto created = call_json("POST", kCM, cm("a"), 201);
   const std::string path = std::string(kCM) + "/a";
 

@@ -1,0 +1,83 @@
+#include "server/cacher_registry.hpp"
+
+#include "registry/scheme.hpp"
+#include "server/selector_predicate.hpp"
+#include "watch/cacher.hpp"
+
+#include <mutex>
+
+namespace kwatch::server {
+
+CacherRegistry::CacherRegistry(boost::asio::any_io_executor executor,
+                               std::shared_ptr<storage::Storage> storage, CacherDefaults defaults)
+    : executor_(std::move(executor)), storage_(std::move(storage)), defaults_(std::move(defaults)) {}
+
+CacherRegistry::~CacherRegistry() = default;
+
+std::shared_ptr<watch::Cacher> CacherRegistry::ensure(const registry::ResourceInfo& info) {
+  const std::string prefix = info.key_prefix();
+  std::shared_ptr<watch::Cacher> created;
+  std::vector<AddedFn> added;
+  {
+    std::unique_lock lock(mutex_);
+    if (auto it = by_prefix_.find(prefix); it != by_prefix_.end()) return it->second.second;
+    watch::CacherOptions co;
+    co.resource = info.resource;
+    co.prefix = prefix;
+    co.kind = info.kind;
+    co.api_version = info.api_version();
+    co.trigger_field = info.trigger_field;
+    co.lower_capacity = defaults_.default_capacity;
+    co.upper_capacity = std::max<std::size_t>(100 * 1024, co.lower_capacity);
+    const std::string qualified = info.group.empty() ? info.resource : info.resource + "." + info.group;
+    for (const auto& name : {info.resource, qualified}) {
+      if (auto it = defaults_.capacities.find(name); it != defaults_.capacities.end()) {
+        co.lower_capacity = co.upper_capacity = it->second;
+      }
+    }
+    co.bookmark_interval = defaults_.bookmark_interval;
+    co.fields = fields_of(info);
+    created = std::make_shared<watch::Cacher>(executor_, storage_, std::move(co));
+    created->start();
+    by_prefix_.emplace(prefix, std::make_pair(info.resource, created));
+    added = added_;
+  }
+  for (const auto& fn : added) fn(info.resource, created);
+  return created;
+}
+
+std::shared_ptr<watch::Cacher> CacherRegistry::find(const registry::ResourceInfo& info) const {
+  std::shared_lock lock(mutex_);
+  auto it = by_prefix_.find(info.key_prefix());
+  return it == by_prefix_.end() ? nullptr : it->second.second;
+}
+
+void CacherRegistry::remove(const registry::ResourceInfo& info) {
+  std::shared_ptr<watch::Cacher> gone;
+  {
+    std::unique_lock lock(mutex_);
+    auto it = by_prefix_.find(info.key_prefix());
+    if (it == by_prefix_.end()) return;
+    gone = std::move(it->second.second);
+    by_prefix_.erase(it);
+  }
+  gone->stop();
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<watch::Cacher>>> CacherRegistry::all() const {
+  std::shared_lock lock(mutex_);
+  std::vector<std::pair<std::string, std::shared_ptr<watch::Cacher>>> out;
+  for (const auto& [prefix, entry] : by_prefix_) out.push_back(entry);
+  return out;
+}
+
+void CacherRegistry::stop_all() {
+  for (auto& [resource, cacher] : all()) cacher->stop();
+}
+
+void CacherRegistry::on_added(AddedFn fn) {
+  std::unique_lock lock(mutex_);
+  added_.push_back(std::move(fn));
+}
+
+}  // namespace kwatch::server

@@ -1,0 +1,69 @@
+// The watch caches of every served resource, one per storage prefix (every version of a resource
+// shares its objects, so it shares one cacher). Built-in resources get theirs at start-up, custom
+// resources when their definition is established, and lose it when it is deleted.
+//
+// Ownership: shared by the API handler, the state cache and the CRD controller. Thread-safety:
+// every member may be called from any thread; lookups take a shared lock and return shared
+// pointers, so a cacher removed meanwhile lives on until its last request is done.
+#pragma once
+
+#include "storage/storage.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+namespace kwatch::registry {
+struct ResourceInfo;
+}
+namespace kwatch::watch {
+class Cacher;
+}
+
+namespace kwatch::server {
+
+// What every new cacher gets (kube-apiserver's --default-watch-cache-size, --watch-cache-sizes).
+struct CacherDefaults {
+  std::size_t default_capacity = 100;
+  std::map<std::string, std::size_t> capacities;  // by resource ("pods") or resource.group
+  std::chrono::milliseconds bookmark_interval{60'000};
+};
+
+class CacherRegistry {
+ public:
+  // Called with each cacher a registry creates (for its metrics), outside the registry's lock.
+  using AddedFn = std::function<void(const std::string& resource,
+                                     const std::shared_ptr<watch::Cacher>& cacher)>;
+
+  CacherRegistry(boost::asio::any_io_executor executor, std::shared_ptr<storage::Storage> storage,
+                 CacherDefaults defaults);
+  ~CacherRegistry();
+
+  // The cacher of `info`'s objects, created and started when there is none yet.
+  std::shared_ptr<watch::Cacher> ensure(const registry::ResourceInfo& info);
+  // The cacher of `info`'s objects, or null.
+  std::shared_ptr<watch::Cacher> find(const registry::ResourceInfo& info) const;
+  // Stops and forgets the cacher under `info`'s key prefix, if any.
+  void remove(const registry::ResourceInfo& info);
+  // Every cacher, with the resource it was made for.
+  std::vector<std::pair<std::string, std::shared_ptr<watch::Cacher>>> all() const;
+  void stop_all();
+
+  void on_added(AddedFn fn);
+
+ private:
+  boost::asio::any_io_executor executor_;
+  std::shared_ptr<storage::Storage> storage_;
+  CacherDefaults defaults_;
+  mutable std::shared_mutex mutex_;
+  std::map<std::string, std::pair<std::string, std::shared_ptr<watch::Cacher>>> by_prefix_;
+  std::vector<AddedFn> added_;
+};
+
+}  // namespace kwatch::server
