@@ -2,6 +2,7 @@
 
 #include "registry/builtin_defaults.hpp"
 #include "registry/builtin_schemas.hpp"
+#include "registry/custom_resource_definition.hpp"
 #include "registry/scheme.hpp"
 #include "registry/strategic_merge_patch.hpp"
 #include "registry/structural_schema.hpp"
@@ -29,7 +30,7 @@ std::string_view string_at(const json::object* obj, std::string_view key) {
 }
 
 // ValidatePodSpec's rules that the schema cannot say: a pod has containers, each with an image.
-void validate_pod(const json::object& pod, std::vector<Cause>& causes) {
+void validate_pod(const json::object& pod, const json::object*, std::vector<Cause>& causes) {
   const json::object* spec = object_at(pod, "spec");
   const json::value* containers = spec != nullptr ? spec->if_contains("containers") : nullptr;
   if (containers == nullptr || !containers->is_array() || containers->get_array().empty()) {
@@ -49,11 +50,31 @@ void validate_pod(const json::object& pod, std::vector<Cause>& causes) {
   }
 }
 
-void validate_deployment(const json::object& deployment, std::vector<Cause>& causes) {
+void validate_deployment(const json::object& deployment, const json::object*,
+                         std::vector<Cause>& causes) {
   const json::object* spec = object_at(deployment, "spec");
   if (spec == nullptr || object_at(*spec, "selector") == nullptr) {
     causes.push_back({"FieldValueRequired", "Required value", "spec.selector"});
   }
+}
+
+// Deleting a definition first deletes its objects: the finalizer kube's cleanup controller
+// removes when they are gone.
+constexpr std::string_view kCustomResourceCleanup = "customresourcecleanup.apiextensions.k8s.io";
+
+void prepare_crd_for_create(json::object& crd) {
+  json::value& meta = crd["metadata"];
+  if (!meta.is_object()) return;
+  json::value& finalizers = meta.get_object()["finalizers"];
+  if (!finalizers.is_array()) finalizers = json::array();
+  for (const auto& f : finalizers.get_array()) {
+    if (f.is_string() && f.get_string() == kCustomResourceCleanup) return;
+  }
+  finalizers.get_array().emplace_back(kCustomResourceCleanup);
+}
+
+void validate_crd(const json::object& crd, const json::object* old, std::vector<Cause>& causes) {
+  for (auto& c : validate_custom_resource_definition(crd, old)) causes.push_back(std::move(c));
 }
 
 struct Kind {
@@ -99,6 +120,10 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
       {"apps", "Deployment", "deployments", "deployment", true, {"deploy"}, {}, true, {"all"}, {},
        {.set_defaults = default_deployment, .validate = validate_deployment}},
       {"coordination.k8s.io", "Lease", "leases", "lease", true, {}},
+      {"apiextensions.k8s.io", "CustomResourceDefinition", "customresourcedefinitions",
+       "customresourcedefinition", false, {"crd", "crds"}, {}, true, {"api-extensions"}, {},
+       {.set_defaults = default_custom_resource_definition,
+        .prepare_for_create = prepare_crd_for_create, .validate = validate_crd}},
   };
   for (const Kind& k : kinds) {
     ResourceInfo info;

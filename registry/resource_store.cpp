@@ -187,7 +187,8 @@ ApiError unreadable(const storage::KeyValue& kv, const std::string& problem) {
 }
 
 // Checks what every object must satisfy before it is written.
-std::vector<Cause> validate_object(const ResourceInfo& info, const json::object& obj) {
+std::vector<Cause> validate_object(const ResourceInfo& info, const json::object& obj,
+                                   const json::object* old) {
   std::vector<Cause> causes;
   const json::object* meta = metadata_of(obj);
   const std::string name = string_field(meta, "name");
@@ -242,7 +243,7 @@ std::vector<Cause> validate_object(const ResourceInfo& info, const json::object&
       }
     }
   }
-  if (info.hooks.validate) info.hooks.validate(obj, causes);
+  if (info.hooks.validate) info.hooks.validate(obj, old, causes);
   return causes;
 }
 
@@ -313,7 +314,7 @@ std::optional<ApiError> decode_and_default(const ResourceInfo& info, json::objec
 // labels, then the kind's own) as one 422 Invalid; or, for a built-in kind holding a value of the
 // wrong type, the 400 decoding error Go would have given (for the first such field).
 std::optional<ApiError> check_written(const ResourceInfo& info, const std::string& name,
-                                      json::object& obj) {
+                                      json::object& obj, const json::object* old) {
   std::vector<Cause> causes;
   if (info.schema) {
     json::value value(std::move(obj));
@@ -333,7 +334,7 @@ std::optional<ApiError> check_written(const ResourceInfo& info, const std::strin
                                               detail);
     }
   }
-  for (auto& c : validate_object(info, obj)) causes.push_back(std::move(c));
+  for (auto& c : validate_object(info, obj, old)) causes.push_back(std::move(c));
   if (causes.empty()) return std::nullopt;
   return invalid(info, name, std::move(causes));
 }
@@ -363,6 +364,35 @@ ApiResult<json::object*> ensure_metadata(json::object& obj) {
   }
   if (!it->value().is_object()) return bad_request("metadata must be an object");
   return &it->value().get_object();
+}
+
+bool has_finalizers(const json::object& obj) {
+  const json::object* meta = metadata_of(obj);
+  const json::value* f = meta != nullptr ? meta->if_contains("finalizers") : nullptr;
+  return f != nullptr && f->is_array() && !f->get_array().empty();
+}
+
+// Finalizers an update adds to an object that is being deleted: kube forbids new ones.
+std::vector<Cause> added_finalizers(const json::object& obj, const json::object& old) {
+  const json::object* old_meta = metadata_of(old);
+  if (old_meta == nullptr || !old_meta->contains("deletionTimestamp")) return {};
+  const json::value* before = old_meta->if_contains("finalizers");
+  const json::object* meta = metadata_of(obj);
+  const json::value* after = meta != nullptr ? meta->if_contains("finalizers") : nullptr;
+  if (after == nullptr || !after->is_array()) return {};
+  for (const auto& f : after->get_array()) {
+    bool known = false;
+    if (before != nullptr && before->is_array()) {
+      for (const auto& b : before->get_array()) known = known || b == f;
+    }
+    if (!known) {
+      return {{"FieldValueForbidden",
+               "Forbidden: no new finalizers can be added if the object is being deleted, found "
+               "new finalizers " + json::serialize(*after),
+               "metadata.finalizers"}};
+    }
+  }
+  return {};
 }
 
 // The Status a delete answers with when it has no object to return.
@@ -605,7 +635,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInf
   meta.erase("deletionTimestamp");
   meta.erase("deletionGracePeriodSeconds");
   if (auto e = decode_and_default(info, body, query, /*create=*/true)) co_return std::move(*e);
-  if (auto e = check_written(info, name.empty() ? generate_name : name, body)) {
+  if (auto e = check_written(info, name.empty() ? generate_name : name, body, nullptr)) {
     co_return std::move(*e);
   }
   if (auto ok = co_await check_namespace(info, ns); !ok) co_return ok.error();
@@ -641,6 +671,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
     std::function<ApiResult<json::object>(const json::object& current)> mutate) {
   std::optional<ApiError> failure;
   std::optional<json::object> written;
+  bool finalized = false;  // the update removed the last finalizer of an object being deleted
   auto try_update = [&](const KeyValue* current) -> storage::Result<std::string> {
     failure.reset();
     written.reset();
@@ -729,10 +760,15 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
       std::int64_t gen = g != nullptr && g->is_int64() ? g->get_int64() : 0;
       final_meta["generation"] = gen + 1;
     }
-    if (auto e = check_written(info, name, obj)) {
+    if (auto e = check_written(info, name, obj, &*existing)) {
       failure = std::move(*e);
       return failure->code;
     }
+    if (auto causes = added_finalizers(obj, *existing); !causes.empty()) {
+      failure = invalid(info, name, std::move(causes));
+      return Errc::invalid;
+    }
+    finalized = obj.at("metadata").as_object().contains("deletionTimestamp") && !has_finalizers(obj);
     written = obj;
     auto text = storable(info, name, obj);
     if (!text) {
@@ -754,6 +790,11 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
     co_return from_storage(info, name, r.error());
   }
   if (query.dry_run && written) co_return *written;
+  if (finalized) {
+    // Nothing holds the object any more: the deletion it waited for happens now.
+    auto d = co_await storage_->delete_if(info.key(ns, name), r->mod_revision);
+    if (!d) co_return from_storage(info, name, d.error());
+  }
   co_return decode(*r);
 }
 
@@ -778,9 +819,12 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::patch(const ResourceInfo
   if (type == PatchType::json && !patch.is_array()) {
     co_return bad_request("json patch must be a JSON array of operations");
   }
-  if (type == PatchType::strategic_merge && !info.strategic_merge_patch) {
-    co_return api_error(Errc::bad_request,
-                        "strategic merge patch is not supported for " + qualified_resource(info));
+  if (type == PatchType::strategic_merge && info.origin == KindOrigin::custom) {
+    // kube-apiserver serves custom resources without strategic merge patch.
+    co_return api_error(Errc::unsupported_media_type,
+                        "the body of the request was in an unknown format - accepted media types "
+                        "include: application/json-patch+json, application/merge-patch+json, "
+                        "application/apply-patch+yaml");
   }
   auto shared_patch = std::make_shared<json::value>(std::move(patch));
   const PatchSchema& schema =
@@ -858,6 +902,21 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInf
                          "Precondition failed: ResourceVersion in precondition: " +
                              *query.resource_version + ", ResourceVersion in object meta: " +
                              std::to_string(current->mod_revision));
+    }
+    if (has_finalizers(*obj)) {
+      // The object stays until its finalizers are removed; the delete only marks it.
+      json::object& m = (*obj)["metadata"].get_object();
+      if (m.contains("deletionTimestamp")) co_return std::move(*obj);
+      m["deletionTimestamp"] = now_rfc3339();
+      m["deletionGracePeriodSeconds"] = 0;
+      if (query.dry_run) co_return std::move(*obj);
+      auto text = storable(info, name, *obj);
+      if (!text) co_return text.error();
+      auto w = co_await storage_->put_if(key, current->mod_revision, std::move(*text));
+      if (!w) co_return from_storage(info, name, w.error());
+      if (!w->succeeded) continue;  // changed under us: decide again on the new state
+      (*obj)["metadata"].get_object()["resourceVersion"] = std::to_string(w->revision);
+      co_return std::move(*obj);
     }
     if (query.dry_run) co_return std::move(*obj);
     auto d = co_await storage_->delete_if(key, current->mod_revision);

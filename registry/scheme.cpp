@@ -5,6 +5,7 @@
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
+#include <algorithm>
 #include <mutex>
 
 namespace kwatch::registry {
@@ -83,6 +84,33 @@ std::shared_ptr<Scheme> Scheme::builtin(const std::string& storage_prefix) {
 void Scheme::add(ResourceInfo info) {
   std::unique_lock lock(mutex_);
   resources_.push_back(std::make_unique<ResourceInfo>(std::move(info)));
+}
+
+void Scheme::set_owned(const std::string& owner, std::vector<ResourceInfo> infos) {
+  std::unique_lock lock(mutex_);
+  for (auto it = resources_.begin(); it != resources_.end();) {
+    if (!owner.empty() && (*it)->owner == owner) {
+      retired_.push_back(std::move(*it));
+      it = resources_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto& info : infos) {
+    info.owner = owner;
+    resources_.push_back(std::make_unique<ResourceInfo>(std::move(info)));
+  }
+}
+
+std::vector<std::string> Scheme::owners() const {
+  std::shared_lock lock(mutex_);
+  std::vector<std::string> out;
+  for (const auto& r : resources_) {
+    if (!r->owner.empty() && std::find(out.begin(), out.end(), r->owner) == out.end()) {
+      out.push_back(r->owner);
+    }
+  }
+  return out;
 }
 
 const ResourceInfo* Scheme::find(std::string_view group, std::string_view version,

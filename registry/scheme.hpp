@@ -35,8 +35,11 @@ struct KindHooks {
   std::function<void(boost::json::object& obj)> set_defaults;
   // What only a create decides, after set_defaults (a pod's initial status).
   std::function<void(boost::json::object& obj)> prepare_for_create;
-  // Rules the schema cannot say (a pod's containers need images); appends causes.
-  std::function<void(const boost::json::object& obj, std::vector<Cause>& causes)> validate;
+  // Rules the schema cannot say (a pod's containers need images); appends causes. `old` is the
+  // stored object on updates, null on creates.
+  std::function<void(const boost::json::object& obj, const boost::json::object* old,
+                     std::vector<Cause>& causes)>
+      validate;
 };
 
 // An additionalPrinterColumn of a custom resource: a column of kubectl's table.
@@ -89,6 +92,9 @@ struct ResourceInfo {
   // or, for a custom resource without any, NAME and AGE.
   std::vector<PrinterColumn> printer_columns;
   std::optional<ScaleSubresource> scale;
+  // Custom resources: the name of the CustomResourceDefinition that serves them; "" for built-in
+  // kinds.
+  std::string owner;
   // Custom resources: the version objects are stored as (apiVersion is rewritten on the way in
   // and out, conversion strategy None); "" means `version`.
   std::string storage_version;
@@ -133,11 +139,18 @@ class Scheme {
   std::vector<GroupVersion> group_versions() const;
 
   void add(ResourceInfo info);
+  // Replaces every resource `owner` serves (a CustomResourceDefinition's name) with `infos`; an
+  // empty `infos` removes them. Replaced descriptions stay allocated (a request may still hold
+  // one), so call this when a definition changes, not on every look at it.
+  void set_owned(const std::string& owner, std::vector<ResourceInfo> infos);
+  // Every owner with resources in the scheme.
+  std::vector<std::string> owners() const;
 
  private:
   mutable std::shared_mutex mutex_;
   // unique_ptr keeps each ResourceInfo at a stable address while the vector grows.
   std::vector<std::unique_ptr<ResourceInfo>> resources_;
+  std::vector<std::unique_ptr<ResourceInfo>> retired_;
 };
 
 }  // namespace kwatch::registry

@@ -3,6 +3,7 @@
 #include "registry/scheme.hpp"
 #include "server/api_handler.hpp"
 #include "server/cacher_registry.hpp"
+#include "server/crd_controller.hpp"
 #include "server/http_server.hpp"
 #include "server/options.hpp"
 #include "server/selector_predicate.hpp"
@@ -145,6 +146,10 @@ int main(int argc, char** argv) {
   compute_options.executor = compute.get_executor();
   auto handler = std::make_shared<server::ApiHandler>(scheme, store, metrics, address, cachers,
                                                       watch_options, compute_options);
+  // CustomResourceDefinitions become served resources here, in every replica.
+  auto crd_controller = std::make_shared<server::CrdController>(scheme, store, cachers, storage,
+                                                                options.etcd_prefix);
+  crd_controller->start(ioc.get_executor());
   server::HttpServer http(ioc, handler, server::HttpLimits{});
   if (auto ec = http.listen(options.bind_address, options.port)) {
     spdlog::critical("cannot listen on {}: {}", address, ec.message());
@@ -177,6 +182,7 @@ int main(int argc, char** argv) {
   signals.async_wait([&](const boost::system::error_code&, int sig) {
     spdlog::info("signal {}: shutting down", sig);
     http.stop();
+    crd_controller->stop();
     cachers->stop_all();
     ioc.stop();
   });

@@ -1,0 +1,222 @@
+#include "server/crd_controller.hpp"
+
+#include "registry/custom_resource_definition.hpp"
+#include "registry/resource_store.hpp"
+#include "registry/scheme.hpp"
+#include "server/cacher_registry.hpp"
+#include "storage/storage.hpp"
+#include "storage/stored_json.hpp"
+#include "watch/cacher.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json/serialize.hpp>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <ctime>
+#include <set>
+
+namespace kwatch::server {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+namespace {
+
+constexpr std::string_view kCleanupFinalizer = "customresourcecleanup.apiextensions.k8s.io";
+
+std::string now_rfc3339() {
+  std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string name_of(const json::object& obj) {
+  const json::value* meta = obj.if_contains("metadata");
+  const json::value* name = meta != nullptr && meta->is_object()
+                                ? meta->get_object().if_contains("name")
+                                : nullptr;
+  return name != nullptr && name->is_string() ? std::string(name->get_string()) : std::string();
+}
+
+bool being_deleted(const json::object& obj) {
+  const json::value* meta = obj.if_contains("metadata");
+  return meta != nullptr && meta->is_object() && meta->get_object().contains("deletionTimestamp");
+}
+
+void log_failure(std::exception_ptr e) {
+  if (!e) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    spdlog::error("CRD controller failed: {}", ex.what());
+  }
+}
+
+}  // namespace
+
+CrdController::CrdController(std::shared_ptr<registry::Scheme> scheme,
+                             std::shared_ptr<registry::ResourceStore> store,
+                             std::shared_ptr<CacherRegistry> cachers,
+                             std::shared_ptr<storage::Storage> storage, std::string storage_prefix)
+    : scheme_(std::move(scheme)),
+      store_(std::move(store)),
+      cachers_(std::move(cachers)),
+      storage_(std::move(storage)),
+      storage_prefix_(std::move(storage_prefix)) {
+  crd_info_ = scheme_->find("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+}
+
+void CrdController::start(asio::any_io_executor executor) {
+  asio::co_spawn(asio::make_strand(executor),
+                 [self = shared_from_this()]() { return self->run(); }, log_failure);
+}
+
+asio::awaitable<void> CrdController::run() {
+  auto cacher = cachers_->ensure(*crd_info_);
+  asio::steady_timer retry(co_await asio::this_coro::executor);
+  while (!stopped_) {
+    // Every event of the definitions' cache wakes a full reconcile: there are few definitions,
+    // and looking at all of them each time leaves no state to get wrong.
+    watch::WatchRequest request;
+    request.prefix = crd_info_->key_prefix();
+    request.deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
+    auto session = co_await cacher->watch(std::move(request));
+    if (!session) {
+      // Not ready yet (start-up or a re-list): try again shortly.
+      retry.expires_after(std::chrono::milliseconds(100));
+      co_await retry.async_wait(asio::use_awaitable);
+      continue;
+    }
+    std::vector<watch::WatchFrame> frames;
+    for (;;) {
+      co_await reconcile();
+      if (stopped_) co_return;
+      auto next = co_await (*session)->next(frames);
+      if (!next) break;
+    }
+  }
+}
+
+asio::awaitable<void> CrdController::reconcile() {
+  auto cacher = cachers_->find(*crd_info_);
+  if (!cacher) co_return;
+  auto list = cacher->list(crd_info_->key_prefix(), "", 0, nullptr);
+  std::set<std::string> present;
+  for (const auto& object : list.objects) {
+    auto parsed = storage::parse_json(object->json);
+    if (!parsed || !parsed->is_object()) continue;
+    json::object crd = std::move(parsed->get_object());
+    present.insert(name_of(crd));
+    if (being_deleted(crd)) {
+      co_await finalize(std::move(crd));
+    } else {
+      co_await serve(std::move(crd));
+    }
+  }
+  for (const auto& owner : scheme_->owners()) {
+    if (present.count(owner)) continue;
+    // The definition is gone: so are its endpoints and its cache.
+    for (const registry::ResourceInfo* info : scheme_->resources()) {
+      if (info->owner == owner) cachers_->remove(*info);
+    }
+    scheme_->set_owned(owner, {});
+    applied_.erase(owner);
+    spdlog::info("custom resources of {} are no longer served", owner);
+  }
+}
+
+asio::awaitable<void> CrdController::serve(json::object crd) {
+  const std::string name = name_of(crd);
+  const json::value* spec = crd.if_contains("spec");
+  const std::string spec_text = spec != nullptr ? json::serialize(*spec) : std::string();
+  json::object desired;
+  if (applied_[name] != spec_text) {
+    auto infos = registry::custom_resources(crd, storage_prefix_);
+    if (!infos) {
+      spdlog::warn("CustomResourceDefinition {} cannot be served: {}", name, infos.error().message);
+      co_return;
+    }
+    if (auto conflict = registry::names_conflict(crd, *scheme_)) {
+      json::object rejected =
+          registry::rejected_names_status(crd, conflict->first, conflict->second, now_rfc3339());
+      co_await write_status(std::move(rejected));
+      co_return;
+    }
+    std::vector<registry::ResourceInfo> copies = *infos;
+    scheme_->set_owned(name, std::move(*infos));
+    for (const auto& info : copies) cachers_->ensure(info);
+    applied_[name] = spec_text;
+    spdlog::info("serving custom resources of {}", name);
+  }
+  desired = registry::accepted_status(crd, now_rfc3339());
+  co_await write_status(std::move(desired));
+}
+
+asio::awaitable<void> CrdController::write_status(json::object desired) {
+  const std::string name = name_of(desired);
+  // Only when it differs from what is stored: a replica that finds the work done writes nothing.
+  auto current = co_await store_->get(*crd_info_, std::string(), name, std::string());
+  if (!current) co_return;
+  const json::value* now_status = current->if_contains("status");
+  const json::value* want_status = desired.if_contains("status");
+  if (now_status != nullptr && want_status != nullptr && *now_status == *want_status) co_return;
+  registry::WriteQuery query;
+  query.subresource = "status";
+  std::string ns;
+  auto r = co_await store_->update(*crd_info_, std::move(ns), name, std::move(desired),
+                                   std::move(query));
+  if (!r && r.error().code != storage::Errc::conflict) {
+    spdlog::warn("cannot update the status of CustomResourceDefinition {}: {}", name,
+                 r.error().message);
+  }
+}
+
+asio::awaitable<void> CrdController::finalize(json::object crd) {
+  const std::string name = name_of(crd);
+  json::object terminating = crd;
+  registry::set_terminating(terminating, now_rfc3339());
+  co_await write_status(std::move(terminating));
+  // Every object of the definition, whichever version it was written through, lives under one
+  // prefix.
+  auto infos = registry::custom_resources(crd, storage_prefix_);
+  if (infos && !infos->empty()) {
+    storage::ListOptions options;
+    options.prefix = infos->front().key_prefix();
+    auto page = co_await storage_->list(options);
+    if (!page) co_return;  // storage trouble: the next event tries again
+    for (const auto& kv : page->kvs) {
+      auto d = co_await storage_->delete_if(kv.key, 0);
+      if (!d) co_return;
+    }
+  }
+  // Then the finalizer goes, and with it the definition.
+  auto current = co_await store_->get(*crd_info_, std::string(), name, std::string());
+  if (!current) co_return;
+  json::object updated = std::move(*current);
+  json::value& meta = updated["metadata"];
+  if (!meta.is_object()) co_return;
+  json::value* finalizers = meta.get_object().if_contains("finalizers");
+  if (finalizers == nullptr || !finalizers->is_array()) co_return;
+  json::array kept;
+  for (const auto& f : finalizers->get_array()) {
+    if (!(f.is_string() && f.get_string() == kCleanupFinalizer)) kept.push_back(f);
+  }
+  if (kept.size() == finalizers->get_array().size()) co_return;
+  *finalizers = std::move(kept);
+  registry::WriteQuery query;
+  std::string ns;
+  auto r = co_await store_->update(*crd_info_, std::move(ns), name, std::move(updated),
+                                   std::move(query));
+  if (!r && r.error().code != storage::Errc::conflict && r.error().code != storage::Errc::not_found) {
+    spdlog::warn("cannot remove the cleanup finalizer of {}: {}", name, r.error().message);
+  }
+}
+
+}  // namespace kwatch::server
