@@ -160,9 +160,22 @@ ApiError invalid(const ResourceInfo& info, const std::string& name, std::vector<
 
 // The stored form of an object about to be written, or why it must not be: nothing is committed
 // that the server could not read back (storage/stored_json.hpp) or that exceeds the size limit.
+// A custom resource served by several versions is stored as its storage version and served as
+// the version asked for (conversion strategy None: only apiVersion changes).
+bool converts(const ResourceInfo& info) {
+  return info.origin == KindOrigin::custom && !info.storage_version.empty() &&
+         info.storage_version != info.version;
+}
+
+ApiResult<json::object> served_form(const ResourceInfo& info, ApiResult<json::object> obj) {
+  if (obj && converts(info)) (*obj)["apiVersion"] = info.api_version();
+  return obj;
+}
+
 ApiResult<std::string> storable(const ResourceInfo& info, const std::string& name,
                                 json::object obj) {
   if (auto* meta = metadata_of(obj)) meta->erase("resourceVersion");
+  if (converts(info)) obj["apiVersion"] = info.group + "/" + info.storage_version;
   json::value value(std::move(obj));
   if (auto problem = storage::json_problem(value)) {
     return invalid(info, name, {{"FieldValueInvalid", "Invalid value: " + problem->what,
@@ -475,7 +488,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::get(const ResourceInfo& 
   }
   auto r = co_await storage_->get(info.key(ns, name), revision);
   if (!r) co_return from_storage(info, name, r.error());
-  co_return decode(*r);
+  co_return served_form(info, decode(*r));
 }
 
 asio::awaitable<ApiResult<json::object>> ResourceStore::list(const ResourceInfo& info,
@@ -555,7 +568,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::list(const ResourceInfo&
     for (auto& kv : page->kvs) {
       ++consumed;
       last_key = kv.key;
-      auto obj = decode(kv);
+      auto obj = served_form(info, decode(kv));
       if (!obj) {
         // One unreadable object must not hide all the others from every client that lists.
         spdlog::warn("list {}: skipping {}: {}", info.resource, storage::to_valid_utf8(kv.key),
@@ -679,7 +692,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
       failure = not_found(info, name);
       return Errc::not_found;
     }
-    auto existing = decode(*current);
+    auto existing = served_form(info, decode(*current));
     if (!existing) {
       failure = existing.error();
       return Errc::internal;
@@ -795,7 +808,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
     auto d = co_await storage_->delete_if(info.key(ns, name), r->mod_revision);
     if (!d) co_return from_storage(info, name, d.error());
   }
-  co_return decode(*r);
+  co_return served_form(info, decode(*r));
 }
 
 asio::awaitable<ApiResult<json::object>> ResourceStore::update(const ResourceInfo& info,
@@ -878,7 +891,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInf
   for (;;) {
     auto current = co_await storage_->get(key);
     if (!current) co_return from_storage(info, name, current.error());
-    auto obj = decode(*current);
+    auto obj = served_form(info, decode(*current));
     if (!obj && query.ignore_read_errors) {
       spdlog::warn("deleting {}, which cannot be decoded, as asked "
                    "(ignoreStoreReadErrorWithClusterBreakingPotential)",
@@ -956,6 +969,110 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove_collection(const 
   (*listed)["metadata"].get_object().erase("continue");
   (*listed)["metadata"].get_object().erase("remainingItemCount");
   co_return std::move(*listed);
+}
+
+namespace {
+
+std::vector<std::string> path_steps(std::string_view path) {
+  std::vector<std::string> steps;
+  while (!path.empty()) {
+    if (path.front() == '.') path.remove_prefix(1);
+    const auto end = path.find('.');
+    steps.emplace_back(path.substr(0, end));
+    path = end == std::string_view::npos ? std::string_view() : path.substr(end);
+  }
+  return steps;
+}
+
+const json::value* value_at(const json::object& obj, std::string_view path) {
+  const json::object* cur = &obj;
+  const json::value* v = nullptr;
+  for (const auto& step : path_steps(path)) {
+    v = cur != nullptr ? cur->if_contains(step) : nullptr;
+    if (v == nullptr) return nullptr;
+    cur = v->if_object();
+  }
+  return v;
+}
+
+void set_value_at(json::object& obj, std::string_view path, json::value value) {
+  auto steps = path_steps(path);
+  if (steps.empty()) return;
+  json::object* cur = &obj;
+  for (std::size_t i = 0; i + 1 < steps.size(); ++i) {
+    json::value& next = (*cur)[steps[i]];
+    if (!next.is_object()) next = json::object();
+    cur = &next.get_object();
+  }
+  (*cur)[steps.back()] = std::move(value);
+}
+
+// The autoscaling/v1 Scale of `obj`, as kube-apiserver builds it for a custom resource.
+json::object scale_of(const ResourceInfo& info, const json::object& obj) {
+  const ScaleSubresource& s = *info.scale;
+  const json::object* meta = metadata_of(obj);
+  json::object scale_meta;
+  for (const char* f : {"name", "namespace", "uid", "resourceVersion", "creationTimestamp"}) {
+    if (meta != nullptr && meta->contains(f)) scale_meta[f] = meta->at(f);
+  }
+  json::object spec;
+  if (const json::value* r = value_at(obj, s.spec_replicas_path); r != nullptr && r->is_int64()) {
+    spec["replicas"] = *r;
+  }
+  json::object status{{"replicas", 0}};
+  if (const json::value* r = value_at(obj, s.status_replicas_path); r != nullptr && r->is_int64()) {
+    status["replicas"] = *r;
+  }
+  if (!s.label_selector_path.empty()) {
+    if (const json::value* sel = value_at(obj, s.label_selector_path); sel && sel->is_string()) {
+      status["selector"] = *sel;
+    }
+  }
+  return json::object{{"kind", "Scale"},
+                      {"apiVersion", "autoscaling/v1"},
+                      {"metadata", std::move(scale_meta)},
+                      {"spec", std::move(spec)},
+                      {"status", std::move(status)}};
+}
+
+}  // namespace
+
+asio::awaitable<ApiResult<json::object>> ResourceStore::scale(const ResourceInfo& info,
+                                                              std::string ns, std::string name,
+                                                              ScaleFn mutate, WriteQuery query) {
+  if (!info.scale) co_return not_found(info, name);
+  if (!mutate) {
+    auto obj = co_await get(info, ns, name, "");
+    if (!obj) co_return obj.error();
+    co_return scale_of(info, *obj);
+  }
+  auto shared = std::make_shared<ScaleFn>(std::move(mutate));
+  MutateFn update = [shared, &info, name](const json::object& current) -> ApiResult<json::object> {
+    auto next = (*shared)(scale_of(info, current));
+    if (!next) return next.error();
+    const json::value* replicas = next->contains("spec") && next->at("spec").is_object()
+                                      ? next->at("spec").get_object().if_contains("replicas")
+                                      : nullptr;
+    if (replicas == nullptr || !replicas->is_int64() || replicas->get_int64() < 0) {
+      return invalid(info, name, {{"FieldValueInvalid",
+                                   "Invalid value: " + (replicas ? json::serialize(*replicas)
+                                                                 : std::string("null")) +
+                                       ": must be greater than or equal to 0",
+                                   "spec.replicas"}});
+    }
+    json::object obj = current;
+    set_value_at(obj, info.scale->spec_replicas_path, *replicas);
+    // The Scale's resourceVersion is the object's: a stale one is a conflict.
+    const json::object* scale_meta = metadata_of(*next);
+    const std::string rv = string_field(scale_meta, "resourceVersion");
+    json::object& meta = obj["metadata"].get_object();
+    if (!rv.empty()) meta["resourceVersion"] = rv;
+    return obj;
+  };
+  query.subresource.clear();
+  auto r = co_await write_update(info, std::move(ns), std::move(name), query, std::move(update));
+  if (!r) co_return r.error();
+  co_return scale_of(info, *r);
 }
 
 asio::awaitable<ApiResult<void>> ResourceStore::ping() {

@@ -117,6 +117,14 @@ class ResourceStore {
   boost::asio::awaitable<ApiResult<boost::json::object>> remove_collection(
       const ResourceInfo& info, std::string ns, ListQuery query, DeleteQuery del);
 
+  // The scale subresource (autoscaling/v1 Scale) of a resource that has one (`info.scale`):
+  // `mutate` null reads it; otherwise it gets the current Scale and returns the new one, whose
+  // spec.replicas is written to the object (with its metadata.resourceVersion as precondition).
+  using ScaleFn = std::function<ApiResult<boost::json::object>(boost::json::object scale)>;
+  boost::asio::awaitable<ApiResult<boost::json::object>> scale(const ResourceInfo& info,
+                                                               std::string ns, std::string name,
+                                                               ScaleFn mutate, WriteQuery query);
+
   // Whether storage answers (readiness).
   boost::asio::awaitable<ApiResult<void>> ping();
 

@@ -92,6 +92,9 @@ struct ResourceInfo {
   // or, for a custom resource without any, NAME and AGE.
   std::vector<PrinterColumn> printer_columns;
   std::optional<ScaleSubresource> scale;
+  // Custom resources: the version's openAPIV3Schema as the definition gives it, published in
+  // the OpenAPI v3 document of the group-version (built-in kinds publish registry/schemas).
+  std::shared_ptr<const boost::json::value> openapi_schema;
   // Custom resources: the name of the CustomResourceDefinition that serves them; "" for built-in
   // kinds.
   std::string owner;

@@ -3,6 +3,8 @@
 #include "registry/continue_token.hpp"
 #include "registry/field_selector.hpp"
 #include "registry/json_body.hpp"
+#include "registry/json_patch.hpp"
+#include "registry/merge_patch.hpp"
 #include "registry/label_selector.hpp"
 #include "registry/protobuf_decoder.hpp"
 #include "registry/resource_store.hpp"
@@ -325,6 +327,7 @@ asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
         if (route.info == nullptr || (!route.ns.empty() && !route.info->namespaced) ||
             (!route.subresource.empty() &&
              !(route.subresource == "status" && route.info->has_status) &&
+             !(route.subresource == "scale" && route.info->scale) &&
              !(route.subresource == "finalize" && route.info->resource == "namespaces"))) {
           response = not_found_path();
         } else if (compute_.executor && (request.method == "PATCH" ||
@@ -386,6 +389,7 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     return response;
   };
 
+  if (route.subresource == "scale") co_return co_await serve_scale(request, url, route);
   if (m == "GET" || m == "HEAD") {
     if (!named) {
       const bool watch = route.watch_prefix || truthy(url.param("watch"));
@@ -485,6 +489,58 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
   co_return method_not_allowed(m);
 }
 
+asio::awaitable<ApiResponse> ApiHandler::serve_scale(const ApiRequest& request, const Url& url,
+                                                     Route& route) {
+  const ResourceInfo& info = *route.info;
+  const std::string& m = request.method;
+  registry::ResourceStore::ScaleFn mutate;
+  if (m == "GET" || m == "HEAD") {
+    route.verb = "get";
+  } else if (m == "PUT") {
+    route.verb = "update";
+    auto body = parse_object(request);
+    if (!body) co_return error_response(body.error());
+    auto shared = std::make_shared<json::object>(std::move(*body));
+    mutate = [shared](json::object) -> ApiResult<json::object> { return *shared; };
+  } else if (m == "PATCH") {
+    route.verb = "patch";
+    const std::string type = media_type(request.content_type);
+    auto patch = registry::parse_json_body(request.body);
+    if (!patch) co_return error_response(patch.error());
+    auto shared = std::make_shared<json::value>(std::move(*patch));
+    if (type == "application/json-patch+json") {
+      mutate = [shared](json::object scale) -> ApiResult<json::object> {
+        auto r = registry::apply_json_patch(json::value(std::move(scale)), *shared);
+        if (!r) return r.error();
+        if (!r->is_object()) return ApiError(Errc::bad_request, "patched Scale is not an object");
+        return std::move(r->get_object());
+      };
+    } else if (type == "application/merge-patch+json" ||
+               type == "application/strategic-merge-patch+json") {
+      // A Scale has no lists: a strategic merge patch of it is a merge patch.
+      mutate = [shared](json::object scale) -> ApiResult<json::object> {
+        json::value r = registry::apply_merge_patch(json::value(std::move(scale)), *shared);
+        if (!r.is_object()) return ApiError(Errc::bad_request, "patched Scale is not an object");
+        return std::move(r.get_object());
+      };
+    } else {
+      co_return error_response({Errc::unsupported_media_type,
+                                "the body of the request was in an unknown format - accepted "
+                                "media types include: application/json-patch+json, "
+                                "application/merge-patch+json, "
+                                "application/strategic-merge-patch+json", {}});
+    }
+  } else {
+    route.verb = "unknown";
+    co_return method_not_allowed(m);
+  }
+  auto q = write_query(url, "");
+  if (!q) co_return error_response(q.error());
+  auto r = co_await store_->scale(info, route.ns, route.name, std::move(mutate), *q);
+  if (!r) co_return error_response(r.error());
+  co_return json_response(200, *r);
+}
+
 // ---- The watch cache: watches, and lists and gets served from memory. ----
 
 namespace {
@@ -533,6 +589,13 @@ ApiResult<std::shared_ptr<const watch::Predicate>> predicate_of(const ResourceIn
   if (labels->empty() && fields->empty()) return std::shared_ptr<const watch::Predicate>();
   return std::shared_ptr<const watch::Predicate>(
       std::make_shared<SelectorPredicate>(std::move(*labels), std::move(*fields)));
+}
+
+// The cache holds a custom resource's objects as their storage version; reads of another
+// served version go to storage, which rewrites apiVersion.
+bool serves_other_version(const ResourceInfo& info) {
+  return info.origin == registry::KindOrigin::custom && !info.storage_version.empty() &&
+         info.storage_version != info.version;
 }
 
 std::string escape_json(std::string_view s) { return json::serialize(json::string(s)); }
@@ -725,7 +788,7 @@ asio::awaitable<ApiResponse> ApiHandler::list_from_cache(const ApiRequest& reque
   served = false;
   const ResourceInfo& info = *route.info;
   std::shared_ptr<watch::Cacher> cacher = cacher_for(info);
-  if (cacher == nullptr) co_return ApiResponse{};
+  if (cacher == nullptr || serves_other_version(info)) co_return ApiResponse{};
   const bool has_selector = !url.param("labelSelector").value_or("").empty() ||
                             !url.param("fieldSelector").value_or("").empty();
   if (!cacher->ready()) {
@@ -790,7 +853,9 @@ asio::awaitable<ApiResponse> ApiHandler::get_from_cache(const ApiRequest& reques
   std::shared_ptr<watch::Cacher> cacher = cacher_for(info);
   auto rv = parse_rv(url.param("resourceVersion"));
   // An unset version is a consistent read: storage answers it.
-  if (cacher == nullptr || !cacher->ready() || !rv || !*rv) co_return ApiResponse{};
+  if (cacher == nullptr || serves_other_version(info) || !cacher->ready() || !rv || !*rv) {
+    co_return ApiResponse{};
+  }
   if (**rv > 0 && !cacher->progress_ordered()) co_return ApiResponse{};
   if (**rv > 0) {
     auto fresh = co_await cacher->wait_until_fresh(**rv);

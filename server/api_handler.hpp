@@ -67,6 +67,8 @@ class ApiHandler {
   struct Route;
   boost::asio::awaitable<ApiResponse> handle_resource(const ApiRequest& request, const Url& url,
                                                       Route& route);
+  boost::asio::awaitable<ApiResponse> serve_scale(const ApiRequest& request, const Url& url,
+                                                  Route& route);
   boost::asio::awaitable<ApiResponse> serve_watch(const ApiRequest& request, const Url& url,
                                                   const Route& route);
   boost::asio::awaitable<ApiResponse> list_from_cache(const ApiRequest& request, const Url& url,

@@ -50,6 +50,26 @@ bool being_deleted(const json::object& obj) {
   return meta != nullptr && meta->is_object() && meta->get_object().contains("deletionTimestamp");
 }
 
+// Each version's openAPIV3Schema, for the OpenAPI v3 documents kubectl explain reads.
+void publish_schemas(const json::object& crd, std::vector<registry::ResourceInfo>& infos) {
+  const json::value* versions = crd.at("spec").as_object().if_contains("versions");
+  if (versions == nullptr || !versions->is_array()) return;
+  for (auto& info : infos) {
+    for (const auto& v : versions->get_array()) {
+      const json::object* version = v.if_object();
+      if (version == nullptr || version->if_contains("name") == nullptr ||
+          *version->if_contains("name") != json::value(info.version)) {
+        continue;
+      }
+      const json::value* schema = version->if_contains("schema");
+      const json::value* open_api = schema != nullptr && schema->is_object()
+                                        ? schema->get_object().if_contains("openAPIV3Schema")
+                                        : nullptr;
+      if (open_api != nullptr) info.openapi_schema = std::make_shared<const json::value>(*open_api);
+    }
+  }
+}
+
 void log_failure(std::exception_ptr e) {
   if (!e) return;
   try {
@@ -149,6 +169,7 @@ asio::awaitable<void> CrdController::serve(json::object crd) {
       co_await write_status(std::move(rejected));
       co_return;
     }
+    publish_schemas(crd, *infos);
     std::vector<registry::ResourceInfo> copies = *infos;
     scheme_->set_owned(name, std::move(*infos));
     for (const auto& info : copies) cachers_->ensure(info);

@@ -75,6 +75,15 @@ std::optional<json::object> api_resource_list(const Scheme& scheme, std::string_
     if (!r->short_names.empty()) entry["shortNames"] = strings(r->short_names);
     if (!r->categories.empty()) entry["categories"] = strings(r->categories);
     list.push_back(std::move(entry));
+    if (r->scale) {
+      list.push_back(json::object{{"name", r->resource + "/scale"},
+                                  {"singularName", ""},
+                                  {"namespaced", r->namespaced},
+                                  {"group", "autoscaling"},
+                                  {"version", "v1"},
+                                  {"kind", "Scale"},
+                                  {"verbs", json::array{"get", "patch", "update"}}});
+    }
     if (r->has_status) {
       list.push_back(json::object{{"name", r->resource + "/status"},
                                   {"singularName", ""},
@@ -165,12 +174,32 @@ std::optional<json::object> openapi_v3_group_version(const Scheme& scheme, std::
                                                  {"patch", operation(*r, "patch", true)},
                                                  {"delete", operation(*r, "delete", false)}};
   }
-  return json::object{
-      {"openapi", "3.0.0"},
-      {"info", json::object{{"title", "Kubernetes"}, {"version", "kwatch"}}},
-      {"paths", paths},
-      {"components",
-       json::object{{"schemas", registry::KindSchemas::builtin().openapi_components(group, version)}}}};
+  json::object schemas = registry::KindSchemas::builtin().openapi_components(group, version);
+  for (const ResourceInfo* r : resources) {
+    if (!r->openapi_schema || !r->openapi_schema->is_object()) continue;
+    // Named as kube names them: the group reversed, then version and kind.
+    std::string name;
+    std::string_view g = r->group;
+    while (!g.empty()) {
+      const auto dot = g.rfind('.');
+      if (!name.empty()) name += '.';
+      name += g.substr(dot == std::string_view::npos ? 0 : dot + 1);
+      g = dot == std::string_view::npos ? std::string_view() : g.substr(0, dot);
+    }
+    json::object schema = r->openapi_schema->get_object();
+    json::value& props = schema["properties"];
+    if (!props.is_object()) props = json::object();
+    props.get_object()["apiVersion"] = json::object{{"type", "string"}};
+    props.get_object()["kind"] = json::object{{"type", "string"}};
+    props.get_object()["metadata"] = json::object{{"type", "object"}};
+    schema["x-kubernetes-group-version-kind"] =
+        json::array{json::object{{"group", r->group}, {"kind", r->kind}, {"version", r->version}}};
+    schemas[name + "." + r->version + "." + r->kind] = std::move(schema);
+  }
+  return json::object{{"openapi", "3.0.0"},
+                      {"info", json::object{{"title", "Kubernetes"}, {"version", "kwatch"}}},
+                      {"paths", paths},
+                      {"components", json::object{{"schemas", std::move(schemas)}}}};
 }
 
 }  // namespace kwatch::server

@@ -1,6 +1,7 @@
 #include "server/table.hpp"
 
 #include <boost/json/array.hpp>
+#include <boost/json/serialize.hpp>
 
 #include <ctime>
 #include <functional>
@@ -93,6 +94,41 @@ std::vector<Column> columns_for(const registry::ResourceInfo& info,
                     return json::value(fallback);
                   }};
   };
+  if (!info.printer_columns.empty()) {
+    // A custom resource's additionalPrinterColumns: simple JSONPaths (".spec.replicas").
+    std::vector<Column> columns{name};
+    for (const auto& pc : info.printer_columns) {
+      std::vector<std::string> steps;
+      std::string_view path = pc.json_path;
+      if (path.starts_with('{') && path.ends_with('}')) path = path.substr(1, path.size() - 2);
+      while (!path.empty()) {
+        if (path.front() == '.') path.remove_prefix(1);
+        const auto end = path.find('.');
+        steps.emplace_back(path.substr(0, end));
+        path = end == std::string_view::npos ? std::string_view() : path.substr(end);
+      }
+      const bool date = pc.type == "date";
+      columns.push_back(Column{pc.name, date ? "string" : pc.type, pc.format, pc.priority,
+                               [steps, date, now](const json::object& o) {
+                                 const json::object* cur = &o;
+                                 const json::value* v = nullptr;
+                                 for (const auto& step : steps) {
+                                   v = cur != nullptr ? cur->if_contains(step) : nullptr;
+                                   if (v == nullptr) return json::value(nullptr);
+                                   cur = v->if_object();
+                                 }
+                                 if (date && v->is_string()) {
+                                   auto t = parse_time(std::string(v->get_string()));
+                                   if (t) return json::value(human_duration(duration_cast<seconds>(now - *t)));
+                                 }
+                                 if (v->is_object() || v->is_array()) {
+                                   return json::value(json::serialize(*v));
+                                 }
+                                 return *v;
+                               }});
+    }
+    return columns;
+  }
   const std::string& kind = info.kind;
   if (kind == "Pod") {
     return {name,
