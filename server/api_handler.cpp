@@ -643,6 +643,27 @@ std::string table_of(const ResourceInfo& info, std::string_view json_text) {
   return json::serialize(to_table(info, parsed.get_object(), std::chrono::system_clock::now()));
 }
 
+// Each watched object as a one-row Table, as kube-apiserver streams them to `kubectl get -w`:
+// column definitions with the first event only, so that kubectl prints its header once.
+std::function<watch::ObjectPtr(const watch::ObjectPtr&)> table_converter(const ResourceInfo& info) {
+  auto first = std::make_shared<bool>(true);
+  return [&info, first](const watch::ObjectPtr& object) -> watch::ObjectPtr {
+    auto converted = std::make_shared<watch::CachedObject>();
+    converted->key = object->key;
+    converted->resource_version = object->resource_version;
+    json::parse_options options;
+    options.max_depth = storage::kMaxJsonDepth;
+    boost::system::error_code ec;
+    auto parsed = json::parse(object->json, ec, {}, options);
+    if (ec || !parsed.is_object()) return object;
+    json::object table = to_table(info, parsed.get_object(), std::chrono::system_clock::now());
+    if (!*first) table["columnDefinitions"] = json::array();
+    *first = false;
+    converted->json = json::serialize(table);
+    return converted;
+  };
+}
+
 // Why a read at `rv` could not wait for the cache: 504 when it stayed behind, else 429.
 ApiResponse freshness_error(boost::system::error_code ec, std::int64_t rv,
                             const watch::Cacher& cacher) {
@@ -711,7 +732,7 @@ void add_cacher_metrics(Metrics& metrics, const std::string& resource,
   gauge("kwatch_cache_ready", [](watch::Cacher& c) { return c.ready() ? 1.0 : 0.0; }, r);
 }
 
-asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& /*request*/, const Url& url,
+asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& request, const Url& url,
                                                      const Route& route) {
   const ResourceInfo& info = *route.info;
   std::shared_ptr<watch::Cacher> cacher = cacher_for(info);
@@ -780,6 +801,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& /*request
   ApiResponse r;
   r.streaming = true;
   r.watch = std::move(*session);
+  if (wants_table(request)) r.convert = table_converter(info);
   co_return r;
 }
 

@@ -320,6 +320,16 @@ asio::awaitable<void> HttpServer::Impl::serve_connection(beast::tcp_stream strea
 
 namespace {
 
+// Watches that asked for another rendering (kubectl's Table) get each object converted; the
+// shared cached objects stay as they are for every other watcher.
+void convert_frames(const ApiResponse& response, std::vector<watch::WatchFrame>& frames) {
+  if (!response.convert) return;
+  for (auto& f : frames) {
+    if (f.type == watch::EventType::bookmark || f.type == watch::EventType::error) continue;
+    f.object = response.convert(f.object);
+  }
+}
+
 // The buffers of a batch of frames: type prefix, the shared object JSON, suffix. No copies.
 void append_frames(std::vector<asio::const_buffer>& out,
                    const std::vector<watch::WatchFrame>& frames) {
@@ -381,6 +391,7 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(beast::tcp_stream& stream
     for (;;) {
       auto next = co_await response.watch->next(frames);
       if (!next) break;
+      convert_frames(response, frames);
       // One chunk per batch, framed by hand: "<size hex>\r\n" <frames> "\r\n".
       buffers.clear();
       buffers.emplace_back();  // the chunk header, filled in below
@@ -439,6 +450,7 @@ asio::awaitable<void> HttpServer::Impl::stream_websocket(beast::tcp_stream strea
     for (;;) {
       auto next = co_await response.watch->next(frames);
       if (!next) break;
+      convert_frames(response, frames);
       for (const auto& f : frames) {
         auto prefix = watch::frame_prefix(f.type);
         std::array<asio::const_buffer, 3> message{

@@ -2,6 +2,7 @@
 // unit-tested without sockets. Value types.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -40,6 +41,11 @@ struct ApiResponse {
   // then `tail`. The items are written from the cache's own buffers, never copied.
   std::vector<std::shared_ptr<const watch::CachedObject>> items;
   std::string tail;
+  // A watch whose objects are rendered differently from the cache's JSON (a Table for kubectl):
+  // called on the streaming strand for each ADDED/MODIFIED/DELETED object.
+  std::function<std::shared_ptr<const watch::CachedObject>(
+      const std::shared_ptr<const watch::CachedObject>&)>
+      convert;
 };
 
 }  // namespace kwatch::server

@@ -1,0 +1,382 @@
+"""CustomResourceDefinitions as an operator uses them: install a realistic definition with kubectl,
+work with its objects through kubectl and the official Python client, refuse bad definitions and
+bad objects, delete the definition, and find definitions and objects again after a restart (and,
+on etcd, through a second replica).
+
+Usage: crd_test.py <path to kwatch-apiserver>
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+
+from harness import Checks, Server, TempDir, storage_backend, wait_for
+
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+WIDGETS = "/apis/example.com/v1/namespaces/default/widgets"
+
+CRD_YAML = """apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd], categories: [all]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+      scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas,
+              labelSelectorPath: .status.selector}
+    additionalPrinterColumns:
+    - {name: Color, type: string, jsonPath: .spec.color}
+    - {name: Replicas, type: integer, jsonPath: .spec.replicas}
+    - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
+    selectableFields:
+    - jsonPath: .spec.color
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            required: [color]
+            properties:
+              color: {type: string, pattern: '(?i)^(red|green|blue)$'}
+              replicas: {type: integer, minimum: 0, default: 1}
+              port: {x-kubernetes-int-or-string: true}
+              items:
+                type: array
+                x-kubernetes-list-type: map
+                x-kubernetes-list-map-keys: [name]
+                items:
+                  type: object
+                  required: [name]
+                  properties:
+                    name: {type: string}
+                    value: {type: string}
+          status:
+            type: object
+            properties:
+              replicas: {type: integer}
+              selector: {type: string}
+  - name: v1beta1
+    served: true
+    storage: false
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"""
+
+
+def widget(name, **spec):
+    return {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name}, "spec": spec}
+
+
+def crd(name="things.example.org", group="example.org", plural="things", kind="Thing", versions=None,
+        schema=None):
+    schema = schema or {"type": "object", "properties": {"spec": {"type": "object"}}}
+    versions = versions or [{"name": "v1", "served": True, "storage": True,
+                             "schema": {"openAPIV3Schema": schema}}]
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": name},
+            "spec": {"group": group, "scope": "Namespaced",
+                     "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
+                     "versions": versions}}
+
+
+def conditions(server, name):
+    status, body = server.request("GET", f"{CRDS}/{name}")
+    if status != 200:
+        return {}
+    return {c["type"]: c["status"] for c in body.get("status", {}).get("conditions", [])}
+
+
+def established(server, name):
+    return conditions(server, name).get("Established") == "True" and \
+        server.request("GET", f"/apis/example.com/v1")[0] == 200
+
+
+def main():
+    binary = sys.argv[1]
+    t = Checks()
+    with TempDir() as tmp:
+        server = Server(binary, data_dir=tmp + "/data").start()
+        try:
+            check_install(t, server, tmp)
+            check_objects(t, server)
+            check_bad_definitions(t, server)
+            check_python_client(t, server)
+            check_kubectl(t, server, tmp)
+            server.stop()
+            server.start()
+            check_restart(t, server)
+            if storage_backend() == "etcd3":
+                check_second_replica(t, server, binary)
+            check_delete(t, server)
+        finally:
+            server.stop()
+    t.finish()
+
+
+def kubectl_runner(server, tmp):
+    kubectl = shutil.which("kubectl")
+    if not kubectl:
+        return None
+    env = dict(os.environ, KUBECONFIG=server.kubeconfig(tmp), HOME=tmp)
+
+    def run(*args, stdin=None, timeout=60):
+        p = subprocess.run([kubectl, *args], input=stdin, capture_output=True, text=True, env=env,
+                           timeout=timeout)
+        return p.returncode, p.stdout + p.stderr
+    return run
+
+
+def check_install(t, server, tmp):
+    run = kubectl_runner(server, tmp)
+    if run is not None:
+        code, out = run("apply", "-f", "-", stdin=CRD_YAML)
+        t.check("kubectl apply -f the definition", code == 0, out)
+    else:
+        import yaml  # noqa: F401  (python3-yaml comes with python3-kubernetes)
+        status, body = server.request("POST", CRDS, body=__import__("yaml").safe_load(CRD_YAML))
+        t.check("POST the definition", status == 201, body)
+    wait_for(lambda: established(server, "widgets.example.com"), timeout=5, what="Established")
+    conds = conditions(server, "widgets.example.com")
+    t.check("NamesAccepted and Established are True",
+            conds.get("NamesAccepted") == "True" and conds.get("Established") == "True", conds)
+    status, body = server.request("GET", f"{CRDS}/widgets.example.com")
+    t.check("the definition carries the cleanup finalizer",
+            "customresourcecleanup.apiextensions.k8s.io" in body["metadata"].get("finalizers", []), body)
+    t.check("status.storedVersions is the storage version",
+            body.get("status", {}).get("storedVersions") == ["v1"], body.get("status"))
+    status, body = server.request("GET", "/apis/example.com/v1")
+    names = [r["name"] for r in body.get("resources", [])]
+    t.check("discovery lists widgets with status and scale", status == 200 and
+            {"widgets", "widgets/status", "widgets/scale"} <= set(names), names)
+    status, body = server.request("GET", "/apis")
+    t.check("the group is in /apis", any(g["name"] == "example.com" for g in body.get("groups", [])), body)
+
+
+def check_objects(t, server):
+    status, body = server.request("POST", WIDGETS, body=widget("w1", color="Red", port="http",
+                                                               items=[{"name": "a", "value": "b"}]))
+    t.check("create a widget; the schema's default is applied",
+            status == 201 and body["spec"].get("replicas") == 1, body)
+    status, body = server.request("POST", WIDGETS + "?fieldValidation=Strict",
+                                  body=widget("w2", color="blue", colr="x"))
+    t.check("Strict: a typo is refused with kube's message", status == 400 and
+            'strict decoding error: unknown field "spec.colr"' in body.get("message", ""), body)
+    status, body = server.request("POST", WIDGETS, body=widget("w2", color="purple", replicas=-1,
+                                                               items=[{"name": "a"}, {"name": "a"}]))
+    fields = sorted(c["field"] for c in body.get("details", {}).get("causes", []))
+    t.check("every schema violation is a cause of one 422", status == 422 and
+            fields == ["spec.color", "spec.items[1]", "spec.replicas"], f"{status} {fields} {body}")
+    status, body = server.request("POST", WIDGETS, body=widget("w3", replicas=2))
+    t.check("a missing required field is 422", status == 422 and
+            body["details"]["causes"][0]["field"] == "spec.color", body)
+    status, body = server.request("POST", WIDGETS, body=widget("w2", color="green", port=8080))
+    t.check("int-or-string takes a number", status == 201, body)
+
+    status, body = server.request("GET", WIDGETS + "?fieldSelector=spec.color%3Dgreen")
+    t.check("selectableFields work in field selectors", status == 200 and
+            [i["metadata"]["name"] for i in body["items"]] == ["w2"], body)
+    status, body = server.request("GET", WIDGETS + "?fieldSelector=spec.size%3D1")
+    t.check("an unselectable field is 400", status == 400, body)
+
+    status, body = server.request("PATCH", f"{WIDGETS}/w1", body=json.dumps({"spec": {"replicas": 4}}),
+                                  headers={"Content-Type": "application/merge-patch+json"})
+    t.check("merge patch; generation bumps on a spec change", status == 200 and
+            body["spec"]["replicas"] == 4 and body["metadata"]["generation"] == 2, body)
+    status, body = server.request("PATCH", f"{WIDGETS}/w1", body=json.dumps({"spec": {"replicas": 5}}),
+                                  headers={"Content-Type": "application/strategic-merge-patch+json"})
+    t.check("strategic merge patch is 415 for custom resources", status == 415, body)
+
+    status, current = server.request("GET", f"{WIDGETS}/w1")
+    current["status"] = {"replicas": 4, "selector": "app=w1"}
+    status, body = server.request("PUT", f"{WIDGETS}/w1/status", body=current)
+    t.check("the status subresource writes status without bumping generation", status == 200 and
+            body["status"]["replicas"] == 4 and body["metadata"]["generation"] == 2, body)
+    status, body = server.request("GET", f"{WIDGETS}/w1/scale")
+    t.check("the scale subresource reads spec and status", status == 200 and body["kind"] == "Scale"
+            and body["spec"]["replicas"] == 4 and body["status"] == {"replicas": 4, "selector": "app=w1"}, body)
+    status, body = server.request("PATCH", f"{WIDGETS}/w1/scale",
+                                  body=json.dumps({"spec": {"replicas": 7}}),
+                                  headers={"Content-Type": "application/merge-patch+json"})
+    status, obj = server.request("GET", f"{WIDGETS}/w1")
+    t.check("patching the scale sets spec.replicas", status == 200 and obj["spec"]["replicas"] == 7, obj)
+
+    status, body = server.request("GET", "/apis/example.com/v1beta1/namespaces/default/widgets/w1")
+    t.check("another served version reads the same object with its apiVersion", status == 200 and
+            body.get("apiVersion") == "example.com/v1beta1" and body["spec"]["replicas"] == 7, body)
+    status, body = server.request("GET", f"{WIDGETS}/w1", headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+    cols = [c["name"] for c in body.get("columnDefinitions", [])]
+    t.check("tables use the printer columns", cols == ["Name", "Color", "Replicas", "Age"] and
+            body["rows"][0]["cells"][1:3] == ["Red", 7], body)
+
+
+def check_bad_definitions(t, server):
+    def refused(name, obj, field):
+        status, body = server.request("POST", CRDS, body=obj)
+        causes = body.get("details", {}).get("causes", []) if isinstance(body, dict) else []
+        ok = status == 422 and any(c.get("field", "").startswith(field) for c in causes)
+        t.check(f"bad definition: {name} -> 422 at {field}", ok, f"{status} {json.dumps(body)[:600]}")
+        status, _ = server.request("GET", f"{CRDS}/{obj['metadata']['name']}")
+        t.check(f"bad definition: {name}: nothing registered", status == 404, status)
+
+    refused("non-structural schema", crd(schema={"type": "object", "properties": {"spec": {}}}),
+            "spec.versions[0].schema.openAPIV3Schema")
+    refused("bad regex", crd(schema={"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"a": {"type": "string", "pattern": "(unclosed"}}}}}),
+        "spec.versions[0].schema.openAPIV3Schema")
+    refused("name not <plural>.<group>", crd(name="wrong.example.org"), "metadata.name")
+    two = [{"name": v, "served": True, "storage": True,
+            "schema": {"openAPIV3Schema": {"type": "object"}}} for v in ("v1", "v2")]
+    refused("two storage versions", crd(versions=two), "spec.versions")
+    status, body = server.request("POST", CRDS, body=crd(name="pods.example.com", group="example.com",
+                                                         plural="pods", kind="Widget"))
+    wait_for(lambda: conditions(server, "pods.example.com").get("NamesAccepted") == "False", timeout=5,
+             what="NamesAccepted=False")
+    conds = conditions(server, "pods.example.com")
+    t.check("a kind clash is NamesAccepted=False and never Established",
+            conds.get("NamesAccepted") == "False" and conds.get("Established") != "True", conds)
+    status, body = server.request("GET", "/apis/example.com/v1/namespaces/default/pods")
+    t.check("the clashing definition serves nothing", status == 404, status)
+    server.request("DELETE", f"{CRDS}/pods.example.com")
+
+
+def check_python_client(t, server):
+    script = f"""
+import json
+from kubernetes import client, watch
+cfg = client.Configuration()
+cfg.host = "http://127.0.0.1:{server.port}"
+api = client.CustomObjectsApi(client.ApiClient(cfg))
+api.create_namespaced_custom_object("example.com", "v1", "default", "widgets",
+    {{"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {{"name": "py"}}, "spec": {{"color": "blue"}}}})
+items = api.list_namespaced_custom_object("example.com", "v1", "default", "widgets")["items"]
+print("listed", sorted(i["metadata"]["name"] for i in items))
+api.patch_namespaced_custom_object("example.com", "v1", "default", "widgets", "py", {{"spec": {{"replicas": 3}}}})
+print("patched", api.get_namespaced_custom_object("example.com", "v1", "default", "widgets", "py")["spec"]["replicas"])
+try:
+    for e in watch.Watch().stream(api.list_namespaced_custom_object, "example.com", "v1", "default", "widgets",
+                                  resource_version="1", timeout_seconds=5):
+        print("event", e["type"])
+        break
+except client.exceptions.ApiException as e:
+    print("gone", e.status)
+rv = api.list_namespaced_custom_object("example.com", "v1", "default", "widgets")["metadata"]["resourceVersion"]
+w = watch.Watch()
+import threading
+def later():
+    api.delete_namespaced_custom_object("example.com", "v1", "default", "widgets", "py")
+threading.Timer(0.2, later).start()
+for e in w.stream(api.list_namespaced_custom_object, "example.com", "v1", "default", "widgets",
+                  resource_version=rv, timeout_seconds=10):
+    print("watched", e["type"], e["object"]["metadata"]["name"])
+    w.stop()
+"""
+    p = subprocess.run(["/usr/bin/python3", "-c", script], capture_output=True, text=True, timeout=60)
+    if "No module named 'kubernetes'" in p.stderr:
+        print("python3-kubernetes is not installed: skipping its checks")
+        return
+    t.check("CustomObjectsApi create and list", "'py'" in p.stdout and "listed" in p.stdout, p.stdout + p.stderr[-600:])
+    t.check("CustomObjectsApi patch", "patched 3" in p.stdout, p.stdout + p.stderr[-600:])
+    t.check("a watch from a too old resourceVersion is 410 Gone", "gone 410" in p.stdout, p.stdout + p.stderr[-600:])
+    t.check("CustomObjectsApi watch sees the delete", "watched DELETED py" in p.stdout, p.stdout + p.stderr[-600:])
+
+
+def check_kubectl(t, server, tmp):
+    run = kubectl_runner(server, tmp)
+    if run is None:
+        print("kubectl is not installed: skipping its checks")
+        return
+    code, out = run("get", "widgets")
+    t.check("kubectl get shows the printer columns", code == 0 and "COLOR" in out and "REPLICAS" in out, out)
+    code, out = run("get", "wd", "w1", "-o", "jsonpath={.spec.color}")
+    t.check("kubectl knows the short name", code == 0 and out == "Red", out)
+    code, out = run("scale", "widget", "w1", "--replicas=2")
+    code2, out2 = run("get", "widget", "w1", "-o", "jsonpath={.spec.replicas}")
+    t.check("kubectl scale", code == 0 and out2 == "2", out + out2)
+    code, out = run("patch", "widget", "w2", "--type=merge", "-p", '{"spec":{"color":"red"}}')
+    t.check("kubectl patch --type=merge", code == 0, out)
+    code, out = run("describe", "widget", "w1")
+    t.check("kubectl describe", code == 0 and "Color:" in out, out[-400:])
+    code, out = run("explain", "widget.spec")
+    t.check("kubectl explain widget.spec", code == 0 and "color" in out, out[-600:])
+    typo = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: typo}\nspec: {color: red, colour: x}\n"
+    code, out = run("apply", "-f", "-", stdin=typo)
+    t.check("kubectl apply refuses a typo", code != 0 and 'unknown field "spec.colour"' in out, out)
+    code, out = run("apply", "--validate=false", "-f", "-", stdin=typo)
+    code2, out2 = run("get", "widget", "typo", "-o", "jsonpath={.spec}")
+    t.check("kubectl apply --validate=false stores it pruned", code == 0 and "colour" not in out2, out + out2)
+    code, out = run("get", "all")
+    t.check("the category all includes widgets", code == 0 and "widget.example.com/w1" in out, out[-600:])
+
+    # kubectl get -w prints the change made meanwhile.
+    kubectl = shutil.which("kubectl")
+    env = dict(os.environ, KUBECONFIG=server.kubeconfig(tmp), HOME=tmp)
+    proc = subprocess.Popen([kubectl, "get", "widgets", "-w", "--request-timeout=20s"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+    reader.start()
+    try:
+        wait_for(lambda: any(line.startswith("w1") for line in lines), timeout=10, what="the initial rows")
+        run("patch", "widget", "w2", "--type=merge", "-p", '{"spec":{"color":"green"}}')
+        wait_for(lambda: any("green" in line for line in lines), timeout=10, what="the watched change")
+        t.check("kubectl get -w shows the change", True)
+    except AssertionError as e:
+        t.check("kubectl get -w shows the change", False, f"{e} {lines}")
+    finally:
+        proc.kill()
+        proc.wait()
+    code, out = run("delete", "widget", "typo")
+    t.check("kubectl delete", code == 0, out)
+
+
+def check_restart(t, server):
+    wait_for(lambda: established(server, "widgets.example.com"), timeout=10, what="served after restart")
+    status, body = server.request("GET", f"{WIDGETS}/w1")
+    t.check("the definition and its objects survive a restart", status == 200 and
+            body["spec"]["replicas"] == 2, f"{status} {body}")
+
+
+def check_second_replica(t, server, binary):
+    other = Server(binary, etcd=server.etcd).start()
+    try:
+        wait_for(lambda: other.request("GET", f"{WIDGETS}/w1")[0] == 200, timeout=10,
+                 what="the second replica to serve widgets")
+        t.check("a second replica on the same etcd serves the definition", True)
+        status, body = other.request("POST", CRDS, body=crd())
+        wait_for(lambda: server.request("GET", "/apis/example.org/v1/namespaces/default/things")[0] == 200,
+                 timeout=10, what="the first replica to serve a definition made through the second")
+        t.check("a definition created through one replica is served by the other", True)
+        other.request("DELETE", f"{CRDS}/things.example.org")
+    finally:
+        other.stop()
+
+
+def check_delete(t, server):
+    status, body = server.request("DELETE", f"{CRDS}/widgets.example.com")
+    t.check("deleting the definition is accepted", status == 200, body)
+    wait_for(lambda: server.request("GET", f"{CRDS}/widgets.example.com")[0] == 404, timeout=10,
+             what="the definition to go")
+    wait_for(lambda: server.request("GET", WIDGETS)[0] == 404, timeout=5, what="the endpoints to go")
+    t.check("the definition and its endpoints are gone", True)
+    status, body = server.request("POST", CRDS, body=__import__("json").loads(json.dumps(widget_crd_again())))
+    wait_for(lambda: established(server, "widgets.example.com"), timeout=5, what="re-established")
+    status, body = server.request("GET", WIDGETS)
+    t.check("its objects went with it", status == 200 and body["items"] == [], body)
+
+
+def widget_crd_again():
+    return crd(name="widgets.example.com", group="example.com", plural="widgets", kind="Widget")
+
+
+if __name__ == "__main__":
+    main()
