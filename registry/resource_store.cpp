@@ -685,9 +685,13 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
   std::optional<ApiError> failure;
   std::optional<json::object> written;
   bool finalized = false;  // the update removed the last finalizer of an object being deleted
+  // An attempt that is retried (the state it started from was stale) warns only once.
+  const std::size_t warnings_before = query.warnings ? query.warnings->size() : 0;
   auto try_update = [&](const KeyValue* current) -> storage::Result<std::string> {
     failure.reset();
     written.reset();
+    finalized = false;
+    if (query.warnings) query.warnings->resize(warnings_before);
     if (current == nullptr) {
       failure = not_found(info, name);
       return Errc::not_found;
