@@ -223,6 +223,13 @@ void find_duplicates(const ApiRequest& request, registry::WriteQuery& query) {
   query.duplicate_fields = registry::duplicate_fields(request.body);
 }
 
+// kubectl asks for aggregated discovery first and takes the legacy documents otherwise.
+bool wants_aggregated_discovery(const ApiRequest& request) {
+  return request.accept.find("as=APIGroupDiscoveryList") != std::string::npos &&
+         request.accept.find("g=apidiscovery.k8s.io") != std::string::npos &&
+         request.accept.find("v=v2;") != std::string::npos;
+}
+
 bool wants_table(const ApiRequest& request) {
   return request.accept.find("as=Table") != std::string::npos;
 }
@@ -293,7 +300,10 @@ asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
   } else if (seg[0] == "api" || seg[0] == "apis") {
     const bool core = seg[0] == "api";
     const std::size_t gv_len = core ? 2 : 3;
-    if (seg.size() == 1) {
+    if (seg.size() == 1 && get && wants_aggregated_discovery(request)) {
+      response = json_response(200, aggregated_discovery(*scheme_, core));
+      response.content_type = std::string(kAggregatedDiscoveryType);
+    } else if (seg.size() == 1) {
       response = get ? json_response(200, core ? api_versions(server_address_)
                                                : api_group_list(*scheme_))
                      : method_not_allowed(request.method);

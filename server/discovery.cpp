@@ -100,6 +100,60 @@ std::optional<json::object> api_resource_list(const Scheme& scheme, std::string_
                       {"resources", list}};
 }
 
+json::object aggregated_discovery(const Scheme& scheme, bool core) {
+  static const json::array kVerbs{"create", "delete", "deletecollection", "get", "list",
+                                  "patch", "update", "watch"};
+  json::array items;
+  for (const auto& gv : scheme.group_versions()) {
+    if (gv.group.empty() != core) continue;
+    json::array resources;
+    for (const ResourceInfo* r : scheme.resources(gv.group, gv.version)) {
+      json::object kind{{"group", r->group}, {"version", r->version}, {"kind", r->kind}};
+      json::object entry{{"resource", r->resource},
+                         {"responseKind", kind},
+                         {"scope", r->namespaced ? "Namespaced" : "Cluster"},
+                         {"singularResource", r->singular},
+                         {"verbs", kVerbs}};
+      if (!r->short_names.empty()) entry["shortNames"] = strings(r->short_names);
+      if (!r->categories.empty()) entry["categories"] = strings(r->categories);
+      json::array subresources;
+      if (r->has_status) {
+        subresources.push_back(json::object{{"subresource", "status"},
+                                            {"responseKind", kind},
+                                            {"verbs", json::array{"get", "patch", "update"}}});
+      }
+      if (r->scale) {
+        subresources.push_back(json::object{
+            {"subresource", "scale"},
+            {"responseKind",
+             json::object{{"group", "autoscaling"}, {"version", "v1"}, {"kind", "Scale"}}},
+            {"verbs", json::array{"get", "patch", "update"}}});
+      }
+      if (!subresources.empty()) entry["subresources"] = std::move(subresources);
+      resources.push_back(std::move(entry));
+    }
+    json::object version{{"version", gv.version},
+                         {"resources", std::move(resources)},
+                         {"freshness", "Current"}};
+    // One entry per group; a group served in several versions lists them all.
+    json::object* group = nullptr;
+    for (auto& item : items) {
+      if (item.at("metadata").at("name") == json::value(gv.group)) group = &item.get_object();
+    }
+    if (group == nullptr) {
+      items.push_back(json::object{
+          {"metadata", json::object{{"name", gv.group}, {"creationTimestamp", nullptr}}},
+          {"versions", json::array()}});
+      group = &items.back().get_object();
+    }
+    group->at("versions").get_array().push_back(std::move(version));
+  }
+  return json::object{{"kind", "APIGroupDiscoveryList"},
+                      {"apiVersion", "apidiscovery.k8s.io/v2"},
+                      {"metadata", json::object()},
+                      {"items", std::move(items)}};
+}
+
 json::object version_info() {
   return json::object{{"major", "1"},
                       {"minor", kKubernetesMinor},

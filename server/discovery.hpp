@@ -23,6 +23,13 @@ std::optional<boost::json::object> api_group(const registry::Scheme& scheme,
 std::optional<boost::json::object> api_resource_list(const registry::Scheme& scheme,
                                                      std::string_view group,
                                                      std::string_view version);
+// GET /api (core) or /apis (the rest) as kubectl 1.26+ asks first: the aggregated discovery
+// document (apidiscovery.k8s.io/v2 APIGroupDiscoveryList) with every resource of every version,
+// so that one request replaces one per group-version.
+boost::json::object aggregated_discovery(const registry::Scheme& scheme, bool core);
+inline constexpr std::string_view kAggregatedDiscoveryType =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
 // GET /version
 boost::json::object version_info();
 

@@ -160,6 +160,16 @@ def check_install(t, server, tmp):
             {"widgets", "widgets/status", "widgets/scale"} <= set(names), names)
     status, body = server.request("GET", "/apis")
     t.check("the group is in /apis", any(g["name"] == "example.com" for g in body.get("groups", [])), body)
+    accept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
+    status, body = server.request("GET", "/apis", headers={"Accept": accept})
+    groups = {g["metadata"]["name"]: g for g in body.get("items", [])} if isinstance(body, dict) else {}
+    versions = [v["version"] for v in groups.get("example.com", {}).get("versions", [])]
+    widgets = [r for v in groups.get("example.com", {}).get("versions", []) if v["version"] == "v1"
+               for r in v["resources"] if r["resource"] == "widgets"]
+    t.check("aggregated discovery lists both versions and the subresources",
+            body.get("kind") == "APIGroupDiscoveryList" and sorted(versions) == ["v1", "v1beta1"] and
+            widgets and sorted(s["subresource"] for s in widgets[0].get("subresources", [])) == ["scale", "status"]
+            and widgets[0]["shortNames"] == ["wd"], json.dumps(body)[:600])
 
 
 def check_objects(t, server):
