@@ -653,6 +653,22 @@ std::string table_of(const ResourceInfo& info, std::string_view json_text) {
   return json::serialize(to_table(info, parsed.get_object(), std::chrono::system_clock::now()));
 }
 
+// A custom resource's cached object (its storage version) as the watched version: conversion
+// strategy None rewrites apiVersion only.
+std::function<watch::ObjectPtr(const watch::ObjectPtr&)> version_converter(const ResourceInfo& info) {
+  return [api_version = info.api_version()](const watch::ObjectPtr& object) -> watch::ObjectPtr {
+    json::parse_options options;
+    options.max_depth = storage::kMaxJsonDepth;
+    boost::system::error_code ec;
+    auto parsed = json::parse(object->json, ec, {}, options);
+    if (ec || !parsed.is_object()) return object;
+    parsed.get_object()["apiVersion"] = api_version;
+    auto converted = std::make_shared<watch::CachedObject>(*object);
+    converted->json = json::serialize(parsed);
+    return converted;
+  };
+}
+
 // Each watched object as a one-row Table, as kube-apiserver streams them to `kubectl get -w`:
 // column definitions with the first event only, so that kubectl prints its header once.
 std::function<watch::ObjectPtr(const watch::ObjectPtr&)> table_converter(const ResourceInfo& info) {
@@ -811,7 +827,11 @@ asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& request, 
   ApiResponse r;
   r.streaming = true;
   r.watch = std::move(*session);
-  if (wants_table(request)) r.convert = table_converter(info);
+  if (wants_table(request)) {
+    r.convert = table_converter(info);
+  } else if (serves_other_version(info)) {
+    r.convert = version_converter(info);
+  }
   co_return r;
 }
 

@@ -223,6 +223,11 @@ def check_objects(t, server):
     status, body = server.request("GET", "/apis/example.com/v1beta1/namespaces/default/widgets/w1")
     t.check("another served version reads the same object with its apiVersion", status == 200 and
             body.get("apiVersion") == "example.com/v1beta1" and body["spec"]["replicas"] == 7, body)
+    status, text = server.request("GET", "/apis/example.com/v1beta1/namespaces/default/widgets"
+                                  "?watch=1&timeoutSeconds=1", raw=True)
+    events = [json.loads(line) for line in text.decode().splitlines() if line.strip()]
+    t.check("a watch of another served version streams its apiVersion", status == 200 and events and
+            all(e["object"]["apiVersion"] == "example.com/v1beta1" for e in events), text[:400])
     status, body = server.request("GET", f"{WIDGETS}/w1", headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
     cols = [c["name"] for c in body.get("columnDefinitions", [])]
     t.check("tables use the printer columns", cols == ["Name", "Color", "Replicas", "Age"] and
