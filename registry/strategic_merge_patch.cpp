@@ -1,5 +1,7 @@
 #include "registry/strategic_merge_patch.hpp"
 
+#include "registry/builtin_schemas.hpp"
+
 #include "registry/sip_hash.hpp"
 
 #include <boost/json/array.hpp>
@@ -17,6 +19,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <unordered_map>
@@ -1082,102 +1085,6 @@ ApiResult<json::array> Merger::merge_slice(json::array original, const json::arr
                       server_index, merge_key, *kind);
 }
 
-// ---- built-in schemas ----
-
-void add_object_meta(PatchSchema& s, const std::string& prefix) {
-  s.merge_list(prefix + "metadata.ownerReferences", "uid");
-  s.merge_list(prefix + "metadata.finalizers");
-}
-
-void add_container(PatchSchema& s, const std::string& c) {
-  s.merge_list(c + ".ports", "containerPort");
-  s.merge_list(c + ".env", "name");
-  s.merge_list(c + ".volumeMounts", "mountPath");
-  s.merge_list(c + ".volumeDevices", "devicePath");
-}
-
-void add_pod_spec(PatchSchema& s, const std::string& spec) {
-  for (const char* list : {"containers", "initContainers", "ephemeralContainers"}) {
-    s.merge_list(spec + "." + list, "name");
-    add_container(s, spec + "." + list + "[]");
-  }
-  s.set(spec + ".volumes", {PatchStrategy::merge, "name", true});
-  s.merge_list(spec + ".imagePullSecrets", "name");
-  s.merge_list(spec + ".hostAliases", "ip");
-  s.merge_list(spec + ".topologySpreadConstraints", "topologyKey");
-  s.merge_list(spec + ".schedulingGates", "name");
-  s.set(spec + ".resourceClaims", {PatchStrategy::merge, "name", true});
-}
-
-void add_pod_template(PatchSchema& s, const std::string& template_path) {
-  add_object_meta(s, template_path + ".");
-  add_pod_spec(s, template_path + ".spec");
-}
-
-PatchSchema metadata_only() {
-  PatchSchema s;
-  add_object_meta(s, "");
-  return s;
-}
-
-PatchSchema pod_schema() {
-  PatchSchema s = metadata_only();
-  add_pod_spec(s, "spec");
-  s.merge_list("status.conditions", "type");
-  s.merge_list("status.podIPs", "ip");
-  s.merge_list("status.hostIPs", "ip");
-  s.set("status.resourceClaimStatuses", {PatchStrategy::merge, "name", true});
-  return s;
-}
-
-PatchSchema workload_schema(bool deployment) {
-  PatchSchema s = metadata_only();
-  add_pod_template(s, "spec.template");
-  s.merge_list("status.conditions", "type");
-  if (deployment) s.set("spec.strategy", {PatchStrategy::merge, "", true});
-  return s;
-}
-
-PatchSchema pod_template_schema() {
-  PatchSchema s = metadata_only();
-  add_pod_template(s, "template");
-  return s;
-}
-
-PatchSchema cron_job_schema() {
-  PatchSchema s = metadata_only();
-  add_object_meta(s, "spec.jobTemplate.");
-  add_pod_template(s, "spec.jobTemplate.spec.template");
-  return s;
-}
-
-PatchSchema service_schema() {
-  PatchSchema s = metadata_only();
-  s.merge_list("spec.ports", "port");
-  s.merge_list("status.conditions", "type");
-  return s;
-}
-
-PatchSchema node_schema() {
-  PatchSchema s = metadata_only();
-  s.merge_list("spec.podCIDRs");
-  s.merge_list("status.addresses", "type");
-  s.merge_list("status.conditions", "type");
-  return s;
-}
-
-PatchSchema conditions_schema() {
-  PatchSchema s = metadata_only();
-  s.merge_list("status.conditions", "type");
-  return s;
-}
-
-PatchSchema service_account_schema() {
-  PatchSchema s = metadata_only();
-  s.merge_list("secrets", "name");
-  return s;
-}
-
 }  // namespace
 
 // ---- PatchSchema ----
@@ -1233,28 +1140,21 @@ std::vector<std::pair<std::string, PatchRule>> PatchSchema::rules() const {
 }
 
 const PatchSchema& builtin_patch_schema(std::string_view group, std::string_view kind) {
-  static const auto* const schemas = [] {
-    auto* m = new std::map<std::string, PatchSchema, std::less<>>();
-    m->emplace("/Pod", pod_schema());
-    m->emplace("/PodTemplate", pod_template_schema());
-    m->emplace("/Service", service_schema());
-    m->emplace("/Node", node_schema());
-    m->emplace("/Namespace", conditions_schema());
-    m->emplace("/ServiceAccount", service_account_schema());
-    m->emplace("apps/Deployment", workload_schema(true));
-    m->emplace("apps/ReplicaSet", workload_schema(false));
-    m->emplace("apps/StatefulSet", workload_schema(false));
-    m->emplace("apps/DaemonSet", workload_schema(false));
-    m->emplace("batch/Job", workload_schema(false));
-    m->emplace("batch/CronJob", cron_job_schema());
-    return m;
-  }();
-  static const PatchSchema kMetadataOnly = metadata_only();
+  // The kinds' facts live in registry/schemas/builtin.json; each schema is built once.
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<const PatchSchema>, std::less<>> schemas;
   std::string key(group == "core" ? std::string_view{} : group);
   key += '/';
   key += kind;
-  auto it = schemas->find(key);
-  return it == schemas->end() ? kMetadataOnly : it->second;
+  std::lock_guard lock(mutex);
+  auto it = schemas.find(key);
+  if (it == schemas.end()) {
+    auto schema = std::make_unique<const PatchSchema>(
+        KindSchemas::builtin().patch_schema(group == "core" ? std::string_view{} : group, "v1",
+                                            kind));
+    it = schemas.emplace(std::move(key), std::move(schema)).first;
+  }
+  return *it->second;
 }
 
 ApiResult<json::value> apply_strategic_merge_patch(const json::value& original,

@@ -77,9 +77,10 @@ class PatchSchema {
   std::unique_ptr<detail::PatchSchemaNode> root_;
 };
 
-// Schema of the built-in kinds kwatch serves (group "" or "core" for the core group). Every
-// kind, known or not, gets `metadata.ownerReferences` (merge key uid) and `metadata.finalizers`
-// (merged set).
+// Schema of a built-in kind's v1 (group "" or "core" for the core group), from the compiled-in
+// kind data (registry/builtin_schemas.hpp), built once per kind. Every kind, known or not, gets
+// `metadata.ownerReferences` (merge key uid) and `metadata.finalizers` (merged set). Writes use
+// the kind's own `ResourceInfo::patch_schema`; this serves tools and tests.
 const PatchSchema& builtin_patch_schema(std::string_view group, std::string_view kind);
 
 // Applies `patch` (must be an object) to `original`. Errors: Errc::bad_request for malformed
