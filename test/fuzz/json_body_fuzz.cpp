@@ -1,7 +1,8 @@
 // Fuzzes parse_json_body, the decoder of every JSON request body. Properties: no crash or
 // sanitizer report; errors are bad_request; an accepted body obeys the stored-JSON rules
 // (json_problem finds nothing: parser and checker agree), serializes and parses back to itself,
-// and its serialization is accepted again as a body.
+// and its serialization is accepted again as a body. duplicate_fields walks the same bytes
+// without a crash, and finds nothing in the re-serialized body (its members are unique).
 #include "registry/json_body.hpp"
 #include "storage/stored_json.hpp"
 #include "test/fuzz/fuzz_support.hpp"
@@ -9,6 +10,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace kwatch;
   auto body = registry::parse_json_body(fuzz::as_view(data, size));
+  registry::duplicate_fields(fuzz::as_view(data, size));
   if (!body) {
     if (body.error().code != registry::Errc::bad_request) {
       fuzz::fail("unexpected error code", body.error().message);
@@ -23,5 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto again = registry::parse_json_body(text);
   if (!again) fuzz::fail("serialized body is refused", again.error().message);
   if (*again != *body) fuzz::fail("serialized body parses differently", text.substr(0, 4096));
+  if (auto d = registry::duplicate_fields(text); !d.empty()) {
+    fuzz::fail("a serialized object has a duplicate member", d.front());
+  }
   return 0;
 }
