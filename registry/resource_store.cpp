@@ -429,13 +429,6 @@ std::string list_start_key(const ResourceInfo& info, const std::string& ns,
 
 }  // namespace
 
-std::optional<std::int64_t> parse_resource_version(std::string_view text) {
-  std::int64_t v = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || p != text.data() + text.size() || v < 0) return std::nullopt;
-  return v;
-}
-
 ApiError not_found_error(const ResourceInfo& info, const std::string& name) {
   return detailed(info, Errc::not_found, name,
                   qualified_resource(info) + " \"" + name + "\" not found");
@@ -478,13 +471,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::get(const ResourceInfo& 
     if (!rv) co_return bad_request("invalid resource version: " + resource_version);
     auto current = co_await storage_->current_revision();
     if (!current) co_return from_storage(info, name, current.error());
-    if (*rv > *current) {
-      ApiError e{Errc::timeout, "Too large resource version: " + resource_version +
-                                    ", current: " + std::to_string(*current),
-                 {{"ResourceVersionTooLarge", "Too large resource version", ""}}};
-      e.retry_after_seconds = 1;
-      co_return e;
-    }
+    if (*rv > *current) co_return too_large_resource_version(*rv, *current);
   }
   auto r = co_await storage_->get(info.key(ns, name), revision);
   if (!r) co_return from_storage(info, name, r.error());
@@ -492,51 +479,27 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::get(const ResourceInfo& 
 }
 
 asio::awaitable<ApiResult<json::object>> ResourceStore::list(const ResourceInfo& info,
-                                                             std::string ns, ListQuery query) {
-  auto labels = parse_label_selector(query.label_selector);
-  if (!labels) co_return labels.error();
-  auto fields = parse_field_selector(query.field_selector);
-  if (!fields) co_return fields.error();
-  for (const auto& field : fields->fields()) {
-    if (!info.is_selectable(field)) {
-      co_return bad_request("field label not supported: " + field);
-    }
-  }
-  if (query.limit < 0) query.limit = 0;
-
+                                                             std::string ns,
+                                                             CompiledListQuery query) {
+  const LabelSelector* labels = &query.labels;
+  const FieldSelector* fields = &query.fields;
   const std::string prefix = info.namespace_prefix(ns);
   storage::ListOptions options;
   options.prefix = prefix;
   std::int64_t revision = 0;
-  if (!query.continue_token.empty()) {
-    if (!query.resource_version.empty() && query.resource_version != "0") {
-      co_return bad_request(
-          "specifying resource version is not allowed when using continue");
-    }
-    auto token = decode_continue(query.continue_token);
-    if (!token) co_return token.error();
-    options.start_key = list_start_key(info, ns, *token);
+  if (query.continue_token) {
+    options.start_key = list_start_key(info, ns, *query.continue_token);
     if (options.start_key.compare(0, prefix.size(), prefix) != 0) {
       co_return bad_request("continue key is not valid: the key does not belong to this list");
     }
-    revision = token->rv;
-  } else if (!query.resource_version.empty() && query.resource_version != "0") {
-    auto rv = parse_resource_version(query.resource_version);
-    if (!rv) co_return bad_request("invalid resource version: " + query.resource_version);
+    revision = query.continue_token->rv;
+  } else if (query.resource_version && *query.resource_version != 0) {
     auto current = co_await storage_->current_revision();
     if (!current) co_return from_storage(info, "", current.error());
-    if (*rv > *current) {
-      ApiError e{Errc::timeout, "Too large resource version: " + query.resource_version +
-                                    ", current: " + std::to_string(*current),
-                 {{"ResourceVersionTooLarge", "Too large resource version", ""}}};
-      e.retry_after_seconds = 1;
-      co_return e;
+    if (*query.resource_version > *current) {
+      co_return too_large_resource_version(*query.resource_version, *current);
     }
-    if (query.resource_version_match == "Exact") revision = *rv;
-  }
-  if (!query.resource_version_match.empty() && query.resource_version_match != "Exact" &&
-      query.resource_version_match != "NotOlderThan") {
-    co_return bad_request("unsupported resourceVersionMatch: " + query.resource_version_match);
+    if (query.match == ResourceVersionMatch::exact) revision = *query.resource_version;
   }
 
   const bool filtered = !labels->empty() || !fields->empty();
@@ -551,7 +514,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::list(const ResourceInfo&
     if (query.limit > 0 && filtered) options.limit = std::max<std::int64_t>(options.limit, 256);
     auto page = co_await storage_->list(options);
     if (!page) {
-      if (page.error() == Errc::gone && !query.continue_token.empty()) {
+      if (page.error() == Errc::gone && query.continue_token) {
         co_return api_error(Errc::gone,
                             "The provided continue parameter is too old to display a consistent "
                             "list result. You can start a new list without the continue "
@@ -952,10 +915,10 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInf
 
 asio::awaitable<ApiResult<json::object>> ResourceStore::remove_collection(const ResourceInfo& info,
                                                                           std::string ns,
-                                                                          ListQuery query,
+                                                                          CompiledListQuery query,
                                                                           DeleteQuery del) {
   query.limit = 0;
-  query.continue_token.clear();
+  query.continue_token.reset();
   auto listed = co_await list(info, ns, query);
   if (!listed) co_return listed.error();
   json::array deleted;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "registry/api_error.hpp"
+#include "registry/list_query.hpp"
 #include "registry/scheme.hpp"
 
 #include <boost/asio/awaitable.hpp>
@@ -32,14 +33,6 @@ namespace kwatch::registry {
 
 enum class PatchType { json, merge, strategic_merge };
 
-struct ListQuery {
-  std::string label_selector;
-  std::string field_selector;
-  std::int64_t limit = 0;
-  std::string continue_token;
-  std::string resource_version;        // "", "0" or a revision
-  std::string resource_version_match;  // "", "NotOlderThan" or "Exact"
-};
 
 struct DeleteQuery {
   std::optional<std::string> uid;               // preconditions.uid
@@ -64,9 +57,6 @@ struct WriteQuery {
   // Where the write's warnings go (unknown and duplicate fields under Warn); may be null.
   std::shared_ptr<std::vector<std::string>> warnings;
 };
-
-// A resourceVersion as a revision: digits only, no sign; nullopt otherwise.
-std::optional<std::int64_t> parse_resource_version(std::string_view text);
 
 // `configmaps "x" not found`, as kube-apiserver words it, with the Status details.
 ApiError not_found_error(const ResourceInfo& info, const std::string& name);
@@ -94,7 +84,8 @@ class ResourceStore {
                                                              std::string resource_version);
   // The list object (`<Kind>List`) with items, resourceVersion, continue and remainingItemCount.
   boost::asio::awaitable<ApiResult<boost::json::object>> list(const ResourceInfo& info,
-                                                              std::string ns, ListQuery query);
+                                                              std::string ns,
+                                                              CompiledListQuery query);
   boost::asio::awaitable<ApiResult<boost::json::object>> create(const ResourceInfo& info,
                                                                 std::string ns,
                                                                 boost::json::object body,
@@ -115,7 +106,7 @@ class ResourceStore {
                                                                 DeleteQuery query);
   // Deletes every object matching the selectors; the result is the list of deleted objects.
   boost::asio::awaitable<ApiResult<boost::json::object>> remove_collection(
-      const ResourceInfo& info, std::string ns, ListQuery query, DeleteQuery del);
+      const ResourceInfo& info, std::string ns, CompiledListQuery query, DeleteQuery del);
 
   // The scale subresource (autoscaling/v1 Scale) of a resource that has one (`info.scale`):
   // `mutate` null reads it; otherwise it gets the current Scale and returns the new one, whose

@@ -148,38 +148,19 @@ ApiResult<registry::WriteQuery> write_query(const Url& url, const std::string& s
   return q;
 }
 
-ApiResult<std::int64_t> int_param(const Url& url, std::string_view name) {
-  auto v = url.param(name);
-  if (!v || v->empty()) return std::int64_t{0};
-  std::int64_t out = 0;
-  auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
-  if (ec != std::errc() || p != v->data() + v->size() || out < 0) {
-    return registry::api_error(Errc::bad_request,
-                               "invalid value for " + std::string(name) + ": " + *v);
-  }
-  return out;
-}
-
-ApiResult<registry::ListQuery> list_query(const Url& url) {
+// The list and watch parameters as sent; registry/list_query.hpp checks them.
+registry::ListQuery list_query(const Url& url) {
   registry::ListQuery q;
   q.label_selector = url.param("labelSelector").value_or("");
   q.field_selector = url.param("fieldSelector").value_or("");
-  auto limit = int_param(url, "limit");
-  if (!limit) return limit.error();
-  q.limit = *limit;
+  q.limit = url.param("limit").value_or("");
   q.continue_token = url.param("continue").value_or("");
   q.resource_version = url.param("resourceVersion").value_or("");
   q.resource_version_match = url.param("resourceVersionMatch").value_or("");
-  if (!q.resource_version_match.empty() && q.resource_version_match != "NotOlderThan" &&
-      q.resource_version_match != "Exact") {
-    return registry::api_error(Errc::bad_request,
-                               "unsupported resourceVersionMatch: " + q.resource_version_match);
-  }
-  if (!q.resource_version_match.empty() && q.resource_version.empty()) {
-    return registry::api_error(Errc::bad_request,
-                               "resourceVersionMatch is forbidden unless resourceVersion is "
-                               "provided");
-  }
+  q.send_initial_events = url.param("sendInitialEvents").value_or("");
+  // A bare `allowWatchBookmarks` asks for them too.
+  if (auto b = url.param("allowWatchBookmarks")) q.allow_watch_bookmarks = b->empty() ? "true" : *b;
+  q.timeout_seconds = url.param("timeoutSeconds").value_or("");
   return q;
 }
 
@@ -408,12 +389,12 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
         co_return co_await serve_watch(request, url, route);
       }
       route.verb = "list";
-      auto q = list_query(url);
+      auto q = registry::compile_list_query(info, list_query(url));
       if (!q) co_return error_response(q.error());
       bool served = false;
-      ApiResponse cached = co_await list_from_cache(request, url, route, served);
+      ApiResponse cached = co_await list_from_cache(request, *q, route, served);
       if (served) co_return cached;
-      co_return render(co_await store_->list(info, route.ns, *q), 200);
+      co_return render(co_await store_->list(info, route.ns, std::move(*q)), 200);
     }
     if (route.watch_prefix || truthy(url.param("watch"))) {
       route.verb = "watch";
@@ -491,9 +472,9 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
       co_return render(co_await store_->remove(info, route.ns, route.name, *q), 200);
     }
     route.verb = "deletecollection";
-    auto lq = list_query(url);
+    auto lq = registry::compile_list_query(info, list_query(url));
     if (!lq) co_return error_response(lq.error());
-    co_return render(co_await store_->remove_collection(info, route.ns, *lq, *q), 200);
+    co_return render(co_await store_->remove_collection(info, route.ns, std::move(*lq), *q), 200);
   }
   route.verb = "unknown";
   co_return method_not_allowed(m);
@@ -561,15 +542,6 @@ ApiError not_ready() {
   return e;
 }
 
-ApiError too_large(std::int64_t rv, std::int64_t current) {
-  ApiError e(Errc::timeout,
-             "Too large resource version: " + std::to_string(rv) +
-                 ", current: " + std::to_string(current),
-             {{"ResourceVersionTooLarge", "Too large resource version", ""}});
-  e.retry_after_seconds = 1;
-  return e;
-}
-
 // Parses "", "0" or a revision; nullopt for "".
 ApiResult<std::optional<std::int64_t>> parse_rv(const std::optional<std::string>& text) {
   if (!text || text->empty()) return std::optional<std::int64_t>();
@@ -578,27 +550,10 @@ ApiResult<std::optional<std::int64_t>> parse_rv(const std::optional<std::string>
   return std::optional<std::int64_t>(*v);
 }
 
-// The selectors of a request as a watch-cache predicate; null when there are none.
-ApiResult<std::shared_ptr<const watch::Predicate>> predicate_of(const ResourceInfo& info,
-                                                                const Url& url,
-                                                                const std::string& name) {
-  auto labels = registry::parse_label_selector(url.param("labelSelector").value_or(""));
-  if (!labels) return labels.error();
-  std::string field_text = url.param("fieldSelector").value_or("");
-  if (!name.empty()) {
-    if (!field_text.empty()) field_text += ",";
-    field_text += "metadata.name=" + registry::escape_field_value(name);
-  }
-  auto fields = registry::parse_field_selector(field_text);
-  if (!fields) return fields.error();
-  for (const auto& field : fields->fields()) {
-    if (!info.is_selectable(field)) {
-      return ApiError(Errc::bad_request, "field label not supported: " + field);
-    }
-  }
-  if (labels->empty() && fields->empty()) return std::shared_ptr<const watch::Predicate>();
-  return std::shared_ptr<const watch::Predicate>(
-      std::make_shared<SelectorPredicate>(std::move(*labels), std::move(*fields)));
+// The selectors of a compiled query as a watch-cache predicate; null when there are none.
+std::shared_ptr<const watch::Predicate> predicate_of(const registry::CompiledListQuery& q) {
+  if (!q.has_selector()) return nullptr;
+  return std::make_shared<SelectorPredicate>(q.labels, q.fields);
 }
 
 // The cache holds a custom resource's objects as their storage version; reads of another
@@ -693,7 +648,9 @@ std::function<watch::ObjectPtr(const watch::ObjectPtr&)> table_converter(const R
 // Why a read at `rv` could not wait for the cache: 504 when it stayed behind, else 429.
 ApiResponse freshness_error(boost::system::error_code ec, std::int64_t rv,
                             const watch::Cacher& cacher) {
-  if (ec == Errc::timeout) return error_response(too_large(rv, cacher.resource_version()));
+  if (ec == Errc::timeout) {
+    return error_response(registry::too_large_resource_version(rv, cacher.resource_version()));
+  }
   return error_response(not_ready());
 }
 
@@ -765,60 +722,38 @@ asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& request, 
   if (cacher == nullptr) {
     co_return error_response({Errc::bad_request, "watch is not supported for " + info.resource, {}});
   }
-  auto rv = parse_rv(url.param("resourceVersion"));
-  if (!rv) co_return error_response(rv.error());
-  const std::string match = url.param("resourceVersionMatch").value_or("");
-  // strconv.ParseBool's spellings, as kube-apiserver accepts them.
-  const std::string send_initial_text = url.param("sendInitialEvents").value_or("");
-  static const std::set<std::string> kTrue{"1", "t", "T", "TRUE", "true", "True"};
-  static const std::set<std::string> kFalse{"0", "f", "F", "FALSE", "false", "False", ""};
-  if (!kTrue.count(send_initial_text) && !kFalse.count(send_initial_text)) {
-    co_return error_response({Errc::bad_request,
-                              "invalid value for sendInitialEvents: " + send_initial_text, {}});
-  }
-  const bool send_initial = kTrue.count(send_initial_text) > 0;
-  if (!match.empty() && (match != "NotOlderThan" || !send_initial)) {
-    co_return error_response({Errc::bad_request,
-                              "resourceVersionMatch is forbidden for watch unless "
-                              "sendInitialEvents is provided", {}});
-  }
-  if (send_initial && match != "NotOlderThan") {
-    co_return error_response({Errc::bad_request,
-                              "sendInitialEvents is forbidden for watch unless "
-                              "resourceVersionMatch is set to NotOlderThan", {}});
-  }
-  auto predicate = predicate_of(info, url, route.name);
-  if (!predicate) co_return error_response(predicate.error());
-  auto timeout = int_param(url, "timeoutSeconds");
-  if (!timeout) co_return error_response(timeout.error());
+  auto q = registry::compile_watch_query(info, list_query(url), route.name);
+  if (!q) co_return error_response(q.error());
   std::chrono::steady_clock::duration lifetime;
-  if (url.param("timeoutSeconds") && *timeout > 0) {
-    // Beyond ~68 years the deadline would overflow the clock; nobody can tell the difference.
-    lifetime = std::chrono::seconds(std::min<std::int64_t>(*timeout, std::int64_t{1} << 31));
+  if (q->timeout_seconds) {
+    lifetime = std::chrono::seconds(*q->timeout_seconds);
   } else {
     thread_local std::mt19937_64 rng{std::random_device{}()};
     const double factor = 1.0 + std::uniform_real_distribution<double>(0.0, 1.0)(rng);
     lifetime = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
         watch_options_.min_request_timeout * factor);
   }
+  const std::int64_t rv = q->resource_version.value_or(0);
 
   watch::WatchRequest wr;
   wr.prefix = info.namespace_prefix(route.ns);
-  wr.predicate = std::move(*predicate);
-  wr.resource_version = *rv;
-  wr.send_initial_events = send_initial;
-  wr.allow_bookmarks = truthy(url.param("allowWatchBookmarks"));
+  wr.predicate = predicate_of(*q);
+  wr.resource_version = q->resource_version;
+  wr.send_initial_events = q->send_initial_events;
+  wr.allow_bookmarks = q->allow_bookmarks;
   wr.deadline = std::chrono::steady_clock::now() + lifetime;
   auto session = co_await cacher->watch(std::move(wr));
   if (!session) {
     const auto ec = session.error();
     if (ec == Errc::too_many_requests) co_return error_response(not_ready());
-    if (ec == Errc::timeout) co_return error_response(too_large(rv->value_or(0), cacher->resource_version()));
+    if (ec == Errc::timeout) {
+      co_return error_response(registry::too_large_resource_version(rv, cacher->resource_version()));
+    }
     if (ec == Errc::gone) {
       // Accepted, then one ERROR event: what client-go's reflector expects for a stale version.
       ApiResponse r;
       r.streaming = true;
-      r.body = status_line({Errc::gone, "too old resource version: " + std::to_string(rv->value_or(0)) +
+      r.body = status_line({Errc::gone, "too old resource version: " + std::to_string(rv) +
                                             " (" + std::to_string(cacher->window_start()) + ")", {}});
       co_return r;
     }
@@ -835,51 +770,39 @@ asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& request, 
   co_return r;
 }
 
-asio::awaitable<ApiResponse> ApiHandler::list_from_cache(const ApiRequest& request, const Url& url,
+asio::awaitable<ApiResponse> ApiHandler::list_from_cache(const ApiRequest& request,
+                                                         const registry::CompiledListQuery& q,
                                                          const Route& route, bool& served) {
   served = false;
   const ResourceInfo& info = *route.info;
   std::shared_ptr<watch::Cacher> cacher = cacher_for(info);
   if (cacher == nullptr || serves_other_version(info)) co_return ApiResponse{};
-  const bool has_selector = !url.param("labelSelector").value_or("").empty() ||
-                            !url.param("fieldSelector").value_or("").empty();
   if (!cacher->ready()) {
-    if (has_selector) {
+    if (q.has_selector()) {
       served = true;
       co_return error_response(not_ready());
     }
     co_return ApiResponse{};  // storage serves simple lists meanwhile
   }
   // Pages after the first, and exact reads, come from storage at their revision.
-  if (!url.param("continue").value_or("").empty() ||
-      url.param("resourceVersionMatch").value_or("") == "Exact") {
-    co_return ApiResponse{};
-  }
-  auto rv = parse_rv(url.param("resourceVersion"));
-  if (!rv) co_return ApiResponse{};  // storage reports the error
-  if (!*rv) {
+  if (q.continue_token || q.match == registry::ResourceVersionMatch::exact) co_return ApiResponse{};
+  if (!q.resource_version) {
     // Consistent read: only if the cache catches up with storage; else storage serves it.
     auto fresh = co_await cacher->wait_until_consistent();
     if (!fresh) co_return ApiResponse{};
-  } else if (**rv > 0) {
-    auto fresh = co_await cacher->wait_until_fresh(**rv);
+  } else if (*q.resource_version > 0) {
+    auto fresh = co_await cacher->wait_until_fresh(*q.resource_version);
     if (!fresh) {
       served = true;
-      co_return freshness_error(fresh.error(), **rv, *cacher);
+      co_return freshness_error(fresh.error(), *q.resource_version, *cacher);
     }
     // Progress that may run ahead of events cannot prove the cache has every event up to rv:
     // storage, which is at least as new, answers.
     if (!cacher->progress_ordered()) co_return ApiResponse{};
   }
-  auto predicate = predicate_of(info, url, "");
-  if (!predicate) {
-    served = true;
-    co_return error_response(predicate.error());
-  }
-  auto limit = int_param(url, "limit");
-  if (!limit) co_return ApiResponse{};
-  auto list = cacher->list(info.namespace_prefix(route.ns), "", static_cast<std::size_t>(*limit),
-                           predicate->get());
+  auto predicate = predicate_of(q);
+  auto list = cacher->list(info.namespace_prefix(route.ns), "", static_cast<std::size_t>(q.limit),
+                           predicate.get());
   std::string token;
   if (list.more && !list.objects.empty()) {
     token = registry::encode_continue(

@@ -18,6 +18,7 @@
 #include <string>
 
 namespace kwatch::registry {
+struct CompiledListQuery;
 class ResourceStore;
 class Scheme;
 struct ResourceInfo;
@@ -71,7 +72,8 @@ class ApiHandler {
                                                   Route& route);
   boost::asio::awaitable<ApiResponse> serve_watch(const ApiRequest& request, const Url& url,
                                                   const Route& route);
-  boost::asio::awaitable<ApiResponse> list_from_cache(const ApiRequest& request, const Url& url,
+  boost::asio::awaitable<ApiResponse> list_from_cache(const ApiRequest& request,
+                                                      const registry::CompiledListQuery& query,
                                                       const Route& route, bool& served);
   boost::asio::awaitable<ApiResponse> get_from_cache(const ApiRequest& request, const Url& url,
                                                      const Route& route, bool& served);
