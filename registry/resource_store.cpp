@@ -579,6 +579,10 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::list(const ResourceInfo&
 asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInfo& info,
                                                                std::string ns, json::object body,
                                                                WriteQuery query) {
+  if (info.terminating && info.terminating->load()) {
+    co_return api_error(Errc::method_not_allowed,
+                        "create not allowed while custom resource definition is terminating");
+  }
   if (auto t = check_type(info, body); !t) co_return t.error();
   auto meta_r = ensure_metadata(body);
   if (!meta_r) co_return meta_r.error();

@@ -10,6 +10,7 @@
 
 #include <boost/json/fwd.hpp>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -92,6 +93,8 @@ struct ResourceInfo {
   // or, for a custom resource without any, NAME and AGE.
   std::vector<PrinterColumn> printer_columns;
   std::optional<ScaleSubresource> scale;
+  // Custom resources: set while their definition is being deleted; creates are refused then.
+  std::shared_ptr<std::atomic<bool>> terminating;
   // Custom resources: the version's openAPIV3Schema as the definition gives it, published in
   // the OpenAPI v3 document of the group-version (built-in kinds publish registry/schemas).
   std::shared_ptr<const boost::json::value> openapi_schema;

@@ -170,6 +170,8 @@ asio::awaitable<void> CrdController::serve(json::object crd) {
       co_return;
     }
     publish_schemas(crd, *infos);
+    auto terminating = std::make_shared<std::atomic<bool>>(false);
+    for (auto& info : *infos) info.terminating = terminating;
     std::vector<registry::ResourceInfo> copies = *infos;
     scheme_->set_owned(name, std::move(*infos));
     for (const auto& info : copies) cachers_->ensure(info);
@@ -201,6 +203,10 @@ asio::awaitable<void> CrdController::write_status(json::object desired) {
 
 asio::awaitable<void> CrdController::finalize(json::object crd) {
   const std::string name = name_of(crd);
+  // No new objects while the old ones are deleted.
+  for (const registry::ResourceInfo* info : scheme_->resources()) {
+    if (info->owner == name && info->terminating) info->terminating->store(true);
+  }
   json::object terminating = crd;
   registry::set_terminating(terminating, now_rfc3339());
   co_await write_status(std::move(terminating));

@@ -24,6 +24,7 @@ StatusCode status_code(Errc code) {
     case Errc::corrupt: return {500, "InternalError"};
     case Errc::unsupported_media_type: return {415, "UnsupportedMediaType"};
     case Errc::too_large: return {413, "RequestEntityTooLarge"};
+    case Errc::method_not_allowed: return {405, "MethodNotAllowed"};
   }
   return {500, "InternalError"};
 }

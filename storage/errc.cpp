@@ -24,6 +24,7 @@ class ErrcCategory final : public boost::system::error_category {
       case Errc::corrupt: return "corrupt data";
       case Errc::unsupported_media_type: return "unsupported media type";
       case Errc::too_large: return "too large";
+      case Errc::method_not_allowed: return "method not allowed";
     }
     return "unknown kwatch error";
   }

@@ -26,6 +26,7 @@ enum class Errc {
   corrupt,         // persisted data failed its checksum in a way recovery cannot skip
   unsupported_media_type,  // a body in an encoding kwatch cannot decode (415)
   too_large,       // a request or an object over its size limit (413)
+  method_not_allowed,  // a verb the resource does not allow now (405)
 };
 
 const boost::system::error_category& errc_category() noexcept;
