@@ -379,6 +379,32 @@ ApiResult<json::object*> ensure_metadata(json::object& obj) {
   return &it->value().get_object();
 }
 
+// Whether an update changes what `metadata.generation` counts. Built-in kinds: the spec. Custom
+// resources, as kube's strategy for them: everything but metadata, and but status when the
+// status subresource owns it.
+bool desired_state_changed(const ResourceInfo& info, const json::object& old_obj,
+                           const json::object& new_obj) {
+  if (info.origin != KindOrigin::custom) {
+    const json::value* old_spec = old_obj.if_contains("spec");
+    const json::value* new_spec = new_obj.if_contains("spec");
+    return (old_spec == nullptr) != (new_spec == nullptr) ||
+           (old_spec != nullptr && *old_spec != *new_spec);
+  }
+  auto counted = [&](std::string_view key) {
+    return key != "metadata" && !(info.has_status && key == "status");
+  };
+  std::size_t old_count = 0;
+  for (const auto& [key, value] : old_obj) {
+    if (!counted(key)) continue;
+    ++old_count;
+    const json::value* now = new_obj.if_contains(key);
+    if (now == nullptr || *now != value) return true;
+  }
+  std::size_t new_count = 0;
+  for (const auto& [key, value] : new_obj) new_count += counted(key) ? 1 : 0;
+  return new_count != old_count;
+}
+
 bool has_finalizers(const json::object& obj) {
   const json::object* meta = metadata_of(obj);
   const json::value* f = meta != nullptr ? meta->if_contains("finalizers") : nullptr;
@@ -735,11 +761,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
       return failure->code;
     }
     json::object& final_meta = obj["metadata"].get_object();
-    const json::value* old_spec = existing->if_contains("spec");
-    const json::value* new_spec = obj.if_contains("spec");
-    const bool spec_changed = (old_spec == nullptr) != (new_spec == nullptr) ||
-                              (old_spec != nullptr && *old_spec != *new_spec);
-    if (spec_changed) {
+    if (desired_state_changed(info, *existing, obj)) {
       const json::value* g = old_meta.if_contains("generation");
       std::int64_t gen = g != nullptr && g->is_int64() ? g->get_int64() : 0;
       final_meta["generation"] = gen + 1;

@@ -387,10 +387,20 @@ def check_delete(t, server):
     wait_for(lambda: established(server, "widgets.example.com"), timeout=5, what="re-established")
     status, body = server.request("GET", WIDGETS)
     t.check("its objects went with it", status == 200 and body["items"] == [], body)
+    # Without a status subresource every change outside metadata counts as a new generation.
+    status, body = server.request("POST", WIDGETS, body=widget("g", size=1))
+    body["status"] = {"ready": True}
+    status, body = server.request("PUT", f"{WIDGETS}/g", body=body)
+    t.check("no status subresource: a status change bumps the generation", status == 200 and
+            body["metadata"]["generation"] == 2 and body["status"] == {"ready": True}, body)
+    body["metadata"]["labels"] = {"a": "b"}
+    status, body = server.request("PUT", f"{WIDGETS}/g", body=body)
+    t.check("a metadata change does not", status == 200 and body["metadata"]["generation"] == 2, body)
 
 
 def widget_crd_again():
-    return crd(name="widgets.example.com", group="example.com", plural="widgets", kind="Widget")
+    return crd(name="widgets.example.com", group="example.com", plural="widgets", kind="Widget",
+               schema={"type": "object", "x-kubernetes-preserve-unknown-fields": True})
 
 
 if __name__ == "__main__":
