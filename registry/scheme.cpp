@@ -84,6 +84,7 @@ std::shared_ptr<Scheme> Scheme::builtin(const std::string& storage_prefix) {
 void Scheme::add(ResourceInfo info) {
   std::unique_lock lock(mutex_);
   resources_.push_back(std::make_unique<ResourceInfo>(std::move(info)));
+  ++generation_;
 }
 
 void Scheme::set_owned(const std::string& owner, std::vector<ResourceInfo> infos) {
@@ -100,6 +101,7 @@ void Scheme::set_owned(const std::string& owner, std::vector<ResourceInfo> infos
     info.owner = owner;
     resources_.push_back(std::make_unique<ResourceInfo>(std::move(info)));
   }
+  ++generation_;
 }
 
 std::vector<std::string> Scheme::owners() const {

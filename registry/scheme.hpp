@@ -151,12 +151,16 @@ class Scheme {
   void set_owned(const std::string& owner, std::vector<ResourceInfo> infos);
   // Every owner with resources in the scheme.
   std::vector<std::string> owners() const;
+  // Counts changes (add, set_owned): documents derived from the scheme are current while it
+  // stays the same.
+  std::uint64_t generation() const { return generation_.load(); }
 
  private:
   mutable std::shared_mutex mutex_;
   // unique_ptr keeps each ResourceInfo at a stable address while the vector grows.
   std::vector<std::unique_ptr<ResourceInfo>> resources_;
   std::vector<std::unique_ptr<ResourceInfo>> retired_;
+  std::atomic<std::uint64_t> generation_{0};
 };
 
 }  // namespace kwatch::registry

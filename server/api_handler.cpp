@@ -268,15 +268,14 @@ asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
   } else if (seg[0] == "metrics" && seg.size() == 1) {
     response = text_response(200, metrics_->render(), "text/plain; version=0.0.4");
   } else if (seg[0] == "openapi" && seg.size() >= 2 && seg[1] == "v3" && get) {
-    if (seg.size() == 2) {
-      response = json_response(200, openapi_v3_root(*scheme_));
+    std::string path;
+    for (std::size_t i = 2; i < seg.size(); ++i) path += (i > 2 ? "/" : "") + seg[i];
+    auto doc = openapi_.get(*scheme_, path);
+    if (doc) {
+      response.status = 200;
+      response.body = std::move(*doc);
     } else {
-      std::optional<json::object> doc;
-      if (seg.size() == 4 && seg[2] == "api") doc = openapi_v3_group_version(*scheme_, "", seg[3]);
-      if (seg.size() == 5 && seg[2] == "apis") {
-        doc = openapi_v3_group_version(*scheme_, seg[3], seg[4]);
-      }
-      response = doc ? json_response(200, *doc) : not_found_path();
+      response = not_found_path();
     }
   } else if (seg[0] == "api" || seg[0] == "apis") {
     const bool core = seg[0] == "api";

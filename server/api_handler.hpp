@@ -5,6 +5,7 @@
 // Thread-safety: shared by every connection; `handle` may run concurrently on any thread.
 #pragma once
 
+#include "server/discovery.hpp"
 #include "server/http_types.hpp"
 #include "server/metrics.hpp"
 
@@ -88,6 +89,7 @@ class ApiHandler {
   WatchOptions watch_options_;
   ComputeOptions compute_;
   std::atomic<bool> ready_{false};
+  OpenApiDocuments openapi_;
 };
 
 }  // namespace kwatch::server

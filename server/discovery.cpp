@@ -197,6 +197,36 @@ json::object operation(const ResourceInfo& r, std::string_view action, bool with
 
 }  // namespace
 
+std::optional<std::string> OpenApiDocuments::get(const Scheme& scheme, std::string_view path) {
+  std::shared_ptr<const std::map<std::string, std::string, std::less<>>> documents;
+  {
+    std::lock_guard lock(mutex_);
+    if (generation_ != scheme.generation() || !documents_) {
+      const std::uint64_t generation = scheme.generation();
+      auto built = std::make_shared<std::map<std::string, std::string, std::less<>>>();
+      json::object paths;
+      for (const auto& gv : scheme.group_versions()) {
+        auto doc = openapi_v3_group_version(scheme, gv.group, gv.version);
+        if (!doc) continue;
+        std::string text = json::serialize(*doc);
+        // The hash lets clients cache a document until it changes.
+        char hex[17];
+        std::snprintf(hex, sizeof hex, "%016zX", std::hash<std::string>{}(text));
+        const std::string p = gv_path(gv.group, gv.version);
+        paths[p] = json::object{{"serverRelativeURL", "/openapi/v3/" + p + "?hash=" + hex}};
+        built->emplace(p, std::move(text));
+      }
+      built->emplace("", json::serialize(json::object{{"paths", std::move(paths)}}));
+      documents_ = std::move(built);
+      generation_ = generation;
+    }
+    documents = documents_;
+  }
+  auto it = documents->find(path);
+  if (it == documents->end()) return std::nullopt;
+  return it->second;
+}
+
 json::object openapi_v3_root(const Scheme& scheme) {
   json::object paths;
   for (const auto& gv : scheme.group_versions()) {

@@ -6,6 +6,9 @@
 
 #include <boost/json/object.hpp>
 
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,6 +35,20 @@ inline constexpr std::string_view kAggregatedDiscoveryType =
 
 // GET /version
 boost::json::object version_info();
+
+// The OpenAPI v3 documents, serialized once per scheme generation (a CRD coming or going makes
+// a new one): kubectl fetches the root on most commands. Thread-safe.
+class OpenApiDocuments {
+ public:
+  // The root (nullopt path) or one group-version's document ("api/v1", "apis/apps/v1") as JSON
+  // text; nullopt when not served.
+  std::optional<std::string> get(const registry::Scheme& scheme, std::string_view path);
+
+ private:
+  std::mutex mutex_;
+  std::uint64_t generation_ = ~std::uint64_t{0};
+  std::shared_ptr<const std::map<std::string, std::string, std::less<>>> documents_;
+};
 
 // GET /openapi/v3: one entry per served group-version.
 boost::json::object openapi_v3_root(const registry::Scheme& scheme);
