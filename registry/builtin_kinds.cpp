@@ -1,5 +1,6 @@
 #include "registry/builtin_kinds.hpp"
 
+#include "registry/builtin_columns.hpp"
 #include "registry/builtin_defaults.hpp"
 #include "registry/builtin_schemas.hpp"
 #include "registry/custom_resource_definition.hpp"
@@ -140,6 +141,7 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
     info.storage_prefix = storage_prefix;
     info.trigger_field = k.trigger_field;
     info.hooks = k.hooks;
+    info.printer_columns = builtin_columns(k.kind);
     if (auto schema = schemas.structural_schema(k.group, "v1", k.kind)) {
       SchemaCompileOptions options;
       options.path = "";

@@ -43,14 +43,19 @@ struct KindHooks {
       validate;
 };
 
-// An additionalPrinterColumn of a custom resource: a column of kubectl's table.
+// A column of kubectl's table: a custom resource's additionalPrinterColumn, or one of the
+// columns kubectl users know for a built-in kind.
 struct PrinterColumn {
   std::string name;
   std::string type;    // integer, number, string, boolean, date
-  std::string format;  // "" or an OpenAPI format (int32, date-time, ...)
+  std::string format;  // "" or an OpenAPI format (int32, date-time, name, ...)
   std::string description;
   std::string json_path;  // a simple JSONPath without the braces: ".spec.replicas"
   int priority = 0;
+  // Built-in kinds: shown when the path holds nothing (custom resources show null).
+  std::string fallback;
+  // Built-in kinds: a cell computed from the whole object (a pod's READY), instead of the path.
+  std::function<boost::json::value(const boost::json::object& obj)> cell;
 };
 
 // The scale subresource of a custom resource: where replicas and the selector live, as dotted
@@ -89,8 +94,8 @@ struct ResourceInfo {
   // A field the watch cache indexes for selectors on it (a pod's spec.nodeName); "" for none.
   std::string trigger_field;
   KindHooks hooks;
-  // Columns for kubectl's table; empty means the built-in table of the kind (server/table.cpp)
-  // or, for a custom resource without any, NAME and AGE.
+  // Columns for kubectl's table. Built-in kinds list every column (NAME included); a custom
+  // resource's NAME comes first by itself; none at all means NAME and AGE.
   std::vector<PrinterColumn> printer_columns;
   std::optional<ScaleSubresource> scale;
   // Custom resources: set while their definition is being deleted; creates are refused then.

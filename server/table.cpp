@@ -38,22 +38,6 @@ std::string str(const json::object& obj, std::initializer_list<std::string_view>
   return fallback;
 }
 
-std::int64_t num(const json::object& obj, std::initializer_list<std::string_view> path) {
-  const json::value* v = at(obj, path);
-  if (v == nullptr) return 0;
-  if (v->is_int64()) return v->get_int64();
-  if (v->is_uint64()) return static_cast<std::int64_t>(v->get_uint64());
-  return 0;
-}
-
-std::size_t count(const json::object& obj, std::initializer_list<std::string_view> path) {
-  const json::value* v = at(obj, path);
-  if (v == nullptr) return 0;
-  if (v->is_object()) return v->get_object().size();
-  if (v->is_array()) return v->get_array().size();
-  return 0;
-}
-
 std::optional<system_clock::time_point> parse_time(const std::string& s) {
   std::tm tm{};
   if (strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr) return std::nullopt;
@@ -68,193 +52,65 @@ struct Column {
   std::function<json::value(const json::object&)> cell;
 };
 
+// Walks a simple JSONPath (".spec.replicas"; braces allowed); nullptr when a step is missing.
+const json::value* follow(const json::object& obj, std::string_view path) {
+  if (path.starts_with('{') && path.ends_with('}')) path = path.substr(1, path.size() - 2);
+  const json::object* cur = &obj;
+  const json::value* v = nullptr;
+  while (!path.empty()) {
+    if (path.front() == '.') path.remove_prefix(1);
+    const auto end = path.find('.');
+    const std::string_view step = path.substr(0, end);
+    path = end == std::string_view::npos ? std::string_view() : path.substr(end);
+    if (cur == nullptr) return nullptr;
+    v = cur->if_contains(step);
+    if (v == nullptr) return nullptr;
+    cur = v->if_object();
+  }
+  return v;
+}
+
+// The kind's columns (registry/builtin_columns.cpp for built-in kinds, additionalPrinterColumns
+// for custom resources) as cell functions.
 std::vector<Column> columns_for(const registry::ResourceInfo& info,
                                 system_clock::time_point now) {
-  auto name = Column{"Name", "string", "name", 0,
-                     [](const json::object& o) { return json::value(str(o, {"metadata", "name"})); }};
-  auto age = Column{"Age", "string", "", 0, [now](const json::object& o) {
-                      auto t = parse_time(str(o, {"metadata", "creationTimestamp"}));
-                      if (!t) return json::value("<unknown>");
-                      return json::value(human_duration(duration_cast<seconds>(now - *t)));
-                    }};
-  auto text = [](std::string title, std::initializer_list<std::string_view> path,
-                 std::string fallback = "<none>", int priority = 0) {
-    std::vector<std::string> p(path.begin(), path.end());
-    return Column{std::move(title), "string", "", priority,
-                  [p, fallback](const json::object& o) {
-                    const json::object* cur = &o;
-                    const json::value* v = nullptr;
-                    for (const auto& step : p) {
-                      v = cur != nullptr ? cur->if_contains(step) : nullptr;
-                      if (v == nullptr) return json::value(fallback);
-                      cur = v->if_object();
-                    }
-                    if (v->is_string() && !v->get_string().empty()) return json::value(*v);
-                    if (v->is_number()) return json::value(*v);
-                    return json::value(fallback);
-                  }};
-  };
-  if (!info.printer_columns.empty()) {
-    // A custom resource's additionalPrinterColumns: simple JSONPaths (".spec.replicas").
-    std::vector<Column> columns{name};
-    for (const auto& pc : info.printer_columns) {
-      std::vector<std::string> steps;
-      std::string_view path = pc.json_path;
-      if (path.starts_with('{') && path.ends_with('}')) path = path.substr(1, path.size() - 2);
-      while (!path.empty()) {
-        if (path.front() == '.') path.remove_prefix(1);
-        const auto end = path.find('.');
-        steps.emplace_back(path.substr(0, end));
-        path = end == std::string_view::npos ? std::string_view() : path.substr(end);
-      }
-      const bool date = pc.type == "date";
-      columns.push_back(Column{pc.name, date ? "string" : pc.type, pc.format, pc.priority,
-                               [steps, date, now](const json::object& o) {
-                                 const json::object* cur = &o;
-                                 const json::value* v = nullptr;
-                                 for (const auto& step : steps) {
-                                   v = cur != nullptr ? cur->if_contains(step) : nullptr;
-                                   if (v == nullptr) return json::value(nullptr);
-                                   cur = v->if_object();
-                                 }
-                                 if (date && v->is_string()) {
-                                   auto t = parse_time(std::string(v->get_string()));
-                                   if (t) return json::value(human_duration(duration_cast<seconds>(now - *t)));
-                                 }
-                                 if (v->is_object() || v->is_array()) {
-                                   return json::value(json::serialize(*v));
-                                 }
-                                 return *v;
-                               }});
+  const bool custom = info.origin == registry::KindOrigin::custom;
+  std::vector<registry::PrinterColumn> specs = info.printer_columns;
+  if (specs.empty() || custom) {
+    registry::PrinterColumn name{"Name", "string", "name", "", ".metadata.name"};
+    if (specs.empty()) {
+      registry::PrinterColumn age{"Age", "date", "", "", ".metadata.creationTimestamp"};
+      age.fallback = "<unknown>";
+      specs.push_back(std::move(age));
     }
-    return columns;
+    specs.insert(specs.begin(), std::move(name));
   }
-  const std::string& kind = info.kind;
-  if (kind == "Pod") {
-    return {name,
-            {"Ready", "string", "", 0,
-             [](const json::object& o) {
-               std::size_t ready = 0;
-               if (const json::value* st = at(o, {"status", "containerStatuses"});
-                   st != nullptr && st->is_array()) {
-                 for (const auto& c : st->get_array()) {
-                   if (const json::value* r = c.is_object() ? c.get_object().if_contains("ready")
-                                                            : nullptr;
-                       r != nullptr && r->is_bool() && r->get_bool()) {
-                     ++ready;
-                   }
-                 }
-               }
-               return json::value(std::to_string(ready) + "/" +
-                                  std::to_string(count(o, {"spec", "containers"})));
-             }},
-            {"Status", "string", "", 0,
-             [](const json::object& o) {
-               if (at(o, {"metadata", "deletionTimestamp"}) != nullptr) {
-                 return json::value("Terminating");
-               }
-               return json::value(str(o, {"status", "phase"}, "Pending"));
-             }},
-            {"Restarts", "string", "", 0,
-             [](const json::object& o) {
-               std::int64_t restarts = 0;
-               if (const json::value* st = at(o, {"status", "containerStatuses"});
-                   st != nullptr && st->is_array()) {
-                 for (const auto& c : st->get_array()) {
-                   if (c.is_object()) restarts += num(c.get_object(), {"restartCount"});
-                 }
-               }
-               return json::value(std::to_string(restarts));
-             }},
-            age,
-            text("IP", {"status", "podIP"}, "<none>", 1),
-            text("Node", {"spec", "nodeName"}, "<none>", 1)};
+  std::vector<Column> columns;
+  for (auto& pc : specs) {
+    const bool date = pc.type == "date";
+    Column c{pc.name, date ? "string" : pc.type, pc.format, pc.priority, {}};
+    if (pc.cell) {
+      c.cell = pc.cell;
+    } else {
+      c.cell = [path = pc.json_path, fallback = pc.fallback, date, custom,
+                now](const json::object& o) -> json::value {
+        const json::value* v = follow(o, path);
+        if (v == nullptr || v->is_null()) return custom ? json::value(nullptr) : json::value(fallback);
+        if (date && v->is_string()) {
+          auto t = parse_time(std::string(v->get_string()));
+          if (t) return json::value(human_duration(duration_cast<seconds>(now - *t)));
+        }
+        if (custom) {
+          if (v->is_object() || v->is_array()) return json::value(json::serialize(*v));
+          return *v;
+        }
+        if ((v->is_string() && !v->get_string().empty()) || v->is_number()) return *v;
+        return json::value(fallback);
+      };
+    }
+    columns.push_back(std::move(c));
   }
-  if (kind == "Deployment") {
-    return {name,
-            {"Ready", "string", "", 0,
-             [](const json::object& o) {
-               std::int64_t want = at(o, {"spec", "replicas"}) ? num(o, {"spec", "replicas"}) : 1;
-               return json::value(std::to_string(num(o, {"status", "readyReplicas"})) + "/" +
-                                  std::to_string(want));
-             }},
-            {"Up-to-date", "integer", "", 0,
-             [](const json::object& o) { return json::value(num(o, {"status", "updatedReplicas"})); }},
-            {"Available", "integer", "", 0,
-             [](const json::object& o) {
-               return json::value(num(o, {"status", "availableReplicas"}));
-             }},
-            age};
-  }
-  if (kind == "Namespace") return {name, text("Status", {"status", "phase"}, "Active"), age};
-  if (kind == "ConfigMap") {
-    return {name,
-            {"Data", "integer", "", 0,
-             [](const json::object& o) {
-               return json::value(count(o, {"data"}) + count(o, {"binaryData"}));
-             }},
-            age};
-  }
-  if (kind == "Secret") {
-    return {name, text("Type", {"type"}, "Opaque"),
-            {"Data", "integer", "", 0,
-             [](const json::object& o) { return json::value(count(o, {"data"})); }},
-            age};
-  }
-  if (kind == "Service") {
-    return {name, text("Type", {"spec", "type"}, "ClusterIP"),
-            text("Cluster-IP", {"spec", "clusterIP"}), text("External-IP", {"spec", "externalIPs"}),
-            {"Port(s)", "string", "", 0,
-             [](const json::object& o) {
-               std::string out;
-               if (const json::value* ports = at(o, {"spec", "ports"});
-                   ports != nullptr && ports->is_array()) {
-                 for (const auto& p : ports->get_array()) {
-                   if (!p.is_object()) continue;
-                   if (!out.empty()) out += ",";
-                   out += str(p.get_object(), {"port"}) + "/" +
-                          str(p.get_object(), {"protocol"}, "TCP");
-                 }
-               }
-               return json::value(out.empty() ? "<none>" : out);
-             }},
-            age};
-  }
-  if (kind == "Node") {
-    return {name,
-            {"Status", "string", "", 0,
-             [](const json::object& o) {
-               if (const json::value* cs = at(o, {"status", "conditions"});
-                   cs != nullptr && cs->is_array()) {
-                 for (const auto& c : cs->get_array()) {
-                   if (c.is_object() && str(c.get_object(), {"type"}) == "Ready") {
-                     return json::value(str(c.get_object(), {"status"}) == "True" ? "Ready"
-                                                                                  : "NotReady");
-                   }
-                 }
-               }
-               return json::value("Unknown");
-             }},
-            age, text("Version", {"status", "nodeInfo", "kubeletVersion"}, "")};
-  }
-  if (kind == "Event") {
-    return {text("Type", {"type"}, ""), text("Reason", {"reason"}, ""),
-            {"Object", "string", "", 0,
-             [](const json::object& o) {
-               std::string k = str(o, {"involvedObject", "kind"});
-               for (auto& ch : k) ch = static_cast<char>(std::tolower(ch));
-               return json::value(k + "/" + str(o, {"involvedObject", "name"}));
-             }},
-            text("Message", {"message"}, ""), name};
-  }
-  if (kind == "ServiceAccount") {
-    return {name,
-            {"Secrets", "integer", "", 0,
-             [](const json::object& o) { return json::value(count(o, {"secrets"})); }},
-            age};
-  }
-  if (kind == "Lease") return {name, text("Holder", {"spec", "holderIdentity"}, ""), age};
-  return {name, age};
+  return columns;
 }
 
 }  // namespace

@@ -41,5 +41,39 @@ TEST(Table, PodListBecomesRowsWithReadyAndStatus) {
   EXPECT_EQ(table.at("rows").at(0).at("object").at("metadata").at("name"), "a");
 }
 
+TEST(Table, BuiltinKindsShowTheirColumnsWithKubectlsPlaceholders) {
+  auto scheme = registry::Scheme::builtin();
+  auto now = system_clock::from_time_t(1767225600 + 60);
+  auto svc = json::parse(R"({"metadata":{"name":"web","creationTimestamp":"2026-01-01T00:00:00Z"},
+    "spec":{"type":"ClusterIP","ports":[{"port":80,"protocol":"TCP"},{"port":53,"protocol":"UDP"}]}})")
+                 .as_object();
+  auto table = to_table(*scheme->find("", "v1", "services"), svc, now);
+  EXPECT_EQ(table.at("rows").at(0).at("cells"),
+            json::parse(R"(["web","ClusterIP","<none>","<none>","80/TCP,53/UDP","60s"])"));
+  auto cm = json::parse(R"({"metadata":{"name":"c"},"data":{"a":"1","b":"2"},"binaryData":{"c":"eA=="}})")
+                .as_object();
+  table = to_table(*scheme->find("", "v1", "configmaps"), cm, now);
+  EXPECT_EQ(table.at("rows").at(0).at("cells"), json::parse(R"(["c",3,"<unknown>"])"));
+}
+
+TEST(Table, ACustomResourceGetsNameThenItsPrinterColumns) {
+  registry::ResourceInfo info;
+  info.kind = "Widget";
+  info.origin = registry::KindOrigin::custom;
+  info.printer_columns = {{"Color", "string", "", "", ".spec.color"},
+                          {"Replicas", "integer", "", "", ".spec.replicas"},
+                          {"Items", "string", "", "", ".spec.items"},
+                          {"Age", "date", "", "", ".metadata.creationTimestamp"}};
+  auto obj = json::parse(R"({"metadata":{"name":"w","creationTimestamp":"2026-01-01T00:00:00Z"},
+    "spec":{"color":"red","items":[1,2]}})")
+                 .as_object();
+  auto table = to_table(info, obj, system_clock::from_time_t(1767225600 + 5));
+  EXPECT_EQ(table.at("columnDefinitions").at(0).at("name"), "Name");
+  EXPECT_EQ(table.at("rows").at(0).at("cells"), json::parse(R"(["w","red",null,"[1,2]","5s"])"));
+  info.printer_columns.clear();
+  table = to_table(info, obj, system_clock::from_time_t(1767225600 + 5));
+  EXPECT_EQ(table.at("rows").at(0).at("cells"), json::parse(R"(["w","5s"])"));
+}
+
 }  // namespace
 }  // namespace kwatch::server
