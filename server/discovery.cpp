@@ -259,8 +259,17 @@ std::optional<json::object> openapi_v3_group_version(const Scheme& scheme, std::
                                                  {"delete", operation(*r, "delete", false)}};
   }
   json::object schemas = registry::KindSchemas::builtin().openapi_components(group, version);
+  // ObjectMeta and what it refers to, for custom resources' metadata.
+  static const json::object kMeta = [] {
+    json::object out;
+    for (const auto& [name, schema] : registry::KindSchemas::builtin().openapi_components("", "v1")) {
+      if (name.starts_with("io.k8s.apimachinery.pkg.apis.meta.v1.")) out.emplace(name, schema);
+    }
+    return out;
+  }();
   for (const ResourceInfo* r : resources) {
     if (!r->openapi_schema || !r->openapi_schema->is_object()) continue;
+    for (const auto& [name, schema] : kMeta) schemas.emplace(name, schema);
     // Named as kube names them: the group reversed, then version and kind.
     std::string name;
     std::string_view g = r->group;
@@ -275,7 +284,9 @@ std::optional<json::object> openapi_v3_group_version(const Scheme& scheme, std::
     if (!props.is_object()) props = json::object();
     props.get_object()["apiVersion"] = json::object{{"type", "string"}};
     props.get_object()["kind"] = json::object{{"type", "string"}};
-    props.get_object()["metadata"] = json::object{{"type", "object"}};
+    props.get_object()["metadata"] = json::object{
+        {"allOf", json::array{json::object{
+                      {"$ref", "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}}}}};
     schema["x-kubernetes-group-version-kind"] =
         json::array{json::object{{"group", r->group}, {"kind", r->kind}, {"version", r->version}}};
     schemas[name + "." + r->version + "." + r->kind] = std::move(schema);

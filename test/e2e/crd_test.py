@@ -323,6 +323,8 @@ def check_kubectl(t, server, tmp):
     t.check("kubectl describe", code == 0 and "Color:" in out, out[-400:])
     code, out = run("explain", "widget.spec")
     t.check("kubectl explain widget.spec", code == 0 and "color" in out, out[-600:])
+    code, out = run("explain", "widget.metadata")
+    t.check("kubectl explain widget.metadata shows ObjectMeta", code == 0 and "labels" in out, out[-600:])
     typo = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: typo}\nspec: {color: red, colour: x}\n"
     code, out = run("apply", "-f", "-", stdin=typo)
     t.check("kubectl apply refuses a typo", code != 0 and 'unknown field "spec.colour"' in out, out)
