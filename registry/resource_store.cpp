@@ -243,15 +243,27 @@ std::vector<Cause> validate_object(const ResourceInfo& info, const json::object&
         causes.push_back({"FieldValueTypeInvalid", "Invalid value: must be an object",
                           "metadata.annotations"});
       } else {
+        // kube's TotalAnnotationSizeLimitB: keys and values together.
+        constexpr std::size_t kMaxAnnotationBytes = 256 * 1024;
+        std::size_t total = 0;
         for (const auto& [k, v] : it->value().get_object()) {
           for (const auto& e : qualified_name_errors(k)) {
             invalid_value("metadata.annotations", k, e);
           }
+          total += k.size();
           if (!v.is_string()) {
             causes.push_back({"FieldValueTypeInvalid",
                               "Invalid value: annotation values must be strings",
                               "metadata.annotations"});
+          } else {
+            total += v.get_string().size();
           }
+        }
+        if (total > kMaxAnnotationBytes) {
+          causes.push_back({"FieldValueTooLong",
+                            "Too long: must have at most " + std::to_string(kMaxAnnotationBytes) +
+                                " bytes",
+                            "metadata.annotations"});
         }
       }
     }

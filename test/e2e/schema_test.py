@@ -144,6 +144,13 @@ def check_types_and_values(t, server):
     t.check("every violation is listed", status == 422 and fields == sorted(
         ["spec.restartPolicy", "spec.dnsPolicy", "spec.containers[0].imagePullPolicy"]), f"{status} {fields}")
 
+    big = {"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": "big-annotations", "annotations": {"a": "x" * (256 * 1024)}}}
+    status, body, _ = send(server, "POST", "/api/v1/namespaces/default/configmaps", big)
+    t.check("annotations over 256 KiB in all are 422, as kube's limit",
+            status == 422 and body["details"]["causes"][0]["field"] == "metadata.annotations"
+            and "Too long: must have at most 262144 bytes" in body["message"], f"{status} {body}"[:300])
+
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bad-b64"}, "data": {"k": "%%%"}}
     status, body, _ = send(server, "POST", "/api/v1/namespaces/default/secrets", secret)
     t.check("Secret data that is not base64 is refused", status in (400, 422), f"{status} {body}")
