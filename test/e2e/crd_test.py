@@ -374,6 +374,9 @@ def check_second_replica(t, server, binary):
                  timeout=10, what="the first replica to serve a definition made through the second")
         t.check("a definition created through one replica is served by the other", True)
         other.request("DELETE", f"{CRDS}/things.example.org")
+        wait_for(lambda: server.request("GET", "/apis/example.org/v1/namespaces/default/things")[0] == 404,
+                 timeout=10, what="the first replica to stop serving a definition deleted through the second")
+        t.check("a definition deleted through one replica stops being served by the other", True)
     finally:
         other.stop()
 
