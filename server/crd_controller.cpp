@@ -94,8 +94,9 @@ CrdController::CrdController(std::shared_ptr<registry::Scheme> scheme,
 }
 
 void CrdController::start(asio::any_io_executor executor) {
-  asio::co_spawn(asio::make_strand(executor),
-                 [self = shared_from_this()]() { return self->run(); }, log_failure);
+  auto strand = asio::make_strand(executor);
+  asio::co_spawn(strand, [self = shared_from_this()]() { return self->run(); }, log_failure);
+  asio::co_spawn(strand, [self = shared_from_this()]() { return self->tick(); }, log_failure);
 }
 
 asio::awaitable<void> CrdController::run() {
@@ -124,9 +125,36 @@ asio::awaitable<void> CrdController::run() {
   }
 }
 
+asio::awaitable<void> CrdController::tick() {
+  // Objects that hold their definition's deletion with finalizers change without an event of
+  // the definitions' cache: look again every second while any definition waits for them.
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  while (!stopped_) {
+    timer.expires_after(std::chrono::seconds(1));
+    co_await timer.async_wait(asio::use_awaitable);
+    if (waiting_for_objects_) co_await reconcile();
+  }
+}
+
 asio::awaitable<void> CrdController::reconcile() {
+  // The event loop and the ticker share the strand but may both be suspended inside a
+  // reconcile: one runs at a time, and a request meanwhile makes it run once more.
+  if (reconciling_) {
+    again_ = true;
+    co_return;
+  }
+  reconciling_ = true;
+  do {
+    again_ = false;
+    co_await reconcile_once();
+  } while (again_ && !stopped_);
+  reconciling_ = false;
+}
+
+asio::awaitable<void> CrdController::reconcile_once() {
   auto cacher = cachers_->find(*crd_info_);
   if (!cacher) co_return;
+  waiting_for_objects_ = false;
   auto list = cacher->list(crd_info_->key_prefix(), "", 0, nullptr);
   std::set<std::string> present;
   for (const auto& object : list.objects) {
@@ -212,15 +240,40 @@ asio::awaitable<void> CrdController::finalize(json::object crd) {
   co_await write_status(std::move(terminating));
   // Every object of the definition, whichever version it was written through, lives under one
   // prefix.
-  auto infos = registry::custom_resources(crd, storage_prefix_);
-  if (infos && !infos->empty()) {
+  // They are deleted as a client would delete them: an object with finalizers is only marked,
+  // and the definition waits until its finalizers are gone.
+  const registry::ResourceInfo* served = nullptr;
+  for (const registry::ResourceInfo* info : scheme_->resources()) {
+    if (info->owner == name) served = info;
+  }
+  if (served != nullptr) {
     storage::ListOptions options;
-    options.prefix = infos->front().key_prefix();
+    options.prefix = served->key_prefix();
     auto page = co_await storage_->list(options);
     if (!page) co_return;  // storage trouble: the next event tries again
+    std::size_t remaining = 0;
     for (const auto& kv : page->kvs) {
-      auto d = co_await storage_->delete_if(kv.key, 0);
-      if (!d) co_return;
+      auto obj = registry::ResourceStore::decode(kv);
+      if (!obj) {
+        co_await storage_->delete_if(kv.key, kv.mod_revision);  // unreadable: nothing to wait for
+        continue;
+      }
+      const json::value* meta = obj->if_contains("metadata");
+      auto field = [&](std::string_view f) {
+        const json::value* v = meta != nullptr && meta->is_object() ? meta->get_object().if_contains(f)
+                                                                    : nullptr;
+        return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
+      };
+      registry::DeleteQuery query;
+      auto r = co_await store_->remove(*served, field("namespace"), field("name"), std::move(query));
+      if (r && r->contains("metadata") && r->at("metadata").is_object() &&
+          r->at("metadata").get_object().contains("deletionTimestamp")) {
+        ++remaining;  // held by its finalizers
+      }
+    }
+    if (remaining > 0) {
+      waiting_for_objects_ = true;
+      co_return;
     }
   }
   // Then the finalizer goes, and with it the definition.

@@ -48,7 +48,9 @@ class CrdController : public std::enable_shared_from_this<CrdController> {
  private:
   boost::asio::awaitable<void> run();
   // Brings the scheme, the caches and every definition's status in line with the definitions.
+  boost::asio::awaitable<void> tick();
   boost::asio::awaitable<void> reconcile();
+  boost::asio::awaitable<void> reconcile_once();
   boost::asio::awaitable<void> serve(boost::json::object crd);
   boost::asio::awaitable<void> finalize(boost::json::object crd);
   boost::asio::awaitable<void> write_status(boost::json::object crd);
@@ -62,6 +64,10 @@ class CrdController : public std::enable_shared_from_this<CrdController> {
   // Definition name -> the spec its registered resources were made from.
   std::map<std::string, std::string> applied_;
   std::atomic<bool> stopped_{false};
+  // Strand-only state of the reconcile loop.
+  bool reconciling_ = false;
+  bool again_ = false;
+  bool waiting_for_objects_ = false;  // a definition being deleted waits for finalizers
 };
 
 }  // namespace kwatch::server

@@ -382,8 +382,27 @@ def check_second_replica(t, server, binary):
 
 
 def check_delete(t, server):
+    held = widget("held", color="red")
+    held["metadata"]["finalizers"] = ["example.com/hold"]
+    status, body = server.request("POST", WIDGETS, body=held)
+    t.check("an object with a finalizer is created", status == 201, body)
     status, body = server.request("DELETE", f"{CRDS}/widgets.example.com")
     t.check("deleting the definition is accepted", status == 200, body)
+    wait_for(lambda: conditions(server, "widgets.example.com").get("Terminating") == "True", timeout=5,
+             what="the Terminating condition")
+    wait_for(lambda: "deletionTimestamp" in server.request("GET", f"{WIDGETS}/held")[1].get("metadata", {}),
+             timeout=5, what="the held object to be marked for deletion")
+    status, body = server.request("GET", f"{WIDGETS}/w1")
+    t.check("objects without finalizers are gone while the definition waits", status == 404, status)
+    status, body = server.request("POST", WIDGETS, body=widget("late", color="red"))
+    t.check("no new objects while the definition is terminating", status == 405 and
+            body.get("reason") == "MethodNotAllowed", f"{status} {body}")
+    status, body = server.request("GET", f"{CRDS}/widgets.example.com")
+    t.check("the definition waits for the object's finalizer", status == 200, status)
+    status, body = server.request("PATCH", f"{WIDGETS}/held", body=json.dumps({"metadata": {"finalizers": None}}),
+                                  headers={"Content-Type": "application/merge-patch+json"})
+    t.check("removing the last finalizer deletes the object", status == 200 and
+            server.request("GET", f"{WIDGETS}/held")[0] == 404, f"{status} {body}")
     wait_for(lambda: server.request("GET", f"{CRDS}/widgets.example.com")[0] == 404, timeout=10,
              what="the definition to go")
     wait_for(lambda: server.request("GET", WIDGETS)[0] == 404, timeout=5, what="the endpoints to go")
