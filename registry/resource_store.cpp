@@ -3,6 +3,7 @@
 #include "registry/continue_token.hpp"
 #include "registry/field_selector.hpp"
 #include "registry/json_patch.hpp"
+#include "registry/json_path.hpp"
 #include "registry/label_selector.hpp"
 #include "registry/merge_patch.hpp"
 #include "registry/strategic_merge_patch.hpp"
@@ -978,40 +979,6 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove_collection(const 
 
 namespace {
 
-std::vector<std::string> path_steps(std::string_view path) {
-  std::vector<std::string> steps;
-  while (!path.empty()) {
-    if (path.front() == '.') path.remove_prefix(1);
-    const auto end = path.find('.');
-    steps.emplace_back(path.substr(0, end));
-    path = end == std::string_view::npos ? std::string_view() : path.substr(end);
-  }
-  return steps;
-}
-
-const json::value* value_at(const json::object& obj, std::string_view path) {
-  const json::object* cur = &obj;
-  const json::value* v = nullptr;
-  for (const auto& step : path_steps(path)) {
-    v = cur != nullptr ? cur->if_contains(step) : nullptr;
-    if (v == nullptr) return nullptr;
-    cur = v->if_object();
-  }
-  return v;
-}
-
-void set_value_at(json::object& obj, std::string_view path, json::value value) {
-  auto steps = path_steps(path);
-  if (steps.empty()) return;
-  json::object* cur = &obj;
-  for (std::size_t i = 0; i + 1 < steps.size(); ++i) {
-    json::value& next = (*cur)[steps[i]];
-    if (!next.is_object()) next = json::object();
-    cur = &next.get_object();
-  }
-  (*cur)[steps.back()] = std::move(value);
-}
-
 // The autoscaling/v1 Scale of `obj`, as kube-apiserver builds it for a custom resource.
 json::object scale_of(const ResourceInfo& info, const json::object& obj) {
   const ScaleSubresource& s = *info.scale;
@@ -1021,15 +988,15 @@ json::object scale_of(const ResourceInfo& info, const json::object& obj) {
     if (meta != nullptr && meta->contains(f)) scale_meta[f] = meta->at(f);
   }
   json::object spec;
-  if (const json::value* r = value_at(obj, s.spec_replicas_path); r != nullptr && r->is_int64()) {
+  if (const json::value* r = find_field(obj, s.spec_replicas_path); r != nullptr && r->is_int64()) {
     spec["replicas"] = *r;
   }
   json::object status{{"replicas", 0}};
-  if (const json::value* r = value_at(obj, s.status_replicas_path); r != nullptr && r->is_int64()) {
+  if (const json::value* r = find_field(obj, s.status_replicas_path); r != nullptr && r->is_int64()) {
     status["replicas"] = *r;
   }
   if (!s.label_selector_path.empty()) {
-    if (const json::value* sel = value_at(obj, s.label_selector_path); sel && sel->is_string()) {
+    if (const json::value* sel = find_field(obj, s.label_selector_path); sel && sel->is_string()) {
       status["selector"] = *sel;
     }
   }
@@ -1066,7 +1033,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::scale(const ResourceInfo
                                    "spec.replicas"}});
     }
     json::object obj = current;
-    set_value_at(obj, info.scale->spec_replicas_path, *replicas);
+    set_field(obj, info.scale->spec_replicas_path, *replicas);
     // The Scale's resourceVersion is the object's: a stale one is a conflict.
     const json::object* scale_meta = metadata_of(*next);
     const std::string rv = string_field(scale_meta, "resourceVersion");

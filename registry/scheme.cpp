@@ -1,6 +1,7 @@
 #include "registry/scheme.hpp"
 
 #include "registry/builtin_kinds.hpp"
+#include "registry/json_path.hpp"
 
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
@@ -36,21 +37,6 @@ bool ResourceInfo::is_selectable(std::string_view field) const {
 
 namespace {
 
-// Follows a dotted path; nullptr when any step is missing or not an object.
-const json::value* lookup(const json::object& object, std::string_view path) {
-  const json::object* current = &object;
-  for (;;) {
-    auto dot = path.find('.');
-    auto step = path.substr(0, dot);
-    auto it = current->find(step);
-    if (it == current->end()) return nullptr;
-    if (dot == std::string_view::npos) return &it->value();
-    if (!it->value().is_object()) return nullptr;
-    current = &it->value().get_object();
-    path.remove_prefix(dot + 1);
-  }
-}
-
 std::string scalar_text(const json::value* v) {
   if (v == nullptr || v->is_null()) return {};
   if (v->is_string()) return std::string(v->get_string());
@@ -67,9 +53,9 @@ std::optional<std::string> ResourceInfo::field_value(const json::object& object,
   if (!is_selectable(field)) return std::nullopt;
   // Events select on "source", which is the reporting component.
   if (kind == "Event" && field == "source") {
-    return scalar_text(lookup(object, "source.component"));
+    return scalar_text(find_field(object, "source.component"));
   }
-  const json::value* v = lookup(object, field);
+  const json::value* v = find_field(object, field);
   if (v == nullptr && field == "spec.unschedulable") return std::string("false");
   if (v == nullptr && field == "spec.hostNetwork") return std::string("false");
   return scalar_text(v);

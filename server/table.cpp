@@ -1,5 +1,7 @@
 #include "server/table.hpp"
 
+#include "registry/json_path.hpp"
+
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -52,24 +54,6 @@ struct Column {
   std::function<json::value(const json::object&)> cell;
 };
 
-// Walks a simple JSONPath (".spec.replicas"; braces allowed); nullptr when a step is missing.
-const json::value* follow(const json::object& obj, std::string_view path) {
-  if (path.starts_with('{') && path.ends_with('}')) path = path.substr(1, path.size() - 2);
-  const json::object* cur = &obj;
-  const json::value* v = nullptr;
-  while (!path.empty()) {
-    if (path.front() == '.') path.remove_prefix(1);
-    const auto end = path.find('.');
-    const std::string_view step = path.substr(0, end);
-    path = end == std::string_view::npos ? std::string_view() : path.substr(end);
-    if (cur == nullptr) return nullptr;
-    v = cur->if_contains(step);
-    if (v == nullptr) return nullptr;
-    cur = v->if_object();
-  }
-  return v;
-}
-
 // The kind's columns (registry/builtin_columns.cpp for built-in kinds, additionalPrinterColumns
 // for custom resources) as cell functions.
 std::vector<Column> columns_for(const registry::ResourceInfo& info,
@@ -94,7 +78,7 @@ std::vector<Column> columns_for(const registry::ResourceInfo& info,
     } else {
       c.cell = [path = pc.json_path, fallback = pc.fallback, date, custom,
                 now](const json::object& o) -> json::value {
-        const json::value* v = follow(o, path);
+        const json::value* v = registry::find_field(o, path);
         if (v == nullptr || v->is_null()) return custom ? json::value(nullptr) : json::value(fallback);
         if (date && v->is_string()) {
           auto t = parse_time(std::string(v->get_string()));
