@@ -232,16 +232,19 @@ void default_pod(json::object& pod) {
   json::object* spec = existing_object(pod, "spec");
   if (spec == nullptr) return;
   default_pod_spec(*spec);
-  // The Priority admission plugin, with no priority classes: priority 0.
-  if (!spec->contains("priorityClassName")) {
-    set_if_absent(*spec, "priority", 0);
-    set_default(*spec, "preemptionPolicy", "PreemptLowerPriority");
-  }
-  default_toleration_seconds(*spec);
 }
 
 void default_pod_on_create(json::object& pod) {
-  const json::object* spec = existing_object(pod, "spec");
+  json::object* spec = existing_object(pod, "spec");
+  if (spec != nullptr) {
+    // The admission plugins that mutate a pod when it is created: Priority (no priority
+    // classes here: priority 0) and DefaultTolerationSeconds.
+    if (!spec->contains("priorityClassName")) {
+      set_if_absent(*spec, "priority", 0);
+      set_default(*spec, "preemptionPolicy", "PreemptLowerPriority");
+    }
+    default_toleration_seconds(*spec);
+  }
   json::object status{{"phase", "Pending"}};
   if (spec != nullptr) status["qosClass"] = qos_class(*spec);
   pod.insert_or_assign("status", std::move(status));

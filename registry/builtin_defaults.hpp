@@ -17,12 +17,13 @@
 namespace kwatch::registry {
 
 // Pod spec and containers: restartPolicy, dnsPolicy, terminationGracePeriodSeconds,
-// schedulerName, securityContext, enableServiceLinks, priority, tolerations for not-ready and
-// unreachable nodes; per container imagePullPolicy (by image tag), terminationMessagePath and
-// -Policy, port protocol, probe timings, requests from limits; volume source default modes.
+// schedulerName, securityContext, enableServiceLinks; per container imagePullPolicy (by image
+// tag), terminationMessagePath and -Policy, port protocol, probe timings, requests from limits;
+// volume source default modes.
 void default_pod_spec(boost::json::object& spec);
 void default_pod(boost::json::object& pod);
-// status.phase Pending and status.qosClass.
+// What admission adds when a pod is created (priority, tolerations for not-ready and
+// unreachable nodes), then status.phase Pending and status.qosClass.
 void default_pod_on_create(boost::json::object& pod);
 
 // type, sessionAffinity, port protocol and targetPort, traffic policies.

@@ -18,6 +18,7 @@ TEST(BuiltinDefaults, APodGetsKubesSpecContainerAndPortDefaults) {
       "ports":[{"containerPort":80}],
       "readinessProbe":{"httpGet":{"port":"http"}}}]}})");
   default_pod(pod);
+  default_pod_on_create(pod);
   const auto& spec = pod.at("spec").as_object();
   EXPECT_EQ(spec.at("restartPolicy"), "Always");
   EXPECT_EQ(spec.at("dnsPolicy"), "ClusterFirst");
@@ -47,8 +48,10 @@ TEST(BuiltinDefaults, DefaultingAPodTwiceChangesNothingTheSecondTime) {
       "tolerations":[{"key":"node.kubernetes.io/not-ready","operator":"Exists",
                       "effect":"NoExecute","tolerationSeconds":60}]}})");
   default_pod(pod);
+  default_pod_on_create(pod);
   const json::object once = pod;
   default_pod(pod);
+  default_pod_on_create(pod);
   EXPECT_EQ(pod, once);
   // The client's own toleration for not-ready stays; only unreachable is added.
   const auto& tolerations = pod.at("spec").at("tolerations").as_array();
