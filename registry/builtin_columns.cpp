@@ -91,6 +91,55 @@ PrinterColumn computed(std::string title, std::string type,
   return c;
 }
 
+// "a,b" from a field of each element of a list (a template's container names or images).
+std::function<json::value(const json::object&)> joined(std::initializer_list<std::string_view> list,
+                                                       std::string field) {
+  std::vector<std::string_view> path(list);
+  return [path, field](const json::object& o) {
+    const json::object* cur = &o;
+    const json::value* v = nullptr;
+    for (auto step : path) {
+      v = cur != nullptr ? cur->if_contains(step) : nullptr;
+      cur = v != nullptr ? v->if_object() : nullptr;
+    }
+    std::string out;
+    if (v != nullptr && v->is_array()) {
+      for (const auto& item : v->get_array()) {
+        if (!item.is_object()) continue;
+        if (!out.empty()) out += ",";
+        out += str(item.get_object(), {field});
+      }
+    }
+    return json::value(out);
+  };
+}
+
+// "app=web,tier=front" from a label map (matchLabels, a service's selector).
+std::function<json::value(const json::object&)> labels_at(std::initializer_list<std::string_view> list) {
+  std::vector<std::string_view> path(list);
+  return [path](const json::object& o) {
+    const json::object* cur = &o;
+    const json::value* v = nullptr;
+    for (auto step : path) {
+      v = cur != nullptr ? cur->if_contains(step) : nullptr;
+      cur = v != nullptr ? v->if_object() : nullptr;
+    }
+    std::string out;
+    if (cur != nullptr) {
+      for (const auto& [k, value] : *cur) {
+        if (!out.empty()) out += ",";
+        out += std::string(k) + "=" + (value.is_string() ? std::string(value.get_string()) : "");
+      }
+    }
+    return json::value(out.empty() ? "<none>" : out);
+  };
+}
+
+PrinterColumn wide(PrinterColumn c) {
+  c.priority = 1;
+  return c;
+}
+
 std::vector<PrinterColumn> pod_columns() {
   return {name_column(),
           computed("Ready", "string",
@@ -147,7 +196,12 @@ std::vector<PrinterColumn> deployment_columns() {
                    [](const json::object& o) {
                      return json::value(num(o, {"status", "availableReplicas"}));
                    }),
-          age_column()};
+          age_column(),
+          wide(computed("Containers", "string",
+                        joined({"spec", "template", "spec", "containers"}, "name"))),
+          wide(computed("Images", "string",
+                        joined({"spec", "template", "spec", "containers"}, "image"))),
+          wide(computed("Selector", "string", labels_at({"spec", "selector", "matchLabels"})))};
 }
 
 std::vector<PrinterColumn> service_columns() {
@@ -167,7 +221,7 @@ std::vector<PrinterColumn> service_columns() {
                      }
                      return json::value(out.empty() ? "<none>" : out);
                    }),
-          age_column()};
+          age_column(), wide(computed("Selector", "string", labels_at({"spec", "selector"})))};
 }
 
 std::vector<PrinterColumn> node_columns() {

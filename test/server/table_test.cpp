@@ -49,7 +49,7 @@ TEST(Table, BuiltinKindsShowTheirColumnsWithKubectlsPlaceholders) {
                  .as_object();
   auto table = to_table(*scheme->find("", "v1", "services"), svc, now);
   EXPECT_EQ(table.at("rows").at(0).at("cells"),
-            json::parse(R"(["web","ClusterIP","<none>","<none>","80/TCP,53/UDP","60s"])"));
+            json::parse(R"(["web","ClusterIP","<none>","<none>","80/TCP,53/UDP","60s","<none>"])"));
   auto cm = json::parse(R"({"metadata":{"name":"c"},"data":{"a":"1","b":"2"},"binaryData":{"c":"eA=="}})")
                 .as_object();
   table = to_table(*scheme->find("", "v1", "configmaps"), cm, now);
