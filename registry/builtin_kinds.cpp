@@ -78,6 +78,32 @@ void validate_crd(const json::object& crd, const json::object* old, std::vector<
   for (auto& c : validate_custom_resource_definition(crd, old)) causes.push_back(std::move(c));
 }
 
+// Booleans a field selector reads as "false" when absent, as Go's zero value.
+std::function<std::optional<std::string>(const json::object&, std::string_view)> false_when_absent(
+    std::string field_name) {
+  return [field_name](const json::object& obj, std::string_view field) -> std::optional<std::string> {
+    if (field != field_name) return std::nullopt;
+    const json::object* cur = &obj;
+    std::string_view path = field;
+    while (cur != nullptr) {
+      const auto dot = path.find('.');
+      const json::value* v = cur->if_contains(path.substr(0, dot));
+      if (v == nullptr) return std::string("false");
+      if (dot == std::string_view::npos) return std::nullopt;
+      cur = v->if_object();
+      path.remove_prefix(dot + 1);
+    }
+    return std::nullopt;
+  };
+}
+
+// Events select on "source", which is the reporting component.
+std::optional<std::string> event_field(const json::object& obj, std::string_view field) {
+  if (field != "source") return std::nullopt;
+  const json::object* source = object_at(obj, "source");
+  return std::string(string_at(source, "component"));
+}
+
 struct Kind {
   std::string group;
   std::string kind;
@@ -104,17 +130,19 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
         "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"},
        true, {"all"}, "spec.nodeName",
        {.set_defaults = default_pod, .prepare_for_create = default_pod_on_create,
-        .validate = validate_pod}},
+        .field_value = false_when_absent("spec.hostNetwork"), .validate = validate_pod}},
       {"", "Service", "services", "service", true, {"svc"}, {"spec.clusterIP", "spec.type"}, true,
        {"all"}, {}, {.set_defaults = default_service}},
       {"", "ConfigMap", "configmaps", "configmap", true, {"cm"}},
       {"", "Secret", "secrets", "secret", true, {}, {"type"}, false, {}, {},
        {.set_defaults = default_secret}},
-      {"", "Node", "nodes", "node", false, {"no"}, {"spec.unschedulable"}, true},
+      {"", "Node", "nodes", "node", false, {"no"}, {"spec.unschedulable"}, true, {}, {},
+       {.field_value = false_when_absent("spec.unschedulable")}},
       {"", "Event", "events", "event", true, {"ev"},
        {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
         "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
-        "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"}},
+        "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"},
+       false, {}, {}, {.field_value = event_field}},
       {"", "Endpoints", "endpoints", "endpoints", true, {"ep"}, {}, false, {}, {},
        {.set_defaults = default_endpoints}},
       {"", "ServiceAccount", "serviceaccounts", "serviceaccount", true, {"sa"}},

@@ -51,14 +51,10 @@ std::string scalar_text(const json::value* v) {
 std::optional<std::string> ResourceInfo::field_value(const json::object& object,
                                                      std::string_view field) const {
   if (!is_selectable(field)) return std::nullopt;
-  // Events select on "source", which is the reporting component.
-  if (kind == "Event" && field == "source") {
-    return scalar_text(find_field(object, "source.component"));
+  if (hooks.field_value) {
+    if (auto v = hooks.field_value(object, field)) return v;
   }
-  const json::value* v = find_field(object, field);
-  if (v == nullptr && field == "spec.unschedulable") return std::string("false");
-  if (v == nullptr && field == "spec.hostNetwork") return std::string("false");
-  return scalar_text(v);
+  return scalar_text(find_field(object, field));
 }
 
 std::shared_ptr<Scheme> Scheme::builtin(const std::string& storage_prefix) {

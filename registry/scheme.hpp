@@ -36,6 +36,10 @@ struct KindHooks {
   std::function<void(boost::json::object& obj)> set_defaults;
   // What only a create decides, after set_defaults (a pod's initial status).
   std::function<void(boost::json::object& obj)> prepare_for_create;
+  // A selectable field whose value is not simply the field's (an event's "source", a node's
+  // absent spec.unschedulable reading "false"); nullopt leaves it to the field.
+  std::function<std::optional<std::string>(const boost::json::object& obj, std::string_view field)>
+      field_value;
   // Rules the schema cannot say (a pod's containers need images); appends causes. `old` is the
   // stored object on updates, null on creates.
   std::function<void(const boost::json::object& obj, const boost::json::object* old,
