@@ -70,6 +70,11 @@ spec:
     storage: false
     schema:
       openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+  - name: v1alpha1
+    served: false
+    storage: false
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
 """
 
 
@@ -202,15 +207,26 @@ def check_objects(t, server):
                                   headers={"Content-Type": "application/merge-patch+json"})
     t.check("merge patch; generation bumps on a spec change", status == 200 and
             body["spec"]["replicas"] == 4 and body["metadata"]["generation"] == 2, body)
+    status, body = server.request("PATCH", f"{WIDGETS}/w1",
+                                  body=json.dumps([{"op": "replace", "path": "/spec/port", "value": 8443}]),
+                                  headers={"Content-Type": "application/json-patch+json"})
+    t.check("JSON patch works on custom resources", status == 200 and body["spec"]["port"] == 8443, body)
+    status, body = server.request("PATCH", f"{WIDGETS}/w1",
+                                  body=json.dumps([{"op": "replace", "path": "/spec/replicas", "value": -1}]),
+                                  headers={"Content-Type": "application/json-patch+json"})
+    t.check("a patch whose result breaks the schema is 422", status == 422, body)
+    status, body = server.request("GET", "/apis/example.com/v1alpha1/namespaces/default/widgets")
+    t.check("a version that is not served is 404", status == 404, status)
     status, body = server.request("PATCH", f"{WIDGETS}/w1", body=json.dumps({"spec": {"replicas": 5}}),
                                   headers={"Content-Type": "application/strategic-merge-patch+json"})
     t.check("strategic merge patch is 415 for custom resources", status == 415, body)
 
     status, current = server.request("GET", f"{WIDGETS}/w1")
     current["status"] = {"replicas": 4, "selector": "app=w1"}
+    generation = current["metadata"]["generation"]
     status, body = server.request("PUT", f"{WIDGETS}/w1/status", body=current)
     t.check("the status subresource writes status without bumping generation", status == 200 and
-            body["status"]["replicas"] == 4 and body["metadata"]["generation"] == 2, body)
+            body["status"]["replicas"] == 4 and body["metadata"]["generation"] == generation, body)
     status, body = server.request("GET", f"{WIDGETS}/w1/scale")
     t.check("the scale subresource reads spec and status", status == 200 and body["kind"] == "Scale"
             and body["spec"]["replicas"] == 4 and body["status"] == {"replicas": 4, "selector": "app=w1"}, body)
