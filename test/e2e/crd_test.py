@@ -268,6 +268,10 @@ def check_bad_definitions(t, server):
     two = [{"name": v, "served": True, "storage": True,
             "schema": {"openAPIV3Schema": {"type": "object"}}} for v in ("v1", "v2")]
     refused("two storage versions", crd(versions=two), "spec.versions")
+    refused("a clash with built-in deployments", crd(name="deployments.apps", group="apps",
+                                                     plural="deployments", kind="Deployment"), "spec.group")
+    refused("a clash with built-in leases", crd(name="leases.coordination.k8s.io", group="coordination.k8s.io",
+                                                plural="leases", kind="Lease"), "metadata.annotations")
     status, body = server.request("POST", CRDS, body=crd(name="pods.example.com", group="example.com",
                                                          plural="pods", kind="Widget"))
     wait_for(lambda: conditions(server, "pods.example.com").get("NamesAccepted") == "False", timeout=5,
