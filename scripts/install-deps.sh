@@ -8,7 +8,7 @@ packages=(
   libboost1.81-dev libboost-json1.81-dev libspdlog-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
-  libre2-dev
+  libre2-dev libssl-dev openssl
   etcd-server etcd-client
   curl python3 python3-kubernetes python3-websocket python3-yaml
   gnuplot-nox
