@@ -13,11 +13,13 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
 #include <spdlog/spdlog.h>
 
 #include <array>
 #include <cstdio>
+#include <cstring>
 
 namespace kwatch::server {
 
@@ -42,21 +44,29 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   };
 
   asio::awaitable<void> accept_loop();
-  asio::awaitable<void> serve_connection(beast::tcp_stream stream);
-  asio::awaitable<Exchange> serve_request(beast::tcp_stream& stream, beast::flat_buffer& buffer);
-  asio::awaitable<void> drain_and_close(beast::tcp_stream& stream);
-  asio::awaitable<boost::system::error_code> write_gathered(beast::tcp_stream& stream,
+  // TLS: the handshake (within the read timeout), then the same HTTP as on plain connections.
+  asio::awaitable<void> serve_tls(tcp::socket socket);
+  template <class Stream>
+  asio::awaitable<void> serve_connection(Stream stream);
+  template <class Stream>
+  asio::awaitable<Exchange> serve_request(Stream& stream, beast::flat_buffer& buffer);
+  template <class Stream>
+  asio::awaitable<void> drain_and_close(Stream& stream);
+  template <class Stream>
+  asio::awaitable<boost::system::error_code> write_gathered(Stream& stream,
                                                             const ApiResponse& response,
                                                             unsigned version, bool keep_alive,
                                                             bool head_only);
-  asio::awaitable<void> stream_chunked(beast::tcp_stream& stream, ApiResponse response,
-                                       unsigned version, bool head_only);
-  asio::awaitable<void> stream_websocket(beast::tcp_stream stream,
-                                         http::request<http::string_body> request,
+  template <class Stream>
+  asio::awaitable<void> stream_chunked(Stream& stream, ApiResponse response, unsigned version,
+                                       bool head_only);
+  template <class Stream>
+  asio::awaitable<void> stream_websocket(Stream stream, http::request<http::string_body> request,
                                          ApiResponse response);
 
   asio::io_context& ioc;
   tcp::acceptor acceptor;
+  std::shared_ptr<asio::ssl::context> tls;  // null: plain HTTP
   std::shared_ptr<ApiHandler> handler;
   HttpLimits limits;
 };
@@ -151,19 +161,38 @@ asio::awaitable<void> HttpServer::Impl::accept_loop() {
     backoff = std::chrono::milliseconds(0);
     socket.set_option(tcp::no_delay(true), ec);
     auto executor = socket.get_executor();
-    asio::co_spawn(executor, serve_connection(beast::tcp_stream(std::move(socket))),
-                   [](std::exception_ptr e) { log_task_failure(e, "connection"); });
+    if (tls) {
+      asio::co_spawn(executor, serve_tls(std::move(socket)),
+                     [](std::exception_ptr e) { log_task_failure(e, "connection"); });
+    } else {
+      asio::co_spawn(executor, serve_connection(beast::tcp_stream(std::move(socket))),
+                     [](std::exception_ptr e) { log_task_failure(e, "connection"); });
+    }
   }
 }
 
-asio::awaitable<void> HttpServer::Impl::drain_and_close(beast::tcp_stream& stream) {
+asio::awaitable<void> HttpServer::Impl::serve_tls(tcp::socket socket) {
+  auto self = shared_from_this();
+  beast::ssl_stream<beast::tcp_stream> stream(beast::tcp_stream(std::move(socket)), *tls);
+  // A client that connects and says nothing, or garbage, is dropped at the read deadline.
+  beast::get_lowest_layer(stream).expires_after(limits.read_timeout);
+  auto [ec] = co_await stream.async_handshake(asio::ssl::stream_base::server, use_tuple);
+  if (ec) {
+    spdlog::debug("TLS handshake failed: {}", ec.message());
+    co_return;
+  }
+  co_await serve_connection(std::move(stream));
+}
+
+template <class Stream>
+asio::awaitable<void> HttpServer::Impl::drain_and_close(Stream& stream) {
   // Lets the client finish sending and read the answer: closing with unread input would reset
   // the connection before it sees the Status. Bounded in bytes and time.
   beast::error_code ignored;
-  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_send, ignored);
   std::vector<char> sink(16384);
   std::size_t drained = 0;
-  stream.expires_after(std::chrono::seconds(5));
+  beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(5));
   while (drained < 4 * limits.max_body_bytes) {
     auto [rec, got] = co_await stream.async_read_some(asio::buffer(sink), use_tuple);
     if (rec) break;
@@ -171,13 +200,14 @@ asio::awaitable<void> HttpServer::Impl::drain_and_close(beast::tcp_stream& strea
   }
 }
 
+template <class Stream>
 asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
-    beast::tcp_stream& stream, beast::flat_buffer& buffer) {
+    Stream& stream, beast::flat_buffer& buffer) {
   // Everything parsed for one request lives in this frame and is gone before a watch streams.
   http::request_parser<http::string_body> parser;
   parser.body_limit(limits.max_body_bytes);
   parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
-  stream.expires_after(limits.read_timeout);
+  beast::get_lowest_layer(stream).expires_after(limits.read_timeout);
   auto [ec, n] = co_await http::async_read(stream, buffer, parser, use_tuple);
   if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
       ec == asio::error::connection_reset || ec == asio::error::operation_aborted) {
@@ -187,7 +217,7 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
     const bool too_big = ec == http::error::body_limit || ec == http::error::header_limit;
     auto res = too_big ? simple_error(413, "RequestEntityTooLarge", "request entity too large")
                        : simple_error(400, "BadRequest", "malformed HTTP request");
-    stream.expires_after(limits.write_timeout);
+    beast::get_lowest_layer(stream).expires_after(limits.write_timeout);
     co_await http::async_write(stream, res, use_tuple);
     co_return Exchange{Next::drain};
   }
@@ -239,7 +269,7 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
     if (request.method != "HEAD") res.body() = std::move(response.body);
     res.keep_alive(keep_alive);
     res.prepare_payload();
-    stream.expires_after(limits.write_timeout);
+    beast::get_lowest_layer(stream).expires_after(limits.write_timeout);
     auto [ec2, wn] = co_await http::async_write(stream, res, use_tuple);
     wec = ec2;
   }
@@ -249,8 +279,9 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
   co_return Exchange{wec || !keep_alive ? Next::close : Next::read};
 }
 
+template <class Stream>
 asio::awaitable<boost::system::error_code> HttpServer::Impl::write_gathered(
-    beast::tcp_stream& stream, const ApiResponse& response, unsigned version, bool keep_alive,
+    Stream& stream, const ApiResponse& response, unsigned version, bool keep_alive,
     bool head_only) {
   std::size_t length = response.body.size() + response.tail.size();
   for (const auto& item : response.items) length += item->json.size() + 1;
@@ -263,7 +294,7 @@ asio::awaitable<boost::system::error_code> HttpServer::Impl::write_gathered(
   res.content_length(length);
   res.keep_alive(keep_alive);
   http::response_serializer<http::empty_body> sr{res};
-  stream.expires_after(limits.write_timeout);
+  beast::get_lowest_layer(stream).expires_after(limits.write_timeout);
   auto [hec, hn] = co_await http::async_write_header(stream, sr, use_tuple);
   if (hec || head_only) co_return hec;
   // Copied through one bounded buffer: large writes are far cheaper than gathering thousands of
@@ -276,19 +307,20 @@ asio::awaitable<boost::system::error_code> HttpServer::Impl::write_gathered(
     if (i > 0) slice.push_back(',');
     slice += response.items[i]->json;
     if (slice.size() >= kSlice) {
-      stream.expires_after(limits.write_timeout);
+      beast::get_lowest_layer(stream).expires_after(limits.write_timeout);
       auto [ec, n] = co_await asio::async_write(stream, asio::buffer(slice), use_tuple);
       if (ec) co_return ec;
       slice.clear();
     }
   }
   slice += response.tail;
-  stream.expires_after(limits.write_timeout);
+  beast::get_lowest_layer(stream).expires_after(limits.write_timeout);
   auto [ec, n] = co_await asio::async_write(stream, asio::buffer(slice), use_tuple);
   co_return ec;
 }
 
-asio::awaitable<void> HttpServer::Impl::serve_connection(beast::tcp_stream stream) {
+template <class Stream>
+asio::awaitable<void> HttpServer::Impl::serve_connection(Stream stream) {
   auto self = shared_from_this();
   beast::flat_buffer buffer;
   for (;;) {
@@ -315,7 +347,7 @@ asio::awaitable<void> HttpServer::Impl::serve_connection(beast::tcp_stream strea
     break;
   }
   beast::error_code ignored;
-  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_send, ignored);
 }
 
 namespace {
@@ -343,7 +375,8 @@ void append_frames(std::vector<asio::const_buffer>& out,
 
 }  // namespace
 
-asio::awaitable<void> HttpServer::Impl::stream_chunked(beast::tcp_stream& stream,
+template <class Stream>
+asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
                                                        ApiResponse response, unsigned version,
                                                        bool head_only) {
   // A fixed head: nothing per watch is kept for it.
@@ -353,12 +386,12 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(beast::tcp_stream& stream
   static constexpr std::string_view kHead10 =
       "HTTP/1.0 200 OK\r\nServer: kwatch\r\nContent-Type: application/json\r\n"
       "Cache-Control: no-cache, private\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
-  stream.expires_after(limits.write_timeout);
+  beast::get_lowest_layer(stream).expires_after(limits.write_timeout);
   auto [hec, hn] =
       co_await asio::async_write(stream, asio::buffer(version == 10 ? kHead10 : kHead11), use_tuple);
   if (hec || head_only) {
     beast::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_send, ignored);
     co_return;
   }
   // A client that hangs up is noticed at once, not at the next event: one read stays pending
@@ -368,7 +401,7 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(beast::tcp_stream& stream
     auto executor = co_await asio::this_coro::executor;
     asio::co_spawn(
         executor,
-        [&socket = stream.socket(), session]() -> asio::awaitable<void> {
+        [&socket = beast::get_lowest_layer(stream).socket(), session]() -> asio::awaitable<void> {
           std::array<char, 64> discard;
           for (;;) {
             auto [ec, n] = co_await socket.async_read_some(asio::buffer(discard), use_tuple);
@@ -381,7 +414,7 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(beast::tcp_stream& stream
   std::vector<asio::const_buffer> buffers;
   if (!response.body.empty()) {
     buffers.emplace_back(response.body.data(), response.body.size());
-    stream.expires_after(limits.write_timeout);
+    beast::get_lowest_layer(stream).expires_after(limits.write_timeout);
     auto [ec, n] = co_await asio::async_write(stream, http::make_chunk(buffers), use_tuple);
     if (ec) co_return;
   }
@@ -402,23 +435,24 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(beast::tcp_stream& stream
       buffers.emplace_back("\r\n", 2);
       // A client that stops reading is cut off here at the latest; the cacher cuts it off
       // sooner when its queue fills.
-      stream.expires_after(limits.write_timeout);
+      beast::get_lowest_layer(stream).expires_after(limits.write_timeout);
       auto [ec, n] = co_await asio::async_write(stream, buffers, use_tuple);
       if (ec) co_return;
     }
   }
-  stream.expires_after(limits.write_timeout);
+  beast::get_lowest_layer(stream).expires_after(limits.write_timeout);
   co_await asio::async_write(stream, http::make_chunk_last(), use_tuple);
   beast::error_code ignored;
-  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_send, ignored);
 }
 
-asio::awaitable<void> HttpServer::Impl::stream_websocket(beast::tcp_stream stream,
+template <class Stream>
+asio::awaitable<void> HttpServer::Impl::stream_websocket(Stream stream,
                                                          http::request<http::string_body> request,
                                                          ApiResponse response) {
   namespace websocket = beast::websocket;
-  stream.expires_never();
-  auto ws = std::make_shared<websocket::stream<beast::tcp_stream>>(std::move(stream));
+  beast::get_lowest_layer(stream).expires_never();
+  auto ws = std::make_shared<websocket::stream<Stream>>(std::move(stream));
   ws->set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
   ws->set_option(websocket::stream_base::decorator([](websocket::response_type& res) {
     res.set(http::field::server, "kwatch");
@@ -469,6 +503,52 @@ HttpServer::HttpServer(asio::io_context& ioc, std::shared_ptr<ApiHandler> handle
     : impl_(std::make_shared<Impl>(ioc, std::move(handler), limits)) {}
 
 HttpServer::~HttpServer() = default;
+
+namespace {
+
+// ALPN: HTTP/1.1 whatever else a client offers (kubectl and Go clients offer h2 first); a client
+// that offers only other protocols gets no ALPN answer and may still speak HTTP/1.1.
+int select_http11(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
+                  unsigned int inlen, void*) {
+  static constexpr unsigned char kHttp11[] = {'h', 't', 't', 'p', '/', '1', '.', '1'};
+  for (unsigned int i = 0; i < inlen;) {
+    const unsigned int len = in[i];
+    if (i + 1 + len > inlen) break;
+    if (len == sizeof kHttp11 && std::memcmp(in + i + 1, kHttp11, len) == 0) {
+      *out = in + i + 1;
+      *outlen = static_cast<unsigned char>(len);
+      return SSL_TLSEXT_ERR_OK;
+    }
+    i += 1 + len;
+  }
+  return SSL_TLSEXT_ERR_NOACK;
+}
+
+}  // namespace
+
+std::string HttpServer::enable_tls(const std::string& cert_file, const std::string& key_file) {
+  auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
+  boost::system::error_code ec;
+  // TLS 1.2 and 1.3 only, as kube-apiserver's default minimum.
+  ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                       asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                       asio::ssl::context::no_tlsv1_1 | asio::ssl::context::single_dh_use,
+                   ec);
+  if (ec) return "TLS options: " + ec.message();
+  ctx->use_certificate_chain_file(cert_file, ec);
+  if (ec) return "cannot use the certificate in " + cert_file + ": " + ec.message();
+  ctx->use_private_key_file(key_file, asio::ssl::context::pem, ec);
+  if (ec) {
+    return "cannot use the private key in " + key_file + " with the certificate in " + cert_file +
+           ": " + ec.message();
+  }
+  if (SSL_CTX_check_private_key(ctx->native_handle()) != 1) {
+    return "the private key in " + key_file + " does not match the certificate in " + cert_file;
+  }
+  SSL_CTX_set_alpn_select_cb(ctx->native_handle(), select_http11, nullptr);
+  impl_->tls = std::move(ctx);
+  return "";
+}
 
 boost::system::error_code HttpServer::listen(const std::string& address, unsigned short port) {
   boost::system::error_code ec;

@@ -33,6 +33,10 @@ class HttpServer {
   HttpServer(boost::asio::io_context& ioc, std::shared_ptr<ApiHandler> handler, HttpLimits limits);
   ~HttpServer();
 
+  // Serves HTTPS instead of plain HTTP: TLS 1.2+, the certificate chain and key from these PEM
+  // files, HTTP/1.1 by ALPN. Call before `start`. Returns an error message, or "" on success.
+  std::string enable_tls(const std::string& cert_file, const std::string& key_file);
+
   // Binds and listens; port 0 picks a free port (see `port()`).
   boost::system::error_code listen(const std::string& address, unsigned short port);
   void start();

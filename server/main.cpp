@@ -6,6 +6,7 @@
 #include "server/crd_controller.hpp"
 #include "server/http_server.hpp"
 #include "server/options.hpp"
+#include "server/tls_certificates.hpp"
 #include "server/selector_predicate.hpp"
 #include "server/version.hpp"
 #include "server/watch_cache_state.hpp"
@@ -156,6 +157,41 @@ int main(int argc, char** argv) {
     return 1;
   }
   http.start();
+  // HTTPS beside it, with the operator's certificate or one made for this machine.
+  std::unique_ptr<server::HttpServer> https;
+  if (options.secure_port != 0) {
+    std::string cert = options.tls_cert_file;
+    std::string key = options.tls_private_key_file;
+    if (cert.empty()) {
+      std::vector<std::string> hosts{"localhost", "127.0.0.1", "::1"};
+      if (options.bind_address != "0.0.0.0" && options.bind_address != "::" &&
+          options.bind_address != "127.0.0.1") {
+        hosts.push_back(options.bind_address);
+      }
+      auto generated = server::ensure_self_signed_certificate(options.cert_dir, hosts);
+      if (!generated) {
+        spdlog::critical("cannot make a serving certificate: {}", generated.error());
+        return 1;
+      }
+      if (generated->generated) {
+        spdlog::info("generated a self-signed CA and serving certificate in {}; clients trust {}",
+                     options.cert_dir, generated->ca_file);
+      }
+      cert = generated->cert_file;
+      key = generated->key_file;
+    }
+    https = std::make_unique<server::HttpServer>(ioc, handler, server::HttpLimits{});
+    if (auto err = https->enable_tls(cert, key); !err.empty()) {
+      spdlog::critical("cannot serve HTTPS: {}", err);
+      return 1;
+    }
+    if (auto ec = https->listen(options.bind_address, options.secure_port)) {
+      spdlog::critical("cannot listen on {}:{}: {}", options.bind_address, options.secure_port,
+                       ec.message());
+      return 1;
+    }
+    https->start();
+  }
 
   asio::co_spawn(
       ioc,
@@ -182,6 +218,7 @@ int main(int argc, char** argv) {
   signals.async_wait([&](const boost::system::error_code&, int sig) {
     spdlog::info("signal {}: shutting down", sig);
     http.stop();
+    if (https) https->stop();
     crd_controller->stop();
     cachers->stop_all();
     ioc.stop();
@@ -193,6 +230,9 @@ int main(int argc, char** argv) {
   spdlog::info("kwatch-apiserver {} serving on http://{} (storage: {}{})", server::kKwatchVersion,
                options.bind_address + ":" + std::to_string(http.port()), options.storage_backend,
                where);
+  if (https) {
+    spdlog::info("serving on https://{}:{}", options.bind_address, https->port());
+  }
   std::vector<std::thread> pool;
   for (unsigned i = 1; i < threads; ++i) pool.emplace_back([&] { ioc.run(); });
   ioc.run();

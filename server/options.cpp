@@ -81,7 +81,14 @@ Usage: kwatch-apiserver [flags]
 
 Flags:
   --bind-address=IP          address to serve plain HTTP on (default 127.0.0.1)
-  --port=N                   port to serve plain HTTP on (default 8080; 0 picks a free port)
+  --port=N                   port to serve plain HTTP on (default 8080; 0 picks a free port);
+                             plain HTTP has no TLS: for local development on loopback
+  --secure-port=N            port to serve HTTPS on (default 0: off)
+  --tls-cert-file=FILE       HTTPS certificate chain (PEM); with --tls-private-key-file
+  --tls-private-key-file=FILE  HTTPS private key (PEM)
+  --cert-dir=DIR             without the two above, a self-signed CA and serving certificate
+                             are generated here on first start and reused (default
+                             /var/run/kubernetes); clients trust DIR/ca.crt
   --storage-backend=NAME     "memory" (embedded MVCC store, default) or "etcd3"
   --etcd-servers=URLS        etcd endpoints, comma-separated (default http://127.0.0.1:2379)
   --etcd-prefix=PATH         key prefix of every object (default /registry; also for memory)
@@ -116,6 +123,26 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
       {"port",
        [&](const std::string& v) -> std::string {
          return parse_number<unsigned short>(v, o.port, 0, 65535) ? "" : "must be 0-65535";
+       }},
+      {"secure-port",
+       [&](const std::string& v) -> std::string {
+         return parse_number<unsigned short>(v, o.secure_port, 0, 65535) ? "" : "must be 0-65535";
+       }},
+      {"tls-cert-file",
+       [&](const std::string& v) -> std::string {
+         o.tls_cert_file = v;
+         return "";
+       }},
+      {"tls-private-key-file",
+       [&](const std::string& v) -> std::string {
+         o.tls_private_key_file = v;
+         return "";
+       }},
+      {"cert-dir",
+       [&](const std::string& v) -> std::string {
+         if (v.empty()) return "must not be empty";
+         o.cert_dir = v;
+         return "";
        }},
       {"storage-backend",
        [&](const std::string& v) -> std::string {
@@ -250,6 +277,9 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
     if (auto err = it->second(value); !err.empty()) {
       return ParseError{"invalid value \"" + value + "\" for --" + name + ": " + err};
     }
+  }
+  if (o.tls_cert_file.empty() != o.tls_private_key_file.empty()) {
+    return ParseError{"--tls-cert-file and --tls-private-key-file go together"};
   }
   return o;
 }

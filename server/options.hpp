@@ -16,6 +16,12 @@ namespace kwatch::server {
 struct Options {
   std::string bind_address = "127.0.0.1";
   unsigned short port = 8080;
+  // HTTPS (0: off). Certificate and key from --tls-cert-file/--tls-private-key-file, or else
+  // generated into --cert-dir on first start (see server/tls_certificates.hpp).
+  unsigned short secure_port = 0;
+  std::string tls_cert_file;
+  std::string tls_private_key_file;
+  std::string cert_dir = "/var/run/kubernetes";
   std::string storage_backend = "memory";
   std::string data_dir;  // empty: in memory only
   unsigned io_threads = 0;  // 0: one per core
