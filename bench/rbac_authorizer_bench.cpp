@@ -7,22 +7,21 @@
 // The policy: kube's bootstrap ClusterRoles and ClusterRoleBindings (aggregated admin/edit/view)
 // plus 100 namespaces with one Role each and 10 RoleBindings each (1,000 bindings): 450 users,
 // each bound in two namespaces (as User subjects, to view, edit or the namespace's Role), and 50
-// team groups, each bound to view in two namespaces. Users are in `system:authenticated` and one team,
-// as an authenticator would report them. Objects are built once, outside the timed loops.
+// team groups, each bound to view in two namespaces. Users are in `system:authenticated` and one
+// team, as an authenticator would report them. Objects are built once, outside the timed loops.
 //
 // Decisions measured: allowed by the user's own RoleBinding (view/edit walk), allowed through a
 // group, allowed non-resource (/version via system:discovery), denied in a namespace where the
 // user holds nothing, and denied where the user holds edit (every rule of its bindings walked).
 // `Build` is the cost of rebuilding the index from the stored objects after any RBAC change.
-#include "registry/rbac_authorizer.hpp"
-
-#include <boost/json/parse.hpp>
-
 #include <benchmark/benchmark.h>
 
+#include <boost/json/parse.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "registry/rbac_authorizer.hpp"
 
 namespace {
 
@@ -46,11 +45,12 @@ json::object role_binding(const std::string& ns, const std::string& name,
                           const std::string& role_kind, const std::string& role_name,
                           const std::string& subject_kind, const std::string& subject) {
   return json::parse(R"({"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding",
-      "metadata":{"name":")" + name + R"(","namespace":")" + ns + R"("},
-      "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":")" + role_kind +
-                     R"(","name":")" + role_name + R"("},
-      "subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":")" + subject_kind +
-                     R"(","name":")" + subject + R"("}]})")
+      "metadata":{"name":")" +
+                     name + R"(","namespace":")" + ns + R"("},
+      "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":")" +
+                     role_kind + R"(","name":")" + role_name + R"("},
+      "subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":")" +
+                     subject_kind + R"(","name":")" + subject + R"("}]})")
       .as_object();
 }
 
@@ -101,7 +101,8 @@ std::shared_ptr<const RbacPolicy> policy() {
 }
 
 UserInfo user(int u) {
-  return UserInfo{"user-" + std::to_string(u), "",
+  return UserInfo{"user-" + std::to_string(u),
+                  "",
                   {"system:authenticated", "team-" + std::to_string(u % kTeams)}};
 }
 

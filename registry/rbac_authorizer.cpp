@@ -1,21 +1,18 @@
 #include "registry/rbac_authorizer.hpp"
 
-#include "registry/label_selector.hpp"
-
+#include <algorithm>
 #include <boost/container/small_vector.hpp>
 #include <boost/json/array.hpp>
 #include <boost/json/string.hpp>
 #include <boost/json/value.hpp>
-
-#include <algorithm>
 #include <cstddef>
 #include <functional>
-#include <limits>
-#include <map>
 #include <optional>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
+
+#include "registry/label_selector.hpp"
 
 namespace kwatch::registry {
 
@@ -258,8 +255,7 @@ struct BindingLists {
   StringMap<std::vector<const Binding*>> users;  // user names, service accounts as user names
   StringMap<std::vector<const Binding*>> groups;
 
-  void add(const std::string& key, StringMap<std::vector<const Binding*>>& map,
-           const Binding* b) {
+  void add(const std::string& key, StringMap<std::vector<const Binding*>>& map, const Binding* b) {
     auto& list = map[key];
     if (list.empty() || list.back() != b) list.push_back(b);
   }
@@ -303,7 +299,8 @@ struct RbacPolicy::Index {
   static bool visit(const BindingLists& lists, const UserInfo& user, F&& f) {
     using It = std::vector<const Binding*>::const_iterator;
     boost::container::small_vector<std::pair<It, It>, 8> cursors;
-    if (const auto* l = find_list(lists.users, user.name)) cursors.emplace_back(l->begin(), l->end());
+    if (const auto* l = find_list(lists.users, user.name))
+      cursors.emplace_back(l->begin(), l->end());
     for (const auto& g : user.groups) {
       if (const auto* l = find_list(lists.groups, g)) cursors.emplace_back(l->begin(), l->end());
     }
@@ -434,8 +431,10 @@ std::shared_ptr<const RbacPolicy> RbacPolicy::build(
       if (const auto* sels = array_at(*agg, "clusterRoleSelectors")) {
         for (const auto& s : *sels) {
           auto sel = s.is_object() ? read_selector(s.get_object()) : std::nullopt;
-          if (!sel) in.selectors_valid = false;  // kube's controller errors: rules unchanged
-          else in.selectors->push_back(std::move(*sel));
+          if (!sel)
+            in.selectors_valid = false;  // kube's controller errors: rules unchanged
+          else
+            in.selectors->push_back(std::move(*sel));
         }
       }
     }
@@ -471,9 +470,10 @@ std::shared_ptr<const RbacPolicy> RbacPolicy::build(
   }
   std::stable_sort(bindings.begin(), bindings.begin() + cluster_end,
                    [](const auto& a, const auto& b) { return a.name < b.name; });
-  std::stable_sort(bindings.begin() + cluster_end, bindings.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.namespace_, a.name) < std::tie(b.namespace_, b.name);
-  });
+  std::stable_sort(bindings.begin() + cluster_end, bindings.end(),
+                   [](const auto& a, const auto& b) {
+                     return std::tie(a.namespace_, a.name) < std::tie(b.namespace_, b.name);
+                   });
 
   for (std::size_t i = 0; i < bindings.size(); ++i) {
     Binding& b = bindings[i];
@@ -531,7 +531,8 @@ Decision RbacPolicy::authorize(const RequestAttributes& attributes) const {
     }
     return true;
   });
-  if (allowed_by) return Decision{true, "RBAC: allowed by " + allowed_by->describe(attributes.user)};
+  if (allowed_by)
+    return Decision{true, "RBAC: allowed by " + allowed_by->describe(attributes.user)};
   if (missing.empty()) return Decision{};
   std::vector<std::string> errors;
   for (const auto* b : missing) errors.push_back(b->error);
@@ -613,9 +614,9 @@ bool urls_cover(const std::vector<std::string>& owner, const std::vector<std::st
 bool rule_covers(const Rule& owner, const Rule& sub) {
   bool verbs = has(owner.verbs, "*") || has_all(owner.verbs, sub.verbs);
   bool groups = has(owner.api_groups, "*") || has_all(owner.api_groups, sub.api_groups);
-  bool names = sub.resource_names.empty()
-                   ? owner.resource_names.empty()
-                   : owner.resource_names.empty() || has_all(owner.resource_names, sub.resource_names);
+  bool names = sub.resource_names.empty() ? owner.resource_names.empty()
+                                          : owner.resource_names.empty() ||
+                                                has_all(owner.resource_names, sub.resource_names);
   return verbs && groups && resources_cover(owner.resources, sub.resources) && names &&
          urls_cover(owner.urls, sub.urls);
 }
@@ -641,8 +642,8 @@ std::vector<json::object> RbacPolicy::not_covered(const UserInfo& user, std::str
   if (subrules.empty()) return out;
   auto owner = index_->owner_rules(user, ns, nullptr);
   for (const auto& sub : subrules) {
-    bool covered =
-        std::any_of(owner.begin(), owner.end(), [&](const Rule* r) { return rule_covers(*r, sub); });
+    bool covered = std::any_of(owner.begin(), owner.end(),
+                               [&](const Rule* r) { return rule_covers(*r, sub); });
     if (!covered) out.push_back(rule_to_json(sub));
   }
   return out;
@@ -656,8 +657,8 @@ using Strings = std::vector<std::string>;
 
 const Strings kRead = {"get", "list", "watch"};
 const Strings kWrite = {"create", "update", "patch", "delete", "deletecollection"};
-const Strings kReadWrite = {"get",    "list",   "watch",  "create",
-                            "update", "patch",  "delete", "deletecollection"};
+const Strings kReadWrite = {"get",    "list",  "watch",  "create",
+                            "update", "patch", "delete", "deletecollection"};
 
 json::object rule(const Strings& verbs, const Strings& groups, const Strings& resources) {
   return json::object{{"verbs", to_array(verbs)},
@@ -703,16 +704,16 @@ constexpr std::string_view kToView = "rbac.authorization.k8s.io/aggregate-to-vie
 json::object cluster_binding(std::string_view name, const Strings& groups) {
   json::array subjects;
   for (const auto& g : groups) {
-    subjects.emplace_back(json::object{
-        {"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "Group"}, {"name", g}});
+    subjects.emplace_back(
+        json::object{{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "Group"}, {"name", g}});
   }
-  return json::object{
-      {"apiVersion", "rbac.authorization.k8s.io/v1"},
-      {"kind", "ClusterRoleBinding"},
-      {"metadata", bootstrap_metadata(name)},
-      {"roleRef",
-       json::object{{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "ClusterRole"}, {"name", name}}},
-      {"subjects", std::move(subjects)}};
+  return json::object{{"apiVersion", "rbac.authorization.k8s.io/v1"},
+                      {"kind", "ClusterRoleBinding"},
+                      {"metadata", bootstrap_metadata(name)},
+                      {"roleRef", json::object{{"apiGroup", "rbac.authorization.k8s.io"},
+                                               {"kind", "ClusterRole"},
+                                               {"name", name}}},
+                      {"subjects", std::move(subjects)}};
 }
 
 }  // namespace
@@ -721,12 +722,12 @@ std::vector<json::object> bootstrap_cluster_roles() {
   std::vector<json::object> out;
   out.push_back(cluster_role("cluster-admin", {rule({"*"}, {"*"}, {"*"}), url_rule({"*"}, {"*"})}));
   out.push_back(cluster_role(
-      "system:discovery", {url_rule({"get"}, {"/livez", "/readyz", "/healthz", "/version",
-                                              "/version/", "/openapi", "/openapi/*", "/api",
-                                              "/api/*", "/apis", "/apis/*"})}));
-  out.push_back(cluster_role(
-      "system:basic-user",
-      {rule({"create"}, {"authorization.k8s.io"}, {"selfsubjectaccessreviews", "selfsubjectrulesreviews"})}));
+      "system:discovery",
+      {url_rule({"get"}, {"/livez", "/readyz", "/healthz", "/version", "/version/", "/openapi",
+                          "/openapi/*", "/api", "/api/*", "/apis", "/apis/*"})}));
+  out.push_back(cluster_role("system:basic-user",
+                             {rule({"create"}, {"authorization.k8s.io"},
+                                   {"selfsubjectaccessreviews", "selfsubjectrulesreviews"})}));
   out.push_back(cluster_role(
       "system:public-info-viewer",
       {url_rule({"get"}, {"/livez", "/readyz", "/healthz", "/version", "/version/"})}));
@@ -735,11 +736,11 @@ std::vector<json::object> bootstrap_cluster_roles() {
   out.push_back(aggregated_role("edit", kToEdit, json::object{{kToAdmin, "true"}}));
   out.push_back(aggregated_role("view", kToView, json::object{{kToEdit, "true"}}));
 
-  out.push_back(cluster_role(
-      "system:aggregate-to-admin",
-      {rule({"create"}, {"authorization.k8s.io"}, {"localsubjectaccessreviews"}),
-       rule(kReadWrite, {"rbac.authorization.k8s.io"}, {"roles", "rolebindings"})},
-      json::object{{kToAdmin, "true"}}));
+  out.push_back(
+      cluster_role("system:aggregate-to-admin",
+                   {rule({"create"}, {"authorization.k8s.io"}, {"localsubjectaccessreviews"}),
+                    rule(kReadWrite, {"rbac.authorization.k8s.io"}, {"roles", "rolebindings"})},
+                   json::object{{kToAdmin, "true"}}));
   out.push_back(cluster_role(
       "system:aggregate-to-edit",
       {rule(kRead, {""},
@@ -753,8 +754,8 @@ std::vector<json::object> bootstrap_cluster_roles() {
              "services", "services/proxy", "persistentvolumeclaims", "configmaps", "secrets"}),
        rule({"create"}, {""}, {"serviceaccounts/token"}),
        rule(kWrite, {"apps"},
-            {"statefulsets", "statefulsets/scale", "daemonsets", "deployments",
-             "deployments/scale", "deployments/rollback", "replicasets", "replicasets/scale"}),
+            {"statefulsets", "statefulsets/scale", "daemonsets", "deployments", "deployments/scale",
+             "deployments/rollback", "replicasets", "replicasets/scale"}),
        rule(kWrite, {"autoscaling"}, {"horizontalpodautoscalers"}),
        rule(kWrite, {"batch"}, {"jobs", "cronjobs"}),
        rule(kWrite, {"policy"}, {"poddisruptionbudgets"}),
@@ -770,13 +771,13 @@ std::vector<json::object> bootstrap_cluster_roles() {
             {"limitranges", "resourcequotas", "bindings", "events", "pods/status",
              "resourcequotas/status", "namespaces/status", "replicationcontrollers/status",
              "pods/log"}),
-       rule(kRead, {""}, {"namespaces"}),
-       rule(kRead, {"discovery.k8s.io"}, {"endpointslices"}),
+       rule(kRead, {""}, {"namespaces"}), rule(kRead, {"discovery.k8s.io"}, {"endpointslices"}),
        rule(kRead, {"apps"},
             {"controllerrevisions", "statefulsets", "statefulsets/status", "statefulsets/scale",
              "daemonsets", "daemonsets/status", "deployments", "deployments/status",
              "deployments/scale", "replicasets", "replicasets/status", "replicasets/scale"}),
-       rule(kRead, {"autoscaling"}, {"horizontalpodautoscalers", "horizontalpodautoscalers/status"}),
+       rule(kRead, {"autoscaling"},
+            {"horizontalpodautoscalers", "horizontalpodautoscalers/status"}),
        rule(kRead, {"batch"}, {"jobs", "jobs/status", "cronjobs", "cronjobs/status"}),
        rule(kRead, {"policy"}, {"poddisruptionbudgets", "poddisruptionbudgets/status"}),
        rule(kRead, {"networking.k8s.io"}, {"networkpolicies", "ingresses", "ingresses/status"})},

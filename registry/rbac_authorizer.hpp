@@ -27,7 +27,6 @@
 #pragma once
 
 #include <boost/json/object.hpp>
-
 #include <memory>
 #include <string>
 #include <string_view>
@@ -108,9 +107,8 @@ class RbacPolicy {
   std::vector<boost::json::object> not_covered(const UserInfo& user, std::string_view ns,
                                                const std::vector<boost::json::object>& rules) const;
 
-  struct Index;  // the compiled form, defined in the .cpp
-
  private:
+  struct Index;  // the compiled form, defined in the .cpp
   explicit RbacPolicy(std::unique_ptr<Index> index);
   std::unique_ptr<Index> index_;
 };

@@ -1,10 +1,9 @@
 #include "registry/rbac_authorizer.hpp"
 
-#include <boost/json/parse.hpp>
-#include <boost/json/serialize.hpp>
-
 #include <gtest/gtest.h>
 
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 #include <string>
 #include <vector>
 
@@ -29,9 +28,10 @@ json::object role(std::string_view ns, std::string_view name, std::string_view r
 
 json::object cluster_binding(std::string_view name, std::string_view role_name,
                              std::string_view subjects) {
-  return obj(R"({"kind":"ClusterRoleBinding","metadata":{"name":")" + std::string(name) +
-             R"("},"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":")" +
-             std::string(role_name) + R"("},"subjects":)" + std::string(subjects) + "}");
+  return obj(
+      R"({"kind":"ClusterRoleBinding","metadata":{"name":")" + std::string(name) +
+      R"("},"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":")" +
+      std::string(role_name) + R"("},"subjects":)" + std::string(subjects) + "}");
 }
 
 json::object binding(std::string_view ns, std::string_view name, std::string_view role_kind,
@@ -119,10 +119,13 @@ TEST(RbacAuthorizer, ResourcesMatchByStarExactSubresourceAndStarSlashSubresource
   EXPECT_FALSE(allowed(status, resource(alice(), "get", "", "nodes", "", "n", "status")));
 
   auto any_scale = granting(R"([{"verbs":["get"],"apiGroups":["*"],"resources":["*/scale"]}])");
-  EXPECT_TRUE(allowed(any_scale, resource(alice(), "get", "apps", "deployments", "ns1", "d", "scale")));
-  EXPECT_TRUE(allowed(any_scale, resource(alice(), "get", "", "replicationcontrollers", "ns1", "r", "scale")));
+  EXPECT_TRUE(
+      allowed(any_scale, resource(alice(), "get", "apps", "deployments", "ns1", "d", "scale")));
+  EXPECT_TRUE(allowed(any_scale,
+                      resource(alice(), "get", "", "replicationcontrollers", "ns1", "r", "scale")));
   EXPECT_FALSE(allowed(any_scale, resource(alice(), "get", "apps", "deployments", "ns1", "d")));
-  EXPECT_FALSE(allowed(any_scale, resource(alice(), "get", "apps", "deployments", "ns1", "d", "status")));
+  EXPECT_FALSE(
+      allowed(any_scale, resource(alice(), "get", "apps", "deployments", "ns1", "d", "status")));
 }
 
 TEST(RbacAuthorizer, AResourceSlashStarRuleIsLiteralAsInKube) {
@@ -178,10 +181,10 @@ TEST(RbacAuthorizer, GroupAndUserSubjectsApplyOnlyToTheirMembers) {
 }
 
 TEST(RbacAuthorizer, ARoleBindingOfClusterRoleViewGrantsOnlyInItsNamespace) {
-  auto p = RbacPolicy::build({}, bootstrap_cluster_roles(),
-                             {binding("ns1", "alice-view", "ClusterRole", "view",
-                                      user_subject("alice"))},
-                             bootstrap_cluster_role_bindings());
+  auto p = RbacPolicy::build(
+      {}, bootstrap_cluster_roles(),
+      {binding("ns1", "alice-view", "ClusterRole", "view", user_subject("alice"))},
+      bootstrap_cluster_role_bindings());
   EXPECT_TRUE(allowed(p, resource(alice(), "list", "", "pods", "ns1")));
   EXPECT_TRUE(allowed(p, resource(alice(), "get", "apps", "deployments", "ns1", "d")));
   EXPECT_FALSE(allowed(p, resource(alice(), "list", "", "pods", "ns2")));
@@ -205,14 +208,14 @@ TEST(RbacAuthorizer, ARoleBindingOfARoleUsesTheRoleOfItsOwnNamespace) {
 
 TEST(RbacAuthorizer, AServiceAccountSubjectIsTheServiceAccountUser) {
   const char* rules = R"([{"verbs":["get"],"apiGroups":[""],"resources":["secrets"]}])";
-  auto p = RbacPolicy::build(
-      {}, {cluster_role("secret-reader", rules)},
-      {binding("ns1", "explicit", "ClusterRole", "secret-reader",
-               R"([{"kind":"ServiceAccount","name":"robot","namespace":"ns1"}])"),
-       binding("ns2", "implicit", "ClusterRole", "secret-reader",
-               R"([{"kind":"ServiceAccount","name":"robot"}])")},
-      {cluster_binding("no-namespace", "secret-reader",
-                       R"([{"kind":"ServiceAccount","name":"ghost"}])")});
+  auto p =
+      RbacPolicy::build({}, {cluster_role("secret-reader", rules)},
+                        {binding("ns1", "explicit", "ClusterRole", "secret-reader",
+                                 R"([{"kind":"ServiceAccount","name":"robot","namespace":"ns1"}])"),
+                         binding("ns2", "implicit", "ClusterRole", "secret-reader",
+                                 R"([{"kind":"ServiceAccount","name":"robot"}])")},
+                        {cluster_binding("no-namespace", "secret-reader",
+                                         R"([{"kind":"ServiceAccount","name":"ghost"}])")});
   UserInfo robot1{"system:serviceaccount:ns1:robot", "", {"system:serviceaccounts"}};
   UserInfo robot2{"system:serviceaccount:ns2:robot", "", {"system:serviceaccounts"}};
   EXPECT_TRUE(allowed(p, resource(robot1, "get", "", "secrets", "ns1", "s")));
@@ -224,8 +227,9 @@ TEST(RbacAuthorizer, AServiceAccountSubjectIsTheServiceAccountUser) {
   UserInfo ghost{"system:serviceaccount::ghost", "", {}};
   EXPECT_FALSE(allowed(p, resource(ghost, "get", "", "secrets", "ns1", "s")))
       << "a ClusterRoleBinding's ServiceAccount without namespace matches nobody";
-  EXPECT_EQ(p->authorize(resource(robot2, "get", "", "secrets", "ns2", "s")).reason,
-            R"(RBAC: allowed by RoleBinding "implicit/ns2" of ClusterRole "secret-reader" to ServiceAccount "robot/ns2")");
+  EXPECT_EQ(
+      p->authorize(resource(robot2, "get", "", "secrets", "ns2", "s")).reason,
+      R"(RBAC: allowed by RoleBinding "implicit/ns2" of ClusterRole "secret-reader" to ServiceAccount "robot/ns2")");
 }
 
 TEST(RbacAuthorizer, GroupSystemMastersIsAlwaysAllowed) {
@@ -241,12 +245,15 @@ TEST(RbacAuthorizer, GroupSystemMastersIsAlwaysAllowed) {
 TEST(RbacAuthorizer, TheReasonNamesTheBindingTheRoleAndTheSubjectAsKubeDoes) {
   auto p = RbacPolicy::build(
       {role("ns1", "pod-reader", R"([{"verbs":["get"],"apiGroups":[""],"resources":["pods"]}])")},
-      {cluster_role("node-reader", R"([{"verbs":["get"],"apiGroups":[""],"resources":["nodes"]}])")},
+      {cluster_role("node-reader",
+                    R"([{"verbs":["get"],"apiGroups":[""],"resources":["nodes"]}])")},
       {binding("ns1", "read-pods", "Role", "pod-reader",
                R"([{"kind":"Group","name":"nobody"},{"kind":"User","name":"alice"}])")},
-      {cluster_binding("read-nodes", "node-reader", R"([{"kind":"Group","name":"system:authenticated"}])")});
-  EXPECT_EQ(p->authorize(resource(alice(), "get", "", "nodes", "", "n1")).reason,
-            R"(RBAC: allowed by ClusterRoleBinding "read-nodes" of ClusterRole "node-reader" to Group "system:authenticated")");
+      {cluster_binding("read-nodes", "node-reader",
+                       R"([{"kind":"Group","name":"system:authenticated"}])")});
+  EXPECT_EQ(
+      p->authorize(resource(alice(), "get", "", "nodes", "", "n1")).reason,
+      R"(RBAC: allowed by ClusterRoleBinding "read-nodes" of ClusterRole "node-reader" to Group "system:authenticated")");
   EXPECT_EQ(p->authorize(resource(alice(), "get", "", "pods", "ns1", "p")).reason,
             R"(RBAC: allowed by RoleBinding "read-pods/ns1" of Role "pod-reader" to User "alice")");
   auto denied = p->authorize(resource(alice(), "delete", "", "pods", "ns1", "p"));
@@ -261,8 +268,9 @@ TEST(RbacAuthorizer, ABindingToAMissingClusterRoleIsReportedOnDenial) {
                               cluster_binding("b3", "also-gone", user_subject("alice"))});
   auto d = p->authorize(resource(alice(), "get", "", "pods", "ns1", "p"));
   EXPECT_FALSE(d.allowed);
-  EXPECT_EQ(d.reason,
-            R"(RBAC: [clusterrole.rbac.authorization.k8s.io "gone" not found, clusterrole.rbac.authorization.k8s.io "also-gone" not found])");
+  EXPECT_EQ(
+      d.reason,
+      R"(RBAC: [clusterrole.rbac.authorization.k8s.io "gone" not found, clusterrole.rbac.authorization.k8s.io "also-gone" not found])");
   auto rules = p->rules_for(alice(), "ns1");
   EXPECT_FALSE(rules.evaluation_error.empty());
 }
@@ -276,7 +284,8 @@ TEST(RbacAuthorizer, ViewAggregatesTheRulesOfLabelledClusterRoles) {
   EXPECT_FALSE(allowed(before, widgets));
 
   roles.push_back(cluster_role(
-      "widget-viewer", R"([{"verbs":["get","list","watch"],"apiGroups":["example.com"],"resources":["widgets"]}])",
+      "widget-viewer",
+      R"([{"verbs":["get","list","watch"],"apiGroups":["example.com"],"resources":["widgets"]}])",
       R"({"rbac.authorization.k8s.io/aggregate-to-view":"true"})"));
   auto after = RbacPolicy::build({}, roles, rbs, {});
   EXPECT_TRUE(allowed(after, widgets)) << "a new labelled role extends view after a rebuild";
@@ -284,9 +293,11 @@ TEST(RbacAuthorizer, ViewAggregatesTheRulesOfLabelledClusterRoles) {
 
   // view is aggregated into edit, edit into admin: the new rule reaches both.
   auto admin_policy = RbacPolicy::build(
-      {}, roles, {binding("ns1", "alice-admin", "ClusterRole", "admin", user_subject("alice"))}, {});
+      {}, roles, {binding("ns1", "alice-admin", "ClusterRole", "admin", user_subject("alice"))},
+      {});
   EXPECT_TRUE(allowed(admin_policy, widgets));
-  EXPECT_TRUE(allowed(admin_policy, resource(alice(), "create", "rbac.authorization.k8s.io", "rolebindings", "ns1")));
+  EXPECT_TRUE(allowed(admin_policy, resource(alice(), "create", "rbac.authorization.k8s.io",
+                                             "rolebindings", "ns1")));
   EXPECT_TRUE(allowed(admin_policy, resource(alice(), "delete", "", "secrets", "ns1", "s")));
 }
 
@@ -295,10 +306,13 @@ TEST(RbacAuthorizer, AggregationUsesMatchExpressionsAndReplacesTheStoredRules) {
       obj(R"({"metadata":{"name":"combined"},
               "aggregationRule":{"clusterRoleSelectors":[{"matchExpressions":[{"key":"tier","operator":"In","values":["a","b"]}]}]},
               "rules":[{"verbs":["*"],"apiGroups":["*"],"resources":["*"]}]})"),
-      cluster_role("part-a", R"([{"verbs":["get"],"apiGroups":[""],"resources":["pods"]}])", R"({"tier":"a"})"),
-      cluster_role("part-c", R"([{"verbs":["get"],"apiGroups":[""],"resources":["secrets"]}])", R"({"tier":"c"})"),
+      cluster_role("part-a", R"([{"verbs":["get"],"apiGroups":[""],"resources":["pods"]}])",
+                   R"({"tier":"a"})"),
+      cluster_role("part-c", R"([{"verbs":["get"],"apiGroups":[""],"resources":["secrets"]}])",
+                   R"({"tier":"c"})"),
   };
-  auto p = RbacPolicy::build({}, roles, {}, {cluster_binding("b", "combined", user_subject("alice"))});
+  auto p =
+      RbacPolicy::build({}, roles, {}, {cluster_binding("b", "combined", user_subject("alice"))});
   EXPECT_TRUE(allowed(p, resource(alice(), "get", "", "pods", "ns1", "p")));
   EXPECT_FALSE(allowed(p, resource(alice(), "get", "", "secrets", "ns1", "s")));
   EXPECT_FALSE(allowed(p, resource(alice(), "delete", "", "pods", "ns1", "p")))
@@ -332,7 +346,8 @@ TEST(RbacAuthorizer, AUserWithEditInANamespaceCannotGrantSecretsClusterWide) {
   Objects secrets_all = {obj(R"({"verbs":["*"],"apiGroups":[""],"resources":["secrets"]})")};
   auto missing = p->not_covered(alice(), "", secrets_all);
   ASSERT_EQ(missing.size(), 1u);
-  EXPECT_EQ(json::serialize(missing[0]), R"({"verbs":["*"],"apiGroups":[""],"resources":["secrets"]})");
+  EXPECT_EQ(json::serialize(missing[0]),
+            R"({"verbs":["*"],"apiGroups":[""],"resources":["secrets"]})");
   EXPECT_FALSE(p->not_covered(alice(), "ns1", secrets_all).empty())
       << "edit holds the secret verbs one by one, not `*`";
 
@@ -355,14 +370,33 @@ TEST(RbacAuthorizer, AUserWithEditInANamespaceCannotGrantSecretsClusterWide) {
 TEST(RbacAuthorizer, CoveringFollowsKubesSubresourceAndResourceNameRules) {
   auto p = granting(R"([{"verbs":["get"],"apiGroups":["*"],"resources":["*/status"]},
                          {"verbs":["get"],"apiGroups":[""],"resources":["configmaps"],"resourceNames":["a"]}])");
-  EXPECT_TRUE(p->not_covered(alice(), "", {obj(R"({"verbs":["get"],"apiGroups":["apps"],"resources":["deployments/status"]})")}).empty());
-  EXPECT_FALSE(p->not_covered(alice(), "", {obj(R"({"verbs":["get"],"apiGroups":["apps"],"resources":["deployments"]})")}).empty());
-  EXPECT_TRUE(p->not_covered(alice(), "", {obj(R"({"verbs":["get"],"apiGroups":[""],"resources":["configmaps"],"resourceNames":["a"]})")}).empty());
-  auto unnamed = p->not_covered(alice(), "", {obj(R"({"verbs":["get"],"apiGroups":[""],"resources":["configmaps"],"resourceNames":["a","b"]})")});
+  EXPECT_TRUE(
+      p->not_covered(
+           alice(), "",
+           {obj(R"({"verbs":["get"],"apiGroups":["apps"],"resources":["deployments/status"]})")})
+          .empty());
+  EXPECT_FALSE(
+      p->not_covered(alice(), "",
+                     {obj(R"({"verbs":["get"],"apiGroups":["apps"],"resources":["deployments"]})")})
+          .empty());
+  EXPECT_TRUE(
+      p->not_covered(
+           alice(), "",
+           {obj(
+               R"({"verbs":["get"],"apiGroups":[""],"resources":["configmaps"],"resourceNames":["a"]})")})
+          .empty());
+  auto unnamed = p->not_covered(
+      alice(), "",
+      {obj(
+          R"({"verbs":["get"],"apiGroups":[""],"resources":["configmaps"],"resourceNames":["a","b"]})")});
   ASSERT_EQ(unnamed.size(), 1u);
-  EXPECT_EQ(json::serialize(unnamed[0]),
-            R"({"verbs":["get"],"apiGroups":[""],"resources":["configmaps"],"resourceNames":["b"]})");
-  EXPECT_FALSE(p->not_covered(alice(), "", {obj(R"({"verbs":["get"],"apiGroups":[""],"resources":["configmaps"]})")}).empty())
+  EXPECT_EQ(
+      json::serialize(unnamed[0]),
+      R"({"verbs":["get"],"apiGroups":[""],"resources":["configmaps"],"resourceNames":["b"]})");
+  EXPECT_FALSE(
+      p->not_covered(alice(), "",
+                     {obj(R"({"verbs":["get"],"apiGroups":[""],"resources":["configmaps"]})")})
+          .empty())
       << "a named grant does not cover all names";
 }
 
@@ -375,9 +409,11 @@ TEST(RbacAuthorizer, AnAuthenticatedUserMayDiscoverButNotListPodsUnderTheBootstr
   EXPECT_TRUE(allowed(p, non_resource(alice(), "get", "/healthz")));
   EXPECT_FALSE(allowed(p, non_resource(alice(), "get", "/metrics")));
   EXPECT_FALSE(allowed(p, resource(alice(), "list", "", "pods", "default")));
-  EXPECT_TRUE(allowed(p, resource(alice(), "create", "authorization.k8s.io", "selfsubjectaccessreviews")));
-  EXPECT_EQ(p->authorize(non_resource(alice(), "get", "/version")).reason,
-            R"(RBAC: allowed by ClusterRoleBinding "system:discovery" of ClusterRole "system:discovery" to Group "system:authenticated")");
+  EXPECT_TRUE(
+      allowed(p, resource(alice(), "create", "authorization.k8s.io", "selfsubjectaccessreviews")));
+  EXPECT_EQ(
+      p->authorize(non_resource(alice(), "get", "/version")).reason,
+      R"(RBAC: allowed by ClusterRoleBinding "system:discovery" of ClusterRole "system:discovery" to Group "system:authenticated")");
 
   UserInfo anonymous{"system:anonymous", "", {"system:unauthenticated"}};
   EXPECT_TRUE(allowed(p, non_resource(anonymous, "get", "/version")));
@@ -390,11 +426,14 @@ TEST(RbacAuthorizer, AnAuthenticatedUserMayDiscoverButNotListPodsUnderTheBootstr
 }
 
 TEST(RbacAuthorizer, UnreadableObjectsAreSkipped) {
-  Objects bad_roles = {obj(R"({"metadata":{}})"), obj(R"({"rules":"x"})"),
-                       obj(R"({"metadata":{"name":"ok"},"rules":[{"verbs":"get"},7,{"verbs":["get",3],"apiGroups":[""],"resources":["pods"]}]})")};
-  Objects bad_bindings = {obj(R"({"metadata":{"name":"no-ns"},"roleRef":{"kind":"Role","name":"ok"}})")};
-  auto p = RbacPolicy::build({}, bad_roles, bad_bindings,
-                             {cluster_binding("b", "ok", R"([{"kind":"User"},5,{"kind":"User","name":"alice"}])")});
+  Objects bad_roles = {
+      obj(R"({"metadata":{}})"), obj(R"({"rules":"x"})"),
+      obj(R"({"metadata":{"name":"ok"},"rules":[{"verbs":"get"},7,{"verbs":["get",3],"apiGroups":[""],"resources":["pods"]}]})")};
+  Objects bad_bindings = {
+      obj(R"({"metadata":{"name":"no-ns"},"roleRef":{"kind":"Role","name":"ok"}})")};
+  auto p = RbacPolicy::build(
+      {}, bad_roles, bad_bindings,
+      {cluster_binding("b", "ok", R"([{"kind":"User"},5,{"kind":"User","name":"alice"}])")});
   EXPECT_TRUE(allowed(p, resource(alice(), "get", "", "pods", "ns1", "p")));
   EXPECT_FALSE(allowed(p, resource(alice(), "list", "", "pods", "ns1")));
 }
