@@ -283,6 +283,15 @@ std::vector<PrinterColumn> builtin_columns(std::string_view kind) {
                      [](const json::object& o) { return json::value(count(o, {"secrets"})); }),
             age_column()};
   }
+  if (kind == "RoleBinding" || kind == "ClusterRoleBinding") {
+    return {name_column(),
+            computed("Role", "string",
+                     [](const json::object& o) {
+                       return json::value(str(o, {"roleRef", "kind"}) + "/" +
+                                          str(o, {"roleRef", "name"}));
+                     }),
+            age_column()};
+  }
   if (kind == "Lease") return {name_column(), text("Holder", ".spec.holderIdentity", ""), age_column()};
   return {name_column(), age_column()};
 }

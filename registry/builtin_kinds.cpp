@@ -149,6 +149,11 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
       {"apps", "Deployment", "deployments", "deployment", true, {"deploy"}, {}, true, {"all"}, {},
        {.set_defaults = default_deployment, .validate = validate_deployment}},
       {"coordination.k8s.io", "Lease", "leases", "lease", true, {}},
+      {"rbac.authorization.k8s.io", "Role", "roles", "role", true, {}},
+      {"rbac.authorization.k8s.io", "ClusterRole", "clusterroles", "clusterrole", false, {}},
+      {"rbac.authorization.k8s.io", "RoleBinding", "rolebindings", "rolebinding", true, {}},
+      {"rbac.authorization.k8s.io", "ClusterRoleBinding", "clusterrolebindings",
+       "clusterrolebinding", false, {}},
       {"apiextensions.k8s.io", "CustomResourceDefinition", "customresourcedefinitions",
        "customresourcedefinition", false, {"crd", "crds"}, {}, true, {"api-extensions"}, {},
        {.set_defaults = default_custom_resource_definition,
@@ -169,6 +174,8 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
     info.storage_prefix = storage_prefix;
     info.trigger_field = k.trigger_field;
     info.hooks = k.hooks;
+    if (k.kind == "Namespace" || k.kind == "Service") info.name_rule = NameRule::dns_label;
+    if (k.group == "rbac.authorization.k8s.io") info.name_rule = NameRule::path_segment;
     info.printer_columns = builtin_columns(k.kind);
     if (auto schema = schemas.structural_schema(k.group, "v1", k.kind)) {
       SchemaCompileOptions options;

@@ -152,6 +152,22 @@ struct Schema {
                      {msg(1, "metadata", object_meta), msg(2, "spec", deployment_spec),
                       msg(3, "status", deployment_status)}};
 
+  // rbac.authorization.k8s.io/v1 (kubectl create role|clusterrole|rolebinding|clusterrolebinding).
+  Message policy_rule{"PolicyRule",
+                      {strs(1, "verbs"), strs(2, "apiGroups"), strs(3, "resources"),
+                       strs(4, "resourceNames"), strs(5, "nonResourceURLs")}};
+  Message aggregation_rule{"AggregationRule", {msgs(1, "clusterRoleSelectors", label_selector)}};
+  Message role{"Role", {msg(1, "metadata", object_meta), msgs(2, "rules", policy_rule)}};
+  Message cluster_role{"ClusterRole",
+                       {msg(1, "metadata", object_meta), msgs(2, "rules", policy_rule),
+                        msg(3, "aggregationRule", aggregation_rule)}};
+  Message subject{"Subject",
+                  {str(1, "kind"), str(2, "apiGroup"), str(3, "name"), str(4, "namespace")}};
+  Message role_ref{"RoleRef", {str(1, "apiGroup"), str(2, "kind"), str(3, "name")}};
+  Message role_binding{"RoleBinding",
+                       {msg(1, "metadata", object_meta), msgs(2, "subjects", subject),
+                        msg(3, "roleRef", role_ref)}};
+
   const Message* by_kind(std::string_view api_version, std::string_view kind) const {
     if (api_version == "v1") {
       if (kind == "Namespace") return &namespace_;
@@ -161,6 +177,12 @@ struct Schema {
       if (kind == "Pod") return &pod;
     }
     if (api_version == "apps/v1" && kind == "Deployment") return &deployment;
+    if (api_version == "rbac.authorization.k8s.io/v1") {
+      if (kind == "Role") return &role;
+      if (kind == "ClusterRole") return &cluster_role;
+      // A ClusterRoleBinding has the same fields and numbers as a RoleBinding.
+      if (kind == "RoleBinding" || kind == "ClusterRoleBinding") return &role_binding;
+    }
     return nullptr;
   }
 };

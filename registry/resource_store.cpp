@@ -214,8 +214,12 @@ std::vector<Cause> validate_object(const ResourceInfo& info, const json::object&
     causes.push_back({"FieldValueRequired", "Required value: name or generateName is required",
                       "metadata.name"});
   } else {
-    const bool label_names = info.resource == "namespaces" || info.resource == "services";
-    auto errors = label_names ? dns1123_label_errors(name) : dns1123_subdomain_errors(name);
+    std::vector<std::string> errors;
+    switch (info.name_rule) {
+      case NameRule::dns_label: errors = dns1123_label_errors(name); break;
+      case NameRule::dns_subdomain: errors = dns1123_subdomain_errors(name); break;
+      case NameRule::path_segment: errors = path_segment_errors(name); break;
+    }
     for (const auto& e : errors) invalid_value("metadata.name", name, e);
   }
   if (meta != nullptr) {
@@ -1057,9 +1061,13 @@ asio::awaitable<ApiResult<void>> ResourceStore::ensure_namespace(std::string nam
   const ResourceInfo* info = scheme_->find("", "v1", "namespaces");
   json::object body{{"apiVersion", "v1"}, {"kind", "Namespace"},
                     {"metadata", json::object{{"name", name}}}};
+  co_return co_await ensure(*info, std::move(body));
+}
+
+asio::awaitable<ApiResult<void>> ResourceStore::ensure(const ResourceInfo& info, json::object body) {
   // Named arguments: GCC 12 mis-destroys a braced temporary passed to a coroutine.
   WriteQuery query;
-  auto r = co_await create(*info, std::string(), std::move(body), std::move(query));
+  auto r = co_await create(info, std::string(), std::move(body), std::move(query));
   if (!r && r.error().code != Errc::already_exists) co_return r.error();
   co_return ApiResult<void>{};
 }

@@ -121,6 +121,9 @@ class ResourceStore {
 
   // Creates the namespace if it is absent (start-up defaults).
   boost::asio::awaitable<ApiResult<void>> ensure_namespace(std::string name);
+  // Creates `body` (a cluster-scoped object of `info`) if no object of its name exists; an
+  // existing one is left as it is (start-up defaults such as the bootstrap RBAC roles).
+  boost::asio::awaitable<ApiResult<void>> ensure(const ResourceInfo& info, boost::json::object body);
 
   // Parses a stored object and sets `metadata.resourceVersion` to its mod revision; an object
   // that cannot be decoded is a 500 naming its key and the way to delete it.

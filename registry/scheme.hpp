@@ -29,6 +29,13 @@ class StructuralSchema;
 // against its schema: the same value is a 422 Invalid cause.
 enum class KindOrigin { builtin, custom };
 
+// What a kind's names must look like, as kube validates them.
+enum class NameRule {
+  dns_subdomain,  // most kinds: lowercase RFC 1123 subdomain
+  dns_label,      // namespaces, services: one RFC 1123 label
+  path_segment,   // RBAC objects: anything usable as one URL path segment ("system:basic-user")
+};
+
 // What a kind does beyond its schema, as kube-apiserver's defaulting and strategy for it do.
 // Every hook may be empty; each is called on a writer's thread, concurrently with others.
 struct KindHooks {
@@ -91,6 +98,7 @@ struct ResourceInfo {
   // "<group>/<plural>" ("/registry/example.com/widgets/..."), as kube-apiserver stores them.
   std::string key_resource;
   KindOrigin origin = KindOrigin::builtin;
+  NameRule name_rule = NameRule::dns_subdomain;
   // The shape of the kind's objects; null means anything goes (no pruning, no validation).
   std::shared_ptr<const StructuralSchema> schema;
   // Strategic merge patch strategies and merge keys; null for none (metadata rules only).

@@ -199,4 +199,13 @@ std::string field_invalid_message(std::string_view field, std::string_view value
   return out;
 }
 
+std::vector<std::string> path_segment_errors(std::string_view value) {
+  // kube's path.IsValidPathSegmentName, word for word in its messages.
+  if (value == "." || value == "..") return {"may not be '" + std::string(value) + "'"};
+  std::vector<std::string> errors;
+  if (value.find('/') != std::string_view::npos) errors.emplace_back("may not contain '/'");
+  if (value.find('%') != std::string_view::npos) errors.emplace_back("may not contain '%'");
+  return errors;
+}
+
 }  // namespace kwatch::registry

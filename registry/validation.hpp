@@ -16,6 +16,8 @@ namespace kwatch::registry {
 std::vector<std::string> dns1123_subdomain_errors(std::string_view value);
 // RFC 1123 label (max 63): namespace names, service names.
 std::vector<std::string> dns1123_label_errors(std::string_view value);
+// A name usable as one URL path segment (RBAC objects' names): not "." or "..", no '/' or '%'.
+std::vector<std::string> path_segment_errors(std::string_view value);
 // Qualified name `[prefix/]name` as used for label and annotation keys.
 std::vector<std::string> qualified_name_errors(std::string_view value);
 // Label value: empty, or up to 63 alphanumerics with '-', '_', '.' inside.

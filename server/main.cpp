@@ -1,4 +1,5 @@
 // kwatch-apiserver: wires storage, registry and the HTTP front end together and runs them.
+#include "registry/rbac_authorizer.hpp"
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
 #include "server/api_handler.hpp"
@@ -195,7 +196,7 @@ int main(int argc, char** argv) {
 
   asio::co_spawn(
       ioc,
-      [store, handler]() -> asio::awaitable<void> {
+      [store, handler, scheme]() -> asio::awaitable<void> {
         // Retries until storage answers: with etcd, kwatch may start before its cluster.
         asio::steady_timer retry(co_await asio::this_coro::executor);
         for (const char* ns : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
@@ -205,6 +206,18 @@ int main(int argc, char** argv) {
             spdlog::warn("cannot create namespace {} yet: {}", ns, r.error().message);
             retry.expires_after(std::chrono::seconds(1));
             co_await retry.async_wait(asio::use_awaitable);
+          }
+        }
+        // kube's bootstrap RBAC policy: the default roles and their bindings, once.
+        const auto* roles = scheme->find("rbac.authorization.k8s.io", "v1", "clusterroles");
+        const auto* bindings =
+            scheme->find("rbac.authorization.k8s.io", "v1", "clusterrolebindings");
+        for (auto [info, objects] :
+             {std::pair{roles, registry::bootstrap_cluster_roles()},
+              std::pair{bindings, registry::bootstrap_cluster_role_bindings()}}) {
+          for (auto& object : objects) {
+            auto r = co_await store->ensure(*info, std::move(object));
+            if (!r) spdlog::warn("cannot create a bootstrap RBAC object: {}", r.error().message);
           }
         }
         handler->set_ready(true);

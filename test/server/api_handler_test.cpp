@@ -323,8 +323,8 @@ TEST_F(ApiHandlerTest, DiscoveryListsBuiltinResourcesWithVerbsAndShortNames) {
   }
   EXPECT_TRUE(found);
   auto groups = call_json("GET", "/apis");
-  // apps, coordination.k8s.io and apiextensions.k8s.io.
-  EXPECT_EQ(groups.at("groups").as_array().size(), 3u);
+  // apps, coordination.k8s.io, rbac.authorization.k8s.io and apiextensions.k8s.io.
+  EXPECT_EQ(groups.at("groups").as_array().size(), 4u);
   auto apps = call_json("GET", "/apis/apps/v1");
   EXPECT_EQ(apps.at("resources").at(0).at("name"), "deployments");
   EXPECT_EQ(call_json("GET", "/version").at("major"), "1");
