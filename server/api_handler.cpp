@@ -204,6 +204,48 @@ void find_duplicates(const ApiRequest& request, registry::WriteQuery& query) {
   query.duplicate_fields = registry::duplicate_fields(request.body);
 }
 
+// The verb of a request that names no resource, as kube's authorizer sees it.
+std::string lowercase_verb(const std::string& method) {
+  if (method == "HEAD") return "get";
+  std::string out = method;
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// kube's RequestInfo for a resource request: the verb from the method and the shape of the
+// path (a name or not, a watch or not).
+registry::RequestAttributes resource_attributes(const ApiRequest& request, const Url& url,
+                                                const ResourceInfo& info, const std::string& ns,
+                                                const std::string& name,
+                                                const std::string& subresource, bool watch_prefix,
+                                                const registry::UserInfo& user) {
+  registry::RequestAttributes a;
+  a.user = user;
+  a.api_group = info.group;
+  a.resource = info.resource;
+  a.subresource = subresource;
+  a.namespace_ = info.namespaced ? ns : std::string();
+  a.name = name;
+  const bool named = !name.empty();
+  const std::string& m = request.method;
+  const auto watch_param = url.param("watch");
+  const bool watch = watch_prefix || (watch_param && *watch_param != "false" && *watch_param != "0");
+  if (m == "GET" || m == "HEAD") {
+    a.verb = watch ? "watch" : named ? "get" : "list";
+  } else if (m == "POST") {
+    a.verb = "create";
+  } else if (m == "PUT") {
+    a.verb = "update";
+  } else if (m == "PATCH") {
+    a.verb = "patch";
+  } else if (m == "DELETE") {
+    a.verb = named ? "delete" : "deletecollection";
+  } else {
+    a.verb = lowercase_verb(m);
+  }
+  return a;
+}
+
 // kubectl asks for aggregated discovery first and takes the legacy documents otherwise.
 bool wants_aggregated_discovery(const ApiRequest& request) {
   return request.accept.find("as=APIGroupDiscoveryList") != std::string::npos &&
@@ -246,6 +288,20 @@ asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
   Route route;
   ApiResponse response;
   const bool get = request.method == "GET" || request.method == "HEAD";
+
+  // Who is asking; a request for a resource is authorized below, once its route is known.
+  auto user = authenticate(access_, request.authorization);
+  if (!user) co_return error_response(user.error());
+  const bool resource_path =
+      !seg.empty() && (seg[0] == "api" || seg[0] == "apis") && seg.size() > (seg[0] == "api" ? 2u : 3u);
+  if (!resource_path) {
+    registry::RequestAttributes a;
+    a.user = *user;
+    a.resource_request = false;
+    a.verb = lowercase_verb(request.method);
+    a.path = url->path;
+    if (auto denied = authorize(access_, a)) co_return error_response(*denied);
+  }
 
   if (seg.empty()) {
     response = json_response(
@@ -320,6 +376,10 @@ asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
              !(route.subresource == "scale" && route.info->scale) &&
              !(route.subresource == "finalize" && route.info->resource == "namespaces"))) {
           response = not_found_path();
+        } else if (auto denied = authorize(
+                       access_, resource_attributes(request, *url, *route.info, route.ns, route.name,
+                                                    route.subresource, route.watch_prefix, *user))) {
+          response = error_response(*denied);
         } else if (compute_.executor && (request.method == "PATCH" ||
                                          request.body.size() >= compute_.large_body_bytes)) {
           // Awaited here, so the request, URL and route outlive the spawned coroutine.

@@ -5,6 +5,7 @@
 // Thread-safety: shared by every connection; `handle` may run concurrently on any thread.
 #pragma once
 
+#include "server/access.hpp"
 #include "server/discovery.hpp"
 #include "server/http_types.hpp"
 #include "server/metrics.hpp"
@@ -62,6 +63,9 @@ class ApiHandler {
 
   boost::asio::awaitable<ApiResponse> handle(ApiRequest request);
 
+  // Authentication and authorization (server/access.hpp); before serving starts.
+  void set_access(AccessOptions access) { access_ = std::move(access); }
+
   // Readiness as /readyz reports it; flipped by the server once start-up work is done.
   void set_ready(bool ready) { ready_ = ready; }
 
@@ -90,6 +94,7 @@ class ApiHandler {
   ComputeOptions compute_;
   std::atomic<bool> ready_{false};
   OpenApiDocuments openapi_;
+  AccessOptions access_;
 };
 
 }  // namespace kwatch::server

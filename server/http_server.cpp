@@ -229,6 +229,7 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
   request.content_type = std::string(req[http::field::content_type]);
   request.accept = std::string(req[http::field::accept]);
   request.user_agent = std::string(req[http::field::user_agent]);
+  request.authorization = std::string(req[http::field::authorization]);
   request.body = std::move(req.body());
   request.websocket = beast::websocket::is_upgrade(req);
   const bool keep_alive = req.keep_alive();

@@ -22,6 +22,7 @@ struct ApiRequest {
   std::string accept;
   std::string body;
   std::string user_agent;
+  std::string authorization;  // the Authorization header
   bool websocket = false;  // the client asked to upgrade to WebSocket
 };
 

@@ -2,12 +2,14 @@
 #include "registry/rbac_authorizer.hpp"
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
+#include "server/access.hpp"
 #include "server/api_handler.hpp"
 #include "server/cacher_registry.hpp"
 #include "server/crd_controller.hpp"
 #include "server/http_server.hpp"
 #include "server/options.hpp"
 #include "server/tls_certificates.hpp"
+#include "server/token_file.hpp"
 #include "server/selector_predicate.hpp"
 #include "server/version.hpp"
 #include "server/watch_cache_state.hpp"
@@ -148,6 +150,24 @@ int main(int argc, char** argv) {
   compute_options.executor = compute.get_executor();
   auto handler = std::make_shared<server::ApiHandler>(scheme, store, metrics, address, cachers,
                                                       watch_options, compute_options);
+  // Who may do what.
+  server::AccessOptions access;
+  access.anonymous = options.anonymous_auth;
+  if (!options.token_auth_file.empty()) {
+    auto tokens = server::TokenFile::load(options.token_auth_file);
+    if (!tokens) {
+      spdlog::critical("{}", tokens.error());
+      return 1;
+    }
+    access.tokens = std::move(*tokens);
+  }
+  std::shared_ptr<server::RbacPolicySource> rbac;
+  if (options.authorization_mode == "RBAC") {
+    rbac = std::make_shared<server::RbacPolicySource>(scheme, cachers);
+    rbac->start(ioc.get_executor());
+    access.rbac = rbac;
+  }
+  handler->set_access(std::move(access));
   // CustomResourceDefinitions become served resources here, in every replica.
   auto crd_controller = std::make_shared<server::CrdController>(scheme, store, cachers, storage,
                                                                 options.etcd_prefix);
@@ -233,6 +253,7 @@ int main(int argc, char** argv) {
     http.stop();
     if (https) https->stop();
     crd_controller->stop();
+    if (rbac) rbac->stop();
     cachers->stop_all();
     ioc.stop();
   });

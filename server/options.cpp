@@ -89,6 +89,9 @@ Flags:
   --cert-dir=DIR             without the two above, a self-signed CA and serving certificate
                              are generated here on first start and reused (default
                              /var/run/kubernetes); clients trust DIR/ca.crt
+  --token-auth-file=FILE     static bearer tokens: token,user,uid[,"group1,group2"] per line
+  --anonymous-auth=BOOL      requests without credentials act as system:anonymous (default true)
+  --authorization-mode=MODE  AlwaysAllow (default) or RBAC (decided from the RBAC objects)
   --storage-backend=NAME     "memory" (embedded MVCC store, default) or "etcd3"
   --etcd-servers=URLS        etcd endpoints, comma-separated (default http://127.0.0.1:2379)
   --etcd-prefix=PATH         key prefix of every object (default /registry; also for memory)
@@ -142,6 +145,21 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
        [&](const std::string& v) -> std::string {
          if (v.empty()) return "must not be empty";
          o.cert_dir = v;
+         return "";
+       }},
+      {"token-auth-file",
+       [&](const std::string& v) -> std::string {
+         o.token_auth_file = v;
+         return "";
+       }},
+      {"anonymous-auth",
+       [&](const std::string& v) -> std::string {
+         return parse_bool(v, o.anonymous_auth) ? "" : "must be true or false";
+       }},
+      {"authorization-mode",
+       [&](const std::string& v) -> std::string {
+         if (v != "AlwaysAllow" && v != "RBAC") return "supported modes: AlwaysAllow, RBAC";
+         o.authorization_mode = v;
          return "";
        }},
       {"storage-backend",

@@ -22,6 +22,10 @@ struct Options {
   std::string tls_cert_file;
   std::string tls_private_key_file;
   std::string cert_dir = "/var/run/kubernetes";
+  // Authentication and authorization.
+  std::string token_auth_file;                    // static bearer tokens (CSV)
+  bool anonymous_auth = true;                     // requests without credentials are anonymous
+  std::string authorization_mode = "AlwaysAllow";  // or "RBAC"
   std::string storage_backend = "memory";
   std::string data_dir;  // empty: in memory only
   unsigned io_threads = 0;  // 0: one per core

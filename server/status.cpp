@@ -25,6 +25,8 @@ StatusCode status_code(Errc code) {
     case Errc::unsupported_media_type: return {415, "UnsupportedMediaType"};
     case Errc::too_large: return {413, "RequestEntityTooLarge"};
     case Errc::method_not_allowed: return {405, "MethodNotAllowed"};
+    case Errc::unauthorized: return {401, "Unauthorized"};
+    case Errc::forbidden: return {403, "Forbidden"};
   }
   return {500, "InternalError"};
 }

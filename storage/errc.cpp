@@ -25,6 +25,8 @@ class ErrcCategory final : public boost::system::error_category {
       case Errc::unsupported_media_type: return "unsupported media type";
       case Errc::too_large: return "too large";
       case Errc::method_not_allowed: return "method not allowed";
+      case Errc::unauthorized: return "unauthorized";
+      case Errc::forbidden: return "forbidden";
     }
     return "unknown kwatch error";
   }

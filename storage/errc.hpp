@@ -27,6 +27,8 @@ enum class Errc {
   unsupported_media_type,  // a body in an encoding kwatch cannot decode (415)
   too_large,       // a request or an object over its size limit (413)
   method_not_allowed,  // a verb the resource does not allow now (405)
+  unauthorized,    // no valid credentials (401)
+  forbidden,       // the user may not do this (403)
 };
 
 const boost::system::error_category& errc_category() noexcept;

@@ -1,0 +1,144 @@
+#include "server/access.hpp"
+
+#include "registry/scheme.hpp"
+#include "server/cacher_registry.hpp"
+#include "server/token_file.hpp"
+#include "storage/stored_json.hpp"
+#include "watch/cacher.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <spdlog/spdlog.h>
+
+namespace kwatch::server {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+using registry::ApiError;
+using registry::Errc;
+
+namespace {
+
+constexpr const char* kRbacResources[] = {"roles", "clusterroles", "rolebindings",
+                                          "clusterrolebindings"};
+
+void log_failure(std::exception_ptr e) {
+  if (!e) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    spdlog::error("RBAC policy task failed: {}", ex.what());
+  }
+}
+
+}  // namespace
+
+RbacPolicySource::RbacPolicySource(std::shared_ptr<registry::Scheme> scheme,
+                                   std::shared_ptr<CacherRegistry> cachers)
+    : scheme_(std::move(scheme)), cachers_(std::move(cachers)) {}
+
+void RbacPolicySource::start(asio::any_io_executor executor) {
+  auto strand = asio::make_strand(executor);
+  asio::co_spawn(strand, [self = shared_from_this()] { return self->run(); }, log_failure);
+  for (const char* resource : kRbacResources) {
+    asio::co_spawn(strand, [self = shared_from_this(), resource] { return self->watch_one(resource); },
+                   log_failure);
+  }
+}
+
+asio::awaitable<void> RbacPolicySource::watch_one(std::string resource) {
+  const registry::ResourceInfo* info = scheme_->find("rbac.authorization.k8s.io", "v1", resource);
+  auto cacher = cachers_->find(*info);
+  asio::steady_timer retry(co_await asio::this_coro::executor);
+  while (!stopped_ && cacher) {
+    watch::WatchRequest request;
+    request.prefix = info->key_prefix();
+    request.deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
+    auto session = co_await cacher->watch(std::move(request));
+    if (!session) {
+      retry.expires_after(std::chrono::milliseconds(100));
+      co_await retry.async_wait(asio::use_awaitable);
+      continue;
+    }
+    std::vector<watch::WatchFrame> frames;
+    for (;;) {
+      dirty_ = true;
+      auto next = co_await (*session)->next(frames);
+      if (!next || stopped_) break;
+    }
+  }
+}
+
+asio::awaitable<void> RbacPolicySource::run() {
+  // Changes come in bursts (kubectl apply of many bindings): rebuild at most every 100 ms.
+  asio::steady_timer tick(co_await asio::this_coro::executor);
+  while (!stopped_) {
+    if (dirty_.exchange(false)) rebuild();
+    tick.expires_after(std::chrono::milliseconds(100));
+    co_await tick.async_wait(asio::use_awaitable);
+  }
+}
+
+void RbacPolicySource::rebuild() {
+  std::vector<json::object> lists[4];
+  for (int i = 0; i < 4; ++i) {
+    const registry::ResourceInfo* info =
+        scheme_->find("rbac.authorization.k8s.io", "v1", kRbacResources[i]);
+    auto cacher = cachers_->find(*info);
+    if (!cacher || !cacher->ready()) {
+      dirty_ = true;  // try again at the next tick
+      return;
+    }
+    for (const auto& object : cacher->list(info->key_prefix(), "", 0, nullptr).objects) {
+      auto v = storage::parse_json(object->json);
+      if (v && v->is_object()) lists[i].push_back(std::move(v->get_object()));
+    }
+  }
+  auto policy = registry::RbacPolicy::build(lists[0], lists[1], lists[2], lists[3]);
+  std::atomic_store(&policy_, std::move(policy));
+}
+
+registry::ApiResult<registry::UserInfo> authenticate(const AccessOptions& options,
+                                                     const std::string& authorization) {
+  // With no token authenticator configured, a token is not a credential anyone checks: the
+  // request is as if it had none, as in kube-apiserver.
+  if (!authorization.empty() && options.tokens) {
+    auto token = bearer_token(authorization);
+    if (token) {
+      if (auto user = options.tokens->authenticate(*token)) return std::move(*user);
+    }
+    return ApiError(Errc::unauthorized, "Unauthorized");
+  }
+  if (options.anonymous) {
+    return registry::UserInfo{"system:anonymous", "", {"system:unauthenticated"}};
+  }
+  return ApiError(Errc::unauthorized, "Unauthorized");
+}
+
+std::optional<ApiError> authorize(const AccessOptions& options,
+                                  const registry::RequestAttributes& a) {
+  if (!options.rbac) return std::nullopt;
+  auto policy = options.rbac->current();
+  if (policy && policy->authorize(a).allowed) return std::nullopt;
+  std::string user = "User \"" + a.user.name + "\"";
+  if (!a.resource_request) {
+    return ApiError(Errc::forbidden,
+                    "forbidden: " + user + " cannot " + a.verb + " path \"" + a.path + "\"");
+  }
+  std::string resource = a.resource + (a.subresource.empty() ? "" : "/" + a.subresource);
+  std::string what = a.resource + (a.api_group.empty() ? "" : "." + a.api_group);
+  if (!a.name.empty()) what += " \"" + a.name + "\"";
+  std::string where = a.namespace_.empty() ? "at the cluster scope"
+                                           : "in the namespace \"" + a.namespace_ + "\"";
+  ApiError e(Errc::forbidden, what + " is forbidden: " + user + " cannot " + a.verb +
+                                  " resource \"" + resource + "\" in API group \"" + a.api_group +
+                                  "\" " + where);
+  e.name = a.name;
+  e.group = a.api_group;
+  e.kind = a.resource;
+  return e;
+}
+
+}  // namespace kwatch::server
