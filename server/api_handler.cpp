@@ -294,7 +294,7 @@ asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
   if (!user) co_return error_response(user.error());
   const bool resource_path =
       !seg.empty() && (seg[0] == "api" || seg[0] == "apis") && seg.size() > (seg[0] == "api" ? 2u : 3u);
-  if (!resource_path) {
+  if (!resource_path && access_.rbac) {
     registry::RequestAttributes a;
     a.user = *user;
     a.resource_request = false;
@@ -376,9 +376,12 @@ asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
              !(route.subresource == "scale" && route.info->scale) &&
              !(route.subresource == "finalize" && route.info->resource == "namespaces"))) {
           response = not_found_path();
-        } else if (auto denied = authorize(
-                       access_, resource_attributes(request, *url, *route.info, route.ns, route.name,
-                                                    route.subresource, route.watch_prefix, *user))) {
+        } else if (auto denied = !access_.rbac
+                                     ? std::nullopt
+                                     : authorize(access_, resource_attributes(
+                                                              request, *url, *route.info, route.ns,
+                                                              route.name, route.subresource,
+                                                              route.watch_prefix, *user))) {
           response = error_response(*denied);
         } else if (compute_.executor && (request.method == "PATCH" ||
                                          request.body.size() >= compute_.large_body_bytes)) {
