@@ -168,6 +168,39 @@ struct Schema {
                        {msg(1, "metadata", object_meta), msgs(2, "subjects", subject),
                         msg(3, "roleRef", role_ref)}};
 
+  // authorization.k8s.io/v1 and authentication.k8s.io/v1 reviews (kubectl auth can-i, whoami).
+  Message resource_attributes{"ResourceAttributes",
+                              {str(1, "namespace"), str(2, "verb"), str(3, "group"),
+                               str(4, "version"), str(5, "resource"), str(6, "subresource"),
+                               str(7, "name")}};
+  Message non_resource_attributes{"NonResourceAttributes", {str(1, "path"), str(2, "verb")}};
+  Message access_review_spec{"SelfSubjectAccessReviewSpec",
+                             {msg(1, "resourceAttributes", resource_attributes),
+                              msg(2, "nonResourceAttributes", non_resource_attributes)}};
+  // Clients send the (empty) status too; the server replaces it.
+  Message access_review_status{"SubjectAccessReviewStatus",
+                               {flag(1, "allowed"), str(2, "reason"), str(3, "evaluationError"),
+                                flag(4, "denied")}};
+  Message access_review{"SelfSubjectAccessReview",
+                        {msg(1, "metadata", object_meta), msg(2, "spec", access_review_spec),
+                         msg(3, "status", access_review_status)}};
+  Message rules_review_spec{"SelfSubjectRulesReviewSpec", {str(1, "namespace")}};
+  Message resource_rule{"ResourceRule",
+                        {strs(1, "verbs"), strs(2, "apiGroups"), strs(3, "resources"),
+                         strs(4, "resourceNames")}};
+  Message non_resource_rule{"NonResourceRule", {strs(1, "verbs"), strs(2, "nonResourceURLs")}};
+  Message rules_review_status{"SubjectRulesReviewStatus",
+                              {msgs(1, "resourceRules", resource_rule),
+                               msgs(2, "nonResourceRules", non_resource_rule),
+                               flag(3, "incomplete"), str(4, "evaluationError")}};
+  Message rules_review{"SelfSubjectRulesReview",
+                       {msg(1, "metadata", object_meta), msg(2, "spec", rules_review_spec),
+                        msg(3, "status", rules_review_status)}};
+  Message user_info{"UserInfo", {str(1, "username"), str(2, "uid"), strs(3, "groups")}};
+  Message self_review_status{"SelfSubjectReviewStatus", {msg(1, "userInfo", user_info)}};
+  Message self_review{"SelfSubjectReview",
+                      {msg(1, "metadata", object_meta), msg(2, "status", self_review_status)}};
+
   const Message* by_kind(std::string_view api_version, std::string_view kind) const {
     if (api_version == "v1") {
       if (kind == "Namespace") return &namespace_;
@@ -177,6 +210,13 @@ struct Schema {
       if (kind == "Pod") return &pod;
     }
     if (api_version == "apps/v1" && kind == "Deployment") return &deployment;
+    if (api_version == "authorization.k8s.io/v1") {
+      if (kind == "SelfSubjectAccessReview") return &access_review;
+      if (kind == "SelfSubjectRulesReview") return &rules_review;
+    }
+    if (api_version == "authentication.k8s.io/v1" && kind == "SelfSubjectReview") {
+      return &self_review;
+    }
     if (api_version == "rbac.authorization.k8s.io/v1") {
       if (kind == "Role") return &role;
       if (kind == "ClusterRole") return &cluster_role;

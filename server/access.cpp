@@ -7,6 +7,7 @@
 #include "watch/cacher.hpp"
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/json/array.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -98,6 +99,100 @@ void RbacPolicySource::rebuild() {
   }
   auto policy = registry::RbacPolicy::build(lists[0], lists[1], lists[2], lists[3]);
   std::atomic_store(&policy_, std::move(policy));
+}
+
+namespace {
+
+std::string string_at(const json::object* obj, std::string_view key) {
+  if (obj == nullptr) return {};
+  const json::value* v = obj->if_contains(key);
+  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
+}
+
+const json::object* object_at(const json::object* obj, std::string_view key) {
+  if (obj == nullptr) return nullptr;
+  const json::value* v = obj->if_contains(key);
+  return v != nullptr ? v->if_object() : nullptr;
+}
+
+json::object review_metadata() { return json::object{{"creationTimestamp", nullptr}}; }
+
+}  // namespace
+
+json::object self_subject_access_review(const AccessOptions& options,
+                                        const registry::UserInfo& user, json::object body) {
+  const json::object* spec = object_at(&body, "spec");
+  const json::object* res = object_at(spec, "resourceAttributes");
+  const json::object* non = object_at(spec, "nonResourceAttributes");
+  registry::RequestAttributes a;
+  a.user = user;
+  if (res != nullptr) {
+    a.namespace_ = string_at(res, "namespace");
+    a.verb = string_at(res, "verb");
+    a.api_group = string_at(res, "group");
+    a.resource = string_at(res, "resource");
+    a.subresource = string_at(res, "subresource");
+    a.name = string_at(res, "name");
+  } else {
+    a.resource_request = false;
+    a.path = string_at(non, "path");
+    a.verb = string_at(non, "verb");
+  }
+  json::object status{{"allowed", true}};
+  if (options.rbac) {
+    auto policy = options.rbac->current();
+    registry::Decision d = policy ? policy->authorize(a) : registry::Decision{};
+    status["allowed"] = d.allowed;
+    if (!d.reason.empty()) status["reason"] = d.reason;
+  }
+  body["apiVersion"] = "authorization.k8s.io/v1";
+  body["kind"] = "SelfSubjectAccessReview";
+  body["metadata"] = review_metadata();
+  body["status"] = std::move(status);
+  return body;
+}
+
+json::object self_subject_rules_review(const AccessOptions& options,
+                                       const registry::UserInfo& user, json::object body) {
+  const std::string ns = string_at(object_at(&body, "spec"), "namespace");
+  json::object status;
+  if (!options.rbac) {
+    // AlwaysAllow: everything, as kube's AlwaysAllow authorizer lists it.
+    status["resourceRules"] = json::array{json::object{
+        {"verbs", json::array{"*"}}, {"apiGroups", json::array{"*"}}, {"resources", json::array{"*"}}}};
+    status["nonResourceRules"] = json::array{
+        json::object{{"verbs", json::array{"*"}}, {"nonResourceURLs", json::array{"*"}}}};
+    status["incomplete"] = false;
+  } else if (auto policy = options.rbac->current()) {
+    auto rules = policy->rules_for(user, ns);
+    json::array resource_rules(rules.resource_rules.begin(), rules.resource_rules.end());
+    json::array non_resource_rules(rules.non_resource_rules.begin(), rules.non_resource_rules.end());
+    status["resourceRules"] = std::move(resource_rules);
+    status["nonResourceRules"] = std::move(non_resource_rules);
+    status["incomplete"] = rules.incomplete;
+    if (!rules.evaluation_error.empty()) status["evaluationError"] = rules.evaluation_error;
+  } else {
+    status["resourceRules"] = json::array();
+    status["nonResourceRules"] = json::array();
+    status["incomplete"] = true;
+  }
+  body["apiVersion"] = "authorization.k8s.io/v1";
+  body["kind"] = "SelfSubjectRulesReview";
+  body["metadata"] = review_metadata();
+  body["status"] = std::move(status);
+  return body;
+}
+
+json::object self_subject_review(const registry::UserInfo& user) {
+  json::object info{{"username", user.name}};
+  if (!user.uid.empty()) info["uid"] = user.uid;
+  json::array groups;
+  for (const auto& g : user.groups) groups.emplace_back(g);
+  info["groups"] = std::move(groups);
+  return json::object{{"apiVersion", "authentication.k8s.io/v1"},
+                      {"kind", "SelfSubjectReview"},
+                      {"metadata", review_metadata()},
+                      {"status", json::object{{"userInfo", std::move(info)}}}};
 }
 
 registry::ApiResult<registry::UserInfo> authenticate(const AccessOptions& options,

@@ -59,6 +59,17 @@ struct AccessOptions {
 registry::ApiResult<registry::UserInfo> authenticate(const AccessOptions& options,
                                                      const std::string& authorization);
 
+// The review objects clients ask about themselves with (kubectl auth can-i, can-i --list,
+// whoami), answered for `user` under the configured authorization: `body` is the posted review
+// (JSON, or decoded from protobuf), the result the review with its status filled.
+boost::json::object self_subject_access_review(const AccessOptions& options,
+                                               const registry::UserInfo& user,
+                                               boost::json::object body);
+boost::json::object self_subject_rules_review(const AccessOptions& options,
+                                              const registry::UserInfo& user,
+                                              boost::json::object body);
+boost::json::object self_subject_review(const registry::UserInfo& user);
+
 // 403 Forbidden as kube words it, or nothing when allowed.
 std::optional<registry::ApiError> authorize(const AccessOptions& options,
                                             const registry::RequestAttributes& attributes);

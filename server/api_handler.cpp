@@ -303,6 +303,22 @@ asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
     if (auto denied = authorize(access_, a)) co_return error_response(*denied);
   }
 
+  if (request.method == "POST" && seg.size() == 4 && seg[0] == "apis" && seg[2] == "v1" &&
+      ((seg[1] == "authorization.k8s.io" &&
+        (seg[3] == "selfsubjectaccessreviews" || seg[3] == "selfsubjectrulesreviews")) ||
+       (seg[1] == "authentication.k8s.io" && seg[3] == "selfsubjectreviews"))) {
+    // Every user may ask about themselves (kube's system:basic-user role grants exactly this).
+    auto body = parse_object(request);
+    if (!body) co_return error_response(body.error());
+    if (seg[3] == "selfsubjectaccessreviews") {
+      co_return json_response(201, self_subject_access_review(access_, *user, std::move(*body)));
+    }
+    if (seg[3] == "selfsubjectrulesreviews") {
+      co_return json_response(201, self_subject_rules_review(access_, *user, std::move(*body)));
+    }
+    co_return json_response(201, self_subject_review(*user));
+  }
+
   if (seg.empty()) {
     response = json_response(
         200, json::object{{"paths", json::array{"/api", "/api/v1", "/apis", "/healthz", "/livez",

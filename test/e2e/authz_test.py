@@ -115,6 +115,20 @@ users: [{{name: alice, user: {{token: alice-token}}}}]
         p = subprocess.run([kubectl, "get", "secrets"], capture_output=True, text=True, env=env, timeout=60)
         t.check("kubectl with alice's token is refused secrets in kube's words", p.returncode != 0 and
                 'User "alice" cannot list resource "secrets"' in p.stderr, p.stderr)
+
+        def auth(*args):
+            p = subprocess.run([kubectl, "auth", *args], capture_output=True, text=True, env=env, timeout=60)
+            return p.stdout.strip()
+        who = auth("whoami")
+        t.check("kubectl auth whoami", "alice" in who and "team-a" in who and "system:authenticated" in who, who)
+        t.check("kubectl auth can-i list configmaps: yes", auth("can-i", "list", "configmaps") == "yes")
+        t.check("kubectl auth can-i list secrets: no", auth("can-i", "list", "secrets") == "no")
+        t.check("kubectl auth can-i in another namespace: no",
+                auth("can-i", "list", "configmaps", "-n", "kube-system") == "no")
+        t.check("kubectl auth can-i get /version: yes", auth("can-i", "get", "/version") == "yes")
+        rules = auth("can-i", "--list")
+        t.check("kubectl auth can-i --list shows view's rules", "configmaps" in rules and "secrets" not in rules,
+                rules[:600])
     script = f"""
 from kubernetes import client
 cfg = client.Configuration()
