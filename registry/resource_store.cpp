@@ -1018,7 +1018,8 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::scale(const ResourceInfo
                                                               ScaleFn mutate, WriteQuery query) {
   if (!info.scale) co_return not_found(info, name);
   if (!mutate) {
-    auto obj = co_await get(info, ns, name, "");
+    std::string any_version;  // named: GCC 12 destroys a converted temporary twice
+    auto obj = co_await get(info, ns, name, std::move(any_version));
     if (!obj) co_return obj.error();
     co_return scale_of(info, *obj);
   }

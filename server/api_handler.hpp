@@ -73,6 +73,11 @@ class ApiHandler {
   struct Route;
   boost::asio::awaitable<ApiResponse> handle_resource(const ApiRequest& request, const Url& url,
                                                       Route& route);
+  // Privilege escalation through RBAC writes, as kube prevents it: a role may only hold rules
+  // the writer holds (or the writer has `escalate`), a binding may only grant what the writer
+  // holds (or the writer has `bind` on the role). 403 with the rules not held.
+  boost::asio::awaitable<std::optional<registry::ApiError>> check_escalation(
+      const registry::ResourceInfo& info, const Route& route, const boost::json::object& body);
   boost::asio::awaitable<ApiResponse> serve_scale(const ApiRequest& request, const Url& url,
                                                   Route& route);
   boost::asio::awaitable<ApiResponse> serve_watch(const ApiRequest& request, const Url& url,

@@ -213,7 +213,11 @@ asio::awaitable<void> CrdController::serve(json::object crd) {
 asio::awaitable<void> CrdController::write_status(json::object desired) {
   const std::string name = name_of(desired);
   // Only when it differs from what is stored: a replica that finds the work done writes nothing.
-  auto current = co_await store_->get(*crd_info_, std::string(), name, std::string());
+  // Named arguments: GCC 12 destroys temporaries in a co_await's call twice.
+  std::string cluster_scope;
+  std::string any_version;
+  auto current = co_await store_->get(*crd_info_, std::move(cluster_scope), name,
+                                      std::move(any_version));
   if (!current) co_return;
   const json::value* now_status = current->if_contains("status");
   const json::value* want_status = desired.if_contains("status");
@@ -277,7 +281,11 @@ asio::awaitable<void> CrdController::finalize(json::object crd) {
     }
   }
   // Then the finalizer goes, and with it the definition.
-  auto current = co_await store_->get(*crd_info_, std::string(), name, std::string());
+  // Named arguments: GCC 12 destroys temporaries in a co_await's call twice.
+  std::string cluster_scope;
+  std::string any_version;
+  auto current = co_await store_->get(*crd_info_, std::move(cluster_scope), name,
+                                      std::move(any_version));
   if (!current) co_return;
   json::object updated = std::move(*current);
   json::value& meta = updated["metadata"];

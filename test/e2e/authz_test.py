@@ -85,6 +85,35 @@ def main():
             t.check("cluster-scoped list: 403 at the cluster scope", status == 403 and
                     "at the cluster scope" in body.get("message", ""), body)
 
+            # Escalation: alice may create roles in default now (edit is needed for that, so grant
+            # her edit there), but not one holding more than she does.
+            edit_binding = {"metadata": {"name": "alice-edit"},
+                            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                        "name": "admin"},
+                            "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}]}
+            status, body = call(server, "POST", f"{RBAC}/namespaces/default/rolebindings", "admin-token",
+                                edit_binding)
+            wait_for(lambda: call(server, "GET", f"{RBAC}/namespaces/default/roles", "alice-token")[0] == 200,
+                     timeout=1.5, what="admin in default")
+            small = {"metadata": {"name": "cm-reader"},
+                     "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}
+            status, body = call(server, "POST", f"{RBAC}/namespaces/default/roles", "alice-token", small)
+            t.check("a role within what the writer holds is created", status == 201, body)
+            big = {"metadata": {"name": "nodes-everything"},
+                   "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["*"]}]}
+            status, body = call(server, "POST", f"{RBAC}/namespaces/default/roles", "alice-token", big)
+            t.check("a role holding more than the writer is 403, listing what she lacks", status == 403 and
+                    "is attempting to grant RBAC permissions not currently held" in body.get("message", "")
+                    and 'Resources:["nodes"]' in body.get("message", ""), body)
+            grab = {"metadata": {"name": "alice-admin"},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                "name": "cluster-admin"},
+                    "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}]}
+            status, body = call(server, "POST", f"{RBAC}/namespaces/default/rolebindings", "alice-token", grab)
+            t.check("binding herself to cluster-admin is 403", status == 403 and
+                    "not currently held" in body.get("message", ""), body)
+            call(server, "DELETE", f"{RBAC}/namespaces/default/rolebindings/alice-edit", "admin-token")
+
             check_clients(t, server, tmp)
 
             status, _ = call(server, "DELETE", f"{RBAC}/namespaces/default/rolebindings/team-a-view", "admin-token")
