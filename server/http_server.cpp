@@ -173,9 +173,26 @@ asio::awaitable<void> HttpServer::Impl::accept_loop() {
 
 asio::awaitable<void> HttpServer::Impl::serve_tls(tcp::socket socket) {
   auto self = shared_from_this();
-  beast::ssl_stream<beast::tcp_stream> stream(beast::tcp_stream(std::move(socket)), *tls);
+  beast::tcp_stream tcp_stream(std::move(socket));
   // A client that connects and says nothing, or garbage, is dropped at the read deadline.
-  beast::get_lowest_layer(stream).expires_after(limits.read_timeout);
+  tcp_stream.expires_after(limits.read_timeout);
+  // Plain HTTP where TLS was expected gets the answer Go's servers (and so kube-apiserver) give,
+  // instead of a failed handshake the user cannot read.
+  {
+    char first = 0;
+    auto [pec, n] = co_await tcp_stream.socket().async_receive(
+        asio::buffer(&first, 1), tcp::socket::message_peek, use_tuple);
+    if (pec || n == 0) co_return;
+    if (first >= 'A' && first <= 'Z') {
+      static constexpr std::string_view kAnswer =
+          "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
+      co_await asio::async_write(tcp_stream.socket(), asio::buffer(kAnswer), use_tuple);
+      beast::error_code ignored;
+      tcp_stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+      co_return;
+    }
+  }
+  beast::ssl_stream<beast::tcp_stream> stream(std::move(tcp_stream), *tls);
   auto [ec] = co_await stream.async_handshake(asio::ssl::stream_base::server, use_tuple);
   if (ec) {
     spdlog::debug("TLS handshake failed: {}", ec.message());

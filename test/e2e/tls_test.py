@@ -76,6 +76,13 @@ def main():
                     t.check("ALPN picks http/1.1 over h2", tls.selected_alpn_protocol() == "http/1.1",
                             tls.selected_alpn_protocol())
 
+            # Plain HTTP on the TLS port gets Go's (and kube-apiserver's) answer.
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+                raw.sendall(b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n")
+                answer = raw.recv(1024)
+            t.check("plain HTTP on the TLS port is told so", answer.startswith(b"HTTP/1.0 400") and
+                    b"Client sent an HTTP request to an HTTPS server." in answer, answer)
+
             # Garbage and plain HTTP on the TLS port: refused, the server serves on.
             for name, data in (("garbage", b"\x16\x03\x01\xff\xff" + os.urandom(200)),
                                ("plain HTTP", b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n")):
