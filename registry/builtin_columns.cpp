@@ -1,11 +1,12 @@
 #include "registry/builtin_columns.hpp"
 
+#include "registry/json_path.hpp"
+
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
 #include <cctype>
-#include <initializer_list>
 #include <string>
 
 namespace kwatch::registry {
@@ -14,21 +15,9 @@ namespace json = boost::json;
 
 namespace {
 
-const json::value* at(const json::object& obj, std::initializer_list<std::string_view> path) {
-  const json::object* cur = &obj;
-  const json::value* v = nullptr;
-  for (auto step : path) {
-    if (cur == nullptr) return nullptr;
-    v = cur->if_contains(step);
-    if (v == nullptr) return nullptr;
-    cur = v->if_object();
-  }
-  return v;
-}
-
-std::string str(const json::object& obj, std::initializer_list<std::string_view> path,
+std::string str(const json::object& obj, std::string_view path,
                 std::string fallback = "") {
-  const json::value* v = at(obj, path);
+  const json::value* v = find_field(obj, path);
   if (v == nullptr) return fallback;
   if (v->is_string()) return std::string(v->get_string());
   if (v->is_int64()) return std::to_string(v->get_int64());
@@ -37,16 +26,16 @@ std::string str(const json::object& obj, std::initializer_list<std::string_view>
   return fallback;
 }
 
-std::int64_t num(const json::object& obj, std::initializer_list<std::string_view> path) {
-  const json::value* v = at(obj, path);
+std::int64_t num(const json::object& obj, std::string_view path) {
+  const json::value* v = find_field(obj, path);
   if (v == nullptr) return 0;
   if (v->is_int64()) return v->get_int64();
   if (v->is_uint64()) return static_cast<std::int64_t>(v->get_uint64());
   return 0;
 }
 
-std::int64_t count(const json::object& obj, std::initializer_list<std::string_view> path) {
-  const json::value* v = at(obj, path);
+std::int64_t count(const json::object& obj, std::string_view path) {
+  const json::value* v = find_field(obj, path);
   if (v == nullptr) return 0;
   if (v->is_object()) return static_cast<std::int64_t>(v->get_object().size());
   if (v->is_array()) return static_cast<std::int64_t>(v->get_array().size());
@@ -92,22 +81,15 @@ PrinterColumn computed(std::string title, std::string type,
 }
 
 // "a,b" from a field of each element of a list (a template's container names or images).
-std::function<json::value(const json::object&)> joined(std::initializer_list<std::string_view> list,
-                                                       std::string field) {
-  std::vector<std::string_view> path(list);
+std::function<json::value(const json::object&)> joined(std::string path, std::string field) {
   return [path, field](const json::object& o) {
-    const json::object* cur = &o;
-    const json::value* v = nullptr;
-    for (auto step : path) {
-      v = cur != nullptr ? cur->if_contains(step) : nullptr;
-      cur = v != nullptr ? v->if_object() : nullptr;
-    }
+    const json::value* v = find_field(o, path);
     std::string out;
     if (v != nullptr && v->is_array()) {
       for (const auto& item : v->get_array()) {
         if (!item.is_object()) continue;
         if (!out.empty()) out += ",";
-        out += str(item.get_object(), {field});
+        out += str(item.get_object(), field);
       }
     }
     return json::value(out);
@@ -115,18 +97,12 @@ std::function<json::value(const json::object&)> joined(std::initializer_list<std
 }
 
 // "app=web,tier=front" from a label map (matchLabels, a service's selector).
-std::function<json::value(const json::object&)> labels_at(std::initializer_list<std::string_view> list) {
-  std::vector<std::string_view> path(list);
+std::function<json::value(const json::object&)> labels_at(std::string path) {
   return [path](const json::object& o) {
-    const json::object* cur = &o;
-    const json::value* v = nullptr;
-    for (auto step : path) {
-      v = cur != nullptr ? cur->if_contains(step) : nullptr;
-      cur = v != nullptr ? v->if_object() : nullptr;
-    }
+    const json::value* v = find_field(o, path);
     std::string out;
-    if (cur != nullptr) {
-      for (const auto& [k, value] : *cur) {
+    if (v != nullptr && v->is_object()) {
+      for (const auto& [k, value] : v->get_object()) {
         if (!out.empty()) out += ",";
         out += std::string(k) + "=" + (value.is_string() ? std::string(value.get_string()) : "");
       }
@@ -145,7 +121,7 @@ std::vector<PrinterColumn> pod_columns() {
           computed("Ready", "string",
                    [](const json::object& o) {
                      std::size_t ready = 0;
-                     if (const json::value* st = at(o, {"status", "containerStatuses"});
+                     if (const json::value* st = find_field(o, "status.containerStatuses");
                          st != nullptr && st->is_array()) {
                        for (const auto& c : st->get_array()) {
                          const json::value* r =
@@ -154,22 +130,22 @@ std::vector<PrinterColumn> pod_columns() {
                        }
                      }
                      return json::value(std::to_string(ready) + "/" +
-                                        std::to_string(count(o, {"spec", "containers"})));
+                                        std::to_string(count(o, "spec.containers")));
                    }),
           computed("Status", "string",
                    [](const json::object& o) {
-                     if (at(o, {"metadata", "deletionTimestamp"}) != nullptr) {
+                     if (find_field(o, "metadata.deletionTimestamp") != nullptr) {
                        return json::value("Terminating");
                      }
-                     return json::value(str(o, {"status", "phase"}, "Pending"));
+                     return json::value(str(o, "status.phase", "Pending"));
                    }),
           computed("Restarts", "string",
                    [](const json::object& o) {
                      std::int64_t restarts = 0;
-                     if (const json::value* st = at(o, {"status", "containerStatuses"});
+                     if (const json::value* st = find_field(o, "status.containerStatuses");
                          st != nullptr && st->is_array()) {
                        for (const auto& c : st->get_array()) {
-                         if (c.is_object()) restarts += num(c.get_object(), {"restartCount"});
+                         if (c.is_object()) restarts += num(c.get_object(), "restartCount");
                        }
                      }
                      return json::value(std::to_string(restarts));
@@ -184,24 +160,24 @@ std::vector<PrinterColumn> deployment_columns() {
           computed("Ready", "string",
                    [](const json::object& o) {
                      std::int64_t want =
-                         at(o, {"spec", "replicas"}) ? num(o, {"spec", "replicas"}) : 1;
-                     return json::value(std::to_string(num(o, {"status", "readyReplicas"})) +
+                         find_field(o, "spec.replicas") ? num(o, "spec.replicas") : 1;
+                     return json::value(std::to_string(num(o, "status.readyReplicas")) +
                                         "/" + std::to_string(want));
                    }),
           computed("Up-to-date", "integer",
                    [](const json::object& o) {
-                     return json::value(num(o, {"status", "updatedReplicas"}));
+                     return json::value(num(o, "status.updatedReplicas"));
                    }),
           computed("Available", "integer",
                    [](const json::object& o) {
-                     return json::value(num(o, {"status", "availableReplicas"}));
+                     return json::value(num(o, "status.availableReplicas"));
                    }),
           age_column(),
           wide(computed("Containers", "string",
-                        joined({"spec", "template", "spec", "containers"}, "name"))),
+                        joined("spec.template.spec.containers", "name"))),
           wide(computed("Images", "string",
-                        joined({"spec", "template", "spec", "containers"}, "image"))),
-          wide(computed("Selector", "string", labels_at({"spec", "selector", "matchLabels"})))};
+                        joined("spec.template.spec.containers", "image"))),
+          wide(computed("Selector", "string", labels_at("spec.selector.matchLabels")))};
 }
 
 std::vector<PrinterColumn> service_columns() {
@@ -210,29 +186,29 @@ std::vector<PrinterColumn> service_columns() {
           computed("Port(s)", "string",
                    [](const json::object& o) {
                      std::string out;
-                     if (const json::value* ports = at(o, {"spec", "ports"});
+                     if (const json::value* ports = find_field(o, "spec.ports");
                          ports != nullptr && ports->is_array()) {
                        for (const auto& p : ports->get_array()) {
                          if (!p.is_object()) continue;
                          if (!out.empty()) out += ",";
-                         out += str(p.get_object(), {"port"}) + "/" +
-                                str(p.get_object(), {"protocol"}, "TCP");
+                         out += str(p.get_object(), "port") + "/" +
+                                str(p.get_object(), "protocol", "TCP");
                        }
                      }
                      return json::value(out.empty() ? "<none>" : out);
                    }),
-          age_column(), wide(computed("Selector", "string", labels_at({"spec", "selector"})))};
+          age_column(), wide(computed("Selector", "string", labels_at("spec.selector")))};
 }
 
 std::vector<PrinterColumn> node_columns() {
   return {name_column(),
           computed("Status", "string",
                    [](const json::object& o) {
-                     if (const json::value* cs = at(o, {"status", "conditions"});
+                     if (const json::value* cs = find_field(o, "status.conditions");
                          cs != nullptr && cs->is_array()) {
                        for (const auto& c : cs->get_array()) {
-                         if (c.is_object() && str(c.get_object(), {"type"}) == "Ready") {
-                           return json::value(str(c.get_object(), {"status"}) == "True"
+                         if (c.is_object() && str(c.get_object(), "type") == "Ready") {
+                           return json::value(str(c.get_object(), "status") == "True"
                                                   ? "Ready"
                                                   : "NotReady");
                          }
@@ -247,9 +223,9 @@ std::vector<PrinterColumn> event_columns() {
   return {text("Type", ".type", ""), text("Reason", ".reason", ""),
           computed("Object", "string",
                    [](const json::object& o) {
-                     std::string k = str(o, {"involvedObject", "kind"});
+                     std::string k = str(o, "involvedObject.kind");
                      for (auto& ch : k) ch = static_cast<char>(std::tolower(ch));
-                     return json::value(k + "/" + str(o, {"involvedObject", "name"}));
+                     return json::value(k + "/" + str(o, "involvedObject.name"));
                    }),
           text("Message", ".message", ""), name_column()};
 }
@@ -267,28 +243,28 @@ std::vector<PrinterColumn> builtin_columns(std::string_view kind) {
     return {name_column(),
             computed("Data", "integer",
                      [](const json::object& o) {
-                       return json::value(count(o, {"data"}) + count(o, {"binaryData"}));
+                       return json::value(count(o, "data") + count(o, "binaryData"));
                      }),
             age_column()};
   }
   if (kind == "Secret") {
     return {name_column(), text("Type", ".type", "Opaque"),
             computed("Data", "integer",
-                     [](const json::object& o) { return json::value(count(o, {"data"})); }),
+                     [](const json::object& o) { return json::value(count(o, "data")); }),
             age_column()};
   }
   if (kind == "ServiceAccount") {
     return {name_column(),
             computed("Secrets", "integer",
-                     [](const json::object& o) { return json::value(count(o, {"secrets"})); }),
+                     [](const json::object& o) { return json::value(count(o, "secrets")); }),
             age_column()};
   }
   if (kind == "RoleBinding" || kind == "ClusterRoleBinding") {
     return {name_column(),
             computed("Role", "string",
                      [](const json::object& o) {
-                       return json::value(str(o, {"roleRef", "kind"}) + "/" +
-                                          str(o, {"roleRef", "name"}));
+                       return json::value(str(o, "roleRef.kind") + "/" +
+                                          str(o, "roleRef.name"));
                      }),
             age_column()};
   }

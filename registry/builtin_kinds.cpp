@@ -4,6 +4,7 @@
 #include "registry/builtin_defaults.hpp"
 #include "registry/builtin_schemas.hpp"
 #include "registry/custom_resource_definition.hpp"
+#include "registry/json_path.hpp"
 #include "registry/scheme.hpp"
 #include "registry/strategic_merge_patch.hpp"
 #include "registry/structural_schema.hpp"
@@ -82,18 +83,8 @@ void validate_crd(const json::object& crd, const json::object* old, std::vector<
 std::function<std::optional<std::string>(const json::object&, std::string_view)> false_when_absent(
     std::string field_name) {
   return [field_name](const json::object& obj, std::string_view field) -> std::optional<std::string> {
-    if (field != field_name) return std::nullopt;
-    const json::object* cur = &obj;
-    std::string_view path = field;
-    while (cur != nullptr) {
-      const auto dot = path.find('.');
-      const json::value* v = cur->if_contains(path.substr(0, dot));
-      if (v == nullptr) return std::string("false");
-      if (dot == std::string_view::npos) return std::nullopt;
-      cur = v->if_object();
-      path.remove_prefix(dot + 1);
-    }
-    return std::nullopt;
+    if (field != field_name || find_field(obj, field) != nullptr) return std::nullopt;
+    return std::string("false");
   };
 }
 

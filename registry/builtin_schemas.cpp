@@ -127,16 +127,18 @@ struct KindSchemas::Data {
 
   const Definition& def(std::string_view name) const { return definitions.find(name)->second; }
 
-  // ---- structural schemas ----
-
-  json::value structural_type(std::string_view t, const Field* f,
-                              std::vector<std::string_view>& stack) const {
+  // The schema of a field's type: a list or a map wraps its elements' schema, a scalar is its
+  // own, a definition is what `definition(name, nested)` makes of it (inlined for structural
+  // schemas, referenced for OpenAPI). `nested`: the type is a list's or map's element.
+  template <class DefinitionFn>
+  json::value type_schema(std::string_view t, const Field* f, bool openapi,
+                          const DefinitionFn& definition) const {
     bool is_list = false, is_map = false;
     auto elem = element_of(t, is_list, is_map);
     json::object s;
     if (is_list) {
       s["type"] = "array";
-      s["items"] = structural_type(elem, nullptr, stack);
+      s["items"] = type_schema(elem, nullptr, openapi, definition);
       if (f && !f->list.empty()) s["x-kubernetes-list-type"] = f->list;
       if (f && !f->keys.empty()) {
         json::array keys;
@@ -145,18 +147,29 @@ struct KindSchemas::Data {
       }
     } else if (is_map) {
       s["type"] = "object";
-      s["additionalProperties"] = structural_type(elem, nullptr, stack);
+      s["additionalProperties"] = type_schema(elem, nullptr, openapi, definition);
       if (f && !f->map_type.empty()) s["x-kubernetes-map-type"] = f->map_type;
     } else if (is_scalar(t)) {
-      s = scalar_schema(t, false);
+      s = scalar_schema(t, openapi);
     } else {
-      s = structural_object(t, stack, false);
+      s = definition(t, f == nullptr);
     }
     if (f) {
       if (!f->format.empty()) s["format"] = f->format;
       for (const auto& kv : f->checks) s[kv.key()] = kv.value();
+      if (openapi && !f->patch.empty()) s["x-kubernetes-patch-strategy"] = f->patch;
+      if (openapi && !f->merge_key.empty()) s["x-kubernetes-patch-merge-key"] = f->merge_key;
     }
     return s;
+  }
+
+  // ---- structural schemas ----
+
+  json::value structural_type(std::string_view t, const Field* f,
+                              std::vector<std::string_view>& stack) const {
+    return type_schema(t, f, false, [&](std::string_view name, bool) {
+      return structural_object(name, stack, false);
+    });
   }
 
   json::object structural_object(std::string_view name, std::vector<std::string_view>& stack,
@@ -200,47 +213,19 @@ struct KindSchemas::Data {
 
   // ---- OpenAPI components ----
 
-  json::value openapi_type(std::string_view t, const Field* f, bool nested) const {
-    bool is_list = false, is_map = false;
-    auto elem = element_of(t, is_list, is_map);
-    json::object s;
-    if (is_list) {
-      s["type"] = "array";
-      s["items"] = openapi_type(elem, nullptr, true);
-      if (f && !f->list.empty()) s["x-kubernetes-list-type"] = f->list;
-      if (f && !f->keys.empty()) {
-        json::array keys;
-        for (const auto& k : f->keys) keys.emplace_back(k);
-        s["x-kubernetes-list-map-keys"] = std::move(keys);
-      }
-    } else if (is_map) {
-      s["type"] = "object";
-      s["additionalProperties"] = openapi_type(elem, nullptr, true);
-      if (f && !f->map_type.empty()) s["x-kubernetes-map-type"] = f->map_type;
-    } else if (is_scalar(t)) {
-      s = scalar_schema(t, true);
-    } else {
-      std::string ref = "#/components/schemas/" + std::string(t);
-      if (nested) {
-        s["$ref"] = ref;
-      } else {
-        s["allOf"] = json::array{json::object{{"$ref", ref}}};
-      }
-    }
-    if (f) {
-      if (!f->format.empty()) s["format"] = f->format;
-      for (const auto& kv : f->checks) s[kv.key()] = kv.value();
-      if (!f->patch.empty()) s["x-kubernetes-patch-strategy"] = f->patch;
-      if (!f->merge_key.empty()) s["x-kubernetes-patch-merge-key"] = f->merge_key;
-    }
-    return s;
+  json::value openapi_type(std::string_view t, const Field* f) const {
+    return type_schema(t, f, true, [](std::string_view name, bool nested) {
+      std::string ref = "#/components/schemas/" + std::string(name);
+      if (nested) return json::object{{"$ref", ref}};
+      return json::object{{"allOf", json::array{json::object{{"$ref", ref}}}}};
+    });
   }
 
   json::object openapi_definition(const Definition& d) const {
     json::object s;
     s["type"] = "object";
     json::object props;
-    for (const auto& f : d.fields) props[f.name] = openapi_type(f.type, &f, false);
+    for (const auto& f : d.fields) props[f.name] = openapi_type(f.type, &f);
     s["properties"] = std::move(props);
     if (!d.required.empty()) {
       json::array req;

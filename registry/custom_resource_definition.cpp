@@ -877,7 +877,6 @@ ApiResult<std::vector<ResourceInfo>> custom_resources(const json::object& crd_in
         info.selectable_fields.push_back(std::move(path));
       }
     }
-    info.strategic_merge_patch = false;
     const json::object& subresources = object_or_empty(*v.obj, "subresources");
     info.has_status = subresources.contains("status");
     info.storage_prefix = storage_prefix;

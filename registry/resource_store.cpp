@@ -8,6 +8,7 @@
 #include "registry/merge_patch.hpp"
 #include "registry/strategic_merge_patch.hpp"
 #include "registry/structural_schema.hpp"
+#include "registry/timestamps.hpp"
 #include "registry/validation.hpp"
 #include "storage/storage.hpp"
 #include "storage/stored_json.hpp"
@@ -139,15 +140,6 @@ std::string new_uid() {
                 static_cast<unsigned>((hi >> 16) & 0xffff), static_cast<unsigned>(hi & 0xffff),
                 static_cast<unsigned>(lo >> 48),
                 static_cast<unsigned long long>(lo & 0xffffffffffffULL));
-  return buf;
-}
-
-std::string now_rfc3339() {
-  std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
 }
 

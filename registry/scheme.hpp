@@ -90,8 +90,6 @@ struct ResourceInfo {
   std::vector<std::string> categories;
   // Field-selector fields beyond metadata.name and metadata.namespace, as dotted JSON paths.
   std::vector<std::string> selectable_fields;
-  // Patch types accepted; strategic merge patch only for built-in kinds.
-  bool strategic_merge_patch = true;
   bool has_status = false;  // serves a /status subresource
   std::string storage_prefix = "/registry";  // --etcd-prefix: where every key of kwatch lives
   // The resource's step in storage keys when it is not `resource`: custom resources live under

@@ -2,6 +2,7 @@
 
 #include "registry/scheme.hpp"
 #include "server/cacher_registry.hpp"
+#include "server/task_failure.hpp"
 #include "server/token_file.hpp"
 #include "storage/stored_json.hpp"
 #include "watch/cacher.hpp"
@@ -25,15 +26,6 @@ namespace {
 constexpr const char* kRbacResources[] = {"roles", "clusterroles", "rolebindings",
                                           "clusterrolebindings"};
 
-void log_failure(std::exception_ptr e) {
-  if (!e) return;
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    spdlog::error("RBAC policy task failed: {}", ex.what());
-  }
-}
-
 }  // namespace
 
 RbacPolicySource::RbacPolicySource(std::shared_ptr<registry::Scheme> scheme,
@@ -42,10 +34,10 @@ RbacPolicySource::RbacPolicySource(std::shared_ptr<registry::Scheme> scheme,
 
 void RbacPolicySource::start(asio::any_io_executor executor) {
   auto strand = asio::make_strand(executor);
-  asio::co_spawn(strand, [self = shared_from_this()] { return self->run(); }, log_failure);
+  asio::co_spawn(strand, [self = shared_from_this()] { return self->run(); }, [](std::exception_ptr e) { log_task_failure(e, "RBAC policy task"); });
   for (const char* resource : kRbacResources) {
     asio::co_spawn(strand, [self = shared_from_this(), resource] { return self->watch_one(resource); },
-                   log_failure);
+                   [](std::exception_ptr e) { log_task_failure(e, "RBAC policy task"); });
   }
 }
 

@@ -3,7 +3,9 @@
 #include "registry/custom_resource_definition.hpp"
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
+#include "registry/timestamps.hpp"
 #include "server/cacher_registry.hpp"
+#include "server/task_failure.hpp"
 #include "storage/storage.hpp"
 #include "storage/stored_json.hpp"
 #include "watch/cacher.hpp"
@@ -27,15 +29,6 @@ namespace json = boost::json;
 namespace {
 
 constexpr std::string_view kCleanupFinalizer = "customresourcecleanup.apiextensions.k8s.io";
-
-std::string now_rfc3339() {
-  std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 std::string name_of(const json::object& obj) {
   const json::value* meta = obj.if_contains("metadata");
@@ -70,15 +63,6 @@ void publish_schemas(const json::object& crd, std::vector<registry::ResourceInfo
   }
 }
 
-void log_failure(std::exception_ptr e) {
-  if (!e) return;
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    spdlog::error("CRD controller failed: {}", ex.what());
-  }
-}
-
 }  // namespace
 
 CrdController::CrdController(std::shared_ptr<registry::Scheme> scheme,
@@ -95,8 +79,8 @@ CrdController::CrdController(std::shared_ptr<registry::Scheme> scheme,
 
 void CrdController::start(asio::any_io_executor executor) {
   auto strand = asio::make_strand(executor);
-  asio::co_spawn(strand, [self = shared_from_this()]() { return self->run(); }, log_failure);
-  asio::co_spawn(strand, [self = shared_from_this()]() { return self->tick(); }, log_failure);
+  asio::co_spawn(strand, [self = shared_from_this()]() { return self->run(); }, [](std::exception_ptr e) { log_task_failure(e, "CRD controller"); });
+  asio::co_spawn(strand, [self = shared_from_this()]() { return self->tick(); }, [](std::exception_ptr e) { log_task_failure(e, "CRD controller"); });
 }
 
 asio::awaitable<void> CrdController::run() {
@@ -193,7 +177,7 @@ asio::awaitable<void> CrdController::serve(json::object crd) {
     }
     if (auto conflict = registry::names_conflict(crd, *scheme_)) {
       json::object rejected =
-          registry::rejected_names_status(crd, conflict->first, conflict->second, now_rfc3339());
+          registry::rejected_names_status(crd, conflict->first, conflict->second, registry::now_rfc3339());
       co_await write_status(std::move(rejected));
       co_return;
     }
@@ -206,7 +190,7 @@ asio::awaitable<void> CrdController::serve(json::object crd) {
     applied_[name] = spec_text;
     spdlog::info("serving custom resources of {}", name);
   }
-  desired = registry::accepted_status(crd, now_rfc3339());
+  desired = registry::accepted_status(crd, registry::now_rfc3339());
   co_await write_status(std::move(desired));
 }
 
@@ -240,7 +224,7 @@ asio::awaitable<void> CrdController::finalize(json::object crd) {
     if (info->owner == name && info->terminating) info->terminating->store(true);
   }
   json::object terminating = crd;
-  registry::set_terminating(terminating, now_rfc3339());
+  registry::set_terminating(terminating, registry::now_rfc3339());
   co_await write_status(std::move(terminating));
   // Every object of the definition, whichever version it was written through, lives under one
   // prefix.

@@ -227,20 +227,6 @@ std::optional<std::string> OpenApiDocuments::get(const Scheme& scheme, std::stri
   return it->second;
 }
 
-json::object openapi_v3_root(const Scheme& scheme) {
-  json::object paths;
-  for (const auto& gv : scheme.group_versions()) {
-    auto doc = openapi_v3_group_version(scheme, gv.group, gv.version);
-    // The hash lets clients cache a document until it changes.
-    auto hash = std::hash<std::string>{}(json::serialize(*doc));
-    std::string path = gv_path(gv.group, gv.version);
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016zX", hash);
-    paths[path] = json::object{{"serverRelativeURL", "/openapi/v3/" + path + "?hash=" + hex}};
-  }
-  return json::object{{"paths", paths}};
-}
-
 std::optional<json::object> openapi_v3_group_version(const Scheme& scheme, std::string_view group,
                                                      std::string_view version) {
   auto resources = scheme.resources(group, version);

@@ -50,8 +50,6 @@ class OpenApiDocuments {
   std::shared_ptr<const std::map<std::string, std::string, std::less<>>> documents_;
 };
 
-// GET /openapi/v3: one entry per served group-version.
-boost::json::object openapi_v3_root(const registry::Scheme& scheme);
 // GET /openapi/v3/api/v1, /openapi/v3/apis/<g>/<v>; nullopt if not served. Each resource gets its
 // paths with a PATCH operation tagged with its group-version-kind and the `fieldValidation`
 // parameter, which tells kubectl to leave field validation to the server.

@@ -1,5 +1,7 @@
 #include "server/http_server.hpp"
 
+#include "server/task_failure.hpp"
+
 #include "watch/cacher.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -95,15 +97,6 @@ void add_warnings(http::response<http::string_body>& res, const std::vector<std:
     total += value.size();
     if (total > kMaxTotal) break;
     res.insert(http::field::warning, value);
-  }
-}
-
-void log_task_failure(std::exception_ptr e, const char* what) {
-  if (!e) return;
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    spdlog::error("{} failed: {}", what, ex.what());
   }
 }
 

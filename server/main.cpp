@@ -8,6 +8,7 @@
 #include "server/crd_controller.hpp"
 #include "server/http_server.hpp"
 #include "server/options.hpp"
+#include "server/task_failure.hpp"
 #include "server/tls_certificates.hpp"
 #include "server/token_file.hpp"
 #include "server/selector_predicate.hpp"
@@ -51,15 +52,6 @@ asio::awaitable<void> compact_periodically(std::shared_ptr<storage::Storage> sto
     }
     auto current = co_await storage->current_revision();
     if (current) previous = *current;
-  }
-}
-
-void log_failure(std::exception_ptr e) {
-  if (!e) return;
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    spdlog::error("task failed: {}", ex.what());
   }
 }
 
@@ -242,9 +234,9 @@ int main(int argc, char** argv) {
         }
         handler->set_ready(true);
       },
-      log_failure);
+      [](std::exception_ptr e) { server::log_task_failure(e, "task"); });
   if (options.compaction_interval.count() > 0) {
-    asio::co_spawn(ioc, compact_periodically(storage, options.compaction_interval), log_failure);
+    asio::co_spawn(ioc, compact_periodically(storage, options.compaction_interval), [](std::exception_ptr e) { server::log_task_failure(e, "task"); });
   }
 
   asio::signal_set signals(ioc, SIGINT, SIGTERM);

@@ -17,29 +17,6 @@ using namespace std::chrono;
 
 namespace {
 
-const json::value* at(const json::object& obj, std::initializer_list<std::string_view> path) {
-  const json::object* cur = &obj;
-  const json::value* v = nullptr;
-  for (auto step : path) {
-    if (cur == nullptr) return nullptr;
-    v = cur->if_contains(step);
-    if (v == nullptr) return nullptr;
-    cur = v->if_object();
-  }
-  return v;
-}
-
-std::string str(const json::object& obj, std::initializer_list<std::string_view> path,
-                std::string fallback = "") {
-  const json::value* v = at(obj, path);
-  if (v == nullptr) return fallback;
-  if (v->is_string()) return std::string(v->get_string());
-  if (v->is_int64()) return std::to_string(v->get_int64());
-  if (v->is_uint64()) return std::to_string(v->get_uint64());
-  if (v->is_bool()) return v->get_bool() ? "true" : "false";
-  return fallback;
-}
-
 std::optional<system_clock::time_point> parse_time(const std::string& s) {
   std::tm tm{};
   if (strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr) return std::nullopt;
@@ -155,7 +132,8 @@ json::object to_table(const registry::ResourceInfo& info, const json::object& ob
     }
   } else {
     add_row(object_or_list);
-    meta["resourceVersion"] = str(object_or_list, {"metadata", "resourceVersion"});
+    const json::value* rv = registry::find_field(object_or_list, "metadata.resourceVersion");
+    meta["resourceVersion"] = rv != nullptr && rv->is_string() ? rv->get_string() : json::string();
   }
   return json::object{{"kind", "Table"},
                       {"apiVersion", "meta.k8s.io/v1"},

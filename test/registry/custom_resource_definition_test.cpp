@@ -129,7 +129,6 @@ TEST(CustomResourceDefinition, ARealisticCrdValidatesCleanAndServesTwoVersions) 
     EXPECT_EQ(info->short_names, std::vector<std::string>{"wd"});
     EXPECT_EQ(info->categories, std::vector<std::string>{"all"});
     EXPECT_EQ(info->origin, KindOrigin::custom);
-    EXPECT_FALSE(info->strategic_merge_patch);
     EXPECT_EQ(info->storage_version, "v1");
     EXPECT_EQ(info->storage_prefix, "/registry");
     EXPECT_EQ(info->key_prefix(), "/registry/stable.example.com/widgets/");

@@ -1,0 +1,20 @@
+// Times as Kubernetes writes them in objects: RFC 3339 in UTC, whole seconds
+// ("2026-11-23T12:00:00Z"). Safe from any thread.
+#pragma once
+
+#include <chrono>
+#include <ctime>
+#include <string>
+
+namespace kwatch::registry {
+
+inline std::string now_rfc3339() {
+  std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace kwatch::registry
