@@ -32,7 +32,9 @@ class Server:
     def __init__(self, binary):
         self.log = tempfile.NamedTemporaryFile(prefix="kwatch-hostile-", delete=False)
         self.proc = subprocess.Popen([binary, "--port=0", "--bind-address=127.0.0.1",
-                                      "--io-threads=2", "--log-level=warn"],
+                                      "--io-threads=2", "--log-level=warn",
+                                      "--secure-port=0", "--authorization-mode=AlwaysAllow",
+                                      "--anonymous-auth=true"],
                                      stdout=self.log, stderr=subprocess.STDOUT)
         # --log-level=warn hides the banner: find the port from the process's sockets.
         deadline = time.monotonic() + 20

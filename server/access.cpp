@@ -187,18 +187,47 @@ json::object self_subject_review(const registry::UserInfo& user) {
                       {"status", json::object{{"userInfo", std::move(info)}}}};
 }
 
+namespace {
+
+// Liveness and readiness probes (load balancers, kubelets, container runtimes) carry no
+// credentials: they stay anonymous with --anonymous-auth=false, as kube's structured
+// authentication configuration is advised to allow (anonymous.conditions /healthz, /livez,
+// /readyz). They answer "ok" or which checks fail, nothing else.
+bool is_health_probe(std::string_view target) {
+  target = target.substr(0, target.find('?'));
+  for (std::string_view probe : {"/healthz", "/livez", "/readyz"}) {
+    if (target == probe || (target.starts_with(probe) && target[probe.size()] == '/')) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 registry::ApiResult<registry::UserInfo> authenticate(const AccessOptions& options,
-                                                     const std::string& authorization) {
+                                                     const ApiRequest& request) {
+  // kube-apiserver's order: a client certificate, then a bearer token. A credential that fails
+  // does not fall back to anonymous: with no other credential that succeeds, it is a 401.
+  bool failed = false;
+  if (const ClientCertificate* cert = request.client_certificate.get()) {
+    if (!cert->error.empty()) {
+      failed = true;
+    } else if (!cert->user.empty()) {  // no CN: not a user, as in kube
+      registry::UserInfo user{cert->user, "", cert->groups};
+      user.groups.push_back("system:authenticated");
+      return user;
+    }
+  }
   // With no token authenticator configured, a token is not a credential anyone checks: the
   // request is as if it had none, as in kube-apiserver.
-  if (!authorization.empty() && options.tokens) {
-    auto token = bearer_token(authorization);
+  if (!request.authorization.empty() && options.tokens) {
+    auto token = bearer_token(request.authorization);
     if (token) {
       if (auto user = options.tokens->authenticate(*token)) return std::move(*user);
     }
     return ApiError(Errc::unauthorized, "Unauthorized");
   }
-  if (options.anonymous) {
+  if (failed) return ApiError(Errc::unauthorized, "Unauthorized");
+  if (options.anonymous || is_health_probe(request.target)) {
     return registry::UserInfo{"system:anonymous", "", {"system:unauthenticated"}};
   }
   return ApiError(Errc::unauthorized, "Unauthorized");

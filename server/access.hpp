@@ -9,6 +9,7 @@
 
 #include "registry/rbac_authorizer.hpp"
 #include "registry/api_error.hpp"
+#include "server/http_types.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -54,10 +55,11 @@ struct AccessOptions {
   std::shared_ptr<RbacPolicySource> rbac;   // --authorization-mode=RBAC; null: AlwaysAllow
 };
 
-// The user a request's Authorization header names, anonymous when it names none (or no token
-// authenticator is configured) and that is allowed; 401 Unauthorized otherwise.
+// The user a request's client certificate or Authorization header names, anonymous when it
+// names none (or no token authenticator is configured) and that is allowed; 401 Unauthorized
+// otherwise.
 registry::ApiResult<registry::UserInfo> authenticate(const AccessOptions& options,
-                                                     const std::string& authorization);
+                                                     const ApiRequest& request);
 
 // The review objects clients ask about themselves with (kubectl auth can-i, can-i --list,
 // whoami), answered for `user` under the configured authorization: `body` is the posted review

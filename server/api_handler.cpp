@@ -291,7 +291,7 @@ asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
   const bool get = request.method == "GET" || request.method == "HEAD";
 
   // Who is asking; a request for a resource is authorized below, once its route is known.
-  auto user = authenticate(access_, request.authorization);
+  auto user = authenticate(access_, request);
   if (!user) co_return error_response(user.error());
   route.user = *user;
   const bool resource_path =

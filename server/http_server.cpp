@@ -51,7 +51,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   template <class Stream>
   asio::awaitable<void> serve_connection(Stream stream);
   template <class Stream>
-  asio::awaitable<Exchange> serve_request(Stream& stream, beast::flat_buffer& buffer);
+  asio::awaitable<Exchange> serve_request(Stream& stream, beast::flat_buffer& buffer,
+                                          const std::shared_ptr<const ClientCertificate>& peer);
   template <class Stream>
   asio::awaitable<void> drain_and_close(Stream& stream);
   template <class Stream>
@@ -74,6 +75,41 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
 };
 
 namespace {
+
+std::shared_ptr<const ClientCertificate> client_certificate_of(beast::tcp_stream&) { return nullptr; }
+
+// What the TLS handshake learned about the client's certificate. The handshake accepts any
+// certificate (kube-apiserver too: a bad one is a 401 the client can read, not a failed
+// handshake); OpenSSL's verification result against the client CA decides here.
+std::shared_ptr<const ClientCertificate> client_certificate_of(
+    beast::ssl_stream<beast::tcp_stream>& stream) {
+  SSL* ssl = stream.native_handle();
+  X509* cert = SSL_get0_peer_certificate(ssl);
+  if (cert == nullptr) return nullptr;
+  auto out = std::make_shared<ClientCertificate>();
+  const long verified = SSL_get_verify_result(ssl);
+  if (verified != X509_V_OK) {
+    out->error = std::string("x509: ") + X509_verify_cert_error_string(verified);
+    return out;
+  }
+  const X509_NAME* subject = X509_get_subject_name(cert);
+  auto entry_text = [](const X509_NAME_ENTRY* entry) {
+    const ASN1_STRING* data = X509_NAME_ENTRY_get_data(entry);
+    unsigned char* utf8 = nullptr;
+    const int len = ASN1_STRING_to_UTF8(&utf8, data);
+    std::string text = len > 0 ? std::string(reinterpret_cast<const char*>(utf8), len) : "";
+    OPENSSL_free(utf8);
+    return text;
+  };
+  // The last CN, as Go's parser keeps; every O, in order.
+  for (int i = -1; (i = X509_NAME_get_index_by_NID(subject, NID_commonName, i)) >= 0;) {
+    out->user = entry_text(X509_NAME_get_entry(subject, i));
+  }
+  for (int i = -1; (i = X509_NAME_get_index_by_NID(subject, NID_organizationName, i)) >= 0;) {
+    out->groups.push_back(entry_text(X509_NAME_get_entry(subject, i)));
+  }
+  return out;
+}
 
 // `Warning: 299 - "<text>"` headers (RFC 7234 warn-code 299, agent "-"), as kube-apiserver sends
 // them and client-go and kubectl print them. The text is made a printable-ASCII quoted string,
@@ -212,7 +248,8 @@ asio::awaitable<void> HttpServer::Impl::drain_and_close(Stream& stream) {
 
 template <class Stream>
 asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
-    Stream& stream, beast::flat_buffer& buffer) {
+    Stream& stream, beast::flat_buffer& buffer,
+    const std::shared_ptr<const ClientCertificate>& peer) {
   // Everything parsed for one request lives in this frame and is gone before a watch streams.
   http::request_parser<http::string_body> parser;
   parser.body_limit(limits.max_body_bytes);
@@ -240,6 +277,7 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
   request.accept = std::string(req[http::field::accept]);
   request.user_agent = std::string(req[http::field::user_agent]);
   request.authorization = std::string(req[http::field::authorization]);
+  request.client_certificate = peer;
   request.body = std::move(req.body());
   request.websocket = beast::websocket::is_upgrade(req);
   const bool keep_alive = req.keep_alive();
@@ -334,8 +372,9 @@ template <class Stream>
 asio::awaitable<void> HttpServer::Impl::serve_connection(Stream stream) {
   auto self = shared_from_this();
   beast::flat_buffer buffer;
+  const std::shared_ptr<const ClientCertificate> peer = client_certificate_of(stream);
   for (;;) {
-    Exchange exchange = co_await serve_request(stream, buffer);
+    Exchange exchange = co_await serve_request(stream, buffer, peer);
     switch (exchange.next) {
       case Next::read:
         continue;
@@ -537,7 +576,8 @@ int select_http11(SSL*, const unsigned char** out, unsigned char* outlen, const 
 
 }  // namespace
 
-std::string HttpServer::enable_tls(const std::string& cert_file, const std::string& key_file) {
+std::string HttpServer::enable_tls(const std::string& cert_file, const std::string& key_file,
+                                   const std::string& client_ca_file) {
   auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
   boost::system::error_code ec;
   // TLS 1.2 and 1.3 only, as kube-apiserver's default minimum.
@@ -557,6 +597,22 @@ std::string HttpServer::enable_tls(const std::string& cert_file, const std::stri
     return "the private key in " + key_file + " does not match the certificate in " + cert_file;
   }
   SSL_CTX_set_alpn_select_cb(ctx->native_handle(), select_http11, nullptr);
+  if (!client_ca_file.empty()) {
+    ctx->load_verify_file(client_ca_file, ec);
+    if (ec) return "cannot load the client CA in " + client_ca_file + ": " + ec.message();
+    STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(client_ca_file.c_str());
+    if (names == nullptr) return "no CA certificate in " + client_ca_file;
+    SSL_CTX_set_client_CA_list(ctx->native_handle(), names);
+    // Ask for a certificate, never fail the handshake over it; the result is checked per
+    // connection (see client_certificate_of) with the client-auth purpose (extended key usage).
+    SSL_CTX_set_verify(ctx->native_handle(), SSL_VERIFY_PEER,
+                       [](int, X509_STORE_CTX*) { return 1; });
+    X509_VERIFY_PARAM_set_purpose(SSL_CTX_get0_param(ctx->native_handle()),
+                                  X509_PURPOSE_SSL_CLIENT);
+    // Resumed sessions keep their verified certificate; OpenSSL refuses to resume without this.
+    static constexpr unsigned char kSessionContext[] = {'k', 'w', 'a', 't', 'c', 'h'};
+    SSL_CTX_set_session_id_context(ctx->native_handle(), kSessionContext, sizeof kSessionContext);
+  }
   impl_->tls = std::move(ctx);
   return "";
 }

@@ -15,6 +15,14 @@ struct CachedObject;
 
 namespace kwatch::server {
 
+// The certificate a TLS client presented (only asked for when --client-ca-file is set), checked
+// once per connection: the user it names (CN, groups from O) or why it cannot be trusted.
+struct ClientCertificate {
+  std::string error;  // empty: verified against the client CA, valid now, usable for client auth
+  std::string user;   // subject CN
+  std::vector<std::string> groups;  // subject O, in order
+};
+
 struct ApiRequest {
   std::string method;  // "GET", "POST", ...
   std::string target;  // path and query, as sent
@@ -23,6 +31,7 @@ struct ApiRequest {
   std::string body;
   std::string user_agent;
   std::string authorization;  // the Authorization header
+  std::shared_ptr<const ClientCertificate> client_certificate;  // null: none presented
   bool websocket = false;  // the client asked to upgrade to WebSocket
 };
 

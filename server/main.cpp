@@ -132,7 +132,9 @@ int main(int argc, char** argv) {
   }
   auto store = std::make_shared<registry::ResourceStore>(storage, scheme, state_cache);
   auto metrics = std::make_shared<server::Metrics>();
-  const std::string address = options.bind_address + ":" + std::to_string(options.port);
+  const std::string address =
+      options.bind_address + ":" +
+      std::to_string(options.secure_port != 0 ? options.secure_port : *options.port);
   server::WatchOptions watch_options;
   watch_options.min_request_timeout = options.min_request_timeout;
   // Patches and large bodies are decoded and merged here, away from the I/O threads, so a few
@@ -164,12 +166,17 @@ int main(int argc, char** argv) {
   auto crd_controller = std::make_shared<server::CrdController>(scheme, store, cachers, storage,
                                                                 options.etcd_prefix);
   crd_controller->start(ioc.get_executor());
-  server::HttpServer http(ioc, handler, server::HttpLimits{});
-  if (auto ec = http.listen(options.bind_address, options.port)) {
-    spdlog::critical("cannot listen on {}: {}", address, ec.message());
-    return 1;
+  // Plain HTTP only when asked for (local development).
+  std::unique_ptr<server::HttpServer> http;
+  if (options.port) {
+    http = std::make_unique<server::HttpServer>(ioc, handler, server::HttpLimits{});
+    if (auto ec = http->listen(options.bind_address, *options.port)) {
+      spdlog::critical("cannot listen on {}:{}: {}", options.bind_address, *options.port,
+                       ec.message());
+      return 1;
+    }
+    http->start();
   }
-  http.start();
   // HTTPS beside it, with the operator's certificate or one made for this machine.
   std::unique_ptr<server::HttpServer> https;
   if (options.secure_port != 0) {
@@ -194,7 +201,7 @@ int main(int argc, char** argv) {
       key = generated->key_file;
     }
     https = std::make_unique<server::HttpServer>(ioc, handler, server::HttpLimits{});
-    if (auto err = https->enable_tls(cert, key); !err.empty()) {
+    if (auto err = https->enable_tls(cert, key, options.client_ca_file); !err.empty()) {
       spdlog::critical("cannot serve HTTPS: {}", err);
       return 1;
     }
@@ -242,7 +249,7 @@ int main(int argc, char** argv) {
   asio::signal_set signals(ioc, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code&, int sig) {
     spdlog::info("signal {}: shutting down", sig);
-    http.stop();
+    if (http) http->stop();
     if (https) https->stop();
     crd_controller->stop();
     if (rbac) rbac->stop();
@@ -253,11 +260,14 @@ int main(int argc, char** argv) {
   std::string where = options.storage_backend == "etcd3"
                           ? ", " + fmt::format("{}", fmt::join(options.etcd_servers, ","))
                           : (options.data_dir.empty() ? ", in memory" : ", data dir " + options.data_dir);
-  spdlog::info("kwatch-apiserver {} serving on http://{} (storage: {}{})", server::kKwatchVersion,
-               options.bind_address + ":" + std::to_string(http.port()), options.storage_backend,
-               where);
+  spdlog::info("kwatch-apiserver {} (storage: {}{}, authorization: {})", server::kKwatchVersion,
+               options.storage_backend, where, options.authorization_mode);
   if (https) {
     spdlog::info("serving on https://{}:{}", options.bind_address, https->port());
+  }
+  if (http) {
+    spdlog::info("serving on http://{}:{} (plain HTTP, for local development)",
+                 options.bind_address, http->port());
   }
   std::vector<std::thread> pool;
   for (unsigned i = 1; i < threads; ++i) pool.emplace_back([&] { ioc.run(); });

@@ -80,18 +80,20 @@ std::string usage() {
 Usage: kwatch-apiserver [flags]
 
 Flags:
-  --bind-address=IP          address to serve plain HTTP on (default 127.0.0.1)
-  --port=N                   port to serve plain HTTP on (default 8080; 0 picks a free port);
-                             plain HTTP has no TLS: for local development on loopback
-  --secure-port=N            port to serve HTTPS on (default 0: off)
+  --bind-address=IP          address to serve on (default 127.0.0.1)
+  --secure-port=N            port to serve HTTPS on (default 6443; 0: off)
+  --port=N                   also serve plain HTTP on this port (default: off; 0 picks a free
+                             port). No TLS, and no client certificates: for local development
+                             on loopback only
   --tls-cert-file=FILE       HTTPS certificate chain (PEM); with --tls-private-key-file
   --tls-private-key-file=FILE  HTTPS private key (PEM)
   --cert-dir=DIR             without the two above, a self-signed CA and serving certificate
                              are generated here on first start and reused (default
                              /var/run/kubernetes); clients trust DIR/ca.crt
+  --client-ca-file=FILE      CA bundle (PEM) for client certificates: CN is the user, O the groups
   --token-auth-file=FILE     static bearer tokens: token,user,uid[,"group1,group2"] per line
-  --anonymous-auth=BOOL      requests without credentials act as system:anonymous (default true)
-  --authorization-mode=MODE  AlwaysAllow (default) or RBAC (decided from the RBAC objects)
+  --anonymous-auth=BOOL      requests without credentials act as system:anonymous (default false)
+  --authorization-mode=MODE  RBAC (default: decided from the RBAC objects) or AlwaysAllow
   --storage-backend=NAME     "memory" (embedded MVCC store, default) or "etcd3"
   --etcd-servers=URLS        etcd endpoints, comma-separated (default http://127.0.0.1:2379)
   --etcd-prefix=PATH         key prefix of every object (default /registry; also for memory)
@@ -125,7 +127,10 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
        }},
       {"port",
        [&](const std::string& v) -> std::string {
-         return parse_number<unsigned short>(v, o.port, 0, 65535) ? "" : "must be 0-65535";
+         unsigned short port = 0;
+         if (!parse_number<unsigned short>(v, port, 0, 65535)) return "must be 0-65535";
+         o.port = port;
+         return "";
        }},
       {"secure-port",
        [&](const std::string& v) -> std::string {
@@ -145,6 +150,11 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
        [&](const std::string& v) -> std::string {
          if (v.empty()) return "must not be empty";
          o.cert_dir = v;
+         return "";
+       }},
+      {"client-ca-file",
+       [&](const std::string& v) -> std::string {
+         o.client_ca_file = v;
          return "";
        }},
       {"token-auth-file",
@@ -295,6 +305,9 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
     if (auto err = it->second(value); !err.empty()) {
       return ParseError{"invalid value \"" + value + "\" for --" + name + ": " + err};
     }
+  }
+  if (!o.port && o.secure_port == 0) {
+    return ParseError{"nothing to serve: --secure-port=0 and no --port"};
   }
   if (o.tls_cert_file.empty() != o.tls_private_key_file.empty()) {
     return ParseError{"--tls-cert-file and --tls-private-key-file go together"};

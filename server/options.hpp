@@ -15,17 +15,19 @@ namespace kwatch::server {
 
 struct Options {
   std::string bind_address = "127.0.0.1";
-  unsigned short port = 8080;
+  // Plain HTTP, opt-in for local development (unset: off; 0: a free port).
+  std::optional<unsigned short> port;
   // HTTPS (0: off). Certificate and key from --tls-cert-file/--tls-private-key-file, or else
   // generated into --cert-dir on first start (see server/tls_certificates.hpp).
-  unsigned short secure_port = 0;
+  unsigned short secure_port = 6443;
   std::string tls_cert_file;
   std::string tls_private_key_file;
   std::string cert_dir = "/var/run/kubernetes";
   // Authentication and authorization.
+  std::string client_ca_file;                     // CAs that sign client certificates
   std::string token_auth_file;                    // static bearer tokens (CSV)
-  bool anonymous_auth = true;                     // requests without credentials are anonymous
-  std::string authorization_mode = "AlwaysAllow";  // or "RBAC"
+  bool anonymous_auth = false;                    // requests without credentials are anonymous
+  std::string authorization_mode = "RBAC";        // or "AlwaysAllow"
   std::string storage_backend = "memory";
   std::string data_dir;  // empty: in memory only
   unsigned io_threads = 0;  // 0: one per core

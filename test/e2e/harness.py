@@ -161,7 +161,10 @@ class Server:
     def start(self):
         fd, self.log_path = tempfile.mkstemp(prefix="kwatch-log-")
         os.close(fd)
-        args = [self.binary, "--port=0", "--bind-address=127.0.0.1", "--io-threads=2"]
+        # Plain HTTP on a free port, open to everyone; suites about TLS and access control
+        # override these in extra_args (the last value of a flag wins).
+        args = [self.binary, "--port=0", "--bind-address=127.0.0.1", "--io-threads=2",
+                "--secure-port=0", "--authorization-mode=AlwaysAllow", "--anonymous-auth=true"]
         if self.etcd is not None:
             args += ["--storage-backend=etcd3", f"--etcd-servers={self.etcd.endpoints()}"]
         elif self.data_dir:

@@ -8,7 +8,10 @@ namespace {
 TEST(Options, DefaultsMatchTheDocumentedOnes) {
   auto o = std::get<Options>(parse_options({}));
   EXPECT_EQ(o.bind_address, "127.0.0.1");
-  EXPECT_EQ(o.port, 8080);
+  EXPECT_FALSE(o.port);  // plain HTTP is opt-in
+  EXPECT_EQ(o.secure_port, 6443);
+  EXPECT_FALSE(o.anonymous_auth);
+  EXPECT_EQ(o.authorization_mode, "RBAC");
   EXPECT_EQ(o.storage_backend, "memory");
   EXPECT_EQ(o.data_dir, "");
   EXPECT_EQ(o.io_threads, 0u);
@@ -19,6 +22,7 @@ TEST(Options, AcceptsBothEqualsAndSeparateValues) {
       parse_options({"--port=9090", "--bind-address", "0.0.0.0", "--data-dir=/tmp/x",
                      "--io-threads", "3", "--storage-backend=memory"}));
   EXPECT_EQ(o.port, 9090);
+  EXPECT_EQ(std::get<Options>(parse_options({"--port=0"})).port, 0);
   EXPECT_EQ(o.bind_address, "0.0.0.0");
   EXPECT_EQ(o.data_dir, "/tmp/x");
   EXPECT_EQ(o.io_threads, 3u);
@@ -35,7 +39,8 @@ TEST(Options, UnknownFlagsAndBadValuesAreErrors) {
            {"--storage-backend=sqlite"}, {"--io-threads=0"}, {"--port"}, {"positional"},
            {"--data-dir-fsync=maybe"}, {"--log-level=loud"}, {"--etcd-servers=127.0.0.1:2379"},
            {"--etcd-prefix=registry"}, {"--etcd-compaction-interval=soon"},
-           {"--watch-bookmark-interval=0"}, {"--watch-cache-sizes=pods"}}) {
+           {"--watch-bookmark-interval=0"}, {"--watch-cache-sizes=pods"},
+           {"--secure-port=0"}}) {
     auto outcome = parse_options(args);
     ASSERT_TRUE(std::holds_alternative<ParseError>(outcome)) << args[0];
     EXPECT_FALSE(std::get<ParseError>(outcome).message.empty());
