@@ -1,16 +1,18 @@
-// RFC 4648 base64 with padding: how JSON carries bytes (Secret data, protobuf bytes fields).
-// Pure function; safe from any thread.
+// RFC 4648 base64: with padding, how JSON carries bytes (Secret data, protobuf bytes fields);
+// URL-safe without padding, how JSON Web Tokens carry their parts. Pure functions; safe from any
+// thread.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
 namespace kwatch::registry {
 
-inline std::string base64_encode(std::string_view in) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+inline std::string base64_encode(std::string_view in, bool url = false) {
+  const char* kAlphabet = url ? "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+                              : "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
   out.reserve((in.size() + 2) / 3 * 4);
   std::size_t i = 0;
@@ -25,9 +27,41 @@ inline std::string base64_encode(std::string_view in) {
     if (i + 1 < in.size()) n |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(in[i + 1])) << 8;
     out.push_back(kAlphabet[(n >> 18) & 63]);
     out.push_back(kAlphabet[(n >> 12) & 63]);
-    out.push_back(i + 1 < in.size() ? kAlphabet[(n >> 6) & 63] : '=');
-    out.push_back('=');
+    if (i + 1 < in.size()) {
+      out.push_back(kAlphabet[(n >> 6) & 63]);
+    } else if (!url) {
+      out.push_back('=');
+    }
+    if (!url) out.push_back('=');
   }
+  return out;
+}
+
+// The bytes `in` encodes in either alphabet, padded or not; nullopt for anything else
+// (characters outside the alphabet, a length no encoding has, non-zero trailing bits).
+inline std::optional<std::string> base64_decode(std::string_view in) {
+  while (!in.empty() && in.back() == '=') in.remove_suffix(1);
+  if (in.size() % 4 == 1) return std::nullopt;
+  std::string out;
+  out.reserve(in.size() * 3 / 4);
+  std::uint32_t acc = 0;
+  int bits = 0;
+  for (char c : in) {
+    int v;
+    if (c >= 'A' && c <= 'Z') v = c - 'A';
+    else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
+    else if (c >= '0' && c <= '9') v = c - '0' + 52;
+    else if (c == '+' || c == '-') v = 62;
+    else if (c == '/' || c == '_') v = 63;
+    else return std::nullopt;
+    acc = (acc << 6) | static_cast<std::uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  if ((acc & ((1u << bits) - 1)) != 0) return std::nullopt;
   return out;
 }
 

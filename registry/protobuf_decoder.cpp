@@ -201,6 +201,34 @@ struct Schema {
   Message self_review{"SelfSubjectReview",
                       {msg(1, "metadata", object_meta), msg(2, "status", self_review_status)}};
 
+  // Reviews about others and tokens (kubectl create token, webhooks, auth proxies).
+  Message subject_access_review_spec{"SubjectAccessReviewSpec",
+                                     {msg(1, "resourceAttributes", resource_attributes),
+                                      msg(2, "nonResourceAttributes", non_resource_attributes),
+                                      str(3, "user"), strs(4, "groups"), str(6, "uid")}};
+  Message subject_access_review{"SubjectAccessReview",
+                                {msg(1, "metadata", object_meta),
+                                 msg(2, "spec", subject_access_review_spec),
+                                 msg(3, "status", access_review_status)}};
+  Message bound_object_reference{"BoundObjectReference",
+                                 {str(1, "kind"), str(2, "apiVersion"), str(3, "name"),
+                                  str(4, "uid")}};
+  Message token_request_spec{"TokenRequestSpec",
+                             {strs(1, "audiences"), i64(4, "expirationSeconds"),
+                              msg(3, "boundObjectRef", bound_object_reference)}};
+  Message token_request_status{"TokenRequestStatus",
+                               {str(1, "token"), of(2, "expirationTimestamp", Kind::time)}};
+  Message token_request{"TokenRequest",
+                        {msg(1, "metadata", object_meta), msg(2, "spec", token_request_spec),
+                         msg(3, "status", token_request_status)}};
+  Message token_review_spec{"TokenReviewSpec", {str(1, "token"), strs(2, "audiences")}};
+  Message token_review_status{"TokenReviewStatus",
+                              {flag(1, "authenticated"), msg(2, "user", user_info),
+                               str(3, "error"), strs(4, "audiences")}};
+  Message token_review{"TokenReview",
+                       {msg(1, "metadata", object_meta), msg(2, "spec", token_review_spec),
+                        msg(3, "status", token_review_status)}};
+
   const Message* by_kind(std::string_view api_version, std::string_view kind) const {
     if (api_version == "v1") {
       if (kind == "Namespace") return &namespace_;
@@ -213,9 +241,15 @@ struct Schema {
     if (api_version == "authorization.k8s.io/v1") {
       if (kind == "SelfSubjectAccessReview") return &access_review;
       if (kind == "SelfSubjectRulesReview") return &rules_review;
+      // The same fields and numbers.
+      if (kind == "SubjectAccessReview" || kind == "LocalSubjectAccessReview") {
+        return &subject_access_review;
+      }
     }
-    if (api_version == "authentication.k8s.io/v1" && kind == "SelfSubjectReview") {
-      return &self_review;
+    if (api_version == "authentication.k8s.io/v1") {
+      if (kind == "SelfSubjectReview") return &self_review;
+      if (kind == "TokenRequest") return &token_request;
+      if (kind == "TokenReview") return &token_review;
     }
     if (api_version == "rbac.authorization.k8s.io/v1") {
       if (kind == "Role") return &role;

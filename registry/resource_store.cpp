@@ -130,18 +130,6 @@ std::string random_suffix(std::size_t n) {
   return out;
 }
 
-std::string new_uid() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::uint64_t hi = rng(), lo = rng();
-  hi = (hi & 0xffffffffffff0fffULL) | 0x0000000000004000ULL;  // version 4
-  lo = (lo & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;  // RFC 4122 variant
-  char buf[37];
-  std::snprintf(buf, sizeof buf, "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(hi >> 32),
-                static_cast<unsigned>((hi >> 16) & 0xffff), static_cast<unsigned>(hi & 0xffff),
-                static_cast<unsigned>(lo >> 48),
-                static_cast<unsigned long long>(lo & 0xffffffffffffULL));
-  return buf;
-}
 
 // The stored form: the object without metadata.resourceVersion.
 std::string stored_form(json::object obj) {
@@ -463,6 +451,19 @@ std::string list_start_key(const ResourceInfo& info, const std::string& ns,
 }
 
 }  // namespace
+
+std::string new_uid() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::uint64_t hi = rng(), lo = rng();
+  hi = (hi & 0xffffffffffff0fffULL) | 0x0000000000004000ULL;  // version 4
+  lo = (lo & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;  // RFC 4122 variant
+  char buf[37];
+  std::snprintf(buf, sizeof buf, "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(hi >> 32),
+                static_cast<unsigned>((hi >> 16) & 0xffff), static_cast<unsigned>(hi & 0xffff),
+                static_cast<unsigned>(lo >> 48),
+                static_cast<unsigned long long>(lo & 0xffffffffffffULL));
+  return buf;
+}
 
 ApiError not_found_error(const ResourceInfo& info, const std::string& name) {
   return detailed(info, Errc::not_found, name,

@@ -74,6 +74,9 @@ class StateCache {
                                                   const std::string& key) const = 0;
 };
 
+// A fresh RFC 4122 version 4 UUID, as metadata.uid (and token ids) carry.
+std::string new_uid();
+
 class ResourceStore {
  public:
   ResourceStore(std::shared_ptr<storage::Storage> storage, std::shared_ptr<Scheme> scheme,

@@ -8,13 +8,16 @@
 
 namespace kwatch::registry {
 
-inline std::string now_rfc3339() {
-  std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+inline std::string rfc3339(std::time_t t) {
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
+}
+
+inline std::string now_rfc3339() {
+  return rfc3339(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now()));
 }
 
 }  // namespace kwatch::registry

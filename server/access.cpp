@@ -3,7 +3,10 @@
 #include "registry/scheme.hpp"
 #include "server/cacher_registry.hpp"
 #include "server/task_failure.hpp"
+#include "server/service_account_tokens.hpp"
 #include "server/token_file.hpp"
+#include "registry/resource_store.hpp"
+#include "registry/timestamps.hpp"
 #include "storage/stored_json.hpp"
 #include "watch/cacher.hpp"
 
@@ -19,6 +22,7 @@ namespace kwatch::server {
 namespace asio = boost::asio;
 namespace json = boost::json;
 using registry::ApiError;
+using registry::ApiResult;
 using registry::Errc;
 
 namespace {
@@ -175,6 +179,59 @@ json::object self_subject_rules_review(const AccessOptions& options,
   return body;
 }
 
+ApiResult<json::object> subject_access_review(const AccessOptions& options, json::object body,
+                                              std::string_view local_namespace) {
+  const bool local = !local_namespace.empty();
+  const std::string kind = local ? "LocalSubjectAccessReview" : "SubjectAccessReview";
+  const json::object* spec = object_at(&body, "spec");
+  registry::UserInfo user;
+  user.name = string_at(spec, "user");
+  user.uid = string_at(spec, "uid");
+  if (const json::value* groups = spec != nullptr ? spec->if_contains("groups") : nullptr) {
+    if (const json::array* list = groups->if_array()) {
+      for (const auto& g : *list) {
+        if (g.is_string()) user.groups.emplace_back(g.get_string());
+      }
+    }
+  }
+  const json::object* res = object_at(spec, "resourceAttributes");
+  const json::object* non = object_at(spec, "nonResourceAttributes");
+  std::vector<registry::Cause> causes;
+  if (user.name.empty() && user.groups.empty()) {
+    causes.push_back({"FieldValueInvalid",
+                      "Invalid value: \"\": at least one of user or group must be specified",
+                      "spec.user"});
+  }
+  if ((res == nullptr) == (non == nullptr)) {
+    causes.push_back({"FieldValueInvalid",
+                      "Invalid value: \"null\": exactly one of nonResourceAttributes or "
+                      "resourceAttributes must be specified",
+                      "spec.resourceAttributes"});
+  }
+  if (!causes.empty()) {
+    std::string message = kind + ".authorization.k8s.io \"\" is invalid: ";
+    for (std::size_t i = 0; i < causes.size(); ++i) {
+      message += (i ? ", " : "") + causes[i].field + ": " + causes[i].message;
+    }
+    return ApiError(Errc::invalid, std::move(message), std::move(causes));
+  }
+  if (local) {
+    json::object& r = body["spec"].as_object()["resourceAttributes"].as_object();
+    const std::string ns = string_at(&r, "namespace");
+    if (ns.empty()) {
+      r["namespace"] = local_namespace;
+    } else if (ns != local_namespace) {
+      return ApiError(Errc::bad_request,
+                      "spec.resourceAttributes.namespace must match namespace: " +
+                          std::string(local_namespace));
+    }
+  }
+  json::object out = self_subject_access_review(options, user, std::move(body));
+  out["kind"] = kind;
+  if (local) out["metadata"].as_object()["namespace"] = local_namespace;
+  return out;
+}
+
 json::object self_subject_review(const registry::UserInfo& user) {
   json::object info{{"username", user.name}};
   if (!user.uid.empty()) info["uid"] = user.uid;
@@ -203,8 +260,98 @@ bool is_health_probe(std::string_view target) {
 
 }  // namespace
 
-registry::ApiResult<registry::UserInfo> authenticate(const AccessOptions& options,
-                                                     const ApiRequest& request) {
+namespace {
+
+// The uid of an object the token names, if it exists and is not being deleted: from the watch
+// cache, or from storage when the cache has not seen it yet (an account created a moment ago).
+asio::awaitable<std::optional<std::string>> live_uid(const AccessOptions& options,
+                                                     std::string resource, std::string ns,
+                                                     std::string name) {
+  const registry::ResourceInfo* info = options.scheme->find("", "v1", resource);
+  if (info == nullptr) co_return std::nullopt;
+  std::optional<json::object> object;
+  if (auto cacher = options.cachers ? options.cachers->find(*info) : nullptr) {
+    if (auto cached = cacher->get(info->key(ns, name))) {
+      auto v = storage::parse_json(cached->json);
+      if (v && v->is_object()) object = std::move(v->get_object());
+    }
+  }
+  if (!object && options.store) {
+    std::string no_version;
+    auto read = co_await options.store->get(*info, ns, name, no_version);
+    if (read) object = std::move(*read);
+  }
+  if (!object) co_return std::nullopt;
+  const json::object* meta = object_at(&*object, "metadata");
+  if (meta == nullptr || meta->contains("deletionTimestamp")) co_return std::nullopt;
+  co_return string_at(meta, "uid");
+}
+
+// Why a verified ServiceAccount token no longer names a live account (or bound object), in
+// kube's words; "" when it does.
+asio::awaitable<std::string> stale_reason(const AccessOptions& options,
+                                          const ServiceAccountClaims& c) {
+  std::string resource = "serviceaccounts";
+  auto uid = co_await live_uid(options, resource, c.namespace_, c.name);
+  if (!uid) co_return "service account " + c.namespace_ + "/" + c.name + " has been deleted";
+  if (*uid != c.uid) {
+    co_return "service account UID (" + *uid + ") does not match claim (" + c.uid + ")";
+  }
+  if (c.bound_kind.empty()) co_return "";
+  std::string lower = c.bound_kind == "Pod" ? "pod" : c.bound_kind == "Secret" ? "secret" : "node";
+  std::string bound_resource = lower + "s";
+  std::string bound_ns = c.bound_kind == "Node" ? "" : c.namespace_;
+  auto bound = co_await live_uid(options, bound_resource, bound_ns, c.bound_name);
+  std::string where = bound_ns.empty() ? c.bound_name : bound_ns + "/" + c.bound_name;
+  if (!bound) co_return lower + " " + where + " has been deleted";
+  if (*bound != c.bound_uid) {
+    co_return lower + " UID (" + *bound + ") does not match claim (" + c.bound_uid + ")";
+  }
+  co_return "";
+}
+
+}  // namespace
+
+asio::awaitable<std::optional<TokenReviewResult>> authenticate_token(
+    const AccessOptions& options, std::string token, std::vector<std::string> audiences) {
+  if (!options.tokens && !options.service_accounts) co_return std::nullopt;
+  TokenReviewResult out;
+  // Static tokens are for the API's own audiences only, as kube treats them.
+  if (options.tokens) {
+    if (auto user = options.tokens->authenticate(token)) {
+      out.authenticated = true;
+      out.user = std::move(*user);
+      out.audiences = options.service_accounts ? options.service_accounts->api_audiences()
+                                               : std::vector<std::string>{};
+      co_return out;
+    }
+  }
+  if (options.service_accounts) {
+    if (auto checked = options.service_accounts->verify(token, audiences)) {
+      if (!checked->ok) {
+        out.error = "[invalid bearer token, " + checked->error + "]";
+        co_return out;
+      }
+      const ServiceAccountClaims& c = checked->claims;
+      if (auto stale = co_await stale_reason(options, c); !stale.empty()) {
+        out.error = "[invalid bearer token, " + stale + "]";
+        co_return out;
+      }
+      out.authenticated = true;
+      out.user.name = "system:serviceaccount:" + c.namespace_ + ":" + c.name;
+      out.user.uid = c.uid;
+      out.user.groups = {"system:serviceaccounts", "system:serviceaccounts:" + c.namespace_,
+                         "system:authenticated"};
+      out.audiences = c.audiences;
+      co_return out;
+    }
+  }
+  out.error = "[invalid bearer token]";
+  co_return out;
+}
+
+asio::awaitable<registry::ApiResult<registry::UserInfo>> authenticate(const AccessOptions& options,
+                                                                      const ApiRequest& request) {
   // kube-apiserver's order: a client certificate, then a bearer token. A credential that fails
   // does not fall back to anonymous: with no other credential that succeeds, it is a 401.
   bool failed = false;
@@ -214,23 +361,174 @@ registry::ApiResult<registry::UserInfo> authenticate(const AccessOptions& option
     } else if (!cert->user.empty()) {  // no CN: not a user, as in kube
       registry::UserInfo user{cert->user, "", cert->groups};
       user.groups.push_back("system:authenticated");
-      return user;
+      co_return user;
     }
   }
   // With no token authenticator configured, a token is not a credential anyone checks: the
   // request is as if it had none, as in kube-apiserver.
-  if (!request.authorization.empty() && options.tokens) {
-    auto token = bearer_token(request.authorization);
-    if (token) {
-      if (auto user = options.tokens->authenticate(*token)) return std::move(*user);
+  if (!request.authorization.empty() && (options.tokens || options.service_accounts)) {
+    if (auto token = bearer_token(request.authorization)) {
+      std::string text(*token);
+      std::vector<std::string> api_audiences;
+      auto result = co_await authenticate_token(options, text, api_audiences);
+      if (result && result->authenticated) co_return std::move(result->user);
     }
-    return ApiError(Errc::unauthorized, "Unauthorized");
+    co_return ApiError(Errc::unauthorized, "Unauthorized");
   }
-  if (failed) return ApiError(Errc::unauthorized, "Unauthorized");
+  if (failed) co_return ApiError(Errc::unauthorized, "Unauthorized");
   if (options.anonymous || is_health_probe(request.target)) {
-    return registry::UserInfo{"system:anonymous", "", {"system:unauthenticated"}};
+    co_return registry::UserInfo{"system:anonymous", "", {"system:unauthenticated"}};
   }
-  return ApiError(Errc::unauthorized, "Unauthorized");
+  co_return ApiError(Errc::unauthorized, "Unauthorized");
+}
+
+asio::awaitable<ApiResult<json::object>> token_review(const AccessOptions& options,
+                                                     json::object body) {
+  const json::object* spec = object_at(&body, "spec");
+  std::string token = string_at(spec, "token");
+  if (token.empty()) {
+    co_return ApiError(Errc::bad_request, "token is required for TokenReview in authentication");
+  }
+  std::vector<std::string> audiences;
+  if (const json::value* a = spec->if_contains("audiences")) {
+    if (const json::array* list = a->if_array()) {
+      for (const auto& v : *list) {
+        if (v.is_string()) audiences.emplace_back(v.get_string());
+      }
+    }
+  }
+  auto result = co_await authenticate_token(options, token, audiences);
+  json::object status{{"user", json::object{}}};
+  if (!result) {
+    status["authenticated"] = false;
+    status["error"] = "[invalid bearer token]";
+  } else if (result->authenticated) {
+    status["authenticated"] = true;
+    json::object user{{"username", result->user.name}};
+    if (!result->user.uid.empty()) user["uid"] = result->user.uid;
+    json::array groups;
+    for (const auto& g : result->user.groups) groups.emplace_back(g);
+    user["groups"] = std::move(groups);
+    status["user"] = std::move(user);
+    json::array matched;
+    for (const auto& a : result->audiences) matched.emplace_back(a);
+    status["audiences"] = std::move(matched);
+  } else {
+    status["authenticated"] = false;
+    status["error"] = result->error;
+  }
+  body["apiVersion"] = "authentication.k8s.io/v1";
+  body["kind"] = "TokenReview";
+  body["metadata"] = review_metadata();
+  body["status"] = std::move(status);
+  co_return body;
+}
+
+asio::awaitable<ApiResult<json::object>> token_request(const AccessOptions& options,
+                                                      std::string ns, std::string name,
+                                                      json::object body) {
+  const ServiceAccountTokens* tokens = options.service_accounts.get();
+  if (tokens == nullptr || !tokens->can_sign()) {
+    co_return ApiError(Errc::not_found,
+                       "the server could not find the requested resource (serviceaccounts/token)");
+  }
+  const json::object* spec = object_at(&body, "spec");
+  std::int64_t seconds = 3600;  // kube's default
+  if (const json::value* e = spec != nullptr ? spec->if_contains("expirationSeconds") : nullptr) {
+    if (e->is_int64()) {
+      seconds = e->get_int64();
+    } else if (e->is_uint64()) {
+      seconds = std::numeric_limits<std::int64_t>::max();
+    } else if (!e->is_null()) {
+      co_return ApiError(Errc::bad_request, "spec.expirationSeconds must be an integer");
+    }
+  }
+  auto invalid = [&](const std::string& field, const std::string& detail) {
+    const std::string message = "Invalid value: " + std::to_string(seconds) + ": " + detail;
+    return ApiError(Errc::invalid,
+                    "TokenRequest.authentication.k8s.io \"" + name + "\" is invalid: " + field +
+                        ": " + message,
+                    {{"FieldValueInvalid", message, field}});
+  };
+  if (seconds < 600) {
+    co_return invalid("spec.expirationSeconds", "may not specify a duration less than 10 minutes");
+  }
+  if (seconds > (std::int64_t{1} << 32)) {
+    co_return invalid("spec.expirationSeconds", "may not specify a duration larger than 2^32 seconds");
+  }
+  std::vector<std::string> audiences;
+  if (const json::value* a = spec != nullptr ? spec->if_contains("audiences") : nullptr) {
+    if (const json::array* list = a->if_array()) {
+      for (const auto& v : *list) {
+        if (v.is_string() && !v.get_string().empty()) audiences.emplace_back(v.get_string());
+      }
+    }
+  }
+  if (audiences.empty()) audiences = tokens->api_audiences();
+
+  const registry::ResourceInfo* sa_info = options.scheme->find("", "v1", "serviceaccounts");
+  std::string no_version;
+  auto account = co_await options.store->get(*sa_info, ns, name, no_version);
+  if (!account) co_return account.error();
+  ServiceAccountClaims claims;
+  claims.namespace_ = ns;
+  claims.name = name;
+  claims.uid = string_at(object_at(&*account, "metadata"), "uid");
+  if (const json::object* ref = object_at(spec, "boundObjectRef")) {
+    const std::string kind = string_at(ref, "kind");
+    const std::string api_version = string_at(ref, "apiVersion");
+    if ((kind != "Pod" && kind != "Secret" && kind != "Node") || api_version != "v1") {
+      co_return ApiError(Errc::bad_request, "cannot bind token for object of kind \"" + kind +
+                                                "\" (" + api_version + ")");
+    }
+    std::string resource = kind == "Pod" ? "pods" : kind == "Secret" ? "secrets" : "nodes";
+    std::string bound_ns = kind == "Node" ? "" : ns;
+    std::string bound_name = string_at(ref, "name");
+    const registry::ResourceInfo* info = options.scheme->find("", "v1", resource);
+    auto bound = co_await options.store->get(*info, bound_ns, bound_name, no_version);
+    if (!bound) co_return bound.error();
+    const std::string uid = string_at(object_at(&*bound, "metadata"), "uid");
+    const std::string want = string_at(ref, "uid");
+    if (!want.empty() && want != uid) {
+      ApiError e(Errc::conflict,
+                 "Operation cannot be fulfilled on " + resource + " \"" + bound_name +
+                     "\": the UID in the bound object reference (" + want +
+                     ") does not match the UID in record. The object might have been deleted "
+                     "and then recreated");
+      e.name = bound_name;
+      e.kind = resource;
+      co_return e;
+    }
+    claims.bound_kind = kind;
+    claims.bound_name = bound_name;
+    claims.bound_uid = uid;
+    json::object& out_ref = body["spec"].as_object()["boundObjectRef"].as_object();
+    out_ref["uid"] = uid;
+  }
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+  claims.audiences = audiences;
+  claims.issued_at = now;
+  claims.expires_at = now + seconds;
+  claims.id = registry::new_uid();
+  std::string token = tokens->issue(claims);
+  if (token.empty()) co_return ApiError(Errc::internal, "failed to sign the token");
+
+  json::array audience_list;
+  for (const auto& a : audiences) audience_list.emplace_back(a);
+  json::object& out_spec = body["spec"].is_object() ? body["spec"].as_object()
+                                                    : body["spec"].emplace_object();
+  out_spec["audiences"] = std::move(audience_list);
+  out_spec["expirationSeconds"] = seconds;
+  if (!out_spec.contains("boundObjectRef")) out_spec["boundObjectRef"] = nullptr;
+  body["apiVersion"] = "authentication.k8s.io/v1";
+  body["kind"] = "TokenRequest";
+  body["metadata"] = json::object{{"name", name}, {"namespace", ns},
+                                  {"creationTimestamp", registry::rfc3339(now)}};
+  body["status"] = json::object{{"token", std::move(token)},
+                                {"expirationTimestamp", registry::rfc3339(now + seconds)}};
+  co_return body;
 }
 
 std::optional<ApiError> authorize(const AccessOptions& options,

@@ -18,14 +18,17 @@
 #include <memory>
 #include <string>
 #include <optional>
+#include <vector>
 
 namespace kwatch::registry {
+class ResourceStore;
 class Scheme;
 }
 
 namespace kwatch::server {
 
 class CacherRegistry;
+class ServiceAccountTokens;
 class TokenFile;
 
 class RbacPolicySource : public std::enable_shared_from_this<RbacPolicySource> {
@@ -51,15 +54,35 @@ class RbacPolicySource : public std::enable_shared_from_this<RbacPolicySource> {
 
 struct AccessOptions {
   std::shared_ptr<const TokenFile> tokens;  // --token-auth-file; null: none
+  // ServiceAccount tokens (--service-account-*); null: none.
+  std::shared_ptr<const ServiceAccountTokens> service_accounts;
   bool anonymous = true;                    // --anonymous-auth
   std::shared_ptr<RbacPolicySource> rbac;   // --authorization-mode=RBAC; null: AlwaysAllow
+  // Where the accounts (and objects) tokens name are looked up: the watch caches, then storage.
+  std::shared_ptr<registry::Scheme> scheme;
+  std::shared_ptr<CacherRegistry> cachers;
+  std::shared_ptr<registry::ResourceStore> store;
 };
+
+// A bearer token judged as TokenReview reports it.
+struct TokenReviewResult {
+  bool authenticated = false;
+  registry::UserInfo user;
+  std::vector<std::string> audiences;  // the token's audiences among those asked for
+  std::string error;
+};
+
+// Judges `token` for `audiences` (empty: the API's own); nullopt when no authenticator checks
+// tokens at all. A ServiceAccount token must name an account (and bound object) that exists
+// with the uid it was issued for.
+boost::asio::awaitable<std::optional<TokenReviewResult>> authenticate_token(
+    const AccessOptions& options, std::string token, std::vector<std::string> audiences);
 
 // The user a request's client certificate or Authorization header names, anonymous when it
 // names none (or no token authenticator is configured) and that is allowed; 401 Unauthorized
 // otherwise.
-registry::ApiResult<registry::UserInfo> authenticate(const AccessOptions& options,
-                                                     const ApiRequest& request);
+boost::asio::awaitable<registry::ApiResult<registry::UserInfo>> authenticate(
+    const AccessOptions& options, const ApiRequest& request);
 
 // The review objects clients ask about themselves with (kubectl auth can-i, can-i --list,
 // whoami), answered for `user` under the configured authorization: `body` is the posted review
@@ -71,6 +94,19 @@ boost::json::object self_subject_rules_review(const AccessOptions& options,
                                               const registry::UserInfo& user,
                                               boost::json::object body);
 boost::json::object self_subject_review(const registry::UserInfo& user);
+// SubjectAccessReview (any user, from spec.user/groups/uid) and, with a namespace,
+// LocalSubjectAccessReview (whose resourceAttributes.namespace must be that namespace).
+registry::ApiResult<boost::json::object> subject_access_review(const AccessOptions& options,
+                                                               boost::json::object body,
+                                                               std::string_view local_namespace);
+// TokenReview: whether spec.token is good for spec.audiences, and whose it is.
+boost::asio::awaitable<registry::ApiResult<boost::json::object>> token_review(
+    const AccessOptions& options, boost::json::object body);
+// TokenRequest (POST serviceaccounts/<name>/token, `kubectl create token`): a token for the
+// account in `ns`, for spec.audiences (default: the API's), spec.expirationSeconds (default an
+// hour, at least ten minutes), optionally bound to a Pod, Secret or Node.
+boost::asio::awaitable<registry::ApiResult<boost::json::object>> token_request(
+    const AccessOptions& options, std::string ns, std::string name, boost::json::object body);
 
 // 403 Forbidden as kube words it, or nothing when allowed.
 std::optional<registry::ApiError> authorize(const AccessOptions& options,

@@ -291,7 +291,7 @@ asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
   const bool get = request.method == "GET" || request.method == "HEAD";
 
   // Who is asking; a request for a resource is authorized below, once its route is known.
-  auto user = authenticate(access_, request);
+  auto user = co_await authenticate(access_, request);
   if (!user) co_return error_response(user.error());
   route.user = *user;
   const bool resource_path =
@@ -319,6 +319,32 @@ asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
       co_return json_response(201, self_subject_rules_review(access_, *user, std::move(*body)));
     }
     co_return json_response(201, self_subject_review(*user));
+  }
+  // Reviews about others: authorized like any create (kube's system:auth-delegator grants them).
+  if (request.method == "POST" && seg.size() >= 4 && seg[0] == "apis" && seg[2] == "v1" &&
+      ((seg[1] == "authorization.k8s.io" &&
+        ((seg.size() == 4 && seg[3] == "subjectaccessreviews") ||
+         (seg.size() == 6 && seg[3] == "namespaces" && seg[5] == "localsubjectaccessreviews"))) ||
+       (seg[1] == "authentication.k8s.io" && seg.size() == 4 && seg[3] == "tokenreviews"))) {
+    const std::string resource = seg.back();
+    if (access_.rbac) {
+      registry::RequestAttributes a;
+      a.user = *user;
+      a.verb = "create";
+      a.api_group = seg[1];
+      a.resource = resource;
+      if (seg.size() == 6) a.namespace_ = seg[4];
+      if (auto denied = authorize(access_, a)) co_return error_response(*denied);
+    }
+    auto body = parse_object(request);
+    if (!body) co_return error_response(body.error());
+    ApiResult<json::object> out = json::object{};
+    if (resource == "tokenreviews") {
+      out = co_await token_review(access_, std::move(*body));
+    } else {
+      out = subject_access_review(access_, std::move(*body), seg.size() == 6 ? seg[4] : "");
+    }
+    co_return out ? json_response(201, *out) : error_response(out.error());
   }
 
   if (seg.empty()) {
@@ -392,7 +418,9 @@ asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
             (!route.subresource.empty() &&
              !(route.subresource == "status" && route.info->has_status) &&
              !(route.subresource == "scale" && route.info->scale) &&
-             !(route.subresource == "finalize" && route.info->resource == "namespaces"))) {
+             !(route.subresource == "finalize" && route.info->resource == "namespaces") &&
+             !(route.subresource == "token" && route.info->resource == "serviceaccounts" &&
+               request.method == "POST"))) {
           response = not_found_path();
         } else if (auto denied = !access_.rbac
                                      ? std::nullopt
@@ -461,6 +489,13 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
   };
 
   if (route.subresource == "scale") co_return co_await serve_scale(request, url, route);
+  if (route.subresource == "token") {
+    route.verb = "create";
+    auto body = parse_object(request);
+    if (!body) co_return error_response(body.error());
+    auto out = co_await token_request(access_, route.ns, route.name, std::move(*body));
+    co_return out ? json_response(201, *out) : error_response(out.error());
+  }
   if (m == "GET" || m == "HEAD") {
     if (!named) {
       const bool watch = route.watch_prefix || truthy(url.param("watch"));

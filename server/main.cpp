@@ -9,6 +9,7 @@
 #include "server/http_server.hpp"
 #include "server/options.hpp"
 #include "server/task_failure.hpp"
+#include "server/service_account_tokens.hpp"
 #include "server/tls_certificates.hpp"
 #include "server/token_file.hpp"
 #include "server/selector_predicate.hpp"
@@ -155,6 +156,29 @@ int main(int argc, char** argv) {
     }
     access.tokens = std::move(*tokens);
   }
+  {
+    server::ServiceAccountKeyOptions keys;
+    keys.issuer = options.service_account_issuer;
+    keys.api_audiences = options.api_audiences;
+    keys.signing_key_file = options.service_account_signing_key_file;
+    keys.key_files = options.service_account_key_files;
+    keys.cert_dir = options.cert_dir;
+    auto loaded = server::ServiceAccountTokens::load(keys);
+    if (!loaded) {
+      spdlog::critical("ServiceAccount tokens: {}", loaded.error());
+      return 1;
+    }
+    if ((*loaded)->ephemeral()) {
+      spdlog::warn("cannot write a ServiceAccount key into {}: using one in memory, so tokens "
+                   "stop working when kwatch restarts (give --service-account-key-file and "
+                   "--service-account-signing-key-file, or a writable --cert-dir)",
+                   options.cert_dir);
+    }
+    access.service_accounts = std::move(*loaded);
+  }
+  access.scheme = scheme;
+  access.cachers = cachers;
+  access.store = store;
   std::shared_ptr<server::RbacPolicySource> rbac;
   if (options.authorization_mode == "RBAC") {
     rbac = std::make_shared<server::RbacPolicySource>(scheme, cachers);

@@ -92,6 +92,12 @@ Flags:
                              /var/run/kubernetes); clients trust DIR/ca.crt
   --client-ca-file=FILE      CA bundle (PEM) for client certificates: CN is the user, O the groups
   --token-auth-file=FILE     static bearer tokens: token,user,uid[,"group1,group2"] per line
+  --service-account-issuer=URL  iss of the ServiceAccount tokens issued and accepted (default
+                             https://kubernetes.default.svc.cluster.local)
+  --service-account-signing-key-file=FILE  private key (PEM, RSA or ECDSA P-256) that signs them
+  --service-account-key-file=FILE  public keys (PEM) that verify them; repeatable. Without either
+                             flag, a key is generated into --cert-dir (sa.key) and reused
+  --api-audiences=A,B        audiences the API accepts tokens for (default: the issuer)
   --anonymous-auth=BOOL      requests without credentials act as system:anonymous (default false)
   --authorization-mode=MODE  RBAC (default: decided from the RBAC objects) or AlwaysAllow
   --storage-backend=NAME     "memory" (embedded MVCC store, default) or "etcd3"
@@ -155,6 +161,34 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
       {"client-ca-file",
        [&](const std::string& v) -> std::string {
          o.client_ca_file = v;
+         return "";
+       }},
+      {"service-account-issuer",
+       [&](const std::string& v) -> std::string {
+         if (v.empty()) return "must not be empty";
+         o.service_account_issuer = v;
+         return "";
+       }},
+      {"service-account-signing-key-file",
+       [&](const std::string& v) -> std::string {
+         o.service_account_signing_key_file = v;
+         return "";
+       }},
+      {"service-account-key-file",  // repeatable, as kube's
+       [&](const std::string& v) -> std::string {
+         if (v.empty()) return "must not be empty";
+         o.service_account_key_files.push_back(v);
+         return "";
+       }},
+      {"api-audiences",
+       [&](const std::string& v) -> std::string {
+         o.api_audiences.clear();
+         std::size_t start = 0;
+         while (start <= v.size()) {
+           const std::size_t comma = std::min(v.find(',', start), v.size());
+           if (comma > start) o.api_audiences.push_back(v.substr(start, comma - start));
+           start = comma + 1;
+         }
          return "";
        }},
       {"token-auth-file",

@@ -26,6 +26,12 @@ struct Options {
   // Authentication and authorization.
   std::string client_ca_file;                     // CAs that sign client certificates
   std::string token_auth_file;                    // static bearer tokens (CSV)
+  // ServiceAccount tokens: issuer, the key that signs them and the keys that verify them
+  // (neither: a key generated into cert_dir), the audiences the API accepts (empty: issuer).
+  std::string service_account_issuer = "https://kubernetes.default.svc.cluster.local";
+  std::string service_account_signing_key_file;
+  std::vector<std::string> service_account_key_files;
+  std::vector<std::string> api_audiences;
   bool anonymous_auth = false;                    // requests without credentials are anonymous
   std::string authorization_mode = "RBAC";        // or "AlwaysAllow"
   std::string storage_backend = "memory";

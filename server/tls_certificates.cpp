@@ -1,5 +1,7 @@
 #include "server/tls_certificates.hpp"
 
+#include "server/openssl_files.hpp"
+
 #include <openssl/bio.h>
 #include <openssl/bn.h>
 #include <openssl/err.h>
@@ -23,23 +25,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Free {
-  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
-  void operator()(X509* p) const { X509_free(p); }
-  void operator()(BIO* p) const { BIO_free(p); }
-  void operator()(X509_EXTENSION* p) const { X509_EXTENSION_free(p); }
-};
-using Key = std::unique_ptr<EVP_PKEY, Free>;
-using Cert = std::unique_ptr<X509, Free>;
-using Bio = std::unique_ptr<BIO, Free>;
+using openssl::Bio;
+using openssl::Cert;
+using openssl::Key;
+using openssl::pem_of;
+using openssl::write_file;
 
-std::string openssl_error(const std::string& step) {
-  unsigned long e = ERR_get_error();
-  char buf[256] = "unknown error";
-  if (e != 0) ERR_error_string_n(e, buf, sizeof buf);
-  ERR_clear_error();
-  return step + ": " + buf;
-}
+std::string openssl_error(const std::string& step) { return openssl::error(step); }
 
 bool is_ip(const std::string& host) {
   ASN1_OCTET_STRING* ip = a2i_IPADDRESS(host.c_str());
@@ -54,7 +46,7 @@ bool add_extension(X509* cert, X509* issuer, int nid, const std::string& value) 
   X509V3_CTX ctx;
   X509V3_set_ctx_nodb(&ctx);
   X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
-  std::unique_ptr<X509_EXTENSION, Free> ext(X509V3_EXT_conf_nid(nullptr, &ctx, nid, value.c_str()));
+  std::unique_ptr<X509_EXTENSION, openssl::Free> ext(X509V3_EXT_conf_nid(nullptr, &ctx, nid, value.c_str()));
   return ext && X509_add_ext(cert, ext.get(), -1) == 1;
 }
 
@@ -99,37 +91,6 @@ Cert make_certificate(EVP_PKEY* key, const std::string& common_name, X509* issue
   }
   if (!ok || X509_sign(cert.get(), issuer_key, EVP_sha256()) == 0) return nullptr;
   return cert;
-}
-
-std::string pem_of(X509* cert) {
-  Bio bio(BIO_new(BIO_s_mem()));
-  PEM_write_bio_X509(bio.get(), cert);
-  char* data = nullptr;
-  long n = BIO_get_mem_data(bio.get(), &data);
-  return std::string(data, static_cast<std::size_t>(n));
-}
-
-std::string pem_of(EVP_PKEY* key) {
-  Bio bio(BIO_new(BIO_s_mem()));
-  PEM_write_bio_PrivateKey(bio.get(), key, nullptr, nullptr, 0, nullptr, nullptr);
-  char* data = nullptr;
-  long n = BIO_get_mem_data(bio.get(), &data);
-  return std::string(data, static_cast<std::size_t>(n));
-}
-
-// Written next to the target, then renamed over it: a crash leaves the old file or the new one.
-bool write_file(const fs::path& path, const std::string& data, mode_t mode) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return false;
-    out << data;
-    if (!out.flush()) return false;
-  }
-  if (::chmod(tmp.c_str(), mode) != 0) return false;
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  return !ec;
 }
 
 Cert read_certificate(const fs::path& path) {
@@ -185,8 +146,8 @@ boost::system::result<ServingCertificate, std::string> ensure_self_signed_certif
                                hosts);
   if (!cert) return failure(openssl_error("making the serving certificate"));
   // Keys first: a certificate on disk always has its key.
-  if (!write_file(dir / "ca.key", pem_of(ca_key.get()), 0600) ||
-      !write_file(out.key_file, pem_of(key.get()), 0600) ||
+  if (!write_file(dir / "ca.key", openssl::private_key_pem(ca_key.get()), 0600) ||
+      !write_file(out.key_file, openssl::private_key_pem(key.get()), 0600) ||
       !write_file(out.ca_file, pem_of(ca.get()), 0644) ||
       !write_file(out.cert_file, pem_of(cert.get()) + pem_of(ca.get()), 0644)) {
     return failure("cannot write the certificates into " + cert_dir);
