@@ -11,6 +11,7 @@
 #include "watch/cacher.hpp"
 
 #include <boost/asio/co_spawn.hpp>
+#include <algorithm>
 #include <boost/json/array.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -529,6 +530,56 @@ asio::awaitable<ApiResult<json::object>> token_request(const AccessOptions& opti
   body["status"] = json::object{{"token", std::move(token)},
                                 {"expirationTimestamp", registry::rfc3339(now + seconds)}};
   co_return body;
+}
+
+ApiResult<registry::UserInfo> impersonate(const AccessOptions& options,
+                                          const registry::UserInfo& user,
+                                          const ApiRequest& request) {
+  if (request.impersonate_user.empty()) {
+    if (request.impersonate_groups.empty() && request.impersonate_uid.empty()) return user;
+    return ApiError(Errc::bad_request,
+                    "requested impersonation of groups or a uid without impersonating a user");
+  }
+  // Each identity asked for must be one the caller may impersonate.
+  auto check = [&](std::string resource, std::string api_group, std::string ns,
+                   std::string name) -> std::optional<ApiError> {
+    registry::RequestAttributes a;
+    a.user = user;
+    a.verb = "impersonate";
+    a.resource = std::move(resource);
+    a.api_group = std::move(api_group);
+    a.namespace_ = std::move(ns);
+    a.name = std::move(name);
+    return authorize(options, a);
+  };
+  registry::UserInfo out;
+  out.name = request.impersonate_user;
+  constexpr std::string_view kServiceAccount = "system:serviceaccount:";
+  std::optional<ApiError> denied;
+  if (out.name.starts_with(kServiceAccount) &&
+      out.name.find(':', kServiceAccount.size()) != std::string::npos) {
+    const std::string rest = out.name.substr(kServiceAccount.size());
+    const std::string ns = rest.substr(0, rest.find(':'));
+    denied = check("serviceaccounts", "", ns, rest.substr(rest.find(':') + 1));
+    out.groups = {"system:serviceaccounts", "system:serviceaccounts:" + ns};
+  } else {
+    denied = check("users", "", "", out.name);
+  }
+  if (denied) return *denied;
+  for (const auto& group : request.impersonate_groups) {
+    if (auto no = check("groups", "", "", group)) return *no;
+    out.groups.push_back(group);
+  }
+  if (!request.impersonate_uid.empty()) {
+    if (auto no = check("uids", "authentication.k8s.io", "", request.impersonate_uid)) return *no;
+    out.uid = request.impersonate_uid;
+  }
+  const char* implied = out.name == "system:anonymous" ? "system:unauthenticated"
+                                                        : "system:authenticated";
+  if (std::find(out.groups.begin(), out.groups.end(), implied) == out.groups.end()) {
+    out.groups.emplace_back(implied);
+  }
+  return out;
 }
 
 std::optional<ApiError> authorize(const AccessOptions& options,

@@ -108,6 +108,12 @@ boost::asio::awaitable<registry::ApiResult<boost::json::object>> token_review(
 boost::asio::awaitable<registry::ApiResult<boost::json::object>> token_request(
     const AccessOptions& options, std::string ns, std::string name, boost::json::object body);
 
+// The user a request acts as: `user` itself, or the one its Impersonate-* headers name when
+// `user` may impersonate every identity they name (403 otherwise), as kubectl --as asks.
+registry::ApiResult<registry::UserInfo> impersonate(const AccessOptions& options,
+                                                    const registry::UserInfo& user,
+                                                    const ApiRequest& request);
+
 // 403 Forbidden as kube words it, or nothing when allowed.
 std::optional<registry::ApiError> authorize(const AccessOptions& options,
                                             const registry::RequestAttributes& attributes);

@@ -291,7 +291,9 @@ asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
   const bool get = request.method == "GET" || request.method == "HEAD";
 
   // Who is asking; a request for a resource is authorized below, once its route is known.
-  auto user = co_await authenticate(access_, request);
+  auto authenticated = co_await authenticate(access_, request);
+  if (!authenticated) co_return error_response(authenticated.error());
+  auto user = impersonate(access_, *authenticated, request);
   if (!user) co_return error_response(user.error());
   route.user = *user;
   const bool resource_path =

@@ -278,6 +278,16 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
   request.user_agent = std::string(req[http::field::user_agent]);
   request.authorization = std::string(req[http::field::authorization]);
   request.client_certificate = peer;
+  for (const auto& field : req) {
+    const auto name = field.name_string();
+    if (beast::iequals(name, "Impersonate-User")) {
+      request.impersonate_user = std::string(field.value());
+    } else if (beast::iequals(name, "Impersonate-Group")) {
+      request.impersonate_groups.emplace_back(field.value());
+    } else if (beast::iequals(name, "Impersonate-Uid")) {
+      request.impersonate_uid = std::string(field.value());
+    }
+  }
   request.body = std::move(req.body());
   request.websocket = beast::websocket::is_upgrade(req);
   const bool keep_alive = req.keep_alive();

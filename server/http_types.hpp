@@ -32,6 +32,10 @@ struct ApiRequest {
   std::string user_agent;
   std::string authorization;  // the Authorization header
   std::shared_ptr<const ClientCertificate> client_certificate;  // null: none presented
+  // Impersonate-User, Impersonate-Group (each header), Impersonate-Uid (kubectl --as, --as-group).
+  std::string impersonate_user;
+  std::vector<std::string> impersonate_groups;
+  std::string impersonate_uid;
   bool websocket = false;  // the client asked to upgrade to WebSocket
 };
 

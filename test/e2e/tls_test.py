@@ -140,7 +140,7 @@ kind: Config
 clusters: [{{name: k, cluster: {{server: "https://127.0.0.1:{port}", certificate-authority: "{ca}"}}}}]
 contexts: [{{name: k, context: {{cluster: k, user: u}}}}]
 current-context: k
-users: [{{name: u, user: {{token: dev}}}}]
+users: [{{name: u, user: {{}}}}]
 """)
         env = dict(os.environ, KUBECONFIG=kubeconfig, HOME=tmp)
         p = subprocess.run([kubectl, "get", "ns"], capture_output=True, text=True, env=env, timeout=60)
