@@ -35,8 +35,13 @@ def main():
     with TempDir() as tmp:
         certs = os.path.join(tmp, "certs")
         port = free_port()
+        # kubectl asks for a user name over HTTPS when its kubeconfig has no credentials at all.
+        tokens = os.path.join(tmp, "tokens.csv")
+        with open(tokens, "w") as f:
+            f.write('dev,dev,1,"system:masters"\n')
         server = Server(binary, data_dir=tmp + "/data",
-                        extra_args=[f"--secure-port={port}", f"--cert-dir={certs}"]).start()
+                        extra_args=[f"--secure-port={port}", f"--cert-dir={certs}",
+                                    f"--token-auth-file={tokens}"]).start()
         try:
             ca = os.path.join(certs, "ca.crt")
             wait_for(lambda: os.path.exists(ca), what="the generated CA")
@@ -140,7 +145,7 @@ kind: Config
 clusters: [{{name: k, cluster: {{server: "https://127.0.0.1:{port}", certificate-authority: "{ca}"}}}}]
 contexts: [{{name: k, context: {{cluster: k, user: u}}}}]
 current-context: k
-users: [{{name: u, user: {{}}}}]
+users: [{{name: u, user: {{token: dev}}}}]
 """)
         env = dict(os.environ, KUBECONFIG=kubeconfig, HOME=tmp)
         p = subprocess.run([kubectl, "get", "ns"], capture_output=True, text=True, env=env, timeout=60)
