@@ -295,6 +295,14 @@ asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
   if (!authenticated) co_return error_response(authenticated.error());
   auto user = impersonate(access_, *authenticated, request);
   if (!user) co_return error_response(user.error());
+  // Overload: a slot per request in flight (probes exempt, so health checks answer under load).
+  RequestLimits::Lease inflight;
+  if (limits_ && !(!seg.empty() && (seg[0] == "healthz" || seg[0] == "livez" || seg[0] == "readyz"))) {
+    const bool mutating = !(get || request.method == "OPTIONS");
+    auto slot = limits_->admit(*user, mutating);
+    if (!slot) co_return error_response(slot.error());
+    inflight = std::move(*slot);
+  }
   route.user = *user;
   const bool resource_path =
       !seg.empty() && (seg[0] == "api" || seg[0] == "apis") && seg.size() > (seg[0] == "api" ? 2u : 3u);
@@ -439,6 +447,15 @@ asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
                                              asio::use_awaitable);
         } else {
           response = co_await handle_resource(request, *url, route);
+        }
+        if (response.streaming && limits_) {
+          // A watch holds one of its user's watch slots until its stream ends.
+          auto slot = limits_->admit_watch(*user);
+          if (slot) {
+            response.lease = std::move(*slot);
+          } else {
+            response = error_response(slot.error());  // the session unregisters as it goes
+          }
         }
       }
     }

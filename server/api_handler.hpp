@@ -6,6 +6,7 @@
 #pragma once
 
 #include "server/access.hpp"
+#include "server/request_limits.hpp"
 #include "server/discovery.hpp"
 #include "server/http_types.hpp"
 #include "server/metrics.hpp"
@@ -65,6 +66,8 @@ class ApiHandler {
 
   // Authentication and authorization (server/access.hpp); before serving starts.
   void set_access(AccessOptions access) { access_ = std::move(access); }
+  // Overload protection (null: none).
+  void set_limits(std::shared_ptr<RequestLimits> limits) { limits_ = std::move(limits); }
 
   // Readiness as /readyz reports it; flipped by the server once start-up work is done.
   void set_ready(bool ready) { ready_ = ready; }
@@ -100,6 +103,7 @@ class ApiHandler {
   std::atomic<bool> ready_{false};
   OpenApiDocuments openapi_;
   AccessOptions access_;
+  std::shared_ptr<RequestLimits> limits_;
 };
 
 }  // namespace kwatch::server

@@ -51,6 +51,8 @@ struct ApiResponse {
   // WebSocket text message per event.
   bool streaming = false;
   std::shared_ptr<watch::WatchSession> watch;
+  // Held until the response (a watch: its whole stream) is done, e.g. a per-user watch slot.
+  std::shared_ptr<void> lease;
   // A list served from the watch cache: `body`, then the items' cached JSON separated by commas,
   // then `tail`. The items are written from the cache's own buffers, never copied.
   std::vector<std::shared_ptr<const watch::CachedObject>> items;

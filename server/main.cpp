@@ -186,6 +186,11 @@ int main(int argc, char** argv) {
     access.rbac = rbac;
   }
   handler->set_access(std::move(access));
+  handler->set_limits(std::make_shared<server::RequestLimits>(
+      server::RequestLimitOptions{options.max_requests_inflight,
+                                  options.max_mutating_requests_inflight,
+                                  options.max_watches_per_user},
+      metrics));
   // CustomResourceDefinitions become served resources here, in every replica.
   auto crd_controller = std::make_shared<server::CrdController>(scheme, store, cachers, storage,
                                                                 options.etcd_prefix);

@@ -100,6 +100,10 @@ Flags:
   --api-audiences=A,B        audiences the API accepts tokens for (default: the issuer)
   --anonymous-auth=BOOL      requests without credentials act as system:anonymous (default false)
   --authorization-mode=MODE  RBAC (default: decided from the RBAC objects) or AlwaysAllow
+  --max-requests-inflight=N  read-only requests served at once before 429 (default 400; 0: no
+                             limit); watches count only while being set up, system:masters never
+  --max-mutating-requests-inflight=N  the same for writes (default 200)
+  --max-watches-per-user=N   open watches one user may hold (default 10000; 0: no limit)
   --storage-backend=NAME     "memory" (embedded MVCC store, default) or "etcd3"
   --etcd-servers=URLS        etcd endpoints, comma-separated (default http://127.0.0.1:2379)
   --etcd-prefix=PATH         key prefix of every object (default /registry; also for memory)
@@ -205,6 +209,20 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
          if (v != "AlwaysAllow" && v != "RBAC") return "supported modes: AlwaysAllow, RBAC";
          o.authorization_mode = v;
          return "";
+       }},
+      {"max-requests-inflight",
+       [&](const std::string& v) -> std::string {
+         return parse_number<unsigned>(v, o.max_requests_inflight, 0, 1'000'000) ? "" : "must be 0-1000000";
+       }},
+      {"max-mutating-requests-inflight",
+       [&](const std::string& v) -> std::string {
+         return parse_number<unsigned>(v, o.max_mutating_requests_inflight, 0, 1'000'000)
+                    ? ""
+                    : "must be 0-1000000";
+       }},
+      {"max-watches-per-user",
+       [&](const std::string& v) -> std::string {
+         return parse_number<unsigned>(v, o.max_watches_per_user, 0, 10'000'000) ? "" : "must be 0-10000000";
        }},
       {"storage-backend",
        [&](const std::string& v) -> std::string {

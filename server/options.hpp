@@ -34,6 +34,10 @@ struct Options {
   std::vector<std::string> api_audiences;
   bool anonymous_auth = false;                    // requests without credentials are anonymous
   std::string authorization_mode = "RBAC";        // or "AlwaysAllow"
+  // Overload protection (0: no limit): see server/request_limits.hpp.
+  unsigned max_requests_inflight = 400;
+  unsigned max_mutating_requests_inflight = 200;
+  unsigned max_watches_per_user = 10000;
   std::string storage_backend = "memory";
   std::string data_dir;  // empty: in memory only
   unsigned io_threads = 0;  // 0: one per core
