@@ -843,32 +843,36 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::patch(const ResourceInfo
                         "application/apply-patch+yaml");
   }
   auto shared_patch = std::make_shared<json::value>(std::move(patch));
-  const PatchSchema& schema =
-      info.patch_schema ? *info.patch_schema : builtin_patch_schema(info.group, info.kind);
-  MutateFn mutate =
-      [shared_patch, type, &schema](const json::object& current) -> ApiResult<json::object> {
-        json::value patched;
-        switch (type) {
-          case PatchType::merge:
-            patched = apply_merge_patch(current, *shared_patch);
-            break;
-          case PatchType::json: {
-            auto r = apply_json_patch(json::value(current), *shared_patch);
-            if (!r) return r.error();
-            patched = std::move(*r);
-            break;
-          }
-          case PatchType::strategic_merge: {
-            auto r = apply_strategic_merge_patch(current, *shared_patch, schema);
-            if (!r) return r.error();
-            patched = std::move(*r);
-            break;
-          }
-        }
-        if (!patched.is_object()) return bad_request("patched object is not a JSON object");
-        return std::move(patched.get_object());
-      };
+  MutateFn mutate = [shared_patch, type, &info](const json::object& current) {
+    return apply_patch(info, type, current, *shared_patch);
+  };
   co_return co_await write_update(info, std::move(ns), std::move(name), query, std::move(mutate));
+}
+
+ApiResult<json::object> apply_patch(const ResourceInfo& info, PatchType type,
+                                    const json::object& current, const json::value& patch) {
+  json::value patched;
+  switch (type) {
+    case PatchType::merge:
+      patched = apply_merge_patch(current, patch);
+      break;
+    case PatchType::json: {
+      auto r = apply_json_patch(json::value(current), patch);
+      if (!r) return r.error();
+      patched = std::move(*r);
+      break;
+    }
+    case PatchType::strategic_merge: {
+      const PatchSchema& schema =
+          info.patch_schema ? *info.patch_schema : builtin_patch_schema(info.group, info.kind);
+      auto r = apply_strategic_merge_patch(current, patch, schema);
+      if (!r) return r.error();
+      patched = std::move(*r);
+      break;
+    }
+  }
+  if (!patched.is_object()) return bad_request("patched object is not a JSON object");
+  return std::move(patched.get_object());
 }
 
 asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInfo& info,

@@ -74,6 +74,11 @@ class StateCache {
                                                   const std::string& key) const = 0;
 };
 
+// `current` with `patch` (of `type`) applied, as a PATCH request does before validation.
+ApiResult<boost::json::object> apply_patch(const ResourceInfo& info, PatchType type,
+                                           const boost::json::object& current,
+                                           const boost::json::value& patch);
+
 // A fresh RFC 4122 version 4 UUID, as metadata.uid (and token ids) carry.
 std::string new_uid();
 

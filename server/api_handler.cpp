@@ -596,6 +596,22 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     if (!q) co_return error_response(q.error());
     auto patch = registry::parse_json_body(request.body);
     if (!patch) co_return error_response(patch.error());
+    if (access_.rbac && info.group == "rbac.authorization.k8s.io") {
+      // The patched role or binding must pass the escalation check, so it is made here and
+      // written as an update guarded by the version it was made from (retried if that moved).
+      for (int attempt = 0;; ++attempt) {
+        std::string any_version;
+        auto current = co_await store_->get(info, route.ns, route.name, any_version);
+        if (!current) co_return error_response(current.error());
+        auto patched = registry::apply_patch(info, patch_type, *current, *patch);
+        if (!patched) co_return error_response(patched.error());
+        if (auto e = co_await check_escalation(info, route, *patched)) co_return error_response(*e);
+        // `patched` keeps the resourceVersion read (or the one the patch asked for).
+        auto updated = co_await store_->update(info, route.ns, route.name, std::move(*patched), *q);
+        if (!updated && updated.error().code == Errc::conflict && attempt < 4) continue;
+        co_return render(std::move(updated), 200, &*q);
+      }
+    }
     co_return render(co_await store_->patch(info, route.ns, route.name, patch_type,
                                             std::move(*patch), *q),
                      200, &*q);

@@ -29,6 +29,58 @@ json::object group_entry(const std::string& group, const std::string& version) {
                       {"preferredVersion", gv}};
 }
 
+// Resources that are not stored but answered (reviews): create only, in groups of their own.
+struct ReviewResource {
+  const char* group;
+  const char* resource;
+  const char* kind;
+  bool namespaced;
+};
+constexpr ReviewResource kReviews[] = {
+    {"authentication.k8s.io", "selfsubjectreviews", "SelfSubjectReview", false},
+    {"authentication.k8s.io", "tokenreviews", "TokenReview", false},
+    {"authorization.k8s.io", "localsubjectaccessreviews", "LocalSubjectAccessReview", true},
+    {"authorization.k8s.io", "selfsubjectaccessreviews", "SelfSubjectAccessReview", false},
+    {"authorization.k8s.io", "selfsubjectrulesreviews", "SelfSubjectRulesReview", false},
+    {"authorization.k8s.io", "subjectaccessreviews", "SubjectAccessReview", false},
+};
+
+// The scheme's group-versions and the reviews' (all v1), in order, once each.
+std::vector<registry::GroupVersion> served_group_versions(const Scheme& scheme) {
+  auto out = scheme.group_versions();
+  for (const auto& review : kReviews) {
+    bool known = false;
+    for (const auto& gv : out) known = known || (gv.group == review.group && gv.version == "v1");
+    if (!known) out.push_back({review.group, "v1"});
+  }
+  return out;
+}
+
+json::array review_entries(std::string_view group, std::string_view version) {
+  json::array out;
+  if (version != "v1") return out;
+  for (const auto& review : kReviews) {
+    if (group != review.group) continue;
+    out.push_back(json::object{{"name", review.resource},
+                               {"singularName", ""},
+                               {"namespaced", review.namespaced},
+                               {"kind", review.kind},
+                               {"verbs", json::array{"create"}}});
+  }
+  return out;
+}
+
+// serviceaccounts/token: TokenRequest (kubectl create token).
+json::object token_request_entry() {
+  return json::object{{"name", "serviceaccounts/token"},
+                      {"singularName", ""},
+                      {"namespaced", true},
+                      {"group", "authentication.k8s.io"},
+                      {"version", "v1"},
+                      {"kind", "TokenRequest"},
+                      {"verbs", json::array{"create"}}};
+}
+
 }  // namespace
 
 json::object api_versions(std::string_view server_address) {
@@ -41,7 +93,7 @@ json::object api_versions(std::string_view server_address) {
 
 json::object api_group_list(const Scheme& scheme) {
   json::array groups;
-  for (const auto& gv : scheme.group_versions()) {
+  for (const auto& gv : served_group_versions(scheme)) {
     if (gv.group.empty()) continue;
     groups.push_back(group_entry(gv.group, gv.version));
   }
@@ -49,7 +101,7 @@ json::object api_group_list(const Scheme& scheme) {
 }
 
 std::optional<json::object> api_group(const Scheme& scheme, std::string_view group) {
-  for (const auto& gv : scheme.group_versions()) {
+  for (const auto& gv : served_group_versions(scheme)) {
     if (gv.group == group && !group.empty()) {
       json::object g = group_entry(gv.group, gv.version);
       g["kind"] = "APIGroup";
@@ -63,8 +115,8 @@ std::optional<json::object> api_group(const Scheme& scheme, std::string_view gro
 std::optional<json::object> api_resource_list(const Scheme& scheme, std::string_view group,
                                               std::string_view version) {
   auto resources = scheme.resources(group, version);
-  if (resources.empty()) return std::nullopt;
-  json::array list;
+  json::array list = review_entries(group, version);
+  if (resources.empty() && list.empty()) return std::nullopt;
   for (const ResourceInfo* r : resources) {
     json::object entry{{"name", r->resource},
                        {"singularName", r->singular},
@@ -91,6 +143,7 @@ std::optional<json::object> api_resource_list(const Scheme& scheme, std::string_
                                   {"kind", r->kind},
                                   {"verbs", json::array{"get", "patch", "update"}}});
     }
+    if (r->group.empty() && r->resource == "serviceaccounts") list.push_back(token_request_entry());
   }
   std::string gv = group.empty() ? std::string(version)
                                  : std::string(group) + "/" + std::string(version);
@@ -104,9 +157,19 @@ json::object aggregated_discovery(const Scheme& scheme, bool core) {
   static const json::array kVerbs{"create", "delete", "deletecollection", "get", "list",
                                   "patch", "update", "watch"};
   json::array items;
-  for (const auto& gv : scheme.group_versions()) {
+  for (const auto& gv : served_group_versions(scheme)) {
     if (gv.group.empty() != core) continue;
     json::array resources;
+    for (const auto& entry : review_entries(gv.group, gv.version)) {
+      const json::object& e = entry.as_object();
+      resources.push_back(json::object{
+          {"resource", e.at("name")},
+          {"responseKind", json::object{{"group", gv.group}, {"version", gv.version},
+                                        {"kind", e.at("kind")}}},
+          {"scope", e.at("namespaced").as_bool() ? "Namespaced" : "Cluster"},
+          {"singularResource", ""},
+          {"verbs", json::array{"create"}}});
+    }
     for (const ResourceInfo* r : scheme.resources(gv.group, gv.version)) {
       json::object kind{{"group", r->group}, {"version", r->version}, {"kind", r->kind}};
       json::object entry{{"resource", r->resource},
@@ -128,6 +191,13 @@ json::object aggregated_discovery(const Scheme& scheme, bool core) {
             {"responseKind",
              json::object{{"group", "autoscaling"}, {"version", "v1"}, {"kind", "Scale"}}},
             {"verbs", json::array{"get", "patch", "update"}}});
+      }
+      if (r->group.empty() && r->resource == "serviceaccounts") {
+        subresources.push_back(json::object{
+            {"subresource", "token"},
+            {"responseKind", json::object{{"group", "authentication.k8s.io"}, {"version", "v1"},
+                                          {"kind", "TokenRequest"}}},
+            {"verbs", json::array{"create"}}});
       }
       if (!subresources.empty()) entry["subresources"] = std::move(subresources);
       resources.push_back(std::move(entry));

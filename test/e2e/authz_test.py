@@ -16,10 +16,10 @@ from harness import Checks, Server, TempDir, free_port, wait_for
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 
 
-def call(server, method, path, token=None, body=None):
+def call(server, method, path, token=None, body=None, content_type="application/json"):
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     try:
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": content_type}
         if token:
             headers["Authorization"] = f"Bearer {token}"
         conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
@@ -112,6 +112,34 @@ def main():
             status, body = call(server, "POST", f"{RBAC}/namespaces/default/rolebindings", "alice-token", grab)
             t.check("binding herself to cluster-admin is 403", status == 403 and
                     "not currently held" in body.get("message", ""), body)
+            # PATCH is checked on the patched object, whatever the patch type.
+            patches = [
+                ("application/merge-patch+json",
+                 {"rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["*"]}]}),
+                ("application/json-patch+json",
+                 [{"op": "add", "path": "/rules/-", "value": {"apiGroups": [""], "resources": ["nodes"],
+                                                              "verbs": ["delete"]}}]),
+                ("application/strategic-merge-patch+json",
+                 {"rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+                            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]}),
+            ]
+            for content_type, patch in patches:
+                status, body = call(server, "PATCH", f"{RBAC}/namespaces/default/roles/cm-reader", "alice-token",
+                                    patch, content_type=content_type)
+                t.check(f"a {content_type} that grows a role past the writer is 403", status == 403 and
+                        "not currently held" in body.get("message", ""), body)
+            status, body = call(server, "PATCH", f"{RBAC}/namespaces/default/roles/cm-reader", "alice-token",
+                                {"rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}]},
+                                content_type="application/merge-patch+json")
+            t.check("a patch within what the writer holds applies", status == 200 and
+                    body["rules"][0]["verbs"] == ["get", "list"], body)
+            status, body = call(server, "PATCH", f"{RBAC}/namespaces/default/rolebindings/alice-edit", "alice-token",
+                                {"roleRef": {"name": "cluster-admin"}}, content_type="application/merge-patch+json")
+            t.check("patching a binding to point at cluster-admin is refused", status in (403, 422), body)
+            status, body = call(server, "PATCH", f"{RBAC}/namespaces/default/roles/cm-reader", "alice-token",
+                                {"metadata": {"resourceVersion": "1"}, "rules": []},
+                                content_type="application/merge-patch+json")
+            t.check("a patch's resourceVersion is still a precondition (409)", status == 409, body)
             call(server, "DELETE", f"{RBAC}/namespaces/default/rolebindings/alice-edit", "admin-token")
 
             check_clients(t, server, tmp)

@@ -166,6 +166,21 @@ def main():
             t.check("TokenRequest needs create serviceaccounts/token (view lacks it): 403", status == 403 and
                     'cannot create resource "serviceaccounts/token"' in body.get("message", ""), body)
 
+            # Discovery names the reviews and the token subresource, as kubectl api-resources shows them.
+            status, body = admin.call("GET", "/apis/authentication.k8s.io/v1")
+            t.check("discovery: authentication.k8s.io/v1 serves tokenreviews and selfsubjectreviews",
+                    status == 200 and {r["name"] for r in body["resources"]} >= {"tokenreviews", "selfsubjectreviews"},
+                    body)
+            status, body = admin.call("GET", "/apis/authorization.k8s.io/v1")
+            t.check("discovery: authorization.k8s.io/v1 serves the four access reviews", status == 200 and
+                    {r["name"] for r in body["resources"]} == {"subjectaccessreviews", "localsubjectaccessreviews",
+                                                               "selfsubjectaccessreviews", "selfsubjectrulesreviews"},
+                    body)
+            status, body = admin.call("GET", "/api/v1")
+            token_entry = [r for r in body.get("resources", []) if r["name"] == "serviceaccounts/token"]
+            t.check("discovery: serviceaccounts/token is a TokenRequest subresource", token_entry and
+                    token_entry[0]["kind"] == "TokenRequest" and token_entry[0]["verbs"] == ["create"], token_entry)
+
             # Reviews.
             status, body = admin.call("POST", "/apis/authentication.k8s.io/v1/tokenreviews",
                                       {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
