@@ -478,6 +478,9 @@ asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
     metrics_->observe("apiserver_request_duration_seconds", {{"verb", verb}, {"resource", resource}},
                       seconds);
   }
+  // A request holds its slot until its response is written, as in kube; a watch gave its up
+  // when it started streaming.
+  if (!response.streaming) response.lease = std::move(inflight);
   co_return response;
 }
 

@@ -1,6 +1,7 @@
 // Overload protection as kube-apiserver's max-in-flight filter does it: at most
 // --max-requests-inflight read-only and --max-mutating-requests-inflight mutating requests are
-// served at once (0: no limit); one more is refused at once with 429 TooManyRequests and
+// served at once, from the request's arrival until its response is written (0: no limit); one
+// more is refused at once with 429 TooManyRequests and
 // Retry-After: 1, so that clients back off instead of queueing without bound. Long-running
 // requests (watches) count only while they are being set up, and system:masters is exempt, as in
 // kube. Besides, a user may hold at most --max-watches-per-user open watches (0: no limit), so

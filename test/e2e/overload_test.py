@@ -64,7 +64,7 @@ def main():
             # Enough objects that a list takes a while, so requests overlap.
             for i in range(400):
                 status, _, body = call(port, "POST", "/api/v1/namespaces/default/configmaps", "admin-token",
-                                       {"metadata": {"name": f"cm-{i}"}, "data": {"v": "x" * 200}})
+                                       {"metadata": {"name": f"cm-{i}"}, "data": {"v": "x" * 2000}})
                 if status != 201:
                     t.check("admin fills the store", False, body[:200])
                     break
@@ -123,8 +123,13 @@ contexts: [{{name: k, context: {{cluster: k, user: u}}}}]
 current-context: k
 users: [{{name: u, user: {{token: alice-token}}}}]
 """)
+                # A paced load: the slot is often busy, so kubectl meets 429s, but not always.
                 stop.clear()
-                busy = [threading.Thread(target=keep_busy) for _ in range(3)]
+
+                def paced():
+                    while not stop.wait(0.05):
+                        call(port, "GET", "/api/v1/namespaces/default/configmaps", "alice-token")
+                busy = [threading.Thread(target=paced)]
                 for b in busy:
                     b.start()
                 p = subprocess.run([kubectl, "--kubeconfig", cfg, "get", "configmaps", "-o", "name"],
