@@ -75,6 +75,20 @@ struct WriteResult {
   double seconds = 0;
 };
 
+// New connections, each with one request (kwatch-loadgen connects): connect, the TLS handshake
+// when the target speaks TLS, one GET and its response, close.
+struct ConnectSpec {
+  std::size_t connections = 1000;
+  std::size_t concurrency = 16;  // connections in flight at once
+  std::string path = "/version";
+};
+
+struct ConnectResult {
+  std::vector<double> ms;  // connect to last response byte, one per successful connection
+  std::uint64_t errors = 0;
+  double seconds = 0;      // wall time of the whole batch
+};
+
 struct ListResult {
   std::vector<double> ms;  // one per repetition
   std::size_t items = 0;
@@ -103,9 +117,16 @@ class Target {
   // Times `reps` lists of the workload's objects; `selector` narrows it (kwatch), `decode`
   // parses every value as JSON (etcd).
   virtual ListResult list(const Workload& w, const std::string& selector, int reps) = 0;
+  // Opens spec.connections new connections, spec.concurrency at a time, each doing one GET.
+  virtual ConnectResult connect_each(const ConnectSpec& spec) = 0;
+  // What the connections negotiated, e.g. "TLSv1.3 TLS_AES_128_GCM_SHA256"; "" when plain.
+  virtual std::string session_info() = 0;
 };
 
-std::unique_ptr<Target> make_kwatch_target(const std::string& host, int port, int threads);
+// `tls_ca`: empty for plain HTTP; otherwise every connection (watchers, writers, lists) speaks
+// TLS and verifies the server's certificate against this CA file and the address `host`.
+std::unique_ptr<Target> make_kwatch_target(const std::string& host, int port, int threads,
+                                           const std::string& tls_ca);
 std::unique_ptr<Target> make_etcd_target(const std::vector<std::string>& endpoints,
                                          const std::string& prefix, int threads);
 

@@ -361,6 +361,12 @@ class EtcdTarget final : public Target {
     return out;
   }
 
+  ConnectResult connect_each(const ConnectSpec&) override {
+    throw std::invalid_argument("connects: only --target=kwatch");
+  }
+
+  std::string session_info() override { return ""; }
+
  private:
   // A blocking Range that waits for the connection; throws on failure.
   etcdserverpb::RangeResponse range(const etcdserverpb::RangeRequest& req,

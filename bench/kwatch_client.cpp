@@ -1,19 +1,29 @@
 // The kwatch side of the load generator: watchers over chunked HTTP or WebSocket, writers over
-// keep-alive HTTP, lists and /metrics. The only translation unit that instantiates Beast.
+// keep-alive HTTP, lists and /metrics, plain or over TLS. The only translation unit that
+// instantiates Beast.
 //
 // Threads: one io_context run by `threads` threads; every connection lives on its own strand and
 // has one outstanding read. The driver thread only posts work and waits on futures or atomics.
+//
+// TLS: the code that reads and writes is templated on the stream (beast::tcp_stream or
+// beast::ssl_stream<beast::tcp_stream>), so the plain path compiles to what it was before TLS
+// existed: no virtual call or branch per byte.
 #include <netinet/in.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <sys/socket.h>
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
 #include <chrono>
 #include <cstdio>
 #include <future>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -27,6 +37,7 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 using namespace std::chrono_literals;
 
 #ifndef IP_BIND_ADDRESS_NO_PORT
@@ -109,10 +120,26 @@ bool record_event(WatcherRecord& rec, const std::string& text) {
   return true;
 }
 
+// Counts a watcher's attempt to establish as finished once, however it ends.
+struct Establishing {
+  std::atomic<std::size_t>* n;
+  void finish() {
+    if (n) n->fetch_sub(1);
+    n = nullptr;
+  }
+  ~Establishing() { finish(); }
+};
+
 // One watch connection. Strand: its own; the driver touches it only through posts.
 struct Conn {
-  explicit Conn(asio::any_io_executor ex) : tcp(ex) {}
+  Conn(asio::any_io_executor ex, asio::ssl::context* tls_context) : tcp(ex) {
+    if (tls_context) tls.emplace(ex, *tls_context);
+  }
+  // The connection's socket, plain or under TLS. `tcp` always carries the strand; under TLS it
+  // is never opened.
+  beast::tcp_stream& lowest() { return tls ? tls->next_layer() : tcp; }
   beast::tcp_stream tcp;
+  std::optional<TlsStream> tls;
   std::optional<websocket::stream<beast::tcp_stream>> ws;
   WatcherRecord* rec = nullptr;
   bool stopping = false;
@@ -122,10 +149,21 @@ struct Conn {
 
 class KwatchTarget final : public Target {
  public:
-  KwatchTarget(std::string host, int port, int threads)
+  KwatchTarget(std::string host, int port, int threads, const std::string& tls_ca)
       : host_(std::move(host)),
         endpoint_(asio::ip::make_address_v4(host_), static_cast<unsigned short>(port)),
         guard_(asio::make_work_guard(ioc_)) {
+    if (!tls_ca.empty()) {
+      tls_.emplace(asio::ssl::context::tls_client);
+      tls_->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                        asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                        asio::ssl::context::no_tlsv1_1);
+      tls_->load_verify_file(tls_ca);
+      tls_->set_verify_mode(asio::ssl::verify_peer);
+      // Offered as Go clients do (the server answers http/1.1 whatever else is offered).
+      static constexpr unsigned char kAlpn[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+      SSL_CTX_set_alpn_protos(tls_->native_handle(), kAlpn, sizeof kAlpn);
+    }
     for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { ioc_.run(); });
   }
 
@@ -179,7 +217,10 @@ class KwatchTarget final : public Target {
       }
       auto rec = std::make_unique<WatcherRecord>();
       rec->stalled = i >= spec.watchers;
-      auto conn = std::make_shared<Conn>(asio::make_strand(ioc_));
+      if (tls_ && spec.transport == "ws") {
+        throw std::invalid_argument("--transport=ws with --tls-ca: not supported by the load generator");
+      }
+      auto conn = std::make_shared<Conn>(asio::make_strand(ioc_), tls_ ? &*tls_ : nullptr);
       conn->rec = rec.get();
       records.push_back(std::move(rec));
       conns_.push_back(conn);
@@ -232,7 +273,7 @@ class KwatchTarget final : public Target {
       if (!c->rec->stalled) continue;
       std::promise<bool> p;
       checks.push_back(p.get_future());
-      asio::co_spawn(c->tcp.get_executor(), drain(c),
+      asio::co_spawn(c->tcp.get_executor(), drain_stalled(c),
                      [p = std::move(p)](std::exception_ptr e, bool closed) mutable {
                        log_failure("drain", e);
                        p.set_value(!e && closed);
@@ -252,8 +293,8 @@ class KwatchTarget final : public Target {
           c->ws->next_layer().socket().shutdown(tcp::socket::shutdown_both, ec);
           c->ws->next_layer().close();
         } else {
-          c->tcp.socket().shutdown(tcp::socket::shutdown_both, ec);
-          c->tcp.close();
+          c->lowest().socket().shutdown(tcp::socket::shutdown_both, ec);
+          c->lowest().close();
         }
       });
     }
@@ -306,6 +347,38 @@ class KwatchTarget final : public Target {
     return out;
   }
 
+  ConnectResult connect_each(const ConnectSpec& spec) override {
+    ConnectResult out;
+    std::atomic<std::size_t> next{0};
+    std::vector<std::future<ConnectResult>> parts;
+    const Nanos t0 = now_ns();
+    const std::size_t workers = std::max<std::size_t>(1, std::min(spec.concurrency, spec.connections));
+    for (std::size_t i = 0; i < workers; ++i) {
+      std::promise<ConnectResult> p;
+      parts.push_back(p.get_future());
+      asio::co_spawn(asio::make_strand(ioc_), connect_worker(spec, &next),
+                     [p = std::move(p)](std::exception_ptr e, ConnectResult r) mutable {
+                       if (e) {
+                         p.set_exception(e);
+                       } else {
+                         p.set_value(std::move(r));
+                       }
+                     });
+    }
+    for (auto& f : parts) {
+      ConnectResult r = f.get();
+      out.ms.insert(out.ms.end(), r.ms.begin(), r.ms.end());
+      out.errors += r.errors;
+    }
+    out.seconds = static_cast<double>(now_ns() - t0) / 1e9;
+    return out;
+  }
+
+  std::string session_info() override {
+    std::lock_guard lock(session_mutex_);
+    return session_info_;
+  }
+
  private:
   std::string path(const Workload& w) const {
     return "/api/v1/namespaces/" + w.ns + "/" + w.kind;
@@ -330,26 +403,62 @@ class KwatchTarget final : public Target {
     co_await s.async_connect(endpoint_, asio::use_awaitable);
   }
 
+  // The client side of a full TLS handshake (no session resumption) on a connected stream. The
+  // server's certificate must chain to the CA and name host_; host_ is an IP address here, so no
+  // SNI is sent (RFC 6066 allows only host names there), as Go clients do.
+  asio::awaitable<void> handshake(TlsStream& s) {
+    SSL* ssl = s.native_handle();
+    boost::system::error_code not_ip;
+    asio::ip::make_address(host_, not_ip);
+    if (not_ip) {
+      SSL_set_tlsext_host_name(ssl, host_.c_str());
+      SSL_set1_host(ssl, host_.c_str());
+    } else {
+      X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host_.c_str());
+    }
+    s.next_layer().expires_after(30s);
+    co_await s.async_handshake(asio::ssl::stream_base::client, asio::use_awaitable);
+    if (!session_seen_.exchange(true)) {
+      const unsigned char* alpn = nullptr;
+      unsigned int alpn_len = 0;
+      SSL_get0_alpn_selected(ssl, &alpn, &alpn_len);
+      const int group = SSL_get_negotiated_group(ssl);
+      const char* group_name = group > 0 ? OBJ_nid2sn(group) : nullptr;
+      std::string info = std::string(SSL_get_version(ssl)) + " " + SSL_get_cipher_name(ssl) +
+                         ", key exchange " + (group_name ? group_name : "?") + ", ALPN " +
+                         (alpn_len ? std::string(reinterpret_cast<const char*>(alpn), alpn_len)
+                                   : std::string("none"));
+      std::lock_guard lock(session_mutex_);
+      session_info_ = std::move(info);
+    }
+  }
+
+  // Opens a connection from `source`: connected (plain) or connected and handshaken (TLS).
+  asio::awaitable<void> open(beast::tcp_stream& s, asio::ip::address_v4 source) {
+    co_await connect(s, source);
+  }
+  asio::awaitable<void> open(TlsStream& s, asio::ip::address_v4 source) {
+    co_await connect(s.next_layer(), source);
+    co_await handshake(s);
+  }
+
   asio::awaitable<void> watch_one(std::shared_ptr<Conn> c, std::string target,
                                   asio::ip::address_v4 source, std::string transport,
                                   std::atomic<std::size_t>* establishing) {
-    struct Done {  // counts the attempt as finished however it ends
-      std::atomic<std::size_t>* n;
-      ~Done() {
-        if (n) n->fetch_sub(1);
-      }
-    } done{establishing};
+    Establishing done{establishing};
     WatcherRecord& rec = *c->rec;
+    beast::tcp_stream& low = c->lowest();
     if (rec.stalled) {
       // A tiny receive buffer makes the server's writes block after a few events.
-      c->tcp.socket().open(tcp::v4());
-      c->tcp.socket().set_option(asio::socket_base::receive_buffer_size(4096));
-      c->tcp.socket().bind(tcp::endpoint(source, 0));
-      c->tcp.expires_after(30s);
-      co_await c->tcp.async_connect(endpoint_, asio::use_awaitable);
+      low.socket().open(tcp::v4());
+      low.socket().set_option(asio::socket_base::receive_buffer_size(4096));
+      low.socket().bind(tcp::endpoint(source, 0));
+      low.expires_after(30s);
+      co_await low.async_connect(endpoint_, asio::use_awaitable);
     } else {
-      co_await connect(c->tcp, source);
+      co_await connect(low, source);
     }
+    if (c->tls) co_await handshake(*c->tls);
     if (transport == "ws" && !rec.stalled) {
       c->ws.emplace(std::move(c->tcp));
       c->ws->set_option(websocket::stream_base::timeout::suggested(beast::role_type::client));
@@ -357,8 +466,7 @@ class KwatchTarget final : public Target {
                                       asio::use_awaitable);
       beast::get_lowest_layer(*c->ws).expires_never();
       rec.established = true;
-      done.n->fetch_sub(1);
-      done.n = nullptr;
+      done.finish();
       beast::flat_buffer buf;
       std::string text;
       for (;;) {
@@ -371,16 +479,28 @@ class KwatchTarget final : public Target {
       if (!c->stopping) rec.ended = true;
       co_return;
     }
+    if (c->tls) {
+      co_await read_watch(*c->tls, *c, target, done);
+    } else {
+      co_await read_watch(c->tcp, *c, target, done);
+    }
+  }
+
+  // Sends the watch request and records its events until the stream ends or the driver stops it.
+  template <class Stream>
+  asio::awaitable<void> read_watch(Stream& s, Conn& c, const std::string& target,
+                                   Establishing& done) {
+    WatcherRecord& rec = *c.rec;
     std::string req = "GET " + target + " HTTP/1.1\r\nHost: " + host_ + "\r\nAccept: application/json\r\n\r\n";
-    c->tcp.expires_after(30s);
-    co_await asio::async_write(c->tcp, asio::buffer(req), asio::use_awaitable);
+    c.lowest().expires_after(30s);
+    co_await asio::async_write(s, asio::buffer(req), asio::use_awaitable);
     // Headers first (kwatch sends them as soon as the watch is registered).
     std::string head;
     // Lives in the coroutine frame of every watcher: small enough for 100k idle watchers.
     char buf[8192];
     std::size_t header_end = std::string::npos;
     while (header_end == std::string::npos) {
-      std::size_t n = co_await c->tcp.async_read_some(asio::buffer(buf), asio::use_awaitable);
+      std::size_t n = co_await s.async_read_some(asio::buffer(buf), asio::use_awaitable);
       head.append(buf, n);
       header_end = head.find("\r\n\r\n");
       if (head.size() > 65536) throw std::runtime_error("watch response headers too long");
@@ -388,30 +508,43 @@ class KwatchTarget final : public Target {
     if (head.rfind("HTTP/1.1 200", 0) != 0) {
       throw std::runtime_error("watch " + target + ": " + head.substr(0, head.find("\r\n")));
     }
-    c->tcp.expires_never();
+    c.lowest().expires_never();
     rec.established = true;
-    done.n->fetch_sub(1);
-    done.n = nullptr;
-    if (rec.stalled) co_return;  // never reads again; drain() looks at it at the end
+    done.finish();
+    if (rec.stalled) co_return;  // never reads again; drain_stalled() looks at it at the end
     ChunkedLines lines;
     bool ok = true;
     auto on_line = [&](const std::string& line) { ok = record_event(rec, line) && ok; };
     bool more = lines.feed(head.data() + header_end + 4, head.size() - header_end - 4, on_line);
     while (more && ok) {
-      auto [ec, n] = co_await c->tcp.async_read_some(asio::buffer(buf), asio::as_tuple(asio::use_awaitable));
+      auto [ec, n] = co_await s.async_read_some(asio::buffer(buf), asio::as_tuple(asio::use_awaitable));
       if (ec) break;
       more = lines.feed(buf, n, on_line);
     }
-    if (!c->stopping) rec.ended = true;
+    if (!c.stopping) rec.ended = true;
   }
 
   // Reads whatever a stalled watcher has pending; true when the server had closed the stream.
-  asio::awaitable<bool> drain(std::shared_ptr<Conn> c) {
+  asio::awaitable<bool> drain_stalled(std::shared_ptr<Conn> c) {
+    bool closed = false;
+    if (c->tls) {
+      closed = co_await drain(*c->tls, c->lowest());
+    } else {
+      closed = co_await drain(c->tcp, c->tcp);
+    }
+    co_return closed;
+  }
+
+  template <class Stream>
+  asio::awaitable<bool> drain(Stream& s, beast::tcp_stream& low) {
     char buf[8192];
     for (;;) {
-      c->tcp.expires_after(2s);
-      auto [ec, n] = co_await c->tcp.async_read_some(asio::buffer(buf), asio::as_tuple(asio::use_awaitable));
-      if (ec == asio::error::eof || ec == asio::error::connection_reset) co_return true;
+      low.expires_after(2s);
+      auto [ec, n] = co_await s.async_read_some(asio::buffer(buf), asio::as_tuple(asio::use_awaitable));
+      if (ec == asio::error::eof || ec == asio::error::connection_reset ||
+          ec == asio::ssl::error::stream_truncated) {
+        co_return true;
+      }
       if (ec) co_return false;  // timeout: still open and quiet
     }
   }
@@ -428,13 +561,29 @@ class KwatchTarget final : public Target {
   }
 
   asio::awaitable<std::int64_t> create_part(Workload w, std::size_t part, std::size_t parts) {
-    beast::tcp_stream s(co_await asio::this_coro::executor);
-    co_await connect(s, asio::ip::make_address_v4("127.0.0.1"));
+    auto ex = co_await asio::this_coro::executor;
+    const auto source = asio::ip::make_address_v4("127.0.0.1");
+    std::int64_t last = 0;
+    if (tls_) {
+      TlsStream s(ex, *tls_);
+      co_await open(s, source);
+      last = co_await create_on(s, w, part, parts);
+    } else {
+      beast::tcp_stream s(ex);
+      co_await open(s, source);
+      last = co_await create_on(s, w, part, parts);
+    }
+    co_return last;
+  }
+
+  template <class Stream>
+  asio::awaitable<std::int64_t> create_on(Stream& s, const Workload& w, std::size_t part,
+                                          std::size_t parts) {
     beast::flat_buffer buf;
     std::int64_t last = 0;
     for (std::size_t i = part; i < w.objects; i += parts) {
       auto req = request(http::verb::post, path(w), object_json(w, i, 0));
-      s.expires_after(30s);
+      beast::get_lowest_layer(s).expires_after(30s);
       co_await http::async_write(s, req, asio::use_awaitable);
       http::response<http::string_body> res;
       co_await http::async_read(s, buf, res, asio::use_awaitable);
@@ -448,11 +597,26 @@ class KwatchTarget final : public Target {
   }
 
   asio::awaitable<WriteResult> write_part(Workload w, WriteSpec spec, std::size_t j, Nanos start) {
-    WriteResult out;
     auto ex = co_await asio::this_coro::executor;
-    beast::tcp_stream s(ex);
-    co_await connect(s, asio::ip::make_address_v4("127.0.0.1"));
-    asio::steady_timer timer(ex);
+    const auto source = asio::ip::make_address_v4("127.0.0.1");
+    WriteResult out;
+    if (tls_) {
+      TlsStream s(ex, *tls_);
+      co_await open(s, source);
+      out = co_await write_on(s, w, spec, j, start);
+    } else {
+      beast::tcp_stream s(ex);
+      co_await open(s, source);
+      out = co_await write_on(s, w, spec, j, start);
+    }
+    co_return out;
+  }
+
+  template <class Stream>
+  asio::awaitable<WriteResult> write_on(Stream& s, const Workload& w, const WriteSpec& spec,
+                                        std::size_t j, Nanos start) {
+    WriteResult out;
+    asio::steady_timer timer(s.get_executor());
     beast::flat_buffer buf;
     const Nanos end = start + static_cast<Nanos>(spec.duration_s * 1e9);
     const std::size_t per_writer = std::max<std::size_t>(1, w.objects / spec.writers);
@@ -476,7 +640,7 @@ class KwatchTarget final : public Target {
       std::size_t index = (j + (k % per_writer) * spec.writers) % w.objects;
       auto req = request(http::verb::put, path(w) + "/" + object_name(w, index),
                          object_json(w, index, k * spec.writers + j + 1));
-      s.expires_after(30s);
+      beast::get_lowest_layer(s).expires_after(30s);
       const Nanos sent = now_ns();
       co_await http::async_write(s, req, asio::use_awaitable);
       http::response<http::string_body> res;
@@ -494,11 +658,26 @@ class KwatchTarget final : public Target {
   // A plain GET on a fresh connection. Reads the body straight into one string sized from
   // Content-Length (Beast's parser with a string body was >10x slower than curl on 30 MB lists).
   asio::awaitable<std::pair<int, std::string>> get_once(std::string target) {
-    beast::tcp_stream s(co_await asio::this_coro::executor);
-    co_await connect(s, asio::ip::make_address_v4("127.0.0.1"));
+    auto ex = co_await asio::this_coro::executor;
+    const auto source = asio::ip::make_address_v4("127.0.0.1");
+    std::pair<int, std::string> out;
+    if (tls_) {
+      TlsStream s(ex, *tls_);
+      co_await open(s, source);
+      out = co_await get_on(s, target);
+    } else {
+      beast::tcp_stream s(ex);
+      co_await open(s, source);
+      out = co_await get_on(s, target);
+    }
+    co_return out;
+  }
+
+  template <class Stream>
+  asio::awaitable<std::pair<int, std::string>> get_on(Stream& s, const std::string& target) {
     std::string req = "GET " + target + " HTTP/1.1\r\nHost: " + host_ +
                       "\r\nAccept: application/json\r\nConnection: close\r\n\r\n";
-    s.expires_after(120s);
+    beast::get_lowest_layer(s).expires_after(120s);
     co_await asio::async_write(s, asio::buffer(req), asio::use_awaitable);
     std::string head;
     std::size_t header_end = std::string::npos;
@@ -530,6 +709,53 @@ class KwatchTarget final : public Target {
     co_return std::pair<int, std::string>{status, std::move(body)};
   }
 
+  // One of spec.concurrency workers of connect_each: takes connection numbers from `next` until
+  // all are taken. Each connection: connect (+ TLS handshake), one GET, close.
+  asio::awaitable<ConnectResult> connect_worker(ConnectSpec spec, std::atomic<std::size_t>* next) {
+    ConnectResult out;
+    auto ex = co_await asio::this_coro::executor;
+    const auto source = asio::ip::make_address_v4("127.0.0.1");
+    const std::string req = "GET " + spec.path + " HTTP/1.1\r\nHost: " + host_ +
+                            "\r\nAccept: application/json\r\nConnection: close\r\n\r\n";
+    while (next->fetch_add(1) < spec.connections) {
+      const Nanos t0 = now_ns();
+      bool ok = false;
+      try {
+        if (tls_) {
+          TlsStream s(ex, *tls_);
+          co_await open(s, source);
+          ok = co_await request_once(s, req);
+        } else {
+          beast::tcp_stream s(ex);
+          co_await open(s, source);
+          ok = co_await request_once(s, req);
+        }
+      } catch (const std::exception& e) {
+        if (out.errors == 0) std::fprintf(stderr, "loadgen: connect: %s\n", e.what());
+      }
+      if (ok) {
+        out.ms.push_back(static_cast<double>(now_ns() - t0) / 1e6);
+      } else {
+        ++out.errors;
+      }
+    }
+    co_return out;
+  }
+
+  // One GET on a connection that is closed afterwards; true for a 200.
+  template <class Stream>
+  asio::awaitable<bool> request_once(Stream& s, const std::string& req) {
+    beast::get_lowest_layer(s).expires_after(30s);
+    co_await asio::async_write(s, asio::buffer(req), asio::use_awaitable);
+    beast::flat_buffer buf;
+    http::response<http::string_body> res;
+    co_await http::async_read(s, buf, res, asio::use_awaitable);
+    beast::error_code ignored;
+    beast::get_lowest_layer(s).socket().shutdown(tcp::socket::shutdown_both, ignored);
+    beast::get_lowest_layer(s).close();
+    co_return res.result() == http::status::ok;
+  }
+
   std::pair<int, std::string> get(const std::string& target) {
     std::promise<std::pair<int, std::string>> p;
     auto f = p.get_future();
@@ -546,16 +772,22 @@ class KwatchTarget final : public Target {
 
   std::string host_;
   tcp::endpoint endpoint_;
+  // Set: every connection speaks TLS. Outlives the io_context and every stream in it.
+  std::optional<asio::ssl::context> tls_;
   asio::io_context ioc_;
   asio::executor_work_guard<asio::io_context::executor_type> guard_;
   std::vector<std::thread> threads_;
   std::vector<std::shared_ptr<Conn>> conns_;
+  std::atomic<bool> session_seen_{false};
+  std::mutex session_mutex_;
+  std::string session_info_;  // what the first TLS handshake negotiated
 };
 
 }  // namespace
 
-std::unique_ptr<Target> make_kwatch_target(const std::string& host, int port, int threads) {
-  return std::make_unique<KwatchTarget>(host, port, threads);
+std::unique_ptr<Target> make_kwatch_target(const std::string& host, int port, int threads,
+                                           const std::string& tls_ca) {
+  return std::make_unique<KwatchTarget>(host, port, threads, tls_ca);
 }
 
 }  // namespace kwatch::bench

@@ -5,6 +5,7 @@
 //   kwatch-loadgen watch --target=kwatch --kwatch=127.0.0.1:PORT --server-pid=PID [options]
 //   kwatch-loadgen watch --target=etcd --etcd=127.0.0.1:P,127.0.0.2:P --server-pid=PID [options]
 //   kwatch-loadgen list  --target=kwatch|etcd ... --objects=N --reps=R
+//   kwatch-loadgen connects --kwatch=127.0.0.1:PORT [--tls-ca=FILE] --connections=N --concurrency=C
 //
 // See usage() for the options.
 #include <sys/resource.h>
@@ -25,11 +26,13 @@ namespace {
 namespace json = boost::json;
 using namespace std::chrono_literals;
 
-const char* kUsage = R"(usage: kwatch-loadgen watch|list [--option=value ...]
+const char* kUsage = R"(usage: kwatch-loadgen watch|list|connects [--option=value ...]
 
 Common:
   --target=kwatch|etcd       which server to drive
   --kwatch=HOST:PORT         kwatch address (127.0.0.1:PORT)
+  --tls-ca=FILE              kwatch over HTTPS: every connection speaks TLS (1.2+, ALPN http/1.1)
+                             and verifies the server against this CA and the address HOST
   --etcd=EP[,EP...]          etcd client endpoints host:port; watchers are spread over them
   --etcd-prefix=P            key prefix on etcd (default /bench)
   --server-pid=PID           server process for CPU (utime+stime) and VmRSS (0: not measured)
@@ -52,6 +55,10 @@ watch:
 list:
   --reps=N                   lists per variant (default 5)
   --selector=SEL             kwatch labelSelector of the selective list (default bench%3Dnone)
+connects (kwatch only; handshakes/s with --tls-ca, plain connects/s without):
+  --connections=N            new connections, each: connect, TLS handshake, one GET, close (default 2000)
+  --concurrency=C            connections in flight at once (default 16)
+  --path=PATH                what each connection GETs (default /version)
 )";
 
 // CPU seconds (user+system) of this load generator so far.
@@ -87,7 +94,7 @@ std::unique_ptr<Target> make_target(const Options& o) {
     std::string addr = o.str("kwatch", "127.0.0.1:8080");
     auto colon = addr.rfind(':');
     return make_kwatch_target(addr.substr(0, colon), std::stoi(addr.substr(colon + 1)),
-                              static_cast<int>(o.num("threads", 2)));
+                              static_cast<int>(o.num("threads", 2)), o.str("tls-ca", ""));
   }
   if (t == "etcd") {
     return make_etcd_target(split(o.str("etcd", "127.0.0.1:2379"), ','), o.str("etcd-prefix", "/bench"),
@@ -144,6 +151,7 @@ json::object run_watch(const Options& o) {
   json::object out;
   out["target"] = o.str("target", "kwatch");
   out["transport"] = out["target"] == "etcd" ? "grpc" : ws.transport;
+  out["tls"] = !o.str("tls-ca", "").empty();
   out["kind"] = w.kind;
   out["object_size"] = w.object_size;
   out["objects"] = w.objects;
@@ -286,6 +294,49 @@ json::object run_watch(const Options& o) {
   out["client_core_share"] = (client1 - client0) / (static_cast<double>(t1 - t0) / 1e9);
   out["terminated_metric_delta"] = terminated0 >= 0 ? terminated1 - terminated0 : -1.0;
   out["ended_early"] = ended;
+  out["tls_session"] = target->session_info();
+  return out;
+}
+
+// New connections, each with one request: handshakes per second and the server's CPU per
+// connection, for TLS (--tls-ca) or plain TCP.
+json::object run_connects(const Options& o) {
+  auto target = make_target(o);
+  ConnectSpec spec;
+  spec.connections = static_cast<std::size_t>(o.num("connections", 2000));
+  spec.concurrency = static_cast<std::size_t>(o.num("concurrency", 16));
+  spec.path = o.str("path", "/version");
+  const int pid = static_cast<int>(o.num("server-pid", 0));
+  json::object out;
+  out["target"] = o.str("target", "kwatch");
+  out["tls"] = !o.str("tls-ca", "").empty();
+  out["connections"] = spec.connections;
+  out["concurrency"] = spec.concurrency;
+  out["path"] = spec.path;
+  // A few connections first, unmeasured: lazy set-up on either side (and what TLS negotiated).
+  ConnectSpec warm = spec;
+  warm.connections = std::min<std::size_t>(spec.connections, 20);
+  target->connect_each(warm);
+  std::this_thread::sleep_for(200ms);
+  const ProcSample p0 = read_proc(pid);
+  const double client0 = self_cpu_s();
+  ConnectResult r = target->connect_each(spec);
+  const ProcSample p1 = read_proc(pid);
+  const double client1 = self_cpu_s();
+  const double ok = static_cast<double>(r.ms.size());
+  out["ok"] = r.ms.size();
+  out["errors"] = r.errors;
+  out["seconds"] = r.seconds;
+  out["per_s"] = r.seconds > 0 ? ok / r.seconds : 0.0;
+  out["connection_ms"] = stats_ms(r.ms);
+  const double cpu = p1.cpu_s - p0.cpu_s;
+  out["server_cpu_s"] = cpu;
+  out["server_cpu_us_per_connection"] = ok > 0 ? cpu * 1e6 / ok : 0.0;
+  out["server_sys_cpu_us_per_connection"] = ok > 0 ? (p1.sys_cpu_s - p0.sys_cpu_s) * 1e6 / ok : 0.0;
+  out["server_core_share"] = r.seconds > 0 ? cpu / r.seconds : 0.0;
+  out["client_cpu_us_per_connection"] = ok > 0 ? (client1 - client0) * 1e6 / ok : 0.0;
+  out["client_core_share"] = r.seconds > 0 ? (client1 - client0) / r.seconds : 0.0;
+  out["tls_session"] = target->session_info();
   return out;
 }
 
@@ -338,6 +389,8 @@ int main(int argc, char** argv) {
       result = run_watch(o);
     } else if (o.command() == "list") {
       result = run_list(o);
+    } else if (o.command() == "connects") {
+      result = run_connects(o);
     } else {
       std::fputs(kUsage, stderr);
       return 2;
