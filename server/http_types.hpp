@@ -24,6 +24,7 @@ struct ApiRequest {
   std::string user_agent;
   std::string authorization;  // the Authorization header
   bool websocket = false;  // the client asked to upgrade to WebSocket
+  std::string remote_address;  // the client's IP; filled only when the handler audits
 };
 
 struct ApiResponse {
@@ -47,6 +48,9 @@ struct ApiResponse {
   std::function<std::shared_ptr<const watch::CachedObject>(
       const std::shared_ptr<const watch::CachedObject>&)>
       convert;
+  // Held until the response has been sent (a watch: until its stream ends), then released: the
+  // audit log's ResponseComplete stage of a long-running request.
+  std::shared_ptr<void> on_sent;
 };
 
 }  // namespace kwatch::server

@@ -55,7 +55,8 @@ std::optional<std::string> resource_problem(const std::string& r) {
     if (c == '/') return "a subresource cannot be encrypted on its own";
     if (c == ' ' || c == ':') return "not a resource name";
   }
-  if (r.find('*') != std::string::npos && !(r.starts_with("*.") && r.find('*', 1) == std::string::npos)) {
+  if (r.find('*') != std::string::npos && r != "*.*" &&
+      !(r.starts_with("*.") && r.find('*', 1) == std::string::npos)) {
     return "wildcards are \"*.*\", \"*.\" (the core group) or \"*.<group>\"";
   }
   return std::nullopt;
