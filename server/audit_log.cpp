@@ -192,11 +192,15 @@ struct AuditLog::File {
     return open_file();
   }
 
-  // Appends whole lines; false on an I/O error (logged by the caller).
+  // Whether appending `bytes` more would take the file past its size limit.
+  bool full_after(std::size_t bytes) const {
+    return owned && options.max_size_bytes > 0 && size + bytes > options.max_size_bytes;
+  }
+
+  // Appends whole lines, rotating first if they do not fit (a line larger than the limit gets
+  // a file of its own); false on an I/O error.
   bool write(const std::string& data) {
-    if (owned && options.max_size_bytes > 0 && size > 0 && size + data.size() > options.max_size_bytes) {
-      rotate();
-    }
+    if (size > 0 && full_after(data.size())) rotate();
     if (fd < 0) return false;
     std::size_t done = 0;
     while (done < data.size()) {
@@ -341,12 +345,25 @@ void AuditLog::run() {
       if (queue_.empty()) return;  // stopping, and everything is written
       batch.swap(queue_);
     }
+    // One write per batch, split where the file would pass its size limit, so that rotated
+    // files stay within it however many events a batch holds.
     text.clear();
-    for (const auto& item : batch) text += audit_line(item.event, item.stage);
-    if (!file_->write(text)) {
-      spdlog::error("audit log {}: write failed: {}", options_.path, std::strerror(errno));
-      count_dropped(batch.size(), "write error");
+    std::size_t lines = 0;
+    auto flush = [&] {
+      if (!text.empty() && !file_->write(text)) {
+        spdlog::error("audit log {}: write failed: {}", options_.path, std::strerror(errno));
+        count_dropped(lines, "write error");
+      }
+      text.clear();
+      lines = 0;
+    };
+    for (const auto& item : batch) {
+      std::string line = audit_line(item.event, item.stage);
+      if (!text.empty() && file_->full_after(text.size() + line.size())) flush();
+      text += line;
+      ++lines;
     }
+    flush();
     batch.clear();
   }
 }

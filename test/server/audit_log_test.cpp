@@ -176,6 +176,29 @@ TEST(AuditLog, RotatesBySizeKeepingMaxBackupFilesNamedLikeLumberjack) {
   fs::remove_all(dir);
 }
 
+TEST(AuditLog, ALargeBatchIsSplitSoThatNoFilePassesTheLimitAndNothingIsLost) {
+  const auto dir = temp_dir("audit-batch");
+  const auto path = dir / "audit.log";
+  const std::size_t line_size = audit_line(sample_event(), AuditEvent::Stage::response_complete).size();
+  AuditLogOptions options;
+  options.path = path.string();
+  options.max_size_bytes = line_size * 10;
+  auto log = AuditLog::open(options);
+  ASSERT_TRUE(log) << log.error();
+  for (int i = 0; i < 95; ++i) (*log)->record(sample_event(), AuditEvent::Stage::response_complete);
+  (*log)->stop();
+  std::size_t total = 0;
+  std::size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    ++files;
+    EXPECT_LE(fs::file_size(entry.path()), options.max_size_bytes) << entry.path();
+    total += read_lines(entry.path()).size();
+  }
+  EXPECT_EQ(total, 95u);
+  EXPECT_GE(files, 10u);  // rotations within one millisecond get distinct names
+  fs::remove_all(dir);
+}
+
 TEST(AuditLog, AFullQueueDropsAndCountsInsteadOfWaiting) {
   const auto dir = temp_dir("audit-full");
   AuditLogOptions options;
