@@ -79,7 +79,10 @@ int main(int argc, char** argv) {
   }
   const auto options = std::get<server::Options>(outcome);
   // An audit log on standard output has it to itself: the server's own log moves to stderr.
-  if (options.audit_log_path == "-") spdlog::set_default_logger(spdlog::stderr_color_mt("kwatch"));
+  if (options.audit_log_path == "-") {
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+        "", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
+  }
   spdlog::set_level(spdlog::level::from_str(options.log_level));
 
   const unsigned threads =

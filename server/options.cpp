@@ -112,7 +112,7 @@ Flags:
   --audit-log-maxbackup=N    rotated audit logs kept (default 0: all)
   --audit-log-maxage=DAYS    rotated audit logs removed after DAYS days (default 0: never)
   --encryption-provider-config=FILE  encrypt resources at rest as this EncryptionConfiguration
-                             (YAML or JSON; providers aesgcm and identity) says (default: off)
+                             (YAML or JSON; providers aesgcm, aescbc, identity) says (default: off)
   --help                     print this help and exit
   --version                  print the version and exit
 )";

@@ -44,6 +44,107 @@ struct ValueTransformer::Entry {
   EVP_CIPHER* cipher = nullptr;  // fetched once, freed by the transformer
 };
 
+namespace {
+
+constexpr std::size_t kBlockBytes = 16;  // AES-CBC's IV and block
+
+using Sealed = boost::system::result<std::string, std::string>;
+
+// kube's aesgcm: nonce, ciphertext, tag; the storage key authenticated with them.
+Sealed seal_gcm(const ValueTransformer::Entry& e, std::string_view plaintext, std::string_view key) {
+  std::string out;
+  out.resize(e.prefix.size() + kNonceBytes + plaintext.size() + kTagBytes);
+  std::copy(e.prefix.begin(), e.prefix.end(), out.begin());
+  auto* nonce = reinterpret_cast<unsigned char*>(out.data() + e.prefix.size());
+  auto* sealed = nonce + kNonceBytes;
+  // A random 96-bit nonce per write, as kube's aesgcm provider (so keys must be rotated well
+  // before 2^32 writes, as kube's documentation says).
+  if (RAND_bytes(nonce, static_cast<int>(kNonceBytes)) != 1) return failed("no randomness for a nonce");
+  CipherContext c;
+  int n = 0;
+  int total = 0;
+  if (c.ctx == nullptr || EVP_EncryptInit_ex2(c.ctx, e.cipher, bytes(e.key), nonce, nullptr) != 1 ||
+      EVP_EncryptUpdate(c.ctx, nullptr, &n, bytes(key), length(key)) != 1 ||
+      EVP_EncryptUpdate(c.ctx, sealed, &n, bytes(plaintext), length(plaintext)) != 1) {
+    return failed("AES-GCM encryption failed");
+  }
+  total = n;
+  if (EVP_EncryptFinal_ex(c.ctx, sealed + total, &n) != 1) return failed("AES-GCM encryption failed");
+  total += n;
+  if (EVP_CIPHER_CTX_ctrl(c.ctx, EVP_CTRL_GCM_GET_TAG, static_cast<int>(kTagBytes), sealed + total) != 1) {
+    return failed("AES-GCM encryption failed");
+  }
+  return {boost::system::in_place_value, std::move(out)};
+}
+
+Sealed open_gcm(const ValueTransformer::Entry& e, std::string_view data, std::string_view key) {
+  if (data.size() < kNonceBytes + kTagBytes) return failed("the stored data was shorter than the required size");
+  const auto* nonce = bytes(data);
+  std::string_view sealed = data.substr(kNonceBytes, data.size() - kNonceBytes - kTagBytes);
+  std::string_view tag = data.substr(data.size() - kTagBytes);
+  std::string plain;
+  plain.resize(sealed.size());
+  CipherContext c;
+  int n = 0;
+  int m = 0;
+  auto* out = reinterpret_cast<unsigned char*>(plain.data());
+  const bool ok =
+      c.ctx != nullptr && EVP_DecryptInit_ex2(c.ctx, e.cipher, bytes(e.key), nonce, nullptr) == 1 &&
+      EVP_DecryptUpdate(c.ctx, nullptr, &n, bytes(key), length(key)) == 1 &&
+      EVP_DecryptUpdate(c.ctx, out, &n, bytes(sealed), length(sealed)) == 1 &&
+      EVP_CIPHER_CTX_ctrl(c.ctx, EVP_CTRL_GCM_SET_TAG, static_cast<int>(kTagBytes),
+                          const_cast<unsigned char*>(bytes(tag))) == 1 &&
+      EVP_DecryptFinal_ex(c.ctx, out + n, &m) == 1;
+  if (!ok) return failed("cipher: message authentication failed");
+  plain.resize(static_cast<std::size_t>(n + m));
+  return {boost::system::in_place_value, std::move(plain)};
+}
+
+// kube's aescbc: a random IV, then the PKCS#7-padded ciphertext. Nothing is authenticated (kube
+// discourages it for that); kwatch writes it only when it is listed first, and reads it so that
+// data from clusters that used it can be migrated.
+Sealed seal_cbc(const ValueTransformer::Entry& e, std::string_view plaintext) {
+  std::string out;
+  out.resize(e.prefix.size() + kBlockBytes + plaintext.size() + kBlockBytes);
+  std::copy(e.prefix.begin(), e.prefix.end(), out.begin());
+  auto* iv = reinterpret_cast<unsigned char*>(out.data() + e.prefix.size());
+  auto* sealed = iv + kBlockBytes;
+  if (RAND_bytes(iv, static_cast<int>(kBlockBytes)) != 1) return failed("no randomness for an IV");
+  CipherContext c;
+  int n = 0;
+  int m = 0;
+  if (c.ctx == nullptr || EVP_EncryptInit_ex2(c.ctx, e.cipher, bytes(e.key), iv, nullptr) != 1 ||
+      EVP_EncryptUpdate(c.ctx, sealed, &n, bytes(plaintext), length(plaintext)) != 1 ||
+      EVP_EncryptFinal_ex(c.ctx, sealed + n, &m) != 1) {
+    return failed("AES-CBC encryption failed");
+  }
+  out.resize(e.prefix.size() + kBlockBytes + static_cast<std::size_t>(n + m));
+  return {boost::system::in_place_value, std::move(out)};
+}
+
+Sealed open_cbc(const ValueTransformer::Entry& e, std::string_view data) {
+  if (data.size() < kBlockBytes) return failed("the stored data was shorter than the required size");
+  if ((data.size() - kBlockBytes) % kBlockBytes != 0 || data.size() == kBlockBytes) {
+    return failed("the stored data is not a multiple of the block size");
+  }
+  std::string_view sealed = data.substr(kBlockBytes);
+  std::string plain;
+  plain.resize(sealed.size());
+  CipherContext c;
+  int n = 0;
+  int m = 0;
+  auto* out = reinterpret_cast<unsigned char*>(plain.data());
+  const bool ok = c.ctx != nullptr &&
+                  EVP_DecryptInit_ex2(c.ctx, e.cipher, bytes(e.key), bytes(data), nullptr) == 1 &&
+                  EVP_DecryptUpdate(c.ctx, out, &n, bytes(sealed), length(sealed)) == 1 &&
+                  EVP_DecryptFinal_ex(c.ctx, out + n, &m) == 1;
+  if (!ok) return failed("invalid padding on input");
+  plain.resize(static_cast<std::size_t>(n + m));
+  return {boost::system::in_place_value, std::move(plain)};
+}
+
+}  // namespace
+
 ValueTransformer::~ValueTransformer() {
   for (auto& e : entries_) EVP_CIPHER_free(e.cipher);
 }
@@ -56,16 +157,15 @@ boost::system::result<std::shared_ptr<const ValueTransformer>, std::string> Valu
       t->entries_.push_back(Entry{});
       continue;
     }
+    const bool gcm = p.type == EncryptionProviderType::aesgcm;
     for (const auto& k : p.keys) {
       Entry e;
-      e.type = EncryptionProviderType::aesgcm;
-      e.prefix = "k8s:enc:aesgcm:v1:" + k.name + ":";
+      e.type = p.type;
+      e.prefix = std::string(gcm ? "k8s:enc:aesgcm:v1:" : "k8s:enc:aescbc:v1:") + k.name + ":";
       e.key = k.secret;
-      const char* name = k.secret.size() == 16   ? "AES-128-GCM"
-                         : k.secret.size() == 24 ? "AES-192-GCM"
-                                                 : "AES-256-GCM";
-      e.cipher = EVP_CIPHER_fetch(nullptr, name, nullptr);
-      if (e.cipher == nullptr) return std::string("OpenSSL has no ") + name;
+      const std::string name = "AES-" + std::to_string(k.secret.size() * 8) + (gcm ? "-GCM" : "-CBC");
+      e.cipher = EVP_CIPHER_fetch(nullptr, name.c_str(), nullptr);
+      if (e.cipher == nullptr) return "OpenSSL has no " + name;
       t->entries_.push_back(std::move(e));
     }
   }
@@ -76,32 +176,15 @@ boost::system::result<std::shared_ptr<const ValueTransformer>, std::string> Valu
 boost::system::result<std::string, std::string> ValueTransformer::to_storage(
     std::string_view plaintext, std::string_view key) const {
   const Entry& e = entries_.front();
-  if (e.type == EncryptionProviderType::identity) return {boost::system::in_place_value, std::string(plaintext)};
-  std::string out;
-  out.resize(e.prefix.size() + kNonceBytes + plaintext.size() + kTagBytes);
-  std::copy(e.prefix.begin(), e.prefix.end(), out.begin());
-  auto* nonce = reinterpret_cast<unsigned char*>(out.data() + e.prefix.size());
-  auto* sealed = nonce + kNonceBytes;
-  // A random 96-bit nonce per write, as kube's aesgcm provider (so keys must be rotated well
-  // before 2^32 writes, as kube's documentation says).
-  if (RAND_bytes(nonce, static_cast<int>(kNonceBytes)) != 1) return failed("no randomness for a nonce");
-  CipherContext c;
-  int n = 0;
-  int total = 0;
-  if (c.ctx == nullptr ||
-      EVP_EncryptInit_ex2(c.ctx, e.cipher, bytes(e.key), nonce, nullptr) != 1 ||
-      EVP_EncryptUpdate(c.ctx, nullptr, &n, bytes(key), length(key)) != 1 ||
-      EVP_EncryptUpdate(c.ctx, sealed, &n, bytes(plaintext), length(plaintext)) != 1) {
-    return failed("AES-GCM encryption failed");
+  switch (e.type) {
+    case EncryptionProviderType::identity:
+      return {boost::system::in_place_value, std::string(plaintext)};
+    case EncryptionProviderType::aesgcm:
+      return seal_gcm(e, plaintext, key);
+    case EncryptionProviderType::aescbc:
+      return seal_cbc(e, plaintext);
   }
-  total = n;
-  if (EVP_EncryptFinal_ex(c.ctx, sealed + total, &n) != 1) return failed("AES-GCM encryption failed");
-  total += n;
-  if (EVP_CIPHER_CTX_ctrl(c.ctx, EVP_CTRL_GCM_GET_TAG, static_cast<int>(kTagBytes),
-                          sealed + total) != 1) {
-    return failed("AES-GCM encryption failed");
-  }
-  return {boost::system::in_place_value, std::move(out)};
+  return failed("unknown provider");
 }
 
 boost::system::result<ValueTransformer::Read, std::string> ValueTransformer::from_storage(
@@ -116,35 +199,15 @@ boost::system::result<ValueTransformer::Read, std::string> ValueTransformer::fro
       if (stored.starts_with(kEncryptedPrefix)) continue;
       return Read{std::string(stored), i != 0};
     }
-    // Several keys share "k8s:enc:aesgcm:v1:"; names make prefixes distinct, but a failure with
-    // one provider never stops the next from trying (kube's rule).
+    // Names make the prefixes of keys distinct, but a failure with one provider never stops the
+    // next from trying (kube's rule).
     std::string_view data = stored.substr(e.prefix.size());
-    if (data.size() < kNonceBytes + kTagBytes) {
-      errors += (errors.empty() ? "" : "; ") + std::string("the stored data was shorter than the required size");
+    auto plain = e.type == EncryptionProviderType::aesgcm ? open_gcm(e, data, key) : open_cbc(e, data);
+    if (!plain) {
+      errors += (errors.empty() ? "" : "; ") + plain.error();
       continue;
     }
-    const auto* nonce = bytes(data);
-    std::string_view sealed = data.substr(kNonceBytes, data.size() - kNonceBytes - kTagBytes);
-    std::string_view tag = data.substr(data.size() - kTagBytes);
-    std::string plain;
-    plain.resize(sealed.size());
-    CipherContext c;
-    int n = 0;
-    bool ok = c.ctx != nullptr &&
-              EVP_DecryptInit_ex2(c.ctx, e.cipher, bytes(e.key), nonce, nullptr) == 1 &&
-              EVP_DecryptUpdate(c.ctx, nullptr, &n, bytes(key), length(key)) == 1 &&
-              EVP_DecryptUpdate(c.ctx, reinterpret_cast<unsigned char*>(plain.data()), &n,
-                                bytes(sealed), length(sealed)) == 1 &&
-              EVP_CIPHER_CTX_ctrl(c.ctx, EVP_CTRL_GCM_SET_TAG, static_cast<int>(kTagBytes),
-                                  const_cast<unsigned char*>(bytes(tag))) == 1;
-    int m = 0;
-    ok = ok && EVP_DecryptFinal_ex(c.ctx, reinterpret_cast<unsigned char*>(plain.data()) + n, &m) == 1;
-    if (!ok) {
-      errors += (errors.empty() ? "" : "; ") + std::string("cipher: message authentication failed");
-      continue;
-    }
-    plain.resize(static_cast<std::size_t>(n + m));
-    return Read{std::move(plain), i != 0};
+    return Read{std::move(*plain), i != 0};
   }
   if (!errors.empty()) return {boost::system::in_place_error, std::move(errors)};
   return {boost::system::in_place_error,

@@ -7,6 +7,8 @@
 //   aesgcm:   "k8s:enc:aesgcm:v1:<key name>:" + 12-byte random nonce + ciphertext + 16-byte tag,
 //             AES-GCM with the full storage key ("/registry/secrets/ns/name") as additional
 //             authenticated data, so a value copied under another key does not decrypt.
+//   aescbc:   "k8s:enc:aescbc:v1:<key name>:" + 16-byte random IV + PKCS#7-padded AES-CBC
+//             ciphertext (unauthenticated, as kube's; read for migrations, written if first).
 //   identity: the plaintext itself (which never starts with "k8s:enc:").
 // Providers are tried in order on read, by prefix; the first one writes. A value read with any
 // but the first is `stale`, so an update rewrites it with the current key even when unchanged
@@ -35,6 +37,8 @@ namespace kwatch::storage {
 // The providers of one EncryptionConfiguration entry, in order.
 class ValueTransformer {
  public:
+  struct Entry;  // one provider key (or identity); defined in the .cpp
+
   static boost::system::result<std::shared_ptr<const ValueTransformer>, std::string> make(
       const std::vector<EncryptionProvider>& providers);
   ~ValueTransformer();
@@ -52,7 +56,6 @@ class ValueTransformer {
                                                         std::string_view key) const;
 
  private:
-  struct Entry;
   ValueTransformer() = default;
   std::vector<Entry> entries_;
 };

@@ -81,13 +81,13 @@ boost::system::result<EncryptionProvider, Error> parse_provider(const YamlNode& 
     p.type = EncryptionProviderType::identity;
     return p;
   }
-  if (type == "aescbc" || type == "secretbox" || type == "kms") {
-    return at(node, where, "provider not supported by kwatch (supported: aesgcm, identity)");
+  if (type == "secretbox" || type == "kms") {
+    return at(node, where, "provider not supported by kwatch (supported: aesgcm, aescbc, identity)");
   }
-  if (type != "aesgcm") {
-    return at(node, where, "unknown provider (expected aesgcm or identity)");
+  if (type != "aesgcm" && type != "aescbc") {
+    return at(node, where, "unknown provider (expected aesgcm, aescbc or identity)");
   }
-  p.type = EncryptionProviderType::aesgcm;
+  p.type = type == "aesgcm" ? EncryptionProviderType::aesgcm : EncryptionProviderType::aescbc;
   if (body.kind != YamlNode::Kind::mapping) return at(body, where, "must be a mapping with keys");
   if (auto e = unknown_fields(body, where, {"keys"})) return *e;
   const YamlNode* keys = body.find("keys");

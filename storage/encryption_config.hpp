@@ -11,8 +11,9 @@
 //           secret: <base64 of 16, 24 or 32 bytes>
 //     - identity: {}                # plaintext: reads what was stored before encryption
 //
-// Providers kwatch implements: aesgcm and identity. aescbc, secretbox and kms are refused by
-// name (secretbox needs libsodium's XSalsa20-Poly1305, which kwatch does not link). Errors name
+// Providers kwatch implements: aesgcm, aescbc (kube discourages it: read it to migrate away)
+// and identity. secretbox and kms are refused by name (secretbox needs libsodium's
+// XSalsa20-Poly1305, which kwatch does not link; kms needs a plugin). Errors name
 // the line and the field, never a secret. Unknown fields are errors, so a typo cannot silently
 // leave data unencrypted.
 //
@@ -27,7 +28,7 @@
 
 namespace kwatch::storage {
 
-enum class EncryptionProviderType { identity, aesgcm };
+enum class EncryptionProviderType { identity, aesgcm, aescbc };
 
 struct EncryptionKey {
   std::string name;
@@ -36,7 +37,7 @@ struct EncryptionKey {
 
 struct EncryptionProvider {
   EncryptionProviderType type = EncryptionProviderType::identity;
-  std::vector<EncryptionKey> keys;  // aesgcm: in order, the first one encrypts
+  std::vector<EncryptionKey> keys;  // aesgcm, aescbc: in order, the first one encrypts
 };
 
 // One entry of `resources`: which resources, and their providers in order.

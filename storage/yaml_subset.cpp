@@ -145,7 +145,7 @@ class Parser {
   static void refuse_indicator(std::size_t li, char c) {
     switch (c) {
       case '&': fail(li, "anchors (&) are not supported");
-      case '*': fail(li, "aliases (*) are not supported");
+      case '*': fail(li, "aliases (*) are not supported; quote a value starting with *, e.g. '*.*'");
       case '!': fail(li, "tags (!) are not supported");
       case '|':
       case '>': fail(li, "block scalars (| and >) are not supported; use a quoted string");

@@ -213,7 +213,9 @@ TEST(EncryptionConfig, ErrorsNameTheLineAndFieldAndNeverTheSecret) {
             "line 11: resources[0].providers[0].aesgcm.keys[1].name: duplicate key name"},
            {config_yaml("  - secretbox:\n      keys: []\n"),
             "line 7: resources[0].providers[0].secretbox: provider not supported by kwatch"},
-           {config_yaml("  - aescbc: {}\n"), "line 7: resources[0].providers[0].aescbc: provider not"},
+           {config_yaml("  - aescbc: {}\n"),
+            "line 7: resources[0].providers[0].aescbc.keys: at least one key is required"},
+           {config_yaml("  - kms: {name: x}\n"), "line 7: resources[0].providers[0].kms: provider not"},
            {config_yaml("  - identity: {}\n    aesgcm: {}\n"),
             "line 7: resources[0].providers[0]: more than one provider in one element"},
            {config_yaml("  - identity: {}\n  - identity: {}\n") +
@@ -253,6 +255,57 @@ TEST(ValueTransformer, WritesKubesAesGcmFormatAndReadsItBack) {
   EXPECT_FALSE(read->stale);
   // Two writes of the same value differ (random nonces).
   EXPECT_NE(*t->to_storage("{\"kind\":\"Secret\"}", key), *stored);
+}
+
+std::string aescbc(const std::string& name, const std::string& secret) {
+  return "  - aescbc:\n"
+         "      keys:\n"
+         "      - name: " + name + "\n"
+         "        secret: " + secret + "\n";
+}
+
+std::string unbase64(std::string_view text) {
+  std::string out;
+  EXPECT_TRUE(decode_base64(text, out));
+  return out;
+}
+
+TEST(ValueTransformer, ReadsValuesSealedByOtherImplementations) {
+  // Sealed by Python's cryptography (AESGCM, nonce "NONCENONCE12", the key as AAD) and by
+  // `openssl enc -aes-256-cbc` (IV "IVIVIVIVIVIVIVIV"), as kube's providers lay them out.
+  auto t = transformer_from(config_yaml(aesgcm("key1", kKey1) + aescbc("key1", kKey1)));
+  ASSERT_TRUE(t);
+  const std::string key = "/registry/secrets/default/s";
+  const std::string gcm = "k8s:enc:aesgcm:v1:key1:NONCENONCE12" +
+                          unbase64("9us4Br3ynz9EpO4rTBC5DlkBGlIi3yvuxx1HiI4abSAT");
+  auto a = t->from_storage(gcm, key);
+  ASSERT_TRUE(a) << a.error();
+  EXPECT_EQ(a->value, "{\"kind\":\"Secret\"}");
+  EXPECT_FALSE(a->stale);
+  const std::string cbc = "k8s:enc:aescbc:v1:key1:IVIVIVIVIVIVIVIV" +
+                          unbase64("oWGOVg5AyMz2o/u3Ovn3UK6ng+wuKhAD37iWg//SY80=");
+  auto b = t->from_storage(cbc, key);
+  ASSERT_TRUE(b) << b.error();
+  EXPECT_EQ(b->value, "{\"kind\":\"Secret\"}");
+  EXPECT_TRUE(b->stale);  // aescbc is listed second: the next update writes aesgcm
+}
+
+TEST(ValueTransformer, AesCbcRoundTripsAndRefusesBrokenPadding) {
+  auto t = transformer_from(config_yaml(aescbc("old", kKey2)));
+  ASSERT_TRUE(t);
+  const std::string key = "/registry/secrets/default/s";
+  for (std::string plain : {std::string(), std::string("{}"), std::string(16, 'x'), std::string(100, 'y')}) {
+    auto stored = t->to_storage(plain, key);
+    ASSERT_TRUE(stored);
+    EXPECT_TRUE(stored->starts_with("k8s:enc:aescbc:v1:old:"));
+    EXPECT_EQ((stored->size() - 22) % 16, 0u);
+    auto read = t->from_storage(*stored, key);
+    ASSERT_TRUE(read) << read.error();
+    EXPECT_EQ(read->value, plain);
+  }
+  auto cut = t->from_storage("k8s:enc:aescbc:v1:old:0123456789abcdef0123", key);
+  ASSERT_FALSE(cut);
+  EXPECT_NE(cut.error().find("not a multiple of the block size"), std::string::npos);
 }
 
 TEST(ValueTransformer, TheStorageKeyIsAuthenticated) {
