@@ -171,6 +171,10 @@ ApiResult<std::string> storable(const ResourceInfo& info, const std::string& nam
   return text;
 }
 
+// What a dry run's update function returns to end guaranteed_update before it writes.
+const boost::system::error_code kDryRunDone =
+    boost::system::errc::make_error_code(boost::system::errc::operation_canceled);
+
 // What kube-apiserver calls a corrupt object: stored, but it cannot be decoded.
 ApiError unreadable(const storage::KeyValue& kv, const std::string& problem) {
   return api_error(Errc::internal,
@@ -478,6 +482,7 @@ ResourceStore::ResourceStore(std::shared_ptr<storage::Storage> storage,
       state_cache_(std::move(state_cache)) {}
 
 ApiResult<json::object> ResourceStore::decode(const KeyValue& kv) {
+  if (!kv.read_error.empty()) return unreadable(kv, kv.read_error);  // e.g. failed to decrypt
   std::string problem;
   auto v = storage::parse_json(kv.value, &problem);
   if (!v) return unreadable(kv, problem);
@@ -791,8 +796,9 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
       failure = text.error();
       return text.error().code;
     }
-    // A dry run returns the unchanged bytes, which makes guaranteed_update skip the write.
-    if (query.dry_run) return current->value;
+    // A dry run stops before the write (even of stale bytes, which an unchanged value would
+    // not prevent) with a code no storage returns.
+    if (query.dry_run) return kDryRunDone;
     return std::move(*text);
   };
   // A named std::function: GCC 12 destroys a converted temporary in a co_await twice.
@@ -801,6 +807,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
   std::optional<KeyValue> suggested = cached_state(info, key);
   auto r = co_await storage_->guaranteed_update(std::move(key), std::move(update_fn),
                                                 std::move(suggested));
+  if (!r && r.error() == kDryRunDone && written) co_return *written;
   if (!r) {
     if (failure) co_return *failure;
     co_return from_storage(info, name, r.error());

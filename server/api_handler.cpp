@@ -9,6 +9,7 @@
 #include "registry/protobuf_decoder.hpp"
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
+#include "server/audit_log.hpp"
 #include "server/cacher_registry.hpp"
 #include "server/discovery.hpp"
 #include "server/selector_predicate.hpp"
@@ -258,6 +259,22 @@ bool wants_table(const ApiRequest& request) {
   return request.accept.find("as=Table") != std::string::npos;
 }
 
+// A resource request's authorization and, when auditing, its audit record (kube's verb and
+// objectRef, and the decision): the attributes are computed once, for whichever needs them.
+std::optional<ApiError> authorize_and_audit(const AccessOptions& access, AuditEvent* audit,
+                                            const std::string& api_version,
+                                            registry::RequestAttributes attributes) {
+  std::optional<ApiError> denied;
+  if (access.rbac) denied = authorize(access, attributes);
+  if (audit != nullptr) {
+    audit->resource_request = true;
+    audit->api_version = api_version;
+    audit->decision = denied ? "forbid" : "allow";
+    audit->attributes = std::move(attributes);
+  }
+  return denied;
+}
+
 }  // namespace
 
 ApiHandler::ApiHandler(std::shared_ptr<registry::Scheme> scheme,
@@ -280,6 +297,60 @@ ApiHandler::ApiHandler(std::shared_ptr<registry::Scheme> scheme,
 }
 
 asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
+  if (!audit_) return serve(std::move(request), nullptr);
+  return serve_audited(std::move(request));
+}
+
+void ApiHandler::set_audit(std::shared_ptr<AuditLog> audit) {
+  audit_ = std::move(audit);
+  if (!audit_) return;
+  metrics_->help("apiserver_audit_event_total", "counter", "Audit events generated.");
+  metrics_->help("apiserver_audit_error_total", "counter",
+                 "Audit events lost: dropped with the queue full, or failed to be written.");
+  metrics_->gauge_fn("apiserver_audit_event_total", {},
+                     [log = audit_] { return static_cast<double>(log->events()); });
+  metrics_->gauge_fn("apiserver_audit_error_total", {{"plugin", "log"}},
+                     [log = audit_] { return static_cast<double>(log->errors()); });
+}
+
+asio::awaitable<ApiResponse> ApiHandler::serve_audited(ApiRequest request) {
+  AuditEvent event;
+  event.received = std::chrono::system_clock::now();
+  event.audit_id = new_audit_id();
+  event.request_uri = request.target;
+  event.method = request.method;
+  event.user_agent = request.user_agent;
+  event.source_ip = request.remote_address;
+  AuditEvent* audit = &event;
+  ApiResponse response = co_await serve(std::move(request), audit);
+  event.code = response.status;
+  if (response.status >= 400) {
+    // kube copies an error's Status fields into responseStatus at level Metadata.
+    boost::system::error_code ec;
+    auto status = json::parse(response.body, ec);
+    if (!ec && status.is_object()) {
+      const auto& o = status.get_object();
+      auto text = [&](const char* field) {
+        const json::value* v = o.if_contains(field);
+        return v && v->is_string() ? std::string(v->get_string()) : std::string();
+      };
+      event.status = text("status");
+      event.reason = text("reason");
+      event.message = text("message");
+    }
+  }
+  response.headers["Audit-Id"] = event.audit_id;
+  event.stage_time = std::chrono::system_clock::now();
+  if (response.streaming) {
+    audit_->record(event, AuditEvent::Stage::response_started);
+    response.on_sent = audit_on_completion(audit_, std::move(event));
+  } else {
+    audit_->record(std::move(event), AuditEvent::Stage::response_complete);
+  }
+  co_return response;
+}
+
+asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* audit) {
   const auto start = std::chrono::steady_clock::now();
   auto url = parse_url(request.target);
   if (!url) {
@@ -304,6 +375,7 @@ asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
     inflight = std::move(*slot);
   }
   route.user = *user;
+  if (audit) audit->user = *user;
   const bool resource_path =
       !seg.empty() && (seg[0] == "api" || seg[0] == "apis") && seg.size() > (seg[0] == "api" ? 2u : 3u);
   if (!resource_path && access_.rbac) {
@@ -312,14 +384,25 @@ asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
     a.resource_request = false;
     a.verb = lowercase_verb(request.method);
     a.path = url->path;
-    if (auto denied = authorize(access_, a)) co_return error_response(*denied);
+    if (auto denied = authorize(access_, a)) {
+      if (audit) audit->decision = "forbid";
+      co_return error_response(*denied);
+    }
   }
+  if (audit && !resource_path) audit->decision = "allow";
 
   if (request.method == "POST" && seg.size() == 4 && seg[0] == "apis" && seg[2] == "v1" &&
       ((seg[1] == "authorization.k8s.io" &&
         (seg[3] == "selfsubjectaccessreviews" || seg[3] == "selfsubjectrulesreviews")) ||
        (seg[1] == "authentication.k8s.io" && seg[3] == "selfsubjectreviews"))) {
     // Every user may ask about themselves (kube's system:basic-user role grants exactly this).
+    if (audit) {
+      registry::RequestAttributes a;
+      a.verb = "create";
+      a.api_group = seg[1];
+      a.resource = seg[3];
+      authorize_and_audit(AccessOptions{}, audit, seg[2], std::move(a));
+    }
     auto body = parse_object(request);
     if (!body) co_return error_response(body.error());
     if (seg[3] == "selfsubjectaccessreviews") {
@@ -337,14 +420,14 @@ asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
          (seg.size() == 6 && seg[3] == "namespaces" && seg[5] == "localsubjectaccessreviews"))) ||
        (seg[1] == "authentication.k8s.io" && seg.size() == 4 && seg[3] == "tokenreviews"))) {
     const std::string resource = seg.back();
-    if (access_.rbac) {
-      registry::RequestAttributes a;
-      a.user = *user;
-      a.verb = "create";
-      a.api_group = seg[1];
-      a.resource = resource;
-      if (seg.size() == 6) a.namespace_ = seg[4];
-      if (auto denied = authorize(access_, a)) co_return error_response(*denied);
+    registry::RequestAttributes a;
+    a.user = *user;
+    a.verb = "create";
+    a.api_group = seg[1];
+    a.resource = resource;
+    if (seg.size() == 6) a.namespace_ = seg[4];
+    if (auto denied = authorize_and_audit(access_, audit, seg[2], std::move(a))) {
+      co_return error_response(*denied);
     }
     auto body = parse_object(request);
     if (!body) co_return error_response(body.error());
@@ -432,12 +515,13 @@ asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
              !(route.subresource == "token" && route.info->resource == "serviceaccounts" &&
                request.method == "POST"))) {
           response = not_found_path();
-        } else if (auto denied = !access_.rbac
+        } else if (auto denied = !access_.rbac && !audit
                                      ? std::nullopt
-                                     : authorize(access_, resource_attributes(
-                                                              request, *url, *route.info, route.ns,
-                                                              route.name, route.subresource,
-                                                              route.watch_prefix, *user))) {
+                                     : authorize_and_audit(
+                                           access_, audit, route.info->version,
+                                           resource_attributes(request, *url, *route.info, route.ns,
+                                                               route.name, route.subresource,
+                                                               route.watch_prefix, *user))) {
           response = error_response(*denied);
         } else if (compute_.executor && (request.method == "PATCH" ||
                                          request.body.size() >= compute_.large_body_bytes)) {

@@ -36,6 +36,8 @@ namespace kwatch::server {
 struct Url;
 
 class CacherRegistry;
+class AuditLog;
+struct AuditEvent;
 
 struct WatchOptions {
   // Watches without timeoutSeconds last min-request-timeout x (1 + rand[0,1)).
@@ -62,7 +64,12 @@ class ApiHandler {
              WatchOptions watch_options = {},
              ComputeOptions compute = {});
 
+  // Not a coroutine itself: without an audit log it is `serve` and nothing more.
   boost::asio::awaitable<ApiResponse> handle(ApiRequest request);
+
+  // --audit-log-path (server/audit_log.hpp); before serving starts.
+  void set_audit(std::shared_ptr<AuditLog> audit);
+  bool auditing() const { return audit_ != nullptr; }
 
   // Authentication and authorization (server/access.hpp); before serving starts.
   void set_access(AccessOptions access) { access_ = std::move(access); }
@@ -74,6 +81,10 @@ class ApiHandler {
 
  private:
   struct Route;
+  // Routes and serves one request; fills `audit` (when not null) with who asked for what and
+  // the authorization decision, where the handler learns them.
+  boost::asio::awaitable<ApiResponse> serve(ApiRequest request, AuditEvent* audit);
+  boost::asio::awaitable<ApiResponse> serve_audited(ApiRequest request);
   boost::asio::awaitable<ApiResponse> handle_resource(const ApiRequest& request, const Url& url,
                                                       Route& route);
   // Privilege escalation through RBAC writes, as kube prevents it: a role may only hold rules
@@ -104,6 +115,7 @@ class ApiHandler {
   OpenApiDocuments openapi_;
   AccessOptions access_;
   std::shared_ptr<RequestLimits> limits_;
+  std::shared_ptr<AuditLog> audit_;
 };
 
 }  // namespace kwatch::server

@@ -290,6 +290,11 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
   }
   request.body = std::move(req.body());
   request.websocket = beast::websocket::is_upgrade(req);
+  if (handler->auditing()) {
+    beast::error_code pec;
+    auto peer = beast::get_lowest_layer(stream).socket().remote_endpoint(pec);
+    if (!pec) request.remote_address = peer.address().to_string();
+  }
   const bool keep_alive = req.keep_alive();
   const unsigned version = req.version();
 
@@ -446,9 +451,16 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
   static constexpr std::string_view kHead10 =
       "HTTP/1.0 200 OK\r\nServer: kwatch\r\nContent-Type: application/json\r\n"
       "Cache-Control: no-cache, private\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+  std::string_view fixed_head = version == 10 ? kHead10 : kHead11;
+  std::string head;  // with the response's own headers (Audit-Id), when it has any
+  if (!response.headers.empty()) {
+    head = fixed_head.substr(0, fixed_head.size() - 2);
+    for (const auto& [name, value] : response.headers) head += name + ": " + value + "\r\n";
+    head += "\r\n";
+    fixed_head = head;
+  }
   beast::get_lowest_layer(stream).expires_after(limits.write_timeout);
-  auto [hec, hn] =
-      co_await asio::async_write(stream, asio::buffer(version == 10 ? kHead10 : kHead11), use_tuple);
+  auto [hec, hn] = co_await asio::async_write(stream, asio::buffer(fixed_head), use_tuple);
   if (hec || head_only) {
     beast::error_code ignored;
     beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_send, ignored);
@@ -514,9 +526,11 @@ asio::awaitable<void> HttpServer::Impl::stream_websocket(Stream stream,
   beast::get_lowest_layer(stream).expires_never();
   auto ws = std::make_shared<websocket::stream<Stream>>(std::move(stream));
   ws->set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
-  ws->set_option(websocket::stream_base::decorator([](websocket::response_type& res) {
-    res.set(http::field::server, "kwatch");
-  }));
+  ws->set_option(
+      websocket::stream_base::decorator([headers = response.headers](websocket::response_type& res) {
+        res.set(http::field::server, "kwatch");
+        for (const auto& [name, value] : headers) res.set(name, value);
+      }));
   auto [aec] = co_await ws->async_accept(request, use_tuple);
   if (aec) co_return;
   ws->text(true);

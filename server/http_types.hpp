@@ -37,6 +37,7 @@ struct ApiRequest {
   std::vector<std::string> impersonate_groups;
   std::string impersonate_uid;
   bool websocket = false;  // the client asked to upgrade to WebSocket
+  std::string remote_address;  // the client's IP; filled only when the handler audits
 };
 
 struct ApiResponse {
@@ -62,6 +63,9 @@ struct ApiResponse {
   std::function<std::shared_ptr<const watch::CachedObject>(
       const std::shared_ptr<const watch::CachedObject>&)>
       convert;
+  // Held until the response has been sent (a watch: until its stream ends), then released: the
+  // audit log's ResponseComplete stage of a long-running request.
+  std::shared_ptr<void> on_sent;
 };
 
 }  // namespace kwatch::server

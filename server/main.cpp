@@ -4,8 +4,10 @@
 #include "registry/scheme.hpp"
 #include "server/access.hpp"
 #include "server/api_handler.hpp"
+#include "server/audit_log.hpp"
 #include "server/cacher_registry.hpp"
 #include "server/crd_controller.hpp"
+#include "server/encryption_at_rest.hpp"
 #include "server/http_server.hpp"
 #include "server/options.hpp"
 #include "server/task_failure.hpp"
@@ -15,6 +17,7 @@
 #include "server/selector_predicate.hpp"
 #include "server/version.hpp"
 #include "server/watch_cache_state.hpp"
+#include "storage/encrypting_storage.hpp"
 #include "storage/etcd_storage.hpp"
 #include "storage/memory_storage.hpp"
 #include "watch/cacher.hpp"
@@ -26,6 +29,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <fmt/ranges.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -75,6 +79,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   const auto options = std::get<server::Options>(outcome);
+  // An audit log on standard output has it to itself: the server's own log moves to stderr.
+  if (options.audit_log_path == "-") {
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+        "", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
+  }
   spdlog::set_level(spdlog::level::from_str(options.log_level));
 
   const unsigned threads =
@@ -118,6 +127,21 @@ int main(int argc, char** argv) {
     storage = std::move(*opened);
   }
   auto scheme = registry::Scheme::builtin(options.etcd_prefix);
+  // Encryption at rest sits at the storage boundary: everything above reads and writes plaintext.
+  if (!options.encryption_provider_config.empty()) {
+    auto config = storage::load_encryption_config(options.encryption_provider_config);
+    if (!config) {
+      spdlog::critical("--encryption-provider-config: {}", config.error());
+      return 1;
+    }
+    auto scopes = server::encryption_scopes(*config, *scheme, options.etcd_prefix);
+    if (!scopes) {
+      spdlog::critical("--encryption-provider-config: {}", scopes.error());
+      return 1;
+    }
+    for (const auto& scope : *scopes) spdlog::info("encrypting values under {}", scope.prefix);
+    storage = std::make_shared<storage::EncryptingStorage>(std::move(storage), std::move(*scopes));
+  }
   server::CacherDefaults cacher_defaults;
   cacher_defaults.default_capacity = options.default_watch_cache_size;
   cacher_defaults.capacities = options.watch_cache_sizes;
@@ -145,6 +169,21 @@ int main(int argc, char** argv) {
   compute_options.executor = compute.get_executor();
   auto handler = std::make_shared<server::ApiHandler>(scheme, store, metrics, address, cachers,
                                                       watch_options, compute_options);
+  std::shared_ptr<server::AuditLog> audit;
+  if (!options.audit_log_path.empty()) {
+    server::AuditLogOptions audit_options;
+    audit_options.path = options.audit_log_path;
+    audit_options.max_size_bytes = std::uint64_t{options.audit_log_maxsize_mb} << 20;
+    audit_options.max_backups = static_cast<int>(options.audit_log_maxbackup);
+    audit_options.max_age_days = static_cast<int>(options.audit_log_maxage_days);
+    auto opened = server::AuditLog::open(std::move(audit_options));
+    if (!opened) {
+      spdlog::critical("--audit-log-path: {}", opened.error());
+      return 1;
+    }
+    audit = std::move(*opened);
+    handler->set_audit(audit);
+  }
   // Who may do what.
   server::AccessOptions access;
   access.anonymous = options.anonymous_auth;
@@ -304,5 +343,6 @@ int main(int argc, char** argv) {
   for (auto& t : pool) t.join();
   compute.stop();
   compute.join();
+  if (audit) audit->stop();  // writes what is queued
   return 0;
 }

@@ -118,6 +118,13 @@ Flags:
   --watch-cache-sizes=RES#N,...  fix the event window of these resources at N events
   --watch-bookmark-interval=D    period of watch bookmarks, e.g. 60s, 500ms (default 60s)
   --min-request-timeout=SECONDS  watches without timeoutSeconds last this x (1 + rand) (default 1800)
+  --audit-log-path=FILE      write an audit event (audit.k8s.io/v1, level Metadata) per request
+                             to FILE, "-" for standard output (default: off)
+  --audit-log-maxsize=MB     rotate the audit log past MB megabytes (default 0: never)
+  --audit-log-maxbackup=N    rotated audit logs kept (default 0: all)
+  --audit-log-maxage=DAYS    rotated audit logs removed after DAYS days (default 0: never)
+  --encryption-provider-config=FILE  encrypt resources at rest as this EncryptionConfiguration
+                             (YAML or JSON; providers aesgcm, aescbc, identity) says (default: off)
   --help                     print this help and exit
   --version                  print the version and exit
 )";
@@ -323,6 +330,32 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
          unsigned n = 0;
          if (!parse_number<unsigned>(v, n, 1, 86'400)) return "must be 1-86400 seconds";
          o.min_request_timeout = std::chrono::seconds(n);
+         return "";
+       }},
+      {"audit-log-path",
+       [&](const std::string& v) -> std::string {
+         o.audit_log_path = v;
+         return "";
+       }},
+      {"audit-log-maxsize",
+       [&](const std::string& v) -> std::string {
+         return parse_number<unsigned>(v, o.audit_log_maxsize_mb, 0, 1'000'000) ? ""
+                                                                                  : "must be 0-1000000";
+       }},
+      {"audit-log-maxbackup",
+       [&](const std::string& v) -> std::string {
+         return parse_number<unsigned>(v, o.audit_log_maxbackup, 0, 1'000'000) ? ""
+                                                                                 : "must be 0-1000000";
+       }},
+      {"audit-log-maxage",
+       [&](const std::string& v) -> std::string {
+         return parse_number<unsigned>(v, o.audit_log_maxage_days, 0, 100'000) ? ""
+                                                                                 : "must be 0-100000";
+       }},
+      {"encryption-provider-config",
+       [&](const std::string& v) -> std::string {
+         if (v.empty()) return "must not be empty";
+         o.encryption_provider_config = v;
          return "";
        }},
       {"log-level",

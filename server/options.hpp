@@ -60,6 +60,13 @@ struct Options {
   // kwatch compacts storage like kube-apiserver: every interval, to the revision seen one
   // interval before (0 disables).
   std::chrono::milliseconds compaction_interval{5 * 60 * 1000};
+  // Audit log (server/audit_log.hpp): off without a path; "-" is standard output.
+  std::string audit_log_path;
+  unsigned audit_log_maxsize_mb = 0;  // rotate past this many megabytes (0: never)
+  unsigned audit_log_maxbackup = 0;   // rotated files kept (0: all)
+  unsigned audit_log_maxage_days = 0;  // rotated files removed after this many days (0: never)
+  // Encryption at rest: an EncryptionConfiguration file (storage/encryption_config.hpp).
+  std::string encryption_provider_config;
 };
 
 // Go-style durations as Kubernetes flags take them: "300ms", "1.5s", "5m", "1h2m3s", "0".

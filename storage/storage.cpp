@@ -44,7 +44,8 @@ asio::awaitable<Result<KeyValue>> Storage::guaranteed_update(std::string key,
       read = false;
     }
     auto next = try_update(state ? &*state : nullptr);
-    const bool unchanged = next && state && *next == state->value;
+    // Stale bytes (an old encryption key) are rewritten even when the value is unchanged.
+    const bool unchanged = next && state && *next == state->value && !state->stale;
     if (!authoritative && (!next || unchanged)) {
       read = true;  // rejections and no-ops are only final on the current state
       continue;

@@ -31,6 +31,13 @@ struct KeyValue {
   std::int64_t create_revision = 0;  // 0: the key does not exist
   std::int64_t mod_revision = 0;
   std::int64_t version = 0;  // number of writes since the key was (re)created
+  // Set only by a transforming decorator (encryption at rest, storage/encrypting_storage.hpp):
+  // `stale`: the value was read through a transformation writes no longer use (an older key, or
+  // plaintext while writes encrypt), so an update rewrites it even when its bytes are unchanged,
+  // as kube's GuaranteedUpdate does. `read_error`: the stored bytes could not be turned back into
+  // a value (why); `value` is then empty, so that no reader can mistake them for an object.
+  bool stale = false;
+  std::string read_error;
 };
 
 enum class EventType { put, del };
@@ -132,7 +139,7 @@ class Storage {
   // Computes the new value from the current state and writes it with a compare-and-swap,
   // retrying with the fresh state when another writer got there first. `try_update` returns the
   // new value or an error (which ends the update); it sees nullptr when the key is absent.
-  // Unchanged bytes write nothing and return the current state.
+  // Unchanged bytes write nothing and return the current state (unless that state is `stale`).
   //
   // `suggested` is a state the caller believes current (a watch cache's copy), which saves the
   // read: the write's guard still compares against storage. When the suggestion turns out stale,

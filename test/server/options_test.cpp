@@ -80,6 +80,24 @@ TEST(Options, WatchCacheFlagsAreParsed) {
   EXPECT_EQ(o.min_request_timeout, std::chrono::seconds(60));
 }
 
+TEST(Options, AuditAndEncryptionFlagsAreParsedAndOffByDefault) {
+  auto d = std::get<Options>(parse_options({}));
+  EXPECT_EQ(d.audit_log_path, "");
+  EXPECT_EQ(d.encryption_provider_config, "");
+  auto o = std::get<Options>(parse_options(
+      {"--audit-log-path=-", "--audit-log-maxsize=100", "--audit-log-maxbackup", "3",
+       "--audit-log-maxage=7", "--encryption-provider-config=/etc/kwatch/enc.yaml"}));
+  EXPECT_EQ(o.audit_log_path, "-");
+  EXPECT_EQ(o.audit_log_maxsize_mb, 100u);
+  EXPECT_EQ(o.audit_log_maxbackup, 3u);
+  EXPECT_EQ(o.audit_log_maxage_days, 7u);
+  EXPECT_EQ(o.encryption_provider_config, "/etc/kwatch/enc.yaml");
+  for (auto bad : {"--audit-log-maxsize=-1", "--audit-log-maxbackup=many", "--audit-log-maxage=x",
+                   "--encryption-provider-config="}) {
+    EXPECT_TRUE(std::holds_alternative<ParseError>(parse_options({bad}))) << bad;
+  }
+}
+
 TEST(Options, SnapshotThresholdIsABoundedByteCount) {
   EXPECT_EQ(std::get<Options>(parse_options({})).snapshot_bytes, 64u << 20);
   EXPECT_EQ(std::get<Options>(parse_options({"--data-dir-snapshot-bytes=4096"})).snapshot_bytes,
