@@ -101,7 +101,7 @@ error_code map_status(const grpc::Status& status) {
 }
 
 KeyValue to_key_value(const mvccpb::KeyValue& kv) {
-  return KeyValue{kv.key(), kv.value(), kv.create_revision(), kv.mod_revision(), kv.version()};
+  return KeyValue{kv.key(), kv.value(), kv.create_revision(), kv.mod_revision(), kv.version(), false, {}};
 }
 
 Event to_event(const mvccpb::Event& e) {
@@ -763,7 +763,7 @@ asio::awaitable<Result<ListResult>> EtcdStorage::list(ListOptions options) {
   result.kvs.reserve(static_cast<std::size_t>(r->kvs_size()));
   for (auto& kv : *r->mutable_kvs()) {
     result.kvs.push_back(KeyValue{std::move(*kv.mutable_key()), std::move(*kv.mutable_value()),
-                                  kv.create_revision(), kv.mod_revision(), kv.version()});
+                                  kv.create_revision(), kv.mod_revision(), kv.version(), false, {}});
   }
   // etcd's header carries the current revision even for a read at an older one.
   result.revision = options.revision != 0 ? options.revision : r->header().revision();

@@ -142,7 +142,7 @@ Result<TxnResult> MvccStore::put_if(std::string_view key, std::int64_t expected_
   const std::int64_t cur_mod = cur ? cur->mod_revision : 0;
   if (cur_mod != expected_mod_revision) {
     TxnResult failed;
-    failed.kv = cur ? to_key_value(key, *cur) : KeyValue{std::string(key), {}, 0, 0, 0};
+    failed.kv = cur ? to_key_value(key, *cur) : KeyValue{std::string(key), {}, 0, 0, 0, false, {}};
     failed.revision = revision_;
     return failed;
   }
@@ -155,7 +155,7 @@ Result<TxnResult> MvccStore::put_if(std::string_view key, std::int64_t expected_
   m.value = std::make_shared<const std::string>(std::move(value));
   TxnResult ok;
   ok.succeeded = true;
-  ok.kv = KeyValue{m.key, *m.value, m.create_revision, m.revision, m.version};
+  ok.kv = KeyValue{m.key, *m.value, m.create_revision, m.revision, m.version, false, {}};
   ok.revision = m.revision;
   if (auto r = commit(std::move(m)); !r) return r.error();
   return ok;
@@ -166,7 +166,7 @@ Result<TxnResult> MvccStore::delete_if(std::string_view key, std::int64_t expect
   const Rev* cur = live(key);
   if (!cur || (expected_mod_revision != 0 && cur->mod_revision != expected_mod_revision)) {
     TxnResult failed;
-    failed.kv = cur ? to_key_value(key, *cur) : KeyValue{std::string(key), {}, 0, 0, 0};
+    failed.kv = cur ? to_key_value(key, *cur) : KeyValue{std::string(key), {}, 0, 0, 0, false, {}};
     failed.revision = revision_;
     return failed;
   }
