@@ -203,8 +203,9 @@ asio::awaitable<void> HttpServer::Impl::accept_loop() {
 asio::awaitable<void> HttpServer::Impl::serve_tls(tcp::socket socket) {
   auto self = shared_from_this();
   beast::tcp_stream tcp_stream(std::move(socket));
-  // A client that connects and says nothing, or garbage, is dropped at the read deadline.
-  tcp_stream.expires_after(limits.read_timeout);
+  // A client that connects and says nothing, or garbage, or never finishes its handshake, is
+  // dropped at the handshake deadline.
+  tcp_stream.expires_after(std::min(limits.read_timeout, limits.handshake_timeout));
   // Plain HTTP where TLS was expected gets the answer Go's servers (and so kube-apiserver) give,
   // instead of a failed handshake the user cannot read.
   {

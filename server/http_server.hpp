@@ -25,6 +25,7 @@ struct HttpLimits {
   std::size_t max_body_bytes = 3 * 1024 * 1024;  // kube-apiserver's request limit
   std::size_t max_header_bytes = 64 * 1024;
   std::chrono::seconds read_timeout{60};   // idle keep-alive and slow request bodies
+  std::chrono::seconds handshake_timeout{10};  // a TLS client that connects must finish soon
   std::chrono::seconds write_timeout{60};
 };
 

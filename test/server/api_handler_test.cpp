@@ -323,8 +323,12 @@ TEST_F(ApiHandlerTest, DiscoveryListsBuiltinResourcesWithVerbsAndShortNames) {
   }
   EXPECT_TRUE(found);
   auto groups = call_json("GET", "/apis");
-  // apps, coordination.k8s.io, rbac.authorization.k8s.io and apiextensions.k8s.io.
-  EXPECT_EQ(groups.at("groups").as_array().size(), 4u);
+  // apps, coordination.k8s.io, rbac.authorization.k8s.io and apiextensions.k8s.io, and the
+  // review groups authentication.k8s.io and authorization.k8s.io.
+  EXPECT_EQ(groups.at("groups").as_array().size(), 6u);
+  auto reviews = call_json("GET", "/apis/authentication.k8s.io/v1");
+  EXPECT_EQ(reviews.at("resources").at(1).at("name"), "tokenreviews");
+  EXPECT_EQ(reviews.at("resources").at(1).at("verbs"), json::array{"create"});
   auto apps = call_json("GET", "/apis/apps/v1");
   EXPECT_EQ(apps.at("resources").at(0).at("name"), "deployments");
   EXPECT_EQ(call_json("GET", "/version").at("major"), "1");
