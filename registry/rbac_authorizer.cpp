@@ -732,6 +732,17 @@ std::vector<json::object> bootstrap_cluster_roles() {
       "system:public-info-viewer",
       {url_rule({"get"}, {"/livez", "/readyz", "/healthz", "/version", "/version/"})}));
 
+  // Reading the ServiceAccount issuer's OpenID discovery documents (bound to every account).
+  out.push_back(cluster_role(
+      "system:service-account-issuer-discovery",
+      {url_rule({"get"}, {"/.well-known/openid-configuration", "/.well-known/openid-configuration/",
+                          "/openid/v1/jwks", "/openid/v1/jwks/"})}));
+  // What a delegating authenticator/authorizer (an aggregated API server, a proxy) needs.
+  out.push_back(cluster_role(
+      "system:auth-delegator",
+      {rule({"create"}, {"authentication.k8s.io"}, {"tokenreviews"}),
+       rule({"create"}, {"authorization.k8s.io"}, {"subjectaccessreviews"})}));
+
   out.push_back(aggregated_role("admin", kToAdmin));
   out.push_back(aggregated_role("edit", kToEdit, json::object{{kToAdmin, "true"}}));
   out.push_back(aggregated_role("view", kToView, json::object{{kToEdit, "true"}}));
@@ -790,7 +801,8 @@ std::vector<json::object> bootstrap_cluster_role_bindings() {
           cluster_binding("system:discovery", {"system:authenticated"}),
           cluster_binding("system:basic-user", {"system:authenticated"}),
           cluster_binding("system:public-info-viewer",
-                          {"system:authenticated", "system:unauthenticated"})};
+                          {"system:authenticated", "system:unauthenticated"}),
+          cluster_binding("system:service-account-issuer-discovery", {"system:serviceaccounts"})};
 }
 
 }  // namespace kwatch::registry

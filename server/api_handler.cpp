@@ -456,6 +456,14 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
       }
     }
     response = failing.empty() ? text_response(200, "ok") : text_response(500, failing);
+  } else if (get && access_.service_accounts &&
+             ((seg.size() == 2 && seg[0] == ".well-known" && seg[1] == "openid-configuration") ||
+              (seg.size() == 3 && seg[0] == "openid" && seg[1] == "v1" && seg[2] == "jwks"))) {
+    // The ServiceAccount issuer's discovery documents (system:service-account-issuer-discovery).
+    const bool config = seg[0] == ".well-known";
+    response = json_response(200, config ? access_.service_accounts->openid_configuration()
+                                         : access_.service_accounts->jwks());
+    if (!config) response.content_type = "application/jwk-set+json";
   } else if (seg[0] == "version" && seg.size() == 1) {
     response = json_response(200, version_info());
   } else if (seg[0] == "metrics" && seg.size() == 1) {

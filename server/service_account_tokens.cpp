@@ -9,6 +9,7 @@
 #include <boost/json/serialize.hpp>
 #include <openssl/bio.h>
 #include <openssl/bn.h>
+#include <openssl/core_names.h>
 #include <openssl/err.h>
 #include <openssl/ec.h>
 #include <openssl/evp.h>
@@ -274,6 +275,63 @@ Outcome ServiceAccountTokens::load(const ServiceAccountKeyOptions& options) {
 }
 
 bool ServiceAccountTokens::can_sign() const { return signing_ != nullptr; }
+
+namespace {
+
+std::string big_number(EVP_PKEY* pkey, const char* param) {
+  BIGNUM* bn = nullptr;
+  if (EVP_PKEY_get_bn_param(pkey, param, &bn) != 1) return {};
+  std::string bytes(static_cast<std::size_t>(BN_num_bytes(bn)), '\0');
+  BN_bn2bin(bn, reinterpret_cast<unsigned char*>(bytes.data()));
+  BN_free(bn);
+  return bytes;
+}
+
+// A P-256 coordinate: always 32 bytes in a JWK.
+std::string coordinate(EVP_PKEY* pkey, const char* param) {
+  std::string bytes = big_number(pkey, param);
+  return std::string(32 - std::min<std::size_t>(32, bytes.size()), '\0') + bytes;
+}
+
+}  // namespace
+
+json::object ServiceAccountTokens::jwks() const {
+  json::array keys;
+  for (const auto& key : verifying_) {
+    json::object jwk{{"use", "sig"}, {"kid", key->id}};
+    if (key->ecdsa) {
+      jwk["kty"] = "EC";
+      jwk["crv"] = "P-256";
+      jwk["alg"] = "ES256";
+      jwk["x"] = base64_encode(coordinate(key->pkey.get(), OSSL_PKEY_PARAM_EC_PUB_X), true);
+      jwk["y"] = base64_encode(coordinate(key->pkey.get(), OSSL_PKEY_PARAM_EC_PUB_Y), true);
+    } else {
+      jwk["kty"] = "RSA";
+      jwk["alg"] = "RS256";
+      jwk["n"] = base64_encode(big_number(key->pkey.get(), OSSL_PKEY_PARAM_RSA_N), true);
+      jwk["e"] = base64_encode(big_number(key->pkey.get(), OSSL_PKEY_PARAM_RSA_E), true);
+    }
+    keys.push_back(std::move(jwk));
+  }
+  return json::object{{"keys", std::move(keys)}};
+}
+
+json::object ServiceAccountTokens::openid_configuration() const {
+  json::array algorithms;
+  for (const char* alg : {"ES256", "RS256"}) {
+    const bool used = std::any_of(verifying_.begin(), verifying_.end(), [&](const auto& k) {
+      return k->ecdsa == (std::string_view(alg) == "ES256");
+    });
+    if (used) algorithms.emplace_back(alg);
+  }
+  std::string issuer = issuer_;
+  while (!issuer.empty() && issuer.back() == '/') issuer.pop_back();
+  return json::object{{"issuer", issuer_},
+                      {"jwks_uri", issuer + "/openid/v1/jwks"},
+                      {"response_types_supported", json::array{"id_token"}},
+                      {"subject_types_supported", json::array{"public"}},
+                      {"id_token_signing_alg_values_supported", std::move(algorithms)}};
+}
 
 std::string ServiceAccountTokens::issue(const ServiceAccountClaims& c) const {
   if (!signing_) return {};

@@ -11,6 +11,7 @@
 // and reused, as the serving certificate is. Immutable after load; safe from any thread.
 #pragma once
 
+#include <boost/json/object.hpp>
 #include <boost/system/result.hpp>
 
 #include <cstdint>
@@ -68,6 +69,12 @@ class ServiceAccountTokens {
   };
   std::optional<Checked> verify(std::string_view token,
                                 const std::vector<std::string>& audiences) const;
+
+  // The issuer's OpenID Connect discovery documents, as kube serves them for workload identity
+  // federation: /.well-known/openid-configuration and the verification keys' JWK set
+  // (/openid/v1/jwks).
+  boost::json::object openid_configuration() const;
+  boost::json::object jwks() const;
 
   bool can_sign() const;
   // The generated key could not be written into cert_dir and lives only in memory.

@@ -131,6 +131,30 @@ def main():
                     3590 <= claims["exp"] - claims["iat"] <= 3610 and
                     claims["kubernetes.io"]["serviceaccount"]["name"] == "robot", (header, claims))
 
+            # The issuer's discovery documents, readable by every ServiceAccount: the JWK set
+            # verifies the token kubectl got.
+            reader = Client(port, ca, token=token)
+            status, config = reader.call("GET", "/.well-known/openid-configuration")
+            t.check("OpenID configuration names the issuer and its JWK set", status == 200 and
+                    config.get("issuer") == ISSUER and config.get("jwks_uri") == ISSUER + "/openid/v1/jwks" and
+                    config.get("id_token_signing_alg_values_supported") == ["RS256"], config)
+            status, jwks = reader.call("GET", "/openid/v1/jwks")
+            jwk = [k for k in jwks.get("keys", []) if k.get("kid") == header.get("kid")] if status == 200 else []
+            verified = False
+            if jwk:
+                n = int.from_bytes(base64.urlsafe_b64decode(jwk[0]["n"] + "=="), "big")
+                e = int.from_bytes(base64.urlsafe_b64decode(jwk[0]["e"] + "=="), "big")
+                signed, sig = token.rsplit(".", 1)
+                try:
+                    rsa.RSAPublicNumbers(e, n).public_key().verify(
+                        base64.urlsafe_b64decode(sig + "=="), signed.encode(), padding.PKCS1v15(), hashes.SHA256())
+                    verified = True
+                except Exception as err:  # noqa: BLE001 - reported below
+                    verified = repr(err)
+            t.check("the JWK set's key (by kid) verifies the token", verified is True, (status, jwks, verified))
+            status, body = Client(port, ca).call("GET", "/openid/v1/jwks")
+            t.check("... and needs credentials", status == 401, status)
+
             robot_cfg = pki.kubeconfig(os.path.join(tmp, "robot.kubeconfig"), port, ca, token=token)
 
             def robot(*args):

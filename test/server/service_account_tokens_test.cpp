@@ -2,6 +2,7 @@
 
 #include "registry/base64.hpp"
 
+#include <boost/json/array.hpp>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
@@ -175,6 +176,31 @@ TEST(ServiceAccountTokens, KeyFileErrorsNameTheFile) {
   auto missing = ServiceAccountTokens::load({"https://kwatch.test", {}, "/nonexistent.key", {}, ""});
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.error().find("/nonexistent.key"), std::string::npos);
+}
+
+TEST(ServiceAccountTokens, PublishesItsKeysAsAJwkSet) {
+  TempDir dir;
+  const std::string rsa_key = write_key(dir.path, "rsa.key", "rsa");
+  const std::string ec_key = write_key(dir.path, "ec.key", "ec");
+  auto tokens = load({"https://kwatch.test/", {}, ec_key, {ec_key, rsa_key}, ""});
+  auto jwks = tokens->jwks();
+  const auto& keys = jwks.at("keys").as_array();
+  ASSERT_EQ(keys.size(), 2u);
+  EXPECT_EQ(keys[0].at("kty"), "EC");
+  EXPECT_EQ(keys[0].at("crv"), "P-256");
+  EXPECT_EQ(registry::base64_decode(keys[0].at("x").as_string())->size(), 32u);
+  EXPECT_EQ(registry::base64_decode(keys[0].at("y").as_string())->size(), 32u);
+  EXPECT_EQ(keys[1].at("kty"), "RSA");
+  EXPECT_EQ(registry::base64_decode(keys[1].at("n").as_string())->size(), 256u);
+  EXPECT_EQ(keys[1].at("e"), "AQAB");
+  // The signing key's kid is the one in the tokens' headers.
+  const std::string token = tokens->issue(robot());
+  const auto header = registry::base64_decode(token.substr(0, token.find('.')));
+  EXPECT_NE(header->find(std::string(keys[0].at("kid").as_string())), std::string::npos);
+  auto config = tokens->openid_configuration();
+  EXPECT_EQ(config.at("issuer"), "https://kwatch.test/");
+  EXPECT_EQ(config.at("jwks_uri"), "https://kwatch.test/openid/v1/jwks");
+  EXPECT_EQ(config.at("id_token_signing_alg_values_supported"), (boost::json::array{"ES256", "RS256"}));
 }
 
 TEST(Base64, UrlAlphabetAndDecoding) {
