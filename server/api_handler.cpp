@@ -13,6 +13,7 @@
 #include "server/cacher_registry.hpp"
 #include "server/discovery.hpp"
 #include "server/selector_predicate.hpp"
+#include "server/service_account_tokens.hpp"
 #include "server/status.hpp"
 #include "server/table.hpp"
 #include "server/url.hpp"
