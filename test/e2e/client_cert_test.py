@@ -6,40 +6,21 @@ the server started with the secure defaults (HTTPS only, RBAC, no anonymous acce
 
 Usage: client_cert_test.py <path to kwatch-apiserver>
 """
-import http.client
 import json
 import os
 import shutil
-import ssl
 import subprocess
 import sys
 import warnings
 
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from harness import Checks, Server, TempDir, free_port, wait_for
+from harness import Checks, Server, TempDir, free_port
 import pki
 
 
 def call(port, ca, path, cert=None, token=None, method="GET", body=None):
-    ctx = ssl.create_default_context(cafile=ca)
-    if cert:
-        ctx.load_cert_chain(cert[0], cert[1])
-    conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=10)
-    try:
-        headers = {"Content-Type": "application/json"}
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        conn.request(method, path, body=json.dumps(body) if body is not None else None,
-                     headers=headers)
-        resp = conn.getresponse()
-        data = resp.read()
-        try:
-            return resp.status, json.loads(data)
-        except ValueError:
-            return resp.status, data.decode(errors="replace")
-    finally:
-        conn.close()
+    return pki.HttpsClient(port, ca, cert, token).call(method, path, body)
 
 
 def whoami(port, ca, cert=None, token=None):

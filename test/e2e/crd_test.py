@@ -103,7 +103,7 @@ def conditions(server, name):
 
 def established(server, name):
     return conditions(server, name).get("Established") == "True" and \
-        server.request("GET", f"/apis/example.com/v1")[0] == 200
+        server.request("GET", "/apis/example.com/v1")[0] == 200
 
 
 def main():

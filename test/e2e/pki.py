@@ -1,7 +1,11 @@
 """Certificates for tests: client CAs and client certificates with any subject, validity and
-extended key usage, made with python3-cryptography (ECDSA P-256), written as PEM files."""
+extended key usage, made with python3-cryptography (ECDSA P-256), written as PEM files; and an
+HTTPS client that presents them (or a bearer token) and verifies the server against a CA."""
 import datetime
+import http.client
+import json
 import os
+import ssl
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -81,3 +85,31 @@ def kubeconfig(path, port, ca_file, cert=None, key=None, token=None):
             "current-context: kwatch",
             "users:", "- name: u", "  user:" + ("" if user else " {}")] + user) + "\n")
     return path
+
+
+class HttpsClient:
+    """Requests to https://127.0.0.1:<port> trusting `ca`, as a client certificate (cert, key)
+    and/or a bearer token; each returns (status, parsed JSON body or text)."""
+
+    def __init__(self, port, ca, cert=None, token=None):
+        self.port, self.ca, self.cert, self.token = port, ca, cert, token
+
+    def call(self, method, path, body=None, headers=None):
+        ctx = ssl.create_default_context(cafile=self.ca)
+        if self.cert:
+            ctx.load_cert_chain(*self.cert)
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=ctx, timeout=10)
+        try:
+            h = {"Content-Type": "application/json"}
+            if self.token:
+                h["Authorization"] = f"Bearer {self.token}"
+            h.update(headers or {})
+            conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=h)
+            resp = conn.getresponse()
+            data = resp.read()
+            try:
+                return resp.status, json.loads(data)
+            except ValueError:
+                return resp.status, data.decode(errors="replace")
+        finally:
+            conn.close()

@@ -9,11 +9,9 @@ the operator's own signing key (--service-account-signing-key-file/--service-acc
 Usage: service_account_test.py <path to kwatch-apiserver>
 """
 import base64
-import http.client
 import json
 import os
 import shutil
-import ssl
 import subprocess
 import sys
 import time
@@ -50,31 +48,6 @@ def claims_for(ns, name, uid, audiences=(ISSUER,), lifetime=600, issuer=ISSUER, 
             "kubernetes.io": {"namespace": ns, "serviceaccount": {"name": name, "uid": uid}}}
 
 
-class Client:
-    def __init__(self, port, ca, cert=None, token=None):
-        self.port, self.ca, self.cert, self.token = port, ca, cert, token
-
-    def call(self, method, path, body=None, headers=None):
-        ctx = ssl.create_default_context(cafile=self.ca)
-        if self.cert:
-            ctx.load_cert_chain(*self.cert)
-        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=ctx, timeout=10)
-        try:
-            h = {"Content-Type": "application/json"}
-            if self.token:
-                h["Authorization"] = f"Bearer {self.token}"
-            h.update(headers or {})
-            conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=h)
-            resp = conn.getresponse()
-            data = resp.read()
-            try:
-                return resp.status, json.loads(data)
-            except ValueError:
-                return resp.status, data.decode(errors="replace")
-        finally:
-            conn.close()
-
-
 def main():
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     binary = sys.argv[1]
@@ -102,7 +75,7 @@ def main():
                                     f"--service-account-key-file={pub_file}",
                                     "--authorization-mode=RBAC", "--anonymous-auth=false"]).start()
         ca = os.path.join(tmp, "certs", "ca.crt")
-        admin = Client(port, ca, cert=admin_cert)
+        admin = pki.HttpsClient(port, ca, cert=admin_cert)
         try:
             for obj_path, obj in [("/api/v1/namespaces", {"metadata": {"name": "team"}}),
                                   ("/api/v1/namespaces/team/serviceaccounts", {"metadata": {"name": "robot"}}),
@@ -133,7 +106,7 @@ def main():
 
             # The issuer's discovery documents, readable by every ServiceAccount: the JWK set
             # verifies the token kubectl got.
-            reader = Client(port, ca, token=token)
+            reader = pki.HttpsClient(port, ca, token=token)
             status, config = reader.call("GET", "/.well-known/openid-configuration")
             t.check("OpenID configuration names the issuer and its JWK set", status == 200 and
                     config.get("issuer") == ISSUER and config.get("jwks_uri") == ISSUER + "/openid/v1/jwks" and
@@ -152,7 +125,7 @@ def main():
                 except Exception as err:  # noqa: BLE001 - reported below
                     verified = repr(err)
             t.check("the JWK set's key (by kid) verifies the token", verified is True, (status, jwks, verified))
-            status, body = Client(port, ca).call("GET", "/openid/v1/jwks")
+            status, body = pki.HttpsClient(port, ca).call("GET", "/openid/v1/jwks")
             t.check("... and needs credentials", status == 401, status)
 
             robot_cfg = pki.kubeconfig(os.path.join(tmp, "robot.kubeconfig"), port, ca, token=token)
@@ -170,7 +143,7 @@ def main():
             p = robot("-n", "team", "get", "configmaps", "-o", "name")
             t.check("the ServiceAccount lists configmaps in its namespace", "configmap/settings" in p.stdout,
                     p.stdout + p.stderr)
-            sa = Client(port, ca, token=token)
+            sa = pki.HttpsClient(port, ca, token=token)
             status, _ = sa.call("GET", "/api/v1/namespaces/team/configmaps?watch=1&timeoutSeconds=1")
             t.check("... and watches them", status == 200, status)
             p = robot("-n", "team", "get", "secrets")
@@ -259,7 +232,7 @@ def main():
                                 "--as=system:serviceaccount:team:robot", "-o", "name"],
                                capture_output=True, text=True, timeout=60)
             t.check("kubectl --as acts as the account", "configmap/settings" in p.stdout, p.stdout + p.stderr)
-            alice = Client(port, ca, cert=alice_cert)
+            alice = pki.HttpsClient(port, ca, cert=alice_cert)
             status, body = alice.call("GET", "/api/v1/namespaces/team/configmaps",
                                       headers={"Impersonate-User": "kwatch-admin"})
             t.check("impersonation without the impersonate verb: 403 naming it", status == 403 and
@@ -295,10 +268,10 @@ def main():
                 "not a JWT": "a.b",
             }
             for what, bad_token in bad.items():
-                status, body = Client(port, ca, token=bad_token).call("GET", "/api/v1/namespaces/team/configmaps")
+                status, body = pki.HttpsClient(port, ca, token=bad_token).call("GET", "/api/v1/namespaces/team/configmaps")
                 t.check(f"a token {what}: 401 Unauthorized", status == 401 and
                         isinstance(body, dict) and body.get("reason") == "Unauthorized", (status, body))
-            status, _ = Client(port, ca, token=forge(key, claims_for("team", "robot", uid))).call(
+            status, _ = pki.HttpsClient(port, ca, token=forge(key, claims_for("team", "robot", uid))).call(
                 "GET", "/api/v1/namespaces/team/configmaps")
             t.check("a token this key signs for the live account works (the checks above are real)",
                     status == 200, status)
@@ -314,7 +287,7 @@ def main():
                          "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "worker"}}})
             t.check("TokenRequest bound to the pod", status == 201 and body["status"]["token"] and
                     body["spec"]["boundObjectRef"]["uid"] == pod["metadata"]["uid"], body)
-            bound = Client(port, ca, token=body["status"]["token"])
+            bound = pki.HttpsClient(port, ca, token=body["status"]["token"])
             t.check("the bound token works while the pod lives",
                     bound.call("GET", "/api/v1/namespaces/team/configmaps")[0] == 200)
             status, body = admin.call("POST", "/api/v1/namespaces/team/serviceaccounts/robot/token", {
