@@ -457,6 +457,8 @@ asio::awaitable<ApiResult<json::object>> token_request(const AccessOptions& opti
   if (seconds > (std::int64_t{1} << 32)) {
     co_return invalid("spec.expirationSeconds", "may not specify a duration larger than 2^32 seconds");
   }
+  // Longer than the server allows: shortened, as kube does (the client reads the expiry back).
+  if (options.max_token_seconds > 0) seconds = std::min(seconds, options.max_token_seconds);
   std::vector<std::string> audiences;
   if (const json::value* a = spec != nullptr ? spec->if_contains("audiences") : nullptr) {
     if (const json::array* list = a->if_array()) {

@@ -56,6 +56,8 @@ struct AccessOptions {
   std::shared_ptr<const TokenFile> tokens;  // --token-auth-file; null: none
   // ServiceAccount tokens (--service-account-*); null: none.
   std::shared_ptr<const ServiceAccountTokens> service_accounts;
+  // --service-account-max-token-expiration: TokenRequests asking for longer get this (0: none).
+  std::int64_t max_token_seconds = 0;
   bool anonymous = true;                    // --anonymous-auth
   std::shared_ptr<RbacPolicySource> rbac;   // --authorization-mode=RBAC; null: AlwaysAllow
   // Where the accounts (and objects) tokens name are looked up: the watch caches, then storage.

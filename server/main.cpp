@@ -215,6 +215,9 @@ int main(int argc, char** argv) {
     }
     access.service_accounts = std::move(*loaded);
   }
+  access.max_token_seconds = std::chrono::duration_cast<std::chrono::seconds>(
+                                options.service_account_max_token_expiration)
+                                .count();
   access.scheme = scheme;
   access.cachers = cachers;
   access.store = store;

@@ -97,6 +97,8 @@ Flags:
   --service-account-signing-key-file=FILE  private key (PEM, RSA or ECDSA P-256) that signs them
   --service-account-key-file=FILE  public keys (PEM) that verify them; repeatable. Without either
                              flag, a key is generated into --cert-dir (sa.key) and reused
+  --service-account-max-token-expiration=D  longest token a TokenRequest gets (default 0: no
+                             maximum; at least 1h)
   --api-audiences=A,B        audiences the API accepts tokens for (default: the issuer)
   --anonymous-auth=BOOL      requests without credentials act as system:anonymous (default false)
   --authorization-mode=MODE  RBAC (default: decided from the RBAC objects) or AlwaysAllow
@@ -189,6 +191,14 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
        [&](const std::string& v) -> std::string {
          if (v.empty()) return "must not be empty";
          o.service_account_key_files.push_back(v);
+         return "";
+       }},
+      {"service-account-max-token-expiration",
+       [&](const std::string& v) -> std::string {
+         auto d = parse_duration(v);
+         if (!d || d->count() < 0) return "expected a duration such as 24h, or 0 for no maximum";
+         if (d->count() > 0 && *d < std::chrono::hours(1)) return "must be at least 1h";
+         o.service_account_max_token_expiration = *d;
          return "";
        }},
       {"api-audiences",

@@ -32,6 +32,7 @@ struct Options {
   std::string service_account_signing_key_file;
   std::vector<std::string> service_account_key_files;
   std::vector<std::string> api_audiences;
+  std::chrono::milliseconds service_account_max_token_expiration{0};  // 0: no maximum
   bool anonymous_auth = false;                    // requests without credentials are anonymous
   std::string authorization_mode = "RBAC";        // or "AlwaysAllow"
   // Overload protection (0: no limit): see server/request_limits.hpp.

@@ -73,6 +73,7 @@ def main():
                                     f"--service-account-issuer={ISSUER}",
                                     f"--service-account-signing-key-file={key_file}",
                                     f"--service-account-key-file={pub_file}",
+                                    "--service-account-max-token-expiration=2h",
                                     "--authorization-mode=RBAC", "--anonymous-auth=false"]).start()
         ca = os.path.join(tmp, "certs", "ca.crt")
         admin = pki.HttpsClient(port, ca, cert=admin_cert)
@@ -298,6 +299,13 @@ def main():
                                       {"spec": {"expirationSeconds": 60}})
             t.check("TokenRequest under ten minutes: 422", status == 422 and
                     "may not specify a duration less than 10 minutes" in body.get("message", ""), body)
+            status, body = admin.call("POST", "/api/v1/namespaces/team/serviceaccounts/robot/token",
+                                      {"spec": {"expirationSeconds": 86400}})
+            long_claims = json.loads(base64.urlsafe_b64decode(body["status"]["token"].split(".")[1] + "==")) \
+                if status == 201 else {}
+            t.check("a day asked, two hours given (--service-account-max-token-expiration=2h)", status == 201 and
+                    body["spec"]["expirationSeconds"] == 7200 and long_claims["exp"] - long_claims["iat"] == 7200,
+                    body)
             status, body = admin.call("POST", "/api/v1/namespaces/team/serviceaccounts/ghost/token", {"spec": {}})
             t.check("TokenRequest for a missing account: 404", status == 404, body)
             admin.call("DELETE", "/api/v1/namespaces/team/pods/worker")
