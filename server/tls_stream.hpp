@@ -8,7 +8,8 @@
 // copies per record. Here OpenSSL writes ciphertext through a custom BIO straight into one
 // per-connection buffer that is sent with one tcp_stream write; a gathered write (a batch of
 // watch frames) is one copy into a per-thread scratch buffer, one SSL_write (one record up to
-// 16 KiB) and one send. Buffers are released when the stream goes idle.
+// 16 KiB) and one send. Write buffers are kept while writes keep coming and freed after a write
+// that follows a quiet second; OpenSSL's read buffer is freed before waiting for input.
 //
 // Ownership: owns the tcp_stream (next_layer(), also the lowest layer, so Beast's
 // `get_lowest_layer(s).expires_after(...)` and `.socket()` work unchanged) and the SSL object.
