@@ -1,6 +1,7 @@
 #include "server/http_server.hpp"
 
 #include "server/task_failure.hpp"
+#include "server/tls_stream.hpp"
 
 #include "watch/cacher.hpp"
 
@@ -8,6 +9,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -15,7 +17,6 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
 #include <spdlog/spdlog.h>
 
@@ -78,11 +79,21 @@ namespace {
 
 std::shared_ptr<const ClientCertificate> client_certificate_of(beast::tcp_stream&) { return nullptr; }
 
+// Ends the sending side: TLS first says close_notify (best effort, never waits).
+void shutdown_send(beast::tcp_stream& stream) {
+  beast::error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+}
+
+void shutdown_send(TlsStream& stream) {
+  stream.send_close_notify();
+  shutdown_send(stream.next_layer());
+}
+
 // What the TLS handshake learned about the client's certificate. The handshake accepts any
 // certificate (kube-apiserver too: a bad one is a 401 the client can read, not a failed
 // handshake); OpenSSL's verification result against the client CA decides here.
-std::shared_ptr<const ClientCertificate> client_certificate_of(
-    beast::ssl_stream<beast::tcp_stream>& stream) {
+std::shared_ptr<const ClientCertificate> client_certificate_of(TlsStream& stream) {
   SSL* ssl = stream.native_handle();
   X509* cert = SSL_get0_peer_certificate(ssl);
   if (cert == nullptr) return nullptr;
@@ -222,8 +233,8 @@ asio::awaitable<void> HttpServer::Impl::serve_tls(tcp::socket socket) {
       co_return;
     }
   }
-  beast::ssl_stream<beast::tcp_stream> stream(std::move(tcp_stream), *tls);
-  auto [ec] = co_await stream.async_handshake(asio::ssl::stream_base::server, use_tuple);
+  TlsStream stream(std::move(tcp_stream), tls->native_handle());
+  const boost::system::error_code ec = co_await stream.handshake();
   if (ec) {
     spdlog::debug("TLS handshake failed: {}", ec.message());
     co_return;
@@ -235,8 +246,7 @@ template <class Stream>
 asio::awaitable<void> HttpServer::Impl::drain_and_close(Stream& stream) {
   // Lets the client finish sending and read the answer: closing with unread input would reset
   // the connection before it sees the Status. Bounded in bytes and time.
-  beast::error_code ignored;
-  beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_send, ignored);
+  shutdown_send(stream);
   std::vector<char> sink(16384);
   std::size_t drained = 0;
   beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(5));
@@ -412,8 +422,7 @@ asio::awaitable<void> HttpServer::Impl::serve_connection(Stream stream) {
     }
     break;
   }
-  beast::error_code ignored;
-  beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_send, ignored);
+  shutdown_send(stream);
 }
 
 namespace {
@@ -463,8 +472,7 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
   beast::get_lowest_layer(stream).expires_after(limits.write_timeout);
   auto [hec, hn] = co_await asio::async_write(stream, asio::buffer(fixed_head), use_tuple);
   if (hec || head_only) {
-    beast::error_code ignored;
-    beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_send, ignored);
+    shutdown_send(stream);
     co_return;
   }
   // A client that hangs up is noticed at once, not at the next event: one read stays pending
@@ -515,8 +523,7 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
   }
   beast::get_lowest_layer(stream).expires_after(limits.write_timeout);
   co_await asio::async_write(stream, http::make_chunk_last(), use_tuple);
-  beast::error_code ignored;
-  beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_send, ignored);
+  shutdown_send(stream);
 }
 
 template <class Stream>
