@@ -10,7 +10,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libre2-dev libssl-dev openssl
   etcd-server etcd-client
-  curl python3 python3-kubernetes python3-websocket python3-yaml
+  curl python3 python3-kubernetes python3-websocket python3-yaml python3-cryptography
   gnuplot-nox
   # The fuzz targets (scripts/fuzz.sh): clang 14 and its runtime libraries (libFuzzer, ASan,
   # UBSan), which clang only recommends.
