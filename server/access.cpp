@@ -245,8 +245,6 @@ json::object self_subject_review(const registry::UserInfo& user) {
                       {"status", json::object{{"userInfo", std::move(info)}}}};
 }
 
-namespace {
-
 // Liveness and readiness probes (load balancers, kubelets, container runtimes) carry no
 // credentials: they stay anonymous with --anonymous-auth=false, as kube's structured
 // authentication configuration is advised to allow (anonymous.conditions /healthz, /livez,
@@ -258,8 +256,6 @@ bool is_health_probe(std::string_view target) {
   }
   return false;
 }
-
-}  // namespace
 
 namespace {
 

@@ -80,6 +80,10 @@ struct TokenReviewResult {
 boost::asio::awaitable<std::optional<TokenReviewResult>> authenticate_token(
     const AccessOptions& options, std::string token, std::vector<std::string> audiences);
 
+// Liveness and readiness probes (/healthz, /livez, /readyz and below): anonymous even with
+// --anonymous-auth=false, and never refused by the in-flight limits.
+bool is_health_probe(std::string_view target);
+
 // The user a request's client certificate or Authorization header names, anonymous when it
 // names none (or no token authenticator is configured) and that is allowed; 401 Unauthorized
 // otherwise.

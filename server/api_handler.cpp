@@ -369,7 +369,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
   if (!user) co_return error_response(user.error());
   // Overload: a slot per request in flight (probes exempt, so health checks answer under load).
   RequestLimits::Lease inflight;
-  if (limits_ && !(!seg.empty() && (seg[0] == "healthz" || seg[0] == "livez" || seg[0] == "readyz"))) {
+  if (limits_ && !is_health_probe(url->path)) {
     const bool mutating = !(get || request.method == "OPTIONS");
     auto slot = limits_->admit(*user, mutating);
     if (!slot) co_return error_response(slot.error());
