@@ -131,6 +131,28 @@ std::string validate_key(std::string_view key, std::string_view path) {
   return field_invalid_message(path, key, join(errs, "; "));
 }
 
+// NewRequirement's checks of the values (the key was checked already).
+std::string check_requirement(const LabelRequirement& r) {
+  std::vector<std::string> errs;
+  if (r.op == LabelOperator::greater_than || r.op == LabelOperator::less_than) {
+    for (std::size_t i = 0; i < r.values.size(); ++i) {
+      if (!parse_int64(r.values[i])) {
+        errs.push_back(field_invalid_message("values[" + std::to_string(i) + "]", r.values[i],
+                                             "for 'Gt', 'Lt' operators, the value must be an "
+                                             "integer"));
+      }
+    }
+  }
+  for (std::size_t i = 0; i < r.values.size(); ++i) {
+    auto verrs = label_value_errors(r.values[i]);
+    if (!verrs.empty()) {
+      errs.push_back(field_invalid_message("values[" + std::to_string(i) + "][" + r.key + "]",
+                                           r.values[i], join(verrs, "; ")));
+    }
+  }
+  return errs.empty() ? std::string{} : aggregate(errs);
+}
+
 class Parser {
  public:
   explicit Parser(std::string_view text) : items_(scan(text)) {}
@@ -291,27 +313,6 @@ class Parser {
     return "found '" + lit + "', expected: identifier";
   }
 
-  // NewRequirement's checks of the values (the key was checked already).
-  static std::string check_requirement(const LabelRequirement& r) {
-    std::vector<std::string> errs;
-    if (r.op == LabelOperator::greater_than || r.op == LabelOperator::less_than) {
-      for (std::size_t i = 0; i < r.values.size(); ++i) {
-        if (!parse_int64(r.values[i])) {
-          errs.push_back(field_invalid_message("values[" + std::to_string(i) + "]", r.values[i],
-                                               "for 'Gt', 'Lt' operators, the value must be an "
-                                               "integer"));
-        }
-      }
-    }
-    for (std::size_t i = 0; i < r.values.size(); ++i) {
-      auto verrs = label_value_errors(r.values[i]);
-      if (!verrs.empty()) {
-        errs.push_back(field_invalid_message("values[" + std::to_string(i) + "][" + r.key + "]",
-                                             r.values[i], join(verrs, "; ")));
-      }
-    }
-    return errs.empty() ? std::string{} : aggregate(errs);
-  }
 
   std::vector<Item> items_;
   std::size_t pos_ = 0;
@@ -404,6 +405,76 @@ std::string LabelSelector::to_string() const {
     if (r.op == LabelOperator::in || r.op == LabelOperator::not_in) out += ')';
   }
   return out;
+}
+
+ApiResult<LabelSelector> label_selector_from_json(const boost::json::object& selector) {
+  std::vector<LabelRequirement> reqs;
+  auto invalid = [](std::string message) { return api_error(Errc::invalid, std::move(message)); };
+  if (const auto* labels = selector.if_contains("matchLabels"); labels && !labels->is_null()) {
+    if (!labels->is_object()) return invalid("matchLabels must be a map of strings");
+    for (const auto& [key, value] : labels->get_object()) {
+      if (!value.is_string()) return invalid("matchLabels must be a map of strings");
+      if (auto e = validate_key(key, "key"); !e.empty()) return invalid(e);
+      LabelRequirement r{std::string(key), LabelOperator::equals, {std::string(value.get_string())}};
+      if (auto e = check_requirement(r); !e.empty()) return invalid(e);
+      reqs.push_back(std::move(r));
+    }
+  }
+  if (const auto* exprs = selector.if_contains("matchExpressions"); exprs && !exprs->is_null()) {
+    if (!exprs->is_array()) return invalid("matchExpressions must be a list");
+    for (const auto& e : exprs->get_array()) {
+      const auto* expr = e.if_object();
+      if (expr == nullptr) return invalid("matchExpressions must be a list of requirements");
+      const auto* key = expr->if_contains("key");
+      const auto* op = expr->if_contains("operator");
+      const std::string k = key != nullptr && key->is_string() ? std::string(key->get_string()) : "";
+      const std::string o = op != nullptr && op->is_string() ? std::string(op->get_string()) : "";
+      LabelRequirement r{k, LabelOperator::exists, {}};
+      if (o == "In") {
+        r.op = LabelOperator::in;
+      } else if (o == "NotIn") {
+        r.op = LabelOperator::not_in;
+      } else if (o == "Exists") {
+        r.op = LabelOperator::exists;
+      } else if (o == "DoesNotExist") {
+        r.op = LabelOperator::does_not_exist;
+      } else {
+        return invalid(go_quote(o) + " is not a valid label selector operator");
+      }
+      if (auto err = validate_key(k, "key"); !err.empty()) return invalid(err);
+      std::set<std::string> values;
+      if (const auto* vs = expr->if_contains("values"); vs != nullptr && vs->is_array()) {
+        for (const auto& v : vs->get_array()) {
+          if (v.is_string()) values.insert(std::string(v.get_string()));
+        }
+      }
+      r.values.assign(values.begin(), values.end());
+      // NewRequirement: In and NotIn need values, Exists and DoesNotExist take none.
+      const bool set_op = r.op == LabelOperator::in || r.op == LabelOperator::not_in;
+      if (set_op && r.values.empty()) {
+        return invalid("values: Invalid value: []string(nil): for 'in', 'notin' operators, "
+                       "values set can't be empty");
+      }
+      if (!set_op && !r.values.empty()) {
+        std::string listed;
+        for (const auto& v : r.values) listed += (listed.empty() ? "" : ", ") + go_quote(v);
+        return invalid("values: Invalid value: []string{" + listed +
+                       "}: values set must be empty for exists and does not exist");
+      }
+      if (auto err = check_requirement(r); !err.empty()) return invalid(err);
+      reqs.push_back(std::move(r));
+    }
+  }
+  return LabelSelector(std::move(reqs));
+}
+
+LabelSelector label_selector_from_map(const boost::json::object& labels) {
+  std::vector<LabelRequirement> reqs;
+  for (const auto& [key, value] : labels) {
+    if (!value.is_string()) continue;
+    reqs.push_back({std::string(key), LabelOperator::equals, {std::string(value.get_string())}});
+  }
+  return LabelSelector(std::move(reqs));
 }
 
 ApiResult<LabelSelector> parse_label_selector(std::string_view text) {

@@ -61,6 +61,16 @@ class LabelSelector {
   std::vector<LabelRequirement> requirements_;
 };
 
+// metav1.LabelSelectorAsSelector: a LabelSelector object as written in objects (`matchLabels`
+// as `key=value`, `matchExpressions` with In, NotIn, Exists, DoesNotExist). No requirements
+// means everything. Errc::invalid for an unknown operator, a bad key or value, or a shape that
+// is not a label selector, with kube's text (`"Foo" is not a valid label selector operator`).
+ApiResult<LabelSelector> label_selector_from_json(const boost::json::object& selector);
+
+// labels.SelectorFromSet: every entry of a plain label map (an RC's selector) as `key=value`.
+// Entries whose value is not a string are skipped (the schema refuses them).
+LabelSelector label_selector_from_map(const boost::json::object& labels);
+
 // Parses a `labelSelector` query value. Errors are Errc::bad_request with the Kubernetes text,
 // e.g. "unable to parse requirement: found '', expected: identifier".
 ApiResult<LabelSelector> parse_label_selector(std::string_view text);

@@ -166,5 +166,62 @@ TEST(LabelSelector, InvalidKeysAndValuesAreRejected) {
       << both;
 }
 
+
+// ---- metav1.LabelSelector and label maps (a workload's selector, as Scale.status.selector) ----
+
+std::string from_json(std::string_view selector_json) {
+  auto r = label_selector_from_json(json::parse(selector_json).as_object());
+  if (!r) return "error: " + r.error().message;
+  return r->to_string();
+}
+
+TEST(LabelSelectorFromJson, MatchLabelsAndExpressionsBecomeOneSelectorSortedByKey) {
+  EXPECT_EQ(from_json(R"({"matchLabels":{"tier":"front","app":"web"}})"), "app=web,tier=front");
+  EXPECT_EQ(from_json(R"({"matchLabels":{"app":"x"},
+      "matchExpressions":[{"key":"tier","operator":"In","values":["b","a"]},
+                          {"key":"env","operator":"NotIn","values":["prod"]},
+                          {"key":"gpu","operator":"Exists"},
+                          {"key":"spot","operator":"DoesNotExist"}]})"),
+            "app=x,env notin (prod),gpu,!spot,tier in (a,b)");
+}
+
+TEST(LabelSelectorFromJson, AnEmptySelectorSelectsEverything) {
+  auto r = label_selector_from_json(json::object());
+  ASSERT_TRUE(r.has_value());
+  EXPECT_TRUE(r->empty());
+  EXPECT_EQ(r->to_string(), "");
+  auto labels = json::parse(R"({"any":"thing"})").as_object();
+  EXPECT_TRUE(r->matches(&labels));
+}
+
+TEST(LabelSelectorFromJson, ItMatchesAsTheQueryFormDoes) {
+  auto r = label_selector_from_json(
+      json::parse(R"({"matchLabels":{"app":"web"},
+                      "matchExpressions":[{"key":"tier","operator":"In","values":["a","b"]}]})")
+          .as_object());
+  ASSERT_TRUE(r.has_value());
+  auto yes = json::parse(R"({"app":"web","tier":"a","x":"y"})").as_object();
+  auto no = json::parse(R"({"app":"web","tier":"c"})").as_object();
+  EXPECT_TRUE(r->matches(&yes));
+  EXPECT_FALSE(r->matches(&no));
+}
+
+TEST(LabelSelectorFromJson, AnUnknownOperatorOrABadKeyIsAnErrorWithKubesText) {
+  EXPECT_EQ(from_json(R"({"matchExpressions":[{"key":"a","operator":"Near","values":["x"]}]})"),
+            "error: \"Near\" is not a valid label selector operator");
+  EXPECT_EQ(from_json(R"({"matchExpressions":[{"key":"a","operator":"In"}]})"),
+            "error: values: Invalid value: []string(nil): for 'in', 'notin' operators, values "
+            "set can't be empty");
+  EXPECT_EQ(from_json(R"({"matchLabels":{"bad key":"x"}})").rfind("error: key: Invalid value: "
+                                                                  "\"bad key\"", 0),
+            0u);
+}
+
+TEST(LabelSelectorFromMap, APlainLabelMapIsEqualityRequirementsSortedByKey) {
+  auto labels = json::parse(R"({"tier":"back","app":"legacy"})").as_object();
+  EXPECT_EQ(label_selector_from_map(labels).to_string(), "app=legacy,tier=back");
+  EXPECT_EQ(label_selector_from_map(json::object()).to_string(), "");
+}
+
 }  // namespace
 }  // namespace kwatch::registry
