@@ -1,22 +1,29 @@
 #include "registry/builtin_columns.hpp"
 
 #include "registry/json_path.hpp"
+#include "registry/label_selector.hpp"
+#include "registry/timestamps.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
+#include <algorithm>
 #include <cctype>
+#include <set>
 #include <string>
+
+// The cells follow kube-apiserver's printers (pkg/printers/internalversion/printers.go), which the
+// server runs with Wide set: `-o wide` columns are priority 1 and always filled.
 
 namespace kwatch::registry {
 
 namespace json = boost::json;
+using Clock = std::chrono::system_clock;
 
 namespace {
 
-std::string str(const json::object& obj, std::string_view path,
-                std::string fallback = "") {
+std::string str(const json::object& obj, std::string_view path, std::string fallback = "") {
   const json::value* v = find_field(obj, path);
   if (v == nullptr) return fallback;
   if (v->is_string()) return std::string(v->get_string());
@@ -26,12 +33,17 @@ std::string str(const json::object& obj, std::string_view path,
   return fallback;
 }
 
-std::int64_t num(const json::object& obj, std::string_view path) {
+std::int64_t num(const json::object& obj, std::string_view path, std::int64_t fallback = 0) {
   const json::value* v = find_field(obj, path);
-  if (v == nullptr) return 0;
+  if (v == nullptr) return fallback;
   if (v->is_int64()) return v->get_int64();
   if (v->is_uint64()) return static_cast<std::int64_t>(v->get_uint64());
-  return 0;
+  return fallback;
+}
+
+bool boolean(const json::object& obj, std::string_view path, bool fallback) {
+  const json::value* v = find_field(obj, path);
+  return v != nullptr && v->is_bool() ? v->get_bool() : fallback;
 }
 
 std::int64_t count(const json::object& obj, std::string_view path) {
@@ -41,6 +53,21 @@ std::int64_t count(const json::object& obj, std::string_view path) {
   if (v->is_array()) return static_cast<std::int64_t>(v->get_array().size());
   return 0;
 }
+
+const json::array* array_at(const json::object& obj, std::string_view path) {
+  const json::value* v = find_field(obj, path);
+  return v != nullptr ? v->if_array() : nullptr;
+}
+
+// An int-or-string (a budget's minAvailable) as IntOrString.String() prints it.
+std::string int_or_string(const json::object& obj, std::string_view path, std::string absent) {
+  const json::value* v = find_field(obj, path);
+  if (v == nullptr || v->is_null()) return absent;
+  return str(obj, path, absent);
+}
+
+using Cell = std::function<json::value(const json::object&)>;
+using TimedCell = std::function<json::value(const json::object&, Clock::time_point)>;
 
 PrinterColumn name_column() {
   PrinterColumn c;
@@ -71,8 +98,17 @@ PrinterColumn text(std::string title, std::string path, std::string fallback = "
   return c;
 }
 
-PrinterColumn computed(std::string title, std::string type,
-                       std::function<json::value(const json::object&)> cell) {
+// A time shown as the age it has now (a cron job's last schedule), `fallback` when unset.
+PrinterColumn since(std::string title, std::string path, std::string fallback) {
+  PrinterColumn c;
+  c.name = std::move(title);
+  c.type = "date";
+  c.json_path = std::move(path);
+  c.fallback = std::move(fallback);
+  return c;
+}
+
+PrinterColumn timed(std::string title, std::string type, TimedCell cell) {
   PrinterColumn c;
   c.name = std::move(title);
   c.type = std::move(type);
@@ -80,35 +116,9 @@ PrinterColumn computed(std::string title, std::string type,
   return c;
 }
 
-// "a,b" from a field of each element of a list (a template's container names or images).
-std::function<json::value(const json::object&)> joined(std::string path, std::string field) {
-  return [path, field](const json::object& o) {
-    const json::value* v = find_field(o, path);
-    std::string out;
-    if (v != nullptr && v->is_array()) {
-      for (const auto& item : v->get_array()) {
-        if (!item.is_object()) continue;
-        if (!out.empty()) out += ",";
-        out += str(item.get_object(), field);
-      }
-    }
-    return json::value(out);
-  };
-}
-
-// "app=web,tier=front" from a label map (matchLabels, a service's selector).
-std::function<json::value(const json::object&)> labels_at(std::string path) {
-  return [path](const json::object& o) {
-    const json::value* v = find_field(o, path);
-    std::string out;
-    if (v != nullptr && v->is_object()) {
-      for (const auto& [k, value] : v->get_object()) {
-        if (!out.empty()) out += ",";
-        out += std::string(k) + "=" + (value.is_string() ? std::string(value.get_string()) : "");
-      }
-    }
-    return json::value(out.empty() ? "<none>" : out);
-  };
+PrinterColumn computed(std::string title, std::string type, Cell cell) {
+  return timed(std::move(title), std::move(type),
+               [cell = std::move(cell)](const json::object& o, Clock::time_point) { return cell(o); });
 }
 
 PrinterColumn wide(PrinterColumn c) {
@@ -116,14 +126,113 @@ PrinterColumn wide(PrinterColumn c) {
   return c;
 }
 
+// layoutContainerCells: "a,b" from a field of each container of a pod spec.
+Cell joined(std::string path, std::string field) {
+  return [path, field](const json::object& o) {
+    std::string out;
+    if (const json::array* items = array_at(o, path)) {
+      bool first = true;
+      for (const auto& item : *items) {
+        if (!first) out += ",";
+        first = false;
+        if (item.is_object()) out += str(item.get_object(), field);
+      }
+    }
+    return json::value(out);
+  };
+}
+
+// labels.FormatLabels: "app=web,tier=front" sorted by key, "<none>" when empty.
+Cell labels_at(std::string path) {
+  return [path](const json::object& o) {
+    const json::value* v = find_field(o, path);
+    std::string out;
+    if (v != nullptr && v->is_object()) out = label_selector_from_map(v->get_object()).to_string();
+    return json::value(out.empty() ? "<none>" : out);
+  };
+}
+
+// metav1.FormatLabelSelector: a label selector's string form, "<none>" when it has no
+// requirements (or is absent), "<error>" when it is not a valid selector.
+std::string format_label_selector(const json::object& o, std::string_view path) {
+  const json::value* v = find_field(o, path);
+  if (v == nullptr || !v->is_object()) return "<none>";
+  auto selector = label_selector_from_json(v->get_object());
+  if (!selector) return "<error>";
+  std::string out = selector->to_string();
+  return out.empty() ? "<none>" : out;
+}
+
+Cell selector_at(std::string path) {
+  return [path](const json::object& o) { return json::value(format_label_selector(o, path)); };
+}
+
+std::vector<PrinterColumn> with_containers(std::vector<PrinterColumn> columns,
+                                           const std::string& pod_spec) {
+  columns.push_back(wide(computed("Containers", "string", joined(pod_spec + ".containers", "name"))));
+  columns.push_back(wide(computed("Images", "string", joined(pod_spec + ".containers", "image"))));
+  return columns;
+}
+
+// helper.GetAccessModesAsString: RWO, ROX, RWX, RWOP in that order, whatever the list's.
+std::string access_modes(const json::object& o, std::string_view path) {
+  std::set<std::string> modes;
+  if (const json::array* list = array_at(o, path)) {
+    for (const auto& m : *list) {
+      if (m.is_string()) modes.insert(std::string(m.get_string()));
+    }
+  }
+  static constexpr std::pair<std::string_view, std::string_view> kModes[] = {
+      {"ReadWriteOnce", "RWO"}, {"ReadOnlyMany", "ROX"}, {"ReadWriteMany", "RWX"},
+      {"ReadWriteOncePod", "RWOP"}};
+  std::string out;
+  for (const auto& [mode, abbrev] : kModes) {
+    if (!modes.contains(std::string(mode))) continue;
+    if (!out.empty()) out += ",";
+    out += abbrev;
+  }
+  return out;
+}
+
+// The storage class of a volume or claim: the beta annotation first, then the field.
+std::string storage_class(const json::object& o) {
+  if (const json::value* a = find_field(o, "metadata.annotations"); a && a->is_object()) {
+    const json::value* c = a->get_object().if_contains("volume.beta.kubernetes.io/storage-class");
+    if (c != nullptr && c->is_string()) return std::string(c->get_string());
+  }
+  return str(o, "spec.storageClassName");
+}
+
+bool terminating(const json::object& o) {
+  return find_field(o, "metadata.deletionTimestamp") != nullptr;
+}
+
+bool has_condition(const json::object& o, std::string_view type) {
+  if (const json::array* conditions = array_at(o, "status.conditions")) {
+    for (const auto& c : *conditions) {
+      if (!c.is_object() || str(c.get_object(), "type") != type) continue;
+      return str(c.get_object(), "status") == "True";  // the first of its type decides
+    }
+  }
+  return false;
+}
+
+// "a,b,c" or "a,b,c + 2 more...", "<unset>" for none (listWithMoreString).
+std::string list_with_more(const std::vector<std::string>& items) {
+  constexpr std::size_t kMax = 3;
+  std::string out;
+  for (std::size_t i = 0; i < items.size() && i < kMax; ++i) out += (i ? "," : "") + items[i];
+  if (items.size() > kMax) return out + " + " + std::to_string(items.size() - kMax) + " more...";
+  return out.empty() ? "<unset>" : out;
+}
+
 std::vector<PrinterColumn> pod_columns() {
   return {name_column(),
           computed("Ready", "string",
                    [](const json::object& o) {
                      std::size_t ready = 0;
-                     if (const json::value* st = find_field(o, "status.containerStatuses");
-                         st != nullptr && st->is_array()) {
-                       for (const auto& c : st->get_array()) {
+                     if (const json::array* st = array_at(o, "status.containerStatuses")) {
+                       for (const auto& c : *st) {
                          const json::value* r =
                              c.is_object() ? c.get_object().if_contains("ready") : nullptr;
                          if (r != nullptr && r->is_bool() && r->get_bool()) ++ready;
@@ -134,17 +243,14 @@ std::vector<PrinterColumn> pod_columns() {
                    }),
           computed("Status", "string",
                    [](const json::object& o) {
-                     if (find_field(o, "metadata.deletionTimestamp") != nullptr) {
-                       return json::value("Terminating");
-                     }
+                     if (terminating(o)) return json::value("Terminating");
                      return json::value(str(o, "status.phase", "Pending"));
                    }),
           computed("Restarts", "string",
                    [](const json::object& o) {
                      std::int64_t restarts = 0;
-                     if (const json::value* st = find_field(o, "status.containerStatuses");
-                         st != nullptr && st->is_array()) {
-                       for (const auto& c : st->get_array()) {
+                     if (const json::array* st = array_at(o, "status.containerStatuses")) {
+                       for (const auto& c : *st) {
                          if (c.is_object()) restarts += num(c.get_object(), "restartCount");
                        }
                      }
@@ -156,28 +262,130 @@ std::vector<PrinterColumn> pod_columns() {
 }
 
 std::vector<PrinterColumn> deployment_columns() {
-  return {name_column(),
-          computed("Ready", "string",
-                   [](const json::object& o) {
-                     std::int64_t want =
-                         find_field(o, "spec.replicas") ? num(o, "spec.replicas") : 1;
-                     return json::value(std::to_string(num(o, "status.readyReplicas")) +
-                                        "/" + std::to_string(want));
-                   }),
-          computed("Up-to-date", "integer",
-                   [](const json::object& o) {
-                     return json::value(num(o, "status.updatedReplicas"));
-                   }),
-          computed("Available", "integer",
-                   [](const json::object& o) {
-                     return json::value(num(o, "status.availableReplicas"));
-                   }),
-          age_column(),
-          wide(computed("Containers", "string",
-                        joined("spec.template.spec.containers", "name"))),
-          wide(computed("Images", "string",
-                        joined("spec.template.spec.containers", "image"))),
-          wide(computed("Selector", "string", labels_at("spec.selector.matchLabels")))};
+  auto columns = with_containers(
+      {name_column(),
+       computed("Ready", "string",
+                [](const json::object& o) {
+                  return json::value(std::to_string(num(o, "status.readyReplicas")) + "/" +
+                                     std::to_string(num(o, "spec.replicas", 1)));
+                }),
+       computed("Up-to-date", "string",
+                [](const json::object& o) { return json::value(num(o, "status.updatedReplicas")); }),
+       computed("Available", "string",
+                [](const json::object& o) {
+                  return json::value(num(o, "status.availableReplicas"));
+                }),
+       age_column()},
+      "spec.template.spec");
+  columns.push_back(wide(computed("Selector", "string", [](const json::object& o) {
+    const json::value* v = find_field(o, "spec.selector");
+    if (v == nullptr || !v->is_object()) return json::value("");
+    auto selector = label_selector_from_json(v->get_object());
+    return json::value(selector ? selector->to_string() : "<invalid>");
+  })));
+  return columns;
+}
+
+// ReplicaSets and ReplicationControllers: DESIRED, CURRENT, READY.
+std::vector<PrinterColumn> replicas_columns(Cell selector) {
+  auto columns = with_containers(
+      {name_column(),
+       computed("Desired", "integer",
+                [](const json::object& o) { return json::value(num(o, "spec.replicas", 1)); }),
+       computed("Current", "integer",
+                [](const json::object& o) { return json::value(num(o, "status.replicas")); }),
+       computed("Ready", "integer",
+                [](const json::object& o) { return json::value(num(o, "status.readyReplicas")); }),
+       age_column()},
+      "spec.template.spec");
+  columns.push_back(wide(computed("Selector", "string", std::move(selector))));
+  return columns;
+}
+
+std::vector<PrinterColumn> stateful_set_columns() {
+  return with_containers(
+      {name_column(),
+       computed("Ready", "string",
+                [](const json::object& o) {
+                  return json::value(std::to_string(num(o, "status.readyReplicas")) + "/" +
+                                     std::to_string(num(o, "spec.replicas", 1)));
+                }),
+       age_column()},
+      "spec.template.spec");
+}
+
+std::vector<PrinterColumn> daemon_set_columns() {
+  auto status = [](std::string title, std::string path) {
+    return computed(std::move(title), "integer",
+                    [path](const json::object& o) { return json::value(num(o, path)); });
+  };
+  auto columns = with_containers(
+      {name_column(), status("Desired", "status.desiredNumberScheduled"),
+       status("Current", "status.currentNumberScheduled"), status("Ready", "status.numberReady"),
+       status("Up-to-date", "status.updatedNumberScheduled"),
+       status("Available", "status.numberAvailable"),
+       computed("Node Selector", "string", labels_at("spec.template.spec.nodeSelector")),
+       age_column()},
+      "spec.template.spec");
+  columns.push_back(wide(computed("Selector", "string", selector_at("spec.selector"))));
+  return columns;
+}
+
+std::vector<PrinterColumn> job_columns() {
+  auto columns = with_containers(
+      {name_column(),
+       computed("Status", "string",
+                [](const json::object& o) {
+                  if (has_condition(o, "Complete")) return json::value("Complete");
+                  if (has_condition(o, "Failed")) return json::value("Failed");
+                  if (terminating(o)) return json::value("Terminating");
+                  if (has_condition(o, "Suspended")) return json::value("Suspended");
+                  if (has_condition(o, "FailureTarget")) return json::value("FailureTarget");
+                  return json::value("Running");
+                }),
+       computed("Completions", "string",
+                [](const json::object& o) {
+                  const std::string done = std::to_string(num(o, "status.succeeded"));
+                  if (find_field(o, "spec.completions") != nullptr) {
+                    return json::value(done + "/" + std::to_string(num(o, "spec.completions")));
+                  }
+                  const std::int64_t parallelism = num(o, "spec.parallelism");
+                  if (parallelism > 1) {
+                    return json::value(done + "/1 of " + std::to_string(parallelism));
+                  }
+                  return json::value(done + "/1");
+                }),
+       timed("Duration", "string",
+             [](const json::object& o, Clock::time_point now) {
+               auto start = parse_rfc3339(str(o, "status.startTime"));
+               if (!start) return json::value("");
+               auto end = parse_rfc3339(str(o, "status.completionTime")).value_or(now);
+               return json::value(
+                   human_duration(std::chrono::duration_cast<std::chrono::seconds>(end - *start)));
+             }),
+       age_column()},
+      "spec.template.spec");
+  columns.push_back(wide(computed("Selector", "string", selector_at("spec.selector"))));
+  return columns;
+}
+
+std::vector<PrinterColumn> cron_job_columns() {
+  auto columns = with_containers(
+      {name_column(), text("Schedule", ".spec.schedule", ""),
+       text("Timezone", ".spec.timeZone", "<none>"),
+       computed("Suspend", "boolean",
+                [](const json::object& o) {
+                  const json::value* v = find_field(o, "spec.suspend");
+                  if (v == nullptr || !v->is_bool()) return json::value("<unset>");
+                  return json::value(v->get_bool() ? "True" : "False");
+                }),
+       computed("Active", "integer",
+                [](const json::object& o) { return json::value(count(o, "status.active")); }),
+       since("Last Schedule", ".status.lastScheduleTime", "<none>"), age_column()},
+      "spec.jobTemplate.spec.template.spec");
+  columns.push_back(
+      wide(computed("Selector", "string", selector_at("spec.jobTemplate.spec.selector"))));
+  return columns;
 }
 
 std::vector<PrinterColumn> service_columns() {
@@ -186,9 +394,8 @@ std::vector<PrinterColumn> service_columns() {
           computed("Port(s)", "string",
                    [](const json::object& o) {
                      std::string out;
-                     if (const json::value* ports = find_field(o, "spec.ports");
-                         ports != nullptr && ports->is_array()) {
-                       for (const auto& p : ports->get_array()) {
+                     if (const json::array* ports = array_at(o, "spec.ports")) {
+                       for (const auto& p : *ports) {
                          if (!p.is_object()) continue;
                          if (!out.empty()) out += ",";
                          out += str(p.get_object(), "port") + "/" +
@@ -204,9 +411,8 @@ std::vector<PrinterColumn> node_columns() {
   return {name_column(),
           computed("Status", "string",
                    [](const json::object& o) {
-                     if (const json::value* cs = find_field(o, "status.conditions");
-                         cs != nullptr && cs->is_array()) {
-                       for (const auto& c : cs->get_array()) {
+                     if (const json::array* cs = array_at(o, "status.conditions")) {
+                       for (const auto& c : *cs) {
                          if (c.is_object() && str(c.get_object(), "type") == "Ready") {
                            return json::value(str(c.get_object(), "status") == "True"
                                                   ? "Ready"
@@ -230,15 +436,256 @@ std::vector<PrinterColumn> event_columns() {
           text("Message", ".message", ""), name_column()};
 }
 
+std::vector<PrinterColumn> persistent_volume_columns() {
+  return {name_column(),
+          computed("Capacity", "string",
+                   [](const json::object& o) {
+                     return json::value(str(o, "spec.capacity.storage", "0"));
+                   }),
+          computed("Access Modes", "string",
+                   [](const json::object& o) {
+                     return json::value(access_modes(o, "spec.accessModes"));
+                   }),
+          text("Reclaim Policy", ".spec.persistentVolumeReclaimPolicy", ""),
+          computed("Status", "string",
+                   [](const json::object& o) {
+                     return json::value(terminating(o) ? "Terminating" : str(o, "status.phase"));
+                   }),
+          computed("Claim", "string",
+                   [](const json::object& o) {
+                     if (find_field(o, "spec.claimRef") == nullptr) return json::value("");
+                     return json::value(str(o, "spec.claimRef.namespace") + "/" +
+                                        str(o, "spec.claimRef.name"));
+                   }),
+          computed("StorageClass", "string",
+                   [](const json::object& o) { return json::value(storage_class(o)); }),
+          text("VolumeAttributesClass", ".spec.volumeAttributesClassName", "<unset>"),
+          text("Reason", ".status.reason", ""), age_column(),
+          text("VolumeMode", ".spec.volumeMode", "<unset>", 1)};
+}
+
+std::vector<PrinterColumn> persistent_volume_claim_columns() {
+  const auto bound = [](const json::object& o) { return !str(o, "spec.volumeName").empty(); };
+  return {name_column(),
+          computed("Status", "string",
+                   [](const json::object& o) {
+                     return json::value(terminating(o) ? "Terminating" : str(o, "status.phase"));
+                   }),
+          text("Volume", ".spec.volumeName", ""),
+          computed("Capacity", "string",
+                   [bound](const json::object& o) {
+                     return json::value(bound(o) ? str(o, "status.capacity.storage", "0") : "");
+                   }),
+          computed("Access Modes", "string",
+                   [bound](const json::object& o) {
+                     return json::value(bound(o) ? access_modes(o, "status.accessModes") : "");
+                   }),
+          computed("StorageClass", "string",
+                   [](const json::object& o) { return json::value(storage_class(o)); }),
+          text("VolumeAttributesClass", ".spec.volumeAttributesClassName", "<unset>"),
+          age_column(), text("VolumeMode", ".spec.volumeMode", "<unset>", 1)};
+}
+
+// "requests.cpu: 0/1, pods: 2/10" over status.hard, sorted by resource name; `limits.*` go to
+// the LIMIT column, everything else to REQUEST.
+Cell quota_usage(bool limits) {
+  return [limits](const json::object& o) {
+    std::string out;
+    const json::value* hard = find_field(o, "status.hard");
+    if (hard == nullptr || !hard->is_object()) return json::value(out);
+    std::vector<std::string> names;
+    for (const auto& [name, _] : hard->get_object()) names.emplace_back(name);
+    std::sort(names.begin(), names.end());
+    const json::value* used = find_field(o, "status.used");
+    for (const auto& name : names) {
+      const auto dot = name.find('.');
+      const bool is_limit = dot != std::string::npos && name.substr(0, dot) == "limits";
+      if (is_limit != limits) continue;
+      std::string now = "0";
+      if (used != nullptr && used->is_object()) {
+        if (const json::value* u = used->get_object().if_contains(name); u && u->is_string()) {
+          now = std::string(u->get_string());
+        }
+      }
+      const json::value& h = hard->get_object().at(name);
+      if (!out.empty()) out += ", ";
+      out += name + ": " + now + "/" + (h.is_string() ? std::string(h.get_string()) : "0");
+    }
+    return json::value(out);
+  };
+}
+
+std::vector<PrinterColumn> ingress_columns() {
+  return {name_column(), text("Class", ".spec.ingressClassName", "<none>"),
+          computed("Hosts", "string",
+                   [](const json::object& o) {
+                     std::vector<std::string> hosts;
+                     const json::array* rules = array_at(o, "spec.rules");
+                     const std::size_t n = rules != nullptr ? rules->size() : 0;
+                     for (std::size_t i = 0; i < n && hosts.size() < 3; ++i) {
+                       if (!(*rules)[i].is_object()) continue;
+                       std::string host = str((*rules)[i].get_object(), "host");
+                       if (!host.empty()) hosts.push_back(std::move(host));
+                     }
+                     if (hosts.empty()) return json::value("*");
+                     std::string out;
+                     for (const auto& h : hosts) out += (out.empty() ? "" : ",") + h;
+                     if (hosts.size() == 3 && n > 3) {
+                       out += " + " + std::to_string(n - 3) + " more...";
+                     }
+                     return json::value(out);
+                   }),
+          computed("Address", "string",
+                   [](const json::object& o) {
+                     std::set<std::string> addresses;
+                     if (const json::array* lb = array_at(o, "status.loadBalancer.ingress")) {
+                       for (const auto& i : *lb) {
+                         if (!i.is_object()) continue;
+                         std::string a = str(i.get_object(), "ip");
+                         if (a.empty()) a = str(i.get_object(), "hostname");
+                         if (!a.empty()) addresses.insert(std::move(a));
+                       }
+                     }
+                     std::string out;
+                     for (const auto& a : addresses) out += (out.empty() ? "" : ",") + a;
+                     return json::value(out);
+                   }),
+          computed("Ports", "string",
+                   [](const json::object& o) {
+                     return json::value(count(o, "spec.tls") > 0 ? "80, 443" : "80");
+                   }),
+          age_column()};
+}
+
+std::vector<PrinterColumn> endpoint_slice_columns() {
+  return {name_column(), text("AddressType", ".addressType", ""),
+          computed("Ports", "string",
+                   [](const json::object& o) {
+                     std::vector<std::string> ports;
+                     if (const json::array* list = array_at(o, "ports")) {
+                       for (const auto& p : *list) {
+                         if (!p.is_object()) continue;
+                         const json::object& po = p.get_object();
+                         std::string shown = "*";
+                         if (const json::value* n = po.if_contains("port"); n && n->is_int64()) {
+                           shown = std::to_string(n->get_int64());
+                         } else if (const json::value* nm = po.if_contains("name");
+                                    nm && nm->is_string()) {
+                           shown = std::string(nm->get_string());
+                         }
+                         ports.push_back(std::move(shown));
+                       }
+                     }
+                     return json::value(list_with_more(ports));
+                   }),
+          computed("Endpoints", "string",
+                   [](const json::object& o) {
+                     std::vector<std::string> addresses;
+                     if (const json::array* list = array_at(o, "endpoints")) {
+                       for (const auto& e : *list) {
+                         if (!e.is_object()) continue;
+                         if (const json::array* a = array_at(e.get_object(), "addresses")) {
+                           for (const auto& ip : *a) {
+                             if (ip.is_string()) addresses.emplace_back(ip.get_string());
+                           }
+                         }
+                       }
+                     }
+                     return json::value(list_with_more(addresses));
+                   }),
+          age_column()};
+}
+
+std::vector<PrinterColumn> csi_driver_columns() {
+  auto flag = [](std::string title, std::string path, bool absent) {
+    return computed(std::move(title), "boolean", [path, absent](const json::object& o) {
+      return json::value(boolean(o, path, absent));
+    });
+  };
+  return {name_column(),
+          flag("AttachRequired", "spec.attachRequired", true),
+          flag("PodInfoOnMount", "spec.podInfoOnMount", false),
+          flag("StorageCapacity", "spec.storageCapacity", false),
+          computed("TokenRequests", "string",
+                   [](const json::object& o) {
+                     const json::array* requests = array_at(o, "spec.tokenRequests");
+                     if (requests == nullptr) return json::value("<unset>");
+                     std::string out;
+                     bool first = true;
+                     for (const auto& r : *requests) {
+                       if (!first) out += ",";
+                       first = false;
+                       if (r.is_object()) out += str(r.get_object(), "audience");
+                     }
+                     return json::value(out);
+                   }),
+          flag("RequiresRepublish", "spec.requiresRepublish", false),
+          computed("Modes", "string",
+                   [](const json::object& o) {
+                     std::string out;
+                     if (const json::array* modes = array_at(o, "spec.volumeLifecycleModes")) {
+                       for (const auto& m : *modes) {
+                         if (!m.is_string()) continue;
+                         if (!out.empty()) out += ",";
+                         out += m.get_string();
+                       }
+                     }
+                     return json::value(out.empty() ? "<none>" : out);
+                   }),
+          age_column()};
+}
+
+std::vector<PrinterColumn> controller_revision_columns() {
+  return {name_column(),
+          computed("Controller", "string",
+                   [](const json::object& o) {
+                     if (const json::array* refs = array_at(o, "metadata.ownerReferences")) {
+                       for (const auto& r : *refs) {
+                         if (!r.is_object() || !boolean(r.get_object(), "controller", false)) {
+                           continue;
+                         }
+                         const json::object& ref = r.get_object();
+                         // formatResourceName: "<kind>[.<group>]/<name>", lower case.
+                         std::string kind = str(ref, "kind");
+                         const std::string api_version = str(ref, "apiVersion");
+                         if (auto slash = api_version.find('/'); slash != std::string::npos) {
+                           kind += "." + api_version.substr(0, slash);
+                         }
+                         for (auto& ch : kind) ch = static_cast<char>(std::tolower(ch));
+                         const std::string name = str(ref, "name");
+                         return json::value(kind.empty() ? name : kind + "/" + name);
+                       }
+                     }
+                     return json::value("<none>");
+                   }),
+          computed("Revision", "string",
+                   [](const json::object& o) { return json::value(num(o, "revision")); }),
+          age_column()};
+}
+
 }  // namespace
 
 std::vector<PrinterColumn> builtin_columns(std::string_view kind) {
   if (kind == "Pod") return pod_columns();
   if (kind == "Deployment") return deployment_columns();
+  if (kind == "ReplicaSet") return replicas_columns(selector_at("spec.selector"));
+  if (kind == "ReplicationController") return replicas_columns(labels_at("spec.selector"));
+  if (kind == "StatefulSet") return stateful_set_columns();
+  if (kind == "DaemonSet") return daemon_set_columns();
+  if (kind == "Job") return job_columns();
+  if (kind == "CronJob") return cron_job_columns();
   if (kind == "Service") return service_columns();
   if (kind == "Node") return node_columns();
   if (kind == "Event") return event_columns();
-  if (kind == "Namespace") return {name_column(), text("Status", ".status.phase", "Active"), age_column()};
+  if (kind == "PersistentVolume") return persistent_volume_columns();
+  if (kind == "PersistentVolumeClaim") return persistent_volume_claim_columns();
+  if (kind == "Ingress") return ingress_columns();
+  if (kind == "EndpointSlice") return endpoint_slice_columns();
+  if (kind == "CSIDriver") return csi_driver_columns();
+  if (kind == "ControllerRevision") return controller_revision_columns();
+  if (kind == "Namespace") {
+    return {name_column(), text("Status", ".status.phase", "Active"), age_column()};
+  }
   if (kind == "ConfigMap") {
     return {name_column(),
             computed("Data", "integer",
@@ -268,7 +715,107 @@ std::vector<PrinterColumn> builtin_columns(std::string_view kind) {
                      }),
             age_column()};
   }
-  if (kind == "Lease") return {name_column(), text("Holder", ".spec.holderIdentity", ""), age_column()};
+  if (kind == "Lease") {
+    return {name_column(), text("Holder", ".spec.holderIdentity", ""), age_column()};
+  }
+  if (kind == "PodTemplate") {
+    return {name_column(),
+            computed("Containers", "string", joined("template.spec.containers", "name")),
+            computed("Images", "string", joined("template.spec.containers", "image")),
+            computed("Pod Labels", "string", labels_at("template.metadata.labels"))};
+  }
+  if (kind == "ResourceQuota") {
+    return {name_column(), computed("Request", "string", quota_usage(false)),
+            computed("Limit", "string", quota_usage(true)), age_column()};
+  }
+  if (kind == "LimitRange") {
+    // No printer of its own: kube's default table, the creation time as written.
+    return {name_column(), text("Created At", ".metadata.creationTimestamp", "")};
+  }
+  if (kind == "PodDisruptionBudget") {
+    return {name_column(),
+            computed("Min Available", "string",
+                     [](const json::object& o) {
+                       return json::value(int_or_string(o, "spec.minAvailable", "N/A"));
+                     }),
+            computed("Max Unavailable", "string",
+                     [](const json::object& o) {
+                       return json::value(int_or_string(o, "spec.maxUnavailable", "N/A"));
+                     }),
+            computed("Allowed Disruptions", "integer",
+                     [](const json::object& o) {
+                       return json::value(num(o, "status.disruptionsAllowed"));
+                     }),
+            age_column()};
+  }
+  if (kind == "IngressClass") {
+    return {name_column(), text("Controller", ".spec.controller", ""),
+            computed("Parameters", "string",
+                     [](const json::object& o) {
+                       if (find_field(o, "spec.parameters") == nullptr) {
+                         return json::value("<none>");
+                       }
+                       std::string out = str(o, "spec.parameters.kind");
+                       if (find_field(o, "spec.parameters.apiGroup") != nullptr) {
+                         out += "." + str(o, "spec.parameters.apiGroup");
+                       }
+                       return json::value(out + "/" + str(o, "spec.parameters.name"));
+                     }),
+            age_column()};
+  }
+  if (kind == "NetworkPolicy") {
+    return {name_column(), computed("Pod-Selector", "string", selector_at("spec.podSelector")),
+            age_column()};
+  }
+  if (kind == "PriorityClass") {
+    return {name_column(),
+            computed("Value", "integer",
+                     [](const json::object& o) { return json::value(num(o, "value")); }),
+            computed("Global-Default", "boolean",
+                     [](const json::object& o) {
+                       return json::value(boolean(o, "globalDefault", false));
+                     }),
+            age_column(), text("PreemptionPolicy", ".preemptionPolicy", "")};
+  }
+  if (kind == "StorageClass") {
+    PrinterColumn name = computed("Name", "string", [](const json::object& o) {
+      std::string shown = str(o, "metadata.name");
+      // storageutil.IsDefaultAnnotation: the GA or the beta annotation set to "true".
+      for (const char* a : {"storageclass.kubernetes.io/is-default-class",
+                            "storageclass.beta.kubernetes.io/is-default-class"}) {
+        const json::value* annotations = find_field(o, "metadata.annotations");
+        const json::value* v =
+            annotations && annotations->is_object() ? annotations->get_object().if_contains(a)
+                                                     : nullptr;
+        if (v != nullptr && v->is_string() && v->get_string() == "true") {
+          shown += " (default)";
+          break;
+        }
+      }
+      return json::value(shown);
+    });
+    name.format = "name";
+    return {std::move(name), text("Provisioner", ".provisioner", ""),
+            text("ReclaimPolicy", ".reclaimPolicy", "Delete"),
+            text("VolumeBindingMode", ".volumeBindingMode", "Immediate"),
+            computed("AllowVolumeExpansion", "string",
+                     [](const json::object& o) {
+                       return json::value(boolean(o, "allowVolumeExpansion", false));
+                     }),
+            age_column()};
+  }
+  if (kind == "VolumeAttachment") {
+    PrinterColumn attacher = text("Attacher", ".spec.attacher", "");
+    attacher.format = "name";
+    return {name_column(), std::move(attacher),
+            text("PV", ".spec.source.persistentVolumeName", ""), text("Node", ".spec.nodeName", ""),
+            computed("Attached", "boolean",
+                     [](const json::object& o) {
+                       return json::value(boolean(o, "status.attached", false));
+                     }),
+            age_column()};
+  }
+  if (kind == "RuntimeClass") return {name_column(), text("Handler", ".handler", ""), age_column()};
   return {name_column(), age_column()};
 }
 

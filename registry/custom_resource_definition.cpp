@@ -901,7 +901,8 @@ ApiResult<std::vector<ResourceInfo>> custom_resources(const json::object& crd_in
     if (const json::object* scale = object_at(subresources, "scale")) {
       info.scale = ScaleSubresource{string_at(*scale, "specReplicasPath"),
                                     string_at(*scale, "statusReplicasPath"),
-                                    string_at(*scale, "labelSelectorPath")};
+                                    string_at(*scale, "labelSelectorPath"),
+                                    ScaleSelector::text};
     }
     info.storage_version = storage_version;
     out.push_back(std::move(info));

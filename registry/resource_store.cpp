@@ -71,7 +71,10 @@ ApiError invalid(const ResourceInfo& info, const std::string& name, std::vector<
     detail += c.field + ": " + c.message;
   }
   if (causes.size() > 1) detail = "[" + detail + "]";
-  ApiError e{Errc::invalid, info.kind + " \"" + name + "\" is invalid: " + detail, std::move(causes)};
+  // Named by its group and kind, as kube names it: `Deployment.apps "web" is invalid: ...`.
+  const std::string group_kind = info.group.empty() ? info.kind : info.kind + "." + info.group;
+  ApiError e{Errc::invalid, group_kind + " \"" + name + "\" is invalid: " + detail,
+             std::move(causes)};
   e.name = name;
   e.group = info.group;
   e.kind = info.kind;
@@ -775,6 +778,9 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
       failure = std::move(*e);
       return failure->code;
     }
+    if (info.hooks.prepare_for_update && query.subresource != "status") {
+      info.hooks.prepare_for_update(obj, *existing);
+    }
     json::object& final_meta = obj["metadata"].get_object();
     if (desired_state_changed(info, *existing, obj)) {
       const json::value* g = old_meta.if_contains("generation");
@@ -987,7 +993,30 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove_collection(const 
 
 namespace {
 
-// The autoscaling/v1 Scale of `obj`, as kube-apiserver builds it for a custom resource.
+// The string form of the scale's label selector: as the object holds it (custom resources), or
+// of a label selector (apps/v1 workloads) or label map (ReplicationController), as
+// labels.Selector.String() writes it.
+std::string scale_selector(const ScaleSubresource& s, const json::object& obj) {
+  if (s.label_selector_path.empty()) return {};
+  const json::value* sel = find_field(obj, s.label_selector_path);
+  if (sel == nullptr) return {};
+  switch (s.selector_form) {
+    case ScaleSelector::text:
+      return sel->is_string() ? std::string(sel->get_string()) : std::string();
+    case ScaleSelector::label_selector: {
+      if (!sel->is_object()) return {};
+      auto parsed = label_selector_from_json(sel->get_object());
+      return parsed ? parsed->to_string() : std::string();
+    }
+    case ScaleSelector::label_map:
+      return sel->is_object() ? label_selector_from_map(sel->get_object()).to_string()
+                              : std::string();
+  }
+  return {};
+}
+
+// The autoscaling/v1 Scale of `obj`, as kube-apiserver builds it for a workload or a custom
+// resource.
 json::object scale_of(const ResourceInfo& info, const json::object& obj) {
   const ScaleSubresource& s = *info.scale;
   const json::object* meta = metadata_of(obj);
@@ -995,18 +1024,18 @@ json::object scale_of(const ResourceInfo& info, const json::object& obj) {
   for (const char* f : {"name", "namespace", "uid", "resourceVersion", "creationTimestamp"}) {
     if (meta != nullptr && meta->contains(f)) scale_meta[f] = meta->at(f);
   }
+  // autoscaling/v1 omits zero replicas from the spec and an empty selector from the status.
   json::object spec;
-  if (const json::value* r = find_field(obj, s.spec_replicas_path); r != nullptr && r->is_int64()) {
+  if (const json::value* r = find_field(obj, s.spec_replicas_path);
+      r != nullptr && r->is_int64() && r->get_int64() != 0) {
     spec["replicas"] = *r;
   }
   json::object status{{"replicas", 0}};
   if (const json::value* r = find_field(obj, s.status_replicas_path); r != nullptr && r->is_int64()) {
     status["replicas"] = *r;
   }
-  if (!s.label_selector_path.empty()) {
-    if (const json::value* sel = find_field(obj, s.label_selector_path); sel && sel->is_string()) {
-      status["selector"] = *sel;
-    }
+  if (std::string selector = scale_selector(s, obj); !selector.empty()) {
+    status["selector"] = std::move(selector);
   }
   return json::object{{"kind", "Scale"},
                       {"apiVersion", "autoscaling/v1"},

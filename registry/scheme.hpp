@@ -11,6 +11,7 @@
 #include <boost/json/fwd.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -43,6 +44,10 @@ struct KindHooks {
   std::function<void(boost::json::object& obj)> set_defaults;
   // What only a create decides, after set_defaults (a pod's initial status).
   std::function<void(boost::json::object& obj)> prepare_for_create;
+  // What an update carries over from the stored object `old`, after set_defaults (a pod's
+  // priority, which only a create assigns). Not called for status writes.
+  std::function<void(boost::json::object& obj, const boost::json::object& old)>
+      prepare_for_update;
   // A selectable field whose value is not simply the field's (an event's "source", a node's
   // absent spec.unschedulable reading "false"); nullopt leaves it to the field.
   std::function<std::optional<std::string>(const boost::json::object& obj, std::string_view field)>
@@ -65,16 +70,27 @@ struct PrinterColumn {
   int priority = 0;
   // Built-in kinds: shown when the path holds nothing (custom resources show null).
   std::string fallback;
-  // Built-in kinds: a cell computed from the whole object (a pod's READY), instead of the path.
-  std::function<boost::json::value(const boost::json::object& obj)> cell;
+  // Built-in kinds: a cell computed from the whole object (a pod's READY) and the time the table
+  // is printed at (a job's DURATION), instead of the path.
+  std::function<boost::json::value(const boost::json::object& obj,
+                                   std::chrono::system_clock::time_point now)>
+      cell;
 };
 
-// The scale subresource of a custom resource: where replicas and the selector live, as dotted
-// JSON paths (".spec.replicas").
+// What the label selector of a scale subresource is, at its path.
+enum class ScaleSelector {
+  text,            // the selector's string form (a custom resource's labelSelectorPath)
+  label_selector,  // a metav1.LabelSelector object (apps/v1 workloads' spec.selector)
+  label_map,       // a plain label map (a ReplicationController's spec.selector)
+};
+
+// The scale subresource (autoscaling/v1 Scale) of a resource: where replicas and the selector
+// live, as dotted JSON paths (".spec.replicas"). Scale.status.selector is always the string form.
 struct ScaleSubresource {
   std::string spec_replicas_path;
   std::string status_replicas_path;
   std::string label_selector_path;  // "" when the resource has none
+  ScaleSelector selector_form = ScaleSelector::text;
 };
 
 // One kind, described once: every layer (storage keys, validation, patching, the watch cache,

@@ -1,6 +1,7 @@
 #include "server/table.hpp"
 
 #include "registry/json_path.hpp"
+#include "registry/timestamps.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
@@ -16,12 +17,6 @@ namespace json = boost::json;
 using namespace std::chrono;
 
 namespace {
-
-std::optional<system_clock::time_point> parse_time(const std::string& s) {
-  std::tm tm{};
-  if (strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr) return std::nullopt;
-  return system_clock::from_time_t(timegm(&tm));
-}
 
 struct Column {
   std::string name;
@@ -51,15 +46,15 @@ std::vector<Column> columns_for(const registry::ResourceInfo& info,
     const bool date = pc.type == "date";
     Column c{pc.name, date ? "string" : pc.type, pc.format, pc.priority, {}};
     if (pc.cell) {
-      c.cell = pc.cell;
+      c.cell = [cell = pc.cell, now](const json::object& o) { return cell(o, now); };
     } else {
       c.cell = [path = pc.json_path, fallback = pc.fallback, date, custom,
                 now](const json::object& o) -> json::value {
         const json::value* v = registry::find_field(o, path);
         if (v == nullptr || v->is_null()) return custom ? json::value(nullptr) : json::value(fallback);
         if (date && v->is_string()) {
-          auto t = parse_time(std::string(v->get_string()));
-          if (t) return json::value(human_duration(duration_cast<seconds>(now - *t)));
+          auto t = registry::parse_rfc3339(std::string(v->get_string()));
+          if (t) return json::value(registry::human_duration(duration_cast<seconds>(now - *t)));
         }
         if (custom) {
           if (v->is_object() || v->is_array()) return json::value(json::serialize(*v));
@@ -75,30 +70,6 @@ std::vector<Column> columns_for(const registry::ResourceInfo& info,
 }
 
 }  // namespace
-
-std::string human_duration(seconds d) {
-  auto s = d.count();
-  if (s < 0) s = 0;
-  if (s < 120) return std::to_string(s) + "s";
-  auto m = s / 60;
-  if (m < 10) {
-    auto rem = s % 60;
-    return std::to_string(m) + "m" + (rem ? std::to_string(rem) + "s" : "");
-  }
-  if (m < 180) return std::to_string(m) + "m";
-  auto h = s / 3600;
-  if (h < 8) {
-    auto rem = m % 60;
-    return std::to_string(h) + "h" + (rem ? std::to_string(rem) + "m" : "");
-  }
-  if (h < 48) return std::to_string(h) + "h";
-  if (h < 24 * 8) {
-    auto rem = h % 24;
-    return std::to_string(h / 24) + "d" + (rem ? std::to_string(rem) + "h" : "");
-  }
-  if (h < 24 * 365 * 2) return std::to_string(h / 24) + "d";
-  return std::to_string(h / 24 / 365) + "y";
-}
 
 json::object to_table(const registry::ResourceInfo& info, const json::object& object_or_list,
                       system_clock::time_point now) {

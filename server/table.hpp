@@ -3,6 +3,7 @@
 #pragma once
 
 #include "registry/scheme.hpp"
+#include "registry/timestamps.hpp"
 
 #include <boost/json/object.hpp>
 
@@ -16,6 +17,6 @@ boost::json::object to_table(const registry::ResourceInfo& info,
                              std::chrono::system_clock::time_point now);
 
 // "5s", "3m", "2d", ... as kubectl prints ages.
-std::string human_duration(std::chrono::seconds d);
+using registry::human_duration;
 
 }  // namespace kwatch::server
