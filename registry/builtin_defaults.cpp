@@ -1,6 +1,7 @@
 #include "registry/builtin_defaults.hpp"
 
 #include "registry/base64.hpp"
+#include "registry/timestamps.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
@@ -88,21 +89,13 @@ void default_field_ref(json::object& env_source) {
   }
 }
 
-void default_container(json::object& c, bool host_network) {
+void default_container(json::object& c) {
   if (const json::value* image = c.if_contains("image"); image != nullptr && image->is_string()) {
     set_default(c, "imagePullPolicy", json::string(default_image_pull_policy(image->get_string())));
   }
   set_default(c, "terminationMessagePath", "/dev/termination-log");
   set_default(c, "terminationMessagePolicy", "File");
-  for_each_object(c, "ports", [&](json::object& port) {
-    set_default(port, "protocol", "TCP");
-    // On the host's network a container port is also a host port.
-    if (host_network) {
-      if (const json::value* p = port.if_contains("containerPort"); p && p->is_int64()) {
-        set_default(port, "hostPort", p->get_int64());
-      }
-    }
-  });
+  for_each_object(c, "ports", [](json::object& port) { set_default(port, "protocol", "TCP"); });
   for_each_object(c, "env", [](json::object& env) {
     if (json::object* from = existing_object(env, "valueFrom")) default_field_ref(*from);
   });
@@ -113,9 +106,14 @@ void default_container(json::object& c, bool host_network) {
     default_lifecycle_handler(*lifecycle, "postStart");
     default_lifecycle_handler(*lifecycle, "preStop");
   }
-  json::object* resources = child_object(c, "resources");
-  // Limits without requests ask for what they limit.
-  if (resources != nullptr) {
+  // A struct, not a pointer, in Go: always written, if only as {}.
+  child_object(c, "resources");
+}
+
+// SetDefaults_Pod's part for each container, which a template does not get: limits without
+// requests ask for what they limit, and on the host's network a container port is a host port.
+void default_pod_container(json::object& c, bool host_network) {
+  if (json::object* resources = existing_object(c, "resources")) {
     if (json::object* limits = existing_object(*resources, "limits"); limits && !limits->empty()) {
       json::object* requests = child_object(*resources, "requests");
       if (requests != nullptr) {
@@ -125,6 +123,40 @@ void default_container(json::object& c, bool host_network) {
       }
     }
   }
+  if (!host_network) return;
+  for_each_object(c, "ports", [](json::object& port) {
+    if (const json::value* p = port.if_contains("containerPort"); p && p->is_int64()) {
+      set_default(port, "hostPort", p->get_int64());
+    }
+  });
+}
+
+// The pod template of a workload (`spec.template`, a cron job's job template's): its pod spec.
+void default_template_at(json::object& obj, std::initializer_list<std::string_view> path) {
+  json::object* at = &obj;
+  for (auto step : path) {
+    at = existing_object(*at, step);
+    if (at == nullptr) return;
+  }
+  if (json::object* spec = existing_object(*at, "spec")) default_pod_spec(*spec);
+}
+
+// Replaces the status with what a new object starts with: kube's strategies drop any status a
+// create sends, and Go writes the fields that have no omitempty as zeros.
+void reset_status(json::object& obj, json::object initial) {
+  if (initial.empty()) {
+    obj.erase("status");
+  } else {
+    obj.insert_or_assign("status", std::move(initial));
+  }
+}
+
+// SetDefaults_PersistentVolumeClaim and its spec's, also for a stateful set's claim templates.
+void default_claim(json::object& claim) {
+  if (json::object* spec = existing_object(claim, "spec")) {
+    set_if_absent(*spec, "volumeMode", "Filesystem");
+  }
+  if (json::object* status = child_object(claim, "status")) set_default(*status, "phase", "Pending");
 }
 
 void default_volume_mode(json::object& volume, std::string_view source) {
@@ -212,11 +244,8 @@ void default_pod_spec(json::object& spec) {
   set_if_absent(spec, "terminationGracePeriodSeconds", 30);
   set_default(spec, "schedulerName", "default-scheduler");
   set_if_absent(spec, "securityContext", json::object());
-  set_if_absent(spec, "enableServiceLinks", true);
-  const json::value* host_network = spec.if_contains("hostNetwork");
-  const bool on_host = host_network != nullptr && host_network->is_bool() && host_network->get_bool();
   for (const char* list : {"containers", "initContainers", "ephemeralContainers"}) {
-    for_each_object(spec, list, [&](json::object& c) { default_container(c, on_host); });
+    for_each_object(spec, list, [](json::object& c) { default_container(c); });
   }
   for_each_object(spec, "volumes", [](json::object& v) {
     for (const char* source : {"secret", "configMap", "downwardAPI", "projected"}) {
@@ -232,6 +261,27 @@ void default_pod(json::object& pod) {
   json::object* spec = existing_object(pod, "spec");
   if (spec == nullptr) return;
   default_pod_spec(*spec);
+  // SetDefaults_Pod: what a pod gets and a template does not.
+  set_if_absent(*spec, "enableServiceLinks", true);
+  const json::value* host_network = spec->if_contains("hostNetwork");
+  const bool on_host = host_network != nullptr && host_network->is_bool() && host_network->get_bool();
+  for (const char* list : {"containers", "initContainers"}) {
+    for_each_object(*spec, list, [&](json::object& c) { default_pod_container(c, on_host); });
+  }
+}
+
+void default_pod_on_update(json::object& pod, const json::object& old) {
+  json::object* spec = existing_object(pod, "spec");
+  const json::value* old_spec_v = old.if_contains("spec");
+  const json::object* old_spec = old_spec_v != nullptr ? old_spec_v->if_object() : nullptr;
+  if (spec == nullptr || old_spec == nullptr) return;
+  // Priority keeps what the create assigned; DefaultTolerationSeconds admits updates too.
+  for (const char* field : {"priority", "preemptionPolicy"}) {
+    if (const json::value* v = old_spec->if_contains(field); v != nullptr && !spec->contains(field)) {
+      spec->emplace(field, *v);
+    }
+  }
+  default_toleration_seconds(*spec);
 }
 
 void default_pod_on_create(json::object& pod) {
@@ -300,9 +350,7 @@ void default_deployment(json::object& deployment) {
   }
   set_if_absent(*spec, "revisionHistoryLimit", 10);
   set_if_absent(*spec, "progressDeadlineSeconds", 600);
-  if (json::object* tmpl = existing_object(*spec, "template")) {
-    if (json::object* pod_spec = existing_object(*tmpl, "spec")) default_pod_spec(*pod_spec);
-  }
+  default_template_at(*spec, {"template"});
 }
 
 void default_secret(json::object& secret) {
@@ -344,6 +392,292 @@ void default_endpoints(json::object& endpoints) {
   for_each_object(endpoints, "subsets", [](json::object& subset) {
     for_each_object(subset, "ports", [](json::object& port) { set_default(port, "protocol", "TCP"); });
   });
+}
+
+
+void default_replication_controller(json::object& rc) {
+  json::object* spec = existing_object(rc, "spec");
+  if (spec == nullptr) return;
+  // The template's labels stand in for an empty selector and for the controller's own labels.
+  const json::value* labels_v = nullptr;
+  if (json::object* tmpl = existing_object(*spec, "template")) {
+    if (json::object* meta = existing_object(*tmpl, "metadata")) labels_v = meta->if_contains("labels");
+  }
+  if (labels_v != nullptr && labels_v->is_object()) {
+    const json::object labels = labels_v->get_object();
+    const json::value* selector = spec->if_contains("selector");
+    if (selector == nullptr || selector->is_null() ||
+        (selector->is_object() && selector->get_object().empty())) {
+      spec->insert_or_assign("selector", labels);
+    }
+    if (json::object* meta = existing_object(rc, "metadata")) {
+      const json::value* own = meta->if_contains("labels");
+      if (own == nullptr || own->is_null() || (own->is_object() && own->get_object().empty())) {
+        meta->insert_or_assign("labels", labels);
+      }
+    }
+  }
+  set_if_absent(*spec, "replicas", 1);
+  default_template_at(*spec, {"template"});
+}
+
+void default_replica_set(json::object& rs) {
+  json::object* spec = existing_object(rs, "spec");
+  if (spec == nullptr) return;
+  set_if_absent(*spec, "replicas", 1);
+  default_template_at(*spec, {"template"});
+}
+
+void default_stateful_set(json::object& sts) {
+  json::object* spec = existing_object(sts, "spec");
+  if (spec == nullptr) return;
+  set_default(*spec, "podManagementPolicy", "OrderedReady");
+  if (json::object* strategy = child_object(*spec, "updateStrategy")) {
+    if (!strategy->contains("type") || strategy->at("type").is_null() ||
+        strategy->at("type") == json::value("")) {
+      strategy->insert_or_assign("type", "RollingUpdate");
+      set_if_absent(*strategy, "rollingUpdate", json::object());
+    }
+    const json::value& type = strategy->at("type");
+    if (type.is_string() && type.get_string() == "RollingUpdate") {
+      if (json::object* rolling = existing_object(*strategy, "rollingUpdate")) {
+        set_if_absent(*rolling, "partition", 0);
+      }
+    }
+  }
+  if (json::object* retention = child_object(*spec, "persistentVolumeClaimRetentionPolicy")) {
+    set_default(*retention, "whenDeleted", "Retain");
+    set_default(*retention, "whenScaled", "Retain");
+  }
+  set_if_absent(*spec, "replicas", 1);
+  set_if_absent(*spec, "revisionHistoryLimit", 10);
+  default_template_at(*spec, {"template"});
+  for_each_object(*spec, "volumeClaimTemplates", [](json::object& claim) {
+    // v1 writes each claim template with its own apiVersion and kind (issue 87583).
+    claim.insert_or_assign("apiVersion", "v1");
+    claim.insert_or_assign("kind", "PersistentVolumeClaim");
+    default_claim(claim);
+  });
+}
+
+void default_daemon_set(json::object& ds) {
+  json::object* spec = existing_object(ds, "spec");
+  if (spec == nullptr) return;
+  if (json::object* strategy = child_object(*spec, "updateStrategy")) {
+    set_default(*strategy, "type", "RollingUpdate");
+    const json::value& type = strategy->at("type");
+    if (type.is_string() && type.get_string() == "RollingUpdate") {
+      if (json::object* rolling = child_object(*strategy, "rollingUpdate")) {
+        set_if_absent(*rolling, "maxUnavailable", 1);
+        set_if_absent(*rolling, "maxSurge", 0);
+      }
+    }
+  }
+  set_if_absent(*spec, "revisionHistoryLimit", 10);
+  default_template_at(*spec, {"template"});
+}
+
+void default_job(json::object& job) {
+  json::object* spec = existing_object(job, "spec");
+  if (spec == nullptr) return;
+  const auto absent = [&](std::string_view key) {
+    const json::value* v = spec->if_contains(key);
+    return v == nullptr || v->is_null();
+  };
+  // A job that sets neither runs one pod to one completion.
+  if (absent("completions") && absent("parallelism")) spec->insert_or_assign("completions", 1);
+  set_if_absent(*spec, "parallelism", 1);
+  if (absent("backoffLimit")) {
+    spec->insert_or_assign("backoffLimit", absent("backoffLimitPerIndex") ? 6 : 2147483647);
+  }
+  if (json::object* meta = existing_object(job, "metadata")) {
+    const json::value* own = meta->if_contains("labels");
+    const json::value* tmpl_labels = nullptr;
+    if (json::object* tmpl = existing_object(*spec, "template")) {
+      if (json::object* tmeta = existing_object(*tmpl, "metadata")) {
+        tmpl_labels = tmeta->if_contains("labels");
+      }
+    }
+    if (tmpl_labels != nullptr && tmpl_labels->is_object() &&
+        (own == nullptr || own->is_null() || (own->is_object() && own->get_object().empty()))) {
+      meta->insert_or_assign("labels", *tmpl_labels);
+    }
+  }
+  set_if_absent(*spec, "completionMode", "NonIndexed");
+  set_if_absent(*spec, "suspend", false);
+  if (json::object* policy = existing_object(*spec, "podFailurePolicy")) {
+    for_each_object(*policy, "rules", [](json::object& rule) {
+      for_each_object(rule, "onPodConditions",
+                      [](json::object& pattern) { set_default(pattern, "status", "True"); });
+    });
+  }
+  if (absent("podReplacementPolicy")) {
+    spec->insert_or_assign("podReplacementPolicy",
+                           absent("podFailurePolicy") ? "TerminatingOrFailed" : "Failed");
+  }
+  default_template_at(*spec, {"template"});
+}
+
+void default_job_on_create(json::object& job) {
+  reset_status(job, {});
+  json::object* meta = existing_object(job, "metadata");
+  json::object* spec = existing_object(job, "spec");
+  if (meta == nullptr || spec == nullptr) return;
+  const json::value* manual = spec->if_contains("manualSelector");
+  if (manual != nullptr && manual->is_bool() && manual->get_bool()) return;
+  const json::value* uid_v = meta->if_contains("uid");
+  const json::value* name_v = meta->if_contains("name");
+  const std::string uid = uid_v != nullptr && uid_v->is_string() ? std::string(uid_v->get_string()) : "";
+  const std::string name =
+      name_v != nullptr && name_v->is_string() ? std::string(name_v->get_string()) : "";
+  // generateSelector: the pods carry the job's name and uid (also under the legacy keys), and
+  // the selector picks them by uid; labels the client set are kept (validation judges them).
+  json::object* tmpl = child_object(*spec, "template");
+  json::object* tmeta = tmpl != nullptr ? child_object(*tmpl, "metadata") : nullptr;
+  json::object* labels = tmeta != nullptr ? child_object(*tmeta, "labels") : nullptr;
+  if (labels == nullptr) return;
+  for (const char* key : {"job-name", "batch.kubernetes.io/job-name"}) {
+    if (!labels->contains(key)) labels->emplace(key, name);
+  }
+  for (const char* key : {"controller-uid", "batch.kubernetes.io/controller-uid"}) {
+    if (!labels->contains(key)) labels->emplace(key, uid);
+  }
+  json::object* selector = child_object(*spec, "selector");
+  json::object* match = selector != nullptr ? child_object(*selector, "matchLabels") : nullptr;
+  if (match != nullptr && !match->contains("batch.kubernetes.io/controller-uid")) {
+    match->emplace("batch.kubernetes.io/controller-uid", uid);
+  }
+  // What kube's read-time defaulting shows from then on: the job labelled like its pods.
+  const json::value* own = meta->if_contains("labels");
+  if (own == nullptr || own->is_null() || (own->is_object() && own->get_object().empty())) {
+    meta->insert_or_assign("labels", *labels);
+  }
+}
+
+void default_cron_job(json::object& cron_job) {
+  json::object* spec = existing_object(cron_job, "spec");
+  if (spec == nullptr) return;
+  set_default(*spec, "concurrencyPolicy", "Allow");
+  set_if_absent(*spec, "suspend", false);
+  set_if_absent(*spec, "successfulJobsHistoryLimit", 3);
+  set_if_absent(*spec, "failedJobsHistoryLimit", 1);
+  default_template_at(*spec, {"jobTemplate", "spec", "template"});
+}
+
+void default_pod_template(json::object& pod_template) {
+  default_template_at(pod_template, {"template"});
+}
+
+void default_persistent_volume(json::object& pv) {
+  if (json::object* spec = existing_object(pv, "spec")) {
+    set_default(*spec, "persistentVolumeReclaimPolicy", "Retain");
+    set_if_absent(*spec, "volumeMode", "Filesystem");
+    if (json::object* host_path = existing_object(*spec, "hostPath")) {
+      set_if_absent(*host_path, "type", "");
+    }
+  }
+  if (json::object* status = child_object(pv, "status")) set_default(*status, "phase", "Pending");
+}
+
+void default_persistent_volume_on_create(json::object& pv) {
+  reset_status(pv, json::object{{"phase", "Pending"}, {"lastPhaseTransitionTime", now_rfc3339()}});
+}
+
+void default_persistent_volume_claim(json::object& pvc) { default_claim(pvc); }
+
+void default_persistent_volume_claim_on_create(json::object& pvc) {
+  reset_status(pvc, json::object{{"phase", "Pending"}});
+}
+
+void default_limit_range(json::object& limit_range) {
+  json::object* spec = existing_object(limit_range, "spec");
+  if (spec == nullptr) return;
+  for_each_object(*spec, "limits", [](json::object& item) {
+    const json::value* type = item.if_contains("type");
+    if (type == nullptr || !type->is_string() || type->get_string() != "Container") return;
+    // A container's default limit is its max, and its default request the default limit or
+    // else its min; empty maps are not written (omitempty).
+    json::object defaults = item.contains("default") && item.at("default").is_object()
+                                ? item.at("default").get_object()
+                                : json::object();
+    json::object requests = item.contains("defaultRequest") && item.at("defaultRequest").is_object()
+                                ? item.at("defaultRequest").get_object()
+                                : json::object();
+    auto fill = [](json::object& into, std::string_view from, const json::object& item) {
+      const json::value* v = item.if_contains(from);
+      if (v == nullptr || !v->is_object()) return;
+      for (const auto& [name, quantity] : v->get_object()) {
+        if (!into.contains(name)) into.emplace(name, quantity);
+      }
+    };
+    fill(defaults, "max", item);
+    for (const auto& [name, quantity] : defaults) {
+      if (!requests.contains(name)) requests.emplace(name, quantity);
+    }
+    fill(requests, "min", item);
+    if (!defaults.empty()) item.insert_or_assign("default", std::move(defaults));
+    if (!requests.empty()) item.insert_or_assign("defaultRequest", std::move(requests));
+  });
+}
+
+void default_network_policy(json::object& policy) {
+  json::object* spec = existing_object(policy, "spec");
+  if (spec == nullptr) return;
+  for (const char* direction : {"ingress", "egress"}) {
+    for_each_object(*spec, direction, [](json::object& rule) {
+      for_each_object(rule, "ports", [](json::object& port) { set_if_absent(port, "protocol", "TCP"); });
+    });
+  }
+  const json::value* types = spec->if_contains("policyTypes");
+  if (types == nullptr || types->is_null() || (types->is_array() && types->get_array().empty())) {
+    // No policyTypes means Ingress, and Egress too when egress rules are given.
+    json::array implied{"Ingress"};
+    if (const json::array* egress = existing_array(*spec, "egress"); egress && !egress->empty()) {
+      implied.emplace_back("Egress");
+    }
+    spec->insert_or_assign("policyTypes", std::move(implied));
+  }
+}
+
+void default_ingress_class(json::object& ingress_class) {
+  json::object* spec = existing_object(ingress_class, "spec");
+  json::object* parameters = spec != nullptr ? existing_object(*spec, "parameters") : nullptr;
+  if (parameters != nullptr) set_if_absent(*parameters, "scope", "Cluster");
+}
+
+void default_endpoint_slice(json::object& slice) {
+  for_each_object(slice, "ports", [](json::object& port) {
+    set_if_absent(port, "name", "");
+    set_if_absent(port, "protocol", "TCP");
+  });
+}
+
+void default_priority_class(json::object& priority_class) {
+  set_if_absent(priority_class, "preemptionPolicy", "PreemptLowerPriority");
+}
+
+void default_storage_class(json::object& storage_class) {
+  set_if_absent(storage_class, "reclaimPolicy", "Delete");
+  set_if_absent(storage_class, "volumeBindingMode", "Immediate");
+}
+
+void default_csi_driver(json::object& driver) {
+  json::object* spec = existing_object(driver, "spec");
+  if (spec == nullptr) return;
+  set_if_absent(*spec, "attachRequired", true);
+  set_if_absent(*spec, "podInfoOnMount", false);
+  set_if_absent(*spec, "storageCapacity", false);
+  set_if_absent(*spec, "fsGroupPolicy", "ReadWriteOnceWithFSType");
+  const json::value* modes = spec->if_contains("volumeLifecycleModes");
+  if (modes == nullptr || modes->is_null() || (modes->is_array() && modes->get_array().empty())) {
+    spec->insert_or_assign("volumeLifecycleModes", json::array{"Persistent"});
+  }
+  set_if_absent(*spec, "requiresRepublish", false);
+  set_if_absent(*spec, "seLinuxMount", false);
+}
+
+std::function<void(json::object&)> initial_status(json::object status) {
+  return [status = std::move(status)](json::object& obj) { reset_status(obj, status); };
 }
 
 }  // namespace kwatch::registry

@@ -132,9 +132,11 @@ TEST(BuiltinDefaults, ADeploymentGetsReplicasStrategyLimitsAndATemplateDefaulted
   EXPECT_EQ(spec.at("revisionHistoryLimit"), 10);
   EXPECT_EQ(spec.at("progressDeadlineSeconds"), 600);
   EXPECT_EQ(spec.at("template").at("spec").at("restartPolicy"), "Always");
-  // A template is not a pod: no status, no admission-plugin tolerations.
+  // A template is not a pod: no status, no admission-plugin tolerations, and none of
+  // SetDefaults_Pod's own (enableServiceLinks, requests from limits).
   EXPECT_FALSE(spec.at("template").as_object().contains("status"));
   EXPECT_FALSE(spec.at("template").at("spec").as_object().contains("tolerations"));
+  EXPECT_FALSE(spec.at("template").at("spec").as_object().contains("enableServiceLinks"));
 
   auto recreate = parse(R"({"spec":{"replicas":0,"strategy":{"type":"Recreate"}}})");
   default_deployment(recreate);
@@ -166,6 +168,196 @@ TEST(BuiltinDefaults, ValuesOfTheWrongTypeAreLeftForTheSchemaToReport) {
   auto svc = parse(R"({"spec":{"ports":[{"port":"eighty"}]}})");
   default_service(svc);
   EXPECT_FALSE(svc.at("spec").at("ports").as_array()[0].as_object().contains("targetPort"));
+}
+
+TEST(BuiltinDefaults, ATemplateGetsThePodSpecDefaultsButNotThePodOnes) {
+  auto spec = parse(R"({"hostNetwork":true,"containers":[{"name":"c","image":"x",
+      "ports":[{"containerPort":80}],"resources":{"limits":{"cpu":"1"}}}]})");
+  default_pod_spec(spec);
+  const auto& c = spec.at("containers").as_array()[0].as_object();
+  EXPECT_EQ(c.at("ports").as_array()[0], parse(R"({"containerPort":80,"protocol":"TCP"})"));
+  EXPECT_EQ(c.at("resources"), parse(R"({"limits":{"cpu":"1"}})"));
+  EXPECT_FALSE(spec.contains("enableServiceLinks"));
+  auto pod = json::object{{"spec", spec}};
+  default_pod(pod);
+  const auto& pc = pod.at("spec").at("containers").as_array()[0].as_object();
+  EXPECT_EQ(pc.at("ports").as_array()[0].at("hostPort"), 80);
+  EXPECT_EQ(pc.at("resources").at("requests"), parse(R"({"cpu":"1"})"));
+  EXPECT_EQ(pod.at("spec").at("enableServiceLinks"), true);
+}
+
+TEST(BuiltinDefaults, AnUpdateKeepsThePodsPriorityAndTolerations) {
+  auto old = parse(R"({"spec":{"containers":[{"name":"c","image":"x"}]}})");
+  default_pod(old);
+  default_pod_on_create(old);
+  auto update = parse(R"({"spec":{"containers":[{"name":"c","image":"y"}]}})");
+  default_pod(update);
+  default_pod_on_update(update, old);
+  EXPECT_EQ(update.at("spec").at("priority"), 0);
+  EXPECT_EQ(update.at("spec").at("preemptionPolicy"), "PreemptLowerPriority");
+  EXPECT_EQ(update.at("spec").at("tolerations"), old.at("spec").at("tolerations"));
+}
+
+TEST(BuiltinDefaults, AReplicationControllerTakesSelectorAndLabelsFromItsTemplate) {
+  auto rc = parse(R"({"metadata":{"name":"r"},"spec":{"template":{
+      "metadata":{"labels":{"app":"a"}},"spec":{"containers":[{"name":"c","image":"x"}]}}}})");
+  default_replication_controller(rc);
+  EXPECT_EQ(rc.at("spec").at("selector"), parse(R"({"app":"a"})"));
+  EXPECT_EQ(rc.at("metadata").at("labels"), parse(R"({"app":"a"})"));
+  EXPECT_EQ(rc.at("spec").at("replicas"), 1);
+  EXPECT_EQ(rc.at("spec").at("template").at("spec").at("dnsPolicy"), "ClusterFirst");
+  auto own = parse(R"({"metadata":{"labels":{"own":"1"}},"spec":{"selector":{"s":"1"},
+      "template":{"metadata":{"labels":{"app":"a","s":"1"}}}}})");
+  default_replication_controller(own);
+  EXPECT_EQ(own.at("spec").at("selector"), parse(R"({"s":"1"})"));
+  EXPECT_EQ(own.at("metadata").at("labels"), parse(R"({"own":"1"})"));
+}
+
+TEST(BuiltinDefaults, AStatefulSetGetsStrategyRetentionAndDefaultedClaimTemplates) {
+  auto sts = parse(R"({"spec":{"selector":{"matchLabels":{"a":"b"}},
+      "template":{"spec":{"containers":[{"name":"c","image":"x"}]}},
+      "volumeClaimTemplates":[{"metadata":{"name":"data"},"spec":{"accessModes":["ReadWriteOnce"],
+          "resources":{"requests":{"storage":"1Gi"}}}}]}})");
+  default_stateful_set(sts);
+  const auto& spec = sts.at("spec").as_object();
+  EXPECT_EQ(spec.at("podManagementPolicy"), "OrderedReady");
+  EXPECT_EQ(spec.at("updateStrategy"),
+            parse(R"({"type":"RollingUpdate","rollingUpdate":{"partition":0}})"));
+  EXPECT_EQ(spec.at("persistentVolumeClaimRetentionPolicy"),
+            parse(R"({"whenDeleted":"Retain","whenScaled":"Retain"})"));
+  EXPECT_EQ(spec.at("replicas"), 1);
+  EXPECT_EQ(spec.at("revisionHistoryLimit"), 10);
+  const auto& claim = spec.at("volumeClaimTemplates").as_array()[0].as_object();
+  EXPECT_EQ(claim.at("apiVersion"), "v1");
+  EXPECT_EQ(claim.at("kind"), "PersistentVolumeClaim");
+  EXPECT_EQ(claim.at("spec").at("volumeMode"), "Filesystem");
+  EXPECT_EQ(claim.at("status"), parse(R"({"phase":"Pending"})"));
+  auto on_delete = parse(R"({"spec":{"updateStrategy":{"type":"OnDelete"}}})");
+  default_stateful_set(on_delete);
+  EXPECT_EQ(on_delete.at("spec").at("updateStrategy"), parse(R"({"type":"OnDelete"})"));
+}
+
+TEST(BuiltinDefaults, ADaemonSetRollsOneAtATimeWithoutSurge) {
+  auto ds = parse(R"({"spec":{"template":{"spec":{"containers":[{"name":"c","image":"x"}]}}}})");
+  default_daemon_set(ds);
+  EXPECT_EQ(ds.at("spec").at("updateStrategy"),
+            parse(R"({"type":"RollingUpdate","rollingUpdate":{"maxUnavailable":1,"maxSurge":0}})"));
+  EXPECT_EQ(ds.at("spec").at("revisionHistoryLimit"), 10);
+}
+
+TEST(BuiltinDefaults, AJobGetsOneCompletionAndOnCreateTheSelectorKubeGenerates) {
+  auto job = parse(R"({"metadata":{"name":"pi","uid":"u-1"},"spec":{"template":{
+      "spec":{"restartPolicy":"Never","containers":[{"name":"c","image":"perl"}]}}}})");
+  default_job(job);
+  default_job_on_create(job);
+  const auto& spec = job.at("spec").as_object();
+  EXPECT_EQ(spec.at("completions"), 1);
+  EXPECT_EQ(spec.at("parallelism"), 1);
+  EXPECT_EQ(spec.at("backoffLimit"), 6);
+  EXPECT_EQ(spec.at("completionMode"), "NonIndexed");
+  EXPECT_EQ(spec.at("suspend"), false);
+  EXPECT_EQ(spec.at("podReplacementPolicy"), "TerminatingOrFailed");
+  EXPECT_EQ(spec.at("selector"),
+            parse(R"({"matchLabels":{"batch.kubernetes.io/controller-uid":"u-1"}})"));
+  const auto generated = parse(R"({"batch.kubernetes.io/controller-uid":"u-1",
+      "batch.kubernetes.io/job-name":"pi","controller-uid":"u-1","job-name":"pi"})");
+  EXPECT_EQ(spec.at("template").at("metadata").at("labels"), generated);
+  EXPECT_EQ(job.at("metadata").at("labels"), generated);
+
+  auto manual = parse(R"({"metadata":{"name":"m","uid":"u-2"},"spec":{"manualSelector":true,
+      "parallelism":3,"selector":{"matchLabels":{"a":"b"}},
+      "template":{"metadata":{"labels":{"a":"b"}}}}})");
+  default_job(manual);
+  default_job_on_create(manual);
+  EXPECT_FALSE(manual.at("spec").as_object().contains("completions"));
+  EXPECT_EQ(manual.at("spec").at("selector"), parse(R"({"matchLabels":{"a":"b"}})"));
+  EXPECT_EQ(manual.at("spec").at("template").at("metadata").at("labels"), parse(R"({"a":"b"})"));
+  EXPECT_EQ(manual.at("metadata").at("labels"), parse(R"({"a":"b"})"));
+}
+
+TEST(BuiltinDefaults, ACronJobAndItsJobTemplatesPodTemplate) {
+  auto cj = parse(R"({"spec":{"schedule":"* * * * *","jobTemplate":{"spec":{"template":{
+      "spec":{"restartPolicy":"OnFailure","containers":[{"name":"c","image":"x"}]}}}}}})");
+  default_cron_job(cj);
+  const auto& spec = cj.at("spec").as_object();
+  EXPECT_EQ(spec.at("concurrencyPolicy"), "Allow");
+  EXPECT_EQ(spec.at("suspend"), false);
+  EXPECT_EQ(spec.at("successfulJobsHistoryLimit"), 3);
+  EXPECT_EQ(spec.at("failedJobsHistoryLimit"), 1);
+  EXPECT_EQ(spec.at("jobTemplate").at("spec").at("template").at("spec").at("schedulerName"),
+            "default-scheduler");
+  // The job template is not a job: no completions or backoffLimit.
+  EXPECT_FALSE(spec.at("jobTemplate").at("spec").as_object().contains("backoffLimit"));
+}
+
+TEST(BuiltinDefaults, VolumesAndClaimsStartPending) {
+  auto pv = parse(R"({"spec":{"capacity":{"storage":"1Gi"},"hostPath":{"path":"/d"}}})");
+  default_persistent_volume(pv);
+  default_persistent_volume_on_create(pv);
+  EXPECT_EQ(pv.at("spec").at("persistentVolumeReclaimPolicy"), "Retain");
+  EXPECT_EQ(pv.at("spec").at("volumeMode"), "Filesystem");
+  EXPECT_EQ(pv.at("spec").at("hostPath").at("type"), "");
+  EXPECT_EQ(pv.at("status").at("phase"), "Pending");
+  EXPECT_TRUE(pv.at("status").as_object().contains("lastPhaseTransitionTime"));
+  auto pvc = parse(R"({"spec":{"resources":{"requests":{"storage":"1Gi"}}},
+      "status":{"phase":"Bound"}})");
+  default_persistent_volume_claim(pvc);
+  EXPECT_EQ(pvc.at("status").at("phase"), "Bound");
+  default_persistent_volume_claim_on_create(pvc);
+  EXPECT_EQ(pvc.at("status"), parse(R"({"phase":"Pending"})"));
+  EXPECT_EQ(pvc.at("spec").at("volumeMode"), "Filesystem");
+}
+
+TEST(BuiltinDefaults, AContainerLimitRangeDefaultsLimitsFromMaxAndRequestsFromLimitsOrMin) {
+  auto lr = parse(R"({"spec":{"limits":[
+      {"type":"Container","max":{"cpu":"2"},"min":{"memory":"64Mi"}},
+      {"type":"Pod","max":{"cpu":"4"}}]}})");
+  default_limit_range(lr);
+  const auto& items = lr.at("spec").at("limits").as_array();
+  EXPECT_EQ(items[0].at("default"), parse(R"({"cpu":"2"})"));
+  EXPECT_EQ(items[0].at("defaultRequest"), parse(R"({"cpu":"2","memory":"64Mi"})"));
+  EXPECT_FALSE(items[1].as_object().contains("default"));
+}
+
+TEST(BuiltinDefaults, NetworkingDiscoverySchedulingAndStorageKinds) {
+  auto np = parse(R"({"spec":{"podSelector":{},"egress":[{"ports":[{"port":53}]}]}})");
+  default_network_policy(np);
+  EXPECT_EQ(np.at("spec").at("policyTypes"), json::parse(R"(["Ingress","Egress"])"));
+  EXPECT_EQ(np.at("spec").at("egress").at(0).at("ports").at(0).at("protocol"), "TCP");
+  auto ingress_only = parse(R"({"spec":{"podSelector":{}}})");
+  default_network_policy(ingress_only);
+  EXPECT_EQ(ingress_only.at("spec").at("policyTypes"), json::parse(R"(["Ingress"])"));
+
+  auto ic = parse(R"({"spec":{"controller":"x/y","parameters":{"kind":"K","name":"n"}}})");
+  default_ingress_class(ic);
+  EXPECT_EQ(ic.at("spec").at("parameters").at("scope"), "Cluster");
+
+  auto slice = parse(R"({"addressType":"IPv4","endpoints":[],"ports":[{"port":80}]})");
+  default_endpoint_slice(slice);
+  EXPECT_EQ(slice.at("ports").at(0), parse(R"({"port":80,"name":"","protocol":"TCP"})"));
+
+  auto pc = parse(R"({"value":1000})");
+  default_priority_class(pc);
+  EXPECT_EQ(pc.at("preemptionPolicy"), "PreemptLowerPriority");
+
+  auto sc = parse(R"({"provisioner":"x"})");
+  default_storage_class(sc);
+  EXPECT_EQ(sc.at("reclaimPolicy"), "Delete");
+  EXPECT_EQ(sc.at("volumeBindingMode"), "Immediate");
+
+  auto driver = parse(R"({"spec":{}})");
+  default_csi_driver(driver);
+  EXPECT_EQ(driver.at("spec"), parse(R"({"attachRequired":true,"podInfoOnMount":false,
+      "storageCapacity":false,"fsGroupPolicy":"ReadWriteOnceWithFSType",
+      "volumeLifecycleModes":["Persistent"],"requiresRepublish":false,"seLinuxMount":false})"));
+}
+
+TEST(BuiltinDefaults, InitialStatusReplacesWhatACreateSent) {
+  auto rs = parse(R"({"status":{"replicas":5,"readyReplicas":5}})");
+  initial_status(json::object{{"replicas", 0}})(rs);
+  EXPECT_EQ(rs.at("status"), parse(R"({"replicas":0})"));
+  initial_status({})(rs);
+  EXPECT_FALSE(rs.contains("status"));
 }
 
 TEST(Base64, EncodesWithPadding) {
