@@ -3,6 +3,7 @@
 #include "registry/builtin_columns.hpp"
 #include "registry/builtin_defaults.hpp"
 #include "registry/builtin_schemas.hpp"
+#include "registry/builtin_validation.hpp"
 #include "registry/custom_resource_definition.hpp"
 #include "registry/json_path.hpp"
 #include "registry/scheme.hpp"
@@ -12,6 +13,7 @@
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
+#include <cctype>
 #include <stdexcept>
 
 namespace kwatch::registry {
@@ -29,35 +31,6 @@ std::string_view string_at(const json::object* obj, std::string_view key) {
   if (obj == nullptr) return {};
   const json::value* v = obj->if_contains(key);
   return v != nullptr && v->is_string() ? std::string_view(v->get_string()) : std::string_view();
-}
-
-// ValidatePodSpec's rules that the schema cannot say: a pod has containers, each with an image.
-void validate_pod(const json::object& pod, const json::object*, std::vector<Cause>& causes) {
-  const json::object* spec = object_at(pod, "spec");
-  const json::value* containers = spec != nullptr ? spec->if_contains("containers") : nullptr;
-  if (containers == nullptr || !containers->is_array() || containers->get_array().empty()) {
-    causes.push_back({"FieldValueRequired", "Required value", "spec.containers"});
-    return;
-  }
-  std::size_t i = 0;
-  for (const auto& c : containers->get_array()) {
-    const std::string field = "spec.containers[" + std::to_string(i++) + "]";
-    const json::object* co = c.if_object();
-    if (string_at(co, "name").empty()) {
-      causes.push_back({"FieldValueRequired", "Required value", field + ".name"});
-    }
-    if (string_at(co, "image").empty()) {
-      causes.push_back({"FieldValueRequired", "Required value", field + ".image"});
-    }
-  }
-}
-
-void validate_deployment(const json::object& deployment, const json::object*,
-                         std::vector<Cause>& causes) {
-  const json::object* spec = object_at(deployment, "spec");
-  if (spec == nullptr || object_at(*spec, "selector") == nullptr) {
-    causes.push_back({"FieldValueRequired", "Required value", "spec.selector"});
-  }
 }
 
 // Deleting a definition first deletes its objects: the finalizer kube's cleanup controller
@@ -95,80 +68,227 @@ std::optional<std::string> event_field(const json::object& obj, std::string_view
   return std::string(string_at(source, "component"));
 }
 
+// A selectable field whose value is a number the object may leave out, which Go reads as 0
+// (a replica set's "status.replicas", a job's "status.successful" from status.succeeded).
+std::function<std::optional<std::string>(const json::object&, std::string_view)> count_field(
+    std::string field_name, std::string path) {
+  return [field_name, path](const json::object& obj,
+                            std::string_view field) -> std::optional<std::string> {
+    if (field != field_name) return std::nullopt;
+    const json::value* v = find_field(obj, path);
+    if (v != nullptr && v->is_int64()) return std::to_string(v->get_int64());
+    return std::string("0");
+  };
+}
+
+// Volumes and claims also select on "name", the object's name (kept for compatibility).
+std::optional<std::string> name_field(const json::object& obj, std::string_view field) {
+  if (field != "name") return std::nullopt;
+  return std::string(string_at(object_at(obj, "metadata"), "name"));
+}
+
+// The scale subresource of a workload: spec.replicas, status.replicas and its selector.
+ScaleSubresource workload_scale(ScaleSelector form) {
+  return {".spec.replicas", ".status.replicas", ".spec.selector", form};
+}
+
 struct Kind {
   std::string group;
+  std::string version = "v1";
   std::string kind;
   std::string resource;
-  std::string singular;
   bool namespaced = true;
-  std::vector<std::string> short_names;
+  std::vector<std::string> short_names = {};
+  // Field-selector fields beyond metadata.name and metadata.namespace.
   std::vector<std::string> fields = {};
   bool has_status = false;
+  std::optional<ScaleSubresource> scale = std::nullopt;
   std::vector<std::string> categories = {};
   std::string trigger_field = {};
   KindHooks hooks = {};
 };
 
+const std::vector<std::string> kAll = {"all"};
+
 }  // namespace
 
 void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
   const KindSchemas& schemas = KindSchemas::builtin();
+  // As kube-apiserver 1.32 serves them: names, scope, short names, categories, selectable
+  // fields and subresources; defaulting and the strategies' rules as hooks.
+  // Each entry names only what the kind has. GCC 12 warns about the members a designated
+  // initializer leaves to their defaults (-Wmissing-field-initializers; later GCCs do not).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
   const std::vector<Kind> kinds = {
-      {"", "Namespace", "namespaces", "namespace", false, {"ns"}, {"status.phase"}, true, {}, {},
-       {.set_defaults = default_namespace, .prepare_for_create = default_namespace_on_create}},
-      {"", "Pod", "pods", "pod", true, {"po"},
-       {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
-        "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"},
-       true, {"all"}, "spec.nodeName",
-       {.set_defaults = default_pod, .prepare_for_create = default_pod_on_create,
-        .field_value = false_when_absent("spec.hostNetwork"), .validate = validate_pod}},
-      {"", "Service", "services", "service", true, {"svc"}, {"spec.clusterIP", "spec.type"}, true,
-       {"all"}, {}, {.set_defaults = default_service}},
-      {"", "ConfigMap", "configmaps", "configmap", true, {"cm"}},
-      {"", "Secret", "secrets", "secret", true, {}, {"type"}, false, {}, {},
-       {.set_defaults = default_secret}},
-      {"", "Node", "nodes", "node", false, {"no"}, {"spec.unschedulable"}, true, {}, {},
-       {.field_value = false_when_absent("spec.unschedulable")}},
-      {"", "Event", "events", "event", true, {"ev"},
-       {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
-        "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
-        "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"},
-       false, {}, {}, {.field_value = event_field}},
-      {"", "Endpoints", "endpoints", "endpoints", true, {"ep"}, {}, false, {}, {},
-       {.set_defaults = default_endpoints}},
-      {"", "ServiceAccount", "serviceaccounts", "serviceaccount", true, {"sa"}},
-      {"apps", "Deployment", "deployments", "deployment", true, {"deploy"}, {}, true, {"all"}, {},
-       {.set_defaults = default_deployment, .validate = validate_deployment}},
-      {"coordination.k8s.io", "Lease", "leases", "lease", true, {}},
-      {"rbac.authorization.k8s.io", "Role", "roles", "role", true, {}},
-      {"rbac.authorization.k8s.io", "ClusterRole", "clusterroles", "clusterrole", false, {}},
-      {"rbac.authorization.k8s.io", "RoleBinding", "rolebindings", "rolebinding", true, {}},
-      {"rbac.authorization.k8s.io", "ClusterRoleBinding", "clusterrolebindings",
-       "clusterrolebinding", false, {}},
-      {"apiextensions.k8s.io", "CustomResourceDefinition", "customresourcedefinitions",
-       "customresourcedefinition", false, {"crd", "crds"}, {}, true, {"api-extensions"}, {},
-       {.set_defaults = default_custom_resource_definition,
-        .prepare_for_create = prepare_crd_for_create, .validate = validate_crd}},
+      // ---- core/v1 ----
+      {.kind = "Namespace", .resource = "namespaces", .namespaced = false,
+       .short_names = {"ns"}, .fields = {"status.phase"}, .has_status = true,
+       .hooks = {.set_defaults = default_namespace,
+                 .prepare_for_create = default_namespace_on_create}},
+      {.kind = "Pod", .resource = "pods", .short_names = {"po"},
+       .fields = {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
+                  "spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP",
+                  "status.nominatedNodeName"},
+       .has_status = true, .categories = kAll, .trigger_field = "spec.nodeName",
+       .hooks = {.set_defaults = default_pod,
+                 .prepare_for_create = default_pod_on_create,
+                 .prepare_for_update = default_pod_on_update,
+                 .field_value = false_when_absent("spec.hostNetwork"),
+                 .validate = validate_pod}},
+      {.kind = "Service", .resource = "services", .short_names = {"svc"},
+       .fields = {"spec.clusterIP", "spec.type"}, .has_status = true, .categories = kAll,
+       .hooks = {.set_defaults = default_service}},
+      {.kind = "ConfigMap", .resource = "configmaps", .short_names = {"cm"},
+       .hooks = {.validate = validate_config_map}},
+      {.kind = "Secret", .resource = "secrets", .fields = {"type"},
+       .hooks = {.set_defaults = default_secret, .validate = validate_secret}},
+      {.kind = "Node", .resource = "nodes", .namespaced = false, .short_names = {"no"},
+       .fields = {"spec.unschedulable"}, .has_status = true,
+       .hooks = {.field_value = false_when_absent("spec.unschedulable")}},
+      {.kind = "Event", .resource = "events", .short_names = {"ev"},
+       .fields = {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+                  "involvedObject.uid", "involvedObject.apiVersion",
+                  "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
+                  "reportingComponent", "source", "type"},
+       .hooks = {.field_value = event_field}},
+      {.kind = "Endpoints", .resource = "endpoints", .short_names = {"ep"},
+       .hooks = {.set_defaults = default_endpoints}},
+      {.kind = "ServiceAccount", .resource = "serviceaccounts", .short_names = {"sa"}},
+      {.kind = "ReplicationController", .resource = "replicationcontrollers",
+       .short_names = {"rc"}, .fields = {"status.replicas"}, .has_status = true,
+       .scale = workload_scale(ScaleSelector::label_map), .categories = kAll,
+       .hooks = {.set_defaults = default_replication_controller,
+                 .prepare_for_create = initial_status(json::object{{"replicas", 0}}),
+                 .field_value = count_field("status.replicas", "status.replicas"),
+                 .validate = validate_replication_controller}},
+      {.kind = "PersistentVolume", .resource = "persistentvolumes", .namespaced = false,
+       .short_names = {"pv"}, .fields = {"name"}, .has_status = true,
+       .hooks = {.set_defaults = default_persistent_volume,
+                 .prepare_for_create = default_persistent_volume_on_create,
+                 .field_value = name_field}},
+      {.kind = "PersistentVolumeClaim", .resource = "persistentvolumeclaims",
+       .short_names = {"pvc"}, .fields = {"name"}, .has_status = true,
+       .hooks = {.set_defaults = default_persistent_volume_claim,
+                 .prepare_for_create = default_persistent_volume_claim_on_create,
+                 .field_value = name_field,
+                 .validate = validate_persistent_volume_claim}},
+      {.kind = "ResourceQuota", .resource = "resourcequotas", .short_names = {"quota"},
+       .has_status = true, .hooks = {.prepare_for_create = initial_status({})}},
+      {.kind = "LimitRange", .resource = "limitranges", .short_names = {"limits"},
+       .hooks = {.set_defaults = default_limit_range}},
+      {.kind = "PodTemplate", .resource = "podtemplates",
+       .hooks = {.set_defaults = default_pod_template}},
+      // ---- apps/v1 ----
+      {.group = "apps", .kind = "Deployment", .resource = "deployments",
+       .short_names = {"deploy"}, .has_status = true,
+       .scale = workload_scale(ScaleSelector::label_selector), .categories = kAll,
+       .hooks = {.set_defaults = default_deployment,
+                 .prepare_for_create = initial_status({}),
+                 .validate = validate_deployment}},
+      {.group = "apps", .kind = "ReplicaSet", .resource = "replicasets", .short_names = {"rs"},
+       .fields = {"status.replicas"}, .has_status = true,
+       .scale = workload_scale(ScaleSelector::label_selector), .categories = kAll,
+       .hooks = {.set_defaults = default_replica_set,
+                 .prepare_for_create = initial_status(json::object{{"replicas", 0}}),
+                 .field_value = count_field("status.replicas", "status.replicas"),
+                 .validate = validate_replica_set}},
+      {.group = "apps", .kind = "StatefulSet", .resource = "statefulsets",
+       .short_names = {"sts"}, .has_status = true,
+       .scale = workload_scale(ScaleSelector::label_selector), .categories = kAll,
+       .hooks = {.set_defaults = default_stateful_set,
+                 .prepare_for_create =
+                     initial_status(json::object{{"replicas", 0}, {"availableReplicas", 0}}),
+                 .validate = validate_stateful_set}},
+      {.group = "apps", .kind = "DaemonSet", .resource = "daemonsets", .short_names = {"ds"},
+       .has_status = true, .categories = kAll,
+       .hooks = {.set_defaults = default_daemon_set,
+                 .prepare_for_create = initial_status(json::object{
+                     {"currentNumberScheduled", 0}, {"numberMisscheduled", 0},
+                     {"desiredNumberScheduled", 0}, {"numberReady", 0}}),
+                 .validate = validate_daemon_set}},
+      {.group = "apps", .kind = "ControllerRevision", .resource = "controllerrevisions"},
+      // ---- batch/v1 ----
+      {.group = "batch", .kind = "Job", .resource = "jobs", .fields = {"status.successful"},
+       .has_status = true, .categories = kAll,
+       .hooks = {.set_defaults = default_job,
+                 .prepare_for_create = default_job_on_create,
+                 .field_value = count_field("status.successful", "status.succeeded"),
+                 .validate = validate_job}},
+      {.group = "batch", .kind = "CronJob", .resource = "cronjobs", .short_names = {"cj"},
+       .has_status = true, .categories = kAll,
+       .hooks = {.set_defaults = default_cron_job,
+                 .prepare_for_create = initial_status({}),
+                 .validate = validate_cron_job}},
+      // ---- networking.k8s.io/v1 ----
+      {.group = "networking.k8s.io", .kind = "Ingress", .resource = "ingresses",
+       .short_names = {"ing"}, .has_status = true,
+       .hooks = {.prepare_for_create =
+                     initial_status(json::object{{"loadBalancer", json::object()}})}},
+      {.group = "networking.k8s.io", .kind = "IngressClass", .resource = "ingressclasses",
+       .namespaced = false, .hooks = {.set_defaults = default_ingress_class}},
+      {.group = "networking.k8s.io", .kind = "NetworkPolicy", .resource = "networkpolicies",
+       .short_names = {"netpol"}, .hooks = {.set_defaults = default_network_policy}},
+      // ---- discovery.k8s.io/v1, policy/v1, scheduling.k8s.io/v1 ----
+      {.group = "discovery.k8s.io", .kind = "EndpointSlice", .resource = "endpointslices",
+       .hooks = {.set_defaults = default_endpoint_slice}},
+      {.group = "policy", .kind = "PodDisruptionBudget", .resource = "poddisruptionbudgets",
+       .short_names = {"pdb"}, .has_status = true,
+       .hooks = {.prepare_for_create = initial_status(json::object{{"disruptionsAllowed", 0},
+                                                                   {"currentHealthy", 0},
+                                                                   {"desiredHealthy", 0},
+                                                                   {"expectedPods", 0}})}},
+      {.group = "scheduling.k8s.io", .kind = "PriorityClass", .resource = "priorityclasses",
+       .namespaced = false, .short_names = {"pc"},
+       .hooks = {.set_defaults = default_priority_class}},
+      // ---- storage.k8s.io/v1, node.k8s.io/v1 ----
+      {.group = "storage.k8s.io", .kind = "StorageClass", .resource = "storageclasses",
+       .namespaced = false, .short_names = {"sc"},
+       .hooks = {.set_defaults = default_storage_class}},
+      {.group = "storage.k8s.io", .kind = "CSIDriver", .resource = "csidrivers",
+       .namespaced = false, .hooks = {.set_defaults = default_csi_driver}},
+      {.group = "storage.k8s.io", .kind = "VolumeAttachment", .resource = "volumeattachments",
+       .namespaced = false, .has_status = true,
+       .hooks = {.prepare_for_create = initial_status(json::object{{"attached", false}})}},
+      {.group = "node.k8s.io", .kind = "RuntimeClass", .resource = "runtimeclasses",
+       .namespaced = false},
+      // ---- the rest ----
+      {.group = "coordination.k8s.io", .kind = "Lease", .resource = "leases"},
+      {.group = "rbac.authorization.k8s.io", .kind = "Role", .resource = "roles"},
+      {.group = "rbac.authorization.k8s.io", .kind = "ClusterRole", .resource = "clusterroles",
+       .namespaced = false},
+      {.group = "rbac.authorization.k8s.io", .kind = "RoleBinding", .resource = "rolebindings"},
+      {.group = "rbac.authorization.k8s.io", .kind = "ClusterRoleBinding",
+       .resource = "clusterrolebindings", .namespaced = false},
+      {.group = "apiextensions.k8s.io", .kind = "CustomResourceDefinition",
+       .resource = "customresourcedefinitions", .namespaced = false,
+       .short_names = {"crd", "crds"}, .has_status = true, .categories = {"api-extensions"},
+       .hooks = {.set_defaults = default_custom_resource_definition,
+                 .prepare_for_create = prepare_crd_for_create,
+                 .validate = validate_crd}},
   };
+#pragma GCC diagnostic pop
   for (const Kind& k : kinds) {
     ResourceInfo info;
     info.group = k.group;
-    info.version = "v1";
+    info.version = k.version;
     info.kind = k.kind;
     info.resource = k.resource;
-    info.singular = k.singular;
+    info.singular = k.kind;
+    for (auto& ch : info.singular) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     info.namespaced = k.namespaced;
     info.short_names = k.short_names;
     info.categories = k.categories;
     info.selectable_fields = k.fields;
     info.has_status = k.has_status;
+    info.scale = k.scale;
     info.storage_prefix = storage_prefix;
     info.trigger_field = k.trigger_field;
     info.hooks = k.hooks;
     if (k.kind == "Namespace" || k.kind == "Service") info.name_rule = NameRule::dns_label;
     if (k.group == "rbac.authorization.k8s.io") info.name_rule = NameRule::path_segment;
     info.printer_columns = builtin_columns(k.kind);
-    if (auto schema = schemas.structural_schema(k.group, "v1", k.kind)) {
+    if (auto schema = schemas.structural_schema(k.group, k.version, k.kind)) {
       SchemaCompileOptions options;
       options.path = "";
       options.allow_unique_items = true;
@@ -179,8 +299,8 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
       }
       info.schema = std::move(*compiled);
     }
-    info.patch_schema =
-        std::make_shared<const PatchSchema>(schemas.patch_schema(k.group, "v1", k.kind));
+    info.patch_schema = std::make_shared<const PatchSchema>(
+        schemas.patch_schema(k.group, k.version, k.kind));
     scheme.add(std::move(info));
   }
 }

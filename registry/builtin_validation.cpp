@@ -1,0 +1,617 @@
+#include "registry/builtin_validation.hpp"
+
+#include "registry/json_path.hpp"
+#include "registry/label_selector.hpp"
+#include "registry/validation.hpp"
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/json/value.hpp>
+
+#include <algorithm>
+#include <optional>
+#include <string_view>
+
+// The rules and texts follow kube-apiserver 1.32: pkg/apis/core/validation, pkg/apis/apps/
+// validation, pkg/apis/batch/validation and the registry strategies that call them.
+
+namespace kwatch::registry {
+
+namespace json = boost::json;
+
+namespace {
+
+const json::object* object_at(const json::object* obj, std::string_view key) {
+  if (obj == nullptr) return nullptr;
+  const json::value* v = obj->if_contains(key);
+  return v != nullptr ? v->if_object() : nullptr;
+}
+
+const json::value* value_at(const json::object* obj, std::string_view key) {
+  if (obj == nullptr) return nullptr;
+  const json::value* v = obj->if_contains(key);
+  return v != nullptr && !v->is_null() ? v : nullptr;
+}
+
+std::string string_at(const json::object* obj, std::string_view key) {
+  const json::value* v = value_at(obj, key);
+  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
+}
+
+// Absent, null and empty containers are the same value to Go's semantic equality (nil and empty
+// maps and slices compare equal); everything else compares as JSON.
+bool blank(const json::value* v) {
+  return v == nullptr || v->is_null() || (v->is_object() && v->get_object().empty()) ||
+         (v->is_array() && v->get_array().empty());
+}
+
+bool same(const json::value* a, const json::value* b) {
+  if (blank(a) || blank(b)) return blank(a) && blank(b);
+  if (a->is_object() && b->is_object()) {
+    const json::object& x = a->get_object();
+    const json::object& y = b->get_object();
+    for (const auto& [k, v] : x) {
+      if (!same(&v, y.if_contains(k))) return false;
+    }
+    for (const auto& [k, v] : y) {
+      if (!x.contains(k) && !blank(&v)) return false;
+    }
+    return true;
+  }
+  if (a->is_array() && b->is_array()) {
+    const json::array& x = a->get_array();
+    const json::array& y = b->get_array();
+    if (x.size() != y.size()) return false;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (!same(&x[i], &y[i])) return false;
+    }
+    return true;
+  }
+  return *a == *b;
+}
+
+std::string go_string_slice(const json::value* v) {
+  if (v == nullptr || !v->is_array()) return "[]string(nil)";
+  std::string out = "[]string{";
+  bool first = true;
+  for (const auto& item : v->get_array()) {
+    if (!first) out += ", ";
+    first = false;
+    out += go_quote(item.is_string() ? std::string_view(item.get_string()) : std::string_view());
+  }
+  return out + "}";
+}
+
+void add(Causes& causes, std::string type, std::string message, std::string field) {
+  causes.push_back({std::move(type), std::move(message), std::move(field)});
+}
+
+void required(Causes& causes, std::string field, std::string_view detail = "") {
+  std::string message = "Required value";
+  if (!detail.empty()) message += ": " + std::string(detail);
+  add(causes, "FieldValueRequired", std::move(message), std::move(field));
+}
+
+void invalid(Causes& causes, std::string field, const std::string& shown, std::string_view detail) {
+  std::string message = "Invalid value: " + shown;
+  if (!detail.empty()) message += ": " + std::string(detail);
+  add(causes, "FieldValueInvalid", std::move(message), std::move(field));
+}
+
+void forbidden(Causes& causes, std::string field, std::string_view detail) {
+  add(causes, "FieldValueForbidden", "Forbidden: " + std::string(detail), std::move(field));
+}
+
+void not_supported(Causes& causes, std::string field, const std::string& value,
+                   std::initializer_list<std::string_view> supported) {
+  std::string message = "Unsupported value: " + go_quote(value) + ": supported values: ";
+  bool first = true;
+  for (auto s : supported) {
+    if (!first) message += ", ";
+    first = false;
+    message += go_quote(s);
+  }
+  add(causes, "FieldValueNotSupported", std::move(message), std::move(field));
+}
+
+// ValidateImmutableField: `<field>: Invalid value: <new>: field is immutable`.
+void immutable(Causes& causes, std::string field, const std::string& shown) {
+  invalid(causes, std::move(field), shown, "field is immutable");
+}
+
+// ValidateLabelSelector: label keys and values, and each requirement's operator and values.
+void check_label_selector(const json::object& selector, const std::string& path, Causes& causes) {
+  if (const json::object* labels = object_at(&selector, "matchLabels")) {
+    for (const auto& [key, value] : *labels) {
+      for (const auto& e : qualified_name_errors(key)) {
+        invalid(causes, path + ".matchLabels", go_quote(key), e);
+      }
+      const std::string_view v = value.is_string() ? std::string_view(value.get_string()) : "";
+      for (const auto& e : label_value_errors(v)) {
+        invalid(causes, path + ".matchLabels", go_quote(v), e);
+      }
+    }
+  }
+  const json::value* exprs = value_at(&selector, "matchExpressions");
+  if (exprs == nullptr || !exprs->is_array()) return;
+  std::size_t i = 0;
+  for (const auto& e : exprs->get_array()) {
+    const std::string at = path + ".matchExpressions[" + std::to_string(i++) + "]";
+    const json::object* expr = e.if_object();
+    const std::string op = string_at(expr, "operator");
+    const json::value* values = value_at(expr, "values");
+    const std::size_t n = values != nullptr && values->is_array() ? values->get_array().size() : 0;
+    if (op == "In" || op == "NotIn") {
+      if (n == 0) required(causes, at + ".values", "must be specified when `operator` is 'In' or 'NotIn'");
+    } else if (op == "Exists" || op == "DoesNotExist") {
+      if (n > 0) {
+        forbidden(causes, at + ".values",
+                  "may not be specified when `operator` is 'Exists' or 'DoesNotExist'");
+      }
+    } else {
+      invalid(causes, at + ".operator", go_quote(op), "not a valid selector operator");
+    }
+    const std::string key = string_at(expr, "key");
+    for (const auto& err : qualified_name_errors(key)) invalid(causes, at + ".key", go_quote(key), err);
+    for (std::size_t j = 0; j < n; ++j) {
+      const json::value& v = values->get_array()[j];
+      const std::string_view s = v.is_string() ? std::string_view(v.get_string()) : "";
+      for (const auto& err : label_value_errors(s)) {
+        invalid(causes, at + ".values[" + std::to_string(j) + "]", go_quote(s), err);
+      }
+    }
+  }
+}
+
+const json::value* template_labels(const json::object* tmpl) {
+  return value_at(object_at(tmpl, "metadata"), "labels");
+}
+
+bool selects(const LabelSelector& selector, const json::value* labels) {
+  return selector.matches(labels != nullptr ? labels->if_object() : nullptr);
+}
+
+void check_restart_policy(const json::object* tmpl, const std::string& path,
+                          std::initializer_list<std::string_view> allowed, Causes& causes) {
+  if (tmpl == nullptr) return;  // the schema reports a missing template
+  const std::string policy = string_at(object_at(tmpl, "spec"), "restartPolicy");
+  if (std::find(allowed.begin(), allowed.end(), policy) == allowed.end()) {
+    not_supported(causes, path, policy, allowed);
+  }
+}
+
+struct Workload {
+  std::string_view what;  // "deployment": in "empty selector is invalid for deployment"
+  bool selector_required = true;  // daemon sets: a missing selector selects nothing instead
+  bool immutable_selector = true;
+  const char* invalid_selector_detail = "invalid label selector";
+};
+
+// The selector rules apps/v1 workloads share: a selector is given, selects something, is valid
+// and selects the pod template's labels; the template restarts its pods always; the selector
+// stays as created.
+void validate_workload(const json::object& obj, const json::object* old, const Workload& kind,
+                       Causes& causes) {
+  const json::object* spec = object_at(&obj, "spec");
+  const json::object* tmpl = object_at(spec, "template");
+  const json::value* selector_v = value_at(spec, "selector");
+  const json::object* selector = selector_v != nullptr ? selector_v->if_object() : nullptr;
+  if (selector == nullptr) {
+    if (kind.selector_required) required(causes, "spec.selector");
+    // LabelSelectorAsSelector(nil) selects nothing, so not the template either.
+    invalid(causes, "spec.template.metadata.labels", go_string_map(template_labels(tmpl)),
+            "`selector` does not match template `labels`");
+  } else {
+    check_label_selector(*selector, "spec.selector", causes);
+    const bool empty = blank(value_at(selector, "matchLabels")) &&
+                       blank(value_at(selector, "matchExpressions"));
+    auto parsed = label_selector_from_json(*selector);
+    if (!parsed) {
+      invalid(causes, "spec.selector", go_label_selector(selector_v), kind.invalid_selector_detail);
+    } else if (!parsed->empty() && !selects(*parsed, template_labels(tmpl))) {
+      invalid(causes, "spec.template.metadata.labels", go_string_map(template_labels(tmpl)),
+              "`selector` does not match template `labels`");
+    }
+    if (empty) {
+      invalid(causes, "spec.selector", go_label_selector(selector_v),
+              "empty selector is invalid for " + std::string(kind.what));
+    }
+  }
+  check_restart_policy(tmpl, "spec.template.spec.restartPolicy", {"Always"}, causes);
+  if (old != nullptr && kind.immutable_selector) {
+    const json::value* before = value_at(object_at(old, "spec"), "selector");
+    if (!same(selector_v, before)) immutable(causes, "spec.selector", go_label_selector(selector_v));
+  }
+}
+
+// "\n  <type>{\n-   "field": old,\n+   "field": new,\n  }": which fields of a spec differ, after
+// the summary line of a Forbidden update (kube prints a cmp.Diff of the two structs there).
+std::string spec_diff(std::string_view type, const json::object& before, const json::object& after) {
+  std::string out = "\n  " + std::string(type) + "{\n";
+  std::vector<std::string> keys;
+  for (const auto& [k, _] : before) keys.emplace_back(k);
+  for (const auto& [k, _] : after) {
+    if (!before.contains(k)) keys.emplace_back(k);
+  }
+  std::sort(keys.begin(), keys.end());
+  for (const auto& k : keys) {
+    const json::value* a = before.if_contains(k);
+    const json::value* b = after.if_contains(k);
+    if (same(a, b)) continue;
+    if (!blank(a)) out += "- \t" + go_quote(k) + ": " + json::serialize(*a) + ",\n";
+    if (!blank(b)) out += "+ \t" + go_quote(k) + ": " + json::serialize(*b) + ",\n";
+  }
+  return out + "  }";
+}
+
+// validateOnlyAddedTolerations: every toleration the pod had is still there, give or take its
+// tolerationSeconds.
+bool kept_tolerations(const json::value* now, const json::value* before) {
+  if (before == nullptr || !before->is_array()) return true;
+  for (const auto& t : before->get_array()) {
+    if (!t.is_object()) continue;
+    bool found = false;
+    if (now != nullptr && now->is_array()) {
+      for (const auto& n : now->get_array()) {
+        if (!n.is_object()) continue;
+        json::object a = t.get_object();
+        json::object b = n.get_object();
+        a.erase("tolerationSeconds");
+        b.erase("tolerationSeconds");
+        json::value av(std::move(a)), bv(std::move(b));
+        if (same(&av, &bv)) {
+          found = true;
+          break;
+        }
+      }
+    }
+    if (!found) return false;
+  }
+  return true;
+}
+
+void validate_pod_update(const json::object& pod, const json::object& old, Causes& causes) {
+  const json::object* spec = object_at(&pod, "spec");
+  const json::object* old_spec = object_at(&old, "spec");
+  if (spec == nullptr || old_spec == nullptr) return;
+  json::object munged = *spec;
+  // ValidateContainerUpdates: the same containers, with images; only the images may change.
+  for (const char* list : {"containers", "initContainers"}) {
+    const json::value* now = value_at(spec, list);
+    const json::value* before = value_at(old_spec, list);
+    const std::size_t n = now != nullptr && now->is_array() ? now->get_array().size() : 0;
+    const std::size_t m = before != nullptr && before->is_array() ? before->get_array().size() : 0;
+    if (n != m) {
+      forbidden(causes, "spec." + std::string(list), "pod updates may not add or remove containers");
+      return;
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      const json::object* c = now->get_array()[i].if_object();
+      const json::object* o = before->get_array()[i].if_object();
+      if (string_at(c, "image").empty()) {
+        required(causes, "spec." + std::string(list) + "[" + std::to_string(i) + "].image");
+      }
+      json::value& munged_c = munged[list].get_array()[i];
+      if (munged_c.is_object() && o != nullptr) {
+        if (const json::value* image = o->if_contains("image")) {
+          munged_c.get_object()["image"] = *image;
+        } else {
+          munged_c.get_object().erase("image");
+        }
+      }
+    }
+  }
+  // activeDeadlineSeconds may be set, or lowered, but not raised or removed.
+  const json::value* deadline = value_at(spec, "activeDeadlineSeconds");
+  const json::value* old_deadline = value_at(old_spec, "activeDeadlineSeconds");
+  if (deadline != nullptr && deadline->is_int64()) {
+    if (old_deadline != nullptr && old_deadline->is_int64() &&
+        old_deadline->get_int64() < deadline->get_int64()) {
+      invalid(causes, "spec.activeDeadlineSeconds", json::serialize(*deadline),
+              "must be less than or equal to previous value");
+      return;
+    }
+  } else if (old_deadline != nullptr) {
+    invalid(causes, "spec.activeDeadlineSeconds", "null",
+            "must not update from a positive integer to nil value");
+  }
+  for (const char* field : {"activeDeadlineSeconds", "tolerations", "schedulingGates"}) {
+    if (const json::value* v = old_spec->if_contains(field)) {
+      munged[field] = *v;
+    } else {
+      munged.erase(field);
+    }
+  }
+  // terminationGracePeriodSeconds may become 1 when it was negative.
+  const json::value* grace = value_at(spec, "terminationGracePeriodSeconds");
+  const json::value* old_grace = value_at(old_spec, "terminationGracePeriodSeconds");
+  if (grace != nullptr && old_grace != nullptr && grace->is_int64() && old_grace->is_int64() &&
+      old_grace->get_int64() < 0 && grace->get_int64() == 1) {
+    munged["terminationGracePeriodSeconds"] = *old_grace;
+  }
+  json::value munged_v(munged);
+  json::value old_v(*old_spec);
+  if (!same(&munged_v, &old_v)) {
+    forbidden(causes, "spec",
+              "pod updates may not change fields other than `spec.containers[*].image`,"
+              "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
+              "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
+              "(allow it to be set to 1 if it was previously negative)" +
+                  spec_diff("core.PodSpec", *old_spec, munged));
+  }
+  if (!kept_tolerations(value_at(spec, "tolerations"), value_at(old_spec, "tolerations"))) {
+    forbidden(causes, "spec.tolerations",
+              "existing toleration can not be modified except its tolerationSeconds");
+  }
+}
+
+// robfig/cron's standard parser, as far as its errors go: five fields or a known descriptor.
+std::optional<std::string> schedule_error(const std::string& schedule) {
+  if (schedule.starts_with("@")) {
+    static constexpr std::string_view kDescriptors[] = {
+        "@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"};
+    for (auto d : kDescriptors) {
+      if (schedule == d) return std::nullopt;
+    }
+    if (schedule.starts_with("@every ")) return std::nullopt;
+    return "unrecognized descriptor: " + schedule;
+  }
+  std::vector<std::string> fields;
+  std::size_t i = 0;
+  while (i < schedule.size()) {
+    while (i < schedule.size() && (schedule[i] == ' ' || schedule[i] == '\t')) ++i;
+    std::size_t j = i;
+    while (j < schedule.size() && schedule[j] != ' ' && schedule[j] != '\t') ++j;
+    if (j > i) fields.push_back(schedule.substr(i, j - i));
+    i = j;
+  }
+  if (fields.empty()) return "empty spec string";
+  if (fields.size() == 5) return std::nullopt;
+  std::string listed;
+  for (const auto& f : fields) listed += (listed.empty() ? "" : " ") + f;
+  return "expected exactly 5 fields, found " + std::to_string(fields.size()) + ": [" + listed + "]";
+}
+
+}  // namespace
+
+std::string go_string_map(const json::value* labels) {
+  if (labels == nullptr || !labels->is_object()) return "map[string]string(nil)";
+  std::vector<std::pair<std::string, std::string>> entries;
+  for (const auto& [k, v] : labels->get_object()) {
+    entries.emplace_back(std::string(k), v.is_string() ? std::string(v.get_string()) : "");
+  }
+  std::sort(entries.begin(), entries.end());
+  std::string out = "map[string]string{";
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += go_quote(entries[i].first) + ":" + go_quote(entries[i].second);
+  }
+  return out + "}";
+}
+
+std::string go_label_selector(const json::value* selector) {
+  const json::object* s = selector != nullptr ? selector->if_object() : nullptr;
+  std::string out = "v1.LabelSelector{MatchLabels:" + go_string_map(value_at(s, "matchLabels")) +
+                    ", MatchExpressions:";
+  const json::value* exprs = value_at(s, "matchExpressions");
+  if (exprs == nullptr || !exprs->is_array()) return out + "[]v1.LabelSelectorRequirement(nil)}";
+  out += "[]v1.LabelSelectorRequirement{";
+  bool first = true;
+  for (const auto& e : exprs->get_array()) {
+    if (!first) out += ", ";
+    first = false;
+    const json::object* expr = e.if_object();
+    out += "v1.LabelSelectorRequirement{Key:" + go_quote(string_at(expr, "key")) +
+           ", Operator:" + go_quote(string_at(expr, "operator")) +
+           ", Values:" + go_string_slice(value_at(expr, "values")) + "}";
+  }
+  return out + "}}";
+}
+
+void validate_pod(const json::object& pod, const json::object* old, Causes& causes) {
+  // ValidatePodSpec's rules that the schema cannot say: a pod has containers, each with an image.
+  const json::object* spec = object_at(&pod, "spec");
+  const json::value* containers = value_at(spec, "containers");
+  if (containers == nullptr || !containers->is_array() || containers->get_array().empty()) {
+    required(causes, "spec.containers");
+    return;
+  }
+  if (old != nullptr) {
+    validate_pod_update(pod, *old, causes);
+    return;
+  }
+  std::size_t i = 0;
+  for (const auto& c : containers->get_array()) {
+    const std::string field = "spec.containers[" + std::to_string(i++) + "]";
+    const json::object* co = c.if_object();
+    if (string_at(co, "name").empty()) required(causes, field + ".name");
+    if (string_at(co, "image").empty()) required(causes, field + ".image");
+  }
+}
+
+void validate_replication_controller(const json::object& rc, const json::object* old,
+                                     Causes& causes) {
+  (void)old;  // an RC's selector may change
+  const json::object* spec = object_at(&rc, "spec");
+  const json::value* selector_v = value_at(spec, "selector");
+  const json::object* selector = selector_v != nullptr ? selector_v->if_object() : nullptr;
+  // ValidateNonEmptySelector, then the template must carry what the selector asks for.
+  if (selector == nullptr || selector->empty()) {
+    required(causes, "spec.selector");
+  }
+  const json::object* tmpl = object_at(spec, "template");
+  if (tmpl == nullptr) {
+    required(causes, "spec.template");
+    return;
+  }
+  if (selector != nullptr && !selector->empty() &&
+      !selects(label_selector_from_map(*selector), template_labels(tmpl))) {
+    invalid(causes, "spec.template.metadata.labels", go_string_map(template_labels(tmpl)),
+            "`selector` does not match template `labels`");
+  }
+  check_restart_policy(tmpl, "spec.template.spec.restartPolicy", {"Always"}, causes);
+}
+
+void validate_deployment(const json::object& deployment, const json::object* old, Causes& causes) {
+  validate_workload(deployment, old, {.what = "deployment"}, causes);
+}
+
+void validate_replica_set(const json::object& rs, const json::object* old, Causes& causes) {
+  // kube's ReplicaSet validation words its empty-selector error as the Deployment's.
+  validate_workload(rs, old, {.what = "deployment"}, causes);
+}
+
+void validate_daemon_set(const json::object& ds, const json::object* old, Causes& causes) {
+  validate_workload(ds, old, {.what = "daemonset", .selector_required = false}, causes);
+}
+
+void validate_stateful_set(const json::object& sts, const json::object* old, Causes& causes) {
+  // The selector is one of the fields the update rule below forbids changing.
+  validate_workload(sts, old,
+                    {.what = "statefulset", .immutable_selector = false,
+                     .invalid_selector_detail = ""},
+                    causes);
+  if (old == nullptr) return;
+  const json::object* spec = object_at(&sts, "spec");
+  const json::object* old_spec = object_at(old, "spec");
+  if (spec == nullptr || old_spec == nullptr) return;
+  json::object munged = *spec;
+  for (const char* field : {"replicas", "ordinals", "template", "updateStrategy",
+                            "persistentVolumeClaimRetentionPolicy", "minReadySeconds"}) {
+    if (const json::value* v = old_spec->if_contains(field)) {
+      munged[field] = *v;
+    } else {
+      munged.erase(field);
+    }
+  }
+  json::value a(std::move(munged));
+  json::value b(*old_spec);
+  if (!same(&a, &b)) {
+    forbidden(causes, "spec",
+              "updates to statefulset spec for fields other than 'replicas', 'ordinals', "
+              "'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and "
+              "'minReadySeconds' are forbidden");
+  }
+}
+
+void validate_job(const json::object& job, const json::object* old, Causes& causes) {
+  const json::object* spec = object_at(&job, "spec");
+  const json::object* tmpl = object_at(spec, "template");
+  const json::value* selector_v = value_at(spec, "selector");
+  const json::object* selector = selector_v != nullptr ? selector_v->if_object() : nullptr;
+  if (selector == nullptr) {
+    required(causes, "spec.selector");
+    invalid(causes, "spec.template.metadata.labels", go_string_map(template_labels(tmpl)),
+            "`selector` does not match template `labels`");
+  } else {
+    check_label_selector(*selector, "spec.selector", causes);
+    // Whether generated or not, the selector must select the job's own pods.
+    auto parsed = label_selector_from_json(*selector);
+    if (parsed && !selects(*parsed, template_labels(tmpl))) {
+      invalid(causes, "spec.template.metadata.labels", go_string_map(template_labels(tmpl)),
+              "`selector` does not match template `labels`");
+    }
+    // Unless the client asked to choose it, the selector is the one kube generated.
+    const json::value* manual = value_at(spec, "manualSelector");
+    if (manual == nullptr || !manual->is_bool() || !manual->get_bool()) {
+      const json::object* meta = object_at(&job, "metadata");
+      const json::value expected =
+          json::object{{"matchLabels",
+                        json::object{{"batch.kubernetes.io/controller-uid", string_at(meta, "uid")}}}};
+      if (!same(selector_v, &expected)) {
+        invalid(causes, "spec.selector", go_label_selector(selector_v),
+                "`selector` not auto-generated");
+      }
+    }
+  }
+  check_restart_policy(tmpl, "spec.template.spec.restartPolicy", {"OnFailure", "Never"}, causes);
+  if (old != nullptr) {
+    const json::value* before = value_at(object_at(old, "spec"), "selector");
+    if (!same(selector_v, before)) immutable(causes, "spec.selector", go_label_selector(selector_v));
+  }
+}
+
+void validate_cron_job(const json::object& cron_job, const json::object* old, Causes& causes) {
+  (void)old;
+  const json::object* spec = object_at(&cron_job, "spec");
+  const std::string schedule = string_at(spec, "schedule");
+  if (schedule.empty()) {
+    required(causes, "spec.schedule");
+  } else if (auto error = schedule_error(schedule)) {
+    invalid(causes, "spec.schedule", go_quote(schedule), *error);
+  }
+  const json::object* tmpl = object_at(object_at(object_at(spec, "jobTemplate"), "spec"), "template");
+  check_restart_policy(tmpl, "spec.jobTemplate.spec.template.spec.restartPolicy",
+                       {"OnFailure", "Never"}, causes);
+}
+
+// ConfigMaps and Secrets marked immutable keep their data, and the mark, for good.
+void validate_immutable_data(const json::object& obj, const json::object* old,
+                             std::initializer_list<const char*> fields, Causes& causes) {
+  if (old == nullptr) return;
+  const json::value* was = value_at(old, "immutable");
+  if (was == nullptr || !was->is_bool() || !was->get_bool()) return;
+  constexpr std::string_view kDetail = "field is immutable when `immutable` is set";
+  const json::value* now = value_at(&obj, "immutable");
+  if (now == nullptr || !now->is_bool() || !now->get_bool()) forbidden(causes, "immutable", kDetail);
+  for (const char* field : fields) {
+    if (!same(value_at(&obj, field), value_at(old, field))) forbidden(causes, field, kDetail);
+  }
+}
+
+void validate_config_map(const json::object& config_map, const json::object* old, Causes& causes) {
+  validate_immutable_data(config_map, old, {"data", "binaryData"}, causes);
+}
+
+void validate_secret(const json::object& secret, const json::object* old, Causes& causes) {
+  if (old == nullptr) return;
+  // stringData was folded into data before validation: data covers it.
+  validate_immutable_data(secret, old, {"data"}, causes);
+  const std::string type = string_at(&secret, "type");
+  if (type != string_at(old, "type")) immutable(causes, "type", go_quote(type));
+}
+
+void validate_persistent_volume_claim(const json::object& pvc, const json::object* old,
+                                      Causes& causes) {
+  if (old == nullptr) return;
+  const json::object* spec = object_at(&pvc, "spec");
+  const json::object* old_spec = object_at(old, "spec");
+  if (spec == nullptr || old_spec == nullptr) return;
+  json::object after = *spec;
+  json::object before = *old_spec;
+  // volumeName may be set once; volumeAttributesClassName may change; a bound claim may ask
+  // for more storage.
+  if (string_at(old_spec, "volumeName").empty()) {
+    if (const json::value* v = spec->if_contains("volumeName")) {
+      before["volumeName"] = *v;
+    } else {
+      before.erase("volumeName");
+    }
+  }
+  if (const json::value* v = old_spec->if_contains("volumeAttributesClassName")) {
+    after["volumeAttributesClassName"] = *v;
+  } else {
+    after.erase("volumeAttributesClassName");
+  }
+  const json::value* old_size = find_field(*old_spec, "resources.requests.storage");
+  const bool bound = string_at(object_at(&pvc, "status"), "phase") == "Bound";
+  if (bound && find_field(after, "resources.requests") != nullptr) {
+    json::object& requests = after["resources"].get_object()["requests"].get_object();
+    if (old_size != nullptr) {
+      requests["storage"] = *old_size;
+    } else {
+      requests.erase("storage");
+    }
+  }
+  json::value a(after);
+  json::value b(before);
+  if (!same(&a, &b)) {
+    forbidden(causes, "spec",
+              "spec is immutable after creation except resources.requests and "
+              "volumeAttributesClassName for bound claims" +
+                  spec_diff("core.PersistentVolumeClaimSpec", before, after));
+  }
+}
+
+}  // namespace kwatch::registry

@@ -1,0 +1,50 @@
+// kube-apiserver's validation of built-in kinds beyond what their schemas say: workload
+// selectors that must select their own pod template, fields an update may not change (a pod's
+// spec, a claim's spec, a stateful set's spec, immutable config maps and secrets, selectors),
+// the selector kube generates for a job. Causes carry kube's field paths and texts; values in
+// messages are printed as Go's %#v prints them (`map[string]string{"app":"web"}`).
+//
+// Each function is a KindHooks::validate: it appends to `causes`; `old` is the stored object on
+// updates (status writes included, whose spec is the stored one), null on creates.
+// Pure functions; safe from any thread.
+#pragma once
+
+#include "registry/api_error.hpp"
+
+#include <boost/json/fwd.hpp>
+
+#include <string>
+#include <vector>
+
+namespace kwatch::registry {
+
+using Causes = std::vector<Cause>;
+
+void validate_pod(const boost::json::object& pod, const boost::json::object* old, Causes& causes);
+void validate_replication_controller(const boost::json::object& rc,
+                                     const boost::json::object* old, Causes& causes);
+void validate_deployment(const boost::json::object& deployment, const boost::json::object* old,
+                         Causes& causes);
+void validate_replica_set(const boost::json::object& rs, const boost::json::object* old,
+                          Causes& causes);
+void validate_stateful_set(const boost::json::object& sts, const boost::json::object* old,
+                           Causes& causes);
+void validate_daemon_set(const boost::json::object& ds, const boost::json::object* old,
+                         Causes& causes);
+void validate_job(const boost::json::object& job, const boost::json::object* old, Causes& causes);
+void validate_cron_job(const boost::json::object& cron_job, const boost::json::object* old,
+                       Causes& causes);
+void validate_config_map(const boost::json::object& config_map, const boost::json::object* old,
+                         Causes& causes);
+void validate_secret(const boost::json::object& secret, const boost::json::object* old,
+                     Causes& causes);
+void validate_persistent_volume_claim(const boost::json::object& pvc,
+                                      const boost::json::object* old, Causes& causes);
+
+// A metav1.LabelSelector as %#v prints the struct:
+// `v1.LabelSelector{MatchLabels:map[string]string{"app":"web"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}`.
+std::string go_label_selector(const boost::json::value* selector);
+// A label map as %#v prints it: `map[string]string{"a":"b", "c":"d"}`, `map[string]string(nil)`.
+std::string go_string_map(const boost::json::value* labels);
+
+}  // namespace kwatch::registry
