@@ -12,6 +12,7 @@
 #include <boost/json/serialize.hpp>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -289,6 +290,48 @@ TEST_F(ApiHandlerTest, MainResourceUpdatesKeepStatusAndStatusSubresourceKeepsSpe
   EXPECT_EQ(after_main.at("status").at("phase"), "Running");
   EXPECT_EQ(after_main.at("spec").at("containers").at(0).at("image"), "i2");
   EXPECT_EQ(after_main.at("metadata").at("generation"), 2);
+}
+
+TEST_F(ApiHandlerTest, WorkloadsServeAScaleWithTheirSelectorAsAString) {
+  const char* rs = R"({"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{"name":"web"},
+      "spec":{"selector":{"matchLabels":{"app":"web"},
+                          "matchExpressions":[{"key":"tier","operator":"In","values":["b","a"]}]},
+              "template":{"metadata":{"labels":{"app":"web","tier":"a"}},
+                          "spec":{"containers":[{"name":"c","image":"x"}]}}}})";
+  call_json("POST", "/apis/apps/v1/namespaces/default/replicasets", rs, 201);
+  const std::string scale = "/apis/apps/v1/namespaces/default/replicasets/web/scale";
+  auto got = call_json("GET", scale);
+  EXPECT_EQ(got.at("kind"), "Scale");
+  EXPECT_EQ(got.at("apiVersion"), "autoscaling/v1");
+  EXPECT_EQ(got.at("spec").at("replicas"), 1);
+  EXPECT_EQ(got.at("status"), json::parse(R"j({"replicas":0,"selector":"app=web,tier in (a,b)"})j"));
+  auto patched = call_json("PATCH", scale, R"({"spec":{"replicas":3}})", 200,
+                           "application/merge-patch+json");
+  EXPECT_EQ(patched.at("spec").at("replicas"), 3);
+  EXPECT_EQ(call_json("GET", "/apis/apps/v1/namespaces/default/replicasets/web")
+                .at("spec").at("replicas"),
+            3);
+  // Scaled to zero, autoscaling/v1 leaves spec.replicas out.
+  auto zero = call_json("PATCH", scale, R"({"spec":{"replicas":0}})", 200,
+                        "application/merge-patch+json");
+  EXPECT_EQ(zero.at("spec"), json::object());
+
+  const char* rc = R"({"apiVersion":"v1","kind":"ReplicationController","metadata":{"name":"old"},
+      "spec":{"template":{"metadata":{"labels":{"tier":"back","app":"old"}},
+                          "spec":{"containers":[{"name":"c","image":"x"}]}}}})";
+  call_json("POST", "/api/v1/namespaces/default/replicationcontrollers", rc, 201);
+  auto rc_scale = call_json("GET", "/api/v1/namespaces/default/replicationcontrollers/old/scale");
+  EXPECT_EQ(rc_scale.at("status").at("selector"), "app=old,tier=back");
+
+  auto resources = call_json("GET", "/apis/apps/v1");
+  std::vector<std::string> names;
+  for (const auto& r : resources.at("resources").as_array()) {
+    names.emplace_back(r.at("name").as_string());
+  }
+  for (const char* sub : {"deployments/scale", "replicasets/scale", "statefulsets/scale"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), sub), names.end()) << sub;
+  }
+  EXPECT_EQ(std::find(names.begin(), names.end(), "daemonsets/scale"), names.end());
 }
 
 TEST_F(ApiHandlerTest, PatchTypesApplyToTheCurrentObject) {

@@ -56,6 +56,48 @@ TEST(Table, BuiltinKindsShowTheirColumnsWithKubectlsPlaceholders) {
   EXPECT_EQ(table.at("rows").at(0).at("cells"), json::parse(R"(["c",3,"<unknown>"])"));
 }
 
+TEST(Table, WorkloadAndStorageKindsPrintAsKubesPrinters) {
+  auto scheme = registry::Scheme::builtin();
+  auto now = system_clock::from_time_t(1767225600 + 300);
+  auto cells = [&](const char* group, const char* resource, const char* object) {
+    auto obj = json::parse(object).as_object();
+    return to_table(*scheme->find(group, "v1", resource), obj, now).at("rows").at(0).at("cells");
+  };
+  // A job that started 5 minutes ago and has not finished: its duration runs to now.
+  EXPECT_EQ(cells("batch", "jobs", R"({"metadata":{"name":"pi","creationTimestamp":"2026-01-01T00:00:00Z"},
+      "spec":{"completions":3,"parallelism":1,"selector":{"matchLabels":{"a":"b"}},
+              "template":{"spec":{"containers":[{"name":"pi","image":"perl"}]}}},
+      "status":{"succeeded":1,"startTime":"2026-01-01T00:00:00Z"}})"),
+            json::parse(R"(["pi","Running","1/3","5m","5m","pi","perl","a=b"])"));
+  EXPECT_EQ(cells("batch", "jobs", R"({"metadata":{"name":"done"},"spec":{"parallelism":2},
+      "status":{"succeeded":2,"startTime":"2026-01-01T00:00:00Z",
+                "completionTime":"2026-01-01T00:00:30Z",
+                "conditions":[{"type":"Complete","status":"True"}]}})"),
+            json::parse(R"(["done","Complete","2/1 of 2","30s","<unknown>","","","<none>"])"));
+  EXPECT_EQ(cells("apps", "daemonsets", R"({"metadata":{"name":"agent"},
+      "spec":{"selector":{"matchLabels":{"app":"agent"}},"template":{"spec":{
+              "nodeSelector":{"os":"linux"},"containers":[{"name":"a","image":"x"},{"name":"b","image":"y"}]}}},
+      "status":{"desiredNumberScheduled":3,"currentNumberScheduled":2,"numberReady":1}})"),
+            json::parse(R"(["agent",3,2,1,0,0,"os=linux","<unknown>","a,b","x,y","app=agent"])"));
+  EXPECT_EQ(cells("storage.k8s.io", "storageclasses", R"({"metadata":{"name":"fast",
+      "annotations":{"storageclass.kubernetes.io/is-default-class":"true"}},"provisioner":"csi.x"})"),
+            json::parse(R"j(["fast (default)","csi.x","Delete","Immediate",false,"<unknown>"])j"));
+  EXPECT_EQ(cells("", "persistentvolumes", R"({"metadata":{"name":"pv1"},"spec":{
+      "capacity":{"storage":"5Gi"},"accessModes":["ReadWriteMany","ReadWriteOnce"],
+      "persistentVolumeReclaimPolicy":"Retain","storageClassName":"manual","volumeMode":"Filesystem",
+      "claimRef":{"namespace":"default","name":"data"}},"status":{"phase":"Bound"}})"),
+            json::parse(R"(["pv1","5Gi","RWO,RWX","Retain","Bound","default/data","manual","<unset>","","<unknown>","Filesystem"])"));
+  EXPECT_EQ(cells("apps", "controllerrevisions", R"({"metadata":{"name":"web-1",
+      "ownerReferences":[{"apiVersion":"apps/v1","kind":"StatefulSet","name":"web","uid":"u","controller":true}]},
+      "revision":1})"),
+            json::parse(R"(["web-1","statefulset.apps/web",1,"<unknown>"])"));
+  EXPECT_EQ(cells("networking.k8s.io", "ingresses", R"({"metadata":{"name":"ing"},"spec":{
+      "rules":[{"host":"a.example"},{},{"host":"b.example"},{"host":"c.example"},{"host":"d.example"}],
+      "tls":[{"hosts":["a.example"]}]},
+      "status":{"loadBalancer":{"ingress":[{"ip":"10.0.0.2"},{"hostname":"lb.example"},{"ip":"10.0.0.1"}]}}})"),
+            json::parse(R"(["ing","<none>","a.example,b.example,c.example + 2 more...","10.0.0.1,10.0.0.2,lb.example","80, 443","<unknown>"])"));
+}
+
 TEST(Table, ACustomResourceGetsNameThenItsPrinterColumns) {
   registry::ResourceInfo info;
   info.kind = "Widget";
