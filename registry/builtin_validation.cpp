@@ -10,6 +10,7 @@
 #include <boost/json/value.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string_view>
 
@@ -346,6 +347,42 @@ void validate_pod_update(const json::object& pod, const json::object& old, Cause
   }
 }
 
+// A resource.Quantity's value ("1Gi", "500M", "1.5", "100m", "1e3"), to compare two of them;
+// nullopt when the text is not a quantity (the schema reports it).
+std::optional<long double> quantity_value(const json::value* v) {
+  if (v == nullptr || !v->is_string()) return std::nullopt;
+  const std::string s(v->get_string());
+  std::size_t i = 0;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+  while (i < s.size() && ((s[i] >= '0' && s[i] <= '9') || s[i] == '.')) ++i;
+  long double number = 0;
+  try {
+    std::size_t used = 0;
+    number = std::stold(s.substr(0, i), &used);
+    if (used != i) return std::nullopt;
+  } catch (...) {
+    return std::nullopt;
+  }
+  const std::string suffix = s.substr(i);
+  static const std::pair<std::string_view, long double> kSuffixes[] = {
+      {"", 1},         {"n", 1e-9},     {"u", 1e-6},     {"m", 1e-3},     {"k", 1e3},
+      {"M", 1e6},      {"G", 1e9},      {"T", 1e12},     {"P", 1e15},     {"E", 1e18},
+      {"Ki", 1024.0L}, {"Mi", 1048576.0L}, {"Gi", 1073741824.0L}, {"Ti", 1099511627776.0L},
+      {"Pi", 1125899906842624.0L}, {"Ei", 1152921504606846976.0L}};
+  for (const auto& [text, factor] : kSuffixes) {
+    if (suffix == text) return number * factor;
+  }
+  if (suffix.size() > 1 && (suffix[0] == 'e' || suffix[0] == 'E')) {
+    try {
+      std::size_t used = 0;
+      const int exponent = std::stoi(suffix.substr(1), &used);
+      if (used == suffix.size() - 1) return number * std::pow(10.0L, exponent);
+    } catch (...) {
+    }
+  }
+  return std::nullopt;
+}
+
 // robfig/cron's standard parser, as far as its errors go: five fields or a known descriptor.
 std::optional<std::string> schedule_error(const std::string& schedule) {
   if (schedule.starts_with("@")) {
@@ -611,6 +648,13 @@ void validate_persistent_volume_claim(const json::object& pvc, const json::objec
               "spec is immutable after creation except resources.requests and "
               "volumeAttributesClassName for bound claims" +
                   spec_diff("core.PersistentVolumeClaimSpec", before, after));
+  }
+  // Storage grows, never shrinks.
+  const auto old_bytes = quantity_value(old_size);
+  const auto new_bytes = quantity_value(find_field(*spec, "resources.requests.storage"));
+  if (old_bytes && new_bytes && *new_bytes < *old_bytes) {
+    forbidden(causes, "spec.resources.requests.storage",
+              "field can not be less than previous value");
   }
 }
 

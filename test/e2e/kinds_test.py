@@ -717,6 +717,9 @@ def check_updates(t, server, kc, write):
     code, out = apply_text(kc, write, "pvc-grown-bound", grown)
     t.check("a bound claim may grow", status == 200 and code == 0 and "configured" in out,
             f"{status} {out}")
+    code, out = apply_text(kc, write, "pvc-shrunk", CORPUS["pvc"].replace("storage: 1Gi", "storage: 1500Mi"))
+    t.check("but not shrink", code != 0 and "spec.resources.requests.storage: Forbidden: field can "
+            "not be less than previous value" in out, out)
 
     frozen = """apiVersion: v1
 kind: ConfigMap

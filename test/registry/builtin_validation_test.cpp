@@ -223,6 +223,17 @@ TEST(BuiltinValidation, AClaimsSpecIsFixedExceptStorageOfABoundClaimAndItsClasse
   auto modes = old;
   modes["spec"].as_object()["accessModes"] = json::parse(R"(["ReadWriteMany"])");
   EXPECT_NE(causes_of(validate_persistent_volume_claim, modes, &old), "");
+  // Quantities compare by value: 1024Mi is 1Gi, 900Mi is less.
+  auto bound_old = old;
+  bound_old["status"].as_object()["phase"] = "Bound";
+  auto same_size = bound_old;
+  same_size["spec"].as_object()["resources"] = json::parse(R"({"requests":{"storage":"1024Mi"}})");
+  EXPECT_EQ(causes_of(validate_persistent_volume_claim, same_size, &bound_old), "");
+  auto shrunk = bound_old;
+  shrunk["spec"].as_object()["resources"] = json::parse(R"({"requests":{"storage":"900Mi"}})");
+  EXPECT_EQ(causes_of(validate_persistent_volume_claim, shrunk, &bound_old),
+            "spec.resources.requests.storage | FieldValueForbidden | Forbidden: field can not be "
+            "less than previous value\n");
 }
 
 json::object pod(std::string_view spec) { return parse(R"({"spec":)" + std::string(spec) + "}"); }
