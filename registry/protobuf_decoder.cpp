@@ -45,6 +45,9 @@ struct Field {
   // scalars are written by the generated code even when empty and are dropped when zero, as
   // JSON's omitempty would.
   bool keep_zero = false;
+  // An embedded struct JSON writes inline (`json:",inline"`, an IngressRule's
+  // ingressRuleValue): its fields become the parent's.
+  bool inline_fields = false;
 };
 
 struct Message {
@@ -69,6 +72,11 @@ Field msgs(int n, std::string_view name, const Message& m) { return {n, name, Ki
 Field of(int n, std::string_view name, Kind k) { return {n, name, k}; }
 Field keep(Field f) {
   f.keep_zero = true;
+  return f;
+}
+Field inlined(int n, const Message& m) {
+  Field f{n, "", Kind::message, false, &m};
+  f.inline_fields = true;
   return f;
 }
 
@@ -151,6 +159,96 @@ struct Schema {
   Message deployment{"Deployment",
                      {msg(1, "metadata", object_meta), msg(2, "spec", deployment_spec),
                       msg(3, "status", deployment_status)}};
+
+  // batch/v1 (kubectl create job, create job --from=cronjob/..., create cronjob). Status
+  // counters come as zeros from a client; the create resets the status anyway.
+  Message job_spec{"JobSpec",
+                   {keep(i32(1, "parallelism")), keep(i32(2, "completions")),
+                    keep(i64(3, "activeDeadlineSeconds")), msg(4, "selector", label_selector),
+                    keep(flag(5, "manualSelector")), msg(6, "template", pod_template_spec),
+                    keep(i32(7, "backoffLimit")), keep(i32(8, "ttlSecondsAfterFinished")),
+                    keep(str(9, "completionMode")), keep(flag(10, "suspend")),
+                    keep(i32(12, "backoffLimitPerIndex")), keep(i32(13, "maxFailedIndexes")),
+                    keep(str(14, "podReplacementPolicy")), keep(str(15, "managedBy"))}};
+  Message job_status{"JobStatus",
+                     {i32(4, "active"), i32(5, "succeeded"), i32(6, "failed"),
+                      str(7, "completedIndexes")}};
+  Message job{"Job",
+              {msg(1, "metadata", object_meta), msg(2, "spec", job_spec),
+               msg(3, "status", job_status)}};
+  Message job_template_spec{"JobTemplateSpec",
+                            {msg(1, "metadata", object_meta), msg(2, "spec", job_spec)}};
+  Message cron_job_spec{"CronJobSpec",
+                        {str(1, "schedule"), keep(i64(2, "startingDeadlineSeconds")),
+                         str(3, "concurrencyPolicy"), keep(flag(4, "suspend")),
+                         msg(5, "jobTemplate", job_template_spec),
+                         keep(i32(6, "successfulJobsHistoryLimit")),
+                         keep(i32(7, "failedJobsHistoryLimit")), keep(str(8, "timeZone"))}};
+  Message cron_job_status{"CronJobStatus", {msgs(1, "active", object_reference)}};
+  Message cron_job{"CronJob",
+                   {msg(1, "metadata", object_meta), msg(2, "spec", cron_job_spec),
+                    msg(3, "status", cron_job_status)}};
+
+  // core/v1 ResourceQuota (kubectl create quota).
+  Message scoped_requirement{"ScopedResourceSelectorRequirement",
+                             {str(1, "scopeName"), str(2, "operator"), strs(3, "values")}};
+  Message scope_selector{"ScopeSelector", {msgs(1, "matchExpressions", scoped_requirement)}};
+  Message resource_quota_spec{"ResourceQuotaSpec",
+                              {of(1, "hard", Kind::map_quantity), strs(2, "scopes"),
+                               msg(3, "scopeSelector", scope_selector)}};
+  Message resource_quota_status{"ResourceQuotaStatus",
+                                {of(1, "hard", Kind::map_quantity),
+                                 of(2, "used", Kind::map_quantity)}};
+  Message resource_quota{"ResourceQuota",
+                         {msg(1, "metadata", object_meta), msg(2, "spec", resource_quota_spec),
+                          msg(3, "status", resource_quota_status)}};
+
+  // policy/v1 (kubectl create poddisruptionbudget).
+  Message pdb_spec{"PodDisruptionBudgetSpec",
+                   {of(1, "minAvailable", Kind::int_or_string), msg(2, "selector", label_selector),
+                    of(3, "maxUnavailable", Kind::int_or_string),
+                    keep(str(4, "unhealthyPodEvictionPolicy"))}};
+  Message pdb_status{"PodDisruptionBudgetStatus",
+                     {i64(1, "observedGeneration"), i32(3, "disruptionsAllowed"),
+                      i32(4, "currentHealthy"), i32(5, "desiredHealthy"), i32(6, "expectedPods")}};
+  Message pdb{"PodDisruptionBudget",
+              {msg(1, "metadata", object_meta), msg(2, "spec", pdb_spec),
+               msg(3, "status", pdb_status)}};
+
+  // scheduling.k8s.io/v1 (kubectl create priorityclass).
+  Message priority_class{"PriorityClass",
+                         {msg(1, "metadata", object_meta), keep(i32(2, "value")),
+                          flag(3, "globalDefault"), str(4, "description"),
+                          keep(str(5, "preemptionPolicy"))}};
+
+  // networking.k8s.io/v1 (kubectl create ingress).
+  Message typed_local_object_reference{"TypedLocalObjectReference",
+                                       {keep(str(1, "apiGroup")), str(2, "kind"), str(3, "name")}};
+  Message service_backend_port{"ServiceBackendPort", {str(1, "name"), i32(2, "number")}};
+  Message service_backend{"IngressServiceBackend",
+                          {str(1, "name"), msg(2, "port", service_backend_port)}};
+  Message ingress_backend{"IngressBackend",
+                          {msg(3, "resource", typed_local_object_reference),
+                           msg(4, "service", service_backend)}};
+  Message http_path{"HTTPIngressPath",
+                    {str(1, "path"), msg(2, "backend", ingress_backend), keep(str(3, "pathType"))}};
+  Message http_rule{"HTTPIngressRuleValue", {msgs(1, "paths", http_path)}};
+  Message ingress_rule_value{"IngressRuleValue", {msg(1, "http", http_rule)}};
+  Message ingress_rule{"IngressRule", {str(1, "host"), inlined(2, ingress_rule_value)}};
+  Message ingress_tls{"IngressTLS", {strs(1, "hosts"), str(2, "secretName")}};
+  Message ingress_spec{"IngressSpec",
+                       {msg(1, "defaultBackend", ingress_backend), msgs(2, "tls", ingress_tls),
+                        msgs(3, "rules", ingress_rule), keep(str(4, "ingressClassName"))}};
+  Message ingress_port_status{"IngressPortStatus",
+                              {i32(1, "port"), str(2, "protocol"), keep(str(3, "error"))}};
+  Message ingress_lb_ingress{"IngressLoadBalancerIngress",
+                             {str(1, "ip"), str(2, "hostname"),
+                              msgs(4, "ports", ingress_port_status)}};
+  Message ingress_lb_status{"IngressLoadBalancerStatus", {msgs(1, "ingress", ingress_lb_ingress)}};
+  Message ingress_status{"IngressStatus", {msg(1, "loadBalancer", ingress_lb_status)}};
+  Message ingress{"Ingress",
+                  {msg(1, "metadata", object_meta), msg(2, "spec", ingress_spec),
+                   msg(3, "status", ingress_status)}};
 
   // rbac.authorization.k8s.io/v1 (kubectl create role|clusterrole|rolebinding|clusterrolebinding).
   Message policy_rule{"PolicyRule",
@@ -236,8 +334,16 @@ struct Schema {
       if (kind == "Secret") return &secret;
       if (kind == "ServiceAccount") return &service_account;
       if (kind == "Pod") return &pod;
+      if (kind == "ResourceQuota") return &resource_quota;
     }
     if (api_version == "apps/v1" && kind == "Deployment") return &deployment;
+    if (api_version == "batch/v1") {
+      if (kind == "Job") return &job;
+      if (kind == "CronJob") return &cron_job;
+    }
+    if (api_version == "policy/v1" && kind == "PodDisruptionBudget") return &pdb;
+    if (api_version == "scheduling.k8s.io/v1" && kind == "PriorityClass") return &priority_class;
+    if (api_version == "networking.k8s.io/v1" && kind == "Ingress") return &ingress;
     if (api_version == "authorization.k8s.io/v1") {
       if (kind == "SelfSubjectAccessReview") return &access_review;
       if (kind == "SelfSubjectRulesReview") return &rules_review;
@@ -491,6 +597,10 @@ ApiResult<json::object> decode_message(std::string_view data, const Message& mes
     }
     auto v = decode_scalar(r, wire, *f, depth);
     if (!v) return v.error();
+    if (f->inline_fields) {
+      for (auto& [key, value] : v->get_object()) out[key] = std::move(value);
+      continue;
+    }
     if (!f->repeated && !f->keep_zero && is_zero(*v)) continue;
     if (f->repeated) {
       json::value& arr = out[f->name];

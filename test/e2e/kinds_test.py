@@ -376,6 +376,7 @@ def main():
             check_get_all(t, kc)
             check_scale(t, server, kc)
             check_field_selectors(t, kc)
+            check_kubectl_create(t, server, kc)
             check_mistakes(t, server, kc, write)
             check_updates(t, server, kc, write)
         finally:
@@ -607,6 +608,45 @@ def check_field_selectors(t, kc):
     code, out = kc("get", "rs", "--field-selector", "spec.replicas=1")
     t.check("a field the kind does not select on is refused", code != 0
             and 'field label not supported: spec.replicas' in out, out)
+
+
+def check_kubectl_create(t, server, kc):
+    """kubectl's typed create commands send these kinds as protobuf."""
+    for args, created in [
+        (("job", "once", "--image=busybox:1.36", "--", "echo", "hi"), "job.batch/once created"),
+        (("cronjob", "every5", "--image=busybox:1.36", "--schedule=*/5 * * * *"),
+         "cronjob.batch/every5 created"),
+        (("job", "now", "--from=cronjob/every5"), "job.batch/now created"),
+        (("quota", "small", "--hard=pods=3,requests.cpu=2", "--scopes=BestEffort"),
+         "resourcequota/small created"),
+        (("poddisruptionbudget", "half", "--selector=app=web", "--min-available=50%"),
+         "poddisruptionbudget.policy/half created"),
+        (("priorityclass", "low", "--value=0", "--description=best effort"),
+         "priorityclass.scheduling.k8s.io/low created"),
+        (("ingress", "shop", "--class=nginx", "--rule=shop.example.com/*=web:80,tls=shop-cert"),
+         "ingress.networking.k8s.io/shop created"),
+    ]:
+        code, out = kc("create", *args)
+        t.check(f"kubectl create {' '.join(args[:2])}", code == 0 and created in out, out)
+    _, job = server.request("GET", "/apis/batch/v1/namespaces/default/jobs/now")
+    meta = job.get("metadata", {})
+    t.check("a job made from a cron job is owned by it and runs its template",
+            meta.get("annotations") == {"cronjob.kubernetes.io/instantiate": "manual"}
+            and [r.get("name") for r in meta.get("ownerReferences", [])] == ["every5"]
+            and job["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure", job)
+    _, ing = server.request("GET", "/apis/networking.k8s.io/v1/namespaces/default/ingresses/shop")
+    t.check("an ingress from kubectl create has its rule, backend and TLS", ing.get("spec") == {
+        "ingressClassName": "nginx",
+        "rules": [{"host": "shop.example.com", "http": {"paths": [{
+            "path": "/", "pathType": "Prefix",
+            "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}],
+        "tls": [{"hosts": ["shop.example.com"], "secretName": "shop-cert"}]}, ing.get("spec"))
+    _, pc = server.request("GET", "/apis/scheduling.k8s.io/v1/priorityclasses/low")
+    t.check("a priority class of value 0 keeps its value", pc.get("value") == 0
+            and pc.get("description") == "best effort", pc)
+    _, pdb = server.request("GET", "/apis/policy/v1/namespaces/default/poddisruptionbudgets/half")
+    t.check("a disruption budget from kubectl create", pdb.get("spec") == {
+        "minAvailable": "50%", "selector": {"matchLabels": {"app": "web"}}}, pdb.get("spec"))
 
 
 def apply_text(kc, write, name, text):

@@ -66,6 +66,75 @@ TEST(ProtobufDecoder, DeploymentKeepsZeroReplicasAndDropsZeroTimestamps) {
   EXPECT_EQ(obj->at("spec").at("template").at("spec").at("containers").at(0).at("image"), "nginx");
 }
 
+// What `kubectl create job pi --image=perl -- perl -e 1` sends: a template, and a status whose
+// counters Go writes as zeros.
+TEST(ProtobufDecoder, AJobFromKubectlCreateJob) {
+  std::string container = field(1, "pi") + field(2, "perl") + field(3, "perl") + field(3, "-e") +
+                          field(3, "1") + field(8, "");
+  std::string pod_spec = field(2, container) + field(3, "Never");
+  std::string spec = field(6, field(1, "") + field(2, pod_spec));
+  std::string status = number_field(4, 0) + number_field(5, 0) + number_field(6, 0) + field(7, "");
+  auto obj = decode_protobuf_object(
+      envelope("batch/v1", "Job", field(1, field(1, "pi")) + field(2, spec) + field(3, status)));
+  ASSERT_TRUE(obj) << obj.error().message;
+  EXPECT_EQ(*obj, json::parse(R"({"metadata":{"name":"pi"},"spec":{"template":{"metadata":{},
+      "spec":{"containers":[{"name":"pi","image":"perl","command":["perl","-e","1"],
+      "resources":{}}],"restartPolicy":"Never"}}},"status":{},"apiVersion":"batch/v1","kind":"Job"})"));
+}
+
+TEST(ProtobufDecoder, ACronJobsJobTemplateAndItsPointerFields) {
+  std::string job_spec = number_field(7, 0) + field(6, field(2, field(3, "OnFailure")));
+  std::string spec = field(1, "*/5 * * * *") + number_field(4, 0) +
+                     field(5, field(1, field(1, "c")) + field(2, job_spec));
+  auto obj = decode_protobuf_object(envelope("batch/v1", "CronJob", field(1, field(1, "c")) +
+                                                                        field(2, spec)));
+  ASSERT_TRUE(obj) << obj.error().message;
+  EXPECT_EQ(obj->at("spec"), json::parse(R"({"schedule":"*/5 * * * *","suspend":false,
+      "jobTemplate":{"metadata":{"name":"c"},"spec":{"backoffLimit":0,
+      "template":{"spec":{"restartPolicy":"OnFailure"}}}}})"));
+}
+
+TEST(ProtobufDecoder, AnIngressRulesValueIsInlineAsInJson) {
+  std::string backend = field(4, field(1, "web") + field(2, number_field(2, 80)));
+  std::string path = field(1, "/") + field(3, "Prefix") + field(2, backend);
+  std::string rule = field(1, "foo.com") + field(2, field(1, field(1, path)));
+  std::string spec = field(3, rule) + field(4, "nginx") + field(2, field(1, "foo.com") +
+                                                                   field(2, "tls"));
+  auto obj = decode_protobuf_object(envelope("networking.k8s.io/v1", "Ingress",
+                                             field(1, field(1, "i")) + field(2, spec) +
+                                                 field(3, field(1, ""))));
+  ASSERT_TRUE(obj) << obj.error().message;
+  EXPECT_EQ(obj->at("spec"), json::parse(R"({"rules":[{"host":"foo.com","http":{"paths":[
+      {"path":"/","pathType":"Prefix","backend":{"service":{"name":"web","port":{"number":80}}}}]}}],
+      "ingressClassName":"nginx","tls":[{"hosts":["foo.com"],"secretName":"tls"}]})"));
+  EXPECT_EQ(obj->at("status"), json::parse(R"({"loadBalancer":{}})"));
+}
+
+TEST(ProtobufDecoder, QuotaBudgetAndPriorityClassFromKubectlCreate) {
+  std::string quota = field(2, field(1, entry("pods", field(1, "3"))) + field(2, "BestEffort"));
+  auto q = decode_protobuf_object(envelope("v1", "ResourceQuota", field(1, field(1, "q")) + quota));
+  ASSERT_TRUE(q) << q.error().message;
+  EXPECT_EQ(q->at("spec"), json::parse(R"({"hard":{"pods":"3"},"scopes":["BestEffort"]})"));
+
+  std::string min_available = number_field(1, 1) + field(3, "50%");  // type string
+  std::string pdb_spec = field(1, min_available) + field(2, field(1, entry("app", "x")));
+  std::string pdb_status = number_field(1, 0) + number_field(3, 0) + number_field(4, 0);
+  auto b = decode_protobuf_object(envelope("policy/v1", "PodDisruptionBudget",
+                                           field(1, field(1, "b")) + field(2, pdb_spec) +
+                                               field(3, pdb_status)));
+  ASSERT_TRUE(b) << b.error().message;
+  EXPECT_EQ(b->at("spec"), json::parse(R"({"minAvailable":"50%","selector":{"matchLabels":{"app":"x"}}})"));
+
+  auto pc = decode_protobuf_object(envelope("scheduling.k8s.io/v1", "PriorityClass",
+                                            field(1, field(1, "zero")) + number_field(2, 0) +
+                                                number_field(3, 0) +
+                                                field(5, "PreemptLowerPriority")));
+  ASSERT_TRUE(pc) << pc.error().message;
+  EXPECT_EQ(pc->at("value"), 0);  // a value of 0 is a value
+  EXPECT_FALSE(pc->contains("globalDefault"));
+  EXPECT_EQ(pc->at("preemptionPolicy"), "PreemptLowerPriority");
+}
+
 TEST(ProtobufDecoder, UnknownFieldWithAValueIsRefusedRatherThanDropped) {
   std::string raw = field(1, field(1, "c")) + field(99, "something");
   auto obj = decode_protobuf_object(envelope("v1", "ConfigMap", raw));
