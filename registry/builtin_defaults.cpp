@@ -142,13 +142,10 @@ void default_template_at(json::object& obj, std::initializer_list<std::string_vi
 }
 
 // Replaces the status with what a new object starts with: kube's strategies drop any status a
-// create sends, and Go writes the fields that have no omitempty as zeros.
+// create sends, and Go writes a status struct (omitempty does not omit structs) with its fields
+// that have no omitempty as zeros: `status: {}`, `status: {replicas: 0}`.
 void reset_status(json::object& obj, json::object initial) {
-  if (initial.empty()) {
-    obj.erase("status");
-  } else {
-    obj.insert_or_assign("status", std::move(initial));
-  }
+  obj.insert_or_assign("status", std::move(initial));
 }
 
 // SetDefaults_PersistentVolumeClaim and its spec's, also for a stateful set's claim templates.

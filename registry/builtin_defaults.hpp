@@ -86,8 +86,8 @@ void default_storage_class(boost::json::object& storage_class);
 // volumeLifecycleModes, requiresRepublish, seLinuxMount.
 void default_csi_driver(boost::json::object& driver);
 
-// A create hook that replaces the status with `status` (empty: no status), as kube's
-// strategies reset it; the zero fields Go always writes go in `status`.
+// A create hook that replaces the status with `status`, as kube's strategies reset it; the
+// zero fields Go always writes go in `status` (`{}` when there are none).
 std::function<void(boost::json::object&)> initial_status(boost::json::object status);
 
 // type Opaque; stringData folded into data (base64), as the API's conversion does.

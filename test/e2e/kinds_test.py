@@ -550,6 +550,12 @@ def check_defaults(t, server):
     t.check("a disruption budget starts with kube's zero status", pdb.get("status") == {
         "disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0},
         pdb.get("status"))
+    for path in ["/apis/apps/v1/namespaces/default/deployments/web",
+                 "/apis/batch/v1/namespaces/default/cronjobs/nightly",
+                 "/api/v1/namespaces/default/resourcequotas/compute"]:
+        status = get(path).get("status")
+        t.check(f"{path.rsplit('/', 2)[1]} start with an empty status, as Go writes it",
+                status == {}, status)
     va = get("/apis/storage.k8s.io/v1/volumeattachments/va1")
     t.check("a volume attachment starts detached", va.get("status") == {"attached": False}, va)
 
