@@ -406,12 +406,6 @@ bool desired_state_changed(const ResourceInfo& info, const json::object& old_obj
   return new_count != old_count;
 }
 
-bool has_finalizers(const json::object& obj) {
-  const json::object* meta = metadata_of(obj);
-  const json::value* f = meta != nullptr ? meta->if_contains("finalizers") : nullptr;
-  return f != nullptr && f->is_array() && !f->get_array().empty();
-}
-
 // Finalizers an update adds to an object that is being deleted: kube forbids new ones.
 std::vector<Cause> added_finalizers(const json::object& obj, const json::object& old) {
   const json::object* old_meta = metadata_of(old);
@@ -433,6 +427,19 @@ std::vector<Cause> added_finalizers(const json::object& obj, const json::object&
     }
   }
   return {};
+}
+
+// NamespaceLifecycle's refusal of a create in a namespace that is being deleted.
+ApiError namespace_terminating(const ResourceInfo& info, const std::string& name,
+                               const std::string& ns) {
+  const std::string subject =
+      name.empty() ? qualified_resource(info) : qualified_resource(info) + " \"" + name + "\"";
+  ApiError e = detailed(info, Errc::forbidden, name,
+                        subject + " is forbidden: unable to create new content in namespace " + ns +
+                            " because it is being terminated");
+  e.causes.push_back({"NamespaceTerminating", "namespace " + ns + " is being terminated",
+                      "metadata.namespace"});
+  return e;
 }
 
 // The Status a delete answers with when it has no object to return.
@@ -495,11 +502,18 @@ ApiResult<json::object> ResourceStore::decode(const KeyValue& kv) {
 }
 
 asio::awaitable<ApiResult<void>> ResourceStore::check_namespace(const ResourceInfo& info,
-                                                                const std::string& ns) {
+                                                                const std::string& ns,
+                                                                const std::string& name) {
   if (!info.namespaced) co_return ApiResult<void>{};
   const ResourceInfo* namespaces = scheme_->find("", "v1", "namespaces");
   auto r = co_await storage_->get(namespaces->key("", ns));
   if (!r) co_return from_storage(*namespaces, ns, r.error());
+  // NamespaceLifecycle: nothing new in a namespace that is being deleted.
+  auto namespace_obj = decode(*r);
+  if (namespace_obj && metadata_of(*namespace_obj) != nullptr &&
+      metadata_of(*namespace_obj)->contains("deletionTimestamp")) {
+    co_return namespace_terminating(info, name, ns);
+  }
   co_return ApiResult<void>{};
 }
 
@@ -659,7 +673,8 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInf
   if (auto e = check_written(info, name.empty() ? generate_name : name, body, nullptr)) {
     co_return std::move(*e);
   }
-  if (auto ok = co_await check_namespace(info, ns); !ok) co_return ok.error();
+  const std::string admitted_name = generated ? std::string() : name;
+  if (auto ok = co_await check_namespace(info, ns, admitted_name); !ok) co_return ok.error();
   auto text = storable(info, name, body);
   if (!text) co_return text.error();
   if (query.dry_run) {
@@ -771,6 +786,26 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
       }
       obj = std::move(base);
     }
+    if (info.group.empty() && info.resource == "namespaces") {
+      // spec.finalizers change only through the finalize subresource, which changes nothing
+      // else of the spec or status.
+      const bool finalize = query.subresource == "finalize";
+      json::object base = finalize ? *existing : obj;
+      const json::object& from = finalize ? obj : *existing;
+      const json::value* from_spec = from.if_contains("spec");
+      const json::value* finalizers =
+          from_spec != nullptr && from_spec->is_object() ? from_spec->get_object().if_contains("finalizers")
+                                                         : nullptr;
+      json::value& spec = base["spec"];
+      if (!spec.is_object()) spec = json::object();
+      if (finalizers != nullptr) {
+        spec.get_object()["finalizers"] = *finalizers;
+      } else {
+        spec.get_object().erase("finalizers");
+      }
+      if (finalize) base["metadata"] = obj["metadata"];
+      obj = std::move(base);
+    }
     if (auto e = decode_and_default(info, obj, query, /*create=*/false)) {
       failure = std::move(*e);
       return failure->code;
@@ -789,7 +824,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
       failure = invalid(info, name, std::move(causes));
       return Errc::invalid;
     }
-    finalized = obj.at("metadata").as_object().contains("deletionTimestamp") && !has_finalizers(obj);
+    finalized = deletion_complete(info, obj);
     written = obj;
     auto text = storable(info, name, obj);
     if (!text) {
@@ -885,23 +920,11 @@ ApiResult<json::object> apply_patch(const ResourceInfo& info, PatchType type,
 asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInfo& info,
                                                                std::string ns, std::string name,
                                                                DeleteQuery query) {
-  const std::string key = info.key(ns, name);
-  if (info.resource == "namespaces" && !query.dry_run) {
-    // No namespace controller runs here: the namespace's contents go with it, synchronously.
-    auto exists = co_await storage_->get(key);
-    if (!exists) co_return from_storage(info, name, exists.error());
-    for (const ResourceInfo* r : scheme_->resources()) {
-      if (!r->namespaced) continue;
-      storage::ListOptions options;
-      options.prefix = r->namespace_prefix(name);
-      auto page = co_await storage_->list(options);
-      if (!page) co_return from_storage(*r, "", page.error());
-      for (const auto& kv : page->kvs) {
-        auto d = co_await storage_->delete_if(kv.key, 0);
-        if (!d) co_return from_storage(*r, "", d.error());
-      }
-    }
+  if (info.group.empty() && info.resource == "namespaces" && is_immortal_namespace(name)) {
+    co_return detailed(info, Errc::forbidden, name,
+                       "namespaces \"" + name + "\" is forbidden: this namespace may not be deleted");
   }
+  const std::string key = info.key(ns, name);
   for (;;) {
     auto current = co_await storage_->get(key);
     if (!current) co_return from_storage(info, name, current.error());
@@ -917,11 +940,11 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInf
       co_return success_status(info, name, "");
     }
     if (!obj) co_return obj.error();
-    const json::object* meta = metadata_of(*obj);
-    if (query.uid && *query.uid != string_field(meta, "uid")) {
+    const std::string uid = string_field(metadata_of(*obj), "uid");
+    if (query.uid && *query.uid != uid) {
       co_return conflict(info, name,
                          "Precondition failed: UID in precondition: " + *query.uid +
-                             ", UID in object meta: " + string_field(meta, "uid"));
+                             ", UID in object meta: " + uid);
     }
     if (query.resource_version &&
         *query.resource_version != std::to_string(current->mod_revision)) {
@@ -930,33 +953,31 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInf
                              *query.resource_version + ", ResourceVersion in object meta: " +
                              std::to_string(current->mod_revision));
     }
-    if (has_finalizers(*obj)) {
-      // The object stays until its finalizers are removed; the delete only marks it.
-      json::object& m = (*obj)["metadata"].get_object();
-      if (m.contains("deletionTimestamp")) co_return std::move(*obj);
-      m["deletionTimestamp"] = now_rfc3339();
-      m["deletionGracePeriodSeconds"] = 0;
-      if (query.dry_run) co_return std::move(*obj);
-      auto text = storable(info, name, *obj);
+    DeletionPlan plan = plan_deletion(info, std::move(*obj), query, garbage_collection_,
+                                      std::chrono::system_clock::now());
+    if (plan.action == DeletionPlan::Action::keep) co_return std::move(plan.object);
+    if (plan.action == DeletionPlan::Action::write) {
+      // The object stays, marked as being deleted, until what holds it lets go.
+      if (query.dry_run) co_return std::move(plan.object);
+      auto text = storable(info, name, plan.object);
       if (!text) co_return text.error();
       auto w = co_await storage_->put_if(key, current->mod_revision, std::move(*text));
       if (!w) co_return from_storage(info, name, w.error());
       if (!w->succeeded) continue;  // changed under us: decide again on the new state
-      (*obj)["metadata"].get_object()["resourceVersion"] = std::to_string(w->revision);
-      co_return std::move(*obj);
+      plan.object["metadata"].get_object()["resourceVersion"] = std::to_string(w->revision);
+      co_return std::move(plan.object);
     }
-    if (query.dry_run) co_return std::move(*obj);
-    auto d = co_await storage_->delete_if(key, current->mod_revision);
-    if (!d) co_return from_storage(info, name, d.error());
-    if (!d->succeeded) {
-      if (d->kv.mod_revision == 0) co_return not_found(info, name);
-      continue;  // changed under us: check the preconditions against the new state
+    if (!query.dry_run) {
+      auto d = co_await storage_->delete_if(key, current->mod_revision);
+      if (!d) co_return from_storage(info, name, d.error());
+      if (!d->succeeded) {
+        if (d->kv.mod_revision == 0) co_return not_found(info, name);
+        continue;  // changed under us: check the preconditions against the new state
+      }
+      plan.object["metadata"].get_object()["resourceVersion"] = std::to_string(d->revision);
     }
-    if (info.resource == "namespaces") {
-      co_return success_status(info, name, string_field(meta, "uid"));
-    }
-    (*obj)["metadata"].get_object()["resourceVersion"] = std::to_string(d->revision);
-    co_return std::move(*obj);
+    if (!returns_deleted_object(info)) co_return success_status(info, name, uid);
+    co_return std::move(plan.object);
   }
 }
 
@@ -968,18 +989,13 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove_collection(const 
   query.continue_token.reset();
   auto listed = co_await list(info, ns, query);
   if (!listed) co_return listed.error();
-  json::array deleted;
-  for (auto& item : (*listed)["items"].get_array()) {
+  // The answer is the list as it was, as kube's deletecollection gives it.
+  for (const auto& item : (*listed)["items"].get_array()) {
     const json::object* meta = metadata_of(item.get_object());
     auto r = co_await remove(info, string_field(meta, "namespace"), string_field(meta, "name"),
                              del);
-    if (!r) {
-      if (r.error().code == Errc::not_found) continue;  // deleted meanwhile: fine
-      co_return r.error();
-    }
-    deleted.push_back(std::move(*r));
+    if (!r && r.error().code != Errc::not_found) co_return r.error();  // gone meanwhile: fine
   }
-  (*listed)["items"] = std::move(deleted);
   (*listed)["metadata"].get_object().erase("continue");
   (*listed)["metadata"].get_object().erase("remainingItemCount");
   co_return std::move(*listed);

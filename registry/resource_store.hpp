@@ -11,6 +11,7 @@
 #pragma once
 
 #include "registry/api_error.hpp"
+#include "registry/deletion.hpp"
 #include "registry/list_query.hpp"
 #include "registry/scheme.hpp"
 
@@ -33,15 +34,6 @@ namespace kwatch::registry {
 
 enum class PatchType { json, merge, strategic_merge };
 
-
-struct DeleteQuery {
-  std::optional<std::string> uid;               // preconditions.uid
-  std::optional<std::string> resource_version;  // preconditions.resourceVersion
-  bool dry_run = false;
-  // ignoreStoreReadErrorWithClusterBreakingPotential: an object that cannot be decoded is
-  // deleted anyway (no preconditions can be checked on it).
-  bool ignore_read_errors = false;
-};
 
 // fieldValidation: what a write does with fields the kind's schema does not know and fields a
 // JSON body holds twice. Ignore drops them silently, Warn drops them with a warning each
@@ -107,12 +99,13 @@ class ResourceStore {
                                                                PatchType type,
                                                                boost::json::value patch,
                                                                WriteQuery query);
-  // The deleted object, with the delete's revision as its resourceVersion; for namespaces the
-  // namespace's contents go first and the result is a success Status.
+  // Deletes as kube-apiserver does (registry/deletion.hpp): an object that stays (finalizers,
+  // a pod's grace period, a terminating namespace) is answered with its new state; one deleted
+  // now with itself (its resourceVersion the delete's revision) or a Status naming it, by kind.
   boost::asio::awaitable<ApiResult<boost::json::object>> remove(const ResourceInfo& info,
                                                                 std::string ns, std::string name,
                                                                 DeleteQuery query);
-  // Deletes every object matching the selectors; the result is the list of deleted objects.
+  // Deletes every object matching the selectors; the result is the list of them as they were.
   boost::asio::awaitable<ApiResult<boost::json::object>> remove_collection(
       const ResourceInfo& info, std::string ns, CompiledListQuery query, DeleteQuery del);
 
@@ -123,6 +116,11 @@ class ResourceStore {
   boost::asio::awaitable<ApiResult<boost::json::object>> scale(const ResourceInfo& info,
                                                                std::string ns, std::string name,
                                                                ScaleFn mutate, WriteQuery query);
+
+  // --enable-garbage-collector: whether deletes add the `orphan` and `foregroundDeletion`
+  // finalizers the garbage collector acts on. On by default; set before serving.
+  void set_garbage_collection(bool enabled) { garbage_collection_ = enabled; }
+  bool garbage_collection() const { return garbage_collection_; }
 
   // Whether storage answers (readiness).
   boost::asio::awaitable<ApiResult<void>> ping();
@@ -138,8 +136,11 @@ class ResourceStore {
   static ApiResult<boost::json::object> decode(const storage::KeyValue& kv);
 
  private:
+  // 404 when the namespace is absent, 403 when it is being deleted (NamespaceLifecycle);
+  // `name` is the created object's, "" when it is to be generated.
   boost::asio::awaitable<ApiResult<void>> check_namespace(const ResourceInfo& info,
-                                                          const std::string& ns);
+                                                          const std::string& ns,
+                                                          const std::string& name);
   // The state cache's copy of `key` in stored form, if it has one.
   std::optional<storage::KeyValue> cached_state(const ResourceInfo& info,
                                                 const std::string& key) const;
@@ -154,6 +155,7 @@ class ResourceStore {
   std::shared_ptr<storage::Storage> storage_;
   std::shared_ptr<Scheme> scheme_;
   std::shared_ptr<const StateCache> state_cache_;
+  bool garbage_collection_ = true;
 };
 
 }  // namespace kwatch::registry

@@ -167,34 +167,81 @@ registry::ListQuery list_query(const Url& url) {
   return q;
 }
 
+// A DeleteOptions that kube's ValidateDeleteOptions refuses: 422 naming the field.
+registry::ApiError invalid_delete_options(std::string cause_type, std::string message) {
+  registry::ApiError e(Errc::invalid,
+                       "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: " + message,
+                       {{std::move(cause_type), std::move(message), "propagationPolicy"}});
+  e.group = "meta.k8s.io";
+  e.kind = "DeleteOptions";
+  return e;
+}
+
 ApiResult<registry::DeleteQuery> delete_query(const ApiRequest& request, const Url& url) {
   registry::DeleteQuery q;
   auto w = write_query(url, "");
   if (!w) return w.error();
   q.dry_run = w->dry_run;
   q.ignore_read_errors = truthy(url.param("ignoreStoreReadErrorWithClusterBreakingPotential"));
-  if (request.body.empty()) return q;
-  auto v = registry::parse_json_body(request.body);
-  if (!v) return v.error();
-  const json::object* opts = v->if_object();
-  if (opts == nullptr) return registry::api_error(Errc::bad_request, "DeleteOptions must be an object");
-  if (const json::value* pre = opts->if_contains("preconditions"); pre && pre->is_object()) {
-    if (const json::value* uid = pre->get_object().if_contains("uid"); uid && uid->is_string()) {
-      q.uid = std::string(uid->get_string());
+  // DeleteOptions come as query parameters, as a body, or both (the body wins).
+  std::optional<std::string> propagation = url.param("propagationPolicy");
+  if (auto o = url.param("orphanDependents")) q.orphan_dependents = truthy(o);
+  if (auto g = url.param("gracePeriodSeconds")) {
+    std::int64_t n = 0;
+    auto [end, ec] = std::from_chars(g->data(), g->data() + g->size(), n);
+    if (ec != std::errc() || end != g->data() + g->size()) {
+      return registry::api_error(Errc::bad_request, "invalid gracePeriodSeconds: " + *g);
     }
-    if (const json::value* rv = pre->get_object().if_contains("resourceVersion");
-        rv && rv->is_string()) {
-      q.resource_version = std::string(rv->get_string());
+    q.grace_period_seconds = n;
+  }
+  if (!request.body.empty()) {
+    auto v = registry::parse_json_body(request.body);
+    if (!v) return v.error();
+    const json::object* opts = v->if_object();
+    if (opts == nullptr) {
+      return registry::api_error(Errc::bad_request, "DeleteOptions must be an object");
+    }
+    if (const json::value* pre = opts->if_contains("preconditions"); pre && pre->is_object()) {
+      if (const json::value* uid = pre->get_object().if_contains("uid"); uid && uid->is_string()) {
+        q.uid = std::string(uid->get_string());
+      }
+      if (const json::value* rv = pre->get_object().if_contains("resourceVersion");
+          rv && rv->is_string()) {
+        q.resource_version = std::string(rv->get_string());
+      }
+    }
+    if (const json::value* ignore =
+            opts->if_contains("ignoreStoreReadErrorWithClusterBreakingPotential");
+        ignore && ignore->is_bool() && ignore->get_bool()) {
+      q.ignore_read_errors = true;
+    }
+    if (const json::value* dry = opts->if_contains("dryRun"); dry && dry->is_array()) {
+      for (const auto& d : dry->get_array()) {
+        if (d.is_string() && d.get_string() == "All") q.dry_run = true;
+      }
+    }
+    if (const json::value* p = opts->if_contains("propagationPolicy"); p && p->is_string()) {
+      propagation = std::string(p->get_string());
+    }
+    if (const json::value* o = opts->if_contains("orphanDependents"); o && o->is_bool()) {
+      q.orphan_dependents = o->get_bool();
+    }
+    if (const json::value* g = opts->if_contains("gracePeriodSeconds"); g && g->is_int64()) {
+      q.grace_period_seconds = g->get_int64();
     }
   }
-  if (const json::value* ignore =
-          opts->if_contains("ignoreStoreReadErrorWithClusterBreakingPotential");
-      ignore && ignore->is_bool() && ignore->get_bool()) {
-    q.ignore_read_errors = true;
-  }
-  if (const json::value* dry = opts->if_contains("dryRun"); dry && dry->is_array()) {
-    for (const auto& d : dry->get_array()) {
-      if (d.is_string() && d.get_string() == "All") q.dry_run = true;
+  if (propagation) {
+    q.propagation = registry::parse_propagation(*propagation);
+    if (!q.propagation) {
+      return invalid_delete_options(
+          "FieldValueNotSupported",
+          "Unsupported value: \"" + *propagation +
+              "\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\"");
+    }
+    if (q.orphan_dependents) {
+      return invalid_delete_options(
+          "FieldValueInvalid", "Invalid value: \"" + *propagation +
+                                   "\": orphanDependents and deletionPropagation cannot be both set");
     }
   }
   return q;

@@ -7,6 +7,8 @@
 #include "server/audit_log.hpp"
 #include "server/cacher_registry.hpp"
 #include "server/crd_controller.hpp"
+#include "server/garbage_collector.hpp"
+#include "server/namespace_controller.hpp"
 #include "server/encryption_at_rest.hpp"
 #include "server/http_server.hpp"
 #include "server/options.hpp"
@@ -237,6 +239,17 @@ int main(int argc, char** argv) {
   auto crd_controller = std::make_shared<server::CrdController>(scheme, store, cachers, storage,
                                                                 options.etcd_prefix);
   crd_controller->start(ioc.get_executor());
+  // Namespaces being deleted are emptied, then go.
+  auto namespace_controller =
+      std::make_shared<server::NamespaceController>(scheme, store, cachers, storage);
+  namespace_controller->start(ioc.get_executor());
+  // Dependents whose owners are gone are deleted, as kube-controller-manager's collector does.
+  store->set_garbage_collection(options.enable_garbage_collector);
+  std::shared_ptr<server::GarbageCollector> garbage_collector;
+  if (options.enable_garbage_collector) {
+    garbage_collector = std::make_shared<server::GarbageCollector>(scheme, store, cachers);
+    garbage_collector->start(ioc.get_executor());
+  }
   // Plain HTTP only when asked for (local development).
   std::unique_ptr<server::HttpServer> http;
   if (options.port) {
@@ -323,6 +336,8 @@ int main(int argc, char** argv) {
     if (http) http->stop();
     if (https) https->stop();
     crd_controller->stop();
+    namespace_controller->stop();
+    if (garbage_collector) garbage_collector->stop();
     if (rbac) rbac->stop();
     cachers->stop_all();
     ioc.stop();

@@ -102,6 +102,9 @@ Flags:
   --api-audiences=A,B        audiences the API accepts tokens for (default: the issuer)
   --anonymous-auth=BOOL      requests without credentials act as system:anonymous (default false)
   --authorization-mode=MODE  RBAC (default: decided from the RBAC objects) or AlwaysAllow
+  --enable-garbage-collector=BOOL  run the garbage collector, which deletes objects whose
+                             ownerReferences name owners that are gone and carries out
+                             propagationPolicy Orphan and Foreground (default true)
   --max-requests-inflight=N  read-only requests served at once before 429 (default 400; 0: no
                              limit); watches count only while being set up, system:masters never
   --max-mutating-requests-inflight=N  the same for writes (default 200)
@@ -220,6 +223,10 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
       {"anonymous-auth",
        [&](const std::string& v) -> std::string {
          return parse_bool(v, o.anonymous_auth) ? "" : "must be true or false";
+       }},
+      {"enable-garbage-collector",
+       [&](const std::string& v) -> std::string {
+         return parse_bool(v, o.enable_garbage_collector) ? "" : "must be true or false";
        }},
       {"authorization-mode",
        [&](const std::string& v) -> std::string {

@@ -1,6 +1,7 @@
 #include "server/table.hpp"
 
 #include "registry/json_path.hpp"
+#include "registry/timestamps.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
@@ -16,12 +17,6 @@ namespace json = boost::json;
 using namespace std::chrono;
 
 namespace {
-
-std::optional<system_clock::time_point> parse_time(const std::string& s) {
-  std::tm tm{};
-  if (strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr) return std::nullopt;
-  return system_clock::from_time_t(timegm(&tm));
-}
 
 struct Column {
   std::string name;
@@ -58,7 +53,7 @@ std::vector<Column> columns_for(const registry::ResourceInfo& info,
         const json::value* v = registry::find_field(o, path);
         if (v == nullptr || v->is_null()) return custom ? json::value(nullptr) : json::value(fallback);
         if (date && v->is_string()) {
-          auto t = parse_time(std::string(v->get_string()));
+          auto t = registry::parse_rfc3339(std::string(v->get_string()));
           if (t) return json::value(human_duration(duration_cast<seconds>(now - *t)));
         }
         if (custom) {
