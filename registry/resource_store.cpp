@@ -1,5 +1,7 @@
 #include "registry/resource_store.hpp"
 
+#include "registry/service_allocator.hpp"
+
 #include "registry/continue_token.hpp"
 #include "registry/field_selector.hpp"
 #include "registry/json_patch.hpp"
@@ -429,6 +431,52 @@ std::vector<Cause> added_finalizers(const json::object& obj, const json::object&
   return {};
 }
 
+// The cluster IP and node ports `planned` got, into `next` where it has none (an update that
+// omits them keeps them).
+void carry_service_allocations(json::object& next, const json::object& planned) {
+  json::value* spec_v = next.if_contains("spec");
+  const json::value* planned_v = planned.if_contains("spec");
+  if (spec_v == nullptr || !spec_v->is_object() || planned_v == nullptr || !planned_v->is_object()) {
+    return;
+  }
+  json::object& spec = spec_v->get_object();
+  const json::object& from = planned_v->get_object();
+  const json::value* ip = spec.if_contains("clusterIP");
+  if (ip == nullptr || (ip->is_string() && ip->get_string().empty())) {
+    for (const char* f : {"clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"}) {
+      if (const json::value* v = from.if_contains(f)) spec[f] = *v;
+    }
+  }
+  json::value* ports = spec.if_contains("ports");
+  const json::value* planned_ports = from.if_contains("ports");
+  if (ports == nullptr || !ports->is_array() || planned_ports == nullptr || !planned_ports->is_array()) {
+    return;
+  }
+  for (auto& p : ports->get_array()) {
+    json::object* port = p.if_object();
+    if (port == nullptr || (port->contains("nodePort") && port->at("nodePort") != 0)) continue;
+    for (const auto& q : planned_ports->get_array()) {
+      const json::object* pq = q.if_object();
+      if (pq != nullptr && pq->if_contains("nodePort") && pq->if_contains("port") &&
+          port->if_contains("port") && pq->at("port") == port->at("port") &&
+          (string_field(pq, "protocol").empty() ? "TCP" : string_field(pq, "protocol")) ==
+              (string_field(port, "protocol").empty() ? "TCP" : string_field(port, "protocol"))) {
+        (*port)["nodePort"] = pq->at("nodePort");
+      }
+    }
+  }
+}
+
+bool is_service(const ResourceInfo& info) {
+  return info.group.empty() && info.resource == "services";
+}
+
+// An allocator's 422 causes as the Service's Invalid Status.
+ApiError with_context(const ResourceInfo& info, const std::string& name, ApiError e) {
+  if (e.code == Errc::invalid && !e.causes.empty()) return invalid(info, name, std::move(e.causes));
+  return e;
+}
+
 // NamespaceLifecycle's refusal of a create in a namespace that is being deleted.
 ApiError namespace_terminating(const ResourceInfo& info, const std::string& name,
                                const std::string& ns) {
@@ -675,14 +723,26 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInf
   }
   const std::string admitted_name = generated ? std::string() : name;
   if (auto ok = co_await check_namespace(info, ns, admitted_name); !ok) co_return ok.error();
+  std::optional<ServiceReservation> reserved;
+  if (services_ && is_service(info)) {
+    auto r = co_await services_->allocate(body, ns, name, nullptr);
+    if (!r) co_return with_context(info, name, r.error());
+    reserved = std::move(*r);
+  }
   auto text = storable(info, name, body);
-  if (!text) co_return text.error();
+  if (!text) {
+    if (reserved) co_await services_->release(std::move(*reserved));
+    co_return text.error();
+  }
   if (query.dry_run) {
+    // A dry run shows what would be allocated and keeps none of it.
+    if (reserved) co_await services_->release(std::move(*reserved));
     auto existing = co_await storage_->get(info.key(ns, name));
     if (existing) co_return already_exists(info, name);
     co_return body;
   }
   auto r = co_await storage_->create(info.key(ns, name), std::move(*text));
+  if (!r && reserved) co_await services_->release(std::move(*reserved));
   if (!r) co_return from_storage(info, name, r.error());
   // Not `meta`: inserting into `body` above may have moved the metadata object.
   body["metadata"].get_object()["resourceVersion"] = std::to_string(r->mod_revision);
@@ -705,6 +765,38 @@ std::optional<KeyValue> ResourceStore::cached_state(const ResourceInfo& info,
 asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
     const ResourceInfo& info, std::string ns, std::string name, WriteQuery query,
     std::function<ApiResult<json::object>(const json::object& current)> mutate) {
+  if (!services_ || !is_service(info) || !query.subresource.empty()) {
+    co_return co_await guarded_update(info, std::move(ns), std::move(name), std::move(query),
+                                      std::move(mutate));
+  }
+  // A Service's cluster IP and node ports are worked out (kept, checked, allocated) from the
+  // state the update starts from, before the guarded write, which then carries them.
+  auto current = co_await storage_->get(info.key(ns, name));
+  if (!current) co_return from_storage(info, name, current.error());
+  auto existing = served_form(info, decode(*current));
+  if (!existing) co_return existing.error();
+  auto planned = mutate(*existing);
+  if (!planned) co_return planned.error();
+  auto reserved = co_await services_->allocate(*planned, ns, name, &*existing);
+  if (!reserved) co_return with_context(info, name, reserved.error());
+  auto shared_planned = std::make_shared<json::object>(std::move(*planned));
+  MutateFn carrying = [mutate, shared_planned](const json::object& state) -> ApiResult<json::object> {
+    auto next = mutate(state);
+    if (next) carry_service_allocations(*next, *shared_planned);
+    return next;
+  };
+  auto r = co_await guarded_update(info, ns, name, query, std::move(carrying));
+  if (!r || query.dry_run) {
+    co_await services_->release(std::move(*reserved));
+  } else {
+    co_await services_->release_unused(*existing, &*r, ns, name);
+  }
+  co_return r;
+}
+
+asio::awaitable<ApiResult<json::object>> ResourceStore::guarded_update(
+    const ResourceInfo& info, std::string ns, std::string name, WriteQuery query,
+    MutateFn mutate) {
   std::optional<ApiError> failure;
   std::optional<json::object> written;
   bool finalized = false;  // the update removed the last finalizer of an object being deleted
@@ -975,6 +1067,9 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInf
         continue;  // changed under us: check the preconditions against the new state
       }
       plan.object["metadata"].get_object()["resourceVersion"] = std::to_string(d->revision);
+      if (services_ && is_service(info)) {
+        co_await services_->release_unused(plan.object, nullptr, ns, name);
+      }
     }
     if (!returns_deleted_object(info)) co_return success_status(info, name, uid);
     co_return std::move(plan.object);
@@ -1088,7 +1183,8 @@ asio::awaitable<ApiResult<void>> ResourceStore::ensure_namespace(std::string nam
 asio::awaitable<ApiResult<void>> ResourceStore::ensure(const ResourceInfo& info, json::object body) {
   // Named arguments: GCC 12 mis-destroys a braced temporary passed to a coroutine.
   WriteQuery query;
-  auto r = co_await create(info, std::string(), std::move(body), std::move(query));
+  std::string ns = info.namespaced ? string_field(metadata_of(body), "namespace") : std::string();
+  auto r = co_await create(info, std::move(ns), std::move(body), std::move(query));
   if (!r && r.error().code != Errc::already_exists) co_return r.error();
   co_return ApiResult<void>{};
 }

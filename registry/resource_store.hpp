@@ -32,6 +32,8 @@ struct KeyValue;
 
 namespace kwatch::registry {
 
+class ServiceAllocator;
+
 enum class PatchType { json, merge, strategic_merge };
 
 
@@ -121,14 +123,20 @@ class ResourceStore {
   // finalizers the garbage collector acts on. On by default; set before serving.
   void set_garbage_collection(bool enabled) { garbage_collection_ = enabled; }
   bool garbage_collection() const { return garbage_collection_; }
+  // Allocates Services' cluster IPs and node ports on writes and releases them on deletes;
+  // without one, Services keep whatever they were given. Set before serving.
+  void set_service_allocator(std::shared_ptr<ServiceAllocator> allocator) {
+    services_ = std::move(allocator);
+  }
 
   // Whether storage answers (readiness).
   boost::asio::awaitable<ApiResult<void>> ping();
 
   // Creates the namespace if it is absent (start-up defaults).
   boost::asio::awaitable<ApiResult<void>> ensure_namespace(std::string name);
-  // Creates `body` (a cluster-scoped object of `info`) if no object of its name exists; an
-  // existing one is left as it is (start-up defaults such as the bootstrap RBAC roles).
+  // Creates `body` (in its metadata.namespace when `info` is namespaced) if no object of its
+  // name exists; an existing one is left as it is (start-up defaults such as the bootstrap RBAC
+  // roles and the `kubernetes` Service).
   boost::asio::awaitable<ApiResult<void>> ensure(const ResourceInfo& info, boost::json::object body);
 
   // Parses a stored object and sets `metadata.resourceVersion` to its mod revision; an object
@@ -146,16 +154,26 @@ class ResourceStore {
                                                 const std::string& key) const;
   using MutateFn =
       std::function<ApiResult<boost::json::object>(const boost::json::object& current)>;
+  // An update of the object `mutate` makes from the current one; Services get their
+  // allocations worked out first, then every kind goes through guarded_update.
   boost::asio::awaitable<ApiResult<boost::json::object>> write_update(const ResourceInfo& info,
                                                                       std::string ns,
                                                                       std::string name,
                                                                       WriteQuery query,
                                                                       MutateFn mutate);
+  // The compare-and-swap write of an update, with kube's update rules (metadata kept, status
+  // halves, generation, finalizers, validation).
+  boost::asio::awaitable<ApiResult<boost::json::object>> guarded_update(const ResourceInfo& info,
+                                                                        std::string ns,
+                                                                        std::string name,
+                                                                        WriteQuery query,
+                                                                        MutateFn mutate);
 
   std::shared_ptr<storage::Storage> storage_;
   std::shared_ptr<Scheme> scheme_;
   std::shared_ptr<const StateCache> state_cache_;
   bool garbage_collection_ = true;
+  std::shared_ptr<ServiceAllocator> services_;
 };
 
 }  // namespace kwatch::registry

@@ -80,17 +80,22 @@ NamespaceController::NamespaceController(std::shared_ptr<registry::Scheme> schem
                                          std::shared_ptr<registry::ResourceStore> store,
                                          std::shared_ptr<CacherRegistry> cachers,
                                          std::shared_ptr<storage::Storage> storage)
-    : Reconciler(std::move(cachers), scheme->find("", "v1", "namespaces"), "namespace controller"),
+    : Reconciler(std::move(cachers), scheme->find("", "v1", "namespaces"),
+                 {scheme->find("", "v1", "serviceaccounts")}, "namespace controller"),
       scheme_(std::move(scheme)),
       store_(std::move(store)),
-      storage_(std::move(storage)) {}
+      storage_(std::move(storage)),
+      service_accounts_(scheme_->find("", "v1", "serviceaccounts")) {}
 
 asio::awaitable<void> NamespaceController::reconcile_once() {
   auto cacher = cachers_->find(*info_);
   if (!cacher) co_return;
   auto list = cacher->list(info_->key_prefix(), "", 0, nullptr);
   for (const auto& object : list.objects) {
-    if (object->json.find("\"deletionTimestamp\"") == std::string::npos) continue;
+    if (object->json.find("\"deletionTimestamp\"") == std::string::npos) {
+      co_await ensure_default_service_account(object->name);
+      continue;
+    }
     auto parsed = storage::parse_json(object->json);
     if (!parsed || !parsed->is_object()) continue;
     json::object ns = std::move(parsed->get_object());
@@ -101,6 +106,28 @@ asio::awaitable<void> NamespaceController::reconcile_once() {
     } else {
       waiting_ = true;  // objects held by finalizers (or a pod's grace period) go later
     }
+  }
+}
+
+asio::awaitable<void> NamespaceController::ensure_default_service_account(const std::string& ns) {
+  auto cacher = cachers_->find(*service_accounts_);
+  if (!cacher || !cacher->ready()) {
+    waiting_ = true;  // look again when the cache can answer
+    co_return;
+  }
+  if (cacher->get(service_accounts_->key(ns, "default"))) co_return;
+  json::object account{{"apiVersion", "v1"},
+                       {"kind", "ServiceAccount"},
+                       {"metadata", json::object{{"name", "default"}}}};
+  registry::WriteQuery query;
+  std::string namespace_name = ns;
+  auto r = co_await store_->create(*service_accounts_, std::move(namespace_name), std::move(account),
+                                   std::move(query));
+  if (!r && r.error().code != storage::Errc::already_exists &&
+      r.error().code != storage::Errc::forbidden && r.error().code != storage::Errc::not_found) {
+    spdlog::warn("cannot create the default ServiceAccount of namespace {}: {}", ns,
+                 r.error().message);
+    waiting_ = true;
   }
 }
 

@@ -4,6 +4,9 @@
 // conditions say what remains; once nothing remains its `kubernetes` finalizer is removed, and
 // with no other finalizer left the namespace goes.
 //
+// It also keeps a `default` ServiceAccount in every namespace that is not being deleted, as
+// kube-controller-manager's serviceaccounts controller does (re-created when deleted).
+//
 // Every replica runs one over the same storage; deletes of what is gone are not-found and the
 // finalizer write is compare-and-swap, so replicas agree.
 //
@@ -40,10 +43,12 @@ class NamespaceController : public Reconciler {
   boost::asio::awaitable<void> write_conditions(const std::string& name,
                                                 boost::json::array conditions);
   boost::asio::awaitable<void> finalize(const std::string& name);
+  boost::asio::awaitable<void> ensure_default_service_account(const std::string& ns);
 
   std::shared_ptr<registry::Scheme> scheme_;
   std::shared_ptr<registry::ResourceStore> store_;
   std::shared_ptr<storage::Storage> storage_;
+  const registry::ResourceInfo* service_accounts_;
 };
 
 }  // namespace kwatch::server

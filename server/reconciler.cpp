@@ -21,21 +21,30 @@ Reconciler::Reconciler(std::shared_ptr<CacherRegistry> cachers, const registry::
                        const char* name)
     : cachers_(std::move(cachers)), info_(info), name_(name) {}
 
+Reconciler::Reconciler(std::shared_ptr<CacherRegistry> cachers, const registry::ResourceInfo* info,
+                       std::vector<const registry::ResourceInfo*> also, const char* name)
+    : cachers_(std::move(cachers)), info_(info), also_(std::move(also)), name_(name) {}
+
 void Reconciler::start(asio::any_io_executor executor) {
   auto strand = asio::make_strand(executor);
   const char* name = name_;
-  asio::co_spawn(strand, [self = shared_from_this()]() { return self->run(); },
-                 [name](std::exception_ptr e) { log_task_failure(e, name); });
+  std::vector<const registry::ResourceInfo*> watched{info_};
+  watched.insert(watched.end(), also_.begin(), also_.end());
+  for (const registry::ResourceInfo* info : watched) {
+    if (info == nullptr) continue;
+    asio::co_spawn(strand, [self = shared_from_this(), info]() { return self->run(info); },
+                   [name](std::exception_ptr e) { log_task_failure(e, name); });
+  }
   asio::co_spawn(strand, [self = shared_from_this()]() { return self->tick(); },
                  [name](std::exception_ptr e) { log_task_failure(e, name); });
 }
 
-asio::awaitable<void> Reconciler::run() {
-  auto cacher = cachers_->ensure(*info_);
+asio::awaitable<void> Reconciler::run(const registry::ResourceInfo* watched) {
+  auto cacher = cachers_->ensure(*watched);
   asio::steady_timer retry(co_await asio::this_coro::executor);
   while (!stopped_) {
     watch::WatchRequest request;
-    request.prefix = info_->key_prefix();
+    request.prefix = watched->key_prefix();
     request.internal = true;
     request.deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
     auto session = co_await cacher->watch(std::move(request));

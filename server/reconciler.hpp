@@ -1,5 +1,6 @@
-// The loop of kwatch's built-in controllers that look at every object of one resource: each event
-// of that resource's watch cache wakes one reconcile of all of them, and while a reconcile says
+// The loop of kwatch's built-in controllers that look at every object of a resource: each event
+// of that resource's watch cache (and of any other it also watches) wakes one reconcile, and
+// while a reconcile says
 // it is waiting for something without events of its own (objects held by finalizers elsewhere),
 // it runs again every second. One reconcile runs at a time; a wake-up meanwhile makes it run
 // once more.
@@ -14,6 +15,7 @@
 
 #include <atomic>
 #include <memory>
+#include <vector>
 
 namespace kwatch::registry {
 struct ResourceInfo;
@@ -28,6 +30,9 @@ class Reconciler : public std::enable_shared_from_this<Reconciler> {
   // `info` (the watched resource) must outlive the reconciler; `name` names it in logs.
   Reconciler(std::shared_ptr<CacherRegistry> cachers, const registry::ResourceInfo* info,
              const char* name);
+  // The same, also woken by the events of `also`.
+  Reconciler(std::shared_ptr<CacherRegistry> cachers, const registry::ResourceInfo* info,
+             std::vector<const registry::ResourceInfo*> also, const char* name);
   virtual ~Reconciler() = default;
 
   // Starts the tasks on a strand of `executor`.
@@ -44,10 +49,11 @@ class Reconciler : public std::enable_shared_from_this<Reconciler> {
   std::atomic<bool> stopped_{false};
 
  private:
-  boost::asio::awaitable<void> run();
+  boost::asio::awaitable<void> run(const registry::ResourceInfo* watched);
   boost::asio::awaitable<void> tick();
   boost::asio::awaitable<void> reconcile();
 
+  std::vector<const registry::ResourceInfo*> also_;
   const char* name_;
   bool reconciling_ = false;
   bool again_ = false;
