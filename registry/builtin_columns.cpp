@@ -398,8 +398,11 @@ std::vector<PrinterColumn> service_columns() {
                        for (const auto& p : *ports) {
                          if (!p.is_object()) continue;
                          if (!out.empty()) out += ",";
-                         out += str(p.get_object(), "port") + "/" +
-                                str(p.get_object(), "protocol", "TCP");
+                         // kubectl's "80:30080/TCP" for a port with a node port.
+                         const std::string node_port = str(p.get_object(), "nodePort");
+                         out += str(p.get_object(), "port") +
+                                (node_port.empty() || node_port == "0" ? "" : ":" + node_port) +
+                                "/" + str(p.get_object(), "protocol", "TCP");
                        }
                      }
                      return json::value(out.empty() ? "<none>" : out);

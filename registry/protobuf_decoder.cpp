@@ -160,6 +160,32 @@ struct Schema {
                      {msg(1, "metadata", object_meta), msg(2, "spec", deployment_spec),
                       msg(3, "status", deployment_status)}};
 
+  // kubectl create service clusterip|nodeport|loadbalancer|externalname, kubectl expose.
+  Message service_port{"ServicePort",
+                       {str(1, "name"), str(2, "protocol"), i32(3, "port"),
+                        of(4, "targetPort", Kind::int_or_string), i32(5, "nodePort"),
+                        keep(str(6, "appProtocol"))}};
+  Message client_ip_config{"ClientIPConfig", {keep(i32(1, "timeoutSeconds"))}};
+  Message session_affinity_config{"SessionAffinityConfig",
+                                  {msg(1, "clientIP", client_ip_config)}};
+  Message service_spec{"ServiceSpec",
+                       {msgs(1, "ports", service_port), of(2, "selector", Kind::map_string),
+                        str(3, "clusterIP"), str(4, "type"), strs(5, "externalIPs"),
+                        str(7, "sessionAffinity"), str(8, "loadBalancerIP"),
+                        strs(9, "loadBalancerSourceRanges"), str(10, "externalName"),
+                        str(11, "externalTrafficPolicy"), i32(12, "healthCheckNodePort"),
+                        flag(13, "publishNotReadyAddresses"),
+                        msg(14, "sessionAffinityConfig", session_affinity_config),
+                        keep(str(17, "ipFamilyPolicy")), strs(18, "clusterIPs"),
+                        strs(19, "ipFamilies"), keep(flag(20, "allocateLoadBalancerNodePorts")),
+                        keep(str(21, "loadBalancerClass")), keep(str(22, "internalTrafficPolicy"))}};
+  // Clients send the (empty) status too; a create or update ignores it.
+  Message load_balancer_status{"LoadBalancerStatus", {}};
+  Message service_status{"ServiceStatus", {msg(1, "loadBalancer", load_balancer_status)}};
+  Message service{"Service",
+                  {msg(1, "metadata", object_meta), msg(2, "spec", service_spec),
+                   msg(3, "status", service_status)}};
+
   // batch/v1 (kubectl create job, create job --from=cronjob/..., create cronjob). Status
   // counters come as zeros from a client; the create resets the status anyway.
   Message job_spec{"JobSpec",
@@ -334,6 +360,7 @@ struct Schema {
       if (kind == "Secret") return &secret;
       if (kind == "ServiceAccount") return &service_account;
       if (kind == "Pod") return &pod;
+      if (kind == "Service") return &service;
       if (kind == "ResourceQuota") return &resource_quota;
     }
     if (api_version == "apps/v1" && kind == "Deployment") return &deployment;

@@ -1,5 +1,7 @@
 #include "registry/resource_store.hpp"
 
+#include "registry/service_allocator.hpp"
+
 #include "registry/continue_token.hpp"
 #include "registry/field_selector.hpp"
 #include "registry/json_patch.hpp"
@@ -409,12 +411,6 @@ bool desired_state_changed(const ResourceInfo& info, const json::object& old_obj
   return new_count != old_count;
 }
 
-bool has_finalizers(const json::object& obj) {
-  const json::object* meta = metadata_of(obj);
-  const json::value* f = meta != nullptr ? meta->if_contains("finalizers") : nullptr;
-  return f != nullptr && f->is_array() && !f->get_array().empty();
-}
-
 // Finalizers an update adds to an object that is being deleted: kube forbids new ones.
 std::vector<Cause> added_finalizers(const json::object& obj, const json::object& old) {
   const json::object* old_meta = metadata_of(old);
@@ -436,6 +432,65 @@ std::vector<Cause> added_finalizers(const json::object& obj, const json::object&
     }
   }
   return {};
+}
+
+// The cluster IP and node ports `planned` got, into `next` where it has none (an update that
+// omits them keeps them).
+void carry_service_allocations(json::object& next, const json::object& planned) {
+  json::value* spec_v = next.if_contains("spec");
+  const json::value* planned_v = planned.if_contains("spec");
+  if (spec_v == nullptr || !spec_v->is_object() || planned_v == nullptr || !planned_v->is_object()) {
+    return;
+  }
+  json::object& spec = spec_v->get_object();
+  const json::object& from = planned_v->get_object();
+  const json::value* ip = spec.if_contains("clusterIP");
+  if (ip == nullptr || (ip->is_string() && ip->get_string().empty())) {
+    for (const char* f : {"clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"}) {
+      if (const json::value* v = from.if_contains(f)) spec[f] = *v;
+    }
+  }
+  json::value* ports = spec.if_contains("ports");
+  const json::value* planned_ports = from.if_contains("ports");
+  if (ports == nullptr || !ports->is_array() || planned_ports == nullptr || !planned_ports->is_array()) {
+    return;
+  }
+  for (auto& p : ports->get_array()) {
+    json::object* port = p.if_object();
+    if (port == nullptr || (port->contains("nodePort") && port->at("nodePort") != 0)) continue;
+    for (const auto& q : planned_ports->get_array()) {
+      const json::object* pq = q.if_object();
+      if (pq != nullptr && pq->if_contains("nodePort") && pq->if_contains("port") &&
+          port->if_contains("port") && pq->at("port") == port->at("port") &&
+          (string_field(pq, "protocol").empty() ? "TCP" : string_field(pq, "protocol")) ==
+              (string_field(port, "protocol").empty() ? "TCP" : string_field(port, "protocol"))) {
+        (*port)["nodePort"] = pq->at("nodePort");
+      }
+    }
+  }
+}
+
+bool is_service(const ResourceInfo& info) {
+  return info.group.empty() && info.resource == "services";
+}
+
+// An allocator's 422 causes as the Service's Invalid Status.
+ApiError with_context(const ResourceInfo& info, const std::string& name, ApiError e) {
+  if (e.code == Errc::invalid && !e.causes.empty()) return invalid(info, name, std::move(e.causes));
+  return e;
+}
+
+// NamespaceLifecycle's refusal of a create in a namespace that is being deleted.
+ApiError namespace_terminating(const ResourceInfo& info, const std::string& name,
+                               const std::string& ns) {
+  const std::string subject =
+      name.empty() ? qualified_resource(info) : qualified_resource(info) + " \"" + name + "\"";
+  ApiError e = detailed(info, Errc::forbidden, name,
+                        subject + " is forbidden: unable to create new content in namespace " + ns +
+                            " because it is being terminated");
+  e.causes.push_back({"NamespaceTerminating", "namespace " + ns + " is being terminated",
+                      "metadata.namespace"});
+  return e;
 }
 
 // The Status a delete answers with when it has no object to return.
@@ -498,11 +553,18 @@ ApiResult<json::object> ResourceStore::decode(const KeyValue& kv) {
 }
 
 asio::awaitable<ApiResult<void>> ResourceStore::check_namespace(const ResourceInfo& info,
-                                                                const std::string& ns) {
+                                                                const std::string& ns,
+                                                                const std::string& name) {
   if (!info.namespaced) co_return ApiResult<void>{};
   const ResourceInfo* namespaces = scheme_->find("", "v1", "namespaces");
   auto r = co_await storage_->get(namespaces->key("", ns));
   if (!r) co_return from_storage(*namespaces, ns, r.error());
+  // NamespaceLifecycle: nothing new in a namespace that is being deleted.
+  auto namespace_obj = decode(*r);
+  if (namespace_obj && metadata_of(*namespace_obj) != nullptr &&
+      metadata_of(*namespace_obj)->contains("deletionTimestamp")) {
+    co_return namespace_terminating(info, name, ns);
+  }
   co_return ApiResult<void>{};
 }
 
@@ -662,15 +724,28 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInf
   if (auto e = check_written(info, name.empty() ? generate_name : name, body, nullptr)) {
     co_return std::move(*e);
   }
-  if (auto ok = co_await check_namespace(info, ns); !ok) co_return ok.error();
+  const std::string admitted_name = generated ? std::string() : name;
+  if (auto ok = co_await check_namespace(info, ns, admitted_name); !ok) co_return ok.error();
+  std::optional<ServiceReservation> reserved;
+  if (services_ && is_service(info)) {
+    auto r = co_await services_->allocate(body, ns, name, nullptr);
+    if (!r) co_return with_context(info, name, r.error());
+    reserved = std::move(*r);
+  }
   auto text = storable(info, name, body);
-  if (!text) co_return text.error();
+  if (!text) {
+    if (reserved) co_await services_->release(std::move(*reserved));
+    co_return text.error();
+  }
   if (query.dry_run) {
+    // A dry run shows what would be allocated and keeps none of it.
+    if (reserved) co_await services_->release(std::move(*reserved));
     auto existing = co_await storage_->get(info.key(ns, name));
     if (existing) co_return already_exists(info, name);
     co_return body;
   }
   auto r = co_await storage_->create(info.key(ns, name), std::move(*text));
+  if (!r && reserved) co_await services_->release(std::move(*reserved));
   if (!r) co_return from_storage(info, name, r.error());
   // Not `meta`: inserting into `body` above may have moved the metadata object.
   body["metadata"].get_object()["resourceVersion"] = std::to_string(r->mod_revision);
@@ -693,6 +768,38 @@ std::optional<KeyValue> ResourceStore::cached_state(const ResourceInfo& info,
 asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
     const ResourceInfo& info, std::string ns, std::string name, WriteQuery query,
     std::function<ApiResult<json::object>(const json::object& current)> mutate) {
+  if (!services_ || !is_service(info) || !query.subresource.empty()) {
+    co_return co_await guarded_update(info, std::move(ns), std::move(name), std::move(query),
+                                      std::move(mutate));
+  }
+  // A Service's cluster IP and node ports are worked out (kept, checked, allocated) from the
+  // state the update starts from, before the guarded write, which then carries them.
+  auto current = co_await storage_->get(info.key(ns, name));
+  if (!current) co_return from_storage(info, name, current.error());
+  auto existing = served_form(info, decode(*current));
+  if (!existing) co_return existing.error();
+  auto planned = mutate(*existing);
+  if (!planned) co_return planned.error();
+  auto reserved = co_await services_->allocate(*planned, ns, name, &*existing);
+  if (!reserved) co_return with_context(info, name, reserved.error());
+  auto shared_planned = std::make_shared<json::object>(std::move(*planned));
+  MutateFn carrying = [mutate, shared_planned](const json::object& state) -> ApiResult<json::object> {
+    auto next = mutate(state);
+    if (next) carry_service_allocations(*next, *shared_planned);
+    return next;
+  };
+  auto r = co_await guarded_update(info, ns, name, query, std::move(carrying));
+  if (!r || query.dry_run) {
+    co_await services_->release(std::move(*reserved));
+  } else {
+    co_await services_->release_unused(*existing, &*r, ns, name);
+  }
+  co_return r;
+}
+
+asio::awaitable<ApiResult<json::object>> ResourceStore::guarded_update(
+    const ResourceInfo& info, std::string ns, std::string name, WriteQuery query,
+    MutateFn mutate) {
   std::optional<ApiError> failure;
   std::optional<json::object> written;
   bool finalized = false;  // the update removed the last finalizer of an object being deleted
@@ -774,6 +881,26 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
       }
       obj = std::move(base);
     }
+    if (info.group.empty() && info.resource == "namespaces") {
+      // spec.finalizers change only through the finalize subresource, which changes nothing
+      // else of the spec or status.
+      const bool finalize = query.subresource == "finalize";
+      json::object base = finalize ? *existing : obj;
+      const json::object& from = finalize ? obj : *existing;
+      const json::value* from_spec = from.if_contains("spec");
+      const json::value* finalizers =
+          from_spec != nullptr && from_spec->is_object() ? from_spec->get_object().if_contains("finalizers")
+                                                         : nullptr;
+      json::value& spec = base["spec"];
+      if (!spec.is_object()) spec = json::object();
+      if (finalizers != nullptr) {
+        spec.get_object()["finalizers"] = *finalizers;
+      } else {
+        spec.get_object().erase("finalizers");
+      }
+      if (finalize) base["metadata"] = obj["metadata"];
+      obj = std::move(base);
+    }
     if (auto e = decode_and_default(info, obj, query, /*create=*/false)) {
       failure = std::move(*e);
       return failure->code;
@@ -795,7 +922,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
       failure = invalid(info, name, std::move(causes));
       return Errc::invalid;
     }
-    finalized = obj.at("metadata").as_object().contains("deletionTimestamp") && !has_finalizers(obj);
+    finalized = deletion_complete(info, obj);
     written = obj;
     auto text = storable(info, name, obj);
     if (!text) {
@@ -891,23 +1018,11 @@ ApiResult<json::object> apply_patch(const ResourceInfo& info, PatchType type,
 asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInfo& info,
                                                                std::string ns, std::string name,
                                                                DeleteQuery query) {
-  const std::string key = info.key(ns, name);
-  if (info.resource == "namespaces" && !query.dry_run) {
-    // No namespace controller runs here: the namespace's contents go with it, synchronously.
-    auto exists = co_await storage_->get(key);
-    if (!exists) co_return from_storage(info, name, exists.error());
-    for (const ResourceInfo* r : scheme_->resources()) {
-      if (!r->namespaced) continue;
-      storage::ListOptions options;
-      options.prefix = r->namespace_prefix(name);
-      auto page = co_await storage_->list(options);
-      if (!page) co_return from_storage(*r, "", page.error());
-      for (const auto& kv : page->kvs) {
-        auto d = co_await storage_->delete_if(kv.key, 0);
-        if (!d) co_return from_storage(*r, "", d.error());
-      }
-    }
+  if (info.group.empty() && info.resource == "namespaces" && is_immortal_namespace(name)) {
+    co_return detailed(info, Errc::forbidden, name,
+                       "namespaces \"" + name + "\" is forbidden: this namespace may not be deleted");
   }
+  const std::string key = info.key(ns, name);
   for (;;) {
     auto current = co_await storage_->get(key);
     if (!current) co_return from_storage(info, name, current.error());
@@ -923,11 +1038,11 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInf
       co_return success_status(info, name, "");
     }
     if (!obj) co_return obj.error();
-    const json::object* meta = metadata_of(*obj);
-    if (query.uid && *query.uid != string_field(meta, "uid")) {
+    const std::string uid = string_field(metadata_of(*obj), "uid");
+    if (query.uid && *query.uid != uid) {
       co_return conflict(info, name,
                          "Precondition failed: UID in precondition: " + *query.uid +
-                             ", UID in object meta: " + string_field(meta, "uid"));
+                             ", UID in object meta: " + uid);
     }
     if (query.resource_version &&
         *query.resource_version != std::to_string(current->mod_revision)) {
@@ -936,33 +1051,34 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInf
                              *query.resource_version + ", ResourceVersion in object meta: " +
                              std::to_string(current->mod_revision));
     }
-    if (has_finalizers(*obj)) {
-      // The object stays until its finalizers are removed; the delete only marks it.
-      json::object& m = (*obj)["metadata"].get_object();
-      if (m.contains("deletionTimestamp")) co_return std::move(*obj);
-      m["deletionTimestamp"] = now_rfc3339();
-      m["deletionGracePeriodSeconds"] = 0;
-      if (query.dry_run) co_return std::move(*obj);
-      auto text = storable(info, name, *obj);
+    DeletionPlan plan = plan_deletion(info, std::move(*obj), query, garbage_collection_,
+                                      std::chrono::system_clock::now());
+    if (plan.action == DeletionPlan::Action::keep) co_return std::move(plan.object);
+    if (plan.action == DeletionPlan::Action::write) {
+      // The object stays, marked as being deleted, until what holds it lets go.
+      if (query.dry_run) co_return std::move(plan.object);
+      auto text = storable(info, name, plan.object);
       if (!text) co_return text.error();
       auto w = co_await storage_->put_if(key, current->mod_revision, std::move(*text));
       if (!w) co_return from_storage(info, name, w.error());
       if (!w->succeeded) continue;  // changed under us: decide again on the new state
-      (*obj)["metadata"].get_object()["resourceVersion"] = std::to_string(w->revision);
-      co_return std::move(*obj);
+      plan.object["metadata"].get_object()["resourceVersion"] = std::to_string(w->revision);
+      co_return std::move(plan.object);
     }
-    if (query.dry_run) co_return std::move(*obj);
-    auto d = co_await storage_->delete_if(key, current->mod_revision);
-    if (!d) co_return from_storage(info, name, d.error());
-    if (!d->succeeded) {
-      if (d->kv.mod_revision == 0) co_return not_found(info, name);
-      continue;  // changed under us: check the preconditions against the new state
+    if (!query.dry_run) {
+      auto d = co_await storage_->delete_if(key, current->mod_revision);
+      if (!d) co_return from_storage(info, name, d.error());
+      if (!d->succeeded) {
+        if (d->kv.mod_revision == 0) co_return not_found(info, name);
+        continue;  // changed under us: check the preconditions against the new state
+      }
+      plan.object["metadata"].get_object()["resourceVersion"] = std::to_string(d->revision);
+      if (services_ && is_service(info)) {
+        co_await services_->release_unused(plan.object, nullptr, ns, name);
+      }
     }
-    if (info.resource == "namespaces") {
-      co_return success_status(info, name, string_field(meta, "uid"));
-    }
-    (*obj)["metadata"].get_object()["resourceVersion"] = std::to_string(d->revision);
-    co_return std::move(*obj);
+    if (!returns_deleted_object(info)) co_return success_status(info, name, uid);
+    co_return std::move(plan.object);
   }
 }
 
@@ -974,18 +1090,13 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove_collection(const 
   query.continue_token.reset();
   auto listed = co_await list(info, ns, query);
   if (!listed) co_return listed.error();
-  json::array deleted;
-  for (auto& item : (*listed)["items"].get_array()) {
+  // The answer is the list as it was, as kube's deletecollection gives it.
+  for (const auto& item : (*listed)["items"].get_array()) {
     const json::object* meta = metadata_of(item.get_object());
     auto r = co_await remove(info, string_field(meta, "namespace"), string_field(meta, "name"),
                              del);
-    if (!r) {
-      if (r.error().code == Errc::not_found) continue;  // deleted meanwhile: fine
-      co_return r.error();
-    }
-    deleted.push_back(std::move(*r));
+    if (!r && r.error().code != Errc::not_found) co_return r.error();  // gone meanwhile: fine
   }
-  (*listed)["items"] = std::move(deleted);
   (*listed)["metadata"].get_object().erase("continue");
   (*listed)["metadata"].get_object().erase("remainingItemCount");
   co_return std::move(*listed);
@@ -1101,7 +1212,8 @@ asio::awaitable<ApiResult<void>> ResourceStore::ensure_namespace(std::string nam
 asio::awaitable<ApiResult<void>> ResourceStore::ensure(const ResourceInfo& info, json::object body) {
   // Named arguments: GCC 12 mis-destroys a braced temporary passed to a coroutine.
   WriteQuery query;
-  auto r = co_await create(info, std::string(), std::move(body), std::move(query));
+  std::string ns = info.namespaced ? string_field(metadata_of(body), "namespace") : std::string();
+  auto r = co_await create(info, std::move(ns), std::move(body), std::move(query));
   if (!r && r.error().code != Errc::already_exists) co_return r.error();
   co_return ApiResult<void>{};
 }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "registry/api_error.hpp"
+#include "registry/deletion.hpp"
 #include "registry/list_query.hpp"
 #include "registry/scheme.hpp"
 
@@ -31,17 +32,10 @@ struct KeyValue;
 
 namespace kwatch::registry {
 
+class ServiceAllocator;
+
 enum class PatchType { json, merge, strategic_merge };
 
-
-struct DeleteQuery {
-  std::optional<std::string> uid;               // preconditions.uid
-  std::optional<std::string> resource_version;  // preconditions.resourceVersion
-  bool dry_run = false;
-  // ignoreStoreReadErrorWithClusterBreakingPotential: an object that cannot be decoded is
-  // deleted anyway (no preconditions can be checked on it).
-  bool ignore_read_errors = false;
-};
 
 // fieldValidation: what a write does with fields the kind's schema does not know and fields a
 // JSON body holds twice. Ignore drops them silently, Warn drops them with a warning each
@@ -107,12 +101,13 @@ class ResourceStore {
                                                                PatchType type,
                                                                boost::json::value patch,
                                                                WriteQuery query);
-  // The deleted object, with the delete's revision as its resourceVersion; for namespaces the
-  // namespace's contents go first and the result is a success Status.
+  // Deletes as kube-apiserver does (registry/deletion.hpp): an object that stays (finalizers,
+  // a pod's grace period, a terminating namespace) is answered with its new state; one deleted
+  // now with itself (its resourceVersion the delete's revision) or a Status naming it, by kind.
   boost::asio::awaitable<ApiResult<boost::json::object>> remove(const ResourceInfo& info,
                                                                 std::string ns, std::string name,
                                                                 DeleteQuery query);
-  // Deletes every object matching the selectors; the result is the list of deleted objects.
+  // Deletes every object matching the selectors; the result is the list of them as they were.
   boost::asio::awaitable<ApiResult<boost::json::object>> remove_collection(
       const ResourceInfo& info, std::string ns, CompiledListQuery query, DeleteQuery del);
 
@@ -124,13 +119,24 @@ class ResourceStore {
                                                                std::string ns, std::string name,
                                                                ScaleFn mutate, WriteQuery query);
 
+  // --enable-garbage-collector: whether deletes add the `orphan` and `foregroundDeletion`
+  // finalizers the garbage collector acts on. On by default; set before serving.
+  void set_garbage_collection(bool enabled) { garbage_collection_ = enabled; }
+  bool garbage_collection() const { return garbage_collection_; }
+  // Allocates Services' cluster IPs and node ports on writes and releases them on deletes;
+  // without one, Services keep whatever they were given. Set before serving.
+  void set_service_allocator(std::shared_ptr<ServiceAllocator> allocator) {
+    services_ = std::move(allocator);
+  }
+
   // Whether storage answers (readiness).
   boost::asio::awaitable<ApiResult<void>> ping();
 
   // Creates the namespace if it is absent (start-up defaults).
   boost::asio::awaitable<ApiResult<void>> ensure_namespace(std::string name);
-  // Creates `body` (a cluster-scoped object of `info`) if no object of its name exists; an
-  // existing one is left as it is (start-up defaults such as the bootstrap RBAC roles).
+  // Creates `body` (in its metadata.namespace when `info` is namespaced) if no object of its
+  // name exists; an existing one is left as it is (start-up defaults such as the bootstrap RBAC
+  // roles and the `kubernetes` Service).
   boost::asio::awaitable<ApiResult<void>> ensure(const ResourceInfo& info, boost::json::object body);
 
   // Parses a stored object and sets `metadata.resourceVersion` to its mod revision; an object
@@ -138,22 +144,36 @@ class ResourceStore {
   static ApiResult<boost::json::object> decode(const storage::KeyValue& kv);
 
  private:
+  // 404 when the namespace is absent, 403 when it is being deleted (NamespaceLifecycle);
+  // `name` is the created object's, "" when it is to be generated.
   boost::asio::awaitable<ApiResult<void>> check_namespace(const ResourceInfo& info,
-                                                          const std::string& ns);
+                                                          const std::string& ns,
+                                                          const std::string& name);
   // The state cache's copy of `key` in stored form, if it has one.
   std::optional<storage::KeyValue> cached_state(const ResourceInfo& info,
                                                 const std::string& key) const;
   using MutateFn =
       std::function<ApiResult<boost::json::object>(const boost::json::object& current)>;
+  // An update of the object `mutate` makes from the current one; Services get their
+  // allocations worked out first, then every kind goes through guarded_update.
   boost::asio::awaitable<ApiResult<boost::json::object>> write_update(const ResourceInfo& info,
                                                                       std::string ns,
                                                                       std::string name,
                                                                       WriteQuery query,
                                                                       MutateFn mutate);
+  // The compare-and-swap write of an update, with kube's update rules (metadata kept, status
+  // halves, generation, finalizers, validation).
+  boost::asio::awaitable<ApiResult<boost::json::object>> guarded_update(const ResourceInfo& info,
+                                                                        std::string ns,
+                                                                        std::string name,
+                                                                        WriteQuery query,
+                                                                        MutateFn mutate);
 
   std::shared_ptr<storage::Storage> storage_;
   std::shared_ptr<Scheme> scheme_;
   std::shared_ptr<const StateCache> state_cache_;
+  bool garbage_collection_ = true;
+  std::shared_ptr<ServiceAllocator> services_;
 };
 
 }  // namespace kwatch::registry

@@ -22,8 +22,8 @@ inline std::string now_rfc3339() {
   return rfc3339(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now()));
 }
 
-// The time an RFC 3339 timestamp names, to the second; nullopt when it is not one. Fractions and
-// offsets other than Z are not read (objects carry UTC times).
+// The time an RFC 3339 timestamp names, to the second (fractions and zones other than Z are
+// not read: kube writes whole seconds in UTC); nullopt when it is not one.
 inline std::optional<std::chrono::system_clock::time_point> parse_rfc3339(const std::string& s) {
   std::tm tm{};
   if (strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr) return std::nullopt;

@@ -53,6 +53,7 @@ asio::awaitable<void> RbacPolicySource::watch_one(std::string resource) {
   while (!stopped_ && cacher) {
     watch::WatchRequest request;
     request.prefix = info->key_prefix();
+    request.internal = true;
     request.deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
     auto session = co_await cacher->watch(std::move(request));
     if (!session) {

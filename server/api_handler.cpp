@@ -45,6 +45,7 @@ struct ApiHandler::Route {
   std::string name;
   std::string subresource;
   bool watch_prefix = false;
+  IncludeObject table_include = IncludeObject::metadata;  // rows of a Table answer
   std::string verb;  // for metrics: get, list, watch, create, update, patch, delete, ...
   registry::UserInfo user;
 };
@@ -167,34 +168,81 @@ registry::ListQuery list_query(const Url& url) {
   return q;
 }
 
+// A DeleteOptions that kube's ValidateDeleteOptions refuses: 422 naming the field.
+registry::ApiError invalid_delete_options(std::string cause_type, std::string message) {
+  registry::ApiError e(Errc::invalid,
+                       "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: " + message,
+                       {{std::move(cause_type), std::move(message), "propagationPolicy"}});
+  e.group = "meta.k8s.io";
+  e.kind = "DeleteOptions";
+  return e;
+}
+
 ApiResult<registry::DeleteQuery> delete_query(const ApiRequest& request, const Url& url) {
   registry::DeleteQuery q;
   auto w = write_query(url, "");
   if (!w) return w.error();
   q.dry_run = w->dry_run;
   q.ignore_read_errors = truthy(url.param("ignoreStoreReadErrorWithClusterBreakingPotential"));
-  if (request.body.empty()) return q;
-  auto v = registry::parse_json_body(request.body);
-  if (!v) return v.error();
-  const json::object* opts = v->if_object();
-  if (opts == nullptr) return registry::api_error(Errc::bad_request, "DeleteOptions must be an object");
-  if (const json::value* pre = opts->if_contains("preconditions"); pre && pre->is_object()) {
-    if (const json::value* uid = pre->get_object().if_contains("uid"); uid && uid->is_string()) {
-      q.uid = std::string(uid->get_string());
+  // DeleteOptions come as query parameters, as a body, or both (the body wins).
+  std::optional<std::string> propagation = url.param("propagationPolicy");
+  if (auto o = url.param("orphanDependents")) q.orphan_dependents = truthy(o);
+  if (auto g = url.param("gracePeriodSeconds")) {
+    std::int64_t n = 0;
+    auto [end, ec] = std::from_chars(g->data(), g->data() + g->size(), n);
+    if (ec != std::errc() || end != g->data() + g->size()) {
+      return registry::api_error(Errc::bad_request, "invalid gracePeriodSeconds: " + *g);
     }
-    if (const json::value* rv = pre->get_object().if_contains("resourceVersion");
-        rv && rv->is_string()) {
-      q.resource_version = std::string(rv->get_string());
+    q.grace_period_seconds = n;
+  }
+  if (!request.body.empty()) {
+    auto v = registry::parse_json_body(request.body);
+    if (!v) return v.error();
+    const json::object* opts = v->if_object();
+    if (opts == nullptr) {
+      return registry::api_error(Errc::bad_request, "DeleteOptions must be an object");
+    }
+    if (const json::value* pre = opts->if_contains("preconditions"); pre && pre->is_object()) {
+      if (const json::value* uid = pre->get_object().if_contains("uid"); uid && uid->is_string()) {
+        q.uid = std::string(uid->get_string());
+      }
+      if (const json::value* rv = pre->get_object().if_contains("resourceVersion");
+          rv && rv->is_string()) {
+        q.resource_version = std::string(rv->get_string());
+      }
+    }
+    if (const json::value* ignore =
+            opts->if_contains("ignoreStoreReadErrorWithClusterBreakingPotential");
+        ignore && ignore->is_bool() && ignore->get_bool()) {
+      q.ignore_read_errors = true;
+    }
+    if (const json::value* dry = opts->if_contains("dryRun"); dry && dry->is_array()) {
+      for (const auto& d : dry->get_array()) {
+        if (d.is_string() && d.get_string() == "All") q.dry_run = true;
+      }
+    }
+    if (const json::value* p = opts->if_contains("propagationPolicy"); p && p->is_string()) {
+      propagation = std::string(p->get_string());
+    }
+    if (const json::value* o = opts->if_contains("orphanDependents"); o && o->is_bool()) {
+      q.orphan_dependents = o->get_bool();
+    }
+    if (const json::value* g = opts->if_contains("gracePeriodSeconds"); g && g->is_int64()) {
+      q.grace_period_seconds = g->get_int64();
     }
   }
-  if (const json::value* ignore =
-          opts->if_contains("ignoreStoreReadErrorWithClusterBreakingPotential");
-      ignore && ignore->is_bool() && ignore->get_bool()) {
-    q.ignore_read_errors = true;
-  }
-  if (const json::value* dry = opts->if_contains("dryRun"); dry && dry->is_array()) {
-    for (const auto& d : dry->get_array()) {
-      if (d.is_string() && d.get_string() == "All") q.dry_run = true;
+  if (propagation) {
+    q.propagation = registry::parse_propagation(*propagation);
+    if (!q.propagation) {
+      return invalid_delete_options(
+          "FieldValueNotSupported",
+          "Unsupported value: \"" + *propagation +
+              "\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\"");
+    }
+    if (q.orphan_dependents) {
+      return invalid_delete_options(
+          "FieldValueInvalid", "Invalid value: \"" + *propagation +
+                                   "\": orphanDependents and deletionPropagation cannot be both set");
     }
   }
   return q;
@@ -587,6 +635,16 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     route.verb = "unknown";
     co_return method_not_allowed(m);
   }
+  if (wants_table(request)) {
+    const std::string include = url.param("includeObject").value_or("");
+    auto parsed = parse_include_object(include);
+    if (!parsed) {
+      co_return error_response(registry::api_error(
+          Errc::bad_request, "includeObject: Unsupported value: \"" + include +
+                                 "\": supported values: \"Metadata\", \"None\", \"Object\""));
+    }
+    route.table_include = *parsed;
+  }
   // A pointer, not a defaulted reference: GCC 12 destroys a default argument's temporary twice
   // when the call holds a co_await.
   auto render = [&](ApiResult<json::object> r, unsigned ok_status,
@@ -595,7 +653,8 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     if (!r) {
       response = error_response(r.error());
     } else if (wants_table(request) && (m == "GET" || m == "HEAD")) {
-      response = json_response(ok_status, to_table(info, *r, std::chrono::system_clock::now()));
+      response = json_response(
+          ok_status, to_table(info, *r, std::chrono::system_clock::now(), route.table_include));
     } else {
       response = json_response(ok_status, *r);
     }
@@ -938,14 +997,15 @@ std::string render_list(const std::string& head, const watch::CacheList& list,
 }
 
 // A cached JSON object or list as kubectl's Table.
-std::string table_of(const ResourceInfo& info, std::string_view json_text) {
+std::string table_of(const ResourceInfo& info, std::string_view json_text, IncludeObject include) {
   boost::system::error_code ec;
   // A list nests its items two levels below its top.
   json::parse_options options;
   options.max_depth = storage::kMaxJsonDepth + 2;
   auto parsed = json::parse(json_text, ec, {}, options);
   if (ec || !parsed.is_object()) return std::string(json_text);
-  return json::serialize(to_table(info, parsed.get_object(), std::chrono::system_clock::now()));
+  return json::serialize(
+      to_table(info, parsed.get_object(), std::chrono::system_clock::now(), include));
 }
 
 // A custom resource's cached object (its storage version) as the watched version: conversion
@@ -966,9 +1026,10 @@ std::function<watch::ObjectPtr(const watch::ObjectPtr&)> version_converter(const
 
 // Each watched object as a one-row Table, as kube-apiserver streams them to `kubectl get -w`:
 // column definitions with the first event only, so that kubectl prints its header once.
-std::function<watch::ObjectPtr(const watch::ObjectPtr&)> table_converter(const ResourceInfo& info) {
+std::function<watch::ObjectPtr(const watch::ObjectPtr&)> table_converter(const ResourceInfo& info,
+                                                                        IncludeObject include) {
   auto first = std::make_shared<bool>(true);
-  return [&info, first](const watch::ObjectPtr& object) -> watch::ObjectPtr {
+  return [&info, first, include](const watch::ObjectPtr& object) -> watch::ObjectPtr {
     auto converted = std::make_shared<watch::CachedObject>();
     converted->key = object->key;
     converted->resource_version = object->resource_version;
@@ -977,7 +1038,8 @@ std::function<watch::ObjectPtr(const watch::ObjectPtr&)> table_converter(const R
     boost::system::error_code ec;
     auto parsed = json::parse(object->json, ec, {}, options);
     if (ec || !parsed.is_object()) return object;
-    json::object table = to_table(info, parsed.get_object(), std::chrono::system_clock::now());
+    json::object table =
+        to_table(info, parsed.get_object(), std::chrono::system_clock::now(), include);
     if (!*first) table["columnDefinitions"] = json::array();
     *first = false;
     converted->json = json::serialize(table);
@@ -1103,7 +1165,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& request, 
   r.streaming = true;
   r.watch = std::move(*session);
   if (wants_table(request)) {
-    r.convert = table_converter(info);
+    r.convert = table_converter(info, route.table_include);
   } else if (serves_other_version(info)) {
     r.convert = version_converter(info);
   }
@@ -1152,7 +1214,7 @@ asio::awaitable<ApiResponse> ApiHandler::list_from_cache(const ApiRequest& reque
   ApiResponse r;
   auto [head, tail] = list_frame(info, list, token);
   if (wants_table(request)) {
-    r.body = table_of(info, render_list(head, list, tail));
+    r.body = table_of(info, render_list(head, list, tail), route.table_include);
   } else {
     r.body = std::move(head);
     r.items = std::move(list.objects);
@@ -1183,7 +1245,8 @@ asio::awaitable<ApiResponse> ApiHandler::get_from_cache(const ApiRequest& reques
   auto object = cacher->get(info.key(route.ns, route.name));
   if (!object) co_return error_response(registry::not_found_error(info, route.name));
   ApiResponse r;
-  r.body = wants_table(request) ? table_of(info, object->json) : object->json + "\n";
+  r.body = wants_table(request) ? table_of(info, object->json, route.table_include)
+                                : object->json + "\n";
   co_return r;
 }
 

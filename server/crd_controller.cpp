@@ -5,15 +5,10 @@
 #include "registry/scheme.hpp"
 #include "registry/timestamps.hpp"
 #include "server/cacher_registry.hpp"
-#include "server/task_failure.hpp"
 #include "storage/storage.hpp"
 #include "storage/stored_json.hpp"
 #include "watch/cacher.hpp"
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/json/serialize.hpp>
 #include <spdlog/spdlog.h>
 
@@ -69,76 +64,18 @@ CrdController::CrdController(std::shared_ptr<registry::Scheme> scheme,
                              std::shared_ptr<registry::ResourceStore> store,
                              std::shared_ptr<CacherRegistry> cachers,
                              std::shared_ptr<storage::Storage> storage, std::string storage_prefix)
-    : scheme_(std::move(scheme)),
+    : Reconciler(std::move(cachers),
+                 scheme->find("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
+                 "CRD controller"),
+      scheme_(std::move(scheme)),
       store_(std::move(store)),
-      cachers_(std::move(cachers)),
       storage_(std::move(storage)),
-      storage_prefix_(std::move(storage_prefix)) {
-  crd_info_ = scheme_->find("apiextensions.k8s.io", "v1", "customresourcedefinitions");
-}
-
-void CrdController::start(asio::any_io_executor executor) {
-  auto strand = asio::make_strand(executor);
-  asio::co_spawn(strand, [self = shared_from_this()]() { return self->run(); }, [](std::exception_ptr e) { log_task_failure(e, "CRD controller"); });
-  asio::co_spawn(strand, [self = shared_from_this()]() { return self->tick(); }, [](std::exception_ptr e) { log_task_failure(e, "CRD controller"); });
-}
-
-asio::awaitable<void> CrdController::run() {
-  auto cacher = cachers_->ensure(*crd_info_);
-  asio::steady_timer retry(co_await asio::this_coro::executor);
-  while (!stopped_) {
-    // Every event of the definitions' cache wakes a full reconcile: there are few definitions,
-    // and looking at all of them each time leaves no state to get wrong.
-    watch::WatchRequest request;
-    request.prefix = crd_info_->key_prefix();
-    request.deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
-    auto session = co_await cacher->watch(std::move(request));
-    if (!session) {
-      // Not ready yet (start-up or a re-list): try again shortly.
-      retry.expires_after(std::chrono::milliseconds(100));
-      co_await retry.async_wait(asio::use_awaitable);
-      continue;
-    }
-    std::vector<watch::WatchFrame> frames;
-    for (;;) {
-      co_await reconcile();
-      if (stopped_) co_return;
-      auto next = co_await (*session)->next(frames);
-      if (!next) break;
-    }
-  }
-}
-
-asio::awaitable<void> CrdController::tick() {
-  // Objects that hold their definition's deletion with finalizers change without an event of
-  // the definitions' cache: look again every second while any definition waits for them.
-  asio::steady_timer timer(co_await asio::this_coro::executor);
-  while (!stopped_) {
-    timer.expires_after(std::chrono::seconds(1));
-    co_await timer.async_wait(asio::use_awaitable);
-    if (waiting_for_objects_) co_await reconcile();
-  }
-}
-
-asio::awaitable<void> CrdController::reconcile() {
-  // The event loop and the ticker share the strand but may both be suspended inside a
-  // reconcile: one runs at a time, and a request meanwhile makes it run once more.
-  if (reconciling_) {
-    again_ = true;
-    co_return;
-  }
-  reconciling_ = true;
-  do {
-    again_ = false;
-    co_await reconcile_once();
-  } while (again_ && !stopped_);
-  reconciling_ = false;
-}
+      storage_prefix_(std::move(storage_prefix)),
+      crd_info_(info_) {}
 
 asio::awaitable<void> CrdController::reconcile_once() {
   auto cacher = cachers_->find(*crd_info_);
   if (!cacher) co_return;
-  waiting_for_objects_ = false;
   auto list = cacher->list(crd_info_->key_prefix(), "", 0, nullptr);
   std::set<std::string> present;
   for (const auto& object : list.objects) {
@@ -260,7 +197,7 @@ asio::awaitable<void> CrdController::finalize(json::object crd) {
       }
     }
     if (remaining > 0) {
-      waiting_for_objects_ = true;
+      waiting_ = true;  // a definition being deleted waits for finalizers
       co_return;
     }
   }

@@ -7,16 +7,15 @@
 // Every replica runs one over the same storage, so a definition created through one replica is
 // served by all; the status writes are compare-and-swap and idempotent, so replicas agree.
 //
-// Ownership: shared; the running task holds it. Strand: the task runs on its own strand; the
-// scheme, the store and the cacher registry it changes are thread-safe. Cancellation: `stop()`
-// ends the task at its next wait.
+// Ownership, strand and cancellation: those of its Reconciler (server/reconciler.hpp); the
+// scheme, the store and the cacher registry it changes are thread-safe.
 #pragma once
 
-#include <boost/asio/any_io_executor.hpp>
+#include "server/reconciler.hpp"
+
 #include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
 
-#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -34,40 +33,27 @@ namespace kwatch::server {
 
 class CacherRegistry;
 
-class CrdController : public std::enable_shared_from_this<CrdController> {
+class CrdController : public Reconciler {
  public:
   CrdController(std::shared_ptr<registry::Scheme> scheme,
                 std::shared_ptr<registry::ResourceStore> store,
                 std::shared_ptr<CacherRegistry> cachers,
                 std::shared_ptr<storage::Storage> storage, std::string storage_prefix);
 
-  // Starts the task on a strand of `executor`.
-  void start(boost::asio::any_io_executor executor);
-  void stop() { stopped_ = true; }
-
  private:
-  boost::asio::awaitable<void> run();
   // Brings the scheme, the caches and every definition's status in line with the definitions.
-  boost::asio::awaitable<void> tick();
-  boost::asio::awaitable<void> reconcile();
-  boost::asio::awaitable<void> reconcile_once();
+  boost::asio::awaitable<void> reconcile_once() override;
   boost::asio::awaitable<void> serve(boost::json::object crd);
   boost::asio::awaitable<void> finalize(boost::json::object crd);
   boost::asio::awaitable<void> write_status(boost::json::object crd);
 
   std::shared_ptr<registry::Scheme> scheme_;
   std::shared_ptr<registry::ResourceStore> store_;
-  std::shared_ptr<CacherRegistry> cachers_;
   std::shared_ptr<storage::Storage> storage_;
   std::string storage_prefix_;
   const registry::ResourceInfo* crd_info_ = nullptr;
   // Definition name -> the spec its registered resources were made from.
   std::map<std::string, std::string> applied_;
-  std::atomic<bool> stopped_{false};
-  // Strand-only state of the reconcile loop.
-  bool reconciling_ = false;
-  bool again_ = false;
-  bool waiting_for_objects_ = false;  // a definition being deleted waits for finalizers
 };
 
 }  // namespace kwatch::server

@@ -6,7 +6,10 @@
 #include "server/api_handler.hpp"
 #include "server/audit_log.hpp"
 #include "server/cacher_registry.hpp"
+#include "registry/service_allocator.hpp"
 #include "server/crd_controller.hpp"
+#include "server/garbage_collector.hpp"
+#include "server/namespace_controller.hpp"
 #include "server/encryption_at_rest.hpp"
 #include "server/http_server.hpp"
 #include "server/options.hpp"
@@ -28,6 +31,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
 #include <fmt/ranges.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -37,6 +42,7 @@
 #include <variant>
 
 namespace asio = boost::asio;
+namespace json = boost::json;
 using namespace kwatch;
 
 namespace {
@@ -237,6 +243,23 @@ int main(int argc, char** argv) {
   auto crd_controller = std::make_shared<server::CrdController>(scheme, store, cachers, storage,
                                                                 options.etcd_prefix);
   crd_controller->start(ioc.get_executor());
+  // Namespaces being deleted are emptied, then go.
+  auto namespace_controller =
+      std::make_shared<server::NamespaceController>(scheme, store, cachers, storage);
+  namespace_controller->start(ioc.get_executor());
+  // Services get cluster IPs and node ports from the configured ranges.
+  auto service_ranges = registry::parse_node_port_range(
+      options.service_node_port_range, *registry::parse_service_cidr(options.service_cluster_ip_range));
+  auto service_allocator =
+      std::make_shared<registry::ServiceAllocator>(storage, options.etcd_prefix, *service_ranges);
+  store->set_service_allocator(service_allocator);
+  // Dependents whose owners are gone are deleted, as kube-controller-manager's collector does.
+  store->set_garbage_collection(options.enable_garbage_collector);
+  std::shared_ptr<server::GarbageCollector> garbage_collector;
+  if (options.enable_garbage_collector) {
+    garbage_collector = std::make_shared<server::GarbageCollector>(scheme, store, cachers);
+    garbage_collector->start(ioc.get_executor());
+  }
   // Plain HTTP only when asked for (local development).
   std::unique_ptr<server::HttpServer> http;
   if (options.port) {
@@ -284,9 +307,11 @@ int main(int argc, char** argv) {
     https->start();
   }
 
+  // The port the `kubernetes` Service sends to: the secure one, else the plain one.
+  const unsigned short api_port = https ? https->port() : http ? http->port() : 443;
   asio::co_spawn(
       ioc,
-      [store, handler, scheme]() -> asio::awaitable<void> {
+      [store, handler, scheme, service_allocator, api_port, &options]() -> asio::awaitable<void> {
         // Retries until storage answers: with etcd, kwatch may start before its cluster.
         asio::steady_timer retry(co_await asio::this_coro::executor);
         for (const char* ns : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
@@ -310,6 +335,39 @@ int main(int argc, char** argv) {
             if (!r) spdlog::warn("cannot create a bootstrap RBAC object: {}", r.error().message);
           }
         }
+        // The `kubernetes` Service in `default`, on the range's first address, and its
+        // Endpoints: this server.
+        const std::string address =
+            options.bind_address == "0.0.0.0" || options.bind_address == "::" ? "127.0.0.1"
+                                                                               : options.bind_address;
+        const auto* services = scheme->find("", "v1", "services");
+        const auto* endpoints = scheme->find("", "v1", "endpoints");
+        json::object labels{{"component", "apiserver"}, {"provider", "kubernetes"}};
+        json::object kubernetes_service{
+            {"apiVersion", "v1"},
+            {"kind", "Service"},
+            {"metadata", json::object{{"name", "kubernetes"}, {"namespace", "default"}, {"labels", labels}}},
+            {"spec", json::object{{"type", "ClusterIP"},
+                                  {"clusterIP", service_allocator->first_ip()},
+                                  {"sessionAffinity", "None"},
+                                  {"ports", json::array{json::object{{"name", "https"},
+                                                                     {"port", 443},
+                                                                     {"protocol", "TCP"},
+                                                                     {"targetPort", api_port}}}}}}};
+        json::object kubernetes_endpoints{
+            {"apiVersion", "v1"},
+            {"kind", "Endpoints"},
+            {"metadata", json::object{{"name", "kubernetes"}, {"namespace", "default"}, {"labels", labels}}},
+            {"subsets", json::array{json::object{
+                            {"addresses", json::array{json::object{{"ip", address}}}},
+                            {"ports", json::array{json::object{{"name", "https"},
+                                                               {"port", api_port},
+                                                               {"protocol", "TCP"}}}}}}}};
+        for (auto [info, object] : {std::pair{services, std::move(kubernetes_service)},
+                                    std::pair{endpoints, std::move(kubernetes_endpoints)}}) {
+          auto r = co_await store->ensure(*info, std::move(object));
+          if (!r) spdlog::warn("cannot create the kubernetes {}: {}", info->kind, r.error().message);
+        }
         handler->set_ready(true);
       },
       [](std::exception_ptr e) { server::log_task_failure(e, "task"); });
@@ -323,6 +381,8 @@ int main(int argc, char** argv) {
     if (http) http->stop();
     if (https) https->stop();
     crd_controller->stop();
+    namespace_controller->stop();
+    if (garbage_collector) garbage_collector->stop();
     if (rbac) rbac->stop();
     cachers->stop_all();
     ioc.stop();

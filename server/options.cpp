@@ -1,5 +1,7 @@
 #include "server/options.hpp"
 
+#include "registry/service_allocator.hpp"
+
 #include <boost/asio/ip/address.hpp>
 
 #include <cctype>
@@ -102,6 +104,12 @@ Flags:
   --api-audiences=A,B        audiences the API accepts tokens for (default: the issuer)
   --anonymous-auth=BOOL      requests without credentials act as system:anonymous (default false)
   --authorization-mode=MODE  RBAC (default: decided from the RBAC objects) or AlwaysAllow
+  --enable-garbage-collector=BOOL  run the garbage collector, which deletes objects whose
+                             ownerReferences name owners that are gone and carries out
+                             propagationPolicy Orphan and Foreground (default true)
+  --service-cluster-ip-range=CIDR  IPv4 range Services' cluster IPs are allocated from
+                             (default 10.0.0.0/24; its first address is the kubernetes Service's)
+  --service-node-port-range=A-B  ports NodePort Services get (default 30000-32767)
   --max-requests-inflight=N  read-only requests served at once before 429 (default 400; 0: no
                              limit); watches count only while being set up, system:masters never
   --max-mutating-requests-inflight=N  the same for writes (default 200)
@@ -220,6 +228,22 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
       {"anonymous-auth",
        [&](const std::string& v) -> std::string {
          return parse_bool(v, o.anonymous_auth) ? "" : "must be true or false";
+       }},
+      {"service-cluster-ip-range",
+       [&](const std::string& v) -> std::string {
+         if (!registry::parse_service_cidr(v)) return "must be an IPv4 CIDR from /8 to /30";
+         o.service_cluster_ip_range = v;
+         return "";
+       }},
+      {"service-node-port-range",
+       [&](const std::string& v) -> std::string {
+         if (!registry::parse_node_port_range(v)) return "must be a port range such as 30000-32767";
+         o.service_node_port_range = v;
+         return "";
+       }},
+      {"enable-garbage-collector",
+       [&](const std::string& v) -> std::string {
+         return parse_bool(v, o.enable_garbage_collector) ? "" : "must be true or false";
        }},
       {"authorization-mode",
        [&](const std::string& v) -> std::string {

@@ -35,6 +35,12 @@ struct Options {
   std::chrono::milliseconds service_account_max_token_expiration{0};  // 0: no maximum
   bool anonymous_auth = false;                    // requests without credentials are anonymous
   std::string authorization_mode = "RBAC";        // or "AlwaysAllow"
+  // The built-in garbage collector (server/garbage_collector.hpp) and the orphan/foreground
+  // finalizers deletes add for it.
+  bool enable_garbage_collector = true;
+  // Where Services' cluster IPs and node ports come from (registry/service_allocator.hpp).
+  std::string service_cluster_ip_range = "10.0.0.0/24";
+  std::string service_node_port_range = "30000-32767";
   // Overload protection (0: no limit): see server/request_limits.hpp.
   unsigned max_requests_inflight = 400;
   unsigned max_mutating_requests_inflight = 200;

@@ -71,8 +71,15 @@ std::vector<Column> columns_for(const registry::ResourceInfo& info,
 
 }  // namespace
 
+std::optional<IncludeObject> parse_include_object(std::string_view text) {
+  if (text.empty() || text == "Metadata") return IncludeObject::metadata;
+  if (text == "None") return IncludeObject::none;
+  if (text == "Object") return IncludeObject::object;
+  return std::nullopt;
+}
+
 json::object to_table(const registry::ResourceInfo& info, const json::object& object_or_list,
-                      system_clock::time_point now) {
+                      system_clock::time_point now, IncludeObject include) {
   const auto columns = columns_for(info, now);
   json::array definitions;
   for (const auto& c : columns) {
@@ -86,11 +93,16 @@ json::object to_table(const registry::ResourceInfo& info, const json::object& ob
   auto add_row = [&](const json::object& obj) {
     json::array cells;
     for (const auto& c : columns) cells.push_back(c.cell(obj));
-    json::object partial{{"kind", "PartialObjectMetadata"},
-                         {"apiVersion", "meta.k8s.io/v1"},
-                         {"metadata", obj.contains("metadata") ? obj.at("metadata")
-                                                               : json::value(json::object())}};
-    rows.push_back(json::object{{"cells", std::move(cells)}, {"object", std::move(partial)}});
+    json::object row{{"cells", std::move(cells)}};
+    if (include == IncludeObject::metadata) {
+      row["object"] = json::object{{"kind", "PartialObjectMetadata"},
+                                   {"apiVersion", "meta.k8s.io/v1"},
+                                   {"metadata", obj.contains("metadata") ? obj.at("metadata")
+                                                                         : json::value(json::object())}};
+    } else if (include == IncludeObject::object) {
+      row["object"] = obj;
+    }
+    rows.push_back(std::move(row));
   };
   json::object meta;
   if (const json::value* items = object_or_list.if_contains("items");

@@ -38,6 +38,7 @@ struct Watcher {
   std::string prefix;
   std::shared_ptr<const Predicate> predicate;
   bool bookmarks = false;
+  bool internal = false;  // not counted in CacherCounters::watchers
   Clock::time_point next_bookmark = Clock::time_point::max();
   Clock::time_point deadline_at;
   Bucket bucket = Bucket::all;
@@ -442,7 +443,7 @@ void Cacher::register_watcher(const std::shared_ptr<Watcher>& w) {
     impl_->all.emplace(w->id, w);
   }
   if (w->bookmarks) impl_->with_bookmarks.emplace(w->id, w);
-  ++counters_.watchers;
+  if (!w->internal) ++counters_.watchers;
 }
 
 void Cacher::unregister_watcher(const Watcher& w) {
@@ -461,7 +462,7 @@ void Cacher::unregister_watcher(const Watcher& w) {
     case Bucket::by_trigger: erased = erase_from(impl_->by_trigger); break;
   }
   impl_->with_bookmarks.erase(w.id);
-  if (erased > 0) --counters_.watchers;
+  if (erased > 0 && !w.internal) --counters_.watchers;
 }
 
 void Cacher::end_watcher(const std::shared_ptr<Watcher>& w, bool slow) {
@@ -566,6 +567,7 @@ asio::awaitable<storage::Result<std::unique_ptr<WatchSession>>> Cacher::watch(Wa
   w->prefix = request.prefix;
   w->predicate = request.predicate;
   w->bookmarks = request.allow_bookmarks;
+  w->internal = request.internal;
   w->deadline_at = request.deadline;
   w->deadline.expires_at(request.deadline);
   const auto now = Clock::now();

@@ -48,6 +48,8 @@ struct WatchRequest {
   std::optional<std::int64_t> resource_version;  // nullopt: unset
   bool send_initial_events = false;  // also implied by an unset or "0" resource version
   bool allow_bookmarks = false;
+  // A watch of kwatch's own controllers: not counted as a client's watch in `watchers`.
+  bool internal = false;
   std::chrono::steady_clock::time_point deadline;
   // Where the session's channel and deadline live: the strand the transport will stream from.
   // Empty: the calling coroutine's executor.
@@ -93,7 +95,7 @@ struct CacherCounters {
   std::atomic<std::uint64_t> events_dispatched{0};   // frames handed to watchers
   std::atomic<std::uint64_t> watchers_terminated{0};  // cut off for being slow
   std::atomic<std::uint64_t> relists{0};
-  std::atomic<std::int64_t> watchers{0};
+  std::atomic<std::int64_t> watchers{0};  // clients' watches (internal ones not counted)
 };
 
 class Cacher : public std::enable_shared_from_this<Cacher> {

@@ -371,6 +371,46 @@ def rv_of(obj):
         return None
 
 
+def delete_and_observe(port, path, timeout=10):
+    """DELETEs the object at path and returns (status, the object as its DELETED watch event
+    carries it: the last state with the delete's resourceVersion). kube answers a delete of most
+    kinds with a Status that names no revision; the event is read from a watch of that one object
+    from its last resourceVersion, so it is exact even while others write."""
+    collection, name = path.rsplit("/", 1)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        current = json.loads(resp.read())
+        if resp.status != 200:
+            return resp.status, current
+        rv = current["metadata"]["resourceVersion"]
+        conn.request("DELETE", path, body=json.dumps({"preconditions": {"resourceVersion": rv}}),
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        answer = json.loads(resp.read())
+        if resp.status != 200:
+            return resp.status, answer
+    finally:
+        conn.close()
+    if isinstance(answer, dict) and answer.get("kind") != "Status":
+        return 200, answer  # kinds whose delete answers with the object
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", f"{collection}?watch=true&resourceVersion={rv}"
+                            f"&fieldSelector=metadata.name%3D{name}&timeoutSeconds={timeout}")
+        resp = conn.getresponse()
+        while True:
+            line = resp.readline()
+            if not line:
+                raise AssertionError(f"no DELETED event for {path} after {rv}")
+            event = json.loads(line)
+            if event.get("type") == "DELETED":
+                return 200, event["object"]
+    finally:
+        conn.close()
+
+
 def summarize(event):
     """(type, namespace/name, resourceVersion) of a watch event: what most checks compare."""
     obj = event.get("object") if isinstance(event, dict) else None

@@ -122,12 +122,10 @@ spec:
       nodeSelector: {kubernetes.io/os: linux}
       containers: [{name: agent, image: "fluent-bit:3"}]
 """,
+    # Owned by the stateful set once it exists (its uid is known then): see check_apply.
     "controllerrevision": """apiVersion: apps/v1
 kind: ControllerRevision
-metadata:
-  name: db-rev1
-  ownerReferences:
-  - {apiVersion: apps/v1, kind: StatefulSet, name: db, uid: 6d1a3c44-53b0-4c53-9e3b-3f1c64c2d0a1, controller: true}
+metadata: {name: db-rev1}
 data: {spec: {template: {}}}
 revision: 1
 """,
@@ -431,6 +429,15 @@ def check_apply(t, server, kc, tmp):
         t.check(f"apply created the {obj['kind']}",
                 re.search(rf"^{re.escape(kind)}(\.[a-z0-9.]+)?/{re.escape(obj['metadata']['name'])} "
                           r"created$", out, re.M) is not None, out)
+    # The revision's controller, as a stateful set's revisions have it.
+    _, sts = server.request("GET", "/apis/apps/v1/namespaces/default/statefulsets/db")
+    owner = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db",
+             "uid": sts.get("metadata", {}).get("uid"), "controller": True}
+    status, body = server.request(
+        "PATCH", "/apis/apps/v1/namespaces/default/controllerrevisions/db-rev1",
+        body={"metadata": {"ownerReferences": [owner]}},
+        headers={"Content-Type": "application/merge-patch+json"})
+    t.check("the revision is owned by the stateful set", status == 200, body)
     # kubectl sends what it cannot prove unchanged (lists kube replaces whole, a budget's
     # selector); the server writes nothing when the result is the stored object.
     before = resource_versions(server)

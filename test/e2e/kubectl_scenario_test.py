@@ -171,6 +171,19 @@ def main():
                   write("cm3.yaml", CONFIGMAP.replace("mode: fast", "mode: replaced")),
                   expect="configmap/settings replaced")
 
+            # --sort-by asks for whole objects in the table rows (includeObject=Object)
+            for i, (name, when) in enumerate([("late", "2026-01-01T10:00:00Z"),
+                                              ("early", "2026-01-01T09:00:00Z")]):
+                server.request("POST", "/api/v1/namespaces/e2e/events", body={
+                    "apiVersion": "v1", "kind": "Event", "metadata": {"name": name},
+                    "involvedObject": {"kind": "Pod", "name": "web-1", "namespace": "e2e"},
+                    "reason": "Test", "message": name, "type": "Normal",
+                    "firstTimestamp": when, "lastTimestamp": when, "count": 1})
+            out = kc_ok("get events --sort-by=.lastTimestamp", "-n", "e2e", "get", "events",
+                        "--sort-by=.lastTimestamp")
+            t.check("events listed, oldest first", out.find("early") != -1
+                    and out.find("early") < out.find("late"), out)
+
             out = kc_ok("api-resources", "api-resources")
             for res in ["namespaces", "pods", "services", "configmaps", "secrets", "nodes", "events",
                         "endpoints", "serviceaccounts", "deployments", "leases"]:

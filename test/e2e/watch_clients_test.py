@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from harness import (Checks, TempDir, WatchStream, configmap, rv_of, start_server, summarize)
+from harness import (delete_and_observe, Checks, TempDir, WatchStream, configmap, rv_of, start_server, summarize)
 
 NS = "wcl"
 CMS = f"/api/v1/namespaces/{NS}/configmaps"
@@ -54,7 +54,7 @@ def python_client(t, server):
     c = api.create_namespaced_config_map(NS, client.V1ConfigMap(
         metadata=client.V1ObjectMeta(name="py-1"), data={"a": "1"}))
     m = api.patch_namespaced_config_map("py-1", NS, {"data": {"a": "2"}})
-    status, d = server.request("DELETE", f"{CMS}/py-1")
+    status, d = delete_and_observe(server.port, f"{CMS}/py-1")
     want = [("ADDED", "py-1", int(c.metadata.resource_version), {"a": "1"}),
             ("MODIFIED", "py-1", int(m.metadata.resource_version), {"a": "2"}),
             ("DELETED", "py-1", rv_of(d), {"a": "2"})]

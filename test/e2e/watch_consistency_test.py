@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 
-from harness import (Checks, Server, WatchStream, configmap, rv_of, storage_backend, summarize,
+from harness import (delete_and_observe, Checks, Server, WatchStream, configmap, rv_of, storage_backend, summarize,
                      wait_for)
 
 NS, NS2 = "wc", "wc-other"
@@ -42,7 +42,10 @@ class Suite:
         self.streams = []
 
     def write(self, method, path, body=None, headers=None, expect=(200, 201)):
-        status, obj = self.server.request(method, path, body=body, headers=headers)
+        if method == "DELETE":  # the object as its DELETED event carries it
+            status, obj = delete_and_observe(self.server.port, path)
+        else:
+            status, obj = self.server.request(method, path, body=body, headers=headers)
         if status not in expect:
             raise AssertionError(f"{method} {path}: {status} {obj!r}"[:600])
         return obj
@@ -200,7 +203,7 @@ class Suite:
                                                         '{"data":{"v":"u"}}', MERGE)
                             kind, ok = "MODIFIED", code == 200
                         else:
-                            code, obj = session.request("DELETE", f"{CMS}/{name}")
+                            code, obj = delete_and_observe(self.server.port, f"{CMS}/{name}")
                             kind, ok = "DELETED", code == 200
                         if not ok:
                             raise AssertionError(f"{phase} {name}: {code} {obj!r}"[:300])

@@ -9,7 +9,7 @@ Usage: watch_semantics_test.py <path to kwatch-apiserver>
 import sys
 import time
 
-from harness import (Checks, Server, WatchStream, configmap, rv_of, start_server, summarize)
+from harness import (delete_and_observe, Checks, Server, WatchStream, configmap, rv_of, start_server, summarize)
 
 NS = "ws"
 CMS = f"/api/v1/namespaces/{NS}/configmaps"
@@ -50,7 +50,10 @@ class Suite:
         self.streams = []
 
     def write(self, method, path, body=None, headers=None, server=None):
-        status, obj = (server or self.server).request(method, path, body=body, headers=headers)
+        if method == "DELETE":  # the object as its DELETED event carries it
+            status, obj = delete_and_observe((server or self.server).port, path)
+        else:
+            status, obj = (server or self.server).request(method, path, body=body, headers=headers)
         if status not in (200, 201):
             raise AssertionError(f"{method} {path}: {status} {obj!r}"[:600])
         return obj

@@ -12,7 +12,7 @@ Usage: watch_transports_test.py <path to kwatch-apiserver>
 import sys
 import time
 
-from harness import (Checks, Server, WatchStream, WebSocketWatch, configmap, rv_of, summarize)
+from harness import (delete_and_observe, Checks, Server, WatchStream, WebSocketWatch, configmap, rv_of, summarize)
 
 MERGE = {"Content-Type": "application/merge-patch+json"}
 FAST = 50
@@ -45,7 +45,10 @@ class Suite:
         self.closers = []
 
     def write(self, method, path, body=None, headers=None):
-        status, obj = self.server.request(method, path, body=body, headers=headers)
+        if method == "DELETE":  # the object as its DELETED event carries it
+            status, obj = delete_and_observe(self.server.port, path)
+        else:
+            status, obj = self.server.request(method, path, body=body, headers=headers)
         if status not in (200, 201):
             raise AssertionError(f"{method} {path}: {status} {obj!r}"[:600])
         return obj

@@ -242,23 +242,40 @@ TEST_F(ApiHandlerTest, ClusterWideListSpansNamespaces) {
   EXPECT_EQ(list.at("kind"), "ConfigMapList");
 }
 
-TEST_F(ApiHandlerTest, DeleteReturnsTheObjectAtTheDeleteRevision) {
+TEST_F(ApiHandlerTest, DeleteAnswersAStatusOrThePodAtTheDeleteRevision) {
   auto created = call_json("POST", kCM, cm("a"), 201);
   auto deleted = call_json("DELETE", std::string(kCM) + "/a");
-  EXPECT_EQ(deleted.at("metadata").at("name"), "a");
-  EXPECT_NE(deleted.at("metadata").at("resourceVersion"),
-            created.at("metadata").at("resourceVersion"));
+  EXPECT_EQ(deleted.at("kind"), "Status");
+  EXPECT_EQ(deleted.at("status"), "Success");
+  EXPECT_EQ(deleted.at("details").at("name"), "a");
+  EXPECT_EQ(deleted.at("details").at("kind"), "configmaps");
+  EXPECT_EQ(deleted.at("details").at("uid"), created.at("metadata").at("uid"));
+  const std::string pod =
+      R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},
+          "spec":{"containers":[{"name":"c","image":"i"}]}})";
+  auto created_pod = call_json("POST", "/api/v1/namespaces/default/pods", pod, 201);
+  auto deleted_pod = call_json("DELETE", "/api/v1/namespaces/default/pods/p");
+  EXPECT_EQ(deleted_pod.at("kind"), "Pod");
+  EXPECT_NE(deleted_pod.at("metadata").at("resourceVersion"),
+            created_pod.at("metadata").at("resourceVersion"));
   auto missing = call_json("GET", std::string(kCM) + "/a", "", 404);
   EXPECT_EQ(missing.at("reason"), "NotFound");
   EXPECT_EQ(missing.at("message"), "configmaps \"a\" not found");
 }
 
-TEST_F(ApiHandlerTest, DeletingANamespaceDeletesItsContents) {
+TEST_F(ApiHandlerTest, DeletingANamespaceMakesItTerminatingAndClosedToNewObjects) {
+  // Emptying it is the namespace controller's work (e2e deletion suite).
   call_json("POST", "/api/v1/namespaces/other/configmaps", cm("b"), 201);
-  auto status = call_json("DELETE", "/api/v1/namespaces/other");
-  EXPECT_EQ(status.at("status"), "Success");
-  EXPECT_EQ(call_json("GET", "/api/v1/configmaps").at("items").as_array().size(), 0u);
-  call_json("POST", "/api/v1/namespaces/other/configmaps", cm("b"), 404);
+  auto ns = call_json("DELETE", "/api/v1/namespaces/other");
+  EXPECT_EQ(ns.at("status").at("phase"), "Terminating");
+  EXPECT_TRUE(ns.at("metadata").as_object().contains("deletionTimestamp"));
+  auto refused = call_json("POST", "/api/v1/namespaces/other/configmaps", cm("c"), 403);
+  EXPECT_EQ(refused.at("message"),
+            "configmaps \"c\" is forbidden: unable to create new content in namespace other "
+            "because it is being terminated");
+  EXPECT_EQ(refused.at("details").at("causes").at(0).at("reason"), "NamespaceTerminating");
+  auto immortal = call_json("DELETE", "/api/v1/namespaces/default", "", 403);
+  EXPECT_EQ(immortal.at("message"), "namespaces \"default\" is forbidden: this namespace may not be deleted");
 }
 
 TEST_F(ApiHandlerTest, DeleteCollectionHonoursSelectors) {
@@ -548,7 +565,7 @@ TEST_F(UnreadableObjectTest, IsA500ThatSaysHowToDeleteItAndDoesNotBreakLists) {
   // The option changes nothing for an object that can be read.
   auto good = call_json(
       "DELETE", std::string(kCM) + "/good?ignoreStoreReadErrorWithClusterBreakingPotential=true");
-  EXPECT_EQ(good.at("kind"), "ConfigMap");
+  EXPECT_EQ(good.at("details").at("name"), "good");
   // The name is free again.
   call_json("POST", kCM, cm("inf"), 201);
 }

@@ -29,7 +29,7 @@ TEST(Table, PodListBecomesRowsWithReadyAndStatus) {
               "status":{"phase":"Running","containerStatuses":[{"ready":true,"restartCount":2}]}}]})")
                   .as_object();
   auto now = system_clock::from_time_t(1767225600 + 90);  // 90 s after creation
-  auto table = to_table(*pods, list, now);
+  auto table = to_table(*pods, list, now, IncludeObject::metadata);
   EXPECT_EQ(table.at("kind"), "Table");
   EXPECT_EQ(table.at("metadata").at("resourceVersion"), "7");
   const auto& row = table.at("rows").at(0).at("cells").as_array();
@@ -41,18 +41,33 @@ TEST(Table, PodListBecomesRowsWithReadyAndStatus) {
   EXPECT_EQ(table.at("rows").at(0).at("object").at("metadata").at("name"), "a");
 }
 
+TEST(Table, RowsCarryTheMetadataTheWholeObjectOrNothingAsAsked) {
+  auto scheme = registry::Scheme::builtin();
+  const auto* cms = scheme->find("", "v1", "configmaps");
+  auto cm = json::parse(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},
+    "data":{"k":"v"}})").as_object();
+  auto now = system_clock::from_time_t(1767225600);
+  auto whole = to_table(*cms, cm, now, IncludeObject::object);
+  EXPECT_EQ(whole.at("rows").at(0).at("object"), cm);
+  auto none = to_table(*cms, cm, now, IncludeObject::none);
+  EXPECT_FALSE(none.at("rows").at(0).as_object().contains("object"));
+  EXPECT_EQ(parse_include_object(""), IncludeObject::metadata);
+  EXPECT_EQ(parse_include_object("Object"), IncludeObject::object);
+  EXPECT_EQ(parse_include_object("object"), std::nullopt);
+}
+
 TEST(Table, BuiltinKindsShowTheirColumnsWithKubectlsPlaceholders) {
   auto scheme = registry::Scheme::builtin();
   auto now = system_clock::from_time_t(1767225600 + 60);
   auto svc = json::parse(R"({"metadata":{"name":"web","creationTimestamp":"2026-01-01T00:00:00Z"},
     "spec":{"type":"ClusterIP","ports":[{"port":80,"protocol":"TCP"},{"port":53,"protocol":"UDP"}]}})")
                  .as_object();
-  auto table = to_table(*scheme->find("", "v1", "services"), svc, now);
+  auto table = to_table(*scheme->find("", "v1", "services"), svc, now, IncludeObject::metadata);
   EXPECT_EQ(table.at("rows").at(0).at("cells"),
             json::parse(R"(["web","ClusterIP","<none>","<none>","80/TCP,53/UDP","60s","<none>"])"));
   auto cm = json::parse(R"({"metadata":{"name":"c"},"data":{"a":"1","b":"2"},"binaryData":{"c":"eA=="}})")
                 .as_object();
-  table = to_table(*scheme->find("", "v1", "configmaps"), cm, now);
+  table = to_table(*scheme->find("", "v1", "configmaps"), cm, now, IncludeObject::metadata);
   EXPECT_EQ(table.at("rows").at(0).at("cells"), json::parse(R"(["c",3,"<unknown>"])"));
 }
 
@@ -61,7 +76,10 @@ TEST(Table, WorkloadAndStorageKindsPrintAsKubesPrinters) {
   auto now = system_clock::from_time_t(1767225600 + 300);
   auto cells = [&](const char* group, const char* resource, const char* object) {
     auto obj = json::parse(object).as_object();
-    return to_table(*scheme->find(group, "v1", resource), obj, now).at("rows").at(0).at("cells");
+    return to_table(*scheme->find(group, "v1", resource), obj, now, IncludeObject::metadata)
+        .at("rows")
+        .at(0)
+        .at("cells");
   };
   // A job that started 5 minutes ago and has not finished: its duration runs to now.
   EXPECT_EQ(cells("batch", "jobs", R"({"metadata":{"name":"pi","creationTimestamp":"2026-01-01T00:00:00Z"},
@@ -109,11 +127,11 @@ TEST(Table, ACustomResourceGetsNameThenItsPrinterColumns) {
   auto obj = json::parse(R"({"metadata":{"name":"w","creationTimestamp":"2026-01-01T00:00:00Z"},
     "spec":{"color":"red","items":[1,2]}})")
                  .as_object();
-  auto table = to_table(info, obj, system_clock::from_time_t(1767225600 + 5));
+  auto table = to_table(info, obj, system_clock::from_time_t(1767225600 + 5), IncludeObject::metadata);
   EXPECT_EQ(table.at("columnDefinitions").at(0).at("name"), "Name");
   EXPECT_EQ(table.at("rows").at(0).at("cells"), json::parse(R"(["w","red",null,"[1,2]","5s"])"));
   info.printer_columns.clear();
-  table = to_table(info, obj, system_clock::from_time_t(1767225600 + 5));
+  table = to_table(info, obj, system_clock::from_time_t(1767225600 + 5), IncludeObject::metadata);
   EXPECT_EQ(table.at("rows").at(0).at("cells"), json::parse(R"(["w","5s"])"));
 }
 

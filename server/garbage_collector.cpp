@@ -1,0 +1,495 @@
+#include "server/garbage_collector.hpp"
+
+#include "registry/deletion.hpp"
+#include "registry/resource_store.hpp"
+#include "registry/scheme.hpp"
+#include "server/cacher_registry.hpp"
+#include "server/task_failure.hpp"
+#include "storage/stored_json.hpp"
+#include "watch/cacher.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json/array.hpp>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace kwatch::server {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+using registry::ResourceInfo;
+
+namespace {
+
+const json::object* object_at(const json::object& obj, std::string_view key) {
+  const json::value* v = obj.if_contains(key);
+  return v != nullptr ? v->if_object() : nullptr;
+}
+
+std::string string_at(const json::object* obj, std::string_view key) {
+  const json::value* v = obj != nullptr ? obj->if_contains(key) : nullptr;
+  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
+}
+
+bool has_finalizer(const json::object* meta, std::string_view finalizer) {
+  const json::value* f = meta != nullptr ? meta->if_contains("finalizers") : nullptr;
+  if (f == nullptr || !f->is_array()) return false;
+  for (const auto& v : f->get_array()) {
+    if (v.is_string() && v.get_string() == finalizer) return true;
+  }
+  return false;
+}
+
+bool being_deleted(const json::object* meta) {
+  return meta != nullptr && meta->contains("deletionTimestamp");
+}
+
+std::optional<json::object> parse_object(const std::string& text) {
+  auto parsed = storage::parse_json(text);
+  if (!parsed || !parsed->is_object()) return std::nullopt;
+  return std::move(parsed->get_object());
+}
+
+// Whether a cached object's text may matter to the collector, before parsing it.
+bool mentions(const std::string& text, std::string_view word) {
+  return text.find(word) != std::string::npos;
+}
+
+}  // namespace
+
+GarbageCollector::GarbageCollector(std::shared_ptr<registry::Scheme> scheme,
+                                   std::shared_ptr<registry::ResourceStore> store,
+                                   std::shared_ptr<CacherRegistry> cachers)
+    : scheme_(std::move(scheme)), store_(std::move(store)), cachers_(std::move(cachers)) {}
+
+void GarbageCollector::start(asio::any_io_executor executor) {
+  strand_.emplace(asio::make_strand(executor));
+  std::weak_ptr<GarbageCollector> weak = shared_from_this();
+  auto watch_new = [weak](std::shared_ptr<watch::Cacher> cacher) {
+    auto self = weak.lock();
+    if (!self || self->stopped_) return;
+    if (!self->watched_.insert(cacher->options().prefix).second) return;
+    asio::co_spawn(*self->strand_, self->watch_cacher(std::move(cacher)),
+                   [](std::exception_ptr e) { log_task_failure(e, "garbage collector watch"); });
+  };
+  // Registered before the existing caches are listed, so none falls between the two.
+  cachers_->on_added([strand = *strand_, watch_new](const std::string&,
+                                                    const std::shared_ptr<watch::Cacher>& cacher) {
+    asio::post(strand, [watch_new, cacher]() { watch_new(cacher); });
+  });
+  asio::post(*strand_, [self = shared_from_this(), watch_new]() {
+    for (auto& [resource, cacher] : self->cachers_->all()) watch_new(cacher);
+  });
+  asio::co_spawn(*strand_, [self = shared_from_this()]() { return self->work(); },
+                 [](std::exception_ptr e) { log_task_failure(e, "garbage collector"); });
+}
+
+void GarbageCollector::stop() {
+  stopped_ = true;
+  if (!strand_) return;
+  asio::post(*strand_, [self = shared_from_this()]() {
+    if (self->wake_) self->wake_->cancel();
+  });
+}
+
+const ResourceInfo* GarbageCollector::info_for_prefix(const std::string& prefix) const {
+  for (const ResourceInfo* info : scheme_->resources()) {
+    if (info->key_prefix() == prefix) return info;
+  }
+  return nullptr;
+}
+
+const ResourceInfo* GarbageCollector::owner_info(const OwnerRef& ref) const {
+  const auto slash = ref.api_version.find('/');
+  const std::string group = slash == std::string::npos ? "" : ref.api_version.substr(0, slash);
+  const std::string version =
+      slash == std::string::npos ? ref.api_version : ref.api_version.substr(slash + 1);
+  return scheme_->find_kind(group, version, ref.kind);
+}
+
+std::string GarbageCollector::owner_key(const Dependent& d, const OwnerRef& ref) const {
+  const ResourceInfo* info = owner_info(ref);
+  if (info == nullptr) return {};
+  return info->key(info->namespaced ? d.ns : "", ref.name);
+}
+
+asio::awaitable<void> GarbageCollector::watch_cacher(std::shared_ptr<watch::Cacher> cacher) {
+  const std::string prefix = cacher->options().prefix;
+  const ResourceInfo* info = info_for_prefix(prefix);
+  asio::steady_timer retry(*strand_);
+  while (info != nullptr && !stopped_ && cachers_->find(*info) == cacher) {
+    watch::WatchRequest request;
+    request.prefix = prefix;
+    request.send_initial_events = true;
+    request.internal = true;
+    request.deadline = std::chrono::steady_clock::now() + std::chrono::hours(24);
+    request.executor = *strand_;
+    auto session = co_await cacher->watch(std::move(request));
+    if (!session || (*session)->error()) {
+      // Not ready yet (start-up or a re-list): try again shortly.
+      retry.expires_after(std::chrono::milliseconds(100));
+      co_await retry.async_wait(asio::as_tuple(asio::use_awaitable));
+      continue;
+    }
+    // The initial events bring this resource's state again.
+    forget_prefix(prefix);
+    std::vector<watch::WatchFrame> frames;
+    while (!stopped_) {
+      auto next = co_await (*session)->next(frames);
+      if (!next) break;
+      for (const auto& frame : frames) observe(*info, frame);
+    }
+  }
+  forget_prefix(prefix);
+  watched_.erase(prefix);
+}
+
+void GarbageCollector::forget_prefix(const std::string& prefix) {
+  std::vector<std::string> keys;
+  for (auto it = dependents_.lower_bound(prefix);
+       it != dependents_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+    keys.push_back(it->first);
+  }
+  for (const auto& key : keys) unindex(key);
+}
+
+void GarbageCollector::index(const std::string& key, Dependent d) {
+  for (const auto& ref : d.owners) {
+    by_owner_uid_[ref.uid].insert(key);
+    if (auto k = owner_key(d, ref); !k.empty()) by_owner_key_[k].insert(key);
+  }
+  dependents_[key] = std::move(d);
+}
+
+void GarbageCollector::unindex(const std::string& key) {
+  auto it = dependents_.find(key);
+  if (it == dependents_.end()) return;
+  auto drop = [&key](std::map<std::string, std::set<std::string>>& m, const std::string& k) {
+    auto e = m.find(k);
+    if (e == m.end()) return;
+    e->second.erase(key);
+    if (e->second.empty()) m.erase(e);
+  };
+  for (const auto& ref : it->second.owners) {
+    drop(by_owner_uid_, ref.uid);
+    drop(by_owner_key_, owner_key(it->second, ref));
+  }
+  dependents_.erase(it);
+}
+
+void GarbageCollector::observe(const ResourceInfo& info, const watch::WatchFrame& frame) {
+  if (!frame.object) return;
+  if (frame.type != watch::EventType::added && frame.type != watch::EventType::modified &&
+      frame.type != watch::EventType::deleted) {
+    return;
+  }
+  const watch::CachedObject& o = *frame.object;
+  const std::string& key = o.key;
+  if (frame.type == watch::EventType::deleted) {
+    if (auto it = dependents_.find(key); it != dependents_.end()) {
+      // An owner waiting in foreground for this object may go now.
+      for (const auto& ref : it->second.owners) {
+        if (const ResourceInfo* oi = owner_info(ref)) enqueue(oi, owner_key(it->second, ref));
+      }
+      unindex(key);
+    }
+    if (auto it = by_owner_key_.find(key); it != by_owner_key_.end()) enqueue_all(it->second);
+    return;
+  }
+  const bool known = dependents_.count(key) > 0;
+  const bool owner = by_owner_key_.count(key) > 0;
+  const bool references = mentions(o.json, "\"ownerReferences\"");
+  const bool gc_finalizer = mentions(o.json, registry::kOrphanFinalizer) ||
+                            mentions(o.json, registry::kForegroundFinalizer);
+  if (!known && !owner && !references && !gc_finalizer) return;
+  auto obj = parse_object(o.json);
+  if (!obj) return;
+  const json::object* meta = object_at(*obj, "metadata");
+  Dependent d;
+  d.info = &info;
+  d.ns = o.ns;
+  d.name = o.name;
+  d.uid = string_at(meta, "uid");
+  if (const json::value* refs = meta != nullptr ? meta->if_contains("ownerReferences") : nullptr;
+      refs != nullptr && refs->is_array()) {
+    for (const auto& r : refs->get_array()) {
+      const json::object* ro = r.if_object();
+      if (ro == nullptr) continue;
+      OwnerRef ref;
+      ref.api_version = string_at(ro, "apiVersion");
+      ref.kind = string_at(ro, "kind");
+      ref.name = string_at(ro, "name");
+      ref.uid = string_at(ro, "uid");
+      const json::value* block = ro->if_contains("blockOwnerDeletion");
+      ref.block = block != nullptr && block->is_bool() && block->get_bool();
+      if (!ref.uid.empty()) d.owners.push_back(std::move(ref));
+    }
+  }
+  bool changed = !known && !d.owners.empty();
+  if (known) {
+    const Dependent& before = dependents_.at(key);
+    auto same = [](const OwnerRef& a, const OwnerRef& b) {
+      return a.uid == b.uid && a.block == b.block && a.name == b.name && a.kind == b.kind;
+    };
+    changed = before.uid != d.uid ||
+              !std::equal(before.owners.begin(), before.owners.end(), d.owners.begin(),
+                          d.owners.end(), same);
+    if (changed) unindex(key);
+  }
+  if (changed && !d.owners.empty()) index(key, d);
+  if (changed && !d.owners.empty()) enqueue(&info, key);
+  if (being_deleted(meta) && (has_finalizer(meta, registry::kOrphanFinalizer) ||
+                              has_finalizer(meta, registry::kForegroundFinalizer))) {
+    enqueue(&info, key);
+  }
+  // An owner that changed (re-created, or deleting in foreground): its dependents look again.
+  if (owner) {
+    if (auto it = by_owner_key_.find(key); it != by_owner_key_.end()) enqueue_all(it->second);
+  }
+}
+
+void GarbageCollector::enqueue(const ResourceInfo* info, const std::string& key) {
+  if (info == nullptr || key.empty() || !queued_.insert(key).second) return;
+  queue_.push_back({info, key});
+  if (wake_) wake_->cancel();
+}
+
+void GarbageCollector::enqueue_all(const std::set<std::string>& keys) {
+  for (const auto& key : keys) {
+    if (auto it = dependents_.find(key); it != dependents_.end()) enqueue(it->second.info, key);
+  }
+}
+
+asio::awaitable<void> GarbageCollector::work() {
+  wake_ = std::make_unique<asio::steady_timer>(*strand_);
+  while (!stopped_) {
+    if (queue_.empty()) {
+      wake_->expires_at(asio::steady_timer::time_point::max());
+      co_await wake_->async_wait(asio::as_tuple(asio::use_awaitable));
+      continue;
+    }
+    Work w = std::move(queue_.front());
+    queue_.pop_front();
+    queued_.erase(w.key);
+    try {
+      co_await process(*w.info, w.key);
+    } catch (const std::exception& e) {
+      spdlog::warn("garbage collector: {}: {}", storage::to_valid_utf8(w.key), e.what());
+    }
+  }
+}
+
+asio::awaitable<void> GarbageCollector::process(const ResourceInfo& info, const std::string& key) {
+  auto cacher = cachers_->find(info);
+  if (!cacher) co_return;
+  watch::ObjectPtr cached = cacher->get(key);
+  if (!cached) co_return;
+  auto obj = parse_object(cached->json);
+  if (!obj) co_return;
+  const json::object* meta = object_at(*obj, "metadata");
+  if (being_deleted(meta)) {
+    if (has_finalizer(meta, registry::kOrphanFinalizer)) {
+      co_await orphan_dependents(*obj);
+      co_await drop_finalizer(info, *obj, registry::kOrphanFinalizer);
+    } else if (has_finalizer(meta, registry::kForegroundFinalizer)) {
+      co_await delete_dependents(info, *obj);
+    }
+    co_return;
+  }
+  if (dependents_.count(key)) co_await collect(info, key);
+}
+
+asio::awaitable<void> GarbageCollector::orphan_dependents(const json::object& owner) {
+  const std::string uid = string_at(object_at(owner, "metadata"), "uid");
+  auto it = by_owner_uid_.find(uid);
+  if (it == by_owner_uid_.end()) co_return;
+  const std::set<std::string> keys = it->second;
+  for (const auto& key : keys) {
+    auto d = dependents_.find(key);
+    if (d == dependents_.end()) continue;
+    const Dependent dependent = d->second;
+    std::set<std::string> uids{uid};  // named: GCC 12 mishandles temporaries in a co_await
+    co_await drop_references(dependent, std::move(uids));
+  }
+}
+
+asio::awaitable<void> GarbageCollector::delete_dependents(const ResourceInfo& info,
+                                                          const json::object& owner) {
+  const json::object* meta = object_at(owner, "metadata");
+  const std::string uid = string_at(meta, "uid");
+  std::size_t blocking = 0;
+  if (auto it = by_owner_uid_.find(uid); it != by_owner_uid_.end()) {
+    for (const auto& key : it->second) {
+      const Dependent& d = dependents_.at(key);
+      const bool blocks = std::any_of(d.owners.begin(), d.owners.end(), [&](const OwnerRef& r) {
+        return r.uid == uid && r.block;
+      });
+      if (blocks) ++blocking;
+      enqueue(d.info, key);  // collect() finds its owner waiting and deletes it
+    }
+  }
+  if (blocking > 0) co_return;  // each dependent's deletion brings the owner back here
+  co_await drop_finalizer(info, owner, registry::kForegroundFinalizer);
+}
+
+asio::awaitable<GarbageCollector::OwnerState> GarbageCollector::owner_state(const std::string& ns,
+                                                                          const OwnerRef& ref) {
+  const ResourceInfo* info = owner_info(ref);
+  // An owner of a kind not served (yet), or a namespaced owner named by a cluster-scoped object:
+  // nothing can be concluded, so nothing is deleted.
+  if (info == nullptr || (info->namespaced && ns.empty())) co_return OwnerState::solid;
+  const std::string owner_ns = info->namespaced ? ns : "";
+  auto state_of = [&ref](const json::object& owner) {
+    const json::object* meta = object_at(owner, "metadata");
+    if (string_at(meta, "uid") != ref.uid) return OwnerState::gone;
+    if (being_deleted(meta) && has_finalizer(meta, registry::kForegroundFinalizer)) {
+      return OwnerState::waiting;
+    }
+    return OwnerState::solid;
+  };
+  if (auto cacher = cachers_->find(*info)) {
+    if (auto cached = cacher->get(info->key(owner_ns, ref.name))) {
+      if (auto owner = parse_object(cached->json); owner && state_of(*owner) != OwnerState::gone) {
+        co_return state_of(*owner);
+      }
+    }
+  }
+  // The cache may lag: absence is only believed from storage.
+  std::string name = ref.name;
+  std::string ns_copy = owner_ns;
+  std::string any_version;
+  auto stored = co_await store_->get(*info, std::move(ns_copy), std::move(name),
+                                     std::move(any_version));
+  if (!stored) {
+    co_return stored.error().code == storage::Errc::not_found ? OwnerState::gone
+                                                               : OwnerState::solid;
+  }
+  co_return state_of(*stored);
+}
+
+asio::awaitable<void> GarbageCollector::collect(const ResourceInfo& info, const std::string& key) {
+  const Dependent d = dependents_.at(key);
+  std::set<std::string> stale;  // references to owners that are gone or waiting
+  bool solid = false;
+  bool waiting = false;
+  for (const auto& ref : d.owners) {
+    switch (co_await owner_state(d.ns, ref)) {
+      case OwnerState::solid:
+        solid = true;
+        break;
+      case OwnerState::waiting:
+        waiting = true;
+        stale.insert(ref.uid);
+        break;
+      case OwnerState::gone:
+        stale.insert(ref.uid);
+        break;
+    }
+  }
+  if (stale.empty()) co_return;
+  if (solid) {
+    // Kept by a live owner: only the references to the others go.
+    co_await drop_references(d, std::move(stale));
+    co_return;
+  }
+  registry::DeleteQuery query;
+  query.uid = d.uid;
+  auto cacher = cachers_->find(info);
+  auto cached = cacher ? cacher->get(key) : nullptr;
+  auto obj = cached ? parse_object(cached->json) : std::nullopt;
+  const json::object* meta = obj ? object_at(*obj, "metadata") : nullptr;
+  if (waiting && by_owner_uid_.count(d.uid)) {
+    query.propagation = registry::Propagation::foreground;  // its owner waits for its dependents too
+  } else if (has_finalizer(meta, registry::kOrphanFinalizer)) {
+    query.propagation = registry::Propagation::orphan;
+  } else if (has_finalizer(meta, registry::kForegroundFinalizer)) {
+    query.propagation = registry::Propagation::foreground;
+  } else {
+    query.propagation = registry::Propagation::background;
+  }
+  std::string ns = d.ns;
+  std::string name = d.name;
+  auto r = co_await store_->remove(info, std::move(ns), std::move(name), std::move(query));
+  if (!r && r.error().code != storage::Errc::not_found && r.error().code != storage::Errc::conflict) {
+    spdlog::warn("garbage collector: cannot delete {}: {}", storage::to_valid_utf8(key),
+                 r.error().message);
+  } else if (r) {
+    spdlog::debug("garbage collector deleted {}", storage::to_valid_utf8(key));
+  }
+}
+
+asio::awaitable<bool> GarbageCollector::drop_finalizer(const ResourceInfo& info,
+                                                       const json::object& obj,
+                                                       std::string_view finalizer) {
+  const json::object* meta = object_at(obj, "metadata");
+  const std::string ns = string_at(meta, "namespace");
+  const std::string name = string_at(meta, "name");
+  for (int attempt = 0; attempt < 5 && !stopped_; ++attempt) {
+    std::string ns_copy = ns, name_copy = name, any_version;
+    auto current = co_await store_->get(info, std::move(ns_copy), std::move(name_copy),
+                                        std::move(any_version));
+    if (!current) co_return false;
+    json::value* f = (*current)["metadata"].as_object().if_contains("finalizers");
+    if (f == nullptr || !f->is_array()) co_return true;
+    json::array kept;
+    for (const auto& v : f->get_array()) {
+      if (!(v.is_string() && v.get_string() == finalizer)) kept.push_back(v);
+    }
+    if (kept.size() == f->get_array().size()) co_return true;
+    *f = std::move(kept);
+    registry::WriteQuery query;
+    std::string ns_arg = ns, name_arg = name;
+    auto r = co_await store_->update(info, std::move(ns_arg), std::move(name_arg),
+                                     std::move(*current), std::move(query));
+    if (r) co_return true;
+    if (r.error().code != storage::Errc::conflict) {
+      spdlog::warn("garbage collector: cannot remove finalizer {} of {}/{}: {}", finalizer, ns,
+                   name, r.error().message);
+      co_return false;
+    }
+  }
+  co_return false;
+}
+
+asio::awaitable<bool> GarbageCollector::drop_references(const Dependent& d,
+                                                        std::set<std::string> uids) {
+  for (int attempt = 0; attempt < 5 && !stopped_; ++attempt) {
+    std::string ns = d.ns, name = d.name, any_version;
+    auto current = co_await store_->get(*d.info, std::move(ns), std::move(name),
+                                        std::move(any_version));
+    if (!current) co_return false;
+    json::object& meta = (*current)["metadata"].as_object();
+    if (string_at(&meta, "uid") != d.uid) co_return false;  // another object by now
+    json::value* refs = meta.if_contains("ownerReferences");
+    if (refs == nullptr || !refs->is_array()) co_return true;
+    json::array kept;
+    for (const auto& r : refs->get_array()) {
+      const json::object* ro = r.if_object();
+      if (ro == nullptr || !uids.count(string_at(ro, "uid"))) kept.push_back(r);
+    }
+    if (kept.size() == refs->get_array().size()) co_return true;
+    if (kept.empty()) {
+      meta.erase("ownerReferences");
+    } else {
+      *refs = std::move(kept);
+    }
+    registry::WriteQuery query;
+    std::string ns_arg = d.ns, name_arg = d.name;
+    auto r = co_await store_->update(*d.info, std::move(ns_arg), std::move(name_arg),
+                                     std::move(*current), std::move(query));
+    if (r) co_return true;
+    if (r.error().code != storage::Errc::conflict) {
+      spdlog::warn("garbage collector: cannot remove owner references of {}/{}: {}", d.ns, d.name,
+                   r.error().message);
+      co_return false;
+    }
+  }
+  co_return false;
+}
+
+}  // namespace kwatch::server
