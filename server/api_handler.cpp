@@ -12,6 +12,7 @@
 #include "server/audit_log.hpp"
 #include "server/cacher_registry.hpp"
 #include "server/discovery.hpp"
+#include "server/media_type.hpp"
 #include "server/selector_predicate.hpp"
 #include "server/service_account_tokens.hpp"
 #include "server/status.hpp"
@@ -304,6 +305,37 @@ bool wants_aggregated_discovery(const ApiRequest& request) {
          request.accept.find("v=v2;") != std::string::npos;
 }
 
+// kube's 406 when no representation the client accepts can be made.
+ApiError not_acceptable() {
+  return {Errc::not_acceptable, "only the following media types are accepted: " +
+                                    std::string(kAcceptedMediaTypes)};
+}
+
+// A JSON answer (a cached list's items included) as YAML.
+void as_yaml(ApiResponse& response) {
+  if (response.content_type.rfind("application/json", 0) != 0) return;
+  std::string text = std::move(response.body);
+  bool first = true;
+  for (const auto& item : response.items) {
+    if (!first) text.push_back(',');
+    first = false;
+    text += item->json;
+  }
+  text += response.tail;
+  response.items.clear();
+  response.tail.clear();
+  json::parse_options options;
+  options.max_depth = storage::kMaxJsonDepth + 2;
+  boost::system::error_code ec;
+  auto parsed = json::parse(text, ec, {}, options);
+  if (ec) {
+    response.body = std::move(text);
+    return;
+  }
+  response.body = to_yaml(parsed);
+  response.content_type = "application/yaml";
+}
+
 bool wants_table(const ApiRequest& request) {
   return request.accept.find("as=Table") != std::string::npos;
 }
@@ -408,6 +440,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
   const auto& seg = url->segments;
   Route route;
   ApiResponse response;
+  std::optional<Representation> representation = Representation::json;
   const bool get = request.method == "GET" || request.method == "HEAD";
 
   // Who is asking; a request for a resource is authorized below, once its route is known.
@@ -527,6 +560,8 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
     } else {
       response = not_found_path();
     }
+  } else if ((seg[0] == "api" || seg[0] == "apis") && !(representation = negotiate(request.accept, false))) {
+    response = error_response(not_acceptable());
   } else if (seg[0] == "api" || seg[0] == "apis") {
     const bool core = seg[0] == "api";
     const std::size_t gv_len = core ? 2 : 3;
@@ -604,6 +639,13 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
     response = not_found_path();
   }
 
+  if (representation == Representation::yaml) {
+    if (response.streaming) {
+      response = error_response(not_acceptable());  // a watch has no YAML form
+    } else {
+      as_yaml(response);
+    }
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::string resource = route.info ? route.info->resource : "";

@@ -1,6 +1,7 @@
 #include "server/garbage_collector.hpp"
 
 #include "registry/deletion.hpp"
+#include "registry/json_path.hpp"
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
 #include "server/cacher_registry.hpp"
@@ -26,14 +27,8 @@ using registry::ResourceInfo;
 
 namespace {
 
-const json::object* object_at(const json::object& obj, std::string_view key) {
-  const json::value* v = obj.if_contains(key);
-  return v != nullptr ? v->if_object() : nullptr;
-}
-
 std::string string_at(const json::object* obj, std::string_view key) {
-  const json::value* v = obj != nullptr ? obj->if_contains(key) : nullptr;
-  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
+  return std::string(registry::string_member(obj, key));
 }
 
 bool has_finalizer(const json::object* meta, std::string_view finalizer) {
@@ -209,7 +204,7 @@ void GarbageCollector::observe(const ResourceInfo& info, const watch::WatchFrame
   if (!known && !owner && !references && !gc_finalizer) return;
   auto obj = parse_object(o.json);
   if (!obj) return;
-  const json::object* meta = object_at(*obj, "metadata");
+  const json::object* meta = registry::object_member(*obj, "metadata");
   Dependent d;
   d.info = &info;
   d.ns = o.ns;
@@ -291,7 +286,7 @@ asio::awaitable<void> GarbageCollector::process(const ResourceInfo& info, const 
   if (!cached) co_return;
   auto obj = parse_object(cached->json);
   if (!obj) co_return;
-  const json::object* meta = object_at(*obj, "metadata");
+  const json::object* meta = registry::object_member(*obj, "metadata");
   if (being_deleted(meta)) {
     if (has_finalizer(meta, registry::kOrphanFinalizer)) {
       co_await orphan_dependents(*obj);
@@ -305,7 +300,7 @@ asio::awaitable<void> GarbageCollector::process(const ResourceInfo& info, const 
 }
 
 asio::awaitable<void> GarbageCollector::orphan_dependents(const json::object& owner) {
-  const std::string uid = string_at(object_at(owner, "metadata"), "uid");
+  const std::string uid = string_at(registry::object_member(owner, "metadata"), "uid");
   auto it = by_owner_uid_.find(uid);
   if (it == by_owner_uid_.end()) co_return;
   const std::set<std::string> keys = it->second;
@@ -320,7 +315,7 @@ asio::awaitable<void> GarbageCollector::orphan_dependents(const json::object& ow
 
 asio::awaitable<void> GarbageCollector::delete_dependents(const ResourceInfo& info,
                                                           const json::object& owner) {
-  const json::object* meta = object_at(owner, "metadata");
+  const json::object* meta = registry::object_member(owner, "metadata");
   const std::string uid = string_at(meta, "uid");
   std::size_t blocking = 0;
   if (auto it = by_owner_uid_.find(uid); it != by_owner_uid_.end()) {
@@ -345,7 +340,7 @@ asio::awaitable<GarbageCollector::OwnerState> GarbageCollector::owner_state(cons
   if (info == nullptr || (info->namespaced && ns.empty())) co_return OwnerState::solid;
   const std::string owner_ns = info->namespaced ? ns : "";
   auto state_of = [&ref](const json::object& owner) {
-    const json::object* meta = object_at(owner, "metadata");
+    const json::object* meta = registry::object_member(owner, "metadata");
     if (string_at(meta, "uid") != ref.uid) return OwnerState::gone;
     if (being_deleted(meta) && has_finalizer(meta, registry::kForegroundFinalizer)) {
       return OwnerState::waiting;
@@ -402,7 +397,7 @@ asio::awaitable<void> GarbageCollector::collect(const ResourceInfo& info, const 
   auto cacher = cachers_->find(info);
   auto cached = cacher ? cacher->get(key) : nullptr;
   auto obj = cached ? parse_object(cached->json) : std::nullopt;
-  const json::object* meta = obj ? object_at(*obj, "metadata") : nullptr;
+  const json::object* meta = obj ? registry::object_member(*obj, "metadata") : nullptr;
   if (waiting && by_owner_uid_.count(d.uid)) {
     query.propagation = registry::Propagation::foreground;  // its owner waits for its dependents too
   } else if (has_finalizer(meta, registry::kOrphanFinalizer)) {
@@ -426,7 +421,7 @@ asio::awaitable<void> GarbageCollector::collect(const ResourceInfo& info, const 
 asio::awaitable<bool> GarbageCollector::drop_finalizer(const ResourceInfo& info,
                                                        const json::object& obj,
                                                        std::string_view finalizer) {
-  const json::object* meta = object_at(obj, "metadata");
+  const json::object* meta = registry::object_member(obj, "metadata");
   const std::string ns = string_at(meta, "namespace");
   const std::string name = string_at(meta, "name");
   for (int attempt = 0; attempt < 5 && !stopped_; ++attempt) {

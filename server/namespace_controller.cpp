@@ -1,5 +1,6 @@
 #include "server/namespace_controller.hpp"
 
+#include "registry/json_path.hpp"
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
 #include "registry/timestamps.hpp"
@@ -25,18 +26,12 @@ namespace {
 // The finalizer a namespace carries in spec.finalizers until its contents are gone.
 constexpr std::string_view kNamespaceFinalizer = "kubernetes";
 
-const json::object* object_at(const json::object& obj, std::string_view key) {
-  const json::value* v = obj.if_contains(key);
-  return v != nullptr ? v->if_object() : nullptr;
-}
-
 std::string string_at(const json::object* obj, std::string_view key) {
-  const json::value* v = obj != nullptr ? obj->if_contains(key) : nullptr;
-  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
+  return std::string(registry::string_member(obj, key));
 }
 
 bool has_namespace_finalizer(const json::object& ns) {
-  const json::object* spec = object_at(ns, "spec");
+  const json::object* spec = registry::object_member(ns, "spec");
   const json::value* f = spec != nullptr ? spec->if_contains("finalizers") : nullptr;
   if (f == nullptr || !f->is_array()) return false;
   for (const auto& v : f->get_array()) {
@@ -132,8 +127,8 @@ asio::awaitable<void> NamespaceController::ensure_default_service_account(const 
 }
 
 asio::awaitable<bool> NamespaceController::empty_namespace(json::object ns) {
-  const std::string name = object_at(ns, "metadata") != nullptr
-                               ? string_at(object_at(ns, "metadata"), "name")
+  const std::string name = registry::object_member(ns, "metadata") != nullptr
+                               ? string_at(registry::object_member(ns, "metadata"), "name")
                                : std::string();
   std::map<std::string, std::size_t> remaining;   // group-resource -> objects left
   std::map<std::string, std::size_t> finalizers;  // finalizer -> objects it holds
@@ -157,7 +152,7 @@ asio::awaitable<bool> NamespaceController::empty_namespace(json::object ns) {
       registry::DeleteQuery query;
       query.propagation = registry::Propagation::background;
       std::string ns_name = name;
-      std::string object_name = string_at(object_at(*obj, "metadata"), "name");
+      std::string object_name = string_at(registry::object_member(*obj, "metadata"), "name");
       auto r = co_await store_->remove(*info, std::move(ns_name), std::move(object_name),
                                        std::move(query));
       if (!r) {
@@ -166,7 +161,7 @@ asio::awaitable<bool> NamespaceController::empty_namespace(json::object ns) {
         ++remaining[group_resource(*info)];
         continue;
       }
-      const json::object* meta = object_at(*r, "metadata");
+      const json::object* meta = registry::object_member(*r, "metadata");
       if (meta == nullptr || !meta->contains("deletionTimestamp")) continue;  // gone
       ++remaining[group_resource(*info)];
       const json::value* f = meta->if_contains("finalizers");
@@ -208,7 +203,7 @@ asio::awaitable<bool> NamespaceController::empty_namespace(json::object ns) {
                                "All content-preserving finalizers finished")
                    : condition("NamespaceFinalizersRemaining", true, "SomeFinalizersRemain",
                                "Some content in the namespace has finalizers remaining: " + held));
-  const json::object* status = object_at(ns, "status");
+  const json::object* status = registry::object_member(ns, "status");
   if (!same_conditions(status != nullptr ? status->if_contains("conditions") : nullptr,
                        conditions)) {
     co_await write_conditions(name, std::move(conditions));

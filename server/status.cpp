@@ -27,6 +27,7 @@ StatusCode status_code(Errc code) {
     case Errc::method_not_allowed: return {405, "MethodNotAllowed"};
     case Errc::unauthorized: return {401, "Unauthorized"};
     case Errc::forbidden: return {403, "Forbidden"};
+    case Errc::not_acceptable: return {406, "NotAcceptable"};
   }
   return {500, "InternalError"};
 }

@@ -27,6 +27,7 @@ class ErrcCategory final : public boost::system::error_category {
       case Errc::method_not_allowed: return "method not allowed";
       case Errc::unauthorized: return "unauthorized";
       case Errc::forbidden: return "forbidden";
+      case Errc::not_acceptable: return "not acceptable";
     }
     return "unknown kwatch error";
   }

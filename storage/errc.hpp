@@ -29,6 +29,7 @@ enum class Errc {
   method_not_allowed,  // a verb the resource does not allow now (405)
   unauthorized,    // no valid credentials (401)
   forbidden,       // the user may not do this (403)
+  not_acceptable,  // no representation the client accepts (406)
 };
 
 const boost::system::error_category& errc_category() noexcept;

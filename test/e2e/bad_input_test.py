@@ -2,6 +2,7 @@
 
 Usage: bad_input_test.py <path to kwatch-apiserver>
 """
+import http.client
 import json
 import socket
 import sys
@@ -34,6 +35,27 @@ def main():
 
             status, _ = server.request("POST", CM, body=configmap("base"))
             t.check("setup: create base configmap", status == 201)
+
+            # Accept: what kwatch cannot produce is 406; YAML is produced
+            for accept in ("application/vnd.kubernetes.protobuf", "application/xml", "text/html"):
+                expect(f"Accept: {accept}", "GET", CM, 406, "NotAcceptable",
+                       headers={"Accept": accept})
+            expect("a watch as YAML", "GET", CM + "?watch=true", 406, "NotAcceptable",
+                   headers={"Accept": "application/yaml"})
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+            conn.request("GET", CM + "/base", headers={"Accept": "application/yaml"})
+            resp = conn.getresponse()
+            text = resp.read().decode()
+            conn.close()
+            _, as_json = server.request("GET", CM + "/base")
+            try:
+                import yaml
+                same = yaml.safe_load(text) == as_json
+            except ImportError:
+                same = "name: base" in text
+            t.check("Accept: application/yaml answers with the same object as YAML",
+                    resp.status == 200 and resp.getheader("Content-Type") == "application/yaml"
+                    and same, text[:300])
 
             # Malformed bodies
             for i, raw in enumerate(['{', '[]', '"text"', 'null', '{"a":1}}', '\x00\xff\xfe',
