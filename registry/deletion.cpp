@@ -52,10 +52,12 @@ bool contains(const std::vector<std::string>& list, std::string_view item) {
   return std::find(list.begin(), list.end(), item) != list.end();
 }
 
-// ReplicationControllers in core/v1 orphan their pods unless told otherwise (the behaviour from
-// before the server-side garbage collector); every other kind deletes dependents in background.
+// ReplicationControllers in core/v1 and Jobs in batch/v1 orphan their pods unless told otherwise
+// (the behaviour from before the server-side garbage collector); every other kind deletes its
+// dependents in background.
 bool orphans_by_default(const ResourceInfo& info) {
-  return is_core(info, "replicationcontrollers");
+  return is_core(info, "replicationcontrollers") ||
+         (info.group == "batch" && info.resource == "jobs" && info.version == "v1");
 }
 
 // shouldOrphanDependents: an explicit option, then a finalizer already there, then the default.

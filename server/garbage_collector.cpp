@@ -210,6 +210,7 @@ void GarbageCollector::observe(const ResourceInfo& info, const watch::WatchFrame
   d.ns = o.ns;
   d.name = o.name;
   d.uid = string_at(meta, "uid");
+  d.revision = o.resource_version;
   if (const json::value* refs = meta != nullptr ? meta->if_contains("ownerReferences") : nullptr;
       refs != nullptr && refs->is_array()) {
     for (const auto& r : refs->get_array()) {
@@ -240,6 +241,12 @@ void GarbageCollector::observe(const ResourceInfo& info, const watch::WatchFrame
   if (changed && !d.owners.empty()) enqueue(&info, key);
   if (being_deleted(meta) && (has_finalizer(meta, registry::kOrphanFinalizer) ||
                               has_finalizer(meta, registry::kForegroundFinalizer))) {
+    if (has_finalizer(meta, registry::kOrphanFinalizer)) {
+      const auto now = std::chrono::steady_clock::now();
+      std::erase_if(orphaned_,
+                    [now](const auto& e) { return now - e.second.first > std::chrono::minutes(10); });
+      orphaned_.try_emplace(d.uid, now, o.resource_version);
+    }
     enqueue(&info, key);
   }
   // An owner that changed (re-created, or deleting in foreground): its dependents look again.
@@ -332,8 +339,9 @@ asio::awaitable<void> GarbageCollector::delete_dependents(const ResourceInfo& in
   co_await drop_finalizer(info, owner, registry::kForegroundFinalizer);
 }
 
-asio::awaitable<GarbageCollector::OwnerState> GarbageCollector::owner_state(const std::string& ns,
+asio::awaitable<GarbageCollector::OwnerState> GarbageCollector::owner_state(const Dependent& dependent,
                                                                           const OwnerRef& ref) {
+  const std::string& ns = dependent.ns;
   const ResourceInfo* info = owner_info(ref);
   // An owner of a kind not served (yet), or a namespaced owner named by a cluster-scoped object:
   // nothing can be concluded, so nothing is deleted.
@@ -360,11 +368,17 @@ asio::awaitable<GarbageCollector::OwnerState> GarbageCollector::owner_state(cons
   std::string any_version;
   auto stored = co_await store_->get(*info, std::move(ns_copy), std::move(name),
                                      std::move(any_version));
-  if (!stored) {
-    co_return stored.error().code == storage::Errc::not_found ? OwnerState::gone
-                                                               : OwnerState::solid;
+  OwnerState state = OwnerState::solid;  // storage trouble: conclude nothing
+  if (stored) {
+    state = state_of(*stored);
+  } else if (stored.error().code == storage::Errc::not_found) {
+    state = OwnerState::gone;
   }
-  co_return state_of(*stored);
+  if (auto it = orphaned_.find(ref.uid);
+      state == OwnerState::gone && it != orphaned_.end() && dependent.revision < it->second.second) {
+    state = OwnerState::orphaned;  // it was there when its owner orphaned its dependents
+  }
+  co_return state;
 }
 
 asio::awaitable<void> GarbageCollector::collect(const ResourceInfo& info, const std::string& key) {
@@ -372,8 +386,9 @@ asio::awaitable<void> GarbageCollector::collect(const ResourceInfo& info, const 
   std::set<std::string> stale;  // references to owners that are gone or waiting
   bool solid = false;
   bool waiting = false;
+  bool gone = false;
   for (const auto& ref : d.owners) {
-    switch (co_await owner_state(d.ns, ref)) {
+    switch (co_await owner_state(d, ref)) {
       case OwnerState::solid:
         solid = true;
         break;
@@ -382,13 +397,17 @@ asio::awaitable<void> GarbageCollector::collect(const ResourceInfo& info, const 
         stale.insert(ref.uid);
         break;
       case OwnerState::gone:
+        gone = true;
+        stale.insert(ref.uid);
+        break;
+      case OwnerState::orphaned:
         stale.insert(ref.uid);
         break;
     }
   }
   if (stale.empty()) co_return;
-  if (solid) {
-    // Kept by a live owner: only the references to the others go.
+  if (solid || (!gone && !waiting)) {
+    // Kept by a live owner, or left by owners that orphaned it: only the references go.
     co_await drop_references(d, std::move(stale));
     co_return;
   }

@@ -25,6 +25,7 @@
 #include <boost/json/object.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -72,13 +73,14 @@ class GarbageCollector : public std::enable_shared_from_this<GarbageCollector> {
     std::string ns;
     std::string name;
     std::string uid;
+    std::int64_t revision = 0;  // of the state indexed
     std::vector<OwnerRef> owners;
   };
   struct Work {
     const registry::ResourceInfo* info;
     std::string key;
   };
-  enum class OwnerState { solid, waiting, gone };
+  enum class OwnerState { solid, waiting, gone, orphaned };
 
   boost::asio::awaitable<void> watch_cacher(std::shared_ptr<watch::Cacher> cacher);
   void observe(const registry::ResourceInfo& info, const watch::WatchFrame& frame);
@@ -94,7 +96,7 @@ class GarbageCollector : public std::enable_shared_from_this<GarbageCollector> {
   boost::asio::awaitable<void> delete_dependents(const registry::ResourceInfo& info,
                                                  const boost::json::object& owner);
   boost::asio::awaitable<void> collect(const registry::ResourceInfo& info, const std::string& key);
-  boost::asio::awaitable<OwnerState> owner_state(const std::string& ns, const OwnerRef& ref);
+  boost::asio::awaitable<OwnerState> owner_state(const Dependent& dependent, const OwnerRef& ref);
   boost::asio::awaitable<bool> drop_finalizer(const registry::ResourceInfo& info,
                                               const boost::json::object& obj,
                                               std::string_view finalizer);
@@ -114,6 +116,10 @@ class GarbageCollector : public std::enable_shared_from_this<GarbageCollector> {
   std::map<std::string, Dependent> dependents_;          // key -> object with owners
   std::map<std::string, std::set<std::string>> by_owner_uid_;  // owner uid -> dependent keys
   std::map<std::string, std::set<std::string>> by_owner_key_;  // owner key -> dependent keys
+  // Owners seen being deleted with the orphan finalizer, and when: a dependent whose index entry
+  // arrives after its owner went (another cache's stream lagging) is orphaned, not deleted.
+  // The revision is the orphaning's: only dependents from before it were the owner's to orphan.
+  std::map<std::string, std::pair<std::chrono::steady_clock::time_point, std::int64_t>> orphaned_;
   std::deque<Work> queue_;
   std::set<std::string> queued_;
   std::unique_ptr<boost::asio::steady_timer> wake_;

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 
-from harness import Checks, Server, TempDir, wait_for
+from harness import Checks, Server, TempDir, WatchStream, summarize, wait_for
 
 CMS = "/api/v1/namespaces/{ns}/configmaps"
 DEPLOYS = "/apis/apps/v1/namespaces/{ns}/deployments"
@@ -253,6 +253,46 @@ def kubectl_and_python(checks, server, tmp):
         checks.check("kubectl delete --cascade=foreground: dependent and owner gone when it returns",
                      p.returncode == 0 and gone(server, DEPLOYS.format(ns="kc") + "/api")
                      and gone(server, CMS.format(ns="kc") + "/api-cfg"), p.stdout + p.stderr)
+        # A Deployment whose ReplicaSet and Pods carry the ownerReferences controllers give them.
+        ns = "kc"
+        rs_path = f"/apis/apps/v1/namespaces/{ns}/replicasets"
+        pods_path = f"/api/v1/namespaces/{ns}/pods"
+        dep = create(server, DEPLOYS.format(ns=ns), deployment("chain"))
+        rs = create(server, rs_path, {
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": "chain-1", "labels": {"app": "chain"},
+                         "ownerReferences": [owner_ref(dep, block=True)]},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "chain"}},
+                     "template": {"metadata": {"labels": {"app": "chain"}},
+                                  "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+        for i in range(2):
+            create(server, pods_path, {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"chain-1-{i}", "labels": {"app": "chain"},
+                             "ownerReferences": [owner_ref(rs, block=True)]},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+        rv = server.list_rv(pods_path)
+        streams = [WatchStream(server, f"{path}?watch=true&resourceVersion={rv}").start_background(keep=summarize)
+                   for path in (pods_path, rs_path, DEPLOYS.format(ns=ns))]
+        p = run("delete", "deployment", "chain", "-n", ns, "--cascade=foreground")
+        deleted = {}
+        try:
+            wait_for(lambda: sum(1 for s in streams for e in s.events() if e[0] == "DELETED") >= 4,
+                     what="four DELETED events")
+        except AssertionError:
+            pass
+        for s in streams:
+            for kind, key, event_rv in s.events():
+                if kind == "DELETED":
+                    deleted[key] = event_rv
+            s.close()
+        pods_rv = [deleted.get(f"{ns}/chain-1-{i}") for i in range(2)]
+        checks.check("kubectl delete deployment --cascade=foreground: pods, then the replica set, "
+                     "then the deployment, all gone when it returns",
+                     p.returncode == 0 and None not in pods_rv and deleted.get(f"{ns}/chain-1")
+                     and deleted.get(f"{ns}/chain")
+                     and max(pods_rv) < deleted[f"{ns}/chain-1"] < deleted[f"{ns}/chain"]
+                     and gone(server, f"{rs_path}/chain-1"), (p.stdout + p.stderr, deleted))
         p = run("delete", "namespace", "kc")
         checks.check("kubectl delete namespace waits until it is gone",
                      p.returncode == 0 and gone(server, "/api/v1/namespaces/kc"), p.stdout + p.stderr)

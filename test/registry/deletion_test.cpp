@@ -87,10 +87,13 @@ TEST(Deletion, ASecondDeleteMaySwitchAPendingPolicy) {
   EXPECT_EQ(plan_deletion(info("apps", "deployments"), marked, {}, true, kNow).action, Action::keep);
 }
 
-TEST(Deletion, ReplicationControllersOrphanByDefaultAndTheCollectorCanBeOff) {
+TEST(Deletion, ReplicationControllersAndJobsOrphanByDefaultAndTheCollectorCanBeOff) {
   auto rc = parse(R"({"metadata":{"name":"r"}})");
   EXPECT_EQ(finalizers(plan_deletion(info("", "replicationcontrollers"), rc, {}, true, kNow)),
             json::array({"orphan"}));
+  ResourceInfo jobs = info("batch", "jobs");
+  jobs.version = "v1";
+  EXPECT_EQ(finalizers(plan_deletion(jobs, rc, {}, true, kNow)), json::array({"orphan"}));
   DeleteQuery orphan;
   orphan.propagation = Propagation::orphan;
   EXPECT_EQ(plan_deletion(info("apps", "deployments"), rc, orphan, false, kNow).action,
