@@ -439,6 +439,18 @@ std::vector<PrinterColumn> event_columns() {
           text("Message", ".message", ""), name_column()};
 }
 
+// events.k8s.io/v1 Events, printed as kube prints them (from the same fields as core Events).
+std::vector<PrinterColumn> events_v1_columns() {
+  return {text("Type", ".type", ""), text("Reason", ".reason", ""),
+          computed("Object", "string",
+                   [](const json::object& o) {
+                     std::string k = str(o, "regarding.kind");
+                     for (auto& ch : k) ch = static_cast<char>(std::tolower(ch));
+                     return json::value(k + "/" + str(o, "regarding.name"));
+                   }),
+          text("Note", ".note", ""), name_column()};
+}
+
 std::vector<PrinterColumn> persistent_volume_columns() {
   return {name_column(),
           computed("Capacity", "string",
@@ -680,6 +692,7 @@ std::vector<PrinterColumn> builtin_columns(std::string_view kind) {
   if (kind == "Service") return service_columns();
   if (kind == "Node") return node_columns();
   if (kind == "Event") return event_columns();
+  if (kind == "events.k8s.io/Event") return events_v1_columns();
   if (kind == "PersistentVolume") return persistent_volume_columns();
   if (kind == "PersistentVolumeClaim") return persistent_volume_claim_columns();
   if (kind == "Ingress") return ingress_columns();

@@ -68,6 +68,40 @@ std::optional<std::string> event_field(const json::object& obj, std::string_view
   return std::string(string_at(source, "component"));
 }
 
+// events.k8s.io/v1 Events are core/v1 Events in storage, as in kube: the same objects under
+// other names (kube's events/v1 conversion).
+constexpr std::pair<std::string_view, std::string_view> kEventFieldNames[] = {
+    {"regarding", "involvedObject"},
+    {"note", "message"},
+    {"deprecatedSource", "source"},
+    {"deprecatedFirstTimestamp", "firstTimestamp"},
+    {"deprecatedLastTimestamp", "lastTimestamp"},
+    {"deprecatedCount", "count"},
+    {"reportingController", "reportingComponent"},
+};
+
+void rename_fields(json::object& obj, bool to_core) {
+  for (auto [served, stored] : kEventFieldNames) {
+    const std::string_view from = to_core ? served : stored;
+    const std::string_view to = to_core ? stored : served;
+    if (auto it = obj.find(from); it != obj.end()) {
+      json::value v = std::move(it->value());
+      obj.erase(it);
+      obj[to] = std::move(v);
+    }
+  }
+}
+
+void event_to_core(json::object& event) {
+  rename_fields(event, true);
+  event["apiVersion"] = "v1";
+}
+
+void event_from_core(json::object& event) {
+  rename_fields(event, false);
+  event["apiVersion"] = "events.k8s.io/v1";
+}
+
 // A selectable field whose value is a number the object may leave out, which Go reads as 0
 // (a replica set's "status.replicas", a job's "status.successful" from status.succeeded).
 std::function<std::optional<std::string>(const json::object&, std::string_view)> count_field(
@@ -254,6 +288,8 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
        .namespaced = false},
       // ---- the rest ----
       {.group = "coordination.k8s.io", .kind = "Lease", .resource = "leases"},
+      {.group = "events.k8s.io", .kind = "Event", .resource = "events", .short_names = {"ev"},
+       .hooks = {.to_stored = event_to_core, .to_served = event_from_core}},
       {.group = "rbac.authorization.k8s.io", .kind = "Role", .resource = "roles"},
       {.group = "rbac.authorization.k8s.io", .kind = "ClusterRole", .resource = "clusterroles",
        .namespaced = false},
@@ -287,7 +323,8 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
     info.hooks = k.hooks;
     if (k.kind == "Namespace" || k.kind == "Service") info.name_rule = NameRule::dns_label;
     if (k.group == "rbac.authorization.k8s.io") info.name_rule = NameRule::path_segment;
-    info.printer_columns = builtin_columns(k.kind);
+    info.printer_columns =
+        builtin_columns(k.group == "events.k8s.io" ? std::string_view("events.k8s.io/Event") : k.kind);
     if (auto schema = schemas.structural_schema(k.group, k.version, k.kind)) {
       SchemaCompileOptions options;
       options.path = "";

@@ -154,6 +154,7 @@ bool converts(const ResourceInfo& info) {
 }
 
 ApiResult<json::object> served_form(const ResourceInfo& info, ApiResult<json::object> obj) {
+  if (obj && info.hooks.to_served) info.hooks.to_served(*obj);
   if (obj && converts(info)) (*obj)["apiVersion"] = info.api_version();
   return obj;
 }
@@ -162,6 +163,7 @@ ApiResult<std::string> storable(const ResourceInfo& info, const std::string& nam
                                 json::object obj) {
   if (auto* meta = metadata_of(obj)) meta->erase("resourceVersion");
   if (converts(info)) obj["apiVersion"] = info.group + "/" + info.storage_version;
+  if (info.hooks.to_stored) info.hooks.to_stored(obj);
   json::value value(std::move(obj));
   if (auto problem = storage::json_problem(value)) {
     return invalid(info, name, {{"FieldValueInvalid", "Invalid value: " + problem->what,

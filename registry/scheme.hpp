@@ -57,6 +57,10 @@ struct KindHooks {
   std::function<void(const boost::json::object& obj, const boost::json::object* old,
                      std::vector<Cause>& causes)>
       validate;
+  // A kind served over another kind's objects (events.k8s.io/v1 Event over core/v1 Event): its
+  // object in the stored kind's form before a write, and back after a read. Both or neither.
+  std::function<void(boost::json::object& obj)> to_stored;
+  std::function<void(boost::json::object& obj)> to_served;
 };
 
 // A column of kubectl's table: a custom resource's additionalPrinterColumn, or one of the

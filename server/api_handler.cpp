@@ -1000,6 +1000,7 @@ std::shared_ptr<const watch::Predicate> predicate_of(const registry::CompiledLis
 // The cache holds a custom resource's objects as their storage version; reads of another
 // served version go to storage, which rewrites apiVersion.
 bool serves_other_version(const ResourceInfo& info) {
+  if (info.hooks.to_served) return true;  // served over another kind's objects
   return info.origin == registry::KindOrigin::custom && !info.storage_version.empty() &&
          info.storage_version != info.version;
 }
@@ -1053,12 +1054,14 @@ std::string table_of(const ResourceInfo& info, std::string_view json_text, Inclu
 // A custom resource's cached object (its storage version) as the watched version: conversion
 // strategy None rewrites apiVersion only.
 std::function<watch::ObjectPtr(const watch::ObjectPtr&)> version_converter(const ResourceInfo& info) {
-  return [api_version = info.api_version()](const watch::ObjectPtr& object) -> watch::ObjectPtr {
+  return [api_version = info.api_version(),
+          to_served = info.hooks.to_served](const watch::ObjectPtr& object) -> watch::ObjectPtr {
     json::parse_options options;
     options.max_depth = storage::kMaxJsonDepth;
     boost::system::error_code ec;
     auto parsed = json::parse(object->json, ec, {}, options);
     if (ec || !parsed.is_object()) return object;
+    if (to_served) to_served(parsed.get_object());
     parsed.get_object()["apiVersion"] = api_version;
     auto converted = std::make_shared<watch::CachedObject>(*object);
     converted->json = json::serialize(parsed);
@@ -1080,6 +1083,7 @@ std::function<watch::ObjectPtr(const watch::ObjectPtr&)> table_converter(const R
     boost::system::error_code ec;
     auto parsed = json::parse(object->json, ec, {}, options);
     if (ec || !parsed.is_object()) return object;
+    if (info.hooks.to_served) info.hooks.to_served(parsed.get_object());
     json::object table =
         to_table(info, parsed.get_object(), std::chrono::system_clock::now(), include);
     if (!*first) table["columnDefinitions"] = json::array();

@@ -377,6 +377,7 @@ def main():
             check_kubectl_create(t, server, kc)
             check_mistakes(t, server, kc, write)
             check_updates(t, server, kc, write)
+            check_events_v1(t, server, kc)
         finally:
             server.stop()
             if t.failed:
@@ -664,6 +665,42 @@ def check_kubectl_create(t, server, kc):
 
 def apply_text(kc, write, name, text):
     return kc("apply", "-f", write(name + ".yaml", text))
+
+
+def check_events_v1(t, server, kc):
+    """events.k8s.io/v1 Events are core Events in storage, each readable as the other."""
+    v1 = "/apis/events.k8s.io/v1/namespaces/default/events"
+    core = "/api/v1/namespaces/default/events"
+    status, created = server.request("POST", v1, body={
+        "apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "scaled"},
+        "eventTime": "2026-11-23T10:00:00.000000Z", "reportingController": "example.com/ctl",
+        "reportingInstance": "ctl-1", "action": "Scale", "reason": "Scaled", "note": "up to 3",
+        "type": "Normal", "regarding": {"kind": "Deployment", "name": "web", "namespace": "default",
+                                        "apiVersion": "apps/v1"}})
+    t.check("events.k8s.io/v1: create an Event", status == 201 and created.get("note") == "up to 3",
+            created)
+    status, as_core = server.request("GET", f"{core}/scaled")
+    t.check("and read it as a core Event (message, involvedObject, reportingComponent)",
+            status == 200 and as_core.get("message") == "up to 3"
+            and as_core.get("involvedObject", {}).get("name") == "web"
+            and as_core.get("reportingComponent") == "example.com/ctl"
+            and as_core["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"],
+            as_core)
+    server.request("POST", core, body={
+        "apiVersion": "v1", "kind": "Event", "metadata": {"name": "started"},
+        "involvedObject": {"kind": "Pod", "name": "p"}, "reason": "Started", "message": "hello",
+        "type": "Normal", "count": 2})
+    status, as_v1 = server.request("GET", f"{v1}/started")
+    t.check("a core Event read as events.k8s.io/v1 (note, regarding, deprecatedCount)",
+            status == 200 and as_v1.get("apiVersion") == "events.k8s.io/v1"
+            and as_v1.get("note") == "hello" and as_v1.get("deprecatedCount") == 2
+            and "message" not in as_v1, as_v1)
+    status, listed = server.request("GET", v1)
+    t.check("events.k8s.io/v1 lists both", status == 200 and
+            {"scaled", "started"} <= {i["metadata"]["name"] for i in listed.get("items", [])}, listed)
+    rc, out = kc("get", "events.events.k8s.io")
+    t.check("kubectl get events.events.k8s.io", rc == 0 and "deployment/web" in out
+            and "up to 3" in out and "pod/p" in out, out)
 
 
 def check_mistakes(t, server, kc, write):
