@@ -428,27 +428,17 @@ std::vector<PrinterColumn> node_columns() {
           age_column(), text("Version", ".status.nodeInfo.kubeletVersion", "")};
 }
 
-std::vector<PrinterColumn> event_columns() {
+// Events' columns; core/v1 and events.k8s.io/v1 name the object and the message differently.
+std::vector<PrinterColumn> event_columns(std::string object_field, std::string message_field,
+                                         std::string message_name) {
   return {text("Type", ".type", ""), text("Reason", ".reason", ""),
           computed("Object", "string",
-                   [](const json::object& o) {
-                     std::string k = str(o, "involvedObject.kind");
+                   [object_field](const json::object& o) {
+                     std::string k = str(o, object_field + ".kind");
                      for (auto& ch : k) ch = static_cast<char>(std::tolower(ch));
-                     return json::value(k + "/" + str(o, "involvedObject.name"));
+                     return json::value(k + "/" + str(o, object_field + ".name"));
                    }),
-          text("Message", ".message", ""), name_column()};
-}
-
-// events.k8s.io/v1 Events, printed as kube prints them (from the same fields as core Events).
-std::vector<PrinterColumn> events_v1_columns() {
-  return {text("Type", ".type", ""), text("Reason", ".reason", ""),
-          computed("Object", "string",
-                   [](const json::object& o) {
-                     std::string k = str(o, "regarding.kind");
-                     for (auto& ch : k) ch = static_cast<char>(std::tolower(ch));
-                     return json::value(k + "/" + str(o, "regarding.name"));
-                   }),
-          text("Note", ".note", ""), name_column()};
+          text(message_name, "." + message_field, ""), name_column()};
 }
 
 std::vector<PrinterColumn> persistent_volume_columns() {
@@ -691,8 +681,8 @@ std::vector<PrinterColumn> builtin_columns(std::string_view kind) {
   if (kind == "CronJob") return cron_job_columns();
   if (kind == "Service") return service_columns();
   if (kind == "Node") return node_columns();
-  if (kind == "Event") return event_columns();
-  if (kind == "events.k8s.io/Event") return events_v1_columns();
+  if (kind == "Event") return event_columns("involvedObject", "message", "Message");
+  if (kind == "events.k8s.io/Event") return event_columns("regarding", "note", "Note");
   if (kind == "PersistentVolume") return persistent_volume_columns();
   if (kind == "PersistentVolumeClaim") return persistent_volume_claim_columns();
   if (kind == "Ingress") return ingress_columns();

@@ -57,6 +57,18 @@ void scalar(const json::value& v, std::string& out) {
   }
 }
 
+// A value written on its key's or dash's line: a scalar, or an empty {} / [].
+void inline_value(const json::value& v, std::string& out) {
+  if (v.is_object()) {
+    out += "{}";
+  } else if (v.is_array()) {
+    out += "[]";
+  } else {
+    scalar(v, out);
+  }
+  out += '\n';
+}
+
 bool is_block(const json::value& v) {
   return (v.is_object() && !v.get_object().empty()) || (v.is_array() && !v.get_array().empty());
 }
@@ -84,14 +96,7 @@ void emit_mapping(const json::object& obj, int indent, std::string& out, bool fi
       emit(value, indent, out);  // a sequence at its key's indentation, as kube writes it
     } else {
       out += ' ';
-      if (value.is_object()) {
-        out += "{}";
-      } else if (value.is_array()) {
-        out += "[]";
-      } else {
-        scalar(value, out);
-      }
-      out += '\n';
+      inline_value(value, out);
     }
   }
 }
@@ -109,25 +114,11 @@ void emit(const json::value& v, int indent, std::string& out) {
         out += '\n';
         emit(item, indent + 2, out);
       } else {
-        if (item.is_object()) {
-          out += "{}";
-        } else if (item.is_array()) {
-          out += "[]";
-        } else {
-          scalar(item, out);
-        }
-        out += '\n';
+        inline_value(item, out);
       }
     }
   } else {
-    if (v.is_object()) {
-      out += "{}";
-    } else if (v.is_array()) {
-      out += "[]";
-    } else {
-      scalar(v, out);
-    }
-    out += '\n';
+    inline_value(v, out);
   }
 }
 
