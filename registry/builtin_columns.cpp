@@ -670,7 +670,10 @@ std::vector<PrinterColumn> controller_revision_columns() {
 
 }  // namespace
 
-std::vector<PrinterColumn> builtin_columns(std::string_view kind) {
+std::vector<PrinterColumn> builtin_columns(std::string_view group, std::string_view kind) {
+  if (group == "events.k8s.io" && kind == "Event") {
+    return event_columns("regarding", "note", "Note");
+  }
   if (kind == "Pod") return pod_columns();
   if (kind == "Deployment") return deployment_columns();
   if (kind == "ReplicaSet") return replicas_columns(selector_at("spec.selector"));
@@ -682,7 +685,6 @@ std::vector<PrinterColumn> builtin_columns(std::string_view kind) {
   if (kind == "Service") return service_columns();
   if (kind == "Node") return node_columns();
   if (kind == "Event") return event_columns("involvedObject", "message", "Message");
-  if (kind == "events.k8s.io/Event") return event_columns("regarding", "note", "Note");
   if (kind == "PersistentVolume") return persistent_volume_columns();
   if (kind == "PersistentVolumeClaim") return persistent_volume_claim_columns();
   if (kind == "Ingress") return ingress_columns();

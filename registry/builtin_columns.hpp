@@ -9,7 +9,8 @@
 
 namespace kwatch::registry {
 
-// Every column of `kind`'s table, NAME included; NAME and AGE for kinds without their own.
-std::vector<PrinterColumn> builtin_columns(std::string_view kind);
+// Every column of the table of `group`'s `kind`, NAME included; NAME and AGE for kinds without
+// their own.
+std::vector<PrinterColumn> builtin_columns(std::string_view group, std::string_view kind);
 
 }  // namespace kwatch::registry

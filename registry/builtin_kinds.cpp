@@ -140,6 +140,8 @@ struct Kind {
   std::vector<std::string> categories = {};
   std::string trigger_field = {};
   KindHooks hooks = {};
+  bool delete_returns_object = false;
+  bool orphans_by_default = false;
 };
 
 const std::vector<std::string> kAll = {"all"};
@@ -159,7 +161,7 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
       {.kind = "Namespace", .resource = "namespaces", .namespaced = false,
        .short_names = {"ns"}, .fields = {"status.phase"}, .has_status = true,
        .hooks = {.set_defaults = default_namespace,
-                 .prepare_for_create = default_namespace_on_create}},
+                 .prepare_for_create = default_namespace_on_create}, .delete_returns_object = true},
       {.kind = "Pod", .resource = "pods", .short_names = {"po"},
        .fields = {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
                   "spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP",
@@ -169,10 +171,10 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
                  .prepare_for_create = default_pod_on_create,
                  .prepare_for_update = default_pod_on_update,
                  .field_value = false_when_absent("spec.hostNetwork"),
-                 .validate = validate_pod}},
+                 .validate = validate_pod}, .delete_returns_object = true},
       {.kind = "Service", .resource = "services", .short_names = {"svc"},
        .fields = {"spec.clusterIP", "spec.type"}, .has_status = true, .categories = kAll,
-       .hooks = {.set_defaults = default_service}},
+       .hooks = {.set_defaults = default_service}, .delete_returns_object = true},
       {.kind = "ConfigMap", .resource = "configmaps", .short_names = {"cm"},
        .hooks = {.validate = validate_config_map}},
       {.kind = "Secret", .resource = "secrets", .fields = {"type"},
@@ -188,25 +190,25 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
        .hooks = {.field_value = event_field}},
       {.kind = "Endpoints", .resource = "endpoints", .short_names = {"ep"},
        .hooks = {.set_defaults = default_endpoints}},
-      {.kind = "ServiceAccount", .resource = "serviceaccounts", .short_names = {"sa"}},
+      {.kind = "ServiceAccount", .resource = "serviceaccounts", .short_names = {"sa"}, .delete_returns_object = true},
       {.kind = "ReplicationController", .resource = "replicationcontrollers",
        .short_names = {"rc"}, .fields = {"status.replicas"}, .has_status = true,
        .scale = workload_scale(ScaleSelector::label_map), .categories = kAll,
        .hooks = {.set_defaults = default_replication_controller,
                  .prepare_for_create = initial_status(json::object{{"replicas", 0}}),
                  .field_value = count_field("status.replicas", "status.replicas"),
-                 .validate = validate_replication_controller}},
+                 .validate = validate_replication_controller}, .orphans_by_default = true},
       {.kind = "PersistentVolume", .resource = "persistentvolumes", .namespaced = false,
        .short_names = {"pv"}, .fields = {"name"}, .has_status = true,
        .hooks = {.set_defaults = default_persistent_volume,
                  .prepare_for_create = default_persistent_volume_on_create,
-                 .field_value = name_field}},
+                 .field_value = name_field}, .delete_returns_object = true},
       {.kind = "PersistentVolumeClaim", .resource = "persistentvolumeclaims",
        .short_names = {"pvc"}, .fields = {"name"}, .has_status = true,
        .hooks = {.set_defaults = default_persistent_volume_claim,
                  .prepare_for_create = default_persistent_volume_claim_on_create,
                  .field_value = name_field,
-                 .validate = validate_persistent_volume_claim}},
+                 .validate = validate_persistent_volume_claim}, .delete_returns_object = true},
       {.kind = "ResourceQuota", .resource = "resourcequotas", .short_names = {"quota"},
        .has_status = true, .hooks = {.prepare_for_create = initial_status({})}},
       {.kind = "LimitRange", .resource = "limitranges", .short_names = {"limits"},
@@ -248,7 +250,7 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
        .hooks = {.set_defaults = default_job,
                  .prepare_for_create = default_job_on_create,
                  .field_value = count_field("status.successful", "status.succeeded"),
-                 .validate = validate_job}},
+                 .validate = validate_job}, .orphans_by_default = true},
       {.group = "batch", .kind = "CronJob", .resource = "cronjobs", .short_names = {"cj"},
        .has_status = true, .categories = kAll,
        .hooks = {.set_defaults = default_cron_job,
@@ -321,10 +323,11 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
     info.storage_prefix = storage_prefix;
     info.trigger_field = k.trigger_field;
     info.hooks = k.hooks;
+    info.delete_returns_object = k.delete_returns_object;
+    info.orphans_by_default = k.orphans_by_default;
     if (k.kind == "Namespace" || k.kind == "Service") info.name_rule = NameRule::dns_label;
     if (k.group == "rbac.authorization.k8s.io") info.name_rule = NameRule::path_segment;
-    info.printer_columns =
-        builtin_columns(k.group == "events.k8s.io" ? std::string_view("events.k8s.io/Event") : k.kind);
+    info.printer_columns = builtin_columns(k.group, k.kind);
     if (auto schema = schemas.structural_schema(k.group, k.version, k.kind)) {
       SchemaCompileOptions options;
       options.path = "";

@@ -1,5 +1,6 @@
 #include "registry/deletion.hpp"
 
+#include "registry/json_path.hpp"
 #include "registry/scheme.hpp"
 #include "registry/timestamps.hpp"
 
@@ -27,17 +28,6 @@ std::optional<std::int64_t> int_at(const json::object& obj, std::string_view key
   return static_cast<std::int64_t>(v->get_double());
 }
 
-std::string_view string_at(const json::object* obj, std::string_view key) {
-  if (obj == nullptr) return {};
-  const json::value* v = obj->if_contains(key);
-  return v != nullptr && v->is_string() ? std::string_view(v->get_string()) : std::string_view();
-}
-
-const json::object* object_at(const json::object& obj, std::string_view key) {
-  const json::value* v = obj.if_contains(key);
-  return v != nullptr ? v->if_object() : nullptr;
-}
-
 std::vector<std::string> finalizers_of(const json::object& meta) {
   std::vector<std::string> out;
   const json::value* f = meta.if_contains("finalizers");
@@ -52,14 +42,6 @@ bool contains(const std::vector<std::string>& list, std::string_view item) {
   return std::find(list.begin(), list.end(), item) != list.end();
 }
 
-// ReplicationControllers in core/v1 and Jobs in batch/v1 orphan their pods unless told otherwise
-// (the behaviour from before the server-side garbage collector); every other kind deletes its
-// dependents in background.
-bool orphans_by_default(const ResourceInfo& info) {
-  return is_core(info, "replicationcontrollers") ||
-         (info.group == "batch" && info.resource == "jobs" && info.version == "v1");
-}
-
 // shouldOrphanDependents: an explicit option, then a finalizer already there, then the default.
 bool should_orphan(const ResourceInfo& info, const std::vector<std::string>& finalizers,
                    const DeleteQuery& q) {
@@ -69,7 +51,7 @@ bool should_orphan(const ResourceInfo& info, const std::vector<std::string>& fin
     if (f == kOrphanFinalizer) return true;
     if (f == kForegroundFinalizer) return false;
   }
-  return orphans_by_default(info);
+  return info.orphans_by_default;
 }
 
 // shouldDeleteDependents.
@@ -139,14 +121,14 @@ bool mark_as_deleting(json::object& meta, std::chrono::system_clock::time_point 
 // that has finished; negative means one second.
 std::int64_t pod_grace_period(const json::object& pod, const DeleteQuery& q) {
   std::int64_t period = 0;
-  const json::object* spec = object_at(pod, "spec");
+  const json::object* spec = object_member(pod, "spec");
   if (q.grace_period_seconds) {
     period = *q.grace_period_seconds;
   } else if (spec != nullptr) {
     period = int_at(*spec, "terminationGracePeriodSeconds").value_or(0);
   }
-  if (string_at(spec, "nodeName").empty()) period = 0;
-  const std::string_view phase = string_at(object_at(pod, "status"), "phase");
+  if (string_member(spec, "nodeName").empty()) period = 0;
+  const std::string_view phase = string_member(object_member(pod, "status"), "phase");
   if (phase == "Failed" || phase == "Succeeded") period = 0;
   if (period < 0) period = 1;
   return period;
@@ -165,7 +147,7 @@ DeletionPlan plan_generic(const ResourceInfo& info, json::object current, const 
       std::optional<std::int64_t> asked = q.grace_period_seconds;
       if (asked && *asked < 0) asked = 1;
       if (!asked || *asked >= *pending) return {DeletionPlan::Action::keep, std::move(current)};
-      auto ts = parse_rfc3339(std::string(string_at(&meta, "deletionTimestamp")));
+      auto ts = parse_rfc3339(std::string(string_member(&meta, "deletionTimestamp")));
       auto start = ts.value_or(now) - std::chrono::seconds(*pending);
       meta["deletionTimestamp"] = timestamp(start + std::chrono::seconds(*asked));
       meta["deletionGracePeriodSeconds"] = *asked;
@@ -228,7 +210,7 @@ DeletionPlan plan_namespace(const ResourceInfo& info, json::object current, cons
     if (!next.empty() || meta.contains("finalizers")) meta["finalizers"] = to_array(next);
     return {DeletionPlan::Action::write, std::move(current)};
   }
-  const json::object* spec = object_at(current, "spec");
+  const json::object* spec = object_member(current, "spec");
   const json::value* spec_finalizers = spec != nullptr ? spec->if_contains("finalizers") : nullptr;
   if (spec_finalizers != nullptr && spec_finalizers->is_array() &&
       !spec_finalizers->get_array().empty()) {
@@ -256,27 +238,18 @@ DeletionPlan plan_deletion(const ResourceInfo& info, json::object current, const
   return plan_generic(info, std::move(current), query, garbage_collection, now);
 }
 
-bool returns_deleted_object(const ResourceInfo& info) {
-  if (!info.group.empty()) return false;
-  for (std::string_view r : {"pods", "services", "serviceaccounts", "namespaces",
-                             "persistentvolumes", "persistentvolumeclaims"}) {
-    if (info.resource == r) return true;
-  }
-  return false;
-}
-
 bool is_immortal_namespace(std::string_view name) {
   return name == "default" || name == "kube-system" || name == "kube-public" ||
          name == "kube-node-lease";
 }
 
 bool deletion_complete(const ResourceInfo& info, const json::object& obj) {
-  const json::object* meta = object_at(obj, "metadata");
+  const json::object* meta = object_member(obj, "metadata");
   if (meta == nullptr || !meta->contains("deletionTimestamp")) return false;
   if (!finalizers_of(*meta).empty()) return false;
   if (auto grace = int_at(*meta, "deletionGracePeriodSeconds"); grace && *grace > 0) return false;
   if (is_core(info, "namespaces")) {
-    const json::object* spec = object_at(obj, "spec");
+    const json::object* spec = object_member(obj, "spec");
     const json::value* f = spec != nullptr ? spec->if_contains("finalizers") : nullptr;
     if (f != nullptr && f->is_array() && !f->get_array().empty()) return false;
   }

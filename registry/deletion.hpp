@@ -61,10 +61,6 @@ DeletionPlan plan_deletion(const ResourceInfo& info, boost::json::object current
                            const DeleteQuery& query, bool garbage_collection,
                            std::chrono::system_clock::time_point now);
 
-// Whether an immediate delete answers with the deleted object (pods, services, ...) rather than
-// a Status naming it, as each kind's registry in kube-apiserver does.
-bool returns_deleted_object(const ResourceInfo& info);
-
 // The namespaces that cannot be deleted.
 bool is_immortal_namespace(std::string_view name);
 

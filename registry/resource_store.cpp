@@ -1079,7 +1079,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInf
         co_await services_->release_unused(plan.object, nullptr, ns, name);
       }
     }
-    if (!returns_deleted_object(info)) co_return success_status(info, name, uid);
+    if (!info.delete_returns_object) co_return success_status(info, name, uid);
     co_return std::move(plan.object);
   }
 }

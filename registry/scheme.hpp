@@ -124,6 +124,11 @@ struct ResourceInfo {
   // A field the watch cache indexes for selectors on it (a pod's spec.nodeName); "" for none.
   std::string trigger_field;
   KindHooks hooks;
+  // Deletion as the kind's registry in kube-apiserver does it: an immediate delete answers with
+  // the deleted object rather than a Status naming it (pods, services, ...), and dependents are
+  // orphaned unless the delete says otherwise (core/v1 ReplicationControllers, batch/v1 Jobs).
+  bool delete_returns_object = false;
+  bool orphans_by_default = false;
   // Columns for kubectl's table. Built-in kinds list every column (NAME included); a custom
   // resource's NAME comes first by itself; none at all means NAME and AGE.
   std::vector<PrinterColumn> printer_columns;

@@ -1,5 +1,6 @@
 #include "registry/service_allocator.hpp"
 
+#include "registry/json_path.hpp"
 #include "storage/storage.hpp"
 
 #include <boost/json/array.hpp>
@@ -18,8 +19,7 @@ namespace json = boost::json;
 namespace {
 
 std::string string_at(const json::object* obj, std::string_view key) {
-  const json::value* v = obj != nullptr ? obj->if_contains(key) : nullptr;
-  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
+  return std::string(string_member(obj, key));
 }
 
 json::object* spec_of(json::object& svc) {
@@ -27,10 +27,7 @@ json::object* spec_of(json::object& svc) {
   return v != nullptr ? v->if_object() : nullptr;
 }
 
-const json::object* spec_of(const json::object& svc) {
-  const json::value* v = svc.if_contains("spec");
-  return v != nullptr ? v->if_object() : nullptr;
-}
+const json::object* spec_of(const json::object& svc) { return object_member(svc, "spec"); }
 
 std::string type_of(const json::object* spec) {
   const std::string t = string_at(spec, "type");

@@ -1,5 +1,7 @@
 #include "server/access.hpp"
 
+#include "server/cache_follower.hpp"
+
 #include "registry/scheme.hpp"
 #include "server/cacher_registry.hpp"
 #include "server/task_failure.hpp"
@@ -47,27 +49,22 @@ void RbacPolicySource::start(asio::any_io_executor executor) {
 }
 
 asio::awaitable<void> RbacPolicySource::watch_one(std::string resource) {
+  // Any change marks the policy for the next rebuild.
   const registry::ResourceInfo* info = scheme_->find("rbac.authorization.k8s.io", "v1", resource);
-  auto cacher = cachers_->find(*info);
-  asio::steady_timer retry(co_await asio::this_coro::executor);
-  while (!stopped_ && cacher) {
-    watch::WatchRequest request;
-    request.prefix = info->key_prefix();
-    request.internal = true;
-    request.deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
-    auto session = co_await cacher->watch(std::move(request));
-    if (!session) {
-      retry.expires_after(std::chrono::milliseconds(100));
-      co_await retry.async_wait(asio::use_awaitable);
-      continue;
-    }
-    std::vector<watch::WatchFrame> frames;
-    for (;;) {
-      dirty_ = true;
-      auto next = co_await (*session)->next(frames);
-      if (!next || stopped_) break;
-    }
-  }
+  CacheFollower follower;
+  follower.cacher = cachers_->find(*info);
+  if (!follower.cacher) co_return;
+  follower.prefix = info->key_prefix();
+  follower.keep_going = [this] { return !stopped_; };
+  follower.on_start = [this]() -> asio::awaitable<void> {
+    dirty_ = true;
+    co_return;
+  };
+  follower.on_frames = [this](const std::vector<watch::WatchFrame>&) -> asio::awaitable<void> {
+    dirty_ = true;
+    co_return;
+  };
+  co_await follow_cache(std::move(follower));
 }
 
 asio::awaitable<void> RbacPolicySource::run() {

@@ -4,6 +4,7 @@
 #include "registry/json_path.hpp"
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
+#include "server/cache_follower.hpp"
 #include "server/cacher_registry.hpp"
 #include "server/task_failure.hpp"
 #include "storage/stored_json.hpp"
@@ -116,29 +117,26 @@ std::string GarbageCollector::owner_key(const Dependent& d, const OwnerRef& ref)
 asio::awaitable<void> GarbageCollector::watch_cacher(std::shared_ptr<watch::Cacher> cacher) {
   const std::string prefix = cacher->options().prefix;
   const ResourceInfo* info = info_for_prefix(prefix);
-  asio::steady_timer retry(*strand_);
-  while (info != nullptr && !stopped_ && cachers_->find(*info) == cacher) {
-    watch::WatchRequest request;
-    request.prefix = prefix;
-    request.send_initial_events = true;
-    request.internal = true;
-    request.deadline = std::chrono::steady_clock::now() + std::chrono::hours(24);
-    request.executor = *strand_;
-    auto session = co_await cacher->watch(std::move(request));
-    if (!session || (*session)->error()) {
-      // Not ready yet (start-up or a re-list): try again shortly.
-      retry.expires_after(std::chrono::milliseconds(100));
-      co_await retry.async_wait(asio::as_tuple(asio::use_awaitable));
-      continue;
-    }
+  if (info != nullptr) {
+    CacheFollower follower;
+    follower.cacher = cacher;
+    follower.prefix = prefix;
+    follower.watch_lifetime = std::chrono::hours(24);
+    // Until stopped, or until the cache goes (its definition was deleted).
+    follower.keep_going = [this, info, cacher] {
+      return !stopped_ && cachers_->find(*info) == cacher;
+    };
     // The initial events bring this resource's state again.
-    forget_prefix(prefix);
-    std::vector<watch::WatchFrame> frames;
-    while (!stopped_) {
-      auto next = co_await (*session)->next(frames);
-      if (!next) break;
+    follower.on_start = [this, &prefix]() -> asio::awaitable<void> {
+      forget_prefix(prefix);
+      co_return;
+    };
+    follower.on_frames = [this, info](const std::vector<watch::WatchFrame>& frames)
+        -> asio::awaitable<void> {
       for (const auto& frame : frames) observe(*info, frame);
-    }
+      co_return;
+    };
+    co_await follow_cache(std::move(follower));
   }
   forget_prefix(prefix);
   watched_.erase(prefix);

@@ -1,6 +1,7 @@
 #include "server/reconciler.hpp"
 
 #include "registry/scheme.hpp"
+#include "server/cache_follower.hpp"
 #include "server/cacher_registry.hpp"
 #include "server/task_failure.hpp"
 #include "watch/cacher.hpp"
@@ -40,28 +41,16 @@ void Reconciler::start(asio::any_io_executor executor) {
 }
 
 asio::awaitable<void> Reconciler::run(const registry::ResourceInfo* watched) {
-  auto cacher = cachers_->ensure(*watched);
-  asio::steady_timer retry(co_await asio::this_coro::executor);
-  while (!stopped_) {
-    watch::WatchRequest request;
-    request.prefix = watched->key_prefix();
-    request.internal = true;
-    request.deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
-    auto session = co_await cacher->watch(std::move(request));
-    if (!session) {
-      // Not ready yet (start-up or a re-list): try again shortly.
-      retry.expires_after(std::chrono::milliseconds(100));
-      co_await retry.async_wait(asio::use_awaitable);
-      continue;
-    }
-    std::vector<watch::WatchFrame> frames;
-    for (;;) {
-      co_await reconcile();
-      if (stopped_) co_return;
-      auto next = co_await (*session)->next(frames);
-      if (!next) break;
-    }
-  }
+  // Every batch of events (and each new watch) wakes a full reconcile.
+  CacheFollower follower;
+  follower.cacher = cachers_->ensure(*watched);
+  follower.prefix = watched->key_prefix();
+  follower.keep_going = [this] { return !stopped_; };
+  follower.on_start = [this]() -> asio::awaitable<void> { co_await reconcile(); };
+  follower.on_frames = [this](const std::vector<watch::WatchFrame>&) -> asio::awaitable<void> {
+    co_await reconcile();
+  };
+  co_await follow_cache(std::move(follower));
 }
 
 asio::awaitable<void> Reconciler::tick() {

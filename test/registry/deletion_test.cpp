@@ -22,6 +22,12 @@ ResourceInfo info(std::string group, std::string resource) {
   return i;
 }
 
+// A kind as kwatch serves it (its deletion rules come from the kinds table).
+const ResourceInfo& served(std::string_view group, std::string_view resource) {
+  static const auto scheme = Scheme::builtin();
+  return *scheme->find(group, "v1", resource);
+}
+
 const system_clock::time_point kNow = system_clock::from_time_t(1'800'000'000);  // 2027-01-15T08:00:00Z
 
 json::array finalizers(const DeletionPlan& p) {
@@ -89,11 +95,10 @@ TEST(Deletion, ASecondDeleteMaySwitchAPendingPolicy) {
 
 TEST(Deletion, ReplicationControllersAndJobsOrphanByDefaultAndTheCollectorCanBeOff) {
   auto rc = parse(R"({"metadata":{"name":"r"}})");
-  EXPECT_EQ(finalizers(plan_deletion(info("", "replicationcontrollers"), rc, {}, true, kNow)),
+  EXPECT_EQ(finalizers(plan_deletion(served("", "replicationcontrollers"), rc, {}, true, kNow)),
             json::array({"orphan"}));
-  ResourceInfo jobs = info("batch", "jobs");
-  jobs.version = "v1";
-  EXPECT_EQ(finalizers(plan_deletion(jobs, rc, {}, true, kNow)), json::array({"orphan"}));
+  EXPECT_EQ(finalizers(plan_deletion(served("batch", "jobs"), rc, {}, true, kNow)),
+            json::array({"orphan"}));
   DeleteQuery orphan;
   orphan.propagation = Propagation::orphan;
   EXPECT_EQ(plan_deletion(info("apps", "deployments"), rc, orphan, false, kNow).action,
@@ -169,10 +174,10 @@ TEST(Deletion, ANamespaceTurnsTerminatingFirstAndGoesWhenFinalized) {
 }
 
 TEST(Deletion, WhatADeleteAnswersWithAndWhatCannotGo) {
-  EXPECT_TRUE(returns_deleted_object(info("", "pods")));
-  EXPECT_TRUE(returns_deleted_object(info("", "services")));
-  EXPECT_FALSE(returns_deleted_object(info("", "configmaps")));
-  EXPECT_FALSE(returns_deleted_object(info("apps", "deployments")));
+  EXPECT_TRUE(served("", "pods").delete_returns_object);
+  EXPECT_TRUE(served("", "services").delete_returns_object);
+  EXPECT_FALSE(served("", "configmaps").delete_returns_object);
+  EXPECT_FALSE(served("apps", "deployments").delete_returns_object);
   EXPECT_TRUE(is_immortal_namespace("kube-system"));
   EXPECT_FALSE(is_immortal_namespace("kube-systems"));
   EXPECT_EQ(parse_propagation("Foreground"), Propagation::foreground);

@@ -1,0 +1,37 @@
+#include "server/cache_follower.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+namespace kwatch::server {
+
+namespace asio = boost::asio;
+
+asio::awaitable<void> follow_cache(CacheFollower f) {
+  asio::steady_timer retry(co_await asio::this_coro::executor);
+  while (f.keep_going()) {
+    watch::WatchRequest request;
+    request.prefix = f.prefix;
+    request.internal = true;
+    request.deadline = std::chrono::steady_clock::now() + f.watch_lifetime;
+    request.executor = co_await asio::this_coro::executor;
+    auto session = co_await f.cacher->watch(std::move(request));
+    if (!session || (*session)->error()) {
+      // Not ready yet (start-up or a re-list): try again shortly.
+      retry.expires_after(std::chrono::milliseconds(100));
+      co_await retry.async_wait(asio::as_tuple(asio::use_awaitable));
+      continue;
+    }
+    if (f.on_start) co_await f.on_start();
+    std::vector<watch::WatchFrame> frames;
+    while (f.keep_going()) {
+      auto next = co_await (*session)->next(frames);
+      if (!next) break;
+      co_await f.on_frames(frames);
+    }
+  }
+}
+
+}  // namespace kwatch::server

@@ -1,0 +1,35 @@
+// How kwatch's own controllers follow a watch cache: an internal watch of one prefix, renewed
+// whenever it ends (deadline, slow consumer, re-list) and retried while the cache is not ready;
+// every batch of frames goes to the caller. Each new watch starts with the prefix's current
+// objects as ADDED events (no resourceVersion: initial events), so a caller that keeps state
+// clears it in `on_start`.
+//
+// Strand: the calling coroutine's; `on_start` and `on_frames` run on it. Cancellation: returns
+// when `keep_going` says no, checked before each watch and after each batch.
+#pragma once
+
+#include "watch/cacher.hpp"
+
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kwatch::server {
+
+struct CacheFollower {
+  std::shared_ptr<watch::Cacher> cacher;
+  std::string prefix;
+  std::chrono::steady_clock::duration watch_lifetime = std::chrono::hours(1);
+  std::function<bool()> keep_going;
+  std::function<boost::asio::awaitable<void>()> on_start;  // may be empty
+  std::function<boost::asio::awaitable<void>(const std::vector<watch::WatchFrame>& frames)>
+      on_frames;
+};
+
+boost::asio::awaitable<void> follow_cache(CacheFollower follower);
+
+}  // namespace kwatch::server
