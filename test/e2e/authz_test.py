@@ -5,32 +5,19 @@ within a second, system:masters, and kubectl and the Python client with a token.
 Usage: authz_test.py <path to kwatch-apiserver>
 """
 import http.client
-import json
 import os
 import shutil
 import subprocess
 import sys
 
-from harness import Checks, Server, TempDir, free_port, wait_for
+from harness import Checks, Server, TempDir, free_port, json_exchange, wait_for
 
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 
 
 def call(server, method, path, token=None, body=None, content_type="application/json"):
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
-    try:
-        headers = {"Content-Type": content_type}
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
-        resp = conn.getresponse()
-        data = resp.read()
-        try:
-            return resp.status, json.loads(data)
-        except ValueError:
-            return resp.status, data.decode(errors="replace")
-    finally:
-        conn.close()
+    return json_exchange(conn, method, path, body, {"Content-Type": content_type}, token)
 
 
 def main():

@@ -371,6 +371,25 @@ def rv_of(obj):
         return None
 
 
+def json_exchange(conn, method, path, body=None, headers=None, token=None):
+    """One JSON request on `conn` (HTTP or HTTPS), closed afterwards: (status, parsed JSON body or
+    text). A bearer token goes in the Authorization header."""
+    try:
+        h = {"Content-Type": "application/json"}
+        if token:
+            h["Authorization"] = f"Bearer {token}"
+        h.update(headers or {})
+        conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=h)
+        resp = conn.getresponse()
+        data = resp.read()
+        try:
+            return resp.status, json.loads(data)
+        except ValueError:
+            return resp.status, data.decode(errors="replace")
+    finally:
+        conn.close()
+
+
 def delete_and_observe(port, path, timeout=10):
     """DELETEs the object at path and returns (status, the object as its DELETED watch event
     carries it: the last state with the delete's resourceVersion). kube answers a delete of most

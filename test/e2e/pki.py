@@ -3,7 +3,6 @@ extended key usage, made with python3-cryptography (ECDSA P-256), written as PEM
 HTTPS client that presents them (or a bearer token) and verifies the server against a CA."""
 import datetime
 import http.client
-import json
 import os
 import ssl
 
@@ -11,6 +10,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from harness import json_exchange
 
 
 def _write(path, data):
@@ -99,17 +100,4 @@ class HttpsClient:
         if self.cert:
             ctx.load_cert_chain(*self.cert)
         conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=ctx, timeout=10)
-        try:
-            h = {"Content-Type": "application/json"}
-            if self.token:
-                h["Authorization"] = f"Bearer {self.token}"
-            h.update(headers or {})
-            conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=h)
-            resp = conn.getresponse()
-            data = resp.read()
-            try:
-                return resp.status, json.loads(data)
-            except ValueError:
-                return resp.status, data.decode(errors="replace")
-        finally:
-            conn.close()
+        return json_exchange(conn, method, path, body, headers, self.token)

@@ -63,6 +63,16 @@ class TlsStreamTest : public ::testing::Test {
     co_return TlsStream(beast::tcp_stream(std::move(socket)), server_ctx.native_handle());
   }
 
+  // Accepts one connection, completes the handshake and reads once: the read's outcome.
+  asio::awaitable<error_code> accept_and_read_once() {
+    TlsStream stream = co_await accept_tls();
+    EXPECT_FALSE(co_await stream.handshake());
+    std::array<char, 100> buf;
+    const auto in = asio::buffer(buf);
+    auto [ec, n] = co_await stream.async_read_some(in, use_tuple);
+    co_return ec;
+  }
+
   asio::awaitable<ClientStream> connect_tls() {
     ClientStream client(ioc, client_ctx);
     const tcp::endpoint target = acceptor.local_endpoint();
@@ -213,14 +223,7 @@ TEST_F(TlsStreamTest, GarbageInsteadOfAHandshakeIsAnErrorNotACrash) {
 
 TEST_F(TlsStreamTest, GarbageAfterTheHandshakeIsAReadError) {
   error_code read;
-  auto server = [&]() -> asio::awaitable<void> {
-    TlsStream stream = co_await accept_tls();
-    EXPECT_FALSE(co_await stream.handshake());
-    std::array<char, 100> buf;
-    const auto in = asio::buffer(buf);
-    auto [ec, n] = co_await stream.async_read_some(in, use_tuple);
-    read = ec;
-  };
+  auto server = [&]() -> asio::awaitable<void> { read = co_await accept_and_read_once(); };
   auto client = [&]() -> asio::awaitable<void> {
     ClientStream c = co_await connect_tls();
     const std::string junk("\x17\x03\x03\x00\x10zzzzzzzzzzzzzzzz", 21);
@@ -237,14 +240,7 @@ TEST_F(TlsStreamTest, GarbageAfterTheHandshakeIsAReadError) {
 
 TEST_F(TlsStreamTest, ATcpCloseWithoutCloseNotifyIsEof) {
   error_code read;
-  auto server = [&]() -> asio::awaitable<void> {
-    TlsStream stream = co_await accept_tls();
-    EXPECT_FALSE(co_await stream.handshake());
-    std::array<char, 100> buf;
-    const auto in = asio::buffer(buf);
-    auto [ec, n] = co_await stream.async_read_some(in, use_tuple);
-    read = ec;
-  };
+  auto server = [&]() -> asio::awaitable<void> { read = co_await accept_and_read_once(); };
   auto client = [&]() -> asio::awaitable<void> {
     ClientStream c = co_await connect_tls();
     c.next_layer().close();
