@@ -1,10 +1,13 @@
 #include "registry/builtin_kinds.hpp"
 
+#include "registry/field_type.hpp"
+
 #include "registry/builtin_columns.hpp"
 #include "registry/builtin_defaults.hpp"
 #include "registry/builtin_schemas.hpp"
 #include "registry/builtin_validation.hpp"
 #include "registry/custom_resource_definition.hpp"
+#include "registry/field_type.hpp"
 #include "registry/json_path.hpp"
 #include "registry/scheme.hpp"
 #include "registry/strategic_merge_patch.hpp"
@@ -338,6 +341,7 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
                                  " does not compile: " + compiled.error().message);
       }
       info.schema = std::move(*compiled);
+      info.field_types = FieldTypes::of_resource(*schema);
     }
     info.patch_schema = std::make_shared<const PatchSchema>(
         schemas.patch_schema(k.group, k.version, k.kind));

@@ -1,5 +1,6 @@
 #include "registry/custom_resource_definition.hpp"
 
+#include "registry/field_type.hpp"
 #include "registry/structural_schema.hpp"
 #include "registry/validation.hpp"
 
@@ -883,6 +884,9 @@ ApiResult<std::vector<ResourceInfo>> custom_resources(const json::object& crd_in
     info.key_resource = group + "/" + plural;
     info.origin = KindOrigin::custom;
     info.schema = schemas[i];
+    if (const json::value* schema = schema_of(*v.obj)) {
+      info.field_types = FieldTypes::of_resource(*schema);
+    }
     if (const json::array* columns = array_at(*v.obj, "additionalPrinterColumns")) {
       for (const auto& c : *columns) {
         const json::object& o = c.is_object() ? c.get_object() : empty_object();

@@ -3,10 +3,12 @@
 #include "registry/service_allocator.hpp"
 
 #include "registry/continue_token.hpp"
+#include "registry/field_type.hpp"
 #include "registry/field_selector.hpp"
 #include "registry/json_patch.hpp"
 #include "registry/json_path.hpp"
 #include "registry/label_selector.hpp"
+#include "registry/managed_fields.hpp"
 #include "registry/merge_patch.hpp"
 #include "registry/strategic_merge_patch.hpp"
 #include "registry/structural_schema.hpp"
@@ -514,7 +516,29 @@ std::string list_start_key(const ResourceInfo& info, const std::string& ns,
   return info.key_prefix() + token.start_key_relative;
 }
 
+// Where a write's field ownership is recorded: the kind's types, version and subresource; the
+// main resource does not write the status of a kind that has a status subresource, /status
+// does not write the spec.
+FieldManagerScope manager_scope(const ResourceInfo& info, const WriteQuery& query) {
+  static const std::shared_ptr<const FieldTypes> kDeduced = FieldTypes::of_resource(json::object());
+  FieldManagerScope scope;
+  scope.type = &(info.field_types ? info.field_types : kDeduced)->root();
+  scope.api_version = info.api_version();
+  scope.subresource = query.tracked_subresource.empty() ? query.subresource : query.tracked_subresource;
+  if (info.has_status) {
+    scope.reset.insert({field_step(query.subresource == "status" ? "spec" : "status")});
+  }
+  scope.now = now_rfc3339();
+  return scope;
+}
+
 }  // namespace
+
+ApiResult<json::object> apply_configuration(const ResourceInfo& info, const json::object* current,
+                                            const json::object& config, const WriteQuery& query) {
+  return apply_configuration(current, config, query.field_manager, query.force,
+                             manager_scope(info, query));
+}
 
 std::string new_uid() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -728,6 +752,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInf
   }
   const std::string admitted_name = generated ? std::string() : name;
   if (auto ok = co_await check_namespace(info, ns, admitted_name); !ok) co_return ok.error();
+  if (!query.applied) track_update(nullptr, body, query.field_manager, manager_scope(info, query));
   std::optional<ServiceReservation> reserved;
   if (services_ && is_service(info)) {
     auto r = co_await services_->allocate(body, ns, name, nullptr);
@@ -924,6 +949,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::guarded_update(
       failure = invalid(info, name, std::move(causes));
       return Errc::invalid;
     }
+    if (!query.applied) track_update(&*existing, obj, query.field_manager, manager_scope(info, query));
     finalized = deletion_complete(info, obj);
     written = obj;
     auto text = storable(info, name, obj);
@@ -974,6 +1000,10 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::patch(const ResourceInfo
   if (type != PatchType::json && !patch.is_object()) {
     co_return bad_request("patch body must be a JSON object");
   }
+  if (type == PatchType::apply) {
+    co_return co_await apply(info, std::move(ns), std::move(name), std::move(patch.get_object()),
+                             std::move(query), nullptr);
+  }
   if (type == PatchType::json && !patch.is_array()) {
     co_return bad_request("json patch must be a JSON array of operations");
   }
@@ -991,6 +1021,42 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::patch(const ResourceInfo
   co_return co_await write_update(info, std::move(ns), std::move(name), query, std::move(mutate));
 }
 
+asio::awaitable<ApiResult<json::object>> ResourceStore::apply(const ResourceInfo& info,
+                                                              std::string ns, std::string name,
+                                                              json::object config,
+                                                              WriteQuery query, bool* created) {
+  if (created != nullptr) *created = false;
+  auto meta_r = ensure_metadata(config);
+  if (!meta_r) co_return meta_r.error();
+  const std::string body_name = string_field(*meta_r, "name");
+  if (!body_name.empty() && body_name != name) {
+    co_return bad_request("the name of the object (" + body_name +
+                          ") does not match the name on the URL (" + name + ")");
+  }
+  (**meta_r)["name"] = name;
+  query.applied = true;
+  auto shared_config = std::make_shared<const json::object>(std::move(config));
+  MutateFn mutate = [shared_config, query, &info](const json::object& current) {
+    return apply_configuration(info, &current, *shared_config, query);
+  };
+  for (int attempt = 0;; ++attempt) {
+    auto updated = co_await write_update(info, ns, name, query, mutate);
+    if (updated || updated.error().code != Errc::not_found || !query.subresource.empty() ||
+        attempt == 3) {
+      co_return updated;
+    }
+    // Absent: the object is made from the configuration alone.
+    auto made = apply_configuration(info, nullptr, *shared_config, query);
+    if (!made) co_return made.error();
+    auto r = co_await create(info, ns, std::move(*made), query);
+    if (r || r.error().code != Errc::already_exists) {
+      if (r && created != nullptr) *created = true;
+      co_return r;
+    }
+    // Created by someone else meanwhile: apply to theirs.
+  }
+}
+
 ApiResult<json::object> apply_patch(const ResourceInfo& info, PatchType type,
                                     const json::object& current, const json::value& patch) {
   json::value patched;
@@ -1004,6 +1070,8 @@ ApiResult<json::object> apply_patch(const ResourceInfo& info, PatchType type,
       patched = std::move(*r);
       break;
     }
+    case PatchType::apply:
+      return bad_request("an apply patch needs its field manager: ResourceStore::apply");
     case PatchType::strategic_merge: {
       const PatchSchema& schema =
           info.patch_schema ? *info.patch_schema : builtin_patch_schema(info.group, info.kind);
@@ -1192,6 +1260,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::scale(const ResourceInfo
     if (!rv.empty()) meta["resourceVersion"] = rv;
     return obj;
   };
+  query.tracked_subresource = "scale";
   query.subresource.clear();
   auto r = co_await write_update(info, std::move(ns), std::move(name), query, std::move(update));
   if (!r) co_return r.error();

@@ -34,7 +34,8 @@ namespace kwatch::registry {
 
 class ServiceAllocator;
 
-enum class PatchType { json, merge, strategic_merge };
+// apply: server-side apply (`application/apply-patch+yaml`), which creates absent objects.
+enum class PatchType { json, merge, strategic_merge, apply };
 
 
 // fieldValidation: what a write does with fields the kind's schema does not know and fields a
@@ -50,6 +51,15 @@ struct WriteQuery {
   std::vector<std::string> duplicate_fields;
   // Where the write's warnings go (unknown and duplicate fields under Warn); may be null.
   std::shared_ptr<std::vector<std::string>> warnings;
+  // Who the write is recorded under in metadata.managedFields (registry/managed_fields.hpp):
+  // the request's fieldManager or its User-Agent's product; kwatch's own writes by default.
+  std::string field_manager = "kwatch-apiserver";
+  // Apply patches: take contested fields from their managers instead of failing with 409.
+  bool force = false;
+  // The subresource the write is recorded under when it is not `subresource` ("scale").
+  std::string tracked_subresource;
+  // Set by apply: the object carries the managedFields it is to be stored with.
+  bool applied = false;
 };
 
 // `configmaps "x" not found`, as kube-apiserver words it, with the Status details.
@@ -72,6 +82,13 @@ class StateCache {
 ApiResult<boost::json::object> apply_patch(const ResourceInfo& info, PatchType type,
                                            const boost::json::object& current,
                                            const boost::json::value& patch);
+
+// `config` (an apply patch body) applied to `current` (null when absent) for `query`'s field
+// manager, as ResourceStore::apply does before the write (registry/managed_fields.hpp).
+ApiResult<boost::json::object> apply_configuration(const ResourceInfo& info,
+                                                   const boost::json::object* current,
+                                                   const boost::json::object& config,
+                                                   const WriteQuery& query);
 
 // A fresh RFC 4122 version 4 UUID, as metadata.uid (and token ids) carry.
 std::string new_uid();
@@ -101,6 +118,12 @@ class ResourceStore {
                                                                PatchType type,
                                                                boost::json::value patch,
                                                                WriteQuery query);
+  // Server-side apply: `config` merged into the object, created when it does not exist
+  // (`*created` tells which), with field ownership and conflicts (registry/managed_fields.hpp).
+  boost::asio::awaitable<ApiResult<boost::json::object>> apply(const ResourceInfo& info,
+                                                               std::string ns, std::string name,
+                                                               boost::json::object config,
+                                                               WriteQuery query, bool* created);
   // Deletes as kube-apiserver does (registry/deletion.hpp): an object that stays (finalizers,
   // a pod's grace period, a terminating namespace) is answered with its new state; one deleted
   // now with itself (its resourceVersion the delete's revision) or a Status naming it, by kind.

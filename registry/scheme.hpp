@@ -22,6 +22,7 @@
 
 namespace kwatch::registry {
 
+class FieldTypes;
 class PatchSchema;
 class StructuralSchema;
 
@@ -121,6 +122,9 @@ struct ResourceInfo {
   std::shared_ptr<const StructuralSchema> schema;
   // Strategic merge patch strategies and merge keys; null for none (metadata rules only).
   std::shared_ptr<const PatchSchema> patch_schema;
+  // Server-side apply's view of the kind (registry/field_type.hpp); null: everything of deduced
+  // shape (objects merge field by field, lists are atomic).
+  std::shared_ptr<const FieldTypes> field_types;
   // A field the watch cache indexes for selectors on it (a pod's spec.nodeName); "" for none.
   std::string trigger_field;
   KindHooks hooks;

@@ -6,9 +6,11 @@
 #include "registry/json_patch.hpp"
 #include "registry/merge_patch.hpp"
 #include "registry/label_selector.hpp"
+#include "registry/managed_fields.hpp"
 #include "registry/protobuf_decoder.hpp"
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
+#include "registry/yaml_body.hpp"
 #include "server/audit_log.hpp"
 #include "server/cacher_registry.hpp"
 #include "server/discovery.hpp"
@@ -151,6 +153,38 @@ ApiResult<registry::WriteQuery> write_query(const Url& url, const std::string& s
   }
   q.warnings = std::make_shared<std::vector<std::string>>();
   return q;
+}
+
+// Who a write is recorded under (fieldManager, else the User-Agent's product) and, for apply
+// patches, `force`; 422 for what kube's options validation refuses. `options` names the
+// request's options kind in errors.
+std::optional<ApiError> set_field_manager(registry::WriteQuery& q, const Url& url,
+                                          const ApiRequest& request, const std::string& options,
+                                          bool apply) {
+  const std::optional<std::string> manager = url.param("fieldManager");
+  q.field_manager = manager ? *manager : registry::manager_from_user_agent(request.user_agent);
+  if (auto e = registry::check_field_manager(manager.value_or(""), apply, options)) return e;
+  if (auto force = url.param("force")) {
+    if (!apply) {
+      ApiError e(Errc::invalid,
+                 options + ".meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified "
+                           "for non-apply patch",
+                 {{"FieldValueForbidden", "Forbidden: may not be specified for non-apply patch",
+                   "force"}});
+      e.group = "meta.k8s.io";
+      e.kind = options;
+      return e;
+    }
+    // Go's strconv.ParseBool, as kube decodes the parameter (Python clients send "True").
+    static constexpr std::string_view kTrue[] = {"1", "t", "T", "TRUE", "true", "True"};
+    static constexpr std::string_view kFalse[] = {"0", "f", "F", "FALSE", "false", "False"};
+    if (std::find(std::begin(kTrue), std::end(kTrue), *force) != std::end(kTrue)) {
+      q.force = true;
+    } else if (std::find(std::begin(kFalse), std::end(kFalse), *force) == std::end(kFalse)) {
+      return registry::api_error(Errc::bad_request, "invalid value for force: " + *force);
+    }
+  }
+  return std::nullopt;
 }
 
 // The list and watch parameters as sent; registry/list_query.hpp checks them.
@@ -744,6 +778,9 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     if (named) co_return method_not_allowed(m);
     auto q = write_query(url, "");
     if (!q) co_return error_response(q.error());
+    if (auto e = set_field_manager(*q, url, request, "CreateOptions", false)) {
+      co_return error_response(*e);
+    }
     auto body = parse_object(request);
     if (!body) co_return error_response(body.error());
     if (auto e = co_await check_escalation(info, route, *body)) co_return error_response(*e);
@@ -755,6 +792,9 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     if (!named) co_return method_not_allowed(m);
     auto q = write_query(url, route.subresource);
     if (!q) co_return error_response(q.error());
+    if (auto e = set_field_manager(*q, url, request, "UpdateOptions", false)) {
+      co_return error_response(*e);
+    }
     auto body = parse_object(request);
     if (!body) co_return error_response(body.error());
     if (auto e = co_await check_escalation(info, route, *body)) co_return error_response(*e);
@@ -773,6 +813,8 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
       patch_type = registry::PatchType::merge;
     } else if (type == "application/strategic-merge-patch+json") {
       patch_type = registry::PatchType::strategic_merge;
+    } else if (type == "application/apply-patch+yaml" || type == "application/apply-patch+json") {
+      patch_type = registry::PatchType::apply;
     } else {
       ApiResponse r = json_response(
           415, json::object{{"kind", "Status"},
@@ -783,7 +825,8 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
                                         "accepted media types include: "
                                         "application/json-patch+json, "
                                         "application/merge-patch+json, "
-                                        "application/strategic-merge-patch+json"},
+                                        "application/strategic-merge-patch+json, "
+                                        "application/apply-patch+yaml"},
                             {"reason", "UnsupportedMediaType"},
                             {"details", json::object()},
                             {"code", 415}});
@@ -791,16 +834,44 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     }
     auto q = write_query(url, route.subresource);
     if (!q) co_return error_response(q.error());
-    auto patch = registry::parse_json_body(request.body);
+    const bool apply = patch_type == registry::PatchType::apply;
+    if (auto e = set_field_manager(*q, url, request, "PatchOptions", apply)) {
+      co_return error_response(*e);
+    }
+    auto patch = apply ? registry::parse_yaml_body(request.body)
+                       : registry::parse_json_body(request.body);
     if (!patch) co_return error_response(patch.error());
+    if (apply && !patch->is_object()) {
+      co_return error_response(registry::api_error(Errc::bad_request,
+                                                   "error decoding YAML: the apply patch is not a map"));
+    }
+    if (apply && !(access_.rbac && info.group == "rbac.authorization.k8s.io")) {
+      bool created = false;
+      auto r = co_await store_->apply(info, route.ns, route.name, std::move(patch->get_object()),
+                                      *q, &created);
+      co_return render(std::move(r), created ? 201 : 200, &*q);
+    }
     if (access_.rbac && info.group == "rbac.authorization.k8s.io") {
       // The patched role or binding must pass the escalation check, so it is made here and
       // written as an update guarded by the version it was made from (retried if that moved).
       for (int attempt = 0;; ++attempt) {
         std::string any_version;
         auto current = co_await store_->get(info, route.ns, route.name, any_version);
+        if (apply && !current && current.error().code == Errc::not_found) {
+          // Applying a role or binding that does not exist yet: checked, then created.
+          registry::WriteQuery aq = *q;
+          aq.applied = true;
+          auto made = registry::apply_configuration(info, nullptr, patch->get_object(), aq);
+          if (!made) co_return error_response(made.error());
+          if (auto e = co_await check_escalation(info, route, *made)) co_return error_response(*e);
+          auto created = co_await store_->create(info, route.ns, std::move(*made), aq);
+          if (!created && created.error().code == Errc::already_exists && attempt < 4) continue;
+          co_return render(std::move(created), 201, &*q);
+        }
         if (!current) co_return error_response(current.error());
-        auto patched = registry::apply_patch(info, patch_type, *current, *patch);
+        q->applied = apply;
+        auto patched = apply ? registry::apply_configuration(info, &*current, patch->get_object(), *q)
+                             : registry::apply_patch(info, patch_type, *current, *patch);
         if (!patched) co_return error_response(patched.error());
         if (auto e = co_await check_escalation(info, route, *patched)) co_return error_response(*e);
         // `patched` keeps the resourceVersion read (or the one the patch asked for).
@@ -968,6 +1039,10 @@ asio::awaitable<ApiResponse> ApiHandler::serve_scale(const ApiRequest& request, 
   }
   auto q = write_query(url, "");
   if (!q) co_return error_response(q.error());
+  if (auto e = set_field_manager(*q, url, request, m == "PUT" ? "UpdateOptions" : "PatchOptions",
+                                 false)) {
+    co_return error_response(*e);
+  }
   auto r = co_await store_->scale(info, route.ns, route.name, std::move(mutate), *q);
   if (!r) co_return error_response(r.error());
   co_return json_response(200, *r);

@@ -279,6 +279,21 @@ users:
         return path
 
 
+def kubectl_runner(server, home):
+    """A function running kubectl against server with HOME and KUBECONFIG in home:
+    kc(*args, stdin=None) -> (exit code, stdout + stderr). None when kubectl is not installed."""
+    kubectl = shutil.which("kubectl")
+    if not kubectl:
+        return None
+    env = dict(os.environ, HOME=home, KUBECONFIG=server.kubeconfig(home))
+
+    def kc(*args, stdin=None):
+        p = subprocess.run([kubectl, *args], input=stdin, capture_output=True, text=True,
+                           env=env, timeout=60)
+        return p.returncode, p.stdout + p.stderr
+    return kc
+
+
 def start_server(checks, binary, extra_args=(), **kwargs):
     """Starts a Server with extra_args. When the binary refuses them (a build without the feature),
     records one FAIL and starts it without them, so that the rest of a suite still runs and reports."""
