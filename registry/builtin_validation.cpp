@@ -10,6 +10,8 @@
 #include <boost/json/value.hpp>
 
 #include <algorithm>
+#include <cctype>
+#include <filesystem>
 #include <cmath>
 #include <optional>
 #include <string_view>
@@ -341,6 +343,20 @@ void validate_pod_update(const json::object& pod, const json::object& old, Cause
               "(allow it to be set to 1 if it was previously negative)" +
                   spec_diff("core.PodSpec", *old_spec, munged));
   }
+  // Scheduling gates may only be removed (validateOnlyDeletedSchedulingGates).
+  if (const json::value* gates = value_at(spec, "schedulingGates"); gates && gates->is_array()) {
+    std::vector<std::string> before;
+    if (const json::value* g = value_at(old_spec, "schedulingGates"); g && g->is_array()) {
+      for (const auto& gate : g->get_array()) before.push_back(string_at(gate.if_object(), "name"));
+    }
+    const json::array& now = gates->get_array();
+    for (std::size_t i = 0; i < now.size(); ++i) {
+      const std::string name = string_at(now[i].if_object(), "name");
+      if (std::find(before.begin(), before.end(), name) != before.end()) continue;
+      forbidden(causes, "spec.schedulingGates[" + std::to_string(i) + "].name",
+                "only deletion is allowed, but found new scheduling gate '" + name + "'");
+    }
+  }
   if (!kept_tolerations(value_at(spec, "tolerations"), value_at(old_spec, "tolerations"))) {
     forbidden(causes, "spec.tolerations",
               "existing toleration can not be modified except its tolerationSeconds");
@@ -532,6 +548,130 @@ void validate_stateful_set(const json::object& sts, const json::object* old, Cau
   }
 }
 
+namespace {
+
+// ValidateJobSpecUpdate: what a Job's update may not change. Completions only in tandem with
+// parallelism for Indexed jobs; the pod template only while the job is suspended and has never
+// started, and then only its scheduling directives, labels and annotations.
+void validate_job_update(const json::object& job, const json::object& old, Causes& causes) {
+  const json::object* spec = object_at(&job, "spec");
+  const json::object* old_spec = object_at(&old, "spec");
+  const json::value* completions = value_at(spec, "completions");
+  if (!same(completions, value_at(old_spec, "completions"))) {
+    const bool indexed = string_at(spec, "completionMode") == "Indexed";
+    const json::value* parallelism = value_at(spec, "parallelism");
+    if (!indexed) {
+      immutable(causes, "spec.completions",
+                completions != nullptr ? json::serialize(*completions) : "null");
+    } else if (!same(completions, parallelism)) {
+      invalid(causes, "spec.completions",
+              completions != nullptr ? json::serialize(*completions) : "null",
+              "can only be modified in tandem with spec.parallelism");
+    }
+  }
+  const json::value* selector_v = value_at(spec, "selector");
+  if (!same(selector_v, value_at(old_spec, "selector"))) {
+    immutable(causes, "spec.selector", go_label_selector(selector_v));
+  }
+  const json::value* tmpl = value_at(spec, "template");
+  json::value before = old_spec != nullptr && old_spec->contains("template")
+                           ? old_spec->at("template")
+                           : json::value(json::object());
+  const json::value* suspend = value_at(old_spec, "suspend");
+  const bool suspended = suspend != nullptr && suspend->is_bool() && suspend->get_bool();
+  const bool started = value_at(object_at(&old, "status"), "startTime") != nullptr;
+  if (suspended && !started && tmpl != nullptr && tmpl->is_object() && before.is_object()) {
+    auto take = [](json::object& into, const json::object* from, std::string_view key) {
+      const json::value* v = from != nullptr ? from->if_contains(key) : nullptr;
+      if (v != nullptr) {
+        into[key] = *v;
+      } else {
+        into.erase(key);
+      }
+    };
+    json::object& b = before.get_object();
+    const json::object& t = tmpl->get_object();
+    if (!b["metadata"].is_object()) b["metadata"] = json::object();
+    take(b["metadata"].get_object(), object_at(&t, "metadata"), "labels");
+    take(b["metadata"].get_object(), object_at(&t, "metadata"), "annotations");
+    if (!b["spec"].is_object()) b["spec"] = json::object();
+    json::object& bs = b["spec"].get_object();
+    const json::object* ts = object_at(&t, "spec");
+    for (const char* f : {"nodeSelector", "tolerations", "schedulingGates"}) take(bs, ts, f);
+    // Node affinity may change; other affinity may not.
+    const json::object* affinity = object_at(ts, "affinity");
+    json::value* old_affinity = bs.if_contains("affinity");
+    if (affinity != nullptr) {
+      json::object merged = old_affinity != nullptr && old_affinity->is_object()
+                                ? old_affinity->get_object()
+                                : json::object();
+      take(merged, affinity, "nodeAffinity");
+      bs["affinity"] = std::move(merged);
+    } else if (old_affinity != nullptr && old_affinity->is_object()) {
+      old_affinity->get_object().erase("nodeAffinity");
+      if (old_affinity->get_object().empty()) bs.erase("affinity");
+    }
+    if (b["metadata"].get_object().empty() && !t.contains("metadata")) b.erase("metadata");
+  }
+  if (!same(tmpl, &before)) {
+    immutable(causes, "spec.template", tmpl != nullptr ? json::serialize(*tmpl) : "null");
+  }
+  for (const char* field : {"completionMode", "podFailurePolicy", "backoffLimitPerIndex",
+                            "managedBy"}) {
+    const json::value* now = value_at(spec, field);
+    if (!same(now, value_at(old_spec, field))) {
+      immutable(causes, std::string("spec.") + field, now != nullptr ? json::serialize(*now) : "null");
+    }
+  }
+}
+
+// validateTimeZone: a name Go's time.LoadLocation knows (the system's IANA database), never
+// "Local".
+void validate_time_zone(const json::object* spec, Causes& causes) {
+  const json::value* zone = value_at(spec, "timeZone");
+  if (zone == nullptr || !zone->is_string()) return;
+  const std::string tz(zone->get_string());
+  const std::string shown = go_quote(tz);
+  if (tz.empty()) {
+    invalid(causes, "spec.timeZone", shown, "timeZone must be nil or non-empty string");
+    return;
+  }
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t end = tz.find('/', start);
+    const std::string part = tz.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    const bool chars_ok = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '+';
+    });
+    if (part == "." || part == ".." || part.starts_with("-") || !chars_ok) {
+      invalid(causes, "spec.timeZone", shown,
+              "unknown time zone " + tz);
+      return;
+    }
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  if (tz.size() == 5 && (tz == "Local" || tz == "local" || tz == "LOCAL")) {
+    invalid(causes, "spec.timeZone", shown,
+            "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones");
+    return;
+  }
+  std::error_code ec;
+  const bool known = tz == "UTC" ||
+                     std::filesystem::is_regular_file("/usr/share/zoneinfo/" + tz, ec);
+  if (!known) invalid(causes, "spec.timeZone", shown, "unknown time zone " + tz);
+}
+
+// ValidatePersistentVolumeSpec's rules that the schema cannot say: exactly one volume source,
+// a storage capacity, access modes; the source never changes.
+constexpr const char* kVolumeSources[] = {
+    "gcePersistentDisk", "awsElasticBlockStore", "hostPath", "glusterfs", "nfs", "rbd",
+    "quobyte", "iscsi", "cinder", "cephfs", "flexVolume", "fc", "azureFile", "flocker",
+    "vsphereVolume", "azureDisk", "photonPersistentDisk", "portworxVolume", "scaleIO", "local",
+    "storageos", "csi"};
+
+}  // namespace
+
 void validate_job(const json::object& job, const json::object* old, Causes& causes) {
   const json::object* spec = object_at(&job, "spec");
   const json::object* tmpl = object_at(spec, "template");
@@ -563,14 +703,10 @@ void validate_job(const json::object& job, const json::object* old, Causes& caus
     }
   }
   check_restart_policy(tmpl, "spec.template.spec.restartPolicy", {"OnFailure", "Never"}, causes);
-  if (old != nullptr) {
-    const json::value* before = value_at(object_at(old, "spec"), "selector");
-    if (!same(selector_v, before)) immutable(causes, "spec.selector", go_label_selector(selector_v));
-  }
+  if (old != nullptr) validate_job_update(job, *old, causes);
 }
 
 void validate_cron_job(const json::object& cron_job, const json::object* old, Causes& causes) {
-  (void)old;
   const json::object* spec = object_at(&cron_job, "spec");
   const std::string schedule = string_at(spec, "schedule");
   if (schedule.empty()) {
@@ -578,6 +714,19 @@ void validate_cron_job(const json::object& cron_job, const json::object* old, Ca
   } else if (auto error = schedule_error(schedule)) {
     invalid(causes, "spec.schedule", go_quote(schedule), *error);
   }
+  // TZ= and CRON_TZ= prefixes only stay on schedules that already had them.
+  const bool had_tz = old != nullptr &&
+                      string_at(object_at(old, "spec"), "schedule").find("TZ") != std::string::npos;
+  if (schedule.find("TZ") != std::string::npos) {
+    if (!had_tz) {
+      invalid(causes, "spec.schedule", go_quote(schedule),
+              "cannot use TZ or CRON_TZ in schedule, use timeZone field instead");
+    } else if (value_at(spec, "timeZone") != nullptr) {
+      invalid(causes, "spec.schedule", go_quote(schedule),
+              "cannot use both timeZone field and TZ or CRON_TZ in schedule");
+    }
+  }
+  validate_time_zone(spec, causes);
   const json::object* tmpl = object_at(object_at(object_at(spec, "jobTemplate"), "spec"), "template");
   check_restart_policy(tmpl, "spec.jobTemplate.spec.template.spec.restartPolicy",
                        {"OnFailure", "Never"}, causes);
@@ -607,6 +756,43 @@ void validate_secret(const json::object& secret, const json::object* old, Causes
   validate_immutable_data(secret, old, {"data"}, causes);
   const std::string type = string_at(&secret, "type");
   if (type != string_at(old, "type")) immutable(causes, "type", go_quote(type));
+}
+
+void validate_persistent_volume(const json::object& pv, const json::object* old, Causes& causes) {
+  const json::object* spec = object_at(&pv, "spec");
+  std::vector<std::string> sources;
+  for (const char* source : kVolumeSources) {
+    if (value_at(spec, source) != nullptr) sources.emplace_back(source);
+  }
+  if (sources.empty()) required(causes, "spec", "must specify a volume type");
+  for (std::size_t i = 1; i < sources.size(); ++i) {
+    forbidden(causes, "spec." + sources[i], "may not specify more than 1 volume type");
+  }
+  const json::value* capacity = value_at(spec, "capacity");
+  if (capacity == nullptr || !capacity->is_object() || capacity->get_object().empty()) {
+    required(causes, "spec.capacity");
+  } else if (!capacity->get_object().contains("storage") || capacity->get_object().size() > 1) {
+    std::string shown = "core.ResourceList{";
+    bool first = true;
+    for (const auto& [k, v] : capacity->get_object()) {
+      shown += (first ? "" : ", ") + go_quote(k) + ":" + (v.is_string() ? go_quote(v.get_string()) : json::serialize(v));
+      first = false;
+    }
+    not_supported(causes, "spec.capacity", shown + "}", {"storage"});
+  }
+  const json::value* modes = value_at(spec, "accessModes");
+  if (modes == nullptr || !modes->is_array() || modes->get_array().empty()) {
+    required(causes, "spec.accessModes");
+  }
+  if (old == nullptr) return;
+  const json::object* old_spec = object_at(old, "spec");
+  for (const char* source : kVolumeSources) {
+    if (!same(value_at(spec, source), value_at(old_spec, source))) {
+      forbidden(causes, "spec.persistentvolumesource",
+                "spec.persistentvolumesource is immutable after creation");
+      break;
+    }
+  }
 }
 
 void validate_persistent_volume_claim(const json::object& pvc, const json::object* old,

@@ -38,6 +38,8 @@ void validate_config_map(const boost::json::object& config_map, const boost::jso
                          Causes& causes);
 void validate_secret(const boost::json::object& secret, const boost::json::object* old,
                      Causes& causes);
+void validate_persistent_volume(const boost::json::object& pv, const boost::json::object* old,
+                                Causes& causes);
 void validate_persistent_volume_claim(const boost::json::object& pvc,
                                       const boost::json::object* old, Causes& causes);
 

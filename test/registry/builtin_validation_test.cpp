@@ -167,7 +167,89 @@ TEST(BuiltinValidation, AJobRunsTheSelectorKubeGeneratedUnlessItsManual) {
   EXPECT_EQ(causes_of(validate_job, changed, &manual),
             "spec.selector | FieldValueInvalid | Invalid value: v1.LabelSelector{MatchLabels:"
             "map[string]string{\"a\":\"c\"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: "
-            "field is immutable\n");
+            "field is immutable\n"
+            "spec.template | FieldValueInvalid | Invalid value: {\"metadata\":{\"labels\":"
+            "{\"a\":\"c\"}},\"spec\":{\"restartPolicy\":\"Never\",\"containers\":[{\"name\":"
+            "\"c\",\"image\":\"x\"}]}}: field is immutable\n");
+}
+
+TEST(BuiltinValidation, AJobsCompletionsAndTemplateAreFixedUnlessSuspendedAndNeverStarted) {
+  auto base = job(R"({"manualSelector":true,"selector":{"matchLabels":{"a":"b"}},"completions":3,
+      "template":{"metadata":{"labels":{"a":"b"}},
+                  "spec":{"restartPolicy":"Never","containers":[{"name":"c","image":"x"}]}}})");
+  auto more = base;
+  more["spec"].as_object()["completions"] = 4;
+  EXPECT_EQ(causes_of(validate_job, more, &base),
+            "spec.completions | FieldValueInvalid | Invalid value: 4: field is immutable\n");
+  // Indexed jobs scale completions together with parallelism.
+  auto indexed = base;
+  indexed["spec"].as_object()["completionMode"] = "Indexed";
+  auto elastic = indexed;
+  elastic["spec"].as_object()["completions"] = 5;
+  elastic["spec"].as_object()["parallelism"] = 5;
+  EXPECT_EQ(causes_of(validate_job, elastic, &indexed), "");
+  elastic["spec"].as_object()["parallelism"] = 2;
+  EXPECT_EQ(causes_of(validate_job, elastic, &indexed),
+            "spec.completions | FieldValueInvalid | Invalid value: 5: can only be modified in "
+            "tandem with spec.parallelism\n");
+  // A suspended job that never ran may move its pods elsewhere, and only that.
+  auto suspended = base;
+  suspended["spec"].as_object()["suspend"] = true;
+  auto moved = suspended;
+  json::object& tspec = moved["spec"].as_object()["template"].as_object()["spec"].as_object();
+  tspec["nodeSelector"] = json::parse(R"({"zone":"a"})");
+  tspec["tolerations"] = json::parse(R"([{"key":"k","operator":"Exists"}])");
+  moved["spec"].as_object()["template"].as_object()["metadata"].as_object()["annotations"] =
+      json::parse(R"({"x":"y"})");
+  EXPECT_EQ(causes_of(validate_job, moved, &suspended), "");
+  auto started = suspended;
+  started["status"] = json::parse(R"({"startTime":"2026-01-01T00:00:00Z"})");
+  EXPECT_NE(causes_of(validate_job, moved, &started).find("spec.template |"), std::string::npos);
+  auto image = suspended;
+  image["spec"].as_object()["template"].as_object()["spec"].as_object()["containers"] =
+      json::parse(R"([{"name":"c","image":"y"}])");
+  EXPECT_NE(causes_of(validate_job, image, &suspended).find("spec.template |"), std::string::npos);
+}
+
+TEST(BuiltinValidation, ACronJobsTimeZoneIsAnIanaName) {
+  auto cj = parse(R"({"spec":{"schedule":"0 * * * *","timeZone":"Europe/Berlin",
+      "jobTemplate":{"spec":{"template":{"spec":{
+      "restartPolicy":"OnFailure","containers":[{"name":"c","image":"x"}]}}}}}})");
+  EXPECT_EQ(causes_of(validate_cron_job, cj), "");
+  cj["spec"].as_object()["timeZone"] = "Mars/Olympus_Mons";
+  EXPECT_EQ(causes_of(validate_cron_job, cj),
+            "spec.timeZone | FieldValueInvalid | Invalid value: \"Mars/Olympus_Mons\": unknown "
+            "time zone Mars/Olympus_Mons\n");
+  cj["spec"].as_object()["timeZone"] = "../etc/passwd";
+  EXPECT_NE(causes_of(validate_cron_job, cj).find("unknown time zone"), std::string::npos);
+  cj["spec"].as_object()["timeZone"] = "Local";
+  EXPECT_NE(causes_of(validate_cron_job, cj).find("must be an explicit time zone"),
+            std::string::npos);
+  cj["spec"].as_object().erase("timeZone");
+  cj["spec"].as_object()["schedule"] = "CRON_TZ=UTC 0 * * * *";
+  EXPECT_NE(causes_of(validate_cron_job, cj).find("cannot use TZ or CRON_TZ in schedule, use "
+                                                  "timeZone field instead"),
+            std::string::npos);
+}
+
+TEST(BuiltinValidation, APersistentVolumeHasOneSourceCapacityAndModes) {
+  auto pv = parse(R"({"spec":{"capacity":{"storage":"1Gi"},"accessModes":["ReadWriteOnce"],
+                              "hostPath":{"path":"/data"}}})");
+  EXPECT_EQ(causes_of(validate_persistent_volume, pv), "");
+  auto none = parse(R"({"spec":{}})");
+  EXPECT_EQ(causes_of(validate_persistent_volume, none),
+            "spec | FieldValueRequired | Required value: must specify a volume type\n"
+            "spec.capacity | FieldValueRequired | Required value\n"
+            "spec.accessModes | FieldValueRequired | Required value\n");
+  auto two = pv;
+  two["spec"].as_object()["nfs"] = json::parse(R"({"server":"s","path":"/"})");
+  EXPECT_EQ(causes_of(validate_persistent_volume, two),
+            "spec.nfs | FieldValueForbidden | Forbidden: may not specify more than 1 volume type\n");
+  auto moved = pv;
+  moved["spec"].as_object()["hostPath"] = json::parse(R"({"path":"/other"})");
+  EXPECT_EQ(causes_of(validate_persistent_volume, moved, &pv),
+            "spec.persistentvolumesource | FieldValueForbidden | Forbidden: "
+            "spec.persistentvolumesource is immutable after creation\n");
 }
 
 TEST(BuiltinValidation, ACronJobNeedsAScheduleCronCanRead) {
@@ -269,6 +351,18 @@ TEST(BuiltinValidation, APodUpdateMayChangeImagesDeadlineAndAddTolerations) {
       "activeDeadlineSeconds":60})"), &old),
             "spec.tolerations | FieldValueForbidden | Forbidden: existing toleration can not be "
             "modified except its tolerationSeconds\n");
+}
+
+TEST(BuiltinValidation, APodsSchedulingGatesMayOnlyBeRemoved) {
+  auto gated = pod(R"({"containers":[{"name":"c","image":"x"}],
+                       "schedulingGates":[{"name":"a"},{"name":"b"}]})");
+  auto fewer = pod(R"({"containers":[{"name":"c","image":"x"}],"schedulingGates":[{"name":"b"}]})");
+  EXPECT_EQ(causes_of(validate_pod, fewer, &gated), "");
+  auto added = pod(R"({"containers":[{"name":"c","image":"x"}],
+                       "schedulingGates":[{"name":"b"},{"name":"c"}]})");
+  EXPECT_EQ(causes_of(validate_pod, added, &fewer),
+            "spec.schedulingGates[1].name | FieldValueForbidden | Forbidden: only deletion is "
+            "allowed, but found new scheduling gate 'c'\n");
 }
 
 TEST(BuiltinValidation, GoValuesArePrintedAsPercentSharpV) {
