@@ -274,6 +274,59 @@ bool kept_tolerations(const json::value* now, const json::value* before) {
   return true;
 }
 
+// ValidatePodEphemeralContainersUpdate: ephemeral containers are only ever added, each named
+// uniquely among all the pod's containers, with an image, and without what only a regular
+// container may have.
+void validate_ephemeral_containers(const json::object& spec, const json::object& old_spec,
+                                   Causes& causes) {
+  const json::value* now_v = value_at(&spec, "ephemeralContainers");
+  const json::value* old_v = value_at(&old_spec, "ephemeralContainers");
+  if (same(now_v, old_v)) return;
+  static const json::array kNone;
+  const json::array& now = now_v != nullptr && now_v->is_array() ? now_v->get_array() : kNone;
+  const json::array& before = old_v != nullptr && old_v->is_array() ? old_v->get_array() : kNone;
+  std::vector<std::string> names;
+  for (const char* list : {"containers", "initContainers"}) {
+    if (const json::value* l = value_at(&spec, list); l && l->is_array()) {
+      for (const auto& c : l->get_array()) names.push_back(string_at(c.if_object(), "name"));
+    }
+  }
+  for (const auto& old_c : before) {
+    const std::string name = string_at(old_c.if_object(), "name");
+    bool found = false;
+    for (std::size_t i = 0; i < now.size(); ++i) {
+      if (string_at(now[i].if_object(), "name") != name) continue;
+      found = true;
+      if (!same(&now[i], &old_c)) {
+        forbidden(causes, "spec.ephemeralContainers[" + std::to_string(i) + "]",
+                  "existing ephemeral containers " + go_quote(name) + " may not be changed");
+      }
+    }
+    if (!found) {
+      forbidden(causes, "spec.ephemeralContainers",
+                "existing ephemeral containers " + go_quote(name) + " may not be removed");
+    }
+  }
+  for (std::size_t i = 0; i < now.size(); ++i) {
+    const json::object* c = now[i].if_object();
+    const std::string path = "spec.ephemeralContainers[" + std::to_string(i) + "]";
+    const std::string name = string_at(c, "name");
+    if (name.empty()) {
+      required(causes, path + ".name");
+    } else if (std::find(names.begin(), names.end(), name) != names.end()) {
+      add(causes, "FieldValueDuplicate", "Duplicate value: " + go_quote(name), path + ".name");
+    }
+    names.push_back(name);
+    if (string_at(c, "image").empty()) required(causes, path + ".image");
+    for (const char* field : {"ports", "livenessProbe", "readinessProbe", "startupProbe",
+                              "lifecycle", "resources", "resizePolicy", "restartPolicy"}) {
+      if (!blank(c != nullptr ? c->if_contains(field) : nullptr)) {
+        forbidden(causes, path + "." + field, "cannot be set for an Ephemeral Container");
+      }
+    }
+  }
+}
+
 void validate_pod_update(const json::object& pod, const json::object& old, Causes& causes) {
   const json::object* spec = object_at(&pod, "spec");
   const json::object* old_spec = object_at(&old, "spec");
@@ -319,7 +372,9 @@ void validate_pod_update(const json::object& pod, const json::object& old, Cause
     invalid(causes, "spec.activeDeadlineSeconds", "null",
             "must not update from a positive integer to nil value");
   }
-  for (const char* field : {"activeDeadlineSeconds", "tolerations", "schedulingGates"}) {
+  validate_ephemeral_containers(*spec, *old_spec, causes);
+  for (const char* field : {"activeDeadlineSeconds", "tolerations", "schedulingGates",
+                            "ephemeralContainers"}) {
     if (const json::value* v = old_spec->if_contains(field)) {
       munged[field] = *v;
     } else {

@@ -516,6 +516,26 @@ std::string list_start_key(const ResourceInfo& info, const std::string& ns,
   return info.key_prefix() + token.start_key_relative;
 }
 
+// Ephemeral containers change only through pods/ephemeralcontainers, which changes nothing
+// else (kube's dropNonEphemeralContainerUpdates); other writes keep the stored ones.
+void keep_pod_halves(json::object& obj, const json::object& existing, const WriteQuery& query) {
+  if (query.subresource == "binding") return;
+  const bool ephemeral = query.subresource == "ephemeralcontainers";
+  const json::value* from_spec = (ephemeral ? obj : existing).if_contains("spec");
+  const json::value* containers = from_spec != nullptr && from_spec->is_object()
+                                      ? from_spec->get_object().if_contains("ephemeralContainers")
+                                      : nullptr;
+  json::value taken = containers != nullptr ? *containers : json::value();
+  if (ephemeral) obj = existing;
+  json::value& spec = obj["spec"];
+  if (!spec.is_object()) spec = json::object();
+  if (containers != nullptr) {
+    spec.get_object()["ephemeralContainers"] = std::move(taken);
+  } else {
+    spec.get_object().erase("ephemeralContainers");
+  }
+}
+
 // Where a write's field ownership is recorded: the kind's types, version and subresource; the
 // main resource does not write the status of a kind that has a status subresource, /status
 // does not write the spec.
@@ -893,8 +913,10 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::guarded_update(
         meta.erase(field);
       }
     }
-    // The status subresource and the main resource each own their half of the object.
-    if (info.has_status) {
+    if (info.group.empty() && info.resource == "pods") keep_pod_halves(obj, *existing, query);
+    // The status subresource and the main resource each own their half of the object (a
+    // binding, which sets the node and the PodScheduled condition, writes both).
+    if (info.has_status && query.subresource != "binding") {
       const bool status_write = query.subresource == "status";
       json::object base = status_write ? *existing : obj;
       const json::object& from = status_write ? obj : *existing;
@@ -941,7 +963,9 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::guarded_update(
       std::int64_t gen = g != nullptr && g->is_int64() ? g->get_int64() : 0;
       final_meta["generation"] = gen + 1;
     }
-    if (auto e = check_written(info, name, obj, &*existing)) {
+    // A binding is no update of the pod's spec by its users: only the rules of any pod apply.
+    const json::object* old_for_rules = query.subresource == "binding" ? nullptr : &*existing;
+    if (auto e = check_written(info, name, obj, old_for_rules)) {
       failure = std::move(*e);
       return failure->code;
     }
@@ -1019,6 +1043,98 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::patch(const ResourceInfo
     return apply_patch(info, type, current, *shared_patch);
   };
   co_return co_await write_update(info, std::move(ns), std::move(name), query, std::move(mutate));
+}
+
+asio::awaitable<ApiResult<json::object>> ResourceStore::bind(const ResourceInfo& info,
+                                                             std::string ns, std::string name,
+                                                             json::object binding,
+                                                             WriteQuery query) {
+  const json::object* meta = metadata_of(binding);
+  const std::string binding_name = string_field(meta, "name");
+  if (!binding_name.empty() && binding_name != name) {
+    co_return bad_request("name in URL does not match name in Binding object");
+  }
+  const json::object* target = object_member(binding, "target");
+  const std::string kind(string_member(target, "kind"));
+  const std::string node(string_member(target, "name"));
+  std::vector<Cause> causes;
+  if (!kind.empty() && kind != "Node") {
+    causes.push_back({"FieldValueNotSupported",
+                      "Unsupported value: " + go_quoted(kind) + ": supported values: \"Node\"",
+                      "target.kind"});
+  }
+  if (node.empty()) causes.push_back({"FieldValueRequired", "Required value", "target.name"});
+  if (!causes.empty()) {
+    std::string message = "Binding " + go_quoted(name) + " is invalid: ";
+    for (std::size_t i = 0; i < causes.size(); ++i) {
+      message += (i ? ", " : "") + causes[i].field + ": " + causes[i].message;
+    }
+    ApiError e(Errc::invalid, std::move(message), std::move(causes));
+    e.name = name;
+    e.kind = "Binding";
+    co_return e;
+  }
+  json::object annotations;
+  if (meta != nullptr) {
+    if (const json::object* a = object_member(*meta, "annotations")) annotations = *a;
+  }
+  const std::string uid = string_field(meta, "uid");
+  auto refused = [name](std::string why) {
+    ApiError e(Errc::conflict,
+               "Operation cannot be fulfilled on pods/binding " + go_quoted(name) + ": " + why);
+    e.name = name;
+    e.kind = "pods/binding";
+    return e;
+  };
+  MutateFn mutate = [=](const json::object& current) -> ApiResult<json::object> {
+    json::object pod = current;
+    json::object& pod_meta = pod["metadata"].as_object();
+    if (!uid.empty() && uid != string_field(&pod_meta, "uid")) {
+      return refused("Precondition failed: UID in precondition: " + uid +
+                     ", UID in object meta: " + string_field(&pod_meta, "uid"));
+    }
+    if (pod_meta.contains("deletionTimestamp")) {
+      return refused("pod " + name + " is being deleted, cannot be assigned to a host");
+    }
+    json::value& spec = pod["spec"];
+    if (!spec.is_object()) spec = json::object();
+    const std::string assigned(string_member(&spec.get_object(), "nodeName"));
+    if (!assigned.empty()) {
+      return refused("pod " + name + " is already assigned to node " + go_quoted(assigned));
+    }
+    spec.get_object()["nodeName"] = node;
+    if (!annotations.empty()) {
+      json::value& a = pod_meta["annotations"];
+      if (!a.is_object()) a = json::object();
+      for (const auto& [k, v] : annotations) a.get_object()[k] = v;
+    }
+    // The PodScheduled condition turns True (its transition time when it changes).
+    json::value& status = pod["status"];
+    if (!status.is_object()) status = json::object();
+    json::value& conditions = status.get_object()["conditions"];
+    if (!conditions.is_array()) conditions = json::array();
+    json::object* scheduled = nullptr;
+    for (auto& c : conditions.get_array()) {
+      if (c.is_object() && string_member(&c.get_object(), "type") == "PodScheduled") {
+        scheduled = &c.get_object();
+      }
+    }
+    if (scheduled == nullptr) {
+      conditions.get_array().push_back(json::object{{"type", "PodScheduled"}});
+      scheduled = &conditions.get_array().back().get_object();
+    }
+    if (string_member(scheduled, "status") != "True") {
+      (*scheduled)["status"] = "True";
+      (*scheduled)["lastTransitionTime"] = now_rfc3339();
+      scheduled->erase("reason");
+      scheduled->erase("message");
+    }
+    (*scheduled)["lastProbeTime"] = nullptr;
+    return pod;
+  };
+  query.subresource = "binding";
+  co_return co_await write_update(info, std::move(ns), std::move(name), std::move(query),
+                                  std::move(mutate));
 }
 
 asio::awaitable<ApiResult<json::object>> ResourceStore::apply(const ResourceInfo& info,

@@ -45,7 +45,9 @@ enum class FieldValidation { ignore, warn, strict };
 
 struct WriteQuery {
   bool dry_run = false;
-  std::string subresource;  // "" or "status"
+  // "" or the subresource written: "status", "scale", "finalize", "binding",
+  // "ephemeralcontainers".
+  std::string subresource;
   FieldValidation field_validation = FieldValidation::warn;
   // Fields the request body held more than once (kube's notation, `metadata.name`).
   std::vector<std::string> duplicate_fields;
@@ -124,6 +126,13 @@ class ResourceStore {
                                                                std::string ns, std::string name,
                                                                boost::json::object config,
                                                                WriteQuery query, bool* created);
+  // pods/binding: puts the pod on `binding.target.name` (a Node) with the binding's
+  // annotations and a True PodScheduled condition; 409 when it is on a node already or being
+  // deleted, 422 for a target that is not a named Node.
+  boost::asio::awaitable<ApiResult<boost::json::object>> bind(const ResourceInfo& info,
+                                                              std::string ns, std::string name,
+                                                              boost::json::object binding,
+                                                              WriteQuery query);
   // Deletes as kube-apiserver does (registry/deletion.hpp): an object that stays (finalizers,
   // a pod's grace period, a terminating namespace) is answered with its new state; one deleted
   // now with itself (its resourceVersion the delete's revision) or a Status naming it, by kind.

@@ -4,6 +4,7 @@
 #include "registry/field_selector.hpp"
 #include "registry/json_body.hpp"
 #include "registry/json_patch.hpp"
+#include "registry/json_path.hpp"
 #include "registry/merge_patch.hpp"
 #include "registry/label_selector.hpp"
 #include "registry/managed_fields.hpp"
@@ -153,6 +154,18 @@ ApiResult<registry::WriteQuery> write_query(const Url& url, const std::string& s
   }
   q.warnings = std::make_shared<std::vector<std::string>>();
   return q;
+}
+
+// Subresources of pods kwatch serves: binding (what a scheduler posts), ephemeralcontainers
+// (`kubectl debug`), and those a kubelet would serve, answered with why they cannot be.
+bool kubelet_subresource(std::string_view sub) {
+  return sub == "log" || sub == "exec" || sub == "attach" || sub == "portforward" ||
+         sub == "proxy";
+}
+
+bool is_pod_subresource(const ResourceInfo& info, std::string_view sub) {
+  return info.group.empty() && info.resource == "pods" &&
+         (sub == "binding" || sub == "ephemeralcontainers" || kubelet_subresource(sub));
 }
 
 // Who a write is recorded under (fieldManager, else the User-Agent's product) and, for apply
@@ -639,7 +652,10 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
              !(route.subresource == "scale" && route.info->scale) &&
              !(route.subresource == "finalize" && route.info->resource == "namespaces") &&
              !(route.subresource == "token" && route.info->resource == "serviceaccounts" &&
-               request.method == "POST"))) {
+               request.method == "POST") &&
+             !is_pod_subresource(*route.info, route.subresource) &&
+             !(route.subresource == "proxy" && route.info->group.empty() &&
+               (route.info->resource == "services" || route.info->resource == "nodes")))) {
           response = not_found_path();
         } else if (auto denied = !access_.rbac && !audit
                                      ? std::nullopt
@@ -739,6 +755,25 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
   };
 
   if (route.subresource == "scale") co_return co_await serve_scale(request, url, route);
+  if (kubelet_subresource(route.subresource)) co_return co_await serve_without_kubelet(route);
+  if (route.subresource == "binding") {
+    route.verb = "create";
+    if (request.method != "POST") co_return method_not_allowed(request.method);
+    auto q = write_query(url, route.subresource);
+    if (!q) co_return error_response(q.error());
+    if (auto e = set_field_manager(*q, url, request, "CreateOptions", false)) {
+      co_return error_response(*e);
+    }
+    auto body = parse_object(request);
+    if (!body) co_return error_response(body.error());
+    auto r = co_await store_->bind(info, route.ns, route.name, std::move(*body), *q);
+    if (!r) co_return error_response(r.error());
+    co_return json_response(201, json::object{{"kind", "Status"},
+                                              {"apiVersion", "v1"},
+                                              {"metadata", json::object()},
+                                              {"status", "Success"},
+                                              {"code", 201}});
+  }
   if (route.subresource == "token") {
     route.verb = "create";
     auto body = parse_object(request);
@@ -990,6 +1025,34 @@ asio::awaitable<std::optional<ApiError>> ApiHandler::check_escalation(const Reso
   e.group = info.group;
   e.kind = info.resource;
   co_return e;
+}
+
+asio::awaitable<ApiResponse> ApiHandler::serve_without_kubelet(Route& route) {
+  // Streams, logs and proxies come from the kubelet of the pod's node (or the node's, or the
+  // service's endpoints); kwatch is an API server without kubelets behind it.
+  const ResourceInfo& info = *route.info;
+  route.verb = "get";
+  std::string empty_version;
+  auto obj = co_await store_->get(info, route.ns, route.name, empty_version);
+  if (!obj) co_return error_response(obj.error());
+  std::string node;
+  if (info.resource == "pods") {
+    const json::value* n = registry::find_field(*obj, "spec.nodeName");
+    node = n != nullptr && n->is_string() ? std::string(n->get_string()) : std::string();
+    if (node.empty()) {
+      co_return error_response(registry::api_error(
+          Errc::bad_request, "pod " + route.name + " does not have a host assigned"));
+    }
+  } else if (info.resource == "nodes") {
+    node = route.name;
+  }
+  std::string message = "kwatch serves the Kubernetes API without kubelets: " + info.resource +
+                         "/" + route.subresource + " of \"" + route.name + "\" cannot be served";
+  if (!node.empty()) message += " (no kubelet answers for node \"" + node + "\")";
+  ApiError e(Errc::unavailable, std::move(message));
+  e.name = route.name;
+  e.kind = info.resource;
+  co_return error_response(e);
 }
 
 asio::awaitable<ApiResponse> ApiHandler::serve_scale(const ApiRequest& request, const Url& url,

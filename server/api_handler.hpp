@@ -94,6 +94,9 @@ class ApiHandler {
       const registry::ResourceInfo& info, const Route& route, const boost::json::object& body);
   boost::asio::awaitable<ApiResponse> serve_scale(const ApiRequest& request, const Url& url,
                                                   Route& route);
+  // pods/log, exec, attach, portforward, proxy and services/nodes proxy: 503 saying no kubelet
+  // serves them (400 for a pod not yet on a node, as kube answers), 404 for a missing object.
+  boost::asio::awaitable<ApiResponse> serve_without_kubelet(Route& route);
   boost::asio::awaitable<ApiResponse> serve_watch(const ApiRequest& request, const Url& url,
                                                   const Route& route);
   boost::asio::awaitable<ApiResponse> list_from_cache(const ApiRequest& request,
