@@ -1,5 +1,6 @@
 #include "registry/builtin_columns.hpp"
 
+#include "registry/horizontal_pod_autoscaler.hpp"
 #include "registry/json_path.hpp"
 #include "registry/label_selector.hpp"
 #include "registry/timestamps.hpp"
@@ -673,6 +674,22 @@ std::vector<PrinterColumn> controller_revision_columns() {
 std::vector<PrinterColumn> builtin_columns(std::string_view group, std::string_view kind) {
   if (group == "events.k8s.io" && kind == "Event") {
     return event_columns("regarding", "note", "Note");
+  }
+  if (group == "autoscaling" && kind == "HorizontalPodAutoscaler") {
+    return {name_column(),
+            computed("Reference", "string",
+                     [](const json::object& o) {
+                       return json::value(str(o, "spec.scaleTargetRef.kind") + "/" +
+                                          str(o, "spec.scaleTargetRef.name"));
+                     }),
+            computed("Targets", "string",
+                     [](const json::object& o) {
+                       return json::value(horizontal_pod_autoscaler_targets(o));
+                     }),
+            text("MinPods", ".spec.minReplicas", "<unset>"),
+            text("MaxPods", ".spec.maxReplicas", "0"),
+            text("Replicas", ".status.currentReplicas", "0"),
+            age_column()};
   }
   if (kind == "Pod") return pod_columns();
   if (kind == "Deployment") return deployment_columns();

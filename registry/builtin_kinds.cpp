@@ -1,6 +1,7 @@
 #include "registry/builtin_kinds.hpp"
 
 #include "registry/field_type.hpp"
+#include "registry/horizontal_pod_autoscaler.hpp"
 
 #include "registry/builtin_columns.hpp"
 #include "registry/builtin_defaults.hpp"
@@ -103,6 +104,14 @@ void event_to_core(json::object& event) {
 void event_from_core(json::object& event) {
   rename_fields(event, false);
   event["apiVersion"] = "events.k8s.io/v1";
+}
+
+// autoscaling/v1's only default.
+void default_min_replicas(json::object& hpa) {
+  json::value& spec = hpa["spec"];
+  if (!spec.is_object()) spec = json::object();
+  json::value& min = spec.get_object()["minReplicas"];
+  if (min.is_null()) min = 1;
 }
 
 // A selectable field whose value is a number the object may leave out, which Go reads as 0
@@ -293,6 +302,19 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
       {.group = "node.k8s.io", .kind = "RuntimeClass", .resource = "runtimeclasses",
        .namespaced = false},
       // ---- the rest ----
+      // autoscaling/v2 is the stored form; v1 is served over it (kube's conversion).
+      {.group = "autoscaling", .version = "v2", .kind = "HorizontalPodAutoscaler",
+       .resource = "horizontalpodautoscalers", .short_names = {"hpa"}, .has_status = true,
+       .categories = kAll,
+       .hooks = {.set_defaults = default_horizontal_pod_autoscaler,
+                 .validate = validate_horizontal_pod_autoscaler}},
+      {.group = "autoscaling", .version = "v1", .kind = "HorizontalPodAutoscaler",
+       .resource = "horizontalpodautoscalers", .short_names = {"hpa"}, .has_status = true,
+       .categories = kAll,
+       .hooks = {.set_defaults = default_min_replicas,
+                 .validate = validate_horizontal_pod_autoscaler,
+                 .to_stored = horizontal_pod_autoscaler_to_v2,
+                 .to_served = horizontal_pod_autoscaler_to_v1}},
       {.group = "coordination.k8s.io", .kind = "Lease", .resource = "leases"},
       {.group = "events.k8s.io", .kind = "Event", .resource = "events", .short_names = {"ev"},
        .hooks = {.to_stored = event_to_core, .to_served = event_from_core}},

@@ -312,7 +312,38 @@ std::vector<std::pair<std::string, const json::value*>> indexed_items(const json
 }
 
 void compare_into(const json::value* a, const json::value* b, const FieldType& t,
-                  FieldPath& path, Comparison& c) {
+                  FieldPath& path, Comparison& c, const FieldSet* skip);
+
+// The fields of two objects (structures or maps), either of which may be absent.
+void compare_members(const json::object* ao, const json::object* bo, const FieldType& t,
+                     FieldPath& path, Comparison& c, const FieldSet* skip) {
+  // The subset of `skip` below a field; the field is passed over when it is a member.
+  auto skipped = [skip](const std::string& step, const FieldSet*& below) {
+    below = skip != nullptr ? skip->child(step) : nullptr;
+    return below != nullptr && below->member();
+  };
+  const FieldSet* below = nullptr;
+  if (ao) {
+    for (const auto& [key, av] : *ao) {
+      path.push_back(field_step(key));
+      if (!skipped(path.back(), below)) {
+        compare_into(&av, bo ? bo->if_contains(key) : nullptr, field_of(t, key), path, c, below);
+      }
+      path.pop_back();
+    }
+  }
+  if (bo) {
+    for (const auto& [key, bv] : *bo) {
+      if (ao && ao->contains(key)) continue;
+      path.push_back(field_step(key));
+      if (!skipped(path.back(), below)) compare_into(nullptr, &bv, field_of(t, key), path, c, below);
+      path.pop_back();
+    }
+  }
+}
+
+void compare_into(const json::value* a, const json::value* b, const FieldType& t,
+                  FieldPath& path, Comparison& c, const FieldSet* skip) {
   if (a == nullptr && b == nullptr) return;
   if (is_leaf(t, a, b)) {
     if (path.empty()) return;
@@ -336,34 +367,19 @@ void compare_into(const json::value* a, const json::value* b, const FieldType& t
       if (!left_of.emplace(step, item).second) continue;  // a duplicate: the first counts
       auto r = right_of.find(step);
       path.push_back(step);
-      compare_into(item, r != right_of.end() ? r->second : nullptr, *t.element, path, c);
+      compare_into(item, r != right_of.end() ? r->second : nullptr, *t.element, path, c, nullptr);
       path.pop_back();
     }
     std::set<std::string_view> done;
     for (const auto& [step, item] : right) {
       if (left_of.contains(step) || !done.insert(step).second) continue;
       path.push_back(step);
-      compare_into(nullptr, item, *t.element, path, c);
+      compare_into(nullptr, item, *t.element, path, c, nullptr);
       path.pop_back();
     }
   } else {
-    const json::object* ao = a ? &a->get_object() : nullptr;
-    const json::object* bo = b ? &b->get_object() : nullptr;
-    if (ao) {
-      for (const auto& [key, av] : *ao) {
-        path.push_back(field_step(key));
-        compare_into(&av, bo ? bo->if_contains(key) : nullptr, field_of(t, key), path, c);
-        path.pop_back();
-      }
-    }
-    if (bo) {
-      for (const auto& [key, bv] : *bo) {
-        if (ao && ao->contains(key)) continue;
-        path.push_back(field_step(key));
-        compare_into(nullptr, &bv, field_of(t, key), path, c);
-        path.pop_back();
-      }
-    }
+    compare_members(a ? &a->get_object() : nullptr, b ? &b->get_object() : nullptr, t, path, c,
+                    skip);
   }
   if (path.empty()) return;
   if (a == nullptr) c.added.insert(path);
@@ -532,10 +548,19 @@ ApiResult<FieldSet> field_set_of(const json::value& value, const FieldType& type
   return out;
 }
 
-Comparison compare(const json::value* before, const json::value* after, const FieldType& type) {
+Comparison compare(const json::value* before, const json::value* after, const FieldType& type,
+                   const FieldSet* skip) {
   Comparison c;
   FieldPath path;
-  compare_into(before, after, type, path, c);
+  compare_into(before, after, type, path, c, skip);
+  return c;
+}
+
+Comparison compare(const json::object& before, const json::object& after, const FieldType& type,
+                   const FieldSet* skip) {
+  Comparison c;
+  FieldPath path;
+  compare_members(&before, &after, type, path, c, skip);
   return c;
 }
 

@@ -75,7 +75,8 @@ ApiResult<FieldSet> field_set_of(const boost::json::value& value, const FieldTyp
                                  bool allow_duplicates = false);
 
 // What changed from `before` to `after` (either may be null: absent). Removed and added
-// structures, maps and list items are paths of their own besides their contents.
+// structures, maps and list items are paths of their own besides their contents. The members
+// of `skip` (field paths, e.g. metadata.managedFields) are passed over.
 struct Comparison {
   FieldSet added;
   FieldSet modified;
@@ -83,7 +84,10 @@ struct Comparison {
   bool same() const { return added.empty() && modified.empty() && removed.empty(); }
 };
 Comparison compare(const boost::json::value* before, const boost::json::value* after,
-                   const FieldType& type);
+                   const FieldType& type, const FieldSet* skip = nullptr);
+// The same for two objects of `type` (a structure or map), without copying them into values.
+Comparison compare(const boost::json::object& before, const boost::json::object& after,
+                   const FieldType& type, const FieldSet* skip = nullptr);
 
 // `config` merged into `live`: structures and maps field by field, granular lists item by item
 // (the items both have in config's order, live's own items where they were), everything else

@@ -142,15 +142,16 @@ void store(json::object& obj, std::vector<ManagedFieldsEntry> entries) {
   }
 }
 
-Comparison compare_objects(const json::value& before, const json::value& after,
+// What a write changed, leaving out metadata.managedFields (bookkeeping, not a field anyone
+// owns) and the fields the endpoint does not write.
+Comparison compare_objects(const json::object& before, const json::object& after,
                            const FieldManagerScope& scope) {
-  Comparison c = compare(&before, &after, *scope.type);
-  // metadata.managedFields is bookkeeping, not a field anyone owns.
-  c.added = c.added.recursive_difference(managed_fields_path()).recursive_difference(scope.reset);
-  c.modified =
-      c.modified.recursive_difference(managed_fields_path()).recursive_difference(scope.reset);
-  c.removed =
-      c.removed.recursive_difference(managed_fields_path()).recursive_difference(scope.reset);
+  Comparison c = compare(before, after, *scope.type, &managed_fields_path());
+  if (!scope.reset.empty()) {
+    c.added = c.added.recursive_difference(scope.reset);
+    c.modified = c.modified.recursive_difference(scope.reset);
+    c.removed = c.removed.recursive_difference(scope.reset);
+  }
   return c;
 }
 
@@ -303,10 +304,8 @@ void track_update(const json::object* live, json::object& next, const std::strin
     if (json::object* meta = metadata(next)) meta->erase("managedFields");
     return;
   }
-  static const json::value kNothing = json::object();
-  json::value before = live != nullptr ? without_managed_fields(*live) : kNothing;
-  json::value after = without_managed_fields(next);
-  Comparison c = compare_objects(before, after, scope);
+  static const json::object kNothing;
+  Comparison c = compare_objects(live != nullptr ? *live : kNothing, next, scope);
   const FieldSet changed = c.added.union_with(c.modified);
   for (auto& e : entries) e.fields = e.fields.difference(changed).difference(c.removed);
   FieldSet mine = changed.difference(stripped_fields());
@@ -371,7 +370,7 @@ ApiResult<json::object> apply_configuration(const json::object* live, const json
     remove_fields(merged, gone, *scope.type);
   }
 
-  Comparison c = compare_objects(before, merged, scope);
+  Comparison c = compare_objects(before.get_object(), merged.get_object(), scope);
   const FieldSet changed = c.added.union_with(c.modified);
   std::vector<std::pair<const ManagedFieldsEntry*, FieldSet>> conflicts;
   for (const auto& e : entries) {

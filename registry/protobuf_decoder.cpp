@@ -241,6 +241,21 @@ struct Schema {
               {msg(1, "metadata", object_meta), msg(2, "spec", pdb_spec),
                msg(3, "status", pdb_status)}};
 
+  // autoscaling/v1 (kubectl autoscale).
+  Message cross_version_object_reference{"CrossVersionObjectReference",
+                                         {str(1, "kind"), str(2, "name"), str(3, "apiVersion")}};
+  Message hpa_spec{"HorizontalPodAutoscalerSpec",
+                   {msg(1, "scaleTargetRef", cross_version_object_reference),
+                    keep(i32(2, "minReplicas")), keep(i32(3, "maxReplicas")),
+                    keep(i32(4, "targetCPUUtilizationPercentage"))}};
+  Message hpa_status{"HorizontalPodAutoscalerStatus",
+                     {i64(1, "observedGeneration"), of(2, "lastScaleTime", Kind::time),
+                      keep(i32(3, "currentReplicas")), keep(i32(4, "desiredReplicas")),
+                      keep(i32(5, "currentCPUUtilizationPercentage"))}};
+  Message hpa{"HorizontalPodAutoscaler",
+              {msg(1, "metadata", object_meta), msg(2, "spec", hpa_spec),
+               msg(3, "status", hpa_status)}};
+
   // scheduling.k8s.io/v1 (kubectl create priorityclass).
   Message priority_class{"PriorityClass",
                          {msg(1, "metadata", object_meta), keep(i32(2, "value")),
@@ -370,6 +385,7 @@ struct Schema {
     }
     if (api_version == "policy/v1" && kind == "PodDisruptionBudget") return &pdb;
     if (api_version == "scheduling.k8s.io/v1" && kind == "PriorityClass") return &priority_class;
+    if (api_version == "autoscaling/v1" && kind == "HorizontalPodAutoscaler") return &hpa;
     if (api_version == "networking.k8s.io/v1" && kind == "Ingress") return &ingress;
     if (api_version == "authorization.k8s.io/v1") {
       if (kind == "SelfSubjectAccessReview") return &access_review;

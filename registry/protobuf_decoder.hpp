@@ -2,8 +2,8 @@
 // objects, for the kinds kubectl's typed commands send that way (`kubectl create namespace`,
 // `create configmap`, `create secret`, `create serviceaccount`, `create deployment`, `run`,
 // `create service`, `expose`, `create job`, `create cronjob`, `create quota`,
-// `create poddisruptionbudget`, `create priorityclass`, `create ingress`, the RBAC kinds and the
-// reviews).
+// `create poddisruptionbudget`, `autoscale`, `create priorityclass`, `create ingress`, the RBAC
+// kinds and the reviews).
 //
 // The decoder is table-driven: every message it knows lists its fields. A field it does not know
 // is an `unsupported_media_type` error naming the field, never silently dropped, so no data is

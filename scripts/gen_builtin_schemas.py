@@ -55,6 +55,11 @@ PACKAGES = {
     "autoscaling": "io.k8s.api.autoscaling.v1",
 }
 
+# (group, version) whose types live in another package than the group's v1 types.
+VERSIONED_PACKAGES = {
+    ("autoscaling", "v2"): "io.k8s.api.autoscaling.v2",
+}
+
 # (group, version, kind, python class). Core kinds come first: a model class takes the package
 # of the first kind that reaches it, so the core types shared with other groups stay core.
 KINDS = [
@@ -99,6 +104,8 @@ KINDS = [
     ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "V1CustomResourceDefinition"),
     ("autoscaling", "v1", "Scale", "V1Scale"),
     ("autoscaling", "v1", "HorizontalPodAutoscaler", "V1HorizontalPodAutoscaler"),
+    # Kubernetes 1.22's models stop at autoscaling/v2beta2, whose types autoscaling/v2 kept.
+    ("autoscaling", "v2", "HorizontalPodAutoscaler", "V2beta2HorizontalPodAutoscaler"),
 ]
 
 # Classes whose definition the first-referrer rule would get wrong: apimachinery's meta types
@@ -121,7 +128,7 @@ EXPLICIT = {
 PRIMITIVES = {"str": "string", "int": "int32", "bool": "boolean", "float": "number",
               "datetime": "date-time", "date": "string", "object": "any"}
 
-PREFIX = re.compile(r"^(?:[A-Z][a-z]+)?V1(?=[A-Z])")
+PREFIX = re.compile(r"^(?:[A-Z][a-z]+)?V(?:1|2beta2)(?=[A-Z])")
 REQUIRED = re.compile(r"Invalid value for `(\w+)`, must not be `None`")
 
 
@@ -164,9 +171,10 @@ def main():
     # the kinds in order).
     names = {}
     queue = []
-    for group, _, _, cls in KINDS:
+    for group, version, _, cls in KINDS:
         if cls not in names:
-            names[cls] = EXPLICIT.get(cls, PACKAGES[group] + "." + PREFIX.sub("", cls))
+            package = VERSIONED_PACKAGES.get((group, version), PACKAGES[group])
+            names[cls] = EXPLICIT.get(cls, package + "." + PREFIX.sub("", cls))
             queue.append(cls)
     while queue:
         cls = queue.pop(0)

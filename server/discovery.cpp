@@ -91,23 +91,38 @@ json::object api_versions(std::string_view server_address) {
        json::array{json::object{{"clientCIDR", "0.0.0.0/0"}, {"serverAddress", server_address}}}}};
 }
 
-json::object api_group_list(const Scheme& scheme) {
+// One APIGroup per group, its versions in the scheme's order; the first is the preferred one
+// (autoscaling: v2, then v1).
+json::array group_entries(const Scheme& scheme) {
   json::array groups;
   for (const auto& gv : served_group_versions(scheme)) {
     if (gv.group.empty()) continue;
-    groups.push_back(group_entry(gv.group, gv.version));
+    json::object* found = nullptr;
+    for (auto& g : groups) {
+      if (g.at("name") == json::value(gv.group)) found = &g.get_object();
+    }
+    if (found == nullptr) {
+      groups.push_back(group_entry(gv.group, gv.version));
+    } else {
+      found->at("versions").get_array().push_back(
+          json::object{{"groupVersion", gv.str()}, {"version", gv.version}});
+    }
   }
-  return json::object{{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", groups}};
+  return groups;
+}
+
+json::object api_group_list(const Scheme& scheme) {
+  return json::object{{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", group_entries(scheme)}};
 }
 
 std::optional<json::object> api_group(const Scheme& scheme, std::string_view group) {
-  for (const auto& gv : served_group_versions(scheme)) {
-    if (gv.group == group && !group.empty()) {
-      json::object g = group_entry(gv.group, gv.version);
-      g["kind"] = "APIGroup";
-      g["apiVersion"] = "v1";
-      return g;
-    }
+  if (group.empty()) return std::nullopt;
+  for (auto& g : group_entries(scheme)) {
+    if (g.at("name") != json::value(group)) continue;
+    json::object out = std::move(g.get_object());
+    out["kind"] = "APIGroup";
+    out["apiVersion"] = "v1";
+    return out;
   }
   return std::nullopt;
 }

@@ -66,6 +66,7 @@ const std::vector<std::tuple<std::string, std::string, std::string>> kKinds = {
     {"apiextensions.k8s.io", "v1", "CustomResourceDefinition"},
     {"autoscaling", "v1", "Scale"},
     {"autoscaling", "v1", "HorizontalPodAutoscaler"},
+    {"autoscaling", "v2", "HorizontalPodAutoscaler"},
 };
 
 Schema compile_kind(std::string_view group, std::string_view kind) {
