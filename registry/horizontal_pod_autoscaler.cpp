@@ -35,11 +35,6 @@ const json::value* value(const json::object* obj, std::string_view key) {
   return obj != nullptr ? obj->if_contains(key) : nullptr;
 }
 
-// Copies obj[from] to out[to] when it is there.
-void carry(json::object& out, const json::object* obj, std::string_view from, std::string_view to) {
-  if (const json::value* v = value(obj, from); v != nullptr && !v->is_null()) out[to] = *v;
-}
-
 const json::array* array_member(const json::object* obj, std::string_view key) {
   const json::value* v = value(obj, key);
   return v != nullptr ? v->if_array() : nullptr;
@@ -54,180 +49,110 @@ bool is_cpu_utilization(const json::object& metric) {
 
 // ---- autoscaling/v1 MetricSpec and MetricStatus <-> v2 ----
 
-json::object metric_identifier(const json::object* v1, std::string_view name, std::string_view selector) {
-  json::object id;
-  carry(id, v1, name, "name");
-  carry(id, v1, selector, "selector");
-  return id;
-}
+// Where a field of a v1 metric source lives in the v2 one: `v2_object` ("" for the source
+// itself, "metric", "target", "current", or "describedObject" as a whole when `v2_field` is "").
+struct FieldMap {
+  std::string_view v1;
+  std::string_view v2_object;
+  std::string_view v2_field;
+};
 
-json::object target_v2(const json::value* utilization, const json::value* average,
-                       const json::value* plain) {
-  json::object t;
-  if (utilization != nullptr && !utilization->is_null()) {
-    t["type"] = "Utilization";
-    t["averageUtilization"] = *utilization;
-  } else if (plain != nullptr && !plain->is_null()) {
-    t["type"] = "Value";
-    t["value"] = *plain;
-  } else {
-    t["type"] = "AverageValue";
-  }
-  if (average != nullptr && !average->is_null()) t["averageValue"] = *average;
-  return t;
-}
+struct SourceMap {
+  std::string_view type;  // MetricSpec.type: "Resource", "Pods", ...
+  std::string_view key;   // the member holding the source: "resource", "pods", ...
+  std::vector<FieldMap> spec;
+  std::vector<FieldMap> status;
+};
 
-json::object metric_spec_to_v2(const json::object& m) {
-  json::object out;
-  const std::string type(string_member(&m, "type"));
-  out["type"] = type;
-  if (type == "Resource" || type == "ContainerResource") {
-    const json::object* r = member(&m, type == "Resource" ? "resource" : "containerResource");
-    json::object src;
-    carry(src, r, "name", "name");
-    carry(src, r, "container", "container");
-    src["target"] = target_v2(value(r, "targetAverageUtilization"), value(r, "targetAverageValue"), nullptr);
-    out[type == "Resource" ? "resource" : "containerResource"] = std::move(src);
-  } else if (type == "Pods") {
-    const json::object* p = member(&m, "pods");
-    json::object target{{"type", "AverageValue"}};
-    carry(target, p, "targetAverageValue", "averageValue");
-    out["pods"] = json::object{{"metric", metric_identifier(p, "metricName", "selector")},
-                               {"target", std::move(target)}};
-  } else if (type == "Object") {
-    const json::object* o = member(&m, "object");
-    json::object target = target_v2(nullptr, value(o, "averageValue"), value(o, "targetValue"));
-    if (value(o, "averageValue") != nullptr) target["type"] = "AverageValue";
-    json::object src{{"metric", metric_identifier(o, "metricName", "selector")}, {"target", std::move(target)}};
-    carry(src, o, "target", "describedObject");
-    out["object"] = std::move(src);
-  } else if (type == "External") {
-    const json::object* e = member(&m, "external");
-    out["external"] = json::object{
-        {"metric", metric_identifier(e, "metricName", "metricSelector")},
-        {"target", target_v2(nullptr, value(e, "targetAverageValue"), value(e, "targetValue"))}};
-  }
-  return out;
-}
-
-json::object metric_spec_to_v1(const json::object& m) {
-  json::object out;
-  const std::string type(string_member(&m, "type"));
-  out["type"] = type;
-  if (type == "Resource" || type == "ContainerResource") {
-    const std::string key = type == "Resource" ? "resource" : "containerResource";
-    const json::object* r = member(&m, key);
-    const json::object* t = member(r, "target");
-    json::object src;
-    carry(src, r, "name", "name");
-    carry(src, r, "container", "container");
-    carry(src, t, "averageUtilization", "targetAverageUtilization");
-    carry(src, t, "averageValue", "targetAverageValue");
-    out[key] = std::move(src);
-  } else if (type == "Pods") {
-    const json::object* p = member(&m, "pods");
-    json::object src;
-    carry(src, member(p, "metric"), "name", "metricName");
-    carry(src, member(p, "metric"), "selector", "selector");
-    carry(src, member(p, "target"), "averageValue", "targetAverageValue");
-    out["pods"] = std::move(src);
-  } else if (type == "Object") {
-    const json::object* o = member(&m, "object");
-    json::object src;
-    carry(src, o, "describedObject", "target");
-    carry(src, member(o, "metric"), "name", "metricName");
-    carry(src, member(o, "metric"), "selector", "selector");
-    carry(src, member(o, "target"), "value", "targetValue");
-    carry(src, member(o, "target"), "averageValue", "averageValue");
-    out["object"] = std::move(src);
-  } else if (type == "External") {
-    const json::object* e = member(&m, "external");
-    json::object src;
-    carry(src, member(e, "metric"), "name", "metricName");
-    carry(src, member(e, "metric"), "selector", "metricSelector");
-    carry(src, member(e, "target"), "value", "targetValue");
-    carry(src, member(e, "target"), "averageValue", "targetAverageValue");
-    out["external"] = std::move(src);
-  }
-  return out;
-}
-
-json::object metric_status_to_v2(const json::object& m) {
-  json::object out;
-  const std::string type(string_member(&m, "type"));
-  out["type"] = type;
-  auto current = [](const json::object* s, std::string_view utilization, std::string_view average,
-                    std::string_view plain) {
-    json::object c;
-    carry(c, s, utilization, "averageUtilization");
-    carry(c, s, average, "averageValue");
-    carry(c, s, plain, "value");
-    return c;
+const std::vector<SourceMap>& source_maps() {
+  static const std::vector<SourceMap> maps = {
+      {"Resource", "resource",
+       {{"name", "", "name"}, {"targetAverageUtilization", "target", "averageUtilization"},
+        {"targetAverageValue", "target", "averageValue"}},
+       {{"name", "", "name"}, {"currentAverageUtilization", "current", "averageUtilization"},
+        {"currentAverageValue", "current", "averageValue"}}},
+      {"ContainerResource", "containerResource",
+       {{"name", "", "name"}, {"container", "", "container"},
+        {"targetAverageUtilization", "target", "averageUtilization"},
+        {"targetAverageValue", "target", "averageValue"}},
+       {{"name", "", "name"}, {"container", "", "container"},
+        {"currentAverageUtilization", "current", "averageUtilization"},
+        {"currentAverageValue", "current", "averageValue"}}},
+      {"Pods", "pods",
+       {{"metricName", "metric", "name"}, {"selector", "metric", "selector"},
+        {"targetAverageValue", "target", "averageValue"}},
+       {{"metricName", "metric", "name"}, {"selector", "metric", "selector"},
+        {"currentAverageValue", "current", "averageValue"}}},
+      {"Object", "object",
+       {{"target", "describedObject", ""}, {"metricName", "metric", "name"},
+        {"selector", "metric", "selector"}, {"targetValue", "target", "value"},
+        {"averageValue", "target", "averageValue"}},
+       {{"target", "describedObject", ""}, {"metricName", "metric", "name"},
+        {"selector", "metric", "selector"}, {"currentValue", "current", "value"},
+        {"averageValue", "current", "averageValue"}}},
+      {"External", "external",
+       {{"metricName", "metric", "name"}, {"metricSelector", "metric", "selector"},
+        {"targetValue", "target", "value"}, {"targetAverageValue", "target", "averageValue"}},
+       {{"metricName", "metric", "name"}, {"metricSelector", "metric", "selector"},
+        {"currentValue", "current", "value"}, {"currentAverageValue", "current", "averageValue"}}},
   };
-  if (type == "Resource" || type == "ContainerResource") {
-    const std::string key = type == "Resource" ? "resource" : "containerResource";
-    const json::object* r = member(&m, key);
-    json::object src;
-    carry(src, r, "name", "name");
-    carry(src, r, "container", "container");
-    src["current"] = current(r, "currentAverageUtilization", "currentAverageValue", "");
-    out[key] = std::move(src);
-  } else if (type == "Pods") {
-    const json::object* p = member(&m, "pods");
-    out["pods"] = json::object{{"metric", metric_identifier(p, "metricName", "selector")},
-                               {"current", current(p, "", "currentAverageValue", "")}};
-  } else if (type == "Object") {
-    const json::object* o = member(&m, "object");
-    json::object src{{"metric", metric_identifier(o, "metricName", "selector")},
-                     {"current", current(o, "", "averageValue", "currentValue")}};
-    carry(src, o, "target", "describedObject");
-    out["object"] = std::move(src);
-  } else if (type == "External") {
-    const json::object* e = member(&m, "external");
-    out["external"] = json::object{{"metric", metric_identifier(e, "metricName", "metricSelector")},
-                                   {"current", current(e, "", "currentAverageValue", "currentValue")}};
-  }
-  return out;
+  return maps;
 }
 
-json::object metric_status_to_v1(const json::object& m) {
-  json::object out;
-  const std::string type(string_member(&m, "type"));
-  out["type"] = type;
-  if (type == "Resource" || type == "ContainerResource") {
-    const std::string key = type == "Resource" ? "resource" : "containerResource";
-    const json::object* r = member(&m, key);
-    json::object src;
-    carry(src, r, "name", "name");
-    carry(src, r, "container", "container");
-    carry(src, member(r, "current"), "averageUtilization", "currentAverageUtilization");
-    carry(src, member(r, "current"), "averageValue", "currentAverageValue");
-    out[key] = std::move(src);
-  } else if (type == "Pods") {
-    const json::object* p = member(&m, "pods");
-    json::object src;
-    carry(src, member(p, "metric"), "name", "metricName");
-    carry(src, member(p, "metric"), "selector", "selector");
-    carry(src, member(p, "current"), "averageValue", "currentAverageValue");
-    out["pods"] = std::move(src);
-  } else if (type == "Object") {
-    const json::object* o = member(&m, "object");
-    json::object src;
-    carry(src, o, "describedObject", "target");
-    carry(src, member(o, "metric"), "name", "metricName");
-    carry(src, member(o, "metric"), "selector", "selector");
-    carry(src, member(o, "current"), "value", "currentValue");
-    carry(src, member(o, "current"), "averageValue", "averageValue");
-    out["object"] = std::move(src);
-  } else if (type == "External") {
-    const json::object* e = member(&m, "external");
-    json::object src;
-    carry(src, member(e, "metric"), "name", "metricName");
-    carry(src, member(e, "metric"), "selector", "metricSelector");
-    carry(src, member(e, "current"), "value", "currentValue");
-    carry(src, member(e, "current"), "averageValue", "currentAverageValue");
-    out["external"] = std::move(src);
+const SourceMap* source_map(std::string_view type) {
+  for (const auto& m : source_maps()) {
+    if (m.type == type) return &m;
   }
+  return nullptr;
+}
+
+// kube's v1 -> v2 target type: Resource metrics by utilization when one is given, Pods by
+// average value, Object by average value when one is given, External by value when one is.
+std::string_view target_type(std::string_view metric, const json::object& target) {
+  if (metric == "Resource" || metric == "ContainerResource") {
+    return target.contains("averageUtilization") ? "Utilization" : "AverageValue";
+  }
+  if (metric == "Object") return target.contains("averageValue") ? "AverageValue" : "Value";
+  if (metric == "External") return target.contains("value") ? "Value" : "AverageValue";
+  return "AverageValue";
+}
+
+// One metric (spec or status) from v1's form to v2's (`to_v2`) or back; metrics of a type
+// neither version knows keep only their type.
+json::object convert_metric(const json::object& m, bool status, bool to_v2) {
+  json::object out;
+  const std::string_view type = string_member(&m, "type");
+  out["type"] = type;
+  const SourceMap* map = source_map(type);
+  if (map == nullptr) return out;
+  const json::object* source = member(&m, map->key);
+  json::object converted;
+  for (const FieldMap& f : status ? map->status : map->spec) {
+    if (to_v2) {
+      const json::value* v = value(source, f.v1);
+      if (v == nullptr || v->is_null()) continue;
+      if (f.v2_object.empty()) {
+        converted[f.v2_field] = *v;
+      } else if (f.v2_field.empty()) {
+        converted[f.v2_object] = *v;
+      } else {
+        object_at(converted, f.v2_object)[f.v2_field] = *v;
+      }
+    } else {
+      const json::value* v = f.v2_object.empty()  ? value(source, f.v2_field)
+                             : f.v2_field.empty() ? value(source, f.v2_object)
+                                                  : value(member(source, f.v2_object), f.v2_field);
+      if (v != nullptr && !v->is_null()) converted[f.v1] = *v;
+    }
+  }
+  if (to_v2 && !status) {
+    json::object& target = object_at(converted, "target");
+    target["type"] = target_type(map->type, target);
+  }
+  if (to_v2 && (map->type == "Pods" || map->type == "Object" || map->type == "External")) {
+    object_at(converted, "metric");  // v2 requires the identifier, even when empty
+  }
+  out[map->key] = std::move(converted);
   return out;
 }
 
@@ -270,7 +195,7 @@ void horizontal_pod_autoscaler_to_v2(json::object& hpa) {
   json::array metrics;
   if (auto other = take_annotation(annotations, kMetrics)) {
     for (const auto& m : *other) {
-      if (m.is_object()) metrics.push_back(metric_spec_to_v2(m.get_object()));
+      if (m.is_object()) metrics.push_back(convert_metric(m.get_object(), false, true));
     }
   }
   if (auto it = spec.find("targetCPUUtilizationPercentage"); it != spec.end()) {
@@ -308,7 +233,7 @@ void horizontal_pod_autoscaler_to_v2(json::object& hpa) {
   json::array current;
   if (auto listed = take_annotation(annotations, kCurrentMetrics)) {
     for (const auto& m : *listed) {
-      if (m.is_object()) current.push_back(metric_status_to_v2(m.get_object()));
+      if (m.is_object()) current.push_back(convert_metric(m.get_object(), true, true));
     }
   }
   auto conditions = take_annotation(annotations, kConditions);
@@ -345,7 +270,7 @@ void horizontal_pod_autoscaler_to_v1(json::object& hpa) {
             *value(member(member(&m.get_object(), "resource"), "target"), "averageUtilization");
         continue;
       }
-      other.push_back(metric_spec_to_v1(m.get_object()));
+      other.push_back(convert_metric(m.get_object(), false, false));
     }
   }
   spec.erase("metrics");
@@ -369,7 +294,7 @@ void horizontal_pod_autoscaler_to_v1(json::object& hpa) {
             status["currentCPUUtilizationPercentage"] = *u;
           }
         }
-        v1.push_back(metric_status_to_v1(m.get_object()));
+        v1.push_back(convert_metric(m.get_object(), true, false));
       }
       if (!v1.empty()) annotations_to_add[kCurrentMetrics] = json::serialize(v1);
     }

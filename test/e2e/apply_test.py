@@ -9,9 +9,8 @@ Usage: apply_test.py <path to kwatch-apiserver>
 """
 import json
 import os
-import sys
 
-from harness import Checks, Server, TempDir, kubectl_runner
+from harness import kubectl_runner, run_suite
 
 APPLY = {"Content-Type": "application/apply-patch+yaml"}
 CMS = "/api/v1/namespaces/default/configmaps"
@@ -343,34 +342,25 @@ def python_client(t, server, tmp):
 
 
 def main():
-    binary = sys.argv[1]
-    t = Checks()
-    with TempDir() as tmp:
-        server = Server(binary).start()
-
+    def checks(t, server, tmp):
         def write(name, text):
             p = os.path.join(tmp, name)
             with open(p, "w") as f:
                 f.write(text)
             return p
-        try:
-            kc = kubectl_runner(server, tmp)
-            if kc is None:
-                t.check("kubectl present (kubectl checks skipped)", True)
-            else:
-                kubectl_apply(t, server, kc, write)
-                client_side_migration(t, server, kc, write)
-            http_apply(t, server)
-            update_tracking(t, server)
-            if kc is not None:
-                status_subresource(t, server)
-            custom_resources(t, server)
-            python_client(t, server, tmp)
-            t.check("server alive", server.alive())
-        finally:
-            server.stop()
-    t.finish()
-
+        kc = kubectl_runner(server, tmp)
+        if kc is None:
+            t.check("kubectl present (kubectl checks skipped)", True)
+        else:
+            kubectl_apply(t, server, kc, write)
+            client_side_migration(t, server, kc, write)
+        http_apply(t, server)
+        update_tracking(t, server)
+        if kc is not None:
+            status_subresource(t, server)
+        custom_resources(t, server)
+        python_client(t, server, tmp)
+    run_suite(checks)
 
 if __name__ == "__main__":
     main()

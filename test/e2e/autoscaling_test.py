@@ -7,9 +7,8 @@ validation.
 Usage: autoscaling_test.py <path to kwatch-apiserver>
 """
 import json
-import sys
 
-from harness import Checks, Server, TempDir, WatchStream, kubectl_runner
+from harness import WatchStream, kubectl_runner, run_suite
 
 V1 = "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers"
 V2 = "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers"
@@ -127,22 +126,14 @@ def kubectl(t, server, kc):
 
 
 def main():
-    binary = sys.argv[1]
-    t = Checks()
-    with TempDir() as tmp:
-        server = Server(binary).start()
-        try:
-            versions(t, server)
-            conversion(t, server)
-            watches(t, server)
-            kc = kubectl_runner(server, tmp)
-            if kc is not None:
-                kubectl(t, server, kc)
-            t.check("server alive", server.alive())
-        finally:
-            server.stop()
-    t.finish()
-
+    def checks(t, server, tmp):
+        versions(t, server)
+        conversion(t, server)
+        watches(t, server)
+        kc = kubectl_runner(server, tmp)
+        if kc is not None:
+            kubectl(t, server, kc)
+    run_suite(checks)
 
 if __name__ == "__main__":
     main()

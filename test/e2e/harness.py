@@ -294,6 +294,22 @@ def kubectl_runner(server, home):
     return kc
 
 
+def run_suite(checks_of):
+    """The usual main of a suite: one Server of the binary in argv[1] (memory or etcd3 backend
+    as KWATCH_TEST_STORAGE says) and a temporary directory; checks_of(checks, server, tmp)
+    runs the checks; then "server alive", the server stopped and the summary's exit code."""
+    binary = sys.argv[1]
+    checks = Checks()
+    with TempDir() as tmp:
+        server = Server(binary).start()
+        try:
+            checks_of(checks, server, tmp)
+            checks.check("server alive", server.alive())
+        finally:
+            server.stop()
+    checks.finish()
+
+
 def start_server(checks, binary, extra_args=(), **kwargs):
     """Starts a Server with extra_args. When the binary refuses them (a build without the feature),
     records one FAIL and starts it without them, so that the rest of a suite still runs and reports."""

@@ -6,10 +6,8 @@ answer with a Status saying why they cannot be served.
 
 Usage: pods_test.py <path to kwatch-apiserver>
 """
-import json
-import sys
 
-from harness import Checks, Server, TempDir, kubectl_runner
+from harness import kubectl_runner, run_suite
 
 PODS = "/api/v1/namespaces/default/pods"
 
@@ -120,20 +118,12 @@ def without_kubelet(t, server, kc):
 
 
 def main():
-    binary = sys.argv[1]
-    t = Checks()
-    with TempDir() as tmp:
-        server = Server(binary).start()
-        try:
-            kc = kubectl_runner(server, tmp)
-            binding(t, server)
-            ephemeral(t, server, kc)
-            without_kubelet(t, server, kc)
-            t.check("server alive", server.alive())
-        finally:
-            server.stop()
-    t.finish()
-
+    def checks(t, server, tmp):
+        kc = kubectl_runner(server, tmp)
+        binding(t, server)
+        ephemeral(t, server, kc)
+        without_kubelet(t, server, kc)
+    run_suite(checks)
 
 if __name__ == "__main__":
     main()
