@@ -41,6 +41,24 @@ struct ApiError {
 
 inline ApiError api_error(Errc code, std::string message) { return {code, std::move(message), {}}; }
 
+// kube's NewInvalid: 422 `<Kind>.<group> "<name>" is invalid: <field>: <message>`, several
+// causes comma-separated in brackets, with the causes and the details' name, group and kind.
+inline ApiError invalid_error(std::string group, std::string kind, std::string name,
+                              std::vector<Cause> causes) {
+  std::string detail;
+  for (const auto& c : causes) {
+    if (!detail.empty()) detail += ", ";
+    detail += c.field + ": " + c.message;
+  }
+  if (causes.size() > 1) detail = "[" + detail + "]";
+  const std::string group_kind = group.empty() ? kind : kind + "." + group;
+  ApiError e{Errc::invalid, group_kind + " \"" + name + "\" is invalid: " + detail, std::move(causes)};
+  e.name = std::move(name);
+  e.group = std::move(group);
+  e.kind = std::move(kind);
+  return e;
+}
+
 // Lets `ApiResult<T>::value()` throw; found by argument-dependent lookup.
 inline void throw_exception_from_error(const ApiError& e, const boost::source_location&) {
   throw std::runtime_error(e.message);

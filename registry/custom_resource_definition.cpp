@@ -837,19 +837,8 @@ ApiResult<std::vector<ResourceInfo>> custom_resources(const json::object& crd_in
   auto causes = Validator(&schemas).run(crd, nullptr);
   const json::object& meta = object_or_empty(crd, "metadata");
   if (!causes.empty()) {
-    std::string message = "CustomResourceDefinition.apiextensions.k8s.io " +
-                          go_quote(string_at(meta, "name")) + " is invalid: ";
-    if (causes.size() > 1) message += '[';
-    for (std::size_t i = 0; i < causes.size(); ++i) {
-      if (i) message += ", ";
-      message += causes[i].field + ": " + causes[i].message;
-    }
-    if (causes.size() > 1) message += ']';
-    ApiError error(Errc::invalid, std::move(message), std::move(causes));
-    error.name = string_at(meta, "name");
-    error.group = "apiextensions.k8s.io";
-    error.kind = "CustomResourceDefinition";
-    return error;
+    return invalid_error("apiextensions.k8s.io", "CustomResourceDefinition",
+                         string_at(meta, "name"), std::move(causes));
   }
 
   const json::object& spec = object_or_empty(crd, "spec");

@@ -455,17 +455,7 @@ std::optional<ApiError> check_field_manager(const std::string& manager, bool app
     }
   }
   if (causes.empty()) return std::nullopt;
-  std::string message = options + ".meta.k8s.io \"\" is invalid: ";
-  if (causes.size() > 1) message += '[';
-  for (std::size_t i = 0; i < causes.size(); ++i) {
-    if (i) message += ", ";
-    message += causes[i].field + ": " + causes[i].message;
-  }
-  if (causes.size() > 1) message += ']';
-  ApiError e(Errc::invalid, std::move(message), std::move(causes));
-  e.group = "meta.k8s.io";
-  e.kind = options;
-  return e;
+  return invalid_error("meta.k8s.io", options, "", std::move(causes));
 }
 
 }  // namespace kwatch::registry

@@ -69,20 +69,8 @@ constexpr const char* kModified =
     "the object has been modified; please apply your changes to the latest version and try again";
 
 ApiError invalid(const ResourceInfo& info, const std::string& name, std::vector<Cause> causes) {
-  std::string detail;
-  for (const auto& c : causes) {
-    if (!detail.empty()) detail += ", ";
-    detail += c.field + ": " + c.message;
-  }
-  if (causes.size() > 1) detail = "[" + detail + "]";
   // Named by its group and kind, as kube names it: `Deployment.apps "web" is invalid: ...`.
-  const std::string group_kind = info.group.empty() ? info.kind : info.kind + "." + info.group;
-  ApiError e{Errc::invalid, group_kind + " \"" + name + "\" is invalid: " + detail,
-             std::move(causes)};
-  e.name = name;
-  e.group = info.group;
-  e.kind = info.kind;
-  return e;
+  return invalid_error(info.group, info.kind, name, std::move(causes));
 }
 
 ApiError bad_request(std::string message) { return api_error(Errc::bad_request, std::move(message)); }
@@ -1064,16 +1052,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::bind(const ResourceInfo&
                       "target.kind"});
   }
   if (node.empty()) causes.push_back({"FieldValueRequired", "Required value", "target.name"});
-  if (!causes.empty()) {
-    std::string message = "Binding " + go_quoted(name) + " is invalid: ";
-    for (std::size_t i = 0; i < causes.size(); ++i) {
-      message += (i ? ", " : "") + causes[i].field + ": " + causes[i].message;
-    }
-    ApiError e(Errc::invalid, std::move(message), std::move(causes));
-    e.name = name;
-    e.kind = "Binding";
-    co_return e;
-  }
+  if (!causes.empty()) co_return invalid_error("", "Binding", name, std::move(causes));
   json::object annotations;
   if (meta != nullptr) {
     if (const json::object* a = object_member(*meta, "annotations")) annotations = *a;

@@ -208,11 +208,7 @@ ApiResult<json::object> subject_access_review(const AccessOptions& options, json
                       "spec.resourceAttributes"});
   }
   if (!causes.empty()) {
-    std::string message = kind + ".authorization.k8s.io \"\" is invalid: ";
-    for (std::size_t i = 0; i < causes.size(); ++i) {
-      message += (i ? ", " : "") + causes[i].field + ": " + causes[i].message;
-    }
-    return ApiError(Errc::invalid, std::move(message), std::move(causes));
+    return registry::invalid_error("authorization.k8s.io", kind, "", std::move(causes));
   }
   if (local) {
     json::object& r = body["spec"].as_object()["resourceAttributes"].as_object();
