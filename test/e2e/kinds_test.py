@@ -229,12 +229,36 @@ kind: RuntimeClass
 metadata: {name: gvisor}
 handler: runsc
 """,
+    "hpa": """apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: web-hpa}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+  minReplicas: 1
+  maxReplicas: 3
+  metrics:
+  - type: Resource
+    resource:
+      name: cpu
+      target: {type: Utilization, averageUtilization: 50}
+""",
+    "hpa-v1": """apiVersion: autoscaling/v1
+kind: HorizontalPodAutoscaler
+metadata: {name: legacy-hpa}
+spec:
+  scaleTargetRef: {apiVersion: v1, kind: ReplicationController, name: legacy}
+  maxReplicas: 4
+  targetCPUUtilizationPercentage: 70
+""",
 }
 
 # kubectl's resource name, the object's name, the API path of its collection, the header
 # `kubectl get` prints, the cells of its row (None: not compared) and, for workloads, the
 # header of `-o wide`.
 GETS = [
+    ("horizontalpodautoscalers", "web-hpa", "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers",
+     "NAME REFERENCE TARGETS MINPODS MAXPODS REPLICAS AGE",
+     ["web-hpa", "Deployment/web", "cpu: <unknown>/50%", None, None, None, None], None),
     ("replicationcontrollers", "legacy", "/api/v1/namespaces/default/replicationcontrollers",
      "NAME DESIRED CURRENT READY AGE",
      ["legacy", 1, 0, 0, None, "c", "busybox:1.36", "app=legacy,tier=back"],
@@ -334,6 +358,8 @@ DISCOVERY = {
     "CSIDriver": ("storage.k8s.io/v1", "csidrivers", False, [], [], False),
     "VolumeAttachment": ("storage.k8s.io/v1", "volumeattachments", False, [], [], True),
     "RuntimeClass": ("node.k8s.io/v1", "runtimeclasses", False, [], [], False),
+    "HorizontalPodAutoscaler": ("autoscaling/v2", "horizontalpodautoscalers", True, ["hpa"],
+                                ["all"], True),
 }
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
@@ -746,6 +772,10 @@ def check_mistakes(t, server, kc, write):
             "template:", "selector: {matchLabels: {app: pi}}\n  template:\n    metadata: {labels: {app: pi}}"),
          "Job.batch", "picked", "spec.selector",
          "Invalid value: v1.LabelSelector{MatchLabels:map[string]string{\"app\":\"pi\", "),
+        ("hpa", CORPUS["hpa"].replace("name: web-hpa}", "name: inverted}").replace(
+            "minReplicas: 1", "minReplicas: 5"),
+         "HorizontalPodAutoscaler.autoscaling", "inverted", "spec.maxReplicas",
+         "Invalid value: 3: must be greater than or equal to `minReplicas`"),
         ("cj", CORPUS["cj"].replace("name: nightly}", "name: badcron}").replace(
             '"0 3 * * *"', '"0 3 * *"'),
          "CronJob.batch", "badcron", "spec.schedule",
