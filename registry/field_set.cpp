@@ -31,12 +31,6 @@ bool step_less(std::string_view a, std::string_view b) {
   return a < b;
 }
 
-template <class Children>
-auto lower(Children& children, std::string_view step) {
-  return std::lower_bound(children.begin(), children.end(), step,
-                          [](const auto& entry, std::string_view s) { return step_less(entry.first, s); });
-}
-
 bool parse_index(std::string_view text, std::size_t& out) {
   if (text.empty() || text.size() > 18) return false;
   out = 0;
@@ -170,16 +164,15 @@ std::string path_string(const FieldPath& path) {
   return out;
 }
 
+bool StepLess::operator()(std::string_view a, std::string_view b) const { return step_less(a, b); }
+
 FieldSet& FieldSet::descend(const std::string& step) {
-  auto it = lower(children_, step);
-  if (it == children_.end() || it->first != step) it = children_.emplace(it, step, FieldSet());
-  return it->second;
+  return children_.try_emplace(step).first->second;
 }
 
 const FieldSet* FieldSet::find(std::string_view step) const {
-  auto it = lower(children_, step);
-  if (it == children_.end() || it->first != step) return nullptr;
-  return &it->second;
+  auto it = children_.find(step);
+  return it != children_.end() ? &it->second : nullptr;
 }
 
 const FieldSet* FieldSet::child(std::string_view step) const { return find(step); }
@@ -218,7 +211,7 @@ FieldSet FieldSet::difference(const FieldSet& other) const {
   out.member_ = member_ && !other.member_;
   for (const auto& [step, sub] : children_) {
     const FieldSet* theirs = other.find(step);
-    out.children_.emplace_back(step, theirs ? sub.difference(*theirs) : sub);
+    out.children_.emplace_hint(out.children_.end(), step, theirs ? sub.difference(*theirs) : sub);
   }
   out.drop_empty();
   return out;
@@ -230,9 +223,9 @@ FieldSet FieldSet::recursive_difference(const FieldSet& other) const {
   for (const auto& [step, sub] : children_) {
     const FieldSet* theirs = other.find(step);
     if (theirs == nullptr) {
-      out.children_.emplace_back(step, sub);
+      out.children_.emplace_hint(out.children_.end(), step, sub);
     } else if (!theirs->member_) {
-      out.children_.emplace_back(step, sub.recursive_difference(*theirs));
+      out.children_.emplace_hint(out.children_.end(), step, sub.recursive_difference(*theirs));
     }
     // A member of `other` takes everything below it along.
   }
@@ -245,7 +238,7 @@ FieldSet FieldSet::intersection(const FieldSet& other) const {
   out.member_ = member_ && other.member_;
   for (const auto& [step, sub] : children_) {
     if (const FieldSet* theirs = other.find(step)) {
-      out.children_.emplace_back(step, sub.intersection(*theirs));
+      out.children_.emplace_hint(out.children_.end(), step, sub.intersection(*theirs));
     }
   }
   out.drop_empty();

@@ -17,6 +17,7 @@
 #include <boost/json/value.hpp>
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,8 +38,18 @@ std::string index_step(std::size_t index);
 // `.metadata.finalizers[="example.com/hold"]`, `.spec.ports[port=80,protocol="TCP"]`, `[0]`.
 std::string path_string(const FieldPath& path);
 
+// Orders steps: fields, then keys, then values, then indexes (by number), each by its text.
+struct StepLess {
+  using is_transparent = void;
+  bool operator()(std::string_view a, std::string_view b) const;
+};
+
 class FieldSet {
  public:
+  // A map, not a sorted vector: sets are built from objects in their members' order, which a
+  // client chooses, so each insertion must cost O(log n) whatever that order is.
+  using Children = std::map<std::string, FieldSet, StepLess>;
+
   bool empty() const { return !member_ && children_.empty(); }
   bool operator==(const FieldSet& other) const = default;
 
@@ -47,7 +58,7 @@ class FieldSet {
   // The subset below one step of this node, or nullptr.
   const FieldSet* child(std::string_view step) const;
   bool member() const { return member_; }
-  const std::vector<std::pair<std::string, FieldSet>>& children() const { return children_; }
+  const Children& children() const { return children_; }
 
   // Members of this set or of `other`.
   FieldSet union_with(const FieldSet& other) const;
@@ -77,8 +88,7 @@ class FieldSet {
   void drop_empty();
 
   bool member_ = false;
-  // Sorted by step: fields, then keys, then values, then indexes, each by its text.
-  std::vector<std::pair<std::string, FieldSet>> children_;
+  Children children_;
 };
 
 }  // namespace kwatch::registry

@@ -523,7 +523,7 @@ void remove_in(json::value& v, const FieldSet& set, const FieldType& t) {
 }
 
 void add_named(FieldSet& set, const FieldType& t) {
-  // children() is const; rebuild through descend, which keeps the order.
+  // children() is const; each child is reached again through descend.
   std::vector<std::string> steps;
   for (const auto& [step, sub] : set.children()) steps.push_back(step);
   for (const auto& step : steps) {

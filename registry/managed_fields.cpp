@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace kwatch::registry {
 
@@ -115,17 +117,19 @@ void cap_update_managers(std::vector<ManagedFieldsEntry>& entries) {
   entries = std::move(kept);
   // Two buckets of one version cannot arise; an existing "ancient-changes" entry of the
   // version merges with the new one.
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    for (std::size_t j = i + 1; j < entries.size();) {
-      if (identifier(entries[i]) == identifier(entries[j])) {
-        entries[i].fields = entries[i].fields.union_with(entries[j].fields);
-        entries[i].time = std::max(entries[i].time, entries[j].time);
-        entries.erase(entries.begin() + static_cast<std::ptrdiff_t>(j));
-      } else {
-        ++j;
-      }
+  std::unordered_map<std::string, std::size_t> first;
+  std::vector<ManagedFieldsEntry> merged;
+  for (auto& e : entries) {
+    auto [it, fresh] = first.try_emplace(identifier(e), merged.size());
+    if (fresh) {
+      merged.push_back(std::move(e));
+    } else {
+      ManagedFieldsEntry& into = merged[it->second];
+      into.fields = into.fields.union_with(e.fields);
+      into.time = std::max(into.time, e.time);
     }
   }
+  entries = std::move(merged);
 }
 
 void store(json::object& obj, std::vector<ManagedFieldsEntry> entries) {
@@ -232,6 +236,7 @@ std::optional<std::vector<ManagedFieldsEntry>> decode_managed_fields(const json:
   if (v.is_null()) return std::vector<ManagedFieldsEntry>();
   if (!v.is_array()) return fail("managedFields must be a list");
   std::vector<ManagedFieldsEntry> out;
+  std::unordered_set<std::string> seen;
   for (const auto& item : v.get_array()) {
     const json::object* o = item.if_object();
     if (o == nullptr) return fail("a managedFields entry must be an object");
@@ -254,9 +259,7 @@ std::optional<std::vector<ManagedFieldsEntry>> decode_managed_fields(const json:
       if (!set) return fail(why);
       e.fields = std::move(*set);
     }
-    for (const auto& other : out) {
-      if (identifier(other) == identifier(e)) return fail("found duplicate manager: " + e.manager);
-    }
+    if (!seen.insert(identifier(e)).second) return fail("found duplicate manager: " + e.manager);
     out.push_back(std::move(e));
   }
   return out;
