@@ -176,12 +176,12 @@ std::string printed_manager(const ManagedFieldsEntry& e) {
 ApiError conflict_error(const std::vector<std::pair<const ManagedFieldsEntry*, FieldSet>>& conflicts) {
   std::vector<Cause> causes;
   std::vector<std::pair<std::string, std::vector<std::string>>> by_manager;
-  for (const auto& [entry, set] : conflicts) {
-    auto& paths = by_manager.emplace_back(printed_manager(*entry), std::vector<std::string>()).second;
-    set.for_each([&](const FieldPath& p) {
+  for (const auto& conflict : conflicts) {
+    const std::string manager = printed_manager(*conflict.first);
+    auto& paths = by_manager.emplace_back(manager, std::vector<std::string>()).second;
+    conflict.second.for_each([&](const FieldPath& p) {
       paths.push_back(path_string(p));
-      causes.push_back({"FieldManagerConflict", "conflict with " + printed_manager(*entry),
-                        path_string(p)});
+      causes.push_back({"FieldManagerConflict", "conflict with " + manager, path_string(p)});
     });
   }
   std::sort(by_manager.begin(), by_manager.end());

@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
 done
 
 all_targets=(label_selector field_selector continue_token protobuf_decoder merge_patch json_patch
-             strategic_merge_patch wal json_body)
+             strategic_merge_patch wal json_body server_side_apply)
 [ ${#targets[@]} -eq 0 ] && targets=("${all_targets[@]}")
 
 # Longest input per target: query values and tokens are short, documents and segments are not.

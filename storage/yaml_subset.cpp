@@ -251,6 +251,7 @@ class Parser {
       } else {
         std::string_view k = line().substr(col_, end - col_);
         while (!k.empty() && is_space(k.back())) k.remove_suffix(1);
+        if (k.empty()) fail(li_, "a mapping key is empty");
         refuse_indicator(li_, k.front());
         key = std::string(k);
       }

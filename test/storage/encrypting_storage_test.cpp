@@ -139,6 +139,7 @@ TEST(YamlSubset, RefusesWhatItDoesNotSupportNamingTheLine) {
            {"a: b: c\n", "line 1: a mapping cannot start on its key's line"},
            {"- a\nb: 1\n", "line 2: unexpected content"},
            {"", "line 1: the document is empty"},
+           {"a: 1\n: [x]\n", "line 2: a mapping key is empty"},
        }) {
     auto doc = parse_yaml_subset(c.text);
     ASSERT_FALSE(doc) << c.text;
