@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <set>
+#include <string>
 
 namespace kwatch::storage {
 
@@ -208,6 +209,7 @@ class Parser {
   }
 
   YamlNode block_sequence(std::size_t indent) {
+    const Nested nested(*this, li_);
     YamlNode seq;
     seq.kind = YamlNode::Kind::sequence;
     seq.line = static_cast<int>(li_) + 1;
@@ -235,6 +237,7 @@ class Parser {
   }
 
   YamlNode block_mapping(std::size_t indent) {
+    const Nested nested(*this, li_);
     YamlNode map;
     map.kind = YamlNode::Kind::mapping;
     map.line = static_cast<int>(li_) + 1;
@@ -413,6 +416,7 @@ class Parser {
   }
 
   YamlNode flow_node() {
+    const Nested nested(*this, li_);
     const std::size_t open_line = li_;
     const char c = line()[col_];
     YamlNode n;
@@ -496,6 +500,22 @@ class Parser {
     col_ = end;
     return n;
   }
+
+  // Collections inside collections, counted so that no document can recurse the parser (or
+  // whoever walks its result) off the stack.
+  static constexpr std::size_t kMaxDepth = 128;
+  struct Nested {
+    Parser& parser;
+    Nested(Parser& p, std::size_t line) : parser(p) {
+      if (++parser.depth_ > kMaxDepth) {
+        fail(line, "collections nested more than " + std::to_string(kMaxDepth) + " levels deep");
+      }
+    }
+    ~Nested() { --parser.depth_; }
+    Nested(const Nested&) = delete;
+    Nested& operator=(const Nested&) = delete;
+  };
+  std::size_t depth_ = 0;
 
   std::vector<std::string_view> lines_;
   std::size_t li_ = 0;

@@ -3,7 +3,8 @@
 // `- key: value` items), flow collections (`{}`, `[a, b]`, whole JSON documents, across lines),
 // plain, 'single-' and "double-quoted" scalars, comments, one `---` document. Anything else
 // (anchors, aliases, tags, block scalars `|` `>`, multi-line plain or quoted scalars, several
-// documents) is refused with an error naming its line, never guessed at.
+// documents) is refused with an error naming its line, never guessed at, and so are collections
+// nested more than 128 levels deep.
 //
 // Pure functions over immutable values; safe from any thread.
 #pragma once

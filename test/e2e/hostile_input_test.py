@@ -169,6 +169,16 @@ def main():
                                        headers={"Content-Type": "application/apply-patch+yaml"})
             t.check("and applied (or refused as too large)", status in (200, 201, 413), status)
 
+            # 3c. An apply-patch+yaml body nested 400,000 levels deep is refused (400), never
+            # recursed into.
+            for opener, closer in (("[", "]"), ("{a: ", "}")):
+                deep = ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: deep}\ndata: " +
+                        opener * 400000 + "1" + closer * 400000 + "\n")
+                status, body = server.request("PATCH", CM + "/deep?fieldManager=hostile", body=deep,
+                                              headers={"Content-Type": "application/apply-patch+yaml"})
+                t.check(f"a YAML apply nested 400,000 deep ({opener.strip()}) -> 400", status == 400
+                        and "nested more than 128 levels" in str(body), (status, str(body)[:200]))
+
             # 4. Invented HTTP methods do not become metric labels.
             for i in range(300):
                 server.request(f"INVENTED{i}", "/api")

@@ -140,6 +140,10 @@ TEST(YamlSubset, RefusesWhatItDoesNotSupportNamingTheLine) {
            {"- a\nb: 1\n", "line 2: unexpected content"},
            {"", "line 1: the document is empty"},
            {"a: 1\n: [x]\n", "line 2: a mapping key is empty"},
+           {"a: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+            "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+            "1]\n",
+            "line 1: collections nested more than 128 levels deep"},
        }) {
     auto doc = parse_yaml_subset(c.text);
     ASSERT_FALSE(doc) << c.text;
