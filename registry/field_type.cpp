@@ -281,7 +281,11 @@ struct Collector {
       }
       return;
     }
-    for (const auto& [key, child] : v.get_object()) {
+    collect_members(v.get_object(), t, path, out);
+  }
+
+  void collect_members(const json::object& o, const FieldType& t, FieldPath& path, FieldSet& out) {
+    for (const auto& [key, child] : o) {
       const bool declared = t.form == FieldType::Form::structure && t.field(key) != nullptr;
       path.push_back(field_step(key));
       if (t.form == FieldType::Form::structure && !declared && t.element == nullptr &&
@@ -388,8 +392,8 @@ void compare_into(const json::value* a, const json::value* b, const FieldType& t
 
 json::value merge_value(const json::value* live, const json::value& config, const FieldType& t);
 
-json::value merge_object(const json::value* live, const json::object& config, const FieldType& t) {
-  json::object out = is_object(live) ? live->get_object() : json::object();
+json::object merge_object(const json::object* live, const json::object& config, const FieldType& t) {
+  json::object out = live != nullptr ? *live : json::object();
   for (const auto& [key, cv] : config) {
     if (cv.is_null()) {
       out.erase(key);
@@ -480,16 +484,18 @@ json::value merge_value(const json::value* live, const json::value& config, cons
     case FieldType::Form::structure:
     case FieldType::Form::map:
       if (t.atomic || !config.is_object()) return config;
-      return merge_object(live, config.get_object(), t);
+      return merge_object(is_object(live) ? &live->get_object() : nullptr, config.get_object(), t);
     case FieldType::Form::deduced:
       if (!config.is_object()) return config;
-      return merge_object(live, config.get_object(), t);
+      return merge_object(is_object(live) ? &live->get_object() : nullptr, config.get_object(), t);
     case FieldType::Form::list:
       if (t.atomic || !config.is_array()) return config;
       return merge_list(live, config.get_array(), t);
   }
   return config;
 }
+
+void remove_members(json::object& o, const FieldSet& set, const FieldType& t);
 
 void remove_in(json::value& v, const FieldSet& set, const FieldType& t) {
   if (t.form == FieldType::Form::list) {
@@ -508,7 +514,10 @@ void remove_in(json::value& v, const FieldSet& set, const FieldType& t) {
     return;
   }
   if (t.form == FieldType::Form::scalar || !v.is_object()) return;
-  json::object& o = v.get_object();
+  remove_members(v.get_object(), set, t);
+}
+
+void remove_members(json::object& o, const FieldSet& set, const FieldType& t) {
   for (const auto& [step, sub] : set.children()) {
     if (!step.starts_with("f:")) continue;
     const std::string_view name = std::string_view(step).substr(2);
@@ -548,6 +557,17 @@ ApiResult<FieldSet> field_set_of(const json::value& value, const FieldType& type
   return out;
 }
 
+ApiResult<FieldSet> field_set_of(const json::object& value, const FieldType& type,
+                                 bool allow_duplicates) {
+  if (is_leaf(type, nullptr, nullptr)) return field_set_of(json::value(value), type, allow_duplicates);
+  Collector c{allow_duplicates, std::nullopt};
+  FieldSet out;
+  FieldPath path;
+  c.collect_members(value, type, path, out);
+  if (c.error) return api_error(Errc::bad_request, *c.error);
+  return out;
+}
+
 Comparison compare(const json::value* before, const json::value* after, const FieldType& type,
                    const FieldSet* skip) {
   Comparison c;
@@ -568,8 +588,16 @@ json::value merge(const json::value& live, const json::value& config, const Fiel
   return merge_value(&live, config, type);
 }
 
+json::object merge(const json::object& live, const json::object& config, const FieldType& type) {
+  return merge_object(&live, config, type);
+}
+
 void remove_fields(json::value& value, const FieldSet& set, const FieldType& type) {
   remove_in(value, set, type);
+}
+
+void remove_fields(json::object& value, const FieldSet& set, const FieldType& type) {
+  if (type.form != FieldType::Form::scalar) remove_members(value, set, type);
 }
 
 FieldSet with_named_fields(const FieldSet& set, const FieldType& type) {

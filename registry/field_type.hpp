@@ -73,6 +73,8 @@ class FieldTypes {
 // predate these rules: the first of duplicates counts).
 ApiResult<FieldSet> field_set_of(const boost::json::value& value, const FieldType& type,
                                  bool allow_duplicates = false);
+ApiResult<FieldSet> field_set_of(const boost::json::object& value, const FieldType& type,
+                                 bool allow_duplicates = false);
 
 // What changed from `before` to `after` (either may be null: absent). Removed and added
 // structures, maps and list items are paths of their own besides their contents. The members
@@ -94,9 +96,13 @@ Comparison compare(const boost::json::object& before, const boost::json::object&
 // taken from config. A null in config removes the field.
 boost::json::value merge(const boost::json::value& live, const boost::json::value& config,
                          const FieldType& type);
+// The same for two objects of `type` (a structure or map), without copying them into values.
+boost::json::object merge(const boost::json::object& live, const boost::json::object& config,
+                          const FieldType& type);
 
 // `value` without the members of `set` (each with everything below it).
 void remove_fields(boost::json::value& value, const FieldSet& set, const FieldType& type);
+void remove_fields(boost::json::object& value, const FieldSet& set, const FieldType& type);
 
 // `set` plus, as members, the structure fields its paths pass through ("spec" when it holds
 // "spec.replicas"; map entries and list items stay as they are).

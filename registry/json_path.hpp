@@ -22,6 +22,11 @@ inline const boost::json::object* object_member(const boost::json::object& obj, 
   return v != nullptr ? v->if_object() : nullptr;
 }
 
+inline boost::json::object* object_member(boost::json::object& obj, std::string_view key) {
+  boost::json::value* v = obj.if_contains(key);
+  return v != nullptr ? v->if_object() : nullptr;
+}
+
 // The string under `key` of `obj` (which may be null); "" when absent or not a string.
 inline std::string_view string_member(const boost::json::object* obj, std::string_view key) {
   const boost::json::value* v = obj != nullptr ? obj->if_contains(key) : nullptr;

@@ -52,11 +52,6 @@ const FieldSet& managed_fields_path() {
   return set;
 }
 
-json::object* metadata(json::object& obj) {
-  json::value* m = obj.if_contains("metadata");
-  return m != nullptr ? m->if_object() : nullptr;
-}
-
 const json::value* managed_fields_of(const json::object* obj) {
   const json::object* meta = obj != nullptr ? object_member(*obj, "metadata") : nullptr;
   return meta != nullptr ? meta->if_contains("managedFields") : nullptr;
@@ -133,11 +128,11 @@ void cap_update_managers(std::vector<ManagedFieldsEntry>& entries) {
 }
 
 void store(json::object& obj, std::vector<ManagedFieldsEntry> entries) {
-  json::object* meta = metadata(obj);
+  json::object* meta = object_member(obj, "metadata");
   if (meta == nullptr) {
     if (entries.empty()) return;
     obj["metadata"] = json::object();
-    meta = metadata(obj);
+    meta = object_member(obj, "metadata");
   }
   if (entries.empty()) {
     meta->erase("managedFields");
@@ -159,11 +154,28 @@ Comparison compare_objects(const json::object& before, const json::object& after
   return c;
 }
 
-// `obj` as a value without metadata.managedFields.
-json::value without_managed_fields(const json::object& obj) {
-  json::value v(obj);
-  if (json::object* meta = metadata(v.get_object())) meta->erase("managedFields");
-  return v;
+// Whether two objects are equal leaving out metadata.managedFields.
+bool same_but_managed_fields(const json::object& a, const json::object& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [key, av] : a) {
+    const json::value* bv = b.if_contains(key);
+    if (bv == nullptr) return false;
+    if (key != "metadata" || !av.is_object() || !bv->is_object()) {
+      if (av != *bv) return false;
+      continue;
+    }
+    const json::object& am = av.get_object();
+    const json::object& bm = bv->get_object();
+    const std::size_t a_extra = am.contains("managedFields") ? 1 : 0;
+    const std::size_t b_extra = bm.contains("managedFields") ? 1 : 0;
+    if (am.size() - a_extra != bm.size() - b_extra) return false;
+    for (const auto& [mk, mv] : am) {
+      if (mk == "managedFields") continue;
+      const json::value* other = bm.if_contains(mk);
+      if (other == nullptr || *other != mv) return false;
+    }
+  }
+  return true;
 }
 
 std::string printed_manager(const ManagedFieldsEntry& e) {
@@ -203,8 +215,8 @@ ApiError conflict_error(const std::vector<std::pair<const ManagedFieldsEntry*, F
 
 // The fields client-side apply's annotation says its writer set and that still hold those
 // values: what `kubectl` may take over without a conflict.
-std::optional<FieldSet> last_applied_fields(const json::value& live, const FieldType& type) {
-  const json::object* meta = live.is_object() ? object_member(live.get_object(), "metadata") : nullptr;
+std::optional<FieldSet> last_applied_fields(const json::object& live, const FieldType& type) {
+  const json::object* meta = object_member(live, "metadata");
   const json::object* annotations = meta != nullptr ? object_member(*meta, "annotations") : nullptr;
   const std::string_view text = string_member(annotations, kLastApplied);
   if (text.empty()) return std::nullopt;
@@ -213,7 +225,7 @@ std::optional<FieldSet> last_applied_fields(const json::value& live, const Field
   if (ec || !last.is_object()) return std::nullopt;
   auto set = field_set_of(last, type);
   if (!set) return std::nullopt;
-  Comparison c = compare(&last, &live, type);
+  Comparison c = compare(last.get_object(), live, type, &managed_fields_path());
   return set->difference(c.modified).difference(c.added).difference(c.removed);
 }
 
@@ -304,7 +316,7 @@ void track_update(const json::object* live, json::object& next, const std::strin
   }
   if (live != nullptr && entries.empty()) {
     // Objects that have none are not tracked by updates (only creates and applies start it).
-    if (json::object* meta = metadata(next)) meta->erase("managedFields");
+    if (json::object* meta = object_member(next, "metadata")) meta->erase("managedFields");
     return;
   }
   static const json::object kNothing;
@@ -341,16 +353,15 @@ ApiResult<json::object> apply_configuration(const json::object* live, const json
   if (const json::value* mf = managed_fields_of(&config); mf != nullptr && !mf->is_null()) {
     return api_error(Errc::bad_request, "metadata.managedFields must be nil");
   }
-  const json::value config_value(config);
-  auto applied = field_set_of(config_value, *scope.type);
+  auto applied = field_set_of(config, *scope.type);
   if (!applied) {
     return api_error(Errc::bad_request,
                      "failed to create typed patch object: " + applied.error().message);
   }
   FieldSet config_set = applied->recursive_difference(scope.reset);
 
-  static const json::value kNothing = json::object();
-  const json::value before = live != nullptr ? without_managed_fields(*live) : kNothing;
+  static const json::object kNothing;
+  const json::object& before = live != nullptr ? *live : kNothing;
   std::vector<ManagedFieldsEntry> entries = decode_or_empty(managed_fields_of(live));
   ManagedFieldsEntry self{manager, "Apply", scope.api_version, "", scope.subresource, {}};
   auto self_it = std::find_if(entries.begin(), entries.end(),
@@ -362,7 +373,8 @@ ApiResult<json::object> apply_configuration(const json::object* live, const json
     entries.erase(self_it);
   }
 
-  json::value merged = merge(before, config_value, *scope.type);
+  json::object merged = merge(before, config, *scope.type);
+  if (json::object* meta = object_member(merged, "metadata")) meta->erase("managedFields");
   if (!last.empty()) {
     // Fields applied last time and not now go, unless someone (the applier included, for what
     // it applies now) owns them; the object's identity is never removed.
@@ -373,7 +385,7 @@ ApiResult<json::object> apply_configuration(const json::object* live, const json
     remove_fields(merged, gone, *scope.type);
   }
 
-  Comparison c = compare_objects(before.get_object(), merged.get_object(), scope);
+  Comparison c = compare_objects(before, merged, scope);
   const FieldSet changed = c.added.union_with(c.modified);
   std::vector<std::pair<const ManagedFieldsEntry*, FieldSet>> conflicts;
   for (const auto& e : entries) {
@@ -393,22 +405,22 @@ ApiResult<json::object> apply_configuration(const json::object* live, const json
   }
   for (auto& e : entries) e.fields = e.fields.difference(changed).difference(c.removed);
 
-  const bool unchanged = merged == before;
+  const bool unchanged = same_but_managed_fields(merged, before);
   self.fields = config_set.difference(stripped_fields());
   if (!unchanged || self.time.empty()) self.time = scope.now;
   entries.push_back(std::move(self));
   drop_empty(entries);
   cap_update_managers(entries);
 
-  json::object out = std::move(merged.get_object());
+  json::object out = std::move(merged);
   if (manager == "kubectl" && live != nullptr) {
     // Client-side apply's record follows what kubectl applies server-side.
-    json::object* meta = metadata(out);
+    json::object* meta = object_member(out, "metadata");
     json::value* annotations = meta != nullptr ? meta->if_contains("annotations") : nullptr;
     if (annotations != nullptr && annotations->is_object() &&
         !string_member(&annotations->get_object(), kLastApplied).empty()) {
       json::value recorded(config);
-      if (json::object* m = metadata(recorded.get_object())) {
+      if (json::object* m = object_member(recorded.get_object(), "metadata")) {
         if (json::value* a = m->if_contains("annotations"); a && a->is_object()) {
           a->get_object().erase(kLastApplied);
         }

@@ -97,17 +97,9 @@ ApiError from_storage(const ResourceInfo& info, const std::string& name,
 
 // ---- Object metadata. ----
 
-json::object* metadata_of(json::object& obj) {
-  auto it = obj.find("metadata");
-  if (it == obj.end() || !it->value().is_object()) return nullptr;
-  return &it->value().get_object();
-}
+json::object* metadata_of(json::object& obj) { return object_member(obj, "metadata"); }
 
-const json::object* metadata_of(const json::object& obj) {
-  auto it = obj.find("metadata");
-  if (it == obj.end() || !it->value().is_object()) return nullptr;
-  return &it->value().get_object();
-}
+const json::object* metadata_of(const json::object& obj) { return object_member(obj, "metadata"); }
 
 std::string string_field(const json::object* obj, std::string_view field) {
   if (obj == nullptr) return {};

@@ -1,9 +1,8 @@
 #include "registry/yaml_body.hpp"
 
 #include "registry/json_body.hpp"
+#include "storage/stored_json.hpp"
 #include "storage/yaml_subset.hpp"
-
-#include <boost/json/serialize.hpp>
 
 #include <algorithm>
 #include <array>
@@ -123,8 +122,12 @@ ApiResult<json::value> parse_yaml_body(std::string_view body) {
   if (body[first] == '{' || body[first] == '[') return parse_json_body(body);
   auto doc = storage::parse_yaml_subset(body);
   if (!doc) return api_error(Errc::bad_request, "error decoding YAML: " + doc.error());
-  // Through the JSON reader, so that YAML cannot make what a JSON body may not.
-  return parse_json_body(json::serialize(to_json(*doc)));
+  // The rules of stored JSON hold for YAML bodies as for JSON ones (depth, UTF-8, numbers).
+  json::value value = to_json(*doc);
+  if (auto problem = storage::json_problem(value)) {
+    return api_error(Errc::bad_request, "error decoding YAML: " + problem->message());
+  }
+  return value;
 }
 
 }  // namespace kwatch::registry

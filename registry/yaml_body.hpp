@@ -5,7 +5,7 @@
 // resolves them (YAML 1.1): `null`/`~`/empty, booleans (`true`, `yes`, `on`, `y` and their
 // negations, in the three capitalisations), integers (decimal, `0x` hex, leading-zero octal,
 // `0b` binary, `_` separators), floats; everything else, and every quoted scalar, is a string.
-// The result then passes the rules of JSON bodies (registry/json_body.hpp).
+// The result keeps the rules of JSON bodies (storage/stored_json.hpp: depth, UTF-8, numbers).
 // Pure function; safe from any thread.
 #pragma once
 
