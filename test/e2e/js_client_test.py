@@ -30,6 +30,7 @@ def main():
         js = os.path.join(tmp, "js")
         os.makedirs(js)
         shutil.copy(os.path.join(HERE, "js", "informer.mjs"), js)
+        shutil.copy(os.path.join(HERE, "js", "apply.mjs"), js)
         p = subprocess.run([npm, "install", "--prefer-offline", "--no-audit", "--no-fund",
                             "--loglevel=error", "@kubernetes/client-node@1"],
                            cwd=js, capture_output=True, text=True, timeout=300)
@@ -73,6 +74,18 @@ def main():
             t.check("its cache equals the server's list", out.get("cached") == names, (out.get("cached"), names))
             t.check("no watch errors", out.get("errors") == [], out.get("errors"))
             t.check("RBAC refuses the token elsewhere (403)", out.get("forbidden") == 403, out.get("forbidden"))
+
+            p = subprocess.run([node, "apply.mjs", cfg, "jsns"], cwd=js, capture_output=True, text=True,
+                               timeout=120)
+            try:
+                applied = json.loads(p.stdout.strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                applied = {}
+            t.check("server-side apply from the JavaScript client records its field manager",
+                    p.returncode == 0 and applied.get("managers") == [["js-app", "Apply"]],
+                    (p.stdout + p.stderr)[-800:])
+            t.check("a conflicting apply is a 409 to it", applied.get("conflict") == 409, applied)
+            t.check("and force takes the field", applied.get("forced") == {"k": "changed"}, applied)
         finally:
             server.stop()
     t.finish()
