@@ -10,10 +10,10 @@ namespace kwatch::registry {
 
 namespace json = boost::json;
 
-ApiResult<json::value> parse_json_body(std::string_view body) {
+ApiResult<json::value> parse_json_body(std::string_view body, json::storage_ptr sp) {
   if (body.empty()) return api_error(Errc::bad_request, "request body is empty");
   std::string problem;
-  auto value = storage::parse_json(body, &problem);
+  auto value = storage::parse_json(body, &problem, std::move(sp));
   if (!value) {
     return api_error(Errc::bad_request, "couldn't get version/kind; json parse error: " + problem);
   }

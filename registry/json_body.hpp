@@ -16,8 +16,9 @@
 namespace kwatch::registry {
 
 // The body as a JSON value; 400 BadRequest ("couldn't get version/kind; json parse error: ...",
-// as kube-apiserver words it) when it is empty or breaks a rule.
-ApiResult<boost::json::value> parse_json_body(std::string_view body);
+// as kube-apiserver words it) when it is empty or breaks a rule. The value is allocated from `sp`.
+ApiResult<boost::json::value> parse_json_body(std::string_view body,
+                                              boost::json::storage_ptr sp = {});
 
 // The members a JSON body names twice in one object, as field paths in kube's notation
 // (`metadata.name`, `spec.containers[0].image`), in the order they appear. The parsed value keeps

@@ -19,6 +19,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <boost/json/monotonic_resource.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -118,11 +119,6 @@ std::string random_suffix(std::size_t n) {
 }
 
 
-// The stored form: the object without metadata.resourceVersion.
-std::string stored_form(json::object obj) {
-  if (auto* meta = metadata_of(obj)) meta->erase("resourceVersion");
-  return json::serialize(obj);
-}
 
 ApiError invalid(const ResourceInfo& info, const std::string& name, std::vector<Cause> causes);
 
@@ -141,12 +137,13 @@ ApiResult<json::object> served_form(const ResourceInfo& info, ApiResult<json::ob
   return obj;
 }
 
-ApiResult<std::string> storable(const ResourceInfo& info, const std::string& name,
-                                json::object obj) {
-  if (auto* meta = metadata_of(obj)) meta->erase("resourceVersion");
-  if (converts(info)) obj["apiVersion"] = info.group + "/" + info.storage_version;
-  if (info.hooks.to_stored) info.hooks.to_stored(obj);
-  json::value value(std::move(obj));
+// Whether the stored form of an object is other than the object with its resourceVersion erased.
+bool stored_differently(const ResourceInfo& info) {
+  return converts(info) || static_cast<bool>(info.hooks.to_stored);
+}
+
+ApiResult<std::string> serialize_checked(const ResourceInfo& info, const std::string& name,
+                                         const json::value& value) {
   if (auto problem = storage::json_problem(value)) {
     return invalid(info, name, {{"FieldValueInvalid", "Invalid value: " + problem->what,
                                  problem->path}});
@@ -158,6 +155,48 @@ ApiResult<std::string> storable(const ResourceInfo& info, const std::string& nam
                                           std::to_string(storage::kMaxObjectBytes));
   }
   return text;
+}
+
+// `obj` loses its metadata.resourceVersion (the write gives it the new one); a kind stored in
+// another form than it is served in is converted on a copy.
+ApiResult<std::string> storable(const ResourceInfo& info, const std::string& name,
+                                json::object& obj) {
+  if (auto* meta = metadata_of(obj)) meta->erase("resourceVersion");
+  if (stored_differently(info)) {
+    json::object stored(obj, obj.storage());
+    if (converts(info)) stored["apiVersion"] = info.group + "/" + info.storage_version;
+    if (info.hooks.to_stored) info.hooks.to_stored(stored);
+    return serialize_checked(info, name, json::value(std::move(stored)));
+  }
+  json::value value(std::move(obj));
+  auto text = serialize_checked(info, name, value);
+  obj = std::move(value.get_object());
+  return text;
+}
+
+// Whether two objects are equal apart from metadata.resourceVersion: an update that makes
+// `next` from `existing` leaves the object as it was.
+bool same_object(const json::object& next, const json::object& existing) {
+  if (next.size() != existing.size()) return false;
+  for (const auto& [key, value] : next) {
+    const json::value* old = existing.if_contains(key);
+    if (old == nullptr) return false;
+    if (key != "metadata" || !value.is_object() || !old->is_object()) {
+      if (value != *old) return false;
+      continue;
+    }
+    const json::object& a = value.get_object();
+    const json::object& b = old->get_object();
+    std::size_t compared = 0;
+    for (const auto& [k, v] : a) {
+      if (k == "resourceVersion") continue;
+      const json::value* w = b.if_contains(k);
+      if (w == nullptr || v != *w) return false;
+      ++compared;
+    }
+    if (compared != b.size() - (b.contains("resourceVersion") ? 1 : 0)) return false;
+  }
+  return true;
 }
 
 // What a dry run's update function returns to end guaranteed_update before it writes.
@@ -565,10 +604,10 @@ ResourceStore::ResourceStore(std::shared_ptr<storage::Storage> storage,
       scheme_(std::move(scheme)),
       state_cache_(std::move(state_cache)) {}
 
-ApiResult<json::object> ResourceStore::decode(const KeyValue& kv) {
+ApiResult<json::object> ResourceStore::decode(const KeyValue& kv, json::storage_ptr sp) {
   if (!kv.read_error.empty()) return unreadable(kv, kv.read_error);  // e.g. failed to decrypt
   std::string problem;
-  auto v = storage::parse_json(kv.value, &problem);
+  auto v = storage::parse_json(kv.value, &problem, std::move(sp));
   if (!v) return unreadable(kv, problem);
   if (!v->is_object()) return unreadable(kv, "not a JSON object");
   json::object& obj = v->get_object();
@@ -779,19 +818,6 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInf
   co_return body;
 }
 
-std::optional<KeyValue> ResourceStore::cached_state(const ResourceInfo& info,
-                                                    const std::string& key) const {
-  if (!state_cache_) return std::nullopt;
-  auto hit = state_cache_->lookup(info, key);
-  if (!hit) return std::nullopt;
-  auto v = storage::parse_json(hit->value);
-  if (!v || !v->is_object()) return std::nullopt;
-  // The stored form, so that an update leaving the object unchanged is recognised as a no-op.
-  hit->value = stored_form(std::move(v->get_object()));
-  hit->key = key;
-  return hit;
-}
-
 asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
     const ResourceInfo& info, std::string ns, std::string name, WriteQuery query,
     std::function<ApiResult<json::object>(const json::object& current)> mutate) {
@@ -828,11 +854,27 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::guarded_update(
     const ResourceInfo& info, std::string ns, std::string name, WriteQuery query,
     MutateFn mutate) {
   std::optional<ApiError> failure;
-  std::optional<json::object> written;
+  std::optional<json::object> written;  // what the last attempt made (or kept)
   bool finalized = false;  // the update removed the last finalizer of an object being deleted
   // An attempt that is retried (the state it started from was stale) warns only once.
   const std::size_t warnings_before = query.warnings ? query.warnings->size() : 0;
-  auto try_update = [&](const KeyValue* current) -> storage::Result<std::string> {
+  // The objects of this write (the state it starts from, the one it makes) come from one arena,
+  // released with the last of them (the response).
+  json::storage_ptr arena = json::make_shared_resource<json::monotonic_resource>(8192);
+  const std::string key = info.key(ns, name);
+  // The watch cache's copy of the object saves a read; storage is told only its revision.
+  std::optional<json::object> cached;
+  std::optional<KeyValue> suggested;
+  if (auto hit = state_cache_ ? state_cache_->lookup(info, key) : std::nullopt) {
+    auto v = storage::parse_json(*hit->json, nullptr, arena);
+    if (v && v->is_object()) {
+      cached = std::move(v->get_object());
+      suggested.emplace();
+      suggested->key = key;
+      suggested->mod_revision = hit->mod_revision;
+    }
+  }
+  auto try_update = [&](const KeyValue* current) -> storage::Storage::UpdateResult {
     failure.reset();
     written.reset();
     finalized = false;
@@ -841,7 +883,14 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::guarded_update(
       failure = not_found(info, name);
       return Errc::not_found;
     }
-    auto existing = served_form(info, decode(*current));
+    auto existing = [&]() -> ApiResult<json::object> {
+      if (cached && current->value.empty() && current->read_error.empty()) {
+        json::object suggestion = std::move(*cached);  // tried once
+        cached.reset();
+        return served_form(info, std::move(suggestion));
+      }
+      return served_form(info, decode(*current, arena));
+    }();
     if (!existing) {
       failure = existing.error();
       return Errc::internal;
@@ -955,35 +1004,43 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::guarded_update(
     }
     if (!query.applied) track_update(&*existing, obj, query.field_manager, manager_scope(info, query));
     finalized = deletion_complete(info, obj);
-    written = obj;
+    // A dry run stops before the write (even of stale bytes, which an unchanged value would
+    // not prevent) with a code no storage returns.
+    if (!query.dry_run && same_object(obj, *existing)) {
+      written = std::move(*existing);
+      return std::nullopt;
+    }
     auto text = storable(info, name, obj);
     if (!text) {
       failure = text.error();
       return text.error().code;
     }
-    // A dry run stops before the write (even of stale bytes, which an unchanged value would
-    // not prevent) with a code no storage returns.
-    if (query.dry_run) return kDryRunDone;
-    return std::move(*text);
+    written = std::move(obj);
+    if (query.dry_run) {
+      (*written)["metadata"].get_object()["resourceVersion"] =
+          std::to_string(current->mod_revision);
+      return kDryRunDone;
+    }
+    return std::optional<std::string>(std::move(*text));
   };
   // A named std::function: GCC 12 destroys a converted temporary in a co_await twice.
   storage::Storage::UpdateFn update_fn = try_update;
-  std::string key = info.key(ns, name);
-  std::optional<KeyValue> suggested = cached_state(info, key);
-  auto r = co_await storage_->guaranteed_update(std::move(key), std::move(update_fn),
-                                                std::move(suggested));
-  if (!r && r.error() == kDryRunDone && written) co_return *written;
+  auto r = co_await storage_->guaranteed_update(key, std::move(update_fn), std::move(suggested));
+  if (!r && r.error() == kDryRunDone && written) co_return std::move(*written);
   if (!r) {
     if (failure) co_return *failure;
     co_return from_storage(info, name, r.error());
   }
-  if (query.dry_run && written) co_return *written;
+  if (query.dry_run && written) co_return std::move(*written);
   if (finalized) {
     // Nothing holds the object any more: the deletion it waited for happens now.
-    auto d = co_await storage_->delete_if(info.key(ns, name), r->mod_revision);
+    auto d = co_await storage_->delete_if(key, r->mod_revision);
     if (!d) co_return from_storage(info, name, d.error());
   }
-  co_return served_form(info, decode(*r));
+  // The answer is what was written (or kept), unless the stored form is another one.
+  if (!written || stored_differently(info)) co_return served_form(info, decode(*r));
+  (*written)["metadata"].get_object()["resourceVersion"] = std::to_string(r->mod_revision);
+  co_return std::move(*written);
 }
 
 asio::awaitable<ApiResult<json::object>> ResourceStore::update(const ResourceInfo& info,
@@ -991,8 +1048,8 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::update(const ResourceInf
                                                                json::object body,
                                                                WriteQuery query) {
   auto shared_body = std::make_shared<json::object>(std::move(body));
-  MutateFn mutate = [shared_body](const json::object&) -> ApiResult<json::object> {
-    return *shared_body;
+  MutateFn mutate = [shared_body](const json::object& current) -> ApiResult<json::object> {
+    return json::object(*shared_body, current.storage());  // in the write's arena
   };
   co_return co_await write_update(info, std::move(ns), std::move(name), query, std::move(mutate));
 }

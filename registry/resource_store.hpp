@@ -73,11 +73,13 @@ ApiError not_found_error(const ResourceInfo& info, const std::string& name);
 // Thread-safety: `lookup` is called concurrently from any thread.
 class StateCache {
  public:
+  struct State {
+    std::shared_ptr<const std::string> json;  // the object, with metadata.resourceVersion
+    std::int64_t mod_revision = 0;
+  };
   virtual ~StateCache() = default;
-  // The object under `key` as JSON (with metadata.resourceVersion) in `value` and its revision
-  // in `mod_revision`; nullopt when not known.
-  virtual std::optional<storage::KeyValue> lookup(const ResourceInfo& info,
-                                                  const std::string& key) const = 0;
+  // The object under `key` as the cache holds it; nullopt when not known.
+  virtual std::optional<State> lookup(const ResourceInfo& info, const std::string& key) const = 0;
 };
 
 // `current` with `patch` (of `type`) applied, as a PATCH request does before validation.
@@ -171,9 +173,10 @@ class ResourceStore {
   // roles and the `kubernetes` Service).
   boost::asio::awaitable<ApiResult<void>> ensure(const ResourceInfo& info, boost::json::object body);
 
-  // Parses a stored object and sets `metadata.resourceVersion` to its mod revision; an object
-  // that cannot be decoded is a 500 naming its key and the way to delete it.
-  static ApiResult<boost::json::object> decode(const storage::KeyValue& kv);
+  // Parses a stored object (allocated from `sp`) and sets `metadata.resourceVersion` to its mod
+  // revision; an object that cannot be decoded is a 500 naming its key and the way to delete it.
+  static ApiResult<boost::json::object> decode(const storage::KeyValue& kv,
+                                               boost::json::storage_ptr sp = {});
 
  private:
   // 404 when the namespace is absent, 403 when it is being deleted (NamespaceLifecycle);
@@ -181,9 +184,6 @@ class ResourceStore {
   boost::asio::awaitable<ApiResult<void>> check_namespace(const ResourceInfo& info,
                                                           const std::string& ns,
                                                           const std::string& name);
-  // The state cache's copy of `key` in stored form, if it has one.
-  std::optional<storage::KeyValue> cached_state(const ResourceInfo& info,
-                                                const std::string& key) const;
   using MutateFn =
       std::function<ApiResult<boost::json::object>(const boost::json::object& current)>;
   // An update of the object `mutate` makes from the current one; Services get their

@@ -27,6 +27,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json/parse.hpp>
+#include <boost/json/monotonic_resource.hpp>
 #include <boost/json/serialize.hpp>
 
 #include <charconv>
@@ -111,6 +112,8 @@ std::string media_type(std::string_view content_type) {
   return out;
 }
 
+// A request's object is allocated from an arena of its own, released with the last object made
+// from it (the response).
 ApiResult<json::object> parse_object(const ApiRequest& request) {
   const std::string type = media_type(request.content_type);
   if (type == registry::kProtobufMediaType) return registry::decode_protobuf_object(request.body);
@@ -120,7 +123,8 @@ ApiResult<json::object> parse_object(const ApiRequest& request) {
                                "media types include: application/json, "
                                "application/vnd.kubernetes.protobuf");
   }
-  auto v = registry::parse_json_body(request.body);
+  auto v = registry::parse_json_body(
+      request.body, json::make_shared_resource<json::monotonic_resource>(request.body.size() * 2));
   if (!v) return v.error();
   if (!v->is_object()) {
     return registry::api_error(Errc::bad_request,

@@ -5,17 +5,15 @@
 
 namespace kwatch::server {
 
-std::optional<storage::KeyValue> WatchCacheState::lookup(const registry::ResourceInfo& info,
-                                                         const std::string& key) const {
+std::optional<registry::StateCache::State> WatchCacheState::lookup(
+    const registry::ResourceInfo& info, const std::string& key) const {
   auto cacher = cachers_->find(info);
   if (!cacher || !cacher->ready()) return std::nullopt;
   watch::ObjectPtr object = cacher->get(key);
   if (!object) return std::nullopt;
-  storage::KeyValue kv;
-  kv.key = key;
-  kv.value = object->json;
-  kv.mod_revision = object->resource_version;
-  return kv;
+  // The text is shared with the cached object, not copied.
+  return State{std::shared_ptr<const std::string>(object, &object->json),
+               object->resource_version};
 }
 
 }  // namespace kwatch::server

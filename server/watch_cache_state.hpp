@@ -13,8 +13,8 @@ class WatchCacheState final : public registry::StateCache {
  public:
   explicit WatchCacheState(std::shared_ptr<CacherRegistry> cachers) : cachers_(std::move(cachers)) {}
 
-  std::optional<storage::KeyValue> lookup(const registry::ResourceInfo& info,
-                                          const std::string& key) const override;
+  std::optional<State> lookup(const registry::ResourceInfo& info,
+                              const std::string& key) const override;
 
  private:
   std::shared_ptr<CacherRegistry> cachers_;

@@ -44,15 +44,18 @@ asio::awaitable<Result<KeyValue>> Storage::guaranteed_update(std::string key,
       read = false;
     }
     auto next = try_update(state ? &*state : nullptr);
+    const bool same = next && state && (!*next || **next == state->value);
     // Stale bytes (an old encryption key) are rewritten even when the value is unchanged.
-    const bool unchanged = next && state && *next == state->value && !state->stale;
-    if (!authoritative && (!next || unchanged)) {
+    const bool unchanged = same && !state->stale;
+    if (!authoritative && (!next || same)) {
       read = true;  // rejections and no-ops are only final on the current state
       continue;
     }
     if (!next) co_return next.error();
     if (unchanged) co_return std::move(*state);
-    auto r = co_await put_if(key, state ? state->mod_revision : 0, std::move(*next));
+    if (!*next && !state) co_return Errc::not_found;  // nothing to leave as it is
+    std::string value = *next ? std::move(**next) : state->value;
+    auto r = co_await put_if(key, state ? state->mod_revision : 0, std::move(value));
     if (!r) co_return r.error();
     if (r->succeeded) co_return std::move(r->kv);
     // Lost the race (or the suggestion was stale): retry against the state the guard returned.

@@ -138,14 +138,18 @@ class Storage {
 
   // Computes the new value from the current state and writes it with a compare-and-swap,
   // retrying with the fresh state when another writer got there first. `try_update` returns the
-  // new value or an error (which ends the update); it sees nullptr when the key is absent.
-  // Unchanged bytes write nothing and return the current state (unless that state is `stale`).
+  // new value, nullopt to leave the state as it is, or an error (which ends the update); it sees
+  // nullptr when the key is absent. Unchanged bytes, like nullopt, write nothing and return the
+  // current state (unless that state is `stale`: then its bytes are written again).
   //
   // `suggested` is a state the caller believes current (a watch cache's copy), which saves the
-  // read: the write's guard still compares against storage. When the suggestion turns out stale,
-  // or `try_update` rejects it or leaves it unchanged, the update re-reads storage and runs
-  // `try_update` again, so callers only ever see outcomes decided on the current state.
-  using UpdateFn = std::function<Result<std::string>(const KeyValue* current)>;
+  // read: the write's guard still compares against storage. Its `value` may be empty when the
+  // caller holds that state in another form (a revision names one state of a key). When the
+  // suggestion turns out stale, or `try_update` rejects it or leaves it unchanged, the update
+  // re-reads storage and runs `try_update` again, so callers only ever see outcomes decided on
+  // the current state.
+  using UpdateResult = Result<std::optional<std::string>>;
+  using UpdateFn = std::function<UpdateResult(const KeyValue* current)>;
   boost::asio::awaitable<Result<KeyValue>> guaranteed_update(
       std::string key, UpdateFn try_update, std::optional<KeyValue> suggested = std::nullopt);
 

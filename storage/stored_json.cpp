@@ -138,6 +138,9 @@ struct ValueBuilder {
   static constexpr std::size_t max_key_size = json::string::max_size();
   static constexpr std::size_t max_string_size = json::string::max_size();
 
+  // The stack of values under construction starts in `temp` (no allocation for most objects).
+  ValueBuilder(unsigned char* temp, std::size_t size) : st(json::storage_ptr(), temp, size) {}
+
   json::value_stack st;
   std::string number;  // the text of a number split over several parts
   bool non_finite = false;
@@ -233,11 +236,13 @@ std::string to_valid_utf8(std::string_view text) {
   return out;
 }
 
-std::optional<json::value> parse_json(std::string_view text, std::string* problem) {
+std::optional<json::value> parse_json(std::string_view text, std::string* problem,
+                                      json::storage_ptr sp) {
   json::parse_options options;
   options.max_depth = kMaxJsonDepth;
-  json::basic_parser<ValueBuilder> parser(options);
-  parser.handler().st.reset();
+  unsigned char temp[4096];
+  json::basic_parser<ValueBuilder> parser(options, temp, sizeof temp);
+  parser.handler().st.reset(std::move(sp));
   boost::system::error_code ec;
   const std::size_t consumed = parser.write_some(false, text.data(), text.size(), ec);
   if (!ec && consumed < text.size()) ec = json::error::extra_data;

@@ -12,6 +12,7 @@
 // Pure functions; safe from any thread.
 #pragma once
 
+#include <boost/json/storage_ptr.hpp>
 #include <boost/json/value.hpp>
 
 #include <cstddef>
@@ -26,9 +27,11 @@ inline constexpr std::size_t kMaxObjectBytes = 3u << 20;
 
 // Parses `text` under the rules above. On failure returns nullopt and, if asked, says why in
 // `problem` (e.g. "syntax error at byte 17", "data.x: number out of range"). Problem texts never
-// echo raw input bytes that are not valid UTF-8.
+// echo raw input bytes that are not valid UTF-8. The value is allocated from `sp` (an arena such
+// as a request's monotonic_resource, or the default heap).
 std::optional<boost::json::value> parse_json(std::string_view text,
-                                             std::string* problem = nullptr);
+                                             std::string* problem = nullptr,
+                                             boost::json::storage_ptr sp = {});
 
 // A rule a value breaks, and where.
 struct JsonProblem {

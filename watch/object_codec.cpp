@@ -2,6 +2,7 @@
 
 #include "storage/stored_json.hpp"
 
+#include <boost/json/monotonic_resource.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 
@@ -13,7 +14,10 @@ namespace json = boost::json;
 
 storage::Result<ObjectPtr> decode_object(std::string key, std::string_view bytes,
                                          std::int64_t resource_version, const FieldsFn& fields) {
-  auto parsed = storage::parse_json(bytes);
+  // The parsed object lives only in this call: an arena on the stack, then the heap's blocks.
+  unsigned char buffer[8192];
+  json::monotonic_resource arena(buffer, sizeof buffer);
+  auto parsed = storage::parse_json(bytes, nullptr, &arena);
   if (!parsed || !parsed->is_object()) return storage::Errc::corrupt;
   json::object& obj = parsed->get_object();
   json::value& meta_v = obj["metadata"];

@@ -133,21 +133,21 @@ TEST_F(ApiHandlerTest, UpdateThatChangesNothingKeepsTheResourceVersion) {
 // A state cache frozen at whatever the test put in it: it goes stale as soon as storage moves.
 class FrozenStateCache final : public registry::StateCache {
  public:
-  std::optional<storage::KeyValue> lookup(const registry::ResourceInfo&,
-                                          const std::string& key) const override {
+  std::optional<State> lookup(const registry::ResourceInfo&,
+                              const std::string& key) const override {
     ++lookups;
     auto it = objects.find(key);
     if (it == objects.end()) return std::nullopt;
     return it->second;
   }
   void remember(const std::string& key, const json::value& object) {
-    storage::KeyValue kv;
-    kv.key = key;
-    kv.value = json::serialize(object);
-    kv.mod_revision = std::stoll(std::string(object.at("metadata").at("resourceVersion").as_string()));
-    objects[key] = kv;
+    State state;
+    state.json = std::make_shared<const std::string>(json::serialize(object));
+    state.mod_revision =
+        std::stoll(std::string(object.at("metadata").at("resourceVersion").as_string()));
+    objects[key] = state;
   }
-  std::map<std::string, storage::KeyValue> objects;
+  std::map<std::string, State> objects;
   mutable int lookups = 0;
 };
 
@@ -574,8 +574,8 @@ TEST_F(UnreadableObjectTest, IsA500ThatSaysHowToDeleteItAndDoesNotBreakLists) {
 // Records the thread each update starts on (an update asks the state cache first).
 class ThreadRecorder : public registry::StateCache {
  public:
-  std::optional<storage::KeyValue> lookup(const registry::ResourceInfo&,
-                                          const std::string&) const override {
+  std::optional<State> lookup(const registry::ResourceInfo&,
+                              const std::string&) const override {
     std::lock_guard lock(mutex_);
     threads_.push_back(std::this_thread::get_id());
     return std::nullopt;

@@ -475,7 +475,7 @@ TEST(EncryptingStorage, AnUnreadableValueCarriesItsErrorAndIsNeverRewritten) {
     EXPECT_TRUE(got->value.empty());
     EXPECT_NE(got->read_error.find("no matching prefix"), std::string::npos);
     // An update whose function cannot read the state fails: the stored bytes stay.
-    Storage::UpdateFn fn = [](const KeyValue* kv) -> Result<std::string> {
+    Storage::UpdateFn fn = [](const KeyValue* kv) -> Storage::UpdateResult {
       if (kv == nullptr || !kv->read_error.empty()) return Errc::internal;
       return std::string("{}");
     };
@@ -499,7 +499,7 @@ TEST(EncryptingStorage, AnUnchangedUpdateRewritesAValueReadWithAnOldKey) {
     auto created = co_await old_storage->create(key, value);
     CO_ASSERT(created);
     std::optional<KeyValue> none;
-    Storage::UpdateFn same = [](const KeyValue* kv) -> Result<std::string> { return kv->value; };
+    Storage::UpdateFn same = [](const KeyValue* kv) -> Storage::UpdateResult { return kv->value; };
     // With the old configuration an unchanged update writes nothing.
     auto noop = co_await old_storage->guaranteed_update(key, same, none);
     CO_ASSERT(noop);
@@ -516,6 +516,21 @@ TEST(EncryptingStorage, AnUnchangedUpdateRewritesAValueReadWithAnOldKey) {
     auto again = co_await new_storage->guaranteed_update(key, same, none);
     CO_ASSERT(again);
     EXPECT_EQ(again->mod_revision, rewritten->mod_revision);
+
+    // An update function that says "leave it" (nullopt) rewrites a stale value the same way.
+    const std::string other = "/registry/secrets/default/t";
+    auto made = co_await old_storage->create(other, value);
+    CO_ASSERT(made);
+    Storage::UpdateFn leave = [](const KeyValue*) -> Storage::UpdateResult { return std::nullopt; };
+    auto left = co_await new_storage->guaranteed_update(other, leave, none);
+    CO_ASSERT(left);
+    EXPECT_GT(left->mod_revision, made->mod_revision);
+    EXPECT_EQ(left->value, value);
+    auto raw_other = co_await inner->get(other, current);
+    EXPECT_TRUE(raw_other->value.starts_with("k8s:enc:aesgcm:v1:key2:"));
+    auto left_again = co_await new_storage->guaranteed_update(other, leave, none);
+    CO_ASSERT(left_again);
+    EXPECT_EQ(left_again->mod_revision, left->mod_revision);
   }());
 }
 

@@ -110,7 +110,7 @@ TEST_F(EtcdStorageTest, CreatesGetsUpdatesAndDeletesThroughTheStorageInterface) 
     EXPECT_EQ(got->mod_revision, created->mod_revision);
 
     auto updated = co_await storage->guaranteed_update(
-        "/pods/a", [](const KeyValue* cur) -> Result<std::string> {
+        "/pods/a", [](const KeyValue* cur) -> Storage::UpdateResult {
           return cur ? cur->value + "+" : "fresh";
         });
     CO_ASSERT(updated);
@@ -121,7 +121,7 @@ TEST_F(EtcdStorageTest, CreatesGetsUpdatesAndDeletesThroughTheStorageInterface) 
 
     // Unchanged bytes write nothing.
     auto same = co_await storage->guaranteed_update(
-        "/pods/a", [](const KeyValue* cur) -> Result<std::string> { return cur->value; });
+        "/pods/a", [](const KeyValue* cur) -> Storage::UpdateResult { return cur->value; });
     CO_ASSERT(same);
     EXPECT_EQ(same->mod_revision, updated->mod_revision);
 
@@ -136,7 +136,7 @@ TEST_F(EtcdStorageTest, CreatesGetsUpdatesAndDeletesThroughTheStorageInterface) 
     // guaranteed_update retries after losing a race.
     int calls = 0;
     auto raced = co_await storage->guaranteed_update(
-        "/pods/a", [&](const KeyValue* cur) -> Result<std::string> {
+        "/pods/a", [&](const KeyValue* cur) -> Storage::UpdateResult {
           ++calls;
           return cur->value + "!";
         });

@@ -70,7 +70,7 @@ TEST(MemoryStorage, CreateUpdateListAndDeleteThroughTheInterface) {
     auto again = co_await storage->create("/pods/a", "x");
     EXPECT_EQ(again.error(), Errc::already_exists);
     auto updated = co_await storage->guaranteed_update(
-        "/pods/a", [](const KeyValue* cur) -> Result<std::string> {
+        "/pods/a", [](const KeyValue* cur) -> Storage::UpdateResult {
           return cur ? cur->value + "+" : "fresh";
         });
     CO_ASSERT(updated);
@@ -146,7 +146,7 @@ TEST(MemoryStorage, GuaranteedUpdateStartsFromASuggestedStateAndRereadsWhenItIsS
   auto body = [&]() -> asio::awaitable<void> {
     co_await storage.create("/s/a", "1");  // 2
     std::vector<std::string> seen;
-    Storage::UpdateFn append = [&](const KeyValue* cur) -> Result<std::string> {
+    Storage::UpdateFn append = [&](const KeyValue* cur) -> Storage::UpdateResult {
       if (cur == nullptr) return Errc::not_found;
       seen.push_back(cur->value);
       return cur->value + "+";
@@ -169,7 +169,7 @@ TEST(MemoryStorage, GuaranteedUpdateStartsFromASuggestedStateAndRereadsWhenItIsS
     storage.gets = 0;
 
     // A rejection decided on a stale suggestion is not final: storage is read and asked again.
-    Storage::UpdateFn needs_current = [&](const KeyValue* cur) -> Result<std::string> {
+    Storage::UpdateFn needs_current = [&](const KeyValue* cur) -> Storage::UpdateResult {
       if (cur == nullptr) return Errc::not_found;
       if (cur->value != "1++") return Errc::conflict;
       return std::string("2");
@@ -181,7 +181,7 @@ TEST(MemoryStorage, GuaranteedUpdateStartsFromASuggestedStateAndRereadsWhenItIsS
     EXPECT_EQ(storage.gets, 1);
 
     // So is a no-op: the result is the current state, not the suggested one.
-    Storage::UpdateFn keep = [](const KeyValue* cur) -> Result<std::string> {
+    Storage::UpdateFn keep = [](const KeyValue* cur) -> Storage::UpdateResult {
       return cur ? cur->value : "absent";
     };
     auto same = co_await storage.guaranteed_update("/s/a", keep, suggestion("/s/a", "1", 2));
@@ -191,6 +191,21 @@ TEST(MemoryStorage, GuaranteedUpdateStartsFromASuggestedStateAndRereadsWhenItIsS
     EXPECT_EQ(storage.gets, 2);
     EXPECT_EQ(*(co_await storage.current_revision()), 5);
 
+    // "Leave it as it is" (nullopt) on a suggestion without bytes: decided again on storage's
+    // state, which is returned unwritten.
+    std::vector<std::int64_t> revisions;
+    Storage::UpdateFn leave = [&](const KeyValue* cur) -> Storage::UpdateResult {
+      revisions.push_back(cur ? cur->mod_revision : 0);
+      return std::nullopt;
+    };
+    auto left = co_await storage.guaranteed_update("/s/a", leave, suggestion("/s/a", "", 5));
+    CO_ASSERT(left);
+    EXPECT_EQ(left->value, "2");
+    EXPECT_EQ(left->mod_revision, 5);
+    EXPECT_EQ(revisions, (std::vector<std::int64_t>{5, 5}));
+    EXPECT_EQ(storage.gets, 3);
+    EXPECT_EQ(*(co_await storage.current_revision()), 5);
+
     // A suggestion for a key deleted since: the update sees the key absent.
     co_await storage.delete_if("/s/a", 0);
     auto gone = co_await storage.guaranteed_update("/s/a", append, suggestion("/s/a", "2", 5));
@@ -198,6 +213,10 @@ TEST(MemoryStorage, GuaranteedUpdateStartsFromASuggestedStateAndRereadsWhenItIsS
     EXPECT_EQ(gone.error(), Errc::not_found);
     auto after = co_await storage.get("/s/a", 0);
     EXPECT_EQ(after.error(), Errc::not_found);
+    // Nothing to leave as it is.
+    auto absent = co_await storage.guaranteed_update("/s/a", leave, std::nullopt);
+    CO_ASSERT(!absent);
+    EXPECT_EQ(absent.error(), Errc::not_found);
   };
   run(ioc, body());
 }
@@ -309,7 +328,7 @@ TEST(MemoryStorage, ConcurrentUpdatesOnAMultiThreadedContextLoseNothing) {
           [&]() -> asio::awaitable<void> {
             for (int i = 0; i < kIncrements; ++i) {
               auto r = co_await storage->guaranteed_update(
-                  "/counter", [](const KeyValue* cur) -> Result<std::string> {
+                  "/counter", [](const KeyValue* cur) -> Storage::UpdateResult {
                     return std::to_string(std::stoi(cur->value) + 1);
                   });
               EXPECT_TRUE(r);
@@ -468,7 +487,7 @@ TEST_F(MemoryStorageDurable, RestartPreservesRevisionsAndOldWatchesAreGone) {
       for (int i = 0; i < 12; ++i) {
         co_await storage->guaranteed_update(
             "/k" + std::to_string(i % 4),
-            [i](const KeyValue*) -> Result<std::string> { return "v" + std::to_string(i); });
+            [i](const KeyValue*) -> Storage::UpdateResult { return "v" + std::to_string(i); });
       }
       co_await storage->delete_if("/k0");
       auto kv = co_await storage->get("/k3");

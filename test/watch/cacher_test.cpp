@@ -141,7 +141,7 @@ class CacherTest : public ::testing::Test {
   asio::awaitable<std::int64_t> put(const std::string& name, const std::string& labels = "{}") {
     auto r = co_await storage_->guaranteed_update(
         "/registry/configmaps/default/" + name, [&](const storage::KeyValue*) {
-          return storage::Result<std::string>(R"({"metadata":{"name":")" + name +
+          return storage::Storage::UpdateResult(R"({"metadata":{"name":")" + name +
                                               R"(","namespace":"default","labels":)" + labels +
                                               "}}");
         });
