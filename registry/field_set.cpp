@@ -265,11 +265,12 @@ std::size_t FieldSet::size() const {
   return n;
 }
 
-json::object FieldSet::to_fields_v1() const {
-  json::object out;
-  if (member_ && !children_.empty()) out["."] = json::object();
+json::object FieldSet::to_fields_v1(json::storage_ptr sp) const {
+  json::object out(sp);
+  out.reserve(children_.size() + (member_ ? 1 : 0));
+  if (member_ && !children_.empty()) out.emplace(".", json::object(sp));
   for (const auto& [step, sub] : children_) {
-    out[step] = sub.children_.empty() ? json::object() : sub.to_fields_v1();
+    out.emplace(step, sub.children_.empty() ? json::object(sp) : sub.to_fields_v1(sp));
   }
   return out;
 }

@@ -74,7 +74,7 @@ class FieldSet {
   std::size_t size() const;
 
   // fieldsV1 JSON, members and children in step order.
-  boost::json::object to_fields_v1() const;
+  boost::json::object to_fields_v1(boost::json::storage_ptr sp = {}) const;
   // Parses fieldsV1; nullopt with `error` set when a step or a value is malformed.
   static std::optional<FieldSet> from_fields_v1(const boost::json::value& v, std::string* error);
 

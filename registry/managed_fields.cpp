@@ -137,7 +137,7 @@ void store(json::object& obj, std::vector<ManagedFieldsEntry> entries) {
   if (entries.empty()) {
     meta->erase("managedFields");
   } else {
-    (*meta)["managedFields"] = encode_managed_fields(std::move(entries));
+    (*meta)["managedFields"] = encode_managed_fields(std::move(entries), meta->storage());
   }
 }
 
@@ -277,24 +277,25 @@ std::optional<std::vector<ManagedFieldsEntry>> decode_managed_fields(const json:
   return out;
 }
 
-json::array encode_managed_fields(std::vector<ManagedFieldsEntry> entries) {
+json::array encode_managed_fields(std::vector<ManagedFieldsEntry> entries, json::storage_ptr sp) {
   std::stable_sort(entries.begin(), entries.end(), [](const auto& p, const auto& q) {
     if (p.operation != q.operation) return p.operation == "Apply";
     if (p.time.empty() || q.time.empty()) return false;
     if (p.time != q.time) return p.time < q.time;
     return p.manager < q.manager;
   });
-  json::array out;
+  json::array out(sp);
   out.reserve(entries.size());
   for (auto& e : entries) {
-    json::object o;
-    o["manager"] = e.manager;
-    o["operation"] = e.operation;
-    o["apiVersion"] = e.api_version;
-    if (!e.time.empty()) o["time"] = e.time;
-    o["fieldsType"] = "FieldsV1";
-    o["fieldsV1"] = e.fields.to_fields_v1();
-    if (!e.subresource.empty()) o["subresource"] = e.subresource;
+    json::object o(sp);
+    o.reserve(7);
+    o.emplace("manager", e.manager);
+    o.emplace("operation", e.operation);
+    o.emplace("apiVersion", e.api_version);
+    if (!e.time.empty()) o.emplace("time", e.time);
+    o.emplace("fieldsType", "FieldsV1");
+    o.emplace("fieldsV1", e.fields.to_fields_v1(sp));
+    if (!e.subresource.empty()) o.emplace("subresource", e.subresource);
     out.push_back(std::move(o));
   }
   return out;
@@ -305,15 +306,24 @@ void track_update(const json::object* live, json::object& next, const std::strin
   const json::value* requested = managed_fields_of(&next);
   const json::value* stored = managed_fields_of(live);
   std::vector<ManagedFieldsEntry> entries;
+  // Whether `entries` are the stored ones (a subresource never sets them; a request may leave
+  // them out or send back what it read): then a write that moves no ownership keeps the stored
+  // JSON as it is instead of encoding it again.
+  bool from_stored = false;
   if (!scope.subresource.empty()) {
-    entries = decode_or_empty(stored);  // a subresource never sets them
+    entries = decode_or_empty(stored);
+    from_stored = true;
   } else if (asks_reset(requested)) {
     entries.clear();
   } else {
     std::optional<std::vector<ManagedFieldsEntry>> mine;
-    if (requested != nullptr) mine = decode_managed_fields(*requested, nullptr);
-    entries = mine && !mine->empty() ? std::move(*mine) : decode_or_empty(stored);
+    if (requested != nullptr && !(stored != nullptr && *requested == *stored)) {
+      mine = decode_managed_fields(*requested, nullptr);
+    }
+    from_stored = !(mine && !mine->empty());
+    entries = from_stored ? decode_or_empty(stored) : std::move(*mine);
   }
+  from_stored = from_stored && stored != nullptr;
   if (live != nullptr && entries.empty()) {
     // Objects that have none are not tracked by updates (only creates and applies start it).
     if (json::object* meta = object_member(next, "metadata")) meta->erase("managedFields");
@@ -322,7 +332,13 @@ void track_update(const json::object* live, json::object& next, const std::strin
   static const json::object kNothing;
   Comparison c = compare_objects(live != nullptr ? *live : kNothing, next, scope);
   const FieldSet changed = c.added.union_with(c.modified);
-  for (auto& e : entries) e.fields = e.fields.difference(changed).difference(c.removed);
+  bool moved = !from_stored;  // whether the entries differ from the stored ones
+  for (auto& e : entries) {
+    FieldSet kept = e.fields.difference(changed).difference(c.removed);
+    if (kept == e.fields) continue;
+    e.fields = std::move(kept);
+    moved = true;
+  }
   FieldSet mine = changed.difference(stripped_fields());
   if (!mine.empty()) {
     ManagedFieldsEntry self{manager, "Update", scope.api_version, scope.now, scope.subresource, {}};
@@ -331,13 +347,22 @@ void track_update(const json::object* live, json::object& next, const std::strin
     if (it == entries.end()) {
       self.fields = std::move(mine);
       entries.push_back(std::move(self));
+      moved = true;
     } else {
-      it->fields = it->fields.union_with(mine);
+      FieldSet owned = it->fields.union_with(mine);
+      if (!(owned == it->fields) || it->time != scope.now) moved = true;
+      it->fields = std::move(owned);
       it->time = scope.now;
     }
   }
+  const std::size_t count = entries.size();
   drop_empty(entries);
   cap_update_managers(entries);
+  json::object* meta = object_member(next, "metadata");
+  if (!moved && entries.size() == count && meta != nullptr) {
+    (*meta)["managedFields"] = *stored;
+    return;
+  }
   store(next, std::move(entries));
 }
 

@@ -45,7 +45,9 @@ struct ManagedFieldsEntry {
 // operation or fieldsType, bad fieldsV1, a manager twice).
 std::optional<std::vector<ManagedFieldsEntry>> decode_managed_fields(const boost::json::value& v,
                                                                       std::string* error);
-boost::json::array encode_managed_fields(std::vector<ManagedFieldsEntry> entries);
+// The entries as metadata.managedFields (allocated from `sp`): Apply entries first, then by time.
+boost::json::array encode_managed_fields(std::vector<ManagedFieldsEntry> entries,
+                                         boost::json::storage_ptr sp = {});
 
 // Where a write lands: the kind's types and version, the subresource written ("" for the
 // object itself), the fields that endpoint does not write (the status on the main resource,

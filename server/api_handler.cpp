@@ -57,12 +57,22 @@ struct ApiHandler::Route {
 
 namespace {
 
-ApiResponse json_response(unsigned status, const json::value& body) {
+template <class Json>
+ApiResponse serialized_response(unsigned status, const Json& body) {
   ApiResponse r;
   r.status = status;
   r.body = json::serialize(body);
   r.body.push_back('\n');
   return r;
+}
+
+ApiResponse json_response(unsigned status, const json::value& body) {
+  return serialized_response(status, body);
+}
+
+// Objects are serialized as they are (a json::value made of one would be a copy).
+ApiResponse json_response(unsigned status, const json::object& body) {
+  return serialized_response(status, body);
 }
 
 ApiResponse error_response(const ApiError& error) {

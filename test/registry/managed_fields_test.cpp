@@ -78,6 +78,42 @@ TEST(ManagedFields, UpdatesTakeChangedFieldsAndDropRemovedOnes) {
   EXPECT_EQ(again.at("metadata").at("managedFields"), next.at("metadata").at("managedFields"));
 }
 
+TEST(ManagedFields, AWriteThatMovesNoOwnershipKeepsTheStoredEntries) {
+  json::object d = obj(kDeployment);
+  track_update(nullptr, d, "creator", scope());
+  const json::value stored = d.at("metadata").at("managedFields");
+  auto replicas = [&](const json::object& from, int n, bool keep_managed_fields) {
+    json::object next = from;
+    next["spec"].as_object()["replicas"] = n;
+    if (!keep_managed_fields) next["metadata"].as_object().erase("managedFields");
+    return next;
+  };
+  // The same manager changing a field it owns within the same second: nothing moves, whether
+  // the request sends the entries back or leaves them out.
+  for (bool echo : {true, false}) {
+    json::object next = replicas(d, 2, echo);
+    track_update(&d, next, "creator", scope());
+    EXPECT_EQ(next.at("metadata").at("managedFields"), stored) << echo;
+  }
+  // A second later the entry's time moves.
+  json::object later = replicas(d, 3, false);
+  track_update(&d, later, "creator", scope("2026-01-01T00:00:07Z"));
+  ASSERT_EQ(managed(later).size(), 1u);
+  EXPECT_EQ(managed(later)[0].at("time"), "2026-01-01T00:00:07Z");
+  EXPECT_EQ(fields(later, 0), fields(d, 0));
+  // A removed field leaves its owner's entry, at any time.
+  json::object unlabeled = d;
+  unlabeled["metadata"].as_object()["labels"].as_object().erase("app");
+  track_update(&d, unlabeled, "creator", scope());
+  EXPECT_EQ(fields(unlabeled, 0).find("f:app"), std::string::npos);
+  // Another manager taking the field: a second entry.
+  json::object scaled = replicas(d, 4, true);
+  track_update(&d, scaled, "scaler", scope());
+  ASSERT_EQ(managed(scaled).size(), 2u);
+  EXPECT_EQ(managed(scaled)[1].at("manager"), "scaler");
+  EXPECT_EQ(fields(scaled, 1), R"({"f:spec":{"f:replicas":{}}})");
+}
+
 TEST(ManagedFields, EmptyListClearsAndUntrackedObjectsStayUntracked) {
   json::object d = obj(kDeployment);
   track_update(nullptr, d, "creator", scope());
