@@ -51,4 +51,28 @@ void set_field(json::object& obj, std::string_view path, json::value value) {
   }
 }
 
+bool equal_but_metadata_member(const json::object& a, const json::object& b,
+                               std::string_view member) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [key, av] : a) {
+    const json::value* bv = b.if_contains(key);
+    if (bv == nullptr) return false;
+    if (key != "metadata" || !av.is_object() || !bv->is_object()) {
+      if (av != *bv) return false;
+      continue;
+    }
+    const json::object& am = av.get_object();
+    const json::object& bm = bv->get_object();
+    const std::size_t a_extra = am.contains(member) ? 1 : 0;
+    const std::size_t b_extra = bm.contains(member) ? 1 : 0;
+    if (am.size() - a_extra != bm.size() - b_extra) return false;
+    for (const auto& [mk, mv] : am) {
+      if (mk == member) continue;
+      const json::value* other = bm.if_contains(mk);
+      if (other == nullptr || *other != mv) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace kwatch::registry

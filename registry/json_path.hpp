@@ -33,4 +33,9 @@ inline std::string_view string_member(const boost::json::object* obj, std::strin
   return v != nullptr && v->is_string() ? std::string_view(v->get_string()) : std::string_view();
 }
 
+// Whether two objects are equal apart from one member of their metadata (`resourceVersion`,
+// `managedFields`): whether a write changed anything else.
+bool equal_but_metadata_member(const boost::json::object& a, const boost::json::object& b,
+                               std::string_view member);
+
 }  // namespace kwatch::registry

@@ -154,29 +154,6 @@ Comparison compare_objects(const json::object& before, const json::object& after
   return c;
 }
 
-// Whether two objects are equal leaving out metadata.managedFields.
-bool same_but_managed_fields(const json::object& a, const json::object& b) {
-  if (a.size() != b.size()) return false;
-  for (const auto& [key, av] : a) {
-    const json::value* bv = b.if_contains(key);
-    if (bv == nullptr) return false;
-    if (key != "metadata" || !av.is_object() || !bv->is_object()) {
-      if (av != *bv) return false;
-      continue;
-    }
-    const json::object& am = av.get_object();
-    const json::object& bm = bv->get_object();
-    const std::size_t a_extra = am.contains("managedFields") ? 1 : 0;
-    const std::size_t b_extra = bm.contains("managedFields") ? 1 : 0;
-    if (am.size() - a_extra != bm.size() - b_extra) return false;
-    for (const auto& [mk, mv] : am) {
-      if (mk == "managedFields") continue;
-      const json::value* other = bm.if_contains(mk);
-      if (other == nullptr || *other != mv) return false;
-    }
-  }
-  return true;
-}
 
 std::string printed_manager(const ManagedFieldsEntry& e) {
   std::string out = json::serialize(json::string(e.manager));
@@ -430,7 +407,7 @@ ApiResult<json::object> apply_configuration(const json::object* live, const json
   }
   for (auto& e : entries) e.fields = e.fields.difference(changed).difference(c.removed);
 
-  const bool unchanged = same_but_managed_fields(merged, before);
+  const bool unchanged = equal_but_metadata_member(merged, before, "managedFields");
   self.fields = config_set.difference(stripped_fields());
   if (!unchanged || self.time.empty()) self.time = scope.now;
   entries.push_back(std::move(self));

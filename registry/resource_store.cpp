@@ -174,30 +174,6 @@ ApiResult<std::string> storable(const ResourceInfo& info, const std::string& nam
   return text;
 }
 
-// Whether two objects are equal apart from metadata.resourceVersion: an update that makes
-// `next` from `existing` leaves the object as it was.
-bool same_object(const json::object& next, const json::object& existing) {
-  if (next.size() != existing.size()) return false;
-  for (const auto& [key, value] : next) {
-    const json::value* old = existing.if_contains(key);
-    if (old == nullptr) return false;
-    if (key != "metadata" || !value.is_object() || !old->is_object()) {
-      if (value != *old) return false;
-      continue;
-    }
-    const json::object& a = value.get_object();
-    const json::object& b = old->get_object();
-    std::size_t compared = 0;
-    for (const auto& [k, v] : a) {
-      if (k == "resourceVersion") continue;
-      const json::value* w = b.if_contains(k);
-      if (w == nullptr || v != *w) return false;
-      ++compared;
-    }
-    if (compared != b.size() - (b.contains("resourceVersion") ? 1 : 0)) return false;
-  }
-  return true;
-}
 
 // What a dry run's update function returns to end guaranteed_update before it writes.
 const boost::system::error_code kDryRunDone =
@@ -1006,7 +982,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::guarded_update(
     finalized = deletion_complete(info, obj);
     // A dry run stops before the write (even of stale bytes, which an unchanged value would
     // not prevent) with a code no storage returns.
-    if (!query.dry_run && same_object(obj, *existing)) {
+    if (!query.dry_run && equal_but_metadata_member(obj, *existing, "resourceVersion")) {
       written = std::move(*existing);
       return std::nullopt;
     }
