@@ -1,6 +1,7 @@
 #include "server/http_server.hpp"
 
 #include "server/task_failure.hpp"
+#include "server/queueing_stream.hpp"
 #include "server/tls_stream.hpp"
 
 #include "watch/cacher.hpp"
@@ -532,7 +533,24 @@ asio::awaitable<void> HttpServer::Impl::stream_websocket(Stream stream,
                                                          ApiResponse response) {
   namespace websocket = beast::websocket;
   beast::get_lowest_layer(stream).expires_never();
-  auto ws = std::make_shared<websocket::stream<Stream>>(std::move(stream));
+  // Beast speaks the protocol (handshake, pings, close); data frames are kwatch's own, queued
+  // with Beast's writes in one stream of gather writes (server/queueing_stream.hpp).
+  auto ws = std::make_shared<websocket::stream<QueueingStream<Stream>>>(std::move(stream));
+  auto executor = co_await asio::this_coro::executor;
+  QueueingStream<Stream>& out = ws->next_layer();
+  asio::co_spawn(
+      executor, [ws]() -> asio::awaitable<void> { co_await ws->next_layer().run(); },
+      [](std::exception_ptr e) { log_task_failure(e, "websocket writer"); });
+  // However it ends, the writer stops and the socket closes (a write to a client that stopped
+  // reading would otherwise hold the stream forever).
+  struct Closer {
+    std::shared_ptr<websocket::stream<QueueingStream<Stream>>> ws;
+    ~Closer() {
+      ws->next_layer().stop();
+      boost::system::error_code ignored;
+      beast::get_lowest_layer(*ws).socket().close(ignored);
+    }
+  } closer{ws};
   ws->set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
   ws->set_option(
       websocket::stream_base::decorator([headers = response.headers](websocket::response_type& res) {
@@ -543,7 +561,6 @@ asio::awaitable<void> HttpServer::Impl::stream_websocket(Stream stream,
   if (aec) co_return;
   ws->text(true);
   // Client frames are read and ignored; reading also answers pings and notices a close.
-  auto executor = co_await asio::this_coro::executor;
   asio::co_spawn(
       executor,
       [ws, session = std::weak_ptr<watch::WatchSession>(response.watch)]() -> asio::awaitable<void> {
@@ -561,19 +578,28 @@ asio::awaitable<void> HttpServer::Impl::stream_websocket(Stream stream,
     if (ec) co_return;
   }
   if (response.watch) {
-    std::vector<asio::const_buffer> buffers;
     std::vector<watch::WatchFrame> frames;
+    std::vector<std::array<unsigned char, 10>> headers;
     for (;;) {
       auto next = co_await response.watch->next(frames);
       if (!next) break;
       convert_frames(response, frames);
-      for (const auto& f : frames) {
+      // One text message per event, all of the batch in one write: header, then the shared
+      // prefix, object and suffix (no copies; `frames` holds them until they are sent).
+      headers.resize(frames.size());
+      std::uint64_t ticket = 0;
+      for (std::size_t i = 0; i < frames.size(); ++i) {
+        const auto& f = frames[i];
         auto prefix = watch::frame_prefix(f.type);
-        std::array<asio::const_buffer, 3> message{
-            asio::buffer(prefix), asio::buffer(f.object->json), asio::buffer(watch::kFrameSuffix)};
-        auto [ec, n] = co_await ws->async_write(message, use_tuple);
-        if (ec) co_return;
+        const std::size_t size = prefix.size() + f.object->json.size() + watch::kFrameSuffix.size();
+        const std::size_t header_size = text_frame_header(size, headers[i]);
+        out.queue(asio::buffer(headers[i].data(), header_size));
+        out.queue(asio::buffer(prefix));
+        out.queue(asio::buffer(f.object->json));
+        ticket = out.queue(asio::buffer(watch::kFrameSuffix));
       }
+      auto [ec, n] = co_await out.async_wait_sent(ticket, 0, use_tuple);
+      if (ec) co_return;
     }
   }
   response.watch.reset();  // unregisters now, not when the close handshake ends

@@ -1,0 +1,145 @@
+#include "server/queueing_stream.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/websocket.hpp>
+#include <gtest/gtest.h>
+
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kwatch::server {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace websocket = beast::websocket;
+using tcp = asio::ip::tcp;
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+TEST(QueueingStream, TextFrameHeadersUseTheShortestLength) {
+  std::array<unsigned char, 10> h{};
+  EXPECT_EQ(text_frame_header(0, h), 2u);
+  EXPECT_EQ(h[0], 0x81);
+  EXPECT_EQ(h[1], 0);
+  EXPECT_EQ(text_frame_header(125, h), 2u);
+  EXPECT_EQ(h[1], 125);
+  EXPECT_EQ(text_frame_header(126, h), 4u);
+  EXPECT_EQ(h[1], 126);
+  EXPECT_EQ(h[2], 0);
+  EXPECT_EQ(h[3], 126);
+  EXPECT_EQ(text_frame_header(65535, h), 4u);
+  EXPECT_EQ(h[2], 0xff);
+  EXPECT_EQ(h[3], 0xff);
+  EXPECT_EQ(text_frame_header(65536, h), 10u);
+  EXPECT_EQ(h[1], 127);
+  EXPECT_EQ((std::vector<int>(h.begin() + 2, h.end())), (std::vector<int>{0, 0, 0, 0, 0, 1, 0, 0}));
+}
+
+// A Beast client reads kwatch's frames, batched in one write each round, with Beast's own
+// answers (the handshake, pongs, the close) falling between them, never inside one.
+TEST(QueueingStream, DataFramesAndBeastsControlFramesShareOneOrderedStream) {
+  asio::io_context ioc;
+  tcp::acceptor acceptor(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  const std::vector<std::size_t> sizes = {0, 1, 125, 126, 65535, 65536, 200000};
+  std::vector<std::string> sent;
+  for (std::size_t i = 0; i < sizes.size(); ++i) sent.emplace_back(sizes[i], char('a' + i));
+  std::vector<std::string> received;
+  std::vector<std::string> pongs;
+  bool server_done = false;
+
+  using Server = websocket::stream<QueueingStream<beast::tcp_stream>>;
+  auto server = [&]() -> asio::awaitable<void> {
+    tcp::socket socket = co_await acceptor.async_accept(asio::use_awaitable);
+    auto ws = std::make_shared<Server>(beast::tcp_stream(std::move(socket)));
+    asio::co_spawn(ioc, ws->next_layer().run(), asio::detached);
+    auto [aec] = co_await ws->async_accept(use_tuple);
+    EXPECT_FALSE(aec) << aec.message();
+    // Reading answers the client's pings (Beast writes the pongs through the queue).
+    asio::co_spawn(
+        ioc,
+        [ws]() -> asio::awaitable<void> {
+          beast::flat_buffer buf;
+          for (;;) {
+            auto [ec, n] = co_await ws->async_read(buf, use_tuple);
+            if (ec) break;
+            buf.consume(buf.size());
+          }
+          ws->next_layer().stop();  // closed: the writer ends
+        },
+        asio::detached);
+    // Two rounds of frames, each in one batch; the client pings during the first, and the
+    // second waits for that ping, so that its pong is queued between the two.
+    asio::steady_timer ping_seen(ioc, std::chrono::seconds(10));
+    bool seen = false;
+    ws->control_callback([&](websocket::frame_type kind, beast::string_view) {
+      if (kind != websocket::frame_type::ping) return;
+      seen = true;
+      ping_seen.cancel();
+    });
+    for (int round = 0; round < 2; ++round) {
+      if (round == 1 && !seen) co_await ping_seen.async_wait(use_tuple);
+      if (round == 1) EXPECT_TRUE(seen);
+      std::vector<std::array<unsigned char, 10>> headers(sent.size());
+      std::uint64_t ticket = 0;
+      for (std::size_t i = 0; i < sent.size(); ++i) {
+        const std::size_t n = text_frame_header(sent[i].size(), headers[i]);
+        ws->next_layer().queue(asio::buffer(headers[i].data(), n));
+        ticket = ws->next_layer().queue(asio::buffer(sent[i]));
+      }
+      auto [ec, n] = co_await ws->next_layer().async_wait_sent(ticket, 0, use_tuple);
+      EXPECT_FALSE(ec) << ec.message();
+    }
+    server_done = true;
+  };
+
+  auto client = [&]() -> asio::awaitable<void> {
+    websocket::stream<beast::tcp_stream> ws(ioc);
+    co_await beast::get_lowest_layer(ws).async_connect(acceptor.local_endpoint(),
+                                                       asio::use_awaitable);
+    co_await ws.async_handshake("127.0.0.1", "/", asio::use_awaitable);
+    ws.control_callback([&](websocket::frame_type kind, beast::string_view payload) {
+      if (kind == websocket::frame_type::pong) pongs.emplace_back(payload);
+    });
+    beast::flat_buffer buf;
+    for (std::size_t i = 0; i < 2 * sent.size(); ++i) {
+      if (i == 3) {
+        const std::string text = "p" + std::to_string(i);
+        const websocket::ping_data payload(text.c_str());
+        co_await ws.async_ping(payload, asio::use_awaitable);
+      }
+      co_await ws.async_read(buf, asio::use_awaitable);
+      EXPECT_TRUE(ws.got_text());
+      received.push_back(beast::buffers_to_string(buf.data()));
+      buf.consume(buf.size());
+    }
+    // Pongs arrive while reading: read until the server's close answers ours.
+    co_await ws.async_close(websocket::close_code::normal, asio::use_awaitable);
+  };
+
+  std::exception_ptr failure;
+  auto keep = [&](std::exception_ptr e) {
+    if (e && !failure) failure = e;
+  };
+  asio::co_spawn(ioc, server(), keep);
+  asio::co_spawn(ioc, client(), keep);
+  ioc.run_for(std::chrono::seconds(20));
+  if (failure) std::rethrow_exception(failure);
+  EXPECT_TRUE(server_done);
+  ASSERT_EQ(received.size(), 2 * sent.size());
+  for (std::size_t i = 0; i < received.size(); ++i) {
+    EXPECT_EQ(received[i], sent[i % sent.size()]) << i;
+  }
+  EXPECT_EQ(pongs, (std::vector<std::string>{"p3"}));
+}
+
+}  // namespace
+}  // namespace kwatch::server
