@@ -104,7 +104,65 @@ struct DuplicateFinder {
   }
 };
 
+// Counts member names without remembering them.
+struct KeyCounter {
+  static constexpr std::size_t max_object_size = std::size_t(-1);
+  static constexpr std::size_t max_array_size = std::size_t(-1);
+  static constexpr std::size_t max_key_size = std::size_t(-1);
+  static constexpr std::size_t max_string_size = std::size_t(-1);
+  std::size_t keys = 0;
+
+  using ec = boost::system::error_code;
+  bool on_document_begin(ec&) { return true; }
+  bool on_document_end(ec&) { return true; }
+  bool on_object_begin(ec&) { return true; }
+  bool on_object_end(std::size_t, ec&) { return true; }
+  bool on_array_begin(ec&) { return true; }
+  bool on_array_end(std::size_t, ec&) { return true; }
+  bool on_key_part(json::string_view, std::size_t, ec&) { return true; }
+  bool on_key(json::string_view, std::size_t, ec&) {
+    ++keys;
+    return true;
+  }
+  bool on_string_part(json::string_view, std::size_t, ec&) { return true; }
+  bool on_string(json::string_view, std::size_t, ec&) { return true; }
+  bool on_number_part(json::string_view, ec&) { return true; }
+  bool on_int64(std::int64_t, json::string_view, ec&) { return true; }
+  bool on_uint64(std::uint64_t, json::string_view, ec&) { return true; }
+  bool on_double(double, json::string_view, ec&) { return true; }
+  bool on_bool(bool, ec&) { return true; }
+  bool on_null(ec&) { return true; }
+  bool on_comment_part(json::string_view, ec&) { return true; }
+  bool on_comment(json::string_view, ec&) { return true; }
+};
+
+std::size_t members_of(const json::value& v) {
+  std::size_t n = 0;
+  if (const json::object* o = v.if_object()) {
+    n += o->size();
+    for (const auto& [key, member] : *o) n += members_of(member);
+  } else if (const json::array* a = v.if_array()) {
+    for (const auto& item : *a) n += members_of(item);
+  }
+  return n;
+}
+
 }  // namespace
+
+std::vector<std::string> duplicate_fields(std::string_view body, const json::object& parsed) {
+  // A parsed value keeps one member per name: as many members as names in the text means none
+  // was repeated, which two passes without allocation tell (the usual case).
+  json::parse_options options;
+  options.max_depth = storage::kMaxJsonDepth;
+  json::basic_parser<KeyCounter> counter(options);
+  boost::system::error_code ec;
+  counter.write_some(false, body.data(), body.size(), ec);
+  if (ec) return {};
+  std::size_t members = parsed.size();
+  for (const auto& [key, member] : parsed) members += members_of(member);
+  if (counter.handler().keys == members) return {};
+  return duplicate_fields(body);
+}
 
 std::vector<std::string> duplicate_fields(std::string_view body) {
   json::parse_options options;

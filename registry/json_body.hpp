@@ -7,6 +7,7 @@
 
 #include "registry/api_error.hpp"
 
+#include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
 #include <string>
@@ -25,5 +26,9 @@ ApiResult<boost::json::value> parse_json_body(std::string_view body,
 // the last of them, as kube's decoder does; fieldValidation decides whether that is an error.
 // A body that does not parse has none (parse_json_body reports it).
 std::vector<std::string> duplicate_fields(std::string_view body);
+// The same for a body already parsed into `parsed`: without walking the body's names when it
+// repeats none.
+std::vector<std::string> duplicate_fields(std::string_view body,
+                                         const boost::json::object& parsed);
 
 }  // namespace kwatch::registry

@@ -311,10 +311,11 @@ ApiResult<registry::DeleteQuery> delete_query(const ApiRequest& request, const U
 }
 
 // Duplicate members of a JSON body matter only when fieldValidation reports them.
-void find_duplicates(const ApiRequest& request, registry::WriteQuery& query) {
+void find_duplicates(const ApiRequest& request, const json::object& body,
+                     registry::WriteQuery& query) {
   if (query.field_validation == registry::FieldValidation::ignore) return;
   if (media_type(request.content_type) == registry::kProtobufMediaType) return;
-  query.duplicate_fields = registry::duplicate_fields(request.body);
+  query.duplicate_fields = registry::duplicate_fields(request.body, body);
 }
 
 // The verb of a request that names no resource, as kube's authorizer sees it.
@@ -833,7 +834,7 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     auto body = parse_object(request);
     if (!body) co_return error_response(body.error());
     if (auto e = co_await check_escalation(info, route, *body)) co_return error_response(*e);
-    find_duplicates(request, *q);
+    find_duplicates(request, *body, *q);
     co_return render(co_await store_->create(info, route.ns, std::move(*body), *q), 201, &*q);
   }
   if (m == "PUT") {
@@ -847,7 +848,7 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     auto body = parse_object(request);
     if (!body) co_return error_response(body.error());
     if (auto e = co_await check_escalation(info, route, *body)) co_return error_response(*e);
-    find_duplicates(request, *q);
+    find_duplicates(request, *body, *q);
     co_return render(
         co_await store_->update(info, route.ns, route.name, std::move(*body), *q), 200, &*q);
   }

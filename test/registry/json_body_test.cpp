@@ -29,6 +29,18 @@ TEST(DuplicateFields, ABodyThatDoesNotParseHasNone) {
   EXPECT_TRUE(duplicate_fields("").empty());
 }
 
+TEST(DuplicateFields, OfAParsedBodyAreTheSame) {
+  for (const char* text :
+       {R"({"metadata":{"name":"a","name":"b"}})", R"({"a":{},"a":{}})",
+        R"({"a":{"x":1},"a":{"y":1,"y":2}})", R"({"a":{"x":1},"b":{"x":1},"c":[{"x":1},{"x":2}]})",
+        R"({"kind":"Pod","kind":"Pod","a":[[{"b":1,"b":2}]]})", R"({"a":1,"\u0061":2})",
+        R"({"a":[1,"x",null,true,{}],"b":2})", R"({})"}) {
+    auto parsed = parse_json_body(text);
+    ASSERT_TRUE(parsed) << text;
+    EXPECT_EQ(duplicate_fields(text, parsed->as_object()), duplicate_fields(text)) << text;
+  }
+}
+
 TEST(ParseJsonBody, KeepsTheLastOfDuplicateMembers) {
   auto v = parse_json_body(R"({"a":1,"a":2})");
   ASSERT_TRUE(v);
