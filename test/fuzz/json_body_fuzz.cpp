@@ -2,7 +2,8 @@
 // sanitizer report; errors are bad_request; an accepted body obeys the stored-JSON rules
 // (json_problem finds nothing: parser and checker agree), serializes and parses back to itself,
 // and its serialization is accepted again as a body. duplicate_fields walks the same bytes
-// without a crash, and finds nothing in the re-serialized body (its members are unique).
+// without a crash, and finds nothing in the re-serialized body (its members are unique); given
+// the parsed object it finds exactly what it finds from the bytes alone.
 #include "registry/json_body.hpp"
 #include "storage/stored_json.hpp"
 #include "test/fuzz/fuzz_support.hpp"
@@ -10,12 +11,16 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace kwatch;
   auto body = registry::parse_json_body(fuzz::as_view(data, size));
-  registry::duplicate_fields(fuzz::as_view(data, size));
+  const auto duplicates = registry::duplicate_fields(fuzz::as_view(data, size));
   if (!body) {
     if (body.error().code != registry::Errc::bad_request) {
       fuzz::fail("unexpected error code", body.error().message);
     }
     return 0;
+  }
+  if (body->is_object() &&
+      registry::duplicate_fields(fuzz::as_view(data, size), body->get_object()) != duplicates) {
+    fuzz::fail("duplicates found with the parsed object differ", fuzz::as_view(data, size));
   }
   if (auto problem = storage::json_problem(*body)) {
     fuzz::fail("accepted body breaks a stored-JSON rule", problem->message());
