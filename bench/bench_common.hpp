@@ -40,7 +40,7 @@ struct WatcherRecord {
   std::atomic<std::uint64_t> events{0};
   std::atomic<bool> established{false};  // kwatch: 200 headers read; etcd: `created` received
   std::atomic<bool> ended{false};        // the stream ended before the driver stopped it
-  bool stalled = false;                  // never reads after being established
+  bool stalled = false;                  // never reads after being established (until resumed)
 };
 
 // Which objects are written and watched.
@@ -55,6 +55,7 @@ struct Workload {
 struct WatchSpec {
   std::size_t watchers = 0;
   std::size_t stalled = 0;
+  bool resumable = false;             // kwatch: stalled watchers read again on resume_stalled()
   std::string transport = "chunked";  // kwatch: "chunked" or "ws"
   bool per_node = false;              // watcher i selects spec.nodeName=node-(i % nodes)
   std::int64_t from_rv = 0;           // watch changes after this revision
@@ -110,6 +111,8 @@ class Target {
   virtual WriteResult run_writes(const Workload& w, const WriteSpec& spec) = 0;
   // How many stalled watchers had their stream closed by the server (checked by draining them).
   virtual std::size_t stalled_closed() = 0;
+  // Resumable stalled watchers start reading (and recording) from now on. Thread-safe.
+  virtual void resume_stalled() = 0;
   // Stops every watcher and waits for their I/O to finish.
   virtual void close_watchers() = 0;
   // Server-side count of terminated watchers, or -1 when the server has none.

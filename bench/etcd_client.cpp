@@ -317,6 +317,10 @@ class EtcdTarget final : public Target {
     return out;
   }
 
+  void resume_stalled() override {
+    throw std::invalid_argument("resuming stalled watchers: kwatch targets only");
+  }
+
   std::size_t stalled_closed() override {
     // etcd never closes a slow watcher (it parks it as a "victim"); report what was observed.
     std::size_t n = 0;

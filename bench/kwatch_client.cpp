@@ -145,6 +145,7 @@ struct Conn {
   bool stopping = false;
   std::atomic<bool> running{true};
   std::atomic<bool> closed_by_server{false};  // stalled watchers: seen when drained
+  std::optional<asio::steady_timer> resume;  // resumable stalled watchers: cancelled to resume
 };
 
 class KwatchTarget final : public Target {
@@ -223,6 +224,12 @@ class KwatchTarget final : public Target {
       }
       auto conn = std::make_shared<Conn>(asio::make_strand(ioc_), tls_ ? &*tls_ : nullptr);
       conn->rec = rec.get();
+      if (rec->stalled && spec.resumable) {
+        if (spec.transport == "ws") {
+          throw std::invalid_argument("resumable stalled watchers: chunked transport only");
+        }
+        conn->resume.emplace(conn->tcp.get_executor(), asio::steady_timer::time_point::max());
+      }
       records.push_back(std::move(rec));
       conns_.push_back(conn);
       std::string target = watch_target(w, spec, i);
@@ -232,7 +239,9 @@ class KwatchTarget final : public Target {
       asio::co_spawn(conn->tcp.get_executor(),
                      watch_one(conn, target, source, spec.transport, &establishing),
                      [conn](std::exception_ptr e) {
-                       if (!conn->stopping && !conn->rec->stalled) conn->rec->ended = true;
+                       if (!conn->stopping && (!conn->rec->stalled || conn->resume)) {
+                         conn->rec->ended = true;
+                       }
                        if (!conn->stopping) log_failure("watch", e);
                        conn->running = false;
                      });
@@ -268,10 +277,16 @@ class KwatchTarget final : public Target {
     return out;
   }
 
+  void resume_stalled() override {
+    for (auto& c : conns_) {
+      if (c->resume) asio::post(c->tcp.get_executor(), [c] { c->resume->cancel(); });
+    }
+  }
+
   std::size_t stalled_closed() override {
     std::vector<std::future<bool>> checks;
     for (auto& c : conns_) {
-      if (!c->rec->stalled) continue;
+      if (!c->rec->stalled || c->resume) continue;
       std::promise<bool> p;
       checks.push_back(p.get_future());
       asio::co_spawn(c->tcp.get_executor(), drain_stalled(c),
@@ -516,7 +531,12 @@ class KwatchTarget final : public Target {
     c.lowest().expires_never();
     rec.established = true;
     done.finish();
-    if (rec.stalled) co_return;  // never reads again; drain_stalled() looks at it at the end
+    if (rec.stalled && !c.resume) co_return;  // never reads again; drain_stalled() looks at it
+    if (c.resume) {
+      // Cancelled by resume_stalled() (or by the stop, which the check below sees).
+      co_await c.resume->async_wait(asio::as_tuple(asio::use_awaitable));
+      if (c.stopping) co_return;
+    }
     ChunkedLines lines;
     bool ok = true;
     auto on_line = [&](const std::string& line) { ok = record_event(rec, line) && ok; };

@@ -44,6 +44,9 @@ Common:
 watch:
   --watchers=N               watchers that read (default 0)
   --stalled=N                watchers that never read after being established (default 0)
+  --stall-for=S              kwatch, chunked: the stalled watchers start reading S seconds after
+                             the writes start, and are checked for every event in order (default 0:
+                             they never read)
   --transport=chunked|ws     kwatch watch transport (default chunked)
   --per-node                 watcher i selects spec.nodeName=node-(i % nodes)
   --sources=N                kwatch: bind watchers to 127.0.0.1..127.0.0.N (default 1)
@@ -138,6 +141,8 @@ json::object run_watch(const Options& o) {
   WatchSpec ws;
   ws.watchers = static_cast<std::size_t>(o.num("watchers", 0));
   ws.stalled = static_cast<std::size_t>(o.num("stalled", 0));
+  const double stall_s = o.num("stall-for", 0);
+  ws.resumable = ws.stalled > 0 && stall_s > 0;
   ws.transport = o.str("transport", "chunked");
   ws.per_node = o.flag("per-node");
   ws.sources = static_cast<std::size_t>(o.num("sources", 1));
@@ -158,6 +163,7 @@ json::object run_watch(const Options& o) {
   out["nodes"] = w.nodes;
   out["watchers"] = ws.watchers;
   out["stalled"] = ws.stalled;
+  out["stall_s"] = stall_s;
   out["per_node"] = ws.per_node;
   out["writers"] = wr.writers;
   out["rate_target"] = wr.rate;
@@ -187,8 +193,16 @@ json::object run_watch(const Options& o) {
   const double client0 = self_cpu_s();
   const Nanos t0 = now_ns();
 
+  std::thread resumer;
+  if (ws.resumable) {
+    resumer = std::thread([&target, stall_s] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<long>(stall_s * 1000)));
+      target->resume_stalled();
+    });
+  }
   WriteResult writes;
   if (wr.writers > 0 && wr.duration_s > 0) writes = target->run_writes(w, wr);
+  if (resumer.joinable()) resumer.join();
 
   // Drain: wait until no event has arrived for 300 ms (at most 10 s).
   std::uint64_t seen = total_events(records);
@@ -212,7 +226,7 @@ json::object run_watch(const Options& o) {
   const double terminated1 = target->terminated_metric();
   std::size_t ended = 0;
   for (auto& r : records) ended += (!r->stalled && r->ended) ? 1 : 0;
-  out["stalled_closed"] = ws.stalled > 0 ? target->stalled_closed() : 0;
+  out["stalled_closed"] = ws.stalled > 0 && !ws.resumable ? target->stalled_closed() : 0;
   target->close_watchers();
 
   // Latency: each event joined with the acknowledgement of the write that produced it.
@@ -236,7 +250,35 @@ json::object run_watch(const Options& o) {
   for (auto& a : writes.acks) write_ms.push_back(static_cast<double>(a.t - a.sent) / 1e6);
   std::uint64_t before_ack = 0, unmatched = 0;
   Nanos last_event = t0;
+  // Resumed watchers: every write's event exactly once, in order (they watch everything).
+  std::vector<std::int64_t> acked;
+  for (auto& a : writes.acks) {
+    if (a.rv > 0) acked.push_back(a.rv);
+  }
+  std::sort(acked.begin(), acked.end());
+  std::size_t resumed_complete = 0, resumed_ended = 0;
+  std::uint64_t resumed_events = 0;
   for (auto& r : records) {
+    if (!r->stalled || !ws.resumable) continue;
+    std::vector<std::int64_t> seen;
+    for (auto& s : r->samples) {
+      if (s.t >= t0) seen.push_back(s.rv);
+      last_event = std::max(last_event, s.t);
+    }
+    resumed_events += seen.size();
+    resumed_complete += seen == acked ? 1 : 0;
+    resumed_ended += r->ended ? 1 : 0;
+  }
+  if (ws.resumable) {
+    json::object resumed;
+    resumed["watchers"] = ws.stalled;
+    resumed["events"] = resumed_events;
+    resumed["every_event_in_order"] = resumed_complete;
+    resumed["ended"] = resumed_ended;
+    out["resumed"] = resumed;
+  }
+  for (auto& r : records) {
+    if (r->stalled) continue;  // latency is the reading watchers'
     for (auto& s : r->samples) {
       if (s.t < t0) continue;
       last_event = std::max(last_event, s.t);
@@ -262,7 +304,8 @@ json::object run_watch(const Options& o) {
   out["writes_per_s"] = write_s > 0 ? static_cast<double>(writes.acks.size()) / write_s : 0.0;
   out["events"] = events;
   out["events_per_s"] = events > 0 ? static_cast<double>(events) / event_s : 0.0;
-  out["expected_events"] = ws.per_node ? writes.acks.size() : writes.acks.size() * ws.watchers;
+  out["expected_events"] = ws.per_node ? writes.acks.size()
+                                        : writes.acks.size() * (ws.watchers + (ws.resumable ? ws.stalled : 0));
   json::object latency = stats_ms(lat);
   latency["before_ack"] = before_ack;
   latency["unmatched"] = unmatched;

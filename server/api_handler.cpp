@@ -66,10 +66,6 @@ ApiResponse serialized_response(unsigned status, const Json& body) {
   return r;
 }
 
-ApiResponse json_response(unsigned status, const json::value& body) {
-  return serialized_response(status, body);
-}
-
 // Objects are serialized as they are (a json::value made of one would be a copy).
 ApiResponse json_response(unsigned status, const json::object& body) {
   return serialized_response(status, body);
@@ -1271,7 +1267,9 @@ void ApiHandler::register_cacher_metrics() {
   metrics_->help("kwatch_watch_events_dispatched_total", "counter",
                  "Events handed to watchers by the dispatcher.");
   metrics_->help("kwatch_watchers_terminated_total", "counter",
-                 "Watchers cut off because they could not keep up.");
+                 "Watchers ended because their next event left the event window while parked.");
+  metrics_->help("kwatch_watchers_parked_total", "counter",
+                 "Times a watcher whose queue was full was parked to read on from the event window.");
   metrics_->help("kwatch_watch_cache_capacity", "gauge", "Capacity of the event window.");
   metrics_->help("kwatch_watch_cache_events", "gauge", "Events held in the event window.");
   metrics_->help("kwatch_watch_cache_objects", "gauge", "Objects held in the watch cache.");
@@ -1306,6 +1304,8 @@ void add_cacher_metrics(Metrics& metrics, const std::string& resource,
   gauge("kwatch_watchers_terminated_total",
         [](watch::Cacher& c) { return double(c.counters().watchers_terminated.load()); },
         {{"resource", resource}, {"reason", "slow"}});
+  gauge("kwatch_watchers_parked_total",
+        [](watch::Cacher& c) { return double(c.counters().watchers_parked.load()); }, r);
   gauge("kwatch_reflector_relists_total",
         [](watch::Cacher& c) { return double(c.counters().relists.load()); }, r);
   gauge("kwatch_watch_cache_capacity", [](watch::Cacher& c) { return double(c.stats().capacity); }, r);

@@ -46,10 +46,11 @@ struct Watcher {
   // event (storage progress ran ahead of it) must not reach the watcher twice or out of order.
   std::int64_t start_rv = 0;
   std::string bucket_key;
-  // Full at the last offer: later frames queue in `backlog` (bounded) until a drain on the
-  // cacher strand has delivered them, so they keep their order.
-  bool blocked = false;
-  std::deque<WatchFrame> backlog;
+  // Parked: its channel was full when event `resume_from` was offered. The dispatcher skips it;
+  // its session reads on from the event window (that event first) once the channel is drained,
+  // and unparks it when it has caught up. A parked watcher holds no events of its own.
+  bool parked = false;
+  std::atomic<std::uint64_t> resume_from{0};  // written by the dispatcher, then by the session
   std::atomic<bool> ended{false};
   bool expired = false;  // transport strand only
   Channel channel;
@@ -131,9 +132,9 @@ struct Cacher::Impl {
   std::mutex waiters_mutex;
   std::vector<Waiter> waiters;
 
-  // Time budget shared by blocked watchers (kube: refills 50 ms/s, at most 100 ms).
-  std::chrono::duration<double> budget{0.1};
-  Clock::time_point budget_refilled = Clock::now();
+  // Watchers parked since the last check for those whose next event has left the window (may
+  // also hold resumed or ended ones until then). Guarded by dispatch_mutex.
+  std::vector<std::shared_ptr<Watcher>> parked;
 };
 
 Cacher::Cacher(asio::any_io_executor executor, std::shared_ptr<storage::Storage> storage,
@@ -209,10 +210,8 @@ asio::awaitable<void> Cacher::run_reflector() {
             }
             break;
           }
-          for (const auto& event : batch->events) {
-            auto blocked = process(event);
-            if (!blocked.empty()) start_draining(std::move(blocked));
-          }
+          for (const auto& event : batch->events) process(event);
+          end_lapsed_watchers();
           cache_.advance(batch->revision);
           notify_waiters();
         }
@@ -233,7 +232,7 @@ asio::awaitable<void> Cacher::run_reflector() {
   }
 }
 
-std::vector<std::shared_ptr<Watcher>> Cacher::process(const storage::Event& event) {
+void Cacher::process(const storage::Event& event) {
   const auto rv = event.kv.mod_revision;
   const auto now = Clock::now();
   EventPtr cached;
@@ -262,34 +261,26 @@ std::vector<std::shared_ptr<Watcher>> Cacher::process(const storage::Event& even
     }
     if (!last) {
       cache_.advance(rv);
-      return {};
+      return;
     }
     object = std::move(*last);
   }
 
-  std::vector<std::shared_ptr<Watcher>> blocked;
-  std::vector<std::shared_ptr<Watcher>> overflowing;
   std::unique_lock lock(impl_->dispatch_mutex);
   cached = deletion ? cache_.apply_delete(object, now) : cache_.apply_put(object, prev, now);
   std::uint64_t delivered = 0;
   auto offer = [&](const WatcherMap& watchers) {
     for (const auto& [id, w] : watchers) {
-      if (w->ended || cached->resource_version <= w->start_rv) continue;
+      if (w->parked || w->ended || cached->resource_version <= w->start_rv) continue;
       auto frame = frame_for(*w, *cached);
       if (!frame) continue;
-      ++delivered;
-      if (w->blocked) {
-        // The drain's time grant is what cuts a slow client off; this cap only bounds the
-        // memory (pointers) a burst can queue before that.
-        if (w->backlog.size() >= std::max<std::size_t>(10 * options_.watcher_buffer, 4096)) {
-          overflowing.push_back(w);
-        } else {
-          w->backlog.push_back(std::move(*frame));
-        }
-      } else if (!w->channel.try_send(boost::system::error_code{}, *frame)) {
-        w->blocked = true;
-        w->backlog.push_back(std::move(*frame));
-        blocked.push_back(w);
+      if (w->channel.try_send(boost::system::error_code{}, std::move(*frame))) {
+        ++delivered;
+      } else {
+        w->parked = true;
+        w->resume_from = cached->sequence;
+        impl_->parked.push_back(w);
+        ++counters_.watchers_parked;
       }
     }
   };
@@ -312,71 +303,70 @@ std::vector<std::shared_ptr<Watcher>> Cacher::process(const storage::Event& even
     }
   }
   counters_.events_dispatched += delivered;
-  lock.unlock();
-  for (auto& w : overflowing) end_watcher(w, true);
-  return blocked;
 }
 
-void Cacher::start_draining(std::vector<std::shared_ptr<Watcher>> newly_blocked) {
-  // Runs on the cacher strand (from the reflector), as do the drains: the budget needs no lock.
-  for (auto& w : newly_blocked) {
-    const auto now = Clock::now();
-    impl_->budget = std::min<std::chrono::duration<double>>(
-        impl_->budget + std::chrono::duration<double>(now - impl_->budget_refilled) * 0.05,
-        std::chrono::duration<double>(0.1));
-    impl_->budget_refilled = now;
-    if (impl_->budget.count() <= 0) {
-      {
-        std::lock_guard lock(impl_->dispatch_mutex);
-        w->blocked = false;  // no drain will own its channel
-      }
-      end_watcher(w, true);
-      continue;
-    }
-    // Each blocked watcher may take what is left of the shared budget; what it uses is charged
-    // when its drain ends. The dispatcher itself never waits.
-    const auto grant = std::chrono::duration_cast<Clock::duration>(impl_->budget);
-    asio::co_spawn(impl_->strand, drain_blocked(std::move(w), grant),
-                   [](std::exception_ptr e) { log_failure(e, "blocked watcher drain"); });
-  }
-}
-
-asio::awaitable<void> Cacher::drain_blocked(std::shared_ptr<Watcher> w, Clock::duration grant) {
-  auto self = shared_from_this();
-  const auto started = Clock::now();
-  asio::steady_timer timer(impl_->strand);
-  timer.expires_at(started + grant);
-  bool delivered_all = false;
-  for (;;) {
-    WatchFrame frame;
-    {
-      std::lock_guard lock(impl_->dispatch_mutex);
-      if (w->ended) break;
-      if (w->backlog.empty()) {
-        w->blocked = false;
-        delivered_all = true;
-        break;
-      }
-      frame = std::move(w->backlog.front());
-      w->backlog.pop_front();
-    }
-    auto result = co_await (w->channel.async_send(boost::system::error_code{}, frame, use_tuple) ||
-                            timer.async_wait(use_tuple));
-    if (result.index() != 0 || std::get<0>(std::get<0>(result))) break;
-  }
-  impl_->budget -= Clock::now() - started;
-  if (delivered_all) co_return;
-  bool ended_meanwhile = false;
+void Cacher::end_lapsed_watchers() {
+  std::vector<std::shared_ptr<Watcher>> lapsed;
   {
     std::lock_guard lock(impl_->dispatch_mutex);
-    w->blocked = false;
-    ended_meanwhile = w->ended;
+    if (impl_->parked.empty()) return;
+    const std::uint64_t first = cache_.first_sequence();
+    std::erase_if(impl_->parked, [&](const std::shared_ptr<Watcher>& w) {
+      if (!w->parked || w->ended) return true;
+      if (w->resume_from.load() >= first) return false;
+      lapsed.push_back(w);
+      return true;
+    });
   }
-  if (ended_meanwhile) {
-    w->channel.close();  // ended while this drain owned the channel: no send is pending now
-  } else {
-    end_watcher(w, true);
+  for (auto& w : lapsed) end_watcher(w, true);
+}
+
+storage::Result<void> Cacher::catch_up(const std::shared_ptr<Watcher>& w,
+                                       std::vector<WatchFrame>& out, std::size_t limit) {
+  {
+    std::lock_guard lock(impl_->dispatch_mutex);
+    if (w->ended) return Errc::unavailable;
+    if (!w->parked) return {};
   }
+  // Events are read under the cache's shared lock only; the dispatch mutex is taken to unpark,
+  // when no event can be recorded between the last read and the dispatcher's next offer.
+  constexpr std::size_t kScan = 4096;  // events examined per read, for a selective watcher
+  std::uint64_t from = w->resume_from.load();
+  std::vector<EventPtr> events;
+  std::uint64_t delivered = 0;
+  while (out.size() < limit) {
+    events.clear();
+    bool held = cache_.events_from(from, kScan, events);
+    if (held && events.empty()) {
+      std::unique_lock lock(impl_->dispatch_mutex);
+      if (w->ended) return Errc::unavailable;
+      held = cache_.events_from(from, kScan, events);
+      if (held && events.empty()) {
+        w->parked = false;
+        std::erase(impl_->parked, w);
+        lock.unlock();
+        counters_.events_dispatched += delivered;
+        return {};
+      }
+    }
+    if (!held) {
+      end_watcher(w, true);
+      return Errc::unavailable;
+    }
+    for (const auto& ev : events) {
+      from = ev->sequence + 1;
+      if (ev->resource_version <= w->start_rv) continue;
+      if (auto frame = frame_for(*w, *ev)) {
+        out.push_back(std::move(*frame));
+        ++delivered;
+        if (out.size() >= limit) break;
+      }
+    }
+    w->resume_from = from;
+    if (!out.empty()) break;
+  }
+  counters_.events_dispatched += delivered;
+  return {};
 }
 
 // ---- Ticker: bookmarks and progress ----
@@ -403,7 +393,7 @@ asio::awaitable<void> Cacher::run_ticker() {
     if (impl_->with_bookmarks.empty()) continue;
     ObjectPtr bookmark;
     for (const auto& [id, w] : impl_->with_bookmarks) {
-      if (w->ended || w->blocked || now < w->next_bookmark) continue;
+      if (w->ended || w->parked || now < w->next_bookmark) continue;
       if (!bookmark) {
         bookmark = bookmark_object(options_.kind, options_.api_version, cache_.resource_version(),
                                    false);
@@ -468,19 +458,12 @@ void Cacher::unregister_watcher(const Watcher& w) {
 void Cacher::end_watcher(const std::shared_ptr<Watcher>& w, bool slow) {
   if (w->ended.exchange(true)) return;
   unregister_watcher(*w);
-  bool draining = false;
-  {
-    std::lock_guard lock(impl_->dispatch_mutex);
-    w->backlog.clear();
-    draining = w->blocked;
-  }
   if (slow) {
     ++counters_.watchers_terminated;
-    spdlog::info("watch cache {}: terminated a watcher that could not keep up", options_.resource);
+    spdlog::info("watch cache {}: ended a watcher whose next event has left the event window",
+                 options_.resource);
   }
-  // A drain in progress owns the channel and closes it once its send is done; otherwise no send
-  // is pending, and closing cannot strand one.
-  if (!draining) w->channel.close();
+  w->channel.close();
 }
 
 void Cacher::end_all_watchers() {
@@ -656,15 +639,27 @@ asio::awaitable<storage::Result<void>> WatchSession::next(std::vector<WatchFrame
   }
   if (w->expired) co_return boost::system::error_code(asio::error::eof);
   if (w->ended) co_return Errc::unavailable;
+  auto take_queued = [&] {
+    while (out.size() < kBatch &&
+           w->channel.try_receive([&](boost::system::error_code e, WatchFrame f) {
+             if (!e) out.push_back(std::move(f));
+           })) {
+    }
+  };
+  // What the dispatcher queued comes first; once that is drained, a parked watcher reads on from
+  // the event window.
+  take_queued();
+  if (!out.empty()) co_return storage::Result<void>{};
+  if (auto cacher = cacher_.lock()) {
+    auto caught_up = cacher->catch_up(w, out, kBatch);
+    if (!caught_up) co_return caught_up.error();
+    if (!out.empty()) co_return storage::Result<void>{};
+  }
   auto [ec, frame] = co_await w->channel.async_receive(use_tuple);
   if (w->expired) co_return boost::system::error_code(asio::error::eof);
   if (ec) co_return Errc::unavailable;
   out.push_back(std::move(frame));
-  while (out.size() < kBatch &&
-         w->channel.try_receive([&](boost::system::error_code e, WatchFrame f) {
-           if (!e) out.push_back(std::move(f));
-         })) {
-  }
+  take_queued();
   co_return storage::Result<void>{};
 }
 

@@ -3,7 +3,7 @@
 // memory.
 //
 // Ownership: shared; the reflector and the bookmark ticker hold it alive while the io_context
-// runs. Strands: the reflector, the dispatcher's blocked sends and the ticker run on the cacher's
+// runs. Strands: the reflector (and with it the dispatcher) and the ticker run on the cacher's
 // own strand. `watch`, `list`, `get` and `wait_until_fresh` may be called from any executor;
 // they synchronize with the dispatcher through a mutex, so a new watcher never misses or repeats
 // an event. Cancellation: `stop()` ends the reflector and every watcher.
@@ -35,8 +35,8 @@ struct CacherOptions {
   std::size_t lower_capacity = 100;
   std::size_t upper_capacity = 100 * 1024;
   std::chrono::milliseconds bookmark_interval{60'000};
-  // Events queued per watcher before it counts as blocked. Frames hold shared references to
-  // cached objects, so a full queue costs pointers, not copies.
+  // Events queued per watcher; a watcher whose queue is full is parked and later reads on from
+  // the event window. Frames hold shared references to cached objects: pointers, not copies.
   std::size_t watcher_buffer = 100;
   std::chrono::milliseconds freshness_timeout{3'000};
   FieldsFn fields;
@@ -69,7 +69,7 @@ class WatchSession {
 
   // The next frames to write, oldest first (initial events, then live ones, batched). Completes
   // with `asio::error::eof` at the deadline, and with `Errc::unavailable` when the cacher ended
-  // the watch (slow client, re-list, shutdown).
+  // the watch (its next event left the window while it was parked, re-list, shutdown).
   boost::asio::awaitable<storage::Result<std::vector<WatchFrame>>> next();
   // The same, appending to `out` (cleared first) so a transport can reuse one vector.
   boost::asio::awaitable<storage::Result<void>> next(std::vector<WatchFrame>& out);
@@ -93,7 +93,8 @@ class WatchSession {
 
 struct CacherCounters {
   std::atomic<std::uint64_t> events_dispatched{0};   // frames handed to watchers
-  std::atomic<std::uint64_t> watchers_terminated{0};  // cut off for being slow
+  std::atomic<std::uint64_t> watchers_terminated{0};  // ended: next event left the window
+  std::atomic<std::uint64_t> watchers_parked{0};  // times a full watcher was parked
   std::atomic<std::uint64_t> relists{0};
   std::atomic<std::int64_t> watchers{0};  // clients' watches (internal ones not counted)
 };
@@ -136,13 +137,16 @@ class Cacher : public std::enable_shared_from_this<Cacher> {
 
   boost::asio::awaitable<void> run_reflector();
   boost::asio::awaitable<void> run_ticker();
-  // Delivers a blocked watcher's backlog in order within its share of the time budget, off the
-  // dispatcher's path, and terminates the watcher if the budget runs out first.
-  boost::asio::awaitable<void> drain_blocked(std::shared_ptr<Watcher> watcher,
-                                             std::chrono::steady_clock::duration grant);
-  void start_draining(std::vector<std::shared_ptr<Watcher>> newly_blocked);
-  // Applies one storage event and offers it to watchers; returns those that were full.
-  std::vector<std::shared_ptr<Watcher>> process(const storage::Event& event);
+  // Applies one storage event and offers it to watchers; a watcher whose channel is full is
+  // parked at that event instead of queueing it.
+  void process(const storage::Event& event);
+  // Ends parked watchers whose next event has left the window (their clients re-list).
+  void end_lapsed_watchers();
+  // Frames for a parked watcher from the event window, at most `limit`; unparks it once it has
+  // caught up (then `out` may be empty). `unavailable` when the watch ended meanwhile or its
+  // next event has left the window (the watcher is ended).
+  storage::Result<void> catch_up(const std::shared_ptr<Watcher>& w, std::vector<WatchFrame>& out,
+                                 std::size_t limit);
   void register_watcher(const std::shared_ptr<Watcher>& w);
   void unregister_watcher(const Watcher& w);
   void end_watcher(const std::shared_ptr<Watcher>& w, bool slow);

@@ -39,6 +39,16 @@ void EventWindow::push(EventPtr event, Clock::time_point now) {
   }
   ring_[(head_ + size_) % ring_.size()] = std::move(event);
   ++size_;
+  ++pushed_;
+}
+
+bool EventWindow::read(std::uint64_t from, std::size_t limit, std::vector<EventPtr>& out) const {
+  const std::uint64_t first = first_sequence();
+  if (from < first) return false;
+  for (std::uint64_t seq = from; seq < pushed_ && limit > 0; ++seq, --limit) {
+    out.push_back(at(static_cast<std::size_t>(seq - first)));
+  }
+  return true;
 }
 
 std::optional<std::vector<EventPtr>> EventWindow::since(std::int64_t rv) const {

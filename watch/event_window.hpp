@@ -5,6 +5,10 @@
 // Every event with a resource version above `start_resource_version()` is in the window; a
 // watcher asking for events since an older version must re-list (410 Gone).
 //
+// Events are also numbered in push order (across resets): a parked watcher remembers the number
+// of the first event it has not received and reads on from there, which stays exact when several
+// events share a revision (one etcd transaction).
+//
 // Thread-safety: none; the owner (WatchCache) serializes access.
 #pragma once
 
@@ -30,6 +34,12 @@ class EventWindow {
   std::optional<std::vector<EventPtr>> since(std::int64_t rv) const;
   // Empties the window; every event after `rv` will be pushed (a re-list at `rv`).
   void reset(std::int64_t rv);
+  // The number the next pushed event gets, and that of the oldest event held.
+  std::uint64_t next_sequence() const { return pushed_; }
+  std::uint64_t first_sequence() const { return pushed_ - size_; }
+  // Appends the events numbered `from` and later to `out`, oldest first, at most `limit`.
+  // False when event `from` has left the window.
+  bool read(std::uint64_t from, std::size_t limit, std::vector<EventPtr>& out) const;
 
   std::int64_t start_resource_version() const { return start_rv_; }
   std::size_t size() const { return size_; }
@@ -45,6 +55,7 @@ class EventWindow {
   std::size_t head_ = 0;  // index of the oldest event
   std::size_t size_ = 0;
   std::int64_t start_rv_ = 0;
+  std::uint64_t pushed_ = 0;  // events pushed since construction: the held ones are the last size_
 };
 
 }  // namespace kwatch::watch

@@ -84,6 +84,7 @@ EventPtr WatchCache::apply_put(ObjectPtr object, ObjectPtr prev, Clock::time_poi
     state_->objects.emplace(object->key, object);
   }
   index_add(object);
+  event->sequence = window_.next_sequence();
   window_.push(event, now);
   rv_ = std::max(rv_, event->resource_version);
   applied_rv_ = event->resource_version;
@@ -102,6 +103,7 @@ EventPtr WatchCache::apply_delete(ObjectPtr last, Clock::time_point now) {
     index_remove(it->second);
     state_->objects.erase(it);
   }
+  event->sequence = window_.next_sequence();
   window_.push(event, now);
   rv_ = std::max(rv_, event->resource_version);
   applied_rv_ = event->resource_version;
@@ -187,6 +189,17 @@ CacheList WatchCache::list(const std::string& prefix, const std::string& start_k
 std::optional<std::vector<EventPtr>> WatchCache::events_since(std::int64_t rv) const {
   std::shared_lock lock(mutex_);
   return window_.since(rv);
+}
+
+std::uint64_t WatchCache::first_sequence() const {
+  std::shared_lock lock(mutex_);
+  return window_.first_sequence();
+}
+
+bool WatchCache::events_from(std::uint64_t from, std::size_t limit,
+                             std::vector<EventPtr>& out) const {
+  std::shared_lock lock(mutex_);
+  return window_.read(from, limit, out);
 }
 
 std::int64_t WatchCache::window_start() const {

@@ -60,6 +60,11 @@ class WatchCache {
                  const Predicate* predicate) const;
   // Events above `rv`; nullopt when `rv` is older than the window (410).
   std::optional<std::vector<EventPtr>> events_since(std::int64_t rv) const;
+  // The number of the oldest event in the window (events are numbered in the order applied).
+  std::uint64_t first_sequence() const;
+  // Appends recorded events numbered `from` and later to `out` (at most `limit`); false when
+  // event `from` has left the window.
+  bool events_from(std::uint64_t from, std::size_t limit, std::vector<EventPtr>& out) const;
   // The oldest version a watch may start from.
   std::int64_t window_start() const;
   CacheStats stats() const;

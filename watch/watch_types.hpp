@@ -47,6 +47,7 @@ std::string_view event_type_name(EventType t);
 struct CachedEvent {
   EventType type = EventType::added;
   std::int64_t resource_version = 0;
+  std::uint64_t sequence = 0;  // its number in the order the cache applied events
   ObjectPtr object;
   ObjectPtr prev;
   std::chrono::steady_clock::time_point recorded;

@@ -3,9 +3,14 @@
 - a WebSocket watcher and a chunked watcher on the same URL get identical event sequences;
 - the WebSocket watcher ignores the frames a client sends; a refused WebSocket watch gets the
   HTTP error; timeoutSeconds closes a WebSocket watch;
-- a stalled client (tiny SO_RCVBUF, never reads) watching while 256 objects of 64 KiB are written
-  is terminated (connection closed, no ERROR event, kwatch_watchers_terminated_total{reason="slow"}
-  grows) while 50 fast watchers get every event, each write reaching all of them within a deadline.
+- a stalled client (tiny SO_RCVBUF, not reading) watching while 256 objects of 64 KiB are written
+  is parked (kwatch_watchers_parked_total grows), not ended, while 50 fast watchers get every
+  event, each write reaching all of them within a deadline; once it reads it gets every event in
+  order, then the next write live;
+- with the window fixed at 64 events (--watch-cache-sizes), a stalled client whose next event
+  leaves the window is ended (connection closed, no ERROR event,
+  kwatch_watchers_terminated_total{reason="slow"} grows); re-watching from its last version is
+  410, so its client re-lists.
 
 Usage: watch_transports_test.py <path to kwatch-apiserver>
 """
@@ -158,6 +163,7 @@ class Suite:
 
     # ------------------------------------------------------------------------------------------
     def stalled_client(self):
+        """A client that stops reading is parked, not cut off, and resumes with every event."""
         t = self.t
         ns = "wt-big"
         self.server.create_namespace(ns)
@@ -165,8 +171,9 @@ class Suite:
         start = self.server.list_rv(cms)
         path = f"{cms}?watch=true&resourceVersion={start}"
         watchers0 = self.server.metric("kwatch_watchers", resource="configmaps") or 0
-        slow0 = self.server.metric("kwatch_watchers_terminated_total", resource="configmaps",
-                                   reason="slow") or 0
+        ended0 = self.server.metric("kwatch_watchers_terminated_total", resource="configmaps",
+                                    reason="slow") or 0
+        parked0 = self.server.metric("kwatch_watchers_parked_total", resource="configmaps") or 0
 
         stalled = self.track(WatchStream(self.server, path, rcvbuf=4096, read_head=False))
         fast = [self.track(WatchStream(self.server, path, timeout=15)).start_background(summarize)
@@ -176,67 +183,119 @@ class Suite:
         # (at least: watchers closed earlier may linger in the metric, see the check above)
         counted = wait(lambda: (self.server.metric("kwatch_watchers", resource="configmaps") or 0)
                        >= watchers0 + FAST + 1, 5)
-        peak = self.server.metric("kwatch_watchers", resource="configmaps")
         t.check(f"kwatch_watchers counts the {FAST + 1} watchers", counted,
-                f"{watchers0} -> {peak}")
+                f"{watchers0} -> {self.server.metric('kwatch_watchers', resource='configmaps')}")
 
-        session = self.server.session()
-        want = []
-        worst = 0.0
-        late = None
-        t0 = time.monotonic()
-        try:
-            for i in range(BIG):
-                name = f"big-{i:03d}"
-                blob = (f"{i:03d}" * (BLOB // 3 + 1))[:BLOB]
-                code, obj = session.request("POST", cms, configmap(name, {"blob": blob}))
-                if code != 201:
-                    raise AssertionError(f"create {name}: {code} {obj!r}"[:300])
-                want.append(("ADDED", f"{ns}/{name}", rv_of(obj)))
-                w0 = time.monotonic()
-                need = len(want) - LAG
-                if need > 0 and not wait(lambda: all(f.count >= need or f.ended for f in fast),
-                                         EVENT_DEADLINE):
-                    late = (i, sorted(f.count for f in fast)[:5])
-                    break
-                worst = max(worst, time.monotonic() - w0)
-        finally:
-            session.close()
-        wait(lambda: all(f.count >= len(want) or f.ended for f in fast), EVENT_DEADLINE)
-        took = time.monotonic() - t0
-        print(f"     {len(want)} writes of {BLOB // 1024} KiB delivered to {FAST} watchers in "
-              f"{took:.1f}s; slowest wait for a fast watcher {worst:.2f}s")
-        t.check(f"all {BIG} large writes done", len(want) == BIG, f"{len(want)} done; late={late}")
-        t.check(f"every write reached all fast watchers within {EVENT_DEADLINE}s (with the stalled "
-                "client connected)", late is None and all(f.status == 200 for f in fast), f"late at {late}")
+        want = write_big(self.server, cms, "big", BIG, fast)
+        t.check(f"all {BIG} large writes done, each reaching every fast watcher within "
+                f"{EVENT_DEADLINE}s (with the stalled client connected)", len(want) == BIG,
+                f"{len(want)} done")
         exact = [f for f in fast if f.events() == want]
         t.check(f"all {FAST} fast watchers got every event exactly, in order",
                 len(exact) == FAST,
                 f"{len(exact)} exact; counts {sorted(f.count for f in fast)[:5]}; ended early: "
                 f"{sum(f.ended for f in fast)}")
-        t.check("no fast watcher was terminated", not any(f.ended for f in fast))
+        t.check("no fast watcher was ended", not any(f.ended for f in fast))
+        parked = self.server.metric("kwatch_watchers_parked_total", resource="configmaps") or 0
+        t.check("kwatch_watchers_parked_total grew: the stalled client was parked", parked > parked0,
+                f"{parked0} -> {parked}")
+        t.check("no watcher was ended: the stalled client's next event is still in the window",
+                (self.server.metric("kwatch_watchers_terminated_total", resource="configmaps",
+                                    reason="slow") or 0) == ended0)
 
-        terminated = wait(lambda: (self.server.metric("kwatch_watchers_terminated_total",
-                                                      resource="configmaps", reason="slow") or 0)
-                          > slow0, 15)
-        t.check("kwatch_watchers_terminated_total{reason=\"slow\"} grew", terminated,
-                self.server.metric("kwatch_watchers_terminated_total", resource="configmaps"))
-        back = wait(lambda: (self.server.metric("kwatch_watchers", resource="configmaps")
-                             or 0) <= (peak or 0) - 1, 10)
-        t.check("kwatch_watchers no longer counts the stalled watcher", terminated and back,
-                self.server.metric("kwatch_watchers", resource="configmaps"))
-
-        # now read what the stalled client had been sent: a prefix of the events, then the end
+        # it reads again: every event, in order, then the next write live
         stalled.sock.settimeout(10)
         stalled.read_head(10)
-        got = stalled.read_to_end(timeout=15) if stalled.status == 200 else []
-        t.check("stalled client: the server closed its stream", stalled.status == 200
-                and stalled.ended, f"status={stalled.status} ended={stalled.ended}")
-        t.check("stalled client: what it got is a strict prefix of the events, with no ERROR",
-                stalled.status == 200 and [summarize(e) for e in got] == want[:len(got)]
-                and len(got) < BIG,
-                f"{len(got)} events; types {sorted({e.get('type') for e in got})}")
+        stalled.start_background(summarize)
+        wait(lambda: stalled.count >= BIG or stalled.ended, 30)
+        t.check("stalled client: once it reads, it gets every event exactly, in order",
+                stalled.status == 200 and stalled.events() == want and not stalled.ended,
+                f"status={stalled.status} count={stalled.count} ended={stalled.ended}")
+        code, obj = self.server.request("POST", cms, body=configmap("after-resume", {"k": "v"}))
+        live = wait(lambda: stalled.count >= BIG + 1, EVENT_DEADLINE)
+        t.check("stalled client: after catching up it gets the next write live",
+                code == 201 and live and stalled.events()[-1] == ("ADDED", f"{ns}/after-resume",
+                                                                  rv_of(obj)),
+                f"code={code} count={stalled.count}")
         self.close_all()
+
+    # ------------------------------------------------------------------------------------------
+    def lapsed_client(self):
+        """A parked client whose next event has left the window is ended; its client re-lists."""
+        t = self.t
+        window = 64
+        server = Server(self.binary, extra_args=[f"--watch-cache-sizes=configmaps#{window}"]).start()
+        try:
+            ns = "wt-lapse"
+            server.create_namespace(ns)
+            cms = f"/api/v1/namespaces/{ns}/configmaps"
+            start = server.list_rv(cms)
+            path = f"{cms}?watch=true&resourceVersion={start}"
+            stalled = WatchStream(server, path, rcvbuf=4096, read_head=False)
+            fast = [WatchStream(server, path, timeout=15).start_background(summarize)
+                    for _ in range(4)]
+            wait(lambda: (server.metric("kwatch_watchers", resource="configmaps") or 0) >= 5, 5)
+            n = 320
+            want = write_big(server, cms, "lapse", n, fast)
+            t.check(f"window of {window}: {n} large writes reached the fast watchers",
+                    len(want) == n and all(f.events() == want for f in fast),
+                    f"{len(want)} done; counts {sorted(f.count for f in fast)}")
+            ended = wait(lambda: (server.metric("kwatch_watchers_terminated_total",
+                                                resource="configmaps", reason="slow") or 0) >= 1, 10)
+            t.check("window of 64: the stalled client was ended once its next event left the "
+                    "window (kwatch_watchers_terminated_total grew)", ended)
+            t.check("kwatch_watchers no longer counts it",
+                    wait(lambda: server.metric("kwatch_watchers", resource="configmaps") == 4, 10),
+                    server.metric("kwatch_watchers", resource="configmaps"))
+            # what it reads: a strict prefix of the events, no ERROR, then the end of the stream
+            stalled.sock.settimeout(10)
+            stalled.read_head(10)
+            got = stalled.read_to_end(timeout=15) if stalled.status == 200 else []
+            t.check("lapsed client: the server closed its stream", stalled.status == 200
+                    and stalled.ended, f"status={stalled.status} ended={stalled.ended}")
+            t.check("lapsed client: what it got is a strict prefix of the events, with no ERROR",
+                    [summarize(e) for e in got] == want[:len(got)] and len(got) < n,
+                    f"{len(got)} events; types {sorted({e.get('type') for e in got})}")
+            # re-watching from the last version it saw is 410 Gone: the client re-lists
+            last = got[-1]["object"]["metadata"]["resourceVersion"] if got else start
+            again = WatchStream(server, f"{cms}?watch=true&resourceVersion={last}")
+            first = again.next_event(10)
+            t.check("lapsed client: watching on from its last version gets 410 Expired",
+                    again.status == 200 and first is not None and first.get("type") == "ERROR"
+                    and first["object"].get("code") == 410,
+                    f"status={again.status} first={str(first)[:200]}")
+            again.close()
+            stalled.close()
+            for f in fast:
+                f.close()
+            t.check("server with a fixed window is alive at the end", server.alive())
+        finally:
+            server.stop()
+
+
+def write_big(server, cms, prefix, n, fast):
+    """Creates n ConfigMaps of BLOB bytes, keeping every fast watcher within LAG events; returns
+    the (type, ns/name, rv) of each write, stopping at the first a fast watcher did not get
+    within EVENT_DEADLINE seconds."""
+    ns = cms.split("/")[4]
+    session = server.session()
+    want = []
+    try:
+        for i in range(n):
+            name = f"{prefix}-{i:03d}"
+            blob = (f"{i:03d}" * (BLOB // 3 + 1))[:BLOB]
+            code, obj = session.request("POST", cms, configmap(name, {"blob": blob}))
+            if code != 201:
+                raise AssertionError(f"create {name}: {code} {obj!r}"[:300])
+            want.append(("ADDED", f"{ns}/{name}", rv_of(obj)))
+            need = len(want) - LAG
+            if need > 0 and not wait(lambda: all(f.count >= need or f.ended for f in fast),
+                                     EVENT_DEADLINE):
+                break
+    finally:
+        session.close()
+    wait(lambda: all(f.count >= len(want) or f.ended for f in fast), EVENT_DEADLINE)
+    return want
 
 
 def main():
@@ -244,8 +303,10 @@ def main():
     t = Checks()
     server = Server(binary).start()
     suite = Suite(server, t)
+    suite.binary = binary
     try:
-        for part in (suite.websocket_vs_chunked, suite.stalled_client):
+        for part in (suite.websocket_vs_chunked, suite.stalled_client,
+                     suite.lapsed_client):
             try:
                 part()
             except AssertionError as e:  # a failed write or request: report it, go on

@@ -268,7 +268,7 @@ TEST_F(CacherTest, VersionAheadOfStorageTimesOutAfterTheFreshnessWait) {
   });
 }
 
-TEST_F(CacherTest, StalledWatcherIsTerminatedWhileOthersGetEveryEvent) {
+TEST_F(CacherTest, StalledWatcherIsParkedAndResumesWithEveryEventInOrder) {
   CacherOptions o;
   o.watcher_buffer = 8;
   auto cacher = make_cacher(o);
@@ -277,38 +277,109 @@ TEST_F(CacherTest, StalledWatcherIsTerminatedWhileOthersGetEveryEvent) {
     const auto start = co_await put("seed");
     auto stalled = co_await cacher->watch(request(start));
     auto fast = co_await cacher->watch(request(start));
-    EXPECT_TRUE(stalled && fast);
-    if (!stalled || !fast) co_return;
-    // The fast reader drains concurrently while 100 events are written.
+    // A selective watcher that stalls too: it resumes with only what its selector matches, and
+    // the ADDED/DELETED transitions of objects entering and leaving it.
+    auto selective_request = request(start);
+    selective_request.predicate = std::make_shared<LabelIs>("app", "web");
+    auto selective = co_await cacher->watch(selective_request);
+    EXPECT_TRUE(stalled && fast && selective);
+    if (!stalled || !fast || !selective) co_return;
     std::size_t fast_seen = 0;
     bool fast_done = false;
     asio::co_spawn(
         co_await asio::this_coro::executor,
         [&]() -> asio::awaitable<void> {
-          auto frames = co_await read(**fast, 100);
+          auto frames = co_await read(**fast, 300);
           fast_seen = frames.size();
           fast_done = true;
         },
         [](std::exception_ptr e) {
           if (e) std::rethrow_exception(e);
         });
-    for (int i = 0; i < 100; ++i) co_await put("k" + std::to_string(i));
+    std::vector<std::int64_t> written;
+    for (int i = 0; i < 300; ++i) {
+      // Write 3j labels k<j> web, 3j+1 takes the label away, 3j+2 changes another label.
+      const std::string labels = i % 3 == 0   ? R"({"app":"web"})"
+                                 : i % 3 == 1 ? "{}"
+                                              : R"({"n":")" + std::to_string(i) + "\"}";
+      written.push_back(co_await put("k" + std::to_string(i / 3 % 50), labels));
+    }
     asio::steady_timer t(co_await asio::this_coro::executor);
     for (int i = 0; i < 400 && !fast_done; ++i) {
       t.expires_after(5ms);
       co_await t.async_wait(asio::use_awaitable);
     }
-    EXPECT_EQ(fast_seen, 100u);
-    // The stalled watcher is cut off once its share of the budget (at most 100 ms) runs out,
-    // without having held up the fast one.
+    EXPECT_EQ(fast_seen, 300u);
+    EXPECT_GE(cacher->counters().watchers_parked.load(), 2u);
+    EXPECT_EQ(cacher->counters().watchers_terminated.load(), 0u);
+    // The stalled watcher reads again: the 8 frames queued before it was parked, then the rest
+    // from the event window, every event once, in order.
+    auto frames = co_await read(**stalled, 300);
+    CO_ASSERT_EQ(frames.size(), 300u);
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+      EXPECT_EQ(frames[i].object->resource_version, written[i]) << i;
+    }
+    auto picked = co_await read(**selective, 200);
+    CO_ASSERT_EQ(picked.size(), 200u);
+    for (std::size_t i = 0; i < picked.size(); ++i) {
+      // Write 3j labels it (ADDED), write 3j+1 unlabels it (DELETED), 3j+2 is not seen.
+      const std::size_t write = (i / 2) * 3 + (i % 2);
+      EXPECT_EQ(picked[i].type, i % 2 == 0 ? EventType::added : EventType::deleted) << i;
+      EXPECT_EQ(picked[i].object->resource_version, written[write]) << i;
+    }
+    // Caught up: the watchers are live again and get the next write from the dispatcher.
+    const auto last = co_await put("after", R"({"app":"web"})");
+    auto next = co_await read(**stalled, 1);
+    CO_ASSERT_EQ(next.size(), 1u);
+    EXPECT_EQ(next[0].object->resource_version, last);
+    auto next_selective = co_await read(**selective, 1);
+    CO_ASSERT_EQ(next_selective.size(), 1u);
+    EXPECT_EQ(next_selective[0].object->resource_version, last);
+    EXPECT_EQ(cacher->counters().watchers_terminated.load(), 0u);
+  });
+}
+
+TEST_F(CacherTest, ParkedWatcherWhoseNextEventLeftTheWindowIsEnded) {
+  CacherOptions o;
+  o.watcher_buffer = 8;
+  o.lower_capacity = o.upper_capacity = 32;
+  auto cacher = make_cacher(o);
+  run([&]() -> asio::awaitable<void> {
+    co_await wait_ready(*cacher);
+    const auto start = co_await put("seed");
+    auto stalled = co_await cacher->watch(request(start));
+    EXPECT_TRUE(stalled);
+    if (!stalled) co_return;
+    asio::steady_timer t(co_await asio::this_coro::executor);
+    // 20 writes: parked, but its next event is still in the window of 32.
+    for (int i = 0; i < 20; ++i) co_await put("k" + std::to_string(i));
+    for (int i = 0; i < 400 && cacher->resource_version() < start + 20; ++i) {
+      t.expires_after(5ms);
+      co_await t.async_wait(asio::use_awaitable);
+    }
+    EXPECT_GE(cacher->resource_version(), start + 20);
+    EXPECT_EQ(cacher->counters().watchers_parked.load(), 1u);
+    EXPECT_EQ(cacher->counters().watchers_terminated.load(), 0u);
+    // 80 more push that event out: the watcher is ended (its client re-lists) without reading.
+    for (int i = 20; i < 100; ++i) co_await put("k" + std::to_string(i));
     for (int i = 0; i < 400 && cacher->counters().watchers_terminated.load() == 0; ++i) {
       t.expires_after(5ms);
       co_await t.async_wait(asio::use_awaitable);
     }
     CO_ASSERT_EQ(cacher->counters().watchers_terminated.load(), 1u);
-    auto rest = co_await (*stalled)->next();  // buffered frames were dropped with the channel
-    while (rest) rest = co_await (*stalled)->next();
+    EXPECT_EQ(cacher->counters().watchers.load(), 0);
+    // What it reads is a prefix of the events, then the end.
+    std::size_t got = 0;
+    auto rest = co_await (*stalled)->next();
+    while (rest) {
+      for (auto& f : *rest) {
+        EXPECT_EQ(f.object->name, "k" + std::to_string(got));
+        ++got;
+      }
+      rest = co_await (*stalled)->next();
+    }
     EXPECT_EQ(rest.error(), Errc::unavailable);
+    EXPECT_LE(got, 8u);
   });
 }
 

@@ -32,6 +32,31 @@ TEST(EventWindow, EventsSinceAVersionAreFoundByBinarySearch) {
   EXPECT_FALSE(w.since(9));
 }
 
+TEST(EventWindow, EventsAreNumberedInPushOrderAndReadOnFromANumber) {
+  EventWindow w(4, 4);
+  w.reset(0);
+  const auto t = Clock::now();
+  // Two events of one revision (one transaction): numbers tell them apart.
+  for (std::int64_t rv : {3, 3, 5, 8}) w.push(event(rv, t), t);
+  EXPECT_EQ(w.first_sequence(), 0u);
+  EXPECT_EQ(w.next_sequence(), 4u);
+  std::vector<EventPtr> out;
+  ASSERT_TRUE(w.read(1, 2, out));
+  EXPECT_EQ(versions(out), (std::vector<std::int64_t>{3, 5}));
+  out.clear();
+  ASSERT_TRUE(w.read(4, 10, out));  // caught up: nothing yet, but not gone
+  EXPECT_TRUE(out.empty());
+  for (std::int64_t rv : {9, 10}) w.push(event(rv, t), t);  // evicts events 0 and 1
+  EXPECT_EQ(w.first_sequence(), 2u);
+  EXPECT_FALSE(w.read(1, 10, out));
+  ASSERT_TRUE(w.read(2, 10, out));
+  EXPECT_EQ(versions(out), (std::vector<std::int64_t>{5, 8, 9, 10}));
+  // A re-list empties the window; numbering goes on.
+  w.reset(20);
+  EXPECT_EQ(w.first_sequence(), 6u);
+  EXPECT_FALSE(w.read(5, 10, out));
+}
+
 TEST(EventWindow, FullWindowOfFreshEventsDoublesUpToTheUpperBound) {
   EventWindow w(4, 16);
   w.reset(0);
