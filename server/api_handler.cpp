@@ -66,6 +66,18 @@ ApiResponse serialized_response(unsigned status, const Json& body) {
   return r;
 }
 
+// metadata.resourceVersion of an object as a number (0 when absent or not a number).
+std::int64_t resource_version_of(const json::object& object) {
+  const auto* metadata = object.if_contains("metadata");
+  const auto* rv = metadata && metadata->is_object() ? metadata->get_object().if_contains("resourceVersion")
+                                                     : nullptr;
+  if (rv == nullptr || !rv->is_string()) return 0;
+  std::int64_t out = 0;
+  const auto& text = rv->get_string();
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && end == text.data() + text.size() ? out : 0;
+}
+
 // Objects are serialized as they are (a json::value made of one would be a copy).
 ApiResponse json_response(unsigned status, const json::object& body) {
   return serialized_response(status, body);
@@ -510,7 +522,15 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
   RequestLimits::Lease inflight;
   if (limits_ && !is_health_probe(url->path)) {
     const bool mutating = !(get || request.method == "OPTIONS");
-    auto slot = limits_->admit(*user, mutating);
+    // Writes may wait in the queue for a seat; reads are refused at once, as in kube. (No
+    // co_await inside a conditional expression: GCC 12 miscompiles that in coroutines.)
+    registry::ApiResult<RequestLimits::Lease> slot = RequestLimits::Lease();
+    if (mutating) {
+      registry::UserInfo who = *user;
+      slot = co_await limits_->admit_mutating(std::move(who));
+    } else {
+      slot = limits_->admit(*user, false);
+    }
     if (!slot) co_return error_response(slot.error());
     inflight = std::move(*slot);
   }
@@ -722,6 +742,14 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
     metrics_->observe("apiserver_request_duration_seconds", {{"verb", verb}, {"resource", resource}},
                       seconds);
   }
+  // A write keeps seats for the fan-out of its event until delivery has caught up with it.
+  if (response.written_revision > 0 && route.info != nullptr && limits_) {
+    if (auto cacher = cacher_for(*route.info)) {
+      cacher->hold_until_delivered(
+          response.written_revision,
+          limits_->charge_fanout(route.user, cacher->counters().watchers.load()));
+    }
+  }
   // A request holds its slot until its response is written, as in kube; a watch gave its up
   // when it started streaming.
   if (!response.streaming) response.lease = std::move(inflight);
@@ -762,6 +790,7 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
       response = json_response(ok_status, *r);
     }
     if (write != nullptr && write->warnings) response.warnings = std::move(*write->warnings);
+    if (r && m != "GET" && m != "HEAD") response.written_revision = resource_version_of(*r);
     return response;
   };
 

@@ -52,6 +52,8 @@ struct ApiResponse {
   // WebSocket text message per event.
   bool streaming = false;
   std::shared_ptr<watch::WatchSession> watch;
+  // The revision a successful write produced (0: none): its fan-out is charged to the writer.
+  std::int64_t written_revision = 0;
   // Held until the response (a watch: its whole stream) is done, e.g. a per-user watch slot.
   std::shared_ptr<void> lease;
   // A list served from the watch cache: `body`, then the items' cached JSON separated by commas,

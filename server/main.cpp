@@ -237,7 +237,9 @@ int main(int argc, char** argv) {
   handler->set_limits(std::make_shared<server::RequestLimits>(
       server::RequestLimitOptions{options.max_requests_inflight,
                                   options.max_mutating_requests_inflight,
-                                  options.max_watches_per_user},
+                                  options.max_watches_per_user, options.mutating_queue_length,
+                                  options.mutating_queue_wait, options.watches_per_seat,
+                                  options.max_fanout_seats},
       metrics));
   // CustomResourceDefinitions become served resources here, in every replica.
   auto crd_controller = std::make_shared<server::CrdController>(scheme, store, cachers, storage,

@@ -114,6 +114,12 @@ Flags:
                              limit); watches count only while being set up, system:masters never
   --max-mutating-requests-inflight=N  the same for writes (default 200)
   --max-watches-per-user=N   open watches one user may hold (default 10000; 0: no limit)
+  --mutating-queue-length=N  writes that may wait for a seat when all are taken (default 200;
+                             0: refuse at once); more are refused with 429 and Retry-After
+  --mutating-queue-wait=DURATION  how long a write waits for a seat before 429 (default 10s)
+  --watches-per-seat=N       a write keeps ceil(watchers/N) seats, at most --max-fanout-seats,
+                             until the watch cache has delivered its event (default 10)
+  --max-fanout-seats=N       (default 2; 0: fan-out costs no seats)
   --storage-backend=NAME     "memory" (embedded MVCC store, default) or "etcd3"
   --etcd-servers=URLS        etcd endpoints, comma-separated (default http://127.0.0.1:2379)
   --etcd-prefix=PATH         key prefix of every object (default /registry; also for memory)
@@ -264,6 +270,25 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
       {"max-watches-per-user",
        [&](const std::string& v) -> std::string {
          return parse_number<unsigned>(v, o.max_watches_per_user, 0, 10'000'000) ? "" : "must be 0-10000000";
+       }},
+      {"mutating-queue-length",
+       [&](const std::string& v) -> std::string {
+         return parse_number<unsigned>(v, o.mutating_queue_length, 0, 1'000'000) ? "" : "must be 0-1000000";
+       }},
+      {"mutating-queue-wait",
+       [&](const std::string& v) -> std::string {
+         auto d = parse_duration(v);
+         if (!d || *d <= std::chrono::milliseconds(0)) return "must be a positive duration such as 10s";
+         o.mutating_queue_wait = *d;
+         return "";
+       }},
+      {"watches-per-seat",
+       [&](const std::string& v) -> std::string {
+         return parse_number<unsigned>(v, o.watches_per_seat, 1, 1'000'000) ? "" : "must be 1-1000000";
+       }},
+      {"max-fanout-seats",
+       [&](const std::string& v) -> std::string {
+         return parse_number<unsigned>(v, o.max_fanout_seats, 0, 1'000'000) ? "" : "must be 0-1000000";
        }},
       {"storage-backend",
        [&](const std::string& v) -> std::string {

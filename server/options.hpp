@@ -45,6 +45,12 @@ struct Options {
   unsigned max_requests_inflight = 400;
   unsigned max_mutating_requests_inflight = 200;
   unsigned max_watches_per_user = 10000;
+  // Write admission (server/request_limits.hpp): the queue behind the mutating seats, and the
+  // seats a write keeps for its fan-out.
+  unsigned mutating_queue_length = 200;
+  std::chrono::milliseconds mutating_queue_wait{10'000};
+  unsigned watches_per_seat = 10;
+  unsigned max_fanout_seats = 2;
   std::string storage_backend = "memory";
   std::string data_dir;  // empty: in memory only
   unsigned io_threads = 0;  // 0: one per core

@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include <deque>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 
@@ -51,6 +52,7 @@ struct Watcher {
   // and unparks it when it has caught up. A parked watcher holds no events of its own.
   bool parked = false;
   std::atomic<std::uint64_t> resume_from{0};  // written by the dispatcher, then by the session
+  std::atomic<std::uint64_t> owed{0};  // frames in the channel (or being written) not yet done
   std::atomic<bool> ended{false};
   bool expired = false;  // transport strand only
   Channel channel;
@@ -135,6 +137,14 @@ struct Cacher::Impl {
   // Watchers parked since the last check for those whose next event has left the window (may
   // also hold resumed or ended ones until then). Guarded by dispatch_mutex.
   std::vector<std::shared_ptr<Watcher>> parked;
+
+  // Writes' fan-out holds: by revision until their event is dispatched, then by ticket until
+  // frames_done reaches it. Guarded by holds_mutex (never held while taking dispatch_mutex).
+  std::mutex holds_mutex;
+  std::atomic<std::int64_t> dispatched_rv{0};  // frames_handed includes this revision's frames
+  std::multimap<std::int64_t, std::shared_ptr<void>> awaiting_dispatch;
+  std::multimap<std::uint64_t, std::shared_ptr<void>> awaiting_delivery;
+  std::atomic<std::uint64_t> next_release{UINT64_MAX};
 };
 
 Cacher::Cacher(asio::any_io_executor executor, std::shared_ptr<storage::Storage> storage,
@@ -189,6 +199,7 @@ asio::awaitable<void> Cacher::run_reflector() {
       {
         std::lock_guard lock(impl_->dispatch_mutex);
         cache_.replace(std::move(objects), listed->revision);
+        ticket_dispatched(listed->revision);
       }
       auto stream = co_await storage_->watch(options_.prefix, listed->revision + 1,
                                            // The cache holds every previous state itself.
@@ -274,13 +285,17 @@ void Cacher::process(const storage::Event& event) {
       if (w->parked || w->ended || cached->resource_version <= w->start_rv) continue;
       auto frame = frame_for(*w, *cached);
       if (!frame) continue;
+      // Owed before it is sent: the session may write it before this loop ends.
+      w->owed.fetch_add(1, std::memory_order_relaxed);
       if (w->channel.try_send(boost::system::error_code{}, std::move(*frame))) {
         ++delivered;
       } else {
+        w->owed.fetch_sub(1, std::memory_order_relaxed);
         w->parked = true;
         w->resume_from = cached->sequence;
         impl_->parked.push_back(w);
         ++counters_.watchers_parked;
+        forgive(*w);
       }
     }
   };
@@ -303,6 +318,72 @@ void Cacher::process(const storage::Event& event) {
     }
   }
   counters_.events_dispatched += delivered;
+  counters_.frames_handed += delivered;
+  ticket_dispatched(cached->resource_version);
+}
+
+void Cacher::ticket_dispatched(std::int64_t rv) {
+  {
+    std::lock_guard lock(impl_->holds_mutex);
+    impl_->dispatched_rv = rv;
+    auto& waiting = impl_->awaiting_dispatch;
+    if (waiting.empty() || waiting.begin()->first > rv) return;
+    const std::uint64_t ticket = counters_.frames_handed.load();
+    auto end = waiting.upper_bound(rv);
+    for (auto it = waiting.begin(); it != end; ++it) {
+      impl_->awaiting_delivery.emplace(ticket, std::move(it->second));
+    }
+    waiting.erase(waiting.begin(), end);
+    impl_->next_release = impl_->awaiting_delivery.begin()->first;
+  }
+  release_delivered();
+}
+
+void Cacher::hold_until_delivered(std::int64_t rv, std::shared_ptr<void> hold) {
+  if (!hold) return;
+  {
+    // The dispatcher stores dispatched_rv under this lock after counting the event's frames.
+    std::lock_guard lock(impl_->holds_mutex);
+    if (rv > impl_->dispatched_rv.load()) {
+      impl_->awaiting_dispatch.emplace(rv, std::move(hold));
+      return;
+    }
+    impl_->awaiting_delivery.emplace(counters_.frames_handed.load(), std::move(hold));
+    impl_->next_release = impl_->awaiting_delivery.begin()->first;
+  }
+  release_delivered();
+}
+
+void Cacher::release_delivered() {
+  const std::uint64_t done = counters_.frames_done.load();
+  if (done < impl_->next_release.load()) return;
+  std::vector<std::shared_ptr<void>> released;  // let go outside the lock: it may admit a write
+  {
+    std::lock_guard lock(impl_->holds_mutex);
+    auto& holds = impl_->awaiting_delivery;
+    auto end = holds.upper_bound(done);
+    for (auto it = holds.begin(); it != end; ++it) released.push_back(std::move(it->second));
+    holds.erase(holds.begin(), end);
+    impl_->next_release = holds.empty() ? UINT64_MAX : holds.begin()->first;
+  }
+}
+
+void Cacher::frames_written(Watcher& w, std::uint64_t n) {
+  std::uint64_t owed = w.owed.load();
+  std::uint64_t k = 0;
+  do {
+    k = std::min(owed, n);
+  } while (k > 0 && !w.owed.compare_exchange_weak(owed, owed - k));
+  if (k == 0) return;
+  counters_.frames_done += k;
+  release_delivered();
+}
+
+void Cacher::forgive(Watcher& w) {
+  if (const auto owed = w.owed.exchange(0); owed > 0) {
+    counters_.frames_done += owed;
+    release_delivered();
+  }
 }
 
 void Cacher::end_lapsed_watchers() {
@@ -458,6 +539,7 @@ void Cacher::unregister_watcher(const Watcher& w) {
 void Cacher::end_watcher(const std::shared_ptr<Watcher>& w, bool slow) {
   if (w->ended.exchange(true)) return;
   unregister_watcher(*w);
+  forgive(*w);
   if (slow) {
     ++counters_.watchers_terminated;
     spdlog::info("watch cache {}: ended a watcher whose next event has left the event window",
@@ -595,7 +677,10 @@ WatchSession::~WatchSession() {
   if (!watcher_) return;
   watcher_->ended = true;
   watcher_->deadline.cancel();
-  if (auto cacher = cacher_.lock()) cacher->unregister_watcher(*watcher_);
+  if (auto cacher = cacher_.lock()) {
+    cacher->unregister_watcher(*watcher_);
+    cacher->forgive(*watcher_);
+  }
 }
 
 void WatchSession::stop() {
@@ -627,6 +712,11 @@ asio::awaitable<storage::Result<void>> WatchSession::next(std::vector<WatchFrame
     co_return storage::Result<void>{};
   }
   auto w = watcher_;
+  // The transport asks for more once it has written the last batch.
+  if (taken_ > 0) {
+    if (auto cacher = cacher_.lock()) cacher->frames_written(*w, taken_);
+    taken_ = 0;
+  }
   if (!deadline_armed_) {
     // One wait for the whole watch, on this strand: at the deadline it marks the watch expired
     // and wakes a pending receive. Cheaper than racing a timer against every receive.
@@ -649,6 +739,7 @@ asio::awaitable<storage::Result<void>> WatchSession::next(std::vector<WatchFrame
   // What the dispatcher queued comes first; once that is drained, a parked watcher reads on from
   // the event window.
   take_queued();
+  taken_ = out.size();
   if (!out.empty()) co_return storage::Result<void>{};
   if (auto cacher = cacher_.lock()) {
     auto caught_up = cacher->catch_up(w, out, kBatch);
@@ -660,6 +751,7 @@ asio::awaitable<storage::Result<void>> WatchSession::next(std::vector<WatchFrame
   if (ec) co_return Errc::unavailable;
   out.push_back(std::move(frame));
   take_queued();
+  taken_ = out.size();
   co_return storage::Result<void>{};
 }
 

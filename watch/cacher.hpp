@@ -87,6 +87,7 @@ class WatchSession {
   std::shared_ptr<Watcher> watcher_;
   std::vector<WatchFrame> initial_;
   std::size_t initial_sent_ = 0;
+  std::size_t taken_ = 0;  // frames of the last batch that came from the channel
   bool deadline_armed_ = false;
   ObjectPtr error_;
 };
@@ -95,6 +96,11 @@ struct CacherCounters {
   std::atomic<std::uint64_t> events_dispatched{0};   // frames handed to watchers
   std::atomic<std::uint64_t> watchers_terminated{0};  // ended: next event left the window
   std::atomic<std::uint64_t> watchers_parked{0};  // times a full watcher was parked
+  // Delivery progress: frames put into watchers' channels, and those of them written by their
+  // transports or given up (the watcher parked or ended). Frames read from the window by a
+  // parked watcher are in neither.
+  std::atomic<std::uint64_t> frames_handed{0};
+  std::atomic<std::uint64_t> frames_done{0};
   std::atomic<std::uint64_t> relists{0};
   std::atomic<std::int64_t> watchers{0};  // clients' watches (internal ones not counted)
 };
@@ -132,6 +138,10 @@ class Cacher : public std::enable_shared_from_this<Cacher> {
   }
   ObjectPtr get(const std::string& key) const { return cache_.get(key); }
 
+  // Keeps `hold` (a write's fan-out seats) until delivery has done as many frames as had been
+  // handed to watchers once the event of revision `rv` was dispatched. Thread-safe.
+  void hold_until_delivered(std::int64_t rv, std::shared_ptr<void> hold);
+
  private:
   friend class WatchSession;
 
@@ -147,6 +157,14 @@ class Cacher : public std::enable_shared_from_this<Cacher> {
   // next event has left the window (the watcher is ended).
   storage::Result<void> catch_up(const std::shared_ptr<Watcher>& w, std::vector<WatchFrame>& out,
                                  std::size_t limit);
+  // A session wrote `n` frames it had taken from its channel.
+  void frames_written(Watcher& w, std::uint64_t n);
+  // The frames still queued for a watcher that parks or goes count as done.
+  void forgive(Watcher& w);
+  void release_delivered();
+  // Gives the holds of writes up to `rv` their ticket (frames handed so far); called by the
+  // dispatcher after each event.
+  void ticket_dispatched(std::int64_t rv);
   void register_watcher(const std::shared_ptr<Watcher>& w);
   void unregister_watcher(const Watcher& w);
   void end_watcher(const std::shared_ptr<Watcher>& w, bool slow);

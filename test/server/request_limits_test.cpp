@@ -2,7 +2,13 @@
 
 #include "server/metrics.hpp"
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <gtest/gtest.h>
+
+#include <optional>
 
 namespace kwatch::server {
 namespace {
@@ -63,6 +69,111 @@ TEST(RequestLimits, ALeaseOutlivesTheLimiterSafely) {
     lease = *limits->admit_watch(user("alice"));
   }
   lease.reset();  // no use after free (ASan builds check it)
+}
+
+namespace asio = boost::asio;
+
+// Runs what is ready (an io_context that ran out of work must be restarted to run again).
+void poll(asio::io_context& ioc) {
+  ioc.restart();
+  ioc.poll();
+}
+
+// Starts admit_mutating for `who` on `ioc`; the result lands in `out` once it completes.
+void admit_later(asio::io_context& ioc, const std::shared_ptr<RequestLimits>& limits,
+                 std::string who, std::optional<registry::ApiResult<RequestLimits::Lease>>& out) {
+  asio::co_spawn(
+      ioc,
+      [limits, who, &out]() -> asio::awaitable<void> {
+        out.emplace(co_await limits->admit_mutating(user(who)));
+      },
+      asio::detached);
+}
+
+TEST(RequestLimits, AWriteWaitsInTheQueueForASeatThenTheQueueRefusesWith429) {
+  auto metrics = std::make_shared<Metrics>();
+  RequestLimitOptions o{0, 1, 0};
+  o.mutating_queue_length = 1;
+  o.mutating_queue_wait = std::chrono::seconds(30);
+  auto limits = std::make_shared<RequestLimits>(o, metrics);
+  asio::io_context ioc;
+  std::optional<registry::ApiResult<RequestLimits::Lease>> first, second, third;
+  admit_later(ioc, limits, "a", first);
+  poll(ioc);
+  ASSERT_TRUE(first && *first);  // a seat at once
+  admit_later(ioc, limits, "b", second);
+  poll(ioc);
+  EXPECT_FALSE(second);  // queued
+  EXPECT_EQ(limits->queued(), 1u);
+  admit_later(ioc, limits, "c", third);
+  poll(ioc);
+  ASSERT_TRUE(third);  // the queue is full: refused at once
+  ASSERT_FALSE(*third);
+  EXPECT_EQ(third->error().code, registry::Errc::too_many_requests);
+  EXPECT_EQ(third->error().retry_after_seconds, 1);
+  EXPECT_EQ(metrics->value("apiserver_flowcontrol_rejected_requests_total",
+                           {{"priority_level", "mutating"}, {"reason", "queue-full"}}),
+            1);
+  (*first)->reset();  // the seat goes to the queued write
+  poll(ioc);
+  ASSERT_TRUE(second && *second);
+  EXPECT_EQ(limits->queued(), 0u);
+  EXPECT_EQ(limits->inflight(true), 1u);
+  (*second)->reset();
+  EXPECT_EQ(limits->inflight(true), 0u);
+}
+
+TEST(RequestLimits, AQueuedWriteIsRefusedWhenItsWaitRunsOut) {
+  auto metrics = std::make_shared<Metrics>();
+  RequestLimitOptions o{0, 1, 0};
+  o.mutating_queue_wait = std::chrono::milliseconds(50);
+  auto limits = std::make_shared<RequestLimits>(o, metrics);
+  asio::io_context ioc;
+  std::optional<registry::ApiResult<RequestLimits::Lease>> held, waiting;
+  admit_later(ioc, limits, "a", held);
+  admit_later(ioc, limits, "b", waiting);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!waiting && std::chrono::steady_clock::now() < deadline) {
+    ioc.run_one_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(waiting);
+  ASSERT_FALSE(*waiting);
+  EXPECT_EQ(waiting->error().code, registry::Errc::too_many_requests);
+  EXPECT_EQ(limits->queued(), 0u);
+  EXPECT_EQ(metrics->value("apiserver_flowcontrol_rejected_requests_total",
+                           {{"priority_level", "mutating"}, {"reason", "time-out"}}),
+            1);
+  held->value().reset();
+  EXPECT_EQ(limits->inflight(true), 0u);
+}
+
+TEST(RequestLimits, FanOutSeatsAreTakenEvenWhenAllAreInUseAndKeepWritesQueued) {
+  RequestLimitOptions o{0, 3, 0};
+  o.watches_per_seat = 10;
+  o.max_fanout_seats = 2;
+  auto limits = std::make_shared<RequestLimits>(o, nullptr);
+  EXPECT_FALSE(limits->charge_fanout(user("a"), 0));  // no watchers: no cost
+  EXPECT_FALSE(limits->charge_fanout(user("root", {"system:masters"}), 1000));
+  auto one = limits->charge_fanout(user("a"), 5);  // ceil(5/10) = 1 seat
+  EXPECT_EQ(limits->inflight(true), 1u);
+  auto two = limits->charge_fanout(user("a"), 1000);  // capped at 2
+  EXPECT_EQ(limits->inflight(true), 3u);
+  auto three = limits->charge_fanout(user("a"), 1000);  // over the limit: the write is done
+  EXPECT_EQ(limits->inflight(true), 5u);
+  asio::io_context ioc;
+  std::optional<registry::ApiResult<RequestLimits::Lease>> write;
+  admit_later(ioc, limits, "w", write);
+  poll(ioc);
+  EXPECT_FALSE(write);  // waits while fan-out holds every seat
+  three.reset();
+  poll(ioc);
+  EXPECT_FALSE(write);  // 3 seats of 3 still held
+  two.reset();
+  poll(ioc);
+  ASSERT_TRUE(write && *write);  // below the limit: the queued write gets its seat
+  EXPECT_EQ(limits->inflight(true), 2u);
+  one.reset();
+  EXPECT_EQ(limits->inflight(true), 1u);
 }
 
 }  // namespace

@@ -383,6 +383,51 @@ TEST_F(CacherTest, ParkedWatcherWhoseNextEventLeftTheWindowIsEnded) {
   });
 }
 
+TEST_F(CacherTest, AWritesHoldIsReleasedOnceDeliveryHasCaughtUpWithItsEvent) {
+  CacherOptions o;
+  o.watcher_buffer = 4;
+  auto cacher = make_cacher(o);
+  run([&]() -> asio::awaitable<void> {
+    co_await wait_ready(*cacher);
+    asio::steady_timer t(co_await asio::this_coro::executor);
+    // No watchers: released once the event has been dispatched.
+    auto quiet = std::make_shared<int>();
+    std::weak_ptr<int> quiet_seen = quiet;
+    const auto a = co_await put("a");
+    cacher->hold_until_delivered(a, std::move(quiet));
+    for (int i = 0; i < 400 && !quiet_seen.expired(); ++i) {
+      t.expires_after(5ms);
+      co_await t.async_wait(asio::use_awaitable);
+    }
+    EXPECT_TRUE(quiet_seen.expired());
+
+    auto reader = co_await cacher->watch(request(a));
+    auto stalled = co_await cacher->watch(request(a));
+    CO_ASSERT_TRUE(reader && stalled);
+    const auto b = co_await put("b");
+    auto hold = std::make_shared<int>();
+    std::weak_ptr<int> held = hold;
+    cacher->hold_until_delivered(b, std::move(hold));
+    for (int i = 0; i < 400 && cacher->resource_version() < b; ++i) {
+      t.expires_after(5ms);
+      co_await t.async_wait(asio::use_awaitable);
+    }
+    // Dispatched, but neither watcher has written it yet.
+    EXPECT_FALSE(held.expired());
+    auto frames = co_await read(**reader, 1);  // taken from the channel: being written
+    EXPECT_EQ(frames.size(), 1u);
+    EXPECT_FALSE(held.expired());
+    // The stalled watcher fills up and parks: what was queued for it no longer counts, so once
+    // the reader has written what it took, the hold goes.
+    for (int i = 0; i < 6; ++i) co_await put("c" + std::to_string(i));
+    auto more = co_await read(**reader, 6);  // entering next() again: the first frame was written
+    EXPECT_EQ(more.size(), 6u);
+    EXPECT_GE(cacher->counters().watchers_parked.load(), 1u);
+    EXPECT_TRUE(held.expired());
+    EXPECT_LE(cacher->counters().frames_done.load(), cacher->counters().frames_handed.load());
+  });
+}
+
 TEST_F(CacherTest, LostStorageWatchReListsAndEndsWatchers) {
   auto cacher = make_cacher();
   run([&]() -> asio::awaitable<void> {
