@@ -1372,6 +1372,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& request, 
   wr.send_initial_events = q->send_initial_events;
   wr.allow_bookmarks = q->allow_bookmarks;
   wr.deadline = std::chrono::steady_clock::now() + lifetime;
+  wr.executor = request.watch_executor;
   auto session = co_await cacher->watch(std::move(wr));
   if (!session) {
     const auto ec = session.error();

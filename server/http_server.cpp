@@ -21,9 +21,12 @@
 #include <boost/beast/websocket.hpp>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <array>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 namespace kwatch::server {
 
@@ -34,8 +37,13 @@ using tcp = asio::ip::tcp;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
-  Impl(asio::io_context& ioc, std::shared_ptr<ApiHandler> h, HttpLimits l)
-      : ioc(ioc), acceptor(asio::make_strand(ioc)), handler(std::move(h)), limits(l) {}
+  Impl(asio::io_context& ioc, std::shared_ptr<ApiHandler> h, HttpLimits l,
+       asio::io_context* delivery)
+      : ioc(ioc),
+        delivery(delivery),
+        acceptor(asio::make_strand(ioc)),
+        handler(std::move(h)),
+        limits(l) {}
 
   enum class Next { read, close, drain, stream_chunked, stream_websocket };
   struct Exchange {
@@ -45,6 +53,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
     bool head_only = false;  // HEAD of a watch: the head, no body
     ApiResponse response;
     http::request<http::string_body> upgrade;  // the WebSocket upgrade request
+    // The delivery strand the watch's session lives on (empty: it streams where it is).
+    asio::any_io_executor watch_strand;
   };
 
   asio::awaitable<void> accept_loop();
@@ -68,8 +78,13 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   template <class Stream>
   asio::awaitable<void> stream_websocket(Stream stream, http::request<http::string_body> request,
                                          ApiResponse response);
+  // Streams a watch from its delivery strand: the connection moves there (see hand_over).
+  template <class Stream>
+  asio::awaitable<void> stream_watch(Stream stream, Exchange exchange);
 
   asio::io_context& ioc;
+  // Where watches stream from; null: the I/O threads themselves.
+  asio::io_context* delivery;
   tcp::acceptor acceptor;
   std::shared_ptr<asio::ssl::context> tls;  // null: plain HTTP
   std::shared_ptr<ApiHandler> handler;
@@ -79,6 +94,31 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
 namespace {
 
 std::shared_ptr<const ClientCertificate> client_certificate_of(beast::tcp_stream&) { return nullptr; }
+
+// The same connection, its socket adopted by `executor` (a strand of the delivery threads'
+// io_context, whose reactor then waits on it). Nothing may be pending on `stream`.
+std::optional<beast::tcp_stream> hand_over(beast::tcp_stream& stream,
+                                           const asio::any_io_executor& executor) {
+  boost::system::error_code ec;
+  auto& old = stream.socket();
+  const auto protocol = old.local_endpoint(ec).protocol();
+  if (ec) return std::nullopt;
+  const auto fd = old.release(ec);
+  if (ec) return std::nullopt;
+  tcp::socket socket(executor);
+  socket.assign(protocol, fd, ec);
+  if (ec) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  return beast::tcp_stream(std::move(socket));
+}
+
+std::optional<TlsStream> hand_over(TlsStream& stream, const asio::any_io_executor& executor) {
+  auto next = hand_over(stream.next_layer(), executor);
+  if (!next) return std::nullopt;
+  return TlsStream(std::move(stream), std::move(*next));
+}
 
 // Ends the sending side: TLS first says close_notify (best effort, never waits).
 void shutdown_send(beast::tcp_stream& stream) {
@@ -302,6 +342,13 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
   }
   request.body = std::move(req.body());
   request.websocket = beast::websocket::is_upgrade(req);
+  // A request that may start a watch gets its strand on the delivery threads now, so that the
+  // session's channel and deadline are created there (a strand costs an allocation: only for
+  // targets that mention watching at all).
+  if (delivery != nullptr && req.method() == http::verb::get &&
+      req.target().find("watch") != beast::string_view::npos) {
+    request.watch_executor = asio::make_strand(*delivery);
+  }
   if (handler->auditing()) {
     beast::error_code pec;
     auto peer = beast::get_lowest_layer(stream).socket().remote_endpoint(pec);
@@ -329,6 +376,7 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
     out.version = version;
     if (request.websocket) out.upgrade = parser.release();
     out.response = std::move(response);
+    out.watch_strand = std::move(request.watch_executor);
     co_return out;
   }
 
@@ -400,30 +448,49 @@ asio::awaitable<void> HttpServer::Impl::serve_connection(Stream stream) {
   auto self = shared_from_this();
   beast::flat_buffer buffer;
   const std::shared_ptr<const ClientCertificate> peer = client_certificate_of(stream);
+  // Decided in the loop, acted on after it: GCC 12 mis-destroys locals of a coroutine that
+  // co_returns from inside a loop that holds them.
+  std::optional<Exchange> watch;
   for (;;) {
     Exchange exchange = co_await serve_request(stream, buffer, peer);
-    switch (exchange.next) {
-      case Next::read:
-        continue;
-      case Next::drain:
-        co_await drain_and_close(stream);
-        co_return;
-      case Next::stream_chunked:
-        buffer = beast::flat_buffer();  // an idle watch keeps as little as possible
-        co_await stream_chunked(stream, std::move(exchange.response), exchange.version,
-                                exchange.head_only);
-        co_return;
-      case Next::stream_websocket:
-        buffer = beast::flat_buffer();
-        co_await stream_websocket(std::move(stream), std::move(exchange.upgrade),
-                                  std::move(exchange.response));
-        co_return;
-      case Next::close:
-        break;
+    if (exchange.next == Next::read) continue;
+    if (exchange.next == Next::drain) {
+      co_await drain_and_close(stream);
+      co_return;
+    }
+    if (exchange.next == Next::stream_chunked || exchange.next == Next::stream_websocket) {
+      watch.emplace(std::move(exchange));
     }
     break;
   }
-  shutdown_send(stream);
+  if (!watch) {
+    shutdown_send(stream);
+    co_return;
+  }
+  buffer = beast::flat_buffer();  // an idle watch keeps as little as possible
+  if (watch->watch_strand) {
+    // The connection leaves the I/O threads: its events are written from the delivery threads,
+    // so requests never queue behind a fan-out.
+    auto moved = hand_over(stream, watch->watch_strand);
+    if (!moved) co_return;
+    const asio::any_io_executor strand = watch->watch_strand;
+    asio::co_spawn(strand, stream_watch(std::move(*moved), std::move(*watch)),
+                   [](std::exception_ptr e) { log_task_failure(e, "watch stream"); });
+    co_return;
+  }
+  co_await stream_watch(std::move(stream), std::move(*watch));
+}
+
+template <class Stream>
+asio::awaitable<void> HttpServer::Impl::stream_watch(Stream stream, Exchange exchange) {
+  auto self = shared_from_this();
+  if (exchange.next == Next::stream_websocket) {
+    co_await stream_websocket(std::move(stream), std::move(exchange.upgrade),
+                              std::move(exchange.response));
+  } else {
+    co_await stream_chunked(stream, std::move(exchange.response), exchange.version,
+                            exchange.head_only);
+  }
 }
 
 namespace {
@@ -607,8 +674,8 @@ asio::awaitable<void> HttpServer::Impl::stream_websocket(Stream stream,
 }
 
 HttpServer::HttpServer(asio::io_context& ioc, std::shared_ptr<ApiHandler> handler,
-                       HttpLimits limits)
-    : impl_(std::make_shared<Impl>(ioc, std::move(handler), limits)) {}
+                       HttpLimits limits, asio::io_context* delivery)
+    : impl_(std::make_shared<Impl>(ioc, std::move(handler), limits, delivery)) {}
 
 HttpServer::~HttpServer() = default;
 

@@ -31,7 +31,10 @@ struct HttpLimits {
 
 class HttpServer {
  public:
-  HttpServer(boost::asio::io_context& ioc, std::shared_ptr<ApiHandler> handler, HttpLimits limits);
+  // Watches stream from `delivery`'s threads when given (a connection that becomes a watch moves
+  // there), else from the I/O threads that serve requests.
+  HttpServer(boost::asio::io_context& ioc, std::shared_ptr<ApiHandler> handler, HttpLimits limits,
+             boost::asio::io_context* delivery = nullptr);
   ~HttpServer();
 
   // Serves HTTPS instead of plain HTTP: TLS 1.2+, the certificate chain and key from these PEM

@@ -2,6 +2,8 @@
 // unit-tested without sockets. Value types.
 #pragma once
 
+#include <boost/asio/any_io_executor.hpp>
+
 #include <functional>
 #include <map>
 #include <memory>
@@ -38,6 +40,9 @@ struct ApiRequest {
   std::string impersonate_uid;
   bool websocket = false;  // the client asked to upgrade to WebSocket
   std::string remote_address;  // the client's IP; filled only when the handler audits
+  // Where a watch this request starts will stream from (the delivery threads' strand for this
+  // connection); empty: the calling coroutine's executor.
+  boost::asio::any_io_executor watch_executor;
 };
 
 struct ApiResponse {

@@ -26,6 +26,7 @@
 #include "watch/cacher.hpp"
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -39,6 +40,13 @@
 
 #include <cstdio>
 #include <thread>
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <optional>
 #include <variant>
 
 namespace asio = boost::asio;
@@ -95,6 +103,14 @@ int main(int argc, char** argv) {
   const unsigned threads =
       options.io_threads > 0 ? options.io_threads : std::max(1u, std::thread::hardware_concurrency());
   asio::io_context ioc(static_cast<int>(threads));
+  // Watch events are written from threads of their own, so a request never waits in the I/O
+  // threads' queue behind the fan-out of an event to thousands of watchers. The admission of
+  // writes by seats (request_limits.hpp) keeps writers from running ahead of delivery.
+  const unsigned delivery_threads =
+      options.delivery_threads.value_or(std::max(1u, std::thread::hardware_concurrency()));
+  std::optional<asio::io_context> delivery;
+  if (delivery_threads > 0) delivery.emplace(static_cast<int>(delivery_threads));
+  asio::io_context* delivery_ioc = delivery ? &*delivery : nullptr;
 
   std::shared_ptr<storage::Storage> storage;
   if (options.storage_backend == "etcd3") {
@@ -265,7 +281,7 @@ int main(int argc, char** argv) {
   // Plain HTTP only when asked for (local development).
   std::unique_ptr<server::HttpServer> http;
   if (options.port) {
-    http = std::make_unique<server::HttpServer>(ioc, handler, server::HttpLimits{});
+    http = std::make_unique<server::HttpServer>(ioc, handler, server::HttpLimits{}, delivery_ioc);
     if (auto ec = http->listen(options.bind_address, *options.port)) {
       spdlog::critical("cannot listen on {}:{}: {}", options.bind_address, *options.port,
                        ec.message());
@@ -296,7 +312,7 @@ int main(int argc, char** argv) {
       cert = generated->cert_file;
       key = generated->key_file;
     }
-    https = std::make_unique<server::HttpServer>(ioc, handler, server::HttpLimits{});
+    https = std::make_unique<server::HttpServer>(ioc, handler, server::HttpLimits{}, delivery_ioc);
     if (auto err = https->enable_tls(cert, key, options.client_ca_file); !err.empty()) {
       spdlog::critical("cannot serve HTTPS: {}", err);
       return 1;
@@ -387,6 +403,7 @@ int main(int argc, char** argv) {
     if (garbage_collector) garbage_collector->stop();
     if (rbac) rbac->stop();
     cachers->stop_all();
+    if (delivery) delivery->stop();
     ioc.stop();
   });
 
@@ -404,6 +421,19 @@ int main(int argc, char** argv) {
   }
   std::vector<std::thread> pool;
   for (unsigned i = 1; i < threads; ++i) pool.emplace_back([&] { ioc.run(); });
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> delivery_work;
+  if (delivery) {
+    delivery_work.emplace(delivery->get_executor());
+    for (unsigned i = 0; i < delivery_threads; ++i) {
+      pool.emplace_back([&] {
+        // Linux: a nice value is per thread. Lowering one's own priority needs no privilege.
+        if (setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), options.delivery_nice) != 0) {
+          spdlog::warn("cannot set the delivery threads' nice value: {}", std::strerror(errno));
+        }
+        delivery->run();
+      });
+    }
+  }
   ioc.run();
   for (auto& t : pool) t.join();
   compute.stop();

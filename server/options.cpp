@@ -119,7 +119,7 @@ Flags:
   --mutating-queue-wait=DURATION  how long a write waits for a seat before 429 (default 10s)
   --watches-per-seat=N       a write keeps ceil(watchers/N) seats, at most --max-fanout-seats,
                              until the watch cache has delivered its event (default 10)
-  --max-fanout-seats=N       (default 2; 0: fan-out costs no seats)
+  --max-fanout-seats=N       (default 10; 0: fan-out costs no seats)
   --storage-backend=NAME     "memory" (embedded MVCC store, default) or "etcd3"
   --etcd-servers=URLS        etcd endpoints, comma-separated (default http://127.0.0.1:2379)
   --etcd-prefix=PATH         key prefix of every object (default /registry; also for memory)
@@ -129,6 +129,10 @@ Flags:
   --data-dir-fsync=BOOL      fdatasync every write before acknowledging it (default true)
   --data-dir-snapshot-bytes=N    snapshot once the log exceeds N bytes (default 64Mi; 0: never)
   --io-threads=N             threads serving I/O (default: number of cores)
+  --delivery-threads=N       threads writing watch events, apart from the I/O threads
+                             (default: number of cores; 0: the I/O threads write them)
+  --delivery-nice=N          nice value of the delivery threads, 0-19 (default 0); higher:
+                             requests run first when both are ready, events wait longer
   --log-level=LEVEL          trace, debug, info, warn, error (default info)
   --default-watch-cache-size=N   initial and smallest event window per resource (default 100)
   --watch-cache-sizes=RES#N,...  fix the event window of these resources at N events
@@ -316,6 +320,17 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
       {"io-threads",
        [&](const std::string& v) -> std::string {
          return parse_number<unsigned>(v, o.io_threads, 1, 1024) ? "" : "must be 1-1024";
+       }},
+      {"delivery-threads",
+       [&](const std::string& v) -> std::string {
+         unsigned n = 0;
+         if (!parse_number<unsigned>(v, n, 0, 1024)) return "must be 0-1024";
+         o.delivery_threads = n;
+         return "";
+       }},
+      {"delivery-nice",
+       [&](const std::string& v) -> std::string {
+         return parse_number<int>(v, o.delivery_nice, 0, 19) ? "" : "must be 0-19";
        }},
       {"default-watch-cache-size",
        [&](const std::string& v) -> std::string {

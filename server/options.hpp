@@ -50,10 +50,15 @@ struct Options {
   unsigned mutating_queue_length = 200;
   std::chrono::milliseconds mutating_queue_wait{10'000};
   unsigned watches_per_seat = 10;
-  unsigned max_fanout_seats = 2;
+  unsigned max_fanout_seats = 10;
   std::string storage_backend = "memory";
   std::string data_dir;  // empty: in memory only
   unsigned io_threads = 0;  // 0: one per core
+  // Threads that write watch events (their own io_context); nullopt: one per core, 0: none
+  // (watches stream from the I/O threads).
+  std::optional<unsigned> delivery_threads;
+  // Their nice value (above 0: the scheduler prefers requests to delivery when both are ready).
+  int delivery_nice = 0;
   std::string log_level = "info";
   bool fsync = true;  // --data-dir-fsync: fdatasync each write before acknowledging it
   // --data-dir-snapshot-bytes: snapshot once the log since the last one exceeds this (0: never)

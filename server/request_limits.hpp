@@ -13,7 +13,7 @@
 // or its wait runs out. The cost of fanning a write's event out to watchers is charged to the
 // write: after its response it keeps ceil(watchers / watches_per_seat) seats, at most
 // `max_fanout_seats` (kube's mutating work estimator charges 10 watches per seat, at most 10
-// seats; kwatch defaults to at most 2, measured in bench/RESULTS.md), and holds them not for a
+// seats, and so does kwatch by default; measured in bench/RESULTS.md), and holds them not for a
 // fixed 5 ms as kube does but until the watch cache's delivery has done the work handed out up to
 // its event. Writers are therefore slowed only while delivery is behind, and at most
 // seats / max_fanout_seats writes' events are ever being delivered.

@@ -293,6 +293,9 @@ TlsStream::TlsStream(beast::tcp_stream next, SSL_CTX* ctx)
 }
 
 TlsStream::TlsStream(TlsStream&&) noexcept = default;
+// The BIO points at the state, not at the stream, so the state moves as it is.
+TlsStream::TlsStream(TlsStream&& other, beast::tcp_stream next) noexcept
+    : next_(std::move(next)), state_(std::move(other.state_)) {}
 TlsStream::~TlsStream() = default;
 
 SSL* TlsStream::native_handle() noexcept { return state_->ssl; }

@@ -77,6 +77,9 @@ class TlsStream {
   // A server-side connection; `ctx` must outlive the stream.
   TlsStream(boost::beast::tcp_stream next, SSL_CTX* ctx);
   TlsStream(TlsStream&&) noexcept;
+  // The connection `other` had (its TLS session and buffers) over `next`, the same socket
+  // adopted by another executor. `other` is left empty. Nothing may be pending on `other`.
+  TlsStream(TlsStream&& other, boost::beast::tcp_stream next) noexcept;
   TlsStream& operator=(TlsStream&&) = delete;
   ~TlsStream();
 

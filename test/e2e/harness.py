@@ -143,7 +143,9 @@ class Server:
         self.binary = binary
         self.max_open_files = max_open_files  # RLIMIT_NOFILE of the server process
         self.data_dir = data_dir
-        self.extra_args = list(extra_args)
+        # KWATCH_TEST_SERVER_ARGS: flags every server of a suite gets first (ctest runs some suites
+        # again with the I/O threads writing watch events themselves).
+        self.extra_args = os.environ.get("KWATCH_TEST_SERVER_ARGS", "").split() + list(extra_args)
         self.proc = None
         self.port = None
         self.log_path = None
