@@ -26,6 +26,7 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <optional>
 
 namespace kwatch::server {
@@ -495,6 +496,35 @@ asio::awaitable<void> HttpServer::Impl::stream_watch(Stream stream, Exchange exc
 
 namespace {
 
+// When the write of a chunked watch stream in flight started (nullopt: none is).
+struct WriteClock {
+  std::optional<std::chrono::steady_clock::time_point> since;
+};
+
+// One deadline per watch connection, checked coarsely, instead of a timer re-armed for every
+// write: every quarter of `timeout` it closes the socket if a write has been in flight longer
+// than `timeout` (a client that stopped reading). `since` tells when the write in flight
+// started; the guard ends once `alive` is gone. Strand: the stream's; `socket` and what `since`
+// reads stay valid while `alive` does.
+asio::awaitable<void> guard_writes(
+    tcp::socket& socket, std::weak_ptr<const void> alive,
+    std::function<std::optional<std::chrono::steady_clock::time_point>()> since,
+    std::chrono::steady_clock::duration timeout) {
+  asio::steady_timer tick(co_await asio::this_coro::executor);
+  for (;;) {
+    tick.expires_after(timeout / 4);
+    co_await tick.async_wait(use_tuple);
+    auto hold = alive.lock();
+    if (!hold) co_return;
+    const auto started = since();
+    if (started && std::chrono::steady_clock::now() - *started > timeout) {
+      boost::system::error_code ignored;
+      socket.close(ignored);
+      co_return;
+    }
+  }
+}
+
 // Watches that asked for another rendering (kubectl's Table) get each object converted; the
 // shared cached objects stay as they are for every other watcher.
 void convert_frames(const ApiResponse& response, std::vector<watch::WatchFrame>& frames) {
@@ -570,6 +600,18 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
   if (response.watch) {
     std::vector<watch::WatchFrame> frames;
     char chunk_header[24];
+    // From here a stalled client is cut off by the write guard, not by per-write deadlines.
+    beast::get_lowest_layer(stream).expires_never();
+    auto clock = std::make_shared<WriteClock>();
+    const auto guard_executor = co_await asio::this_coro::executor;
+    // Named, not converted in the call: GCC 12 destroys converted coroutine arguments twice.
+    std::weak_ptr<const void> alive = clock;
+    std::function<std::optional<std::chrono::steady_clock::time_point>()> since =
+        [c = clock.get()] { return c->since; };
+    asio::co_spawn(guard_executor,
+                   guard_writes(beast::get_lowest_layer(stream).socket(), std::move(alive),
+                                std::move(since), limits.write_timeout),
+                   [](std::exception_ptr e) { log_task_failure(e, "watch write guard"); });
     for (;;) {
       auto next = co_await response.watch->next(frames);
       if (!next) break;
@@ -582,10 +624,11 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
       const int len = std::snprintf(chunk_header, sizeof chunk_header, "%zx\r\n", size);
       buffers.front() = asio::const_buffer(chunk_header, static_cast<std::size_t>(len));
       buffers.emplace_back("\r\n", 2);
-      // A client that stops reading is cut off here at the latest; the cacher cuts it off
-      // sooner when its queue fills.
-      beast::get_lowest_layer(stream).expires_after(limits.write_timeout);
+      // A client that stops reading is parked by the cacher once its queue fills, and cut off
+      // by the write guard if this write stays in flight past the write timeout.
+      clock->since = std::chrono::steady_clock::now();
       auto [ec, n] = co_await asio::async_write(stream, buffers, use_tuple);
+      clock->since.reset();
       if (ec) co_return;
     }
   }
@@ -605,9 +648,16 @@ asio::awaitable<void> HttpServer::Impl::stream_websocket(Stream stream,
   auto ws = std::make_shared<websocket::stream<QueueingStream<Stream>>>(std::move(stream));
   auto executor = co_await asio::this_coro::executor;
   QueueingStream<Stream>& out = ws->next_layer();
-  asio::co_spawn(
-      executor, [ws]() -> asio::awaitable<void> { co_await ws->next_layer().run(); },
-      [](std::exception_ptr e) { log_task_failure(e, "websocket writer"); });
+  out.keep_alive_while_writing(ws);
+  {
+    std::weak_ptr<const void> alive = ws;
+    std::function<std::optional<std::chrono::steady_clock::time_point>()> since =
+        [&out] { return out.writing_since(); };
+    asio::co_spawn(executor,
+                   guard_writes(beast::get_lowest_layer(*ws).socket(), std::move(alive),
+                                std::move(since), limits.write_timeout),
+                   [](std::exception_ptr e) { log_task_failure(e, "watch write guard"); });
+  }
   // However it ends, the writer stops and the socket closes (a write to a client that stopped
   // reading would otherwise hold the stream forever).
   struct Closer {

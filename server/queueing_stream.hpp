@@ -5,28 +5,35 @@
 // Beast's writes (the handshake answer, pongs, the close frame) are copied into the queue (they
 // are small, and Beast reuses its buffers) and complete once sent. kwatch queues its data frames
 // by reference (`queue`: header bytes and the shared serialized event) and waits for them with
-// `async_wait_sent`. `run` sends what is queued, in order, one gather write at a time, so a pong
-// can fall between two frames but never inside one.
+// `async_wait_sent`. Waiting is what sends: when no write is in flight, everything queued leaves
+// in one gather write, started by the waiter itself; what is queued meanwhile leaves in the next
+// one, started from the completion of the last. So a pong can fall between two frames but never
+// inside one, and a batch of events costs one write and no hop through another task.
 //
-// Thread-safety: all of it on the connection's strand. `run` must be running for writes to
-// complete; after `stop` (or a failed write) waiting writes complete with an error.
+// Thread-safety: all of it on the connection's strand. A write in flight keeps the owner given to
+// `keep_alive_while_writing` alive. After `stop` (or a failed write) waiting writes complete with
+// an error and nothing more is sent.
 #pragma once
 
-#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/append.hpp>
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/buffer.hpp>
-#include <boost/asio/compose.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/role.hpp>
 #include <boost/beast/websocket/teardown.hpp>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <deque>
+#include <memory>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -38,15 +45,15 @@ class QueueingStream {
   using next_layer_type = Next;
   using executor_type = typename Next::executor_type;
 
-  explicit QueueingStream(Next next)
-      : next_(std::move(next)), wake_(next_.get_executor()), sent_signal_(next_.get_executor()) {
-    wake_.expires_at(boost::asio::steady_timer::time_point::max());
-    sent_signal_.expires_at(boost::asio::steady_timer::time_point::max());
-  }
+  explicit QueueingStream(Next next) : next_(std::move(next)) {}
 
   executor_type get_executor() noexcept { return next_.get_executor(); }
   Next& next_layer() noexcept { return next_; }
   const Next& next_layer() const noexcept { return next_; }
+
+  // The object that owns this stream (e.g. the shared_ptr holding the WebSocket stream): held
+  // while a write is in flight, so that a write's completion never outlives the stream.
+  void keep_alive_while_writing(std::weak_ptr<void> owner) { owner_ = std::move(owner); }
 
   template <class MutableBufferSequence, class ReadToken>
   auto async_read_some(const MutableBufferSequence& buffers, ReadToken&& token) {
@@ -64,81 +71,129 @@ class QueueingStream {
     return async_wait_sent(ticket, n, std::forward<WriteToken>(token));
   }
 
-  // Queues bytes that stay valid until their ticket is sent; returns that ticket.
+  // Queues bytes that stay valid until their ticket is sent; returns that ticket. Nothing is
+  // sent before somebody waits.
   std::uint64_t queue(boost::asio::const_buffer bytes) {
     pending_.push_back(bytes);
-    wake_.cancel();
     return ++queued_;
   }
 
   // Completes (error_code, n) once everything up to `ticket` is sent, or with the error that
-  // ended the stream.
+  // ended the stream; starts a write of what is queued when none is in flight. Never completes
+  // inside the initiating call.
   template <class WaitToken>
   auto async_wait_sent(std::uint64_t ticket, std::size_t n, WaitToken&& token) {
-    return boost::asio::async_compose<WaitToken, void(boost::system::error_code, std::size_t)>(
-        WaitSent{*this, ticket, n}, token, next_);
+    return boost::asio::async_initiate<WaitToken, void(boost::system::error_code, std::size_t)>(
+        [this](auto handler, std::uint64_t t, std::size_t bytes) {
+          const boost::system::error_code ec = failure();
+          if (sent_ >= t || ec) {
+            boost::asio::post(next_.get_executor(),
+                              boost::asio::append(std::move(handler), ec, ec ? 0 : bytes));
+            return;
+          }
+          using H = std::decay_t<decltype(handler)>;
+          waiters_.push_back(Waiter{t, bytes, std::make_unique<WaitOp<H>>(std::move(handler))});
+          if (!writing_) start_write();
+        },
+        token, ticket, n);
   }
 
-  // Sends what is queued until stopped or a write fails.
-  boost::asio::awaitable<void> run() {
-    using boost::asio::as_tuple;
-    using boost::asio::use_awaitable;
-    std::vector<boost::asio::const_buffer> batch;
-    while (!stopped_ && !error_) {
-      if (pending_.empty()) {
-        co_await wake_.async_wait(as_tuple(use_awaitable));
-        continue;
-      }
-      batch.swap(pending_);
-      auto [ec, n] = co_await boost::asio::async_write(next_, batch, as_tuple(use_awaitable));
-      sent_ += batch.size();
-      batch.clear();
-      while (!copies_.empty() && copies_.front().first <= sent_) copies_.pop_front();
-      if (ec) error_ = ec;
-      sent_signal_.cancel();
-    }
-    if (!error_) error_ = boost::asio::error::operation_aborted;
-    sent_signal_.cancel();
+  // When the write in flight started; nullopt when none is.
+  std::optional<std::chrono::steady_clock::time_point> writing_since() const {
+    if (!writing_) return std::nullopt;
+    return write_started_;
   }
 
-  // Ends `run` once its current write is done; what waits for the queue completes with an error.
+  // Sends nothing more; what waits completes with operation_aborted (a write in flight still
+  // ends with its own result).
   void stop() {
     stopped_ = true;
-    wake_.cancel();
-    sent_signal_.cancel();
+    complete_ready(false);
   }
 
  private:
-  struct WaitSent {
-    QueueingStream& s;
+  // A waiting handler, type-erased (one allocation per wait). Completed on its associated
+  // executor: inline when already running there (`dispatch`), else posted.
+  struct WaitBase {
+    virtual ~WaitBase() = default;
+    virtual void complete(const executor_type& fallback, bool dispatch,
+                          boost::system::error_code ec, std::size_t n) = 0;
+  };
+  template <class Handler>
+  struct WaitOp final : WaitBase {
+    explicit WaitOp(Handler h) : handler(std::move(h)) {}
+    void complete(const executor_type& fallback, bool dispatch, boost::system::error_code ec,
+                  std::size_t n) override {
+      auto ex = boost::asio::get_associated_executor(handler, fallback);
+      auto call = boost::asio::append(std::move(handler), ec, n);
+      if (dispatch) {
+        boost::asio::dispatch(ex, std::move(call));
+      } else {
+        boost::asio::post(ex, std::move(call));
+      }
+    }
+    Handler handler;
+  };
+  struct Waiter {
     std::uint64_t ticket;
     std::size_t n;
-    bool started = false;
-
-    template <class Self>
-    void operator()(Self& self, boost::system::error_code = {}) {
-      boost::system::error_code ec = s.error_;
-      if (!ec && s.stopped_) ec = boost::asio::error::operation_aborted;
-      const bool done = s.sent_ >= ticket || ec;
-      if (done && !started) {
-        started = true;  // never complete inside the initiating call
-        return boost::asio::post(s.next_.get_executor(), std::move(self));
-      }
-      started = true;
-      if (s.sent_ >= ticket) return self.complete({}, n);
-      if (ec) return self.complete(ec, 0);
-      s.sent_signal_.async_wait(std::move(self));
-    }
+    std::unique_ptr<WaitBase> op;
   };
 
+  boost::system::error_code failure() const {
+    if (error_) return error_;
+    if (stopped_) return boost::asio::error::operation_aborted;
+    return {};
+  }
+
+  void start_write() {
+    if (pending_.empty() || failure()) return;
+    writing_ = true;
+    write_started_ = std::chrono::steady_clock::now();
+    batch_.swap(pending_);
+    boost::asio::async_write(
+        next_, batch_,
+        [this, keep = owner_.lock()](boost::system::error_code ec, std::size_t) { written(ec); });
+  }
+
+  void written(boost::system::error_code ec) {
+    writing_ = false;
+    sent_ += batch_.size();
+    batch_.clear();
+    while (!copies_.empty() && copies_.front().first <= sent_) copies_.pop_front();
+    if (ec && !error_) error_ = ec;
+    // The next write first: a waiter resumed below may queue more, which then waits for it.
+    if (!waiters_.empty()) start_write();
+    complete_ready(true);
+  }
+
+  // Hands the waiters whose bytes are sent (all of them once the stream failed or stopped) their
+  // result: from a write's completion inline (it runs on their strand), else posted.
+  void complete_ready(bool from_completion) {
+    const boost::system::error_code ec = failure();
+    std::vector<Waiter> ready;
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      if (ec || sent_ >= it->ticket) {
+        ready.push_back(std::move(*it));
+        it = waiters_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto& w : ready) w.op->complete(next_.get_executor(), from_completion, ec, ec ? 0 : w.n);
+  }
+
   Next next_;
-  boost::asio::steady_timer wake_;         // cancelled when something is queued
-  boost::asio::steady_timer sent_signal_;  // cancelled after each write
-  std::vector<boost::asio::const_buffer> pending_;
+  std::weak_ptr<void> owner_;
+  std::vector<boost::asio::const_buffer> pending_;  // queued, not yet in a write
+  std::vector<boost::asio::const_buffer> batch_;    // the write in flight
   std::deque<std::pair<std::uint64_t, std::string>> copies_;  // ticket -> Beast's bytes
+  std::vector<Waiter> waiters_;
   std::uint64_t queued_ = 0;
   std::uint64_t sent_ = 0;
   boost::system::error_code error_;
+  std::chrono::steady_clock::time_point write_started_;
+  bool writing_ = false;
   bool stopped_ = false;
 };
 

@@ -1,10 +1,12 @@
 #include "server/queueing_stream.hpp"
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -60,7 +62,7 @@ TEST(QueueingStream, DataFramesAndBeastsControlFramesShareOneOrderedStream) {
   auto server = [&]() -> asio::awaitable<void> {
     tcp::socket socket = co_await acceptor.async_accept(asio::use_awaitable);
     auto ws = std::make_shared<Server>(beast::tcp_stream(std::move(socket)));
-    asio::co_spawn(ioc, ws->next_layer().run(), asio::detached);
+    ws->next_layer().keep_alive_while_writing(ws);
     auto [aec] = co_await ws->async_accept(use_tuple);
     EXPECT_FALSE(aec) << aec.message();
     // Reading answers the client's pings (Beast writes the pongs through the queue).
@@ -139,6 +141,56 @@ TEST(QueueingStream, DataFramesAndBeastsControlFramesShareOneOrderedStream) {
     EXPECT_EQ(received[i], sent[i % sent.size()]) << i;
   }
   EXPECT_EQ(pongs, (std::vector<std::string>{"p3"}));
+}
+
+// Waiting is what sends: everything queued before a wait leaves in one write, in order; a wait
+// for bytes already sent completes at once (never inside the call); after stop() a wait fails
+// and nothing more is sent.
+TEST(QueueingStream, AWaitSendsWhatIsQueuedInOneWriteAndStopEndsIt) {
+  asio::io_context ioc;
+  tcp::acceptor acceptor(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  tcp::socket client(ioc);
+  client.connect(acceptor.local_endpoint());
+  auto out = std::make_shared<QueueingStream<beast::tcp_stream>>(
+      beast::tcp_stream(acceptor.accept()));
+  out->keep_alive_while_writing(out);
+  std::vector<std::string> steps;
+  bool in_call = false;
+  out->queue(asio::buffer("one ", 4));
+  const std::uint64_t t2 = out->queue(asio::buffer("two ", 4));
+  out->async_wait_sent(t2, 8, [&](boost::system::error_code ec, std::size_t n) {
+    EXPECT_FALSE(ec) << ec.message();
+    EXPECT_EQ(n, 8u);
+    steps.push_back("sent two");
+    in_call = true;
+    out->async_wait_sent(t2, 1, [&](boost::system::error_code ec2, std::size_t) {
+      EXPECT_FALSE(in_call);
+      EXPECT_FALSE(ec2);
+      steps.push_back("again");
+      const std::uint64_t t3 = out->queue(asio::buffer("three", 5));
+      out->stop();
+      out->async_wait_sent(t3, 5, [&](boost::system::error_code ec3, std::size_t n3) {
+        EXPECT_EQ(ec3, asio::error::operation_aborted);
+        EXPECT_EQ(n3, 0u);
+        steps.push_back("stopped");
+        beast::error_code ignored;
+        out->next_layer().socket().shutdown(tcp::socket::shutdown_send, ignored);
+      });
+    });
+    in_call = false;
+  });
+  EXPECT_TRUE(steps.empty());  // nothing completes inside the initiating call
+  ioc.run_for(std::chrono::seconds(10));
+  EXPECT_EQ(steps, (std::vector<std::string>{"sent two", "again", "stopped"}));
+  std::string received;
+  boost::system::error_code ec;
+  for (;;) {
+    char buf[64];
+    const std::size_t n = client.read_some(asio::buffer(buf), ec);
+    if (ec) break;
+    received.append(buf, n);
+  }
+  EXPECT_EQ(received, "one two ");
 }
 
 }  // namespace
