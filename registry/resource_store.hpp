@@ -74,7 +74,8 @@ ApiError not_found_error(const ResourceInfo& info, const std::string& name);
 class StateCache {
  public:
   struct State {
-    std::shared_ptr<const std::string> json;  // the object, with metadata.resourceVersion
+    // The object, with metadata.resourceVersion; the text lives as long as this pointer.
+    std::shared_ptr<const std::string_view> json;
     std::int64_t mod_revision = 0;
   };
   virtual ~StateCache() = default;

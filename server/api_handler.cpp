@@ -1241,9 +1241,7 @@ std::function<watch::ObjectPtr(const watch::ObjectPtr&)> version_converter(const
     if (ec || !parsed.is_object()) return object;
     if (to_served) to_served(parsed.get_object());
     parsed.get_object()["apiVersion"] = api_version;
-    auto converted = std::make_shared<watch::CachedObject>(*object);
-    converted->json = json::serialize(parsed);
-    return converted;
+    return object->with_json(json::serialize(parsed));
   };
 }
 
@@ -1253,9 +1251,6 @@ std::function<watch::ObjectPtr(const watch::ObjectPtr&)> table_converter(const R
                                                                         IncludeObject include) {
   auto first = std::make_shared<bool>(true);
   return [&info, first, include](const watch::ObjectPtr& object) -> watch::ObjectPtr {
-    auto converted = std::make_shared<watch::CachedObject>();
-    converted->key = object->key;
-    converted->resource_version = object->resource_version;
     json::parse_options options;
     options.max_depth = storage::kMaxJsonDepth;
     boost::system::error_code ec;
@@ -1266,8 +1261,12 @@ std::function<watch::ObjectPtr(const watch::ObjectPtr&)> table_converter(const R
         to_table(info, parsed.get_object(), std::chrono::system_clock::now(), include);
     if (!*first) table["columnDefinitions"] = json::array();
     *first = false;
-    converted->json = json::serialize(table);
-    return converted;
+    watch::CachedObject::Parts parts;
+    parts.key = object->key;
+    parts.resource_version = object->resource_version;
+    const std::string text = json::serialize(table);
+    parts.json = text;
+    return watch::CachedObject::make(parts);
   };
 }
 
@@ -1437,7 +1436,8 @@ asio::awaitable<ApiResponse> ApiHandler::list_from_cache(const ApiRequest& reque
   std::string token;
   if (list.more && !list.objects.empty()) {
     token = registry::encode_continue(
-        list.resource_version, list.objects.back()->key.substr(info.key_prefix().size()) + '\0');
+        list.resource_version,
+        std::string(list.objects.back()->key.substr(info.key_prefix().size())) + '\0');
   }
   served = true;
   ApiResponse r;
@@ -1475,7 +1475,7 @@ asio::awaitable<ApiResponse> ApiHandler::get_from_cache(const ApiRequest& reques
   if (!object) co_return error_response(registry::not_found_error(info, route.name));
   ApiResponse r;
   r.body = wants_table(request) ? table_of(info, object->json, route.table_include)
-                                : object->json + "\n";
+                                : std::string(object->json) + "\n";
   co_return r;
 }
 

@@ -45,14 +45,14 @@ bool being_deleted(const json::object* meta) {
   return meta != nullptr && meta->contains("deletionTimestamp");
 }
 
-std::optional<json::object> parse_object(const std::string& text) {
+std::optional<json::object> parse_object(std::string_view text) {
   auto parsed = storage::parse_json(text);
   if (!parsed || !parsed->is_object()) return std::nullopt;
   return std::move(parsed->get_object());
 }
 
 // Whether a cached object's text may matter to the collector, before parsing it.
-bool mentions(const std::string& text, std::string_view word) {
+bool mentions(std::string_view text, std::string_view word) {
   return text.find(word) != std::string::npos;
 }
 
@@ -182,7 +182,7 @@ void GarbageCollector::observe(const ResourceInfo& info, const watch::WatchFrame
     return;
   }
   const watch::CachedObject& o = *frame.object;
-  const std::string& key = o.key;
+  const std::string key(o.key);
   if (frame.type == watch::EventType::deleted) {
     if (auto it = dependents_.find(key); it != dependents_.end()) {
       // An owner waiting in foreground for this object may go now.

@@ -88,14 +88,15 @@ asio::awaitable<void> NamespaceController::reconcile_once() {
   auto list = cacher->list(info_->key_prefix(), "", 0, nullptr);
   for (const auto& object : list.objects) {
     if (object->json.find("\"deletionTimestamp\"") == std::string::npos) {
-      co_await ensure_default_service_account(object->name);
+      const std::string name(object->name);  // named: not converted in an awaited call
+      co_await ensure_default_service_account(name);
       continue;
     }
     auto parsed = storage::parse_json(object->json);
     if (!parsed || !parsed->is_object()) continue;
     json::object ns = std::move(parsed->get_object());
     if (!has_namespace_finalizer(ns)) continue;  // finalized: the finalizer write deleted it
-    const std::string name = object->name;
+    const std::string name(object->name);
     if (co_await empty_namespace(std::move(ns))) {
       co_await finalize(name);
     } else {

@@ -6,14 +6,14 @@ namespace kwatch::server {
 
 bool SelectorPredicate::matches(const watch::CachedObject& object) const {
   for (const auto& requirement : labels_.requirements()) {
-    const std::string* value = object.label(requirement.key);
+    const std::string_view* value = object.label(requirement.key);
     if (!requirement.matches(value ? std::optional<std::string_view>(*value) : std::nullopt)) {
       return false;
     }
   }
   if (fields_.empty()) return true;
   return fields_.matches([&](std::string_view field) -> std::optional<std::string> {
-    if (const std::string* v = object.field(field)) return *v;
+    if (const std::string_view* v = object.field(field)) return std::string(*v);
     return std::nullopt;
   });
 }

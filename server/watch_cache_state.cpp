@@ -12,7 +12,7 @@ std::optional<registry::StateCache::State> WatchCacheState::lookup(
   watch::ObjectPtr object = cacher->get(key);
   if (!object) return std::nullopt;
   // The text is shared with the cached object, not copied.
-  return State{std::shared_ptr<const std::string>(object, &object->json),
+  return State{std::shared_ptr<const std::string_view>(object, &object->json),
                object->resource_version};
 }
 

@@ -71,7 +71,7 @@ using WatcherMap = std::unordered_map<std::uint64_t, std::shared_ptr<Watcher>>;
 // The state before a modification, re-stamped with the modification's revision.
 ObjectPtr restamped_prev(const CachedEvent& ev) {
   if (auto done = ev.restamped_prev.load()) return done;
-  auto made = decode_object(ev.prev->key, ev.prev->json, ev.resource_version, {});
+  auto made = decode_object(std::string(ev.prev->key), ev.prev->json, ev.resource_version, {});
   ObjectPtr out = made ? std::move(*made) : ev.prev;  // the JSON is the cache's own: it parses
   ev.restamped_prev.store(out);
   return out;
@@ -300,19 +300,20 @@ void Cacher::process(const storage::Event& event) {
     }
   };
   offer(impl_->all);
-  if (auto it = impl_->by_namespace.find(cached->object->ns); it != impl_->by_namespace.end()) {
+  if (auto it = impl_->by_namespace.find(std::string(cached->object->ns)); it != impl_->by_namespace.end()) {
     offer(it->second);
   }
   if (!options_.trigger_field.empty()) {
-    const std::string* now_value = cached->object->field(options_.trigger_field);
-    const std::string* old_value = cached->prev ? cached->prev->field(options_.trigger_field) : nullptr;
+    const std::string_view* now_value = cached->object->field(options_.trigger_field);
+    const std::string_view* old_value =
+        cached->prev ? cached->prev->field(options_.trigger_field) : nullptr;
     if (now_value != nullptr) {
-      if (auto it = impl_->by_trigger.find(*now_value); it != impl_->by_trigger.end()) {
+      if (auto it = impl_->by_trigger.find(std::string(*now_value)); it != impl_->by_trigger.end()) {
         offer(it->second);
       }
     }
     if (old_value != nullptr && (now_value == nullptr || *old_value != *now_value)) {
-      if (auto it = impl_->by_trigger.find(*old_value); it != impl_->by_trigger.end()) {
+      if (auto it = impl_->by_trigger.find(std::string(*old_value)); it != impl_->by_trigger.end()) {
         offer(it->second);
       }
     }

@@ -25,32 +25,39 @@ storage::Result<ObjectPtr> decode_object(std::string key, std::string_view bytes
   json::object& meta = meta_v.get_object();
   meta["resourceVersion"] = std::to_string(resource_version);
 
-  auto out = std::make_shared<CachedObject>();
-  out->key = std::move(key);
-  out->resource_version = resource_version;
-  if (auto* n = meta.if_contains("name"); n && n->is_string()) out->name = n->get_string();
-  if (auto* ns = meta.if_contains("namespace"); ns && ns->is_string()) out->ns = ns->get_string();
-  if (auto* labels = meta.if_contains("labels"); labels && labels->is_object()) {
-    for (const auto& [k, val] : labels->get_object()) {
-      if (val.is_string()) out->labels.emplace_back(k, val.get_string());
+  CachedObject::Parts parts;
+  parts.key = key;
+  parts.resource_version = resource_version;
+  if (auto* n = meta.if_contains("name"); n && n->is_string()) parts.name = n->get_string();
+  if (auto* ns = meta.if_contains("namespace"); ns && ns->is_string()) parts.ns = ns->get_string();
+  // Views into the parsed object (or `extracted`), copied by make().
+  std::vector<Attribute> labels;
+  if (auto* l = meta.if_contains("labels"); l && l->is_object()) {
+    for (const auto& [k, val] : l->get_object()) {
+      if (val.is_string()) labels.emplace_back(k, val.get_string());
     }
-    std::sort(out->labels.begin(), out->labels.end());
-    out->labels.shrink_to_fit();  // held for as long as the object is cached
+    std::sort(labels.begin(), labels.end());
   }
+  Attributes extracted;
+  std::vector<Attribute> fields_of;
   if (fields) {
-    out->fields = fields(obj);
-    std::sort(out->fields.begin(), out->fields.end());
-    out->fields.shrink_to_fit();
+    extracted = fields(obj);
+    fields_of.reserve(extracted.size());
+    for (const auto& [k, v] : extracted) fields_of.emplace_back(k, v);
+    std::sort(fields_of.begin(), fields_of.end());
   }
-  out->json = json::serialize(obj);
-  return ObjectPtr(std::move(out));
+  parts.labels = labels;
+  parts.fields = fields_of;
+  const std::string text = json::serialize(obj);
+  parts.json = text;
+  return CachedObject::make(parts);
 }
 
-ObjectPtr raw_object(std::string json_text, std::int64_t resource_version) {
-  auto out = std::make_shared<CachedObject>();
-  out->json = std::move(json_text);
-  out->resource_version = resource_version;
-  return out;
+ObjectPtr raw_object(std::string_view json_text, std::int64_t resource_version) {
+  CachedObject::Parts parts;
+  parts.json = json_text;
+  parts.resource_version = resource_version;
+  return CachedObject::make(parts);
 }
 
 ObjectPtr bookmark_object(std::string_view kind, std::string_view api_version, std::int64_t rv,

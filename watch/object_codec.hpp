@@ -21,7 +21,7 @@ storage::Result<ObjectPtr> decode_object(std::string key, std::string_view bytes
                                          std::int64_t resource_version, const FieldsFn& fields);
 
 // A synthetic object holding only `json` (bookmarks and error Status objects).
-ObjectPtr raw_object(std::string json, std::int64_t resource_version = 0);
+ObjectPtr raw_object(std::string_view json, std::int64_t resource_version = 0);
 
 // `{"kind":K,"apiVersion":V,"metadata":{"resourceVersion":"N"}}` (and the initial-events-end
 // annotation when asked).

@@ -31,23 +31,36 @@ WatchCache::WatchCache(std::size_t lower_capacity, std::size_t upper_capacity,
 
 WatchCache::~WatchCache() = default;
 
+namespace {
+
+std::string label_entry(std::string_view key, std::string_view value) {
+  std::string out;
+  out.reserve(key.size() + 1 + value.size());
+  out.append(key).append(1, '=').append(value);
+  return out;
+}
+
+}  // namespace
+
 void WatchCache::index_add(const ObjectPtr& object) {
-  for (const auto& [k, v] : object->labels) state_->label_index[k + '=' + v].insert(object->key);
+  for (const auto& [k, v] : object->labels) state_->label_index[label_entry(k, v)].insert(object->key);
   if (trigger_field_.empty()) return;
-  if (const std::string* v = object->field(trigger_field_)) state_->trigger_index[*v].insert(object->key);
+  if (const std::string_view* v = object->field(trigger_field_)) {
+    state_->trigger_index[std::string(*v)].insert(object->key);
+  }
 }
 
 void WatchCache::index_remove(const ObjectPtr& object) {
   for (const auto& [k, v] : object->labels) {
-    auto it = state_->label_index.find(k + '=' + v);
+    auto it = state_->label_index.find(label_entry(k, v));
     if (it == state_->label_index.end()) continue;
     it->second.erase(object->key);
     if (it->second.empty()) state_->label_index.erase(it);
   }
   if (trigger_field_.empty()) return;
-  const std::string* v = object->field(trigger_field_);
+  const std::string_view* v = object->field(trigger_field_);
   if (v == nullptr) return;
-  auto it = state_->trigger_index.find(*v);
+  auto it = state_->trigger_index.find(std::string(*v));
   if (it == state_->trigger_index.end()) return;
   it->second.erase(object->key);
   if (it->second.empty()) state_->trigger_index.erase(it);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -18,22 +19,47 @@
 namespace kwatch::watch {
 
 using Attributes = std::vector<std::pair<std::string, std::string>>;  // sorted by key
+// A label or selectable field of a cached object: views into the object's own text.
+using Attribute = std::pair<std::string_view, std::string_view>;
 
 // One object as the cache holds it: its JSON with `metadata.resourceVersion` set, encoded once,
-// plus the attributes selectors look at, extracted once.
+// plus the attributes selectors look at, extracted once. The record, its attributes and all of
+// its text (key, JSON, names, labels, fields) are one allocation together with the shared_ptr's
+// control block: the views below point into it and live exactly as long as the object.
+// Immutable; made only by `make`.
 struct CachedObject {
-  std::string key;
-  std::string ns;
-  std::string name;
+  std::string_view key;
+  std::string_view ns;
+  std::string_view name;
+  std::string_view json;
   std::int64_t resource_version = 0;
-  std::string json;
-  Attributes labels;
-  // Selectable field -> value. metadata.name and metadata.namespace are not repeated here:
-  // `field` answers them from `name` and `ns`.
-  Attributes fields;
+  std::span<const Attribute> labels;  // sorted by key
+  // Selectable field -> value, sorted. metadata.name and metadata.namespace are not repeated
+  // here: `field` answers them from `name` and `ns`.
+  std::span<const Attribute> fields;
 
-  const std::string* label(std::string_view k) const;
-  const std::string* field(std::string_view k) const;
+  const std::string_view* label(std::string_view k) const;
+  const std::string_view* field(std::string_view k) const;
+
+  // What an object is made of; `labels` and `fields` sorted by key. Everything is copied.
+  struct Parts {
+    std::string_view key;
+    std::string_view ns;
+    std::string_view name;
+    std::string_view json;
+    std::int64_t resource_version = 0;
+    std::span<const Attribute> labels;
+    std::span<const Attribute> fields;
+  };
+  static std::shared_ptr<const CachedObject> make(const Parts& parts);
+  // The same object with other JSON (a rendering of it for one watcher).
+  std::shared_ptr<const CachedObject> with_json(std::string_view other_json) const;
+
+  // Only `make` constructs one, in storage it sized for the text.
+  struct Made;
+  CachedObject(const Parts& parts, const Made&);
+  CachedObject(const CachedObject&) = delete;
+  CachedObject& operator=(const CachedObject&) = delete;
 };
 using ObjectPtr = std::shared_ptr<const CachedObject>;
 

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -142,12 +143,14 @@ class FrozenStateCache final : public registry::StateCache {
   }
   void remember(const std::string& key, const json::value& object) {
     State state;
-    state.json = std::make_shared<const std::string>(json::serialize(object));
+    auto text = std::make_shared<const std::string>(json::serialize(object));
+    state.json = std::shared_ptr<const std::string_view>(text, &views.emplace_back(*text));
     state.mod_revision =
         std::stoll(std::string(object.at("metadata").at("resourceVersion").as_string()));
     objects[key] = state;
   }
   std::map<std::string, State> objects;
+  std::deque<std::string_view> views;  // what the states' pointers point at
   mutable int lookups = 0;
 };
 

@@ -87,7 +87,7 @@ class LabelIs : public Predicate {
  public:
   LabelIs(std::string k, std::string v) : k_(std::move(k)), v_(std::move(v)) {}
   bool matches(const CachedObject& o) const override {
-    const std::string* v = o.label(k_);
+    const std::string_view* v = o.label(k_);
     return v != nullptr && *v == v_;
   }
   bool empty() const override { return false; }

@@ -22,7 +22,7 @@ class NodePredicate : public Predicate {
  public:
   explicit NodePredicate(std::string node) : node_(std::move(node)) {}
   bool matches(const CachedObject& o) const override {
-    const std::string* v = o.field("spec.nodeName");
+    const std::string_view* v = o.field("spec.nodeName");
     return v != nullptr && *v == node_;
   }
   bool empty() const override { return false; }
@@ -37,7 +37,7 @@ class NodePredicate : public Predicate {
 
 std::vector<std::string> names(const CacheList& list) {
   std::vector<std::string> out;
-  for (const auto& o : list.objects) out.push_back(o->name);
+  for (const auto& o : list.objects) out.emplace_back(o->name);
   return out;
 }
 
@@ -83,7 +83,7 @@ class LabelEquals : public Predicate {
  public:
   LabelEquals(std::string k, std::string v) : k_(std::move(k)), v_(std::move(v)) {}
   bool matches(const CachedObject& o) const override {
-    const std::string* v = o.label(k_);
+    const std::string_view* v = o.label(k_);
     return v != nullptr && *v == v_;
   }
   bool empty() const override { return false; }
