@@ -15,6 +15,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
@@ -496,6 +497,21 @@ asio::awaitable<void> HttpServer::Impl::stream_watch(Stream stream, Exchange exc
 
 namespace {
 
+// Plain TCP: sends what the socket takes at once, with one non-blocking gather send, and answers
+// how many bytes went; the caller waits for the rest with an asynchronous write. A watcher that
+// keeps up then costs no write operation, no trip of its completion through the scheduler and
+// no resumption per batch. Under TLS nothing is sent here (the record layer needs its write).
+std::size_t send_now(beast::tcp_stream& stream, const std::vector<asio::const_buffer>& buffers) {
+  auto& socket = stream.socket();
+  boost::system::error_code ec;
+  if (!socket.non_blocking()) socket.non_blocking(true, ec);
+  if (ec) return 0;
+  const std::size_t n = socket.write_some(buffers, ec);
+  return ec ? 0 : n;
+}
+
+std::size_t send_now(TlsStream&, const std::vector<asio::const_buffer>&) { return 0; }
+
 // When the write of a chunked watch stream in flight started (nullopt: none is).
 struct WriteClock {
   std::optional<std::chrono::steady_clock::time_point> since;
@@ -626,10 +642,15 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
       buffers.emplace_back("\r\n", 2);
       // A client that stops reading is parked by the cacher once its queue fills, and cut off
       // by the write guard if this write stays in flight past the write timeout.
-      clock->since = std::chrono::steady_clock::now();
-      auto [ec, n] = co_await asio::async_write(stream, buffers, use_tuple);
-      clock->since.reset();
-      if (ec) co_return;
+      const std::size_t sent = send_now(stream, buffers);
+      if (sent < size + static_cast<std::size_t>(len) + 2) {
+        beast::buffers_suffix<std::vector<asio::const_buffer>> rest(buffers);
+        rest.consume(sent);
+        clock->since = std::chrono::steady_clock::now();
+        auto [ec, n] = co_await asio::async_write(stream, rest, use_tuple);
+        clock->since.reset();
+        if (ec) co_return;
+      }
     }
   }
   beast::get_lowest_layer(stream).expires_after(limits.write_timeout);
@@ -715,6 +736,7 @@ asio::awaitable<void> HttpServer::Impl::stream_websocket(Stream stream,
         out.queue(asio::buffer(f.object->json));
         ticket = out.queue(asio::buffer(watch::kFrameSuffix));
       }
+      if (out.flush_now()) continue;  // the client keeps up: nothing to wait for
       auto [ec, n] = co_await out.async_wait_sent(ticket, 0, use_tuple);
       if (ec) co_return;
     }

@@ -24,6 +24,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/role.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/websocket/teardown.hpp>
 
 #include <array>
@@ -96,6 +97,36 @@ class QueueingStream {
           if (!writing_) start_write();
         },
         token, ticket, n);
+  }
+
+  // Sends what is queued now, without waiting, when no write is in flight and the next layer is
+  // a plain TCP stream: one non-blocking gather send. True when everything queued so far has
+  // been sent (then nobody needs to wait); otherwise the rest goes in an asynchronous write
+  // started here, and the caller waits for its ticket as usual.
+  bool flush_now() {
+    if (writing_ || failure()) return false;
+    if constexpr (std::is_same_v<Next, boost::beast::tcp_stream>) {
+      if (!pending_.empty()) {
+        auto& socket = next_.socket();
+        boost::system::error_code ec;
+        if (!socket.non_blocking()) socket.non_blocking(true, ec);
+        std::size_t n = ec ? 0 : socket.write_some(pending_, ec);
+        if (ec) n = 0;
+        // Drop what went: whole buffers count as sent tickets, a partly sent one is advanced.
+        std::size_t done = 0;
+        while (done < pending_.size() && n >= pending_[done].size()) {
+          n -= pending_[done].size();
+          ++done;
+        }
+        if (done < pending_.size()) pending_[done] += n;
+        pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(done));
+        sent_ += done;
+        while (!copies_.empty() && copies_.front().first <= sent_) copies_.pop_front();
+      }
+      if (pending_.empty()) return true;
+    }
+    start_write();
+    return false;
   }
 
   // When the write in flight started; nullopt when none is.

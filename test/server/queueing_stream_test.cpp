@@ -5,6 +5,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
@@ -17,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include <thread>
 
 namespace kwatch::server {
 namespace {
@@ -191,6 +193,50 @@ TEST(QueueingStream, AWaitSendsWhatIsQueuedInOneWriteAndStopEndsIt) {
     received.append(buf, n);
   }
   EXPECT_EQ(received, "one two ");
+}
+
+// flush_now: what the socket takes at once is sent without waiting; what it cannot take (more
+// than its buffers hold while the client is not reading) leaves in a write, in order.
+TEST(QueueingStream, FlushNowSendsAtOnceOrLeavesTheRestToAWrite) {
+  asio::io_context ioc;
+  tcp::acceptor acceptor(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  tcp::socket client(ioc);
+  client.connect(acceptor.local_endpoint());
+  auto out = std::make_shared<QueueingStream<beast::tcp_stream>>(
+      beast::tcp_stream(acceptor.accept()));
+  out->keep_alive_while_writing(out);
+  out->queue(asio::buffer("small", 5));
+  EXPECT_TRUE(out->flush_now());
+  std::string got(5, '\0');
+  asio::read(client, asio::buffer(got));
+  EXPECT_EQ(got, "small");
+
+  const std::string big(32 * 1024 * 1024, 'b');  // more than loopback buffers hold
+  out->queue(asio::buffer("head", 4));
+  const std::uint64_t ticket = out->queue(asio::buffer(big));
+  EXPECT_FALSE(out->flush_now());
+  EXPECT_TRUE(out->writing_since().has_value());
+  bool sent = false;
+  out->async_wait_sent(ticket, 0, [&](boost::system::error_code ec, std::size_t) {
+    EXPECT_FALSE(ec) << ec.message();
+    sent = true;
+  });
+  std::string received;
+  std::thread reader([&] {
+    std::vector<char> buf(1 << 20);
+    boost::system::error_code ec;
+    while (received.size() < 4 + big.size()) {
+      const std::size_t n = client.read_some(asio::buffer(buf), ec);
+      if (ec) break;
+      received.append(buf.data(), n);
+    }
+  });
+  ioc.run_for(std::chrono::seconds(20));
+  reader.join();
+  EXPECT_TRUE(sent);
+  ASSERT_EQ(received.size(), 4 + big.size());
+  EXPECT_EQ(received.substr(0, 4), "head");
+  EXPECT_EQ(received.find_first_not_of('b', 4), std::string::npos);
 }
 
 }  // namespace
