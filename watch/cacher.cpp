@@ -743,7 +743,10 @@ asio::awaitable<storage::Result<void>> WatchSession::next(std::vector<WatchFrame
   taken_ = out.size();
   if (!out.empty()) co_return storage::Result<void>{};
   if (auto cacher = cacher_.lock()) {
-    auto caught_up = cacher->catch_up(w, out, kBatch);
+    // Smaller batches from the window: watchers resuming together take turns with live
+    // delivery instead of each writing hundreds of events in one go.
+    constexpr std::size_t kCatchUpBatch = 64;
+    auto caught_up = cacher->catch_up(w, out, kCatchUpBatch);
     if (!caught_up) co_return caught_up.error();
     if (!out.empty()) co_return storage::Result<void>{};
   }
