@@ -1,5 +1,7 @@
 #include "registry/rbac_authorizer.hpp"
 
+#include "storage/string_map.hpp"
+
 #include <algorithm>
 #include <boost/container/small_vector.hpp>
 #include <boost/json/array.hpp>
@@ -23,14 +25,7 @@ namespace {
 constexpr std::string_view kSuperuserGroup = "system:masters";
 constexpr std::string_view kServiceAccountPrefix = "system:serviceaccount:";
 
-struct StringHash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view s) const noexcept {
-    return std::hash<std::string_view>{}(s);
-  }
-};
-template <class V>
-using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
+using storage::StringMap;
 
 // A PolicyRule with its lists as read (non-string entries dropped).
 struct Rule {

@@ -94,7 +94,7 @@ class QueueingStream {
           }
           using H = std::decay_t<decltype(handler)>;
           waiters_.push_back(Waiter{t, bytes, std::make_unique<WaitOp<H>>(std::move(handler))});
-          if (!writing_) start_write();
+          if (!write_started_) start_write();
         },
         token, ticket, n);
   }
@@ -104,7 +104,7 @@ class QueueingStream {
   // been sent (then nobody needs to wait); otherwise the rest goes in an asynchronous write
   // started here, and the caller waits for its ticket as usual.
   bool flush_now() {
-    if (writing_ || failure()) return false;
+    if (write_started_ || failure()) return false;
     if constexpr (std::is_same_v<Next, boost::beast::tcp_stream>) {
       if (!pending_.empty()) {
         auto& socket = next_.socket();
@@ -131,7 +131,6 @@ class QueueingStream {
 
   // When the write in flight started; nullopt when none is.
   std::optional<std::chrono::steady_clock::time_point> writing_since() const {
-    if (!writing_) return std::nullopt;
     return write_started_;
   }
 
@@ -179,7 +178,6 @@ class QueueingStream {
 
   void start_write() {
     if (pending_.empty() || failure()) return;
-    writing_ = true;
     write_started_ = std::chrono::steady_clock::now();
     batch_.swap(pending_);
     boost::asio::async_write(
@@ -188,7 +186,7 @@ class QueueingStream {
   }
 
   void written(boost::system::error_code ec) {
-    writing_ = false;
+    write_started_.reset();
     sent_ += batch_.size();
     batch_.clear();
     while (!copies_.empty() && copies_.front().first <= sent_) copies_.pop_front();
@@ -223,8 +221,8 @@ class QueueingStream {
   std::uint64_t queued_ = 0;
   std::uint64_t sent_ = 0;
   boost::system::error_code error_;
-  std::chrono::steady_clock::time_point write_started_;
-  bool writing_ = false;
+  // When the write in flight started; nullopt: none is.
+  std::optional<std::chrono::steady_clock::time_point> write_started_;
   bool stopped_ = false;
 };
 

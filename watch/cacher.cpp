@@ -1,5 +1,7 @@
 #include "watch/cacher.hpp"
 
+#include "storage/string_map.hpp"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -119,8 +121,8 @@ struct Cacher::Impl {
   asio::cancellation_signal reflector_cancel;
   std::mutex dispatch_mutex;
   WatcherMap all;
-  std::unordered_map<std::string, WatcherMap> by_namespace;
-  std::unordered_map<std::string, WatcherMap> by_trigger;
+  storage::StringMap<WatcherMap> by_namespace;
+  storage::StringMap<WatcherMap> by_trigger;
   WatcherMap with_bookmarks;
   std::uint64_t next_id = 1;
 
@@ -300,7 +302,7 @@ void Cacher::process(const storage::Event& event) {
     }
   };
   offer(impl_->all);
-  if (auto it = impl_->by_namespace.find(std::string(cached->object->ns)); it != impl_->by_namespace.end()) {
+  if (auto it = impl_->by_namespace.find(cached->object->ns); it != impl_->by_namespace.end()) {
     offer(it->second);
   }
   if (!options_.trigger_field.empty()) {
@@ -308,12 +310,12 @@ void Cacher::process(const storage::Event& event) {
     const std::string_view* old_value =
         cached->prev ? cached->prev->field(options_.trigger_field) : nullptr;
     if (now_value != nullptr) {
-      if (auto it = impl_->by_trigger.find(std::string(*now_value)); it != impl_->by_trigger.end()) {
+      if (auto it = impl_->by_trigger.find(*now_value); it != impl_->by_trigger.end()) {
         offer(it->second);
       }
     }
     if (old_value != nullptr && (now_value == nullptr || *old_value != *now_value)) {
-      if (auto it = impl_->by_trigger.find(std::string(*old_value)); it != impl_->by_trigger.end()) {
+      if (auto it = impl_->by_trigger.find(*old_value); it != impl_->by_trigger.end()) {
         offer(it->second);
       }
     }
@@ -520,7 +522,7 @@ void Cacher::register_watcher(const std::shared_ptr<Watcher>& w) {
 
 void Cacher::unregister_watcher(const Watcher& w) {
   std::lock_guard lock(impl_->dispatch_mutex);
-  auto erase_from = [&](std::unordered_map<std::string, WatcherMap>& index) {
+  auto erase_from = [&](storage::StringMap<WatcherMap>& index) {
     auto it = index.find(w.bucket_key);
     if (it == index.end()) return std::size_t{0};
     auto n = it->second.erase(w.id);

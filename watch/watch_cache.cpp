@@ -1,6 +1,7 @@
 #include "watch/watch_cache.hpp"
 
 #include "storage/storage.hpp"
+#include "storage/string_map.hpp"
 
 #include <absl/container/btree_map.h>
 #include <absl/container/btree_set.h>
@@ -18,9 +19,9 @@ namespace kwatch::watch {
 struct WatchCache::State {
   using KeySet = absl::btree_set<std::string_view>;
   absl::btree_map<std::string_view, ObjectPtr> objects;
-  std::unordered_map<std::string, KeySet> trigger_index;  // value -> keys
+  storage::StringMap<KeySet> trigger_index;  // value -> keys
   // "key=value" -> keys: a list with an equality label selector walks only its bucket.
-  std::unordered_map<std::string, KeySet> label_index;
+  storage::StringMap<KeySet> label_index;
 };
 
 WatchCache::WatchCache(std::size_t lower_capacity, std::size_t upper_capacity,
@@ -60,7 +61,7 @@ void WatchCache::index_remove(const ObjectPtr& object) {
   if (trigger_field_.empty()) return;
   const std::string_view* v = object->field(trigger_field_);
   if (v == nullptr) return;
-  auto it = state_->trigger_index.find(std::string(*v));
+  auto it = state_->trigger_index.find(*v);
   if (it == state_->trigger_index.end()) return;
   it->second.erase(object->key);
   if (it->second.empty()) state_->trigger_index.erase(it);
@@ -173,7 +174,7 @@ CacheList WatchCache::list(const std::string& prefix, const std::string& start_k
   if (!pinned && predicate != nullptr) {
     if (auto label = predicate->exact_label()) {
       pinned = true;
-      auto it = state_->label_index.find(label->first + '=' + label->second);
+      auto it = state_->label_index.find(label_entry(label->first, label->second));
       if (it != state_->label_index.end()) bucket = &it->second;
     }
   }

@@ -145,17 +145,28 @@ TEST(QueueingStream, DataFramesAndBeastsControlFramesShareOneOrderedStream) {
   EXPECT_EQ(pongs, (std::vector<std::string>{"p3"}));
 }
 
+// A QueueingStream on the server side of a loopback connection, and the client's socket.
+struct Connected {
+  explicit Connected(asio::io_context& ioc)
+      : acceptor(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)), client(ioc) {
+    client.connect(acceptor.local_endpoint());
+    out = std::make_shared<QueueingStream<beast::tcp_stream>>(
+        beast::tcp_stream(acceptor.accept()));
+    out->keep_alive_while_writing(out);
+  }
+  tcp::acceptor acceptor;
+  tcp::socket client;
+  std::shared_ptr<QueueingStream<beast::tcp_stream>> out;
+};
+
 // Waiting is what sends: everything queued before a wait leaves in one write, in order; a wait
 // for bytes already sent completes at once (never inside the call); after stop() a wait fails
 // and nothing more is sent.
 TEST(QueueingStream, AWaitSendsWhatIsQueuedInOneWriteAndStopEndsIt) {
   asio::io_context ioc;
-  tcp::acceptor acceptor(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  tcp::socket client(ioc);
-  client.connect(acceptor.local_endpoint());
-  auto out = std::make_shared<QueueingStream<beast::tcp_stream>>(
-      beast::tcp_stream(acceptor.accept()));
-  out->keep_alive_while_writing(out);
+  Connected c(ioc);
+  tcp::socket& client = c.client;
+  auto& out = c.out;
   std::vector<std::string> steps;
   bool in_call = false;
   out->queue(asio::buffer("one ", 4));
@@ -199,12 +210,9 @@ TEST(QueueingStream, AWaitSendsWhatIsQueuedInOneWriteAndStopEndsIt) {
 // than its buffers hold while the client is not reading) leaves in a write, in order.
 TEST(QueueingStream, FlushNowSendsAtOnceOrLeavesTheRestToAWrite) {
   asio::io_context ioc;
-  tcp::acceptor acceptor(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  tcp::socket client(ioc);
-  client.connect(acceptor.local_endpoint());
-  auto out = std::make_shared<QueueingStream<beast::tcp_stream>>(
-      beast::tcp_stream(acceptor.accept()));
-  out->keep_alive_while_writing(out);
+  Connected c(ioc);
+  tcp::socket& client = c.client;
+  auto& out = c.out;
   out->queue(asio::buffer("small", 5));
   EXPECT_TRUE(out->flush_now());
   std::string got(5, '\0');
