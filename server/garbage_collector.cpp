@@ -126,9 +126,12 @@ asio::awaitable<void> GarbageCollector::watch_cacher(std::shared_ptr<watch::Cach
     follower.keep_going = [this, info, cacher] {
       return !stopped_ && cachers_->find(*info) == cacher;
     };
-    // The initial events bring this resource's state again.
+    // The initial events bring this resource's state again. An owner of this resource that
+    // went while it was not followed (before the first watch, or between two) sends no DELETED
+    // event: every dependent naming an owner here looks again.
     follower.on_start = [this, &prefix]() -> asio::awaitable<void> {
       forget_prefix(prefix);
+      recheck_owners_under(prefix);
       co_return;
     };
     follower.on_frames = [this, info](const std::vector<watch::WatchFrame>& frames)
@@ -149,6 +152,13 @@ void GarbageCollector::forget_prefix(const std::string& prefix) {
     keys.push_back(it->first);
   }
   for (const auto& key : keys) unindex(key);
+}
+
+void GarbageCollector::recheck_owners_under(const std::string& prefix) {
+  for (auto it = by_owner_key_.lower_bound(prefix);
+       it != by_owner_key_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+    enqueue_all(it->second);
+  }
 }
 
 void GarbageCollector::index(const std::string& key, Dependent d) {

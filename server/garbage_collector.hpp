@@ -85,6 +85,8 @@ class GarbageCollector : public std::enable_shared_from_this<GarbageCollector> {
   boost::asio::awaitable<void> watch_cacher(std::shared_ptr<watch::Cacher> cacher);
   void observe(const registry::ResourceInfo& info, const watch::WatchFrame& frame);
   void forget_prefix(const std::string& prefix);
+  // Queues every dependent whose owner's key is under `prefix`.
+  void recheck_owners_under(const std::string& prefix);
   void enqueue(const registry::ResourceInfo* info, const std::string& key);
   void enqueue_all(const std::set<std::string>& keys);
   void index(const std::string& key, Dependent d);
