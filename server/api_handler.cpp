@@ -610,6 +610,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
     std::string failing;
     if (auto ping = co_await store_->ping(); !ping) failing += "[-]storage: " + ping.error().message + "\n";
     if (!ready_) failing += "[-]namespaces not initialized\n";
+    if (shutting_down_) failing += "[-]shutdown: the server is shutting down\n";
     if (cachers_) {
       for (const auto& [resource, cacher] : cachers_->all()) {
         if (!cacher->ready()) failing += "[-]watch cache " + resource + " not ready\n";
@@ -1161,6 +1162,13 @@ ApiError not_ready() {
   return e;
 }
 
+// A watch asked of a server that is shutting down: to be asked again, of another replica.
+ApiError shutting_down() {
+  ApiError e(Errc::too_many_requests, "the server is shutting down, please try again later");
+  e.retry_after_seconds = 1;
+  return e;
+}
+
 // Parses "", "0" or a revision; nullopt for "".
 ApiResult<std::optional<std::int64_t>> parse_rv(const std::optional<std::string>& text) {
   if (!text || text->empty()) return std::optional<std::int64_t>();
@@ -1347,6 +1355,7 @@ void add_cacher_metrics(Metrics& metrics, const std::string& resource,
 asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& request, const Url& url,
                                                      const Route& route) {
   const ResourceInfo& info = *route.info;
+  if (refusing_watches_) co_return error_response(shutting_down());
   std::shared_ptr<watch::Cacher> cacher = cacher_for(info);
   if (cacher == nullptr) {
     co_return error_response({Errc::bad_request, "watch is not supported for " + info.resource, {}});
@@ -1375,6 +1384,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& request, 
   auto session = co_await cacher->watch(std::move(wr));
   if (!session) {
     const auto ec = session.error();
+    if (refusing_watches_) co_return error_response(shutting_down());
     if (ec == Errc::too_many_requests) co_return error_response(not_ready());
     if (ec == Errc::timeout) {
       co_return error_response(registry::too_large_resource_version(rv, cacher->resource_version()));

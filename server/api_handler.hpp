@@ -78,6 +78,10 @@ class ApiHandler {
 
   // Readiness as /readyz reports it; flipped by the server once start-up work is done.
   void set_ready(bool ready) { ready_ = ready; }
+  // Graceful shutdown: /readyz fails from `set_shutting_down`; new watches are refused (429 with
+  // Retry-After, so that clients ask another replica) from `refuse_watches`. Thread-safe.
+  void set_shutting_down() { shutting_down_ = true; }
+  void refuse_watches() { refusing_watches_ = true; }
 
  private:
   struct Route;
@@ -115,6 +119,8 @@ class ApiHandler {
   WatchOptions watch_options_;
   ComputeOptions compute_;
   std::atomic<bool> ready_{false};
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<bool> refusing_watches_{false};
   OpenApiDocuments openapi_;
   AccessOptions access_;
   std::shared_ptr<RequestLimits> limits_;

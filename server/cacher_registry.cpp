@@ -39,6 +39,7 @@ std::shared_ptr<watch::Cacher> CacherRegistry::ensure(const registry::ResourceIn
     co.fields = fields_of(info);
     created = std::make_shared<watch::Cacher>(executor_, storage_, std::move(co));
     created->start();
+    if (clients_closed_) created->end_client_watches();
     by_prefix_.emplace(prefix, std::make_pair(info.resource, created));
     added = added_;
   }
@@ -73,6 +74,14 @@ std::vector<std::pair<std::string, std::shared_ptr<watch::Cacher>>> CacherRegist
 
 void CacherRegistry::stop_all() {
   for (auto& [resource, cacher] : all()) cacher->stop();
+}
+
+void CacherRegistry::end_client_watches() {
+  {
+    std::unique_lock lock(mutex_);
+    clients_closed_ = true;
+  }
+  for (auto& [resource, cacher] : all()) cacher->end_client_watches();
 }
 
 void CacherRegistry::on_added(AddedFn fn) {

@@ -54,6 +54,9 @@ class CacherRegistry {
   // Every cacher, with the resource it was made for.
   std::vector<std::pair<std::string, std::shared_ptr<watch::Cacher>>> all() const;
   void stop_all();
+  // Graceful shutdown: every cacher, and any made later, ends its clients' watches and refuses
+  // new ones (watch::Cacher::end_client_watches).
+  void end_client_watches();
 
   void on_added(AddedFn fn);
 
@@ -64,6 +67,7 @@ class CacherRegistry {
   mutable std::shared_mutex mutex_;
   std::map<std::string, std::pair<std::string, std::shared_ptr<watch::Cacher>>> by_prefix_;
   std::vector<AddedFn> added_;
+  bool clients_closed_ = false;  // under mutex_
 };
 
 }  // namespace kwatch::server

@@ -27,7 +27,10 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
+#include <atomic>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <optional>
 
 namespace kwatch::server {
@@ -47,6 +50,15 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
         handler(std::move(h)),
         limits(l) {}
 
+  // A connection between requests, for `drain`. Touched only on the connection's strand, except
+  // that `drain` posts there.
+  struct Waiting {
+    asio::any_io_executor strand;
+    std::function<void()> close;          // cancels the connection's pending read
+    const beast::flat_buffer* buffer = nullptr;  // bytes of the next request read so far
+    const http::request_parser<http::string_body>* parser = nullptr;  // while between_requests
+    bool between_requests = false;
+  };
   enum class Next { read, close, drain, stream_chunked, stream_websocket };
   struct Exchange {
     explicit Exchange(Next n) : next(n) {}
@@ -66,7 +78,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   asio::awaitable<void> serve_connection(Stream stream);
   template <class Stream>
   asio::awaitable<Exchange> serve_request(Stream& stream, beast::flat_buffer& buffer,
-                                          const std::shared_ptr<const ClientCertificate>& peer);
+                                          const std::shared_ptr<const ClientCertificate>& peer,
+                                          Waiting& waiting);
   template <class Stream>
   asio::awaitable<void> drain_and_close(Stream& stream);
   template <class Stream>
@@ -84,7 +97,15 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   template <class Stream>
   asio::awaitable<void> stream_watch(Stream stream, Exchange exchange);
 
+  // Registers the connection until the returned handle goes.
+  std::shared_ptr<void> track(const std::shared_ptr<Waiting>& waiting);
+
   asio::io_context& ioc;
+  std::atomic<bool> draining{false};
+  std::atomic<std::size_t> streams{0};  // watch streams
+  mutable std::mutex connections_mutex;
+  std::map<std::uint64_t, std::weak_ptr<Waiting>> connections;
+  std::uint64_t next_connection = 0;
   // Where watches stream from; null: the I/O threads themselves.
   asio::io_context* delivery;
   tcp::acceptor acceptor;
@@ -303,13 +324,17 @@ asio::awaitable<void> HttpServer::Impl::drain_and_close(Stream& stream) {
 template <class Stream>
 asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
     Stream& stream, beast::flat_buffer& buffer,
-    const std::shared_ptr<const ClientCertificate>& peer) {
+    const std::shared_ptr<const ClientCertificate>& peer, Waiting& waiting) {
   // Everything parsed for one request lives in this frame and is gone before a watch streams.
+  if (draining && buffer.size() == 0) co_return Exchange{Next::close};
   http::request_parser<http::string_body> parser;
   parser.body_limit(limits.max_body_bytes);
   parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
   beast::get_lowest_layer(stream).expires_after(limits.read_timeout);
+  waiting.parser = &parser;
+  waiting.between_requests = true;
   auto [ec, n] = co_await http::async_read(stream, buffer, parser, use_tuple);
+  waiting.between_requests = false;
   if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
       ec == asio::error::connection_reset || ec == asio::error::operation_aborted) {
     co_return Exchange{Next::close};
@@ -356,7 +381,7 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
     auto peer = beast::get_lowest_layer(stream).socket().remote_endpoint(pec);
     if (!pec) request.remote_address = peer.address().to_string();
   }
-  const bool keep_alive = req.keep_alive();
+  const bool keep_alive = req.keep_alive() && !draining;
   const unsigned version = req.version();
 
   ApiResponse response = co_await handler->handle(request);
@@ -445,16 +470,34 @@ asio::awaitable<boost::system::error_code> HttpServer::Impl::write_gathered(
   co_return ec;
 }
 
+std::shared_ptr<void> HttpServer::Impl::track(const std::shared_ptr<Waiting>& waiting) {
+  std::lock_guard lock(connections_mutex);
+  const std::uint64_t id = next_connection++;
+  connections.emplace(id, waiting);
+  return std::shared_ptr<void>(nullptr, [self = shared_from_this(), id](void*) {
+    std::lock_guard lock(self->connections_mutex);
+    self->connections.erase(id);
+  });
+}
+
 template <class Stream>
 asio::awaitable<void> HttpServer::Impl::serve_connection(Stream stream) {
   auto self = shared_from_this();
   beast::flat_buffer buffer;
   const std::shared_ptr<const ClientCertificate> peer = client_certificate_of(stream);
+  auto waiting = std::make_shared<Waiting>();
+  waiting->strand = co_await asio::this_coro::executor;
+  waiting->buffer = &buffer;
+  waiting->close = [&stream] {
+    boost::system::error_code ignored;
+    beast::get_lowest_layer(stream).socket().cancel(ignored);
+  };
+  const std::shared_ptr<void> tracked = track(waiting);
   // Decided in the loop, acted on after it: GCC 12 mis-destroys locals of a coroutine that
   // co_returns from inside a loop that holds them.
   std::optional<Exchange> watch;
   for (;;) {
-    Exchange exchange = co_await serve_request(stream, buffer, peer);
+    Exchange exchange = co_await serve_request(stream, buffer, peer, *waiting);
     if (exchange.next == Next::read) continue;
     if (exchange.next == Next::drain) {
       co_await drain_and_close(stream);
@@ -486,6 +529,8 @@ asio::awaitable<void> HttpServer::Impl::serve_connection(Stream stream) {
 template <class Stream>
 asio::awaitable<void> HttpServer::Impl::stream_watch(Stream stream, Exchange exchange) {
   auto self = shared_from_this();
+  ++streams;
+  const std::shared_ptr<void> counted(nullptr, [self](void*) { --self->streams; });
   if (exchange.next == Next::stream_websocket) {
     co_await stream_websocket(std::move(stream), std::move(exchange.upgrade),
                               std::move(exchange.response));
@@ -742,6 +787,11 @@ asio::awaitable<void> HttpServer::Impl::stream_websocket(Stream stream,
     }
   }
   response.watch.reset();  // unregisters now, not when the close handshake ends
+  // The close handshake waits for the client's close frame, for a few seconds at most: a client
+  // that never answers holds neither the connection nor a graceful shutdown for long.
+  auto closing = websocket::stream_base::timeout::suggested(beast::role_type::server);
+  closing.handshake_timeout = std::chrono::seconds(5);
+  ws->set_option(closing);
   co_await ws->async_close(websocket::close_code::normal, use_tuple);
 }
 
@@ -839,6 +889,29 @@ void HttpServer::stop() {
     boost::system::error_code ignored;
     impl->acceptor.close(ignored);
   });
+}
+
+void HttpServer::drain() {
+  impl_->draining = true;
+  std::vector<std::shared_ptr<Impl::Waiting>> all;
+  {
+    std::lock_guard lock(impl_->connections_mutex);
+    for (auto& [id, weak] : impl_->connections) {
+      if (auto w = weak.lock()) all.push_back(std::move(w));
+    }
+  }
+  for (auto& w : all) {
+    // On the connection's strand: only one waiting for a request with nothing of it read yet
+    // (the parser may have consumed a start line already).
+    asio::post(w->strand, [w] {
+      if (w->between_requests && w->buffer->size() == 0 && !w->parser->got_some()) w->close();
+    });
+  }
+}
+
+std::size_t HttpServer::open_connections() const {
+  std::lock_guard lock(impl_->connections_mutex);
+  return impl_->connections.size() + impl_->streams.load();
 }
 
 unsigned short HttpServer::port() const {

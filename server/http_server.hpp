@@ -2,8 +2,9 @@
 // size limits and timeouts, handing every request to the `ApiHandler`.
 //
 // Owned by main (or a test). Thread-safety: `listen` and `start` before the io_context runs;
-// `stop` from any thread. Cancellation: `stop` closes the acceptor; open connections end at their
-// next timeout or when the io_context stops.
+// `stop` and `drain` from any thread. Cancellation: `stop` closes the acceptor; `drain` closes the
+// connections that wait for a request and lets every other one close after its response (watch
+// streams are ended by their cachers); what is left ends when the io_context stops.
 #pragma once
 
 #include "server/api_handler.hpp"
@@ -48,6 +49,12 @@ class HttpServer {
   boost::system::error_code listen(const std::string& address, unsigned short port);
   void start();
   void stop();
+  // Graceful shutdown: from now on every response closes its connection ("Connection: close"),
+  // and connections waiting for their next request are closed (at once, or as soon as they get
+  // there). Requests being read or served finish.
+  void drain();
+  // Connections still open (reading or serving a request, or waiting for one) and watch streams.
+  std::size_t open_connections() const;
   unsigned short port() const;
 
  private:

@@ -137,6 +137,10 @@ Flags:
   --default-watch-cache-size=N   initial and smallest event window per resource (default 100)
   --watch-cache-sizes=RES#N,...  fix the event window of these resources at N events
   --watch-bookmark-interval=D    period of watch bookmarks, e.g. 60s, 500ms (default 60s)
+  --shutdown-delay-duration=D    after SIGTERM, /readyz fails and requests are still served
+                                 for D before the listeners close (default 3s; kube's is 0)
+  --shutdown-grace-period=D      after SIGTERM, in-flight requests and watch streams get until
+                                 D to end cleanly; then the rest is cut off (default 25s)
   --min-request-timeout=SECONDS  watches without timeoutSeconds last this x (1 + rand) (default 1800)
   --audit-log-path=FILE      write an audit event (audit.k8s.io/v1, level Metadata) per request
                              to FILE, "-" for standard output (default: off)
@@ -399,6 +403,20 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
          o.compaction_interval = *d;
          return "";
        }},
+      {"shutdown-delay-duration",
+       [&](const std::string& v) -> std::string {
+         auto d = parse_duration(v);
+         if (!d || d->count() < 0) return "expected a duration such as 3s, or 0";
+         o.shutdown_delay = *d;
+         return "";
+       }},
+      {"shutdown-grace-period",
+       [&](const std::string& v) -> std::string {
+         auto d = parse_duration(v);
+         if (!d || d->count() <= 0) return "expected a positive duration such as 25s";
+         o.shutdown_grace_period = *d;
+         return "";
+       }},
       {"min-request-timeout",
        [&](const std::string& v) -> std::string {
          unsigned n = 0;
@@ -470,6 +488,9 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
   }
   if (o.tls_cert_file.empty() != o.tls_private_key_file.empty()) {
     return ParseError{"--tls-cert-file and --tls-private-key-file go together"};
+  }
+  if (o.shutdown_grace_period <= o.shutdown_delay) {
+    return ParseError{"--shutdown-grace-period must be longer than --shutdown-delay-duration"};
   }
   return o;
 }

@@ -85,6 +85,12 @@ struct Options {
   unsigned audit_log_maxage_days = 0;  // rotated files removed after this many days (0: never)
   // Encryption at rest: an EncryptionConfiguration file (storage/encryption_config.hpp).
   std::string encryption_provider_config;
+  // Graceful shutdown (server/application.hpp): after SIGTERM/SIGINT /readyz fails at once and
+  // requests are still served for shutdown_delay (so that a load balancer stops sending new
+  // ones); then the listeners close, in-flight requests finish and watch streams end cleanly.
+  // Whatever is left when shutdown_grace_period (counted from the signal) runs out is cut off.
+  std::chrono::milliseconds shutdown_delay{3'000};
+  std::chrono::milliseconds shutdown_grace_period{25'000};
 };
 
 // Go-style durations as Kubernetes flags take them: "300ms", "1.5s", "5m", "1h2m3s", "0".

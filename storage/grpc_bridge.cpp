@@ -22,14 +22,12 @@ struct CancelCall {
   }
 };
 
-// Debian builds Abseil with mutex deadlock detection on: every lock gRPC takes then walks a
-// lock graph (a few percent of the CPU per etcd request). kwatch has no Abseil mutexes of its own.
+}  // namespace
+
 void disable_abseil_deadlock_detection() {
   static std::once_flag once;
   std::call_once(once, [] { absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore); });
 }
-
-}  // namespace
 
 struct GrpcBridge::Operation {
   grpc::ClientContext* context;
@@ -50,7 +48,7 @@ struct GrpcBridge::Operation {
   }
 };
 
-GrpcBridge::GrpcBridge() : thread_([this] { pump(); }) { disable_abseil_deadlock_detection(); }
+GrpcBridge::GrpcBridge() : thread_([this] { pump(); }) {}
 
 GrpcBridge::~GrpcBridge() { shutdown(); }
 

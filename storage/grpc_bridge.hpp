@@ -41,6 +41,11 @@
 
 namespace kwatch::storage {
 
+// A process-wide setting, made once at start-up before the first gRPC channel: Debian builds
+// Abseil with mutex deadlock detection on, so every lock gRPC takes walks a lock graph (a few
+// percent of the CPU per etcd request). kwatch has no Abseil mutexes of its own.
+void disable_abseil_deadlock_detection();
+
 class GrpcBridge {
  public:
   GrpcBridge();

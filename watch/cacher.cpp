@@ -551,16 +551,26 @@ void Cacher::end_watcher(const std::shared_ptr<Watcher>& w, bool slow) {
   w->channel.close();
 }
 
-void Cacher::end_all_watchers() {
+void Cacher::end_all_watchers() { end_watchers(false); }
+
+void Cacher::end_client_watches() {
+  clients_closed_ = true;
+  end_watchers(true);
+}
+
+void Cacher::end_watchers(bool clients_only) {
   std::vector<std::shared_ptr<Watcher>> all;
   {
     std::lock_guard lock(impl_->dispatch_mutex);
-    for (auto& [id, w] : impl_->all) all.push_back(w);
+    auto take = [&](const std::shared_ptr<Watcher>& w) {
+      if (!clients_only || !w->internal) all.push_back(w);
+    };
+    for (auto& [id, w] : impl_->all) take(w);
     for (auto& [k, m] : impl_->by_namespace) {
-      for (auto& [id, w] : m) all.push_back(w);
+      for (auto& [id, w] : m) take(w);
     }
     for (auto& [k, m] : impl_->by_trigger) {
-      for (auto& [id, w] : m) all.push_back(w);
+      for (auto& [id, w] : m) take(w);
     }
   }
   for (auto& w : all) end_watcher(w, false);
@@ -649,6 +659,7 @@ asio::awaitable<storage::Result<std::unique_ptr<WatchSession>>> Cacher::watch(Wa
   {
     std::lock_guard lock(impl_->dispatch_mutex);
     if (!ready_) co_return Errc::too_many_requests;
+    if (clients_closed_ && !request.internal) co_return Errc::unavailable;
     // Everything up to the last applied event is in the initial state or events below; only
     // later events may follow (progress may have moved resource_version() past late events).
     w->start_rv = cache_.applied_resource_version();

@@ -113,6 +113,10 @@ class Cacher : public std::enable_shared_from_this<Cacher> {
 
   void start();
   void stop();
+  // Graceful shutdown: ends every client's watch (its stream ends cleanly; the client re-watches
+  // elsewhere from its last resourceVersion) and refuses new ones with `unavailable`; kwatch's
+  // own (internal) watches go on. Thread-safe.
+  void end_client_watches();
   bool ready() const { return ready_.load(); }
   const CacherOptions& options() const { return options_; }
   const CacherCounters& counters() const { return counters_; }
@@ -169,6 +173,7 @@ class Cacher : public std::enable_shared_from_this<Cacher> {
   void unregister_watcher(const Watcher& w);
   void end_watcher(const std::shared_ptr<Watcher>& w, bool slow);
   void end_all_watchers();
+  void end_watchers(bool clients_only);
   void notify_waiters();
 
   struct Impl;
@@ -179,6 +184,7 @@ class Cacher : public std::enable_shared_from_this<Cacher> {
   CacherCounters counters_;
   std::atomic<bool> ready_{false};
   std::atomic<bool> stopped_{false};
+  std::atomic<bool> clients_closed_{false};  // end_client_watches
   std::atomic<bool> progress_ordered_{true};  // the storage watch's progress_is_ordered()
 };
 

@@ -166,7 +166,9 @@ class Server:
         # Plain HTTP on a free port, open to everyone; suites about TLS and access control
         # override these in extra_args (the last value of a flag wins).
         args = [self.binary, "--port=0", "--bind-address=127.0.0.1", "--io-threads=2",
-                "--secure-port=0", "--authorization-mode=AlwaysAllow", "--anonymous-auth=true"]
+                "--secure-port=0", "--authorization-mode=AlwaysAllow", "--anonymous-auth=true",
+                # Stopped by SIGTERM after every suite: no load balancer to wait for.
+                "--shutdown-delay-duration=0s"]
         if self.etcd is not None:
             args += ["--storage-backend=etcd3", f"--etcd-servers={self.etcd.endpoints()}"]
         elif self.data_dir:
@@ -750,6 +752,7 @@ class WebSocketWatch:
         self.ended = False
         self.error = None
         self.opcodes = []
+        self.close_code = None  # the status code of the server's close frame, once received
         self.ws = None
         try:
             self.ws = websocket.create_connection(f"ws://127.0.0.1:{server.port}{path}",
@@ -773,6 +776,11 @@ class WebSocketWatch:
             return None
         if opcode == self._ws_mod.ABNF.OPCODE_CLOSE:
             self.ended = True
+            self.close_code = int.from_bytes(data[:2], "big") if len(data) >= 2 else 1005
+            try:
+                self.ws.send_close()  # the close handshake, as a client library answers it
+            except (self._ws_mod.WebSocketException, OSError):
+                pass
             return None
         self.opcodes.append(opcode)
         try:

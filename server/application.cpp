@@ -1,0 +1,565 @@
+#include "server/application.hpp"
+
+#include "registry/rbac_authorizer.hpp"
+#include "registry/resource_store.hpp"
+#include "registry/scheme.hpp"
+#include "server/access.hpp"
+#include "server/api_handler.hpp"
+#include "server/audit_log.hpp"
+#include "server/cacher_registry.hpp"
+#include "registry/service_allocator.hpp"
+#include "server/crd_controller.hpp"
+#include "server/garbage_collector.hpp"
+#include "server/namespace_controller.hpp"
+#include "server/encryption_at_rest.hpp"
+#include "server/http_server.hpp"
+#include "server/task_failure.hpp"
+#include "server/service_account_tokens.hpp"
+#include "server/tls_certificates.hpp"
+#include "server/token_file.hpp"
+#include "server/selector_predicate.hpp"
+#include "server/version.hpp"
+#include "server/watch_cache_state.hpp"
+#include "storage/encrypting_storage.hpp"
+#include "storage/etcd_storage.hpp"
+#include "storage/memory_storage.hpp"
+#include "watch/cacher.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <fmt/ranges.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <thread>
+
+#include <malloc.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <variant>
+
+#include "storage/grpc_bridge.hpp"
+
+#include <csignal>
+
+namespace kwatch::server {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+namespace {
+
+// Like kube-apiserver's compactor: every interval, compact to the revision seen one interval
+// ago, so that history stays bounded but a watcher always has at least one interval to catch up.
+asio::awaitable<void> compact_periodically(std::shared_ptr<storage::Storage> storage,
+                                           std::chrono::milliseconds interval) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  std::int64_t previous = 0;
+  for (;;) {
+    timer.expires_after(interval);
+    co_await timer.async_wait(asio::use_awaitable);
+    if (previous > 0) {
+      if (auto r = co_await storage->compact(previous); !r) {
+        spdlog::warn("compaction at {} failed: {}", previous, r.error().message());
+      }
+    }
+    auto current = co_await storage->current_revision();
+    if (current) previous = *current;
+  }
+}
+
+// The process's memory, as Prometheus' process collector names it, and the C heap's own view:
+// bytes handed out by malloc and free bytes it keeps (fragmentation the RSS includes).
+void register_process_metrics(Metrics& metrics) {
+  metrics.help("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+  metrics.gauge_fn("process_resident_memory_bytes", {}, [] {
+    long pages = 0;
+    if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+      long size = 0;
+      if (std::fscanf(f, "%ld %ld", &size, &pages) != 2) pages = 0;
+      std::fclose(f);
+    }
+    return static_cast<double>(pages) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  });
+  metrics.help("kwatch_heap_allocated_bytes", "gauge", "Bytes allocated from the C heap and in use.");
+  metrics.gauge_fn("kwatch_heap_allocated_bytes", {}, [] {
+    const struct mallinfo2 mi = mallinfo2();
+    return static_cast<double>(mi.uordblks + mi.hblkhd);
+  });
+  metrics.help("kwatch_heap_free_bytes", "gauge",
+               "Free bytes the C heap keeps (counted in resident memory where touched).");
+  metrics.gauge_fn("kwatch_heap_free_bytes", {}, [] {
+    const struct mallinfo2 mi = mallinfo2();
+    return static_cast<double>(mi.fordblks);
+  });
+}
+
+}  // namespace
+
+struct Application::Parts {
+  Options options;
+  unsigned threads = 1;
+  unsigned delivery_threads = 0;
+  // Declared first, destroyed last: what is still queued on them holds the parts below.
+  std::optional<asio::io_context> ioc;
+  std::optional<asio::io_context> delivery;
+  std::shared_ptr<storage::Storage> storage;
+  std::shared_ptr<CacherRegistry> cachers;
+  std::shared_ptr<registry::ResourceStore> store;
+  std::optional<asio::thread_pool> compute;
+  std::shared_ptr<ApiHandler> handler;
+  std::shared_ptr<AuditLog> audit;
+  std::shared_ptr<RbacPolicySource> rbac;
+  std::shared_ptr<CrdController> crd_controller;
+  std::shared_ptr<NamespaceController> namespace_controller;
+  std::shared_ptr<GarbageCollector> garbage_collector;
+  std::unique_ptr<HttpServer> http;
+  std::unique_ptr<HttpServer> https;
+  std::optional<asio::signal_set> signals;
+  int exit_code = 0;
+
+  asio::awaitable<void> shut_down(int signal);
+  std::size_t open_connections() const {
+    return (http ? http->open_connections() : 0) + (https ? https->open_connections() : 0);
+  }
+};
+
+Application::Application(Options options) : parts_(std::make_unique<Parts>()) {
+  parts_->options = std::move(options);
+}
+
+Application::~Application() = default;
+
+bool Application::start() {
+  Parts& p = *parts_;
+  const Options& options = p.options;
+  const unsigned threads =
+      options.io_threads > 0 ? options.io_threads : std::max(1u, std::thread::hardware_concurrency());
+  p.threads = threads;
+  p.ioc.emplace(static_cast<int>(threads));
+  asio::io_context& ioc = *p.ioc;
+  // Watch events are written from threads of their own, so a request never waits in the I/O
+  // threads' queue behind the fan-out of an event to thousands of watchers. The admission of
+  // writes by seats (request_limits.hpp) keeps writers from running ahead of delivery.
+  const unsigned delivery_threads =
+      options.delivery_threads.value_or(std::max(1u, std::thread::hardware_concurrency()));
+  p.delivery_threads = delivery_threads;
+  std::optional<asio::io_context>& delivery = p.delivery;
+  if (delivery_threads > 0) delivery.emplace(static_cast<int>(delivery_threads));
+  asio::io_context* delivery_ioc = delivery ? &*delivery : nullptr;
+
+  std::shared_ptr<storage::Storage>& storage = p.storage;
+  if (options.storage_backend == "etcd3") {
+    storage::disable_abseil_deadlock_detection();  // process-wide, before the first gRPC channel
+    storage::EtcdStorage::Options etcd_options;
+    etcd_options.endpoints = options.etcd_servers;
+    etcd_options.ca_file = options.etcd_cafile;
+    etcd_options.cert_file = options.etcd_certfile;
+    etcd_options.key_file = options.etcd_keyfile;
+    // Like kube-apiserver, wait a while for etcd at start-up rather than fail at once.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (;;) {
+      auto opened = storage::EtcdStorage::open(etcd_options, ioc.get_executor());
+      if (opened) {
+        storage = std::move(*opened);
+        break;
+      }
+      if (opened.error() != storage::Errc::unavailable ||
+          std::chrono::steady_clock::now() > give_up) {
+        spdlog::critical("cannot use etcd at {}: {}", fmt::join(options.etcd_servers, ","),
+                         opened.error().message());
+        return false;
+      }
+      spdlog::warn("etcd at {} is not answering yet; retrying", fmt::join(options.etcd_servers, ","));
+    }
+  } else {
+    storage::MemoryStorage::Options storage_options;
+    storage_options.data_dir = options.data_dir;
+    storage_options.sync = options.fsync;
+    storage_options.snapshot_log_bytes = options.snapshot_bytes;
+    auto opened = storage::MemoryStorage::open(storage_options);
+    if (!opened) {
+      spdlog::critical("cannot open storage in '{}': {}", options.data_dir,
+                       opened.error().message());
+      return false;
+    }
+    storage = std::move(*opened);
+  }
+  auto scheme = registry::Scheme::builtin(options.etcd_prefix);
+  // Encryption at rest sits at the storage boundary: everything above reads and writes plaintext.
+  if (!options.encryption_provider_config.empty()) {
+    auto config = storage::load_encryption_config(options.encryption_provider_config);
+    if (!config) {
+      spdlog::critical("--encryption-provider-config: {}", config.error());
+      return false;
+    }
+    auto scopes = encryption_scopes(*config, *scheme, options.etcd_prefix);
+    if (!scopes) {
+      spdlog::critical("--encryption-provider-config: {}", scopes.error());
+      return false;
+    }
+    for (const auto& scope : *scopes) spdlog::info("encrypting values under {}", scope.prefix);
+    storage = std::make_shared<storage::EncryptingStorage>(std::move(storage), std::move(*scopes));
+  }
+  CacherDefaults cacher_defaults;
+  cacher_defaults.default_capacity = options.default_watch_cache_size;
+  cacher_defaults.capacities = options.watch_cache_sizes;
+  cacher_defaults.bookmark_interval = options.watch_bookmark_interval;
+  // The cachers' reflectors and dispatchers are part of delivery too: an event is fanned out
+  // to watcher strands of the same io_context, without a hop per watcher between thread pools.
+  auto& cachers = p.cachers = std::make_shared<CacherRegistry>(
+      delivery ? delivery->get_executor() : ioc.get_executor(), storage,
+                                                         std::move(cacher_defaults));
+  for (const registry::ResourceInfo* info : scheme->resources()) cachers->ensure(*info);
+  // On etcd an update starting from the cache's copy saves a round trip. The embedded store reads
+  // a key faster than the copy can be decoded, so there updates read storage.
+  std::shared_ptr<const registry::StateCache> state_cache;
+  if (options.storage_backend == "etcd3") {
+    state_cache = std::make_shared<WatchCacheState>(cachers);
+  }
+  auto& store = p.store = std::make_shared<registry::ResourceStore>(storage, scheme, state_cache);
+  auto metrics = std::make_shared<Metrics>();
+  register_process_metrics(*metrics);
+  const std::string address =
+      options.bind_address + ":" +
+      std::to_string(options.secure_port != 0 ? options.secure_port : *options.port);
+  WatchOptions watch_options;
+  watch_options.min_request_timeout = options.min_request_timeout;
+  // Patches and large bodies are decoded and merged here, away from the I/O threads, so a few
+  // expensive requests cannot hold up health checks and everyone else's requests.
+  p.compute.emplace(std::max(1u, threads / 2));
+  asio::thread_pool& compute = *p.compute;
+  ComputeOptions compute_options;
+  compute_options.executor = compute.get_executor();
+  auto& handler = p.handler = std::make_shared<ApiHandler>(scheme, store, metrics, address, cachers,
+                                                      watch_options, compute_options);
+  std::shared_ptr<AuditLog>& audit = p.audit;
+  if (!options.audit_log_path.empty()) {
+    AuditLogOptions audit_options;
+    audit_options.path = options.audit_log_path;
+    audit_options.max_size_bytes = std::uint64_t{options.audit_log_maxsize_mb} << 20;
+    audit_options.max_backups = static_cast<int>(options.audit_log_maxbackup);
+    audit_options.max_age_days = static_cast<int>(options.audit_log_maxage_days);
+    auto opened = AuditLog::open(std::move(audit_options));
+    if (!opened) {
+      spdlog::critical("--audit-log-path: {}", opened.error());
+      return false;
+    }
+    audit = std::move(*opened);
+    handler->set_audit(audit);
+  }
+  // Who may do what.
+  AccessOptions access;
+  access.anonymous = options.anonymous_auth;
+  if (!options.token_auth_file.empty()) {
+    auto tokens = TokenFile::load(options.token_auth_file);
+    if (!tokens) {
+      spdlog::critical("{}", tokens.error());
+      return false;
+    }
+    access.tokens = std::move(*tokens);
+  }
+  {
+    ServiceAccountKeyOptions keys;
+    keys.issuer = options.service_account_issuer;
+    keys.api_audiences = options.api_audiences;
+    keys.signing_key_file = options.service_account_signing_key_file;
+    keys.key_files = options.service_account_key_files;
+    keys.cert_dir = options.cert_dir;
+    auto loaded = ServiceAccountTokens::load(keys);
+    if (!loaded) {
+      spdlog::critical("ServiceAccount tokens: {}", loaded.error());
+      return false;
+    }
+    if ((*loaded)->ephemeral()) {
+      spdlog::warn("cannot write a ServiceAccount key into {}: using one in memory, so tokens "
+                   "stop working when kwatch restarts (give --service-account-key-file and "
+                   "--service-account-signing-key-file, or a writable --cert-dir)",
+                   options.cert_dir);
+    }
+    access.service_accounts = std::move(*loaded);
+  }
+  access.max_token_seconds = std::chrono::duration_cast<std::chrono::seconds>(
+                                options.service_account_max_token_expiration)
+                                .count();
+  access.scheme = scheme;
+  access.cachers = cachers;
+  access.store = store;
+  std::shared_ptr<RbacPolicySource>& rbac = p.rbac;
+  if (options.authorization_mode == "RBAC") {
+    rbac = std::make_shared<RbacPolicySource>(scheme, cachers);
+    rbac->start(ioc.get_executor());
+    access.rbac = rbac;
+  }
+  handler->set_access(std::move(access));
+  handler->set_limits(std::make_shared<RequestLimits>(
+      RequestLimitOptions{options.max_requests_inflight,
+                                  options.max_mutating_requests_inflight,
+                                  options.max_watches_per_user, options.mutating_queue_length,
+                                  options.mutating_queue_wait, options.watches_per_seat,
+                                  options.max_fanout_seats},
+      metrics));
+  // CustomResourceDefinitions become served resources here, in every replica.
+  auto& crd_controller = p.crd_controller = std::make_shared<CrdController>(scheme, store, cachers, storage,
+                                                                options.etcd_prefix);
+  crd_controller->start(ioc.get_executor());
+  // Namespaces being deleted are emptied, then go.
+  auto& namespace_controller = p.namespace_controller =
+      std::make_shared<NamespaceController>(scheme, store, cachers, storage);
+  namespace_controller->start(ioc.get_executor());
+  // Services get cluster IPs and node ports from the configured ranges.
+  auto service_ranges = registry::parse_node_port_range(
+      options.service_node_port_range, *registry::parse_service_cidr(options.service_cluster_ip_range));
+  auto service_allocator =
+      std::make_shared<registry::ServiceAllocator>(storage, options.etcd_prefix, *service_ranges);
+  store->set_service_allocator(service_allocator);
+  // Dependents whose owners are gone are deleted, as kube-controller-manager's collector does.
+  store->set_garbage_collection(options.enable_garbage_collector);
+  std::shared_ptr<GarbageCollector>& garbage_collector = p.garbage_collector;
+  if (options.enable_garbage_collector) {
+    garbage_collector = std::make_shared<GarbageCollector>(scheme, store, cachers);
+    garbage_collector->start(ioc.get_executor());
+  }
+  // Plain HTTP only when asked for (local development).
+  std::unique_ptr<HttpServer>& http = p.http;
+  if (options.port) {
+    http = std::make_unique<HttpServer>(ioc, handler, HttpLimits{}, delivery_ioc);
+    if (auto ec = http->listen(options.bind_address, *options.port)) {
+      spdlog::critical("cannot listen on {}:{}: {}", options.bind_address, *options.port,
+                       ec.message());
+      return false;
+    }
+    http->start();
+  }
+  // HTTPS beside it, with the operator's certificate or one made for this machine.
+  std::unique_ptr<HttpServer>& https = p.https;
+  if (options.secure_port != 0) {
+    std::string cert = options.tls_cert_file;
+    std::string key = options.tls_private_key_file;
+    if (cert.empty()) {
+      std::vector<std::string> hosts{"localhost", "127.0.0.1", "::1"};
+      if (options.bind_address != "0.0.0.0" && options.bind_address != "::" &&
+          options.bind_address != "127.0.0.1") {
+        hosts.push_back(options.bind_address);
+      }
+      auto generated = ensure_self_signed_certificate(options.cert_dir, hosts);
+      if (!generated) {
+        spdlog::critical("cannot make a serving certificate: {}", generated.error());
+        return false;
+      }
+      if (generated->generated) {
+        spdlog::info("generated a self-signed CA and serving certificate in {}; clients trust {}",
+                     options.cert_dir, generated->ca_file);
+      }
+      cert = generated->cert_file;
+      key = generated->key_file;
+    }
+    https = std::make_unique<HttpServer>(ioc, handler, HttpLimits{}, delivery_ioc);
+    if (auto err = https->enable_tls(cert, key, options.client_ca_file); !err.empty()) {
+      spdlog::critical("cannot serve HTTPS: {}", err);
+      return false;
+    }
+    if (auto ec = https->listen(options.bind_address, options.secure_port)) {
+      spdlog::critical("cannot listen on {}:{}: {}", options.bind_address, options.secure_port,
+                       ec.message());
+      return false;
+    }
+    https->start();
+  }
+
+  // The port the `kubernetes` Service sends to: the secure one, else the plain one.
+  const unsigned short api_port = https ? https->port() : http ? http->port() : 443;
+  asio::co_spawn(
+      ioc,
+      [store, handler, scheme, service_allocator, api_port, &options]() -> asio::awaitable<void> {
+        // Retries until storage answers: with etcd, kwatch may start before its cluster.
+        asio::steady_timer retry(co_await asio::this_coro::executor);
+        for (const char* ns : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
+          for (;;) {
+            auto r = co_await store->ensure_namespace(ns);
+            if (r) break;
+            spdlog::warn("cannot create namespace {} yet: {}", ns, r.error().message);
+            retry.expires_after(std::chrono::seconds(1));
+            co_await retry.async_wait(asio::use_awaitable);
+          }
+        }
+        // kube's bootstrap RBAC policy: the default roles and their bindings, once.
+        const auto* roles = scheme->find("rbac.authorization.k8s.io", "v1", "clusterroles");
+        const auto* bindings =
+            scheme->find("rbac.authorization.k8s.io", "v1", "clusterrolebindings");
+        for (auto [info, objects] :
+             {std::pair{roles, registry::bootstrap_cluster_roles()},
+              std::pair{bindings, registry::bootstrap_cluster_role_bindings()}}) {
+          for (auto& object : objects) {
+            auto r = co_await store->ensure(*info, std::move(object));
+            if (!r) spdlog::warn("cannot create a bootstrap RBAC object: {}", r.error().message);
+          }
+        }
+        // The `kubernetes` Service in `default`, on the range's first address, and its
+        // Endpoints: this server.
+        const std::string address =
+            options.bind_address == "0.0.0.0" || options.bind_address == "::" ? "127.0.0.1"
+                                                                               : options.bind_address;
+        const auto* services = scheme->find("", "v1", "services");
+        const auto* endpoints = scheme->find("", "v1", "endpoints");
+        json::object labels{{"component", "apiserver"}, {"provider", "kubernetes"}};
+        json::object kubernetes_service{
+            {"apiVersion", "v1"},
+            {"kind", "Service"},
+            {"metadata", json::object{{"name", "kubernetes"}, {"namespace", "default"}, {"labels", labels}}},
+            {"spec", json::object{{"type", "ClusterIP"},
+                                  {"clusterIP", service_allocator->first_ip()},
+                                  {"sessionAffinity", "None"},
+                                  {"ports", json::array{json::object{{"name", "https"},
+                                                                     {"port", 443},
+                                                                     {"protocol", "TCP"},
+                                                                     {"targetPort", api_port}}}}}}};
+        json::object kubernetes_endpoints{
+            {"apiVersion", "v1"},
+            {"kind", "Endpoints"},
+            {"metadata", json::object{{"name", "kubernetes"}, {"namespace", "default"}, {"labels", labels}}},
+            {"subsets", json::array{json::object{
+                            {"addresses", json::array{json::object{{"ip", address}}}},
+                            {"ports", json::array{json::object{{"name", "https"},
+                                                               {"port", api_port},
+                                                               {"protocol", "TCP"}}}}}}}};
+        for (auto [info, object] : {std::pair{services, std::move(kubernetes_service)},
+                                    std::pair{endpoints, std::move(kubernetes_endpoints)}}) {
+          auto r = co_await store->ensure(*info, std::move(object));
+          if (!r) spdlog::warn("cannot create the kubernetes {}: {}", info->kind, r.error().message);
+        }
+        handler->set_ready(true);
+      },
+      [](std::exception_ptr e) { log_task_failure(e, "task"); });
+  if (options.compaction_interval.count() > 0) {
+    asio::co_spawn(ioc, compact_periodically(storage, options.compaction_interval), [](std::exception_ptr e) { log_task_failure(e, "task"); });
+  }
+
+  std::string where = options.storage_backend == "etcd3"
+                          ? ", " + fmt::format("{}", fmt::join(options.etcd_servers, ","))
+                          : (options.data_dir.empty() ? ", in memory" : ", data dir " + options.data_dir);
+  spdlog::info("kwatch-apiserver {} (storage: {}{}, authorization: {})", kKwatchVersion,
+               options.storage_backend, where, options.authorization_mode);
+  if (https) {
+    spdlog::info("serving on https://{}:{}", options.bind_address, https->port());
+  }
+  if (http) {
+    spdlog::info("serving on http://{}:{} (plain HTTP, for local development)",
+                 options.bind_address, http->port());
+  }
+
+  p.signals.emplace(ioc, SIGINT, SIGTERM);
+  p.signals->async_wait([&p](const boost::system::error_code& ec, int signal) {
+    if (ec) return;
+    asio::co_spawn(*p.ioc, p.shut_down(signal),
+                   [](std::exception_ptr e) { log_task_failure(e, "shutdown"); });
+  });
+  return true;
+}
+
+namespace {
+
+// After the first signal: a second one ends the process at once.
+extern "C" void exit_now(int) {
+  static constexpr char kMessage[] = "second signal: exiting now\n";
+  (void)!::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+  std::_Exit(1);
+}
+
+}  // namespace
+
+asio::awaitable<void> Application::Parts::shut_down(int signal) {
+  const auto deadline = std::chrono::steady_clock::now() + options.shutdown_grace_period;
+  signals->clear();
+  struct sigaction action {};
+  action.sa_handler = exit_now;
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+  spdlog::info("signal {}: shutting down; /readyz fails now, requests are served for {} ms more",
+               signal, options.shutdown_delay.count());
+  handler->set_shutting_down();
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  timer.expires_after(options.shutdown_delay);
+  co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+
+  // No new connections, no new watches; connections close after their current request.
+  if (http) http->stop();
+  if (https) https->stop();
+  handler->refuse_watches();
+  if (http) http->drain();
+  if (https) https->drain();
+  crd_controller->stop();
+  namespace_controller->stop();
+  if (garbage_collector) garbage_collector->stop();
+  cachers->end_client_watches();
+  while (open_connections() > 0 && std::chrono::steady_clock::now() < deadline) {
+    timer.expires_after(std::chrono::milliseconds(20));
+    co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
+  if (const std::size_t left = open_connections(); left > 0) {
+    spdlog::warn("shutdown: {} connections still open after the grace period of {} ms: cut off",
+                 left, options.shutdown_grace_period.count());
+    exit_code = 1;
+  } else {
+    spdlog::info("shutdown: every request answered and every watch stream ended");
+  }
+  if (rbac) rbac->stop();
+  cachers->stop_all();
+  if (delivery) delivery->stop();
+  ioc->stop();
+}
+
+int Application::run() {
+  Parts& p = *parts_;
+  const Options& options = p.options;
+  asio::io_context& ioc = *p.ioc;
+  std::vector<std::thread> pool;
+  for (unsigned i = 1; i < p.threads; ++i) pool.emplace_back([&ioc] { ioc.run(); });
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> delivery_work;
+  if (p.delivery) {
+    delivery_work.emplace(p.delivery->get_executor());
+    for (unsigned i = 0; i < p.delivery_threads; ++i) {
+      pool.emplace_back([&p, &options] {
+        // Linux: a nice value is per thread. Lowering one's own priority needs no privilege.
+        if (setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), options.delivery_nice) != 0) {
+          spdlog::warn("cannot set the delivery threads' nice value: {}", std::strerror(errno));
+        }
+        p.delivery->run();
+      });
+    }
+  }
+  ioc.run();
+  for (auto& t : pool) t.join();
+  p.compute->stop();
+  p.compute->join();
+  if (p.audit) p.audit->stop();  // writes what is queued
+  // Storage goes with the last of its holders: the embedded store syncs and closes its log.
+  p.http.reset();
+  p.https.reset();
+  p.garbage_collector.reset();
+  p.namespace_controller.reset();
+  p.crd_controller.reset();
+  p.rbac.reset();
+  p.handler.reset();
+  p.store.reset();
+  p.cachers.reset();
+  p.delivery.reset();
+  p.ioc.reset();
+  p.storage.reset();
+  return p.exit_code;
+}
+
+}  // namespace kwatch::server
