@@ -10,6 +10,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libre2-dev libssl-dev openssl
   etcd-server etcd-client
+  # The HA topology's load balancer (deploy/local-cluster, e2e.ha).
+  haproxy
   curl python3 python3-kubernetes python3-websocket python3-yaml python3-cryptography
   gnuplot-nox
   # The fuzz targets (scripts/fuzz.sh): clang 14 and its runtime libraries (libFuzzer, ASan,

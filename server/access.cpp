@@ -14,6 +14,7 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <algorithm>
+#include <limits>
 #include <boost/json/array.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -79,6 +80,7 @@ asio::awaitable<void> RbacPolicySource::run() {
 
 void RbacPolicySource::rebuild() {
   std::vector<json::object> lists[4];
+  std::int64_t covered = std::numeric_limits<std::int64_t>::max();
   for (int i = 0; i < 4; ++i) {
     const registry::ResourceInfo* info =
         scheme_->find("rbac.authorization.k8s.io", "v1", kRbacResources[i]);
@@ -87,6 +89,8 @@ void RbacPolicySource::rebuild() {
       dirty_ = true;  // try again at the next tick
       return;
     }
+    // Read before the list: the list holds at least everything up to it.
+    covered = std::min(covered, cacher->resource_version());
     for (const auto& object : cacher->list(info->key_prefix(), "", 0, nullptr).objects) {
       auto v = storage::parse_json(object->json);
       if (v && v->is_object()) lists[i].push_back(std::move(v->get_object()));
@@ -94,6 +98,7 @@ void RbacPolicySource::rebuild() {
   }
   auto policy = registry::RbacPolicy::build(lists[0], lists[1], lists[2], lists[3]);
   std::atomic_store(&policy_, std::move(policy));
+  covered_ = covered;
 }
 
 namespace {

@@ -39,6 +39,10 @@ class RbacPolicySource : public std::enable_shared_from_this<RbacPolicySource> {
   void stop() { stopped_ = true; }
   // The policy as of the last rebuild; null until the caches are ready.
   std::shared_ptr<const registry::RbacPolicy> current() const { return std::atomic_load(&policy_); }
+  // The storage revision the current policy includes every RBAC object up to (0: none yet).
+  std::int64_t covered_revision() const { return covered_.load(); }
+  // Asks for a rebuild at the next tick (the caches may have moved on since the last one).
+  void refresh() { dirty_ = true; }
 
  private:
   boost::asio::awaitable<void> run();
@@ -50,6 +54,7 @@ class RbacPolicySource : public std::enable_shared_from_this<RbacPolicySource> {
   std::shared_ptr<const registry::RbacPolicy> policy_;
   std::atomic<bool> dirty_{true};
   std::atomic<bool> stopped_{false};
+  std::atomic<std::int64_t> covered_{0};
 };
 
 struct AccessOptions {

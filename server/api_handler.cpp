@@ -538,7 +538,10 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
   if (audit) audit->user = *user;
   const bool resource_path =
       !seg.empty() && (seg[0] == "api" || seg[0] == "apis") && seg.size() > (seg[0] == "api" ? 2u : 3u);
-  if (!resource_path && access_.rbac) {
+  // Health probes are always allowed, as kube-apiserver's default
+  // --authorization-always-allow-paths: a load balancer must see /readyz before the bootstrap
+  // RBAC policy exists (first start) or is loaded.
+  if (!resource_path && access_.rbac && !is_health_probe(url->path)) {
     registry::RequestAttributes a;
     a.user = *user;
     a.resource_request = false;

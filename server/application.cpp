@@ -384,7 +384,8 @@ bool Application::start() {
   const unsigned short api_port = https ? https->port() : http ? http->port() : 443;
   asio::co_spawn(
       ioc,
-      [store, handler, scheme, service_allocator, api_port, &options]() -> asio::awaitable<void> {
+      [store, handler, scheme, service_allocator, api_port, &options, rbac,
+       storage]() -> asio::awaitable<void> {
         // Retries until storage answers: with etcd, kwatch may start before its cluster.
         asio::steady_timer retry(co_await asio::this_coro::executor);
         for (const char* ns : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
@@ -440,6 +441,24 @@ bool Application::start() {
                                     std::pair{endpoints, std::move(kubernetes_endpoints)}}) {
           auto r = co_await store->ensure(*info, std::move(object));
           if (!r) spdlog::warn("cannot create the kubernetes {}: {}", info->kind, r.error().message);
+        }
+        // Ready once authorization sees the bootstrap policy (kube's
+        // poststarthook/rbac/bootstrap-roles): before, every request but the probes is refused.
+        if (rbac) {
+          std::int64_t written = 0;
+          while (written == 0) {
+            if (auto rev = co_await storage->current_revision()) {
+              written = *rev;
+              break;
+            }
+            retry.expires_after(std::chrono::milliseconds(100));
+            co_await retry.async_wait(asio::use_awaitable);
+          }
+          while (rbac->covered_revision() < written) {
+            rbac->refresh();
+            retry.expires_after(std::chrono::milliseconds(20));
+            co_await retry.async_wait(asio::use_awaitable);
+          }
         }
         handler->set_ready(true);
       },
