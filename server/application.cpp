@@ -172,6 +172,7 @@ bool Application::start() {
     // Like kube-apiserver, wait a while for etcd at start-up rather than fail at once.
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     for (;;) {
+      const auto attempt = std::chrono::steady_clock::now();
       auto opened = storage::EtcdStorage::open(etcd_options, ioc.get_executor());
       if (opened) {
         storage = std::move(*opened);
@@ -184,6 +185,9 @@ bool Application::start() {
         return false;
       }
       spdlog::warn("etcd at {} is not answering yet; retrying", fmt::join(options.etcd_servers, ","));
+      // A failure that came at once (a name that does not resolve yet, a refused connection)
+      // is tried again after a second, not in a loop.
+      std::this_thread::sleep_until(attempt + std::chrono::seconds(1));
     }
   } else {
     storage::MemoryStorage::Options storage_options;

@@ -127,6 +127,11 @@ class GarbageCollectorTest : public ::testing::Test {
   const registry::ResourceInfo* deployments_ = nullptr;
 };
 
+constexpr const char* kOwner = R"({"apiVersion":"apps/v1","kind":"Deployment",
+    "metadata":{"name":"bg"},"spec":{"selector":{"matchLabels":{"app":"bg"}},
+    "template":{"metadata":{"labels":{"app":"bg"}},
+    "spec":{"containers":[{"name":"c","image":"nginx"}]}}}})";
+
 // The collector checks a dependent while its owner is there; the owner goes before the
 // collector follows the owner's resource, so no DELETED event of it ever reaches the collector.
 // Following that resource must still bring the dependent up again.
@@ -134,10 +139,7 @@ TEST_F(GarbageCollectorTest, AnOwnerThatWentBeforeItsResourceWasFollowedStillRel
   cachers_->ensure(*configmaps_);
   collector_ = std::make_shared<GarbageCollector>(scheme_, store_, cachers_);
   collector_->start(ioc_.get_executor());
-  const auto owner = create(*deployments_, R"({"apiVersion":"apps/v1","kind":"Deployment",
-      "metadata":{"name":"bg"},"spec":{"selector":{"matchLabels":{"app":"bg"}},
-      "template":{"metadata":{"labels":{"app":"bg"}},
-      "spec":{"containers":[{"name":"c","image":"nginx"}]}}}})");
+  const auto owner = create(*deployments_, kOwner);
   const std::string uid(owner.at("metadata").at("uid").as_string());
   create(*configmaps_, configmap("child", "bg", uid));
   // The queue is first in, first out: once this later dependent of a missing owner is
@@ -159,10 +161,7 @@ TEST_F(GarbageCollectorTest, AnOwnersDeletedEventReleasesItsDependents) {
   cachers_->ensure(*deployments_);
   collector_ = std::make_shared<GarbageCollector>(scheme_, store_, cachers_);
   collector_->start(ioc_.get_executor());
-  const auto owner = create(*deployments_, R"({"apiVersion":"apps/v1","kind":"Deployment",
-      "metadata":{"name":"bg"},"spec":{"selector":{"matchLabels":{"app":"bg"}},
-      "template":{"metadata":{"labels":{"app":"bg"}},
-      "spec":{"containers":[{"name":"c","image":"nginx"}]}}}})");
+  const auto owner = create(*deployments_, kOwner);
   const std::string uid(owner.at("metadata").at("uid").as_string());
   create(*configmaps_, configmap("child", "bg", uid));
   ASSERT_TRUE(eventually([&] { return cached(*configmaps_, "child") && cached(*deployments_, "bg"); }));
