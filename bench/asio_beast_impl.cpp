@@ -1,5 +1,0 @@
-// The one translation unit that compiles Asio, Asio's TLS support and Beast for the load generator
-// (BOOST_ASIO_SEPARATE_COMPILATION, BOOST_BEAST_SEPARATE_COMPILATION come from kwatch_options).
-#include <boost/asio/impl/src.hpp>
-#include <boost/asio/ssl/impl/src.hpp>
-#include <boost/beast/src.hpp>

@@ -1,0 +1,113 @@
+// The client's transport: HTTP/1.1 over TCP or TLS to one API server, on Asio coroutines.
+// Requests carry the kubeconfig's credentials (client certificate, bearer token); the server is
+// verified against the kubeconfig's CA (or the system's), unless insecure-skip-tls-verify says
+// not to. Idle connections are kept for the next request (keep-alive) up to a small limit; every
+// request has a deadline. A response that is not 2xx comes back as an `ApiError` read from its
+// `Status` body (code, reason, message, Retry-After), as client-go's StatusError. A watch keeps
+// its connection for itself and yields events as they arrive.
+//
+// Thread-safety: one client per strand (or single-threaded io_context); requests may overlap.
+#pragma once
+
+#include "client/kubeconfig.hpp"
+#include "client/watch_stream.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/json/object.hpp>
+#include <boost/system/result.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kwatch::client {
+
+// Why a request failed. `transport` and `timeout` never reached an answer; `status` is the
+// server's answer (a Status when it sent one); `decode` is an answer that could not be read.
+struct ApiError {
+  enum class Kind { transport, timeout, status, decode };
+  Kind kind = Kind::transport;
+  unsigned http_status = 0;  // for `status`
+  std::string reason;        // Status.reason ("NotFound", "Expired", ...)
+  std::string message;
+  int retry_after_seconds = 0;  // Retry-After, when the server sent one
+
+  bool is(unsigned code) const { return kind == Kind::status && http_status == code; }
+  std::string describe() const;
+};
+
+template <class T>
+using ApiResult = boost::system::result<T, ApiError>;
+
+struct HttpResponse {
+  unsigned status = 0;
+  std::string content_type;
+  std::string body;
+};
+
+class WatchConnection;
+
+class HttpClient {
+ public:
+  struct Options {
+    std::chrono::milliseconds request_timeout{30'000};
+    std::size_t max_idle_connections = 4;
+    std::string user_agent = "kwatch-client";
+  };
+
+  // Errors: a server URL or TLS material that cannot be used.
+  static boost::system::result<std::shared_ptr<HttpClient>, std::string> create(
+      boost::asio::any_io_executor executor, ClientConfig config, Options options);
+  static boost::system::result<std::shared_ptr<HttpClient>, std::string> create(
+      boost::asio::any_io_executor executor, ClientConfig config) {
+    return create(std::move(executor), std::move(config), Options{});
+  }
+  ~HttpClient();
+
+  // Any request; non-2xx answers are errors.
+  boost::asio::awaitable<ApiResult<HttpResponse>> request(std::string method, std::string target,
+                                                           std::string body = "",
+                                                           std::string content_type = "application/json");
+  // GET and parse: the JSON object of a 2xx answer.
+  boost::asio::awaitable<ApiResult<boost::json::object>> get(std::string target);
+  // Starts a watch (`target` carries watch=1 and its parameters); the answer's head is read
+  // here, so a refused watch (410, 403, 429...) is an error at once.
+  boost::asio::awaitable<ApiResult<std::unique_ptr<WatchConnection>>> watch(std::string target);
+
+  const ClientConfig& config() const { return config_; }
+  // Connections opened so far (for tests of keep-alive).
+  std::size_t connections_opened() const;
+
+ private:
+  struct Impl;
+  HttpClient() = default;
+  ClientConfig config_;
+  std::shared_ptr<Impl> impl_;
+  friend class WatchConnection;
+};
+
+// One watch stream. `next` yields the events that have arrived (waiting for at least one);
+// when the server ends the stream cleanly it returns an empty batch and `ended()` is true;
+// a broken or malformed stream is an error. Not for use after the client is gone.
+class WatchConnection {
+ public:
+  ~WatchConnection();
+  boost::asio::awaitable<ApiResult<std::vector<WatchEvent>>> next();
+  bool ended() const { return ended_; }
+  // Closes the connection; a pending next() completes with an error.
+  void close();
+
+ private:
+  friend class HttpClient;
+  struct Stream;
+  WatchConnection() = default;
+  std::unique_ptr<Stream> stream_;
+  ChunkedDecoder chunks_;
+  EventDecoder events_;
+  std::string body_;
+  bool ended_ = false;
+};
+
+}  // namespace kwatch::client

@@ -1,0 +1,293 @@
+// The client's transport against a real kwatch-apiserver over HTTPS (its generated CA, a bearer
+// token from a token file, RBAC on): requests, Status errors, keep-alive, TLS verification and
+// watches, including a stream the server ends and a too-old resourceVersion.
+#include "client/http_client.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/json/serialize.hpp>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace kwatch::client {
+namespace {
+
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+
+unsigned short free_port() {
+  asio::io_context ioc;
+  asio::ip::tcp::acceptor a(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+  return a.local_endpoint().port();
+}
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// One kwatch-apiserver for the whole suite.
+class Server {
+ public:
+  Server() {
+    dir_ = fs::temp_directory_path() / ("kwatch-client-test-" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    std::ofstream(dir_ / "tokens.csv") << "admin-token,admin,1,system:masters\nnobody-token,nobody,2\n";
+    port_ = free_port();
+    const std::string log = (dir_ / "server.log").string();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      std::freopen(log.c_str(), "w", stdout);
+      std::freopen(log.c_str(), "a", stderr);
+      const std::string port = "--secure-port=" + std::to_string(port_);
+      const std::string certs = "--cert-dir=" + (dir_ / "certs").string();
+      const std::string tokens = "--token-auth-file=" + (dir_ / "tokens.csv").string();
+      ::execl(KWATCH_APISERVER_PATH, KWATCH_APISERVER_PATH, "--bind-address=127.0.0.1",
+              port.c_str(), certs.c_str(), tokens.c_str(), "--shutdown-delay-duration=0s",
+              static_cast<char*>(nullptr));
+      std::_Exit(127);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (read_all(log).find("serving on https://") != std::string::npos &&
+          fs::exists(dir_ / "certs" / "ca.crt")) {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ~Server() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+    }
+    fs::remove_all(dir_);
+  }
+
+  ClientConfig config(const std::string& token = "admin-token") const {
+    ClientConfig c;
+    c.server = "https://127.0.0.1:" + std::to_string(port_);
+    c.ca_pem = read_all(dir_ / "certs" / "ca.crt");
+    c.token = token;
+    return c;
+  }
+
+ private:
+  fs::path dir_;
+  unsigned short port_ = 0;
+  pid_t pid_ = -1;
+};
+
+Server* server = nullptr;
+
+class HttpClientTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { server = new Server(); }
+  static void TearDownTestSuite() {
+    delete server;
+    server = nullptr;
+  }
+
+  std::shared_ptr<HttpClient> client(ClientConfig config) {
+    auto c = HttpClient::create(ioc_.get_executor(), std::move(config));
+    EXPECT_TRUE(c) << (c ? "" : c.error());
+    return c ? *c : nullptr;
+  }
+
+  template <class F>
+  void run(F f) {
+    bool done = false;
+    asio::co_spawn(ioc_, f(), [&](std::exception_ptr e) {
+      done = true;
+      if (e) std::rethrow_exception(e);
+    });
+    ioc_.run_for(std::chrono::seconds(30));
+    ioc_.restart();
+    ASSERT_TRUE(done) << "did not finish within the deadline";
+  }
+
+  // Waits until the server is ready (its bootstrap policy loaded).
+  void SetUp() override {
+    auto c = client(server->config());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    bool ready = false;
+    while (!ready && std::chrono::steady_clock::now() < deadline) {
+      run([&]() -> asio::awaitable<void> {
+        auto r = co_await c->request("GET", "/readyz");
+        ready = r.has_value();
+      });
+      if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_TRUE(ready);
+  }
+
+  asio::io_context ioc_;
+};
+
+TEST_F(HttpClientTest, RequestsOverOneKeptConnectionAndStatusErrors) {
+  auto c = client(server->config());
+  run([&]() -> asio::awaitable<void> {
+    for (int i = 0; i < 3; ++i) {
+      auto api = co_await c->get("/api");
+      EXPECT_TRUE(api) << api.error().describe();
+      if (api) {
+        EXPECT_EQ(api->at("kind"), "APIVersions");
+      }
+    }
+    EXPECT_EQ(c->connections_opened(), 1u) << "keep-alive: one connection for three requests";
+    auto missing = co_await c->get("/api/v1/namespaces/default/configmaps/absent");
+    if (!(!(missing))) {
+      ADD_FAILURE() << "false: missing";
+      co_return;
+    }
+    EXPECT_TRUE(missing.error().is(404));
+    EXPECT_EQ(missing.error().reason, "NotFound");
+    EXPECT_NE(missing.error().message.find("absent"), std::string::npos);
+  });
+}
+
+TEST_F(HttpClientTest, CredentialsAndVerificationAreTheKubeconfigs) {
+  run([&]() -> asio::awaitable<void> {
+    auto nobody = client(server->config("nobody-token"));
+    auto denied = co_await nobody->get("/api/v1/namespaces/default/secrets");
+    if (!(!(denied))) {
+      ADD_FAILURE() << "false: denied";
+      co_return;
+    }
+    EXPECT_TRUE(denied.error().is(403)) << denied.error().describe();
+    EXPECT_EQ(denied.error().reason, "Forbidden");
+
+    auto bad = client(server->config("not-a-token"));
+    auto unauthorized = co_await bad->get("/api");
+    if (!(!(unauthorized))) {
+      ADD_FAILURE() << "false: unauthorized";
+      co_return;
+    }
+    EXPECT_TRUE(unauthorized.error().is(401)) << unauthorized.error().describe();
+
+    ClientConfig wrong_ca = server->config();
+    wrong_ca.ca_pem.clear();  // the system's roots do not know kwatch's CA
+    auto unverified = client(wrong_ca);
+    auto refused = co_await unverified->get("/api");
+    if (!(!(refused))) {
+      ADD_FAILURE() << "false: refused";
+      co_return;
+    }
+    EXPECT_EQ(refused.error().kind, ApiError::Kind::transport) << refused.error().describe();
+
+    wrong_ca.insecure_skip_tls_verify = true;
+    auto insecure = client(wrong_ca);
+    auto ok = co_await insecure->get("/api");
+    EXPECT_TRUE(ok) << (ok ? "" : ok.error().describe());
+
+    ClientConfig other_name = server->config();
+    other_name.tls_server_name = "not-this-server.example";
+    auto mismatched = client(other_name);
+    auto wrong_host = co_await mismatched->get("/api");
+    EXPECT_FALSE(wrong_host) << "the certificate does not name not-this-server.example";
+  });
+}
+
+TEST_F(HttpClientTest, AWatchStreamsEventsAndEndsCleanly) {
+  auto c = client(server->config());
+  run([&]() -> asio::awaitable<void> {
+    const std::string cms = "/api/v1/namespaces/default/configmaps";
+    auto list = co_await c->get(cms);
+    if (!(list)) {
+      ADD_FAILURE() << "true: list";
+      co_return;
+    }
+    const std::string rv(list->at("metadata").at("resourceVersion").as_string());
+    auto w = co_await c->watch(cms + "?watch=1&timeoutSeconds=2&resourceVersion=" + rv);
+    if (!(w)) {
+      ADD_FAILURE() << "true: w" << w.error().describe();
+      co_return;
+    }
+    for (int i = 0; i < 3; ++i) {
+      auto created = co_await c->request(
+          "POST", cms,
+          R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"w)" + std::to_string(i) + R"("}})");
+      EXPECT_TRUE(created) << created.error().describe();
+    }
+    std::vector<std::string> names;
+    while (names.size() < 3) {
+      auto events = co_await (*w)->next();
+      if (!(events)) {
+        ADD_FAILURE() << "true: events" << events.error().describe();
+        co_return;
+      }
+      if (!(!((*w)->ended()))) {
+        ADD_FAILURE() << "false: (*w)->ended()";
+        co_return;
+      }
+      for (auto& e : *events) {
+        EXPECT_EQ(e.type, EventType::added);
+        names.emplace_back(e.object.at("metadata").at("name").as_string());
+      }
+    }
+    EXPECT_EQ(names, (std::vector<std::string>{"w0", "w1", "w2"}));
+    // timeoutSeconds=2: the server ends the stream with its last chunk.
+    for (;;) {
+      auto events = co_await (*w)->next();
+      if (!(events)) {
+        ADD_FAILURE() << "true: events" << events.error().describe();
+        co_return;
+      }
+      if ((*w)->ended()) break;
+    }
+    SUCCEED();
+  });
+}
+
+TEST_F(HttpClientTest, ARefusedWatchIsAnErrorAndATooOldVersionAnErrorEvent) {
+  auto c = client(server->config());
+  run([&]() -> asio::awaitable<void> {
+    auto bad = co_await c->watch("/api/v1/namespaces/default/configmaps?watch=1&labelSelector=a%3D%3D%3Db");
+    if (!(!(bad))) {
+      ADD_FAILURE() << "false: bad";
+      co_return;
+    }
+    EXPECT_TRUE(bad.error().is(400)) << bad.error().describe();
+    auto nobody = client(server->config("nobody-token"));
+    auto forbidden = co_await nobody->watch("/api/v1/secrets?watch=1");
+    if (!(!(forbidden))) {
+      ADD_FAILURE() << "false: forbidden";
+      co_return;
+    }
+    EXPECT_TRUE(forbidden.error().is(403));
+    // Version 1 left the event window long ago (start-up wrote much more).
+    auto old = co_await c->watch("/api/v1/namespaces?watch=1&resourceVersion=1");
+    if (!(old)) {
+      ADD_FAILURE() << "true: old" << old.error().describe();
+      co_return;
+    }
+    auto events = co_await (*old)->next();
+    if (!(events)) {
+      ADD_FAILURE() << "true: events" << events.error().describe();
+      co_return;
+    }
+    if (events->size() != 1u) {
+      ADD_FAILURE() << "expected events->size() == 1u";
+      co_return;
+    }
+    EXPECT_EQ((*events)[0].type, EventType::error);
+    EXPECT_EQ((*events)[0].object.at("code").as_int64(), 410);
+  });
+}
+
+}  // namespace
+}  // namespace kwatch::client
