@@ -1,0 +1,235 @@
+#include "client/reflector.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json/array.hpp>
+
+#include <map>
+#include <random>
+
+namespace kwatch::client {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+namespace {
+
+std::string escape(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+std::string string_at(const json::object& o, std::string_view a, std::string_view b) {
+  const json::value* v = o.if_contains(a);
+  if (v == nullptr || !v->is_object()) return {};
+  const json::value* s = v->get_object().if_contains(b);
+  return s != nullptr && s->is_string() ? std::string(s->get_string()) : std::string();
+}
+
+double jitter() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+}
+
+}  // namespace
+
+Reflector::Reflector(std::shared_ptr<HttpClient> client, std::shared_ptr<Store> store,
+                     ReflectorOptions options, Handler handler)
+    : client_(std::move(client)),
+      store_(std::move(store)),
+      options_(std::move(options)),
+      handler_(std::move(handler)) {}
+
+std::string Reflector::last_synced_resource_version() const {
+  std::lock_guard lock(version_mutex_);
+  return version_;
+}
+
+void Reflector::set_version(std::string rv) {
+  std::lock_guard lock(version_mutex_);
+  version_ = std::move(rv);
+}
+
+std::string Reflector::query(bool watching) const {
+  std::string q = options_.path + "?";
+  if (!options_.label_selector.empty()) q += "labelSelector=" + escape(options_.label_selector) + "&";
+  if (!options_.field_selector.empty()) q += "fieldSelector=" + escape(options_.field_selector) + "&";
+  if (watching) {
+    // client-go's spread: [min, 2 x min).
+    const auto timeout = static_cast<long>(static_cast<double>(options_.min_watch_timeout.count()) *
+                                           (1.0 + jitter()));
+    q += "watch=1&allowWatchBookmarks=true&timeoutSeconds=" + std::to_string(timeout) +
+         "&resourceVersion=" + escape(last_synced_resource_version());
+  }
+  return q;
+}
+
+asio::awaitable<bool> Reflector::list() {
+  ++counters_.lists;
+  std::vector<json::object> items;
+  std::string rv;
+  std::string token;
+  std::size_t page_size = options_.page_size;
+  for (;;) {
+    std::string target = query(false);
+    if (page_size > 0) target += "limit=" + std::to_string(page_size) + "&";
+    if (!token.empty()) target += "continue=" + escape(token);
+    auto page = co_await client_->get(target);
+    if (!page) {
+      if (page.error().is(410) && !token.empty()) {
+        // The continue token expired: the whole list again, in one piece.
+        items.clear();
+        token.clear();
+        page_size = 0;
+        continue;
+      }
+      ++counters_.failures;
+      co_return false;
+    }
+    if (json::value* list = page->if_contains("items"); list != nullptr && list->is_array()) {
+      for (auto& item : list->get_array()) {
+        if (item.is_object()) items.push_back(std::move(item.get_object()));
+      }
+    }
+    rv = string_at(*page, "metadata", "resourceVersion");
+    token = string_at(*page, "metadata", "continue");
+    if (token.empty()) break;
+  }
+  // The objects listed keys had before (for the handler: ADDED or MODIFIED).
+  std::map<std::string, Store::Object> before;
+  if (handler_) {
+    for (const auto& item : items) {
+      std::string key = Store::key_of(item);
+      if (auto previous = store_->get(key)) before.emplace(std::move(key), std::move(previous));
+    }
+  }
+  auto gone = store_->replace(std::move(items));
+  set_version(std::move(rv));
+  synced_ = true;
+  relist_ = false;
+  if (handler_) {
+    // What vanished while the watch was broken: DELETED with its last known state (client-go's
+    // DeletedFinalStateUnknown).
+    for (const auto& object : gone) handler_(EventType::deleted, object, object);
+    for (const auto& object : store_->list()) {
+      auto it = before.find(Store::key_of(*object));
+      const bool known = it != before.end();
+      handler_(known ? EventType::modified : EventType::added, object, known ? it->second : nullptr);
+    }
+  }
+  co_return true;
+}
+
+asio::awaitable<void> Reflector::watch() {
+  ++counters_.watches;
+  auto opened = co_await client_->watch(query(true));
+  if (!opened) {
+    if (opened.error().is(410)) {
+      relist_ = true;
+    } else {
+      ++counters_.failures;
+    }
+    co_return;
+  }
+  std::unique_ptr<WatchConnection> w = std::move(*opened);
+  current_ = &w;
+  while (!stopped_) {
+    auto events = co_await w->next();
+    if (!events) {
+      ++counters_.failures;
+      break;
+    }
+    for (auto& e : *events) {
+      ++counters_.events;
+      std::string rv = e.resource_version();
+      switch (e.type) {
+        case EventType::added:
+        case EventType::modified: {
+          auto stored_key = Store::key_of(e.object);
+          auto previous = store_->upsert(std::move(e.object));
+          if (handler_) handler_(e.type, store_->get(stored_key), previous);
+          break;
+        }
+        case EventType::deleted: {
+          auto previous = store_->remove(Store::key_of(e.object));
+          if (handler_) {
+            handler_(e.type, std::make_shared<const json::object>(std::move(e.object)), previous);
+          }
+          break;
+        }
+        case EventType::bookmark:
+          break;
+        case EventType::error: {
+          const json::value* code = e.object.if_contains("code");
+          if (code != nullptr && code->is_int64() && code->as_int64() == 410) relist_ = true;
+          ++counters_.failures;
+          current_ = nullptr;
+          co_return;
+        }
+      }
+      if (!rv.empty()) set_version(std::move(rv));
+    }
+    if (w->ended()) break;
+  }
+  current_ = nullptr;
+}
+
+asio::awaitable<void> Reflector::run() {
+  {
+    auto executor = co_await asio::this_coro::executor;
+    std::lock_guard lock(current_mutex_);
+    executor_ = executor;
+  }
+  asio::steady_timer timer(executor_);
+  auto backoff = options_.initial_backoff;
+  auto pause = [&](std::chrono::milliseconds d) -> asio::awaitable<void> {
+    // In slices, so that stop() is noticed soon.
+    const auto until = std::chrono::steady_clock::now() + d;
+    while (!stopped_ && std::chrono::steady_clock::now() < until) {
+      timer.expires_after(std::min<std::chrono::steady_clock::duration>(
+          std::chrono::milliseconds(50), until - std::chrono::steady_clock::now()));
+      co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+  };
+  while (!stopped_) {
+    const auto failures_before = counters_.failures.load();
+    if (relist_ && !co_await list()) {
+      // fall through to the backoff below
+    } else if (!relist_) {
+      co_await watch();
+    }
+    if (counters_.failures.load() == failures_before) {
+      backoff = options_.initial_backoff;
+      continue;
+    }
+    const auto wait = std::chrono::milliseconds(
+        static_cast<long>(static_cast<double>(backoff.count()) * (0.5 + jitter())));
+    co_await pause(wait);
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+}
+
+void Reflector::stop() {
+  stopped_ = true;
+  std::lock_guard lock(current_mutex_);
+  if (!executor_) return;
+  asio::post(executor_, [self = shared_from_this()] {
+    if (self->current_ != nullptr && *self->current_) (*self->current_)->close();
+  });
+}
+
+}  // namespace kwatch::client

@@ -1,0 +1,64 @@
+#include "client/store.hpp"
+
+#include <boost/json/parse.hpp>
+#include <gtest/gtest.h>
+
+namespace kwatch::client {
+namespace {
+
+namespace json = boost::json;
+
+json::object cm(const std::string& ns, const std::string& name, const std::string& app,
+                const std::string& rv = "1") {
+  return json::parse(R"({"kind":"ConfigMap","metadata":{"namespace":")" + ns + R"(","name":")" + name +
+                     R"(","resourceVersion":")" + rv + R"(","labels":{"app":")" + app +
+                     R"("},"managedFields":[{"manager":"x"}]}})")
+      .as_object();
+}
+
+TEST(Store, KeysIndexesAndTransform) {
+  Store s;
+  s.add_index("namespace", Store::by_namespace());
+  s.add_index("app", Store::by_label("app"));
+  s.set_transform([](json::object& o) { o["metadata"].as_object().erase("managedFields"); });
+  EXPECT_EQ(s.upsert(cm("a", "x", "web")), nullptr);
+  s.upsert(cm("a", "y", "db"));
+  s.upsert(cm("b", "x", "web"));
+  EXPECT_EQ(s.size(), 3u);
+  EXPECT_EQ(s.keys(), (std::vector<std::string>{"a/x", "a/y", "b/x"}));
+  EXPECT_EQ(s.by_index("namespace", "a").size(), 2u);
+  EXPECT_EQ(s.by_index("app", "web").size(), 2u);
+  EXPECT_FALSE(s.get("a/x")->at("metadata").as_object().contains("managedFields"));
+
+  // A change moves the object between index values; the old version a reader holds stays as it was.
+  auto held = s.get("a/x");
+  auto previous = s.upsert(cm("a", "x", "db", "2"));
+  ASSERT_NE(previous, nullptr);
+  EXPECT_EQ(previous, held);
+  EXPECT_EQ(held->at("metadata").at("resourceVersion"), "1");
+  EXPECT_EQ(s.by_index("app", "web").size(), 1u);
+  EXPECT_EQ(s.by_index("app", "db").size(), 2u);
+
+  EXPECT_NE(s.remove("a/y"), nullptr);
+  EXPECT_EQ(s.remove("a/y"), nullptr);
+  EXPECT_EQ(s.by_index("app", "db").size(), 1u);
+}
+
+TEST(Store, ReplaceReportsWhatWentAndReindexes) {
+  Store s;
+  s.add_index("app", Store::by_label("app"));
+  s.upsert(cm("a", "x", "web"));
+  s.upsert(cm("a", "y", "web"));
+  std::vector<json::object> fresh;
+  fresh.push_back(cm("a", "y", "db"));
+  fresh.push_back(cm("a", "z", "db"));
+  auto gone = s.replace(std::move(fresh));
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(Store::key_of(*gone[0]), "a/x");
+  EXPECT_TRUE(s.by_index("app", "web").empty());
+  EXPECT_EQ(s.by_index("app", "db").size(), 2u);
+  EXPECT_EQ(Store::key_of(json::parse(R"({"metadata":{"name":"node-1"}})").as_object()), "node-1");
+}
+
+}  // namespace
+}  // namespace kwatch::client
