@@ -6,12 +6,14 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/json/serialize.hpp>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <random>
@@ -20,6 +22,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <future>
 #include <thread>
 
 #include <sys/wait.h>
@@ -62,6 +65,8 @@ class Server {
       const std::string tokens = "--token-auth-file=" + (dir_ / "tokens.csv").string();
       ::execl(KWATCH_APISERVER_PATH, KWATCH_APISERVER_PATH, "--bind-address=127.0.0.1",
               port.c_str(), certs.c_str(), tokens.c_str(), "--shutdown-delay-duration=0s",
+              // Secrets keep a window of 10 events: a watcher 10 writes behind must re-list.
+              "--watch-cache-sizes=secrets#10",
               static_cast<char*>(nullptr));
       std::_Exit(127);
     }
@@ -357,6 +362,72 @@ TEST_F(HttpClientTest, AReflectorMirrorsTheServerThroughResumedWatches) {
   EXPECT_GT(reflector->counters().watches.load(), 2u) << "the short watches were renewed";
   EXPECT_GE(seen["0"], 20) << "the listed objects (and those created since) came as ADDED";
   EXPECT_GT(seen["1"] + seen["2"], 100) << "updates and deletions came as MODIFIED and DELETED";
+}
+
+// A reflector whose thread is held while 31 writes go by (more than the secrets' window of 10):
+// kwatch keeps its stream (the events wait in the socket and the watcher's queue), so it
+// catches up without a re-list, reporting the deletion it missed exactly once.
+TEST_F(HttpClientTest, AReflectorHeldBackCatchesUpWithoutARelist) {
+  asio::io_context reflector_ioc;
+  auto rc = HttpClient::create(reflector_ioc.get_executor(), server->config());
+  ASSERT_TRUE(rc);
+  auto store = std::make_shared<Store>();
+  ReflectorOptions options;
+  options.path = "/api/v1/namespaces/default/secrets";
+  std::atomic<int> deleted{0};
+  auto reflector = std::make_shared<Reflector>(
+      *rc, store, options, [&](EventType type, const Store::Object&, const Store::Object&) {
+        if (type == EventType::deleted) ++deleted;
+      });
+  auto c = client(server->config());
+  const std::string secrets = "/api/v1/namespaces/default/secrets";
+  auto write = [&](std::string method, std::string target, std::string body) {
+    run([&]() -> asio::awaitable<void> {
+      auto r = co_await c->request(method, target, body);
+      EXPECT_TRUE(r) << method << " " << target << ": " << (r ? "" : r.error().describe());
+    });
+  };
+  auto secret = [](const std::string& name, int i) {
+    return R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":")" + name +
+           R"("},"stringData":{"i":")" + std::to_string(i) + R"("}})";
+  };
+  write("POST", secrets, secret("doomed", 0));
+  write("POST", secrets, secret("kept", 0));
+  bool finished = false;
+  asio::co_spawn(reflector_ioc, reflector->run(), [&](std::exception_ptr) { finished = true; });
+  std::thread runner([&] { reflector_ioc.run(); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (store->size() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(store->size(), 2u);
+  // The reflector's thread is held while 30 writes go by, so its watch falls behind.
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  asio::post(reflector_ioc, [released] { released.wait(); });
+  write("DELETE", secrets + "/doomed", "");
+  for (int i = 1; i <= 30; ++i) write("PUT", secrets + "/kept", secret("kept", i));
+  release.set_value();
+  std::string truth;
+  run([&]() -> asio::awaitable<void> {
+    auto got = co_await c->get(secrets + "/kept");
+    if (got) truth = got->at("metadata").at("resourceVersion").as_string().c_str();
+  });
+  auto mirrored = [&] {
+    auto kept = store->get("default/kept");
+    return store->size() == 1 && kept &&
+           kept->at("metadata").at("resourceVersion").as_string() == truth;
+  };
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!mirrored() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(mirrored()) << store->size() << " objects";
+  EXPECT_EQ(deleted.load(), 1) << "the object deleted while it was behind is reported once";
+  EXPECT_EQ(reflector->counters().lists.load(), 1u) << "no re-list";
+  reflector->stop();
+  runner.join();
+  EXPECT_TRUE(finished);
 }
 
 }  // namespace
