@@ -636,9 +636,32 @@ asio::awaitable<storage::Result<std::unique_ptr<WatchSession>>> Cacher::watch(Wa
   if (request.resource_version && *request.resource_version > 0) {
     auto fresh = co_await wait_until_fresh(*request.resource_version);
     if (!fresh) co_return fresh.error();
-  } else if (!request.resource_version) {
-    // Best effort: start from state at least as new as storage now.
-    (void)co_await wait_until_consistent();
+  }
+  // An unset version starts from state at least as new as storage now. Storage whose progress
+  // may run ahead of its events (etcd < 3.4.25) cannot tell when the cache has got there: the
+  // state then comes from storage itself (as kube-apiserver serves such watches from etcd), and
+  // the watcher follows the cache from that state's revision.
+  std::optional<std::vector<ObjectPtr>> stored;
+  std::int64_t stored_revision = 0;
+  if (!request.resource_version) {
+    auto consistent = co_await wait_until_consistent();
+    if (!consistent && !progress_ordered_) {
+      storage::ListOptions list_options;
+      list_options.prefix = request.prefix;
+      auto listed = co_await storage_->list(list_options);
+      if (listed) {
+        std::vector<ObjectPtr> objects;
+        objects.reserve(listed->kvs.size());
+        for (auto& kv : listed->kvs) {
+          auto o = decode_object(kv.key, kv.value, kv.mod_revision, options_.fields);
+          if (o && (!request.predicate || request.predicate->matches(**o))) {
+            objects.push_back(std::move(*o));
+          }
+        }
+        stored = std::move(objects);
+        stored_revision = listed->revision;
+      }
+    }
   }
 
   auto w = std::make_shared<Watcher>(executor, options_.watcher_buffer);
@@ -664,7 +687,27 @@ asio::awaitable<storage::Result<std::unique_ptr<WatchSession>>> Cacher::watch(Wa
     // later events may follow (progress may have moved resource_version() past late events).
     w->start_rv = cache_.applied_resource_version();
     if (!from_state) w->start_rv = std::max(w->start_rv, *request.resource_version);
-    if (from_state) {
+    std::optional<std::vector<EventPtr>> ahead;  // cache events past `stored`
+    if (stored && w->start_rv > stored_revision) {
+      ahead = cache_.events_since(stored_revision);
+      if (!ahead) stored.reset();  // left the window meanwhile: the cache's state after all
+    }
+    if (stored) {
+      // Events the cache applies later up to the stored revision are in the state already.
+      w->start_rv = std::max(w->start_rv, stored_revision);
+      session->initial_.reserve(stored->size() + 1);
+      for (auto& o : *stored) session->initial_.push_back({EventType::added, std::move(o)});
+      if (request.send_initial_events && request.allow_bookmarks) {
+        session->initial_.push_back(
+            {EventType::bookmark,
+             bookmark_object(options_.kind, options_.api_version, stored_revision, true)});
+      }
+      if (ahead) {
+        for (const auto& ev : *ahead) {
+          if (auto frame = frame_for(*w, *ev)) session->initial_.push_back(std::move(*frame));
+        }
+      }
+    } else if (from_state) {
       auto state = cache_.list(request.prefix, "", 0, request.predicate.get());
       session->initial_.reserve(state.objects.size() + 1);
       for (auto& o : state.objects) session->initial_.push_back({EventType::added, std::move(o)});
