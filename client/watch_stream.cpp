@@ -121,18 +121,30 @@ std::string ChunkedDecoder::truncation() const {
   return "";
 }
 
+namespace {
+
+constexpr std::pair<std::string_view, EventType> kEventTypes[] = {
+    {"ADDED", EventType::added},     {"MODIFIED", EventType::modified},
+    {"DELETED", EventType::deleted}, {"BOOKMARK", EventType::bookmark},
+    {"ERROR", EventType::error}};
+
+}  // namespace
+
 bool parse_event_type(std::string_view text, EventType& type) {
-  static constexpr std::pair<std::string_view, EventType> kTypes[] = {
-      {"ADDED", EventType::added},       {"MODIFIED", EventType::modified},
-      {"DELETED", EventType::deleted},   {"BOOKMARK", EventType::bookmark},
-      {"ERROR", EventType::error}};
-  for (const auto& [name, value] : kTypes) {
+  for (const auto& [name, value] : kEventTypes) {
     if (text == name) {
       type = value;
       return true;
     }
   }
   return false;
+}
+
+std::string_view event_type_name(EventType type) {
+  for (const auto& [name, value] : kEventTypes) {
+    if (value == type) return name;
+  }
+  return "?";
 }
 
 std::string WatchEvent::resource_version() const {

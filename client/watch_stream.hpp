@@ -52,6 +52,8 @@ struct WatchEvent {
 
 // "ADDED" ... "ERROR"; false for anything else.
 bool parse_event_type(std::string_view text, EventType& type);
+// The wire name of `type` ("ADDED" ... "ERROR").
+std::string_view event_type_name(EventType type);
 
 // One event from its JSON text (a line, or a WebSocket message).
 boost::system::result<WatchEvent, std::string> decode_event(std::string_view text);

@@ -178,6 +178,23 @@ void Cacher::stop() {
 
 // ---- Reflector ----
 
+std::vector<ObjectPtr> Cacher::decode_listed(const storage::ListResult& listed,
+                                             const Predicate* predicate, bool warn) const {
+  std::vector<ObjectPtr> objects;
+  objects.reserve(listed.kvs.size());
+  for (const auto& kv : listed.kvs) {
+    auto o = decode_object(kv.key, kv.value, kv.mod_revision, options_.fields);
+    if (!o) {
+      if (warn) {
+        spdlog::warn("watch cache {}: skipping {}: it cannot be decoded", options_.resource, kv.key);
+      }
+      continue;
+    }
+    if (predicate == nullptr || predicate->matches(**o)) objects.push_back(std::move(*o));
+  }
+  return objects;
+}
+
 asio::awaitable<void> Cacher::run_reflector() {
   auto self = shared_from_this();
   asio::steady_timer backoff_timer(impl_->strand);
@@ -187,17 +204,7 @@ asio::awaitable<void> Cacher::run_reflector() {
     options.prefix = options_.prefix;
     auto listed = co_await storage_->list(options);
     if (listed) {
-      std::vector<ObjectPtr> objects;
-      objects.reserve(listed->kvs.size());
-      for (auto& kv : listed->kvs) {
-        auto o = decode_object(kv.key, kv.value, kv.mod_revision, options_.fields);
-        if (o) {
-          objects.push_back(std::move(*o));
-        } else {
-          spdlog::warn("watch cache {}: skipping {}: it cannot be decoded", options_.resource,
-                       kv.key);
-        }
-      }
+      std::vector<ObjectPtr> objects = decode_listed(*listed, nullptr, /*warn=*/true);
       {
         std::lock_guard lock(impl_->dispatch_mutex);
         cache_.replace(std::move(objects), listed->revision);
@@ -650,15 +657,7 @@ asio::awaitable<storage::Result<std::unique_ptr<WatchSession>>> Cacher::watch(Wa
       list_options.prefix = request.prefix;
       auto listed = co_await storage_->list(list_options);
       if (listed) {
-        std::vector<ObjectPtr> objects;
-        objects.reserve(listed->kvs.size());
-        for (auto& kv : listed->kvs) {
-          auto o = decode_object(kv.key, kv.value, kv.mod_revision, options_.fields);
-          if (o && (!request.predicate || request.predicate->matches(**o))) {
-            objects.push_back(std::move(*o));
-          }
-        }
-        stored = std::move(objects);
+        stored = decode_listed(*listed, request.predicate.get(), /*warn=*/false);
         stored_revision = listed->revision;
       }
     }

@@ -154,6 +154,10 @@ class Cacher : public std::enable_shared_from_this<Cacher> {
   // Applies one storage event and offers it to watchers; a watcher whose channel is full is
   // parked at that event instead of queueing it.
   void process(const storage::Event& event);
+  // The listed values as cached objects, those matching `predicate` (null: all); values that
+  // cannot be decoded are skipped (and logged with `warn`).
+  std::vector<ObjectPtr> decode_listed(const storage::ListResult& listed, const Predicate* predicate,
+                                       bool warn) const;
   // Ends parked watchers whose next event has left the window (their clients re-list).
   void end_lapsed_watchers();
   // Frames for a parked watcher from the event window, at most `limit`; unparks it once it has

@@ -31,17 +31,6 @@ const char* kUsage =
     "                       [-o name|json] [--context NAME] [--kubeconfig FILE]\n"
     "       kwatch-informer --path /api/v1/... [the same options]\n";
 
-const char* type_name(EventType t) {
-  switch (t) {
-    case EventType::added: return "ADDED";
-    case EventType::modified: return "MODIFIED";
-    case EventType::deleted: return "DELETED";
-    case EventType::bookmark: return "BOOKMARK";
-    case EventType::error: return "ERROR";
-  }
-  return "?";
-}
-
 // The collection path of `resource` ("configmaps", "deployments.apps"), by discovery.
 asio::awaitable<ApiResult<std::string>> find_path(HttpClient& client, std::string resource,
                                                   std::string ns) {
@@ -171,14 +160,14 @@ int main(int argc, char** argv) {
             *client, store, options,
             [&output](EventType type, const Store::Object& object, const Store::Object&) {
               if (output == "json") {
-                json::object line{{"type", type_name(type)}, {"object", *object}};
+                json::object line{{"type", event_type_name(type)}, {"object", *object}};
                 std::cout << json::serialize(line) << std::endl;
               } else {
                 const auto* meta = object->if_contains("metadata");
                 const json::value* rv = meta != nullptr && meta->is_object()
                                             ? meta->get_object().if_contains("resourceVersion")
                                             : nullptr;
-                std::cout << type_name(type) << " " << Store::key_of(*object) << " "
+                std::cout << event_type_name(type) << " " << Store::key_of(*object) << " "
                           << (rv != nullptr && rv->is_string() ? rv->get_string().c_str() : "")
                           << std::endl;
               }

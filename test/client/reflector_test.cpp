@@ -113,8 +113,7 @@ TEST(Reflector, A410ErrorEventMakesItRelistAndReportWhatVanished) {
   std::vector<std::string> seen;
   auto reflector = std::make_shared<Reflector>(
       *client, store, options, [&](EventType type, const Store::Object& o, const Store::Object&) {
-        static const char* names[] = {"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"};
-        seen.push_back(std::string(names[static_cast<int>(type)]) + " " + Store::key_of(*o) + " " +
+        seen.push_back(std::string(event_type_name(type)) + " " + Store::key_of(*o) + " " +
                        std::string(o->at("metadata").at("resourceVersion").as_string()));
       });
   asio::co_spawn(ioc, reflector->run(), asio::detached);
