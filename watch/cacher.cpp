@@ -114,6 +114,11 @@ void log_failure(std::exception_ptr e, const char* what) {
 
 }  // namespace
 
+struct Cacher::StoredState {
+  std::vector<ObjectPtr> objects;  // all of them: each watch applies its own predicate
+  std::int64_t revision = 0;
+};
+
 struct Cacher::Impl {
   explicit Impl(asio::any_io_executor ex) : strand(asio::make_strand(ex)) {}
 
@@ -135,6 +140,22 @@ struct Cacher::Impl {
   };
   std::mutex waiters_mutex;
   std::vector<Waiter> waiters;
+
+  // Storage lists taken for watches with no resourceVersion on storage whose progress is not
+  // ordered, shared by the watches of one prefix: a watch joins the batch whose list has not
+  // been sent yet (so its state is no older than its request), and at most one list per prefix
+  // is in flight. A thousand watches arriving at once cost two lists, not a thousand.
+  struct ListBatch {
+    bool done = false;
+    storage::Result<std::shared_ptr<const StoredState>> result{Errc::unavailable};
+    std::vector<std::shared_ptr<asio::steady_timer>> waiters;
+  };
+  struct PrefixLists {
+    std::shared_ptr<ListBatch> in_flight;
+    std::shared_ptr<ListBatch> next;  // gathering watches until `in_flight` is done
+  };
+  std::mutex lists_mutex;
+  std::map<std::string, PrefixLists, std::less<>> lists;
 
   // Watchers parked since the last check for those whose next event has left the window (may
   // also hold resumed or ended ones until then). Guarded by dispatch_mutex.
@@ -653,12 +674,14 @@ asio::awaitable<storage::Result<std::unique_ptr<WatchSession>>> Cacher::watch(Wa
   if (!request.resource_version) {
     auto consistent = co_await wait_until_consistent();
     if (!consistent && !progress_ordered_) {
-      storage::ListOptions list_options;
-      list_options.prefix = request.prefix;
-      auto listed = co_await storage_->list(list_options);
+      auto listed = co_await list_storage(request.prefix);
       if (listed) {
-        stored = decode_listed(*listed, request.predicate.get(), /*warn=*/false);
-        stored_revision = listed->revision;
+        const Predicate* predicate = request.predicate.get();
+        stored.emplace();
+        for (const auto& o : (*listed)->objects) {
+          if (predicate == nullptr || predicate->matches(*o)) stored->push_back(o);
+        }
+        stored_revision = (*listed)->revision;
       }
     }
   }
@@ -725,6 +748,78 @@ asio::awaitable<storage::Result<std::unique_ptr<WatchSession>>> Cacher::watch(Wa
     register_watcher(w);
   }
   co_return session;
+}
+
+asio::awaitable<storage::Result<std::shared_ptr<const Cacher::StoredState>>> Cacher::list_storage(
+    std::string prefix) {
+  auto self = shared_from_this();
+  using Batch = Impl::ListBatch;
+  std::shared_ptr<Batch> batch;
+  std::shared_ptr<Batch> before;  // the list in flight this batch's list must follow
+  bool lead = false;
+  auto timer = std::make_shared<asio::steady_timer>(co_await asio::this_coro::executor);
+  {
+    std::lock_guard lock(impl_->lists_mutex);
+    auto& lists = impl_->lists[prefix];
+    if (lists.next) {
+      batch = lists.next;
+    } else {
+      batch = std::make_shared<Batch>();
+      lead = true;
+      if (lists.in_flight) {
+        lists.next = batch;
+        before = lists.in_flight;
+      } else {
+        lists.in_flight = batch;
+      }
+    }
+    if (!lead) batch->waiters.push_back(timer);
+    if (before) before->waiters.push_back(timer);
+  }
+  // Woken by a cancel posted when the batch waited for is done; `done` is read under the lock,
+  // and a wake-up that came before the wait began costs a second at most.
+  const std::shared_ptr<Batch> awaited = lead ? before : batch;
+  while (awaited) {
+    {
+      std::lock_guard lock(impl_->lists_mutex);
+      if (awaited->done) break;
+    }
+    timer->expires_after(std::chrono::seconds(1));
+    co_await timer->async_wait(use_tuple);
+  }
+  if (!lead) co_return batch->result;
+  if (before) {
+    std::lock_guard lock(impl_->lists_mutex);
+    auto& lists = impl_->lists[prefix];
+    lists.in_flight = batch;
+    lists.next.reset();
+  }
+  storage::ListOptions list_options;
+  list_options.prefix = prefix;
+  auto listed = co_await storage_->list(list_options);
+  storage::Result<std::shared_ptr<const StoredState>> result{Errc::unavailable};
+  if (listed) {
+    auto state = std::make_shared<StoredState>();
+    state->objects = decode_listed(*listed, nullptr, /*warn=*/false);
+    state->revision = listed->revision;
+    result = std::shared_ptr<const StoredState>(std::move(state));
+  } else {
+    result = listed.error();
+  }
+  std::vector<std::shared_ptr<asio::steady_timer>> waiters;
+  {
+    std::lock_guard lock(impl_->lists_mutex);
+    batch->result = result;
+    batch->done = true;
+    waiters.swap(batch->waiters);
+    auto it = impl_->lists.find(prefix);
+    if (it != impl_->lists.end() && it->second.in_flight == batch) {
+      it->second.in_flight.reset();
+      if (!it->second.next) impl_->lists.erase(it);
+    }
+  }
+  for (auto& t : waiters) asio::post(t->get_executor(), [t] { t->cancel(); });
+  co_return result;
 }
 
 // ---- Session ----

@@ -158,6 +158,11 @@ class Cacher : public std::enable_shared_from_this<Cacher> {
   // cannot be decoded are skipped (and logged with `warn`).
   std::vector<ObjectPtr> decode_listed(const storage::ListResult& listed, const Predicate* predicate,
                                        bool warn) const;
+  // Storage's current state under `prefix`, every object decoded, from a list shared with the
+  // watches that asked for it meanwhile (see Impl::ListBatch).
+  struct StoredState;
+  boost::asio::awaitable<storage::Result<std::shared_ptr<const StoredState>>> list_storage(
+      std::string prefix);
   // Ends parked watchers whose next event has left the window (their clients re-list).
   void end_lapsed_watchers();
   // Frames for a parked watcher from the event window, at most `limit`; unparks it once it has

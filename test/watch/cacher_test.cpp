@@ -3,6 +3,7 @@
 #include "storage/memory_storage.hpp"
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -38,11 +39,20 @@ class BreakableStorage : public storage::Storage {
  public:
   explicit BreakableStorage(std::shared_ptr<storage::Storage> inner) : inner_(std::move(inner)) {}
   std::atomic<bool> broken{false};
+  // Like etcd < 3.4.25: progress is not ordered with events.
+  std::atomic<bool> unordered{false};
+  // Events wait in storage while paused: the cache falls behind.
+  std::atomic<bool> paused{false};
+  // Lists wait while held; `lists` counts those begun.
+  std::atomic<bool> hold_lists{false};
+  std::atomic<int> lists{0};
 
   asio::awaitable<storage::Result<storage::KeyValue>> get(std::string k, std::int64_t r) override {
     co_return co_await inner_->get(std::move(k), r);
   }
   asio::awaitable<storage::Result<storage::ListResult>> list(storage::ListOptions o) override {
+    ++lists;
+    co_await wait_while(hold_lists);
     co_return co_await inner_->list(std::move(o));
   }
   asio::awaitable<storage::Result<storage::TxnResult>> put_if(std::string k, std::int64_t e,
@@ -72,14 +82,24 @@ class BreakableStorage : public storage::Storage {
     Stream(std::unique_ptr<storage::WatchStream> s, BreakableStorage* owner)
         : inner(std::move(s)), owner(owner) {}
     asio::awaitable<storage::Result<storage::WatchBatch>> next() override {
+      co_await wait_while(owner->paused);
       auto b = co_await inner->next();
       if (owner->broken.exchange(false)) co_return Errc::unavailable;
       co_return b;
     }
     void request_progress() override { inner->request_progress(); }
+    bool progress_is_ordered() const override { return !owner->unordered; }
     std::unique_ptr<storage::WatchStream> inner;
     BreakableStorage* owner;
   };
+  static asio::awaitable<void> wait_while(const std::atomic<bool>& flag) {
+    asio::steady_timer t(co_await asio::this_coro::executor);
+    while (flag) {
+      t.expires_after(1ms);
+      co_await t.async_wait(asio::use_awaitable);
+    }
+  }
+
   std::shared_ptr<storage::Storage> inner_;
 };
 
@@ -487,6 +507,85 @@ TEST_F(CacherTest, SessionEndsAtItsDeadline) {
     EXPECT_EQ(cacher->counters().watchers.load(), 1);
     session->reset();
     EXPECT_EQ(cacher->counters().watchers.load(), 0);
+  });
+}
+
+}  // namespace
+}  // namespace kwatch::watch
+
+namespace kwatch::watch {
+namespace {
+
+// Storage like etcd < 3.4.25, whose progress may run ahead of events: a watch with no version
+// takes its initial state from storage, so a write the cache has not applied yet is in it, and
+// the event the cache applies later is not sent a second time.
+TEST_F(CacherTest, UnsetVersionOnUnorderedStorageStartsFromStorageNotALaggingCache) {
+  storage_->unordered = true;
+  auto cacher = make_cacher();
+  run([&]() -> asio::awaitable<void> {
+    co_await wait_ready(*cacher);
+    co_await put("a");
+    storage_->paused = true;  // the cache will not see "b" until resumed
+    const auto b = co_await put("b");
+    CO_ASSERT_TRUE(cacher->resource_version() < b);
+    auto session = co_await cacher->watch(request(std::nullopt));
+    CO_ASSERT_TRUE(session);
+    auto initial = co_await read(**session, 2);
+    CO_ASSERT_EQ(initial.size(), 2u);
+    EXPECT_EQ(initial[0].object->name, "a");
+    EXPECT_EQ(initial[1].object->name, "b");
+    EXPECT_EQ(initial[1].object->resource_version, b);
+    storage_->paused = false;
+    const auto c = co_await put("c");
+    auto later = co_await read(**session, 1);
+    CO_ASSERT_EQ(later.size(), 1u);
+    EXPECT_EQ(later[0].object->name, "c");  // not "b" again
+    EXPECT_EQ(later[0].object->resource_version, c);
+  });
+}
+
+// Many watches with no version arriving together share storage lists: one in flight per prefix,
+// and every watch that came while it was in flight shares the next.
+TEST_F(CacherTest, UnsetVersionWatchesOnUnorderedStorageShareStorageLists) {
+  storage_->unordered = true;
+  auto cacher = make_cacher();
+  run([&]() -> asio::awaitable<void> {
+    co_await wait_ready(*cacher);
+    co_await put("a");
+    const int before = storage_->lists;
+    storage_->hold_lists = true;
+    constexpr int kWatches = 50;
+    auto executor = co_await asio::this_coro::executor;
+    int opened = 0;
+    std::vector<std::unique_ptr<WatchSession>> sessions;
+    for (int i = 0; i < kWatches; ++i) {
+      asio::co_spawn(executor, [&]() -> asio::awaitable<void> {
+        auto session = co_await cacher->watch(request(std::nullopt));
+        EXPECT_TRUE(session);
+        if (session) sessions.push_back(std::move(*session));
+        ++opened;
+      }, asio::detached);
+    }
+    asio::steady_timer t(executor);
+    for (int i = 0; i < 2000 && storage_->lists - before < 1; ++i) {
+      t.expires_after(1ms);
+      co_await t.async_wait(asio::use_awaitable);
+    }
+    // One thread: the spawned watches started in order before this timer's first completion
+    // and ran until they waited, the first on its held list, the others for it.
+    EXPECT_EQ(storage_->lists - before, 1);
+    storage_->hold_lists = false;
+    for (int i = 0; i < 5000 && opened < kWatches; ++i) {
+      t.expires_after(1ms);
+      co_await t.async_wait(asio::use_awaitable);
+    }
+    CO_ASSERT_EQ(opened, kWatches);
+    EXPECT_LE(storage_->lists - before, 2);
+    for (auto& s : sessions) {
+      auto frames = co_await read(*s, 1);
+      CO_ASSERT_EQ(frames.size(), 1u);
+      EXPECT_EQ(frames[0].object->name, "a");
+    }
   });
 }
 
