@@ -1,7 +1,7 @@
 // Memory the client's Store takes per cached object, against the objects' JSON size (#15's goal:
 // at most 1.5x): N ConfigMaps of about SIZE bytes of JSON each are parsed and stored as a
 // Reflector would store them; the C heap's bytes in use before and after are compared.
-// Usage: client_store_memory [N=100000] [SIZE=1024]
+// Usage: client_store_memory [N=100000] [SIZE=1024] [parsed|compact]
 #include "client/store.hpp"
 
 #include <boost/json/parse.hpp>
@@ -15,7 +15,9 @@
 int main(int argc, char** argv) {
   const long n = argc > 1 ? std::atol(argv[1]) : 100000;
   const long size = argc > 2 ? std::atol(argv[2]) : 1024;
-  kwatch::client::Store store;
+  const bool compact = argc > 3 && std::string(argv[3]) == "compact";
+  kwatch::client::Store store(compact ? kwatch::client::Store::Representation::compact
+                                      : kwatch::client::Store::Representation::parsed);
   store.add_index("namespace", kwatch::client::Store::by_namespace());
   std::size_t json_bytes = 0;
   const auto before = mallinfo2().uordblks + mallinfo2().hblkhd;
@@ -32,7 +34,9 @@ int main(int argc, char** argv) {
     store.upsert(boost::json::parse(text).as_object());
   }
   const auto after = mallinfo2().uordblks + mallinfo2().hblkhd;
-  std::printf("{\"objects\": %zu, \"json_bytes\": %zu, \"heap_bytes\": %zu, \"ratio\": %.2f}\n",
-              store.size(), json_bytes, static_cast<std::size_t>(after - before),
+  std::printf("{\"representation\": \"%s\", \"objects\": %zu, \"json_bytes\": %zu, "
+              "\"heap_bytes\": %zu, \"ratio\": %.2f}\n",
+              compact ? "compact" : "parsed", store.size(), json_bytes,
+              static_cast<std::size_t>(after - before),
               static_cast<double>(after - before) / static_cast<double>(json_bytes));
 }

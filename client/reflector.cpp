@@ -159,9 +159,9 @@ asio::awaitable<void> Reflector::watch() {
       switch (e.type) {
         case EventType::added:
         case EventType::modified: {
-          auto stored_key = Store::key_of(e.object);
-          auto previous = store_->upsert(std::move(e.object));
-          if (handler_) handler_(e.type, store_->get(stored_key), previous);
+          Store::Object stored;
+          auto previous = store_->upsert(std::move(e.object), &stored);
+          if (handler_) handler_(e.type, stored, previous);
           break;
         }
         case EventType::deleted: {

@@ -1,5 +1,8 @@
 #include "client/store.hpp"
 
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
 #include <mutex>
 
 namespace kwatch::client {
@@ -18,7 +21,70 @@ const json::object* metadata_of(const json::object& object) {
   return m != nullptr ? m->if_object() : nullptr;
 }
 
+// Counts what a copy of an object allocates, so that the copy kept can be made in one block of
+// exactly that size.
+class CountingResource final : public json::memory_resource {
+ public:
+  std::size_t bytes = 0;
+
+ private:
+  void* do_allocate(std::size_t n, std::size_t align) override {
+    bytes = (bytes + align - 1) / align * align + n;
+    return ::operator new(n, std::align_val_t(align));
+  }
+  void do_deallocate(void* p, std::size_t, std::size_t align) override {
+    ::operator delete(p, std::align_val_t(align));
+  }
+  bool do_is_equal(const json::memory_resource& other) const noexcept override {
+    return this == &other;
+  }
+};
+
+// One block for one stored object's whole tree: no per-node heap headers, no rounding to size
+// classes, and nothing to free node by node. What a copy did not foresee (it never happens: the
+// copy is made from the object just measured) comes from the heap.
+class ObjectArena final : public json::memory_resource {
+ public:
+  explicit ObjectArena(std::size_t size)
+      : block_(static_cast<char*>(::operator new(size, std::align_val_t(alignof(std::max_align_t))))),
+        size_(size) {}
+  ~ObjectArena() override {
+    ::operator delete(block_, std::align_val_t(alignof(std::max_align_t)));
+    for (auto& [p, align] : extra_) ::operator delete(p, std::align_val_t(align));
+  }
+  ObjectArena(const ObjectArena&) = delete;
+  ObjectArena& operator=(const ObjectArena&) = delete;
+
+ private:
+  void* do_allocate(std::size_t n, std::size_t align) override {
+    const std::size_t at = (used_ + align - 1) / align * align;
+    if (at + n <= size_) {
+      used_ = at + n;
+      return block_ + at;
+    }
+    void* p = ::operator new(n, std::align_val_t(align));
+    extra_.emplace_back(p, align);
+    return p;
+  }
+  void do_deallocate(void*, std::size_t, std::size_t) override {}
+  bool do_is_equal(const json::memory_resource& other) const noexcept override {
+    return this == &other;
+  }
+
+  char* block_;
+  std::size_t size_;
+  std::size_t used_ = 0;
+  std::vector<std::pair<void*, std::size_t>> extra_;
+};
+
 }  // namespace
+}  // namespace kwatch::client
+
+// Nodes in an arena need no destructor run: the arena goes with the last of them.
+template <>
+struct boost::json::is_deallocate_trivial<kwatch::client::ObjectArena> : std::true_type {};
+
+namespace kwatch::client {
 
 std::string Store::key_of(const json::object& object) {
   const json::object* meta = metadata_of(object);
@@ -51,8 +117,8 @@ void Store::add_index(std::string name, IndexFn fn) {
   index_fns_[name] = std::move(fn);
   auto& index = indexes_[name];
   index.clear();
-  for (const auto& [key, object] : objects_) {
-    for (auto& value : index_fns_[name](*object)) index[value].insert(key);
+  for (const auto& [key, entry] : objects_) {
+    for (auto& value : index_fns_[name](*read(entry))) index[value].insert(key);
   }
 }
 
@@ -61,21 +127,45 @@ void Store::set_transform(TransformFn fn) {
   transform_ = std::move(fn);
 }
 
-Store::Object Store::make(json::object object) const {
+Store::Entry Store::make(json::object object, Object* parsed) const {
   if (transform_) transform_(object);
-  return std::make_shared<const json::object>(std::move(object));
+  Entry entry;
+  if (representation_ == Representation::compact) {
+    entry.text = json::serialize(object);
+    entry.text.shrink_to_fit();
+    if (parsed != nullptr) *parsed = std::make_shared<const json::object>(std::move(object));
+    return entry;
+  }
+  // Measured by a first copy, kept as a second in one block of that size: a parsed object's
+  // nodes are spread over many small heap blocks, each with its header and size-class slack.
+  std::size_t bytes = 0;
+  {
+    CountingResource counter;
+    json::object measured(object, json::storage_ptr(&counter));
+    bytes = counter.bytes;
+  }
+  entry.object = std::make_shared<const json::object>(
+      object, json::make_shared_resource<ObjectArena>(bytes));
+  if (parsed != nullptr) *parsed = entry.object;
+  return entry;
 }
 
-void Store::index_locked(const std::string& key, const Object& object) {
+Store::Object Store::read(const Entry& entry) const {
+  if (entry.object) return entry.object;
+  // Written by serialize: it parses.
+  return std::make_shared<const json::object>(json::parse(entry.text).as_object());
+}
+
+void Store::index_locked(const std::string& key, const json::object& object) {
   for (const auto& [name, fn] : index_fns_) {
-    for (auto& value : fn(*object)) indexes_[name][value].insert(key);
+    for (auto& value : fn(object)) indexes_[name][value].insert(key);
   }
 }
 
-void Store::unindex_locked(const std::string& key, const Object& object) {
+void Store::unindex_locked(const std::string& key, const json::object& object) {
   for (const auto& [name, fn] : index_fns_) {
     auto& index = indexes_[name];
-    for (auto& value : fn(*object)) {
+    for (auto& value : fn(object)) {
       auto it = index.find(value);
       if (it == index.end()) continue;
       it->second.erase(key);
@@ -84,20 +174,22 @@ void Store::unindex_locked(const std::string& key, const Object& object) {
   }
 }
 
-Store::Object Store::upsert(json::object object) {
+Store::Object Store::upsert(json::object object, Object* stored) {
   std::string key = key_of(object);
-  Object stored = make(std::move(object));
+  Object parsed;
+  Entry entry = make(std::move(object), &parsed);
+  if (stored != nullptr) *stored = parsed;
   std::unique_lock lock(mutex_);
   Object previous;
   auto it = objects_.find(key);
   if (it != objects_.end()) {
-    previous = it->second;
-    unindex_locked(key, previous);
-    it->second = stored;
+    previous = read(it->second);
+    unindex_locked(key, *previous);
+    it->second = std::move(entry);
   } else {
-    objects_.emplace(key, stored);
+    objects_.emplace(key, std::move(entry));
   }
-  index_locked(key, stored);
+  index_locked(key, *parsed);
   return previous;
 }
 
@@ -105,40 +197,44 @@ Store::Object Store::remove(const std::string& key) {
   std::unique_lock lock(mutex_);
   auto it = objects_.find(key);
   if (it == objects_.end()) return nullptr;
-  Object previous = it->second;
-  unindex_locked(key, previous);
+  Object previous = read(it->second);
+  unindex_locked(key, *previous);
   objects_.erase(it);
   return previous;
 }
 
 std::vector<Store::Object> Store::replace(std::vector<json::object> objects) {
-  std::map<std::string, Object> fresh;
+  std::map<std::string, Entry> fresh;
+  std::vector<std::pair<std::string, Object>> parsed;  // for the indexes
+  parsed.reserve(objects.size());
   for (auto& o : objects) {
     std::string key = key_of(o);
-    fresh[std::move(key)] = make(std::move(o));
+    Object kept;
+    fresh[key] = make(std::move(o), &kept);
+    parsed.emplace_back(std::move(key), std::move(kept));
   }
   std::unique_lock lock(mutex_);
   std::vector<Object> gone;
-  for (const auto& [key, object] : objects_) {
-    if (!fresh.count(key)) gone.push_back(object);
+  for (const auto& [key, entry] : objects_) {
+    if (!fresh.count(key)) gone.push_back(read(entry));
   }
   objects_ = std::move(fresh);
   for (auto& [name, index] : indexes_) index.clear();
-  for (const auto& [key, object] : objects_) index_locked(key, object);
+  for (const auto& [key, object] : parsed) index_locked(key, *object);
   return gone;
 }
 
 Store::Object Store::get(const std::string& key) const {
   std::shared_lock lock(mutex_);
   auto it = objects_.find(key);
-  return it == objects_.end() ? nullptr : it->second;
+  return it == objects_.end() ? nullptr : read(it->second);
 }
 
 std::vector<Store::Object> Store::list() const {
   std::shared_lock lock(mutex_);
   std::vector<Object> out;
   out.reserve(objects_.size());
-  for (const auto& [key, object] : objects_) out.push_back(object);
+  for (const auto& [key, entry] : objects_) out.push_back(read(entry));
   return out;
 }
 
@@ -150,7 +246,7 @@ std::vector<Store::Object> Store::by_index(const std::string& index, const std::
   auto v = i->second.find(value);
   if (v == i->second.end()) return out;
   for (const auto& key : v->second) {
-    if (auto it = objects_.find(key); it != objects_.end()) out.push_back(it->second);
+    if (auto it = objects_.find(key); it != objects_.end()) out.push_back(read(it->second));
   }
   return out;
 }
@@ -159,7 +255,7 @@ std::vector<std::string> Store::keys() const {
   std::shared_lock lock(mutex_);
   std::vector<std::string> out;
   out.reserve(objects_.size());
-  for (const auto& [key, object] : objects_) out.push_back(key);
+  for (const auto& [key, entry] : objects_) out.push_back(key);
   return out;
 }
 

@@ -60,5 +60,36 @@ TEST(Store, ReplaceReportsWhatWentAndReindexes) {
   EXPECT_EQ(Store::key_of(json::parse(R"({"metadata":{"name":"node-1"}})").as_object()), "node-1");
 }
 
+// The compact representation keeps text and parses on each read: the same contents, keys and
+// indexes; a reader's copy is its own.
+TEST(Store, CompactKeepsTheSameObjectsIndexesAndTransform) {
+  Store s(Store::Representation::compact);
+  s.add_index("app", Store::by_label("app"));
+  s.set_transform([](json::object& o) { o["metadata"].as_object().erase("managedFields"); });
+  Store::Object stored;
+  EXPECT_EQ(s.upsert(cm("a", "x", "web"), &stored), nullptr);
+  ASSERT_NE(stored, nullptr);
+  EXPECT_FALSE(stored->at("metadata").as_object().contains("managedFields"));
+  s.upsert(cm("a", "y", "web"));
+  auto held = s.get("a/x");
+  ASSERT_NE(held, nullptr);
+  EXPECT_EQ(*held, *stored);
+  EXPECT_NE(held, s.get("a/x"));  // parsed again
+  auto previous = s.upsert(cm("a", "x", "db", "2"));
+  ASSERT_NE(previous, nullptr);
+  EXPECT_EQ(*previous, *held);
+  EXPECT_EQ(s.get("a/x")->at("metadata").at("resourceVersion"), "2");
+  EXPECT_EQ(s.by_index("app", "web").size(), 1u);
+  EXPECT_EQ(s.by_index("app", "db").size(), 1u);
+  std::vector<json::object> fresh;
+  fresh.push_back(cm("a", "z", "db"));
+  auto gone = s.replace(std::move(fresh));
+  EXPECT_EQ(gone.size(), 2u);
+  EXPECT_EQ(s.keys(), std::vector<std::string>{"a/z"});
+  EXPECT_EQ(s.by_index("app", "db").size(), 1u);
+  EXPECT_EQ(s.remove("a/z")->at("metadata").at("name"), "z");
+  EXPECT_EQ(s.size(), 0u);
+}
+
 }  // namespace
 }  // namespace kwatch::client
