@@ -398,7 +398,7 @@ void WatchConnection::close() {
   stream_->connection->lowest().socket().close(ignored);
 }
 
-asio::awaitable<ApiResult<std::vector<WatchEvent>>> WatchConnection::next() {
+asio::awaitable<ApiResult<std::vector<WatchEvent>>> WatchConnection::next(json::storage_ptr sp) {
   std::vector<WatchEvent> out;
   if (ended_) co_return out;
   Connection& c = *stream_->connection;
@@ -410,9 +410,9 @@ asio::awaitable<ApiResult<std::vector<WatchEvent>>> WatchConnection::next() {
       if (stream_->chunked) {
         body_.clear();
         decoded = chunks_.feed(raw, body_);
-        if (decoded) decoded = events_.feed(body_, out);
+        if (decoded) decoded = events_.feed(body_, out, sp);
       } else {
-        decoded = events_.feed(raw, out);
+        decoded = events_.feed(raw, out, sp);
       }
       c.buffer.consume(c.buffer.size());
       if (!decoded) co_return failure(ApiError::Kind::decode, decoded.error());

@@ -90,11 +90,13 @@ class HttpClient {
 
 // One watch stream. `next` yields the events that have arrived (waiting for at least one);
 // when the server ends the stream cleanly it returns an empty batch and `ended()` is true;
-// a broken or malformed stream is an error. Not for use after the client is gone.
+// a broken or malformed stream is an error. The events' objects are allocated from `sp` (the
+// heap unless given: a caller that is done with a batch before the next can hand a scratch
+// arena here and reset it between batches). Not for use after the client is gone.
 class WatchConnection {
  public:
   ~WatchConnection();
-  boost::asio::awaitable<ApiResult<std::vector<WatchEvent>>> next();
+  boost::asio::awaitable<ApiResult<std::vector<WatchEvent>>> next(boost::json::storage_ptr sp = {});
   bool ended() const { return ended_; }
   // Closes the connection; a pending next() completes with an error.
   void close();

@@ -12,8 +12,11 @@ namespace kwatch::client {
 namespace asio = boost::asio;
 
 Informer::Informer(std::shared_ptr<HttpClient> client, ReflectorOptions options,
-                   std::chrono::milliseconds resync_period)
-    : client_(std::move(client)), store_(std::make_shared<Store>()), resync_period_(resync_period) {
+                   std::chrono::milliseconds resync_period,
+                   Store::Representation representation)
+    : client_(std::move(client)),
+      store_(std::make_shared<Store>(representation)),
+      resync_period_(resync_period) {
   reflector_ = std::make_shared<Reflector>(
       client_, store_, std::move(options),
       [this](EventType type, const Store::Object& object, const Store::Object& previous) {
@@ -35,9 +38,12 @@ std::size_t Informer::add_handler(Handler handler, std::size_t capacity) {
 
 void Informer::notify(EventType type, const Store::Object& object, const Store::Object& previous) {
   for (auto& l : listeners_) {
+    bool wake = false;
     {
       std::lock_guard lock(l->mutex);
-      if (l->queue.size() < l->capacity && l->overflowed.empty()) {
+      wake = l->idle;
+      l->idle = false;  // one wake-up per idle spell
+      if (l->queue.size() + l->in_hand < l->capacity && l->overflowed.empty()) {
         l->queue.push_back({type, object, previous});
       } else {
         // Full: the latest change of this object replaces any kept before it.
@@ -54,31 +60,42 @@ void Informer::notify(EventType type, const Store::Object& object, const Store::
               object, first == EventType::added ? nullptr : it->second.previous};
         }
       }
-      l->stats.backlog = l->queue.size() + l->overflowed.size();
+      l->stats.backlog = l->queue.size() + l->in_hand + l->overflowed.size();
       l->stats.max_backlog = std::max(l->stats.max_backlog, l->stats.backlog);
     }
-    l->wake.notify_one();
+    // A busy handler's thread takes what is queued when it is done: no wake-up per change.
+    if (wake) l->wake.notify_one();
   }
 }
 
 void Informer::serve(Listener& l) {
   std::unique_lock lock(l.mutex);
+  std::deque<Notification> batch;
   for (;;) {
+    l.idle = true;
     l.wake.wait(lock, [&] { return stopped_ || !l.queue.empty() || !l.overflowed.empty(); });
+    l.idle = false;
     if (stopped_) return;
-    Notification n;
+    // Everything queued at once; the overflow (kept per object) one at a time, after it.
     if (!l.queue.empty()) {
-      n = std::move(l.queue.front());
-      l.queue.pop_front();
+      batch.swap(l.queue);
     } else {
-      n = std::move(l.overflowed.begin()->second);
+      batch.push_back(std::move(l.overflowed.begin()->second));
       l.overflowed.erase(l.overflowed.begin());
     }
+    l.in_hand = batch.size();
     lock.unlock();
-    l.handler(n.type, n.object, n.previous);
+    for (auto& n : batch) {
+      if (stopped_) return;
+      l.handler(n.type, n.object, n.previous);
+      n = Notification{};
+      std::lock_guard counted(l.mutex);
+      ++l.stats.delivered;
+      --l.in_hand;
+      l.stats.backlog = l.queue.size() + l.in_hand + l.overflowed.size();
+    }
+    batch.clear();
     lock.lock();
-    ++l.stats.delivered;
-    l.stats.backlog = l.queue.size() + l.overflowed.size();
   }
 }
 

@@ -43,7 +43,8 @@ class Informer {
   using Handler = Reflector::Handler;
 
   Informer(std::shared_ptr<HttpClient> client, ReflectorOptions options,
-           std::chrono::milliseconds resync_period = std::chrono::milliseconds(0));
+           std::chrono::milliseconds resync_period = std::chrono::milliseconds(0),
+           Store::Representation representation = Store::Representation::parsed);
   ~Informer();
 
   // Before run(). Returns the handler's index (for stats()).
@@ -74,6 +75,8 @@ class Informer {
     std::mutex mutex;
     std::condition_variable wake;
     std::deque<Notification> queue;
+    std::size_t in_hand = 0;  // taken from the queue by the handler's thread, not yet delivered
+    bool idle = false;        // the handler's thread waits for a notification
     std::map<std::string, Notification> overflowed;  // key -> latest change while full
     HandlerStats stats;
     std::thread thread;

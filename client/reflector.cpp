@@ -6,6 +6,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json/array.hpp>
+#include <boost/json/monotonic_resource.hpp>
 
 #include <map>
 #include <random>
@@ -39,6 +40,10 @@ std::string string_at(const json::object& o, std::string_view a, std::string_vie
   const json::value* s = v->get_object().if_contains(b);
   return s != nullptr && s->is_string() ? std::string(s->get_string()) : std::string();
 }
+
+// A watch batch's scratch arena: what one read's events usually take parsed (more comes from the
+// heap and goes with the batch).
+constexpr std::size_t kScratchBytes = 256 * 1024;
 
 double jitter() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -147,8 +152,13 @@ asio::awaitable<void> Reflector::watch() {
   }
   std::unique_ptr<WatchConnection> w = std::move(*opened);
   current_ = &w;
+  // Each batch is parsed into a scratch arena, reset once the batch is applied: the store keeps
+  // copies of its own, so parsing costs no heap allocation and no node-by-node destruction.
+  auto buffer = std::make_unique<unsigned char[]>(kScratchBytes);
+  json::monotonic_resource scratch(buffer.get(), kScratchBytes);
   while (!stopped_) {
-    auto events = co_await w->next();
+    scratch.release();
+    auto events = co_await w->next(json::storage_ptr(&scratch));
     if (!events) {
       ++counters_.failures;
       break;
@@ -167,7 +177,9 @@ asio::awaitable<void> Reflector::watch() {
         case EventType::deleted: {
           auto previous = store_->remove(Store::key_of(e.object));
           if (handler_) {
-            handler_(e.type, std::make_shared<const json::object>(std::move(e.object)), previous);
+            // Out of the scratch arena: the handler may keep it.
+            handler_(e.type, std::make_shared<const json::object>(e.object, json::storage_ptr()),
+                     previous);
           }
           break;
         }

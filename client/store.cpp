@@ -3,6 +3,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <memory>
 #include <mutex>
 
 namespace kwatch::client {
@@ -22,22 +23,38 @@ const json::object* metadata_of(const json::object& object) {
 }
 
 // Counts what a copy of an object allocates, so that the copy kept can be made in one block of
-// exactly that size.
+// exactly that size. The measuring copy itself is bumped into a scratch buffer of this thread's,
+// reused by the next measure, and never destroyed node by node.
 class CountingResource final : public json::memory_resource {
  public:
   std::size_t bytes = 0;
 
+  ~CountingResource() override {
+    for (void* p : spilled_) ::operator delete(p, std::align_val_t(alignof(std::max_align_t)));
+  }
+
  private:
+  static constexpr std::size_t kScratch = 64 * 1024;
+
   void* do_allocate(std::size_t n, std::size_t align) override {
     bytes = (bytes + align - 1) / align * align + n;
-    return ::operator new(n, std::align_val_t(align));
+    thread_local std::unique_ptr<char[]> scratch(new char[kScratch]);
+    const std::size_t at = (used_ + align - 1) / align * align;
+    if (align <= alignof(std::max_align_t) && at + n <= kScratch) {
+      used_ = at + n;
+      return scratch.get() + at;
+    }
+    void* p = ::operator new(n, std::align_val_t(alignof(std::max_align_t)));
+    spilled_.push_back(p);
+    return p;
   }
-  void do_deallocate(void* p, std::size_t, std::size_t align) override {
-    ::operator delete(p, std::align_val_t(align));
-  }
+  void do_deallocate(void*, std::size_t, std::size_t) override {}
   bool do_is_equal(const json::memory_resource& other) const noexcept override {
     return this == &other;
   }
+
+  std::size_t used_ = 0;
+  std::vector<void*> spilled_;
 };
 
 // One block for one stored object's whole tree: no per-node heap headers, no rounding to size
@@ -77,12 +94,25 @@ class ObjectArena final : public json::memory_resource {
   std::vector<std::pair<void*, std::size_t>> extra_;
 };
 
+// A stored object and the arena its tree lives in. The tree refers to the arena without
+// counting references (a counted storage costs an atomic operation per node copied and a walk
+// of the whole tree to destroy it); the holder keeps the arena alive instead, and readers hold
+// the holder through the object (an aliasing shared_ptr).
+struct ArenaObject {
+  ArenaObject(std::size_t bytes, const json::object& from)
+      : arena(bytes), object(from, json::storage_ptr(&arena)) {}
+  ObjectArena arena;  // destroyed after the object
+  json::object object;
+};
+
 }  // namespace
 }  // namespace kwatch::client
 
-// Nodes in an arena need no destructor run: the arena goes with the last of them.
+// Nodes in these need no destructor run: the memory goes with the resource.
 template <>
 struct boost::json::is_deallocate_trivial<kwatch::client::ObjectArena> : std::true_type {};
+template <>
+struct boost::json::is_deallocate_trivial<kwatch::client::CountingResource> : std::true_type {};
 
 namespace kwatch::client {
 
@@ -133,7 +163,13 @@ Store::Entry Store::make(json::object object, Object* parsed) const {
   if (representation_ == Representation::compact) {
     entry.text = json::serialize(object);
     entry.text.shrink_to_fit();
-    if (parsed != nullptr) *parsed = std::make_shared<const json::object>(std::move(object));
+    if (parsed != nullptr) {
+      // A caller's scratch storage does not outlive the call: the object handed back must not
+      // live there.
+      *parsed = object.storage().get() == json::storage_ptr().get()
+                    ? std::make_shared<const json::object>(std::move(object))
+                    : std::make_shared<const json::object>(object, json::storage_ptr());
+    }
     return entry;
   }
   // Measured by a first copy, kept as a second in one block of that size: a parsed object's
@@ -144,8 +180,8 @@ Store::Entry Store::make(json::object object, Object* parsed) const {
     json::object measured(object, json::storage_ptr(&counter));
     bytes = counter.bytes;
   }
-  entry.object = std::make_shared<const json::object>(
-      object, json::make_shared_resource<ObjectArena>(bytes));
+  auto holder = std::make_shared<const ArenaObject>(bytes, object);
+  entry.object = Object(holder, &holder->object);
   if (parsed != nullptr) *parsed = entry.object;
   return entry;
 }

@@ -50,7 +50,7 @@ class Store {
   void set_transform(TransformFn fn);
 
   // The previous object under its key (null if none); `stored`, when given, gets the object as
-  // kept (after the transform).
+  // kept (after the transform). `object` may live in any storage: nothing kept refers to it.
   Object upsert(boost::json::object object, Object* stored = nullptr);
   Object remove(const std::string& key);
   // Replaces everything (after a list): returns the objects that were there and are not now.

@@ -153,29 +153,31 @@ std::string WatchEvent::resource_version() const {
   return rv != nullptr && rv->is_string() ? std::string(rv->get_string()) : std::string();
 }
 
-boost::system::result<WatchEvent, std::string> decode_event(std::string_view text) {
+boost::system::result<WatchEvent, std::string> decode_event(std::string_view text,
+                                                           json::storage_ptr sp) {
   json::parse_options options;
   options.max_depth = 512;  // objects may nest deeply (schemas in CRDs); Boost's default is 32
   boost::system::error_code ec;
-  json::value v = json::parse(text, ec, {}, options);
+  json::value v = json::parse(text, ec, std::move(sp), options);
   if (ec) return "an event that is not JSON (" + ec.message() + "): " + excerpt(text);
   const json::object* o = v.if_object();
   if (o == nullptr) return "an event that is not a JSON object: " + excerpt(text);
   const json::value* type = o->if_contains("type");
   if (type == nullptr || !type->is_string()) return "an event without a type: " + excerpt(text);
-  WatchEvent event;
-  if (!parse_event_type(type->get_string(), event.type)) {
+  EventType event_type;
+  if (!parse_event_type(type->get_string(), event_type)) {
     return "an unknown event type \"" + excerpt(type->get_string()) + "\"";
   }
   json::value* object = v.get_object().if_contains("object");
   if (object == nullptr || !object->is_object()) {
     return "a " + std::string(type->get_string()) + " event without an object: " + excerpt(text);
   }
-  event.object = std::move(object->get_object());
-  return event;
+  // Constructed, not assigned: the object keeps the storage it was parsed into.
+  return WatchEvent{event_type, std::move(object->get_object())};
 }
 
-DecodeResult EventDecoder::feed(std::string_view bytes, std::vector<WatchEvent>& out) {
+DecodeResult EventDecoder::feed(std::string_view bytes, std::vector<WatchEvent>& out,
+                                const json::storage_ptr& sp) {
   if (failed_) return std::string("the event stream is broken already");
   while (!bytes.empty()) {
     const auto nl = bytes.find('\n');
@@ -199,7 +201,7 @@ DecodeResult EventDecoder::feed(std::string_view bytes, std::vector<WatchEvent>&
     }
     line = without_eol(line);
     if (!line.empty()) {
-      auto event = decode_event(line);
+      auto event = decode_event(line, sp);
       if (!event) {
         failed_ = true;
         return event.error();

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <boost/json/object.hpp>
+#include <boost/json/storage_ptr.hpp>
 #include <boost/system/result.hpp>
 
 #include <cstddef>
@@ -55,17 +56,21 @@ bool parse_event_type(std::string_view text, EventType& type);
 // The wire name of `type` ("ADDED" ... "ERROR").
 std::string_view event_type_name(EventType type);
 
-// One event from its JSON text (a line, or a WebSocket message).
-boost::system::result<WatchEvent, std::string> decode_event(std::string_view text);
+// One event from its JSON text (a line, or a WebSocket message), its object allocated from `sp`
+// (the default heap unless given).
+boost::system::result<WatchEvent, std::string> decode_event(std::string_view text,
+                                                           boost::json::storage_ptr sp = {});
 
 // Newline-delimited events, from the de-chunked body in pieces of any size.
 class EventDecoder {
  public:
   explicit EventDecoder(std::size_t max_event_bytes = 16u << 20) : max_event_(max_event_bytes) {}
 
-  // Appends every complete event in `bytes` to `out`. An error (the event's text in it,
-  // shortened) leaves the decoder spent: the stream can no longer be trusted.
-  DecodeResult feed(std::string_view bytes, std::vector<WatchEvent>& out);
+  // Appends every complete event in `bytes` to `out`, their objects allocated from `sp`. An
+  // error (the event's text in it, shortened) leaves the decoder spent: the stream can no
+  // longer be trusted.
+  DecodeResult feed(std::string_view bytes, std::vector<WatchEvent>& out,
+                    const boost::json::storage_ptr& sp = {});
   // Bytes of an event not yet ended by its newline.
   std::size_t pending() const { return partial_.size(); }
 
