@@ -8,7 +8,7 @@
 // `events` counts every notification (the list's ADDED ones too); `last_ms` is when the last one
 // came, since the start.
 //
-// Usage: kwatch-informer-bench SERVER_URL PATH [parsed|compact]
+// Usage: kwatch-informer-bench SERVER_URL PATH [parsed|compact] [PAGE_SIZE (500; 0: unpaged)]
 #include "client/informer.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
   const auto start = Clock::now();
   ReflectorOptions options;
   options.path = argv[2];
+  if (argc > 4) options.page_size = static_cast<std::size_t>(std::atol(argv[4]));
   Informer informer(*client, options, std::chrono::milliseconds(0), representation);
   std::atomic<std::uint64_t> events{0};
   std::atomic<long> last_ms{0};
