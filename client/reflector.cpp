@@ -57,7 +57,8 @@ Reflector::Reflector(std::shared_ptr<HttpClient> client, std::shared_ptr<Store> 
     : client_(std::move(client)),
       store_(std::move(store)),
       options_(std::move(options)),
-      handler_(std::move(handler)) {}
+      handler_(std::move(handler)),
+      streaming_(options_.streaming_list) {}
 
 std::string Reflector::last_synced_resource_version() const {
   std::lock_guard lock(version_mutex_);
@@ -69,7 +70,7 @@ void Reflector::set_version(std::string rv) {
   version_ = std::move(rv);
 }
 
-std::string Reflector::query(bool watching) const {
+std::string Reflector::query(bool watching, bool streaming) const {
   std::string q = options_.path + "?";
   if (!options_.label_selector.empty()) q += "labelSelector=" + escape(options_.label_selector) + "&";
   if (!options_.field_selector.empty()) q += "fieldSelector=" + escape(options_.field_selector) + "&";
@@ -77,8 +78,13 @@ std::string Reflector::query(bool watching) const {
     // client-go's spread: [min, 2 x min).
     const auto timeout = static_cast<long>(static_cast<double>(options_.min_watch_timeout.count()) *
                                            (1.0 + jitter()));
-    q += "watch=1&allowWatchBookmarks=true&timeoutSeconds=" + std::to_string(timeout) +
-         "&resourceVersion=" + escape(last_synced_resource_version());
+    q += "watch=1&allowWatchBookmarks=true&timeoutSeconds=" + std::to_string(timeout);
+    if (streaming) {
+      // No version: the state as of now (a consistent read), then what follows.
+      q += "&sendInitialEvents=true&resourceVersionMatch=NotOlderThan";
+    } else {
+      q += "&resourceVersion=" + escape(last_synced_resource_version());
+    }
   }
   return q;
 }
@@ -114,6 +120,11 @@ asio::awaitable<bool> Reflector::list() {
     token = string_at(*page, "metadata", "continue");
     if (token.empty()) break;
   }
+  apply_list(std::move(items), std::move(rv));
+  co_return true;
+}
+
+void Reflector::apply_list(std::vector<json::object> items, std::string rv) {
   // The objects listed keys had before (for the handler: ADDED or MODIFIED).
   std::map<std::string, Store::Object> before;
   if (handler_) {
@@ -136,14 +147,42 @@ asio::awaitable<bool> Reflector::list() {
       handler_(known ? EventType::modified : EventType::added, object, known ? it->second : nullptr);
     }
   }
-  co_return true;
 }
 
+namespace {
+
+// The bookmark that ends a streaming list's initial events.
+bool ends_initial_events(const json::object& bookmark) {
+  const json::value* meta = bookmark.if_contains("metadata");
+  const json::value* annotations =
+      meta != nullptr && meta->is_object() ? meta->get_object().if_contains("annotations") : nullptr;
+  const json::value* end = annotations != nullptr && annotations->is_object()
+                               ? annotations->get_object().if_contains("k8s.io/initial-events-end")
+                               : nullptr;
+  return end != nullptr && end->is_string() && end->get_string() == "true";
+}
+
+// What a server that does not serve streaming lists answers to one.
+bool refuses_streaming(const ApiError& e) {
+  return e.kind == ApiError::Kind::status &&
+         (e.http_status == 400 || e.http_status == 403 || e.http_status == 405 ||
+          e.http_status == 422 || e.http_status == 501);
+}
+
+}  // namespace
+
 asio::awaitable<void> Reflector::watch() {
+  const bool streaming = relist_;  // run() watches with relist_ set only for a streaming list
   ++counters_.watches;
-  auto opened = co_await client_->watch(query(true));
+  if (streaming) {
+    ++counters_.lists;
+    ++counters_.streaming_lists;
+  }
+  auto opened = co_await client_->watch(query(true, streaming));
   if (!opened) {
-    if (opened.error().is(410)) {
+    if (streaming && refuses_streaming(opened.error())) {
+      streaming_ = false;  // a plain list next, at once
+    } else if (opened.error().is(410)) {
       relist_ = true;
     } else {
       ++counters_.failures;
@@ -152,6 +191,9 @@ asio::awaitable<void> Reflector::watch() {
   }
   std::unique_ptr<WatchConnection> w = std::move(*opened);
   current_ = &w;
+  // A streaming list's state, gathered until the bookmark that ends it (copies out of the
+  // scratch arena below).
+  std::vector<json::object> initial;
   // Each batch is parsed into a scratch arena, reset once the batch is applied: the store keeps
   // copies of its own, so parsing costs no heap allocation and no node-by-node destruction.
   auto buffer = std::make_unique<unsigned char[]>(kScratchBytes);
@@ -166,6 +208,17 @@ asio::awaitable<void> Reflector::watch() {
     for (auto& e : *events) {
       ++counters_.events;
       std::string rv = e.resource_version();
+      if (relist_ && e.type != EventType::error) {
+        // Still in a streaming list's initial state.
+        if (e.type == EventType::added || e.type == EventType::modified) {
+          initial.emplace_back(e.object, json::storage_ptr());
+        } else if (e.type == EventType::bookmark && ends_initial_events(e.object)) {
+          streams_cut_short_ = 0;
+          apply_list(std::move(initial), std::move(rv));
+          initial.clear();
+        }
+        continue;
+      }
       switch (e.type) {
         case EventType::added:
         case EventType::modified: {
@@ -197,6 +250,12 @@ asio::awaitable<void> Reflector::watch() {
     }
     if (w->ended()) break;
   }
+  if (streaming && relist_ && !stopped_ && w->ended()) {
+    // Ended cleanly before its bookmark: a server that ignores sendInitialEvents never sends one
+    // (a broken or malformed stream was counted above and is retried as it was).
+    ++counters_.failures;
+    if (++streams_cut_short_ >= 2) streaming_ = false;
+  }
   current_ = nullptr;
 }
 
@@ -219,10 +278,10 @@ asio::awaitable<void> Reflector::run() {
   };
   while (!stopped_) {
     const auto failures_before = counters_.failures.load();
-    if (relist_ && !co_await list()) {
-      // fall through to the backoff below
-    } else if (!relist_) {
-      co_await watch();
+    if (relist_ && !streaming_) {
+      co_await list();  // a failure is counted: the backoff below
+    } else {
+      co_await watch();  // a streaming list when relist_ is set
     }
     if (counters_.failures.load() == failures_before) {
       backoff = options_.initial_backoff;

@@ -5,7 +5,7 @@
 // below the last one the handler saw for that object; the same one comes again after a re-list,
 // as client-go's informers deliver every listed object again). EOF stops it (exit 0).
 //
-// Usage: kwatch-mirror-probe KUBECONFIG PATH [REQUEST_TIMEOUT_MS]
+// Usage: kwatch-mirror-probe KUBECONFIG PATH [REQUEST_TIMEOUT_MS [stream|list]]
 #include "client/informer.hpp"
 #include "client/kubeconfig.hpp"
 
@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   ReflectorOptions options;
   options.path = argv[2];
   options.page_size = 100;  // several pages per list
+  options.streaming_list = !(argc > 4 && std::string(argv[4]) == "list");
   options.initial_backoff = std::chrono::milliseconds(50);
   options.max_backoff = std::chrono::milliseconds(1000);
   Informer informer(*client, options);
@@ -109,6 +110,7 @@ int main(int argc, char** argv) {
     out["handler"] = std::move(handler);
     const auto& c = informer.counters();
     out["lists"] = c.lists.load();
+    out["streaming_lists"] = c.streaming_lists.load();
     out["watches"] = c.watches.load();
     out["events"] = c.events.load();
     out["failures"] = c.failures.load();

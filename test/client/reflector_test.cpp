@@ -1,6 +1,8 @@
-// The Reflector's 410 path against a scripted server: the first watch answers with an ERROR
-// event (410 Expired), so the reflector re-lists, reports the object that vanished meanwhile as
-// DELETED once, and watches again from the new list's resourceVersion.
+// The Reflector against a scripted server: the 410 path (the first watch answers with an ERROR
+// event, 410 Expired, so the reflector re-lists, reports the object that vanished meanwhile as
+// DELETED once, and watches again from the new list's resourceVersion), and streaming lists
+// (served: the initial events up to the bookmark are the state and the same stream goes on;
+// refused: a list instead).
 #include "client/reflector.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -59,7 +61,23 @@ struct ScriptedServer {
       targets.push_back(target);
       std::string response;
       bool keep_open = false;
-      if (target.find("watch=1") == std::string::npos) {
+      if (target.find("sendInitialEvents=true") != std::string::npos) {
+        ++streams;
+        if (!streaming) {
+          const std::string body =
+              R"({"kind":"Status","apiVersion":"v1","status":"Failure","message":"sendInitialEvents is forbidden","reason":"Invalid","code":422})";
+          response = "HTTP/1.1 422 Unprocessable Entity\r\nContent-Type: application/json\r\n"
+                     "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+        } else {
+          response = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" +
+                     chunk(R"({"type":"ADDED","object":)" + cm("a", 3) + "}\n" +
+                           R"({"type":"ADDED","object":)" + cm("b", 4) + "}\n") +
+                     chunk(R"({"type":"BOOKMARK","object":{"kind":"ConfigMap","metadata":{"resourceVersion":"5","annotations":{"k8s.io/initial-events-end":"true"}}}})"
+                           "\n") +
+                     chunk(R"({"type":"MODIFIED","object":)" + cm("b", 6) + "}\n");
+          keep_open = true;
+        }
+      } else if (target.find("watch=1") == std::string::npos) {
         ++lists;
         const std::string body =
             lists == 1 ? R"({"kind":"ConfigMapList","metadata":{"resourceVersion":"5"},"items":[)" +
@@ -94,43 +112,59 @@ struct ScriptedServer {
 
   tcp::acceptor acceptor;
   std::vector<std::string> targets;
+  bool streaming = false;  // serves streaming lists; else refuses them with 422
+  int streams = 0;
   int lists = 0;
   int watches = 0;
 };
+
+// Runs the io_context until `done` or 10 s, then stops the reflector.
+void run_until(asio::io_context& ioc, ScriptedServer& server, Reflector& reflector,
+               const std::function<bool()>& done) {
+  asio::steady_timer poll(ioc);
+  std::function<void()> check;
+  check = [&] {
+    if (done()) {
+      reflector.stop();
+      server.acceptor.close();
+      ioc.stop();  // a scripted watch stays open: nothing more to wait for
+      return;
+    }
+    poll.expires_after(std::chrono::milliseconds(10));
+    poll.async_wait([&](boost::system::error_code) { check(); });
+  };
+  check();
+  ioc.run_for(std::chrono::seconds(10));
+}
+
+// A reflector on the scripted server whose handler records "TYPE key resourceVersion".
+std::shared_ptr<Reflector> recording(asio::io_context& ioc, ScriptedServer& server,
+                                     std::shared_ptr<Store> store, std::vector<std::string>& seen,
+                                     bool streaming_list = true) {
+  ClientConfig config;
+  config.server = "http://127.0.0.1:" + std::to_string(server.acceptor.local_endpoint().port());
+  auto client = HttpClient::create(ioc.get_executor(), config);
+  EXPECT_TRUE(client);
+  ReflectorOptions options;
+  options.path = "/api/v1/namespaces/x/configmaps";
+  options.initial_backoff = std::chrono::milliseconds(10);
+  options.streaming_list = streaming_list;
+  return std::make_shared<Reflector>(
+      *client, store, options, [&seen](EventType type, const Store::Object& o, const Store::Object&) {
+        seen.push_back(std::string(event_type_name(type)) + " " + Store::key_of(*o) + " " +
+                       std::string(o->at("metadata").at("resourceVersion").as_string()));
+      });
+}
 
 TEST(Reflector, A410ErrorEventMakesItRelistAndReportWhatVanished) {
   asio::io_context ioc;
   ScriptedServer server(ioc);
   asio::co_spawn(ioc, server.serve(), asio::detached);
-  ClientConfig config;
-  config.server = "http://127.0.0.1:" + std::to_string(server.acceptor.local_endpoint().port());
-  auto client = HttpClient::create(ioc.get_executor(), config);
-  ASSERT_TRUE(client);
   auto store = std::make_shared<Store>();
-  ReflectorOptions options;
-  options.path = "/api/v1/namespaces/x/configmaps";
-  options.initial_backoff = std::chrono::milliseconds(10);
   std::vector<std::string> seen;
-  auto reflector = std::make_shared<Reflector>(
-      *client, store, options, [&](EventType type, const Store::Object& o, const Store::Object&) {
-        seen.push_back(std::string(event_type_name(type)) + " " + Store::key_of(*o) + " " +
-                       std::string(o->at("metadata").at("resourceVersion").as_string()));
-      });
+  auto reflector = recording(ioc, server, store, seen, /*streaming_list=*/false);
   asio::co_spawn(ioc, reflector->run(), asio::detached);
-  asio::steady_timer stopper(ioc);
-  std::function<void()> check;
-  check = [&] {
-    if (store->get("x/c")) {
-      reflector->stop();
-      server.acceptor.close();
-      ioc.stop();  // the scripted watch stays open: nothing more to wait for
-      return;
-    }
-    stopper.expires_after(std::chrono::milliseconds(10));
-    stopper.async_wait([&](boost::system::error_code) { check(); });
-  };
-  check();
-  ioc.run_for(std::chrono::seconds(10));
+  run_until(ioc, server, *reflector, [&] { return store->get("x/c") != nullptr; });
   EXPECT_EQ(server.lists, 2) << "410 made it list again";
   ASSERT_GE(server.targets.size(), 4u);
   EXPECT_NE(server.targets[1].find("resourceVersion=5"), std::string::npos) << server.targets[1];
@@ -139,6 +173,43 @@ TEST(Reflector, A410ErrorEventMakesItRelistAndReportWhatVanished) {
                                             "MODIFIED x/a 7", "ADDED x/c 9"}));
   EXPECT_EQ(store->keys(), (std::vector<std::string>{"x/a", "x/c"}));
   EXPECT_EQ(reflector->last_synced_resource_version(), "9");
+}
+
+TEST(Reflector, AStreamingListIsTheStateUpToItsBookmarkThenTheSameStreamGoesOn) {
+  asio::io_context ioc;
+  ScriptedServer server(ioc);
+  server.streaming = true;
+  asio::co_spawn(ioc, server.serve(), asio::detached);
+  auto store = std::make_shared<Store>();
+  std::vector<std::string> seen;
+  auto reflector = recording(ioc, server, store, seen);
+  asio::co_spawn(ioc, reflector->run(), asio::detached);
+  run_until(ioc, server, *reflector, [&] { return reflector->last_synced_resource_version() == "6"; });
+  EXPECT_EQ(server.streams, 1);
+  EXPECT_EQ(server.lists, 0);
+  EXPECT_EQ(server.watches, 0);
+  ASSERT_EQ(server.targets.size(), 1u);
+  EXPECT_NE(server.targets[0].find("resourceVersionMatch=NotOlderThan"), std::string::npos);
+  EXPECT_NE(server.targets[0].find("allowWatchBookmarks=true"), std::string::npos);
+  EXPECT_EQ(seen, (std::vector<std::string>{"ADDED x/a 3", "ADDED x/b 4", "MODIFIED x/b 6"}));
+  EXPECT_TRUE(reflector->has_synced());
+  EXPECT_EQ(reflector->counters().lists, 1u);
+  EXPECT_EQ(reflector->counters().streaming_lists, 1u);
+}
+
+TEST(Reflector, AServerThatRefusesStreamingListsIsListedInstead) {
+  asio::io_context ioc;
+  ScriptedServer server(ioc);
+  asio::co_spawn(ioc, server.serve(), asio::detached);
+  auto store = std::make_shared<Store>();
+  std::vector<std::string> seen;
+  auto reflector = recording(ioc, server, store, seen);
+  asio::co_spawn(ioc, reflector->run(), asio::detached);
+  run_until(ioc, server, *reflector, [&] { return store->get("x/c") != nullptr; });
+  EXPECT_EQ(server.streams, 1) << "refused once, not asked again";
+  EXPECT_EQ(server.lists, 2);  // the scripted first watch answers 410
+  EXPECT_EQ(reflector->counters().failures, 1u) << "the refusal itself is not a failure";
+  EXPECT_EQ(store->keys(), (std::vector<std::string>{"x/a", "x/c"}));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@ then a disconnection long enough for its version to leave the server's window (4
 re-list), and a server that accepts the watch and never answers (the client's deadline ends the
 wait). After each, the mirror must equal the server's state, object by object and version by
 version, and so must the view built from the handler's notifications alone, which came in order.
+All of it twice: with streaming lists (sendInitialEvents) and with paged lists.
 
 The client speaks to the server through a proxy in this test that can cut, corrupt, refuse or
 swallow its connections.
@@ -200,8 +201,8 @@ def server_state(port):
 
 
 class Probe:
-    def __init__(self, binary, kubeconfig, timeout_ms):
-        self.proc = subprocess.Popen([binary, kubeconfig, CMS, str(timeout_ms)], stdin=subprocess.PIPE,
+    def __init__(self, binary, kubeconfig, timeout_ms, mode):
+        self.proc = subprocess.Popen([binary, kubeconfig, CMS, str(timeout_ms), mode], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
 
     def dump(self):
@@ -224,6 +225,17 @@ class Probe:
 def main():
     binary, probe_binary = sys.argv[1], sys.argv[2]
     checks = Checks()
+    for mode in ("stream", "list"):
+        scenario(binary, probe_binary, mode, checks)
+    checks.finish()
+
+
+def scenario(binary, probe_binary, mode, plain_checks):
+    class Prefixed:
+        @staticmethod
+        def check(name, condition, detail=""):
+            plain_checks.check(f"[{mode}] {name}", condition, detail)
+    checks = Prefixed()
     with TempDir() as tmp:
         data = os.path.join(tmp, "data")
         # A small event window, so that a short disconnection can outlive a version.
@@ -241,7 +253,7 @@ def main():
             seed = Writer(lambda: port)
             for name in NAMES[:100]:
                 seed.request("POST", CMS, {"metadata": {"name": name}, "data": {"i": "seed"}})
-            probe = Probe(probe_binary, os.path.join(tmp, "kubeconfig"), 2000)
+            probe = Probe(probe_binary, os.path.join(tmp, "kubeconfig"), 2000, mode)
 
             def converged(what, timeout=60):
                 want = server_state(port)
@@ -260,6 +272,9 @@ def main():
                 return last
 
             first = converged("the first list: the mirror equals the server")
+            checks.check("the first list was streamed" if mode == "stream" else "the first list was paged",
+                         first.get("streaming_lists") == (1 if mode == "stream" else 0),
+                         first.get("streaming_lists"))
 
             # 10,000 mixed writes from 4 writers; meanwhile: a cut mid-chunk, a restart, a
             # corrupted stream.
@@ -326,10 +341,12 @@ def main():
             checks.check("the informer stops cleanly", code == 0,
                          (code, probe.proc.stderr.read()[-500:] if probe.proc.stderr else ""))
             checks.check("server alive", server.alive())
-            del first
+            if mode == "stream":
+                checks.check("every list was a streaming list",
+                             relisted.get("streaming_lists") == relisted.get("lists"),
+                             (relisted.get("streaming_lists"), relisted.get("lists")))
         finally:
             server.stop()
-    checks.finish()
 
 
 if __name__ == "__main__":
