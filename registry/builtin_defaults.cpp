@@ -371,8 +371,10 @@ void default_namespace(json::object& ns) {
   if (meta == nullptr) return;
   const json::value* name = meta->if_contains("name");
   if (name == nullptr || !name->is_string() || name->get_string().empty()) return;
+  // A copy: adding "labels" to metadata may move its members, `name` with them.
+  const std::string copy(name->get_string());
   if (json::object* labels = child_object(*meta, "labels")) {
-    labels->insert_or_assign("kubernetes.io/metadata.name", name->get_string());
+    labels->insert_or_assign("kubernetes.io/metadata.name", copy);
   }
 }
 

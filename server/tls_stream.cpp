@@ -50,6 +50,9 @@ struct TlsState {
   std::size_t in_capacity = 0;
   std::size_t in_begin = 0;
   std::size_t in_end = 0;
+  // A socket read into `in` is pending: `in` must stay (a write that completes meanwhile and
+  // releases the idle buffers would free it under the read).
+  bool reading = false;
   std::size_t read_chunk = kInitialRead;
   // Ciphertext OpenSSL produced and no send has taken yet; `sending` is the one in flight (two
   // vectors, so OpenSSL can append while a send reads).
@@ -167,7 +170,7 @@ void flush_now(TlsState& st, int fd) {
 
 // `writes`: also the ciphertext vectors (back to the pool) and OpenSSL's buffers.
 void release_buffers(TlsState& st, bool writes = true) {
-  if (st.in_begin == st.in_end && st.in) {
+  if (!st.reading && st.in_begin == st.in_end && st.in) {
     st.in.reset();
     st.in_capacity = st.in_begin = st.in_end = 0;
   }
@@ -207,10 +210,12 @@ asio::mutable_buffer tls_prepare_input(TlsState& st) {
     st.in_capacity = st.read_chunk;
   }
   st.in_begin = st.in_end = 0;
+  st.reading = true;
   return asio::mutable_buffer(st.in.get(), st.read_chunk);
 }
 
 void tls_commit_input(TlsState& st, std::size_t n) {
+  st.reading = false;
   st.in_begin = 0;
   st.in_end = n;
   // Bulk input (a large request body) is read in growing chunks; small reads keep it small.
@@ -221,7 +226,10 @@ void tls_commit_input(TlsState& st, std::size_t n) {
   }
 }
 
-void tls_after_read(TlsState& st) { release_buffers(st); }
+void tls_after_read(TlsState& st) {
+  st.reading = false;  // also after a failed socket read
+  release_buffers(st);
+}
 
 bool tls_encrypt(TlsState& st, const void* data, std::size_t size, error_code& ec) {
   const std::size_t records = (size + kTlsRecord - 1) / kTlsRecord;
@@ -333,7 +341,10 @@ asio::awaitable<error_code> TlsStream::handshake() {
     }
     const asio::mutable_buffer in = detail::tls_prepare_input(st);
     auto [rec, n] = co_await next_.async_read_some(in, use_tuple);
-    if (rec) co_return rec;
+    if (rec) {
+      st.reading = false;
+      co_return rec;
+    }
     detail::tls_commit_input(st, n);
   }
 }

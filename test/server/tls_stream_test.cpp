@@ -165,6 +165,57 @@ TEST_F(TlsStreamTest, EchoesSmallAndOneMebibytePayloadsAndSeesThePeersCloseAsEof
   EXPECT_EQ(echoed, 5u + (1u << 20));
 }
 
+// A WebSocket watch over TLS: a read waits (for the client's frames) while writes complete.
+// A completed write releases the idle buffers; the pending read's must stay, or what the peer
+// sends next (its close frame, say) lands in freed memory (a crash seen with a Beast client).
+TEST_F(TlsStreamTest, AReadPendingWhileWritesCompleteGetsWhatThePeerSendsNext) {
+  std::string received;
+  auto server = [&]() -> asio::awaitable<void> {
+    TlsStream stream = co_await accept_tls();
+    const error_code hec = co_await stream.handshake();
+    EXPECT_FALSE(hec) << hec.message();
+    if (hec) co_return;
+    auto executor = co_await asio::this_coro::executor;
+    bool read_done = false;
+    std::array<char, 64> buf{};
+    asio::co_spawn(
+        executor,
+        [&]() -> asio::awaitable<void> {
+          const auto in = asio::buffer(buf);
+          auto [ec, n] = co_await stream.async_read_some(in, use_tuple);
+          EXPECT_FALSE(ec) << ec.message();
+          received.assign(buf.data(), n);
+          read_done = true;
+        },
+        asio::detached);
+    // Writes complete while the read waits; the client answers the last one.
+    for (int i = 0; i < 3; ++i) {
+      const std::string event = "event " + std::to_string(i) + "\n";
+      const auto out = asio::buffer(event);
+      auto [wec, wn] = co_await asio::async_write(stream, out, use_tuple);
+      EXPECT_FALSE(wec) << wec.message();
+    }
+    asio::steady_timer wait(executor);
+    for (int i = 0; i < 1000 && !read_done; ++i) {
+      wait.expires_after(std::chrono::milliseconds(5));
+      co_await wait.async_wait(use_tuple);
+    }
+    EXPECT_TRUE(read_done);
+  };
+  auto client = [&]() -> asio::awaitable<void> {
+    ClientStream c = co_await connect_tls();
+    std::string got(24, '\0');
+    const auto got_in = asio::buffer(got);
+    co_await asio::async_read(c, got_in, asio::use_awaitable);
+    EXPECT_EQ(got, "event 0\nevent 1\nevent 2\n");
+    const std::string reply = "close frame";
+    const auto reply_out = asio::buffer(reply);
+    co_await asio::async_write(c, reply_out, asio::use_awaitable);
+  };
+  run(server(), client());
+  EXPECT_EQ(received, "close frame");
+}
+
 TEST_F(TlsStreamTest, AGatheredWriteOfManySmallBuffersIsOneRecord) {
   std::vector<std::string> pieces;
   for (int i = 0; i < 300; ++i) pieces.push_back("piece-" + std::to_string(1000 + i) + ";");
