@@ -11,6 +11,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <boost/beast/websocket.hpp>
+#include <boost/beast/websocket/ssl.hpp>
 #include <boost/json/parse.hpp>
 
 #include <optional>
@@ -22,6 +24,7 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace json = boost::json;
 namespace ssl = asio::ssl;
+namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 using Clock = std::chrono::steady_clock;
@@ -324,6 +327,10 @@ asio::awaitable<ApiResult<json::object>> HttpClient::get(std::string target) {
 struct WatchConnection::Stream {
   std::unique_ptr<Connection> connection;
   bool chunked = true;
+  // Over WebSocket: the stream on the connection's, and the message being read.
+  std::optional<websocket::stream<beast::tcp_stream&>> ws_plain;
+  std::optional<websocket::stream<beast::ssl_stream<beast::tcp_stream>&>> ws_secure;
+  beast::flat_buffer message;
 };
 
 namespace {
@@ -355,12 +362,66 @@ asio::awaitable<std::pair<boost::system::error_code, std::size_t>> read_some(S& 
 
 }  // namespace
 
-asio::awaitable<ApiResult<std::unique_ptr<WatchConnection>>> HttpClient::watch(std::string target) {
+namespace {
+
+// The WebSocket handshake with the request's headers (credentials, agent); a refusal is the
+// server's Status, as over plain HTTP.
+template <class WebSocket>
+asio::awaitable<ApiResult<void>> handshake(WebSocket& ws, const http::request<http::string_body>& req,
+                                           const std::string& target) {
+  ws.set_option(websocket::stream_base::decorator([&req](websocket::request_type& upgrade) {
+    for (auto field : {http::field::authorization, http::field::user_agent, http::field::accept}) {
+      if (req.count(field)) upgrade.set(field, req[field]);
+    }
+  }));
+  websocket::response_type response;
+  const std::string host(req[http::field::host]);
+  auto [ec] = co_await ws.async_handshake(response, host, target, use_tuple);
+  if (!ec) co_return ApiResult<void>{};
+  if (response.result_int() != 0 && response.result_int() != 101) {
+    co_return status_error(response.result_int(), response.body(),
+                           std::string(response[http::field::retry_after]));
+  }
+  co_return from_code(ec, "GET " + target);
+}
+
+template <class WebSocket>
+asio::awaitable<std::pair<boost::system::error_code, std::size_t>> read_message(
+    WebSocket& ws, beast::flat_buffer& buffer) {
+  auto [ec, n] = co_await ws.async_read(buffer, use_tuple);
+  co_return std::make_pair(ec, n);
+}
+
+}  // namespace
+
+asio::awaitable<ApiResult<std::unique_ptr<WatchConnection>>> HttpClient::watch(
+    std::string target, WatchTransport transport) {
   auto impl = impl_;
   const auto deadline = Clock::now() + impl->options.request_timeout;
   auto connected = co_await impl->connect(deadline);
   if (!connected) co_return connected.error();
   std::unique_ptr<Connection> c = std::move(*connected);
+  if (transport == WatchTransport::websocket) {
+    auto req = impl->make_request(http::verb::get, target, "", "");
+    std::unique_ptr<WatchConnection> w(new WatchConnection());
+    w->stream_ = std::make_unique<WatchConnection::Stream>();
+    auto& s = *w->stream_;
+    s.connection = std::move(c);
+    Connection& conn = *s.connection;
+    conn.lowest().expires_at(deadline);
+    ApiResult<void> shaken;
+    if (conn.secure) {
+      s.ws_secure.emplace(*conn.secure);
+      shaken = co_await handshake(*s.ws_secure, req, target);
+    } else {
+      s.ws_plain.emplace(*conn.plain);
+      shaken = co_await handshake(*s.ws_plain, req, target);
+    }
+    if (!shaken) co_return shaken.error();
+    conn.lowest().expires_never();  // a watch may be quiet for long: the server ends it
+    // The server's pings are answered by Beast; its own are not needed on a client.
+    co_return w;
+  }
   auto req = impl->make_request(http::verb::get, target, "", "");
   http::response_parser<http::string_body> parser;
   parser.body_limit(1u << 20);  // the body of a refusal; a 200's events are read raw
@@ -401,6 +462,38 @@ void WatchConnection::close() {
 asio::awaitable<ApiResult<std::vector<WatchEvent>>> WatchConnection::next(json::storage_ptr sp) {
   std::vector<WatchEvent> out;
   if (ended_) co_return out;
+  if (stream_->ws_plain || stream_->ws_secure) {
+    // One event per message; a close frame is the server's clean end.
+    auto& buffer = stream_->message;
+    buffer.clear();
+    std::pair<boost::system::error_code, std::size_t> got;
+    if (stream_->ws_secure) {
+      got = co_await read_message(*stream_->ws_secure, buffer);
+    } else {
+      got = co_await read_message(*stream_->ws_plain, buffer);
+    }
+    // A close frame from the server is its end of the stream, even when the TLS teardown after
+    // it is cut short (a server may close TCP without TLS's close_notify).
+    const auto reason = stream_->ws_secure ? stream_->ws_secure->reason() : stream_->ws_plain->reason();
+    if (got.first == websocket::error::closed ||
+        (got.first && (reason.code == websocket::close_code::normal ||
+                       reason.code == websocket::close_code::going_away))) {
+      ended_ = true;
+      co_return out;
+    }
+    if (got.first && reason.code != websocket::close_code::none) {
+      co_return failure(ApiError::Kind::transport,
+                        "watch stream: the server closed it with code " +
+                            std::to_string(static_cast<unsigned>(reason.code)) + " " +
+                            std::string(reason.reason.c_str()));
+    }
+    if (got.first) co_return failure(ApiError::Kind::transport, "watch stream: " + got.first.message());
+    const std::string_view text(static_cast<const char*>(buffer.data().data()), buffer.size());
+    auto event = decode_event(text, sp);
+    if (!event) co_return failure(ApiError::Kind::decode, event.error());
+    out.push_back(std::move(*event));
+    co_return out;
+  }
   Connection& c = *stream_->connection;
   for (;;) {
     // What is buffered first (the head's read may have brought events with it).

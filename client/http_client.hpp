@@ -49,6 +49,10 @@ struct HttpResponse {
 
 class WatchConnection;
 
+// How a watch's events travel: a chunked HTTP body (one JSON event per line), or WebSocket
+// messages (one event each), as kube-apiserver serves both.
+enum class WatchTransport { chunked, websocket };
+
 class HttpClient {
  public:
   struct Options {
@@ -73,8 +77,10 @@ class HttpClient {
   // GET and parse: the JSON object of a 2xx answer.
   boost::asio::awaitable<ApiResult<boost::json::object>> get(std::string target);
   // Starts a watch (`target` carries watch=1 and its parameters); the answer's head is read
-  // here, so a refused watch (410, 403, 429...) is an error at once.
-  boost::asio::awaitable<ApiResult<std::unique_ptr<WatchConnection>>> watch(std::string target);
+  // here (the WebSocket handshake, over WebSocket), so a refused watch (410, 403, 429...) is an
+  // error at once.
+  boost::asio::awaitable<ApiResult<std::unique_ptr<WatchConnection>>> watch(
+      std::string target, WatchTransport transport = WatchTransport::chunked);
 
   const ClientConfig& config() const { return config_; }
   // Connections opened so far (for tests of keep-alive).

@@ -216,73 +216,81 @@ TEST_F(HttpClientTest, CredentialsAndVerificationAreTheKubeconfigs) {
   });
 }
 
+// Over both transports (chunked and WebSocket, here over TLS): events in order, then the
+// server's clean end at timeoutSeconds.
 TEST_F(HttpClientTest, AWatchStreamsEventsAndEndsCleanly) {
   auto c = client(server->config());
   run([&]() -> asio::awaitable<void> {
     const std::string cms = "/api/v1/namespaces/default/configmaps";
-    auto list = co_await c->get(cms);
-    if (!(list)) {
-      ADD_FAILURE() << "expected: list";
-      co_return;
-    }
-    const std::string rv(list->at("metadata").at("resourceVersion").as_string());
-    auto w = co_await c->watch(cms + "?watch=1&timeoutSeconds=2&resourceVersion=" + rv);
-    if (!(w)) {
-      ADD_FAILURE() << "expected: w" << w.error().describe();
-      co_return;
-    }
-    for (int i = 0; i < 3; ++i) {
-      auto created = co_await c->request(
-          "POST", cms,
-          R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"w)" + std::to_string(i) + R"("}})");
-      EXPECT_TRUE(created) << created.error().describe();
-    }
-    std::vector<std::string> names;
-    while (names.size() < 3) {
-      auto events = co_await (*w)->next();
-      if (!(events)) {
-        ADD_FAILURE() << "expected: events" << events.error().describe();
+    for (const auto transport : {WatchTransport::chunked, WatchTransport::websocket}) {
+      const std::string prefix = transport == WatchTransport::chunked ? "w" : "ws";
+      auto list = co_await c->get(cms);
+      if (!(list)) {
+        ADD_FAILURE() << "expected: list";
         co_return;
       }
-      if ((*w)->ended()) {
-        ADD_FAILURE() << "expected an error: (*w)->ended()";
+      const std::string rv(list->at("metadata").at("resourceVersion").as_string());
+      auto w = co_await c->watch(cms + "?watch=1&timeoutSeconds=2&resourceVersion=" + rv, transport);
+      if (!(w)) {
+        ADD_FAILURE() << "expected: w " << prefix << " " << w.error().describe();
         co_return;
       }
-      for (auto& e : *events) {
-        EXPECT_EQ(e.type, EventType::added);
-        names.emplace_back(e.object.at("metadata").at("name").as_string());
+      for (int i = 0; i < 3; ++i) {
+        auto created = co_await c->request(
+            "POST", cms,
+            R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":")" + prefix +
+                std::to_string(i) + R"("}})");
+        EXPECT_TRUE(created) << created.error().describe();
+      }
+      std::vector<std::string> names;
+      while (names.size() < 3) {
+        auto events = co_await (*w)->next();
+        if (!(events)) {
+          ADD_FAILURE() << "expected: events " << prefix << " " << events.error().describe();
+          co_return;
+        }
+        if ((*w)->ended()) {
+          ADD_FAILURE() << "expected an error: (*w)->ended() " << prefix;
+          co_return;
+        }
+        for (auto& e : *events) {
+          EXPECT_EQ(e.type, EventType::added);
+          names.emplace_back(e.object.at("metadata").at("name").as_string());
+        }
+      }
+      EXPECT_EQ(names, (std::vector<std::string>{prefix + "0", prefix + "1", prefix + "2"}));
+      // timeoutSeconds=2: the server ends the stream (last chunk, or a close frame).
+      for (;;) {
+        auto events = co_await (*w)->next();
+        if (!(events)) {
+          ADD_FAILURE() << "expected: events " << prefix << " " << events.error().describe();
+          co_return;
+        }
+        if ((*w)->ended()) break;
       }
     }
-    EXPECT_EQ(names, (std::vector<std::string>{"w0", "w1", "w2"}));
-    // timeoutSeconds=2: the server ends the stream with its last chunk.
-    for (;;) {
-      auto events = co_await (*w)->next();
-      if (!(events)) {
-        ADD_FAILURE() << "expected: events" << events.error().describe();
-        co_return;
-      }
-      if ((*w)->ended()) break;
-    }
-    SUCCEED();
   });
 }
 
 TEST_F(HttpClientTest, ARefusedWatchIsAnError) {
   auto c = client(server->config());
+  auto nobody = client(server->config("nobody-token"));
   run([&]() -> asio::awaitable<void> {
-    auto bad = co_await c->watch("/api/v1/namespaces/default/configmaps?watch=1&labelSelector=a%3D%3D%3Db");
-    if (bad) {
-      ADD_FAILURE() << "expected an error: bad";
-      co_return;
+    for (const auto transport : {WatchTransport::chunked, WatchTransport::websocket}) {
+      auto bad = co_await c->watch(
+          "/api/v1/namespaces/default/configmaps?watch=1&labelSelector=a%3D%3D%3Db", transport);
+      if (bad) {
+        ADD_FAILURE() << "expected an error: bad";
+        co_return;
+      }
+      EXPECT_TRUE(bad.error().is(400)) << bad.error().describe();
+      auto forbidden = co_await nobody->watch("/api/v1/secrets?watch=1", transport);
+      if (forbidden) {
+        ADD_FAILURE() << "expected an error: forbidden";
+        co_return;
+      }
+      EXPECT_TRUE(forbidden.error().is(403)) << forbidden.error().describe();
     }
-    EXPECT_TRUE(bad.error().is(400)) << bad.error().describe();
-    auto nobody = client(server->config("nobody-token"));
-    auto forbidden = co_await nobody->watch("/api/v1/secrets?watch=1");
-    if (forbidden) {
-      ADD_FAILURE() << "expected an error: forbidden";
-      co_return;
-    }
-    EXPECT_TRUE(forbidden.error().is(403));
   });
 }
 
