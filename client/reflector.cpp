@@ -178,7 +178,7 @@ asio::awaitable<void> Reflector::watch() {
     ++counters_.lists;
     ++counters_.streaming_lists;
   }
-  auto opened = co_await client_->watch(query(true, streaming));
+  auto opened = co_await client_->watch(query(true, streaming), options_.transport);
   if (!opened) {
     if (streaming && refuses_streaming(opened.error())) {
       streaming_ = false;  // a plain list next, at once

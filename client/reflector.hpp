@@ -38,6 +38,7 @@ struct ReflectorOptions {
   std::string field_selector;   // optional
   std::size_t page_size = 500;  // 0: one unpaged list
   bool streaming_list = true;   // sendInitialEvents, falling back to a list (see above)
+  WatchTransport transport = WatchTransport::chunked;
   std::chrono::seconds min_watch_timeout{300};
   std::chrono::milliseconds initial_backoff{100};
   std::chrono::milliseconds max_backoff{10'000};

@@ -5,7 +5,7 @@
 // below the last one the handler saw for that object; the same one comes again after a re-list,
 // as client-go's informers deliver every listed object again). EOF stops it (exit 0).
 //
-// Usage: kwatch-mirror-probe KUBECONFIG PATH [REQUEST_TIMEOUT_MS [stream|list]]
+// Usage: kwatch-mirror-probe KUBECONFIG PATH [REQUEST_TIMEOUT_MS [stream|list [chunked|websocket]]]
 #include "client/informer.hpp"
 #include "client/kubeconfig.hpp"
 
@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   options.path = argv[2];
   options.page_size = 100;  // several pages per list
   options.streaming_list = !(argc > 4 && std::string(argv[4]) == "list");
+  if (argc > 5 && std::string(argv[5]) == "websocket") options.transport = WatchTransport::websocket;
   options.initial_backoff = std::chrono::milliseconds(50);
   options.max_backoff = std::chrono::milliseconds(1000);
   Informer informer(*client, options);

@@ -6,7 +6,8 @@ then a disconnection long enough for its version to leave the server's window (4
 re-list), and a server that accepts the watch and never answers (the client's deadline ends the
 wait). After each, the mirror must equal the server's state, object by object and version by
 version, and so must the view built from the handler's notifications alone, which came in order.
-All of it twice: with streaming lists (sendInitialEvents) and with paged lists.
+All of it twice: with streaming lists (sendInitialEvents) and watches over WebSocket, and with
+paged lists and chunked watches.
 
 The client speaks to the server through a proxy in this test that can cut, corrupt, refuse or
 swallow its connections.
@@ -201,8 +202,9 @@ def server_state(port):
 
 
 class Probe:
-    def __init__(self, binary, kubeconfig, timeout_ms, mode):
-        self.proc = subprocess.Popen([binary, kubeconfig, CMS, str(timeout_ms), mode], stdin=subprocess.PIPE,
+    def __init__(self, binary, kubeconfig, timeout_ms, mode, transport):
+        self.proc = subprocess.Popen([binary, kubeconfig, CMS, str(timeout_ms), mode, transport],
+                                     stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
 
     def dump(self):
@@ -225,16 +227,16 @@ class Probe:
 def main():
     binary, probe_binary = sys.argv[1], sys.argv[2]
     checks = Checks()
-    for mode in ("stream", "list"):
-        scenario(binary, probe_binary, mode, checks)
+    for mode, transport in (("stream", "websocket"), ("list", "chunked")):
+        scenario(binary, probe_binary, mode, transport, checks)
     checks.finish()
 
 
-def scenario(binary, probe_binary, mode, plain_checks):
+def scenario(binary, probe_binary, mode, transport, plain_checks):
     class Prefixed:
         @staticmethod
         def check(name, condition, detail=""):
-            plain_checks.check(f"[{mode}] {name}", condition, detail)
+            plain_checks.check(f"[{mode}, {transport}] {name}", condition, detail)
     checks = Prefixed()
     with TempDir() as tmp:
         data = os.path.join(tmp, "data")
@@ -253,7 +255,7 @@ def scenario(binary, probe_binary, mode, plain_checks):
             seed = Writer(lambda: port)
             for name in NAMES[:100]:
                 seed.request("POST", CMS, {"metadata": {"name": name}, "data": {"i": "seed"}})
-            probe = Probe(probe_binary, os.path.join(tmp, "kubeconfig"), 2000, mode)
+            probe = Probe(probe_binary, os.path.join(tmp, "kubeconfig"), 2000, mode, transport)
 
             def converged(what, timeout=60):
                 want = server_state(port)
