@@ -1,5 +1,6 @@
 #include "client/http_client.hpp"
 
+#include "client/gzip.hpp"
 #include "registry/base64.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -281,6 +282,8 @@ asio::awaitable<ApiResult<HttpResponse>> HttpClient::request(std::string method,
     if (!taken) co_return taken.error();
     std::unique_ptr<Connection> c = std::move(*taken);
     auto req = impl->make_request(verb, target, body, content_type);
+    // As client-go: large answers (lists) may come compressed.
+    req.set(http::field::accept_encoding, "gzip");
     http::response_parser<http::string_body> parser;
     parser.body_limit(256u << 20);
     c->lowest().expires_at(deadline);
@@ -299,6 +302,17 @@ asio::awaitable<ApiResult<HttpResponse>> HttpClient::request(std::string method,
     out.status = res.result_int();
     out.content_type = std::string(res[http::field::content_type]);
     out.body = std::move(res.body());
+    const std::string_view encoding = res[http::field::content_encoding];
+    if (beast::iequals(encoding, "gzip")) {
+      std::string inflated;
+      const std::string why = gunzip(out.body, 1u << 30, inflated);
+      if (!why.empty()) co_return failure(ApiError::Kind::decode, method + " " + target + ": " + why);
+      out.body = std::move(inflated);
+    } else if (!encoding.empty() && !beast::iequals(encoding, "identity")) {
+      co_return failure(ApiError::Kind::decode,
+                        method + " " + target + ": an answer in an unknown encoding \"" +
+                            std::string(encoding) + "\"");
+    }
     const bool keep = res.keep_alive();
     const std::string retry_after(res[http::field::retry_after]);
     if (keep) {

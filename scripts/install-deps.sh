@@ -8,7 +8,7 @@ packages=(
   libboost1.81-dev libboost-json1.81-dev libspdlog-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
-  libre2-dev libssl-dev openssl
+  libre2-dev libssl-dev openssl zlib1g-dev
   etcd-server etcd-client
   # The HA topology's load balancer (deploy/local-cluster, e2e.ha).
   haproxy
