@@ -325,15 +325,16 @@ asio::awaitable<ApiResult<HttpResponse>> HttpClient::request(std::string method,
   co_return failure(ApiError::Kind::transport, method + " " + target + ": the connection closed");
 }
 
-asio::awaitable<ApiResult<json::object>> HttpClient::get(std::string target) {
+asio::awaitable<ApiResult<json::object>> HttpClient::get(std::string target, json::storage_ptr sp) {
   auto r = co_await request("GET", std::move(target));
   if (!r) co_return r.error();
   boost::system::error_code ec;
-  json::value v = json::parse(r->body, ec);
+  json::value v = json::parse(r->body, ec, std::move(sp));
   if (ec || !v.is_object()) {
     co_return failure(ApiError::Kind::decode, "the answer is not a JSON object: " + r->body.substr(0, 200));
   }
-  co_return std::move(v.get_object());
+  // Constructed from the value's object: it keeps the storage it was parsed into.
+  co_return json::object(std::move(v.get_object()));
 }
 
 // ---- Watches ----

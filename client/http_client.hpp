@@ -74,8 +74,9 @@ class HttpClient {
   boost::asio::awaitable<ApiResult<HttpResponse>> request(std::string method, std::string target,
                                                            std::string body = "",
                                                            std::string content_type = "application/json");
-  // GET and parse: the JSON object of a 2xx answer.
-  boost::asio::awaitable<ApiResult<boost::json::object>> get(std::string target);
+  // GET and parse: the JSON object of a 2xx answer, allocated from `sp` (the heap unless given).
+  boost::asio::awaitable<ApiResult<boost::json::object>> get(std::string target,
+                                                             boost::json::storage_ptr sp = {});
   // Starts a watch (`target` carries watch=1 and its parameters); the answer's head is read
   // here (the WebSocket handshake, over WebSocket), so a refused watch (410, 403, 429...) is an
   // error at once.

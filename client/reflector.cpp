@@ -91,15 +91,19 @@ std::string Reflector::query(bool watching, bool streaming) const {
 
 asio::awaitable<bool> Reflector::list() {
   ++counters_.lists;
-  std::vector<json::object> items;
+  // Each page is parsed into a scratch arena and its items prepared for the store at once:
+  // only the store's own copies outlive the page.
+  std::vector<Store::Prepared> items;
+  json::monotonic_resource scratch;
   std::string rv;
   std::string token;
   std::size_t page_size = options_.page_size;
   for (;;) {
+    scratch.release();
     std::string target = query(false);
     if (page_size > 0) target += "limit=" + std::to_string(page_size) + "&";
     if (!token.empty()) target += "continue=" + escape(token);
-    auto page = co_await client_->get(target);
+    auto page = co_await client_->get(target, json::storage_ptr(&scratch));
     if (!page) {
       if (page.error().is(410) && !token.empty()) {
         // The continue token expired: the whole list again, in one piece.
@@ -113,7 +117,7 @@ asio::awaitable<bool> Reflector::list() {
     }
     if (json::value* list = page->if_contains("items"); list != nullptr && list->is_array()) {
       for (auto& item : list->get_array()) {
-        if (item.is_object()) items.push_back(std::move(item.get_object()));
+        if (item.is_object()) items.push_back(store_->prepare(std::move(item.get_object())));
       }
     }
     rv = string_at(*page, "metadata", "resourceVersion");
@@ -124,13 +128,12 @@ asio::awaitable<bool> Reflector::list() {
   co_return true;
 }
 
-void Reflector::apply_list(std::vector<json::object> items, std::string rv) {
+void Reflector::apply_list(std::vector<Store::Prepared> items, std::string rv) {
   // The objects listed keys had before (for the handler: ADDED or MODIFIED).
   std::map<std::string, Store::Object> before;
   if (handler_) {
     for (const auto& item : items) {
-      std::string key = Store::key_of(item);
-      if (auto previous = store_->get(key)) before.emplace(std::move(key), std::move(previous));
+      if (auto previous = store_->get(item.key())) before.emplace(item.key(), std::move(previous));
     }
   }
   auto gone = store_->replace(std::move(items));
@@ -193,7 +196,7 @@ asio::awaitable<void> Reflector::watch() {
   current_ = &w;
   // A streaming list's state, gathered until the bookmark that ends it (copies out of the
   // scratch arena below).
-  std::vector<json::object> initial;
+  std::vector<Store::Prepared> initial;
   // Each batch is parsed into a scratch arena, reset once the batch is applied: the store keeps
   // copies of its own, so parsing costs no heap allocation and no node-by-node destruction.
   auto buffer = std::make_unique<unsigned char[]>(kScratchBytes);
@@ -211,7 +214,7 @@ asio::awaitable<void> Reflector::watch() {
       if (relist_ && e.type != EventType::error) {
         // Still in a streaming list's initial state.
         if (e.type == EventType::added || e.type == EventType::modified) {
-          initial.emplace_back(e.object, json::storage_ptr());
+          initial.push_back(store_->prepare(std::move(e.object)));
         } else if (e.type == EventType::bookmark && ends_initial_events(e.object)) {
           streams_cut_short_ = 0;
           apply_list(std::move(initial), std::move(rv));

@@ -76,7 +76,7 @@ class Reflector : public std::enable_shared_from_this<Reflector> {
   // a streaming list: the initial events are the state.
   boost::asio::awaitable<void> watch();
   // Replaces the store's contents with a list's (or a streaming list's) items, at version `rv`.
-  void apply_list(std::vector<boost::json::object> items, std::string rv);
+  void apply_list(std::vector<Store::Prepared> items, std::string rv);
   std::string query(bool watching, bool streaming = false) const;
   void set_version(std::string rv);
 

@@ -239,16 +239,40 @@ Store::Object Store::remove(const std::string& key) {
   return previous;
 }
 
-std::vector<Store::Object> Store::replace(std::vector<json::object> objects) {
-  std::map<std::string, Entry> fresh;
-  std::vector<std::pair<std::string, Object>> parsed;  // for the indexes
-  parsed.reserve(objects.size());
-  for (auto& o : objects) {
-    std::string key = key_of(o);
-    Object kept;
-    fresh[key] = make(std::move(o), &kept);
-    parsed.emplace_back(std::move(key), std::move(kept));
+Store::Prepared::Prepared() = default;
+Store::Prepared::Prepared(Prepared&&) noexcept = default;
+Store::Prepared& Store::Prepared::operator=(Prepared&&) noexcept = default;
+Store::Prepared::~Prepared() = default;
+
+Store::Prepared Store::prepare(json::object object) const {
+  Prepared p;
+  p.key_ = key_of(object);
+  Object parsed;
+  p.entry_ = std::make_unique<Entry>(make(std::move(object), &parsed));
+  std::shared_lock lock(mutex_);
+  for (const auto& [name, fn] : index_fns_) p.index_values_.emplace_back(name, fn(*parsed));
+  return p;
+}
+
+void Store::index_values_locked(
+    const std::string& key, const std::vector<std::pair<std::string, std::vector<std::string>>>& values) {
+  for (const auto& [name, list] : values) {
+    auto& index = indexes_[name];
+    for (const auto& value : list) index[value].insert(key);
   }
+}
+
+std::vector<Store::Object> Store::replace(std::vector<json::object> objects) {
+  std::vector<Prepared> prepared;
+  prepared.reserve(objects.size());
+  for (auto& o : objects) prepared.push_back(prepare(std::move(o)));
+  objects.clear();
+  return replace(std::move(prepared));
+}
+
+std::vector<Store::Object> Store::replace(std::vector<Prepared> objects) {
+  std::map<std::string, Entry> fresh;
+  for (auto& p : objects) fresh.insert_or_assign(p.key_, std::move(*p.entry_));
   std::unique_lock lock(mutex_);
   std::vector<Object> gone;
   for (const auto& [key, entry] : objects_) {
@@ -256,7 +280,7 @@ std::vector<Store::Object> Store::replace(std::vector<json::object> objects) {
   }
   objects_ = std::move(fresh);
   for (auto& [name, index] : indexes_) index.clear();
-  for (const auto& [key, object] : parsed) index_locked(key, *object);
+  for (const auto& p : objects) index_values_locked(p.key_, p.index_values_);
   return gone;
 }
 

@@ -28,9 +28,29 @@
 namespace kwatch::client {
 
 class Store {
+  struct Entry;
+
  public:
   enum class Representation { parsed, compact };
   using Object = std::shared_ptr<const boost::json::object>;
+
+  // An object made ready to be stored (transformed, copied into its own block or its text, its
+  // key and index values taken), so that a list's objects need not be kept parsed until the
+  // list is complete. From prepare(); only for the store that prepared it.
+  class Prepared {
+   public:
+    Prepared(Prepared&&) noexcept;
+    Prepared& operator=(Prepared&&) noexcept;
+    ~Prepared();
+    const std::string& key() const { return key_; }
+
+   private:
+    friend class Store;
+    Prepared();
+    std::string key_;
+    std::unique_ptr<Entry> entry_;
+    std::vector<std::pair<std::string, std::vector<std::string>>> index_values_;
+  };
 
   explicit Store(Representation representation = Representation::parsed)
       : representation_(representation) {}
@@ -55,6 +75,9 @@ class Store {
   Object remove(const std::string& key);
   // Replaces everything (after a list): returns the objects that were there and are not now.
   std::vector<Object> replace(std::vector<boost::json::object> objects);
+  // `object` may live in any storage (a scratch arena reset right after, say).
+  Prepared prepare(boost::json::object object) const;
+  std::vector<Object> replace(std::vector<Prepared> objects);
 
   Object get(const std::string& key) const;
   std::vector<Object> list() const;
@@ -68,6 +91,8 @@ class Store {
     Object object;
     std::string text;
   };
+  void index_values_locked(const std::string& key,
+                           const std::vector<std::pair<std::string, std::vector<std::string>>>& values);
 
   Entry make(boost::json::object object, Object* parsed) const;
   Object read(const Entry& entry) const;
