@@ -91,6 +91,22 @@ int main(int argc, char** argv) {
       seen[key] = rv;
     }
   });
+  // A second handler, slow (2 ms per change) with a small queue: it must not hold up the first
+  // (whose view the test checks at each step) and must converge too (latest change per object
+  // once its queue overflows).
+  std::mutex slow_mutex;
+  std::map<std::string, std::string> slow_seen;
+  const std::size_t slow = informer.add_handler(
+      [&](EventType type, const Store::Object& object, const Store::Object&) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        std::lock_guard lock(slow_mutex);
+        if (type == EventType::deleted) {
+          slow_seen.erase(Store::key_of(*object));
+        } else {
+          slow_seen[Store::key_of(*object)] = version_of(*object);
+        }
+      },
+      64);
   asio::co_spawn(ioc, informer.run(), asio::detached);
   std::thread io([&ioc] { ioc.run(); });
 
@@ -106,6 +122,15 @@ int main(int argc, char** argv) {
       out["out_of_order"] = out_of_order;
       out["notifications"] = notifications;
     }
+    {
+      json::object slow_view;
+      std::lock_guard lock(slow_mutex);
+      for (const auto& [key, rv] : slow_seen) slow_view[key] = rv;
+      out["slow_handler"] = std::move(slow_view);
+    }
+    const HandlerStats stats = informer.stats(slow);
+    out["slow_overflows"] = stats.overflows;
+    out["slow_backlog"] = stats.backlog;
     out["synced"] = informer.has_synced();
     out["store"] = std::move(store);
     out["handler"] = std::move(handler);

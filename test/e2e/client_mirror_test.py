@@ -5,8 +5,9 @@ and a reconnect meets a corrupted stream (an invalid JSON event, then an unknown
 then a disconnection long enough for its version to leave the server's window (410: one
 re-list), and a server that accepts the watch and never answers (the client's deadline ends the
 wait). After each, the mirror must equal the server's state, object by object and version by
-version, and so must the view built from the handler's notifications alone, which came in order.
-All of it twice: with streaming lists (sendInitialEvents) and watches over WebSocket, and with
+version, and so must the view built from the handler's notifications alone, which came in order;
+a second, slow handler (2 ms per change, a queue of 64) does not hold the first up and converges
+as well. All of it twice: with streaming lists (sendInitialEvents) and watches over WebSocket, and with
 paged lists and chunked watches.
 
 The client speaks to the server through a proxy in this test that can cut, corrupt, refuse or
@@ -311,6 +312,18 @@ def scenario(binary, probe_binary, mode, transport, plain_checks):
                               "streams: the mirror equals the server")
             checks.check("the handler's notifications came in order", after.get("out_of_order") == 0,
                          after.get("out_of_order"))
+            checks.check("a slow handler (2 ms per change, a queue of 64) fell behind meanwhile",
+                         after.get("slow_overflows", 0) > 0, after.get("slow_overflows"))
+            want = server_state(port)
+            slow = {}
+            try:
+                wait_for(lambda: slow.update(probe.dump()) or slow["slow_handler"] == want,
+                         timeout=60, what="the slow handler")
+            except AssertionError:
+                pass
+            checks.check("the slow handler converges too (the latest change per object)",
+                         slow.get("slow_handler") == want and slow.get("slow_backlog") == 0,
+                         (len(slow.get("slow_handler") or {}), len(want), slow.get("slow_backlog")))
             checks.check("the failures were noticed and retried (cut, restart, bad JSON, bad type)",
                          after.get("failures", 0) >= 3, after.get("failures"))
 
