@@ -298,6 +298,16 @@ std::vector<Store::Object> Store::list() const {
   return out;
 }
 
+std::vector<Store::Object> Store::list(const LabelSelector& selector) const {
+  std::shared_lock lock(mutex_);
+  std::vector<Object> out;
+  for (const auto& [key, entry] : objects_) {
+    Object o = read(entry);
+    if (selector.matches(*o)) out.push_back(std::move(o));
+  }
+  return out;
+}
+
 std::vector<Store::Object> Store::by_index(const std::string& index, const std::string& value) const {
   std::shared_lock lock(mutex_);
   std::vector<Object> out;

@@ -91,5 +91,35 @@ TEST(Store, CompactKeepsTheSameObjectsIndexesAndTransform) {
   EXPECT_EQ(s.size(), 0u);
 }
 
+TEST(Store, ListsByLabelSelectorAsKubectlReadsOne) {
+  Store s;
+  s.upsert(cm("a", "web", "web"));
+  s.upsert(cm("a", "db", "db"));
+  s.upsert(json::parse(R"({"metadata":{"namespace":"a","name":"bare"}})").as_object());
+  auto names = [&](std::string_view text) {
+    LabelSelector sel;
+    const std::string why = LabelSelector::parse(text, sel);
+    EXPECT_EQ(why, "") << text;
+    std::vector<std::string> out;
+    for (const auto& o : s.list(sel)) out.push_back(Store::key_of(*o));
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(names(""), (V{"a/bare", "a/db", "a/web"}));
+  EXPECT_EQ(names("app=web"), (V{"a/web"}));
+  EXPECT_EQ(names("app==web"), (V{"a/web"}));
+  EXPECT_EQ(names("app!=web"), (V{"a/bare", "a/db"})) << "!= also matches objects without the label";
+  EXPECT_EQ(names("app in (web, db)"), (V{"a/db", "a/web"}));
+  EXPECT_EQ(names("app notin (web)"), (V{"a/bare", "a/db"}));
+  EXPECT_EQ(names("app"), (V{"a/db", "a/web"}));
+  EXPECT_EQ(names("!app"), (V{"a/bare"}));
+  EXPECT_EQ(names("app,app!=db"), (V{"a/web"}));
+  LabelSelector bad;
+  EXPECT_NE(LabelSelector::parse("app in (web", bad), "");
+  EXPECT_NE(LabelSelector::parse("a b c", bad), "");
+  EXPECT_NE(LabelSelector::parse("app=web,", bad), "");
+  EXPECT_NE(LabelSelector::parse("app between (a)", bad), "");
+}
+
 }  // namespace
 }  // namespace kwatch::client
