@@ -63,12 +63,19 @@ std::string answer(const std::string& encoding, const std::string& body) {
          "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
 }
 
-TEST(Gzip, TheClientAsksForGzipAndInflatesTheAnswer) {
-  asio::io_context ioc;
-  tcp::acceptor acceptor(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+// A client of `acceptor`'s address.
+std::shared_ptr<HttpClient> client_of(asio::io_context& ioc, const tcp::acceptor& acceptor) {
   ClientConfig config;
   config.server = "http://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port());
   auto client = HttpClient::create(ioc.get_executor(), config);
+  EXPECT_TRUE(client);
+  return client ? *client : nullptr;
+}
+
+TEST(Gzip, TheClientAsksForGzipAndInflatesTheAnswer) {
+  asio::io_context ioc;
+  tcp::acceptor acceptor(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+  auto client = client_of(ioc, acceptor);
   ASSERT_TRUE(client);
   std::string big = R"({"kind":"ConfigMapList","items":[)";
   for (int i = 0; i < 2000; ++i) big += std::string(i ? "," : "") + R"({"metadata":{"name":"cm-)" + std::to_string(i) + R"("}})";
@@ -77,7 +84,7 @@ TEST(Gzip, TheClientAsksForGzipAndInflatesTheAnswer) {
   asio::co_spawn(ioc, answer_once(acceptor, answer("gzip", gzip(big)), head), asio::detached);
   bool done = false;
   asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
-    auto list = co_await (*client)->get("/api/v1/configmaps");
+    auto list = co_await client->get("/api/v1/configmaps");
     EXPECT_TRUE(list) << list.error().describe();
     if (list) EXPECT_EQ(list->at("items").as_array().size(), 2000u);
     done = true;
@@ -90,15 +97,13 @@ TEST(Gzip, TheClientAsksForGzipAndInflatesTheAnswer) {
 TEST(Gzip, AnAnswerInAnUnknownEncodingIsADecodeError) {
   asio::io_context ioc;
   tcp::acceptor acceptor(ioc, {asio::ip::make_address("127.0.0.1"), 0});
-  ClientConfig config;
-  config.server = "http://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port());
-  auto client = HttpClient::create(ioc.get_executor(), config);
+  auto client = client_of(ioc, acceptor);
   ASSERT_TRUE(client);
   std::string head;
   asio::co_spawn(ioc, answer_once(acceptor, answer("br", "{}"), head), asio::detached);
   bool done = false;
   asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
-    auto got = co_await (*client)->get("/api/v1/configmaps");
+    auto got = co_await client->get("/api/v1/configmaps");
     EXPECT_FALSE(got);
     if (!got) {
       EXPECT_EQ(got.error().kind, ApiError::Kind::decode);
