@@ -1427,7 +1427,19 @@ asio::awaitable<ApiResponse> ApiHandler::list_from_cache(const ApiRequest& reque
     }
     co_return ApiResponse{};  // storage serves simple lists meanwhile
   }
-  // Pages after the first, and exact reads, come from storage at their revision.
+  // Pages after the first come from the first page's snapshot while it is kept; those, and
+  // exact reads, from storage at their revision otherwise.
+  if (q.continue_token && q.continue_token->rv > 0) {
+    auto predicate = predicate_of(q);
+    const std::string prefix = info.namespace_prefix(route.ns);
+    auto page = cacher->list_snapshot(q.continue_token->rv, prefix,
+                                      info.key_prefix() + q.continue_token->start_key_relative,
+                                      static_cast<std::size_t>(q.limit), predicate.get());
+    if (page) {
+      served = true;
+      co_return list_page(request, route, std::move(*page));
+    }
+  }
   if (q.continue_token || q.match == registry::ResourceVersionMatch::exact) co_return ApiResponse{};
   if (!q.resource_version) {
     // Consistent read: only if the cache catches up with storage; else storage serves it.
@@ -1444,15 +1456,22 @@ asio::awaitable<ApiResponse> ApiHandler::list_from_cache(const ApiRequest& reque
     if (!cacher->progress_ordered()) co_return ApiResponse{};
   }
   auto predicate = predicate_of(q);
-  auto list = cacher->list(info.namespace_prefix(route.ns), "", static_cast<std::size_t>(q.limit),
-                           predicate.get());
+  const std::string prefix = info.namespace_prefix(route.ns);
+  auto list = cacher->list(prefix, "", static_cast<std::size_t>(q.limit), predicate.get());
+  if (list.more && !list.objects.empty()) cacher->keep_list_snapshot(prefix, list.resource_version);
+  served = true;
+  co_return list_page(request, route, std::move(list));
+}
+
+ApiResponse ApiHandler::list_page(const ApiRequest& request, const Route& route,
+                                  watch::CacheList&& list) {
+  const ResourceInfo& info = *route.info;
   std::string token;
   if (list.more && !list.objects.empty()) {
     token = registry::encode_continue(
         list.resource_version,
         std::string(list.objects.back()->key.substr(info.key_prefix().size())) + '\0');
   }
-  served = true;
   ApiResponse r;
   auto [head, tail] = list_frame(info, list, token);
   if (wants_table(request)) {
@@ -1462,7 +1481,7 @@ asio::awaitable<ApiResponse> ApiHandler::list_from_cache(const ApiRequest& reque
     r.items = std::move(list.objects);
     r.tail = std::move(tail);
   }
-  co_return r;
+  return r;
 }
 
 asio::awaitable<ApiResponse> ApiHandler::get_from_cache(const ApiRequest& request, const Url& url,

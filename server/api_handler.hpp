@@ -29,6 +29,7 @@ struct ResourceInfo;
 
 namespace kwatch::watch {
 class Cacher;
+struct CacheList;
 }
 
 namespace kwatch::server {
@@ -106,6 +107,9 @@ class ApiHandler {
   boost::asio::awaitable<ApiResponse> list_from_cache(const ApiRequest& request,
                                                       const registry::CompiledListQuery& query,
                                                       const Route& route, bool& served);
+  // One page of a list served from the cache (or a paged list's snapshot): the continue token
+  // when more remain, the Table rendering when asked for.
+  ApiResponse list_page(const ApiRequest& request, const Route& route, watch::CacheList&& list);
   boost::asio::awaitable<ApiResponse> get_from_cache(const ApiRequest& request, const Url& url,
                                                      const Route& route, bool& served);
   std::shared_ptr<watch::Cacher> cacher_for(const registry::ResourceInfo& info) const;

@@ -157,6 +157,16 @@ struct Cacher::Impl {
   std::mutex lists_mutex;
   std::map<std::string, PrefixLists, std::less<>> lists;
 
+  // Paged lists' states, newest last (keep_list_snapshot).
+  struct ListSnapshot {
+    std::string prefix;
+    std::int64_t rv = 0;
+    std::vector<ObjectPtr> objects;
+    Clock::time_point taken;
+  };
+  std::mutex snapshots_mutex;
+  std::deque<std::shared_ptr<const ListSnapshot>> snapshots;
+
   // Watchers parked since the last check for those whose next event has left the window (may
   // also hold resumed or ended ones until then). Guarded by dispatch_mutex.
   std::vector<std::shared_ptr<Watcher>> parked;
@@ -820,6 +830,48 @@ asio::awaitable<storage::Result<std::shared_ptr<const Cacher::StoredState>>> Cac
   }
   for (auto& t : waiters) asio::post(t->get_executor(), [t] { t->cancel(); });
   co_return result;
+}
+
+// ---- Paged lists ----
+
+void Cacher::keep_list_snapshot(const std::string& prefix, std::int64_t rv) {
+  const auto now = Clock::now();
+  {
+    std::lock_guard lock(impl_->snapshots_mutex);
+    for (const auto& s : impl_->snapshots) {
+      if (s->rv == rv && s->prefix == prefix) return;  // another pagination's, at the same state
+    }
+  }
+  auto objects = cache_.objects_at(prefix, rv);
+  if (!objects) return;  // the cache moved on: the next pages come from storage
+  auto snapshot = std::make_shared<Impl::ListSnapshot>();
+  snapshot->prefix = prefix;
+  snapshot->rv = rv;
+  snapshot->objects = std::move(*objects);
+  snapshot->taken = now;
+  std::lock_guard lock(impl_->snapshots_mutex);
+  auto& all = impl_->snapshots;
+  while (!all.empty() && (all.size() >= kListSnapshots || now - all.front()->taken > kListSnapshotLife)) {
+    all.pop_front();
+  }
+  all.push_back(std::move(snapshot));
+}
+
+std::optional<CacheList> Cacher::list_snapshot(std::int64_t rv, const std::string& prefix,
+                                               const std::string& start_key, std::size_t limit,
+                                               const Predicate* predicate) {
+  std::shared_ptr<const Impl::ListSnapshot> found;
+  {
+    const auto now = Clock::now();
+    std::lock_guard lock(impl_->snapshots_mutex);
+    auto& all = impl_->snapshots;
+    while (!all.empty() && now - all.front()->taken > kListSnapshotLife) all.pop_front();
+    for (const auto& s : all) {
+      if (s->rv == rv && s->prefix == prefix) found = s;
+    }
+  }
+  if (!found) return std::nullopt;
+  return list_sorted(found->objects, rv, prefix, start_key, limit, predicate);
 }
 
 // ---- Session ----

@@ -142,6 +142,18 @@ class Cacher : public std::enable_shared_from_this<Cacher> {
   }
   ObjectPtr get(const std::string& key) const { return cache_.get(key); }
 
+  // Paged lists, as kube-apiserver's list snapshots: after a first page at version `rv` that
+  // has more, keep_list_snapshot keeps the state under `prefix` at `rv` (when the cache is
+  // still there) for a while, and the pages after it (continue tokens at `rv`) come from it.
+  // At most kListSnapshots per resource, for kListSnapshotLife; nullopt when there is none
+  // (storage then serves the page at its revision).
+  static constexpr std::size_t kListSnapshots = 8;
+  static constexpr std::chrono::seconds kListSnapshotLife{120};
+  void keep_list_snapshot(const std::string& prefix, std::int64_t rv);
+  std::optional<CacheList> list_snapshot(std::int64_t rv, const std::string& prefix,
+                                         const std::string& start_key, std::size_t limit,
+                                         const Predicate* predicate);
+
   // Keeps `hold` (a write's fan-out seats) until delivery has done as many frames as had been
   // handed to watchers once the event of revision `rv` was dispatched. Thread-safe.
   void hold_until_delivered(std::int64_t rv, std::shared_ptr<void> hold);

@@ -6,6 +6,7 @@
 #include <absl/container/btree_map.h>
 #include <absl/container/btree_set.h>
 
+#include <algorithm>
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
@@ -197,6 +198,39 @@ CacheList WatchCache::list(const std::string& prefix, const std::string& start_k
     if (!take(it->second)) break;
   }
   if (out.more && predicate == nullptr) out.remaining = std::distance(it, end);
+  return out;
+}
+
+std::optional<std::vector<ObjectPtr>> WatchCache::objects_at(const std::string& prefix,
+                                                             std::int64_t rv) const {
+  std::shared_lock lock(mutex_);
+  if (rv_ != rv) return std::nullopt;
+  std::vector<ObjectPtr> out;
+  const std::string stop = kwatch::storage::prefix_end(prefix);
+  auto it = state_->objects.lower_bound(prefix);
+  const auto end = stop.empty() ? state_->objects.end() : state_->objects.lower_bound(stop);
+  out.reserve(static_cast<std::size_t>(std::distance(it, end)));
+  for (; it != end; ++it) out.push_back(it->second);
+  return out;
+}
+
+CacheList list_sorted(const std::vector<ObjectPtr>& sorted, std::int64_t rv, const std::string& prefix,
+                      const std::string& start_key, std::size_t limit, const Predicate* predicate) {
+  CacheList out;
+  out.resource_version = rv;
+  const std::string& from = start_key.empty() || start_key < prefix ? prefix : start_key;
+  auto it = std::lower_bound(sorted.begin(), sorted.end(), from,
+                             [](const ObjectPtr& o, const std::string& key) { return o->key < key; });
+  for (; it != sorted.end(); ++it) {
+    if ((*it)->key.substr(0, prefix.size()) != prefix) break;
+    if (predicate != nullptr && !predicate->matches(**it)) continue;
+    if (limit > 0 && out.objects.size() >= limit) {
+      out.more = true;
+      break;
+    }
+    out.objects.push_back(*it);
+  }
+  if (out.more && predicate == nullptr) out.remaining = std::distance(it, sorted.end());
   return out;
 }
 

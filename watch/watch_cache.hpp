@@ -25,6 +25,10 @@ struct CacheList {
   std::int64_t remaining = 0;     // keys after the last object (without a predicate)
 };
 
+// A page of `sorted` (objects in key order, all under `prefix`), as WatchCache::list pages.
+CacheList list_sorted(const std::vector<ObjectPtr>& sorted, std::int64_t rv, const std::string& prefix,
+                      const std::string& start_key, std::size_t limit, const Predicate* predicate);
+
 struct CacheStats {
   std::size_t objects = 0;
   std::size_t events = 0;
@@ -58,6 +62,9 @@ class WatchCache {
   // (null: all), at most `limit` (0: all).
   CacheList list(const std::string& prefix, const std::string& start_key, std::size_t limit,
                  const Predicate* predicate) const;
+  // The objects under `prefix` in key order, when the cache is at version `rv` (a paged list's
+  // state at its first page, for the pages after it); nullopt when it has moved on.
+  std::optional<std::vector<ObjectPtr>> objects_at(const std::string& prefix, std::int64_t rv) const;
   // Events above `rv`; nullopt when `rv` is older than the window (410).
   std::optional<std::vector<EventPtr>> events_since(std::int64_t rv) const;
   // The number of the oldest event in the window (events are numbered in the order applied).

@@ -591,3 +591,70 @@ TEST_F(CacherTest, UnsetVersionWatchesOnUnorderedStorageShareStorageLists) {
 
 }  // namespace
 }  // namespace kwatch::watch
+
+namespace kwatch::watch {
+namespace {
+
+// A paged list's pages after the first come from the state at the first page's version, kept
+// by keep_list_snapshot: later writes do not show; a snapshot is not taken once the cache has
+// moved on; at most kListSnapshots are kept.
+TEST_F(CacherTest, PagedListsReadLaterPagesFromTheFirstPagesSnapshot) {
+  auto cacher = make_cacher();
+  run([&]() -> asio::awaitable<void> {
+    co_await wait_ready(*cacher);
+    for (const char* name : {"a", "b", "c", "d", "e"}) co_await put(name);
+    asio::steady_timer t(co_await asio::this_coro::executor);
+    const std::string prefix = "/registry/configmaps/default/";
+    CacheList first;
+    for (int i = 0; i < 500; ++i) {  // until the cache has applied the last write
+      first = cacher->list(prefix, "", 2, nullptr);
+      if (first.remaining == 3) break;
+      t.expires_after(2ms);
+      co_await t.async_wait(asio::use_awaitable);
+    }
+    CO_ASSERT_TRUE(first.more);
+    cacher->keep_list_snapshot(prefix, first.resource_version);
+    // Changed after the first page: d deleted, f added.
+    co_await storage_->delete_if("/registry/configmaps/default/d", 0);
+    co_await put("f");
+    std::vector<std::string> names;
+    std::string start = prefix + "b";
+    start.push_back('\0');
+    for (;;) {
+      auto page = cacher->list_snapshot(first.resource_version, prefix, start, 2, nullptr);
+      CO_ASSERT_TRUE(page.has_value());
+      EXPECT_EQ(page->resource_version, first.resource_version);
+      for (const auto& o : page->objects) names.emplace_back(o->name);
+      if (!page->more) break;
+      start = std::string(page->objects.back()->key) + '\0';
+    }
+    EXPECT_EQ(names, (std::vector<std::string>{"c", "d", "e"}));
+    EXPECT_FALSE(cacher->list_snapshot(first.resource_version - 1, prefix, "", 2, nullptr))
+        << "no snapshot at another version: storage answers";
+    for (int i = 0; i < 500 && cacher->resource_version() == first.resource_version; ++i) {
+      t.expires_after(2ms);
+      co_await t.async_wait(asio::use_awaitable);
+    }
+    cacher->keep_list_snapshot(prefix, first.resource_version - 1);
+    EXPECT_FALSE(cacher->list_snapshot(first.resource_version - 1, prefix, "", 2, nullptr))
+        << "not taken: the cache is no longer at that version";
+    // The oldest goes once more are kept than kListSnapshots.
+    for (std::size_t i = 0; i < Cacher::kListSnapshots; ++i) {
+      const auto written = co_await put("g" + std::to_string(i));
+      for (int j = 0; j < 500; ++j) {
+        auto now = cacher->list(prefix, "", 1, nullptr);
+        if (now.resource_version >= written) {
+          cacher->keep_list_snapshot(prefix, now.resource_version);
+          break;
+        }
+        t.expires_after(2ms);
+        co_await t.async_wait(asio::use_awaitable);
+      }
+    }
+    EXPECT_FALSE(cacher->list_snapshot(first.resource_version, prefix, "", 2, nullptr))
+        << "evicted by newer snapshots";
+  });
+}
+
+}  // namespace
+}  // namespace kwatch::watch
