@@ -341,6 +341,7 @@ bool Application::start() {
   std::unique_ptr<HttpServer>& http = p.http;
   if (options.port) {
     http = std::make_unique<HttpServer>(ioc, handler, HttpLimits{}, delivery_ioc);
+    http->set_compute(p.compute->get_executor());
     if (auto ec = http->listen(options.bind_address, *options.port)) {
       spdlog::critical("cannot listen on {}:{}: {}", options.bind_address, *options.port,
                        ec.message());
@@ -372,6 +373,7 @@ bool Application::start() {
       key = generated->key_file;
     }
     https = std::make_unique<HttpServer>(ioc, handler, HttpLimits{}, delivery_ioc);
+    https->set_compute(p.compute->get_executor());
     if (auto err = https->enable_tls(cert, key, options.client_ca_file); !err.empty()) {
       spdlog::critical("cannot serve HTTPS: {}", err);
       return false;

@@ -2,6 +2,7 @@
 
 #include "server/task_failure.hpp"
 #include "server/queueing_stream.hpp"
+#include "server/response_gzip.hpp"
 #include "server/tls_stream.hpp"
 
 #include "watch/cacher.hpp"
@@ -82,11 +83,30 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
                                           Waiting& waiting);
   template <class Stream>
   asio::awaitable<void> drain_and_close(Stream& stream);
+  // gzip of what `feed` gives a Deflater, on the compute executor when there is one (a large
+  // list takes a while): the connection's coroutine waits, its I/O thread does not.
+  asio::awaitable<std::string> gzip_off_thread(std::function<void(Deflater&)> feed,
+                                              std::size_t expected) {
+    if (!compute) {
+      Deflater deflater(expected);
+      feed(deflater);
+      co_return deflater.finish();
+    }
+    co_return co_await asio::co_spawn(
+        compute,
+        [feed = std::move(feed), expected]() -> asio::awaitable<std::string> {
+          Deflater deflater(expected);
+          feed(deflater);
+          co_return deflater.finish();
+        },
+        asio::use_awaitable);
+  }
+
   template <class Stream>
   asio::awaitable<boost::system::error_code> write_gathered(Stream& stream,
                                                             const ApiResponse& response,
                                                             unsigned version, bool keep_alive,
-                                                            bool head_only);
+                                                            bool head_only, bool gzip_ok);
   template <class Stream>
   asio::awaitable<void> stream_chunked(Stream& stream, ApiResponse response, unsigned version,
                                        bool head_only);
@@ -103,6 +123,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   asio::io_context& ioc;
   std::atomic<bool> draining{false};
   std::atomic<std::size_t> streams{0};  // watch streams
+  boost::asio::any_io_executor compute;  // set_compute
   mutable std::mutex connections_mutex;
   std::map<std::uint64_t, std::weak_ptr<Waiting>> connections;
   std::uint64_t next_connection = 0;
@@ -383,6 +404,7 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
   }
   const bool keep_alive = req.keep_alive() && !draining;
   const unsigned version = req.version();
+  const bool gzip_ok = accepts_gzip(req[http::field::accept_encoding]);
 
   ApiResponse response = co_await handler->handle(request);
 
@@ -409,7 +431,8 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
 
   boost::system::error_code wec;
   if (!response.items.empty() || !response.tail.empty()) {
-    wec = co_await write_gathered(stream, response, version, keep_alive, request.method == "HEAD");
+    wec = co_await write_gathered(stream, response, version, keep_alive, request.method == "HEAD",
+                                  gzip_ok);
   } else {
     http::response<http::string_body> res{static_cast<http::status>(response.status), version};
     res.set(http::field::server, "kwatch");
@@ -418,6 +441,17 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
     for (const auto& [name, value] : response.headers) res.set(name, value);
     add_warnings(res, response.warnings);
     if (request.method != "HEAD") res.body() = std::move(response.body);
+    if (gzip_ok && res.body().size() >= kGzipThreshold) {
+      // Named, not converted in the call: GCC 12 destroys converted coroutine arguments twice.
+      std::function<void(Deflater&)> feed = [&body = res.body()](Deflater& deflater) {
+        deflater.add(body);
+      };
+      const std::size_t size = res.body().size();
+      std::string compressed = co_await gzip_off_thread(std::move(feed), size);
+      res.body() = std::move(compressed);
+      res.set(http::field::content_encoding, "gzip");
+      res.set(http::field::vary, "Accept-Encoding");
+    }
     res.keep_alive(keep_alive);
     res.prepare_payload();
     beast::get_lowest_layer(stream).expires_after(limits.write_timeout);
@@ -433,7 +467,7 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
 template <class Stream>
 asio::awaitable<boost::system::error_code> HttpServer::Impl::write_gathered(
     Stream& stream, const ApiResponse& response, unsigned version, bool keep_alive,
-    bool head_only) {
+    bool head_only, bool gzip_ok) {
   std::size_t length = response.body.size() + response.tail.size();
   for (const auto& item : response.items) length += item->json.size() + 1;
   if (!response.items.empty()) --length;  // n items, n - 1 commas
@@ -442,6 +476,30 @@ asio::awaitable<boost::system::error_code> HttpServer::Impl::write_gathered(
   res.set(http::field::content_type, response.content_type);
   res.set(http::field::cache_control, "no-cache, private");
   for (const auto& [name, value] : response.headers) res.set(name, value);
+  if (gzip_ok && !head_only && length >= kGzipThreshold) {
+    // Compressed piece by piece (the list is never assembled), then sent with its length.
+    // Named, not converted in the call: GCC 12 destroys converted coroutine arguments twice.
+    std::function<void(Deflater&)> feed = [&response](Deflater& deflater) {
+      deflater.add(response.body);
+      for (std::size_t i = 0; i < response.items.size(); ++i) {
+        if (i > 0) deflater.add(",");
+        deflater.add(response.items[i]->json);
+      }
+      deflater.add(response.tail);
+    };
+    std::string compressed = co_await gzip_off_thread(std::move(feed), length);
+    res.set(http::field::content_encoding, "gzip");
+    res.set(http::field::vary, "Accept-Encoding");
+    res.content_length(compressed.size());
+    res.keep_alive(keep_alive);
+    http::response_serializer<http::empty_body> head{res};
+    beast::get_lowest_layer(stream).expires_after(limits.write_timeout);
+    auto [hec, hn] = co_await http::async_write_header(stream, head, use_tuple);
+    if (hec) co_return hec;
+    beast::get_lowest_layer(stream).expires_after(limits.write_timeout);
+    auto [ec, n] = co_await asio::async_write(stream, asio::buffer(compressed), use_tuple);
+    co_return ec;
+  }
   res.content_length(length);
   res.keep_alive(keep_alive);
   http::response_serializer<http::empty_body> sr{res};
@@ -878,6 +936,8 @@ boost::system::error_code HttpServer::listen(const std::string& address, unsigne
   impl_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
   return ec;
 }
+
+void HttpServer::set_compute(asio::any_io_executor executor) { impl_->compute = std::move(executor); }
 
 void HttpServer::start() {
   asio::co_spawn(impl_->acceptor.get_executor(), impl_->accept_loop(),

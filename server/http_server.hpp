@@ -47,6 +47,9 @@ class HttpServer {
 
   // Binds and listens; port 0 picks a free port (see `port()`).
   boost::system::error_code listen(const std::string& address, unsigned short port);
+  // Where large responses are compressed (gzip for clients that accept it), off the I/O
+  // threads; unset: on the connection's own thread. Before start().
+  void set_compute(boost::asio::any_io_executor executor);
   void start();
   void stop();
   // Graceful shutdown: from now on every response closes its connection ("Connection: close"),
