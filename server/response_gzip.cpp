@@ -41,16 +41,19 @@ Deflater::Deflater(std::size_t expected_input) {
 Deflater::~Deflater() { deflateEnd(&z_); }
 
 void Deflater::run(int flush) {
+  // Through a fixed buffer, appended to the output: the output never needs pre-filling.
+  unsigned char chunk[64 * 1024];
   for (;;) {
-    if (out_.capacity() - out_.size() < 16 * 1024) out_.reserve(out_.capacity() * 2 + 64 * 1024);
-    const std::size_t at = out_.size();
-    const std::size_t room = out_.capacity() - at;
-    out_.resize(out_.capacity());
-    z_.next_out = reinterpret_cast<Bytef*>(out_.data() + at);
-    z_.avail_out = static_cast<uInt>(room);
+    z_.next_out = chunk;
+    z_.avail_out = sizeof chunk;
     const int r = deflate(&z_, flush);
-    out_.resize(at + room - z_.avail_out);
-    if (flush == Z_FINISH ? r == Z_STREAM_END : z_.avail_in == 0) return;
+    out_.append(reinterpret_cast<const char*>(chunk), sizeof chunk - z_.avail_out);
+    if (flush == Z_FINISH) {
+      if (r == Z_STREAM_END || (r != Z_OK && r != Z_BUF_ERROR)) return;
+      continue;
+    }
+    // All input taken and the output buffer not filled: nothing more to take now.
+    if (z_.avail_in == 0 && z_.avail_out != 0) return;
     if (r != Z_OK && r != Z_BUF_ERROR) return;
   }
 }
