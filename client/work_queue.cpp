@@ -50,14 +50,24 @@ WorkQueue::Clock::duration WorkQueue::bucket_delay_locked(Clock::time_point now)
       std::chrono::duration<double>(-tokens_ / limits_.qps));
 }
 
+WorkQueue::Clock::duration WorkQueue::backoff_locked(const std::string& key) const {
+  auto it = failures_.find(key);
+  const double exp = std::min(60.0, static_cast<double>(it == failures_.end() ? 0 : it->second));
+  return std::min<Clock::duration>(
+      limits_.max_delay,
+      std::chrono::duration_cast<Clock::duration>(limits_.base_delay * std::pow(2.0, exp)));
+}
+
+WorkQueue::Clock::duration WorkQueue::backoff(const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  return backoff_locked(key);
+}
+
 void WorkQueue::add_rate_limited(const std::string& key) {
   std::lock_guard lock(mutex_);
   if (shut_down_) return;
-  const int n = failures_[key]++;
-  const double exp = std::min(60.0, static_cast<double>(n));
-  const auto item = std::min<Clock::duration>(
-      limits_.max_delay,
-      std::chrono::duration_cast<Clock::duration>(limits_.base_delay * std::pow(2.0, exp)));
+  const auto item = backoff_locked(key);
+  ++failures_[key];
   const auto now = Clock::now();
   const auto delay = std::max(item, bucket_delay_locked(now));
   delayed_.emplace(now + delay, key);

@@ -41,6 +41,8 @@ class WorkQueue {
   // The key succeeded: its backoff starts again from base_delay.
   void forget(const std::string& key);
   int requeues(const std::string& key) const;
+  // The key's own backoff for its next add_rate_limited (client-go's When), before the bucket.
+  Clock::duration backoff(const std::string& key) const;
 
   // Blocks until a key is ready (nullopt once shut down); then done(key) when handled.
   std::optional<std::string> get();
@@ -51,6 +53,7 @@ class WorkQueue {
 
  private:
   void queue_locked(const std::string& key);
+  Clock::duration backoff_locked(const std::string& key) const;
   Clock::duration bucket_delay_locked(Clock::time_point now);
 
   const RateLimits limits_;
