@@ -129,6 +129,11 @@ struct Connection {
   beast::flat_buffer buffer;
 
   beast::tcp_stream& lowest() { return secure ? beast::get_lowest_layer(*secure) : *plain; }
+  // `f` applied to whichever stream this is (`f` returns the same type for both).
+  template <class F>
+  auto on_stream(F f) {
+    return secure ? f(*secure) : f(*plain);
+  }
 };
 
 struct HttpClient::Impl {
@@ -256,14 +261,27 @@ std::size_t HttpClient::connections_opened() const { return impl_->opened; }
 
 namespace {
 
+// Sends `req` and reads the answer: whole, or only its head (a watch's events are read raw).
 template <class Stream>
-asio::awaitable<boost::system::error_code> exchange(Stream& stream, beast::flat_buffer& buffer,
-                                                    http::request<http::string_body>& req,
-                                                    http::response_parser<http::string_body>& parser) {
+asio::awaitable<boost::system::error_code> send_request(Stream& stream, beast::flat_buffer& buffer,
+                                                        http::request<http::string_body>& req,
+                                                        http::response_parser<http::string_body>& parser,
+                                                        bool whole) {
   auto [wec, wn] = co_await http::async_write(stream, req, use_tuple);
   if (wec) co_return wec;
+  if (!whole) {
+    auto [hec, hn] = co_await http::async_read_header(stream, buffer, parser, use_tuple);
+    co_return hec;
+  }
   auto [rec, rn] = co_await http::async_read(stream, buffer, parser, use_tuple);
   co_return rec;
+}
+
+template <class S>
+asio::awaitable<boost::system::error_code> read_rest(S& stream, beast::flat_buffer& buffer,
+                                                     http::response_parser<http::string_body>& parser) {
+  auto [ec, n] = co_await http::async_read(stream, buffer, parser, use_tuple);
+  co_return ec;
 }
 
 }  // namespace
@@ -287,12 +305,8 @@ asio::awaitable<ApiResult<HttpResponse>> HttpClient::request(std::string method,
     http::response_parser<http::string_body> parser;
     parser.body_limit(256u << 20);
     c->lowest().expires_at(deadline);
-    boost::system::error_code ec;
-    if (c->secure) {
-      ec = co_await exchange(*c->secure, c->buffer, req, parser);
-    } else {
-      ec = co_await exchange(*c->plain, c->buffer, req, parser);
-    }
+    const boost::system::error_code ec = co_await c->on_stream(
+        [&](auto& stream) { return send_request(stream, c->buffer, req, parser, true); });
     if (ec) {
       if (reused && !parser.got_some() && ec != beast::error::timeout) continue;
       co_return from_code(ec, method + " " + target);
@@ -349,23 +363,6 @@ struct WatchConnection::Stream {
 };
 
 namespace {
-
-template <class S>
-asio::awaitable<boost::system::error_code> start_watch(S& stream, beast::flat_buffer& buffer,
-                                                       http::request<http::string_body>& req,
-                                                       http::response_parser<http::string_body>& parser) {
-  auto [wec, wn] = co_await http::async_write(stream, req, use_tuple);
-  if (wec) co_return wec;
-  auto [rec, rn] = co_await http::async_read_header(stream, buffer, parser, use_tuple);
-  co_return rec;
-}
-
-template <class S>
-asio::awaitable<boost::system::error_code> read_rest(S& stream, beast::flat_buffer& buffer,
-                                                     http::response_parser<http::string_body>& parser) {
-  auto [ec, n] = co_await http::async_read(stream, buffer, parser, use_tuple);
-  co_return ec;
-}
 
 template <class S>
 asio::awaitable<std::pair<boost::system::error_code, std::size_t>> read_some(S& stream,
@@ -441,20 +438,12 @@ asio::awaitable<ApiResult<std::unique_ptr<WatchConnection>>> HttpClient::watch(
   http::response_parser<http::string_body> parser;
   parser.body_limit(1u << 20);  // the body of a refusal; a 200's events are read raw
   c->lowest().expires_at(deadline);
-  boost::system::error_code ec;
-  if (c->secure) {
-    ec = co_await start_watch(*c->secure, c->buffer, req, parser);
-  } else {
-    ec = co_await start_watch(*c->plain, c->buffer, req, parser);
-  }
+  const boost::system::error_code ec = co_await c->on_stream(
+      [&](auto& stream) { return send_request(stream, c->buffer, req, parser, false); });
   if (ec) co_return from_code(ec, "GET " + target);
   const unsigned status = parser.get().result_int();
   if (status != 200) {
-    if (c->secure) {
-      ec = co_await read_rest(*c->secure, c->buffer, parser);
-    } else {
-      ec = co_await read_rest(*c->plain, c->buffer, parser);
-    }
+    co_await c->on_stream([&](auto& stream) { return read_rest(stream, c->buffer, parser); });
     const std::string retry_after(parser.get()[http::field::retry_after]);
     co_return status_error(status, parser.get().body(), retry_after);
   }
@@ -530,12 +519,8 @@ asio::awaitable<ApiResult<std::vector<WatchEvent>>> WatchConnection::next(json::
         co_return out;
       }
     }
-    std::pair<boost::system::error_code, std::size_t> got;
-    if (c.secure) {
-      got = co_await read_some(*c.secure, c.buffer);
-    } else {
-      got = co_await read_some(*c.plain, c.buffer);
-    }
+    const std::pair<boost::system::error_code, std::size_t> got =
+        co_await c.on_stream([&](auto& stream) { return read_some(stream, c.buffer); });
     if (got.first && c.buffer.size() == 0) {
       const bool eof = got.first == http::error::end_of_stream || got.first == asio::error::eof ||
                        got.first == ssl::error::stream_truncated;

@@ -1,5 +1,7 @@
 #include "client/reflector.hpp"
 
+#include "client/object_meta.hpp"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -32,13 +34,6 @@ std::string escape(std::string_view s) {
     }
   }
   return out;
-}
-
-std::string string_at(const json::object& o, std::string_view a, std::string_view b) {
-  const json::value* v = o.if_contains(a);
-  if (v == nullptr || !v->is_object()) return {};
-  const json::value* s = v->get_object().if_contains(b);
-  return s != nullptr && s->is_string() ? std::string(s->get_string()) : std::string();
 }
 
 // A watch batch's scratch arena: what one read's events usually take parsed (more comes from the
@@ -120,8 +115,8 @@ asio::awaitable<bool> Reflector::list() {
         if (item.is_object()) items.push_back(store_->prepare(std::move(item.get_object())));
       }
     }
-    rv = string_at(*page, "metadata", "resourceVersion");
-    token = string_at(*page, "metadata", "continue");
+    rv = metadata_string(*page, "resourceVersion");
+    token = metadata_string(*page, "continue");
     if (token.empty()) break;
   }
   apply_list(std::move(items), std::move(rv));

@@ -1,5 +1,7 @@
 #include "client/store.hpp"
 
+#include "client/object_meta.hpp"
+
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -117,15 +119,14 @@ struct boost::json::is_deallocate_trivial<kwatch::client::CountingResource> : st
 namespace kwatch::client {
 
 std::string Store::key_of(const json::object& object) {
-  const json::object* meta = metadata_of(object);
-  const std::string ns = string_at(meta, "namespace");
-  const std::string name = string_at(meta, "name");
+  const std::string ns = metadata_string(object, "namespace");
+  const std::string name = metadata_string(object, "name");
   return ns.empty() ? name : ns + "/" + name;
 }
 
 Store::IndexFn Store::by_namespace() {
   return [](const json::object& o) -> std::vector<std::string> {
-    std::string ns = string_at(metadata_of(o), "namespace");
+    std::string ns = metadata_string(o, "namespace");
     if (ns.empty()) return {};
     return {std::move(ns)};
   };
@@ -247,8 +248,16 @@ Store::Prepared::~Prepared() = default;
 Store::Prepared Store::prepare(json::object object) const {
   Prepared p;
   p.key_ = key_of(object);
+  bool indexed = false;
+  {
+    std::shared_lock lock(mutex_);
+    indexed = !index_fns_.empty();
+  }
+  // The object as kept only when indexes need it: in the compact form that is a copy out of the
+  // caller's storage, per listed object.
   Object parsed;
-  p.entry_ = std::make_unique<Entry>(make(std::move(object), &parsed));
+  p.entry_ = std::make_unique<Entry>(make(std::move(object), indexed ? &parsed : nullptr));
+  if (!indexed) return p;
   std::shared_lock lock(mutex_);
   for (const auto& [name, fn] : index_fns_) p.index_values_.emplace_back(name, fn(*parsed));
   return p;

@@ -1,5 +1,7 @@
 #include "client/watch_stream.hpp"
 
+#include "client/object_meta.hpp"
+
 #include <boost/json/parse.hpp>
 
 #include <algorithm>
@@ -147,11 +149,7 @@ std::string_view event_type_name(EventType type) {
   return "?";
 }
 
-std::string WatchEvent::resource_version() const {
-  const json::value* meta = object.if_contains("metadata");
-  const json::value* rv = meta != nullptr && meta->is_object() ? meta->get_object().if_contains("resourceVersion") : nullptr;
-  return rv != nullptr && rv->is_string() ? std::string(rv->get_string()) : std::string();
-}
+std::string WatchEvent::resource_version() const { return metadata_string(object, "resourceVersion"); }
 
 boost::system::result<WatchEvent, std::string> decode_event(std::string_view text,
                                                            json::storage_ptr sp) {

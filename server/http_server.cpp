@@ -87,18 +87,14 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   // list takes a while): the connection's coroutine waits, its I/O thread does not.
   asio::awaitable<std::string> gzip_off_thread(std::function<void(Deflater&)> feed,
                                               std::size_t expected) {
-    if (!compute) {
+    auto deflate = [feed = std::move(feed), expected] {
       Deflater deflater(expected);
       feed(deflater);
-      co_return deflater.finish();
-    }
+      return deflater.finish();
+    };
+    if (!compute) co_return deflate();
     co_return co_await asio::co_spawn(
-        compute,
-        [feed = std::move(feed), expected]() -> asio::awaitable<std::string> {
-          Deflater deflater(expected);
-          feed(deflater);
-          co_return deflater.finish();
-        },
+        compute, [deflate]() -> asio::awaitable<std::string> { co_return deflate(); },
         asio::use_awaitable);
   }
 

@@ -8,6 +8,7 @@
 // The resource is found as kubectl finds it, by discovery (`/api/v1`, then `/apis`). The mirror
 // survives broken connections (it resumes from its last resourceVersion) and re-lists only on
 // 410. SIGINT/SIGTERM end it.
+#include "client/object_meta.hpp"
 #include "client/reflector.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -163,13 +164,8 @@ int main(int argc, char** argv) {
                 json::object line{{"type", event_type_name(type)}, {"object", *object}};
                 std::cout << json::serialize(line) << std::endl;
               } else {
-                const auto* meta = object->if_contains("metadata");
-                const json::value* rv = meta != nullptr && meta->is_object()
-                                            ? meta->get_object().if_contains("resourceVersion")
-                                            : nullptr;
                 std::cout << event_type_name(type) << " " << Store::key_of(*object) << " "
-                          << (rv != nullptr && rv->is_string() ? rv->get_string().c_str() : "")
-                          << std::endl;
+                          << metadata_string(*object, "resourceVersion") << std::endl;
               }
             });
         co_await reflector->run();

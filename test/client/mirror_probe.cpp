@@ -8,6 +8,7 @@
 // Usage: kwatch-mirror-probe KUBECONFIG PATH [REQUEST_TIMEOUT_MS [stream|list [chunked|websocket]]]
 #include "client/informer.hpp"
 #include "client/kubeconfig.hpp"
+#include "client/object_meta.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -28,13 +29,7 @@ using namespace kwatch::client;
 
 namespace {
 
-std::string version_of(const json::object& o) {
-  const json::value* meta = o.if_contains("metadata");
-  const json::value* rv = meta != nullptr && meta->is_object()
-                              ? meta->get_object().if_contains("resourceVersion")
-                              : nullptr;
-  return rv != nullptr && rv->is_string() ? std::string(rv->get_string()) : std::string();
-}
+std::string version_of(const json::object& o) { return metadata_string(o, "resourceVersion"); }
 
 std::int64_t number(const std::string& s) {
   std::int64_t n = 0;

@@ -31,6 +31,8 @@ import tempfile
 import threading
 import time
 
+from harness import Checks, json_exchange
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 CLUSTER = os.path.join(ROOT, "deploy", "local-cluster")
@@ -109,17 +111,7 @@ class Cluster:
 
 def request(ctx, host, method, path, body=None, timeout=5):
     conn = http.client.HTTPSConnection(host, PORT, context=ctx, timeout=timeout)
-    try:
-        data = json.dumps(body) if body is not None else None
-        conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
-        r = conn.getresponse()
-        text = r.read()
-        try:
-            return r.status, json.loads(text)
-        except ValueError:
-            return r.status, text
-    finally:
-        conn.close()
+    return json_exchange(conn, method, path, body)
 
 
 class Writers:
@@ -373,19 +365,6 @@ def wait_until(condition, timeout, step=0.2):
             return True
         time.sleep(step)
     return condition()
-
-
-class Checks:
-    def __init__(self):
-        self.passed = self.failed = 0
-
-    def check(self, name, ok, detail=""):
-        if ok:
-            self.passed += 1
-            print(f"ok   {name}", flush=True)
-        else:
-            self.failed += 1
-            print(f"FAIL {name} {detail}"[:2000], flush=True)
 
 
 def main():
