@@ -34,10 +34,21 @@ def wait_for(condition, timeout=10.0, what="condition"):
         delay = min(delay * 2, 0.1)
 
 
+_ports_given = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port that is free now and that this process has not handed out before: the
+    kernel may give a just-released port again, and a suite that takes one for kwatch and then
+    starts etcd must not get the same port twice."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _ports_given:
+            _ports_given.add(port)
+            return port
+    raise AssertionError("no free loopback port the suite has not used")
 
 
 class Etcd:
