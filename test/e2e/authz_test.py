@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import sys
 
-from harness import Checks, Server, TempDir, free_port, json_exchange, wait_for
+from harness import Checks, Server, TempDir, json_exchange, wait_for
 
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 
@@ -27,11 +27,9 @@ def main():
         tokens = os.path.join(tmp, "tokens.csv")
         with open(tokens, "w") as f:
             f.write('admin-token,admin,1,"system:masters"\nalice-token,alice,2,"team-a"\n')
-        secure_port = free_port()
-        server = Server(binary, data_dir=tmp + "/data",
+        server = Server(binary, data_dir=tmp + "/data", https=True,
                         extra_args=[f"--token-auth-file={tokens}", "--authorization-mode=RBAC",
-                                    f"--secure-port={secure_port}", f"--cert-dir={tmp}/certs"]).start()
-        server.secure_port = secure_port
+                                    f"--cert-dir={tmp}/certs"]).start()
         try:
             status, body = call(server, "GET", "/api/v1/namespaces/default/pods")
             t.check("anonymous: listing pods is 403 in kube's words", status == 403 and

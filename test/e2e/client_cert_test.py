@@ -15,7 +15,7 @@ import warnings
 
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from harness import Checks, Server, TempDir, free_port
+from harness import Checks, Server, TempDir
 import pki
 
 
@@ -44,13 +44,13 @@ def main():
         tokens = os.path.join(tmp, "tokens.csv")
         with open(tokens, "w") as f:
             f.write('ops-token,ops,7,"system:masters"\n')
-        port = free_port()
         # The defaults under test: only the flags a user must give, then plain HTTP off again.
-        server = Server(binary, data_dir=tmp + "/data",
-                        extra_args=[f"--secure-port={port}", f"--cert-dir={tmp}/certs",
+        server = Server(binary, data_dir=tmp + "/data", https=True,
+                        extra_args=[f"--cert-dir={tmp}/certs",
                                     f"--client-ca-file={clients.cert_file}",
                                     f"--token-auth-file={tokens}",
                                     "--authorization-mode=RBAC", "--anonymous-auth=false"]).start()
+        port = server.secure_port
         ca = os.path.join(tmp, "certs", "ca.crt")
         try:
             status, who = whoami(port, ca, admin)

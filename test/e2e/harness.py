@@ -150,8 +150,13 @@ class Server:
 
     _etcd_by_dir = {}
 
-    def __init__(self, binary, data_dir=None, extra_args=(), etcd=None, max_open_files=None):
+    def __init__(self, binary, data_dir=None, extra_args=(), etcd=None, max_open_files=None,
+                 https=False):
         self.binary = binary
+        # https=True: HTTPS on a port the harness picks (self.secure_port, kept across restarts);
+        # taken again if another process bound it between the pick and the server's start.
+        self.https = https
+        self.secure_port = None
         self.max_open_files = max_open_files  # RLIMIT_NOFILE of the server process
         self.data_dir = data_dir
         # KWATCH_TEST_SERVER_ARGS: flags every server of a suite gets first (ctest runs some suites
@@ -172,6 +177,19 @@ class Server:
             self.etcd = Server._etcd_by_dir[key]
 
     def start(self):
+        if not self.https or self.secure_port is not None:
+            return self._start()
+        for attempt in range(5):
+            self.secure_port = free_port()
+            try:
+                return self._start()
+            except AssertionError as err:
+                if "Address already in use" not in str(err) or attempt == 4:
+                    raise
+                print(f"HTTPS port {self.secure_port} was taken by another process before the server "
+                      "bound it: trying another")
+
+    def _start(self):
         fd, self.log_path = tempfile.mkstemp(prefix="kwatch-log-")
         os.close(fd)
         # Plain HTTP on a free port, open to everyone; suites about TLS and access control
@@ -184,6 +202,8 @@ class Server:
             args += ["--storage-backend=etcd3", f"--etcd-servers={self.etcd.endpoints()}"]
         elif self.data_dir:
             args.append(f"--data-dir={self.data_dir}")
+        if self.secure_port is not None:
+            args.append(f"--secure-port={self.secure_port}")
         args += self.extra_args
         self.log = open(self.log_path, "w")
         limit = None

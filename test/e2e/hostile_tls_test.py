@@ -22,7 +22,7 @@ import ssl
 import sys
 import time
 
-from harness import Checks, Server, TempDir, free_port, wait_for
+from harness import Checks, Server, TempDir, wait_for
 
 
 def client_hello():
@@ -79,11 +79,10 @@ def main():
         tokens = os.path.join(tmp, "tokens.csv")
         with open(tokens, "w") as f:
             f.write('admin-token,admin,1,"system:masters"\n')
-        port = free_port()
-        server = Server(binary, max_open_files=min(hard, flood + 400),
-                        extra_args=[f"--secure-port={port}", f"--cert-dir={tmp}/certs",
-                                    f"--token-auth-file={tokens}", "--authorization-mode=RBAC",
-                                    "--anonymous-auth=false"]).start()
+        server = Server(binary, max_open_files=min(hard, flood + 400), https=True,
+                        extra_args=[f"--cert-dir={tmp}/certs", f"--token-auth-file={tokens}",
+                                    "--authorization-mode=RBAC", "--anonymous-auth=false"]).start()
+        port = server.secure_port
         ca = os.path.join(tmp, "certs", "ca.crt")
         ctx = ssl.create_default_context(cafile=ca)
 

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 
-from harness import Checks, Server, TempDir, free_port
+from harness import Checks, Server, TempDir
 import pki
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -40,10 +40,10 @@ def main():
         tokens = os.path.join(tmp, "tokens.csv")
         with open(tokens, "w") as f:
             f.write('admin-token,admin,1,"system:masters"\njs-token,js-user,3\n')
-        port = free_port()
-        server = Server(binary, extra_args=[f"--secure-port={port}", f"--cert-dir={tmp}/certs",
-                                            f"--token-auth-file={tokens}", "--authorization-mode=RBAC",
-                                            "--anonymous-auth=false"]).start()
+        server = Server(binary, https=True,
+                        extra_args=[f"--cert-dir={tmp}/certs", f"--token-auth-file={tokens}",
+                                    "--authorization-mode=RBAC", "--anonymous-auth=false"]).start()
+        port = server.secure_port
         try:
             status, body = server.request("POST", "/api/v1/namespaces", {"metadata": {"name": "jsns"}},
                                           headers={"Authorization": "Bearer admin-token"})

@@ -21,7 +21,7 @@ import warnings
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from harness import Checks, Server, TempDir, free_port, wait_for
+from harness import Checks, Server, TempDir, wait_for
 import pki
 
 ISSUER = "https://kwatch.test"
@@ -66,15 +66,15 @@ def main():
             f.write(key.public_key().public_bytes(serialization.Encoding.PEM,
                                                   serialization.PublicFormat.SubjectPublicKeyInfo))
         stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        port = free_port()
-        server = Server(binary, data_dir=tmp + "/data",
-                        extra_args=[f"--secure-port={port}", f"--cert-dir={tmp}/certs",
+        server = Server(binary, data_dir=tmp + "/data", https=True,
+                        extra_args=[f"--cert-dir={tmp}/certs",
                                     f"--client-ca-file={clients.cert_file}",
                                     f"--service-account-issuer={ISSUER}",
                                     f"--service-account-signing-key-file={key_file}",
                                     f"--service-account-key-file={pub_file}",
                                     "--service-account-max-token-expiration=2h",
                                     "--authorization-mode=RBAC", "--anonymous-auth=false"]).start()
+        port = server.secure_port
         ca = os.path.join(tmp, "certs", "ca.crt")
         admin = pki.HttpsClient(port, ca, cert=admin_cert)
         try:

@@ -34,14 +34,13 @@ def main():
     t = Checks()
     with TempDir() as tmp:
         certs = os.path.join(tmp, "certs")
-        port = free_port()
         # kubectl asks for a user name over HTTPS when its kubeconfig has no credentials at all.
         tokens = os.path.join(tmp, "tokens.csv")
         with open(tokens, "w") as f:
             f.write('dev,dev,1,"system:masters"\n')
-        server = Server(binary, data_dir=tmp + "/data",
-                        extra_args=[f"--secure-port={port}", f"--cert-dir={certs}",
-                                    f"--token-auth-file={tokens}"]).start()
+        server = Server(binary, data_dir=tmp + "/data", https=True,
+                        extra_args=[f"--cert-dir={certs}", f"--token-auth-file={tokens}"]).start()
+        port = server.secure_port
         try:
             ca = os.path.join(certs, "ca.crt")
             wait_for(lambda: os.path.exists(ca), what="the generated CA")
@@ -117,12 +116,10 @@ def main():
         # The operator's own certificate and key.
         own = os.path.join(tmp, "own")
         shutil.copytree(certs, own)
-        port2 = free_port()
-        other = Server(binary, extra_args=[f"--secure-port={port2}",
-                                           f"--tls-cert-file={own}/apiserver.crt",
-                                           f"--tls-private-key-file={own}/apiserver.key"]).start()
+        other = Server(binary, https=True, extra_args=[f"--tls-cert-file={own}/apiserver.crt",
+                                                       f"--tls-private-key-file={own}/apiserver.key"]).start()
         try:
-            status, _ = https_get(port2, "/healthz", os.path.join(own, "ca.crt"))
+            status, _ = https_get(other.secure_port, "/healthz", os.path.join(own, "ca.crt"))
             t.check("--tls-cert-file and --tls-private-key-file are served", status == 200, status)
         finally:
             other.stop()
