@@ -158,6 +158,35 @@ struct Kind {
 
 const std::vector<std::string> kAll = {"all"};
 
+// The kinds whose strategies count generations in kube-apiserver 1.32; every other built-in kind
+// leaves metadata.generation alone.
+GenerationRule generation_rule(std::string_view group, std::string_view kind) {
+  struct Counted {
+    std::string_view group, kind;
+    GenerationRule rule;
+  };
+  static constexpr Counted kCounted[] = {
+      {"", "ReplicationController", GenerationRule::spec},
+      {"apps", "Deployment", GenerationRule::spec},
+      {"apps", "ReplicaSet", GenerationRule::spec},
+      {"apps", "StatefulSet", GenerationRule::spec},
+      {"apps", "DaemonSet", GenerationRule::spec},
+      {"batch", "Job", GenerationRule::spec},
+      {"batch", "CronJob", GenerationRule::spec},
+      {"networking.k8s.io", "Ingress", GenerationRule::spec},
+      {"networking.k8s.io", "IngressClass", GenerationRule::spec},
+      {"networking.k8s.io", "NetworkPolicy", GenerationRule::spec},
+      {"policy", "PodDisruptionBudget", GenerationRule::spec},
+      {"apiextensions.k8s.io", "CustomResourceDefinition", GenerationRule::spec},
+      {"discovery.k8s.io", "EndpointSlice", GenerationRule::content_and_labels},
+      {"storage.k8s.io", "CSIDriver", GenerationRule::spec_on_update},
+  };
+  for (const Counted& c : kCounted) {
+    if (c.group == group && c.kind == kind) return c.rule;
+  }
+  return GenerationRule::none;
+}
+
 }  // namespace
 
 void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
@@ -351,6 +380,7 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
     info.hooks = k.hooks;
     info.delete_returns_object = k.delete_returns_object;
     info.orphans_by_default = k.orphans_by_default;
+    info.generation = generation_rule(k.group, k.kind);
     if (k.kind == "Namespace" || k.kind == "Service") info.name_rule = NameRule::dns_label;
     if (k.group == "rbac.authorization.k8s.io") info.name_rule = NameRule::path_segment;
     info.printer_columns = builtin_columns(k.group, k.kind);

@@ -872,6 +872,7 @@ ApiResult<std::vector<ResourceInfo>> custom_resources(const json::object& crd_in
     info.storage_prefix = storage_prefix;
     info.key_resource = group + "/" + plural;
     info.origin = KindOrigin::custom;
+    info.generation = GenerationRule::content;
     info.schema = schemas[i];
     if (const json::value* schema = schema_of(*v.obj)) {
       info.field_types = FieldTypes::of_resource(*schema);

@@ -384,16 +384,32 @@ ApiResult<json::object*> ensure_metadata(json::object& obj) {
   return &it->value().get_object();
 }
 
-// Whether an update changes what `metadata.generation` counts. Built-in kinds: the spec. Custom
-// resources, as kube's strategy for them: everything but metadata, and but status when the
-// status subresource owns it.
+bool same_member(const json::object& a, const json::object& b, std::string_view key) {
+  const json::value* x = a.if_contains(key);
+  const json::value* y = b.if_contains(key);
+  return x == nullptr ? y == nullptr : y != nullptr && *x == *y;
+}
+
+// Whether an update changes what the kind's `metadata.generation` counts (GenerationRule).
 bool desired_state_changed(const ResourceInfo& info, const json::object& old_obj,
                            const json::object& new_obj) {
-  if (info.origin != KindOrigin::custom) {
-    const json::value* old_spec = old_obj.if_contains("spec");
-    const json::value* new_spec = new_obj.if_contains("spec");
-    return (old_spec == nullptr) != (new_spec == nullptr) ||
-           (old_spec != nullptr && *old_spec != *new_spec);
+  switch (info.generation) {
+    case GenerationRule::none:
+      return false;
+    case GenerationRule::spec:
+    case GenerationRule::spec_on_update:
+      return !same_member(old_obj, new_obj, "spec");
+    case GenerationRule::content_and_labels: {
+      const json::object* old_meta = metadata_of(old_obj);
+      const json::object* new_meta = metadata_of(new_obj);
+      static const json::object none;
+      if (!same_member(old_meta ? *old_meta : none, new_meta ? *new_meta : none, "labels")) {
+        return true;
+      }
+      break;
+    }
+    case GenerationRule::content:
+      break;
   }
   auto counted = [&](std::string_view key) {
     return key != "metadata" && !(info.has_status && key == "status");
@@ -758,7 +774,10 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInf
   }
   meta["uid"] = new_uid();
   meta["creationTimestamp"] = now_rfc3339();
-  meta["generation"] = 1;
+  if (info.generation != GenerationRule::none &&
+      info.generation != GenerationRule::spec_on_update) {
+    meta["generation"] = 1;
+  }
   meta.erase("deletionTimestamp");
   meta.erase("deletionGracePeriodSeconds");
   if (auto e = decode_and_default(info, body, query, /*create=*/true)) co_return std::move(*e);

@@ -31,6 +31,17 @@ class StructuralSchema;
 // against its schema: the same value is a 422 Invalid cause.
 enum class KindOrigin { builtin, custom };
 
+// What `metadata.generation` counts for a kind, as its strategy in kube-apiserver 1.32 does it.
+// Kinds that count nothing keep what the client sent on create and the stored value on update.
+enum class GenerationRule {
+  none,            // ConfigMaps, Services, Pods (in 1.32), RBAC, ...
+  spec,            // 1 on create, +1 when the spec changes (workloads, CRDs, ...)
+  spec_on_update,  // not set on create, +1 when the spec changes (CSIDrivers)
+  content,         // 1 on create, +1 when anything but metadata (and a status subresource's
+                   // status) changes: custom resources
+  content_and_labels,  // as content, and labels count too (EndpointSlices)
+};
+
 // What a kind's names must look like, as kube validates them.
 enum class NameRule {
   dns_subdomain,  // most kinds: lowercase RFC 1123 subdomain
@@ -117,6 +128,7 @@ struct ResourceInfo {
   // "<group>/<plural>" ("/registry/example.com/widgets/..."), as kube-apiserver stores them.
   std::string key_resource;
   KindOrigin origin = KindOrigin::builtin;
+  GenerationRule generation = GenerationRule::none;
   NameRule name_rule = NameRule::dns_subdomain;
   // The shape of the kind's objects; null means anything goes (no pruning, no validation).
   std::shared_ptr<const StructuralSchema> schema;

@@ -33,9 +33,16 @@ std::vector<Column> columns_for(const registry::ResourceInfo& info,
   const bool custom = info.origin == registry::KindOrigin::custom;
   std::vector<registry::PrinterColumn> specs = info.printer_columns;
   if (specs.empty() || custom) {
-    registry::PrinterColumn name{"Name", "string", "name", "", ".metadata.name"};
+    registry::PrinterColumn name;
+    name.name = "Name";
+    name.type = "string";
+    name.format = "name";
+    name.json_path = ".metadata.name";
     if (specs.empty()) {
-      registry::PrinterColumn age{"Age", "date", "", "", ".metadata.creationTimestamp"};
+      registry::PrinterColumn age;
+      age.name = "Age";
+      age.type = "date";
+      age.json_path = ".metadata.creationTimestamp";
       age.fallback = "<unknown>";
       specs.push_back(std::move(age));
     }

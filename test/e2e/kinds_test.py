@@ -404,6 +404,7 @@ def main():
             check_mistakes(t, server, kc, write)
             check_updates(t, server, kc, write)
             check_events_v1(t, server, kc)
+            check_generations(t, server)
         finally:
             server.stop()
             if t.failed:
@@ -592,6 +593,55 @@ def check_defaults(t, server):
                 status == {}, status)
     va = get("/apis/storage.k8s.io/v1/volumeattachments/va1")
     t.check("a volume attachment starts detached", va.get("status") == {"attached": False}, va)
+
+
+def check_generations(t, server):
+    """metadata.generation as each kind's strategy in kube-apiserver 1.32 counts it."""
+    merge = {"Content-Type": "application/merge-patch+json"}
+
+    def generation(method, path, body=None):
+        status, obj = server.request(method, path, body=None if body is None else json.dumps(body),
+                                     headers=merge if method == "PATCH" else
+                                     {"Content-Type": "application/json"})
+        if status not in (200, 201):
+            return f"{status} {obj}"
+        return obj.get("metadata", {}).get("generation")
+
+    cms = "/api/v1/namespaces/default/configmaps"
+    t.check("a ConfigMap counts no generation",
+            generation("POST", cms, {"metadata": {"name": "gen"}, "data": {"a": "1"}}) is None)
+    t.check("not after a change of its data either",
+            generation("PATCH", cms + "/gen", {"data": {"a": "2"}}) is None)
+    t.check("a generation a client sends with a ConfigMap is kept, as kube keeps it",
+            generation("POST", cms, {"metadata": {"name": "gen2", "generation": 7}}) == 7)
+    t.check("and an update cannot change it",
+            generation("PATCH", cms + "/gen2", {"metadata": {"generation": 9}}) == 7)
+    svc = "/api/v1/namespaces/default/services"
+    t.check("a Service counts none", generation("POST", svc, {
+        "metadata": {"name": "gen"}, "spec": {"ports": [{"port": 80}]}}) is None)
+    deploy = "/apis/apps/v1/namespaces/default/deployments"
+    template = {"metadata": {"labels": {"app": "gen"}},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    t.check("a Deployment starts at generation 1", generation("POST", deploy, {
+        "metadata": {"name": "gen"},
+        "spec": {"selector": {"matchLabels": {"app": "gen"}}, "template": template}}) == 1)
+    t.check("a label is no new generation",
+            generation("PATCH", deploy + "/gen", {"metadata": {"labels": {"x": "1"}}}) == 1)
+    t.check("a spec change is", generation("PATCH", deploy + "/gen", {"spec": {"replicas": 4}}) == 2)
+    eps = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
+    t.check("an EndpointSlice starts at generation 1", generation("POST", eps, {
+        "metadata": {"name": "gen"}, "addressType": "IPv4", "endpoints": []}) == 1)
+    t.check("its labels count", generation("PATCH", eps + "/gen", {"metadata": {"labels": {"x": "1"}}}) == 2)
+    t.check("its annotations do not",
+            generation("PATCH", eps + "/gen", {"metadata": {"annotations": {"x": "1"}}}) == 2)
+    t.check("its endpoints do", generation("PATCH", eps + "/gen", {
+        "endpoints": [{"addresses": ["10.0.0.9"]}]}) == 3)
+    drivers = "/apis/storage.k8s.io/v1/csidrivers"
+    t.check("a CSIDriver is created without a generation",
+            generation("POST", drivers, {"metadata": {"name": "gen.csi.example.com"},
+                                        "spec": {"attachRequired": True}}) is None)
+    t.check("and counts from its first spec change", generation(
+        "PATCH", drivers + "/gen.csi.example.com", {"spec": {"requiresRepublish": True}}) == 1)
 
 
 def check_get_all(t, kc):

@@ -120,10 +120,17 @@ TEST(Table, ACustomResourceGetsNameThenItsPrinterColumns) {
   registry::ResourceInfo info;
   info.kind = "Widget";
   info.origin = registry::KindOrigin::custom;
-  info.printer_columns = {{"Color", "string", "", "", ".spec.color"},
-                          {"Replicas", "integer", "", "", ".spec.replicas"},
-                          {"Items", "string", "", "", ".spec.items"},
-                          {"Age", "date", "", "", ".metadata.creationTimestamp"}};
+  auto column = [](std::string name, std::string type, std::string path) {
+    registry::PrinterColumn c;
+    c.name = std::move(name);
+    c.type = std::move(type);
+    c.json_path = std::move(path);
+    return c;
+  };
+  info.printer_columns = {column("Color", "string", ".spec.color"),
+                          column("Replicas", "integer", ".spec.replicas"),
+                          column("Items", "string", ".spec.items"),
+                          column("Age", "date", ".metadata.creationTimestamp")};
   auto obj = json::parse(R"({"metadata":{"name":"w","creationTimestamp":"2026-01-01T00:00:00Z"},
     "spec":{"color":"red","items":[1,2]}})")
                  .as_object();
