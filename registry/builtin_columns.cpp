@@ -227,6 +227,60 @@ std::string list_with_more(const std::vector<std::string>& items) {
   return out.empty() ? "<unset>" : out;
 }
 
+// An address and a port as Go's net.JoinHostPort writes them (IPv6 in brackets).
+std::string host_port(std::string_view ip, std::int64_t port) {
+  const std::string p = std::to_string(port);
+  if (ip.find(':') != std::string_view::npos) return "[" + std::string(ip) + "]:" + p;
+  return std::string(ip) + ":" + p;
+}
+
+// formatEndpoints: every address with every port of its subset ("10.0.0.5:80"), the first three
+// and "+ N more..."; "<none>" without subsets.
+std::string endpoints_cell(const json::object& o) {
+  const json::array* subsets = array_at(o, "subsets");
+  if (subsets == nullptr || subsets->empty()) return "<none>";
+  constexpr std::size_t kMax = 3;
+  std::vector<std::string> shown;
+  std::size_t count = 0;
+  for (const auto& subset : *subsets) {
+    if (!subset.is_object()) continue;
+    const json::array* addresses = array_at(subset.get_object(), "addresses");
+    if (addresses == nullptr) continue;
+    auto add = [&](std::string text) {
+      ++count;
+      if (shown.size() < kMax) shown.push_back(std::move(text));
+    };
+    const json::array* ports = array_at(subset.get_object(), "ports");
+    for (const auto& a : *addresses) {
+      if (ports != nullptr && !ports->empty()) continue;  // a headless subset: addresses alone
+      add(str(a.is_object() ? a.get_object() : json::object(), "ip"));
+    }
+    if (ports == nullptr) continue;
+    for (const auto& port : *ports) {
+      std::int64_t number = 0;
+      if (port.is_object()) {
+        if (const json::value* n = port.get_object().if_contains("port"); n && n->is_int64()) {
+          number = n->get_int64();
+        }
+      }
+      for (const auto& a : *addresses) {
+        add(host_port(str(a.is_object() ? a.get_object() : json::object(), "ip"), number));
+      }
+    }
+  }
+  std::string out;
+  for (std::size_t i = 0; i < shown.size(); ++i) out += (i ? "," : "") + shown[i];
+  if (count > kMax) out += " + " + std::to_string(count - kMax) + " more...";
+  return out;
+}
+
+std::vector<PrinterColumn> endpoints_columns() {
+  return {name_column(),
+          computed("Endpoints", "string",
+                   [](const json::object& o) { return json::value(endpoints_cell(o)); }),
+          age_column()};
+}
+
 std::vector<PrinterColumn> pod_columns() {
   return {name_column(),
           computed("Ready", "string",
@@ -753,10 +807,12 @@ std::vector<PrinterColumn> builtin_columns(std::string_view group, std::string_v
     return {name_column(), computed("Request", "string", quota_usage(false)),
             computed("Limit", "string", quota_usage(true)), age_column()};
   }
-  if (kind == "LimitRange") {
-    // No printer of its own: kube's default table, the creation time as written.
+  if (kind == "LimitRange" || kind == "Role" || kind == "ClusterRole" ||
+      kind == "CustomResourceDefinition") {
+    // No printer of their own: kube's default table, the creation time as written.
     return {name_column(), text("Created At", ".metadata.creationTimestamp", "")};
   }
+  if (kind == "Endpoints") return endpoints_columns();
   if (kind == "PodDisruptionBudget") {
     return {name_column(),
             computed("Min Available", "string",

@@ -116,6 +116,31 @@ TEST(Table, WorkloadAndStorageKindsPrintAsKubesPrinters) {
             json::parse(R"(["ing","<none>","a.example,b.example,c.example + 2 more...","10.0.0.1,10.0.0.2,lb.example","80, 443","<unknown>"])"));
 }
 
+TEST(Table, EndpointsPrintEveryAddressWithEveryPortTheFirstThree) {
+  auto scheme = registry::Scheme::builtin();
+  auto now = system_clock::from_time_t(1767225600 + 60);
+  auto cells = [&](const char* group, const char* resource, const char* object) {
+    auto obj = json::parse(object).as_object();
+    return to_table(*scheme->find(group, "v1", resource), obj, now, IncludeObject::metadata)
+        .at("rows")
+        .at(0)
+        .at("cells");
+  };
+  EXPECT_EQ(cells("", "endpoints", R"({"metadata":{"name":"none"}})"),
+            json::parse(R"(["none","<none>","<unknown>"])"));
+  EXPECT_EQ(cells("", "endpoints", R"({"metadata":{"name":"web"},"subsets":[
+      {"addresses":[{"ip":"10.0.0.5"},{"ip":"fd00::1"}],"ports":[{"port":80},{"name":"m","port":9090}]}]})"),
+            json::parse(R"(["web","10.0.0.5:80,[fd00::1]:80,10.0.0.5:9090 + 1 more...","<unknown>"])"));
+  // A headless subset without ports shows its addresses alone.
+  EXPECT_EQ(cells("", "endpoints", R"({"metadata":{"name":"h"},"subsets":[
+      {"addresses":[{"ip":"10.0.0.7"}]},{"addresses":[{"ip":"10.0.0.8"}],"ports":[{"port":53}]}]})"),
+            json::parse(R"(["h","10.0.0.7,10.0.0.8:53","<unknown>"])"));
+  // Kinds without a printer of their own: kube's default table.
+  EXPECT_EQ(cells("rbac.authorization.k8s.io", "clusterroles",
+                  R"({"metadata":{"name":"view","creationTimestamp":"2026-01-01T00:00:00Z"}})"),
+            json::parse(R"(["view","2026-01-01T00:00:00Z"])"));
+}
+
 TEST(Table, ACustomResourceGetsNameThenItsPrinterColumns) {
   registry::ResourceInfo info;
   info.kind = "Widget";
