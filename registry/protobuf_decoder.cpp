@@ -368,7 +368,20 @@ struct Schema {
                        {msg(1, "metadata", object_meta), msg(2, "spec", token_review_spec),
                         msg(3, "status", token_review_status)}};
 
+  Message preconditions{"Preconditions", {str(1, "uid"), str(2, "resourceVersion")}};
+  // Every group version serves meta/v1 DeleteOptions: clients send it with their own.
+  Message delete_options{"DeleteOptions",
+                         {keep(i64(1, "gracePeriodSeconds")), msg(2, "preconditions", preconditions),
+                          keep(flag(3, "orphanDependents")), str(4, "propagationPolicy"),
+                          strs(5, "dryRun"),
+                          keep(flag(6, "ignoreStoreReadErrorWithClusterBreakingPotential"))}};
+  Message binding{"Binding", {msg(1, "metadata", object_meta), msg(2, "target", object_reference)}};
+  Message eviction{"Eviction",
+                   {msg(1, "metadata", object_meta), msg(2, "deleteOptions", delete_options)}};
+
   const Message* by_kind(std::string_view api_version, std::string_view kind) const {
+    if (kind == "DeleteOptions") return &delete_options;
+    if (api_version == "policy/v1" && kind == "Eviction") return &eviction;
     if (api_version == "v1") {
       if (kind == "Namespace") return &namespace_;
       if (kind == "ConfigMap") return &config_map;
@@ -377,6 +390,7 @@ struct Schema {
       if (kind == "Pod") return &pod;
       if (kind == "Service") return &service;
       if (kind == "ResourceQuota") return &resource_quota;
+      if (kind == "Binding") return &binding;  // what a scheduler posts to pods/binding
     }
     if (api_version == "apps/v1" && kind == "Deployment") return &deployment;
     if (api_version == "batch/v1") {

@@ -3,7 +3,8 @@
 // `create configmap`, `create secret`, `create serviceaccount`, `create deployment`, `run`,
 // `create service`, `expose`, `create job`, `create cronjob`, `create quota`,
 // `create poddisruptionbudget`, `autoscale`, `create priorityclass`, `create ingress`, the RBAC
-// kinds and the reviews).
+// kinds and the reviews), and those typed Go clients send with requests: DeleteOptions (`kubectl
+// drain`, controllers' deletes), pods/eviction's Eviction and pods/binding's Binding.
 //
 // The decoder is table-driven: every message it knows lists its fields. A field it does not know
 // is an `unsupported_media_type` error naming the field, never silently dropped, so no data is

@@ -266,12 +266,9 @@ ApiResult<registry::DeleteQuery> delete_query(const ApiRequest& request, const U
     q.grace_period_seconds = n;
   }
   if (!request.body.empty()) {
-    auto v = registry::parse_json_body(request.body);
-    if (!v) return v.error();
-    const json::object* opts = v->if_object();
-    if (opts == nullptr) {
-      return registry::api_error(Errc::bad_request, "DeleteOptions must be an object");
-    }
+    auto parsed = parse_object(request);  // JSON, or protobuf as typed Go clients send it
+    if (!parsed) return parsed.error();
+    const json::object* opts = &*parsed;
     if (const json::value* pre = opts->if_contains("preconditions"); pre && pre->is_object()) {
       if (const json::value* uid = pre->get_object().if_contains("uid"); uid && uid->is_string()) {
         q.uid = std::string(uid->get_string());

@@ -43,6 +43,36 @@ TEST(ProtobufDecoder, NamespaceWithLabelsBecomesJsonWithTypeMeta) {
                                   "spec":{},"status":{},"apiVersion":"v1","kind":"Namespace"})"));
 }
 
+TEST(ProtobufDecoder, DeleteOptionsComeWithAnyGroupVersion) {
+  // What `kubectl drain` sends: an empty DeleteOptions in the envelope of "v1".
+  const std::string empty(
+      "k8s\0\x0a\x13\x0a\x02v1\x12\x0d" "DeleteOptions" "\x12\x00\x1a\x00\x22\x00", 31);
+  auto obj = decode_protobuf_object(empty);
+  ASSERT_TRUE(obj) << obj.error().message;
+  EXPECT_EQ(*obj, json::parse(R"({"apiVersion":"v1","kind":"DeleteOptions"})"));
+  std::string raw = number_field(1, 0) + field(2, field(1, "u-1") + field(2, "42")) +
+                    field(4, "Foreground") + field(5, "All");
+  obj = decode_protobuf_object(envelope("apps/v1", "DeleteOptions", raw));
+  ASSERT_TRUE(obj) << obj.error().message;
+  EXPECT_EQ(*obj, json::parse(R"({"gracePeriodSeconds":0,
+      "preconditions":{"uid":"u-1","resourceVersion":"42"},"propagationPolicy":"Foreground",
+      "dryRun":["All"],"apiVersion":"apps/v1","kind":"DeleteOptions"})"));
+}
+
+TEST(ProtobufDecoder, EvictionAndBindingAsTypedClientsPostThem) {
+  auto obj = decode_protobuf_object(envelope(
+      "policy/v1", "Eviction", field(1, field(1, "web-1") + field(3, "default")) +
+                                   field(2, number_field(1, 30))));
+  ASSERT_TRUE(obj) << obj.error().message;
+  EXPECT_EQ(*obj, json::parse(R"({"metadata":{"name":"web-1","namespace":"default"},
+      "deleteOptions":{"gracePeriodSeconds":30},"apiVersion":"policy/v1","kind":"Eviction"})"));
+  obj = decode_protobuf_object(envelope(
+      "v1", "Binding", field(1, field(1, "web-1")) + field(2, field(1, "Node") + field(3, "n1"))));
+  ASSERT_TRUE(obj) << obj.error().message;
+  EXPECT_EQ(*obj, json::parse(R"({"metadata":{"name":"web-1"},"target":{"kind":"Node","name":"n1"},
+      "apiVersion":"v1","kind":"Binding"})"));
+}
+
 TEST(ProtobufDecoder, SecretDataIsBase64AndZeroPointerFieldsAreKept) {
   std::string raw = field(1, field(1, "s")) + field(2, entry("p", "q")) + field(3, "Opaque") +
                     number_field(5, 0);
