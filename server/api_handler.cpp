@@ -1,6 +1,7 @@
 #include "server/api_handler.hpp"
 
 #include "registry/continue_token.hpp"
+#include "registry/eviction.hpp"
 #include "registry/field_selector.hpp"
 #include "registry/json_body.hpp"
 #include "registry/json_patch.hpp"
@@ -178,7 +179,8 @@ ApiResult<registry::WriteQuery> write_query(const Url& url, const std::string& s
   return q;
 }
 
-// Subresources of pods kwatch serves: binding (what a scheduler posts), ephemeralcontainers
+// Subresources of pods kwatch serves: binding (what a scheduler posts), eviction (`kubectl
+// drain`), ephemeralcontainers
 // (`kubectl debug`), and those a kubelet would serve, answered with why they cannot be.
 bool kubelet_subresource(std::string_view sub) {
   return sub == "log" || sub == "exec" || sub == "attach" || sub == "portforward" ||
@@ -187,7 +189,8 @@ bool kubelet_subresource(std::string_view sub) {
 
 bool is_pod_subresource(const ResourceInfo& info, std::string_view sub) {
   return info.group.empty() && info.resource == "pods" &&
-         (sub == "binding" || sub == "ephemeralcontainers" || kubelet_subresource(sub));
+         (sub == "binding" || sub == "eviction" || sub == "ephemeralcontainers" ||
+          kubelet_subresource(sub));
 }
 
 // Who a write is recorded under (fieldManager, else the User-Agent's product) and, for apply
@@ -248,6 +251,58 @@ registry::ApiError invalid_delete_options(std::string cause_type, std::string me
   return e;
 }
 
+// The fields of a DeleteOptions object (a DELETE's body, an Eviction's deleteOptions) into `q`;
+// `propagation` is left for check_propagation.
+void read_delete_options(const json::object& opts, registry::DeleteQuery& q,
+                         std::optional<std::string>& propagation) {
+  if (const json::value* pre = opts.if_contains("preconditions"); pre && pre->is_object()) {
+    if (const json::value* uid = pre->get_object().if_contains("uid"); uid && uid->is_string()) {
+      q.uid = std::string(uid->get_string());
+    }
+    if (const json::value* rv = pre->get_object().if_contains("resourceVersion");
+        rv && rv->is_string()) {
+      q.resource_version = std::string(rv->get_string());
+    }
+  }
+  if (const json::value* ignore = opts.if_contains("ignoreStoreReadErrorWithClusterBreakingPotential");
+      ignore && ignore->is_bool() && ignore->get_bool()) {
+    q.ignore_read_errors = true;
+  }
+  if (const json::value* dry = opts.if_contains("dryRun"); dry && dry->is_array()) {
+    for (const auto& d : dry->get_array()) {
+      if (d.is_string() && d.get_string() == "All") q.dry_run = true;
+    }
+  }
+  if (const json::value* p = opts.if_contains("propagationPolicy"); p && p->is_string()) {
+    propagation = std::string(p->get_string());
+  }
+  if (const json::value* o = opts.if_contains("orphanDependents"); o && o->is_bool()) {
+    q.orphan_dependents = o->get_bool();
+  }
+  if (const json::value* g = opts.if_contains("gracePeriodSeconds"); g && g->is_int64()) {
+    q.grace_period_seconds = g->get_int64();
+  }
+}
+
+// The propagation policy, as kube's ValidateDeleteOptions checks it.
+std::optional<ApiError> check_propagation(registry::DeleteQuery& q,
+                                          const std::optional<std::string>& propagation) {
+  if (!propagation) return std::nullopt;
+  q.propagation = registry::parse_propagation(*propagation);
+  if (!q.propagation) {
+    return invalid_delete_options(
+        "FieldValueNotSupported",
+        "Unsupported value: \"" + *propagation +
+            "\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\"");
+  }
+  if (q.orphan_dependents) {
+    return invalid_delete_options(
+        "FieldValueInvalid", "Invalid value: \"" + *propagation +
+                                 "\": orphanDependents and deletionPropagation cannot be both set");
+  }
+  return std::nullopt;
+}
+
 ApiResult<registry::DeleteQuery> delete_query(const ApiRequest& request, const Url& url) {
   registry::DeleteQuery q;
   auto w = write_query(url, "");
@@ -268,50 +323,9 @@ ApiResult<registry::DeleteQuery> delete_query(const ApiRequest& request, const U
   if (!request.body.empty()) {
     auto parsed = parse_object(request);  // JSON, or protobuf as typed Go clients send it
     if (!parsed) return parsed.error();
-    const json::object* opts = &*parsed;
-    if (const json::value* pre = opts->if_contains("preconditions"); pre && pre->is_object()) {
-      if (const json::value* uid = pre->get_object().if_contains("uid"); uid && uid->is_string()) {
-        q.uid = std::string(uid->get_string());
-      }
-      if (const json::value* rv = pre->get_object().if_contains("resourceVersion");
-          rv && rv->is_string()) {
-        q.resource_version = std::string(rv->get_string());
-      }
-    }
-    if (const json::value* ignore =
-            opts->if_contains("ignoreStoreReadErrorWithClusterBreakingPotential");
-        ignore && ignore->is_bool() && ignore->get_bool()) {
-      q.ignore_read_errors = true;
-    }
-    if (const json::value* dry = opts->if_contains("dryRun"); dry && dry->is_array()) {
-      for (const auto& d : dry->get_array()) {
-        if (d.is_string() && d.get_string() == "All") q.dry_run = true;
-      }
-    }
-    if (const json::value* p = opts->if_contains("propagationPolicy"); p && p->is_string()) {
-      propagation = std::string(p->get_string());
-    }
-    if (const json::value* o = opts->if_contains("orphanDependents"); o && o->is_bool()) {
-      q.orphan_dependents = o->get_bool();
-    }
-    if (const json::value* g = opts->if_contains("gracePeriodSeconds"); g && g->is_int64()) {
-      q.grace_period_seconds = g->get_int64();
-    }
+    read_delete_options(*parsed, q, propagation);
   }
-  if (propagation) {
-    q.propagation = registry::parse_propagation(*propagation);
-    if (!q.propagation) {
-      return invalid_delete_options(
-          "FieldValueNotSupported",
-          "Unsupported value: \"" + *propagation +
-              "\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\"");
-    }
-    if (q.orphan_dependents) {
-      return invalid_delete_options(
-          "FieldValueInvalid", "Invalid value: \"" + *propagation +
-                                   "\": orphanDependents and deletionPropagation cannot be both set");
-    }
-  }
+  if (auto e = check_propagation(q, propagation)) return *e;
   return q;
 }
 
@@ -808,6 +822,29 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     auto body = parse_object(request);
     if (!body) co_return error_response(body.error());
     auto r = co_await store_->bind(info, route.ns, route.name, std::move(*body), *q);
+    if (!r) co_return error_response(r.error());
+    co_return json_response(201, json::object{{"kind", "Status"},
+                                              {"apiVersion", "v1"},
+                                              {"metadata", json::object()},
+                                              {"status", "Success"},
+                                              {"code", 201}});
+  }
+  if (route.subresource == "eviction") {
+    route.verb = "create";
+    if (request.method != "POST") co_return method_not_allowed(request.method);
+    auto q = write_query(url, route.subresource);
+    if (!q) co_return error_response(q.error());
+    auto body = parse_object(request);
+    if (!body) co_return error_response(body.error());
+    registry::DeleteQuery del;
+    std::optional<std::string> propagation;
+    if (const json::value* opts = body->if_contains("deleteOptions"); opts && opts->is_object()) {
+      read_delete_options(opts->get_object(), del, propagation);
+    }
+    if (auto e = check_propagation(del, propagation)) co_return error_response(*e);
+    del.dry_run = del.dry_run || q->dry_run;  // the request's dryRun reaches the delete
+    auto r = co_await registry::evict_pod(*store_, *scheme_, route.ns, route.name, *body,
+                                          std::move(del));
     if (!r) co_return error_response(r.error());
     co_return json_response(201, json::object{{"kind", "Status"},
                                               {"apiVersion", "v1"},

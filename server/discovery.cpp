@@ -7,6 +7,8 @@
 #include <boost/json/serialize.hpp>
 
 #include <functional>
+#include <string_view>
+#include <vector>
 
 namespace kwatch::server {
 
@@ -79,6 +81,32 @@ json::object token_request_entry() {
                       {"version", "v1"},
                       {"kind", "TokenRequest"},
                       {"verbs", json::array{"create"}}};
+}
+
+// The subresources of pods beyond status, as kube-apiserver lists them: those a kubelet serves
+// (kwatch answers them with why it cannot), binding, eviction and ephemeralcontainers.
+struct PodSubresource {
+  std::string_view name, group, version, kind;
+  std::vector<std::string_view> verbs;
+};
+const std::vector<PodSubresource>& pod_subresources() {
+  static const std::vector<PodSubresource> kList = {
+      {"attach", "", "", "PodAttachOptions", {"create", "get"}},
+      {"binding", "", "", "Binding", {"create"}},
+      {"ephemeralcontainers", "", "", "Pod", {"get", "patch", "update"}},
+      {"eviction", "policy", "v1", "Eviction", {"create"}},
+      {"exec", "", "", "PodExecOptions", {"create", "get"}},
+      {"log", "", "", "Pod", {"get"}},
+      {"portforward", "", "", "PodPortForwardOptions", {"create", "get"}},
+      {"proxy", "", "", "PodProxyOptions", {"create", "delete", "get", "patch", "update"}},
+  };
+  return kList;
+}
+
+json::array verb_list(const std::vector<std::string_view>& verbs) {
+  json::array out;
+  for (std::string_view v : verbs) out.emplace_back(v);
+  return out;
 }
 
 }  // namespace
@@ -159,6 +187,20 @@ std::optional<json::object> api_resource_list(const Scheme& scheme, std::string_
                                   {"verbs", json::array{"get", "patch", "update"}}});
     }
     if (r->group.empty() && r->resource == "serviceaccounts") list.push_back(token_request_entry());
+    if (r->group.empty() && r->resource == "pods") {
+      for (const PodSubresource& sub : pod_subresources()) {
+        json::object entry{{"name", "pods/" + std::string(sub.name)},
+                           {"singularName", ""},
+                           {"namespaced", true}};
+        if (!sub.group.empty()) {
+          entry["group"] = sub.group;
+          entry["version"] = sub.version;
+        }
+        entry["kind"] = sub.kind;
+        entry["verbs"] = verb_list(sub.verbs);
+        list.push_back(std::move(entry));
+      }
+    }
   }
   std::string gv = group.empty() ? std::string(version)
                                  : std::string(group) + "/" + std::string(version);
@@ -213,6 +255,17 @@ json::object aggregated_discovery(const Scheme& scheme, bool core) {
             {"responseKind", json::object{{"group", "authentication.k8s.io"}, {"version", "v1"},
                                           {"kind", "TokenRequest"}}},
             {"verbs", json::array{"create"}}});
+      }
+      if (r->group.empty() && r->resource == "pods") {
+        for (const PodSubresource& sub : pod_subresources()) {
+          subresources.push_back(json::object{
+              {"subresource", sub.name},
+              {"responseKind",
+               json::object{{"group", sub.group.empty() ? std::string_view("") : sub.group},
+                            {"version", sub.version.empty() ? std::string_view("v1") : sub.version},
+                            {"kind", sub.kind}}},
+              {"verbs", verb_list(sub.verbs)}});
+        }
       }
       if (!subresources.empty()) entry["subresources"] = std::move(subresources);
       resources.push_back(std::move(entry));

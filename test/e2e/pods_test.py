@@ -2,7 +2,9 @@
 PodScheduled condition, 409 for a placed pod, 422 for a bad target), pods/ephemeralcontainers
 (`kubectl debug`: only additions, nothing else of the pod changes), and the subresources a
 kubelet would serve (`kubectl logs`, `exec`, `port-forward`, node and service proxies), which
-answer with a Status saying why they cannot be served.
+answer with a Status saying why they cannot be served; pods/eviction (`kubectl drain`): pending
+pods go at once, running ones only as their PodDisruptionBudget allows, the budget's status
+spent and the refusals 429 with the budget named.
 
 Usage: pods_test.py <path to kwatch-apiserver>
 """
@@ -117,12 +119,139 @@ def without_kubelet(t, server, kc):
     t.check("kubectl exec fails with an error, no hang", code != 0, out)
 
 
+def running(server, name, labels, ready=True):
+    """A pod placed on node-1 and Running (as a kubelet reports it), Ready or not."""
+    body = pod(name)
+    body["metadata"]["labels"] = labels
+    body["spec"]["nodeName"] = "node-1"
+    status, created = server.request("POST", PODS, body=body)
+    assert status == 201, created
+    created["status"] = {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "True" if ready else "False"}]}
+    status, out = server.request("PUT", f"{PODS}/{name}/status", body=created)
+    assert status == 200, out
+
+
+def evict(server, name, dry_run=False, body_name=None):
+    query = "?dryRun=All" if dry_run else ""
+    return server.request("POST", f"{PODS}/{name}/eviction{query}", body={
+        "apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": {"name": body_name or name, "namespace": "default"}})
+
+
+def gone(server, name):
+    status, p = server.request("GET", f"{PODS}/{name}")
+    return status == 404 or "deletionTimestamp" in p.get("metadata", {})
+
+
+def budget_status(server, name, **status):
+    path = f"/apis/policy/v1/namespaces/default/poddisruptionbudgets/{name}"
+    _, budget = server.request("GET", path)
+    budget["status"].update(status)
+    code, out = server.request("PUT", path + "/status", body=budget)
+    assert code == 200, out
+    return path
+
+
+def eviction(t, server, kc):
+    status, resources = server.request("GET", "/api/v1")
+    entry = [r for r in resources.get("resources", []) if r["name"] == "pods/eviction"]
+    t.check("discovery lists pods/eviction as policy/v1 Eviction, create", entry == [{
+        "name": "pods/eviction", "singularName": "", "namespaced": True, "group": "policy",
+        "version": "v1", "kind": "Eviction", "verbs": ["create"]}], entry)
+    server.request("POST", PODS, body=pod("pending"))
+    status, out = evict(server, "pending", body_name="other")
+    t.check("an eviction named for another pod: 400", status == 400 and out.get("message") ==
+            "name in URL does not match name in Eviction object", (status, out))
+    status, out = evict(server, "pending")
+    t.check("a pending pod is evicted: 201 Success", status == 201 and
+            out.get("status") == "Success", (status, out))
+    t.check("and deleted", gone(server, "pending"))
+    status, out = evict(server, "pending")
+    t.check("evicting a missing pod: 404", status == 404, (status, out))
+
+    status, out = server.request("POST", "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+                                 body={"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                                       "metadata": {"name": "web-pdb"},
+                                       "spec": {"minAvailable": 1,
+                                                "selector": {"matchLabels": {"app": "web"}}}})
+    t.check("a budget for app=web", status == 201, (status, out))
+    running(server, "web-1", {"app": "web"})
+    running(server, "web-2", {"app": "web"})
+    running(server, "loner", {"app": "other"})
+    status, out = evict(server, "loner")
+    t.check("a running pod no budget covers is evicted", status == 201 and gone(server, "loner"),
+            (status, out))
+    status, out = evict(server, "web-1")
+    causes = out.get("details", {}).get("causes", [])
+    t.check("a budget no controller has observed yet: 429 naming it", status == 429 and
+            out.get("message") == "Cannot evict pod as it would violate the pod's disruption budget."
+            and causes == [{"reason": "DisruptionBudget", "message":
+                            "The disruption budget web-pdb is still being processed by the server."}]
+            and out["details"].get("retryAfterSeconds") == 10, (status, out))
+    t.check("and the pod stays", not gone(server, "web-1"))
+
+    path = budget_status(server, "web-pdb", observedGeneration=1, disruptionsAllowed=1,
+                         currentHealthy=2, desiredHealthy=1, expectedPods=2)
+    status, out = evict(server, "web-1", dry_run=True)
+    _, budget = server.request("GET", path)
+    t.check("a dry-run eviction succeeds and changes nothing", status == 201 and
+            not gone(server, "web-1") and budget["status"]["disruptionsAllowed"] == 1,
+            (status, out, budget["status"]))
+    status, out = evict(server, "web-1")
+    _, budget = server.request("GET", path)
+    st = budget["status"]
+    condition = [c for c in st.get("conditions", []) if c["type"] == "DisruptionAllowed"]
+    t.check("a budget with a disruption left: the pod is evicted", status == 201 and
+            gone(server, "web-1"), (status, out))
+    t.check("the budget spent, the pod in disruptedPods, DisruptionAllowed False",
+            st["disruptionsAllowed"] == 0 and "web-1" in st.get("disruptedPods", {}) and
+            len(condition) == 1 and condition[0]["status"] == "False" and
+            condition[0]["reason"] == "InsufficientPods", st)
+    status, out = evict(server, "web-2")
+    t.check("no disruption left: 429 with the budget's numbers", status == 429 and
+            out["details"]["causes"][0]["message"] ==
+            "The disruption budget web-pdb needs 1 healthy pods and has 2 currently" and
+            not gone(server, "web-2"), (status, out))
+
+    running(server, "web-3", {"app": "web"}, ready=False)
+    status, out = evict(server, "web-3")
+    t.check("an unready pod while the budget is healthy: evicted without spending it",
+            status == 201 and gone(server, "web-3"), (status, out))
+    budget_status(server, "web-pdb", disruptionsAllowed=-1)
+    status, out = evict(server, "web-2")
+    t.check("a negative budget: 403", status == 403 and out.get("message") ==
+            'poddisruptionbudget.policy "web-pdb" is forbidden: pdb disruptions allowed is negative',
+            (status, out))
+    server.request("POST", "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+                   body={"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                         "metadata": {"name": "web-pdb-2"},
+                         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}})
+    status, out = evict(server, "web-2")
+    t.check("two budgets for one pod: refused", status == 500 and "more than one" in
+            out.get("message", ""), (status, out))
+    if kc is None:
+        return
+    server.request("POST", PODS, body=pod("drained"))
+    server.request("POST", PODS + "/drained/binding", body={
+        "apiVersion": "v1", "kind": "Binding", "metadata": {"name": "drained"},
+        "target": {"kind": "Node", "name": "node-2"}})
+    server.request("POST", "/api/v1/nodes", body={"apiVersion": "v1", "kind": "Node",
+                                                  "metadata": {"name": "node-2"}})
+    code, out = kc("drain", "node-2", "--force", "--timeout=1s")
+    t.check("kubectl drain evicts the node's pod (protobuf Eviction)",
+            "evicting pod default/drained" in out and gone(server, "drained"), out)
+    code, out = kc("get", "node", "node-2", "-o", "jsonpath={.spec.unschedulable}")
+    t.check("and cordons the node", out == "true", out)
+
+
 def main():
     def checks(t, server, tmp):
         kc = kubectl_runner(server, tmp)
         binding(t, server)
         ephemeral(t, server, kc)
         without_kubelet(t, server, kc)
+        eviction(t, server, kc)
     run_suite(checks)
 
 if __name__ == "__main__":
