@@ -17,6 +17,7 @@
 #include "server/cacher_registry.hpp"
 #include "server/discovery.hpp"
 #include "server/media_type.hpp"
+#include "server/openapi_v2.hpp"
 #include "server/selector_predicate.hpp"
 #include "server/service_account_tokens.hpp"
 #include "server/status.hpp"
@@ -617,7 +618,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
   if (seg.empty()) {
     response = json_response(
         200, json::object{{"paths", json::array{"/api", "/api/v1", "/apis", "/healthz", "/livez",
-                                                "/metrics", "/openapi/v3", "/readyz", "/version"}}});
+                                                "/metrics", "/openapi/v2", "/openapi/v3", "/readyz", "/version"}}});
   } else if (seg[0] == "healthz" || seg[0] == "livez") {
     response = text_response(200, "ok");
   } else if (seg[0] == "readyz") {
@@ -653,6 +654,14 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
     } else {
       response = not_found_path();
     }
+  } else if (seg[0] == "openapi" && seg.size() == 2 && seg[1] == "v2" && get) {
+    // kubectl asks for protobuf; anything else gets JSON.
+    const bool protobuf = request.accept.find("protobuf") != std::string::npos;
+    auto doc = openapi_.get(*scheme_, protobuf ? OpenApiDocuments::kV2Protobuf
+                                               : OpenApiDocuments::kV2Json);
+    response.status = 200;
+    response.body = std::move(doc).value_or("");
+    if (protobuf) response.content_type = std::string(kOpenApiV2ProtobufType);
   } else if ((seg[0] == "api" || seg[0] == "apis") && !(representation = negotiate(request.accept, false))) {
     response = error_response(not_acceptable());
   } else if (seg[0] == "api" || seg[0] == "apis") {

@@ -1,6 +1,7 @@
 #include "server/discovery.hpp"
 
 #include "registry/builtin_schemas.hpp"
+#include "server/openapi_v2.hpp"
 #include "server/version.hpp"
 
 #include <boost/json/array.hpp>
@@ -343,9 +344,16 @@ std::optional<std::string> OpenApiDocuments::get(const Scheme& scheme, std::stri
       const std::uint64_t generation = scheme.generation();
       auto built = std::make_shared<std::map<std::string, std::string, std::less<>>>();
       json::object paths;
+      json::object components;  // every group-version's, for the v2 document
       for (const auto& gv : scheme.group_versions()) {
         auto doc = openapi_v3_group_version(scheme, gv.group, gv.version);
         if (!doc) continue;
+        if (const json::value* c = doc->if_contains("components"); c && c->is_object()) {
+          if (const json::value* schemas = c->get_object().if_contains("schemas");
+              schemas && schemas->is_object()) {
+            for (const auto& [name, schema] : schemas->get_object()) components.emplace(name, schema);
+          }
+        }
         std::string text = json::serialize(*doc);
         // The hash lets clients cache a document until it changes.
         char hex[17];
@@ -355,6 +363,9 @@ std::optional<std::string> OpenApiDocuments::get(const Scheme& scheme, std::stri
         built->emplace(p, std::move(text));
       }
       built->emplace("", json::serialize(json::object{{"paths", std::move(paths)}}));
+      const json::object v2 = openapi_v2_document(components, version_info().at("gitVersion").as_string());
+      built->emplace(std::string(kV2Json), json::serialize(v2));
+      built->emplace(std::string(kV2Protobuf), openapi_v2_protobuf(v2));
       documents_ = std::move(built);
       generation_ = generation;
     }

@@ -41,8 +41,10 @@ boost::json::object version_info();
 class OpenApiDocuments {
  public:
   // The root (nullopt path) or one group-version's document ("api/v1", "apis/apps/v1") as JSON
-  // text; nullopt when not served.
+  // text; nullopt when not served. kV2Json and kV2Protobuf: the v2 document (openapi_v2.hpp).
   std::optional<std::string> get(const registry::Scheme& scheme, std::string_view path);
+  static constexpr std::string_view kV2Json = "/v2.json";  // no v3 path starts with '/'
+  static constexpr std::string_view kV2Protobuf = "/v2.pb";
 
  private:
   std::mutex mutex_;

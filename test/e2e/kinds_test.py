@@ -405,6 +405,7 @@ def main():
             check_updates(t, server, kc, write)
             check_events_v1(t, server, kc)
             check_generations(t, server)
+            check_list_files(t, server, kc, write)
         finally:
             server.stop()
             if t.failed:
@@ -642,6 +643,40 @@ def check_generations(t, server):
                                         "spec": {"attachRequired": True}}) is None)
     t.check("and counts from its first spec change", generation(
         "PATCH", drivers + "/gen.csi.example.com", {"spec": {"requiresRepublish": True}}) == 1)
+
+
+def check_list_files(t, server, kc, write):
+    """A `kind: List` file, as `kubectl get -o yaml` writes one: kubectl validates its items with
+    the OpenAPI v2 models (/openapi/v2, protobuf) before it creates them."""
+    status, body = server.request("GET", "/openapi/v2")
+    defs = body.get("definitions", {}) if status == 200 else {}
+    t.check("/openapi/v2 serves the kinds' definitions",
+            defs.get("io.k8s.api.core.v1.ConfigMap", {}).get("x-kubernetes-group-version-kind") ==
+            [{"group": "", "kind": "ConfigMap", "version": "v1"}], status)
+    kc("create", "configmap", "listed-1", "--from-literal=a=1")
+    kc("create", "secret", "generic", "listed-2", "--from-literal=b=2")
+    code, text = kc("get", "configmap/listed-1", "secret/listed-2", "-o", "yaml")
+    t.check("kubectl get -o yaml of two objects writes a List", code == 0 and "kind: List" in text, text)
+    path = write("listed.yaml", text)
+    kc("delete", "-f", path)
+    code, out = kc("create", "-f", path)
+    t.check("kubectl create -f of that List creates both", code == 0 and
+            "configmap/listed-1 created" in out and "secret/listed-2 created" in out, out)
+    bad = write("bad-list.yaml", """apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: ConfigMap, metadata: {name: listed-3}, foo: bar}
+- apiVersion: apps/v1
+  kind: Deployment
+  metadata: {name: listed-4}
+  spec: {replicas: three, selector: {matchLabels: {a: b}},
+         template: {metadata: {labels: {a: b}}, spec: {containers: [{name: c, image: i}]}}}
+""")
+    code, out = kc("create", "-f", bad)
+    t.check("kubectl names a List's bad items as kube's v2 models do", code != 0 and
+            'unknown field "foo" in io.k8s.api.core.v1.ConfigMap' in out and
+            'invalid type for io.k8s.api.apps.v1.DeploymentSpec.replicas: got "string", '
+            'expected "integer"' in out, out)
 
 
 def check_get_all(t, kc):

@@ -57,8 +57,13 @@ class ApiHandlerTest : public ::testing::Test {
   ApiResponse call(std::string method, std::string target, std::string body = "",
                    std::string content_type = "application/json", std::string accept = "") {
     ApiResponse out;
-    ApiRequest req{std::move(method), std::move(target), std::move(content_type),
-                   std::move(accept), std::move(body), "test"};
+    ApiRequest req;
+    req.method = std::move(method);
+    req.target = std::move(target);
+    req.content_type = std::move(content_type);
+    req.accept = std::move(accept);
+    req.body = std::move(body);
+    req.user_agent = "test";
     run([&]() -> asio::awaitable<void> { out = co_await handler_->handle(req); });
     return out;
   }

@@ -1,0 +1,31 @@
+// GET /openapi/v2: every served kind's schema as an OpenAPI v2 (Swagger 2.0) `definitions`
+// section, in JSON or in the protobuf form (gnostic's openapi_v2.Document) kubectl asks for.
+//
+// kubectl reads v2 models where v3 does not answer: to validate the items of a `kind: List` file
+// (`kubectl create -f` of what `kubectl get -o yaml` wrote) and, failing v3, for client-side
+// apply's patch strategies. The definitions are the v3 components rewritten to what kube's v2
+// models parse: references as `#/definitions/...`, objects with properties as kinds, maps with
+// their value schema, arrays with one item schema, anything else arbitrary, and the
+// `x-kubernetes-*` extensions (group-version-kind, patch strategies, list types) kept. The
+// operations are published in v3 only. Pure functions; thread-safe.
+#pragma once
+
+#include <boost/json/object.hpp>
+
+#include <string>
+#include <string_view>
+
+namespace kwatch::server {
+
+inline constexpr std::string_view kOpenApiV2ProtobufType =
+    "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+// The v2 document whose definitions are the union of `v3_components` (every group-version's
+// components.schemas), with info.version `version`.
+boost::json::object openapi_v2_document(const boost::json::object& v3_components,
+                                        std::string_view version);
+
+// `doc` (as openapi_v2_document makes it) as a serialized openapi_v2.Document.
+std::string openapi_v2_protobuf(const boost::json::object& doc);
+
+}  // namespace kwatch::server
