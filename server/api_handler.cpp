@@ -180,6 +180,15 @@ ApiResult<registry::WriteQuery> write_query(const Url& url, const std::string& s
   return q;
 }
 
+// What a subresource that creates nothing to return answers with (pods/binding, pods/eviction).
+json::object created_status() {
+  return json::object{{"kind", "Status"},
+                      {"apiVersion", "v1"},
+                      {"metadata", json::object()},
+                      {"status", "Success"},
+                      {"code", 201}};
+}
+
 // Subresources of pods kwatch serves: binding (what a scheduler posts), eviction (`kubectl
 // drain`), ephemeralcontainers
 // (`kubectl debug`), and those a kubelet would serve, answered with why they cannot be.
@@ -832,11 +841,7 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     if (!body) co_return error_response(body.error());
     auto r = co_await store_->bind(info, route.ns, route.name, std::move(*body), *q);
     if (!r) co_return error_response(r.error());
-    co_return json_response(201, json::object{{"kind", "Status"},
-                                              {"apiVersion", "v1"},
-                                              {"metadata", json::object()},
-                                              {"status", "Success"},
-                                              {"code", 201}});
+    co_return json_response(201, created_status());
   }
   if (route.subresource == "eviction") {
     route.verb = "create";
@@ -855,11 +860,7 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     auto r = co_await registry::evict_pod(*store_, *scheme_, route.ns, route.name, *body,
                                           std::move(del));
     if (!r) co_return error_response(r.error());
-    co_return json_response(201, json::object{{"kind", "Status"},
-                                              {"apiVersion", "v1"},
-                                              {"metadata", json::object()},
-                                              {"status", "Success"},
-                                              {"code", 201}});
+    co_return json_response(201, created_status());
   }
   if (route.subresource == "token") {
     route.verb = "create";

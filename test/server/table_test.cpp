@@ -9,6 +9,18 @@ namespace {
 namespace json = boost::json;
 using namespace std::chrono;
 
+// The cells of the one row of a built-in kind's (v1 of `group`) table of `object` at `now`.
+auto cells_at(system_clock::time_point now) {
+  return [scheme = registry::Scheme::builtin(), now](const char* group, const char* resource,
+                                                     const char* object) {
+    auto obj = json::parse(object).as_object();
+    return to_table(*scheme->find(group, "v1", resource), obj, now, IncludeObject::metadata)
+        .at("rows")
+        .at(0)
+        .at("cells");
+  };
+}
+
 TEST(Table, HumanDurationMatchesKubectlAges) {
   EXPECT_EQ(human_duration(seconds(5)), "5s");
   EXPECT_EQ(human_duration(seconds(119)), "119s");
@@ -72,15 +84,7 @@ TEST(Table, BuiltinKindsShowTheirColumnsWithKubectlsPlaceholders) {
 }
 
 TEST(Table, WorkloadAndStorageKindsPrintAsKubesPrinters) {
-  auto scheme = registry::Scheme::builtin();
-  auto now = system_clock::from_time_t(1767225600 + 300);
-  auto cells = [&](const char* group, const char* resource, const char* object) {
-    auto obj = json::parse(object).as_object();
-    return to_table(*scheme->find(group, "v1", resource), obj, now, IncludeObject::metadata)
-        .at("rows")
-        .at(0)
-        .at("cells");
-  };
+  auto cells = cells_at(system_clock::from_time_t(1767225600 + 300));
   // A job that started 5 minutes ago and has not finished: its duration runs to now.
   EXPECT_EQ(cells("batch", "jobs", R"({"metadata":{"name":"pi","creationTimestamp":"2026-01-01T00:00:00Z"},
       "spec":{"completions":3,"parallelism":1,"selector":{"matchLabels":{"a":"b"}},
@@ -117,15 +121,7 @@ TEST(Table, WorkloadAndStorageKindsPrintAsKubesPrinters) {
 }
 
 TEST(Table, EndpointsPrintEveryAddressWithEveryPortTheFirstThree) {
-  auto scheme = registry::Scheme::builtin();
-  auto now = system_clock::from_time_t(1767225600 + 60);
-  auto cells = [&](const char* group, const char* resource, const char* object) {
-    auto obj = json::parse(object).as_object();
-    return to_table(*scheme->find(group, "v1", resource), obj, now, IncludeObject::metadata)
-        .at("rows")
-        .at(0)
-        .at("cells");
-  };
+  auto cells = cells_at(system_clock::from_time_t(1767225600 + 60));
   EXPECT_EQ(cells("", "endpoints", R"({"metadata":{"name":"none"}})"),
             json::parse(R"(["none","<none>","<unknown>"])"));
   EXPECT_EQ(cells("", "endpoints", R"({"metadata":{"name":"web"},"subsets":[
