@@ -1,14 +1,14 @@
 // Decodes Kubernetes protobuf request bodies (`application/vnd.kubernetes.protobuf`) into JSON
-// objects, for the kinds kubectl's typed commands send that way (`kubectl create namespace`,
-// `create configmap`, `create secret`, `create serviceaccount`, `create deployment`, `run`,
-// `create service`, `expose`, `create job`, `create cronjob`, `create quota`,
-// `create poddisruptionbudget`, `autoscale`, `create priorityclass`, `create ingress`, the RBAC
-// kinds and the reviews), and those typed Go clients send with requests: DeleteOptions (`kubectl
-// drain`, controllers' deletes), pods/eviction's Eviction and pods/binding's Binding.
+// objects: every built-in kind kwatch serves, and DeleteOptions with any group version, as typed
+// Go clients send them (kubectl's create commands, `run`, `expose`, `debug`, `drain`, `create job
+// --from`, controllers and schedulers).
 //
-// The decoder is table-driven: every message it knows lists its fields. A field it does not know
-// is an `unsupported_media_type` error naming the field, never silently dropped, so no data is
-// lost; such clients can send JSON instead. Pure functions; thread-safe.
+// The decoder is table-driven: registry/schemas/protobuf.json lists every message's fields
+// (numbers, JSON names, kinds), generated from the Kubernetes 1.32 types' protobuf tags by
+// scripts/gen_protobuf_schema.py. Zero scalars are dropped as JSON's omitempty would, except
+// where Go keeps them (pointers, fields without omitempty). A field it does not know, with a
+// value, is an `unsupported_media_type` error naming the field, never silently dropped, so no
+// data is lost; custom resources have no protobuf form. Pure functions; thread-safe.
 #pragma once
 
 #include "registry/api_error.hpp"

@@ -245,6 +245,45 @@ def eviction(t, server, kc):
     t.check("and cordons the node", out == "true", out)
 
 
+CRONJOB = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "nightly"},
+           "spec": {"schedule": "@daily", "jobTemplate": {"spec": {"backoffLimit": 0, "template": {
+               "spec": {"restartPolicy": "Never",
+                        "tolerations": [{"key": "k", "operator": "Exists"}],
+                        "volumes": [{"name": "v", "emptyDir": {"sizeLimit": "1Gi"}},
+                                    {"name": "c", "configMap": {"name": "x", "defaultMode": 420}}],
+                        "containers": [{"name": "c", "image": "busybox",
+                                        "resources": {"limits": {"cpu": "500m"}},
+                                        "volumeMounts": [{"name": "v", "mountPath": "/v"}],
+                                        "livenessProbe": {"exec": {"command": ["true"]},
+                                                          "periodSeconds": 5},
+                                        "securityContext": {"runAsUser": 0,
+                                                            "privileged": False}}]}}}}}}
+
+
+def typed_clients(t, server, kc):
+    """kubectl's typed commands send protobuf: whole pod specs must arrive intact."""
+    if kc is None:
+        return
+    code, out = kc("debug", "node/node-1", "--image=busybox", "--profile=general", "--", "true")
+    _, pods = server.request("GET", PODS)
+    debuggers = [p for p in pods.get("items", []) if p["metadata"]["name"].startswith("node-debugger-")]
+    spec = debuggers[0]["spec"] if debuggers else {}
+    t.check("kubectl debug node/...: its pod created (protobuf, with a host volume)",
+            code == 0 and spec.get("nodeName") == "node-1" and
+            spec.get("volumes", [{}])[0].get("hostPath", {}).get("path") == "/" and
+            spec.get("hostNetwork") is True, (out, spec))
+    status, out = server.request("POST", "/apis/batch/v1/namespaces/default/cronjobs", body=CRONJOB)
+    t.check("a cron job with a full pod template", status == 201, out)
+    code, out = kc("create", "job", "from-nightly", "--from=cronjob/nightly")
+    _, job = server.request("GET", "/apis/batch/v1/namespaces/default/jobs/from-nightly")
+    _, cron = server.request("GET", "/apis/batch/v1/namespaces/default/cronjobs/nightly")
+    want = cron.get("spec", {}).get("jobTemplate", {}).get("spec", {})
+    got = job.get("spec", {}) if isinstance(job, dict) else {}
+    t.check("kubectl create job --from=cronjob: the template arrives whole (protobuf)",
+            code == 0 and got.get("template", {}).get("spec") == want.get("template", {}).get("spec")
+            and got.get("backoffLimit") == 0, (out, got, want))
+
+
 def main():
     def checks(t, server, tmp):
         kc = kubectl_runner(server, tmp)
@@ -252,6 +291,7 @@ def main():
         ephemeral(t, server, kc)
         without_kubelet(t, server, kc)
         eviction(t, server, kc)
+        typed_clients(t, server, kc)
     run_suite(checks)
 
 if __name__ == "__main__":
