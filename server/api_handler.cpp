@@ -261,37 +261,74 @@ registry::ApiError invalid_delete_options(std::string cause_type, std::string me
   return e;
 }
 
+// A JSON value's type as Go's decoder names it in its errors.
+std::string_view json_type_name(const json::value& v) {
+  if (v.is_string()) return "string";
+  if (v.is_bool()) return "bool";
+  if (v.is_object()) return "object";
+  if (v.is_array()) return "array";
+  return "number";
+}
+
 // The fields of a DeleteOptions object (a DELETE's body, an Eviction's deleteOptions) into `q`;
-// `propagation` is left for check_propagation.
-void read_delete_options(const json::object& opts, registry::DeleteQuery& q,
-                         std::optional<std::string>& propagation) {
-  if (const json::value* pre = opts.if_contains("preconditions"); pre && pre->is_object()) {
-    if (const json::value* uid = pre->get_object().if_contains("uid"); uid && uid->is_string()) {
+// `propagation` is left for check_propagation. A value of the wrong type is a 400 in the words of
+// Go's decoder; null is unset.
+std::optional<ApiError> read_delete_options(const json::object& opts, registry::DeleteQuery& q,
+                                            std::optional<std::string>& propagation) {
+  auto wrong = [](const json::value& v, std::string_view field, std::string_view go_type) {
+    return registry::api_error(Errc::bad_request,
+                               "json: cannot unmarshal " + std::string(json_type_name(v)) +
+                                   " into Go struct field DeleteOptions." + std::string(field) +
+                                   " of type " + std::string(go_type));
+  };
+  auto member = [&](const json::object& o, std::string_view key) -> const json::value* {
+    const json::value* v = o.if_contains(key);
+    return v != nullptr && !v->is_null() ? v : nullptr;
+  };
+  if (const json::value* pre = member(opts, "preconditions")) {
+    if (!pre->is_object()) return wrong(*pre, "preconditions", "v1.Preconditions");
+    if (const json::value* uid = member(pre->get_object(), "uid")) {
+      if (!uid->is_string()) return wrong(*uid, "preconditions.uid", "types.UID");
       q.uid = std::string(uid->get_string());
     }
-    if (const json::value* rv = pre->get_object().if_contains("resourceVersion");
-        rv && rv->is_string()) {
+    if (const json::value* rv = member(pre->get_object(), "resourceVersion")) {
+      if (!rv->is_string()) return wrong(*rv, "preconditions.resourceVersion", "string");
       q.resource_version = std::string(rv->get_string());
     }
   }
-  if (const json::value* ignore = opts.if_contains("ignoreStoreReadErrorWithClusterBreakingPotential");
-      ignore && ignore->is_bool() && ignore->get_bool()) {
-    q.ignore_read_errors = true;
+  if (const json::value* ignore =
+          member(opts, "ignoreStoreReadErrorWithClusterBreakingPotential")) {
+    if (!ignore->is_bool()) {
+      return wrong(*ignore, "ignoreStoreReadErrorWithClusterBreakingPotential", "bool");
+    }
+    if (ignore->get_bool()) q.ignore_read_errors = true;
   }
-  if (const json::value* dry = opts.if_contains("dryRun"); dry && dry->is_array()) {
+  if (const json::value* dry = member(opts, "dryRun")) {
+    if (!dry->is_array()) return wrong(*dry, "dryRun", "[]string");
     for (const auto& d : dry->get_array()) {
-      if (d.is_string() && d.get_string() == "All") q.dry_run = true;
+      if (!d.is_string()) return wrong(d, "dryRun", "string");
+      if (d.get_string() == "All") {
+        q.dry_run = true;
+      } else {
+        return registry::api_error(Errc::bad_request,
+                                   "Invalid dryRun value: " + std::string(d.get_string()) +
+                                       "; supported values: All");
+      }
     }
   }
-  if (const json::value* p = opts.if_contains("propagationPolicy"); p && p->is_string()) {
+  if (const json::value* p = member(opts, "propagationPolicy")) {
+    if (!p->is_string()) return wrong(*p, "propagationPolicy", "v1.DeletionPropagation");
     propagation = std::string(p->get_string());
   }
-  if (const json::value* o = opts.if_contains("orphanDependents"); o && o->is_bool()) {
+  if (const json::value* o = member(opts, "orphanDependents")) {
+    if (!o->is_bool()) return wrong(*o, "orphanDependents", "bool");
     q.orphan_dependents = o->get_bool();
   }
-  if (const json::value* g = opts.if_contains("gracePeriodSeconds"); g && g->is_int64()) {
+  if (const json::value* g = member(opts, "gracePeriodSeconds")) {
+    if (!g->is_int64()) return wrong(*g, "gracePeriodSeconds", "int64");
     q.grace_period_seconds = g->get_int64();
   }
+  return std::nullopt;
 }
 
 // The propagation policy, as kube's ValidateDeleteOptions checks it.
@@ -333,7 +370,7 @@ ApiResult<registry::DeleteQuery> delete_query(const ApiRequest& request, const U
   if (!request.body.empty()) {
     auto parsed = parse_object(request);  // JSON, or protobuf as typed Go clients send it
     if (!parsed) return parsed.error();
-    read_delete_options(*parsed, q, propagation);
+    if (auto e = read_delete_options(*parsed, q, propagation)) return *e;
   }
   if (auto e = check_propagation(q, propagation)) return *e;
   return q;
@@ -853,7 +890,9 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     registry::DeleteQuery del;
     std::optional<std::string> propagation;
     if (const json::value* opts = body->if_contains("deleteOptions"); opts && opts->is_object()) {
-      read_delete_options(opts->get_object(), del, propagation);
+      if (auto e = read_delete_options(opts->get_object(), del, propagation)) {
+        co_return error_response(*e);
+      }
     }
     if (auto e = check_propagation(del, propagation)) co_return error_response(*e);
     del.dry_run = del.dry_run || q->dry_run;  // the request's dryRun reaches the delete

@@ -286,6 +286,27 @@ TEST_F(ApiHandlerTest, DeletingANamespaceMakesItTerminatingAndClosedToNewObjects
   EXPECT_EQ(immortal.at("message"), "namespaces \"default\" is forbidden: this namespace may not be deleted");
 }
 
+TEST_F(ApiHandlerTest, DeleteOptionsOfTheWrongTypeAreABadRequestInGosWords) {
+  call_json("POST", kCM, cm("a"), 201);
+  const std::string path = std::string(kCM) + "/a";
+  auto err = call_json("DELETE", path, R"({"gracePeriodSeconds":"soon"})", 400);
+  EXPECT_EQ(err.at("message"), "json: cannot unmarshal string into Go struct field "
+                               "DeleteOptions.gracePeriodSeconds of type int64");
+  err = call_json("DELETE", path, R"({"preconditions":{"uid":7}})", 400);
+  EXPECT_EQ(err.at("message"), "json: cannot unmarshal number into Go struct field "
+                               "DeleteOptions.preconditions.uid of type types.UID");
+  err = call_json("DELETE", path, R"({"dryRun":["Maybe"]})", 400);
+  EXPECT_EQ(err.at("message"), "Invalid dryRun value: Maybe; supported values: All");
+  err = call_json("POST", "/api/v1/namespaces/default/pods/a/eviction",
+                  R"({"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"a"},
+                      "deleteOptions":{"orphanDependents":"yes"}})",
+                  400);
+  EXPECT_EQ(err.at("message"), "json: cannot unmarshal string into Go struct field "
+                               "DeleteOptions.orphanDependents of type bool");
+  // null is unset; the object is still there for a delete with nothing wrong.
+  call_json("DELETE", path, R"({"gracePeriodSeconds":null,"preconditions":null})", 200);
+}
+
 TEST_F(ApiHandlerTest, DeleteCollectionHonoursSelectors) {
   call_json("POST", kCM, cm("a", R"({"x":"1"})"), 201);
   call_json("POST", kCM, cm("b", R"({"x":"2"})"), 201);
