@@ -299,6 +299,15 @@ std::optional<ApiError> decode_and_default(const ResourceInfo& info, json::objec
       meta->erase(key);
       problems.push_back(unknown_field_message("metadata." + key));
     }
+    // ObjectMeta's maps and lists are omitempty: kube's objects never hold them empty (a patch
+    // that removes the last label leaves no `labels: {}`).
+    for (const char* key : {"labels", "annotations", "ownerReferences", "finalizers"}) {
+      const json::value* v = meta->if_contains(key);
+      if (v != nullptr && (v->is_null() || (v->is_object() && v->get_object().empty()) ||
+                           (v->is_array() && v->get_array().empty()))) {
+        meta->erase(key);
+      }
+    }
   }
   json::value value(std::move(obj));
   if (info.schema) {

@@ -307,6 +307,20 @@ TEST_F(ApiHandlerTest, DeleteOptionsOfTheWrongTypeAreABadRequestInGosWords) {
   call_json("DELETE", path, R"({"gracePeriodSeconds":null,"preconditions":null})", 200);
 }
 
+TEST_F(ApiHandlerTest, EmptyMetadataMapsAndListsAreNotKept) {
+  auto created = call_json("POST", kCM,
+                           R"({"metadata":{"name":"m","labels":{"a":"1"},"annotations":{},
+                               "finalizers":[],"ownerReferences":null}})",
+                           201);
+  EXPECT_FALSE(created.at("metadata").as_object().contains("annotations"));
+  EXPECT_FALSE(created.at("metadata").as_object().contains("finalizers"));
+  EXPECT_FALSE(created.at("metadata").as_object().contains("ownerReferences"));
+  // Removing the last label leaves no `labels: {}` (what kubectl diff would show).
+  auto patched = call_json("PATCH", std::string(kCM) + "/m", R"({"metadata":{"labels":{"a":null}}})",
+                           200, "application/merge-patch+json");
+  EXPECT_FALSE(patched.at("metadata").as_object().contains("labels"));
+}
+
 TEST_F(ApiHandlerTest, DeleteCollectionHonoursSelectors) {
   call_json("POST", kCM, cm("a", R"({"x":"1"})"), 201);
   call_json("POST", kCM, cm("b", R"({"x":"2"})"), 201);
