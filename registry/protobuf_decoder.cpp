@@ -55,6 +55,9 @@ struct Field {
   // An embedded struct JSON writes inline (a Volume's VolumeSource): its fields become the
   // parent's.
   bool inline_fields = false;
+  // JSON's omitempty: Go leaves the field out when it is a zero scalar that is no pointer, an
+  // empty map or list, or a nil pointer.
+  bool omit_empty = false;
   const Message* message = nullptr;  // a message field's, or a map's message values
   Kind map_value = Kind::string;     // a map's values
 };
@@ -109,6 +112,7 @@ class Schema {
         f.repeated = (flags & 1) != 0;
         f.keep_zero = (flags & 2) != 0;
         f.inline_fields = (flags & 4) != 0;
+        f.omit_empty = (flags & 8) != 0;
         if (f.kind == Kind::message || (f.kind == Kind::map && !kind_named(ref))) {
           f.message = &messages_.at(std::string(ref));
           if (f.kind == Kind::map) f.map_value = Kind::message;
@@ -485,7 +489,63 @@ ApiResult<json::object> decode_message(std::string_view data, const Message& mes
   return out;
 }
 
+void omit_empty(const Message& message, json::object& obj, int depth) {
+  if (depth > 64) return;
+  for (const Field& f : message.fields) {
+    if (f.inline_fields) {
+      if (f.message != nullptr) omit_empty(*f.message, obj, depth + 1);
+      continue;
+    }
+    // `managedFields: []` asks for the managed fields to be cleared: it must reach the write.
+    if (f.name == "managedFields") continue;
+    auto it = obj.find(f.name);
+    if (f.name.empty() || it == obj.end()) continue;
+    json::value& v = it->value();
+    if (v.is_null()) {
+      if (f.omit_empty) obj.erase(it);
+      continue;
+    }
+    if (f.repeated || f.kind == Kind::map) {
+      const bool empty = (v.is_array() && v.get_array().empty()) ||
+                         (v.is_object() && v.get_object().empty());
+      if (empty) {
+        if (f.omit_empty) obj.erase(it);
+        continue;
+      }
+      if (f.message == nullptr) continue;
+      if (v.is_array()) {
+        for (auto& e : v.get_array()) {
+          if (e.is_object()) omit_empty(*f.message, e.get_object(), depth + 1);
+        }
+      } else if (v.is_object() && f.kind == Kind::map) {
+        for (auto& [key, e] : v.get_object()) {
+          if (e.is_object()) omit_empty(*f.message, e.get_object(), depth + 1);
+        }
+      }
+      continue;
+    }
+    switch (f.kind) {
+      case Kind::message:
+        if (v.is_object() && f.message != nullptr) omit_empty(*f.message, v.get_object(), depth + 1);
+        break;
+      case Kind::string:
+      case Kind::bytes:
+      case Kind::int32:
+      case Kind::int64:
+      case Kind::boolean:
+        if (f.omit_empty && !f.keep_zero && is_zero(v)) obj.erase(it);
+        break;
+      default:
+        break;  // times, quantities, int-or-strings: structs, which omitempty keeps
+    }
+  }
+}
+
 }  // namespace
+
+void omit_empty_fields(std::string_view api_version, std::string_view kind, json::object& obj) {
+  if (const Message* message = schema().by_kind(api_version, kind)) omit_empty(*message, obj, 0);
+}
 
 ApiResult<json::object> decode_protobuf_object(std::string_view bytes) {
   static constexpr std::string_view kMagic("k8s\0", 4);

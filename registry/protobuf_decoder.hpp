@@ -24,4 +24,11 @@ inline constexpr std::string_view kProtobufMediaType = "application/vnd.kubernet
 // `bytes` is the whole body: the "k8s\0" magic, then a runtime.Unknown envelope.
 ApiResult<boost::json::object> decode_protobuf_object(std::string_view bytes);
 
+// Leaves out of `obj` (an object of a built-in kind, as JSON) what Go's encoding/json leaves out
+// once kube-apiserver has decoded it into the kind's struct: omitempty fields that are zero
+// scalars (not pointers), empty maps or lists, or null. Other kinds (custom resources) are left
+// as they are. The same generated table says which fields those are.
+void omit_empty_fields(std::string_view api_version, std::string_view kind,
+                       boost::json::object& obj);
+
 }  // namespace kwatch::registry

@@ -10,6 +10,7 @@
 #include "registry/label_selector.hpp"
 #include "registry/managed_fields.hpp"
 #include "registry/merge_patch.hpp"
+#include "registry/protobuf_decoder.hpp"
 #include "registry/strategic_merge_patch.hpp"
 #include "registry/structural_schema.hpp"
 #include "registry/timestamps.hpp"
@@ -308,6 +309,11 @@ std::optional<ApiError> decode_and_default(const ResourceInfo& info, json::objec
         meta->erase(key);
       }
     }
+  }
+  if (info.origin == KindOrigin::builtin) {
+    // What Go's JSON would leave out once the body is in the kind's struct.
+    omit_empty_fields(info.group.empty() ? info.version : info.group + "/" + info.version,
+                      info.kind, obj);
   }
   json::value value(std::move(obj));
   if (info.schema) {

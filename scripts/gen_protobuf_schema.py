@@ -15,7 +15,9 @@ messages; deterministic JSON (sorted keys), so re-running it gives no diff.
 kinds: string bytes int32 int64 boolean message time micro_time quantity int_or_string
        raw_json (RawExtension, FieldsV1: JSON bytes) string_list (ExtraValue) map
 flags: 1 repeated, 2 keep a zero value (Go pointer or JSON without omitempty),
-       4 inline (an embedded struct whose fields JSON writes in the parent)
+       4 inline (an embedded struct whose fields JSON writes in the parent),
+       8 omitempty (JSON leaves the field out when it is empty: a zero scalar that is no
+         pointer, an empty map or list, a nil pointer)
 reference: the message of a message field; for a map, its value's kind or message.
 """
 
@@ -162,6 +164,8 @@ def main():
                 print(f"skipped {full}.{go_name}: {err}", file=sys.stderr)
                 continue
             flags = (1 if repeated else 0) | (4 if inline else 0)
+            if "omitempty" in options.split(","):
+                flags |= 8
             if kind != "message" and not repeated and (pointer or "omitempty" not in options):
                 flags |= 2
             if json_name == "-":

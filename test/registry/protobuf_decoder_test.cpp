@@ -124,6 +124,34 @@ TEST(ProtobufDecoder, EveryBuiltInKindFromTheGeneratedTable) {
             json::parse(R"({"username":"alice","extra":{"scopes":["a","b"]}})"));
 }
 
+TEST(OmitEmptyFields, LeavesOutWhatGosJsonLeavesOutOfTheKindsStruct) {
+  auto pod = json::parse(R"({"apiVersion":"v1","kind":"Pod",
+      "metadata":{"name":"p","labels":{},"managedFields":[]},
+      "spec":{"hostNetwork":false,"nodeSelector":{},"nodeName":"","priority":0,
+              "volumes":[{"name":"v","hostPath":{"path":"/","type":""},"emptyDir":null}],
+              "containers":[{"name":"c","image":"i","command":[],"stdin":false,
+                             "ports":[{"containerPort":80,"hostPort":0,"name":""}]}]},
+      "status":{}})").as_object();
+  omit_empty_fields("v1", "Pod", pod);
+  EXPECT_EQ(pod, json::parse(R"({"apiVersion":"v1","kind":"Pod",
+      "metadata":{"name":"p","managedFields":[]},
+      "spec":{"priority":0,
+              "volumes":[{"name":"v","hostPath":{"path":"/","type":""}}],
+              "containers":[{"name":"c","image":"i","ports":[{"containerPort":80}]}]},
+      "status":{}})"))
+      << "a pointer's zero (priority, hostPath.type) stays, so do structs and managedFields: []";
+  auto deployment = json::parse(R"({"spec":{"replicas":0,"paused":false,"minReadySeconds":0,
+      "template":{"metadata":{"annotations":{}},"spec":{"containers":[]}}}})").as_object();
+  omit_empty_fields("apps/v1", "Deployment", deployment);
+  // containers has no omitempty: an empty list stays, as Go writes it.
+  EXPECT_EQ(deployment, json::parse(R"({"spec":{"replicas":0,
+      "template":{"metadata":{},"spec":{"containers":[]}}}})"));
+  auto widget = json::parse(R"({"spec":{"empty":{},"zero":0}})").as_object();
+  const auto before = widget;
+  omit_empty_fields("example.com/v1", "Widget", widget);
+  EXPECT_EQ(widget, before) << "custom resources have no struct";
+}
+
 TEST(ProtobufDecoder, SecretDataIsBase64AndZeroPointerFieldsAreKept) {
   std::string raw = field(1, field(1, "s")) + field(2, entry("p", "q")) + field(3, "Opaque") +
                     number_field(5, 0);
