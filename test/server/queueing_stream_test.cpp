@@ -91,7 +91,9 @@ TEST(QueueingStream, DataFramesAndBeastsControlFramesShareOneOrderedStream) {
     });
     for (int round = 0; round < 2; ++round) {
       if (round == 1 && !seen) co_await ping_seen.async_wait(use_tuple);
-      if (round == 1) EXPECT_TRUE(seen);
+      if (round == 1) {
+        EXPECT_TRUE(seen);
+      }
       std::vector<std::array<unsigned char, 10>> headers(sent.size());
       std::uint64_t ticket = 0;
       for (std::size_t i = 0; i < sent.size(); ++i) {
