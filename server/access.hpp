@@ -85,7 +85,7 @@ struct TokenReviewResult {
 boost::asio::awaitable<std::optional<TokenReviewResult>> authenticate_token(
     const AccessOptions& options, std::string token, std::vector<std::string> audiences);
 
-// Liveness and readiness probes (/healthz, /livez, /readyz and below): anonymous even with
+// Liveness and readiness probes (/healthz, /livez, /readyz): anonymous even with
 // --anonymous-auth=false, and never refused by the in-flight limits.
 bool is_health_probe(std::string_view target);
 

@@ -16,6 +16,7 @@
 #include "server/audit_log.hpp"
 #include "server/cacher_registry.hpp"
 #include "server/discovery.hpp"
+#include "server/health_checks.hpp"
 #include "server/media_type.hpp"
 #include "server/openapi_v2.hpp"
 #include "server/selector_predicate.hpp"
@@ -35,6 +36,7 @@
 #include <charconv>
 #include <chrono>
 #include <random>
+#include <algorithm>
 #include <set>
 
 namespace kwatch::server {
@@ -522,6 +524,64 @@ void ApiHandler::set_audit(std::shared_ptr<AuditLog> audit) {
                      [log = audit_] { return static_cast<double>(log->errors()); });
 }
 
+// kube-apiserver's checks where kwatch has the same thing to check: ping, the storage (`etcd` on
+// etcd), start-up work done (namespaces, the kubernetes Service, the RBAC bootstrap policy), and
+// for readiness the watch caches and the shutdown.
+std::vector<std::string> ApiHandler::health_checks(std::string_view endpoint) const {
+  std::vector<std::string> names{"ping", storage_check_name_, "poststarthook/bootstrap"};
+  if (endpoint == "readyz") {
+    names.emplace_back("watch-caches");
+    names.emplace_back("shutdown");
+  }
+  return names;
+}
+
+asio::awaitable<std::optional<std::string>> ApiHandler::run_health_check(std::string name) {
+  if (name == storage_check_name_) {
+    auto ping = co_await store_->ping();
+    if (!ping) co_return ping.error().message;
+  } else if (name == "poststarthook/bootstrap") {
+    if (!ready_) co_return std::string("not finished");
+  } else if (name == "watch-caches") {
+    std::string waiting;
+    if (cachers_) {
+      for (const auto& [resource, cacher] : cachers_->all()) {
+        if (!cacher->ready()) waiting += (waiting.empty() ? "" : ", ") + resource;
+      }
+    }
+    if (!waiting.empty()) co_return "not ready: " + waiting;
+  } else if (name == "shutdown") {
+    if (shutting_down_) co_return std::string("process is shutting down");
+  }
+  co_return std::nullopt;
+}
+
+asio::awaitable<ApiResponse> ApiHandler::serve_health(Url url) {
+  const std::string endpoint = url.segments[0];
+  const auto names = health_checks(endpoint);
+  HealthAnswer answer;
+  if (url.segments.size() > 1) {
+    std::string name = url.segments[1];
+    for (std::size_t i = 2; i < url.segments.size(); ++i) name += "/" + url.segments[i];
+    if (std::find(names.begin(), names.end(), name) == names.end()) co_return not_found_path();
+    answer = render_single_check(co_await run_health_check(name));
+  } else {
+    std::set<std::string> excluded;
+    for (auto [it, end] = url.query.equal_range("exclude"); it != end; ++it) excluded.insert(it->second);
+    std::vector<HealthCheckOutcome> outcomes;
+    for (const auto& name : names) {
+      HealthCheckOutcome outcome{name, excluded.erase(name) > 0, std::nullopt};
+      if (!outcome.excluded) outcome.failure = co_await run_health_check(name);
+      outcomes.push_back(std::move(outcome));
+    }
+    answer = render_health(endpoint, outcomes, excluded, url.query.count("verbose") > 0);
+  }
+  ApiResponse response = text_response(answer.status, std::move(answer.body),
+                                       "text/plain; charset=utf-8");
+  response.headers["X-Content-Type-Options"] = "nosniff";
+  co_return response;
+}
+
 asio::awaitable<ApiResponse> ApiHandler::serve_audited(ApiRequest request) {
   AuditEvent event;
   event.received = std::chrono::system_clock::now();
@@ -665,19 +725,8 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
     response = json_response(
         200, json::object{{"paths", json::array{"/api", "/api/v1", "/apis", "/healthz", "/livez",
                                                 "/metrics", "/openapi/v2", "/openapi/v3", "/readyz", "/version"}}});
-  } else if (seg[0] == "healthz" || seg[0] == "livez") {
-    response = text_response(200, "ok");
-  } else if (seg[0] == "readyz") {
-    std::string failing;
-    if (auto ping = co_await store_->ping(); !ping) failing += "[-]storage: " + ping.error().message + "\n";
-    if (!ready_) failing += "[-]namespaces not initialized\n";
-    if (shutting_down_) failing += "[-]shutdown: the server is shutting down\n";
-    if (cachers_) {
-      for (const auto& [resource, cacher] : cachers_->all()) {
-        if (!cacher->ready()) failing += "[-]watch cache " + resource + " not ready\n";
-      }
-    }
-    response = failing.empty() ? text_response(200, "ok") : text_response(500, failing);
+  } else if (seg[0] == "healthz" || seg[0] == "livez" || seg[0] == "readyz") {
+    response = co_await serve_health(*url);
   } else if (get && access_.service_accounts &&
              ((seg.size() == 2 && seg[0] == ".well-known" && seg[1] == "openid-configuration") ||
               (seg.size() == 3 && seg[0] == "openid" && seg[1] == "v1" && seg[2] == "jwks"))) {

@@ -18,7 +18,10 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace kwatch::registry {
 struct CompiledListQuery;
@@ -79,6 +82,9 @@ class ApiHandler {
 
   // Readiness as /readyz reports it; flipped by the server once start-up work is done.
   void set_ready(bool ready) { ready_ = ready; }
+  // The health checks' name for the storage: kube's "etcd" on etcd, "storage" for the embedded
+  // store. Before serving starts.
+  void set_storage_check_name(std::string name) { storage_check_name_ = std::move(name); }
   // Graceful shutdown: /readyz fails from `set_shutting_down`; new watches are refused (429 with
   // Retry-After, so that clients ask another replica) from `refuse_watches`. Thread-safe.
   void set_shutting_down() { shutting_down_ = true; }
@@ -90,6 +96,11 @@ class ApiHandler {
   // the authorization decision, where the handler learns them.
   boost::asio::awaitable<ApiResponse> serve(ApiRequest request, AuditEvent* audit);
   boost::asio::awaitable<ApiResponse> serve_audited(ApiRequest request);
+  // /livez, /readyz, /healthz and their single checks (server/health_checks.hpp).
+  boost::asio::awaitable<ApiResponse> serve_health(Url url);
+  std::vector<std::string> health_checks(std::string_view endpoint) const;
+  // nullopt when the check passes, else why not.
+  boost::asio::awaitable<std::optional<std::string>> run_health_check(std::string name);
   boost::asio::awaitable<ApiResponse> handle_resource(const ApiRequest& request, const Url& url,
                                                       Route& route);
   // Privilege escalation through RBAC writes, as kube prevents it: a role may only hold rules
@@ -123,6 +134,7 @@ class ApiHandler {
   WatchOptions watch_options_;
   ComputeOptions compute_;
   std::atomic<bool> ready_{false};
+  std::string storage_check_name_ = "storage";
   std::atomic<bool> shutting_down_{false};
   std::atomic<bool> refusing_watches_{false};
   OpenApiDocuments openapi_;

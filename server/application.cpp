@@ -250,6 +250,7 @@ bool Application::start() {
   compute_options.executor = compute.get_executor();
   auto& handler = p.handler = std::make_shared<ApiHandler>(scheme, store, metrics, address, cachers,
                                                       watch_options, compute_options);
+  if (options.storage_backend == "etcd3") handler->set_storage_check_name("etcd");
   std::shared_ptr<AuditLog>& audit = p.audit;
   if (!options.audit_log_path.empty()) {
     AuditLogOptions audit_options;
