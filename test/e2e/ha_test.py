@@ -16,6 +16,7 @@ Usage: ha_test.py <kwatch-apiserver> [--watchers N] [--etcd-outage S] [--report 
 CI runs the short form (200 watchers, 5 s etcd outage); bench/ha-faults the long one.
 """
 import argparse
+import collections
 import http.client
 import json
 import os
@@ -120,7 +121,7 @@ class Writers:
 
     def __init__(self, ctx, n, period):
         self.ctx = ctx
-        self.attempts = []  # (time, ok)
+        self.attempts = []  # (time, ok, how it failed: "" / "status NNN" / "timeout" / "connection")
         self.acked = []     # (time, name, rv)
         self.lock = threading.Lock()
         self.stop = threading.Event()
@@ -137,7 +138,7 @@ class Writers:
             name = f"w{w}-{i % KEYS_PER_WRITER}"
             body = {"apiVersion": "v1", "kind": "ConfigMap",
                     "metadata": {"name": name, "namespace": NS}, "data": {"i": str(i)}}
-            ok = False
+            ok, how = False, ""
             try:
                 status, out = request(self.ctx, LB, "PUT", f"{CMS}/{name}", body)
                 if status == 404:
@@ -147,10 +148,14 @@ class Writers:
                     with self.lock:
                         self.acked.append((time.monotonic(), name,
                                            int(out["metadata"]["resourceVersion"])))
+                else:
+                    how = f"status {status}"
+            except TimeoutError:
+                how = "timeout"
             except (OSError, http.client.HTTPException, ValueError):
-                pass
+                how = "connection"
             with self.lock:
-                self.attempts.append((time.monotonic(), ok))
+                self.attempts.append((time.monotonic(), ok, how))
             i += 1
             self.stop.wait(period)
 
@@ -414,7 +419,9 @@ def main():
             end = time.monotonic() + 1
             time.sleep(1)
             with writers.lock:
-                window = [(t, ok) for t, ok in writers.attempts if start <= t <= end]
+                window = [(t, ok) for t, ok, _ in writers.attempts if start <= t <= end]
+                failures = collections.Counter(how for t, ok, how in writers.attempts
+                                               if start <= t <= end and not ok)
                 oks = [t for t, _, _ in writers.acked if start - 5 <= t <= end]
             gaps = [b - a for a, b in zip(oks, oks[1:])]
             before = [t for t in oks if t < start]
@@ -424,7 +431,8 @@ def main():
                      "availability": round(sum(1 for _, ok in window if ok) / max(1, len(window)), 4),
                      "longest_gap_s": round(max(gaps) if gaps else 0, 3),
                      "unclean_stream_ends": sum(1 for w in watchers.watchers
-                                                for t in w.unclean if start <= t <= end)}
+                                                for t in w.unclean if start <= t <= end),
+                     "failures": dict(failures)}
             if before and first_after is not None:
                 entry["first_write_after_s"] = round(first_after - start, 3)
             report["faults"].append(entry)
@@ -450,8 +458,8 @@ def main():
         def all_etcd(action):
             for i in range(1, 4):
                 cluster.run(action, f"etcd-{i}")
-        fault(f"stop all of etcd for {args.etcd_outage:g} s", lambda: all_etcd("stop"),
-              lambda: all_etcd("start"), args.etcd_outage)
+        outage = fault(f"stop all of etcd for {args.etcd_outage:g} s", lambda: all_etcd("stop"),
+                       lambda: all_etcd("start"), args.etcd_outage)
 
         def compact():
             r = cluster.etcdctl("endpoint", "status", "-w", "json", endpoints=etcd_endpoint(1))
@@ -502,6 +510,9 @@ def main():
         checks.check("during the graceful stop no write failed",
                      graceful["succeeded"] == graceful["writes"],
                      f"{graceful['writes'] - graceful['succeeded']} failed")
+        # No replica is ready then: the balancer falls back to the live ones, which answer.
+        checks.check("with etcd down everywhere, failed writes got a Status, not a cut connection",
+                     outage["failures"].get("connection", 0) == 0, outage["failures"])
         checks.check("during the graceful stop no watch stream ended uncleanly",
                      graceful["unclean_stream_ends"] == 0, graceful["unclean_stream_ends"])
         report["writes_acknowledged"] = len(acked)
