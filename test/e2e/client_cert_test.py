@@ -72,6 +72,14 @@ def main():
                     body)
             status, body = call(port, ca, "/readyz")
             t.check("health probes stay anonymous with --anonymous-auth=false", status == 200, body)
+            status, body = call(port, ca, "/readyz/etcd")
+            t.check("a single check, which tells why it fails, is not anonymous: 401",
+                    status == 401, (status, body))
+            status, body = call(port, ca, "/readyz/watch-caches", dev)
+            t.check("... and needs a grant for its path: 403 for a user without bindings",
+                    status == 403, (status, body))
+            status, body = call(port, ca, "/readyz/watch-caches", admin)
+            t.check("... which system:masters has", status == 200 and body == "ok", (status, body))
             status, body = call(port, ca, "/readyz", token="not-a-token")
             t.check("a probe with a bad token is still a 401", status == 401, body)
             bad = {

@@ -178,10 +178,25 @@ def main():
             t.check("... and fails fast", elapsed < 15, elapsed)
             status, _ = a.request("GET", "/readyz")
             t.check("/readyz is red while etcd is down", status != 200, status)
+            status, body = a.request("GET", "/readyz?verbose")
+            t.check("/readyz?verbose names the etcd check and withholds why",
+                    status == 500 and "[-]etcd failed: reason withheld\n" in body
+                    and "[+]ping ok\n" in body and body.endswith("readyz check failed\n"),
+                    (status, body))
+            status, body = a.request("GET", "/livez?exclude=etcd")
+            t.check("/livez?exclude=etcd is green: the replica still serves its cache",
+                    status == 200 and body == "ok", (status, body))
+            status, body = a.request("GET", "/readyz/etcd")
+            t.check("/readyz/etcd says why it fails",
+                    status == 500 and str(body).startswith("internal server error: "), (status, body))
             etcd.start()
             wait_for(lambda: a.request("GET", "/readyz")[0] == 200, timeout=30,
                      what="/readyz green again")
             t.check("/readyz is green after etcd returns", True)
+            status, body = a.request("GET", "/readyz?verbose")
+            t.check("... and lists its checks when asked",
+                    status == 200 and "[+]etcd ok\n" in body and "[+]watch-caches ok\n" in body
+                    and body.endswith("readyz check passed\n"), (status, body))
             for i in range(3):
                 a.request("POST", CM, body=configmap(f"after-{i}"))
             wait_for(lambda: kwatch_objects(a) == etcd_objects(etcd), timeout=20,
