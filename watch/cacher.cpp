@@ -226,6 +226,17 @@ std::vector<ObjectPtr> Cacher::decode_listed(const storage::ListResult& listed,
   return objects;
 }
 
+namespace {
+
+// Waits `backoff`, then doubles it (at most 5 s). Cancelled with the timer.
+asio::awaitable<void> back_off(asio::steady_timer& timer, std::chrono::milliseconds& backoff) {
+  timer.expires_after(backoff);
+  co_await timer.async_wait(use_tuple);
+  backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+}
+
+}  // namespace
+
 asio::awaitable<void> Cacher::run_reflector() {
   auto self = shared_from_this();
   asio::steady_timer backoff_timer(impl_->strand);
@@ -241,24 +252,40 @@ asio::awaitable<void> Cacher::run_reflector() {
         cache_.replace(std::move(objects), listed->revision);
         ticket_dispatched(listed->revision);
       }
-      auto stream = co_await storage_->watch(options_.prefix, listed->revision + 1,
-                                           // The cache holds every previous state itself.
-                                           storage::PrevKv::omit);
-      if (stream) {
-        ready_ = true;
-        notify_waiters();
-        spdlog::info("watch cache {}: ready at revision {} with {} objects", options_.resource,
-                     listed->revision, cache_.stats().objects);
+      std::int64_t from = listed->revision + 1;
+      // Watches storage from `from`. While storage is only unreachable (its watch ended or
+      // cannot be started with `unavailable`), the cache keeps its state, window and watchers and
+      // watches again from where it is, as etcd's own client does: nothing is missed, and no
+      // client has to re-list after an etcd outage. Anything else (`gone`: compacted while
+      // away) re-lists.
+      for (;;) {
+        auto stream = co_await storage_->watch(options_.prefix, from,
+                                               // The cache holds every previous state itself.
+                                               storage::PrevKv::omit);
+        if (!stream) {
+          if (ready_ && !stopped_ && stream.error() == storage::Errc::unavailable) {
+            co_await back_off(backoff_timer, backoff);
+            if (!stopped_) continue;
+          }
+          break;
+        }
+        if (!ready_) {
+          ready_ = true;
+          notify_waiters();
+          spdlog::info("watch cache {}: ready at revision {} with {} objects", options_.resource,
+                       listed->revision, cache_.stats().objects);
+        } else {
+          spdlog::info("watch cache {}: watching storage again from revision {}",
+                       options_.resource, from);
+        }
         const auto watch_started = Clock::now();
         impl_->stream = stream->get();
         progress_ordered_ = (*stream)->progress_is_ordered();
+        boost::system::error_code ended;
         for (;;) {
           auto batch = co_await (*stream)->next();
           if (!batch) {
-            if (!stopped_) {
-              spdlog::warn("watch cache {}: storage watch ended ({}); re-listing",
-                           options_.resource, batch.error().message());
-            }
+            ended = batch.error();
             break;
           }
           for (const auto& event : batch->events) process(event);
@@ -270,6 +297,17 @@ asio::awaitable<void> Cacher::run_reflector() {
         if (Clock::now() - watch_started > std::chrono::seconds(30)) {
           backoff = std::chrono::milliseconds(100);
         }
+        if (stopped_) break;
+        if (ended != storage::Errc::unavailable) {
+          spdlog::warn("watch cache {}: storage watch ended ({}); re-listing", options_.resource,
+                       ended.message());
+          break;
+        }
+        from = cache_.resource_version() + 1;
+        spdlog::warn("watch cache {}: storage watch interrupted ({}); resuming from revision {}",
+                     options_.resource, ended.message(), from);
+        co_await back_off(backoff_timer, backoff);
+        if (stopped_) break;
       }
     }
     if (stopped_) break;
@@ -277,9 +315,7 @@ asio::awaitable<void> Cacher::run_reflector() {
     ++counters_.relists;
     // Clients re-list and re-watch: better than serving them a cache that may have gaps.
     end_all_watchers();
-    backoff_timer.expires_after(backoff);
-    co_await backoff_timer.async_wait(use_tuple);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+    co_await back_off(backoff_timer, backoff);
   }
 }
 

@@ -206,6 +206,19 @@ def main():
             t.check("replica B converges too",
                     wait_for(lambda: kwatch_objects(b) == etcd_objects(etcd), timeout=20,
                              what="replica B to match etcd"))
+            # The watch opened before the outage went on through it: its cache watched etcd
+            # again from where it was, so the client needs no re-list.
+            seen = []
+            while True:
+                ev = wd.next_event(timeout=10)
+                if ev is None:
+                    break
+                seen.append((ev["type"], ev["object"]["metadata"].get("name")))
+                if seen[-1] == ("ADDED", "after-2"):
+                    break
+            t.check("a watch open through the etcd outage sees the writes after it, not an end",
+                    [n for kind, n in seen if kind == "ADDED" and n.startswith("after-")]
+                    == ["after-0", "after-1", "after-2"] and not wd.ended, (seen[-5:], wd.ended))
             wd.close()
         finally:
             for s in servers:

@@ -183,6 +183,7 @@ class Watcher:
         self.mirror = {}       # name -> rv
         self.seen = set()      # rvs of the events received
         self.relists = []      # list resourceVersions
+        self.relist_times = []  # when the re-lists after a 410 came
         self.redelivered = 0   # objects received again by re-lists
         self.violations = []
         self.reconnects = 0
@@ -226,6 +227,7 @@ class Watchers:
                     for i in lst["items"]}
         w.redelivered += len(w.mirror)
         w.relists.append(rv)
+        w.relist_times.append(time.monotonic())
         w.last_rv = rv
         return True
 
@@ -432,7 +434,9 @@ def main():
                      "longest_gap_s": round(max(gaps) if gaps else 0, 3),
                      "unclean_stream_ends": sum(1 for w in watchers.watchers
                                                 for t in w.unclean if start <= t <= end),
-                     "failures": dict(failures)}
+                     "failures": dict(failures),
+                     "relists": sum(1 for w in watchers.watchers
+                                    for t in w.relist_times if start <= t <= end)}
             if before and first_after is not None:
                 entry["first_write_after_s"] = round(first_after - start, 3)
             report["faults"].append(entry)

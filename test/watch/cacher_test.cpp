@@ -38,7 +38,12 @@ using storage::Errc;
 class BreakableStorage : public storage::Storage {
  public:
   explicit BreakableStorage(std::shared_ptr<storage::Storage> inner) : inner_(std::move(inner)) {}
+  // The stream's next read fails with `break_with`, losing the batch it read.
   std::atomic<bool> broken{false};
+  std::atomic<Errc> break_with{Errc::unavailable};
+  // So many watch() calls fail with `unavailable` (storage unreachable); `watches` counts them all.
+  std::atomic<int> refuse_watches{0};
+  std::atomic<int> watches{0};
   // Like etcd < 3.4.25: progress is not ordered with events.
   std::atomic<bool> unordered{false};
   // Events wait in storage while paused: the cache falls behind.
@@ -71,6 +76,11 @@ class BreakableStorage : public storage::Storage {
   }
   asio::awaitable<storage::Result<std::unique_ptr<storage::WatchStream>>> watch(
       std::string prefix, std::int64_t start, storage::PrevKv prev_kv) override {
+    ++watches;
+    if (refuse_watches > 0) {
+      --refuse_watches;
+      co_return Errc::unavailable;
+    }
     auto s = co_await inner_->watch(std::move(prefix), start, prev_kv);
     if (!s) co_return s.error();
     std::unique_ptr<storage::WatchStream> wrapped = std::make_unique<Stream>(std::move(*s), this);
@@ -84,7 +94,7 @@ class BreakableStorage : public storage::Storage {
     asio::awaitable<storage::Result<storage::WatchBatch>> next() override {
       co_await wait_while(owner->paused);
       auto b = co_await inner->next();
-      if (owner->broken.exchange(false)) co_return Errc::unavailable;
+      if (owner->broken.exchange(false)) co_return owner->break_with.load();
       co_return b;
     }
     void request_progress() override { inner->request_progress(); }
@@ -448,7 +458,39 @@ TEST_F(CacherTest, AWritesHoldIsReleasedOnceDeliveryHasCaughtUpWithItsEvent) {
   });
 }
 
-TEST_F(CacherTest, LostStorageWatchReListsAndEndsWatchers) {
+TEST_F(CacherTest, AWatchOnUnreachableStorageResumesWhereTheCacheIsWithoutAReList) {
+  auto cacher = make_cacher();
+  run([&]() -> asio::awaitable<void> {
+    co_await wait_ready(*cacher);
+    const auto start = co_await put("a");
+    auto session = co_await cacher->watch(request(start));
+    CO_ASSERT_TRUE(session);
+    const int watches_before = storage_->watches;
+    // The stream breaks, losing the batch it read (b), and storage refuses the next two
+    // watches, as an etcd that is down for a while.
+    storage_->refuse_watches = 2;
+    storage_->broken = true;
+    const auto b = co_await put("b");
+    const auto c = co_await put("c");
+    auto frames = co_await read(**session, 2);
+    CO_ASSERT_EQ(frames.size(), 2u);
+    EXPECT_EQ(frames[0].object->name, "b");
+    EXPECT_EQ(frames[0].object->resource_version, b);
+    EXPECT_EQ(frames[1].object->name, "c");
+    EXPECT_EQ(frames[1].object->resource_version, c);
+    EXPECT_EQ(cacher->counters().relists.load(), 0u);
+    EXPECT_TRUE(cacher->ready());
+    EXPECT_EQ(storage_->watches - watches_before, 3);  // two refused, then the one that worked
+    // The window is kept: a watch from before the break is still served from it.
+    auto late = co_await cacher->watch(request(start));
+    CO_ASSERT_TRUE(late);
+    auto replay = co_await read(**late, 2);
+    CO_ASSERT_EQ(replay.size(), 2u);
+    EXPECT_EQ(replay[0].object->name, "b");
+  });
+}
+
+TEST_F(CacherTest, AStorageWatchEndedOtherwiseReListsAndEndsWatchers) {
   auto cacher = make_cacher();
   run([&]() -> asio::awaitable<void> {
     co_await wait_ready(*cacher);
@@ -456,6 +498,7 @@ TEST_F(CacherTest, LostStorageWatchReListsAndEndsWatchers) {
     auto session = co_await cacher->watch(request(start));
     EXPECT_TRUE(session);
     if (!session) co_return;
+    storage_->break_with = Errc::gone;  // compacted past what the watch had to read
     storage_->broken = true;
     co_await put("b");  // wakes the storage watch, which now fails
     auto frames = co_await (*session)->next();
