@@ -122,17 +122,36 @@ struct UnaryCall {
   grpc::Status status;
 };
 
+// Whether a unary call may be sent again within its deadline when its answer does not come.
+enum class Repeat {
+  never,        // its effect must not happen twice (a compaction, a plain put)
+  idempotent,   // a read: again on UNAVAILABLE, which is how reads fail over to another member
+  // A transaction guarded by a compare on the key's revision: whichever copy etcd applies
+  // first changes the revision, so the others fail their compare; at most one applies. Sent
+  // again on UNAVAILABLE, and when a third of the deadline passes without an answer: a member
+  // that forwarded it to a leader that then died never answers before the leader's successor
+  // is elected (etcd's own wait is longer than the whole deadline).
+  conditional,
+};
+
 // Runs one unary RPC under the request deadline. `prepare(context, queue)` is the stub's
-// PrepareAsync<Method> with the request bound. Idempotent calls (`retry`) are retried on
-// UNAVAILABLE within the same deadline, which is how reads fail over to another member.
+// PrepareAsync<Method> with the request bound. `repeated` (if given) is set when a copy was sent
+// again: an earlier one may have been applied.
 template <class Response, class Prepare>
 asio::awaitable<Result<Response>> call_unary(std::shared_ptr<EtcdStorage::Core> core,
-                                             Prepare prepare, bool retry) {
+                                             Prepare prepare, Repeat repeat,
+                                             bool* repeated = nullptr) {
   const auto deadline = std::chrono::system_clock::now() + core->options.request_timeout;
+  const auto attempt_time = std::max<std::chrono::milliseconds>(
+      1000ms, core->options.request_timeout / 3);
   auto backoff = 20ms;
   for (;;) {
     auto call = std::make_shared<UnaryCall<Response>>();
-    call->context.set_deadline(deadline);
+    auto attempt_deadline = deadline;
+    if (repeat == Repeat::conditional) {
+      attempt_deadline = std::min(deadline, std::chrono::system_clock::now() + attempt_time);
+    }
+    call->context.set_deadline(attempt_deadline);
     grpc::ClientContext* context = &call->context;
     // Built outside the co_await: GCC 12 may destroy converted temporaries in one twice.
     auto step = core->bridge.async_unary(
@@ -142,8 +161,14 @@ asio::awaitable<Result<Response>> call_unary(std::shared_ptr<EtcdStorage::Core> 
     const bool ok = co_await std::move(step);
     if (!ok) co_return Errc::unavailable;  // the storage is shutting down
     if (call->status.ok()) co_return std::move(call->response);
-    if (retry && retryable(call->status) && std::chrono::system_clock::now() + backoff < deadline) {
-      spdlog::debug("etcd: retrying a read after: {}", call->status.error_message());
+    const bool unanswered =
+        retryable(call->status) ||
+        (repeat == Repeat::conditional && attempt_deadline < deadline &&
+         call->status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED);
+    if (repeat != Repeat::never && unanswered &&
+        std::chrono::system_clock::now() + backoff < deadline) {
+      spdlog::debug("etcd: sending a call again after: {}", call->status.error_message());
+      if (repeated != nullptr) *repeated = true;
       asio::steady_timer timer(co_await asio::this_coro::executor, backoff);
       auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
       if (ec) co_return ec;  // cancelled while backing off
@@ -162,17 +187,18 @@ asio::awaitable<Result<pb::RangeResponse>> call_range(std::shared_ptr<EtcdStorag
     return stub->PrepareAsyncRange(context, request, queue);
   };
   co_return co_await call_unary<pb::RangeResponse>(std::move(core), std::move(prepare),
-                                                   /*retry=*/true);
+                                                   Repeat::idempotent);
 }
 
 asio::awaitable<Result<pb::TxnResponse>> call_txn(std::shared_ptr<EtcdStorage::Core> core,
-                                                  const pb::TxnRequest& request) {
+                                                  const pb::TxnRequest& request, Repeat repeat,
+                                                  bool* repeated = nullptr) {
   auto* stub = core->kv.get();
   auto prepare = [stub, &request](grpc::ClientContext* context, grpc::CompletionQueue* queue) {
     return stub->PrepareAsyncTxn(context, request, queue);
   };
-  co_return co_await call_unary<pb::TxnResponse>(std::move(core), std::move(prepare),
-                                                 /*retry=*/false);
+  co_return co_await call_unary<pb::TxnResponse>(std::move(core), std::move(prepare), repeat,
+                                                 repeated);
 }
 
 // ---- Wake-ups for a waiting coroutine (next(), watch()) ----
@@ -790,11 +816,25 @@ asio::awaitable<Result<TxnResult>> EtcdStorage::put_if(std::string key,
   after->set_keys_only(true);
   txn.add_failure()->mutable_request_range()->set_key(key);
 
-  auto r = co_await call_txn(core_, txn);
+  bool repeated = false;
+  auto r = co_await call_txn(core_, txn, Repeat::conditional, &repeated);
   if (!r) co_return r.error();
   TxnResult result;
   result.succeeded = r->succeeded();
   result.revision = r->header().revision();
+  if (!result.succeeded && repeated && r->responses_size() > 0 &&
+      r->responses(0).response_range().kvs_size() > 0) {
+    const auto& now = r->responses(0).response_range().kvs(0);
+    if (now.mod_revision() > expected_mod_revision &&
+        now.value() == txn.success(0).request_put().value()) {
+      // A copy sent earlier was applied and its answer lost: the key holds exactly this value
+      // since a revision after the one compared against.
+      result.succeeded = true;
+      result.revision = now.mod_revision();
+      result.kv = to_key_value(now);
+      co_return result;
+    }
+  }
   if (result.succeeded) {
     result.kv.key = std::move(key);
     result.kv.value = std::move(*txn.mutable_success(0)->mutable_request_put()->mutable_value());
@@ -833,7 +873,8 @@ asio::awaitable<Result<TxnResult>> EtcdStorage::delete_if(std::string key,
   del->set_prev_kv(true);
   txn.add_failure()->mutable_request_range()->set_key(key);
 
-  auto r = co_await call_txn(core_, txn);
+  // Not sent again: a copy that applied would leave the next one nothing to report.
+  auto r = co_await call_txn(core_, txn, Repeat::never);
   if (!r) co_return r.error();
   TxnResult result;
   result.succeeded = r->succeeded();
@@ -866,7 +907,7 @@ asio::awaitable<Result<void>> EtcdStorage::compact(std::int64_t revision) {
   auto prepare = [stub, &request](grpc::ClientContext* context, grpc::CompletionQueue* queue) {
     return stub->PrepareAsyncCompact(context, request, queue);
   };
-  auto r = co_await call_unary<pb::CompactionResponse>(core_, std::move(prepare), false);
+  auto r = co_await call_unary<pb::CompactionResponse>(core_, std::move(prepare), Repeat::never);
   if (!r) co_return r.error();
   co_return Result<void>{};
 }
@@ -879,7 +920,7 @@ asio::awaitable<Result<std::int64_t>> EtcdStorage::put_raw(std::string key, std:
   auto prepare = [stub, &request](grpc::ClientContext* context, grpc::CompletionQueue* queue) {
     return stub->PrepareAsyncPut(context, request, queue);
   };
-  auto r = co_await call_unary<pb::PutResponse>(core_, std::move(prepare), false);
+  auto r = co_await call_unary<pb::PutResponse>(core_, std::move(prepare), Repeat::never);
   if (!r) co_return r.error();
   co_return r->header().revision();
 }

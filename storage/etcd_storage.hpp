@@ -22,9 +22,13 @@
 // fires (the RPC is cancelled, a write may still have been applied). A cancelled
 // WatchStream::next() completes with `operation_aborted`; the stream stays usable and loses no
 // event (the gRPC read in flight is kept for the next call).
-// Every unary call has a deadline (`request_timeout`); a watch stream that breaks is re-created
-// from the next unseen revision for up to `watch_retry_timeout` before next() reports
-// `unavailable`.
+// Every unary call has a deadline (`request_timeout`). Reads are sent again on `unavailable`;
+// guarded writes (put_if) also when no answer came within a third of it (at least 1 s), as when
+// the member forwarded the write to a leader that died: the compare lets at most one copy apply,
+// and a copy that applied unanswered is recognised by the key holding exactly the value written
+// at a newer revision. Deletes and compactions are sent once. A watch stream that breaks is
+// re-created from the next unseen revision for up to `watch_retry_timeout` before next()
+// reports `unavailable`.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>

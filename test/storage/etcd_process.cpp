@@ -209,6 +209,16 @@ void EtcdCluster::kill(std::size_t member) {
   m.pid = -1;
 }
 
+void EtcdCluster::pause(std::size_t member) {
+  const auto& m = members_.at(member);
+  if (m.pid > 0) ::kill(m.pid, SIGSTOP);
+}
+
+void EtcdCluster::resume(std::size_t member) {
+  const auto& m = members_.at(member);
+  if (m.pid > 0) ::kill(m.pid, SIGCONT);
+}
+
 void EtcdCluster::stop(std::size_t member, std::chrono::milliseconds grace) {
   auto& m = members_.at(member);
   if (m.pid <= 0) return;

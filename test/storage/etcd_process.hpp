@@ -48,6 +48,11 @@ class EtcdCluster {
   // SIGTERM, then SIGKILL if it has not exited within `grace`.
   void stop(std::size_t member, std::chrono::milliseconds grace = std::chrono::seconds(5));
 
+  // SIGSTOP / SIGCONT: a member that keeps its connections open and never answers, as a machine
+  // that hangs.
+  void pause(std::size_t member);
+  void resume(std::size_t member);
+
   // Runs `etcdctl <args>` against every member; returns its exit status.
   int etcdctl(const std::string& args) const;
 

@@ -498,6 +498,54 @@ TEST(EtcdStorageCluster, ReadsWritesAndWatchesContinueWhenTheUsedMemberDies) {
 
 TEST(EtcdStorageCluster, RoundRobinRoutesAroundADeadMember) { survive_member_loss("round_robin"); }
 
+// A member that hangs (SIGSTOP: its connections stay open, nothing is answered) swallows the
+// guarded writes round-robin sends it, as a follower does whose leader died with the proposal.
+// Each is sent again to another member after a third of the deadline instead of failing at the
+// deadline, and applies once.
+TEST(EtcdStorageCluster, AGuardedWriteSwallowedByAHungMemberIsSentAgainAndAppliesOnce) {
+  if (!EtcdCluster::available()) GTEST_SKIP() << "etcd/etcdctl not on PATH";
+  auto cluster = EtcdCluster::start(3);
+  ASSERT_TRUE(cluster);
+  asio::io_context ioc;
+  EtcdStorage::Options options;
+  options.endpoints = cluster->endpoints();
+  options.load_balancing = "round_robin";
+  options.request_timeout = 3s;  // a copy is sent again after 1 s without an answer
+  auto opened = EtcdStorage::open(options, ioc.get_executor());
+  ASSERT_TRUE(opened);
+  auto storage = *opened;
+  run(ioc, [&]() -> asio::awaitable<void> {
+    std::vector<std::int64_t> created;
+    for (int i = 0; i < 6; ++i) {
+      auto r = co_await storage->create("/pods/p" + std::to_string(i), "v0");
+      CO_ASSERT(r);
+      created.push_back(r->mod_revision);
+    }
+    cluster->pause(2);
+    // Round robin hands every third call to the hung member.
+    std::vector<std::int64_t> written;
+    for (int i = 0; i < 6; ++i) {
+      const std::string key = "/pods/p" + std::to_string(i);
+      auto r = co_await storage->put_if(key, created[i], "v1");
+      if (!r) ADD_FAILURE() << key << ": " << r.error().message();
+      CO_ASSERT(r);
+      EXPECT_TRUE(r->succeeded) << key;
+      written.push_back(r->kv.mod_revision);
+    }
+    // Reads are not sent again early (a large list may take long): back to three members.
+    cluster->resume(2);
+    for (int i = 0; i < 6; ++i) {
+      const std::string key = "/pods/p" + std::to_string(i);
+      auto now = co_await storage->get(key);
+      CO_ASSERT(now);
+      EXPECT_EQ(now->value, "v1");
+      EXPECT_EQ(now->version, 2) << key << " was written once";
+      EXPECT_EQ(now->mod_revision, written[i]) << key;
+    }
+  }());
+  cluster->resume(2);
+}
+
 // A CA, a member certificate for 127.0.0.1 and a client certificate, made with openssl in `dir`.
 bool make_certificates(const std::string& dir) {
   const std::string script =
