@@ -448,19 +448,27 @@ asio::awaitable<Result<KeyValue>> create_eventually(EtcdStorage& storage, std::s
   }
 }
 
+// A client of every member of `cluster`, calls balanced by `balancing`.
+std::shared_ptr<EtcdStorage> open_on(const EtcdCluster& cluster, asio::io_context& ioc,
+                                     const std::string& balancing,
+                                     std::chrono::milliseconds request_timeout) {
+  EtcdStorage::Options options;
+  options.endpoints = cluster.endpoints();
+  options.load_balancing = balancing;
+  options.request_timeout = request_timeout;
+  auto opened = EtcdStorage::open(options, ioc.get_executor());
+  return opened ? *opened : nullptr;
+}
+
 void survive_member_loss(const std::string& balancing) {
   if (std::getenv("KWATCH_TEST_DEBUG")) spdlog::set_level(spdlog::level::debug);
   if (!EtcdCluster::available()) GTEST_SKIP() << "etcd/etcdctl not on PATH";
   auto cluster = EtcdCluster::start(3);
   ASSERT_TRUE(cluster);
   asio::io_context ioc;
-  EtcdStorage::Options options;
-  options.endpoints = cluster->endpoints();
-  options.load_balancing = balancing;
-  options.request_timeout = 2s;  // bounds a write whose proposal died with the leader
-  auto opened = EtcdStorage::open(options, ioc.get_executor());
-  ASSERT_TRUE(opened);
-  auto storage = *opened;
+  // 2 s bounds a write whose proposal died with the leader.
+  auto storage = open_on(*cluster, ioc, balancing, 2s);
+  ASSERT_TRUE(storage);
   run(ioc, [&]() -> asio::awaitable<void> {
     auto stream = co_await storage->watch("/pods/", 0, PrevKv::include);
     CO_ASSERT(stream);
@@ -507,13 +515,9 @@ TEST(EtcdStorageCluster, AGuardedWriteSwallowedByAHungMemberIsSentAgainAndApplie
   auto cluster = EtcdCluster::start(3);
   ASSERT_TRUE(cluster);
   asio::io_context ioc;
-  EtcdStorage::Options options;
-  options.endpoints = cluster->endpoints();
-  options.load_balancing = "round_robin";
-  options.request_timeout = 3s;  // a copy is sent again after 1 s without an answer
-  auto opened = EtcdStorage::open(options, ioc.get_executor());
-  ASSERT_TRUE(opened);
-  auto storage = *opened;
+  // With a 3 s deadline a copy is sent again after 1 s without an answer.
+  auto storage = open_on(*cluster, ioc, "round_robin", 3s);
+  ASSERT_TRUE(storage);
   run(ioc, [&]() -> asio::awaitable<void> {
     std::vector<std::int64_t> created;
     for (int i = 0; i < 6; ++i) {
