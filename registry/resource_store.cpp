@@ -20,6 +20,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/json/monotonic_resource.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -1421,8 +1427,22 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::scale(const ResourceInfo
   co_return scale_of(info, *r);
 }
 
-asio::awaitable<ApiResult<void>> ResourceStore::ping() {
-  auto r = co_await storage_->current_revision();
+asio::awaitable<ApiResult<void>> ResourceStore::ping(std::chrono::milliseconds timeout) {
+  auto executor = co_await asio::this_coro::executor;
+  // The signal and the timer outlive this frame: the timer's handler may run after it returned.
+  auto cancel = std::make_shared<asio::cancellation_signal>();
+  auto timer = std::make_shared<asio::steady_timer>(executor, timeout);
+  timer->async_wait([cancel, timer](boost::system::error_code ec) {
+    if (!ec) cancel->emit(asio::cancellation_type::terminal);
+  });
+  auto r = co_await asio::co_spawn(
+      executor, storage_->current_revision(),
+      asio::bind_cancellation_slot(cancel->slot(), asio::use_awaitable));
+  timer->cancel();
+  if (!r && r.error() == asio::error::operation_aborted) {
+    co_return ApiError(Errc::unavailable,
+                       "storage: no answer within " + std::to_string(timeout.count()) + " ms");
+  }
   if (!r) co_return ApiError(Errc::unavailable, "storage: " + r.error().message());
   co_return ApiResult<void>{};
 }

@@ -18,6 +18,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -164,8 +165,8 @@ class ResourceStore {
     services_ = std::move(allocator);
   }
 
-  // Whether storage answers (readiness).
-  boost::asio::awaitable<ApiResult<void>> ping();
+  // Whether storage answers within `timeout` (the health checks).
+  boost::asio::awaitable<ApiResult<void>> ping(std::chrono::milliseconds timeout);
 
   // Creates the namespace if it is absent (start-up defaults).
   boost::asio::awaitable<ApiResult<void>> ensure_namespace(std::string name);

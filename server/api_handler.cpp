@@ -536,9 +536,11 @@ std::vector<std::string> ApiHandler::health_checks(std::string_view endpoint) co
   return names;
 }
 
-asio::awaitable<std::optional<std::string>> ApiHandler::run_health_check(std::string name) {
+asio::awaitable<std::optional<std::string>> ApiHandler::run_health_check(std::string endpoint,
+                                                                        std::string name) {
   if (name == storage_check_name_) {
-    auto ping = co_await store_->ping();
+    auto ping = co_await store_->ping(endpoint == "readyz" ? storage_ready_timeout_
+                                                           : storage_health_timeout_);
     if (!ping) co_return ping.error().message;
   } else if (name == "poststarthook/bootstrap") {
     if (!ready_) co_return std::string("not finished");
@@ -564,14 +566,14 @@ asio::awaitable<ApiResponse> ApiHandler::serve_health(Url url) {
     std::string name = url.segments[1];
     for (std::size_t i = 2; i < url.segments.size(); ++i) name += "/" + url.segments[i];
     if (std::find(names.begin(), names.end(), name) == names.end()) co_return not_found_path();
-    answer = render_single_check(co_await run_health_check(name));
+    answer = render_single_check(co_await run_health_check(endpoint, name));
   } else {
     std::set<std::string> excluded;
     for (auto [it, end] = url.query.equal_range("exclude"); it != end; ++it) excluded.insert(it->second);
     std::vector<HealthCheckOutcome> outcomes;
     for (const auto& name : names) {
       HealthCheckOutcome outcome{name, excluded.erase(name) > 0, std::nullopt};
-      if (!outcome.excluded) outcome.failure = co_await run_health_check(name);
+      if (!outcome.excluded) outcome.failure = co_await run_health_check(endpoint, name);
       outcomes.push_back(std::move(outcome));
     }
     answer = render_health(endpoint, outcomes, excluded, url.query.count("verbose") > 0);

@@ -82,9 +82,15 @@ class ApiHandler {
 
   // Readiness as /readyz reports it; flipped by the server once start-up work is done.
   void set_ready(bool ready) { ready_ = ready; }
-  // The health checks' name for the storage: kube's "etcd" on etcd, "storage" for the embedded
-  // store. Before serving starts.
-  void set_storage_check_name(std::string name) { storage_check_name_ = std::move(name); }
+  // The health checks' storage check: its name (kube's "etcd" on etcd, "storage" for the
+  // embedded store) and how long it waits for /livez and /healthz, and for /readyz. Before
+  // serving starts.
+  void set_storage_check(std::string name, std::chrono::milliseconds health_timeout,
+                         std::chrono::milliseconds ready_timeout) {
+    storage_check_name_ = std::move(name);
+    storage_health_timeout_ = health_timeout;
+    storage_ready_timeout_ = ready_timeout;
+  }
   // Graceful shutdown: /readyz fails from `set_shutting_down`; new watches are refused (429 with
   // Retry-After, so that clients ask another replica) from `refuse_watches`. Thread-safe.
   void set_shutting_down() { shutting_down_ = true; }
@@ -100,7 +106,8 @@ class ApiHandler {
   boost::asio::awaitable<ApiResponse> serve_health(Url url);
   std::vector<std::string> health_checks(std::string_view endpoint) const;
   // nullopt when the check passes, else why not.
-  boost::asio::awaitable<std::optional<std::string>> run_health_check(std::string name);
+  boost::asio::awaitable<std::optional<std::string>> run_health_check(std::string endpoint,
+                                                                      std::string name);
   boost::asio::awaitable<ApiResponse> handle_resource(const ApiRequest& request, const Url& url,
                                                       Route& route);
   // Privilege escalation through RBAC writes, as kube prevents it: a role may only hold rules
@@ -135,6 +142,8 @@ class ApiHandler {
   ComputeOptions compute_;
   std::atomic<bool> ready_{false};
   std::string storage_check_name_ = "storage";
+  std::chrono::milliseconds storage_health_timeout_{2000};
+  std::chrono::milliseconds storage_ready_timeout_{2000};
   std::atomic<bool> shutting_down_{false};
   std::atomic<bool> refusing_watches_{false};
   OpenApiDocuments openapi_;

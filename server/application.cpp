@@ -250,7 +250,8 @@ bool Application::start() {
   compute_options.executor = compute.get_executor();
   auto& handler = p.handler = std::make_shared<ApiHandler>(scheme, store, metrics, address, cachers,
                                                       watch_options, compute_options);
-  if (options.storage_backend == "etcd3") handler->set_storage_check_name("etcd");
+  handler->set_storage_check(options.storage_backend == "etcd3" ? "etcd" : "storage",
+                             options.etcd_healthcheck_timeout, options.etcd_readycheck_timeout);
   std::shared_ptr<AuditLog>& audit = p.audit;
   if (!options.audit_log_path.empty()) {
     AuditLogOptions audit_options;

@@ -125,6 +125,8 @@ Flags:
   --etcd-prefix=PATH         key prefix of every object (default /registry; also for memory)
   --etcd-cafile, --etcd-certfile, --etcd-keyfile=FILE   TLS to etcd (https endpoints)
   --etcd-compaction-interval=D   compact storage history every D (default 5m; 0 disables)
+  --etcd-healthcheck-timeout=D   how long /livez and /healthz wait for storage (default 2s)
+  --etcd-readycheck-timeout=D    how long /readyz waits for storage (default 2s)
   --data-dir=DIR             persist the embedded store in DIR (default: empty, in memory only)
   --data-dir-fsync=BOOL      fdatasync every write before acknowledging it (default true)
   --data-dir-snapshot-bytes=N    snapshot once the log exceeds N bytes (default 64Mi; 0: never)
@@ -401,6 +403,20 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
          auto d = parse_duration(v);
          if (!d) return "expected a duration such as 5m or 0 to disable";
          o.compaction_interval = *d;
+         return "";
+       }},
+      {"etcd-healthcheck-timeout",
+       [&](const std::string& v) -> std::string {
+         auto d = parse_duration(v);
+         if (!d || d->count() <= 0) return "expected a positive duration such as 2s";
+         o.etcd_healthcheck_timeout = *d;
+         return "";
+       }},
+      {"etcd-readycheck-timeout",
+       [&](const std::string& v) -> std::string {
+         auto d = parse_duration(v);
+         if (!d || d->count() <= 0) return "expected a positive duration such as 2s";
+         o.etcd_readycheck_timeout = *d;
          return "";
        }},
       {"shutdown-delay-duration",

@@ -78,6 +78,10 @@ struct Options {
   // kwatch compacts storage like kube-apiserver: every interval, to the revision seen one
   // interval before (0 disables).
   std::chrono::milliseconds compaction_interval{5 * 60 * 1000};
+  // How long the health endpoints' storage check waits (kube's flags, 2 s each): /livez and
+  // /healthz, and /readyz.
+  std::chrono::milliseconds etcd_healthcheck_timeout{2'000};
+  std::chrono::milliseconds etcd_readycheck_timeout{2'000};
   // Audit log (server/audit_log.hpp): off without a path; "-" is standard output.
   std::string audit_log_path;
   unsigned audit_log_maxsize_mb = 0;  // rotate past this many megabytes (0: never)

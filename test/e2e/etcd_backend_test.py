@@ -178,7 +178,10 @@ def main():
             t.check("... and fails fast", elapsed < 15, elapsed)
             status, _ = a.request("GET", "/readyz")
             t.check("/readyz is red while etcd is down", status != 200, status)
+            started = time.monotonic()
             status, body = a.request("GET", "/readyz?verbose")
+            t.check("/readyz answers within --etcd-readycheck-timeout (2 s) while etcd is down",
+                    time.monotonic() - started < 3.5, time.monotonic() - started)
             t.check("/readyz?verbose names the etcd check and withholds why",
                     status == 500 and "[-]etcd failed: reason withheld\n" in body
                     and "[+]ping ok\n" in body and body.endswith("readyz check failed\n"),
@@ -188,7 +191,8 @@ def main():
                     status == 200 and body == "ok", (status, body))
             status, body = a.request("GET", "/readyz/etcd")
             t.check("/readyz/etcd says why it fails",
-                    status == 500 and str(body).startswith("internal server error: "), (status, body))
+                    status == 500 and str(body).startswith("internal server error: storage: "),
+                    (status, body))
             etcd.start()
             wait_for(lambda: a.request("GET", "/readyz")[0] == 200, timeout=30,
                      what="/readyz green again")

@@ -39,6 +39,7 @@ TEST(Options, UnknownFlagsAndBadValuesAreErrors) {
            {"--storage-backend=sqlite"}, {"--io-threads=0"}, {"--port"}, {"positional"},
            {"--data-dir-fsync=maybe"}, {"--log-level=loud"}, {"--etcd-servers=127.0.0.1:2379"},
            {"--etcd-prefix=registry"}, {"--etcd-compaction-interval=soon"},
+           {"--etcd-healthcheck-timeout=0"}, {"--etcd-readycheck-timeout=soon"},
            {"--watch-bookmark-interval=0"}, {"--watch-cache-sizes=pods"},
            {"--secure-port=0"}}) {
     auto outcome = parse_options(args);
@@ -50,12 +51,15 @@ TEST(Options, UnknownFlagsAndBadValuesAreErrors) {
 TEST(Options, EtcdFlagsAreParsed) {
   auto o = std::get<Options>(parse_options(
       {"--storage-backend=etcd3", "--etcd-servers=http://127.0.0.1:1,https://127.0.0.1:2",
-       "--etcd-prefix=/kw", "--etcd-compaction-interval=1m30s", "--etcd-cafile=/ca"}));
+       "--etcd-prefix=/kw", "--etcd-compaction-interval=1m30s", "--etcd-cafile=/ca",
+       "--etcd-readycheck-timeout=500ms"}));
   EXPECT_EQ(o.storage_backend, "etcd3");
   EXPECT_EQ(o.etcd_servers, (std::vector<std::string>{"http://127.0.0.1:1", "https://127.0.0.1:2"}));
   EXPECT_EQ(o.etcd_prefix, "/kw");
   EXPECT_EQ(o.compaction_interval, std::chrono::seconds(90));
   EXPECT_EQ(o.etcd_cafile, "/ca");
+  EXPECT_EQ(o.etcd_healthcheck_timeout, std::chrono::seconds(2));  // kube's default
+  EXPECT_EQ(o.etcd_readycheck_timeout, std::chrono::milliseconds(500));
 }
 
 TEST(Options, DurationsFollowGoSyntax) {
