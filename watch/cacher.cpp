@@ -228,12 +228,18 @@ std::vector<ObjectPtr> Cacher::decode_listed(const storage::ListResult& listed,
 
 namespace {
 
-// Waits `backoff`, then doubles it (at most 5 s). Cancelled with the timer.
-asio::awaitable<void> back_off(asio::steady_timer& timer, std::chrono::milliseconds& backoff) {
-  timer.expires_after(backoff);
+// Waits `backoff`, then doubles it (at most `cap`). Cancelled with the timer.
+asio::awaitable<void> back_off(asio::steady_timer& timer, std::chrono::milliseconds& backoff,
+                               std::chrono::milliseconds cap = std::chrono::milliseconds(5000)) {
+  timer.expires_after(std::min(backoff, cap));
   co_await timer.async_wait(use_tuple);
-  backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+  backoff = std::min(backoff * 2, cap);
 }
+
+// Between watches of unreachable storage: each attempt already waits for storage a while
+// (EtcdStorage tries for seconds before saying `unavailable`), and a short pause here means
+// watchers get events soon after storage is back.
+constexpr std::chrono::milliseconds kResumeBackoffCap(1000);
 
 }  // namespace
 
@@ -264,7 +270,7 @@ asio::awaitable<void> Cacher::run_reflector() {
                                                storage::PrevKv::omit);
         if (!stream) {
           if (ready_ && !stopped_ && stream.error() == storage::Errc::unavailable) {
-            co_await back_off(backoff_timer, backoff);
+            co_await back_off(backoff_timer, backoff, kResumeBackoffCap);
             if (!stopped_) continue;
           }
           break;
@@ -306,7 +312,7 @@ asio::awaitable<void> Cacher::run_reflector() {
         from = cache_.resource_version() + 1;
         spdlog::warn("watch cache {}: storage watch interrupted ({}); resuming from revision {}",
                      options_.resource, ended.message(), from);
-        co_await back_off(backoff_timer, backoff);
+        co_await back_off(backoff_timer, backoff, kResumeBackoffCap);
         if (stopped_) break;
       }
     }
