@@ -156,9 +156,24 @@ Flags:
 )";
 }
 
+namespace {
+
+using Setter = std::function<std::string(const std::string&)>;  // returns an error or ""
+
+// A flag that takes a duration above zero; `example` goes into the error ("2s").
+Setter positive_duration(std::chrono::milliseconds& target, std::string example) {
+  return [&target, example = std::move(example)](const std::string& v) -> std::string {
+    auto d = parse_duration(v);
+    if (!d || d->count() <= 0) return "expected a positive duration such as " + example;
+    target = *d;
+    return "";
+  };
+}
+
+}  // namespace
+
 ParseOutcome parse_options(const std::vector<std::string>& args) {
   Options o;
-  using Setter = std::function<std::string(const std::string&)>;  // returns an error or ""
   const std::map<std::string, Setter> flags = {
       {"bind-address",
        [&](const std::string& v) -> std::string {
@@ -285,13 +300,7 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
        [&](const std::string& v) -> std::string {
          return parse_number<unsigned>(v, o.mutating_queue_length, 0, 1'000'000) ? "" : "must be 0-1000000";
        }},
-      {"mutating-queue-wait",
-       [&](const std::string& v) -> std::string {
-         auto d = parse_duration(v);
-         if (!d || *d <= std::chrono::milliseconds(0)) return "must be a positive duration such as 10s";
-         o.mutating_queue_wait = *d;
-         return "";
-       }},
+      {"mutating-queue-wait", positive_duration(o.mutating_queue_wait, "10s")},
       {"watches-per-seat",
        [&](const std::string& v) -> std::string {
          return parse_number<unsigned>(v, o.watches_per_seat, 1, 1'000'000) ? "" : "must be 1-1000000";
@@ -363,13 +372,7 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
          }
          return "";
        }},
-      {"watch-bookmark-interval",
-       [&](const std::string& v) -> std::string {
-         auto d = parse_duration(v);
-         if (!d || d->count() <= 0) return "expected a positive duration such as 60s or 500ms";
-         o.watch_bookmark_interval = *d;
-         return "";
-       }},
+      {"watch-bookmark-interval", positive_duration(o.watch_bookmark_interval, "60s or 500ms")},
       {"etcd-servers",
        [&](const std::string& v) -> std::string {
          o.etcd_servers.clear();
@@ -405,20 +408,8 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
          o.compaction_interval = *d;
          return "";
        }},
-      {"etcd-healthcheck-timeout",
-       [&](const std::string& v) -> std::string {
-         auto d = parse_duration(v);
-         if (!d || d->count() <= 0) return "expected a positive duration such as 2s";
-         o.etcd_healthcheck_timeout = *d;
-         return "";
-       }},
-      {"etcd-readycheck-timeout",
-       [&](const std::string& v) -> std::string {
-         auto d = parse_duration(v);
-         if (!d || d->count() <= 0) return "expected a positive duration such as 2s";
-         o.etcd_readycheck_timeout = *d;
-         return "";
-       }},
+      {"etcd-healthcheck-timeout", positive_duration(o.etcd_healthcheck_timeout, "2s")},
+      {"etcd-readycheck-timeout", positive_duration(o.etcd_readycheck_timeout, "2s")},
       {"shutdown-delay-duration",
        [&](const std::string& v) -> std::string {
          auto d = parse_duration(v);
@@ -426,13 +417,7 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
          o.shutdown_delay = *d;
          return "";
        }},
-      {"shutdown-grace-period",
-       [&](const std::string& v) -> std::string {
-         auto d = parse_duration(v);
-         if (!d || d->count() <= 0) return "expected a positive duration such as 25s";
-         o.shutdown_grace_period = *d;
-         return "";
-       }},
+      {"shutdown-grace-period", positive_duration(o.shutdown_grace_period, "25s")},
       {"min-request-timeout",
        [&](const std::string& v) -> std::string {
          unsigned n = 0;
