@@ -1,6 +1,7 @@
 #include "registry/custom_resource_definition.hpp"
 
 #include "registry/field_type.hpp"
+#include "registry/json_path.hpp"
 #include "registry/structural_schema.hpp"
 #include "registry/validation.hpp"
 
@@ -751,27 +752,9 @@ json::object& status_of(json::object& crd) {
 // SetCRDCondition: the transition time moves only when the status changes (or had none).
 void set_condition(json::object& crd, std::string_view type, std::string_view status,
                    std::string_view reason, std::string_view message, std::string_view now) {
-  json::object& st = status_of(crd);
-  json::value& cv = st["conditions"];
-  if (!cv.is_array()) cv = json::array();
-  json::array& conditions = cv.get_array();
-  for (auto& c : conditions) {
-    if (!c.is_object() || string_at(c.get_object(), "type") != type) continue;
-    json::object& cond = c.get_object();
-    std::string last = string_at(cond, "lastTransitionTime");
-    if (string_at(cond, "status") != status || last.empty()) cond["lastTransitionTime"] = now;
-    cond["status"] = status;
-    cond["reason"] = reason;
-    cond["message"] = message;
-    return;
-  }
-  json::object cond;
-  cond["type"] = type;
-  cond["status"] = status;
-  cond["lastTransitionTime"] = now;
+  json::object& cond = registry::set_condition(status_of(crd), type, status, now).condition;
   cond["reason"] = reason;
   cond["message"] = message;
-  conditions.emplace_back(std::move(cond));
 }
 
 void add_storage_version(json::object& crd) {

@@ -125,25 +125,11 @@ asio::awaitable<ApiResult<void>> take_disruption(ResourceStore& store, const Res
   status["disruptionsAllowed"] = allowed - 1;
   if (allowed - 1 == 0) {
     // The DisruptionAllowed condition turns False (its transition time when it changes).
-    json::value& conditions = status["conditions"];
-    if (!conditions.is_array()) conditions = json::array();
-    json::object* condition = nullptr;
-    for (auto& c : conditions.get_array()) {
-      if (c.is_object() && string_member(&c.get_object(), "type") == "DisruptionAllowed") {
-        condition = &c.get_object();
-      }
-    }
-    if (condition == nullptr) {
-      condition = &conditions.get_array().emplace_back(json::object()).get_object();
-      (*condition)["type"] = "DisruptionAllowed";
-      (*condition)["message"] = "";
-    }
-    if (string_member(condition, "status") != "False") {
-      (*condition)["lastTransitionTime"] = now_rfc3339();
-    }
-    (*condition)["status"] = "False";
-    (*condition)["reason"] = "InsufficientPods";
-    (*condition)["observedGeneration"] = int_field(budget, "status.observedGeneration");
+    json::object& condition =
+        set_condition(status, "DisruptionAllowed", "False", now_rfc3339()).condition;
+    if (!condition.contains("message")) condition["message"] = "";
+    condition["reason"] = "InsufficientPods";
+    condition["observedGeneration"] = int_field(budget, "status.observedGeneration");
   }
   json::value& pods = status["disruptedPods"];
   if (!pods.is_object()) pods = json::object();

@@ -1,5 +1,7 @@
 #include "registry/json_path.hpp"
 
+#include <boost/json/array.hpp>
+
 namespace kwatch::registry {
 
 namespace json = boost::json;
@@ -73,6 +75,29 @@ bool equal_but_metadata_member(const json::object& a, const json::object& b,
     }
   }
   return true;
+}
+
+ConditionSet set_condition(boost::json::object& status, std::string_view type,
+                           std::string_view value, std::string_view now) {
+  boost::json::value& list = status["conditions"];
+  if (!list.is_array()) list = boost::json::array();
+  boost::json::object* condition = nullptr;
+  for (auto& c : list.get_array()) {
+    if (c.is_object() && string_member(&c.get_object(), "type") == type) {
+      condition = &c.get_object();
+      break;
+    }
+  }
+  if (condition == nullptr) {
+    condition = &list.get_array().emplace_back(boost::json::object()).get_object();
+    (*condition)["type"] = type;
+  }
+  const bool changed = string_member(condition, "status") != value;
+  (*condition)["status"] = value;
+  if (changed || string_member(condition, "lastTransitionTime").empty()) {
+    (*condition)["lastTransitionTime"] = now;
+  }
+  return {*condition, changed};
 }
 
 }  // namespace kwatch::registry

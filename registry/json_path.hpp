@@ -33,6 +33,17 @@ inline std::string_view string_member(const boost::json::object* obj, std::strin
   return v != nullptr && v->is_string() ? std::string_view(v->get_string()) : std::string_view();
 }
 
+// The condition of `type` in `status.conditions` (`conditions` made an array and the condition
+// added as {type} when absent), its status set to `value`; its lastTransitionTime becomes `now`
+// when the status changes or it has none (kube's SetStatusCondition). Returns the condition and
+// whether its status changed, for the caller's reason, message and other fields.
+struct ConditionSet {
+  boost::json::object& condition;
+  bool changed;
+};
+ConditionSet set_condition(boost::json::object& status, std::string_view type,
+                           std::string_view value, std::string_view now);
+
 // Whether two objects are equal apart from one member of their metadata (`resourceVersion`,
 // `managedFields`): whether a write changed anything else.
 bool equal_but_metadata_member(const boost::json::object& a, const boost::json::object& b,

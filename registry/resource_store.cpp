@@ -1155,25 +1155,13 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::bind(const ResourceInfo&
     // The PodScheduled condition turns True (its transition time when it changes).
     json::value& status = pod["status"];
     if (!status.is_object()) status = json::object();
-    json::value& conditions = status.get_object()["conditions"];
-    if (!conditions.is_array()) conditions = json::array();
-    json::object* scheduled = nullptr;
-    for (auto& c : conditions.get_array()) {
-      if (c.is_object() && string_member(&c.get_object(), "type") == "PodScheduled") {
-        scheduled = &c.get_object();
-      }
+    auto [scheduled, changed] =
+        set_condition(status.get_object(), "PodScheduled", "True", now_rfc3339());
+    if (changed) {
+      scheduled.erase("reason");
+      scheduled.erase("message");
     }
-    if (scheduled == nullptr) {
-      conditions.get_array().push_back(json::object{{"type", "PodScheduled"}});
-      scheduled = &conditions.get_array().back().get_object();
-    }
-    if (string_member(scheduled, "status") != "True") {
-      (*scheduled)["status"] = "True";
-      (*scheduled)["lastTransitionTime"] = now_rfc3339();
-      scheduled->erase("reason");
-      scheduled->erase("message");
-    }
-    (*scheduled)["lastProbeTime"] = nullptr;
+    scheduled["lastProbeTime"] = nullptr;
     return pod;
   };
   query.subresource = "binding";

@@ -1,6 +1,7 @@
 #include "registry/json_path.hpp"
 
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 
 #include <gtest/gtest.h>
 
@@ -22,6 +23,31 @@ TEST(JsonPath, FindsFieldsInEveryNotationKindsUse) {
   EXPECT_EQ(find_field(obj, "list.0"), nullptr);
   EXPECT_EQ(find_field(obj, ""), nullptr);
   EXPECT_EQ(find_field(obj, "."), nullptr);
+}
+
+TEST(JsonPath, SetConditionMovesTheTransitionTimeOnlyWhenTheStatusChanges) {
+  json::object status;
+  auto first = set_condition(status, "Ready", "False", "t1");
+  EXPECT_TRUE(first.changed);
+  first.condition["reason"] = "Waiting";
+  EXPECT_EQ(json::serialize(status),
+            R"({"conditions":[{"type":"Ready","status":"False","lastTransitionTime":"t1","reason":"Waiting"}]})");
+  auto same = set_condition(status, "Ready", "False", "t2");
+  EXPECT_FALSE(same.changed);
+  EXPECT_EQ(same.condition.at("lastTransitionTime"), "t1");
+  auto flipped = set_condition(status, "Ready", "True", "t3");
+  EXPECT_TRUE(flipped.changed);
+  EXPECT_EQ(flipped.condition.at("lastTransitionTime"), "t3");
+  EXPECT_EQ(flipped.condition.at("reason"), "Waiting");  // the caller's to change
+  set_condition(status, "Other", "True", "t4");
+  EXPECT_EQ(status.at("conditions").as_array().size(), 2u);
+  // A condition without a transition time gets one; `conditions` of another type is replaced.
+  json::object odd = json::parse(R"({"conditions":{"x":1}})").as_object();
+  EXPECT_EQ(set_condition(odd, "A", "True", "t5").condition.at("lastTransitionTime"), "t5");
+  json::object bare = json::parse(R"({"conditions":[{"type":"A","status":"True"}]})").as_object();
+  auto kept = set_condition(bare, "A", "True", "t6");
+  EXPECT_FALSE(kept.changed);
+  EXPECT_EQ(kept.condition.at("lastTransitionTime"), "t6");
 }
 
 TEST(JsonPath, SetCreatesObjectsOnTheWay) {
