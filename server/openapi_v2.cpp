@@ -1,5 +1,7 @@
 #include "server/openapi_v2.hpp"
 
+#include "registry/json_path.hpp"
+
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
@@ -21,13 +23,11 @@ std::string v2_reference(std::string_view ref) {
 }
 
 const json::object* object_at(const json::object& s, std::string_view key) {
-  const json::value* v = s.if_contains(key);
-  return v != nullptr ? v->if_object() : nullptr;
+  return registry::object_member(s, key);
 }
 
 std::string_view string_at(const json::object& s, std::string_view key) {
-  const json::value* v = s.if_contains(key);
-  return v != nullptr && v->is_string() ? std::string_view(v->get_string()) : std::string_view();
+  return registry::string_member(&s, key);
 }
 
 // A reference, alone or as the single member of allOf (how v3 documents attach a description
