@@ -37,9 +37,10 @@ inline std::string base64_encode(std::string_view in, bool url = false) {
   return out;
 }
 
-// The bytes `in` encodes in either alphabet, padded or not; nullopt for anything else
-// (characters outside the alphabet, a length no encoding has, non-zero trailing bits).
-inline std::optional<std::string> base64_decode(std::string_view in) {
+// The bytes `in` encodes in either alphabet (only the URL one when `url_only`, as JWS segments
+// are written), padded or not; nullopt for anything else (characters outside the alphabet, a
+// length no encoding has, non-zero trailing bits).
+inline std::optional<std::string> base64_decode(std::string_view in, bool url_only = false) {
   while (!in.empty() && in.back() == '=') in.remove_suffix(1);
   if (in.size() % 4 == 1) return std::nullopt;
   std::string out;
@@ -51,8 +52,8 @@ inline std::optional<std::string> base64_decode(std::string_view in) {
     if (c >= 'A' && c <= 'Z') v = c - 'A';
     else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
     else if (c >= '0' && c <= '9') v = c - '0' + 52;
-    else if (c == '+' || c == '-') v = 62;
-    else if (c == '/' || c == '_') v = 63;
+    else if (c == '-' || (c == '+' && !url_only)) v = 62;
+    else if (c == '_' || (c == '/' && !url_only)) v = 63;
     else return std::nullopt;
     acc = (acc << 6) | static_cast<std::uint32_t>(v);
     bits += 6;

@@ -379,6 +379,40 @@ const std::vector<Rule>& resolve(std::vector<ClusterRoleInput>& all, ClusterRole
   return role.rules;
 }
 
+// Every ClusterRole read, sorted by name (the first of a duplicate name kept), its rules resolved.
+std::vector<ClusterRoleInput> resolve_cluster_roles(const std::vector<json::object>& cluster_roles) {
+  std::vector<ClusterRoleInput> inputs;
+  inputs.reserve(cluster_roles.size());
+  for (const auto& o : cluster_roles) {
+    const auto* meta = object_at(o, "metadata");
+    ClusterRoleInput in;
+    in.name = string_at(meta, "name");
+    if (in.name.empty()) continue;
+    in.labels = meta ? object_at(*meta, "labels") : nullptr;
+    in.stored = read_rules(o);
+    if (const auto* agg = object_at(o, "aggregationRule")) {
+      in.selectors.emplace();
+      if (const auto* sels = array_at(*agg, "clusterRoleSelectors")) {
+        for (const auto& s : *sels) {
+          auto sel = s.is_object() ? read_selector(s.get_object()) : std::nullopt;
+          if (!sel)
+            in.selectors_valid = false;  // kube's controller errors: rules unchanged
+          else
+            in.selectors->push_back(std::move(*sel));
+        }
+      }
+    }
+    inputs.push_back(std::move(in));
+  }
+  std::stable_sort(inputs.begin(), inputs.end(),
+                   [](const auto& a, const auto& b) { return a.name < b.name; });
+  inputs.erase(std::unique(inputs.begin(), inputs.end(),
+                           [](const auto& a, const auto& b) { return a.name == b.name; }),
+               inputs.end());
+  for (auto& in : inputs) resolve(inputs, in);
+  return inputs;
+}
+
 bool read_binding(const json::object& o, bool cluster, Binding& b) {
   const auto* meta = object_at(o, "metadata");
   b.cluster = cluster;
@@ -412,35 +446,7 @@ std::shared_ptr<const RbacPolicy> RbacPolicy::build(
   auto index = std::make_unique<Index>();
 
   // ClusterRoles, aggregation resolved.
-  std::vector<ClusterRoleInput> inputs;
-  inputs.reserve(cluster_roles.size());
-  for (const auto& o : cluster_roles) {
-    const auto* meta = object_at(o, "metadata");
-    ClusterRoleInput in;
-    in.name = string_at(meta, "name");
-    if (in.name.empty()) continue;
-    in.labels = meta ? object_at(*meta, "labels") : nullptr;
-    in.stored = read_rules(o);
-    if (const auto* agg = object_at(o, "aggregationRule")) {
-      in.selectors.emplace();
-      if (const auto* sels = array_at(*agg, "clusterRoleSelectors")) {
-        for (const auto& s : *sels) {
-          auto sel = s.is_object() ? read_selector(s.get_object()) : std::nullopt;
-          if (!sel)
-            in.selectors_valid = false;  // kube's controller errors: rules unchanged
-          else
-            in.selectors->push_back(std::move(*sel));
-        }
-      }
-    }
-    inputs.push_back(std::move(in));
-  }
-  std::stable_sort(inputs.begin(), inputs.end(),
-                   [](const auto& a, const auto& b) { return a.name < b.name; });
-  inputs.erase(std::unique(inputs.begin(), inputs.end(),
-                           [](const auto& a, const auto& b) { return a.name == b.name; }),
-               inputs.end());
-  for (auto& in : inputs) resolve(inputs, in);
+  std::vector<ClusterRoleInput> inputs = resolve_cluster_roles(cluster_roles);
   for (auto& in : inputs) index->cluster_roles.emplace(in.name, std::move(in.rules));
 
   for (const auto& o : roles) {
@@ -644,6 +650,38 @@ std::vector<json::object> RbacPolicy::not_covered(const UserInfo& user, std::str
   return out;
 }
 
+std::optional<std::vector<json::object>> RbacPolicy::role_rules(std::string_view kind,
+                                                               std::string_view ns,
+                                                               std::string_view name) const {
+  const std::vector<Rule>* rules = nullptr;
+  if (kind == "ClusterRole") {
+    if (auto it = index_->cluster_roles.find(name); it != index_->cluster_roles.end()) {
+      rules = &it->second;
+    }
+  } else if (kind == "Role" && !ns.empty()) {
+    std::string key = std::string(ns) + "/" + std::string(name);
+    if (auto it = index_->roles.find(key); it != index_->roles.end()) rules = &it->second;
+  }
+  if (rules == nullptr) return std::nullopt;
+  std::vector<json::object> out;
+  out.reserve(rules->size());
+  for (const auto& r : *rules) out.push_back(rule_to_json(r));
+  return out;
+}
+
+std::vector<AggregatedClusterRole> cluster_roles_to_aggregate(
+    const std::vector<json::object>& cluster_roles) {
+  std::vector<AggregatedClusterRole> out;
+  for (const auto& in : resolve_cluster_roles(cluster_roles)) {
+    if (!in.selectors || !in.selectors_valid || in.rules == in.stored) continue;
+    json::array rules;
+    rules.reserve(in.rules.size());
+    for (const auto& r : in.rules) rules.emplace_back(rule_to_json(r));
+    out.push_back(AggregatedClusterRole{in.name, std::move(rules)});
+  }
+  return out;
+}
+
 // ---- bootstrap policy ----
 
 namespace {
@@ -722,7 +760,8 @@ std::vector<json::object> bootstrap_cluster_roles() {
                           "/openapi/*", "/api", "/api/*", "/apis", "/apis/*"})}));
   out.push_back(cluster_role("system:basic-user",
                              {rule({"create"}, {"authorization.k8s.io"},
-                                   {"selfsubjectaccessreviews", "selfsubjectrulesreviews"})}));
+                                   {"selfsubjectaccessreviews", "selfsubjectrulesreviews"}),
+                              rule({"create"}, {"authentication.k8s.io"}, {"selfsubjectreviews"})}));
   out.push_back(cluster_role(
       "system:public-info-viewer",
       {url_rule({"get"}, {"/livez", "/readyz", "/healthz", "/version", "/version/"})}));
@@ -789,6 +828,28 @@ std::vector<json::object> bootstrap_cluster_roles() {
        rule(kRead, {"networking.k8s.io"}, {"networkpolicies", "ingresses", "ingresses/status"})},
       json::object{{kToView, "true"}}));
   return out;
+}
+
+std::optional<json::array> reconciled_bootstrap_rules(const json::object& stored,
+                                                     const json::object& bootstrap) {
+  const auto* meta = object_at(stored, "metadata");
+  const auto* annotations = meta ? object_at(*meta, "annotations") : nullptr;
+  if (string_at(annotations, "rbac.authorization.kubernetes.io/autoupdate") != "true") {
+    return std::nullopt;
+  }
+  json::array rules;
+  if (const auto* a = array_at(stored, "rules")) rules = *a;
+  bool added = false;
+  if (const auto* wanted = array_at(bootstrap, "rules")) {
+    for (const auto& rule : *wanted) {
+      if (std::find(rules.begin(), rules.end(), rule) == rules.end()) {
+        rules.push_back(rule);
+        added = true;
+      }
+    }
+  }
+  if (!added) return std::nullopt;
+  return rules;
 }
 
 std::vector<json::object> bootstrap_cluster_role_bindings() {

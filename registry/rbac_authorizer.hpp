@@ -27,7 +27,9 @@
 #pragma once
 
 #include <boost/json/object.hpp>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +40,9 @@ struct UserInfo {
   std::string name;
   std::string uid;
   std::vector<std::string> groups;
+  // Extra attributes (Impersonate-Extra-<key>): RBAC does not read them; reviews and the audit
+  // log show them.
+  std::map<std::string, std::vector<std::string>> extra = {};
 };
 
 // kube's authorizer.Attributes.
@@ -107,11 +112,29 @@ class RbacPolicy {
   std::vector<boost::json::object> not_covered(const UserInfo& user, std::string_view ns,
                                                const std::vector<boost::json::object>& rules) const;
 
+  // The rules a roleRef grants, as the authorizer sees them (an aggregated ClusterRole's resolved
+  // rules, whatever is stored), as PolicyRule JSON; nullopt when no such role exists. `kind` is
+  // "Role" (looked up in `ns`, the binding's namespace) or "ClusterRole".
+  std::optional<std::vector<boost::json::object>> role_rules(std::string_view kind,
+                                                             std::string_view ns,
+                                                             std::string_view name) const;
+
  private:
   struct Index;  // the compiled form, defined in the .cpp
   explicit RbacPolicy(std::unique_ptr<Index> index);
   std::unique_ptr<Index> index_;
 };
+
+// The clusterrole-aggregation controller's work on `cluster_roles` (as stored): each ClusterRole
+// with a valid aggregationRule whose stored rules are not the ones it aggregates (the rules of
+// every other ClusterRole a selector matches, in name order, first occurrence kept, resolved as
+// RbacPolicy resolves them), with the rules to write. Empty when all agree.
+struct AggregatedClusterRole {
+  std::string name;
+  boost::json::array rules;
+};
+std::vector<AggregatedClusterRole> cluster_roles_to_aggregate(
+    const std::vector<boost::json::object>& cluster_roles);
 
 // kube's bootstrap policy (plugin/pkg/auth/authorizer/rbac/bootstrappolicy), reduced to the
 // resources kwatch serves and the everyday ones: ClusterRoles cluster-admin, admin, edit, view
@@ -119,6 +142,12 @@ class RbacPolicy {
 // system:basic-user, system:public-info-viewer, each labelled kubernetes.io/bootstrapping=
 // rbac-defaults and annotated rbac.authorization.kubernetes.io/autoupdate=true.
 std::vector<boost::json::object> bootstrap_cluster_roles();
+// kube's bootstrap reconciliation of a stored bootstrap ClusterRole annotated
+// rbac.authorization.kubernetes.io/autoupdate=true: its rules with those of `bootstrap` it lacks
+// appended (a newer kwatch may grant more, e.g. selfsubjectreviews to system:basic-user);
+// nullopt when nothing is missing or the role opted out of updates.
+std::optional<boost::json::array> reconciled_bootstrap_rules(const boost::json::object& stored,
+                                                              const boost::json::object& bootstrap);
 // cluster-admin to group system:masters; system:discovery and system:basic-user to
 // system:authenticated; system:public-info-viewer to system:authenticated and
 // system:unauthenticated.

@@ -805,6 +805,9 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInf
   if (auto e = check_written(info, name.empty() ? generate_name : name, body, nullptr)) {
     co_return std::move(*e);
   }
+  if (query.admit) {
+    if (auto e = query.admit(nullptr, body)) co_return std::move(*e);
+  }
   const std::string admitted_name = generated ? std::string() : name;
   if (auto ok = co_await check_namespace(info, ns, admitted_name); !ok) co_return ok.error();
   if (!query.applied) track_update(nullptr, body, query.field_manager, manager_scope(info, query));
@@ -1013,6 +1016,12 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::guarded_update(
     if (auto e = check_written(info, name, obj, old_for_rules)) {
       failure = std::move(*e);
       return failure->code;
+    }
+    if (query.admit) {
+      if (auto e = query.admit(&*existing, obj)) {
+        failure = std::move(*e);
+        return failure->code;
+      }
     }
     if (auto causes = added_finalizers(obj, *existing); !causes.empty()) {
       failure = invalid(info, name, std::move(causes));

@@ -63,6 +63,13 @@ struct WriteQuery {
   std::string tracked_subresource;
   // Set by apply: the object carries the managedFields it is to be stored with.
   bool applied = false;
+  // An admission stage: judges the object about to be stored (defaulted and valid) against the
+  // state it replaces (null on create); an error refuses the write. It runs inside the guarded
+  // write, so it sees exactly what is stored, patches and applies included, and judges again
+  // when a conflict makes the write start over.
+  std::function<std::optional<ApiError>(const boost::json::object* old,
+                                        const boost::json::object& next)>
+      admit;
 };
 
 // `configmaps "x" not found`, as kube-apiserver words it, with the Status details.

@@ -10,6 +10,7 @@
 #include "registry/resource_store.hpp"
 #include "registry/timestamps.hpp"
 #include "storage/stored_json.hpp"
+#include "storage/storage.hpp"
 #include "watch/cacher.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -37,8 +38,9 @@ constexpr const char* kRbacResources[] = {"roles", "clusterroles", "rolebindings
 }  // namespace
 
 RbacPolicySource::RbacPolicySource(std::shared_ptr<registry::Scheme> scheme,
-                                   std::shared_ptr<CacherRegistry> cachers)
-    : scheme_(std::move(scheme)), cachers_(std::move(cachers)) {}
+                                   std::shared_ptr<CacherRegistry> cachers,
+                                   std::shared_ptr<storage::Storage> storage)
+    : scheme_(std::move(scheme)), cachers_(std::move(cachers)), storage_(std::move(storage)) {}
 
 void RbacPolicySource::start(asio::any_io_executor executor) {
   auto strand = asio::make_strand(executor);
@@ -78,7 +80,7 @@ asio::awaitable<void> RbacPolicySource::run() {
   }
 }
 
-void RbacPolicySource::rebuild() {
+std::shared_ptr<const registry::RbacPolicy> RbacPolicySource::rebuild() {
   std::vector<json::object> lists[4];
   std::int64_t covered = std::numeric_limits<std::int64_t>::max();
   for (int i = 0; i < 4; ++i) {
@@ -87,7 +89,7 @@ void RbacPolicySource::rebuild() {
     auto cacher = cachers_->find(*info);
     if (!cacher || !cacher->ready()) {
       dirty_ = true;  // try again at the next tick
-      return;
+      return nullptr;
     }
     // Read before the list: the list holds at least everything up to it.
     covered = std::min(covered, cacher->resource_version());
@@ -97,8 +99,70 @@ void RbacPolicySource::rebuild() {
     }
   }
   auto policy = registry::RbacPolicy::build(lists[0], lists[1], lists[2], lists[3]);
-  std::atomic_store(&policy_, std::move(policy));
-  covered_ = covered;
+  std::lock_guard lock(publish_mutex_);
+  if (covered >= covered_.load() || !std::atomic_load(&policy_)) {
+    std::atomic_store(&policy_, policy);
+    covered_ = covered;
+  }
+  return policy;
+}
+
+asio::awaitable<ApiResult<std::shared_ptr<const registry::RbacPolicy>>>
+RbacPolicySource::consistent() {
+  auto unavailable = [](std::string why) {
+    ApiError e(Errc::unavailable, std::move(why));
+    e.retry_after_seconds = 1;
+    return e;
+  };
+  auto policy = current();
+  if (!policy) co_return unavailable("the RBAC policy is not loaded yet");
+  auto revision = co_await storage_->current_revision();
+  if (!revision) co_return unavailable("cannot read the RBAC policy: " + revision.error().message());
+  if (covered_.load() >= *revision) co_return policy;
+  bool caught_up = true;
+  for (const char* resource : kRbacResources) {
+    const registry::ResourceInfo* info = scheme_->find("rbac.authorization.k8s.io", "v1", resource);
+    auto cacher = cachers_->find(*info);
+    // Storage whose progress may run ahead of its events (etcd < 3.4.25) cannot prove a quiet
+    // cache current: such a cache is not waited for.
+    if (!cacher || !cacher->progress_ordered()) {
+      caught_up = false;
+      break;
+    }
+    auto fresh = co_await cacher->wait_until_fresh(*revision);
+    if (!fresh) {
+      caught_up = false;
+      break;
+    }
+  }
+  if (caught_up) {
+    if (auto rebuilt = rebuild()) co_return rebuilt;
+  }
+  co_return co_await build_from_storage(*revision);
+}
+
+asio::awaitable<ApiResult<std::shared_ptr<const registry::RbacPolicy>>>
+RbacPolicySource::build_from_storage(std::int64_t revision) {
+  std::vector<json::object> lists[4];
+  for (int i = 0; i < 4; ++i) {
+    const registry::ResourceInfo* info =
+        scheme_->find("rbac.authorization.k8s.io", "v1", kRbacResources[i]);
+    storage::ListOptions options;
+    options.prefix = info->key_prefix();
+    options.revision = revision;
+    auto listed = co_await storage_->list(std::move(options));
+    if (!listed) {
+      ApiError e(Errc::unavailable, "cannot read the RBAC policy: " + listed.error().message());
+      e.retry_after_seconds = 1;
+      co_return e;
+    }
+    for (const auto& kv : listed->kvs) {
+      if (!kv.read_error.empty()) continue;  // what no provider opens grants nothing
+      auto v = storage::parse_json(kv.value);
+      if (v && v->is_object()) lists[i].push_back(std::move(v->get_object()));
+    }
+  }
+  co_return registry::RbacPolicy::build(lists[0], lists[1], lists[2], lists[3]);
 }
 
 namespace {
@@ -238,6 +302,15 @@ json::object self_subject_review(const registry::UserInfo& user) {
   json::array groups;
   for (const auto& g : user.groups) groups.emplace_back(g);
   info["groups"] = std::move(groups);
+  if (!user.extra.empty()) {
+    json::object extra;
+    for (const auto& [key, values] : user.extra) {
+      json::array list;
+      for (const auto& v : values) list.emplace_back(v);
+      extra[key] = std::move(list);
+    }
+    info["extra"] = std::move(extra);
+  }
   return json::object{{"apiVersion", "authentication.k8s.io/v1"},
                       {"kind", "SelfSubjectReview"},
                       {"metadata", review_metadata()},
@@ -311,13 +384,25 @@ asio::awaitable<std::optional<TokenReviewResult>> authenticate_token(
     const AccessOptions& options, std::string token, std::vector<std::string> audiences) {
   if (!options.tokens && !options.service_accounts) co_return std::nullopt;
   TokenReviewResult out;
-  // Static tokens are for the API's own audiences only, as kube treats them.
+  // Static tokens are for the API's own audiences only, as kube treats them: a review asking
+  // for audiences none of which is the API's does not authenticate them.
   if (options.tokens) {
-    if (auto user = options.tokens->authenticate(token)) {
+    const std::vector<std::string> api = options.service_accounts
+                                             ? options.service_accounts->api_audiences()
+                                             : std::vector<std::string>{};
+    std::vector<std::string> matched;
+    if (audiences.empty()) {
+      matched = api;
+    } else {
+      for (const auto& a : audiences) {
+        if (std::find(api.begin(), api.end(), a) != api.end()) matched.push_back(a);
+      }
+    }
+    const bool for_the_api = audiences.empty() || !matched.empty();
+    if (auto user = for_the_api ? options.tokens->authenticate(token) : std::nullopt) {
       out.authenticated = true;
       out.user = std::move(*user);
-      out.audiences = options.service_accounts ? options.service_accounts->api_audiences()
-                                               : std::vector<std::string>{};
+      out.audiences = std::move(matched);
       co_return out;
     }
   }
@@ -484,6 +569,16 @@ asio::awaitable<ApiResult<json::object>> token_request(const AccessOptions& opti
     const registry::ResourceInfo* info = options.scheme->find("", "v1", resource);
     auto bound = co_await options.store->get(*info, bound_ns, bound_name, no_version);
     if (!bound) co_return bound.error();
+    if (kind == "Pod") {
+      // A pod's token is its own account's: another account's would outlive nothing it owns.
+      std::string runs_as = string_at(object_at(&*bound, "spec"), "serviceAccountName");
+      if (runs_as.empty()) runs_as = "default";  // what kube's admission gives such a pod
+      if (runs_as != name) {
+        co_return ApiError(Errc::bad_request, "cannot bind token for serviceaccount \"" + name +
+                                                  "\" to pod running with different "
+                                                  "serviceaccount name.");
+      }
+    }
     const std::string uid = string_at(object_at(&*bound, "metadata"), "uid");
     const std::string want = string_at(ref, "uid");
     if (!want.empty() && want != uid) {
@@ -532,9 +627,13 @@ ApiResult<registry::UserInfo> impersonate(const AccessOptions& options,
                                           const registry::UserInfo& user,
                                           const ApiRequest& request) {
   if (request.impersonate_user.empty()) {
-    if (request.impersonate_groups.empty() && request.impersonate_uid.empty()) return user;
+    if (request.impersonate_groups.empty() && request.impersonate_uid.empty() &&
+        request.impersonate_extra.empty()) {
+      return user;
+    }
     return ApiError(Errc::bad_request,
-                    "requested impersonation of groups or a uid without impersonating a user");
+                    "requested impersonation of groups, extras or a uid without impersonating a "
+                    "user");
   }
   // Each identity asked for must be one the caller may impersonate.
   auto check = [&](std::string resource, std::string api_group, std::string ns,
@@ -570,6 +669,18 @@ ApiResult<registry::UserInfo> impersonate(const AccessOptions& options,
     if (auto no = check("uids", "authentication.k8s.io", "", request.impersonate_uid)) return *no;
     out.uid = request.impersonate_uid;
   }
+  for (const auto& [key, value] : request.impersonate_extra) {
+    // kube: impersonate on userextras/<key> named by the value.
+    registry::RequestAttributes a;
+    a.user = user;
+    a.verb = "impersonate";
+    a.api_group = "authentication.k8s.io";
+    a.resource = "userextras";
+    a.subresource = key;
+    a.name = value;
+    if (auto no = authorize(options, a)) return *no;
+    out.extra[key].push_back(value);
+  }
   const char* implied = out.name == "system:anonymous" ? "system:unauthenticated"
                                                         : "system:authenticated";
   if (std::find(out.groups.begin(), out.groups.end(), implied) == out.groups.end()) {
@@ -581,8 +692,19 @@ ApiResult<registry::UserInfo> impersonate(const AccessOptions& options,
 std::optional<ApiError> authorize(const AccessOptions& options,
                                   const registry::RequestAttributes& a) {
   if (!options.rbac) return std::nullopt;
+  // kube's superuser authorizer runs before RBAC: system:masters needs no policy.
+  const auto& groups = a.user.groups;
+  if (std::find(groups.begin(), groups.end(), "system:masters") != groups.end()) {
+    return std::nullopt;
+  }
   auto policy = options.rbac->current();
-  if (policy && policy->authorize(a).allowed) return std::nullopt;
+  if (!policy) {
+    // Not a decision: a client told 403 now (a leader renewing its lock) would give up.
+    ApiError e(Errc::unavailable, "the authorization policy is not loaded yet, try again");
+    e.retry_after_seconds = 1;
+    return e;
+  }
+  if (policy->authorize(a).allowed) return std::nullopt;
   std::string user = "User \"" + a.user.name + "\"";
   if (!a.resource_request) {
     return ApiError(Errc::forbidden,

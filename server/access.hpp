@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <optional>
 #include <vector>
@@ -23,6 +24,10 @@
 namespace kwatch::registry {
 class ResourceStore;
 class Scheme;
+}
+
+namespace kwatch::storage {
+class Storage;
 }
 
 namespace kwatch::server {
@@ -33,8 +38,10 @@ class TokenFile;
 
 class RbacPolicySource : public std::enable_shared_from_this<RbacPolicySource> {
  public:
+  // `storage` answers what the caches cannot prove they have caught up with (consistent()).
   RbacPolicySource(std::shared_ptr<registry::Scheme> scheme,
-                   std::shared_ptr<CacherRegistry> cachers);
+                   std::shared_ptr<CacherRegistry> cachers,
+                   std::shared_ptr<storage::Storage> storage);
   void start(boost::asio::any_io_executor executor);
   void stop() { stopped_ = true; }
   // The policy as of the last rebuild; null until the caches are ready.
@@ -43,14 +50,27 @@ class RbacPolicySource : public std::enable_shared_from_this<RbacPolicySource> {
   std::int64_t covered_revision() const { return covered_.load(); }
   // Asks for a rebuild at the next tick (the caches may have moved on since the last one).
   void refresh() { dirty_ = true; }
+  // A policy that holds every RBAC object written before the call (storage's current revision),
+  // as kube reads roles and bindings from storage for a write's escalation check: the current
+  // policy when it is new enough, else one rebuilt from the caches once they have caught up
+  // (published for everyone), else one built from a storage list. `unavailable` (503, Retry-After)
+  // while no policy is loaded or storage does not answer. Any executor.
+  boost::asio::awaitable<registry::ApiResult<std::shared_ptr<const registry::RbacPolicy>>>
+  consistent();
 
  private:
   boost::asio::awaitable<void> run();
   boost::asio::awaitable<void> watch_one(std::string resource);
-  void rebuild();
+  // Builds a policy from the caches and publishes it unless a newer one was published meanwhile;
+  // null when a cache is not ready. Any thread.
+  std::shared_ptr<const registry::RbacPolicy> rebuild();
+  boost::asio::awaitable<registry::ApiResult<std::shared_ptr<const registry::RbacPolicy>>>
+  build_from_storage(std::int64_t revision);
 
   std::shared_ptr<registry::Scheme> scheme_;
   std::shared_ptr<CacherRegistry> cachers_;
+  std::shared_ptr<storage::Storage> storage_;
+  std::mutex publish_mutex_;  // policy_ and covered_ change together
   std::shared_ptr<const registry::RbacPolicy> policy_;
   std::atomic<bool> dirty_{true};
   std::atomic<bool> stopped_{false};

@@ -10,6 +10,7 @@
 #include "registry/label_selector.hpp"
 #include "registry/managed_fields.hpp"
 #include "registry/protobuf_decoder.hpp"
+#include "registry/rbac_escalation.hpp"
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
 #include "registry/yaml_body.hpp"
@@ -122,8 +123,13 @@ ApiResponse method_not_allowed(const std::string& method) {
   return r;
 }
 
+// A boolean query parameter as kube's parameter codec reads it: absent, "0" or any case of
+// "false" is false; anything else (an empty value too) is true.
 bool truthy(const std::optional<std::string>& v) {
-  return v && *v != "false" && *v != "0";
+  if (!v || *v == "0") return false;
+  return !(v->size() == 5 && std::equal(v->begin(), v->end(), "false", [](char a, char b) {
+    return std::tolower(static_cast<unsigned char>(a)) == b;
+  }));
 }
 
 // The media type without parameters, lowercased.
@@ -410,10 +416,24 @@ registry::RequestAttributes resource_attributes(const ApiRequest& request, const
   a.name = name;
   const bool named = !name.empty();
   const std::string& m = request.method;
-  const auto watch_param = url.param("watch");
-  const bool watch = watch_prefix || (watch_param && *watch_param != "false" && *watch_param != "0");
+  const bool watch = watch_prefix || truthy(url.param("watch"));
+  // The namespace of a namespace is itself (kube's RequestInfo): `view` bound in `team` may get
+  // the namespace `team`.
+  if (info.group.empty() && info.resource == "namespaces" && named) a.namespace_ = name;
   if (m == "GET" || m == "HEAD") {
     a.verb = watch ? "watch" : named ? "get" : "list";
+    if (!named) {
+      // A list or watch of one name (fieldSelector=metadata.name=x, as `kubectl get x -w` sends)
+      // is authorized for that name, so resourceNames grants cover it.
+      if (auto selector = url.param("fieldSelector")) {
+        auto parsed = registry::parse_field_selector(*selector);
+        auto exact = parsed ? parsed->exact_value("metadata.name") : std::nullopt;
+        if (exact && !exact->empty() && *exact != "." && *exact != ".." &&
+            exact->find_first_of("/%") == std::string::npos) {
+          a.name = *exact;
+        }
+      }
+    }
   } else if (m == "POST") {
     a.verb = "create";
   } else if (m == "PUT") {
@@ -505,6 +525,27 @@ ApiHandler::ApiHandler(std::shared_ptr<registry::Scheme> scheme,
                  "Requests by verb, resource and HTTP code.");
   metrics_->help("apiserver_request_duration_seconds", "histogram",
                  "Request latency by verb and resource.");
+}
+
+asio::awaitable<bool> ApiHandler::admit_head(ApiRequest& request) {
+  auto authenticated = co_await authenticate(access_, request);
+  if (!authenticated) co_return false;
+  auto user = impersonate(access_, *authenticated, request);
+  if (!user) co_return false;
+  // A resource request is authorized on its head too (its route and verb need no body).
+  if (access_.rbac) {
+    if (auto url = parse_url(request.target)) {
+      Route route;
+      if (find_resource_route(request, *url, route) &&
+          authorize(access_, resource_attributes(request, *url, *route.info, route.ns, route.name,
+                                                 route.subresource, route.watch_prefix, *user))) {
+        co_return false;
+      }
+    }
+  }
+  request.admitted = std::make_shared<const AdmittedUser>(
+      AdmittedUser{std::move(*authenticated), std::move(*user)});
+  co_return true;
 }
 
 asio::awaitable<ApiResponse> ApiHandler::handle(ApiRequest request) {
@@ -634,10 +675,29 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
   const bool get = request.method == "GET" || request.method == "HEAD";
 
   // Who is asking; a request for a resource is authorized below, once its route is known.
-  auto authenticated = co_await authenticate(access_, request);
+  // Who is asking: decided from the head already when the body was read after it.
+  ApiResult<registry::UserInfo> authenticated = registry::UserInfo();
+  if (request.admitted) {
+    authenticated = request.admitted->authenticated;
+  } else {
+    authenticated = co_await authenticate(access_, request);
+  }
   if (!authenticated) co_return error_response(authenticated.error());
-  auto user = impersonate(access_, *authenticated, request);
-  if (!user) co_return error_response(user.error());
+  // The audit record names who authenticated, and whom they act as, allowed or not.
+  if (audit) {
+    audit->user = *authenticated;
+    if (!request.impersonate_user.empty()) {
+      audit->impersonated_user = registry::UserInfo{request.impersonate_user, request.impersonate_uid,
+                                                    request.impersonate_groups};
+    }
+  }
+  auto user = request.admitted ? ApiResult<registry::UserInfo>(request.admitted->user)
+                               : impersonate(access_, *authenticated, request);
+  if (!user) {
+    if (audit) audit->decision = "forbid";
+    co_return error_response(user.error());
+  }
+  if (audit && audit->impersonated_user) audit->impersonated_user = *user;
   // Overload: a slot per request in flight (probes exempt, so health checks answer under load).
   RequestLimits::Lease inflight;
   if (limits_ && !is_health_probe(url->path)) {
@@ -655,7 +715,6 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
     inflight = std::move(*slot);
   }
   route.user = *user;
-  if (audit) audit->user = *user;
   const bool resource_path =
       !seg.empty() && (seg[0] == "api" || seg[0] == "apis") && seg.size() > (seg[0] == "api" ? 2u : 3u);
   // Health probes are always allowed, as kube-apiserver's default
@@ -678,13 +737,17 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
       ((seg[1] == "authorization.k8s.io" &&
         (seg[3] == "selfsubjectaccessreviews" || seg[3] == "selfsubjectrulesreviews")) ||
        (seg[1] == "authentication.k8s.io" && seg[3] == "selfsubjectreviews"))) {
-    // Every user may ask about themselves (kube's system:basic-user role grants exactly this).
-    if (audit) {
+    // Authorized like any create: kube's system:basic-user role grants them to every
+    // authenticated user, not to anonymous ones.
+    {
       registry::RequestAttributes a;
+      a.user = *user;
       a.verb = "create";
       a.api_group = seg[1];
       a.resource = seg[3];
-      authorize_and_audit(AccessOptions{}, audit, seg[2], std::move(a));
+      if (auto denied = authorize_and_audit(access_, audit, seg[2], std::move(a))) {
+        co_return error_response(*denied);
+      }
     }
     auto body = parse_object(request);
     if (!body) co_return error_response(body.error());
@@ -779,61 +842,37 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
                        : api_resource_list(*scheme_, seg[1], seg[2]);
       response = list ? json_response(200, *list) : not_found_path();
     } else {
-      const std::string group = core ? "" : seg[1];
-      const std::string version = core ? seg[1] : seg[2];
-      std::vector<std::string> rest(seg.begin() + static_cast<long>(gv_len), seg.end());
-      if (!rest.empty() && rest[0] == "watch") {
-        route.watch_prefix = true;
-        rest.erase(rest.begin());
-      }
-      const bool namespace_sub =
-          rest.size() == 3 && rest[0] == "namespaces" && (rest[2] == "status" || rest[2] == "finalize");
-      if (rest.size() >= 3 && rest[0] == "namespaces" && !namespace_sub) {
-        route.ns = rest[1];
-        rest.erase(rest.begin(), rest.begin() + 2);
-      }
-      if (rest.empty() || rest.size() > 3) {
+      if (!find_resource_route(request, *url, route)) {
         response = not_found_path();
+      } else if (auto denied = !access_.rbac && !audit
+                                   ? std::nullopt
+                                   : authorize_and_audit(
+                                         access_, audit, route.info->version,
+                                         resource_attributes(request, *url, *route.info, route.ns,
+                                                             route.name, route.subresource,
+                                                             route.watch_prefix, *user))) {
+        response = error_response(*denied);
+      } else if (request.body_withheld) {
+        // Refused on its head a moment ago, allowed now (its grants changed meanwhile): its body
+        // was never read, so it is still refused.
+        response = error_response(
+            ApiError(Errc::forbidden, "the request was refused before its body was read"));
+      } else if (compute_.executor && (request.method == "PATCH" ||
+                                       request.body.size() >= compute_.large_body_bytes)) {
+        // Awaited here, so the request, URL and route outlive the spawned coroutine.
+        response = co_await asio::co_spawn(compute_.executor,
+                                           handle_resource(request, *url, route),
+                                           asio::use_awaitable);
       } else {
-        route.info = scheme_->find(group, version, rest[0]);
-        if (rest.size() >= 2) route.name = rest[1];
-        if (rest.size() == 3) route.subresource = rest[2];
-        if (route.info == nullptr || (!route.ns.empty() && !route.info->namespaced) ||
-            (!route.subresource.empty() &&
-             !(route.subresource == "status" && route.info->has_status) &&
-             !(route.subresource == "scale" && route.info->scale) &&
-             !(route.subresource == "finalize" && route.info->resource == "namespaces") &&
-             !(route.subresource == "token" && route.info->resource == "serviceaccounts" &&
-               request.method == "POST") &&
-             !is_pod_subresource(*route.info, route.subresource) &&
-             !(route.subresource == "proxy" && route.info->group.empty() &&
-               (route.info->resource == "services" || route.info->resource == "nodes")))) {
-          response = not_found_path();
-        } else if (auto denied = !access_.rbac && !audit
-                                     ? std::nullopt
-                                     : authorize_and_audit(
-                                           access_, audit, route.info->version,
-                                           resource_attributes(request, *url, *route.info, route.ns,
-                                                               route.name, route.subresource,
-                                                               route.watch_prefix, *user))) {
-          response = error_response(*denied);
-        } else if (compute_.executor && (request.method == "PATCH" ||
-                                         request.body.size() >= compute_.large_body_bytes)) {
-          // Awaited here, so the request, URL and route outlive the spawned coroutine.
-          response = co_await asio::co_spawn(compute_.executor,
-                                             handle_resource(request, *url, route),
-                                             asio::use_awaitable);
+        response = co_await handle_resource(request, *url, route);
+      }
+      if (response.streaming && limits_) {
+        // A watch holds one of its user's watch slots until its stream ends.
+        auto slot = limits_->admit_watch(*user);
+        if (slot) {
+          response.lease = std::move(*slot);
         } else {
-          response = co_await handle_resource(request, *url, route);
-        }
-        if (response.streaming && limits_) {
-          // A watch holds one of its user's watch slots until its stream ends.
-          auto slot = limits_->admit_watch(*user);
-          if (slot) {
-            response.lease = std::move(*slot);
-          } else {
-            response = error_response(slot.error());  // the session unregisters as it goes
-          }
+          response = error_response(slot.error());  // the session unregisters as it goes
         }
       }
     }
@@ -875,6 +914,42 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
   // when it started streaming.
   if (!response.streaming) response.lease = std::move(inflight);
   co_return response;
+}
+
+bool ApiHandler::find_resource_route(const ApiRequest& request, const Url& url,
+                                     Route& route) const {
+  const auto& seg = url.segments;
+  if (seg.empty() || (seg[0] != "api" && seg[0] != "apis")) return false;
+  const bool core = seg[0] == "api";
+  const std::size_t gv_len = core ? 2 : 3;
+  if (seg.size() <= gv_len) return false;
+  const std::string group = core ? "" : seg[1];
+  const std::string version = core ? seg[1] : seg[2];
+  std::vector<std::string> rest(seg.begin() + static_cast<long>(gv_len), seg.end());
+  if (!rest.empty() && rest[0] == "watch") {
+    route.watch_prefix = true;
+    rest.erase(rest.begin());
+  }
+  const bool namespace_sub =
+      rest.size() == 3 && rest[0] == "namespaces" && (rest[2] == "status" || rest[2] == "finalize");
+  if (rest.size() >= 3 && rest[0] == "namespaces" && !namespace_sub) {
+    route.ns = rest[1];
+    rest.erase(rest.begin(), rest.begin() + 2);
+  }
+  if (rest.empty() || rest.size() > 3) return false;
+  route.info = scheme_->find(group, version, rest[0]);
+  if (rest.size() >= 2) route.name = rest[1];
+  if (rest.size() == 3) route.subresource = rest[2];
+  return !(route.info == nullptr || (!route.ns.empty() && !route.info->namespaced) ||
+           (!route.subresource.empty() &&
+            !(route.subresource == "status" && route.info->has_status) &&
+            !(route.subresource == "scale" && route.info->scale) &&
+            !(route.subresource == "finalize" && route.info->resource == "namespaces") &&
+            !(route.subresource == "token" && route.info->resource == "serviceaccounts" &&
+              request.method == "POST") &&
+            !is_pod_subresource(*route.info, route.subresource) &&
+            !(route.subresource == "proxy" && route.info->group.empty() &&
+              (route.info->resource == "services" || route.info->resource == "nodes"))));
 }
 
 asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& request,
@@ -996,7 +1071,7 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     }
     auto body = parse_object(request);
     if (!body) co_return error_response(body.error());
-    if (auto e = co_await check_escalation(info, route, *body)) co_return error_response(*e);
+    if (auto e = co_await admit_rbac_write(info, route, *q)) co_return error_response(*e);
     find_duplicates(request, *body, *q);
     co_return render(co_await store_->create(info, route.ns, std::move(*body), *q), 201, &*q);
   }
@@ -1010,7 +1085,7 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     }
     auto body = parse_object(request);
     if (!body) co_return error_response(body.error());
-    if (auto e = co_await check_escalation(info, route, *body)) co_return error_response(*e);
+    if (auto e = co_await admit_rbac_write(info, route, *q)) co_return error_response(*e);
     find_duplicates(request, *body, *q);
     co_return render(
         co_await store_->update(info, route.ns, route.name, std::move(*body), *q), 200, &*q);
@@ -1058,40 +1133,12 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
       co_return error_response(registry::api_error(Errc::bad_request,
                                                    "error decoding YAML: the apply patch is not a map"));
     }
-    if (apply && !(access_.rbac && info.group == "rbac.authorization.k8s.io")) {
+    if (auto e = co_await admit_rbac_write(info, route, *q)) co_return error_response(*e);
+    if (apply) {
       bool created = false;
       auto r = co_await store_->apply(info, route.ns, route.name, std::move(patch->get_object()),
                                       *q, &created);
       co_return render(std::move(r), created ? 201 : 200, &*q);
-    }
-    if (access_.rbac && info.group == "rbac.authorization.k8s.io") {
-      // The patched role or binding must pass the escalation check, so it is made here and
-      // written as an update guarded by the version it was made from (retried if that moved).
-      for (int attempt = 0;; ++attempt) {
-        std::string any_version;
-        auto current = co_await store_->get(info, route.ns, route.name, any_version);
-        if (apply && !current && current.error().code == Errc::not_found) {
-          // Applying a role or binding that does not exist yet: checked, then created.
-          registry::WriteQuery aq = *q;
-          aq.applied = true;
-          auto made = registry::apply_configuration(info, nullptr, patch->get_object(), aq);
-          if (!made) co_return error_response(made.error());
-          if (auto e = co_await check_escalation(info, route, *made)) co_return error_response(*e);
-          auto created = co_await store_->create(info, route.ns, std::move(*made), aq);
-          if (!created && created.error().code == Errc::already_exists && attempt < 4) continue;
-          co_return render(std::move(created), 201, &*q);
-        }
-        if (!current) co_return error_response(current.error());
-        q->applied = apply;
-        auto patched = apply ? registry::apply_configuration(info, &*current, patch->get_object(), *q)
-                             : registry::apply_patch(info, patch_type, *current, *patch);
-        if (!patched) co_return error_response(patched.error());
-        if (auto e = co_await check_escalation(info, route, *patched)) co_return error_response(*e);
-        // `patched` keeps the resourceVersion read (or the one the patch asked for).
-        auto updated = co_await store_->update(info, route.ns, route.name, std::move(*patched), *q);
-        if (!updated && updated.error().code == Errc::conflict && attempt < 4) continue;
-        co_return render(std::move(updated), 200, &*q);
-      }
     }
     co_return render(co_await store_->patch(info, route.ns, route.name, patch_type,
                                             std::move(*patch), *q),
@@ -1113,96 +1160,25 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
   co_return method_not_allowed(m);
 }
 
-asio::awaitable<std::optional<ApiError>> ApiHandler::check_escalation(const ResourceInfo& info,
+asio::awaitable<std::optional<ApiError>> ApiHandler::admit_rbac_write(const ResourceInfo& info,
                                                                       const Route& route,
-                                                                      const json::object& body) {
-  if (!access_.rbac || info.group != "rbac.authorization.k8s.io") co_return std::nullopt;
-  auto policy = access_.rbac->current();
-  if (!policy) co_return std::nullopt;
-  const std::string ns = info.namespaced ? route.ns : std::string();
-  const json::value* meta = body.if_contains("metadata");
-  const json::value* name_value =
-      meta != nullptr && meta->is_object() ? meta->get_object().if_contains("name") : nullptr;
-  const std::string name = name_value != nullptr && name_value->is_string()
-                               ? std::string(name_value->get_string())
-                               : route.name;
-  auto rules_of = [](const json::object& obj) {
-    std::vector<json::object> rules;
-    if (const json::value* r = obj.if_contains("rules"); r != nullptr && r->is_array()) {
-      for (const auto& rule : r->get_array()) {
-        if (rule.is_object()) rules.push_back(rule.get_object());
-      }
-    }
-    return rules;
+                                                                      registry::WriteQuery& query) {
+  if (!access_.rbac || !registry::is_rbac_resource(info.group, info.resource)) {
+    co_return std::nullopt;
+  }
+  const auto& groups = route.user.groups;
+  if (std::find(groups.begin(), groups.end(), "system:masters") != groups.end()) {
+    co_return std::nullopt;  // kube's EscalationAllowed: no policy needed
+  }
+  auto policy = co_await access_.rbac->consistent();
+  if (!policy) co_return policy.error();
+  auto admission = std::make_shared<const registry::RbacAdmission>(
+      std::move(*policy), route.user, info.resource, info.namespaced ? route.ns : std::string(),
+      route.name);
+  query.admit = [admission](const json::object* old, const json::object& next) {
+    return admission->admit(old, next);
   };
-  std::vector<json::object> rules;
-  registry::RequestAttributes shortcut;
-  shortcut.user = route.user;
-  shortcut.api_group = "rbac.authorization.k8s.io";
-  shortcut.namespace_ = ns;
-  if (info.kind == "Role" || info.kind == "ClusterRole") {
-    // Holding `escalate` on the role lets a user write any rules into it.
-    shortcut.verb = "escalate";
-    shortcut.resource = info.resource;
-    shortcut.name = name;
-    if (policy->authorize(shortcut).allowed) co_return std::nullopt;
-    rules = rules_of(body);
-  } else {
-    const json::value* ref = body.if_contains("roleRef");
-    const json::object* role_ref = ref != nullptr ? ref->if_object() : nullptr;
-    auto field = [&](std::string_view key) {
-      const json::value* v = role_ref != nullptr ? role_ref->if_contains(key) : nullptr;
-      return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
-    };
-    const bool cluster_role = field("kind") == "ClusterRole";
-    // Holding `bind` on the role lets a user bind it to anyone.
-    shortcut.verb = "bind";
-    shortcut.resource = cluster_role ? "clusterroles" : "roles";
-    shortcut.name = field("name");
-    if (policy->authorize(shortcut).allowed) co_return std::nullopt;
-    const ResourceInfo* role_info =
-        scheme_->find("rbac.authorization.k8s.io", "v1", cluster_role ? "clusterroles" : "roles");
-    // Named arguments: GCC 12 destroys temporaries in a co_await's call twice.
-    std::string role_ns = cluster_role ? std::string() : ns;
-    std::string role_name = field("name");
-    std::string any_version;
-    auto role = co_await store_->get(*role_info, std::move(role_ns), std::move(role_name),
-                                     std::move(any_version));
-    if (!role) co_return std::nullopt;  // a binding to nothing grants nothing
-    rules = rules_of(*role);
-  }
-  auto missing = policy->not_covered(route.user, ns, rules);
-  if (missing.empty()) co_return std::nullopt;
-  // kube's message, with each rule it would not grant in its compact form.
-  std::string groups;
-  for (const auto& g : route.user.groups) groups += (groups.empty() ? "\"" : " \"") + g + "\"";
-  std::string message = info.resource + ".rbac.authorization.k8s.io \"" + name +
-                        "\" is forbidden: user \"" + route.user.name + "\" (groups=[" + groups +
-                        "]) is attempting to grant RBAC permissions not currently held:";
-  for (const auto& rule : missing) {
-    std::string compact;
-    for (const auto& [key, label] : {std::pair{"apiGroups", "APIGroups"}, {"resources", "Resources"},
-                                     {"resourceNames", "ResourceNames"},
-                                     {"nonResourceURLs", "NonResourceURLs"}, {"verbs", "Verbs"}}) {
-      const json::value* v = rule.if_contains(key);
-      if (v == nullptr || !v->is_array() || v->get_array().empty()) continue;
-      if (!compact.empty()) compact += ", ";
-      compact += std::string(label) + ":[";
-      bool first = true;
-      for (const auto& item : v->get_array()) {
-        if (!first) compact += " ";
-        first = false;
-        compact += json::serialize(item);
-      }
-      compact += "]";
-    }
-    message += "\n{" + compact + "}";
-  }
-  ApiError e(Errc::forbidden, std::move(message));
-  e.name = name;
-  e.group = info.group;
-  e.kind = info.resource;
-  co_return e;
+  co_return std::nullopt;
 }
 
 asio::awaitable<ApiResponse> ApiHandler::serve_without_kubelet(Route& route) {

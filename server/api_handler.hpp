@@ -9,6 +9,7 @@
 #include "server/request_limits.hpp"
 #include "server/discovery.hpp"
 #include "server/http_types.hpp"
+#include "registry/rbac_authorizer.hpp"
 #include "server/metrics.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -28,6 +29,7 @@ struct CompiledListQuery;
 class ResourceStore;
 class Scheme;
 struct ResourceInfo;
+struct WriteQuery;
 }  // namespace kwatch::registry
 
 namespace kwatch::watch {
@@ -60,6 +62,12 @@ struct ComputeOptions {
 void add_cacher_metrics(Metrics& metrics, const std::string& resource,
                         const std::shared_ptr<watch::Cacher>& cacher);
 
+// Who a request acts as, decided from its head (ApiHandler::admit_head).
+struct AdmittedUser {
+  registry::UserInfo authenticated;  // who the credentials name
+  registry::UserInfo user;           // whom the request acts as (impersonated, or the same)
+};
+
 class ApiHandler {
  public:
   ApiHandler(std::shared_ptr<registry::Scheme> scheme,
@@ -70,6 +78,14 @@ class ApiHandler {
 
   // Not a coroutine itself: without an audit log it is `serve` and nothing more.
   boost::asio::awaitable<ApiResponse> handle(ApiRequest request);
+
+  // Called with a request's head before its body is read, as kube's filter chain authenticates
+  // and authorizes on the headers: a client must authenticate, may impersonate only whom it is
+  // allowed to, and must be allowed the verb on the resource before the server buffers a byte
+  // of its body. True: read the body; the users are set in `request.admitted`. False: the
+  // request is refused whatever its body; `handle` answers it (401 or 403, audited) with no body
+  // read, and the connection closes.
+  boost::asio::awaitable<bool> admit_head(ApiRequest& request);
 
   // --audit-log-path (server/audit_log.hpp); before serving starts.
   void set_audit(std::shared_ptr<AuditLog> audit);
@@ -108,13 +124,16 @@ class ApiHandler {
   // nullopt when the check passes, else why not.
   boost::asio::awaitable<std::optional<std::string>> run_health_check(std::string endpoint,
                                                                       std::string name);
+  // The resource a /api or /apis path names (its group, version, namespace, name, subresource
+  // and /watch/ prefix set in `route`); false when it names none that is served (404).
+  bool find_resource_route(const ApiRequest& request, const Url& url, Route& route) const;
   boost::asio::awaitable<ApiResponse> handle_resource(const ApiRequest& request, const Url& url,
                                                       Route& route);
-  // Privilege escalation through RBAC writes, as kube prevents it: a role may only hold rules
-  // the writer holds (or the writer has `escalate`), a binding may only grant what the writer
-  // holds (or the writer has `bind` on the role). 403 with the rules not held.
-  boost::asio::awaitable<std::optional<registry::ApiError>> check_escalation(
-      const registry::ResourceInfo& info, const Route& route, const boost::json::object& body);
+  // Privilege escalation through RBAC writes, as kube prevents it (registry/rbac_escalation.hpp):
+  // sets `query.admit` for a write of a role or binding, judged by a policy holding every RBAC
+  // object written before the request; an error when no such policy can be had (503).
+  boost::asio::awaitable<std::optional<registry::ApiError>> admit_rbac_write(
+      const registry::ResourceInfo& info, const Route& route, registry::WriteQuery& query);
   boost::asio::awaitable<ApiResponse> serve_scale(const ApiRequest& request, const Url& url,
                                                   Route& route);
   // pods/log, exec, attach, portforward, proxy and services/nodes proxy: 503 saying no kubelet

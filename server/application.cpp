@@ -7,6 +7,7 @@
 #include "server/api_handler.hpp"
 #include "server/audit_log.hpp"
 #include "server/cacher_registry.hpp"
+#include "server/cluster_role_aggregator.hpp"
 #include "registry/service_allocator.hpp"
 #include "server/crd_controller.hpp"
 #include "server/garbage_collector.hpp"
@@ -125,6 +126,7 @@ struct Application::Parts {
   std::shared_ptr<RbacPolicySource> rbac;
   std::shared_ptr<CrdController> crd_controller;
   std::shared_ptr<NamespaceController> namespace_controller;
+  std::shared_ptr<ClusterRoleAggregator> cluster_role_aggregator;
   std::shared_ptr<GarbageCollector> garbage_collector;
   std::unique_ptr<HttpServer> http;
   std::unique_ptr<HttpServer> https;
@@ -306,7 +308,7 @@ bool Application::start() {
   access.store = store;
   std::shared_ptr<RbacPolicySource>& rbac = p.rbac;
   if (options.authorization_mode == "RBAC") {
-    rbac = std::make_shared<RbacPolicySource>(scheme, cachers);
+    rbac = std::make_shared<RbacPolicySource>(scheme, cachers, storage);
     rbac->start(ioc.get_executor());
     access.rbac = rbac;
   }
@@ -326,6 +328,10 @@ bool Application::start() {
   auto& namespace_controller = p.namespace_controller =
       std::make_shared<NamespaceController>(scheme, store, cachers, storage);
   namespace_controller->start(ioc.get_executor());
+  // Aggregated ClusterRoles (admin, edit, view, ...) get the rules they gather written in.
+  auto& cluster_role_aggregator = p.cluster_role_aggregator =
+      std::make_shared<ClusterRoleAggregator>(scheme, store, cachers);
+  cluster_role_aggregator->start(ioc.get_executor());
   // Services get cluster IPs and node ports from the configured ranges.
   auto service_ranges = registry::parse_node_port_range(
       options.service_node_port_range, *registry::parse_service_cidr(options.service_cluster_ip_range));
@@ -339,10 +345,13 @@ bool Application::start() {
     garbage_collector = std::make_shared<GarbageCollector>(scheme, store, cachers);
     garbage_collector->start(ioc.get_executor());
   }
+  HttpLimits http_limits;
+  http_limits.max_connections = options.max_connections;
+  http_limits.max_connections_per_address = options.max_connections_per_ip;
   // Plain HTTP only when asked for (local development).
   std::unique_ptr<HttpServer>& http = p.http;
   if (options.port) {
-    http = std::make_unique<HttpServer>(ioc, handler, HttpLimits{}, delivery_ioc);
+    http = std::make_unique<HttpServer>(ioc, handler, http_limits, delivery_ioc);
     http->set_compute(p.compute->get_executor());
     if (auto ec = http->listen(options.bind_address, *options.port)) {
       spdlog::critical("cannot listen on {}:{}: {}", options.bind_address, *options.port,
@@ -374,7 +383,7 @@ bool Application::start() {
       cert = generated->cert_file;
       key = generated->key_file;
     }
-    https = std::make_unique<HttpServer>(ioc, handler, HttpLimits{}, delivery_ioc);
+    https = std::make_unique<HttpServer>(ioc, handler, http_limits, delivery_ioc);
     https->set_compute(p.compute->get_executor());
     if (auto err = https->enable_tls(cert, key, options.client_ca_file); !err.empty()) {
       spdlog::critical("cannot serve HTTPS: {}", err);
@@ -409,6 +418,25 @@ bool Application::start() {
         const auto* roles = scheme->find("rbac.authorization.k8s.io", "v1", "clusterroles");
         const auto* bindings =
             scheme->find("rbac.authorization.k8s.io", "v1", "clusterrolebindings");
+        // Roles kept from an older kwatch gain the rules this one's bootstrap policy adds.
+        for (auto& object : registry::bootstrap_cluster_roles()) {
+          const json::value* name_value = object["metadata"].as_object().if_contains("name");
+          std::string name(name_value->as_string());
+          std::string cluster_scope;
+          std::string any_version;
+          auto stored = co_await store->get(*roles, std::move(cluster_scope), name,
+                                            std::move(any_version));
+          if (!stored) continue;
+          auto rules = registry::reconciled_bootstrap_rules(*stored, object);
+          if (!rules) continue;
+          json::object updated = std::move(*stored);
+          updated["rules"] = std::move(*rules);
+          std::string scope;
+          registry::WriteQuery query;
+          auto r = co_await store->update(*roles, std::move(scope), std::move(name),
+                                          std::move(updated), std::move(query));
+          if (!r) spdlog::warn("cannot update a bootstrap RBAC role: {}", r.error().message);
+        }
         for (auto [info, objects] :
              {std::pair{roles, registry::bootstrap_cluster_roles()},
               std::pair{bindings, registry::bootstrap_cluster_role_bindings()}}) {
@@ -530,6 +558,7 @@ asio::awaitable<void> Application::Parts::shut_down(int signal) {
   if (https) https->drain();
   crd_controller->stop();
   namespace_controller->stop();
+  cluster_role_aggregator->stop();
   if (garbage_collector) garbage_collector->stop();
   cachers->end_client_watches();
   while (open_connections() > 0 && std::chrono::steady_clock::now() < deadline) {
@@ -578,6 +607,7 @@ int Application::run() {
   p.https.reset();
   p.garbage_collector.reset();
   p.namespace_controller.reset();
+  p.cluster_role_aggregator.reset();
   p.crd_controller.reset();
   p.rbac.reset();
   p.handler.reset();

@@ -91,15 +91,28 @@ std::string audit_line(const AuditEvent& e, AuditEvent::Stage stage) {
   o["stage"] = stage == AuditEvent::Stage::response_started ? "ResponseStarted" : "ResponseComplete";
   o["requestURI"] = to_valid_utf8(e.request_uri);
   o["verb"] = e.resource_request ? e.attributes.verb : lowercase(e.method);
-  json::object user;
-  user["username"] = to_valid_utf8(e.user.name);
-  if (!e.user.uid.empty()) user["uid"] = to_valid_utf8(e.user.uid);
-  if (!e.user.groups.empty()) {
-    json::array groups;
-    for (const auto& g : e.user.groups) groups.emplace_back(to_valid_utf8(g));
-    user["groups"] = std::move(groups);
-  }
-  o["user"] = std::move(user);
+  auto user_info = [](const registry::UserInfo& u) {
+    json::object user;
+    user["username"] = to_valid_utf8(u.name);
+    if (!u.uid.empty()) user["uid"] = to_valid_utf8(u.uid);
+    if (!u.groups.empty()) {
+      json::array groups;
+      for (const auto& g : u.groups) groups.emplace_back(to_valid_utf8(g));
+      user["groups"] = std::move(groups);
+    }
+    if (!u.extra.empty()) {
+      json::object extra;
+      for (const auto& [key, values] : u.extra) {
+        json::array list;
+        for (const auto& v : values) list.emplace_back(to_valid_utf8(v));
+        extra[to_valid_utf8(key)] = std::move(list);
+      }
+      user["extra"] = std::move(extra);
+    }
+    return user;
+  };
+  o["user"] = user_info(e.user);
+  if (e.impersonated_user) o["impersonatedUser"] = user_info(*e.impersonated_user);
   json::array ips;
   if (!e.source_ip.empty()) ips.emplace_back(e.source_ip);
   o["sourceIPs"] = std::move(ips);

@@ -32,6 +32,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -42,7 +43,9 @@ struct AuditEvent {
   std::string audit_id;
   std::string request_uri;
   std::string method;  // for non-resource requests the verb is the lowercase method, as in kube
-  registry::UserInfo user;
+  registry::UserInfo user;  // who authenticated
+  // Who the request acted as (Impersonate-* headers), allowed or refused; nullopt when no one.
+  std::optional<registry::UserInfo> impersonated_user;
   std::string source_ip;
   std::string user_agent;
   // A resource request: kube's verb (get list watch create update patch delete

@@ -60,7 +60,10 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
     const http::request_parser<http::string_body>* parser = nullptr;  // while between_requests
     bool between_requests = false;
   };
-  enum class Next { read, close, drain, stream_chunked, stream_websocket };
+  // drain: read what the client still sends (bounded) before closing, so it sees the answer;
+  // close_unread: the same for a refused request whose body was never read, bounded more tightly
+  // (the client has not authenticated).
+  enum class Next { read, close, drain, close_unread, stream_chunked, stream_websocket };
   struct Exchange {
     explicit Exchange(Next n) : next(n) {}
     Next next = Next::close;
@@ -70,19 +73,23 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
     http::request<http::string_body> upgrade;  // the WebSocket upgrade request
     // The delivery strand the watch's session lives on (empty: it streams where it is).
     asio::any_io_executor watch_strand;
+    std::shared_ptr<void> connection_slot;  // the connection's place under the caps
   };
 
   asio::awaitable<void> accept_loop();
   // TLS: the handshake (within the read timeout), then the same HTTP as on plain connections.
-  asio::awaitable<void> serve_tls(tcp::socket socket);
+  asio::awaitable<void> serve_tls(tcp::socket socket, std::shared_ptr<void> slot);
+  // `slot` (take_slot) is held as long as the connection is open, its watch stream included.
   template <class Stream>
-  asio::awaitable<void> serve_connection(Stream stream);
+  asio::awaitable<void> serve_connection(Stream stream, std::shared_ptr<void> slot);
+  // A place for a connection from `address` under the caps; null when it would pass one.
+  std::shared_ptr<void> take_slot(const std::string& address);
   template <class Stream>
   asio::awaitable<Exchange> serve_request(Stream& stream, beast::flat_buffer& buffer,
                                           const std::shared_ptr<const ClientCertificate>& peer,
                                           Waiting& waiting);
   template <class Stream>
-  asio::awaitable<void> drain_and_close(Stream& stream);
+  asio::awaitable<void> drain_and_close(Stream& stream, bool unauthenticated = false);
   // gzip of what `feed` gives a Deflater, on the compute executor when there is one (a large
   // list takes a while): the connection's coroutine waits, its I/O thread does not.
   asio::awaitable<std::string> gzip_off_thread(std::function<void(Deflater&)> feed,
@@ -120,6 +127,10 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   std::atomic<bool> draining{false};
   std::atomic<std::size_t> streams{0};  // watch streams
   boost::asio::any_io_executor compute;  // set_compute
+  std::mutex slots_mutex;  // the connection caps' counts
+  std::size_t open_slots = 0;
+  std::map<std::string, std::size_t, std::less<>> slots_by_address;
+  std::atomic<std::uint64_t> refused_connections{0};
   mutable std::mutex connections_mutex;
   std::map<std::uint64_t, std::weak_ptr<Waiting>> connections;
   std::uint64_t next_connection = 0;
@@ -228,6 +239,27 @@ void add_warnings(http::response<http::string_body>& res, const std::vector<std:
   }
 }
 
+// An Impersonate-Extra-<key> header's key as kube reads it: lowercased, then percent-decoded
+// (keys such as `acme.com%2Fproject` hold characters header names cannot).
+std::string extra_key(beast::string_view raw) {
+  std::string lower;
+  for (char c : raw) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string out;
+  for (std::size_t i = 0; i < lower.size(); ++i) {
+    auto hex = [](char c) {
+      return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    };
+    if (lower[i] == '%' && i + 2 < lower.size() && hex(lower[i + 1]) >= 0 &&
+        hex(lower[i + 2]) >= 0) {
+      out += static_cast<char>(hex(lower[i + 1]) * 16 + hex(lower[i + 2]));
+      i += 2;
+    } else {
+      out += lower[i];
+    }
+  }
+  return out;
+}
+
 http::response<http::string_body> simple_error(unsigned status, std::string_view reason,
                                                std::string_view message) {
   http::response<http::string_body> res{static_cast<http::status>(status), 11};
@@ -280,19 +312,56 @@ asio::awaitable<void> HttpServer::Impl::accept_loop() {
       continue;
     }
     backoff = std::chrono::milliseconds(0);
+    std::shared_ptr<void> slot;
+    if (limits.max_connections > 0 || limits.max_connections_per_address > 0) {
+      auto peer = socket.remote_endpoint(ec);
+      slot = ec ? nullptr : take_slot(peer.address().to_string());
+      if (!slot) {
+        // Over a cap: closed before a byte is read or a handshake begins.
+        if (refused_connections.fetch_add(1) % 1000 == 0) {
+          spdlog::warn("a connection was refused: over --max-connections or "
+                       "--max-connections-per-ip ({} refused so far)",
+                       refused_connections.load());
+        }
+        socket.close(ec);
+        continue;
+      }
+    }
     socket.set_option(tcp::no_delay(true), ec);
     auto executor = socket.get_executor();
     if (tls) {
-      asio::co_spawn(executor, serve_tls(std::move(socket)),
+      asio::co_spawn(executor, serve_tls(std::move(socket), std::move(slot)),
                      [](std::exception_ptr e) { log_task_failure(e, "connection"); });
     } else {
-      asio::co_spawn(executor, serve_connection(beast::tcp_stream(std::move(socket))),
+      asio::co_spawn(executor,
+                     serve_connection(beast::tcp_stream(std::move(socket)), std::move(slot)),
                      [](std::exception_ptr e) { log_task_failure(e, "connection"); });
     }
   }
 }
 
-asio::awaitable<void> HttpServer::Impl::serve_tls(tcp::socket socket) {
+std::shared_ptr<void> HttpServer::Impl::take_slot(const std::string& address) {
+  std::lock_guard lock(slots_mutex);
+  auto& from_address = slots_by_address[address];
+  if ((limits.max_connections > 0 && open_slots >= limits.max_connections) ||
+      (limits.max_connections_per_address > 0 &&
+       from_address >= limits.max_connections_per_address)) {
+    if (from_address == 0) slots_by_address.erase(address);
+    return nullptr;
+  }
+  ++open_slots;
+  ++from_address;
+  // Not null (its truth says the slot was granted); the deleter gives the place back.
+  return std::shared_ptr<void>(static_cast<void*>(this), [self = shared_from_this(),
+                                                          address](void*) {
+    std::lock_guard lock(self->slots_mutex);
+    --self->open_slots;
+    auto it = self->slots_by_address.find(address);
+    if (it != self->slots_by_address.end() && --it->second == 0) self->slots_by_address.erase(it);
+  });
+}
+
+asio::awaitable<void> HttpServer::Impl::serve_tls(tcp::socket socket, std::shared_ptr<void> slot) {
   auto self = shared_from_this();
   beast::tcp_stream tcp_stream(std::move(socket));
   // A client that connects and says nothing, or garbage, or never finishes its handshake, is
@@ -320,18 +389,21 @@ asio::awaitable<void> HttpServer::Impl::serve_tls(tcp::socket socket) {
     spdlog::debug("TLS handshake failed: {}", ec.message());
     co_return;
   }
-  co_await serve_connection(std::move(stream));
+  co_await serve_connection(std::move(stream), std::move(slot));
 }
 
 template <class Stream>
-asio::awaitable<void> HttpServer::Impl::drain_and_close(Stream& stream) {
+asio::awaitable<void> HttpServer::Impl::drain_and_close(Stream& stream, bool unauthenticated) {
   // Lets the client finish sending and read the answer: closing with unread input would reset
-  // the connection before it sees the Status. Bounded in bytes and time.
+  // the connection before it sees the Status. Bounded in bytes and time (for a client that has
+  // not authenticated, to what a small request body takes).
   shutdown_send(stream);
   std::vector<char> sink(16384);
   std::size_t drained = 0;
-  beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(5));
-  while (drained < 4 * limits.max_body_bytes) {
+  const std::size_t most = unauthenticated ? 64 * 1024 : 4 * limits.max_body_bytes;
+  beast::get_lowest_layer(stream).expires_after(unauthenticated ? std::chrono::seconds(1)
+                                                                : std::chrono::seconds(5));
+  while (drained < most) {
     auto [rec, got] = co_await stream.async_read_some(asio::buffer(sink), use_tuple);
     if (rec) break;
     drained += got;
@@ -350,16 +422,22 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
   beast::get_lowest_layer(stream).expires_after(limits.read_timeout);
   waiting.parser = &parser;
   waiting.between_requests = true;
-  auto [ec, n] = co_await http::async_read(stream, buffer, parser, use_tuple);
+  // The head first: the body is read only for a client that authenticated (ApiHandler::
+  // admit_head), so a request not yet authenticated costs at most its head's bytes.
+  auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, use_tuple);
   waiting.between_requests = false;
-  if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
-      ec == asio::error::connection_reset || ec == asio::error::operation_aborted) {
-    co_return Exchange{Next::close};
-  }
+  auto read_failed = [&](const boost::system::error_code& e) {
+    return e == http::error::end_of_stream || e == beast::error::timeout ||
+           e == asio::error::connection_reset || e == asio::error::operation_aborted;
+  };
+  if (read_failed(ec)) co_return Exchange{Next::close};
+  auto refuse_malformed = [&](const boost::system::error_code& e) {
+    const bool too_big = e == http::error::body_limit || e == http::error::header_limit;
+    return too_big ? simple_error(413, "RequestEntityTooLarge", "request entity too large")
+                   : simple_error(400, "BadRequest", "malformed HTTP request");
+  };
   if (ec) {
-    const bool too_big = ec == http::error::body_limit || ec == http::error::header_limit;
-    auto res = too_big ? simple_error(413, "RequestEntityTooLarge", "request entity too large")
-                       : simple_error(400, "BadRequest", "malformed HTTP request");
+    auto res = refuse_malformed(ec);
     beast::get_lowest_layer(stream).expires_after(limits.write_timeout);
     co_await http::async_write(stream, res, use_tuple);
     co_return Exchange{Next::drain};
@@ -382,6 +460,26 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
       request.impersonate_groups.emplace_back(field.value());
     } else if (beast::iequals(name, "Impersonate-Uid")) {
       request.impersonate_uid = std::string(field.value());
+    } else if (constexpr std::string_view kExtra = "Impersonate-Extra-";
+               name.size() > kExtra.size() && beast::iequals(name.substr(0, kExtra.size()), kExtra)) {
+      request.impersonate_extra.emplace_back(extra_key(name.substr(kExtra.size())),
+                                             std::string(field.value()));
+    }
+  }
+  bool body_unread = false;
+  if (!parser.is_done()) {
+    if (co_await handler->admit_head(request)) {
+      auto [bec, bn] = co_await http::async_read(stream, buffer, parser, use_tuple);
+      if (read_failed(bec)) co_return Exchange{Next::close};
+      if (bec) {
+        auto res = refuse_malformed(bec);
+        beast::get_lowest_layer(stream).expires_after(limits.write_timeout);
+        co_await http::async_write(stream, res, use_tuple);
+        co_return Exchange{Next::drain};
+      }
+    } else {
+      body_unread = true;  // answered (401/403) without it; the connection then closes
+      request.body_withheld = true;
     }
   }
   request.body = std::move(req.body());
@@ -398,7 +496,7 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
     auto peer = beast::get_lowest_layer(stream).socket().remote_endpoint(pec);
     if (!pec) request.remote_address = peer.address().to_string();
   }
-  const bool keep_alive = req.keep_alive() && !draining;
+  const bool keep_alive = req.keep_alive() && !draining && !body_unread;
   const unsigned version = req.version();
   const bool gzip_ok = accepts_gzip(req[http::field::accept_encoding]);
 
@@ -457,6 +555,7 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   spdlog::info("{} {} {} {:.3f}ms", request.method, request.target, response.status, ms);
+  if (body_unread && !wec) co_return Exchange{Next::close_unread};
   co_return Exchange{wec || !keep_alive ? Next::close : Next::read};
 }
 
@@ -535,7 +634,7 @@ std::shared_ptr<void> HttpServer::Impl::track(const std::shared_ptr<Waiting>& wa
 }
 
 template <class Stream>
-asio::awaitable<void> HttpServer::Impl::serve_connection(Stream stream) {
+asio::awaitable<void> HttpServer::Impl::serve_connection(Stream stream, std::shared_ptr<void> slot) {
   auto self = shared_from_this();
   beast::flat_buffer buffer;
   const std::shared_ptr<const ClientCertificate> peer = client_certificate_of(stream);
@@ -553,8 +652,8 @@ asio::awaitable<void> HttpServer::Impl::serve_connection(Stream stream) {
   for (;;) {
     Exchange exchange = co_await serve_request(stream, buffer, peer, *waiting);
     if (exchange.next == Next::read) continue;
-    if (exchange.next == Next::drain) {
-      co_await drain_and_close(stream);
+    if (exchange.next == Next::drain || exchange.next == Next::close_unread) {
+      co_await drain_and_close(stream, exchange.next == Next::close_unread);
       co_return;
     }
     if (exchange.next == Next::stream_chunked || exchange.next == Next::stream_websocket) {
@@ -567,6 +666,7 @@ asio::awaitable<void> HttpServer::Impl::serve_connection(Stream stream) {
     co_return;
   }
   buffer = beast::flat_buffer();  // an idle watch keeps as little as possible
+  watch->connection_slot = std::move(slot);
   if (watch->watch_strand) {
     // The connection leaves the I/O threads: its events are written from the delivery threads,
     // so requests never queue behind a fan-out.

@@ -28,6 +28,11 @@ struct HttpLimits {
   std::chrono::seconds read_timeout{60};   // idle keep-alive and slow request bodies
   std::chrono::seconds handshake_timeout{10};  // a TLS client that connects must finish soon
   std::chrono::seconds write_timeout{60};
+  // Open connections (watches included) in all, and from one client address; one more is closed
+  // as soon as it is accepted. 0: no cap. Behind a load balancer every client shares its
+  // address: leave the per-address cap off there, or above what the balancer carries.
+  std::size_t max_connections = 0;
+  std::size_t max_connections_per_address = 0;
 };
 
 class HttpServer {

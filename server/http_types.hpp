@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kwatch::watch {
@@ -16,6 +17,8 @@ struct CachedObject;
 }
 
 namespace kwatch::server {
+
+struct AdmittedUser;  // server/api_handler.hpp
 
 // The certificate a TLS client presented (only asked for when --client-ca-file is set), checked
 // once per connection: the user it names (CN, groups from O) or why it cannot be trusted.
@@ -38,8 +41,16 @@ struct ApiRequest {
   std::string impersonate_user;
   std::vector<std::string> impersonate_groups;
   std::string impersonate_uid;
+  // Impersonate-Extra-<key>: value, one pair per header value, the key lowercased and
+  // percent-decoded as kube reads it.
+  std::vector<std::pair<std::string, std::string>> impersonate_extra;
   bool websocket = false;  // the client asked to upgrade to WebSocket
   std::string remote_address;  // the client's IP; filled only when the handler audits
+  // Who the request acts as, decided from its head before its body was read
+  // (ApiHandler::admit_head); null: the handler decides when it serves the request.
+  std::shared_ptr<const AdmittedUser> admitted;
+  // admit_head refused it and its body was not read: it can only be answered with a refusal.
+  bool body_withheld = false;
   // Where a watch this request starts will stream from (the delivery threads' strand for this
   // connection); empty: the calling coroutine's executor.
   boost::asio::any_io_executor watch_executor;

@@ -114,6 +114,10 @@ Flags:
                              limit); watches count only while being set up, system:masters never
   --max-mutating-requests-inflight=N  the same for writes (default 200)
   --max-watches-per-user=N   open watches one user may hold (default 10000; 0: no limit)
+  --max-connections=N        open connections (watches included) in all; one more is closed as
+                             it is accepted (default 0: no cap)
+  --max-connections-per-ip=N the same for one client address (default 0: no cap; behind a load
+                             balancer every client shares its address)
   --mutating-queue-length=N  writes that may wait for a seat when all are taken (default 200;
                              0: refuse at once); more are refused with 429 and Retry-After
   --mutating-queue-wait=DURATION  how long a write waits for a seat before 429 (default 10s)
@@ -291,6 +295,14 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
          return parse_number<unsigned>(v, o.max_mutating_requests_inflight, 0, 1'000'000)
                     ? ""
                     : "must be 0-1000000";
+       }},
+      {"max-connections",
+       [&](const std::string& v) -> std::string {
+         return parse_number<unsigned>(v, o.max_connections, 0, 10'000'000) ? "" : "must be 0-10000000";
+       }},
+      {"max-connections-per-ip",
+       [&](const std::string& v) -> std::string {
+         return parse_number<unsigned>(v, o.max_connections_per_ip, 0, 10'000'000) ? "" : "must be 0-10000000";
        }},
       {"max-watches-per-user",
        [&](const std::string& v) -> std::string {

@@ -45,6 +45,9 @@ struct Options {
   unsigned max_requests_inflight = 400;
   unsigned max_mutating_requests_inflight = 200;
   unsigned max_watches_per_user = 10000;
+  // Open connections in all and from one client address (server/http_server.hpp); 0: no cap.
+  unsigned max_connections = 0;
+  unsigned max_connections_per_ip = 0;
   // Write admission (server/request_limits.hpp): the queue behind the mutating seats, and the
   // seats a write keeps for its fan-out.
   unsigned mutating_queue_length = 200;

@@ -368,9 +368,10 @@ std::optional<ServiceAccountTokens::Checked> ServiceAccountTokens::verify(
   if (dot2 == std::string_view::npos || token.find('.', dot2 + 1) != std::string_view::npos) {
     return std::nullopt;
   }
-  auto header_text = base64_decode(token.substr(0, dot1));
-  auto claims_text = base64_decode(token.substr(dot1 + 1, dot2 - dot1 - 1));
-  auto sig = base64_decode(token.substr(dot2 + 1));
+  // JWS segments are base64url (RFC 7515): '+' and '/' make a token that is not one.
+  auto header_text = base64_decode(token.substr(0, dot1), true);
+  auto claims_text = base64_decode(token.substr(dot1 + 1, dot2 - dot1 - 1), true);
+  auto sig = base64_decode(token.substr(dot2 + 1), true);
   if (!header_text || !claims_text || !sig) return std::nullopt;
   boost::system::error_code ec;
   json::value header = json::parse(*header_text, ec);

@@ -5,10 +5,13 @@ within a second, system:masters, and kubectl and the Python client with a token.
 Usage: authz_test.py <path to kwatch-apiserver>
 """
 import http.client
+import json
 import os
 import shutil
+import ssl
 import subprocess
 import sys
+import threading
 
 from harness import Checks, Server, TempDir, json_exchange, wait_for
 
@@ -26,10 +29,12 @@ def main():
     with TempDir() as tmp:
         tokens = os.path.join(tmp, "tokens.csv")
         with open(tokens, "w") as f:
-            f.write('admin-token,admin,1,"system:masters"\nalice-token,alice,2,"team-a"\n')
+            f.write('admin-token,admin,1,"system:masters"\nalice-token,alice,2,"team-a"\n'
+                    'imp-token,imp,3,""\n')
         server = Server(binary, data_dir=tmp + "/data", https=True,
                         extra_args=[f"--token-auth-file={tokens}", "--authorization-mode=RBAC",
-                                    f"--cert-dir={tmp}/certs"]).start()
+                                    f"--cert-dir={tmp}/certs",
+                                    f"--audit-log-path={tmp}/audit.log"]).start()
         try:
             status, body = call(server, "GET", "/api/v1/namespaces/default/pods")
             t.check("anonymous: listing pods is 403 in kube's words", status == 403 and
@@ -47,6 +52,30 @@ def main():
             status, _ = call(server, "GET", "/api/v1/namespaces/default/secrets", token="admin-token")
             t.check("system:masters may do anything", status == 200, status)
 
+            review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                      "spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}}}
+            for path in ("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                         "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+                         "/apis/authentication.k8s.io/v1/selfsubjectreviews"):
+                status, body = call(server, "POST", path, body=review)
+                t.check(f"anonymous may not create {path.rsplit('/', 1)[1]} (system:basic-user is for "
+                        "authenticated users)", status == 403, body)
+            status, body = call(server, "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                                token="alice-token", body=review)
+            t.check("an authenticated user may ask about herself", status == 201, body)
+
+            # Static tokens are for the API's audiences only.
+            tr = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                  "spec": {"token": "alice-token", "audiences": ["vault"]}}
+            status, body = call(server, "POST", "/apis/authentication.k8s.io/v1/tokenreviews", "admin-token", tr)
+            t.check("TokenReview of a static token for another audience: not authenticated",
+                    status == 201 and body["status"].get("authenticated") is not True, body)
+            del tr["spec"]["audiences"]
+            status, body = call(server, "POST", "/apis/authentication.k8s.io/v1/tokenreviews", "admin-token", tr)
+            t.check("... and for the API's own: authenticated as alice", status == 201 and
+                    body["status"].get("authenticated") is True and
+                    body["status"]["user"]["username"] == "alice", body)
+
             binding = {"metadata": {"name": "team-a-view"},
                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
                        "subjects": [{"kind": "Group", "name": "team-a", "apiGroup": "rbac.authorization.k8s.io"}]}
@@ -60,6 +89,41 @@ def main():
             t.check("view includes watch", status == 200, status)
             status, body = call(server, "GET", "/api/v1/namespaces/default/secrets", "alice-token")
             t.check("view does not include secrets", status == 403, body)
+            status, body = call(server, "GET", "/api/v1/namespaces/default", "alice-token")
+            t.check("view bound in a namespace may get that namespace (its namespace is itself)",
+                    status == 200 and body.get("metadata", {}).get("name") == "default", body)
+            status, body = call(server, "GET", "/api/v1/namespaces/kube-system", "alice-token")
+            t.check("... and not another one", status == 403, body)
+            status, body = call(server, "GET", "/api/v1/namespaces/default/configmaps?watch=FALSE", "alice-token")
+            t.check("watch=FALSE is a list, as kube's parameter codec reads it", status == 200 and
+                    body.get("kind") == "ConfigMapList", body)
+            one = {"metadata": {"name": "one-secret"},
+                   "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"],
+                              "resourceNames": ["s1"]}]}
+            status, body = call(server, "POST", f"{RBAC}/namespaces/default/roles", "admin-token", one)
+            t.check("admin creates a role for one secret by name", status == 201, body)
+            status, body = call(server, "POST", f"{RBAC}/namespaces/default/rolebindings", "admin-token",
+                                {"metadata": {"name": "alice-one-secret"},
+                                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                             "name": "one-secret"},
+                                 "subjects": [{"kind": "User", "name": "alice",
+                                               "apiGroup": "rbac.authorization.k8s.io"}]})
+            t.check("... bound to alice", status == 201, body)
+            call(server, "POST", "/api/v1/namespaces/default/secrets", "admin-token", {"metadata": {"name": "s1"}})
+            wait_for(lambda: call(server, "GET", "/api/v1/namespaces/default/secrets/s1", "alice-token")[0] == 200,
+                     timeout=1.5, what="the binding to take effect")
+            status, body = call(server, "GET", "/api/v1/namespaces/default/secrets?fieldSelector=metadata.name%3Ds1"
+                                "&watch=1&timeoutSeconds=1", "alice-token")
+            t.check("a watch of the one secret by metadata.name is allowed by resourceNames (kubectl get -w)",
+                    status == 200, body)
+            status, body = call(server, "GET", "/api/v1/namespaces/default/secrets?fieldSelector=metadata.name%3Ds1",
+                                "alice-token")
+            t.check("... so is a list of it", status == 200 and [i["metadata"]["name"] for i in body["items"]] == ["s1"],
+                    body)
+            status, body = call(server, "GET", "/api/v1/namespaces/default/secrets?watch=1&timeoutSeconds=1",
+                                "alice-token")
+            t.check("a watch of every secret is not", status == 403, body)
+            call(server, "DELETE", f"{RBAC}/namespaces/default/rolebindings/alice-one-secret", "admin-token")
             status, body = call(server, "GET", "/api/v1/namespaces/kube-system/pods", "alice-token")
             t.check("a RoleBinding grants only in its namespace", status == 403 and
                     'in the namespace "kube-system"' in body.get("message", ""), body)
@@ -127,7 +191,9 @@ def main():
             t.check("a patch's resourceVersion is still a precondition (409)", status == 409, body)
             call(server, "DELETE", f"{RBAC}/namespaces/default/rolebindings/alice-edit", "admin-token")
 
+            check_impersonation_audit(t, server, tmp)
             check_clients(t, server, tmp)
+            check_start_up(t, server)
 
             status, _ = call(server, "DELETE", f"{RBAC}/namespaces/default/rolebindings/team-a-view", "admin-token")
             wait_for(lambda: call(server, "GET", "/api/v1/namespaces/default/pods", "alice-token")[0] == 403,
@@ -136,6 +202,110 @@ def main():
         finally:
             server.stop()
     t.finish()
+
+
+def check_impersonation_audit(t, server, tmp):
+    """The audit log names who authenticated (`user`) and whom they acted as (`impersonatedUser`),
+    for allowed and refused impersonation alike."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    conn.request("GET", "/version",
+                 headers={"Authorization": "Bearer admin-token", "Impersonate-User": "alice"})
+    r = conn.getresponse()
+    r.read()
+    allowed_id = r.getheader("Audit-Id")
+    t.check("admin may act as alice", r.status == 200, r.status)
+    conn.request("GET", "/api/v1/namespaces/default/configmaps",
+                 headers={"Authorization": "Bearer alice-token", "Impersonate-User": "admin",
+                          "Impersonate-Group": "system:masters"})
+    r = conn.getresponse()
+    r.read()
+    refused_id = r.getheader("Audit-Id")
+    t.check("alice may not act as admin", r.status == 403, r.status)
+    conn.close()
+
+    def events(audit_id):
+        with open(os.path.join(tmp, "audit.log")) as f:
+            return [e for e in map(json.loads, f) if e.get("auditID") == audit_id]
+    # Extra attributes: impersonated with `impersonate` on userextras/<key>, shown by whoami.
+    status, body = json_exchange(http.client.HTTPConnection("127.0.0.1", server.port, timeout=10), "POST",
+                                 "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                                 {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+                                 {"Content-Type": "application/json", "Impersonate-User": "alice",
+                                  "Impersonate-Extra-Acme.com%2fProject": "p1"}, "admin-token")
+    t.check("Impersonate-Extra-<key>: the user acted as has the extra (key lowercased, unescaped)",
+            status == 201 and body["status"]["userInfo"].get("extra") == {"acme.com/project": ["p1"]}, body)
+    role = {"metadata": {"name": "impersonate-users"},
+            "rules": [{"apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"]}]}
+    json_exchange(http.client.HTTPConnection("127.0.0.1", server.port, timeout=10), "POST",
+                  "/apis/rbac.authorization.k8s.io/v1/clusterroles", role, {"Content-Type": "application/json"},
+                  "admin-token")
+    json_exchange(http.client.HTTPConnection("127.0.0.1", server.port, timeout=10), "POST",
+                  "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+                  {"metadata": {"name": "imp"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                               "name": "impersonate-users"},
+                   "subjects": [{"kind": "User", "name": "imp", "apiGroup": "rbac.authorization.k8s.io"}]},
+                  {"Content-Type": "application/json"}, "admin-token")
+
+    def imp(extra):
+        headers = {"Impersonate-User": "alice"}
+        if extra:
+            headers["Impersonate-Extra-Scopes"] = "all"
+        return json_exchange(http.client.HTTPConnection("127.0.0.1", server.port, timeout=10), "GET",
+                             "/version", None, headers, "imp-token")
+    wait_for(lambda: imp(False)[0] == 200, timeout=2, what="imp's binding")
+    status, body = imp(True)
+    t.check("an extra needs impersonate on userextras/<key> (403 naming it)", status == 403 and
+            'cannot impersonate resource "userextras/scopes"' in body.get("message", ""), body)
+    wait_for(lambda: events(allowed_id) and events(refused_id), what="the two audit lines")
+    allowed, refused = events(allowed_id)[0], events(refused_id)[0]
+    t.check("an allowed impersonation is logged with the real user and the impersonated one",
+            allowed["user"]["username"] == "admin" and allowed.get("impersonatedUser", {}).get("username") == "alice",
+            allowed)
+    t.check("a refused impersonation is logged with the real user and whom it asked for",
+            refused["user"]["username"] == "alice" and "team-a" in refused["user"].get("groups", []) and
+            refused.get("impersonatedUser", {}).get("username") == "admin" and
+            refused["responseStatus"]["code"] == 403, refused)
+
+
+def check_start_up(t, server):
+    """While a restarted server loads its RBAC policy, no request gets a 403 that is not a
+    decision: system:masters is let through before RBAC is consulted, others get 503 with
+    Retry-After until the policy exists (a leader-election client that gets 403 on its lock
+    renewal gives up leadership)."""
+    server.stop()
+    seen = {"admin": [], "alice": []}
+    stop = threading.Event()
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+
+    def poll():
+        while not stop.is_set():
+            for who, token in (("admin", "admin-token"), ("alice", "alice-token")):
+                try:
+                    conn = http.client.HTTPSConnection("127.0.0.1", server.secure_port, timeout=2,
+                                                       context=context)
+                    conn.request("GET", "/api/v1/namespaces/default/configmaps",
+                                 headers={"Authorization": f"Bearer {token}"})
+                    r = conn.getresponse()
+                    r.read()
+                    seen[who].append((r.status, r.getheader("Retry-After")))
+                    conn.close()
+                except OSError:
+                    pass  # not listening yet
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        server.start()
+        wait_for(lambda: sum(1 for s, _ in seen["alice"] if s == 200) >= 20, what="answers after the start")
+    finally:
+        stop.set()
+        poller.join()
+    t.check("during start-up system:masters is never refused", all(s == 200 for s, _ in seen["admin"]),
+            seen["admin"][:20])
+    t.check("during start-up others get 503 with Retry-After or an answer, never 403",
+            all(s == 200 or (s == 503 and r == "1") for s, r in seen["alice"]), seen["alice"][:20])
 
 
 def check_clients(t, server, tmp):

@@ -195,6 +195,21 @@ def main():
                     body)
             status, body = admin.call("POST", "/apis/authentication.k8s.io/v1/tokenreviews", {"spec": {}})
             t.check("TokenReview without a token: 400", status == 400, body)
+            # JWS is base64url: the same token in the standard alphabet is no token.
+            standard = token.replace("-", "+").replace("_", "/")
+            if standard != token:
+                status, body = pki.HttpsClient(port, ca, token=standard).call(
+                    "GET", "/api/v1/namespaces/team/configmaps")
+                t.check("the token re-encoded in standard base64 ('+', '/') is 401", status == 401, body)
+            status, body = admin.call("POST", "/api/v1/namespaces/team/pods", {
+                "metadata": {"name": "runs-as-default"},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+            t.check("admin creates a pod running as the default account", status == 201, body)
+            status, body = admin.call("POST", "/api/v1/namespaces/team/serviceaccounts/robot/token", {
+                "spec": {"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "runs-as-default"}}})
+            t.check("TokenRequest binding robot's token to a pod running as another account: 400",
+                    status == 400 and "pod running with different serviceaccount name" in body.get("message", ""),
+                    body)
             status, body = sa.call("POST", "/apis/authentication.k8s.io/v1/tokenreviews", {"spec": {"token": token}})
             t.check("TokenReview needs create tokenreviews (403 for the robot)", status == 403, body)
             sar = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",

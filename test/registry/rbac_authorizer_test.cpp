@@ -333,7 +333,7 @@ TEST(RbacAuthorizer, RulesForListsResourceAndNonResourceRulesOfTheNamespace) {
   EXPECT_GT(in_ns1.resource_rules.size(), in_ns2.resource_rules.size());
   EXPECT_EQ(in_ns1.non_resource_rules.size(), in_ns2.non_resource_rules.size());
   EXPECT_FALSE(in_ns2.non_resource_rules.empty()) << "system:discovery and public-info-viewer";
-  EXPECT_EQ(in_ns2.resource_rules.size(), 1u) << "system:basic-user's self reviews";
+  EXPECT_EQ(in_ns2.resource_rules.size(), 2u) << "system:basic-user's self reviews (authorization, authentication)";
   EXPECT_EQ(in_ns1.evaluation_error, "");
   EXPECT_FALSE(in_ns1.incomplete);
 }

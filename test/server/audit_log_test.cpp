@@ -110,6 +110,22 @@ TEST(AuditLine, NonResourceRequestsUseTheLowercaseMethodAndHaveNoObjectRef) {
   EXPECT_EQ(o.at("annotations").at("authorization.k8s.io/decision"), "forbid");
 }
 
+TEST(AuditLine, NamesTheAuthenticatedUserAndWhomTheRequestActedAs) {
+  AuditEvent e = sample_event();
+  e.user = registry::UserInfo{"admin", "", {"system:masters", "system:authenticated"}};
+  e.impersonated_user = registry::UserInfo{"alice", "", {"team-a"}, {{"scopes", {"view"}}}};
+  auto o = json::parse(audit_line(e, AuditEvent::Stage::response_complete)).as_object();
+  EXPECT_EQ(o["user"].as_object()["username"].as_string(), "admin");
+  auto& as = o["impersonatedUser"].as_object();
+  EXPECT_EQ(as["username"].as_string(), "alice");
+  EXPECT_EQ(as["groups"].as_array().size(), 1u);
+  EXPECT_EQ(as["extra"].as_object()["scopes"].as_array()[0].as_string(), "view");
+  // Without impersonation there is no impersonatedUser.
+  e.impersonated_user.reset();
+  o = json::parse(audit_line(e, AuditEvent::Stage::response_complete)).as_object();
+  EXPECT_FALSE(o.contains("impersonatedUser"));
+}
+
 TEST(AuditLog, WritesOneLinePerEventToAPrivateFile) {
   const auto dir = temp_dir("audit");
   const auto path = dir / "logs" / "audit.log";  // the directory is created
