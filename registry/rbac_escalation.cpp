@@ -1,5 +1,7 @@
 #include "registry/rbac_escalation.hpp"
 
+#include "registry/json_path.hpp"
+
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
@@ -19,15 +21,8 @@ namespace {
 
 constexpr std::string_view kGroup = "rbac.authorization.k8s.io";
 
-const json::object* object_member(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return v != nullptr ? v->if_object() : nullptr;
-}
-
-std::string string_member(const json::object* o, std::string_view key) {
-  if (o == nullptr) return {};
-  const json::value* v = o->if_contains(key);
-  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
+std::string string_member_copy(const json::object* o, std::string_view key) {
+  return std::string(string_member(o, key));
 }
 
 std::vector<json::object> rules_of(const json::object& role) {
@@ -93,10 +88,6 @@ std::vector<std::string> strings_of(const json::object& rule, std::string_view k
 // kube's CompactRules (one rule per group, resource and name with every verb) and CompactString,
 // sorted and without duplicates as kube's sets.String lists them.
 std::vector<std::string> describe_missing(const std::vector<json::object>& missing) {
-  std::map<std::tuple<std::string, std::string, std::string, bool>, std::vector<std::string>>
-      simple;
-  std::vector<std::tuple<std::string, std::string, std::string, bool>> order;
-  std::set<std::string> out;
   auto compact = [](const std::vector<std::string>& groups, const std::vector<std::string>& resources,
                     const std::vector<std::string>& urls, const std::vector<std::string>& names,
                     const std::vector<std::string>& verbs) {
@@ -113,6 +104,10 @@ std::vector<std::string> describe_missing(const std::vector<json::object>& missi
     part("Verbs", verbs);
     return "{" + s + "}";
   };
+  // Simple rules (one group, one resource, at most one name) merged by those, verbs in order.
+  std::map<std::tuple<std::string, std::string, std::vector<std::string>>, std::vector<std::string>>
+      simple;
+  std::set<std::string> out;
   for (const auto& rule : missing) {
     auto groups = strings_of(rule, "apiGroups");
     auto resources = strings_of(rule, "resources");
@@ -120,20 +115,15 @@ std::vector<std::string> describe_missing(const std::vector<json::object>& missi
     auto names = strings_of(rule, "resourceNames");
     auto verbs = strings_of(rule, "verbs");
     if (groups.size() == 1 && resources.size() == 1 && urls.empty() && names.size() <= 1) {
-      auto key = std::make_tuple(groups[0], resources[0], names.empty() ? "" : names[0],
-                                 !names.empty());
-      auto [it, added] = simple.try_emplace(key);
-      if (added) order.push_back(key);
-      it->second.insert(it->second.end(), verbs.begin(), verbs.end());
+      auto& merged = simple[{groups[0], resources[0], names}];
+      merged.insert(merged.end(), verbs.begin(), verbs.end());
     } else {
       out.insert(compact(groups, resources, urls, names, verbs));
     }
   }
-  for (const auto& key : order) {
-    const auto& [group, resource, name, named] = key;
-    std::vector<std::string> names;
-    if (named) names.push_back(name);
-    out.insert(compact({group}, {resource}, {}, names, simple[key]));
+  for (const auto& [key, verbs] : simple) {
+    const auto& [group, resource, names] = key;
+    out.insert(compact({group}, {resource}, {}, names, verbs));
   }
   return {out.begin(), out.end()};
 }
@@ -195,7 +185,7 @@ std::optional<ApiError> RbacAdmission::admit_role(const json::object* old,
   escalate.name = url_name_;
   if (policy_->authorize(escalate).allowed) return std::nullopt;
 
-  const std::string name = string_member(object_member(next, "metadata"), "name");
+  const std::string name = string_member_copy(object_member(next, "metadata"), "name");
   auto missing = policy_->not_covered(user_, ns_, rules_of(next));
   if (!missing.empty()) {
     std::string reason = "user \"" + user_.name + "\" (groups=" + quoted_list(user_.groups) +
@@ -212,14 +202,14 @@ std::optional<ApiError> RbacAdmission::admit_role(const json::object* old,
 
 std::optional<ApiError> RbacAdmission::admit_binding(const json::object& next) const {
   const json::object* ref = object_member(next, "roleRef");
-  const std::string kind = string_member(ref, "kind");
-  const std::string role_name = string_member(ref, "name");
+  const std::string kind = string_member_copy(ref, "kind");
+  const std::string role_name = string_member_copy(ref, "name");
   const std::string role_resource = kind == "ClusterRole" ? "clusterroles" : "roles";
 
   RequestAttributes bind;
   bind.user = user_;
   bind.verb = "bind";
-  bind.api_group = string_member(ref, "apiGroup");
+  bind.api_group = string_member_copy(ref, "apiGroup");
   bind.resource = role_resource;
   bind.namespace_ = ns_;
   bind.name = role_name;
