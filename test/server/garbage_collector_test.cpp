@@ -84,12 +84,13 @@ class GarbageCollectorTest : public ::testing::Test {
     return true;
   }
 
-  json::object create(const registry::ResourceInfo& info, const std::string& text) {
+  json::object create(const registry::ResourceInfo& info, const std::string& text,
+                      const std::string& in = "t") {
     json::object out;
     run([&]() -> asio::awaitable<void> {
       // Arguments named: GCC 12 mishandles converted temporaries passed to a coroutine.
       auto body = json::parse(text).as_object();
-      std::string ns = "t";
+      std::string ns = in;
       registry::WriteQuery query;
       auto r = co_await store_->create(info, std::move(ns), std::move(body), std::move(query));
       EXPECT_TRUE(r) << (r ? "" : r.error().message);
@@ -99,11 +100,12 @@ class GarbageCollectorTest : public ::testing::Test {
   }
 
   void remove(const registry::ResourceInfo& info, const std::string& name,
-              registry::Propagation propagation = registry::Propagation::background) {
+              registry::Propagation propagation = registry::Propagation::background,
+              const std::string& in = "t") {
     run([&]() -> asio::awaitable<void> {
       registry::DeleteQuery query;
       query.propagation = propagation;
-      std::string ns = "t";
+      std::string ns = in;
       std::string object_name = name;
       auto r = co_await store_->remove(info, std::move(ns), std::move(object_name), std::move(query));
       EXPECT_TRUE(r) << (r ? "" : r.error().message);
@@ -146,9 +148,10 @@ class GarbageCollectorTest : public ::testing::Test {
     collector_->start(ioc_.get_executor());
   }
 
-  bool cached(const registry::ResourceInfo& info, const std::string& name) {
+  bool cached(const registry::ResourceInfo& info, const std::string& name,
+              const std::string& in = "t") {
     auto cacher = cachers_->find(info);
-    return cacher && cacher->get(info.key("t", name)) != nullptr;
+    return cacher && cacher->get(info.key(in, name)) != nullptr;
   }
 
   static std::string configmap(const std::string& name, const std::string& owner_name,
@@ -258,6 +261,52 @@ TEST_F(GarbageCollectorTest, TwoObjectsOwningEachOtherBothDeletedInForegroundBot
   ASSERT_TRUE(eventually([&] { return cached(*configmaps_, "a") && cached(*configmaps_, "b"); }));
   start_collector();
   EXPECT_TRUE(eventually([&] { return !cached(*configmaps_, "a") && !cached(*configmaps_, "b"); }));
+}
+
+// A large family deleted just before a small one in another namespace: the small one's
+// dependents take turns with the large one's instead of waiting behind all of them.
+TEST_F(GarbageCollectorTest, DependentsInAnotherNamespaceTakeTurnsWithALargeFamily) {
+  run([this]() -> asio::awaitable<void> {
+    std::string ns = "u";
+    auto r = co_await store_->ensure_namespace(std::move(ns));
+    EXPECT_TRUE(r);
+  });
+  cachers_->ensure(*deployments_);
+  start_collector();
+  constexpr int kLarge = 2000;
+  constexpr int kSmall = 20;
+  const auto large = create(*deployments_, kOwner);
+  const std::string large_uid(large.at("metadata").at("uid").as_string());
+  const auto small = create(*deployments_, kOwner, "u");
+  const std::string small_uid(small.at("metadata").at("uid").as_string());
+  run([&]() -> asio::awaitable<void> {  // one run: each run() costs at least a slice
+    for (int i = 0; i < kLarge + kSmall; ++i) {
+      const bool large_one = i < kLarge;
+      auto body = json::parse(large_one ? configmap("large-" + std::to_string(i), "bg", large_uid)
+                                        : configmap("small-" + std::to_string(i - kLarge), "bg",
+                                                    small_uid))
+                      .as_object();
+      std::string ns = large_one ? "t" : "u";
+      registry::WriteQuery query;
+      auto r = co_await store_->create(*configmaps_, std::move(ns), std::move(body),
+                                       std::move(query));
+      EXPECT_TRUE(r);
+    }
+  });
+  ASSERT_TRUE(eventually([&] {
+    return cached(*configmaps_, "large-" + std::to_string(kLarge - 1)) &&
+           cached(*configmaps_, "small-" + std::to_string(kSmall - 1), "u");
+  }));
+  remove(*deployments_, "bg");
+  remove(*deployments_, "bg", registry::Propagation::background, "u");
+  auto left = [&](const std::string& prefix, int n, const std::string& in) {
+    int count = 0;
+    for (int i = 0; i < n; ++i) count += cached(*configmaps_, prefix + std::to_string(i), in);
+    return count;
+  };
+  ASSERT_TRUE(eventually([&] { return left("small-", kSmall, "u") == 0; }));
+  EXPECT_GT(left("large-", kLarge, "t"), kLarge / 2)
+      << "the small family waited behind most of the large one";
 }
 
 // The collector's pure parts.
