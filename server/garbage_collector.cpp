@@ -95,7 +95,8 @@ std::optional<FairQueue::Item> FairQueue::pop() {
   return item;
 }
 
-std::optional<std::string> dependent_on_wait_cycle(const WaitGraph& waits, const std::string& owner) {
+std::optional<std::string> dependent_on_wait_cycle(const WaitGraph& waits,
+                                                   const std::string& owner) {
   auto first = waits.find(owner);
   if (first == waits.end()) return std::nullopt;
   // One search for the owner from each of its waited-for dependents in turn; a node seen from an
@@ -305,7 +306,8 @@ void GarbageCollector::observe(const ResourceInfo& info, const watch::WatchFrame
   d.name = o.name;
   d.uid = string_at(meta, "uid");
   d.revision = o.resource_version;
-  d.deleting_dependents = being_deleted(meta) && has_finalizer(meta, registry::kForegroundFinalizer);
+  d.deleting_dependents =
+      being_deleted(meta) && has_finalizer(meta, registry::kForegroundFinalizer);
   if (const json::value* refs = meta != nullptr ? meta->if_contains("ownerReferences") : nullptr;
       refs != nullptr && refs->is_array()) {
     for (const auto& r : refs->get_array()) {

@@ -80,10 +80,10 @@ class FairQueue {
 
  private:
   struct Namespace {
-    std::deque<std::string> turns;                     // groups with items, in turn
+    std::deque<std::string> turns;  // groups with items, in turn
     std::map<std::string, std::deque<Item>> groups;
   };
-  std::deque<std::string> turns_;                      // namespaces with items, in turn
+  std::deque<std::string> turns_;  // namespaces with items, in turn
   std::map<std::string, Namespace> namespaces_;
   std::set<std::string> queued_;
 };
@@ -97,7 +97,8 @@ using WaitGraph = std::map<std::string, std::set<std::string>>;
 // objects deleting in foreground, or a blocking reference of an object to itself): the dependent
 // it waits for first on such a cycle. None of them would ever go; that dependent's reference to
 // the owner stops blocking and the cycle is open. Nullopt when the owner is on no cycle.
-std::optional<std::string> dependent_on_wait_cycle(const WaitGraph& waits, const std::string& owner);
+std::optional<std::string> dependent_on_wait_cycle(const WaitGraph& waits,
+                                                   const std::string& owner);
 
 // What an owner deleting in foreground does next, given how many dependents still block it.
 struct ForegroundStep {

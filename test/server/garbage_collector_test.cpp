@@ -324,7 +324,9 @@ std::vector<std::string> drain(gc::FairQueue& queue) {
 TEST(GarbageCollectorQueueTest, NamespacesTakeTurnsSoASmallOneIsNotBehindALargeOne) {
   gc::FairQueue queue;
   for (int i = 0; i < 1000; ++i) queue.push("owner big", item("big", "big/" + std::to_string(i)));
-  for (int i = 0; i < 3; ++i) queue.push("owner small", item("small", "small/" + std::to_string(i)));
+  for (int i = 0; i < 3; ++i) {
+    queue.push("owner small", item("small", "small/" + std::to_string(i)));
+  }
   const auto order = drain(queue);
   ASSERT_EQ(order.size(), 1003u);
   EXPECT_EQ(std::vector<std::string>(order.begin(), order.begin() + 6),
