@@ -388,26 +388,28 @@ void GarbageCollector::enqueue_all(const std::set<std::string>& keys) {
   }
 }
 
+namespace {
+// Items processed at once: their storage calls overlap (kube runs 20 attemptToDelete workers).
+constexpr std::size_t kWorkers = 8;
+}  // namespace
+
 asio::awaitable<void> GarbageCollector::work() {
   wake_ = std::make_unique<asio::steady_timer>(*strand_);
   while (co_await wait_for_work()) {
     std::optional<gc::FairQueue::Item> item = queue_.pop();
     if (!item) continue;
-    Outcome outcome = Outcome::retry;
-    try {
-      outcome = co_await process(*item->info, item->key);
-    } catch (const std::exception& e) {
-      spdlog::warn("garbage collector: {}: {}", storage::to_valid_utf8(item->key), e.what());
+    if (in_flight_.count(item->key)) {
+      again_.insert_or_assign(item->key, std::move(*item));  // after the one in flight
+      continue;
     }
-    if (outcome == Outcome::retry) {
-      const int failures = ++failures_[item->key];
-      retries_.emplace(std::chrono::steady_clock::now() + gc::retry_delay(failures),
-                       std::move(*item));
-    } else {
-      failures_.erase(item->key);
-    }
-    // Lets the watch tasks on this strand in between items: a step that needs no storage call
-    // completes without suspending, and a run of them would keep every event out.
+    in_flight_.insert(item->key);
+    asio::co_spawn(*strand_,
+                   [self = shared_from_this(), item = std::move(*item)]() mutable {
+                     return self->run_item(std::move(item));
+                   },
+                   [](std::exception_ptr e) { log_task_failure(e, "garbage collector item"); });
+    // Lets the watch tasks and the items on this strand in between: a step that needs no storage
+    // call completes without suspending, and a run of them would keep every event out.
     co_await asio::post(*strand_, asio::use_awaitable);
   }
 }
@@ -420,13 +422,37 @@ asio::awaitable<bool> GarbageCollector::wait_for_work() {
       retries_.erase(retries_.begin());
       enqueue(item.info, item.key, item.ns);
     }
-    if (!queue_.empty()) co_return true;
-    // Nothing to do until an event queues something (enqueue cancels the wait) or a retry is due.
+    if (!queue_.empty() && in_flight_.size() < kWorkers) co_return true;
+    // Nothing to do until an event queues something or an item ends (both cancel the wait), or
+    // a retry is due.
     wake_->expires_at(retries_.empty() ? asio::steady_timer::time_point::max()
                                        : retries_.begin()->first);
     co_await wake_->async_wait(asio::as_tuple(asio::use_awaitable));
   }
   co_return false;
+}
+
+asio::awaitable<void> GarbageCollector::run_item(gc::FairQueue::Item item) {
+  Outcome outcome = Outcome::retry;
+  try {
+    outcome = co_await process(*item.info, item.key);
+  } catch (const std::exception& e) {
+    spdlog::warn("garbage collector: {}: {}", storage::to_valid_utf8(item.key), e.what());
+  }
+  in_flight_.erase(item.key);
+  if (auto again = again_.find(item.key); again != again_.end()) {
+    gc::FairQueue::Item next = std::move(again->second);
+    again_.erase(again);
+    enqueue(next.info, next.key, next.ns);
+  }
+  if (outcome == Outcome::retry) {
+    const int failures = ++failures_[item.key];
+    retries_.emplace(std::chrono::steady_clock::now() + gc::retry_delay(failures),
+                     std::move(item));
+  } else {
+    failures_.erase(item.key);
+  }
+  if (wake_) wake_->cancel();  // a worker is free
 }
 
 asio::awaitable<GarbageCollector::Outcome> GarbageCollector::process(const ResourceInfo& info,

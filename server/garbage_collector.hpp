@@ -14,6 +14,7 @@
 //   blocking (blockOwnerDeletion: false), and they all go.
 // Work is fair: namespaces take turns, and within a namespace the owners do, one item a turn, so
 // an owner with ten thousand dependents or a long chain does not hold up another's collection.
+// Up to 8 items are processed at a time (storage calls overlap), never two of one object.
 // Items are queued by events only (and retried after failures with a growing delay): nothing is
 // looked at again while nothing changes, so an idle server does no work.
 // On by default (--enable-garbage-collector). A restart rebuilds everything from the caches'
@@ -164,9 +165,12 @@ class GarbageCollector : public std::enable_shared_from_this<GarbageCollector> {
   void index(const std::string& key, Dependent d);
   void unindex(const std::string& key);
   std::string owner_key(const Dependent& d, const OwnerRef& ref) const;
+  // Starts items in turn, up to kWorkers at a time, never two of one key.
   boost::asio::awaitable<void> work();
-  // Waits until an item is queued or a retry is due; false once stopped.
+  // Waits until an item is queued (or a retry is due) and a worker is free; false once stopped.
   boost::asio::awaitable<bool> wait_for_work();
+  // One item, a task of its own.
+  boost::asio::awaitable<void> run_item(gc::FairQueue::Item item);
   boost::asio::awaitable<Outcome> process(const registry::ResourceInfo& info,
                                           const std::string& key);
   // One turn of orphaning: at most a batch of dependents, then the owner queues again.
@@ -216,7 +220,11 @@ class GarbageCollector : public std::enable_shared_from_this<GarbageCollector> {
   // Items that failed, to be queued again at a time; their failures so far, by key.
   std::multimap<std::chrono::steady_clock::time_point, gc::FairQueue::Item> retries_;
   std::map<std::string, int> failures_;
-  std::unique_ptr<boost::asio::steady_timer> wake_;
+  // Items being processed, by key, and items of those keys queued meanwhile (they wait for the
+  // first to finish, then queue again).
+  std::set<std::string> in_flight_;
+  std::map<std::string, gc::FairQueue::Item> again_;
+  std::unique_ptr<boost::asio::steady_timer> wake_;  // the dispatcher's only
 };
 
 }  // namespace kwatch::server
