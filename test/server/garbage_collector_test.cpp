@@ -309,6 +309,39 @@ TEST_F(GarbageCollectorTest, DependentsInAnotherNamespaceTakeTurnsWithALargeFami
       << "the small family waited behind most of the large one";
 }
 
+// Orphaning goes a batch a turn, the owner queued again after each.
+TEST_F(GarbageCollectorTest, AnOwnerOrphaningManyDependentsReleasesThemAllAndGoes) {
+  cachers_->ensure(*deployments_);
+  start_collector();
+  constexpr int kDependents = 100;
+  const auto owner = create(*deployments_, kOwner);
+  const std::string uid(owner.at("metadata").at("uid").as_string());
+  run([&]() -> asio::awaitable<void> {
+    for (int i = 0; i < kDependents; ++i) {
+      auto body = json::parse(configmap("dep-" + std::to_string(i), "bg", uid)).as_object();
+      std::string ns = "t";
+      registry::WriteQuery query;
+      auto r = co_await store_->create(*configmaps_, std::move(ns), std::move(body),
+                                       std::move(query));
+      EXPECT_TRUE(r);
+    }
+  });
+  ASSERT_TRUE(eventually([&] {
+    return cached(*configmaps_, "dep-" + std::to_string(kDependents - 1)) &&
+           cached(*deployments_, "bg");
+  }));
+  remove(*deployments_, "bg", registry::Propagation::orphan);
+  auto cacher = cachers_->find(*configmaps_);
+  auto released = [&] {
+    for (int i = 0; i < kDependents; ++i) {
+      auto o = cacher->get(configmaps_->key("t", "dep-" + std::to_string(i)));
+      if (!o || o->json.find("ownerReferences") != std::string::npos) return false;
+    }
+    return true;
+  };
+  EXPECT_TRUE(eventually([&] { return !cached(*deployments_, "bg") && released(); }));
+}
+
 // The collector's pure parts.
 
 gc::FairQueue::Item item(const std::string& ns, const std::string& key) {
