@@ -58,6 +58,86 @@ bool mentions(std::string_view text, std::string_view word) {
 
 }  // namespace
 
+namespace gc {
+
+bool FairQueue::push(const std::string& group, Item item) {
+  if (!queued_.insert(item.key).second) return false;
+  auto [ns, new_ns] = namespaces_.try_emplace(item.ns);
+  if (new_ns) turns_.push_back(item.ns);
+  auto [g, new_group] = ns->second.groups.try_emplace(group);
+  if (new_group) ns->second.turns.push_back(group);
+  g->second.push_back(std::move(item));
+  return true;
+}
+
+std::optional<FairQueue::Item> FairQueue::pop() {
+  if (turns_.empty()) return std::nullopt;
+  std::string ns_name = std::move(turns_.front());
+  turns_.pop_front();
+  auto ns = namespaces_.find(ns_name);
+  std::string group = std::move(ns->second.turns.front());
+  ns->second.turns.pop_front();
+  auto g = ns->second.groups.find(group);
+  Item item = std::move(g->second.front());
+  g->second.pop_front();
+  // A group or namespace with more goes to the back of its line; an emptied one leaves it.
+  if (g->second.empty()) {
+    ns->second.groups.erase(g);
+  } else {
+    ns->second.turns.push_back(std::move(group));
+  }
+  if (ns->second.turns.empty()) {
+    namespaces_.erase(ns);
+  } else {
+    turns_.push_back(std::move(ns_name));
+  }
+  queued_.erase(item.key);
+  return item;
+}
+
+std::optional<std::string> dependent_on_wait_cycle(const WaitGraph& waits,
+                                                   const std::string& owner) {
+  auto first = waits.find(owner);
+  if (first == waits.end()) return std::nullopt;
+  // One search for the owner from each of its waited-for dependents in turn; a node seen from an
+  // earlier one did not lead back to the owner, so it is not searched again.
+  std::set<std::string_view> seen;
+  for (const std::string& dependent : first->second) {
+    std::vector<std::string_view> stack{dependent};
+    while (!stack.empty()) {
+      const std::string_view uid = stack.back();
+      stack.pop_back();
+      if (uid == owner) return dependent;
+      if (!seen.insert(uid).second) continue;
+      auto next = waits.find(std::string(uid));
+      if (next == waits.end()) continue;
+      for (const std::string& v : next->second) {
+        if (v == owner || !seen.count(v)) stack.push_back(v);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+ForegroundStep foreground_step(const WaitGraph& waits, const std::string& owner_uid,
+                               std::size_t blocking) {
+  if (blocking == 0) return {ForegroundStep::Action::finish, {}};
+  if (auto dependent = dependent_on_wait_cycle(waits, owner_uid)) {
+    return {ForegroundStep::Action::unblock, std::move(*dependent)};
+  }
+  return {ForegroundStep::Action::wait, {}};
+}
+
+std::chrono::milliseconds retry_delay(int failures) {
+  constexpr std::chrono::milliseconds kFirst(100);
+  constexpr std::chrono::milliseconds kMost(30'000);
+  if (failures <= 1) return kFirst;
+  if (failures > 16) return kMost;
+  return std::min(kMost, std::chrono::milliseconds(kFirst.count() << (failures - 1)));
+}
+
+}  // namespace gc
+
 GarbageCollector::GarbageCollector(std::shared_ptr<registry::Scheme> scheme,
                                    std::shared_ptr<registry::ResourceStore> store,
                                    std::shared_ptr<CacherRegistry> cachers)
@@ -164,6 +244,10 @@ void GarbageCollector::recheck_owners_under(const std::string& prefix) {
 void GarbageCollector::index(const std::string& key, Dependent d) {
   for (const auto& ref : d.owners) {
     by_owner_uid_[ref.uid].insert(key);
+    if (ref.block) {
+      blockers_[ref.uid].insert(key);
+      if (d.deleting_dependents) waits_[ref.uid].insert(d.uid);
+    }
     if (auto k = owner_key(d, ref); !k.empty()) by_owner_key_[k].insert(key);
   }
   dependents_[key] = std::move(d);
@@ -172,15 +256,18 @@ void GarbageCollector::index(const std::string& key, Dependent d) {
 void GarbageCollector::unindex(const std::string& key) {
   auto it = dependents_.find(key);
   if (it == dependents_.end()) return;
-  auto drop = [&key](std::map<std::string, std::set<std::string>>& m, const std::string& k) {
+  auto drop = [](std::map<std::string, std::set<std::string>>& m, const std::string& k,
+                 const std::string& member) {
     auto e = m.find(k);
     if (e == m.end()) return;
-    e->second.erase(key);
+    e->second.erase(member);
     if (e->second.empty()) m.erase(e);
   };
   for (const auto& ref : it->second.owners) {
-    drop(by_owner_uid_, ref.uid);
-    drop(by_owner_key_, owner_key(it->second, ref));
+    drop(by_owner_uid_, ref.uid, key);
+    drop(by_owner_key_, owner_key(it->second, ref), key);
+    drop(blockers_, ref.uid, key);
+    drop(waits_, ref.uid, it->second.uid);
   }
   dependents_.erase(it);
 }
@@ -196,12 +283,12 @@ void GarbageCollector::observe(const ResourceInfo& info, const watch::WatchFrame
   if (frame.type == watch::EventType::deleted) {
     if (auto it = dependents_.find(key); it != dependents_.end()) {
       // An owner waiting in foreground for this object may go now.
-      for (const auto& ref : it->second.owners) {
-        if (const ResourceInfo* oi = owner_info(ref)) enqueue(oi, owner_key(it->second, ref));
-      }
+      for (const auto& ref : it->second.owners) enqueue_owner(it->second, ref);
       unindex(key);
     }
     if (auto it = by_owner_key_.find(key); it != by_owner_key_.end()) enqueue_all(it->second);
+    fanned_out_.erase(key);
+    orphan_cursor_.erase(key);
     return;
   }
   const bool known = dependents_.count(key) > 0;
@@ -219,6 +306,8 @@ void GarbageCollector::observe(const ResourceInfo& info, const watch::WatchFrame
   d.name = o.name;
   d.uid = string_at(meta, "uid");
   d.revision = o.resource_version;
+  d.deleting_dependents =
+      being_deleted(meta) && has_finalizer(meta, registry::kForegroundFinalizer);
   if (const json::value* refs = meta != nullptr ? meta->if_contains("ownerReferences") : nullptr;
       refs != nullptr && refs->is_array()) {
     for (const auto& r : refs->get_array()) {
@@ -240,13 +329,23 @@ void GarbageCollector::observe(const ResourceInfo& info, const watch::WatchFrame
     auto same = [](const OwnerRef& a, const OwnerRef& b) {
       return a.uid == b.uid && a.block == b.block && a.name == b.name && a.kind == b.kind;
     };
-    changed = before.uid != d.uid ||
+    changed = before.uid != d.uid || before.deleting_dependents != d.deleting_dependents ||
               !std::equal(before.owners.begin(), before.owners.end(), d.owners.begin(),
                           d.owners.end(), same);
-    if (changed) unindex(key);
+    if (changed) {
+      // An owner waiting in foreground that this object blocked and blocks no more may go on.
+      for (const auto& ref : before.owners) {
+        const bool still = before.uid == d.uid &&
+                           std::any_of(d.owners.begin(), d.owners.end(), [&](const OwnerRef& r) {
+                             return r.uid == ref.uid && r.block;
+                           });
+        if (ref.block && !still) enqueue_owner(before, ref);
+      }
+      unindex(key);
+    }
   }
   if (changed && !d.owners.empty()) index(key, d);
-  if (changed && !d.owners.empty()) enqueue(&info, key);
+  if (changed && !d.owners.empty()) enqueue(&info, key, d.ns);
   if (being_deleted(meta) && (has_finalizer(meta, registry::kOrphanFinalizer) ||
                               has_finalizer(meta, registry::kForegroundFinalizer))) {
     if (has_finalizer(meta, registry::kOrphanFinalizer)) {
@@ -255,7 +354,7 @@ void GarbageCollector::observe(const ResourceInfo& info, const watch::WatchFrame
                     [now](const auto& e) { return now - e.second.first > std::chrono::minutes(10); });
       orphaned_.try_emplace(d.uid, now, o.resource_version);
     }
-    enqueue(&info, key);
+    enqueue(&info, key, d.ns);
   }
   // An owner that changed (re-created, or deleting in foreground): its dependents look again.
   if (owner) {
@@ -263,88 +362,206 @@ void GarbageCollector::observe(const ResourceInfo& info, const watch::WatchFrame
   }
 }
 
-void GarbageCollector::enqueue(const ResourceInfo* info, const std::string& key) {
-  if (info == nullptr || key.empty() || !queued_.insert(key).second) return;
-  queue_.push_back({info, key});
-  if (wake_) wake_->cancel();
+void GarbageCollector::enqueue(const ResourceInfo* info, const std::string& key,
+                               const std::string& ns) {
+  if (info == nullptr || key.empty()) return;
+  // A dependent waits its turn among its first owner's dependents, so that a large family takes
+  // one turn in its namespace like a small one; anything else (an owner's own steps) by itself.
+  auto it = dependents_.find(key);
+  std::string group = it != dependents_.end() && !it->second.owners.empty()
+                          ? "owner " + it->second.owners.front().uid
+                          : "object " + key;
+  if (queue_.push(group, {info, key, ns}) && wake_) wake_->cancel();
+}
+
+void GarbageCollector::enqueue_owner(const Dependent& d, const OwnerRef& ref) {
+  const ResourceInfo* info = owner_info(ref);
+  if (info == nullptr) return;
+  enqueue(info, owner_key(d, ref), info->namespaced ? d.ns : std::string());
 }
 
 void GarbageCollector::enqueue_all(const std::set<std::string>& keys) {
   for (const auto& key : keys) {
-    if (auto it = dependents_.find(key); it != dependents_.end()) enqueue(it->second.info, key);
+    if (auto it = dependents_.find(key); it != dependents_.end()) {
+      enqueue(it->second.info, key, it->second.ns);
+    }
   }
 }
+
+namespace {
+// Items processed at once: their storage calls overlap (kube runs 20 attemptToDelete workers).
+constexpr std::size_t kWorkers = 8;
+}  // namespace
 
 asio::awaitable<void> GarbageCollector::work() {
   wake_ = std::make_unique<asio::steady_timer>(*strand_);
-  while (!stopped_) {
-    if (queue_.empty()) {
-      wake_->expires_at(asio::steady_timer::time_point::max());
-      co_await wake_->async_wait(asio::as_tuple(asio::use_awaitable));
+  while (co_await wait_for_work()) {
+    std::optional<gc::FairQueue::Item> item = queue_.pop();
+    if (!item) continue;
+    if (in_flight_.count(item->key)) {
+      again_.insert_or_assign(item->key, std::move(*item));  // after the one in flight
       continue;
     }
-    Work w = std::move(queue_.front());
-    queue_.pop_front();
-    queued_.erase(w.key);
-    try {
-      co_await process(*w.info, w.key);
-    } catch (const std::exception& e) {
-      spdlog::warn("garbage collector: {}: {}", storage::to_valid_utf8(w.key), e.what());
-    }
+    in_flight_.insert(item->key);
+    asio::co_spawn(*strand_,
+                   [self = shared_from_this(), item = std::move(*item)]() mutable {
+                     return self->run_item(std::move(item));
+                   },
+                   [](std::exception_ptr e) { log_task_failure(e, "garbage collector item"); });
+    // Lets the watch tasks and the items on this strand in between: a step that needs no storage
+    // call completes without suspending, and a run of them would keep every event out.
+    co_await asio::post(*strand_, asio::use_awaitable);
   }
 }
 
-asio::awaitable<void> GarbageCollector::process(const ResourceInfo& info, const std::string& key) {
+asio::awaitable<bool> GarbageCollector::wait_for_work() {
+  while (!stopped_) {
+    const auto now = std::chrono::steady_clock::now();
+    while (!retries_.empty() && retries_.begin()->first <= now) {
+      gc::FairQueue::Item item = std::move(retries_.begin()->second);
+      retries_.erase(retries_.begin());
+      enqueue(item.info, item.key, item.ns);
+    }
+    if (!queue_.empty() && in_flight_.size() < kWorkers) co_return true;
+    // Nothing to do until an event queues something or an item ends (both cancel the wait), or
+    // a retry is due.
+    wake_->expires_at(retries_.empty() ? asio::steady_timer::time_point::max()
+                                       : retries_.begin()->first);
+    co_await wake_->async_wait(asio::as_tuple(asio::use_awaitable));
+  }
+  co_return false;
+}
+
+asio::awaitable<void> GarbageCollector::run_item(gc::FairQueue::Item item) {
+  Outcome outcome = Outcome::retry;
+  try {
+    outcome = co_await process(*item.info, item.key);
+  } catch (const std::exception& e) {
+    spdlog::warn("garbage collector: {}: {}", storage::to_valid_utf8(item.key), e.what());
+  }
+  in_flight_.erase(item.key);
+  if (auto again = again_.find(item.key); again != again_.end()) {
+    gc::FairQueue::Item next = std::move(again->second);
+    again_.erase(again);
+    enqueue(next.info, next.key, next.ns);
+  }
+  if (outcome == Outcome::retry) {
+    const int failures = ++failures_[item.key];
+    retries_.emplace(std::chrono::steady_clock::now() + gc::retry_delay(failures),
+                     std::move(item));
+  } else {
+    failures_.erase(item.key);
+  }
+  if (wake_) wake_->cancel();  // a worker is free
+}
+
+asio::awaitable<GarbageCollector::Outcome> GarbageCollector::process(const ResourceInfo& info,
+                                                                     const std::string& key) {
   auto cacher = cachers_->find(info);
-  if (!cacher) co_return;
+  if (!cacher) co_return Outcome::done;
   watch::ObjectPtr cached = cacher->get(key);
-  if (!cached) co_return;
+  if (!cached) co_return Outcome::done;
   auto obj = parse_object(cached->json);
-  if (!obj) co_return;
+  if (!obj) co_return Outcome::done;
   const json::object* meta = registry::object_member(*obj, "metadata");
   if (being_deleted(meta)) {
     if (has_finalizer(meta, registry::kOrphanFinalizer)) {
-      co_await orphan_dependents(*obj);
-      co_await drop_finalizer(info, *obj, registry::kOrphanFinalizer);
-    } else if (has_finalizer(meta, registry::kForegroundFinalizer)) {
-      co_await delete_dependents(info, *obj);
+      co_return co_await orphan_dependents(info, key, *obj);
     }
-    co_return;
+    if (has_finalizer(meta, registry::kForegroundFinalizer)) {
+      co_return co_await delete_dependents(info, key, cached->resource_version, *obj);
+    }
+    co_return Outcome::done;
   }
-  if (dependents_.count(key)) co_await collect(info, key);
+  if (dependents_.count(key)) co_return co_await collect(info, key);
+  co_return Outcome::done;
 }
 
-asio::awaitable<void> GarbageCollector::orphan_dependents(const json::object& owner) {
-  const std::string uid = string_at(registry::object_member(owner, "metadata"), "uid");
-  auto it = by_owner_uid_.find(uid);
-  if (it == by_owner_uid_.end()) co_return;
-  const std::set<std::string> keys = it->second;
-  for (const auto& key : keys) {
-    auto d = dependents_.find(key);
+asio::awaitable<GarbageCollector::Outcome> GarbageCollector::orphan_dependents(
+    const ResourceInfo& info, const std::string& key, const json::object& owner) {
+  // A batch a turn: an owner with thousands of dependents takes turns with everyone else.
+  constexpr std::size_t kBatch = 32;
+  const json::object* meta = registry::object_member(owner, "metadata");
+  const std::string uid = string_at(meta, "uid");
+  auto after = [this, &uid, &key]() -> std::pair<std::set<std::string>::const_iterator,
+                                                 std::set<std::string>::const_iterator> {
+    auto it = by_owner_uid_.find(uid);
+    if (it == by_owner_uid_.end()) return {};
+    auto cursor = orphan_cursor_.find(key);
+    return {cursor == orphan_cursor_.end() ? it->second.begin()
+                                           : it->second.upper_bound(cursor->second),
+            it->second.end()};
+  };
+  std::vector<std::string> batch;
+  for (auto [it, end] = after(); it != end && batch.size() < kBatch; ++it) batch.push_back(*it);
+  for (const auto& dependent_key : batch) {
+    orphan_cursor_[key] = dependent_key;
+    auto d = dependents_.find(dependent_key);
     if (d == dependents_.end()) continue;
     const Dependent dependent = d->second;
     std::set<std::string> uids{uid};  // named: GCC 12 mishandles temporaries in a co_await
-    co_await drop_references(dependent, std::move(uids));
+    co_await edit_references(dependent, std::move(uids), false);
   }
+  if (auto [it, end] = after(); it != end) {
+    enqueue(&info, key, string_at(meta, "namespace"));  // the next batch, on its next turn
+    co_return Outcome::done;
+  }
+  orphan_cursor_.erase(key);
+  co_return co_await drop_finalizer(info, owner, registry::kOrphanFinalizer) ? Outcome::done
+                                                                              : Outcome::retry;
 }
 
-asio::awaitable<void> GarbageCollector::delete_dependents(const ResourceInfo& info,
-                                                          const json::object& owner) {
+asio::awaitable<GarbageCollector::Outcome> GarbageCollector::delete_dependents(
+    const ResourceInfo& info, const std::string& key, std::int64_t revision,
+    const json::object& owner) {
   const json::object* meta = registry::object_member(owner, "metadata");
   const std::string uid = string_at(meta, "uid");
-  std::size_t blocking = 0;
-  if (auto it = by_owner_uid_.find(uid); it != by_owner_uid_.end()) {
-    for (const auto& key : it->second) {
-      const Dependent& d = dependents_.at(key);
-      const bool blocks = std::any_of(d.owners.begin(), d.owners.end(), [&](const OwnerRef& r) {
-        return r.uid == uid && r.block;
-      });
-      if (blocks) ++blocking;
-      enqueue(d.info, key);  // collect() finds its owner waiting and deletes it
+  // Each state of the owner queues its dependents once (collect() finds the owner waiting and
+  // deletes them), not again on each of its dependents' deletions, which bring it back here.
+  // Those deleting in foreground already go on their own.
+  auto fanned = fanned_out_.find(key);
+  const bool fresh = fanned == fanned_out_.end() || fanned->second != revision ||
+                     failures_.count(key) > 0;
+  if (fanned == fanned_out_.end() || fanned->second != revision) {
+    fanned_out_[key] = revision;
+    if (auto it = by_owner_uid_.find(uid); it != by_owner_uid_.end()) {
+      for (const auto& dependent_key : it->second) {
+        const Dependent& d = dependents_.at(dependent_key);
+        if (!d.deleting_dependents) enqueue(d.info, dependent_key, d.ns);
+      }
     }
   }
-  if (blocking > 0) co_return;  // each dependent's deletion brings the owner back here
-  co_await drop_finalizer(info, owner, registry::kForegroundFinalizer);
+  auto blockers = blockers_.find(uid);
+  const std::size_t blocking = blockers == blockers_.end() ? 0 : blockers->second.size();
+  // A cycle of waits is closed by the event of its last member to start waiting, and that
+  // member comes here fresh with it: an owner looked at again unchanged looks for none.
+  if (blocking > 0 && !fresh) co_return Outcome::done;
+  const gc::ForegroundStep step = gc::foreground_step(waits_, uid, blocking);
+  switch (step.action) {
+    case gc::ForegroundStep::Action::finish:
+      fanned_out_.erase(key);
+      co_return co_await drop_finalizer(info, owner, registry::kForegroundFinalizer)
+          ? Outcome::done
+          : Outcome::retry;
+    case gc::ForegroundStep::Action::unblock: {
+      std::optional<Dependent> dependent;
+      for (const auto& dependent_key : blockers->second) {
+        const Dependent& d = dependents_.at(dependent_key);
+        if (d.uid == step.dependent) dependent = d;
+      }
+      if (!dependent) co_return Outcome::done;
+      spdlog::info("garbage collector: {}/{} and {}/{} wait for each other to be deleted: the "
+                   "reference of {} to {} no longer blocks",
+                   dependent->ns, dependent->name, string_at(meta, "namespace"),
+                   string_at(meta, "name"), dependent->name, string_at(meta, "name"));
+      std::set<std::string> uids{uid};
+      co_return co_await edit_references(*dependent, std::move(uids), true) ? Outcome::done
+                                                                             : Outcome::retry;
+    }
+    case gc::ForegroundStep::Action::wait:
+      break;
+  }
+  co_return Outcome::done;
 }
 
 asio::awaitable<GarbageCollector::OwnerState> GarbageCollector::owner_state(const Dependent& dependent,
@@ -389,7 +606,8 @@ asio::awaitable<GarbageCollector::OwnerState> GarbageCollector::owner_state(cons
   co_return state;
 }
 
-asio::awaitable<void> GarbageCollector::collect(const ResourceInfo& info, const std::string& key) {
+asio::awaitable<GarbageCollector::Outcome> GarbageCollector::collect(const ResourceInfo& info,
+                                                                     const std::string& key) {
   const Dependent d = dependents_.at(key);
   std::set<std::string> stale;  // references to owners that are gone or waiting
   bool solid = false;
@@ -413,11 +631,11 @@ asio::awaitable<void> GarbageCollector::collect(const ResourceInfo& info, const 
         break;
     }
   }
-  if (stale.empty()) co_return;
+  if (stale.empty()) co_return Outcome::done;
   if (solid || (!gone && !waiting)) {
     // Kept by a live owner, or left by owners that orphaned it: only the references go.
-    co_await drop_references(d, std::move(stale));
-    co_return;
+    co_return co_await edit_references(d, std::move(stale), false) ? Outcome::done
+                                                                   : Outcome::retry;
   }
   registry::DeleteQuery query;
   query.uid = d.uid;
@@ -440,9 +658,10 @@ asio::awaitable<void> GarbageCollector::collect(const ResourceInfo& info, const 
   if (!r && r.error().code != storage::Errc::not_found && r.error().code != storage::Errc::conflict) {
     spdlog::warn("garbage collector: cannot delete {}: {}", storage::to_valid_utf8(key),
                  r.error().message);
-  } else if (r) {
-    spdlog::debug("garbage collector deleted {}", storage::to_valid_utf8(key));
+    co_return Outcome::retry;
   }
+  if (r) spdlog::debug("garbage collector deleted {}", storage::to_valid_utf8(key));
+  co_return Outcome::done;
 }
 
 asio::awaitable<bool> GarbageCollector::drop_finalizer(const ResourceInfo& info,
@@ -455,7 +674,7 @@ asio::awaitable<bool> GarbageCollector::drop_finalizer(const ResourceInfo& info,
     std::string ns_copy = ns, name_copy = name, any_version;
     auto current = co_await store_->get(info, std::move(ns_copy), std::move(name_copy),
                                         std::move(any_version));
-    if (!current) co_return false;
+    if (!current) co_return current.error().code == storage::Errc::not_found;
     json::value* f = (*current)["metadata"].as_object().if_contains("finalizers");
     if (f == nullptr || !f->is_array()) co_return true;
     json::array kept;
@@ -478,23 +697,36 @@ asio::awaitable<bool> GarbageCollector::drop_finalizer(const ResourceInfo& info,
   co_return false;
 }
 
-asio::awaitable<bool> GarbageCollector::drop_references(const Dependent& d,
-                                                        std::set<std::string> uids) {
+asio::awaitable<bool> GarbageCollector::edit_references(const Dependent& d,
+                                                        std::set<std::string> uids, bool unblock) {
   for (int attempt = 0; attempt < 5 && !stopped_; ++attempt) {
     std::string ns = d.ns, name = d.name, any_version;
     auto current = co_await store_->get(*d.info, std::move(ns), std::move(name),
                                         std::move(any_version));
-    if (!current) co_return false;
+    if (!current) co_return current.error().code == storage::Errc::not_found;
     json::object& meta = (*current)["metadata"].as_object();
-    if (string_at(&meta, "uid") != d.uid) co_return false;  // another object by now
+    if (string_at(&meta, "uid") != d.uid) co_return true;  // another object by now
     json::value* refs = meta.if_contains("ownerReferences");
     if (refs == nullptr || !refs->is_array()) co_return true;
     json::array kept;
+    bool edited = false;
     for (const auto& r : refs->get_array()) {
       const json::object* ro = r.if_object();
-      if (ro == nullptr || !uids.count(string_at(ro, "uid"))) kept.push_back(r);
+      if (ro == nullptr || !uids.count(string_at(ro, "uid"))) {
+        kept.push_back(r);
+      } else if (unblock) {
+        json::object ref = *ro;
+        if (const json::value* b = ref.if_contains("blockOwnerDeletion"); b && b->is_bool() &&
+                                                                          b->get_bool()) {
+          ref["blockOwnerDeletion"] = false;
+          edited = true;
+        }
+        kept.push_back(std::move(ref));
+      } else {
+        edited = true;
+      }
     }
-    if (kept.size() == refs->get_array().size()) co_return true;
+    if (!edited) co_return true;
     if (kept.empty()) {
       meta.erase("ownerReferences");
     } else {

@@ -1,8 +1,9 @@
 """Deletion as controllers rely on it: what a delete answers, finalizers, a pod's grace period,
 propagationPolicy Background / Orphan / Foreground carried out by the built-in garbage collector,
 dangling owner references, namespaces that terminate before they go, the namespaces that cannot
-be deleted, kubectl and the official Python client, and a collector that picks up after a
-restart.
+be deleted, kubectl and the official Python client, a collector that picks up after a restart,
+and one that neither stalls nor spins on cycles of owner references and is fair to every
+namespace while a large family or a long chain is being collected.
 
 Usage: deletion_test.py <path to kwatch-apiserver>
 """
@@ -11,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 from harness import Checks, Server, TempDir, WatchStream, summarize, wait_for
 
@@ -357,6 +359,132 @@ def restart(checks, binary, tmp):
         server.stop()
 
 
+def cpu_seconds(pid):
+    """User and system CPU time of a process so far (fields 14 and 15 of /proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def count(server, path):
+    """How many objects a list has, read with limit=1."""
+    status, body = server.request("GET", f"{path}?limit=1")
+    if status != 200:
+        raise AssertionError(f"GET {path}: {status} {body!r}"[:300])
+    return len(body.get("items", [])) + body.get("metadata", {}).get("remainingItemCount", 0)
+
+
+def set_owners(server, path, owners):
+    status, body = server.request("PATCH", path, body={"metadata": {"ownerReferences": owners}},
+                                  headers={"Content-Type": "application/merge-patch+json"})
+    if status != 200:
+        raise AssertionError(f"PATCH {path}: {status} {body!r}"[:300])
+
+
+def family(session, ns, owner_name, n, block=False):
+    """A Deployment and n ConfigMaps it owns, in ns; returns the ConfigMaps' path."""
+    owner = create(session, DEPLOYS.format(ns=ns), deployment(owner_name))
+    for i in range(n):
+        create(session, CMS.format(ns=ns), configmap(f"{owner_name}-{i}", owners=[owner_ref(owner, block)]))
+    return CMS.format(ns=ns)
+
+
+def cycles_and_fairness(checks, binary):
+    """Issue 25, item 8: one cycle of blocking owner references deleted in foreground stalled the
+    collector for everyone (and spun a core); a large family or a long chain must not hold up
+    another namespace's collection either."""
+    server = Server(binary).start()
+    session = server.session()
+    try:
+        for ns in ("cycle", "self", "ring", "fan", "chain", "others"):
+            server.create_namespace(ns)
+        # Two ConfigMaps owning each other, both blocking; one deleted in foreground.
+        cms = CMS.format(ns="cycle")
+        a = create(session, cms, configmap("a"))
+        b = create(session, cms, configmap("b", owners=[owner_ref(a, block=True)]))
+        set_owners(server, f"{cms}/a", [owner_ref(b, block=True)])
+        # A ConfigMap owning itself.
+        self_path = CMS.format(ns="self") + "/me"
+        me = create(session, CMS.format(ns="self"), configmap("me"))
+        set_owners(server, self_path, [owner_ref(me, block=True)])
+        # A ring of three: x owns y owns z owns x.
+        ring = CMS.format(ns="ring")
+        x = create(session, ring, configmap("x"))
+        y = create(session, ring, configmap("y", owners=[owner_ref(x, block=True)]))
+        z = create(session, ring, configmap("z", owners=[owner_ref(y, block=True)]))
+        set_owners(server, f"{ring}/x", [owner_ref(z, block=True)])
+
+        start = time.monotonic()
+        server.request("DELETE", f"{cms}/a", body={"propagationPolicy": "Foreground"})
+        server.request("DELETE", self_path, body={"propagationPolicy": "Foreground"})
+        server.request("DELETE", f"{ring}/x", body={"propagationPolicy": "Foreground"})
+        eventually(checks, "two ConfigMaps owning each other (blockOwnerDeletion), one deleted in "
+                   "Foreground: both go", lambda: gone(server, f"{cms}/a") and gone(server, f"{cms}/b"),
+                   timeout=5)
+        eventually(checks, "a ConfigMap owning itself deleted in Foreground goes",
+                   lambda: gone(server, self_path), timeout=5)
+        eventually(checks, "a ring of three owners deleted in Foreground: all go",
+                   lambda: all(gone(server, f"{ring}/{n}") for n in "xyz"), timeout=5)
+        print(f"cycles collected in {time.monotonic() - start:.2f}s")
+
+        # Starvation: 200 dependents in another namespace while the collector has a family of
+        # 3,000 and a chain of 1,000 (each owning the next, blocking, deleted in Foreground) to do.
+        others = family(session, "others", "small", 200)
+        fan = family(session, "fan", "big", 3000)
+        chain = CMS.format(ns="chain")
+        prev = create(session, chain, configmap("link-0"))
+        for i in range(1, 1000):
+            prev = create(session, chain, configmap(f"link-{i}", owners=[owner_ref(prev, block=True)]))
+        server.request("DELETE", DEPLOYS.format(ns="fan") + "/big", body={"propagationPolicy": "Background"})
+        server.request("DELETE", f"{chain}/link-0", body={"propagationPolicy": "Foreground"})
+        start = time.monotonic()
+        server.request("DELETE", DEPLOYS.format(ns="others") + "/small",
+                       body={"propagationPolicy": "Background"})
+        eventually(checks, "200 dependents in another namespace are collected within 10 s while a "
+                   "family of 3,000 and a chain of 1,000 are being collected",
+                   lambda: count(server, others) == 0, timeout=10)
+        took = time.monotonic() - start
+        fan_left, chain_left = count(server, fan), count(server, chain)
+        print(f"200 dependents collected in {took:.2f}s; then {fan_left} of the 3,000 and "
+              f"{chain_left} of the chain of 1,000 were left")
+        checks.check("they took their turns with the family of 3,000, not after it (most of it "
+                     "was left when they were done)", fan_left >= 1500, f"{fan_left} left")
+        checks.check("and with the chain (it was still there)", chain_left > 0, f"{chain_left} left")
+        start = time.monotonic()
+        eventually(checks, "the family of 3,000 is collected",
+                   lambda: count(server, fan) == 0, timeout=60)
+        print(f"the rest of the family collected in {time.monotonic() - start:.2f}s more")
+        eventually(checks, "the chain of 1,000 deleted in Foreground is collected",
+                   lambda: count(server, chain) == 0, timeout=60)
+        print(f"the chain collected in {time.monotonic() - start:.2f}s more")
+
+        # A foreground deletion that waits (a blocking dependent held by a finalizer) must not
+        # keep the idle server busy.
+        held = CMS.format(ns="others")
+        owner = create(session, DEPLOYS.format(ns="others"), deployment("waits"))
+        create(session, held, configmap("held", owners=[owner_ref(owner, block=True)],
+                                        finalizers=["example.com/hold"]))
+        server.request("DELETE", DEPLOYS.format(ns="others") + "/waits",
+                       body={"propagationPolicy": "Foreground"})
+        eventually(checks, "a held dependent of an owner deleted in Foreground is marked for deletion",
+                   lambda: "deletionTimestamp" in server.request("GET", f"{held}/held")[1].get("metadata", {}))
+        before, t0 = cpu_seconds(server.proc.pid), time.monotonic()
+        time.sleep(2)  # the measuring window, not a wait for anything to happen
+        used, window = cpu_seconds(server.proc.pid) - before, time.monotonic() - t0
+        print(f"idle server with a waiting owner: {used:.2f}s of CPU in {window:.2f}s")
+        checks.check("an idle server with an owner waiting in Foreground uses under 10% of a core",
+                     used < 0.1 * window, f"{used:.2f}s of CPU in {window:.2f}s")
+        checks.check("and the owner still waits",
+                     exists(server, DEPLOYS.format(ns="others") + "/waits"))
+        server.request("PATCH", f"{held}/held", body={"metadata": {"finalizers": None}},
+                       headers={"Content-Type": "application/merge-patch+json"})
+        eventually(checks, "then it goes", lambda: gone(server, DEPLOYS.format(ns="others") + "/waits"))
+        checks.check("server alive after the cycles", server.alive())
+    finally:
+        session.close()
+        server.stop()
+
+
 def main():
     binary = sys.argv[1]
     checks = Checks()
@@ -374,6 +502,7 @@ def main():
         finally:
             server.stop()
         restart(checks, binary, tmp)
+        cycles_and_fairness(checks, binary)
     checks.finish()
 
 

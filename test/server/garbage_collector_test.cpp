@@ -9,11 +9,15 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/json/array.hpp>
 #include <boost/json/parse.hpp>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace kwatch::server {
 namespace {
@@ -80,12 +84,13 @@ class GarbageCollectorTest : public ::testing::Test {
     return true;
   }
 
-  json::object create(const registry::ResourceInfo& info, const std::string& text) {
+  json::object create(const registry::ResourceInfo& info, const std::string& text,
+                      const std::string& in = "t") {
     json::object out;
     run([&]() -> asio::awaitable<void> {
       // Arguments named: GCC 12 mishandles converted temporaries passed to a coroutine.
       auto body = json::parse(text).as_object();
-      std::string ns = "t";
+      std::string ns = in;
       registry::WriteQuery query;
       auto r = co_await store_->create(info, std::move(ns), std::move(body), std::move(query));
       EXPECT_TRUE(r) << (r ? "" : r.error().message);
@@ -94,20 +99,59 @@ class GarbageCollectorTest : public ::testing::Test {
     return out;
   }
 
-  void remove(const registry::ResourceInfo& info, const std::string& name) {
+  void remove(const registry::ResourceInfo& info, const std::string& name,
+              registry::Propagation propagation = registry::Propagation::background,
+              const std::string& in = "t") {
     run([&]() -> asio::awaitable<void> {
       registry::DeleteQuery query;
-      query.propagation = registry::Propagation::background;
-      std::string ns = "t";
+      query.propagation = propagation;
+      std::string ns = in;
       std::string object_name = name;
       auto r = co_await store_->remove(info, std::move(ns), std::move(object_name), std::move(query));
       EXPECT_TRUE(r) << (r ? "" : r.error().message);
     });
   }
 
-  bool cached(const registry::ResourceInfo& info, const std::string& name) {
+  // Gives the ConfigMap `name` blocking references to the ConfigMaps `owners` (name, uid).
+  void set_owners(const std::string& name,
+                  const std::vector<std::pair<std::string, std::string>>& owners) {
+    run([&]() -> asio::awaitable<void> {
+      std::string ns = "t", object_name = name, any_version;
+      auto current = co_await store_->get(*configmaps_, std::move(ns), std::move(object_name),
+                                          std::move(any_version));
+      EXPECT_TRUE(current);
+      if (!current) co_return;
+      json::array refs;
+      for (const auto& [owner, uid] : owners) {
+        refs.push_back(json::object{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", owner},
+                                    {"uid", uid}, {"blockOwnerDeletion", true}});
+      }
+      (*current)["metadata"].as_object()["ownerReferences"] = std::move(refs);
+      std::string ns_arg = "t", name_arg = name;
+      registry::WriteQuery query;
+      auto r = co_await store_->update(*configmaps_, std::move(ns_arg), std::move(name_arg),
+                                       std::move(*current), std::move(query));
+      EXPECT_TRUE(r) << (r ? "" : r.error().message);
+    });
+  }
+
+  std::string create_configmap(const std::string& name) {
+    const auto created =
+        create(*configmaps_, R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":")" +
+                                 name + R"("}})");
+    return std::string(created.at("metadata").at("uid").as_string());
+  }
+
+  void start_collector() {
+    cachers_->ensure(*configmaps_);
+    collector_ = std::make_shared<GarbageCollector>(scheme_, store_, cachers_);
+    collector_->start(ioc_.get_executor());
+  }
+
+  bool cached(const registry::ResourceInfo& info, const std::string& name,
+              const std::string& in = "t") {
     auto cacher = cachers_->find(info);
-    return cacher && cacher->get(info.key("t", name)) != nullptr;
+    return cacher && cacher->get(info.key(in, name)) != nullptr;
   }
 
   static std::string configmap(const std::string& name, const std::string& owner_name,
@@ -167,6 +211,242 @@ TEST_F(GarbageCollectorTest, AnOwnersDeletedEventReleasesItsDependents) {
   ASSERT_TRUE(eventually([&] { return cached(*configmaps_, "child") && cached(*deployments_, "bg"); }));
   remove(*deployments_, "bg");
   EXPECT_TRUE(eventually([&] { return !cached(*configmaps_, "child"); }));
+}
+
+// kube's reproducer of a wait that never ends: each waits in foreground for the other.
+TEST_F(GarbageCollectorTest, TwoObjectsOwningEachOtherBothGoWhenOneIsDeletedInForeground) {
+  start_collector();
+  const std::string a = create_configmap("a");
+  const std::string b = create_configmap("b");
+  set_owners("a", {{"b", b}});
+  set_owners("b", {{"a", a}});
+  ASSERT_TRUE(eventually([&] { return cached(*configmaps_, "a") && cached(*configmaps_, "b"); }));
+  remove(*configmaps_, "a", registry::Propagation::foreground);
+  EXPECT_TRUE(eventually([&] { return !cached(*configmaps_, "a") && !cached(*configmaps_, "b"); }))
+      << "a cycle of blocking owner references kept both objects";
+}
+
+TEST_F(GarbageCollectorTest, AnObjectOwningItselfGoesWhenDeletedInForeground) {
+  start_collector();
+  const std::string self = create_configmap("self");
+  set_owners("self", {{"self", self}});
+  remove(*configmaps_, "self", registry::Propagation::foreground);
+  EXPECT_TRUE(eventually([&] { return !cached(*configmaps_, "self"); }));
+}
+
+TEST_F(GarbageCollectorTest, ThreeObjectsOwningEachOtherInACircleAllGo) {
+  start_collector();
+  const std::string a = create_configmap("a");
+  const std::string b = create_configmap("b");
+  const std::string c = create_configmap("c");
+  set_owners("b", {{"a", a}});
+  set_owners("c", {{"b", b}});
+  set_owners("a", {{"c", c}});
+  remove(*configmaps_, "a", registry::Propagation::foreground);
+  EXPECT_TRUE(eventually([&] {
+    return !cached(*configmaps_, "a") && !cached(*configmaps_, "b") && !cached(*configmaps_, "c");
+  }));
+}
+
+// Both ends of a cycle deleted in foreground by a client (before the collector starts), not one
+// by the collector.
+TEST_F(GarbageCollectorTest, TwoObjectsOwningEachOtherBothDeletedInForegroundBothGo) {
+  cachers_->ensure(*configmaps_);
+  const std::string a = create_configmap("a");
+  const std::string b = create_configmap("b");
+  set_owners("a", {{"b", b}});
+  set_owners("b", {{"a", a}});
+  remove(*configmaps_, "a", registry::Propagation::foreground);
+  remove(*configmaps_, "b", registry::Propagation::foreground);
+  ASSERT_TRUE(eventually([&] { return cached(*configmaps_, "a") && cached(*configmaps_, "b"); }));
+  start_collector();
+  EXPECT_TRUE(eventually([&] { return !cached(*configmaps_, "a") && !cached(*configmaps_, "b"); }));
+}
+
+// A large family deleted just before a small one in another namespace: the small one's
+// dependents take turns with the large one's instead of waiting behind all of them.
+TEST_F(GarbageCollectorTest, DependentsInAnotherNamespaceTakeTurnsWithALargeFamily) {
+  run([this]() -> asio::awaitable<void> {
+    std::string ns = "u";
+    auto r = co_await store_->ensure_namespace(std::move(ns));
+    EXPECT_TRUE(r);
+  });
+  cachers_->ensure(*deployments_);
+  start_collector();
+  constexpr int kLarge = 2000;
+  constexpr int kSmall = 20;
+  const auto large = create(*deployments_, kOwner);
+  const std::string large_uid(large.at("metadata").at("uid").as_string());
+  const auto small = create(*deployments_, kOwner, "u");
+  const std::string small_uid(small.at("metadata").at("uid").as_string());
+  run([&]() -> asio::awaitable<void> {  // one run: each run() costs at least a slice
+    for (int i = 0; i < kLarge + kSmall; ++i) {
+      const bool large_one = i < kLarge;
+      auto body = json::parse(large_one ? configmap("large-" + std::to_string(i), "bg", large_uid)
+                                        : configmap("small-" + std::to_string(i - kLarge), "bg",
+                                                    small_uid))
+                      .as_object();
+      std::string ns = large_one ? "t" : "u";
+      registry::WriteQuery query;
+      auto r = co_await store_->create(*configmaps_, std::move(ns), std::move(body),
+                                       std::move(query));
+      EXPECT_TRUE(r);
+    }
+  });
+  ASSERT_TRUE(eventually([&] {
+    return cached(*configmaps_, "large-" + std::to_string(kLarge - 1)) &&
+           cached(*configmaps_, "small-" + std::to_string(kSmall - 1), "u");
+  }));
+  remove(*deployments_, "bg");
+  remove(*deployments_, "bg", registry::Propagation::background, "u");
+  auto left = [&](const std::string& prefix, int n, const std::string& in) {
+    int count = 0;
+    for (int i = 0; i < n; ++i) count += cached(*configmaps_, prefix + std::to_string(i), in);
+    return count;
+  };
+  ASSERT_TRUE(eventually([&] { return left("small-", kSmall, "u") == 0; }));
+  EXPECT_GT(left("large-", kLarge, "t"), kLarge / 2)
+      << "the small family waited behind most of the large one";
+}
+
+// Orphaning goes a batch a turn, the owner queued again after each.
+TEST_F(GarbageCollectorTest, AnOwnerOrphaningManyDependentsReleasesThemAllAndGoes) {
+  cachers_->ensure(*deployments_);
+  start_collector();
+  constexpr int kDependents = 100;
+  const auto owner = create(*deployments_, kOwner);
+  const std::string uid(owner.at("metadata").at("uid").as_string());
+  run([&]() -> asio::awaitable<void> {
+    for (int i = 0; i < kDependents; ++i) {
+      auto body = json::parse(configmap("dep-" + std::to_string(i), "bg", uid)).as_object();
+      std::string ns = "t";
+      registry::WriteQuery query;
+      auto r = co_await store_->create(*configmaps_, std::move(ns), std::move(body),
+                                       std::move(query));
+      EXPECT_TRUE(r);
+    }
+  });
+  ASSERT_TRUE(eventually([&] {
+    return cached(*configmaps_, "dep-" + std::to_string(kDependents - 1)) &&
+           cached(*deployments_, "bg");
+  }));
+  remove(*deployments_, "bg", registry::Propagation::orphan);
+  auto cacher = cachers_->find(*configmaps_);
+  auto released = [&] {
+    for (int i = 0; i < kDependents; ++i) {
+      auto o = cacher->get(configmaps_->key("t", "dep-" + std::to_string(i)));
+      if (!o || o->json.find("ownerReferences") != std::string::npos) return false;
+    }
+    return true;
+  };
+  EXPECT_TRUE(eventually([&] { return !cached(*deployments_, "bg") && released(); }));
+}
+
+// The collector's pure parts.
+
+gc::FairQueue::Item item(const std::string& ns, const std::string& key) {
+  return {nullptr, key, ns};
+}
+
+std::vector<std::string> drain(gc::FairQueue& queue) {
+  std::vector<std::string> keys;
+  while (auto i = queue.pop()) keys.push_back(i->key);
+  return keys;
+}
+
+TEST(GarbageCollectorQueueTest, NamespacesTakeTurnsSoASmallOneIsNotBehindALargeOne) {
+  gc::FairQueue queue;
+  for (int i = 0; i < 1000; ++i) queue.push("owner big", item("big", "big/" + std::to_string(i)));
+  for (int i = 0; i < 3; ++i) {
+    queue.push("owner small", item("small", "small/" + std::to_string(i)));
+  }
+  const auto order = drain(queue);
+  ASSERT_EQ(order.size(), 1003u);
+  EXPECT_EQ(std::vector<std::string>(order.begin(), order.begin() + 6),
+            (std::vector<std::string>{"big/0", "small/0", "big/1", "small/1", "big/2", "small/2"}));
+}
+
+TEST(GarbageCollectorQueueTest, WithinANamespaceOwnersTakeTurnsInTheOrderTheyCame) {
+  gc::FairQueue queue;
+  for (int i = 0; i < 3; ++i) queue.push("owner x", item("t", "x" + std::to_string(i)));
+  queue.push("owner y", item("t", "y0"));
+  queue.push("object z", item("t", "z0"));
+  EXPECT_EQ(drain(queue), (std::vector<std::string>{"x0", "y0", "z0", "x1", "x2"}));
+}
+
+TEST(GarbageCollectorQueueTest, AKeyIsQueuedOnceUntilItIsTakenThenAgain) {
+  gc::FairQueue queue;
+  EXPECT_TRUE(queue.push("g", item("t", "k")));
+  EXPECT_FALSE(queue.push("h", item("u", "k")));
+  EXPECT_EQ(queue.size(), 1u);
+  EXPECT_TRUE(queue.contains("k"));
+  EXPECT_EQ(queue.pop()->key, "k");
+  EXPECT_TRUE(queue.empty());
+  EXPECT_FALSE(queue.pop());
+  EXPECT_TRUE(queue.push("g", item("t", "k")));
+  EXPECT_EQ(drain(queue), std::vector<std::string>{"k"});
+}
+
+TEST(GarbageCollectorCycleTest, AnOwnerAndADependentWaitingForEachOtherAreACycle) {
+  const gc::WaitGraph waits{{"a", {"b"}}, {"b", {"a"}}};
+  EXPECT_EQ(gc::dependent_on_wait_cycle(waits, "a"), "b");
+  EXPECT_EQ(gc::dependent_on_wait_cycle(waits, "b"), "a");
+}
+
+TEST(GarbageCollectorCycleTest, AnObjectWaitingForItselfIsACycle) {
+  EXPECT_EQ(gc::dependent_on_wait_cycle({{"a", {"a"}}}, "a"), "a");
+}
+
+TEST(GarbageCollectorCycleTest, ALongerCycleIsFoundFromEachMember) {
+  const gc::WaitGraph waits{{"a", {"b"}}, {"b", {"c"}}, {"c", {"d"}}, {"d", {"a"}}};
+  EXPECT_EQ(gc::dependent_on_wait_cycle(waits, "a"), "b");
+  EXPECT_EQ(gc::dependent_on_wait_cycle(waits, "c"), "d");
+}
+
+TEST(GarbageCollectorCycleTest, AChainOrADiamondIsNoCycle) {
+  gc::WaitGraph chain;
+  for (int i = 0; i < 1000; ++i) chain[std::to_string(i)] = {std::to_string(i + 1)};
+  EXPECT_EQ(gc::dependent_on_wait_cycle(chain, "0"), std::nullopt);
+  const gc::WaitGraph diamond{{"a", {"b", "c"}}, {"b", {"d"}}, {"c", {"d"}}};
+  EXPECT_EQ(gc::dependent_on_wait_cycle(diamond, "a"), std::nullopt);
+  EXPECT_EQ(gc::dependent_on_wait_cycle({}, "a"), std::nullopt);
+}
+
+TEST(GarbageCollectorCycleTest, AnOwnerWaitingForACycleElsewhereIsNotOnIt) {
+  // x waits for a; a and b wait for each other: x's wait ends once a's or b's is broken.
+  const gc::WaitGraph waits{{"x", {"a"}}, {"a", {"b"}}, {"b", {"a"}}};
+  EXPECT_EQ(gc::dependent_on_wait_cycle(waits, "x"), std::nullopt);
+  EXPECT_EQ(gc::dependent_on_wait_cycle(waits, "a"), "b");
+}
+
+TEST(GarbageCollectorCycleTest, TheDependentOnTheCycleIsChosenAmongSeveral) {
+  const gc::WaitGraph waits{{"a", {"b", "c", "d"}}, {"b", {"e"}}, {"d", {"a"}}};
+  EXPECT_EQ(gc::dependent_on_wait_cycle(waits, "a"), "d");
+}
+
+TEST(GarbageCollectorStepTest, AnOwnerWithNoBlockingDependentFinishes) {
+  EXPECT_EQ(gc::foreground_step({{"a", {"a"}}}, "a", 0).action,
+            gc::ForegroundStep::Action::finish);
+}
+
+TEST(GarbageCollectorStepTest, AnOwnerOnACycleUnblocksItsDependentOnIt) {
+  const auto step = gc::foreground_step({{"a", {"b"}}, {"b", {"a"}}}, "a", 1);
+  EXPECT_EQ(step.action, gc::ForegroundStep::Action::unblock);
+  EXPECT_EQ(step.dependent, "b");
+}
+
+TEST(GarbageCollectorStepTest, AnOwnerWithBlockingDependentsOnNoCycleWaits) {
+  EXPECT_EQ(gc::foreground_step({{"a", {"b"}}}, "a", 2).action, gc::ForegroundStep::Action::wait);
+  EXPECT_EQ(gc::foreground_step({}, "a", 1).action, gc::ForegroundStep::Action::wait);
+}
+
+TEST(GarbageCollectorRetryTest, RetriesWaitLongerEachTimeUpToHalfAMinute) {
+  EXPECT_EQ(gc::retry_delay(1), std::chrono::milliseconds(100));
+  EXPECT_EQ(gc::retry_delay(2), std::chrono::milliseconds(200));
+  EXPECT_EQ(gc::retry_delay(5), std::chrono::milliseconds(1600));
+  EXPECT_EQ(gc::retry_delay(9), std::chrono::milliseconds(25600));
+  EXPECT_EQ(gc::retry_delay(10), std::chrono::seconds(30));
+  EXPECT_EQ(gc::retry_delay(1000), std::chrono::seconds(30));
 }
 
 }  // namespace
