@@ -887,6 +887,33 @@ ApiResult<std::vector<ResourceInfo>> custom_resources(const json::object& crd_in
   return out;
 }
 
+std::optional<ResourceInfo> custom_resource_storage(const json::object& crd,
+                                                    const std::string& storage_prefix) {
+  const json::object& spec = object_or_empty(crd, "spec");
+  const json::object& names = object_or_empty(spec, "names");
+  std::string group = string_at(spec, "group");
+  std::string plural = string_at(names, "plural");
+  if (group.empty() || plural.empty()) return std::nullopt;
+  ResourceInfo info;
+  info.group = group;
+  info.storage_version = storage_version_of(spec);
+  info.version = info.storage_version;
+  info.kind = string_at(names, "kind");
+  info.resource = plural;
+  info.singular = string_at(names, "singular");
+  info.namespaced = string_at(spec, "scope") == "Namespaced";
+  info.storage_prefix = storage_prefix;
+  info.key_resource = group + "/" + plural;
+  info.origin = KindOrigin::custom;
+  info.generation = GenerationRule::content;
+  info.owner = string_at(object_or_empty(crd, "metadata"), "name");
+  return info;
+}
+
+bool has_true_condition(const json::object& crd, std::string_view type) {
+  return condition_true(crd, type);
+}
+
 std::optional<std::pair<std::string, std::string>> names_conflict(const json::object& crd,
                                                                   const Scheme& scheme) {
   const json::object& spec = object_or_empty(crd, "spec");

@@ -70,6 +70,17 @@ std::vector<Cause> validate_custom_resource_definition(const boost::json::object
 ApiResult<std::vector<ResourceInfo>> custom_resources(const boost::json::object& crd,
                                                       const std::string& storage_prefix);
 
+// Where a definition's objects are stored, read from its spec alone, without validating or
+// compiling anything: a ResourceInfo of the storage version (group, plural, kind, scope, origin
+// custom, keys under `storage_prefix` + "/<group>/<plural>/", owner = the CRD's name), enough to
+// list and delete the objects of a definition being deleted whose resources are not served (its
+// stored spec no longer validates, or its names clash). nullopt without a group or a plural.
+std::optional<ResourceInfo> custom_resource_storage(const boost::json::object& crd,
+                                                    const std::string& storage_prefix);
+
+// Whether the CRD's status has the condition `type` ("Established") with status "True".
+bool has_true_condition(const boost::json::object& crd, std::string_view type);
+
 // The naming controller's check: whether a name of the CRD (plural, singular, a short name, kind,
 // listKind) is already taken by another resource of the same group in `scheme` (built-in or
 // custom; the CRD's own resources are ignored, and a name equal to the CRD's

@@ -125,6 +125,7 @@ def main():
             check_delete(t, server)
         finally:
             server.stop()
+        check_delete_killed(t, binary, tmp)
     t.finish()
 
 
@@ -442,6 +443,108 @@ def check_delete(t, server):
     body["metadata"]["labels"] = {"a": "b"}
     status, body = server.request("PUT", f"{WIDGETS}/g", body=body)
     t.check("a metadata change does not", status == 200 and body["metadata"]["generation"] == 2, body)
+
+
+GADGET_CRD = "gadgets.example.net"
+GADGETS = "/apis/example.net/v1/namespaces/default/gadgets"
+
+
+def gadget_count(server):
+    """How many gadgets storage holds (a paged list reads storage), or None when not served."""
+    status, body = server.request("GET", f"{GADGETS}?limit=1")
+    if status != 200:
+        return None
+    return len(body["items"]) + body["metadata"].get("remainingItemCount", 0)
+
+
+def passes(condition, timeout, what):
+    try:
+        wait_for(condition, timeout=timeout, what=what)
+        return True
+    except AssertionError:
+        return False
+
+
+def check_delete_killed(t, binary, tmp):
+    """kill -9 while a definition's objects are being deleted: after the restart the objects left
+    are deleted from the definition's stored spec, and only then does the definition go. Objects
+    with a finalizer make the kill land mid-deletion whatever the timing: the definition cannot go
+    before the test releases them, so the count seen dropping is never zero at the kill."""
+    many, held = 1000, 5
+    server = Server(binary, data_dir=tmp + "/killed").start()
+    try:
+        definition = crd(name=GADGET_CRD, group="example.net", plural="gadgets", kind="Gadget",
+                         schema={"type": "object", "x-kubernetes-preserve-unknown-fields": True})
+        status, body = server.request("POST", CRDS, body=definition)
+        t.check("killed deletion: the definition is created", status == 201, body)
+        wait_for(lambda: conditions(server, GADGET_CRD).get("Established") == "True" and
+                 server.request("GET", GADGETS)[0] == 200, timeout=10, what="gadgets served")
+        session = server.session()
+        failed = []
+        for i in range(held):
+            obj = {"apiVersion": "example.net/v1", "kind": "Gadget",
+                   "metadata": {"name": f"held-{i}", "finalizers": ["example.net/hold"]}}
+            status, _ = session.request("POST", GADGETS, body=obj)
+            if status != 201:
+                failed.append(status)
+        for i in range(many):
+            obj = {"apiVersion": "example.net/v1", "kind": "Gadget", "metadata": {"name": f"g-{i:04}"},
+                   "spec": {"n": i}}
+            status, _ = session.request("POST", GADGETS, body=obj)
+            if status != 201:
+                failed.append(status)
+        session.close()
+        t.check(f"killed deletion: {many + held} gadgets are created", not failed, failed[:5])
+        status, body = server.request("DELETE", f"{CRDS}/{GADGET_CRD}")
+        t.check("killed deletion: deleting the definition is accepted", status == 200, body)
+        wait_for(lambda: (gadget_count(server) or many + held) < many + held, timeout=20,
+                 what="the gadgets' count to start dropping")
+        left = gadget_count(server)
+        server.proc.send_signal(9)
+        server.proc.wait(timeout=10)
+        server.log.close()
+        server.proc = None
+        print(f"killed with {left} of {many + held} gadgets left")
+        server.start()
+        served = passes(lambda: gadget_count(server) == held, 30,
+                        "the gadgets left at the kill to be deleted after the restart")
+        t.check("killed deletion: after the restart the definition's objects are deleted and the held "
+                "ones stay, served", served, f"count {gadget_count(server)}, definition "
+                f"{server.request('GET', f'{CRDS}/{GADGET_CRD}')[0]}")
+        status, body = server.request("GET", f"{CRDS}/{GADGET_CRD}")
+        t.check("killed deletion: the definition waits for the held objects",
+                status == 200 and "deletionTimestamp" in body.get("metadata", {}), status)
+        status, body = server.request("POST", GADGETS, body={"apiVersion": "example.net/v1", "kind": "Gadget",
+                                                             "metadata": {"name": "late"}})
+        t.check("killed deletion: no new objects after the restart", status == 405, f"{status} {body}")
+        if storage_backend() == "etcd3":
+            other = Server(binary, etcd=server.etcd).start()
+            try:
+                ok = passes(lambda: other.request("GET", f"{GADGETS}/held-0")[0] == 200, 10,
+                            "a replica started meanwhile to serve the held object")
+                t.check("killed deletion: a replica started while the definition terminates serves its "
+                        "objects too, and the definition stays", ok and
+                        other.request("GET", f"{CRDS}/{GADGET_CRD}")[0] == 200)
+                status, _ = other.request("POST", GADGETS, body={"apiVersion": "example.net/v1",
+                                                                 "kind": "Gadget", "metadata": {"name": "late"}})
+                t.check("killed deletion: that replica refuses creates", status == 405, status)
+            finally:
+                other.stop()
+        for i in range(held):
+            server.request("PATCH", f"{GADGETS}/held-{i}", body=json.dumps({"metadata": {"finalizers": None}}),
+                           headers={"Content-Type": "application/merge-patch+json"})
+        gone = passes(lambda: server.request("GET", f"{CRDS}/{GADGET_CRD}")[0] == 404, 15,
+                      "the definition to go once its objects are gone")
+        t.check("killed deletion: the definition goes once its last object is gone", gone)
+        status, body = server.request("POST", CRDS, body=definition)
+        again = passes(lambda: server.request("GET", GADGETS)[0] == 200, 10, "gadgets served again")
+        t.check("killed deletion: a definition of the same name serves none of the old objects",
+                again and gadget_count(server) == 0, f"{status} count {gadget_count(server)}")
+        if storage_backend() == "etcd3":
+            p = server.etcd.etcdctl("get", "/registry/example.net/gadgets/", "--prefix", "--keys-only")
+            t.check("killed deletion: etcd holds none of them", not p.stdout.strip(), p.stdout[:200])
+    finally:
+        server.stop()
 
 
 def widget_crd_again():
