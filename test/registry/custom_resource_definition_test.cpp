@@ -278,6 +278,28 @@ TEST(CustomResourceDefinition, EveryVersionSharesOneCompileOfAPatternAndOneBudge
   EXPECT_EQ(refused.error().code, Errc::invalid);
 }
 
+TEST(CustomResourceDefinition, ItsStorageIsFoundFromTheSpecEvenWhenTheSpecNoLongerValidates) {
+  json::object crd = widgets();
+  version(crd, 1)["schema"].as_object()["openAPIV3Schema"].as_object()["properties"]
+      .as_object()["spec"].as_object()["properties"].as_object()["host"].as_object()["pattern"] =
+      "([a-z";
+  ASSERT_FALSE(custom_resources(crd, "/registry").has_value());
+  auto stored = custom_resource_storage(crd, "/registry");
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(stored->key_prefix(), "/registry/stable.example.com/widgets/");
+  EXPECT_EQ(stored->key("default", "w1"), "/registry/stable.example.com/widgets/default/w1");
+  EXPECT_EQ(stored->storage_version, "v1");
+  EXPECT_EQ(stored->owner, "widgets.stable.example.com");
+  EXPECT_EQ(stored->origin, KindOrigin::custom);
+  // The served resources agree on the prefix.
+  auto served = custom_resources(widgets(), "/registry");
+  ASSERT_TRUE(served.has_value());
+  EXPECT_EQ(served->front().key_prefix(), stored->key_prefix());
+
+  spec(crd).erase("group");
+  EXPECT_FALSE(custom_resource_storage(crd, "/registry").has_value());
+}
+
 TEST(CustomResourceDefinition, MetadataNameMustBePluralDotGroup) {
   json::object crd = widgets();
   crd["metadata"].as_object()["name"] = "widget.stable.example.com";
