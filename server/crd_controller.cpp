@@ -3,6 +3,7 @@
 #include "registry/custom_resource_definition.hpp"
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
+#include "registry/structural_schema.hpp"
 #include "registry/timestamps.hpp"
 #include "server/cacher_registry.hpp"
 #include "storage/storage.hpp"
@@ -91,6 +92,7 @@ asio::awaitable<void> CrdController::reconcile_once() {
     }
   }
   std::erase_if(applied_, [&](const auto& entry) { return !present.contains(entry.first); });
+  std::erase_if(patterns_, [&](const auto& entry) { return !present.contains(entry.first); });
   for (const auto& owner : scheme_->owners()) {
     if (present.count(owner)) continue;
     // The definition is gone: so are its endpoints and its cache.
@@ -109,7 +111,12 @@ asio::awaitable<void> CrdController::serve(json::object crd) {
   const std::string spec_text = spec != nullptr ? json::serialize(*spec) : std::string();
   json::object desired;
   if (applied_[name] != spec_text) {
-    auto infos = registry::custom_resources(crd, storage_prefix_);
+    // The patterns the previous spec compiled are used again where they are unchanged, so the
+    // old resources (kept while requests may use them) and the new ones share them.
+    auto patterns = std::make_shared<registry::PatternCache>();
+    if (auto it = patterns_.find(name); it != patterns_.end()) patterns->offer(*it->second);
+    auto infos = registry::custom_resources(crd, storage_prefix_, patterns);
+    patterns->forget_offered();
     if (!infos) {
       spdlog::warn("CustomResourceDefinition {} cannot be served: {}", name, infos.error().message);
       co_return;
@@ -122,6 +129,7 @@ asio::awaitable<void> CrdController::serve(json::object crd) {
     }
     register_resources(crd, std::move(*infos), false);
     applied_[name] = spec_text;
+    patterns_[name] = std::move(patterns);
     spdlog::info("serving custom resources of {}", name);
   }
   desired = registry::accepted_status(crd, registry::now_rfc3339());

@@ -25,6 +25,7 @@
 #include <vector>
 
 namespace kwatch::registry {
+class PatternCache;
 class ResourceStore;
 class Scheme;
 struct ResourceInfo;
@@ -65,6 +66,8 @@ class CrdController : public Reconciler {
   // Definition name -> the spec its registered resources were made from (for a definition being
   // deleted: the spec it was last looked at with, served or not).
   std::map<std::string, std::string> applied_;
+  // Definition name -> the patterns its registered resources were compiled with.
+  std::map<std::string, std::shared_ptr<registry::PatternCache>> patterns_;
 };
 
 }  // namespace kwatch::server
