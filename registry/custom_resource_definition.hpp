@@ -25,6 +25,8 @@
 //   PatternCache::kDefaultBudget RE2 instructions (each at most PatternCache::kMaxMemPerPattern
 //   of program), past which the pattern is a Forbidden cause at its `pattern` field (kube accepts
 //   `^\pL{100}$` on 200 properties; kwatch accepts it too, compiled once, but not 5 distinct ones).
+//   Only writes are held to it: the CRD controller serves stored definitions with
+//   PatternCache::for_stored(), so one accepted before the budget existed stays served.
 // - Conversion webhooks are refused (kwatch does not call them); spec.preserveUnknownFields must
 //   be false; x-kubernetes-validations (CEL) rules are accepted unchecked (see
 //   structural_schema.hpp); the KubernetesAPIApprovalPolicyConformant and NonStructuralSchema

@@ -2432,12 +2432,12 @@ const PatternCache::Compiled& PatternCache::compile(const std::string& pattern) 
   } else {
     re2::RE2::Options options;
     options.set_log_errors(false);
-    options.set_max_mem(kMaxMemPerPattern);
+    options.set_max_mem(max_mem_);
     re = std::make_shared<const re2::RE2>(pattern, options);
   }
   if (re->ok()) {
     const auto size = static_cast<std::size_t>(std::max(re->ProgramSize(), 0));
-    if (used_ + size > budget_) {
+    if (size > budget_ - used_) {
       out.refused = "compiled patterns of this definition would need " +
                     std::to_string(used_ + size) + " RE2 instructions, over the budget of " +
                     std::to_string(budget_) + " (this pattern needs " + std::to_string(size) +
@@ -2451,7 +2451,7 @@ const PatternCache::Compiled& PatternCache::compile(const std::string& pattern) 
     // RE2's program (Go's regexp keeps a Unicode class as one instruction; RE2 expands it to
     // UTF-8 byte ranges) outgrew max_mem: not an invalid pattern, a too expensive one.
     out.refused = "pattern compiles to a program larger than " +
-                  std::to_string(kMaxMemPerPattern >> 20) +
+                  std::to_string(max_mem_ >> 20) +
                   " MiB; Unicode classes such as \\pL under large repetition counts are the usual "
                   "cause: use smaller counts or maxLength";
   } else {

@@ -72,13 +72,18 @@ namespace kwatch::registry {
 // kMaxMemPerPattern (which also bounds the DFA it builds while matching; a bigger program is
 // refused), and the programs of the distinct patterns together may hold at most `budget`
 // instructions; past either, compile() refuses the pattern with a Forbidden cause at its
-// `pattern` field. Schemas compiled with one cache share its RE2s.
+// `pattern` field. Schemas compiled with one cache share its RE2s. Definitions already stored are
+// served with the limits kwatch had before the budget (kStoredMaxMemPerPattern, no budget), as
+// kube compiles stored CEL rules under a larger cost limit than new ones: a definition accepted
+// once stays served after an upgrade, and only writes are held to the budget.
 // Thread-safety: compile() from one thread at a time (one definition is compiled by one thread);
 // the RE2s it hands out are immutable, shared and safe to match from any thread.
 class PatternCache {
  public:
   static constexpr std::int64_t kMaxMemPerPattern = std::int64_t{4} << 20;
   static constexpr std::size_t kDefaultBudget = 500'000;
+  static constexpr std::int64_t kStoredMaxMemPerPattern = std::int64_t{8} << 20;  // RE2's default
+  static constexpr std::size_t kNoBudget = static_cast<std::size_t>(-1);
 
   struct Compiled {
     std::shared_ptr<const re2::RE2> regex;  // null when the pattern is refused
@@ -86,7 +91,13 @@ class PatternCache {
     std::string refused;  // why it is too expensive, when it is
   };
 
-  explicit PatternCache(std::size_t budget = kDefaultBudget) : budget_(budget) {}
+  explicit PatternCache(std::size_t budget = kDefaultBudget,
+                        std::int64_t max_mem_per_pattern = kMaxMemPerPattern)
+      : budget_(budget), max_mem_(max_mem_per_pattern) {}
+  // The limits of definitions already stored.
+  static std::shared_ptr<PatternCache> for_stored() {
+    return std::make_shared<PatternCache>(kNoBudget, kStoredMaxMemPerPattern);
+  }
 
   // The pattern compiled, from the cache when it was compiled before (or offered).
   const Compiled& compile(const std::string& pattern);
@@ -101,6 +112,7 @@ class PatternCache {
 
  private:
   std::size_t budget_;
+  std::int64_t max_mem_;
   std::size_t used_ = 0;
   std::unordered_map<std::string, Compiled> compiled_;
   std::unordered_map<std::string, std::shared_ptr<const re2::RE2>> offered_;

@@ -112,8 +112,9 @@ asio::awaitable<void> CrdController::serve(json::object crd) {
   json::object desired;
   if (applied_[name] != spec_text) {
     // The patterns the previous spec compiled are used again where they are unchanged, so the
-    // old resources (kept while requests may use them) and the new ones share them.
-    auto patterns = std::make_shared<registry::PatternCache>();
+    // old resources (kept while requests may use them) and the new ones share them. A stored
+    // definition is served under the limits it was accepted with (writes get the budget).
+    auto patterns = registry::PatternCache::for_stored();
     if (auto it = patterns_.find(name); it != patterns_.end()) patterns->offer(*it->second);
     auto infos = registry::custom_resources(crd, storage_prefix_, patterns);
     patterns->forget_offered();
@@ -154,7 +155,7 @@ void CrdController::serve_terminating(const json::object& crd) {
   applied_[name] = spec != nullptr ? json::serialize(*spec) : std::string();
   // Never established, never served: nothing for clients to reach.
   if (!registry::has_true_condition(crd, "Established")) return;
-  auto infos = registry::custom_resources(crd, storage_prefix_);
+  auto infos = registry::custom_resources(crd, storage_prefix_, registry::PatternCache::for_stored());
   if (!infos) {
     spdlog::warn("CustomResourceDefinition {} is being deleted and cannot be served: {}", name,
                  infos.error().message);

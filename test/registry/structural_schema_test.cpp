@@ -708,6 +708,19 @@ TEST(StructuralSchemaCompile, APatternLargerThanItsMaxMemIsForbidden) {
   EXPECT_NE(causes[0].message.find("larger than 4 MiB"), std::string::npos) << causes[0].message;
 }
 
+TEST(StructuralSchemaCompile, StoredDefinitionsCompileUnderTheLimitsTheyWereAcceptedWith) {
+  SchemaCompileOptions options;
+  options.patterns = PatternCache::for_stored();
+  // Past the budget of a write, and a pattern past the 4 MiB of a write: a definition stored
+  // before the budget existed is still served.
+  auto s = compile_ok(properties_with_patterns(6, [](std::size_t i) {
+    return i == 5 ? std::string(R"(^[\\p{L}\\p{N}]{0,253}$)") : R"(^\\pL{)" + std::to_string(100 - i) + "}$";
+  }), options);
+  ASSERT_TRUE(s);
+  EXPECT_GT(options.patterns->instructions(), PatternCache::kDefaultBudget);
+  EXPECT_TRUE(s->validate(parse(R"({"p5":"abc123"})")).empty());
+}
+
 TEST(StructuralSchemaCompile, APatternCacheReusesWhatItsPredecessorCompiledAndForgetsTheRest) {
   auto before = std::make_shared<PatternCache>();
   SchemaCompileOptions options;
