@@ -126,6 +126,7 @@ def main():
         finally:
             server.stop()
         check_delete_killed(t, binary, tmp)
+        check_delete_killed(t, binary, tmp, graceful=True)
         check_expensive_patterns(t, binary)
     t.finish()
 
@@ -466,18 +467,20 @@ def passes(condition, timeout, what):
         return False
 
 
-def check_delete_killed(t, binary, tmp):
+def check_delete_killed(t, binary, tmp, graceful=False):
     """kill -9 while a definition's objects are being deleted: after the restart the objects left
     are deleted from the definition's stored spec, and only then does the definition go. Objects
     with a finalizer make the kill land mid-deletion whatever the timing: the definition cannot go
-    before the test releases them, so the count seen dropping is never zero at the kill."""
-    many, held = 1000, 5
-    server = Server(binary, data_dir=tmp + "/killed").start()
+    before the test releases them, so the count seen dropping is never zero at the kill.
+    graceful: the same with a SIGTERM, which waits for no controller."""
+    label = "stopped deletion" if graceful else "killed deletion"
+    many, held = (200 if graceful else 1000), 5
+    server = Server(binary, data_dir=tmp + ("/stopped" if graceful else "/killed")).start()
     try:
         definition = crd(name=GADGET_CRD, group="example.net", plural="gadgets", kind="Gadget",
                          schema={"type": "object", "x-kubernetes-preserve-unknown-fields": True})
         status, body = server.request("POST", CRDS, body=definition)
-        t.check("killed deletion: the definition is created", status == 201, body)
+        t.check(f"{label}: the definition is created", status == 201, body)
         wait_for(lambda: conditions(server, GADGET_CRD).get("Established") == "True" and
                  server.request("GET", GADGETS)[0] == 200, timeout=10, what="gadgets served")
         session = server.session()
@@ -495,40 +498,43 @@ def check_delete_killed(t, binary, tmp):
             if status != 201:
                 failed.append(status)
         session.close()
-        t.check(f"killed deletion: {many + held} gadgets are created", not failed, failed[:5])
+        t.check(f"{label}: {many + held} gadgets are created", not failed, failed[:5])
         status, body = server.request("DELETE", f"{CRDS}/{GADGET_CRD}")
-        t.check("killed deletion: deleting the definition is accepted", status == 200, body)
+        t.check(f"{label}: deleting the definition is accepted", status == 200, body)
         wait_for(lambda: (gadget_count(server) or many + held) < many + held, timeout=20,
                  what="the gadgets' count to start dropping")
         left = gadget_count(server)
-        server.proc.send_signal(9)
-        server.proc.wait(timeout=10)
-        server.log.close()
-        server.proc = None
-        print(f"killed with {left} of {many + held} gadgets left")
+        if graceful:
+            server.stop()
+        else:
+            server.proc.send_signal(9)
+            server.proc.wait(timeout=10)
+            server.log.close()
+            server.proc = None
+        print(f"{label}: stopped with {left} of {many + held} gadgets left")
         server.start()
         served = passes(lambda: gadget_count(server) == held, 30,
                         "the gadgets left at the kill to be deleted after the restart")
-        t.check("killed deletion: after the restart the definition's objects are deleted and the held "
+        t.check(f"{label}: after the restart the definition's objects are deleted and the held "
                 "ones stay, served", served, f"count {gadget_count(server)}, definition "
                 f"{server.request('GET', f'{CRDS}/{GADGET_CRD}')[0]}")
         status, body = server.request("GET", f"{CRDS}/{GADGET_CRD}")
-        t.check("killed deletion: the definition waits for the held objects",
+        t.check(f"{label}: the definition waits for the held objects",
                 status == 200 and "deletionTimestamp" in body.get("metadata", {}), status)
         status, body = server.request("POST", GADGETS, body={"apiVersion": "example.net/v1", "kind": "Gadget",
                                                              "metadata": {"name": "late"}})
-        t.check("killed deletion: no new objects after the restart", status == 405, f"{status} {body}")
+        t.check(f"{label}: no new objects after the restart", status == 405, f"{status} {body}")
         if storage_backend() == "etcd3":
             other = Server(binary, etcd=server.etcd).start()
             try:
                 ok = passes(lambda: other.request("GET", f"{GADGETS}/held-0")[0] == 200, 10,
                             "a replica started meanwhile to serve the held object")
-                t.check("killed deletion: a replica started while the definition terminates serves its "
+                t.check(f"{label}: a replica started while the definition terminates serves its "
                         "objects too, and the definition stays", ok and
                         other.request("GET", f"{CRDS}/{GADGET_CRD}")[0] == 200)
                 status, _ = other.request("POST", GADGETS, body={"apiVersion": "example.net/v1",
                                                                  "kind": "Gadget", "metadata": {"name": "late"}})
-                t.check("killed deletion: that replica refuses creates", status == 405, status)
+                t.check(f"{label}: that replica refuses creates", status == 405, status)
             finally:
                 other.stop()
         for i in range(held):
@@ -536,14 +542,14 @@ def check_delete_killed(t, binary, tmp):
                            headers={"Content-Type": "application/merge-patch+json"})
         gone = passes(lambda: server.request("GET", f"{CRDS}/{GADGET_CRD}")[0] == 404, 15,
                       "the definition to go once its objects are gone")
-        t.check("killed deletion: the definition goes once its last object is gone", gone)
+        t.check(f"{label}: the definition goes once its last object is gone", gone)
         status, body = server.request("POST", CRDS, body=definition)
         again = passes(lambda: server.request("GET", GADGETS)[0] == 200, 10, "gadgets served again")
-        t.check("killed deletion: a definition of the same name serves none of the old objects",
+        t.check(f"{label}: a definition of the same name serves none of the old objects",
                 again and gadget_count(server) == 0, f"{status} count {gadget_count(server)}")
         if storage_backend() == "etcd3":
             p = server.etcd.etcdctl("get", "/registry/example.net/gadgets/", "--prefix", "--keys-only")
-            t.check("killed deletion: etcd holds none of them", not p.stdout.strip(), p.stdout[:200])
+            t.check(f"{label}: etcd holds none of them", not p.stdout.strip(), p.stdout[:200])
     finally:
         server.stop()
 
