@@ -77,9 +77,9 @@ std::vector<Cause> validate_custom_resource_definition(const boost::json::object
 // with the causes of validate_custom_resource_definition(crd, nullptr) when it does not validate.
 // The versions' patterns are compiled through `patterns` (null: a cache of its own), so a caller
 // that offers it the cache of the definition's previous spec shares the unchanged ones.
-ApiResult<std::vector<ResourceInfo>> custom_resources(const boost::json::object& crd,
-                                                      const std::string& storage_prefix,
-                                                      std::shared_ptr<PatternCache> patterns = nullptr);
+ApiResult<std::vector<ResourceInfo>> custom_resources(
+    const boost::json::object& crd, const std::string& storage_prefix,
+    std::shared_ptr<PatternCache> patterns = nullptr);
 
 // Where a definition's objects are stored, read from its spec alone, without validating or
 // compiling anything: a ResourceInfo of the storage version (group, plural, kind, scope, origin

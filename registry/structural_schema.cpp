@@ -2450,8 +2450,7 @@ const PatternCache::Compiled& PatternCache::compile(const std::string& pattern) 
   } else if (re->error_code() == re2::RE2::ErrorPatternTooLarge) {
     // RE2's program (Go's regexp keeps a Unicode class as one instruction; RE2 expands it to
     // UTF-8 byte ranges) outgrew max_mem: not an invalid pattern, a too expensive one.
-    out.refused = "pattern compiles to a program larger than " +
-                  std::to_string(max_mem_ >> 20) +
+    out.refused = "pattern compiles to a program larger than " + std::to_string(max_mem_ >> 20) +
                   " MiB; Unicode classes such as \\pL under large repetition counts are the usual "
                   "cause: use smaller counts or maxLength";
   } else {

@@ -155,7 +155,8 @@ void CrdController::serve_terminating(const json::object& crd) {
   applied_[name] = spec != nullptr ? json::serialize(*spec) : std::string();
   // Never established, never served: nothing for clients to reach.
   if (!registry::has_true_condition(crd, "Established")) return;
-  auto infos = registry::custom_resources(crd, storage_prefix_, registry::PatternCache::for_stored());
+  auto infos =
+      registry::custom_resources(crd, storage_prefix_, registry::PatternCache::for_stored());
   if (!infos) {
     spdlog::warn("CustomResourceDefinition {} is being deleted and cannot be served: {}", name,
                  infos.error().message);

@@ -671,7 +671,8 @@ TEST(StructuralSchemaCompile, ARepeatedPatternIsCompiledOnceAndSharedAcrossSchem
   SchemaCompileOptions options;
   options.patterns = patterns;
   // 200 properties with RE2's costliest kind of pattern: 119,302 instructions each.
-  const std::string schema = properties_with_patterns(200, [](std::size_t) { return R"(^\\pL{100}$)"; });
+  const std::string schema =
+      properties_with_patterns(200, [](std::size_t) { return R"(^\\pL{100}$)"; });
   const auto started = std::chrono::steady_clock::now();
   auto v1 = compile_ok(schema, options);
   auto v2 = compile_ok(schema, options);  // another version of the same definition
@@ -714,7 +715,8 @@ TEST(StructuralSchemaCompile, StoredDefinitionsCompileUnderTheLimitsTheyWereAcce
   // Past the budget of a write, and a pattern past the 4 MiB of a write: a definition stored
   // before the budget existed is still served.
   auto s = compile_ok(properties_with_patterns(6, [](std::size_t i) {
-    return i == 5 ? std::string(R"(^[\\p{L}\\p{N}]{0,253}$)") : R"(^\\pL{)" + std::to_string(100 - i) + "}$";
+    return i == 5 ? std::string(R"(^[\\p{L}\\p{N}]{0,253}$)")
+                  : R"(^\\pL{)" + std::to_string(100 - i) + "}$";
   }), options);
   ASSERT_TRUE(s);
   EXPECT_GT(options.patterns->instructions(), PatternCache::kDefaultBudget);
