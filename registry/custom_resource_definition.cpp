@@ -220,8 +220,10 @@ bool condition_true(const json::object& crd, std::string_view type) {
 
 class Validator {
  public:
-  explicit Validator(std::vector<std::shared_ptr<const StructuralSchema>>* schemas)
-      : schemas_(schemas) {}
+  explicit Validator(std::vector<std::shared_ptr<const StructuralSchema>>* schemas,
+                     std::shared_ptr<PatternCache> patterns = nullptr)
+      : schemas_(schemas),
+        patterns_(patterns ? std::move(patterns) : std::make_shared<PatternCache>()) {}
 
   std::vector<Cause> run(const json::object& crd, const json::object* old) {
     const json::object& meta = object_or_empty(crd, "metadata");
@@ -369,7 +371,8 @@ class Validator {
       if (subresources.contains("status") && schema->is_object()) {
         status_root(schema->get_object(), schema_path);
       }
-      auto compiled = StructuralSchema::compile(*schema, SchemaCompileOptions{schema_path, false});
+      auto compiled =
+          StructuralSchema::compile(*schema, SchemaCompileOptions{schema_path, false, patterns_});
       if (compiled.has_value()) {
         if (schemas_ != nullptr) (*schemas_)[i] = *compiled;
       } else {
@@ -738,6 +741,8 @@ class Validator {
   }
 
   std::vector<std::shared_ptr<const StructuralSchema>>* schemas_;
+  // Every version's patterns, compiled once per distinct text within one budget.
+  std::shared_ptr<PatternCache> patterns_;
   std::vector<Cause> causes_;
 };
 
@@ -813,11 +818,12 @@ std::vector<Cause> validate_custom_resource_definition(const json::object& crd,
 }
 
 ApiResult<std::vector<ResourceInfo>> custom_resources(const json::object& crd_in,
-                                                      const std::string& storage_prefix) {
+                                                      const std::string& storage_prefix,
+                                                      std::shared_ptr<PatternCache> patterns) {
   json::object crd = crd_in;
   default_custom_resource_definition(crd);
   std::vector<std::shared_ptr<const StructuralSchema>> schemas;
-  auto causes = Validator(&schemas).run(crd, nullptr);
+  auto causes = Validator(&schemas, std::move(patterns)).run(crd, nullptr);
   const json::object& meta = object_or_empty(crd, "metadata");
   if (!causes.empty()) {
     return invalid_error("apiextensions.k8s.io", "CustomResourceDefinition",
@@ -885,6 +891,33 @@ ApiResult<std::vector<ResourceInfo>> custom_resources(const json::object& crd_in
     out.push_back(std::move(info));
   }
   return out;
+}
+
+std::optional<ResourceInfo> custom_resource_storage(const json::object& crd,
+                                                    const std::string& storage_prefix) {
+  const json::object& spec = object_or_empty(crd, "spec");
+  const json::object& names = object_or_empty(spec, "names");
+  std::string group = string_at(spec, "group");
+  std::string plural = string_at(names, "plural");
+  if (group.empty() || plural.empty()) return std::nullopt;
+  ResourceInfo info;
+  info.group = group;
+  info.storage_version = storage_version_of(spec);
+  info.version = info.storage_version;
+  info.kind = string_at(names, "kind");
+  info.resource = plural;
+  info.singular = string_at(names, "singular");
+  info.namespaced = string_at(spec, "scope") == "Namespaced";
+  info.storage_prefix = storage_prefix;
+  info.key_resource = group + "/" + plural;
+  info.origin = KindOrigin::custom;
+  info.generation = GenerationRule::content;
+  info.owner = string_at(object_or_empty(crd, "metadata"), "name");
+  return info;
+}
+
+bool has_true_condition(const json::object& crd, std::string_view type) {
+  return condition_true(crd, type);
 }
 
 std::optional<std::pair<std::string, std::string>> names_conflict(const json::object& crd,

@@ -20,6 +20,13 @@
 //   own path (spec.versions[i].schema.openAPIV3Schema, ...), where the client wrote the value.
 // - Where kube prints a compound bad value (the versions list, a schema) as the JSON of its
 //   internal Go struct, kwatch prints the JSON the client sent.
+// - A schema's patterns are compiled by RE2, which expands Unicode classes (\pL) into UTF-8
+//   byte ranges where Go keeps one instruction: a definition's distinct patterns may hold at most
+//   PatternCache::kDefaultBudget RE2 instructions (each at most PatternCache::kMaxMemPerPattern
+//   of program), past which the pattern is a Forbidden cause at its `pattern` field (kube accepts
+//   `^\pL{100}$` on 200 properties; kwatch accepts it too, compiled once, but not 5 distinct ones).
+//   Only writes are held to it: the CRD controller serves stored definitions with
+//   PatternCache::for_stored(), so one accepted before the budget existed stays served.
 // - Conversion webhooks are refused (kwatch does not call them); spec.preserveUnknownFields must
 //   be false; x-kubernetes-validations (CEL) rules are accepted unchecked (see
 //   structural_schema.hpp); the KubernetesAPIApprovalPolicyConformant and NonStructuralSchema
@@ -30,6 +37,7 @@
 
 #include "registry/api_error.hpp"
 #include "registry/scheme.hpp"
+#include "registry/structural_schema.hpp"
 
 #include <boost/json/object.hpp>
 
@@ -67,8 +75,22 @@ std::vector<Cause> validate_custom_resource_definition(const boost::json::object
 // compiled schema, subresources, printer columns and selectable fields ("spec.color"), and
 // storage_version = the storage version's name. Defaults a copy of `crd` first; Errc::invalid
 // with the causes of validate_custom_resource_definition(crd, nullptr) when it does not validate.
-ApiResult<std::vector<ResourceInfo>> custom_resources(const boost::json::object& crd,
-                                                      const std::string& storage_prefix);
+// The versions' patterns are compiled through `patterns` (null: a cache of its own), so a caller
+// that offers it the cache of the definition's previous spec shares the unchanged ones.
+ApiResult<std::vector<ResourceInfo>> custom_resources(
+    const boost::json::object& crd, const std::string& storage_prefix,
+    std::shared_ptr<PatternCache> patterns = nullptr);
+
+// Where a definition's objects are stored, read from its spec alone, without validating or
+// compiling anything: a ResourceInfo of the storage version (group, plural, kind, scope, origin
+// custom, keys under `storage_prefix` + "/<group>/<plural>/", owner = the CRD's name), enough to
+// list and delete the objects of a definition being deleted whose resources are not served (its
+// stored spec no longer validates, or its names clash). nullopt without a group or a plural.
+std::optional<ResourceInfo> custom_resource_storage(const boost::json::object& crd,
+                                                    const std::string& storage_prefix);
+
+// Whether the CRD's status has the condition `type` ("Established") with status "True".
+bool has_true_condition(const boost::json::object& crd, std::string_view type);
 
 // The naming controller's check: whether a name of the CRD (plural, singular, a short name, kind,
 // listKind) is already taken by another resource of the same group in `scheme` (built-in or

@@ -447,7 +447,7 @@ struct SchemaNode {
   std::optional<std::int64_t> min_length, max_length, min_items, max_items, min_properties,
       max_properties;
   std::string pattern;
-  std::unique_ptr<re2::RE2> regex;
+  std::shared_ptr<const re2::RE2> regex;  // shared with the definition's PatternCache
   std::string pattern_error;  // Go's text for a pattern RE2 refused
   bool unique_items = false;
   bool has_enum = false;
@@ -826,7 +826,7 @@ std::string short_repr(const json::value& v) {
 // kube-apiserver fails to decode such a CRD (400); here it is one cause per keyword.
 class Parser {
  public:
-  explicit Parser(SchemaTree& tree) : tree_(tree) {}
+  Parser(SchemaTree& tree, PatternCache& patterns) : tree_(tree), patterns_(patterns) {}
 
   std::vector<Cause> shape;
   bool unsupported = false;  // a keyword kube's NewStructural refuses
@@ -1007,14 +1007,10 @@ class Parser {
       read_bool(n.unique_items, path, k, v);
     } else if (k == "pattern") {
       if (read_string(n.pattern, path, k, v) && !n.pattern.empty()) {
-        re2::RE2::Options options;
-        options.set_log_errors(false);
-        auto re = std::make_unique<re2::RE2>(n.pattern, options);
-        if (re->ok()) {
-          n.regex = std::move(re);
-        } else {
-          n.pattern_error = go_regexp_error(*re, n.pattern);
-        }
+        const PatternCache::Compiled& compiled = patterns_.compile(n.pattern);
+        n.regex = compiled.regex;
+        n.pattern_error = compiled.error;
+        if (!compiled.refused.empty()) shape.push_back(forbidden(child(path, k), compiled.refused));
       }
     } else if (k == "allOf") {
       read_schemas(n.all_of, path, k, v, depth);
@@ -1121,6 +1117,7 @@ class Parser {
   }
 
   SchemaTree& tree_;
+  PatternCache& patterns_;
 };
 
 }  // namespace
@@ -2425,10 +2422,55 @@ StructuralSchema::StructuralSchema(std::unique_ptr<detail::SchemaTree> tree)
     : tree_(std::move(tree)) {}
 StructuralSchema::~StructuralSchema() = default;
 
+const PatternCache::Compiled& PatternCache::compile(const std::string& pattern) {
+  auto found = compiled_.find(pattern);
+  if (found != compiled_.end()) return found->second;
+  Compiled out;
+  std::shared_ptr<const re2::RE2> re;
+  if (auto offered = offered_.find(pattern); offered != offered_.end()) {
+    re = offered->second;
+  } else {
+    re2::RE2::Options options;
+    options.set_log_errors(false);
+    options.set_max_mem(max_mem_);
+    re = std::make_shared<const re2::RE2>(pattern, options);
+  }
+  if (re->ok()) {
+    const auto size = static_cast<std::size_t>(std::max(re->ProgramSize(), 0));
+    if (size > budget_ - used_) {
+      out.refused = "compiled patterns of this definition would need " +
+                    std::to_string(used_ + size) + " RE2 instructions, over the budget of " +
+                    std::to_string(budget_) + " (this pattern needs " + std::to_string(size) +
+                    "; Unicode classes such as \\pL under large repetition counts are the usual "
+                    "cause: use fewer distinct patterns, smaller counts or maxLength)";
+    } else {
+      used_ += size;
+      out.regex = std::move(re);
+    }
+  } else if (re->error_code() == re2::RE2::ErrorPatternTooLarge) {
+    // RE2's program (Go's regexp keeps a Unicode class as one instruction; RE2 expands it to
+    // UTF-8 byte ranges) outgrew max_mem: not an invalid pattern, a too expensive one.
+    out.refused = "pattern compiles to a program larger than " + std::to_string(max_mem_ >> 20) +
+                  " MiB; Unicode classes such as \\pL under large repetition counts are the usual "
+                  "cause: use smaller counts or maxLength";
+  } else {
+    out.error = go_regexp_error(*re, pattern);
+  }
+  return compiled_.emplace(pattern, std::move(out)).first->second;
+}
+
+void PatternCache::offer(const PatternCache& previous) {
+  for (const auto& [pattern, compiled] : previous.compiled_) {
+    if (compiled.regex) offered_.emplace(pattern, compiled.regex);
+  }
+}
+
 ApiResult<std::shared_ptr<const StructuralSchema>> StructuralSchema::compile(
     const json::value& schema, const SchemaCompileOptions& options) {
   auto tree = std::make_unique<SchemaTree>();
-  Parser parser(*tree);
+  std::shared_ptr<PatternCache> patterns =
+      options.patterns ? options.patterns : std::make_shared<PatternCache>();
+  Parser parser(*tree, *patterns);
   const SchemaNode* root = parser.parse(schema, options.path, 0);
   using Result = ApiResult<std::shared_ptr<const StructuralSchema>>;
   auto refuse = [&](std::vector<Cause> causes) -> Result {

@@ -12,7 +12,8 @@
 // Supported keywords: type, properties, required, items, additionalProperties (bool or schema),
 // enum, format, minimum/maximum with the boolean exclusiveMinimum/exclusiveMaximum, multipleOf,
 // minLength/maxLength (in runes), minItems/maxItems, minProperties/maxProperties, uniqueItems,
-// pattern (Go RE2 syntax, compiled once with RE2), nullable, default, allOf/anyOf/oneOf/not (value
+// pattern (Go RE2 syntax, compiled once per distinct text with RE2, within PatternCache's
+// budget), nullable, default, allOf/anyOf/oneOf/not (value
 // validation only), description/title/example/externalDocs (ignored),
 // x-kubernetes-preserve-unknown-fields, -int-or-string, -embedded-resource, -list-type (atomic,
 // set, map), -list-map-keys, -map-type; x-kubernetes-validations (CEL) is accepted, not enforced.
@@ -51,12 +52,71 @@
 #include <boost/json/fwd.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
+namespace re2 {
+class RE2;
+}
+
 namespace kwatch::registry {
+
+// The `pattern`s of one definition's schemas, each distinct text compiled once and all of them
+// within a budget. RE2 turns a Unicode class into hundreds of instructions: `^\pL{100}$` is
+// 119,302 of them, 0.9 MiB and 0.1 s to compile, so a definition repeating it on 200 properties
+// cost 190 MiB and 20 s per compile. Each pattern is compiled with RE2's max_mem of
+// kMaxMemPerPattern (which also bounds the DFA it builds while matching; a bigger program is
+// refused), and the programs of the distinct patterns together may hold at most `budget`
+// instructions; past either, compile() refuses the pattern with a Forbidden cause at its
+// `pattern` field. Schemas compiled with one cache share its RE2s. Definitions already stored are
+// served with the limits kwatch had before the budget (kStoredMaxMemPerPattern, no budget), as
+// kube compiles stored CEL rules under a larger cost limit than new ones: a definition accepted
+// once stays served after an upgrade, and only writes are held to the budget.
+// Thread-safety: compile() from one thread at a time (one definition is compiled by one thread);
+// the RE2s it hands out are immutable, shared and safe to match from any thread.
+class PatternCache {
+ public:
+  static constexpr std::int64_t kMaxMemPerPattern = std::int64_t{4} << 20;
+  static constexpr std::size_t kDefaultBudget = 500'000;
+  static constexpr std::int64_t kStoredMaxMemPerPattern = std::int64_t{8} << 20;  // RE2's default
+  static constexpr std::size_t kNoBudget = static_cast<std::size_t>(-1);
+
+  struct Compiled {
+    std::shared_ptr<const re2::RE2> regex;  // null when the pattern is refused
+    std::string error;    // Go's regexp error text ("error parsing regexp: ...") when invalid
+    std::string refused;  // why it is too expensive, when it is
+  };
+
+  explicit PatternCache(std::size_t budget = kDefaultBudget,
+                        std::int64_t max_mem_per_pattern = kMaxMemPerPattern)
+      : budget_(budget), max_mem_(max_mem_per_pattern) {}
+  // The limits of definitions already stored.
+  static std::shared_ptr<PatternCache> for_stored() {
+    return std::make_shared<PatternCache>(kNoBudget, kStoredMaxMemPerPattern);
+  }
+
+  // The pattern compiled, from the cache when it was compiled before (or offered).
+  const Compiled& compile(const std::string& pattern);
+  // The patterns `previous` compiled (the same definition before a spec change), for compile()
+  // to hand out again instead of compiling them; each counts against the budget once used.
+  // forget_offered() drops those not used, so a cache never holds on to its predecessor.
+  void offer(const PatternCache& previous);
+  void forget_offered() { offered_.clear(); }
+  // Distinct patterns compiled, and the RE2 instructions of their programs.
+  std::size_t distinct() const { return compiled_.size(); }
+  std::size_t instructions() const { return used_; }
+
+ private:
+  std::size_t budget_;
+  std::int64_t max_mem_;
+  std::size_t used_ = 0;
+  std::unordered_map<std::string, Compiled> compiled_;
+  std::unordered_map<std::string, std::shared_ptr<const re2::RE2>> offered_;
+};
 
 struct SchemaCompileOptions {
   // Where the schema sits in the object that carries it, prefixed to every cause's field:
@@ -64,6 +124,8 @@ struct SchemaCompileOptions {
   std::string path = "openAPIV3Schema";
   // kube forbids uniqueItems in CRDs; schemas of built-in kinds may use it.
   bool allow_unique_items = false;
+  // Shared by the schemas of one definition (every version's); null: one of its own.
+  std::shared_ptr<PatternCache> patterns;
 };
 
 namespace detail {

@@ -3,6 +3,7 @@
 #include "registry/custom_resource_definition.hpp"
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
+#include "registry/structural_schema.hpp"
 #include "registry/timestamps.hpp"
 #include "server/cacher_registry.hpp"
 #include "storage/storage.hpp"
@@ -14,6 +15,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <optional>
 #include <set>
 
 namespace kwatch::server {
@@ -89,6 +91,8 @@ asio::awaitable<void> CrdController::reconcile_once() {
       co_await serve(std::move(crd));
     }
   }
+  std::erase_if(applied_, [&](const auto& entry) { return !present.contains(entry.first); });
+  std::erase_if(patterns_, [&](const auto& entry) { return !present.contains(entry.first); });
   for (const auto& owner : scheme_->owners()) {
     if (present.count(owner)) continue;
     // The definition is gone: so are its endpoints and its cache.
@@ -107,7 +111,13 @@ asio::awaitable<void> CrdController::serve(json::object crd) {
   const std::string spec_text = spec != nullptr ? json::serialize(*spec) : std::string();
   json::object desired;
   if (applied_[name] != spec_text) {
-    auto infos = registry::custom_resources(crd, storage_prefix_);
+    // The patterns the previous spec compiled are used again where they are unchanged, so the
+    // old resources (kept while requests may use them) and the new ones share them. A stored
+    // definition is served under the limits it was accepted with (writes get the budget).
+    auto patterns = registry::PatternCache::for_stored();
+    if (auto it = patterns_.find(name); it != patterns_.end()) patterns->offer(*it->second);
+    auto infos = registry::custom_resources(crd, storage_prefix_, patterns);
+    patterns->forget_offered();
     if (!infos) {
       spdlog::warn("CustomResourceDefinition {} cannot be served: {}", name, infos.error().message);
       co_return;
@@ -118,17 +128,43 @@ asio::awaitable<void> CrdController::serve(json::object crd) {
       co_await write_status(std::move(rejected));
       co_return;
     }
-    publish_schemas(crd, *infos);
-    auto terminating = std::make_shared<std::atomic<bool>>(false);
-    for (auto& info : *infos) info.terminating = terminating;
-    std::vector<registry::ResourceInfo> copies = *infos;
-    scheme_->set_owned(name, std::move(*infos));
-    for (const auto& info : copies) cachers_->ensure(info);
+    register_resources(crd, std::move(*infos), false);
     applied_[name] = spec_text;
+    patterns_[name] = std::move(patterns);
     spdlog::info("serving custom resources of {}", name);
   }
   desired = registry::accepted_status(crd, registry::now_rfc3339());
   co_await write_status(std::move(desired));
+}
+
+void CrdController::register_resources(const json::object& crd,
+                                       std::vector<registry::ResourceInfo> infos,
+                                       bool terminating) {
+  publish_schemas(crd, infos);
+  auto flag = std::make_shared<std::atomic<bool>>(terminating);
+  for (auto& info : infos) info.terminating = flag;
+  std::vector<registry::ResourceInfo> copies = infos;
+  scheme_->set_owned(name_of(crd), std::move(infos));
+  for (const auto& info : copies) cachers_->ensure(info);
+}
+
+void CrdController::serve_terminating(const json::object& crd) {
+  const std::string name = name_of(crd);
+  const json::value* spec = crd.if_contains("spec");
+  // Tried once per process: the stored spec of a definition being deleted does not change.
+  applied_[name] = spec != nullptr ? json::serialize(*spec) : std::string();
+  // Never established, never served: nothing for clients to reach.
+  if (!registry::has_true_condition(crd, "Established")) return;
+  auto infos =
+      registry::custom_resources(crd, storage_prefix_, registry::PatternCache::for_stored());
+  if (!infos) {
+    spdlog::warn("CustomResourceDefinition {} is being deleted and cannot be served: {}", name,
+                 infos.error().message);
+    return;
+  }
+  if (registry::names_conflict(crd, *scheme_)) return;
+  register_resources(crd, std::move(*infos), true);
+  spdlog::info("serving custom resources of {} until they are deleted", name);
 }
 
 asio::awaitable<void> CrdController::write_status(json::object desired) {
@@ -156,27 +192,36 @@ asio::awaitable<void> CrdController::write_status(json::object desired) {
 
 asio::awaitable<void> CrdController::finalize(json::object crd) {
   const std::string name = name_of(crd);
+  // A definition this process never served (it was being deleted when the process started, on a
+  // restart or on a replica that starts meanwhile) is served again as terminating, as kube's CRD
+  // handler serves it: clients can read its objects and release their finalizers, creates are
+  // refused, and it is never established again.
+  if (!applied_.contains(name)) serve_terminating(crd);
   // No new objects while the old ones are deleted.
+  const registry::ResourceInfo* served = nullptr;
   for (const registry::ResourceInfo* info : scheme_->resources()) {
-    if (info->owner == name && info->terminating) info->terminating->store(true);
+    if (info->owner != name) continue;
+    if (info->terminating) info->terminating->store(true);
+    served = info;
   }
   json::object terminating = crd;
   registry::set_terminating(terminating, registry::now_rfc3339());
   co_await write_status(std::move(terminating));
   // Every object of the definition, whichever version it was written through, lives under one
-  // prefix.
+  // prefix; when its resources are not served the stored spec says which (a definition whose
+  // spec no longer validates still had objects).
+  std::optional<registry::ResourceInfo> stored;
+  if (served == nullptr) {
+    stored = registry::custom_resource_storage(crd, storage_prefix_);
+    if (stored) served = &*stored;
+  }
   // They are deleted as a client would delete them: an object with finalizers is only marked,
   // and the definition waits until its finalizers are gone.
-  const registry::ResourceInfo* served = nullptr;
-  for (const registry::ResourceInfo* info : scheme_->resources()) {
-    if (info->owner == name) served = info;
-  }
   if (served != nullptr) {
     storage::ListOptions options;
     options.prefix = served->key_prefix();
     auto page = co_await storage_->list(options);
     if (!page) co_return;  // storage trouble: the next event tries again
-    std::size_t remaining = 0;
     for (const auto& kv : page->kvs) {
       auto obj = registry::ResourceStore::decode(kv);
       if (!obj) {
@@ -190,14 +235,18 @@ asio::awaitable<void> CrdController::finalize(json::object crd) {
         return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
       };
       registry::DeleteQuery query;
-      auto r = co_await store_->remove(*served, field("namespace"), field("name"), std::move(query));
-      if (r && r->contains("metadata") && r->at("metadata").is_object() &&
-          r->at("metadata").get_object().contains("deletionTimestamp")) {
-        ++remaining;  // held by its finalizers
-      }
+      co_await store_->remove(*served, field("namespace"), field("name"), std::move(query));
     }
-    if (remaining > 0) {
-      waiting_ = true;  // a definition being deleted waits for finalizers
+    // The finalizer goes only when storage holds none: objects held by their finalizers, ones
+    // whose delete failed, and ones a replica that had not yet seen the deletion let a client
+    // create are waited for (kube's finalizer lists again until the list is empty).
+    storage::ListOptions count;
+    count.prefix = served->key_prefix();
+    count.count_only = true;
+    auto left = co_await storage_->list(count);
+    if (!left) co_return;
+    if (left->count > 0) {
+      waiting_ = true;
       co_return;
     }
   }

@@ -2,7 +2,10 @@
 // definition in storage (read through its watch cache) the resources it defines are registered
 // in the scheme, each with a watch cache, and its NamesAccepted and Established conditions are
 // set; a definition being deleted gets the Terminating condition, its objects are deleted, then
-// its cleanup finalizer is removed and it goes, and its resources with it.
+// its cleanup finalizer is removed once storage holds none of them and it goes, and its resources
+// with it. A definition already being deleted when the controller starts (a restart, a replica
+// started meanwhile) is served as terminating (reads, updates and deletes, no creates, never
+// established again) and its objects are deleted the same way, found from its stored spec.
 //
 // Every replica runs one over the same storage, so a definition created through one replica is
 // served by all; the status writes are compare-and-swap and idempotent, so replicas agree.
@@ -19,8 +22,10 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace kwatch::registry {
+class PatternCache;
 class ResourceStore;
 class Scheme;
 struct ResourceInfo;
@@ -44,6 +49,12 @@ class CrdController : public Reconciler {
   // Brings the scheme, the caches and every definition's status in line with the definitions.
   boost::asio::awaitable<void> reconcile_once() override;
   boost::asio::awaitable<void> serve(boost::json::object crd);
+  // Serves the definition being deleted that this process has not served yet as terminating.
+  void serve_terminating(const boost::json::object& crd);
+  void register_resources(const boost::json::object& crd,
+                          std::vector<registry::ResourceInfo> infos, bool terminating);
+  // Deletes the objects of a definition being deleted, then its cleanup finalizer once storage
+  // holds none of them.
   boost::asio::awaitable<void> finalize(boost::json::object crd);
   boost::asio::awaitable<void> write_status(boost::json::object crd);
 
@@ -52,8 +63,11 @@ class CrdController : public Reconciler {
   std::shared_ptr<storage::Storage> storage_;
   std::string storage_prefix_;
   const registry::ResourceInfo* crd_info_ = nullptr;
-  // Definition name -> the spec its registered resources were made from.
+  // Definition name -> the spec its registered resources were made from (for a definition being
+  // deleted: the spec it was last looked at with, served or not).
   std::map<std::string, std::string> applied_;
+  // Definition name -> the patterns its registered resources were compiled with.
+  std::map<std::string, std::shared_ptr<registry::PatternCache>> patterns_;
 };
 
 }  // namespace kwatch::server

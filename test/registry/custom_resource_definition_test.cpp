@@ -232,6 +232,74 @@ TEST(CustomResourceDefinition, ABadPatternIsRefusedWithGosRegexpError) {
       << c->message;
 }
 
+// The widgets CRD with `count` string properties under v1beta1's and v1's spec, the i-th of
+// version v with pattern(v, i).
+template <typename Pattern>
+json::object widgets_with_patterns(std::size_t count, Pattern pattern) {
+  json::object crd = widgets();
+  for (std::size_t v = 0; v < 2; ++v) {
+    json::object& props = version(crd, v)["schema"].as_object()["openAPIV3Schema"].as_object()
+                              ["properties"].as_object()["spec"].as_object()["properties"]
+                              .as_object();
+    for (std::size_t i = 0; i < count; ++i) {
+      props["p" + std::to_string(i)] = json::object{{"type", "string"}, {"pattern", pattern(v, i)}};
+    }
+  }
+  return crd;
+}
+
+TEST(CustomResourceDefinition, EveryVersionSharesOneCompileOfAPatternAndOneBudget) {
+  // 200 properties in each of two versions with ^\pL{100}$: compiled once, accepted.
+  auto same = widgets_with_patterns(200, [](std::size_t, std::size_t) { return "^\\pL{100}$"; });
+  EXPECT_EQ(describe(validate_custom_resource_definition(same, nullptr)), "");
+  auto patterns = std::make_shared<PatternCache>();
+  auto infos = custom_resources(same, "/registry", patterns);
+  ASSERT_TRUE(infos.has_value());
+  EXPECT_EQ(patterns->distinct(), 2u);  // ^\pL{100}$ and the host pattern of v1
+
+  // Three distinct expensive patterns per version fit one version's compile, not both: the
+  // budget is the definition's, and the 422 names the first pattern past it.
+  auto distinct = widgets_with_patterns(3, [](std::size_t v, std::size_t i) {
+    return "^\\pL{" + std::to_string(100 - 3 * v - i) + "}$";
+  });
+  auto causes = validate_custom_resource_definition(distinct, nullptr);
+  const Cause* c = find_field(
+      causes, "spec.versions[1].schema.openAPIV3Schema.properties[spec].properties[p1].pattern");
+  ASSERT_NE(c, nullptr) << describe(causes);
+  EXPECT_EQ(c->type, "FieldValueForbidden");
+  EXPECT_EQ(c->message.rfind("Forbidden: compiled patterns of this definition would need ", 0), 0u)
+      << c->message;
+  EXPECT_EQ(find_field(causes, "spec.versions[0].schema.openAPIV3Schema.properties[spec]"
+                               ".properties[p2].pattern"),
+            nullptr)
+      << describe(causes);
+  auto refused = custom_resources(distinct, "/registry");
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, Errc::invalid);
+}
+
+TEST(CustomResourceDefinition, ItsStorageIsFoundFromTheSpecEvenWhenTheSpecNoLongerValidates) {
+  json::object crd = widgets();
+  version(crd, 1)["schema"].as_object()["openAPIV3Schema"].as_object()["properties"]
+      .as_object()["spec"].as_object()["properties"].as_object()["host"].as_object()["pattern"] =
+      "([a-z";
+  ASSERT_FALSE(custom_resources(crd, "/registry").has_value());
+  auto stored = custom_resource_storage(crd, "/registry");
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(stored->key_prefix(), "/registry/stable.example.com/widgets/");
+  EXPECT_EQ(stored->key("default", "w1"), "/registry/stable.example.com/widgets/default/w1");
+  EXPECT_EQ(stored->storage_version, "v1");
+  EXPECT_EQ(stored->owner, "widgets.stable.example.com");
+  EXPECT_EQ(stored->origin, KindOrigin::custom);
+  // The served resources agree on the prefix.
+  auto served = custom_resources(widgets(), "/registry");
+  ASSERT_TRUE(served.has_value());
+  EXPECT_EQ(served->front().key_prefix(), stored->key_prefix());
+
+  spec(crd).erase("group");
+  EXPECT_FALSE(custom_resource_storage(crd, "/registry").has_value());
+}
+
 TEST(CustomResourceDefinition, MetadataNameMustBePluralDotGroup) {
   json::object crd = widgets();
   crd["metadata"].as_object()["name"] = "widget.stable.example.com";

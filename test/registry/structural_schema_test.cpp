@@ -655,6 +655,94 @@ TEST(StructuralSchemaCompile, RestrictsMetadataToNameAndGenerateName) {
             "not be set in top-level metadata\n");
 }
 
+// An object schema of `count` string properties p0, p1, ..., the i-th with pattern(i).
+template <typename Pattern>
+std::string properties_with_patterns(std::size_t count, Pattern pattern) {
+  std::string out = R"({"type":"object","properties":{)";
+  for (std::size_t i = 0; i < count; ++i) {
+    if (i) out += ',';
+    out += "\"p" + std::to_string(i) + R"(":{"type":"string","pattern":")" + pattern(i) + "\"}";
+  }
+  return out + "}}";
+}
+
+TEST(StructuralSchemaCompile, ARepeatedPatternIsCompiledOnceAndSharedAcrossSchemas) {
+  auto patterns = std::make_shared<PatternCache>();
+  SchemaCompileOptions options;
+  options.patterns = patterns;
+  // 200 properties with RE2's costliest kind of pattern: 119,302 instructions each.
+  const std::string schema =
+      properties_with_patterns(200, [](std::size_t) { return R"(^\\pL{100}$)"; });
+  const auto started = std::chrono::steady_clock::now();
+  auto v1 = compile_ok(schema, options);
+  auto v2 = compile_ok(schema, options);  // another version of the same definition
+  const auto took = std::chrono::steady_clock::now() - started;
+  ASSERT_TRUE(v1 && v2);
+  EXPECT_EQ(patterns->distinct(), 1u);
+  EXPECT_EQ(patterns->instructions(), 119'302u);
+  // Compiled 400 times this took 40 s; once, well under one (generous for sanitizer builds).
+  EXPECT_LT(took, std::chrono::seconds(5));
+  EXPECT_TRUE(v1->validate(parse(R"({"p7":")" + std::string(100, 'x') + "\"}")).empty());
+  EXPECT_EQ(v2->validate(parse(R"({"p7":"x1"})")).size(), 1u);
+}
+
+TEST(StructuralSchemaCompile, PatternsPastTheDefinitionsBudgetAreForbiddenAtTheirField) {
+  // Distinct patterns: 4 fit in the budget (4 x 119,302 instructions), the 5th does not.
+  auto causes = compile_causes(properties_with_patterns(6, [](std::size_t i) {
+    return R"(^\\pL{)" + std::to_string(100 - i) + "}$";
+  }));
+  ASSERT_EQ(causes.size(), 2u) << text(causes);
+  EXPECT_EQ(causes[0].field, "openAPIV3Schema.properties[p4].pattern");
+  EXPECT_EQ(causes[0].type, "FieldValueForbidden");
+  EXPECT_NE(causes[0].message.find("over the budget of 500000"), std::string::npos)
+      << causes[0].message;
+  EXPECT_EQ(causes[1].field, "openAPIV3Schema.properties[p5].pattern");
+}
+
+TEST(StructuralSchemaCompile, APatternLargerThanItsMaxMemIsForbidden) {
+  // 339,022 instructions, 2.6 MiB of program: past RE2's max_mem of 4 MiB for the compile.
+  auto causes = compile_causes(
+      spec_with(R"({"type":"string","pattern":"^[\\p{L}\\p{N}]{0,253}[\\p{L}\\p{N}]{0,253}$"})"));
+  ASSERT_EQ(causes.size(), 1u) << text(causes);
+  EXPECT_EQ(causes[0].field, "openAPIV3Schema.properties[spec].properties[x].pattern");
+  EXPECT_EQ(causes[0].type, "FieldValueForbidden");
+  EXPECT_NE(causes[0].message.find("larger than 4 MiB"), std::string::npos) << causes[0].message;
+}
+
+TEST(StructuralSchemaCompile, StoredDefinitionsCompileUnderTheLimitsTheyWereAcceptedWith) {
+  SchemaCompileOptions options;
+  options.patterns = PatternCache::for_stored();
+  // Past the budget of a write, and a pattern past the 4 MiB of a write: a definition stored
+  // before the budget existed is still served.
+  auto s = compile_ok(properties_with_patterns(6, [](std::size_t i) {
+    return i == 5 ? std::string(R"(^[\\p{L}\\p{N}]{0,253}$)")
+                  : R"(^\\pL{)" + std::to_string(100 - i) + "}$";
+  }), options);
+  ASSERT_TRUE(s);
+  EXPECT_GT(options.patterns->instructions(), PatternCache::kDefaultBudget);
+  EXPECT_TRUE(s->validate(parse(R"({"p5":"abc123"})")).empty());
+}
+
+TEST(StructuralSchemaCompile, APatternCacheReusesWhatItsPredecessorCompiledAndForgetsTheRest) {
+  auto before = std::make_shared<PatternCache>();
+  SchemaCompileOptions options;
+  options.patterns = before;
+  compile_ok(properties_with_patterns(2, [](std::size_t i) { return i ? "^b$" : R"(^\\pL{50}$)"; }),
+             options);
+  ASSERT_EQ(before->distinct(), 2u);
+  auto after = std::make_shared<PatternCache>();
+  after->offer(*before);
+  options.patterns = after;
+  auto s = compile_ok(properties_with_patterns(1, [](std::size_t) { return R"(^\\pL{50}$)"; }),
+                      options);
+  after->forget_offered();
+  EXPECT_EQ(after->distinct(), 1u);
+  PatternCache just_b;
+  just_b.compile("^b$");
+  EXPECT_EQ(after->instructions(), before->instructions() - just_b.instructions());
+  EXPECT_EQ(s->validate(parse(R"({"p0":"b"})")).size(), 1u);
+}
+
 TEST(StructuralSchemaCompile, RefusesABadRegexWithGosError) {
   EXPECT_EQ(text(compile_causes(spec_with(R"({"type":"string","pattern":"([a-z"})"))),
             "openAPIV3Schema.properties[spec].properties[x].pattern | FieldValueInvalid | Invalid "
