@@ -71,6 +71,15 @@ def main():
     t.finish()
 
 
+def granted(kc, user, verb, resource, namespace=None):
+    """Waits until a binding just made takes effect for `user` (authorization follows the RBAC
+    caches within ~100 ms, as kube's follows its informers)."""
+    ns = ["-n", namespace] if namespace else []
+    # stdout comes first (kubectl warns on stderr that a cluster resource has no namespace).
+    wait_for(lambda: kc(f"--as={user}", *ns, "auth", "can-i", verb, resource)[1].startswith("yes"),
+             what=f"{user} may {verb} {resource}")
+
+
 def refused(code, out):
     return code != 0 and "attempting to grant RBAC permissions not currently held" in out
 
@@ -81,6 +90,7 @@ def aggregated_roles(t, kc, ok):
     ok("role", "-n", "team", "create", "role", "rb-creator", "--verb=create",
        "--resource=rolebindings.rbac.authorization.k8s.io")
     ok("binding", "-n", "team", "create", "rolebinding", "bob-rb", "--role=rb-creator", "--user=bob")
+    granted(kc, "bob", "create", "rolebindings.rbac.authorization.k8s.io", "team")
 
     # The aggregation controller writes what admin gathers into it, as on kube.
     def admin_rules():
@@ -103,6 +113,7 @@ def aggregated_roles(t, kc, ok):
     ok("crb creator", "create", "clusterrole", "crb-creator", "--verb=create",
        "--resource=clusterrolebindings.rbac.authorization.k8s.io")
     ok("crb", "create", "clusterrolebinding", "carol-crb", "--clusterrole=crb-creator", "--user=carol")
+    granted(kc, "carol", "create", "clusterrolebindings.rbac.authorization.k8s.io")
     code, out = kc("--as=carol", "create", "clusterrolebinding", "carol-edit", "--clusterrole=edit",
                    "--user=carol")
     t.check("a ClusterRoleBinding of edit with only create on clusterrolebindings is 403",
@@ -112,6 +123,7 @@ def aggregated_roles(t, kc, ok):
 
     # Who holds what a role grants may bind it.
     ok("bob admin", "-n", "team", "create", "rolebinding", "dave-admin", "--clusterrole=admin", "--user=dave")
+    granted(kc, "dave", "create", "rolebindings.rbac.authorization.k8s.io", "team")
     code, out = kc("--as=dave", "-n", "team", "create", "rolebinding", "erin-edit", "--clusterrole=edit",
                    "--user=erin")
     t.check("a namespace admin may bind edit in that namespace", code == 0, out)
@@ -134,6 +146,7 @@ def aggregation_rule(t, kc, ok):
        "--resource=clusterroles.rbac.authorization.k8s.io,clusterrolebindings.rbac.authorization.k8s.io")
     ok("cr writer binding", "create", "clusterrolebinding", "frank-cr", "--clusterrole=cr-writer",
        "--user=frank")
+    granted(kc, "frank", "create", "clusterroles.rbac.authorization.k8s.io")
     message = "must have cluster-admin privileges to use the aggregationRule"
     code, out = kc("--as=frank", "create", "-f", "-", stdin=AGGREGATING)
     t.check("create: a ClusterRole with an aggregationRule is 403", code != 0 and message in out, out)
@@ -177,6 +190,7 @@ def missing_roles(t, kc, ok):
                                                     "resources": ["roles"], "verbs": ["bind"],
                                                     "resourceNames": ["planned"]}}]))
     ok("binder binding", "-n", "team", "create", "rolebinding", "gina-binder", "--role=binder", "--user=gina")
+    granted(kc, "gina", "create", "rolebindings.rbac.authorization.k8s.io", "team")
     code, out = kc("--as=gina", "-n", "team", "create", "rolebinding", "ahead", "--role=planned",
                    "--user=gina")
     t.check("with bind on it, a role not yet created may be bound", code == 0, out)
@@ -191,6 +205,7 @@ def every_write(t, kc, ok):
        "rolebindings.rbac.authorization.k8s.io,clusterrolebindings.rbac.authorization.k8s.io,configmaps")
     ok("writer binding", "create", "clusterrolebinding", "hank-writer", "--clusterrole=rbac-writer",
        "--user=hank")
+    granted(kc, "hank", "create", "clusterrolebindings.rbac.authorization.k8s.io")
     ok("secret reader", "create", "clusterrole", "secret-reader", "--verb=get", "--resource=secrets")
     ok("cm reader", "create", "clusterrole", "cm-reader", "--verb=get", "--resource=configmaps")
 
