@@ -532,15 +532,38 @@ asio::awaitable<bool> ApiHandler::admit_head(ApiRequest& request) {
   if (!authenticated) co_return false;
   auto user = impersonate(access_, *authenticated, request);
   if (!user) co_return false;
-  // A resource request is authorized on its head too (its route and verb need no body).
+  // Authorized on its head too: a resource's route and verb, a review's resource and a
+  // path's verb need no body. What serve() then decides is the same (it authorizes again).
   if (access_.rbac) {
     if (auto url = parse_url(request.target)) {
+      const auto& seg = url->segments;
       Route route;
-      if (find_resource_route(request, *url, route) &&
-          authorize(access_, resource_attributes(request, *url, *route.info, route.ns, route.name,
-                                                 route.subresource, route.watch_prefix, *user))) {
-        co_return false;
+      std::optional<ApiError> denied;
+      if (find_resource_route(request, *url, route)) {
+        denied = authorize(access_, resource_attributes(request, *url, *route.info, route.ns,
+                                                        route.name, route.subresource,
+                                                        route.watch_prefix, *user));
+      } else if (request.method == "POST" && seg.size() >= 4 && seg[0] == "apis" &&
+                 seg[2] == "v1" &&
+                 (seg[1] == "authorization.k8s.io" || seg[1] == "authentication.k8s.io")) {
+        // The reviews (TokenReview, the access reviews, the self reviews): a create of them.
+        registry::RequestAttributes a;
+        a.user = *user;
+        a.verb = "create";
+        a.api_group = seg[1];
+        a.resource = seg.back();
+        if (seg.size() == 6 && seg[3] == "namespaces") a.namespace_ = seg[4];
+        denied = authorize(access_, a);
+      } else if (!is_health_probe(url->path) && seg.size() > 0 && seg[0] != "api" &&
+                 seg[0] != "apis") {
+        registry::RequestAttributes a;
+        a.user = *user;
+        a.resource_request = false;
+        a.verb = lowercase_verb(request.method);
+        a.path = url->path;
+        denied = authorize(access_, a);
       }
+      if (denied) co_return false;
     }
   }
   request.admitted = std::make_shared<const AdmittedUser>(

@@ -22,10 +22,10 @@ def rss_kib(pid):
     return 0
 
 
-def post_head(port, token=None, length=BODY):
+def post_head(port, token=None, length=BODY, path="/api/v1/namespaces/default/configmaps"):
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
     auth = f"Authorization: Bearer {token}\r\n" if token else ""
-    s.sendall((f"POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\n{auth}"
+    s.sendall((f"POST {path} HTTP/1.1\r\nHost: x\r\n{auth}"
                f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n").encode())
     return s
 
@@ -118,6 +118,10 @@ def main():
             t.check("a user who may not create is refused on the head (403), its body never awaited",
                     read_status(s, 5.0) == 403)
             s.close()
+            for path in ("/apis/authentication.k8s.io/v1/tokenreviews", "/metrics"):
+                s = post_head(server.port, token="nobody-token", path=path)
+                t.check(f"POST {path} without a grant: 403 on the head", read_status(s, 5.0) == 403)
+                s.close()
             # An authenticated client's body is read and served as before.
             body = b'{"metadata":{"name":"after-head"}}'
             s = post_head(server.port, token="admin-token", length=len(body))
