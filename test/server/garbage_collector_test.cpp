@@ -167,8 +167,8 @@ class GarbageCollectorTest : public ::testing::Test {
   std::shared_ptr<registry::ResourceStore> store_;
   std::shared_ptr<CacherRegistry> cachers_;
   std::shared_ptr<GarbageCollector> collector_;
-  const registry::ResourceInfo* configmaps_ = nullptr;
-  const registry::ResourceInfo* deployments_ = nullptr;
+  std::shared_ptr<const registry::ResourceInfo> configmaps_;
+  std::shared_ptr<const registry::ResourceInfo> deployments_;
 };
 
 constexpr const char* kOwner = R"({"apiVersion":"apps/v1","kind":"Deployment",
@@ -345,7 +345,7 @@ TEST_F(GarbageCollectorTest, AnOwnerOrphaningManyDependentsReleasesThemAllAndGoe
 // The collector's pure parts.
 
 gc::FairQueue::Item item(const std::string& ns, const std::string& key) {
-  return {nullptr, key, ns};
+  return {"", key, ns};
 }
 
 std::vector<std::string> drain(gc::FairQueue& queue) {
