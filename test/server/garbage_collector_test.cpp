@@ -343,7 +343,7 @@ TEST_F(GarbageCollectorTest, AnOwnerOrphaningManyDependentsReleasesThemAllAndGoe
   EXPECT_TRUE(eventually([&] { return !cached(*deployments_, "bg") && released(); }));
 }
 
-// A definition of gadgets whose spec.color has no default in `old` and "blue" otherwise.
+// A definition of gadgets whose spec.color defaults to "blue" `with_default` only.
 json::object gadget_definition(bool with_default) {
   const std::string color =
       with_default ? R"({"type":"string","default":"blue"})" : R"({"type":"string"})";
@@ -366,6 +366,8 @@ TEST_F(GarbageCollectorTest, AWriteAfterASpecUpdateUsesTheDefinitionsCurrentSche
   ASSERT_TRUE(served) << served.error().message;
   scheme_->set_owned("gadgets.example.com", std::move(*served));
   std::weak_ptr<const registry::ResourceInfo> old = scheme_->find("example.com", "v1", "gadgets");
+  std::weak_ptr<const registry::StructuralSchema> old_schema =
+      scheme_->find("example.com", "v1", "gadgets")->schema;
   cachers_->ensure(*scheme_->find("example.com", "v1", "gadgets"));
   start_collector();
   const std::string kept = create_configmap("kept");
@@ -386,6 +388,7 @@ TEST_F(GarbageCollectorTest, AWriteAfterASpecUpdateUsesTheDefinitionsCurrentSche
   auto gadgets = scheme_->find("example.com", "v1", "gadgets");
   EXPECT_TRUE(eventually([&] { return old.expired(); }))
       << "the replaced description is still held";
+  EXPECT_TRUE(old_schema.expired()) << "the cache made with the old description keeps its schema";
   // One owner goes: the collector removes the reference to it, and that write is defaulted.
   remove(*configmaps_, "gone");
   std::string color;
