@@ -130,10 +130,13 @@ std::shared_ptr<const ResourceInfo> Scheme::find_prefix(std::string_view key_pre
            rest.substr(1, step.size()) == step;
   };
   std::shared_lock lock(mutex_);
+  std::shared_ptr<const ResourceInfo> first;
   for (const auto& r : resources_) {
-    if (matches(*r)) return r;
+    if (!matches(*r)) continue;
+    if (!r->storage_version.empty() && r->storage_version == r->version) return r;
+    if (first == nullptr) first = r;
   }
-  return nullptr;
+  return first;
 }
 
 std::vector<std::shared_ptr<const ResourceInfo>> Scheme::resources() const {

@@ -197,8 +197,9 @@ class Scheme {
                                            std::string_view resource) const;
   std::shared_ptr<const ResourceInfo> find_kind(std::string_view group, std::string_view version,
                                                 std::string_view kind) const;
-  // The first resource (in registration order) whose objects live under `key_prefix`
-  // (ResourceInfo::key_prefix(): every version of a resource shares it), or null.
+  // The resource whose objects live under `key_prefix` (ResourceInfo::key_prefix(): every
+  // version of a resource shares it), or null: the version objects are stored as where one is
+  // named (a custom resource's storage version), else the first registered.
   std::shared_ptr<const ResourceInfo> find_prefix(std::string_view key_prefix) const;
   // Every resource, in registration order.
   std::vector<std::shared_ptr<const ResourceInfo>> resources() const;

@@ -87,7 +87,7 @@ TEST(Scheme, AReplacedDescriptionIsFreedWhenItsLastHolderLetsGo) {
   EXPECT_TRUE(last.expired());
 }
 
-TEST(Scheme, APrefixFindsTheFirstResourceStoredUnderIt) {
+TEST(Scheme, APrefixFindsTheStorageVersionOrTheFirstResourceStoredUnderIt) {
   auto scheme = Scheme::builtin();
   auto pods = scheme->find_prefix("/registry/pods/");
   ASSERT_NE(pods, nullptr);
@@ -107,6 +107,10 @@ TEST(Scheme, APrefixFindsTheFirstResourceStoredUnderIt) {
   ASSERT_NE(widgets, nullptr);
   EXPECT_EQ(widgets->version, "v1");
   EXPECT_EQ(widgets->key_prefix(), "/registry/example.com/widgets/");
+  // A custom resource's storage version, when it is not the first served.
+  w.storage_version = w2.storage_version = "v2";
+  scheme->set_owned("widgets.example.com", {w, w2});
+  EXPECT_EQ(scheme->find_prefix("/registry/example.com/widgets/")->version, "v2");
 }
 
 }  // namespace
