@@ -929,7 +929,7 @@ std::optional<std::pair<std::string, std::string>> names_conflict(const json::ob
   std::string plural = string_at(requested, "plural");
 
   std::unordered_set<std::string> resources, kinds;
-  for (const ResourceInfo* r : scheme.resources()) {
+  for (const auto& r : scheme.resources()) {
     if (r->group != group) continue;
     if (r->origin == KindOrigin::custom && r->resource == plural) continue;  // this CRD itself
     for (const std::string* name : {&r->resource, &r->singular}) {

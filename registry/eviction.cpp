@@ -149,8 +149,8 @@ asio::awaitable<ApiResult<void>> evict_pod(ResourceStore& store, const Scheme& s
   if (string_member(object_member(eviction, "metadata"), "name") != name) {
     co_return ApiError(Errc::bad_request, "name in URL does not match name in Eviction object");
   }
-  const ResourceInfo* pods = scheme.find("", "v1", "pods");
-  const ResourceInfo* budgets = scheme.find("policy", "v1", "poddisruptionbudgets");
+  auto pods = scheme.find("", "v1", "pods");
+  auto budgets = scheme.find("policy", "v1", "poddisruptionbudgets");
   if (pods == nullptr || budgets == nullptr) {
     co_return ApiError(Errc::internal, "pods or poddisruptionbudgets are not served");
   }

@@ -634,7 +634,7 @@ asio::awaitable<ApiResult<void>> ResourceStore::check_namespace(const ResourceIn
                                                                 const std::string& ns,
                                                                 const std::string& name) {
   if (!info.namespaced) co_return ApiResult<void>{};
-  const ResourceInfo* namespaces = scheme_->find("", "v1", "namespaces");
+  auto namespaces = scheme_->find("", "v1", "namespaces");
   auto r = co_await storage_->get(namespaces->key("", ns));
   if (!r) co_return from_storage(*namespaces, ns, r.error());
   // NamespaceLifecycle: nothing new in a namespace that is being deleted.
@@ -1445,7 +1445,7 @@ asio::awaitable<ApiResult<void>> ResourceStore::ping(std::chrono::milliseconds t
 }
 
 asio::awaitable<ApiResult<void>> ResourceStore::ensure_namespace(std::string name) {
-  const ResourceInfo* info = scheme_->find("", "v1", "namespaces");
+  auto info = scheme_->find("", "v1", "namespaces");
   json::object body{{"apiVersion", "v1"}, {"kind", "Namespace"},
                     {"metadata", json::object{{"name", name}}}};
   co_return co_await ensure(*info, std::move(body));

@@ -65,15 +65,18 @@ std::shared_ptr<Scheme> Scheme::builtin(const std::string& storage_prefix) {
 
 void Scheme::add(ResourceInfo info) {
   std::unique_lock lock(mutex_);
-  resources_.push_back(std::make_unique<ResourceInfo>(std::move(info)));
+  resources_.push_back(std::make_shared<const ResourceInfo>(std::move(info)));
   ++generation_;
 }
 
 void Scheme::set_owned(const std::string& owner, std::vector<ResourceInfo> infos) {
+  // Destroyed after the lock is released: the last holder of a replaced description may be this
+  // scheme, and freeing its compiled schema takes a while.
+  std::vector<std::shared_ptr<const ResourceInfo>> replaced;
   std::unique_lock lock(mutex_);
   for (auto it = resources_.begin(); it != resources_.end();) {
     if (!owner.empty() && (*it)->owner == owner) {
-      retired_.push_back(std::move(*it));
+      replaced.push_back(std::move(*it));
       it = resources_.erase(it);
     } else {
       ++it;
@@ -81,7 +84,7 @@ void Scheme::set_owned(const std::string& owner, std::vector<ResourceInfo> infos
   }
   for (auto& info : infos) {
     info.owner = owner;
-    resources_.push_back(std::make_unique<ResourceInfo>(std::move(info)));
+    resources_.push_back(std::make_shared<const ResourceInfo>(std::move(info)));
   }
   ++generation_;
 }
@@ -97,37 +100,56 @@ std::vector<std::string> Scheme::owners() const {
   return out;
 }
 
-const ResourceInfo* Scheme::find(std::string_view group, std::string_view version,
-                                 std::string_view resource) const {
+std::shared_ptr<const ResourceInfo> Scheme::find(std::string_view group, std::string_view version,
+                                                 std::string_view resource) const {
   std::shared_lock lock(mutex_);
   for (const auto& r : resources_) {
-    if (r->group == group && r->version == version && r->resource == resource) return r.get();
+    if (r->group == group && r->version == version && r->resource == resource) return r;
   }
   return nullptr;
 }
 
-const ResourceInfo* Scheme::find_kind(std::string_view group, std::string_view version,
-                                      std::string_view kind) const {
+std::shared_ptr<const ResourceInfo> Scheme::find_kind(std::string_view group,
+                                                      std::string_view version,
+                                                      std::string_view kind) const {
   std::shared_lock lock(mutex_);
   for (const auto& r : resources_) {
-    if (r->group == group && r->version == version && r->kind == kind) return r.get();
+    if (r->group == group && r->version == version && r->kind == kind) return r;
   }
   return nullptr;
 }
 
-std::vector<const ResourceInfo*> Scheme::resources() const {
+std::shared_ptr<const ResourceInfo> Scheme::find_prefix(std::string_view key_prefix) const {
+  // key_prefix() without building it: the garbage collector asks for each item it runs.
+  auto matches = [key_prefix](const ResourceInfo& r) {
+    std::string_view rest = key_prefix;
+    const std::string& step = r.key_resource.empty() ? r.resource : r.key_resource;
+    if (!rest.starts_with(r.storage_prefix)) return false;
+    rest.remove_prefix(r.storage_prefix.size());
+    return rest.size() == step.size() + 2 && rest.front() == '/' && rest.back() == '/' &&
+           rest.substr(1, step.size()) == step;
+  };
   std::shared_lock lock(mutex_);
-  std::vector<const ResourceInfo*> out;
-  for (const auto& r : resources_) out.push_back(r.get());
-  return out;
+  std::shared_ptr<const ResourceInfo> first;
+  for (const auto& r : resources_) {
+    if (!matches(*r)) continue;
+    if (!r->storage_version.empty() && r->storage_version == r->version) return r;
+    if (first == nullptr) first = r;
+  }
+  return first;
 }
 
-std::vector<const ResourceInfo*> Scheme::resources(std::string_view group,
-                                                   std::string_view version) const {
+std::vector<std::shared_ptr<const ResourceInfo>> Scheme::resources() const {
   std::shared_lock lock(mutex_);
-  std::vector<const ResourceInfo*> out;
+  return resources_;
+}
+
+std::vector<std::shared_ptr<const ResourceInfo>> Scheme::resources(std::string_view group,
+                                                                   std::string_view version) const {
+  std::shared_lock lock(mutex_);
+  std::vector<std::shared_ptr<const ResourceInfo>> out;
   for (const auto& r : resources_) {
-    if (r->group == group && r->version == version) out.push_back(r.get());
+    if (r->group == group && r->version == version) out.push_back(r);
   }
   return out;
 }

@@ -2,8 +2,12 @@
 //
 // A `ResourceInfo` ties group/version/kind to the plural resource name, its scope, short names and
 // the fields it offers to field selectors. The scheme is built once at start-up and is read-only
-// afterwards except through `add` (CustomResourceDefinitions), which takes a lock.
+// afterwards except through `add` and `set_owned` (CustomResourceDefinitions), which take a lock.
 // Thread-safety: all const methods may be called from any thread.
+// Lifetime: lookups return shared pointers. A description `set_owned` replaces or removes is
+// freed once the last of them goes, so whoever uses one across a wait (a request, a watch
+// stream) holds the pointer for that long; whoever follows a resource across definition changes
+// (a controller, the garbage collector) keeps its group/version/resource and looks it up again.
 #pragma once
 
 #include "registry/api_error.hpp"
@@ -189,21 +193,25 @@ class Scheme {
   // Keys live under `storage_prefix` (no trailing slash), "/registry" by default.
   static std::shared_ptr<Scheme> builtin(const std::string& storage_prefix = "/registry");
 
-  const ResourceInfo* find(std::string_view group, std::string_view version,
-                           std::string_view resource) const;
-  const ResourceInfo* find_kind(std::string_view group, std::string_view version,
-                                std::string_view kind) const;
+  std::shared_ptr<const ResourceInfo> find(std::string_view group, std::string_view version,
+                                           std::string_view resource) const;
+  std::shared_ptr<const ResourceInfo> find_kind(std::string_view group, std::string_view version,
+                                                std::string_view kind) const;
+  // The resource whose objects live under `key_prefix` (ResourceInfo::key_prefix(): every
+  // version of a resource shares it), or null: the version objects are stored as where one is
+  // named (a custom resource's storage version), else the first registered.
+  std::shared_ptr<const ResourceInfo> find_prefix(std::string_view key_prefix) const;
   // Every resource, in registration order.
-  std::vector<const ResourceInfo*> resources() const;
-  std::vector<const ResourceInfo*> resources(std::string_view group,
-                                             std::string_view version) const;
+  std::vector<std::shared_ptr<const ResourceInfo>> resources() const;
+  std::vector<std::shared_ptr<const ResourceInfo>> resources(std::string_view group,
+                                                             std::string_view version) const;
   // Served group-versions, core first; API groups in registration order.
   std::vector<GroupVersion> group_versions() const;
 
   void add(ResourceInfo info);
   // Replaces every resource `owner` serves (a CustomResourceDefinition's name) with `infos`; an
-  // empty `infos` removes them. Replaced descriptions stay allocated (a request may still hold
-  // one), so call this when a definition changes, not on every look at it.
+  // empty `infos` removes them. Each replaced description is freed when its last holder lets go
+  // of it; call this when a definition changes, not on every look at it.
   void set_owned(const std::string& owner, std::vector<ResourceInfo> infos);
   // Every owner with resources in the scheme.
   std::vector<std::string> owners() const;
@@ -213,9 +221,7 @@ class Scheme {
 
  private:
   mutable std::shared_mutex mutex_;
-  // unique_ptr keeps each ResourceInfo at a stable address while the vector grows.
-  std::vector<std::unique_ptr<ResourceInfo>> resources_;
-  std::vector<std::unique_ptr<ResourceInfo>> retired_;
+  std::vector<std::shared_ptr<const ResourceInfo>> resources_;
   std::atomic<std::uint64_t> generation_{0};
 };
 

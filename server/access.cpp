@@ -53,7 +53,7 @@ void RbacPolicySource::start(asio::any_io_executor executor) {
 
 asio::awaitable<void> RbacPolicySource::watch_one(std::string resource) {
   // Any change marks the policy for the next rebuild.
-  const registry::ResourceInfo* info = scheme_->find("rbac.authorization.k8s.io", "v1", resource);
+  auto info = scheme_->find("rbac.authorization.k8s.io", "v1", resource);
   CacheFollower follower;
   follower.cacher = cachers_->find(*info);
   if (!follower.cacher) co_return;
@@ -84,7 +84,7 @@ std::shared_ptr<const registry::RbacPolicy> RbacPolicySource::rebuild() {
   std::vector<json::object> lists[4];
   std::int64_t covered = std::numeric_limits<std::int64_t>::max();
   for (int i = 0; i < 4; ++i) {
-    const registry::ResourceInfo* info =
+    auto info =
         scheme_->find("rbac.authorization.k8s.io", "v1", kRbacResources[i]);
     auto cacher = cachers_->find(*info);
     if (!cacher || !cacher->ready()) {
@@ -121,7 +121,7 @@ RbacPolicySource::consistent() {
   if (covered_.load() >= *revision) co_return policy;
   bool caught_up = true;
   for (const char* resource : kRbacResources) {
-    const registry::ResourceInfo* info = scheme_->find("rbac.authorization.k8s.io", "v1", resource);
+    auto info = scheme_->find("rbac.authorization.k8s.io", "v1", resource);
     auto cacher = cachers_->find(*info);
     // Storage whose progress may run ahead of its events (etcd < 3.4.25) cannot prove a quiet
     // cache current: such a cache is not waited for.
@@ -145,7 +145,7 @@ asio::awaitable<ApiResult<std::shared_ptr<const registry::RbacPolicy>>>
 RbacPolicySource::build_from_storage(std::int64_t revision) {
   std::vector<json::object> lists[4];
   for (int i = 0; i < 4; ++i) {
-    const registry::ResourceInfo* info =
+    auto info =
         scheme_->find("rbac.authorization.k8s.io", "v1", kRbacResources[i]);
     storage::ListOptions options;
     options.prefix = info->key_prefix();
@@ -335,7 +335,7 @@ namespace {
 asio::awaitable<std::optional<std::string>> live_uid(const AccessOptions& options,
                                                      std::string resource, std::string ns,
                                                      std::string name) {
-  const registry::ResourceInfo* info = options.scheme->find("", "v1", resource);
+  auto info = options.scheme->find("", "v1", resource);
   if (info == nullptr) co_return std::nullopt;
   std::optional<json::object> object;
   if (auto cacher = options.cachers ? options.cachers->find(*info) : nullptr) {
@@ -548,7 +548,7 @@ asio::awaitable<ApiResult<json::object>> token_request(const AccessOptions& opti
   }
   if (audiences.empty()) audiences = tokens->api_audiences();
 
-  const registry::ResourceInfo* sa_info = options.scheme->find("", "v1", "serviceaccounts");
+  auto sa_info = options.scheme->find("", "v1", "serviceaccounts");
   std::string no_version;
   auto account = co_await options.store->get(*sa_info, ns, name, no_version);
   if (!account) co_return account.error();
@@ -566,7 +566,7 @@ asio::awaitable<ApiResult<json::object>> token_request(const AccessOptions& opti
     std::string resource = kind == "Pod" ? "pods" : kind == "Secret" ? "secrets" : "nodes";
     std::string bound_ns = kind == "Node" ? "" : ns;
     std::string bound_name = string_at(ref, "name");
-    const registry::ResourceInfo* info = options.scheme->find("", "v1", resource);
+    auto info = options.scheme->find("", "v1", resource);
     auto bound = co_await options.store->get(*info, bound_ns, bound_name, no_version);
     if (!bound) co_return bound.error();
     if (kind == "Pod") {

@@ -50,7 +50,7 @@ using registry::Errc;
 using registry::ResourceInfo;
 
 struct ApiHandler::Route {
-  const ResourceInfo* info = nullptr;
+  std::shared_ptr<const ResourceInfo> info;  // held for the request (a watch: its stream)
   std::string ns;
   std::string name;
   std::string subresource;
@@ -1391,10 +1391,13 @@ std::function<watch::ObjectPtr(const watch::ObjectPtr&)> version_converter(const
 
 // Each watched object as a one-row Table, as kube-apiserver streams them to `kubectl get -w`:
 // column definitions with the first event only, so that kubectl prints its header once.
-std::function<watch::ObjectPtr(const watch::ObjectPtr&)> table_converter(const ResourceInfo& info,
-                                                                        IncludeObject include) {
+// The stream outlives the request: it holds the description it prints with.
+std::function<watch::ObjectPtr(const watch::ObjectPtr&)> table_converter(
+    std::shared_ptr<const ResourceInfo> held, IncludeObject include) {
   auto first = std::make_shared<bool>(true);
-  return [&info, first, include](const watch::ObjectPtr& object) -> watch::ObjectPtr {
+  return [held = std::move(held), first, include](const watch::ObjectPtr& object)
+             -> watch::ObjectPtr {
+    const ResourceInfo& info = *held;
     json::parse_options options;
     options.max_depth = storage::kMaxJsonDepth;
     boost::system::error_code ec;
@@ -1539,7 +1542,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& request, 
   r.streaming = true;
   r.watch = std::move(*session);
   if (wants_table(request)) {
-    r.convert = table_converter(info, route.table_include);
+    r.convert = table_converter(route.info, route.table_include);
   } else if (serves_other_version(info)) {
     r.convert = version_converter(info);
   }

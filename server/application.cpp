@@ -229,7 +229,7 @@ bool Application::start() {
   auto& cachers = p.cachers = std::make_shared<CacherRegistry>(
       delivery ? delivery->get_executor() : ioc.get_executor(), storage,
                                                          std::move(cacher_defaults));
-  for (const registry::ResourceInfo* info : scheme->resources()) cachers->ensure(*info);
+  for (const auto& info : scheme->resources()) cachers->ensure(*info);
   // On etcd an update starting from the cache's copy saves a round trip. The embedded store reads
   // a key faster than the copy can be decoded, so there updates read storage.
   std::shared_ptr<const registry::StateCache> state_cache;
@@ -415,8 +415,8 @@ bool Application::start() {
           }
         }
         // kube's bootstrap RBAC policy: the default roles and their bindings, once.
-        const auto* roles = scheme->find("rbac.authorization.k8s.io", "v1", "clusterroles");
-        const auto* bindings =
+        auto roles = scheme->find("rbac.authorization.k8s.io", "v1", "clusterroles");
+        auto bindings =
             scheme->find("rbac.authorization.k8s.io", "v1", "clusterrolebindings");
         // Roles kept from an older kwatch gain the rules this one's bootstrap policy adds.
         for (auto& object : registry::bootstrap_cluster_roles()) {
@@ -450,8 +450,8 @@ bool Application::start() {
         const std::string address =
             options.bind_address == "0.0.0.0" || options.bind_address == "::" ? "127.0.0.1"
                                                                                : options.bind_address;
-        const auto* services = scheme->find("", "v1", "services");
-        const auto* endpoints = scheme->find("", "v1", "endpoints");
+        auto services = scheme->find("", "v1", "services");
+        auto endpoints = scheme->find("", "v1", "endpoints");
         json::object labels{{"component", "apiserver"}, {"provider", "kubernetes"}};
         json::object kubernetes_service{
             {"apiVersion", "v1"},

@@ -96,7 +96,7 @@ asio::awaitable<void> CrdController::reconcile_once() {
   for (const auto& owner : scheme_->owners()) {
     if (present.count(owner)) continue;
     // The definition is gone: so are its endpoints and its cache.
-    for (const registry::ResourceInfo* info : scheme_->resources()) {
+    for (const auto& info : scheme_->resources()) {
       if (info->owner == owner) cachers_->remove(*info);
     }
     scheme_->set_owned(owner, {});
@@ -112,7 +112,7 @@ asio::awaitable<void> CrdController::serve(json::object crd) {
   json::object desired;
   if (applied_[name] != spec_text) {
     // The patterns the previous spec compiled are used again where they are unchanged, so the
-    // old resources (kept while requests may use them) and the new ones share them. A stored
+    // old resources (freed when the last request holding them ends) and the new ones share them. A stored
     // definition is served under the limits it was accepted with (writes get the budget).
     auto patterns = registry::PatternCache::for_stored();
     if (auto it = patterns_.find(name); it != patterns_.end()) patterns->offer(*it->second);
@@ -197,9 +197,10 @@ asio::awaitable<void> CrdController::finalize(json::object crd) {
   // handler serves it: clients can read its objects and release their finalizers, creates are
   // refused, and it is never established again.
   if (!applied_.contains(name)) serve_terminating(crd);
-  // No new objects while the old ones are deleted.
-  const registry::ResourceInfo* served = nullptr;
-  for (const registry::ResourceInfo* info : scheme_->resources()) {
+  // No new objects while the old ones are deleted. Held across the waits below: a spec update
+  // meanwhile frees the description the scheme replaced only when this is done with it.
+  std::shared_ptr<const registry::ResourceInfo> served;
+  for (const auto& info : scheme_->resources()) {
     if (info->owner != name) continue;
     if (info->terminating) info->terminating->store(true);
     served = info;
@@ -210,10 +211,10 @@ asio::awaitable<void> CrdController::finalize(json::object crd) {
   // Every object of the definition, whichever version it was written through, lives under one
   // prefix; when its resources are not served the stored spec says which (a definition whose
   // spec no longer validates still had objects).
-  std::optional<registry::ResourceInfo> stored;
   if (served == nullptr) {
-    stored = registry::custom_resource_storage(crd, storage_prefix_);
-    if (stored) served = &*stored;
+    if (auto stored = registry::custom_resource_storage(crd, storage_prefix_)) {
+      served = std::make_shared<const registry::ResourceInfo>(std::move(*stored));
+    }
   }
   // They are deleted as a client would delete them: an object with finalizers is only marked,
   // and the definition waits until its finalizers are gone.

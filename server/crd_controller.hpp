@@ -62,7 +62,7 @@ class CrdController : public Reconciler {
   std::shared_ptr<registry::ResourceStore> store_;
   std::shared_ptr<storage::Storage> storage_;
   std::string storage_prefix_;
-  const registry::ResourceInfo* crd_info_ = nullptr;
+  std::shared_ptr<const registry::ResourceInfo> crd_info_;
   // Definition name -> the spec its registered resources were made from (for a definition being
   // deleted: the spec it was last looked at with, served or not).
   std::map<std::string, std::string> applied_;

@@ -161,7 +161,7 @@ std::optional<json::object> api_resource_list(const Scheme& scheme, std::string_
   auto resources = scheme.resources(group, version);
   json::array list = review_entries(group, version);
   if (resources.empty() && list.empty()) return std::nullopt;
-  for (const ResourceInfo* r : resources) {
+  for (const auto& r : resources) {
     json::object entry{{"name", r->resource},
                        {"singularName", r->singular},
                        {"namespaced", r->namespaced},
@@ -228,7 +228,7 @@ json::object aggregated_discovery(const Scheme& scheme, bool core) {
           {"singularResource", ""},
           {"verbs", json::array{"create"}}});
     }
-    for (const ResourceInfo* r : scheme.resources(gv.group, gv.version)) {
+    for (const auto& r : scheme.resources(gv.group, gv.version)) {
       json::object kind{{"group", r->group}, {"version", r->version}, {"kind", r->kind}};
       json::object entry{{"resource", r->resource},
                          {"responseKind", kind},
@@ -382,7 +382,7 @@ std::optional<json::object> openapi_v3_group_version(const Scheme& scheme, std::
   if (resources.empty()) return std::nullopt;
   const std::string base = "/" + gv_path(group, version) + "/";
   json::object paths;
-  for (const ResourceInfo* r : resources) {
+  for (const auto& r : resources) {
     const std::string collection =
         base + (r->namespaced ? "namespaces/{namespace}/" : "") + r->resource;
     paths[collection] = json::object{{"get", operation(*r, "list", false)},
@@ -402,7 +402,7 @@ std::optional<json::object> openapi_v3_group_version(const Scheme& scheme, std::
     }
     return out;
   }();
-  for (const ResourceInfo* r : resources) {
+  for (const auto& r : resources) {
     if (!r->openapi_schema || !r->openapi_schema->is_object()) continue;
     for (const auto& [name, schema] : kMeta) schemas.emplace(name, schema);
     // Named as kube names them: the group reversed, then version and kind.

@@ -27,7 +27,7 @@ boost::system::result<std::vector<storage::EncryptionScope>, std::string> encryp
       const std::string resource = name.substr(0, dot);
       const std::string group = dot == std::string::npos ? "" : name.substr(dot + 1);
       bool builtin = false;
-      for (const registry::ResourceInfo* info : builtins) {
+      for (const auto& info : builtins) {
         if (info->origin != registry::KindOrigin::builtin || info->group != group) continue;
         if (resource != "*" && info->resource != resource) continue;
         add(info->key_prefix());

@@ -173,14 +173,7 @@ void GarbageCollector::stop() {
   });
 }
 
-const ResourceInfo* GarbageCollector::info_for_prefix(const std::string& prefix) const {
-  for (const ResourceInfo* info : scheme_->resources()) {
-    if (info->key_prefix() == prefix) return info;
-  }
-  return nullptr;
-}
-
-const ResourceInfo* GarbageCollector::owner_info(const OwnerRef& ref) const {
+std::shared_ptr<const ResourceInfo> GarbageCollector::owner_info(const OwnerRef& ref) const {
   const auto slash = ref.api_version.find('/');
   const std::string group = slash == std::string::npos ? "" : ref.api_version.substr(0, slash);
   const std::string version =
@@ -189,22 +182,25 @@ const ResourceInfo* GarbageCollector::owner_info(const OwnerRef& ref) const {
 }
 
 std::string GarbageCollector::owner_key(const Dependent& d, const OwnerRef& ref) const {
-  const ResourceInfo* info = owner_info(ref);
+  auto info = owner_info(ref);
   if (info == nullptr) return {};
   return info->key(info->namespaced ? d.ns : "", ref.name);
 }
 
 asio::awaitable<void> GarbageCollector::watch_cacher(std::shared_ptr<watch::Cacher> cacher) {
   const std::string prefix = cacher->options().prefix;
-  const ResourceInfo* info = info_for_prefix(prefix);
-  if (info != nullptr) {
+  // Only the prefix is kept: a description the scheme replaces (a spec update of a definition)
+  // is freed, and every use looks up the current one.
+  if (scheme_->find_prefix(prefix) != nullptr) {
     CacheFollower follower;
     follower.cacher = cacher;
     follower.prefix = prefix;
     follower.watch_lifetime = std::chrono::hours(24);
     // Until stopped, or until the cache goes (its definition was deleted).
-    follower.keep_going = [this, info, cacher] {
-      return !stopped_ && cachers_->find(*info) == cacher;
+    follower.keep_going = [this, &prefix, cacher] {
+      if (stopped_) return false;
+      auto info = scheme_->find_prefix(prefix);
+      return info != nullptr && cachers_->find(*info) == cacher;
     };
     // The initial events bring this resource's state again. An owner of this resource that
     // went while it was not followed (before the first watch, or between two) sends no DELETED
@@ -214,9 +210,9 @@ asio::awaitable<void> GarbageCollector::watch_cacher(std::shared_ptr<watch::Cach
       recheck_owners_under(prefix);
       co_return;
     };
-    follower.on_frames = [this, info](const std::vector<watch::WatchFrame>& frames)
+    follower.on_frames = [this, &prefix](const std::vector<watch::WatchFrame>& frames)
         -> asio::awaitable<void> {
-      for (const auto& frame : frames) observe(*info, frame);
+      for (const auto& frame : frames) observe(prefix, frame);
       co_return;
     };
     co_await follow_cache(std::move(follower));
@@ -272,7 +268,7 @@ void GarbageCollector::unindex(const std::string& key) {
   dependents_.erase(it);
 }
 
-void GarbageCollector::observe(const ResourceInfo& info, const watch::WatchFrame& frame) {
+void GarbageCollector::observe(const std::string& prefix, const watch::WatchFrame& frame) {
   if (!frame.object) return;
   if (frame.type != watch::EventType::added && frame.type != watch::EventType::modified &&
       frame.type != watch::EventType::deleted) {
@@ -301,7 +297,7 @@ void GarbageCollector::observe(const ResourceInfo& info, const watch::WatchFrame
   if (!obj) return;
   const json::object* meta = registry::object_member(*obj, "metadata");
   Dependent d;
-  d.info = &info;
+  d.prefix = prefix;
   d.ns = o.ns;
   d.name = o.name;
   d.uid = string_at(meta, "uid");
@@ -345,7 +341,7 @@ void GarbageCollector::observe(const ResourceInfo& info, const watch::WatchFrame
     }
   }
   if (changed && !d.owners.empty()) index(key, d);
-  if (changed && !d.owners.empty()) enqueue(&info, key, d.ns);
+  if (changed && !d.owners.empty()) enqueue(prefix, key, d.ns);
   if (being_deleted(meta) && (has_finalizer(meta, registry::kOrphanFinalizer) ||
                               has_finalizer(meta, registry::kForegroundFinalizer))) {
     if (has_finalizer(meta, registry::kOrphanFinalizer)) {
@@ -354,7 +350,7 @@ void GarbageCollector::observe(const ResourceInfo& info, const watch::WatchFrame
                     [now](const auto& e) { return now - e.second.first > std::chrono::minutes(10); });
       orphaned_.try_emplace(d.uid, now, o.resource_version);
     }
-    enqueue(&info, key, d.ns);
+    enqueue(prefix, key, d.ns);
   }
   // An owner that changed (re-created, or deleting in foreground): its dependents look again.
   if (owner) {
@@ -362,28 +358,28 @@ void GarbageCollector::observe(const ResourceInfo& info, const watch::WatchFrame
   }
 }
 
-void GarbageCollector::enqueue(const ResourceInfo* info, const std::string& key,
+void GarbageCollector::enqueue(const std::string& prefix, const std::string& key,
                                const std::string& ns) {
-  if (info == nullptr || key.empty()) return;
+  if (prefix.empty() || key.empty()) return;
   // A dependent waits its turn among its first owner's dependents, so that a large family takes
   // one turn in its namespace like a small one; anything else (an owner's own steps) by itself.
   auto it = dependents_.find(key);
   std::string group = it != dependents_.end() && !it->second.owners.empty()
                           ? "owner " + it->second.owners.front().uid
                           : "object " + key;
-  if (queue_.push(group, {info, key, ns}) && wake_) wake_->cancel();
+  if (queue_.push(group, {prefix, key, ns}) && wake_) wake_->cancel();
 }
 
 void GarbageCollector::enqueue_owner(const Dependent& d, const OwnerRef& ref) {
-  const ResourceInfo* info = owner_info(ref);
+  auto info = owner_info(ref);
   if (info == nullptr) return;
-  enqueue(info, owner_key(d, ref), info->namespaced ? d.ns : std::string());
+  enqueue(info->key_prefix(), owner_key(d, ref), info->namespaced ? d.ns : std::string());
 }
 
 void GarbageCollector::enqueue_all(const std::set<std::string>& keys) {
   for (const auto& key : keys) {
     if (auto it = dependents_.find(key); it != dependents_.end()) {
-      enqueue(it->second.info, key, it->second.ns);
+      enqueue(it->second.prefix, key, it->second.ns);
     }
   }
 }
@@ -420,7 +416,7 @@ asio::awaitable<bool> GarbageCollector::wait_for_work() {
     while (!retries_.empty() && retries_.begin()->first <= now) {
       gc::FairQueue::Item item = std::move(retries_.begin()->second);
       retries_.erase(retries_.begin());
-      enqueue(item.info, item.key, item.ns);
+      enqueue(item.prefix, item.key, item.ns);
     }
     if (!queue_.empty() && in_flight_.size() < kWorkers) co_return true;
     // Nothing to do until an event queues something or an item ends (both cancel the wait), or
@@ -435,7 +431,12 @@ asio::awaitable<bool> GarbageCollector::wait_for_work() {
 asio::awaitable<void> GarbageCollector::run_item(gc::FairQueue::Item item) {
   Outcome outcome = Outcome::retry;
   try {
-    outcome = co_await process(*item.info, item.key);
+    // Held until the item is done; null when the resource is no longer served.
+    if (auto info = scheme_->find_prefix(item.prefix)) {
+      outcome = co_await process(*info, item.key);
+    } else {
+      outcome = Outcome::done;
+    }
   } catch (const std::exception& e) {
     spdlog::warn("garbage collector: {}: {}", storage::to_valid_utf8(item.key), e.what());
   }
@@ -443,7 +444,7 @@ asio::awaitable<void> GarbageCollector::run_item(gc::FairQueue::Item item) {
   if (auto again = again_.find(item.key); again != again_.end()) {
     gc::FairQueue::Item next = std::move(again->second);
     again_.erase(again);
-    enqueue(next.info, next.key, next.ns);
+    enqueue(next.prefix, next.key, next.ns);
   }
   if (outcome == Outcome::retry) {
     const int failures = ++failures_[item.key];
@@ -503,7 +504,8 @@ asio::awaitable<GarbageCollector::Outcome> GarbageCollector::orphan_dependents(
     co_await edit_references(dependent, std::move(uids), false);
   }
   if (auto [it, end] = after(); it != end) {
-    enqueue(&info, key, string_at(meta, "namespace"));  // the next batch, on its next turn
+    // The next batch, on its next turn.
+    enqueue(info.key_prefix(), key, string_at(meta, "namespace"));
     co_return Outcome::done;
   }
   orphan_cursor_.erase(key);
@@ -527,7 +529,7 @@ asio::awaitable<GarbageCollector::Outcome> GarbageCollector::delete_dependents(
     if (auto it = by_owner_uid_.find(uid); it != by_owner_uid_.end()) {
       for (const auto& dependent_key : it->second) {
         const Dependent& d = dependents_.at(dependent_key);
-        if (!d.deleting_dependents) enqueue(d.info, dependent_key, d.ns);
+        if (!d.deleting_dependents) enqueue(d.prefix, dependent_key, d.ns);
       }
     }
   }
@@ -567,7 +569,7 @@ asio::awaitable<GarbageCollector::Outcome> GarbageCollector::delete_dependents(
 asio::awaitable<GarbageCollector::OwnerState> GarbageCollector::owner_state(const Dependent& dependent,
                                                                           const OwnerRef& ref) {
   const std::string& ns = dependent.ns;
-  const ResourceInfo* info = owner_info(ref);
+  auto info = owner_info(ref);
   // An owner of a kind not served (yet), or a namespaced owner named by a cluster-scoped object:
   // nothing can be concluded, so nothing is deleted.
   if (info == nullptr || (info->namespaced && ns.empty())) co_return OwnerState::solid;
@@ -700,8 +702,12 @@ asio::awaitable<bool> GarbageCollector::drop_finalizer(const ResourceInfo& info,
 asio::awaitable<bool> GarbageCollector::edit_references(const Dependent& d,
                                                         std::set<std::string> uids, bool unblock) {
   for (int attempt = 0; attempt < 5 && !stopped_; ++attempt) {
+    // The current description: a definition updated since `d` was seen validates the write
+    // with its new schema.
+    auto info = scheme_->find_prefix(d.prefix);
+    if (info == nullptr) co_return true;  // no longer served: nothing to edit
     std::string ns = d.ns, name = d.name, any_version;
-    auto current = co_await store_->get(*d.info, std::move(ns), std::move(name),
+    auto current = co_await store_->get(*info, std::move(ns), std::move(name),
                                         std::move(any_version));
     if (!current) co_return current.error().code == storage::Errc::not_found;
     json::object& meta = (*current)["metadata"].as_object();
@@ -734,7 +740,7 @@ asio::awaitable<bool> GarbageCollector::edit_references(const Dependent& d,
     }
     registry::WriteQuery query;
     std::string ns_arg = d.ns, name_arg = d.name;
-    auto r = co_await store_->update(*d.info, std::move(ns_arg), std::move(name_arg),
+    auto r = co_await store_->update(*info, std::move(ns_arg), std::move(name_arg),
                                      std::move(*current), std::move(query));
     if (r) co_return true;
     if (r.error().code != storage::Errc::conflict) {

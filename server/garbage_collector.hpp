@@ -67,7 +67,10 @@ namespace gc {
 class FairQueue {
  public:
   struct Item {
-    const registry::ResourceInfo* info = nullptr;
+    // The resource's key prefix (registry::ResourceInfo::key_prefix()): the item looks its
+    // description up again when it runs, so a custom resource is written under its
+    // definition's current schema and a replaced description is not kept alive by the queue.
+    std::string prefix;
     std::string key;
     std::string ns;  // the object's namespace; "" for a cluster-scoped one
   };
@@ -139,7 +142,7 @@ class GarbageCollector : public std::enable_shared_from_this<GarbageCollector> {
   };
   // An object with owner references.
   struct Dependent {
-    const registry::ResourceInfo* info = nullptr;
+    std::string prefix;  // of its resource's keys, as in gc::FairQueue::Item
     std::string ns;
     std::string name;
     std::string uid;
@@ -152,13 +155,13 @@ class GarbageCollector : public std::enable_shared_from_this<GarbageCollector> {
   enum class Outcome { done, retry };
 
   boost::asio::awaitable<void> watch_cacher(std::shared_ptr<watch::Cacher> cacher);
-  void observe(const registry::ResourceInfo& info, const watch::WatchFrame& frame);
+  void observe(const std::string& prefix, const watch::WatchFrame& frame);
   void forget_prefix(const std::string& prefix);
   // Queues every dependent whose owner's key is under `prefix`.
   void recheck_owners_under(const std::string& prefix);
   // Queues the object at `key` (in namespace `ns`) for a look; a dependent takes its turn among
   // its first owner's dependents, anything else among its own steps.
-  void enqueue(const registry::ResourceInfo* info, const std::string& key, const std::string& ns);
+  void enqueue(const std::string& prefix, const std::string& key, const std::string& ns);
   // Queues the owner `ref` names, the owner of `d`.
   void enqueue_owner(const Dependent& d, const OwnerRef& ref);
   void enqueue_all(const std::set<std::string>& keys);
@@ -191,8 +194,7 @@ class GarbageCollector : public std::enable_shared_from_this<GarbageCollector> {
   // blockOwnerDeletion to false.
   boost::asio::awaitable<bool> edit_references(const Dependent& dependent,
                                                std::set<std::string> uids, bool unblock);
-  const registry::ResourceInfo* info_for_prefix(const std::string& prefix) const;
-  const registry::ResourceInfo* owner_info(const OwnerRef& ref) const;
+  std::shared_ptr<const registry::ResourceInfo> owner_info(const OwnerRef& ref) const;
 
   std::shared_ptr<registry::Scheme> scheme_;
   std::shared_ptr<registry::ResourceStore> store_;

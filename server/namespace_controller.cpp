@@ -135,7 +135,7 @@ asio::awaitable<bool> NamespaceController::empty_namespace(json::object ns) {
   std::map<std::string, std::size_t> finalizers;  // finalizer -> objects it holds
   bool failed = false;
   std::set<std::string> prefixes;  // the versions of a resource share their objects
-  for (const registry::ResourceInfo* info : scheme_->resources()) {
+  for (const auto& info : scheme_->resources()) {
     if (!info->namespaced || !prefixes.insert(info->key_prefix()).second) continue;
     storage::ListOptions options;
     options.prefix = info->namespace_prefix(name);

@@ -48,7 +48,7 @@ class NamespaceController : public Reconciler {
   std::shared_ptr<registry::Scheme> scheme_;
   std::shared_ptr<registry::ResourceStore> store_;
   std::shared_ptr<storage::Storage> storage_;
-  const registry::ResourceInfo* service_accounts_;
+  std::shared_ptr<const registry::ResourceInfo> service_accounts_;
 };
 
 }  // namespace kwatch::server

@@ -18,20 +18,22 @@ namespace kwatch::server {
 
 namespace asio = boost::asio;
 
-Reconciler::Reconciler(std::shared_ptr<CacherRegistry> cachers, const registry::ResourceInfo* info,
-                       const char* name)
-    : cachers_(std::move(cachers)), info_(info), name_(name) {}
+Reconciler::Reconciler(std::shared_ptr<CacherRegistry> cachers,
+                       std::shared_ptr<const registry::ResourceInfo> info, const char* name)
+    : cachers_(std::move(cachers)), info_(std::move(info)), name_(name) {}
 
-Reconciler::Reconciler(std::shared_ptr<CacherRegistry> cachers, const registry::ResourceInfo* info,
-                       std::vector<const registry::ResourceInfo*> also, const char* name)
-    : cachers_(std::move(cachers)), info_(info), also_(std::move(also)), name_(name) {}
+Reconciler::Reconciler(std::shared_ptr<CacherRegistry> cachers,
+                       std::shared_ptr<const registry::ResourceInfo> info,
+                       std::vector<std::shared_ptr<const registry::ResourceInfo>> also,
+                       const char* name)
+    : cachers_(std::move(cachers)), info_(std::move(info)), also_(std::move(also)), name_(name) {}
 
 void Reconciler::start(asio::any_io_executor executor) {
   auto strand = asio::make_strand(executor);
   const char* name = name_;
-  std::vector<const registry::ResourceInfo*> watched{info_};
+  std::vector<std::shared_ptr<const registry::ResourceInfo>> watched{info_};
   watched.insert(watched.end(), also_.begin(), also_.end());
-  for (const registry::ResourceInfo* info : watched) {
+  for (const auto& info : watched) {
     if (info == nullptr) continue;
     asio::co_spawn(strand, [self = shared_from_this(), info]() { return self->run(info); },
                    [name](std::exception_ptr e) { log_task_failure(e, name); });
@@ -40,7 +42,7 @@ void Reconciler::start(asio::any_io_executor executor) {
                  [name](std::exception_ptr e) { log_task_failure(e, name); });
 }
 
-asio::awaitable<void> Reconciler::run(const registry::ResourceInfo* watched) {
+asio::awaitable<void> Reconciler::run(std::shared_ptr<const registry::ResourceInfo> watched) {
   // Every batch of events (and each new watch) wakes a full reconcile.
   CacheFollower follower;
   follower.cacher = cachers_->ensure(*watched);

@@ -29,11 +29,16 @@ std::optional<std::pair<std::string, std::string>> SelectorPredicate::exact_labe
 }
 
 watch::FieldsFn fields_of(const registry::ResourceInfo& info) {
-  // Copies what it needs: the cacher may outlive a scheme reload.
-  return [info](const boost::json::object& object) {
+  // Copies only what field_value reads: the cacher outlives the description it was made with (a
+  // definition's spec update keeps the cache), and a whole copy would keep that description's
+  // schema alive with it.
+  registry::ResourceInfo fields;
+  fields.selectable_fields = info.selectable_fields;
+  fields.hooks.field_value = info.hooks.field_value;
+  return [fields = std::move(fields)](const boost::json::object& object) {
     watch::Attributes out;
-    for (const auto& field : info.selectable_fields) {
-      if (auto v = info.field_value(object, field)) out.emplace_back(field, std::move(*v));
+    for (const auto& field : fields.selectable_fields) {
+      if (auto v = fields.field_value(object, field)) out.emplace_back(field, std::move(*v));
     }
     return out;
   };

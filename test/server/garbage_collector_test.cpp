@@ -1,5 +1,6 @@
 #include "server/garbage_collector.hpp"
 
+#include "registry/custom_resource_definition.hpp"
 #include "registry/deletion.hpp"
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
@@ -167,8 +168,8 @@ class GarbageCollectorTest : public ::testing::Test {
   std::shared_ptr<registry::ResourceStore> store_;
   std::shared_ptr<CacherRegistry> cachers_;
   std::shared_ptr<GarbageCollector> collector_;
-  const registry::ResourceInfo* configmaps_ = nullptr;
-  const registry::ResourceInfo* deployments_ = nullptr;
+  std::shared_ptr<const registry::ResourceInfo> configmaps_;
+  std::shared_ptr<const registry::ResourceInfo> deployments_;
 };
 
 constexpr const char* kOwner = R"({"apiVersion":"apps/v1","kind":"Deployment",
@@ -342,10 +343,74 @@ TEST_F(GarbageCollectorTest, AnOwnerOrphaningManyDependentsReleasesThemAllAndGoe
   EXPECT_TRUE(eventually([&] { return !cached(*deployments_, "bg") && released(); }));
 }
 
+// A definition of gadgets whose spec.color defaults to "blue" `with_default` only.
+json::object gadget_definition(bool with_default) {
+  const std::string color =
+      with_default ? R"({"type":"string","default":"blue"})" : R"({"type":"string"})";
+  return json::parse(R"({"apiVersion":"apiextensions.k8s.io/v1",
+    "kind":"CustomResourceDefinition","metadata":{"name":"gadgets.example.com"},
+    "spec":{"group":"example.com","scope":"Namespaced",
+      "names":{"plural":"gadgets","singular":"gadget","kind":"Gadget","listKind":"GadgetList"},
+      "versions":[{"name":"v1","served":true,"storage":true,
+        "schema":{"openAPIV3Schema":{"type":"object","properties":{
+          "spec":{"type":"object","properties":{"size":{"type":"integer"},"color":)" +
+                     color + R"(}}}}}}]}})")
+      .as_object();
+}
+
+// The collector follows a custom resource's cache across spec updates of its definition: the
+// writes it makes then are validated and defaulted under the current spec, not the one the
+// resource had when the collector began following it.
+TEST_F(GarbageCollectorTest, AWriteAfterASpecUpdateUsesTheDefinitionsCurrentSchema) {
+  auto served = registry::custom_resources(gadget_definition(false), "/registry");
+  ASSERT_TRUE(served) << served.error().message;
+  scheme_->set_owned("gadgets.example.com", std::move(*served));
+  std::weak_ptr<const registry::ResourceInfo> old = scheme_->find("example.com", "v1", "gadgets");
+  std::weak_ptr<const registry::StructuralSchema> old_schema =
+      scheme_->find("example.com", "v1", "gadgets")->schema;
+  cachers_->ensure(*scheme_->find("example.com", "v1", "gadgets"));
+  start_collector();
+  const std::string kept = create_configmap("kept");
+  const std::string gone = create_configmap("gone");
+  create(*scheme_->find("example.com", "v1", "gadgets"),
+         R"({"apiVersion":"example.com/v1","kind":"Gadget","metadata":{"name":"g",
+             "ownerReferences":[
+               {"apiVersion":"v1","kind":"ConfigMap","name":"kept","uid":")" + kept + R"("},
+               {"apiVersion":"v1","kind":"ConfigMap","name":"gone","uid":")" + gone + R"("}]},
+             "spec":{"size":1}})");
+  ASSERT_TRUE(eventually([&] {
+    return cached(*scheme_->find("example.com", "v1", "gadgets"), "g") && cached(*configmaps_, "gone");
+  }));
+  // The spec update: a default for spec.color. The cache (one per storage prefix) stays.
+  auto updated = registry::custom_resources(gadget_definition(true), "/registry");
+  ASSERT_TRUE(updated) << updated.error().message;
+  scheme_->set_owned("gadgets.example.com", std::move(*updated));
+  auto gadgets = scheme_->find("example.com", "v1", "gadgets");
+  EXPECT_TRUE(eventually([&] { return old.expired(); }))
+      << "the replaced description is still held";
+  EXPECT_TRUE(old_schema.expired()) << "the cache made with the old description keeps its schema";
+  // One owner goes: the collector removes the reference to it, and that write is defaulted.
+  remove(*configmaps_, "gone");
+  std::string color;
+  std::size_t refs = 0;
+  EXPECT_TRUE(eventually([&] {
+    auto cacher = cachers_->find(*gadgets);
+    auto object = cacher ? cacher->get(gadgets->key("t", "g")) : nullptr;
+    if (!object) return false;
+    auto parsed = json::parse(object->json).as_object();
+    refs = parsed.at("metadata").as_object().at("ownerReferences").as_array().size();
+    const json::value* c = parsed.at("spec").as_object().if_contains("color");
+    color = c != nullptr && c->is_string() ? std::string(c->get_string()) : "";
+    return refs == 1;
+  }));
+  EXPECT_EQ(refs, 1u);
+  EXPECT_EQ(color, "blue") << "the collector wrote the gadget under the replaced schema";
+}
+
 // The collector's pure parts.
 
 gc::FairQueue::Item item(const std::string& ns, const std::string& key) {
-  return {nullptr, key, ns};
+  return {"", key, ns};
 }
 
 std::vector<std::string> drain(gc::FairQueue& queue) {

@@ -34,7 +34,7 @@ TEST(Table, HumanDurationMatchesKubectlAges) {
 
 TEST(Table, PodListBecomesRowsWithReadyAndStatus) {
   auto scheme = registry::Scheme::builtin();
-  const auto* pods = scheme->find("", "v1", "pods");
+  auto pods = scheme->find("", "v1", "pods");
   auto list = json::parse(R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"7"},
     "items":[{"metadata":{"name":"a","creationTimestamp":"2026-01-01T00:00:00Z"},
               "spec":{"containers":[{"name":"c"},{"name":"d"}]},
@@ -55,7 +55,7 @@ TEST(Table, PodListBecomesRowsWithReadyAndStatus) {
 
 TEST(Table, RowsCarryTheMetadataTheWholeObjectOrNothingAsAsked) {
   auto scheme = registry::Scheme::builtin();
-  const auto* cms = scheme->find("", "v1", "configmaps");
+  auto cms = scheme->find("", "v1", "configmaps");
   auto cm = json::parse(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},
     "data":{"k":"v"}})").as_object();
   auto now = system_clock::from_time_t(1767225600);
