@@ -310,7 +310,7 @@ void BM_Compile(benchmark::State& state) {
 // registry/schemas/builtin.json) prunes, kube's defaulting hook fills, the schema validates.
 void BM_BuiltinDeployment(benchmark::State& state) {
   static const auto scheme = kwatch::registry::Scheme::builtin();
-  const auto* info = scheme->find("apps", "v1", "deployments");
+  auto info = scheme->find("apps", "v1", "deployments");
   int size = static_cast<int>(state.range(0));
   const auto& original = object(size);
   for (auto _ : state) {
