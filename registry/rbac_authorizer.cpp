@@ -262,7 +262,6 @@ const std::vector<const Binding*>* find_list(const StringMap<std::vector<const B
   return it == map.end() ? nullptr : &it->second;
 }
 
-bool is_superuser(const UserInfo& user) { return has(user.groups, kSuperuserGroup); }
 
 // Go's utilerrors.NewAggregate(errs).Error(): one message alone, several deduplicated in [].
 std::string aggregate(const std::vector<std::string>& errors) {
@@ -514,6 +513,8 @@ std::shared_ptr<const RbacPolicy> RbacPolicy::build(
 
   return std::shared_ptr<const RbacPolicy>(new RbacPolicy(std::move(index)));
 }
+
+bool is_superuser(const UserInfo& user) { return has(user.groups, kSuperuserGroup); }
 
 Decision RbacPolicy::authorize(const RequestAttributes& attributes) const {
   if (is_superuser(attributes.user)) return Decision{true, {}};

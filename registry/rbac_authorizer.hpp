@@ -45,6 +45,10 @@ struct UserInfo {
   std::map<std::string, std::vector<std::string>> extra = {};
 };
 
+// Whether `user` is in system:masters, which kube lets do anything before RBAC is consulted (its
+// superuser authorizer, escalation checks, priority and fairness exemptions).
+bool is_superuser(const UserInfo& user);
+
 // kube's authorizer.Attributes.
 struct RequestAttributes {
   UserInfo user;

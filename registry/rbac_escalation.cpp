@@ -138,10 +138,6 @@ const std::vector<json::object>& full_authority() {
   return rules;
 }
 
-bool is_superuser(const UserInfo& user) {
-  return std::find(user.groups.begin(), user.groups.end(), "system:masters") != user.groups.end();
-}
-
 }  // namespace
 
 bool is_rbac_resource(std::string_view group, std::string_view resource) {

@@ -17,9 +17,7 @@ using registry::Errc;
 
 namespace {
 
-bool privileged(const registry::UserInfo& user) {
-  return std::find(user.groups.begin(), user.groups.end(), "system:masters") != user.groups.end();
-}
+bool privileged(const registry::UserInfo& user) { return registry::is_superuser(user); }
 
 ApiError too_many(std::string message) {
   ApiError e(Errc::too_many_requests, std::move(message));

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 
-from harness import Checks, Server, TempDir, storage_backend, wait_for
+from harness import Checks, Server, TempDir, rss_kib, storage_backend, wait_for
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 WIDGETS = "/apis/example.com/v1/namespaces/default/widgets"
@@ -554,14 +554,6 @@ def check_delete_killed(t, binary, tmp, graceful=False):
         server.stop()
 
 
-def vm_rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 def patterned_crd(marker):
     """200 properties with a pattern RE2 needs 119,302 instructions for, and an enum that each
     spec update changes."""
@@ -594,7 +586,7 @@ def check_expensive_patterns(t, binary):
             return
         t.check("expensive patterns: it is served within 20 s",
                 passes(lambda: accepted("m0"), 20, "the patterned definition to be served"))
-        rss_before = vm_rss_kib(server.proc.pid)
+        rss_before = rss_kib(server.proc.pid)
         updated = True
         def put_spec(marker):
             # The controller's status writes race with ours: read again on a conflict.
@@ -611,7 +603,7 @@ def check_expensive_patterns(t, binary):
             if status != 200 or not passes(lambda: accepted(f"m{u}"), 20, f"update {u} to be served"):
                 updated = False
                 break
-        grown = (vm_rss_kib(server.proc.pid) - rss_before) // 1024
+        grown = (rss_kib(server.proc.pid) - rss_before) // 1024
         print(f"VmRSS grew {grown} MiB over 30 spec updates")
         t.check("expensive patterns: 30 spec updates are each served within 20 s", updated)
         # Generous: a compiled copy per update was 11 MiB each.

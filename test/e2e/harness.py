@@ -37,6 +37,18 @@ def wait_for(condition, timeout=10.0, what="condition"):
 _ports_given = set()
 
 
+def rss_kib(pid):
+    """A process's resident memory (VmRSS) in KiB; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def free_port():
     """A loopback port that is free now and that this process has not handed out before: the
     kernel may give a just-released port again, and a suite that takes one for kwatch and then

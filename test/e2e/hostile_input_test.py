@@ -9,7 +9,7 @@ import socket
 import sys
 import time
 
-from harness import (Checks, Server, TempDir, WatchStream, configmap, rv_of, storage_backend,
+from harness import (Checks, Server, TempDir, WatchStream, configmap, rss_kib, rv_of, storage_backend,
                      wait_for)
 
 CM = "/api/v1/namespaces/default/configmaps"
@@ -19,11 +19,7 @@ STRATEGIC = {"Content-Type": "application/strategic-merge-patch+json"}
 
 
 def rss_bytes(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
+    return rss_kib(pid) * 1024
 
 
 def cpu_seconds(pid):

@@ -9,17 +9,9 @@ import socket
 import sys
 import time
 
-from harness import Checks, Server, TempDir, wait_for
+from harness import Checks, Server, TempDir, rss_kib, wait_for
 
 BODY = 3 * 1024 * 1024  # the largest body the server takes
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def post_head(port, token=None, length=BODY, path="/api/v1/namespaces/default/configmaps"):
