@@ -566,7 +566,7 @@ asio::awaitable<bool> ApiHandler::admit_head(ApiRequest& request) {
       if (denied) co_return false;
     }
   }
-  request.admitted = std::make_shared<const AdmittedUser>(
+  request.admitted = std::make_shared<AdmittedUser>(
       AdmittedUser{std::move(*authenticated), std::move(*user)});
   co_return true;
 }
@@ -701,7 +701,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
   // Who is asking: decided from the head already when the body was read after it.
   ApiResult<registry::UserInfo> authenticated = registry::UserInfo();
   if (request.admitted) {
-    authenticated = request.admitted->authenticated;
+    authenticated = std::move(request.admitted->authenticated);
   } else {
     authenticated = co_await authenticate(access_, request);
   }
@@ -714,7 +714,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
                                                     request.impersonate_groups};
     }
   }
-  auto user = request.admitted ? ApiResult<registry::UserInfo>(request.admitted->user)
+  auto user = request.admitted ? ApiResult<registry::UserInfo>(std::move(request.admitted->user))
                                : impersonate(access_, *authenticated, request);
   if (!user) {
     if (audit) audit->decision = "forbid";

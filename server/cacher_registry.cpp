@@ -48,8 +48,12 @@ std::shared_ptr<watch::Cacher> CacherRegistry::ensure(const registry::ResourceIn
 }
 
 std::shared_ptr<watch::Cacher> CacherRegistry::find(const registry::ResourceInfo& info) const {
+  return find_prefix(info.key_prefix());
+}
+
+std::shared_ptr<watch::Cacher> CacherRegistry::find_prefix(const std::string& key_prefix) const {
   std::shared_lock lock(mutex_);
-  auto it = by_prefix_.find(info.key_prefix());
+  auto it = by_prefix_.find(key_prefix);
   return it == by_prefix_.end() ? nullptr : it->second.second;
 }
 

@@ -49,6 +49,8 @@ class CacherRegistry {
   std::shared_ptr<watch::Cacher> ensure(const registry::ResourceInfo& info);
   // The cacher of `info`'s objects, or null.
   std::shared_ptr<watch::Cacher> find(const registry::ResourceInfo& info) const;
+  // The cacher under a key prefix (ResourceInfo::key_prefix()), or null.
+  std::shared_ptr<watch::Cacher> find_prefix(const std::string& key_prefix) const;
   // Stops and forgets the cacher under `info`'s key prefix, if any.
   void remove(const registry::ResourceInfo& info);
   // Every cacher, with the resource it was made for.

@@ -196,11 +196,10 @@ asio::awaitable<void> GarbageCollector::watch_cacher(std::shared_ptr<watch::Cach
     follower.cacher = cacher;
     follower.prefix = prefix;
     follower.watch_lifetime = std::chrono::hours(24);
-    // Until stopped, or until the cache goes (its definition was deleted).
+    // Until stopped, or until the cache goes (its definition was deleted: the CRD controller
+    // removes the cache before the description). Asked once per batch of events: one map lookup.
     follower.keep_going = [this, &prefix, cacher] {
-      if (stopped_) return false;
-      auto info = scheme_->find_prefix(prefix);
-      return info != nullptr && cachers_->find(*info) == cacher;
+      return !stopped_ && cachers_->find_prefix(prefix) == cacher;
     };
     // The initial events bring this resource's state again. An owner of this resource that
     // went while it was not followed (before the first watch, or between two) sends no DELETED

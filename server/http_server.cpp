@@ -410,6 +410,8 @@ asio::awaitable<void> HttpServer::Impl::drain_and_close(Stream& stream, bool una
   }
 }
 
+constexpr std::size_t kReadChunk = 4096;
+
 template <class Stream>
 asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
     Stream& stream, beast::flat_buffer& buffer,
@@ -422,6 +424,9 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
   beast::get_lowest_layer(stream).expires_after(limits.read_timeout);
   waiting.parser = &parser;
   waiting.between_requests = true;
+  // Room for a typical write's head and body in one read (Beast reads at least 512 bytes, the
+  // buffer's spare capacity when larger), as Go's server reads through a 4 KiB buffer.
+  if (buffer.capacity() < kReadChunk) buffer.reserve(kReadChunk);
   // The head first: the body is read only for a client that authenticated (ApiHandler::
   // admit_head), so a request not yet authenticated costs at most its head's bytes.
   auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, use_tuple);
@@ -467,6 +472,23 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
     }
   }
   bool body_unread = false;
+  // A body that came whole with its head (most writes: one segment) is parsed from the buffer
+  // at once: withholding it would save nothing, and a second read costs an executor hop.
+  if (!parser.is_done() && parser.content_length() &&
+      *parser.content_length() <= buffer.size()) {
+    beast::error_code pec;
+    while (!pec && !parser.is_done()) {
+      const std::size_t used = parser.put(buffer.data(), pec);
+      buffer.consume(used);
+      if (used == 0) break;
+    }
+    if (pec || !parser.is_done()) {
+      auto res = refuse_malformed(pec);
+      beast::get_lowest_layer(stream).expires_after(limits.write_timeout);
+      co_await http::async_write(stream, res, use_tuple);
+      co_return Exchange{Next::drain};
+    }
+  }
   if (!parser.is_done()) {
     if (co_await handler->admit_head(request)) {
       auto [bec, bn] = co_await http::async_read(stream, buffer, parser, use_tuple);
@@ -500,9 +522,14 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
   const unsigned version = req.version();
   const bool gzip_ok = accepts_gzip(req[http::field::accept_encoding]);
 
-  ApiResponse response = co_await handler->handle(request);
+  // The handler owns the request (its body is not copied); what the answer needs of it stays.
+  const std::string method = request.method;
+  const std::string target = request.target;
+  const bool websocket = request.websocket;
+  auto watch_executor = request.watch_executor;
+  ApiResponse response = co_await handler->handle(std::move(request));
 
-  if (response.streaming && request.method == "HEAD") {
+  if (response.streaming && method == "HEAD") {
     // The head a watch would start with, and no body: nothing is registered or streamed.
     response.watch.reset();
     response.body.clear();
@@ -510,22 +537,22 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
     out.version = version;
     out.head_only = true;
     out.response = std::move(response);
-    spdlog::info("{} {} {} watch (head only)", request.method, request.target, out.response.status);
+    spdlog::info("{} {} {} watch (head only)", method, target, out.response.status);
     co_return out;
   }
   if (response.streaming) {
-    spdlog::info("{} {} {} watch", request.method, request.target, response.status);
-    Exchange out{request.websocket ? Next::stream_websocket : Next::stream_chunked};
+    spdlog::info("{} {} {} watch", method, target, response.status);
+    Exchange out{websocket ? Next::stream_websocket : Next::stream_chunked};
     out.version = version;
-    if (request.websocket) out.upgrade = parser.release();
+    if (websocket) out.upgrade = parser.release();
     out.response = std::move(response);
-    out.watch_strand = std::move(request.watch_executor);
+    out.watch_strand = std::move(watch_executor);
     co_return out;
   }
 
   boost::system::error_code wec;
   if (!response.items.empty() || !response.tail.empty()) {
-    wec = co_await write_gathered(stream, response, version, keep_alive, request.method == "HEAD",
+    wec = co_await write_gathered(stream, response, version, keep_alive, method == "HEAD",
                                   gzip_ok);
   } else {
     http::response<http::string_body> res{static_cast<http::status>(response.status), version};
@@ -534,7 +561,7 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
     res.set(http::field::cache_control, "no-cache, private");
     for (const auto& [name, value] : response.headers) res.set(name, value);
     add_warnings(res, response.warnings);
-    if (request.method != "HEAD") res.body() = std::move(response.body);
+    if (method != "HEAD") res.body() = std::move(response.body);
     if (gzip_ok && res.body().size() >= kGzipThreshold) {
       // Named, not converted in the call: GCC 12 destroys converted coroutine arguments twice.
       std::function<void(Deflater&)> feed = [&body = res.body()](Deflater& deflater) {
@@ -554,7 +581,7 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
   }
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  spdlog::info("{} {} {} {:.3f}ms", request.method, request.target, response.status, ms);
+  spdlog::info("{} {} {} {:.3f}ms", method, target, response.status, ms);
   if (body_unread && !wec) co_return Exchange{Next::close_unread};
   co_return Exchange{wec || !keep_alive ? Next::close : Next::read};
 }

@@ -48,7 +48,7 @@ struct ApiRequest {
   std::string remote_address;  // the client's IP; filled only when the handler audits
   // Who the request acts as, decided from its head before its body was read
   // (ApiHandler::admit_head); null: the handler decides when it serves the request.
-  std::shared_ptr<const AdmittedUser> admitted;
+  std::shared_ptr<AdmittedUser> admitted;  // serve() moves the users out
   // admit_head refused it and its body was not read: it can only be answered with a refusal.
   bool body_withheld = false;
   // Where a watch this request starts will stream from (the delivery threads' strand for this
