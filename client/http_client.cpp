@@ -1,7 +1,7 @@
 #include "client/http_client.hpp"
 
 #include "client/gzip.hpp"
-#include "registry/base64.hpp"
+#include "base/base64.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/address.hpp>
@@ -222,7 +222,7 @@ boost::system::result<std::shared_ptr<HttpClient>, std::string> HttpClient::crea
   if (!config.token.empty()) {
     impl->authorization = "Bearer " + config.token;
   } else if (!config.username.empty()) {
-    impl->authorization = "Basic " + registry::base64_encode(config.username + ":" + config.password);
+    impl->authorization = "Basic " + base::base64_encode(config.username + ":" + config.password);
   }
   if (endpoint->tls) {
     impl->tls.emplace(ssl::context::tls_client);

@@ -1,7 +1,7 @@
 #include "client/kubeconfig.hpp"
 
-#include "registry/base64.hpp"
-#include "storage/yaml_subset.hpp"
+#include "base/base64.hpp"
+#include "base/yaml_subset.hpp"
 
 #include <cerrno>
 #include <cstdlib>
@@ -16,7 +16,7 @@ namespace kwatch::client {
 
 namespace {
 
-using storage::YamlNode;
+using base::YamlNode;
 
 // A named entry (cluster, user or context) and the directory of the file it came from.
 struct Named {
@@ -99,7 +99,7 @@ std::string material(const Named& entry, const std::string& key, const std::stri
                      std::string& out) {
   out.clear();
   if (const std::string data = scalar(entry.body, key + "-data"); !data.empty()) {
-    auto decoded = registry::base64_decode(data);
+    auto decoded = base::base64_decode(data);
     if (!decoded) return what + ": " + key + "-data is not valid base64";
     out = std::move(*decoded);
     return "";
@@ -176,7 +176,7 @@ ConfigResult resolve_context(const Merged& merged, const std::string& wanted) {
 
 std::string add_text(Merged& merged, std::string_view text, const std::string& base_dir,
                      const std::string& source) {
-  auto doc = storage::parse_yaml_subset(text);
+  auto doc = base::parse_yaml_subset(text);
   if (!doc) return source + ": " + doc.error();
   merged.documents.push_back(std::move(*doc));
   return merge(merged, merged.documents.back(), base_dir, source);

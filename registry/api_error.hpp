@@ -4,7 +4,7 @@
 // into a Status object (code -> HTTP status and reason). Value type; no shared state.
 #pragma once
 
-#include "storage/errc.hpp"
+#include "base/errc.hpp"
 
 #include <boost/assert/source_location.hpp>
 #include <boost/system/result.hpp>
@@ -15,7 +15,7 @@
 
 namespace kwatch::registry {
 
-using storage::Errc;
+using base::Errc;
 
 // One entry of `details.causes` of a 422 Invalid Status.
 struct Cause {

@@ -3,7 +3,7 @@
 #include "registry/horizontal_pod_autoscaler.hpp"
 #include "registry/json_path.hpp"
 #include "registry/label_selector.hpp"
-#include "registry/timestamps.hpp"
+#include "base/timestamps.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
@@ -412,11 +412,11 @@ std::vector<PrinterColumn> job_columns() {
                 }),
        timed("Duration", "string",
              [](const json::object& o, Clock::time_point now) {
-               auto start = parse_rfc3339(str(o, "status.startTime"));
+               auto start = base::parse_rfc3339(str(o, "status.startTime"));
                if (!start) return json::value("");
-               auto end = parse_rfc3339(str(o, "status.completionTime")).value_or(now);
-               return json::value(
-                   human_duration(std::chrono::duration_cast<std::chrono::seconds>(end - *start)));
+               auto end = base::parse_rfc3339(str(o, "status.completionTime")).value_or(now);
+               return json::value(base::human_duration(
+                   std::chrono::duration_cast<std::chrono::seconds>(end - *start)));
              }),
        age_column()},
       "spec.template.spec");

@@ -1,7 +1,7 @@
 #include "registry/builtin_defaults.hpp"
 
-#include "registry/base64.hpp"
-#include "registry/timestamps.hpp"
+#include "base/base64.hpp"
+#include "base/timestamps.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
@@ -359,7 +359,7 @@ void default_secret(json::object& secret) {
     if (data != nullptr) {
       // stringData wins over data for the same key, as in the API's conversion.
       for (const auto& [key, value] : *string_data) {
-        if (value.is_string()) data->insert_or_assign(key, base64_encode(value.get_string()));
+        if (value.is_string()) data->insert_or_assign(key, base::base64_encode(value.get_string()));
       }
     }
   }
@@ -579,7 +579,8 @@ void default_persistent_volume(json::object& pv) {
 }
 
 void default_persistent_volume_on_create(json::object& pv) {
-  reset_status(pv, json::object{{"phase", "Pending"}, {"lastPhaseTransitionTime", now_rfc3339()}});
+  reset_status(
+      pv, json::object{{"phase", "Pending"}, {"lastPhaseTransitionTime", base::now_rfc3339()}});
 }
 
 void default_persistent_volume_claim(json::object& pvc) { default_claim(pvc); }

@@ -2,7 +2,7 @@
 
 #include "registry/json_path.hpp"
 #include "registry/scheme.hpp"
-#include "registry/timestamps.hpp"
+#include "base/timestamps.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/value.hpp>
@@ -91,7 +91,7 @@ json::array to_array(const std::vector<std::string>& list) {
 }
 
 std::string timestamp(std::chrono::system_clock::time_point t) {
-  return rfc3339(std::chrono::system_clock::to_time_t(t));
+  return base::rfc3339(std::chrono::system_clock::to_time_t(t));
 }
 
 void bump_generation(json::object& meta) {
@@ -103,7 +103,8 @@ bool mark_as_deleting(json::object& meta, std::chrono::system_clock::time_point 
   bool changed = false;
   const json::value* ts = meta.if_contains("deletionTimestamp");
   std::optional<std::chrono::system_clock::time_point> existing;
-  if (ts != nullptr && ts->is_string()) existing = parse_rfc3339(std::string(ts->get_string()));
+  if (ts != nullptr && ts->is_string())
+    existing = base::parse_rfc3339(std::string(ts->get_string()));
   if (ts == nullptr) bump_generation(meta);
   if (ts == nullptr || (existing && *existing > now)) {
     meta["deletionTimestamp"] = timestamp(now);
@@ -147,7 +148,7 @@ DeletionPlan plan_generic(const ResourceInfo& info, json::object current, const 
       std::optional<std::int64_t> asked = q.grace_period_seconds;
       if (asked && *asked < 0) asked = 1;
       if (!asked || *asked >= *pending) return {DeletionPlan::Action::keep, std::move(current)};
-      auto ts = parse_rfc3339(std::string(string_member(&meta, "deletionTimestamp")));
+      auto ts = base::parse_rfc3339(std::string(string_member(&meta, "deletionTimestamp")));
       auto start = ts.value_or(now) - std::chrono::seconds(*pending);
       meta["deletionTimestamp"] = timestamp(start + std::chrono::seconds(*asked));
       meta["deletionGracePeriodSeconds"] = *asked;

@@ -5,7 +5,7 @@
 #include "registry/list_query.hpp"
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
-#include "registry/timestamps.hpp"
+#include "base/timestamps.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/value.hpp>
@@ -126,14 +126,14 @@ asio::awaitable<ApiResult<void>> take_disruption(ResourceStore& store, const Res
   if (allowed - 1 == 0) {
     // The DisruptionAllowed condition turns False (its transition time when it changes).
     json::object& condition =
-        set_condition(status, "DisruptionAllowed", "False", now_rfc3339()).condition;
+        set_condition(status, "DisruptionAllowed", "False", base::now_rfc3339()).condition;
     if (!condition.contains("message")) condition["message"] = "";
     condition["reason"] = "InsufficientPods";
     condition["observedGeneration"] = int_field(budget, "status.observedGeneration");
   }
   json::value& pods = status["disruptedPods"];
   if (!pods.is_object()) pods = json::object();
-  pods.get_object()[pod_name] = now_rfc3339();
+  pods.get_object()[pod_name] = base::now_rfc3339();
   WriteQuery query;
   query.subresource = "status";
   auto written = co_await store.update(budgets, ns, name, std::move(budget), std::move(query));

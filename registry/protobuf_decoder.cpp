@@ -1,6 +1,6 @@
 #include "registry/protobuf_decoder.hpp"
 
-#include "registry/base64.hpp"
+#include "base/base64.hpp"
 
 #include "storage/stored_json.hpp"
 
@@ -347,7 +347,7 @@ ApiResult<json::value> decode_scalar(Reader& r, int wire, const Field& f, int de
       return json::value(std::string(b));
     case Kind::bytes:
       if (!need(2) || !r.bytes(b)) return malformed();
-      return json::value(base64_encode(b));
+      return json::value(base::base64_encode(b));
     case Kind::int64:
       if (!need(0) || !r.varint(v)) return malformed();
       return json::value(static_cast<std::int64_t>(v));

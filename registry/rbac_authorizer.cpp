@@ -1,6 +1,6 @@
 #include "registry/rbac_authorizer.hpp"
 
-#include "storage/string_map.hpp"
+#include "base/string_map.hpp"
 
 #include <algorithm>
 #include <boost/container/small_vector.hpp>
@@ -25,7 +25,7 @@ namespace {
 constexpr std::string_view kSuperuserGroup = "system:masters";
 constexpr std::string_view kServiceAccountPrefix = "system:serviceaccount:";
 
-using storage::StringMap;
+using base::StringMap;
 
 // A PolicyRule with its lists as read (non-string entries dropped).
 struct Rule {

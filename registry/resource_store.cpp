@@ -13,7 +13,7 @@
 #include "registry/protobuf_decoder.hpp"
 #include "registry/strategic_merge_patch.hpp"
 #include "registry/structural_schema.hpp"
-#include "registry/timestamps.hpp"
+#include "base/timestamps.hpp"
 #include "registry/validation.hpp"
 #include "storage/storage.hpp"
 #include "storage/stored_json.hpp"
@@ -97,7 +97,7 @@ ApiError from_storage(const ResourceInfo& info, const std::string& name,
                                       "storage accepts (etcd's --max-request-bytes, 1.5 MiB "
                                       "unless configured otherwise)");
   }
-  if (ec.category() == storage::errc_category()) {
+  if (ec.category() == base::errc_category()) {
     return api_error(static_cast<Errc>(ec.value()), ec.message());
   }
   return api_error(Errc::internal, ec.message());
@@ -580,7 +580,7 @@ FieldManagerScope manager_scope(const ResourceInfo& info, const WriteQuery& quer
   if (info.has_status) {
     scope.reset.insert({field_step(query.subresource == "status" ? "spec" : "status")});
   }
-  scope.now = now_rfc3339();
+  scope.now = base::now_rfc3339();
   return scope;
 }
 
@@ -794,7 +794,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInf
     meta["name"] = name;
   }
   meta["uid"] = new_uid();
-  meta["creationTimestamp"] = now_rfc3339();
+  meta["creationTimestamp"] = base::now_rfc3339();
   if (info.generation != GenerationRule::none &&
       info.generation != GenerationRule::spec_on_update) {
     meta["generation"] = 1;
@@ -1165,7 +1165,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::bind(const ResourceInfo&
     json::value& status = pod["status"];
     if (!status.is_object()) status = json::object();
     auto [scheduled, changed] =
-        set_condition(status.get_object(), "PodScheduled", "True", now_rfc3339());
+        set_condition(status.get_object(), "PodScheduled", "True", base::now_rfc3339());
     if (changed) {
       scheduled.erase("reason");
       scheduled.erase("message");

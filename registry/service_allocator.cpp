@@ -169,15 +169,15 @@ boost::asio::awaitable<ApiResult<ServiceReservation>> ServiceAllocator::allocate
   const std::string& holder = reservation.holder;
   std::vector<Cause> causes;
   // Reserves one key; false when another Service holds it.
-  auto reserve = [&](std::string key) -> boost::asio::awaitable<storage::Result<bool>> {
+  auto reserve = [&](std::string key) -> boost::asio::awaitable<base::Result<bool>> {
     std::string value = holder;
     auto r = co_await storage_->create(key, std::move(value));
     if (r) {
       reservation.keys.push_back(std::move(key));
       co_return true;
     }
-    if (r.error() == storage::Errc::already_exists) co_return false;
-    co_return storage::Result<bool>(boost::system::in_place_error, r.error());
+    if (r.error() == base::Errc::already_exists) co_return false;
+    co_return base::Result<bool>(boost::system::in_place_error, r.error());
   };
   auto failed = [](const boost::system::error_code& e) -> ApiError {
     return api_error(Errc::internal, "failed to allocate a service value: " + e.message());

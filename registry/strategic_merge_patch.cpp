@@ -2,7 +2,7 @@
 
 #include "registry/builtin_schemas.hpp"
 
-#include "registry/sip_hash.hpp"
+#include "base/sip_hash.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
@@ -242,7 +242,7 @@ const json::value* merge_key_value(const json::value& item, std::string_view mer
 // and with an unkeyed hash one crafted list of colliding strings would bring the quadratic
 // time back.
 
-using detail::SipHash;
+using base::SipHash;
 
 enum Domain : std::uint8_t { kNullTag, kBoolTag, kIntegerTag, kDoubleTag, kStringTag, kArrayTag,
                              kObjectTag, kMemberTag, kNameTag };

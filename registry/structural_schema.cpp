@@ -1,6 +1,6 @@
 #include "registry/structural_schema.hpp"
 
-#include "registry/sip_hash.hpp"
+#include "base/sip_hash.hpp"
 #include "registry/validation.hpp"
 
 #include <boost/json/array.hpp>
@@ -262,7 +262,7 @@ std::string index(const std::string& p, std::size_t i) {
 // expected linear time. The values are untrusted: the tables hash with SipHash-1-3 under a key
 // drawn once per process, so crafted collisions cannot make them quadratic.
 
-using detail::SipHash;
+using base::SipHash;
 
 // How two values compare. `strict` is Go's == and reflect.DeepEqual on decoded JSON: an int64
 // and a float64 differ even when equal in value. `by_value` is the equality of their JSON

@@ -2,7 +2,7 @@
 
 #include "registry/json_body.hpp"
 #include "storage/stored_json.hpp"
-#include "storage/yaml_subset.hpp"
+#include "base/yaml_subset.hpp"
 
 #include <algorithm>
 #include <array>
@@ -83,7 +83,7 @@ std::optional<json::value> floating(std::string_view text) {
   return json::value(v);
 }
 
-json::value scalar(const storage::YamlNode& n) {
+json::value scalar(const base::YamlNode& n) {
   if (n.quoted) return json::value(n.scalar);
   const std::string_view s = n.scalar;
   if (n.is_null() || one_of(s, {"Null", "NULL"})) return nullptr;
@@ -94,17 +94,17 @@ json::value scalar(const storage::YamlNode& n) {
   return json::value(n.scalar);
 }
 
-json::value to_json(const storage::YamlNode& n) {
+json::value to_json(const base::YamlNode& n) {
   switch (n.kind) {
-    case storage::YamlNode::Kind::scalar:
+    case base::YamlNode::Kind::scalar:
       return scalar(n);
-    case storage::YamlNode::Kind::sequence: {
+    case base::YamlNode::Kind::sequence: {
       json::array a;
       a.reserve(n.items.size());
       for (const auto& item : n.items) a.push_back(to_json(item));
       return a;
     }
-    case storage::YamlNode::Kind::mapping: {
+    case base::YamlNode::Kind::mapping: {
       json::object o;
       o.reserve(n.members.size());
       for (const auto& m : n.members) o[m.key] = to_json(m.value);
@@ -120,7 +120,7 @@ ApiResult<json::value> parse_yaml_body(std::string_view body) {
   const auto first = body.find_first_not_of(" \t\r\n");
   if (first == std::string_view::npos) return api_error(Errc::bad_request, "request body is empty");
   if (body[first] == '{' || body[first] == '[') return parse_json_body(body);
-  auto doc = storage::parse_yaml_subset(body);
+  auto doc = base::parse_yaml_subset(body);
   if (!doc) return api_error(Errc::bad_request, "error decoding YAML: " + doc.error());
   // The rules of stored JSON hold for YAML bodies as for JSON ones (depth, UTF-8, numbers).
   json::value value = to_json(*doc);

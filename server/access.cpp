@@ -8,7 +8,7 @@
 #include "server/service_account_tokens.hpp"
 #include "server/token_file.hpp"
 #include "registry/resource_store.hpp"
-#include "registry/timestamps.hpp"
+#include "base/timestamps.hpp"
 #include "storage/stored_json.hpp"
 #include "storage/storage.hpp"
 #include "watch/cacher.hpp"
@@ -617,9 +617,9 @@ asio::awaitable<ApiResult<json::object>> token_request(const AccessOptions& opti
   body["apiVersion"] = "authentication.k8s.io/v1";
   body["kind"] = "TokenRequest";
   body["metadata"] = json::object{{"name", name}, {"namespace", ns},
-                                  {"creationTimestamp", registry::rfc3339(now)}};
+                                  {"creationTimestamp", base::rfc3339(now)}};
   body["status"] = json::object{{"token", std::move(token)},
-                                {"expirationTimestamp", registry::rfc3339(now + seconds)}};
+                                {"expirationTimestamp", base::rfc3339(now + seconds)}};
   co_return body;
 }
 

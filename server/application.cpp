@@ -180,7 +180,7 @@ bool Application::start() {
         storage = std::move(*opened);
         break;
       }
-      if (opened.error() != storage::Errc::unavailable ||
+      if (opened.error() != base::Errc::unavailable ||
           std::chrono::steady_clock::now() > give_up) {
         spdlog::critical("cannot use etcd at {}: {}", fmt::join(options.etcd_servers, ","),
                          opened.error().message());

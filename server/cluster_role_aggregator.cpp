@@ -52,8 +52,8 @@ asio::awaitable<void> ClusterRoleAggregator::reconcile_once() {
     std::string cluster_scope;
     auto r = co_await store_->update(*info_, std::move(cluster_scope), change.name,
                                      std::move(updated), std::move(query));
-    if (!r && r.error().code != storage::Errc::conflict &&
-        r.error().code != storage::Errc::not_found) {
+    if (!r && r.error().code != base::Errc::conflict &&
+        r.error().code != base::Errc::not_found) {
       spdlog::warn("cannot write the aggregated rules of clusterrole {}: {}", change.name,
                    r.error().message);
     }

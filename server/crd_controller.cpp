@@ -4,7 +4,7 @@
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
 #include "registry/structural_schema.hpp"
-#include "registry/timestamps.hpp"
+#include "base/timestamps.hpp"
 #include "server/cacher_registry.hpp"
 #include "storage/storage.hpp"
 #include "storage/stored_json.hpp"
@@ -123,8 +123,8 @@ asio::awaitable<void> CrdController::serve(json::object crd) {
       co_return;
     }
     if (auto conflict = registry::names_conflict(crd, *scheme_)) {
-      json::object rejected =
-          registry::rejected_names_status(crd, conflict->first, conflict->second, registry::now_rfc3339());
+      json::object rejected = registry::rejected_names_status(
+          crd, conflict->first, conflict->second, base::now_rfc3339());
       co_await write_status(std::move(rejected));
       co_return;
     }
@@ -133,7 +133,7 @@ asio::awaitable<void> CrdController::serve(json::object crd) {
     patterns_[name] = std::move(patterns);
     spdlog::info("serving custom resources of {}", name);
   }
-  desired = registry::accepted_status(crd, registry::now_rfc3339());
+  desired = registry::accepted_status(crd, base::now_rfc3339());
   co_await write_status(std::move(desired));
 }
 
@@ -184,7 +184,7 @@ asio::awaitable<void> CrdController::write_status(json::object desired) {
   std::string ns;
   auto r = co_await store_->update(*crd_info_, std::move(ns), name, std::move(desired),
                                    std::move(query));
-  if (!r && r.error().code != storage::Errc::conflict) {
+  if (!r && r.error().code != base::Errc::conflict) {
     spdlog::warn("cannot update the status of CustomResourceDefinition {}: {}", name,
                  r.error().message);
   }
@@ -206,7 +206,7 @@ asio::awaitable<void> CrdController::finalize(json::object crd) {
     served = info;
   }
   json::object terminating = crd;
-  registry::set_terminating(terminating, registry::now_rfc3339());
+  registry::set_terminating(terminating, base::now_rfc3339());
   co_await write_status(std::move(terminating));
   // Every object of the definition, whichever version it was written through, lives under one
   // prefix; when its resources are not served the stored spec says which (a definition whose
@@ -273,7 +273,7 @@ asio::awaitable<void> CrdController::finalize(json::object crd) {
   std::string ns;
   auto r = co_await store_->update(*crd_info_, std::move(ns), name, std::move(updated),
                                    std::move(query));
-  if (!r && r.error().code != storage::Errc::conflict && r.error().code != storage::Errc::not_found) {
+  if (!r && r.error().code != base::Errc::conflict && r.error().code != base::Errc::not_found) {
     spdlog::warn("cannot remove the cleanup finalizer of {}: {}", name, r.error().message);
   }
 }

@@ -597,7 +597,7 @@ asio::awaitable<GarbageCollector::OwnerState> GarbageCollector::owner_state(cons
   OwnerState state = OwnerState::solid;  // storage trouble: conclude nothing
   if (stored) {
     state = state_of(*stored);
-  } else if (stored.error().code == storage::Errc::not_found) {
+  } else if (stored.error().code == base::Errc::not_found) {
     state = OwnerState::gone;
   }
   if (auto it = orphaned_.find(ref.uid);
@@ -656,7 +656,7 @@ asio::awaitable<GarbageCollector::Outcome> GarbageCollector::collect(const Resou
   std::string ns = d.ns;
   std::string name = d.name;
   auto r = co_await store_->remove(info, std::move(ns), std::move(name), std::move(query));
-  if (!r && r.error().code != storage::Errc::not_found && r.error().code != storage::Errc::conflict) {
+  if (!r && r.error().code != base::Errc::not_found && r.error().code != base::Errc::conflict) {
     spdlog::warn("garbage collector: cannot delete {}: {}", storage::to_valid_utf8(key),
                  r.error().message);
     co_return Outcome::retry;
@@ -675,7 +675,7 @@ asio::awaitable<bool> GarbageCollector::drop_finalizer(const ResourceInfo& info,
     std::string ns_copy = ns, name_copy = name, any_version;
     auto current = co_await store_->get(info, std::move(ns_copy), std::move(name_copy),
                                         std::move(any_version));
-    if (!current) co_return current.error().code == storage::Errc::not_found;
+    if (!current) co_return current.error().code == base::Errc::not_found;
     json::value* f = (*current)["metadata"].as_object().if_contains("finalizers");
     if (f == nullptr || !f->is_array()) co_return true;
     json::array kept;
@@ -689,7 +689,7 @@ asio::awaitable<bool> GarbageCollector::drop_finalizer(const ResourceInfo& info,
     auto r = co_await store_->update(info, std::move(ns_arg), std::move(name_arg),
                                      std::move(*current), std::move(query));
     if (r) co_return true;
-    if (r.error().code != storage::Errc::conflict) {
+    if (r.error().code != base::Errc::conflict) {
       spdlog::warn("garbage collector: cannot remove finalizer {} of {}/{}: {}", finalizer, ns,
                    name, r.error().message);
       co_return false;
@@ -708,7 +708,7 @@ asio::awaitable<bool> GarbageCollector::edit_references(const Dependent& d,
     std::string ns = d.ns, name = d.name, any_version;
     auto current = co_await store_->get(*info, std::move(ns), std::move(name),
                                         std::move(any_version));
-    if (!current) co_return current.error().code == storage::Errc::not_found;
+    if (!current) co_return current.error().code == base::Errc::not_found;
     json::object& meta = (*current)["metadata"].as_object();
     if (string_at(&meta, "uid") != d.uid) co_return true;  // another object by now
     json::value* refs = meta.if_contains("ownerReferences");
@@ -742,7 +742,7 @@ asio::awaitable<bool> GarbageCollector::edit_references(const Dependent& d,
     auto r = co_await store_->update(*info, std::move(ns_arg), std::move(name_arg),
                                      std::move(*current), std::move(query));
     if (r) co_return true;
-    if (r.error().code != storage::Errc::conflict) {
+    if (r.error().code != base::Errc::conflict) {
       spdlog::warn("garbage collector: cannot remove owner references of {}/{}: {}", d.ns, d.name,
                    r.error().message);
       co_return false;

@@ -3,7 +3,7 @@
 #include "registry/json_path.hpp"
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
-#include "registry/timestamps.hpp"
+#include "base/timestamps.hpp"
 #include "server/cacher_registry.hpp"
 #include "storage/storage.hpp"
 #include "storage/stored_json.hpp"
@@ -48,7 +48,7 @@ json::object condition(std::string_view type, bool status, std::string_view reas
                        std::string message) {
   return json::object{{"type", type},
                       {"status", status ? "True" : "False"},
-                      {"lastTransitionTime", registry::now_rfc3339()},
+                      {"lastTransitionTime", base::now_rfc3339()},
                       {"reason", reason},
                       {"message", std::move(message)}};
 }
@@ -119,8 +119,8 @@ asio::awaitable<void> NamespaceController::ensure_default_service_account(const 
   std::string namespace_name = ns;
   auto r = co_await store_->create(*service_accounts_, std::move(namespace_name), std::move(account),
                                    std::move(query));
-  if (!r && r.error().code != storage::Errc::already_exists &&
-      r.error().code != storage::Errc::forbidden && r.error().code != storage::Errc::not_found) {
+  if (!r && r.error().code != base::Errc::already_exists &&
+      r.error().code != base::Errc::forbidden && r.error().code != base::Errc::not_found) {
     spdlog::warn("cannot create the default ServiceAccount of namespace {}: {}", ns,
                  r.error().message);
     waiting_ = true;
@@ -157,7 +157,7 @@ asio::awaitable<bool> NamespaceController::empty_namespace(json::object ns) {
       auto r = co_await store_->remove(*info, std::move(ns_name), std::move(object_name),
                                        std::move(query));
       if (!r) {
-        if (r.error().code == storage::Errc::not_found) continue;
+        if (r.error().code == base::Errc::not_found) continue;
         failed = true;
         ++remaining[group_resource(*info)];
         continue;
@@ -227,8 +227,8 @@ asio::awaitable<void> NamespaceController::write_conditions(const std::string& n
   std::string ns;
   auto r = co_await store_->update(*info_, std::move(ns), name, std::move(*current),
                                    std::move(query));
-  if (!r && r.error().code != storage::Errc::conflict &&
-      r.error().code != storage::Errc::not_found) {
+  if (!r && r.error().code != base::Errc::conflict &&
+      r.error().code != base::Errc::not_found) {
     spdlog::warn("cannot update the conditions of namespace {}: {}", name, r.error().message);
   }
 }
@@ -253,8 +253,8 @@ asio::awaitable<void> NamespaceController::finalize(const std::string& name) {
   std::string ns;
   auto r = co_await store_->update(*info_, std::move(ns), name, std::move(*current),
                                    std::move(query));
-  if (!r && r.error().code != storage::Errc::conflict &&
-      r.error().code != storage::Errc::not_found) {
+  if (!r && r.error().code != base::Errc::conflict &&
+      r.error().code != base::Errc::not_found) {
     spdlog::warn("cannot finalize namespace {}: {}", name, r.error().message);
   }
 }

@@ -1,6 +1,6 @@
 #include "server/service_account_tokens.hpp"
 
-#include "registry/base64.hpp"
+#include "base/base64.hpp"
 #include "server/openssl_files.hpp"
 
 #include <boost/json/array.hpp>
@@ -30,8 +30,8 @@ namespace kwatch::server {
 
 namespace json = boost::json;
 namespace fs = std::filesystem;
-using registry::base64_decode;
-using registry::base64_encode;
+using base::base64_decode;
+using base::base64_encode;
 
 struct ServiceAccountTokens::Key {
   openssl::Key pkey;

@@ -1,7 +1,7 @@
 #include "server/table.hpp"
 
 #include "registry/json_path.hpp"
-#include "registry/timestamps.hpp"
+#include "base/timestamps.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
@@ -60,8 +60,8 @@ std::vector<Column> columns_for(const registry::ResourceInfo& info,
         const json::value* v = registry::find_field(o, path);
         if (v == nullptr || v->is_null()) return custom ? json::value(nullptr) : json::value(fallback);
         if (date && v->is_string()) {
-          auto t = registry::parse_rfc3339(std::string(v->get_string()));
-          if (t) return json::value(registry::human_duration(duration_cast<seconds>(now - *t)));
+          auto t = base::parse_rfc3339(std::string(v->get_string()));
+          if (t) return json::value(base::human_duration(duration_cast<seconds>(now - *t)));
         }
         if (custom) {
           if (v->is_object() || v->is_array()) return json::value(json::serialize(*v));

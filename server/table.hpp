@@ -3,7 +3,7 @@
 #pragma once
 
 #include "registry/scheme.hpp"
-#include "registry/timestamps.hpp"
+#include "base/timestamps.hpp"
 
 #include <boost/json/object.hpp>
 
@@ -26,6 +26,6 @@ boost::json::object to_table(const registry::ResourceInfo& info,
                              std::chrono::system_clock::time_point now, IncludeObject include);
 
 // "5s", "3m", "2d", ... as kubectl prints ages.
-using registry::human_duration;
+using base::human_duration;
 
 }  // namespace kwatch::server

@@ -1,6 +1,6 @@
 #include "storage/encryption_config.hpp"
 
-#include "storage/yaml_subset.hpp"
+#include "base/yaml_subset.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -13,6 +13,7 @@ namespace kwatch::storage {
 
 namespace {
 
+using base::YamlNode;
 using Error = std::string;
 
 // "line 7: resources[0].providers[1].aesgcm.keys[0].secret: <problem>"
@@ -169,7 +170,7 @@ bool decode_base64(std::string_view text, std::string& out) {
 }
 
 boost::system::result<EncryptionConfig, std::string> parse_encryption_config(std::string_view text) {
-  auto doc = parse_yaml_subset(text);
+  auto doc = base::parse_yaml_subset(text);
   if (!doc) return doc.error();
   const YamlNode& root = *doc;
   if (root.kind != YamlNode::Kind::mapping) return at(root, "(document)", "must be a mapping");

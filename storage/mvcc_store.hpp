@@ -27,10 +27,14 @@
 #include <string_view>
 #include <vector>
 
-#include "storage/errc.hpp"
+#include "base/errc.hpp"
 #include "storage/storage.hpp"
 
 namespace kwatch::storage {
+
+// Expected failures in base's vocabulary (base/errc.hpp).
+using base::Errc;
+using base::Result;
 
 // One change as it is made durable and replayed: the unit of the write-ahead log.
 struct Mutation {

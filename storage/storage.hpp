@@ -11,7 +11,7 @@
 // `operation_aborted`; other operations are short and not cancellable.
 #pragma once
 
-#include "storage/errc.hpp"
+#include "base/errc.hpp"
 
 #include <boost/asio/awaitable.hpp>
 
@@ -24,6 +24,10 @@
 #include <vector>
 
 namespace kwatch::storage {
+
+// Expected failures in base's vocabulary (base/errc.hpp).
+using base::Errc;
+using base::Result;
 
 struct KeyValue {
   std::string key;

@@ -35,10 +35,14 @@
 #include <memory>
 #include <string>
 
-#include "storage/errc.hpp"
+#include "base/errc.hpp"
 #include "storage/mvcc_store.hpp"
 
 namespace kwatch::storage {
+
+// Expected failures in base's vocabulary (base/errc.hpp).
+using base::Errc;
+using base::Result;
 
 struct WalOptions {
   std::filesystem::path dir;  // created if absent

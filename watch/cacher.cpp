@@ -1,6 +1,6 @@
 #include "watch/cacher.hpp"
 
-#include "storage/string_map.hpp"
+#include "base/string_map.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -25,7 +25,7 @@ namespace kwatch::watch {
 namespace asio = boost::asio;
 using namespace asio::experimental::awaitable_operators;
 using Clock = std::chrono::steady_clock;
-using storage::Errc;
+using base::Errc;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 using Channel = asio::experimental::concurrent_channel<void(boost::system::error_code, WatchFrame)>;
@@ -126,8 +126,8 @@ struct Cacher::Impl {
   asio::cancellation_signal reflector_cancel;
   std::mutex dispatch_mutex;
   WatcherMap all;
-  storage::StringMap<WatcherMap> by_namespace;
-  storage::StringMap<WatcherMap> by_trigger;
+  base::StringMap<WatcherMap> by_namespace;
+  base::StringMap<WatcherMap> by_trigger;
   WatcherMap with_bookmarks;
   std::uint64_t next_id = 1;
 
@@ -147,7 +147,7 @@ struct Cacher::Impl {
   // is in flight. A thousand watches arriving at once cost two lists, not a thousand.
   struct ListBatch {
     bool done = false;
-    storage::Result<std::shared_ptr<const StoredState>> result{Errc::unavailable};
+    base::Result<std::shared_ptr<const StoredState>> result{Errc::unavailable};
     std::vector<std::shared_ptr<asio::steady_timer>> waiters;
   };
   struct PrefixLists {
@@ -269,7 +269,7 @@ asio::awaitable<void> Cacher::run_reflector() {
                                                // The cache holds every previous state itself.
                                                storage::PrevKv::omit);
         if (!stream) {
-          if (ready_ && !stopped_ && stream.error() == storage::Errc::unavailable) {
+          if (ready_ && !stopped_ && stream.error() == base::Errc::unavailable) {
             co_await back_off(backoff_timer, backoff, kResumeBackoffCap);
             if (!stopped_) continue;
           }
@@ -304,7 +304,7 @@ asio::awaitable<void> Cacher::run_reflector() {
           backoff = std::chrono::milliseconds(100);
         }
         if (stopped_) break;
-        if (ended != storage::Errc::unavailable) {
+        if (ended != base::Errc::unavailable) {
           spdlog::warn("watch cache {}: storage watch ended ({}); re-listing", options_.resource,
                        ended.message());
           break;
@@ -346,7 +346,7 @@ void Cacher::process(const storage::Event& event) {
     }
   }
   if (deletion) {
-    storage::Result<ObjectPtr> last = Errc::not_found;
+    base::Result<ObjectPtr> last = Errc::not_found;
     if (event.prev_kv) {
       last = decode_object(event.kv.key, event.prev_kv->value, rv, options_.fields);
     } else if (auto old = cache_.get(event.kv.key)) {
@@ -485,7 +485,7 @@ void Cacher::end_lapsed_watchers() {
   for (auto& w : lapsed) end_watcher(w, true);
 }
 
-storage::Result<void> Cacher::catch_up(const std::shared_ptr<Watcher>& w,
+base::Result<void> Cacher::catch_up(const std::shared_ptr<Watcher>& w,
                                        std::vector<WatchFrame>& out, std::size_t limit) {
   {
     std::lock_guard lock(impl_->dispatch_mutex);
@@ -602,7 +602,7 @@ void Cacher::register_watcher(const std::shared_ptr<Watcher>& w) {
 
 void Cacher::unregister_watcher(const Watcher& w) {
   std::lock_guard lock(impl_->dispatch_mutex);
-  auto erase_from = [&](storage::StringMap<WatcherMap>& index) {
+  auto erase_from = [&](base::StringMap<WatcherMap>& index) {
     auto it = index.find(w.bucket_key);
     if (it == index.end()) return std::size_t{0};
     auto n = it->second.erase(w.id);
@@ -672,9 +672,9 @@ void Cacher::notify_waiters() {
   }
 }
 
-asio::awaitable<storage::Result<void>> Cacher::wait_until_fresh(std::int64_t rv) {
+asio::awaitable<base::Result<void>> Cacher::wait_until_fresh(std::int64_t rv) {
   if (!ready_) co_return Errc::too_many_requests;
-  if (cache_.resource_version() >= rv) co_return storage::Result<void>{};
+  if (cache_.resource_version() >= rv) co_return base::Result<void>{};
   asio::post(impl_->strand, [self = shared_from_this()] {
     if (self->impl_->stream != nullptr) self->impl_->stream->request_progress();
   });
@@ -683,11 +683,11 @@ asio::awaitable<storage::Result<void>> Cacher::wait_until_fresh(std::int64_t rv)
   for (;;) {
     {
       std::lock_guard lock(impl_->waiters_mutex);
-      if (cache_.resource_version() >= rv) co_return storage::Result<void>{};
+      if (cache_.resource_version() >= rv) co_return base::Result<void>{};
       impl_->waiters.push_back({rv, timer});
     }
     auto [ec] = co_await timer->async_wait(use_tuple);
-    if (cache_.resource_version() >= rv) co_return storage::Result<void>{};
+    if (cache_.resource_version() >= rv) co_return base::Result<void>{};
     if (!ec) {
       std::lock_guard lock(impl_->waiters_mutex);
       std::erase_if(impl_->waiters, [&](const Impl::Waiter& w) { return w.timer == timer; });
@@ -697,7 +697,7 @@ asio::awaitable<storage::Result<void>> Cacher::wait_until_fresh(std::int64_t rv)
   }
 }
 
-asio::awaitable<storage::Result<void>> Cacher::wait_until_consistent() {
+asio::awaitable<base::Result<void>> Cacher::wait_until_consistent() {
   // Without ordered progress a quiet resource's cache cannot prove it is current: let storage
   // answer consistent reads instead.
   if (!progress_ordered_) co_return Errc::unavailable;
@@ -706,7 +706,7 @@ asio::awaitable<storage::Result<void>> Cacher::wait_until_consistent() {
   co_return co_await wait_until_fresh(*current);
 }
 
-asio::awaitable<storage::Result<std::unique_ptr<WatchSession>>> Cacher::watch(WatchRequest request) {
+asio::awaitable<base::Result<std::unique_ptr<WatchSession>>> Cacher::watch(WatchRequest request) {
   if (!ready_) co_return Errc::too_many_requests;
   // No co_await inside a conditional expression: GCC 12 miscompiles that in coroutines.
   asio::any_io_executor executor = request.executor;
@@ -802,7 +802,7 @@ asio::awaitable<storage::Result<std::unique_ptr<WatchSession>>> Cacher::watch(Wa
   co_return session;
 }
 
-asio::awaitable<storage::Result<std::shared_ptr<const Cacher::StoredState>>> Cacher::list_storage(
+asio::awaitable<base::Result<std::shared_ptr<const Cacher::StoredState>>> Cacher::list_storage(
     std::string prefix) {
   auto self = shared_from_this();
   using Batch = Impl::ListBatch;
@@ -849,7 +849,7 @@ asio::awaitable<storage::Result<std::shared_ptr<const Cacher::StoredState>>> Cac
   storage::ListOptions list_options;
   list_options.prefix = prefix;
   auto listed = co_await storage_->list(list_options);
-  storage::Result<std::shared_ptr<const StoredState>> result{Errc::unavailable};
+  base::Result<std::shared_ptr<const StoredState>> result{Errc::unavailable};
   if (listed) {
     auto state = std::make_shared<StoredState>();
     state->objects = decode_listed(*listed, nullptr, /*warn=*/false);
@@ -934,14 +934,14 @@ void WatchSession::stop() {
   watcher_->channel.cancel();
 }
 
-asio::awaitable<storage::Result<std::vector<WatchFrame>>> WatchSession::next() {
+asio::awaitable<base::Result<std::vector<WatchFrame>>> WatchSession::next() {
   std::vector<WatchFrame> frames;
   auto r = co_await next(frames);
   if (!r) co_return r.error();
   co_return frames;
 }
 
-asio::awaitable<storage::Result<void>> WatchSession::next(std::vector<WatchFrame>& out) {
+asio::awaitable<base::Result<void>> WatchSession::next(std::vector<WatchFrame>& out) {
   constexpr std::size_t kBatch = 512;
   out.clear();
   if (initial_sent_ < initial_.size()) {
@@ -954,7 +954,7 @@ asio::awaitable<storage::Result<void>> WatchSession::next(std::vector<WatchFrame
       initial_.shrink_to_fit();
       initial_sent_ = 0;
     }
-    co_return storage::Result<void>{};
+    co_return base::Result<void>{};
   }
   auto w = watcher_;
   // The transport asks for more once it has written the last batch.
@@ -985,14 +985,14 @@ asio::awaitable<storage::Result<void>> WatchSession::next(std::vector<WatchFrame
   // the event window.
   take_queued();
   taken_ = out.size();
-  if (!out.empty()) co_return storage::Result<void>{};
+  if (!out.empty()) co_return base::Result<void>{};
   if (auto cacher = cacher_.lock()) {
     // Smaller batches from the window: watchers resuming together take turns with live
     // delivery instead of each writing hundreds of events in one go.
     constexpr std::size_t kCatchUpBatch = 64;
     auto caught_up = cacher->catch_up(w, out, kCatchUpBatch);
     if (!caught_up) co_return caught_up.error();
-    if (!out.empty()) co_return storage::Result<void>{};
+    if (!out.empty()) co_return base::Result<void>{};
   }
   auto [ec, frame] = co_await w->channel.async_receive(use_tuple);
   if (w->expired) co_return boost::system::error_code(asio::error::eof);
@@ -1000,7 +1000,7 @@ asio::awaitable<storage::Result<void>> WatchSession::next(std::vector<WatchFrame
   out.push_back(std::move(frame));
   take_queued();
   taken_ = out.size();
-  co_return storage::Result<void>{};
+  co_return base::Result<void>{};
 }
 
 }  // namespace kwatch::watch

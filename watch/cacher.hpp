@@ -70,9 +70,9 @@ class WatchSession {
   // The next frames to write, oldest first (initial events, then live ones, batched). Completes
   // with `asio::error::eof` at the deadline, and with `Errc::unavailable` when the cacher ended
   // the watch (its next event left the window while it was parked, re-list, shutdown).
-  boost::asio::awaitable<storage::Result<std::vector<WatchFrame>>> next();
+  boost::asio::awaitable<base::Result<std::vector<WatchFrame>>> next();
   // The same, appending to `out` (cleared first) so a transport can reuse one vector.
-  boost::asio::awaitable<storage::Result<void>> next(std::vector<WatchFrame>& out);
+  boost::asio::awaitable<base::Result<void>> next(std::vector<WatchFrame>& out);
   // Ends the watch from the transport's side (the client went away); a pending or later
   // `next()` completes with `Errc::unavailable`. Thread-safe.
   void stop();
@@ -130,12 +130,12 @@ class Cacher : public std::enable_shared_from_this<Cacher> {
   // Errors: too_many_requests (not ready), timeout (version ahead after the wait), gone (older
   // than the window; returned as a session whose error() is set, since kube reports it inside
   // the stream).
-  boost::asio::awaitable<storage::Result<std::unique_ptr<WatchSession>>> watch(WatchRequest request);
+  boost::asio::awaitable<base::Result<std::unique_ptr<WatchSession>>> watch(WatchRequest request);
   // Waits until the cache has reached `rv` (and asks storage for progress). `timeout` if not
   // within the freshness timeout, `too_many_requests` if not ready.
-  boost::asio::awaitable<storage::Result<void>> wait_until_fresh(std::int64_t rv);
+  boost::asio::awaitable<base::Result<void>> wait_until_fresh(std::int64_t rv);
   // Waits until the cache is at least as fresh as storage now (consistent read).
-  boost::asio::awaitable<storage::Result<void>> wait_until_consistent();
+  boost::asio::awaitable<base::Result<void>> wait_until_consistent();
   CacheList list(const std::string& prefix, const std::string& start_key, std::size_t limit,
                  const Predicate* predicate) const {
     return cache_.list(prefix, start_key, limit, predicate);
@@ -173,14 +173,14 @@ class Cacher : public std::enable_shared_from_this<Cacher> {
   // Storage's current state under `prefix`, every object decoded, from a list shared with the
   // watches that asked for it meanwhile (see Impl::ListBatch).
   struct StoredState;
-  boost::asio::awaitable<storage::Result<std::shared_ptr<const StoredState>>> list_storage(
+  boost::asio::awaitable<base::Result<std::shared_ptr<const StoredState>>> list_storage(
       std::string prefix);
   // Ends parked watchers whose next event has left the window (their clients re-list).
   void end_lapsed_watchers();
   // Frames for a parked watcher from the event window, at most `limit`; unparks it once it has
   // caught up (then `out` may be empty). `unavailable` when the watch ended meanwhile or its
   // next event has left the window (the watcher is ended).
-  storage::Result<void> catch_up(const std::shared_ptr<Watcher>& w, std::vector<WatchFrame>& out,
+  base::Result<void> catch_up(const std::shared_ptr<Watcher>& w, std::vector<WatchFrame>& out,
                                  std::size_t limit);
   // A session wrote `n` frames it had taken from its channel.
   void frames_written(Watcher& w, std::uint64_t n);

@@ -12,13 +12,13 @@ namespace kwatch::watch {
 
 namespace json = boost::json;
 
-storage::Result<ObjectPtr> decode_object(std::string key, std::string_view bytes,
+base::Result<ObjectPtr> decode_object(std::string key, std::string_view bytes,
                                          std::int64_t resource_version, const FieldsFn& fields) {
   // The parsed object lives only in this call: an arena on the stack, then the heap's blocks.
   unsigned char buffer[8192];
   json::monotonic_resource arena(buffer, sizeof buffer);
   auto parsed = storage::parse_json(bytes, nullptr, &arena);
-  if (!parsed || !parsed->is_object()) return storage::Errc::corrupt;
+  if (!parsed || !parsed->is_object()) return base::Errc::corrupt;
   json::object& obj = parsed->get_object();
   json::value& meta_v = obj["metadata"];
   if (!meta_v.is_object()) meta_v = json::object();

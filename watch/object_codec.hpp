@@ -2,7 +2,7 @@
 // selectors need, serialize once. Pure functions; thread-safe.
 #pragma once
 
-#include "storage/errc.hpp"
+#include "base/errc.hpp"
 #include "storage/storage.hpp"
 #include "watch/watch_types.hpp"
 
@@ -17,7 +17,7 @@ namespace kwatch::watch {
 using FieldsFn = std::function<Attributes(const boost::json::object& object)>;
 
 // `bytes` is a stored object; the result carries `resource_version` in its JSON.
-storage::Result<ObjectPtr> decode_object(std::string key, std::string_view bytes,
+base::Result<ObjectPtr> decode_object(std::string key, std::string_view bytes,
                                          std::int64_t resource_version, const FieldsFn& fields);
 
 // A synthetic object holding only `json` (bookmarks and error Status objects).

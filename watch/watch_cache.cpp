@@ -1,7 +1,7 @@
 #include "watch/watch_cache.hpp"
 
 #include "storage/storage.hpp"
-#include "storage/string_map.hpp"
+#include "base/string_map.hpp"
 
 #include <absl/container/btree_map.h>
 #include <absl/container/btree_set.h>
@@ -20,9 +20,9 @@ namespace kwatch::watch {
 struct WatchCache::State {
   using KeySet = absl::btree_set<std::string_view>;
   absl::btree_map<std::string_view, ObjectPtr> objects;
-  storage::StringMap<KeySet> trigger_index;  // value -> keys
+  base::StringMap<KeySet> trigger_index;  // value -> keys
   // "key=value" -> keys: a list with an equality label selector walks only its bucket.
-  storage::StringMap<KeySet> label_index;
+  base::StringMap<KeySet> label_index;
 };
 
 WatchCache::WatchCache(std::size_t lower_capacity, std::size_t upper_capacity,

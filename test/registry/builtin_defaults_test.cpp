@@ -1,4 +1,4 @@
-#include "registry/base64.hpp"
+#include "base/base64.hpp"
 #include "registry/builtin_defaults.hpp"
 
 #include <boost/json/parse.hpp>
@@ -361,12 +361,12 @@ TEST(BuiltinDefaults, InitialStatusReplacesWhatACreateSent) {
 }
 
 TEST(Base64, EncodesWithPadding) {
-  EXPECT_EQ(base64_encode(""), "");
-  EXPECT_EQ(base64_encode("f"), "Zg==");
-  EXPECT_EQ(base64_encode("fo"), "Zm8=");
-  EXPECT_EQ(base64_encode("foo"), "Zm9v");
-  EXPECT_EQ(base64_encode("foobar"), "Zm9vYmFy");
-  EXPECT_EQ(base64_encode(std::string("\xff\x00\x80", 3)), "/wCA");
+  EXPECT_EQ(base::base64_encode(""), "");
+  EXPECT_EQ(base::base64_encode("f"), "Zg==");
+  EXPECT_EQ(base::base64_encode("fo"), "Zm8=");
+  EXPECT_EQ(base::base64_encode("foo"), "Zm9v");
+  EXPECT_EQ(base::base64_encode("foobar"), "Zm9vYmFy");
+  EXPECT_EQ(base::base64_encode(std::string("\xff\x00\x80", 3)), "/wCA");
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 #include "server/media_type.hpp"
-#include "storage/yaml_subset.hpp"
+#include "base/yaml_subset.hpp"
 
 #include <boost/json/parse.hpp>
 
@@ -30,7 +30,7 @@ TEST(MediaType, YamlReadsBackAsTheSameValues) {
     "data":{"port":"8080","flag":"true","empty":"","colon":"a: b","hash":"x #y","multi":"l1\nl2",
     "dash":"-x","n":"null"},"list":[1,"two",{"k":"v","z":[]},[3]],"none":null,"yes":true})");
   const std::string text = to_yaml(v);
-  auto doc = storage::parse_yaml_subset(text);
+  auto doc = base::parse_yaml_subset(text);
   ASSERT_TRUE(doc.has_value()) << text << doc.error();
   const auto* data = doc->find("data");
   ASSERT_NE(data, nullptr);

@@ -1,6 +1,6 @@
 #include "server/service_account_tokens.hpp"
 
-#include "registry/base64.hpp"
+#include "base/base64.hpp"
 
 #include <boost/json/array.hpp>
 #include <openssl/evp.h>
@@ -105,7 +105,7 @@ TEST(ServiceAccountTokens, RoundTripsWithRsaAndEcdsaKeys) {
     c.bound_name = "worker";
     c.bound_uid = "pod-uid";
     const std::string token = tokens->issue(c);
-    const auto header = registry::base64_decode(token.substr(0, token.find('.')));
+    const auto header = base::base64_decode(token.substr(0, token.find('.')));
     ASSERT_TRUE(header);
     EXPECT_NE(header->find(std::string(type) == "ec" ? "ES256" : "RS256"), std::string::npos);
     auto checked = tokens->verify(token, {});
@@ -142,7 +142,7 @@ TEST(ServiceAccountTokens, RefusesWhatItShould) {
   EXPECT_EQ(error_of(token), "invalid signature");
   // alg "none" is never accepted.
   std::string unsigned_token = tokens->issue(robot());
-  unsigned_token = registry::base64_encode(R"({"alg":"none"})", true) +
+  unsigned_token = base::base64_encode(R"({"alg":"none"})", true) +
                    unsigned_token.substr(unsigned_token.find('.'), unsigned_token.rfind('.') -
                                                                        unsigned_token.find('.') + 1);
   EXPECT_EQ(error_of(unsigned_token), "invalid signature");
@@ -188,14 +188,14 @@ TEST(ServiceAccountTokens, PublishesItsKeysAsAJwkSet) {
   ASSERT_EQ(keys.size(), 2u);
   EXPECT_EQ(keys[0].at("kty"), "EC");
   EXPECT_EQ(keys[0].at("crv"), "P-256");
-  EXPECT_EQ(registry::base64_decode(keys[0].at("x").as_string())->size(), 32u);
-  EXPECT_EQ(registry::base64_decode(keys[0].at("y").as_string())->size(), 32u);
+  EXPECT_EQ(base::base64_decode(keys[0].at("x").as_string())->size(), 32u);
+  EXPECT_EQ(base::base64_decode(keys[0].at("y").as_string())->size(), 32u);
   EXPECT_EQ(keys[1].at("kty"), "RSA");
-  EXPECT_EQ(registry::base64_decode(keys[1].at("n").as_string())->size(), 256u);
+  EXPECT_EQ(base::base64_decode(keys[1].at("n").as_string())->size(), 256u);
   EXPECT_EQ(keys[1].at("e"), "AQAB");
   // The signing key's kid is the one in the tokens' headers.
   const std::string token = tokens->issue(robot());
-  const auto header = registry::base64_decode(token.substr(0, token.find('.')));
+  const auto header = base::base64_decode(token.substr(0, token.find('.')));
   EXPECT_NE(header->find(std::string(keys[0].at("kid").as_string())), std::string::npos);
   auto config = tokens->openid_configuration();
   EXPECT_EQ(config.at("issuer"), "https://kwatch.test/");
@@ -204,12 +204,12 @@ TEST(ServiceAccountTokens, PublishesItsKeysAsAJwkSet) {
 }
 
 TEST(Base64, UrlAlphabetAndDecoding) {
-  EXPECT_EQ(registry::base64_encode(std::string("\xfb\xff", 2), true), "-_8");
-  EXPECT_EQ(registry::base64_decode("-_8"), std::string("\xfb\xff", 2));
-  EXPECT_EQ(registry::base64_decode("+/8="), std::string("\xfb\xff", 2));
-  EXPECT_EQ(registry::base64_decode("Zm9vYmFy"), "foobar");
-  EXPECT_FALSE(registry::base64_decode("Zm9v!"));
-  EXPECT_FALSE(registry::base64_decode("Z"));
+  EXPECT_EQ(base::base64_encode(std::string("\xfb\xff", 2), true), "-_8");
+  EXPECT_EQ(base::base64_decode("-_8"), std::string("\xfb\xff", 2));
+  EXPECT_EQ(base::base64_decode("+/8="), std::string("\xfb\xff", 2));
+  EXPECT_EQ(base::base64_decode("Zm9vYmFy"), "foobar");
+  EXPECT_FALSE(base::base64_decode("Zm9v!"));
+  EXPECT_FALSE(base::base64_decode("Z"));
 }
 
 }  // namespace

@@ -22,14 +22,14 @@ auto cells_at(system_clock::time_point now) {
 }
 
 TEST(Table, HumanDurationMatchesKubectlAges) {
-  EXPECT_EQ(human_duration(seconds(5)), "5s");
-  EXPECT_EQ(human_duration(seconds(119)), "119s");
-  EXPECT_EQ(human_duration(seconds(150)), "2m30s");
-  EXPECT_EQ(human_duration(minutes(45)), "45m");
-  EXPECT_EQ(human_duration(hours(5) + minutes(3)), "5h3m");
-  EXPECT_EQ(human_duration(hours(30)), "30h");
-  EXPECT_EQ(human_duration(hours(24 * 3 + 2)), "3d2h");
-  EXPECT_EQ(human_duration(hours(24 * 400)), "400d");
+  EXPECT_EQ(base::human_duration(seconds(5)), "5s");
+  EXPECT_EQ(base::human_duration(seconds(119)), "119s");
+  EXPECT_EQ(base::human_duration(seconds(150)), "2m30s");
+  EXPECT_EQ(base::human_duration(minutes(45)), "45m");
+  EXPECT_EQ(base::human_duration(hours(5) + minutes(3)), "5h3m");
+  EXPECT_EQ(base::human_duration(hours(30)), "30h");
+  EXPECT_EQ(base::human_duration(hours(24 * 3 + 2)), "3d2h");
+  EXPECT_EQ(base::human_duration(hours(24 * 400)), "400d");
 }
 
 TEST(Table, PodListBecomesRowsWithReadyAndStatus) {

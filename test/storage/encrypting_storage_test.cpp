@@ -2,7 +2,7 @@
 
 #include "storage/encryption_config.hpp"
 #include "storage/memory_storage.hpp"
-#include "storage/yaml_subset.hpp"
+#include "base/yaml_subset.hpp"
 
 #include <gtest/gtest.h>
 
@@ -76,7 +76,7 @@ std::shared_ptr<const ValueTransformer> transformer_from(const std::string& yaml
 // ---- The YAML subset ----
 
 TEST(YamlSubset, ReadsBlockMappingsSequencesCommentsAndFlowCollections) {
-  auto doc = parse_yaml_subset(
+  auto doc = base::parse_yaml_subset(
       "# a comment\n"
       "---\n"
       "kind: EncryptionConfiguration   # trailing comment\n"
@@ -93,22 +93,22 @@ TEST(YamlSubset, ReadsBlockMappingsSequencesCommentsAndFlowCollections) {
       "- - nested\n"
       "empty:\n");
   ASSERT_TRUE(doc) << doc.error();
-  ASSERT_EQ(doc->kind, YamlNode::Kind::mapping);
+  ASSERT_EQ(doc->kind, base::YamlNode::Kind::mapping);
   EXPECT_EQ(doc->find("kind")->scalar, "EncryptionConfiguration");
-  const YamlNode* resources = doc->find("resources");
-  ASSERT_EQ(resources->kind, YamlNode::Kind::sequence);
+  const base::YamlNode* resources = doc->find("resources");
+  ASSERT_EQ(resources->kind, base::YamlNode::Kind::sequence);
   ASSERT_EQ(resources->items.size(), 1u);
-  const YamlNode& r0 = resources->items[0];
+  const base::YamlNode& r0 = resources->items[0];
   ASSERT_EQ(r0.find("resources")->items.size(), 2u);
   EXPECT_EQ(r0.find("resources")->items[1].scalar, "configmaps");
-  const YamlNode* providers = r0.find("providers");
+  const base::YamlNode* providers = r0.find("providers");
   ASSERT_EQ(providers->items.size(), 2u);
-  EXPECT_EQ(providers->items[0].find("identity")->kind, YamlNode::Kind::mapping);
-  const YamlNode& key = providers->items[1].find("aesgcm")->find("keys")->items.at(0);
+  EXPECT_EQ(providers->items[0].find("identity")->kind, base::YamlNode::Kind::mapping);
+  const base::YamlNode& key = providers->items[1].find("aesgcm")->find("keys")->items.at(0);
   EXPECT_EQ(key.find("name")->scalar, "k'1");
   EXPECT_EQ(key.find("secret")->scalar, "a\xc3\xa9" "b");
   EXPECT_EQ(key.line, 10);
-  const YamlNode* list = doc->find("list");
+  const base::YamlNode* list = doc->find("list");
   ASSERT_EQ(list->items.size(), 3u);
   EXPECT_TRUE(list->items[1].is_null());
   EXPECT_EQ(list->items[2].items.at(0).scalar, "nested");
@@ -116,7 +116,7 @@ TEST(YamlSubset, ReadsBlockMappingsSequencesCommentsAndFlowCollections) {
 }
 
 TEST(YamlSubset, ReadsAJsonDocumentSpanningLines) {
-  auto doc = parse_yaml_subset("{\n  \"a\": [1, 2,\n    3],\n  \"b\": {\"c\": \"d\"}\n}\n");
+  auto doc = base::parse_yaml_subset("{\n  \"a\": [1, 2,\n    3],\n  \"b\": {\"c\": \"d\"}\n}\n");
   ASSERT_TRUE(doc) << doc.error();
   EXPECT_EQ(doc->find("a")->items.size(), 3u);
   EXPECT_EQ(doc->find("b")->find("c")->scalar, "d");
@@ -145,7 +145,7 @@ TEST(YamlSubset, RefusesWhatItDoesNotSupportNamingTheLine) {
             "1]\n",
             "line 1: collections nested more than 128 levels deep"},
        }) {
-    auto doc = parse_yaml_subset(c.text);
+    auto doc = base::parse_yaml_subset(c.text);
     ASSERT_FALSE(doc) << c.text;
     EXPECT_TRUE(doc.error().starts_with(c.error)) << c.text << " -> " << doc.error();
   }

@@ -32,7 +32,7 @@ namespace {
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
-using storage::Errc;
+using base::Errc;
 
 // Storage whose watch streams can be made to fail, to force the reflector to re-list.
 class BreakableStorage : public storage::Storage {
@@ -52,29 +52,29 @@ class BreakableStorage : public storage::Storage {
   std::atomic<bool> hold_lists{false};
   std::atomic<int> lists{0};
 
-  asio::awaitable<storage::Result<storage::KeyValue>> get(std::string k, std::int64_t r) override {
+  asio::awaitable<base::Result<storage::KeyValue>> get(std::string k, std::int64_t r) override {
     co_return co_await inner_->get(std::move(k), r);
   }
-  asio::awaitable<storage::Result<storage::ListResult>> list(storage::ListOptions o) override {
+  asio::awaitable<base::Result<storage::ListResult>> list(storage::ListOptions o) override {
     ++lists;
     co_await wait_while(hold_lists);
     co_return co_await inner_->list(std::move(o));
   }
-  asio::awaitable<storage::Result<storage::TxnResult>> put_if(std::string k, std::int64_t e,
+  asio::awaitable<base::Result<storage::TxnResult>> put_if(std::string k, std::int64_t e,
                                                               std::string v) override {
     co_return co_await inner_->put_if(std::move(k), e, std::move(v));
   }
-  asio::awaitable<storage::Result<storage::TxnResult>> delete_if(std::string k,
+  asio::awaitable<base::Result<storage::TxnResult>> delete_if(std::string k,
                                                                  std::int64_t e) override {
     co_return co_await inner_->delete_if(std::move(k), e);
   }
-  asio::awaitable<storage::Result<std::int64_t>> current_revision() override {
+  asio::awaitable<base::Result<std::int64_t>> current_revision() override {
     co_return co_await inner_->current_revision();
   }
-  asio::awaitable<storage::Result<void>> compact(std::int64_t r) override {
+  asio::awaitable<base::Result<void>> compact(std::int64_t r) override {
     co_return co_await inner_->compact(r);
   }
-  asio::awaitable<storage::Result<std::unique_ptr<storage::WatchStream>>> watch(
+  asio::awaitable<base::Result<std::unique_ptr<storage::WatchStream>>> watch(
       std::string prefix, std::int64_t start, storage::PrevKv prev_kv) override {
     ++watches;
     if (refuse_watches > 0) {
@@ -91,7 +91,7 @@ class BreakableStorage : public storage::Storage {
   struct Stream : storage::WatchStream {
     Stream(std::unique_ptr<storage::WatchStream> s, BreakableStorage* owner)
         : inner(std::move(s)), owner(owner) {}
-    asio::awaitable<storage::Result<storage::WatchBatch>> next() override {
+    asio::awaitable<base::Result<storage::WatchBatch>> next() override {
       co_await wait_while(owner->paused);
       auto b = co_await inner->next();
       if (owner->broken.exchange(false)) co_return owner->break_with.load();

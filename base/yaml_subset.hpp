@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kwatch::storage {
+namespace kwatch::base {
 
 struct YamlMember;
 
@@ -44,4 +44,4 @@ struct YamlMember {
 // Parses one document; an error reads "line N: what is wrong".
 boost::system::result<YamlNode, std::string> parse_yaml_subset(std::string_view text);
 
-}  // namespace kwatch::storage
+}  // namespace kwatch::base

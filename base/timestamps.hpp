@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-namespace kwatch::registry {
+namespace kwatch::base {
 
 inline std::string rfc3339(std::time_t t) {
   std::tm tm{};
@@ -55,4 +55,4 @@ inline std::string human_duration(std::chrono::seconds d) {
   return std::to_string(h / 24 / 365) + "y";
 }
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::base

@@ -10,7 +10,7 @@
 
 #include <type_traits>
 
-namespace kwatch::storage {
+namespace kwatch::base {
 
 enum class Errc {
   not_found = 1,   // key or object absent
@@ -41,7 +41,7 @@ inline boost::system::error_code make_error_code(Errc e) noexcept {
 template <class T>
 using Result = boost::system::result<T>;
 
-}  // namespace kwatch::storage
+}  // namespace kwatch::base
 
 template <>
-struct boost::system::is_error_code_enum<kwatch::storage::Errc> : std::true_type {};
+struct boost::system::is_error_code_enum<kwatch::base::Errc> : std::true_type {};

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace kwatch::registry {
+namespace kwatch::base {
 
 inline std::string base64_encode(std::string_view in, bool url = false) {
   const char* kAlphabet = url ? "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
@@ -66,4 +66,4 @@ inline std::optional<std::string> base64_decode(std::string_view in, bool url_on
   return out;
 }
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::base

@@ -12,7 +12,7 @@
 #include <random>
 #include <string_view>
 
-namespace kwatch::registry::detail {
+namespace kwatch::base {
 
 class SipHash {
  public:
@@ -88,4 +88,4 @@ class SipHash {
   std::size_t total_ = 0;
 };
 
-}  // namespace kwatch::registry::detail
+}  // namespace kwatch::base

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <unordered_map>
 
-namespace kwatch::storage {
+namespace kwatch::base {
 
 struct StringHash {
   using is_transparent = void;
@@ -21,4 +21,4 @@ struct StringHash {
 template <class V>
 using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
 
-}  // namespace kwatch::storage
+}  // namespace kwatch::base

@@ -1,8 +1,8 @@
-#include "storage/errc.hpp"
+#include "base/errc.hpp"
 
 #include <string>
 
-namespace kwatch::storage {
+namespace kwatch::base {
 namespace {
 
 class ErrcCategory final : public boost::system::error_category {
@@ -40,4 +40,4 @@ const boost::system::error_category& errc_category() noexcept {
   return category;
 }
 
-}  // namespace kwatch::storage
+}  // namespace kwatch::base

@@ -1,10 +1,10 @@
-#include "storage/yaml_subset.hpp"
+#include "base/yaml_subset.hpp"
 
 #include <cstdint>
 #include <set>
 #include <string>
 
-namespace kwatch::storage {
+namespace kwatch::base {
 
 const YamlNode* YamlNode::find(std::string_view key) const {
   for (const auto& m : members) {
@@ -533,4 +533,4 @@ boost::system::result<YamlNode, std::string> parse_yaml_subset(std::string_view 
   }
 }
 
-}  // namespace kwatch::storage
+}  // namespace kwatch::base
