@@ -90,6 +90,7 @@ ApiResponse json_response(unsigned status, const json::object& body) {
 
 ApiResponse error_response(const ApiError& error) {
   ApiResponse r = json_response(status_code(error.code).http, status_object(error));
+  r.error = std::make_shared<const ApiError>(error);
   if (error.retry_after_seconds > 0) {
     r.headers["Retry-After"] = std::to_string(error.retry_after_seconds);
   }
@@ -109,18 +110,10 @@ ApiResponse not_found_path() {
 }
 
 ApiResponse method_not_allowed(const std::string& method) {
-  ApiResponse r = json_response(
-      405, json::object{{"kind", "Status"},
-                        {"apiVersion", "v1"},
-                        {"metadata", json::object()},
-                        {"status", "Failure"},
-                        {"message", "the server does not allow this method on the requested "
-                                    "resource"},
-                        {"reason", "MethodNotAllowed"},
-                        {"details", json::object()},
-                        {"code", 405}});
   (void)method;
-  return r;
+  return error_response({Errc::method_not_allowed,
+                         "the server does not allow this method on the requested resource",
+                         {}});
 }
 
 // A boolean query parameter as kube's parameter codec reads it: absent, "0" or any case of
@@ -661,17 +654,10 @@ asio::awaitable<ApiResponse> ApiHandler::serve_audited(ApiRequest request) {
   event.code = response.status;
   if (response.status >= 400) {
     // kube copies an error's Status fields into responseStatus at level Metadata.
-    boost::system::error_code ec;
-    auto status = json::parse(response.body, ec);
-    if (!ec && status.is_object()) {
-      const auto& o = status.get_object();
-      auto text = [&](const char* field) {
-        const json::value* v = o.if_contains(field);
-        return v && v->is_string() ? std::string(v->get_string()) : std::string();
-      };
-      event.status = text("status");
-      event.reason = text("reason");
-      event.message = text("message");
+    if (response.error) {
+      event.status = "Failure";
+      event.reason = std::string(status_code(response.error->code).reason);
+      event.message = storage::to_valid_utf8(response.error->message);
     }
   }
   response.headers["Audit-Id"] = event.audit_id;
@@ -1127,21 +1113,13 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     } else if (type == "application/apply-patch+yaml" || type == "application/apply-patch+json") {
       patch_type = registry::PatchType::apply;
     } else {
-      ApiResponse r = json_response(
-          415, json::object{{"kind", "Status"},
-                            {"apiVersion", "v1"},
-                            {"metadata", json::object()},
-                            {"status", "Failure"},
-                            {"message", "the body of the request was in an unknown format - "
-                                        "accepted media types include: "
-                                        "application/json-patch+json, "
-                                        "application/merge-patch+json, "
-                                        "application/strategic-merge-patch+json, "
-                                        "application/apply-patch+yaml"},
-                            {"reason", "UnsupportedMediaType"},
-                            {"details", json::object()},
-                            {"code", 415}});
-      co_return r;
+      co_return error_response({Errc::unsupported_media_type,
+                                "the body of the request was in an unknown format - accepted "
+                                "media types include: application/json-patch+json, "
+                                "application/merge-patch+json, "
+                                "application/strategic-merge-patch+json, "
+                                "application/apply-patch+yaml",
+                                {}});
     }
     auto q = write_query(url, route.subresource);
     if (!q) co_return error_response(q.error());

@@ -11,6 +11,10 @@
 #include <utility>
 #include <vector>
 
+namespace kwatch::registry {
+struct ApiError;
+}
+
 namespace kwatch::watch {
 class WatchSession;
 struct CachedObject;
@@ -60,6 +64,9 @@ struct ApiResponse {
   unsigned status = 200;
   std::string content_type = "application/json";
   std::string body;
+  // A failure answered with its Status as the body: the error itself, for the audit record
+  // (which takes its reason and message from here, never from the rendered body).
+  std::shared_ptr<const registry::ApiError> error;
   std::map<std::string, std::string> headers;  // extra headers, e.g. Retry-After
   // Sent as one `Warning: 299 - "<text>"` header each, as kube-apiserver warns clients.
   std::vector<std::string> warnings;

@@ -325,6 +325,12 @@ def check_audit_log(t, path, ids):
                 e["userAgent"] == "security-e2e/1.0" and e["objectRef"]["resource"] == "secrets" and
                 e["annotations"]["authorization.k8s.io/decision"] == "allow", got)
     t.check("the get names its object", by_id.get(ids.get("get"), [{}])[0].get("objectRef", {}).get("name") == "s1")
+    # A failure's Status fields, as kube copies them into responseStatus at level Metadata.
+    missing = by_id.get(ids.get("missing"), [{}])[0].get("responseStatus", {})
+    t.check("the 404 line carries the Status's status, reason and message",
+            missing.get("status") == "Failure" and missing.get("reason") == "NotFound" and
+            'secrets "' in missing.get("message", "") and "not found" in missing["message"],
+            missing)
     # The watch ended when its client went: both stages, once each.
     stages = [e["stage"] for e in read_audit(path) if e["auditID"] == ids.get("watch")]
     t.check("a watch is logged when it starts and when it ends",
