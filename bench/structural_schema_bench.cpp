@@ -13,7 +13,7 @@
 #include "registry/builtin_kinds.hpp"
 #include "registry/scheme.hpp"
 #include "registry/structural_schema.hpp"
-#include "storage/stored_json.hpp"
+#include "apimachinery/stored_json.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
@@ -290,7 +290,7 @@ void BM_Parse(benchmark::State& state) {
   int size = static_cast<int>(state.range(0));
   const auto& t = text(size);
   for (auto _ : state) {
-    auto v = kwatch::storage::parse_json(t);
+    auto v = kwatch::apimachinery::parse_json(t);
     benchmark::DoNotOptimize(v);
   }
   label(state, size);

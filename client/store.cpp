@@ -1,5 +1,6 @@
 #include "client/store.hpp"
 
+#include "apimachinery/json_path.hpp"
 #include "client/object_meta.hpp"
 
 #include <boost/json/parse.hpp>
@@ -307,12 +308,15 @@ std::vector<Store::Object> Store::list() const {
   return out;
 }
 
-std::vector<Store::Object> Store::list(const LabelSelector& selector) const {
+std::vector<Store::Object> Store::list(const apimachinery::LabelSelector& selector) const {
   std::shared_lock lock(mutex_);
   std::vector<Object> out;
   for (const auto& [key, entry] : objects_) {
     Object o = read(entry);
-    if (selector.matches(*o)) out.push_back(std::move(o));
+    const json::object* meta = apimachinery::object_member(*o, "metadata");
+    const json::object* labels =
+        meta != nullptr ? apimachinery::object_member(*meta, "labels") : nullptr;
+    if (selector.matches(labels)) out.push_back(std::move(o));
   }
   return out;
 }

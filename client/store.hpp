@@ -15,7 +15,7 @@
 // Thread-safety: every member may be called from any thread (a shared mutex inside).
 #pragma once
 
-#include "client/label_selector.hpp"
+#include "apimachinery/label_selector.hpp"
 
 #include <boost/json/object.hpp>
 
@@ -83,8 +83,9 @@ class Store {
 
   Object get(const std::string& key) const;
   std::vector<Object> list() const;
-  // The Lister's list by label selector (see label_selector.hpp).
-  std::vector<Object> list(const LabelSelector& selector) const;
+  // The Lister's list by label selector (apimachinery::parse_label_selector reads one as
+  // kubectl -l does), matched against each object's metadata.labels.
+  std::vector<Object> list(const apimachinery::LabelSelector& selector) const;
   std::vector<Object> by_index(const std::string& index, const std::string& value) const;
   std::vector<std::string> keys() const;
   std::size_t size() const;

@@ -1,8 +1,8 @@
 #include "registry/builtin_columns.hpp"
 
 #include "registry/horizontal_pod_autoscaler.hpp"
-#include "registry/json_path.hpp"
-#include "registry/label_selector.hpp"
+#include "apimachinery/json_path.hpp"
+#include "apimachinery/label_selector.hpp"
 #include "base/timestamps.hpp"
 
 #include <boost/json/array.hpp>
@@ -18,6 +18,10 @@
 // server runs with Wide set: `-o wide` columns are priority 1 and always filled.
 
 namespace kwatch::registry {
+
+using apimachinery::find_field;
+using apimachinery::label_selector_from_json;
+using apimachinery::label_selector_from_map;
 
 namespace json = boost::json;
 using Clock = std::chrono::system_clock;

@@ -9,7 +9,7 @@
 #include "registry/builtin_validation.hpp"
 #include "registry/custom_resource_definition.hpp"
 #include "registry/field_type.hpp"
-#include "registry/json_path.hpp"
+#include "apimachinery/json_path.hpp"
 #include "registry/scheme.hpp"
 #include "registry/strategic_merge_patch.hpp"
 #include "registry/structural_schema.hpp"
@@ -21,6 +21,9 @@
 #include <stdexcept>
 
 namespace kwatch::registry {
+
+using apimachinery::Cause;
+using apimachinery::find_field;
 
 namespace json = boost::json;
 

@@ -13,6 +13,10 @@
 
 namespace kwatch::registry {
 
+using apimachinery::ApiError;
+using apimachinery::ApiResult;
+using base::Errc;
+
 namespace detail {
 // registry/schemas/builtin.json, generated into the build tree at configure time.
 extern const std::string_view kBuiltinSchemasJson;

@@ -22,7 +22,7 @@
 // number of threads at once. builtin() is a process-wide constant built on first use.
 #pragma once
 
-#include "registry/api_error.hpp"
+#include "apimachinery/api_error.hpp"
 #include "registry/strategic_merge_patch.hpp"
 
 #include <boost/json/object.hpp>
@@ -41,9 +41,10 @@ class KindSchemas {
   // The form compiled into kwatch (registry/schemas/builtin.json).
   static const KindSchemas& builtin();
 
-  // Parses a compact form. Errc::invalid with a message naming the definition and field on an
+  // Parses a compact form. base::Errc::invalid with a message naming the definition and field on an
   // unknown type string, a dangling reference, or a malformed attribute.
-  static ApiResult<std::shared_ptr<const KindSchemas>> load(std::string_view compact_json);
+  static apimachinery::ApiResult<std::shared_ptr<const KindSchemas>> load(
+      std::string_view compact_json);
 
   ~KindSchemas();
   KindSchemas(const KindSchemas&) = delete;

@@ -1,8 +1,8 @@
 #include "registry/builtin_validation.hpp"
 
-#include "registry/json_path.hpp"
-#include "registry/label_selector.hpp"
-#include "registry/validation.hpp"
+#include "apimachinery/json_path.hpp"
+#include "apimachinery/label_selector.hpp"
+#include "apimachinery/validation.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
@@ -20,6 +20,14 @@
 // validation, pkg/apis/batch/validation and the registry strategies that call them.
 
 namespace kwatch::registry {
+
+using apimachinery::LabelSelector;
+using apimachinery::find_field;
+using apimachinery::go_quote;
+using apimachinery::label_selector_from_json;
+using apimachinery::label_selector_from_map;
+using apimachinery::label_value_errors;
+using apimachinery::qualified_name_errors;
 
 namespace json = boost::json;
 

@@ -9,7 +9,7 @@
 // Pure functions; safe from any thread.
 #pragma once
 
-#include "registry/api_error.hpp"
+#include "apimachinery/api_error.hpp"
 
 #include <boost/json/fwd.hpp>
 
@@ -18,7 +18,7 @@
 
 namespace kwatch::registry {
 
-using Causes = std::vector<Cause>;
+using Causes = std::vector<apimachinery::Cause>;
 
 void validate_pod(const boost::json::object& pod, const boost::json::object* old, Causes& causes);
 void validate_replication_controller(const boost::json::object& rc,

@@ -1,9 +1,9 @@
 #include "registry/custom_resource_definition.hpp"
 
 #include "registry/field_type.hpp"
-#include "registry/json_path.hpp"
+#include "apimachinery/json_path.hpp"
 #include "registry/structural_schema.hpp"
-#include "registry/validation.hpp"
+#include "apimachinery/validation.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
@@ -17,6 +17,13 @@
 #include <unordered_set>
 
 namespace kwatch::registry {
+
+using apimachinery::dns1123_subdomain_errors;
+using apimachinery::go_quote;
+using apimachinery::invalid_error;
+using apimachinery::set_condition;
+using apimachinery::ApiResult;
+using apimachinery::Cause;
 
 namespace json = boost::json;
 
@@ -757,7 +764,7 @@ json::object& status_of(json::object& crd) {
 // SetCRDCondition: the transition time moves only when the status changes (or had none).
 void set_condition(json::object& crd, std::string_view type, std::string_view status,
                    std::string_view reason, std::string_view message, std::string_view now) {
-  json::object& cond = registry::set_condition(status_of(crd), type, status, now).condition;
+  json::object& cond = apimachinery::set_condition(status_of(crd), type, status, now).condition;
   cond["reason"] = reason;
   cond["message"] = message;
 }

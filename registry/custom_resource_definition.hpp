@@ -35,7 +35,7 @@
 // Pure functions on boost::json values: no I/O, no shared state; safe from any thread.
 #pragma once
 
-#include "registry/api_error.hpp"
+#include "apimachinery/api_error.hpp"
 #include "registry/scheme.hpp"
 #include "registry/structural_schema.hpp"
 
@@ -66,18 +66,18 @@ void default_custom_resource_definition(boost::json::object& crd);
 // storage version, on update from the old CRD's status plus the storage version). On updates:
 // spec.group and spec.names.plural are immutable, and spec.scope and spec.names.kind too once
 // `old` is Established. Empty when valid.
-std::vector<Cause> validate_custom_resource_definition(const boost::json::object& crd,
+std::vector<apimachinery::Cause> validate_custom_resource_definition(const boost::json::object& crd,
                                                        const boost::json::object* old);
 
 // The resources a CRD serves: one ResourceInfo per version with served: true (in spec order),
 // origin custom, keys under `storage_prefix` + "/<group>/<plural>/" as kube-apiserver stores
 // custom resources (ResourceInfo::key_resource), strategic merge patch off, the version's
 // compiled schema, subresources, printer columns and selectable fields ("spec.color"), and
-// storage_version = the storage version's name. Defaults a copy of `crd` first; Errc::invalid
+// storage_version = the storage version's name. Defaults a copy of `crd` first; base::Errc::invalid
 // with the causes of validate_custom_resource_definition(crd, nullptr) when it does not validate.
 // The versions' patterns are compiled through `patterns` (null: a cache of its own), so a caller
 // that offers it the cache of the definition's previous spec shares the unchanged ones.
-ApiResult<std::vector<ResourceInfo>> custom_resources(
+apimachinery::ApiResult<std::vector<ResourceInfo>> custom_resources(
     const boost::json::object& crd, const std::string& storage_prefix,
     std::shared_ptr<PatternCache> patterns = nullptr);
 

@@ -1,6 +1,6 @@
 #include "registry/deletion.hpp"
 
-#include "registry/json_path.hpp"
+#include "apimachinery/json_path.hpp"
 #include "registry/scheme.hpp"
 #include "base/timestamps.hpp"
 
@@ -11,6 +11,9 @@
 #include <vector>
 
 namespace kwatch::registry {
+
+using apimachinery::object_member;
+using apimachinery::string_member;
 
 namespace json = boost::json;
 

@@ -7,7 +7,7 @@
 // Pure functions on JSON; safe from any thread. Storage is the caller's (ResourceStore::remove).
 #pragma once
 
-#include "registry/api_error.hpp"
+#include "apimachinery/api_error.hpp"
 
 #include <boost/json/object.hpp>
 

@@ -1,7 +1,7 @@
 #include "registry/eviction.hpp"
 
-#include "registry/json_path.hpp"
-#include "registry/label_selector.hpp"
+#include "apimachinery/json_path.hpp"
+#include "apimachinery/label_selector.hpp"
 #include "registry/list_query.hpp"
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
@@ -13,6 +13,16 @@
 #include <vector>
 
 namespace kwatch::registry {
+
+using apimachinery::ApiError;
+using apimachinery::find_field;
+using apimachinery::set_condition;
+using apimachinery::ApiResult;
+using apimachinery::Cause;
+using base::Errc;
+using apimachinery::label_selector_from_json;
+using apimachinery::object_member;
+using apimachinery::string_member;
 
 namespace asio = boost::asio;
 namespace json = boost::json;

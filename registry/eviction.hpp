@@ -12,7 +12,7 @@
 // resourceVersion as precondition so that it did not turn ready meanwhile.
 #pragma once
 
-#include "registry/api_error.hpp"
+#include "apimachinery/api_error.hpp"
 #include "registry/deletion.hpp"
 
 #include <boost/asio/awaitable.hpp>
@@ -28,9 +28,10 @@ class Scheme;
 // Evicts pod `ns`/`name`. `eviction` is the posted policy/v1 Eviction, whose metadata.name must
 // be `name` (400 otherwise); `del` is its deleteOptions with the request's dryRun. Errors are the
 // Status kube answers with; success is nothing (the caller answers 201 Success).
-boost::asio::awaitable<ApiResult<void>> evict_pod(ResourceStore& store, const Scheme& scheme,
-                                                  std::string ns, std::string name,
-                                                  const boost::json::object& eviction,
-                                                  DeleteQuery del);
+boost::asio::awaitable<apimachinery::ApiResult<void>> evict_pod(ResourceStore& store,
+                                                                const Scheme& scheme,
+                                                                std::string ns, std::string name,
+                                                                const boost::json::object& eviction,
+                                                                DeleteQuery del);
 
 }  // namespace kwatch::registry

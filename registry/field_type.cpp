@@ -9,6 +9,10 @@
 
 namespace kwatch::registry {
 
+using apimachinery::ApiResult;
+using base::Errc;
+using apimachinery::api_error;
+
 namespace json = boost::json;
 
 const FieldType* FieldType::field(std::string_view name) const {

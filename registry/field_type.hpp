@@ -16,7 +16,7 @@
 // are pure functions.
 #pragma once
 
-#include "registry/api_error.hpp"
+#include "apimachinery/api_error.hpp"
 #include "registry/field_set.hpp"
 
 #include <boost/json/value.hpp>
@@ -67,14 +67,16 @@ class FieldTypes {
 };
 
 // The fields `value` sets: its scalars and atomic parts, every map entry, every item of a
-// granular list, and empty or null structure fields. Errc::bad_request when a granular list holds
-// the same item twice, an item of a keyed list lacks a key without default, or a structure holds
-// a field its schema does not declare, unless `allow_duplicates` (live objects, which may
+// granular list, and empty or null structure fields. base::Errc::bad_request when a granular list
+// holds the same item twice, an item of a keyed list lacks a key without default, or a structure
+// holds a field its schema does not declare, unless `allow_duplicates` (live objects, which may
 // predate these rules: the first of duplicates counts).
-ApiResult<FieldSet> field_set_of(const boost::json::value& value, const FieldType& type,
-                                 bool allow_duplicates = false);
-ApiResult<FieldSet> field_set_of(const boost::json::object& value, const FieldType& type,
-                                 bool allow_duplicates = false);
+apimachinery::ApiResult<FieldSet> field_set_of(const boost::json::value& value,
+                                               const FieldType& type,
+                                               bool allow_duplicates = false);
+apimachinery::ApiResult<FieldSet> field_set_of(const boost::json::object& value,
+                                               const FieldType& type,
+                                               bool allow_duplicates = false);
 
 // What changed from `before` to `after` (either may be null: absent). Removed and added
 // structures, maps and list items are paths of their own besides their contents. The members

@@ -1,6 +1,6 @@
 #include "registry/horizontal_pod_autoscaler.hpp"
 
-#include "registry/json_path.hpp"
+#include "apimachinery/json_path.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -10,6 +10,10 @@
 #include <string_view>
 
 namespace kwatch::registry {
+
+using apimachinery::string_member;
+using apimachinery::Cause;
+using apimachinery::object_member;
 
 namespace json = boost::json;
 

@@ -14,7 +14,7 @@
 // Pure functions over JSON objects; safe from any thread.
 #pragma once
 
-#include "registry/api_error.hpp"
+#include "apimachinery/api_error.hpp"
 
 #include <boost/json/object.hpp>
 
@@ -33,7 +33,8 @@ void default_horizontal_pod_autoscaler(boost::json::object& hpa);
 
 // ValidateHorizontalPodAutoscaler's rules that the schema cannot say.
 void validate_horizontal_pod_autoscaler(const boost::json::object& hpa,
-                                        const boost::json::object* old, std::vector<Cause>& causes);
+                                        const boost::json::object* old,
+                                        std::vector<apimachinery::Cause>& causes);
 
 // kubectl's TARGETS column (formatHPAMetrics) of a v2 or v1 object: "cpu: 20%/80%",
 // "<unknown>/100 (avg)", "... + 2 more...", "<none>".

@@ -7,6 +7,15 @@
 
 namespace kwatch::registry {
 
+using apimachinery::ApiError;
+using apimachinery::ApiResult;
+using base::Errc;
+using apimachinery::api_error;
+using apimachinery::decode_continue;
+using apimachinery::escape_field_value;
+using apimachinery::parse_field_selector;
+using apimachinery::parse_label_selector;
+
 namespace {
 
 ApiError bad_request(std::string message) { return api_error(Errc::bad_request, std::move(message)); }

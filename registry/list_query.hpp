@@ -5,10 +5,10 @@
 // Pure functions; the compiled query is a value type.
 #pragma once
 
-#include "registry/api_error.hpp"
-#include "registry/continue_token.hpp"
-#include "registry/field_selector.hpp"
-#include "registry/label_selector.hpp"
+#include "apimachinery/api_error.hpp"
+#include "apimachinery/continue_token.hpp"
+#include "apimachinery/field_selector.hpp"
+#include "apimachinery/label_selector.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -35,10 +35,10 @@ struct ListQuery {
 enum class ResourceVersionMatch { unset, not_older_than, exact };
 
 struct CompiledListQuery {
-  LabelSelector labels;
-  FieldSelector fields;
+  apimachinery::LabelSelector labels;
+  apimachinery::FieldSelector fields;
   std::int64_t limit = 0;  // 0: no limit
-  std::optional<ContinueToken> continue_token;
+  std::optional<apimachinery::ContinueToken> continue_token;
   // nullopt: unset (a consistent read); 0: "0" (any version); else at least / exactly this one.
   std::optional<std::int64_t> resource_version;
   ResourceVersionMatch match = ResourceVersionMatch::unset;
@@ -55,14 +55,17 @@ std::optional<std::int64_t> parse_resource_version(std::string_view text);
 
 // Checks a list's parameters as kube-apiserver does (400 BadRequest with its messages). Field
 // selectors may only name `info`'s selectable fields.
-ApiResult<CompiledListQuery> compile_list_query(const ResourceInfo& info, const ListQuery& query);
+apimachinery::ApiResult<CompiledListQuery> compile_list_query(const ResourceInfo& info,
+                                                              const ListQuery& query);
 // The same for a watch, whose rules differ: resourceVersionMatch only with sendInitialEvents,
 // no continue or limit. `name` (a watch of one object) adds metadata.name to the selector.
-ApiResult<CompiledListQuery> compile_watch_query(const ResourceInfo& info, const ListQuery& query,
-                                                 std::string_view name = {});
+apimachinery::ApiResult<CompiledListQuery> compile_watch_query(const ResourceInfo& info,
+                                                               const ListQuery& query,
+                                                               std::string_view name = {});
 
 // 504 Timeout with kube's ResourceVersionTooLarge cause and Retry-After 1: the version asked for
 // is ahead of what storage or the cache has.
-ApiError too_large_resource_version(std::int64_t resource_version, std::int64_t current);
+apimachinery::ApiError too_large_resource_version(std::int64_t resource_version,
+                                                  std::int64_t current);
 
 }  // namespace kwatch::registry

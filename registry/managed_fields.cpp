@@ -1,6 +1,6 @@
 #include "registry/managed_fields.hpp"
 
-#include "registry/json_path.hpp"
+#include "apimachinery/json_path.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -11,6 +11,16 @@
 #include <unordered_set>
 
 namespace kwatch::registry {
+
+using apimachinery::ApiError;
+using apimachinery::api_error;
+using apimachinery::invalid_error;
+using apimachinery::ApiResult;
+using apimachinery::Cause;
+using base::Errc;
+using apimachinery::equal_but_metadata_member;
+using apimachinery::object_member;
+using apimachinery::string_member;
 
 namespace json = boost::json;
 

@@ -20,7 +20,7 @@
 // Pure functions over JSON values; safe from any thread.
 #pragma once
 
-#include "registry/api_error.hpp"
+#include "apimachinery/api_error.hpp"
 #include "registry/field_set.hpp"
 #include "registry/field_type.hpp"
 
@@ -69,7 +69,7 @@ void track_update(const boost::json::object* live, boost::json::object& next,
 // yet), with its managedFields. Errors: 400 for a configuration of another version or kind,
 // with managedFields, or with a list it cannot merge (duplicate or key-less items); 409 with
 // one FieldManagerConflict cause per contested field unless `force`.
-ApiResult<boost::json::object> apply_configuration(const boost::json::object* live,
+apimachinery::ApiResult<boost::json::object> apply_configuration(const boost::json::object* live,
                                                    const boost::json::object& config,
                                                    const std::string& manager, bool force,
                                                    const FieldManagerScope& scope);
@@ -80,7 +80,7 @@ std::string manager_from_user_agent(std::string_view user_agent);
 
 // 422 for a fieldManager kube refuses (longer than 128 bytes, unprintable characters); `options`
 // is the kind of the request's options ("PatchOptions", "CreateOptions", "UpdateOptions").
-std::optional<ApiError> check_field_manager(const std::string& manager, bool apply,
+std::optional<apimachinery::ApiError> check_field_manager(const std::string& manager, bool apply,
                                             const std::string& options);
 
 }  // namespace kwatch::registry

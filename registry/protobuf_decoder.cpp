@@ -2,7 +2,7 @@
 
 #include "base/base64.hpp"
 
-#include "storage/stored_json.hpp"
+#include "apimachinery/stored_json.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/parse.hpp>
@@ -16,6 +16,10 @@
 #include <vector>
 
 namespace kwatch::registry {
+
+using apimachinery::ApiError;
+using apimachinery::ApiResult;
+using base::Errc;
 
 namespace detail {
 extern const std::string_view kProtobufSchemaJson;  // protobuf_schema_data.cpp (generated)
@@ -581,7 +585,7 @@ ApiResult<json::object> decode_protobuf_object(std::string_view bytes) {
   obj->emplace("kind", std::string(kind));
   // Protobuf strings are raw bytes; JSON, and so everything kwatch stores, must be UTF-8.
   json::value value(std::move(*obj));
-  if (auto problem = storage::json_problem(value)) {
+  if (auto problem = apimachinery::json_problem(value)) {
     return ApiError(Errc::bad_request,
                     "the protobuf body of the request is malformed: " + problem->message());
   }

@@ -11,7 +11,7 @@
 // data is lost; custom resources have no protobuf form. Pure functions; thread-safe.
 #pragma once
 
-#include "registry/api_error.hpp"
+#include "apimachinery/api_error.hpp"
 
 #include <boost/json/object.hpp>
 
@@ -22,7 +22,7 @@ namespace kwatch::registry {
 inline constexpr std::string_view kProtobufMediaType = "application/vnd.kubernetes.protobuf";
 
 // `bytes` is the whole body: the "k8s\0" magic, then a runtime.Unknown envelope.
-ApiResult<boost::json::object> decode_protobuf_object(std::string_view bytes);
+apimachinery::ApiResult<boost::json::object> decode_protobuf_object(std::string_view bytes);
 
 // Leaves out of `obj` (an object of a built-in kind, as JSON) what Go's encoding/json leaves out
 // once kube-apiserver has decoded it into the kind's struct: omitempty fields that are zero

@@ -14,9 +14,13 @@
 #include <unordered_map>
 #include <utility>
 
-#include "registry/label_selector.hpp"
+#include "apimachinery/label_selector.hpp"
 
 namespace kwatch::registry {
+
+using apimachinery::LabelSelector;
+using apimachinery::LabelOperator;
+using apimachinery::LabelRequirement;
 
 namespace json = boost::json;
 

@@ -1,6 +1,6 @@
 #include "registry/rbac_escalation.hpp"
 
-#include "registry/json_path.hpp"
+#include "apimachinery/json_path.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
@@ -14,6 +14,11 @@
 #include <vector>
 
 namespace kwatch::registry {
+
+using apimachinery::ApiError;
+using base::Errc;
+using apimachinery::object_member;
+using apimachinery::string_member;
 
 namespace json = boost::json;
 

@@ -19,7 +19,7 @@
 // from any thread, again for each retry of the write.
 #pragma once
 
-#include "registry/api_error.hpp"
+#include "apimachinery/api_error.hpp"
 #include "registry/rbac_authorizer.hpp"
 
 #include <boost/json/object.hpp>
@@ -40,14 +40,14 @@ class RbacAdmission {
 
   // Nothing when `next` (replacing `old`, null on create) may be written; otherwise 403
   // Forbidden in kube's words, or 404 for a binding's missing role.
-  std::optional<ApiError> admit(const boost::json::object* old,
+  std::optional<apimachinery::ApiError> admit(const boost::json::object* old,
                                 const boost::json::object& next) const;
 
  private:
-  std::optional<ApiError> admit_role(const boost::json::object* old,
+  std::optional<apimachinery::ApiError> admit_role(const boost::json::object* old,
                                      const boost::json::object& next) const;
-  std::optional<ApiError> admit_binding(const boost::json::object& next) const;
-  ApiError forbidden(std::string_view name, std::string reason) const;
+  std::optional<apimachinery::ApiError> admit_binding(const boost::json::object& next) const;
+  apimachinery::ApiError forbidden(std::string_view name, std::string reason) const;
 
   std::shared_ptr<const RbacPolicy> policy_;
   UserInfo user_;

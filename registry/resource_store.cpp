@@ -2,21 +2,21 @@
 
 #include "registry/service_allocator.hpp"
 
-#include "registry/continue_token.hpp"
+#include "apimachinery/continue_token.hpp"
 #include "registry/field_type.hpp"
-#include "registry/field_selector.hpp"
-#include "registry/json_patch.hpp"
-#include "registry/json_path.hpp"
-#include "registry/label_selector.hpp"
+#include "apimachinery/field_selector.hpp"
+#include "apimachinery/json_patch.hpp"
+#include "apimachinery/json_path.hpp"
+#include "apimachinery/label_selector.hpp"
 #include "registry/managed_fields.hpp"
-#include "registry/merge_patch.hpp"
+#include "apimachinery/merge_patch.hpp"
 #include "registry/protobuf_decoder.hpp"
 #include "registry/strategic_merge_patch.hpp"
 #include "registry/structural_schema.hpp"
 #include "base/timestamps.hpp"
-#include "registry/validation.hpp"
+#include "apimachinery/validation.hpp"
 #include "storage/storage.hpp"
-#include "storage/stored_json.hpp"
+#include "apimachinery/stored_json.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -37,6 +37,32 @@
 #include <random>
 
 namespace kwatch::registry {
+
+using apimachinery::ApiError;
+using apimachinery::api_error;
+using apimachinery::encode_continue;
+using apimachinery::invalid_error;
+using apimachinery::set_condition;
+using apimachinery::set_field;
+using apimachinery::ApiResult;
+using apimachinery::Cause;
+using apimachinery::ContinueToken;
+using base::Errc;
+using apimachinery::FieldSelector;
+using apimachinery::LabelSelector;
+using apimachinery::apply_json_patch;
+using apimachinery::apply_merge_patch;
+using apimachinery::dns1123_label_errors;
+using apimachinery::dns1123_subdomain_errors;
+using apimachinery::equal_but_metadata_member;
+using apimachinery::find_field;
+using apimachinery::label_selector_from_json;
+using apimachinery::label_selector_from_map;
+using apimachinery::label_value_errors;
+using apimachinery::object_member;
+using apimachinery::path_segment_errors;
+using apimachinery::qualified_name_errors;
+using apimachinery::string_member;
 
 namespace asio = boost::asio;
 namespace json = boost::json;
@@ -130,7 +156,7 @@ std::string random_suffix(std::size_t n) {
 ApiError invalid(const ResourceInfo& info, const std::string& name, std::vector<Cause> causes);
 
 // The stored form of an object about to be written, or why it must not be: nothing is committed
-// that the server could not read back (storage/stored_json.hpp) or that exceeds the size limit.
+// that the server could not read back (apimachinery/stored_json.hpp) or that exceeds the size limit.
 // A custom resource served by several versions is stored as its storage version and served as
 // the version asked for (conversion strategy None: only apiVersion changes).
 bool converts(const ResourceInfo& info) {
@@ -151,15 +177,15 @@ bool stored_differently(const ResourceInfo& info) {
 
 ApiResult<std::string> serialize_checked(const ResourceInfo& info, const std::string& name,
                                          const json::value& value) {
-  if (auto problem = storage::json_problem(value)) {
+  if (auto problem = apimachinery::json_problem(value)) {
     return invalid(info, name, {{"FieldValueInvalid", "Invalid value: " + problem->what,
                                  problem->path}});
   }
   std::string text = json::serialize(value);
-  if (text.size() > storage::kMaxObjectBytes) {
+  if (text.size() > apimachinery::kMaxObjectBytes) {
     return api_error(Errc::too_large, "Request entity too large: the object is " +
                                           std::to_string(text.size()) + " bytes, the limit is " +
-                                          std::to_string(storage::kMaxObjectBytes));
+                                          std::to_string(apimachinery::kMaxObjectBytes));
   }
   return text;
 }
@@ -190,7 +216,7 @@ const boost::system::error_code kDryRunDone =
 ApiError unreadable(const storage::KeyValue& kv, const std::string& problem) {
   return api_error(Errc::internal,
                    "Internal error occurred: the object stored at " +
-                       storage::to_valid_utf8(kv.key) + " cannot be decoded (" + problem +
+                       apimachinery::to_valid_utf8(kv.key) + " cannot be decoded (" + problem +
                        "); only deleting it with the option "
                        "ignoreStoreReadErrorWithClusterBreakingPotential=true is possible");
 }
@@ -620,7 +646,7 @@ ResourceStore::ResourceStore(std::shared_ptr<storage::Storage> storage,
 ApiResult<json::object> ResourceStore::decode(const KeyValue& kv, json::storage_ptr sp) {
   if (!kv.read_error.empty()) return unreadable(kv, kv.read_error);  // e.g. failed to decrypt
   std::string problem;
-  auto v = storage::parse_json(kv.value, &problem, std::move(sp));
+  auto v = apimachinery::parse_json(kv.value, &problem, std::move(sp));
   if (!v) return unreadable(kv, problem);
   if (!v->is_object()) return unreadable(kv, "not a JSON object");
   json::object& obj = v->get_object();
@@ -718,7 +744,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::list(const ResourceInfo&
       auto obj = served_form(info, decode(kv));
       if (!obj) {
         // One unreadable object must not hide all the others from every client that lists.
-        spdlog::warn("list {}: skipping {}: {}", info.resource, storage::to_valid_utf8(kv.key),
+        spdlog::warn("list {}: skipping {}: {}", info.resource, apimachinery::to_valid_utf8(kv.key),
                      obj.error().message);
         continue;
       }
@@ -885,7 +911,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::guarded_update(
   std::optional<json::object> cached;
   std::optional<KeyValue> suggested;
   if (auto hit = state_cache_ ? state_cache_->lookup(info, key) : std::nullopt) {
-    auto v = storage::parse_json(*hit->json, nullptr, arena);
+    auto v = apimachinery::parse_json(*hit->json, nullptr, arena);
     if (v && v->is_object()) {
       cached = std::move(v->get_object());
       suggested.emplace();
@@ -1257,7 +1283,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInf
     if (!obj && query.ignore_read_errors) {
       spdlog::warn("deleting {}, which cannot be decoded, as asked "
                    "(ignoreStoreReadErrorWithClusterBreakingPotential)",
-                   storage::to_valid_utf8(key));
+                   apimachinery::to_valid_utf8(key));
       if (query.dry_run) co_return success_status(info, name, "");
       auto d = co_await storage_->delete_if(key, current->mod_revision);
       if (!d) co_return from_storage(info, name, d.error());

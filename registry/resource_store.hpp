@@ -10,7 +10,7 @@
 // Cancellation: operations are not cancellable once started (each storage call is short).
 #pragma once
 
-#include "registry/api_error.hpp"
+#include "apimachinery/api_error.hpp"
 #include "registry/deletion.hpp"
 #include "registry/list_query.hpp"
 #include "registry/scheme.hpp"
@@ -67,13 +67,13 @@ struct WriteQuery {
   // state it replaces (null on create); an error refuses the write. It runs inside the guarded
   // write, so it sees exactly what is stored, patches and applies included, and judges again
   // when a conflict makes the write start over.
-  std::function<std::optional<ApiError>(const boost::json::object* old,
+  std::function<std::optional<apimachinery::ApiError>(const boost::json::object* old,
                                         const boost::json::object& next)>
       admit;
 };
 
 // `configmaps "x" not found`, as kube-apiserver words it, with the Status details.
-ApiError not_found_error(const ResourceInfo& info, const std::string& name);
+apimachinery::ApiError not_found_error(const ResourceInfo& info, const std::string& name);
 
 // Recent object states that updates may start from instead of reading storage: in the server,
 // the watch caches. Answers may lag behind storage; an update still compare-and-swaps against
@@ -92,13 +92,13 @@ class StateCache {
 };
 
 // `current` with `patch` (of `type`) applied, as a PATCH request does before validation.
-ApiResult<boost::json::object> apply_patch(const ResourceInfo& info, PatchType type,
+apimachinery::ApiResult<boost::json::object> apply_patch(const ResourceInfo& info, PatchType type,
                                            const boost::json::object& current,
                                            const boost::json::value& patch);
 
 // `config` (an apply patch body) applied to `current` (null when absent) for `query`'s field
 // manager, as ResourceStore::apply does before the write (registry/managed_fields.hpp).
-ApiResult<boost::json::object> apply_configuration(const ResourceInfo& info,
+apimachinery::ApiResult<boost::json::object> apply_configuration(const ResourceInfo& info,
                                                    const boost::json::object* current,
                                                    const boost::json::object& config,
                                                    const WriteQuery& query);
@@ -111,56 +111,47 @@ class ResourceStore {
   ResourceStore(std::shared_ptr<storage::Storage> storage, std::shared_ptr<Scheme> scheme,
                 std::shared_ptr<const StateCache> state_cache = nullptr);
 
-  boost::asio::awaitable<ApiResult<boost::json::object>> get(const ResourceInfo& info,
+  boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> get(const ResourceInfo& info,
                                                              std::string ns, std::string name,
                                                              std::string resource_version);
   // The list object (`<Kind>List`) with items, resourceVersion, continue and remainingItemCount.
-  boost::asio::awaitable<ApiResult<boost::json::object>> list(const ResourceInfo& info,
-                                                              std::string ns,
-                                                              CompiledListQuery query);
-  boost::asio::awaitable<ApiResult<boost::json::object>> create(const ResourceInfo& info,
-                                                                std::string ns,
-                                                                boost::json::object body,
-                                                                WriteQuery query);
-  boost::asio::awaitable<ApiResult<boost::json::object>> update(const ResourceInfo& info,
-                                                                std::string ns, std::string name,
-                                                                boost::json::object body,
-                                                                WriteQuery query);
-  boost::asio::awaitable<ApiResult<boost::json::object>> patch(const ResourceInfo& info,
-                                                               std::string ns, std::string name,
-                                                               PatchType type,
-                                                               boost::json::value patch,
-                                                               WriteQuery query);
+  boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> list(
+      const ResourceInfo& info, std::string ns, CompiledListQuery query);
+  boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> create(
+      const ResourceInfo& info, std::string ns, boost::json::object body, WriteQuery query);
+  boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> update(
+      const ResourceInfo& info, std::string ns, std::string name, boost::json::object body,
+      WriteQuery query);
+  boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> patch(
+      const ResourceInfo& info, std::string ns, std::string name, PatchType type,
+      boost::json::value patch, WriteQuery query);
   // Server-side apply: `config` merged into the object, created when it does not exist
   // (`*created` tells which), with field ownership and conflicts (registry/managed_fields.hpp).
-  boost::asio::awaitable<ApiResult<boost::json::object>> apply(const ResourceInfo& info,
-                                                               std::string ns, std::string name,
-                                                               boost::json::object config,
-                                                               WriteQuery query, bool* created);
+  boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> apply(
+      const ResourceInfo& info, std::string ns, std::string name, boost::json::object config,
+      WriteQuery query, bool* created);
   // pods/binding: puts the pod on `binding.target.name` (a Node) with the binding's
   // annotations and a True PodScheduled condition; 409 when it is on a node already or being
   // deleted, 422 for a target that is not a named Node.
-  boost::asio::awaitable<ApiResult<boost::json::object>> bind(const ResourceInfo& info,
-                                                              std::string ns, std::string name,
-                                                              boost::json::object binding,
-                                                              WriteQuery query);
+  boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> bind(
+      const ResourceInfo& info, std::string ns, std::string name, boost::json::object binding,
+      WriteQuery query);
   // Deletes as kube-apiserver does (registry/deletion.hpp): an object that stays (finalizers,
   // a pod's grace period, a terminating namespace) is answered with its new state; one deleted
   // now with itself (its resourceVersion the delete's revision) or a Status naming it, by kind.
-  boost::asio::awaitable<ApiResult<boost::json::object>> remove(const ResourceInfo& info,
-                                                                std::string ns, std::string name,
-                                                                DeleteQuery query);
+  boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> remove(
+      const ResourceInfo& info, std::string ns, std::string name, DeleteQuery query);
   // Deletes every object matching the selectors; the result is the list of them as they were.
-  boost::asio::awaitable<ApiResult<boost::json::object>> remove_collection(
+  boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> remove_collection(
       const ResourceInfo& info, std::string ns, CompiledListQuery query, DeleteQuery del);
 
   // The scale subresource (autoscaling/v1 Scale) of a resource that has one (`info.scale`):
   // `mutate` null reads it; otherwise it gets the current Scale and returns the new one, whose
   // spec.replicas is written to the object (with its metadata.resourceVersion as precondition).
-  using ScaleFn = std::function<ApiResult<boost::json::object>(boost::json::object scale)>;
-  boost::asio::awaitable<ApiResult<boost::json::object>> scale(const ResourceInfo& info,
-                                                               std::string ns, std::string name,
-                                                               ScaleFn mutate, WriteQuery query);
+  using ScaleFn =
+      std::function<apimachinery::ApiResult<boost::json::object>(boost::json::object scale)>;
+  boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> scale(
+      const ResourceInfo& info, std::string ns, std::string name, ScaleFn mutate, WriteQuery query);
 
   // --enable-garbage-collector: whether deletes add the `orphan` and `foregroundDeletion`
   // finalizers the garbage collector acts on. On by default; set before serving.
@@ -173,42 +164,39 @@ class ResourceStore {
   }
 
   // Whether storage answers within `timeout` (the health checks).
-  boost::asio::awaitable<ApiResult<void>> ping(std::chrono::milliseconds timeout);
+  boost::asio::awaitable<apimachinery::ApiResult<void>> ping(std::chrono::milliseconds timeout);
 
   // Creates the namespace if it is absent (start-up defaults).
-  boost::asio::awaitable<ApiResult<void>> ensure_namespace(std::string name);
+  boost::asio::awaitable<apimachinery::ApiResult<void>> ensure_namespace(std::string name);
   // Creates `body` (in its metadata.namespace when `info` is namespaced) if no object of its
   // name exists; an existing one is left as it is (start-up defaults such as the bootstrap RBAC
   // roles and the `kubernetes` Service).
-  boost::asio::awaitable<ApiResult<void>> ensure(const ResourceInfo& info, boost::json::object body);
+  boost::asio::awaitable<apimachinery::ApiResult<void>> ensure(const ResourceInfo& info,
+                                                               boost::json::object body);
 
   // Parses a stored object (allocated from `sp`) and sets `metadata.resourceVersion` to its mod
   // revision; an object that cannot be decoded is a 500 naming its key and the way to delete it.
-  static ApiResult<boost::json::object> decode(const storage::KeyValue& kv,
+  static apimachinery::ApiResult<boost::json::object> decode(const storage::KeyValue& kv,
                                                boost::json::storage_ptr sp = {});
 
  private:
   // 404 when the namespace is absent, 403 when it is being deleted (NamespaceLifecycle);
   // `name` is the created object's, "" when it is to be generated.
-  boost::asio::awaitable<ApiResult<void>> check_namespace(const ResourceInfo& info,
+  boost::asio::awaitable<apimachinery::ApiResult<void>> check_namespace(const ResourceInfo& info,
                                                           const std::string& ns,
                                                           const std::string& name);
-  using MutateFn =
-      std::function<ApiResult<boost::json::object>(const boost::json::object& current)>;
+  using MutateFn = std::function<apimachinery::ApiResult<boost::json::object>(
+      const boost::json::object& current)>;
   // An update of the object `mutate` makes from the current one; Services get their
   // allocations worked out first, then every kind goes through guarded_update.
-  boost::asio::awaitable<ApiResult<boost::json::object>> write_update(const ResourceInfo& info,
-                                                                      std::string ns,
-                                                                      std::string name,
-                                                                      WriteQuery query,
-                                                                      MutateFn mutate);
+  boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> write_update(
+      const ResourceInfo& info, std::string ns, std::string name, WriteQuery query,
+      MutateFn mutate);
   // The compare-and-swap write of an update, with kube's update rules (metadata kept, status
   // halves, generation, finalizers, validation).
-  boost::asio::awaitable<ApiResult<boost::json::object>> guarded_update(const ResourceInfo& info,
-                                                                        std::string ns,
-                                                                        std::string name,
-                                                                        WriteQuery query,
-                                                                        MutateFn mutate);
+  boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> guarded_update(
+      const ResourceInfo& info, std::string ns, std::string name, WriteQuery query,
+      MutateFn mutate);
 
   std::shared_ptr<storage::Storage> storage_;
   std::shared_ptr<Scheme> scheme_;

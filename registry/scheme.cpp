@@ -1,7 +1,7 @@
 #include "registry/scheme.hpp"
 
 #include "registry/builtin_kinds.hpp"
-#include "registry/json_path.hpp"
+#include "apimachinery/json_path.hpp"
 
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
@@ -10,6 +10,8 @@
 #include <mutex>
 
 namespace kwatch::registry {
+
+using apimachinery::find_field;
 
 namespace json = boost::json;
 

@@ -10,7 +10,7 @@
 // (a controller, the garbage collector) keeps its group/version/resource and looks it up again.
 #pragma once
 
-#include "registry/api_error.hpp"
+#include "apimachinery/api_error.hpp"
 
 #include <boost/json/fwd.hpp>
 
@@ -71,7 +71,7 @@ struct KindHooks {
   // Rules the schema cannot say (a pod's containers need images); appends causes. `old` is the
   // stored object on updates, null on creates.
   std::function<void(const boost::json::object& obj, const boost::json::object* old,
-                     std::vector<Cause>& causes)>
+                     std::vector<apimachinery::Cause>& causes)>
       validate;
   // A kind served over another kind's objects (events.k8s.io/v1 Event over core/v1 Event): its
   // object in the stored kind's form before a write, and back after a read. Both or neither.

@@ -1,6 +1,6 @@
 #include "registry/service_allocator.hpp"
 
-#include "registry/json_path.hpp"
+#include "apimachinery/json_path.hpp"
 #include "storage/storage.hpp"
 
 #include <boost/json/array.hpp>
@@ -13,6 +13,14 @@
 #include <set>
 
 namespace kwatch::registry {
+
+using apimachinery::ApiError;
+using apimachinery::api_error;
+using apimachinery::ApiResult;
+using apimachinery::Cause;
+using base::Errc;
+using apimachinery::object_member;
+using apimachinery::string_member;
 
 namespace json = boost::json;
 

@@ -12,7 +12,7 @@
 // (each storage call is short).
 #pragma once
 
-#include "registry/api_error.hpp"
+#include "apimachinery/api_error.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
@@ -56,10 +56,9 @@ class ServiceAllocator {
   // old object held and the new one omits are kept (a change of an allocated IP is refused);
   // a cluster IP and node ports the type needs are allocated or checked and reserved. 422 with
   // kube's causes for a value out of range or held by another Service.
-  boost::asio::awaitable<ApiResult<ServiceReservation>> allocate(boost::json::object& service,
-                                                                 const std::string& ns,
-                                                                 const std::string& name,
-                                                                 const boost::json::object* old);
+  boost::asio::awaitable<apimachinery::ApiResult<ServiceReservation>> allocate(
+      boost::json::object& service, const std::string& ns, const std::string& name,
+      const boost::json::object* old);
   // Releases `reservation` (a write that did not happen); a key another Service holds by now
   // is left alone.
   boost::asio::awaitable<void> release(ServiceReservation reservation);

@@ -28,6 +28,11 @@
 
 namespace kwatch::registry {
 
+using apimachinery::api_error;
+using apimachinery::ApiError;
+using apimachinery::ApiResult;
+using base::Errc;
+
 namespace detail {
 struct PatchSchemaNode {
   std::optional<PatchRule> rule;

@@ -27,7 +27,7 @@
 // constants, safe to read from any thread.
 #pragma once
 
-#include "registry/api_error.hpp"
+#include "apimachinery/api_error.hpp"
 
 #include <boost/json/value.hpp>
 
@@ -83,13 +83,12 @@ class PatchSchema {
 // the kind's own `ResourceInfo::patch_schema`; this serves tools and tests.
 const PatchSchema& builtin_patch_schema(std::string_view group, std::string_view kind);
 
-// Applies `patch` (must be an object) to `original`. Errors: Errc::bad_request for malformed
+// Applies `patch` (must be an object) to `original`. Errors: base::Errc::bad_request for malformed
 // patches and unmergeable data (with the strategicpatch texts, e.g. "invalid patch format of
 // retainKeys", "map: map[image:nginx] does not contain declared merge key: name"),
-// Errc::invalid for lists of lists ("the server rejected our request due to an error in our
+// base::Errc::invalid for lists of lists ("the server rejected our request due to an error in our
 // request", as kube answers).
-ApiResult<boost::json::value> apply_strategic_merge_patch(const boost::json::value& original,
-                                                          const boost::json::value& patch,
-                                                          const PatchSchema& schema);
+apimachinery::ApiResult<boost::json::value> apply_strategic_merge_patch(
+    const boost::json::value& original, const boost::json::value& patch, const PatchSchema& schema);
 
 }  // namespace kwatch::registry

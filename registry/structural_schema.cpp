@@ -1,7 +1,7 @@
 #include "registry/structural_schema.hpp"
 
 #include "base/sip_hash.hpp"
-#include "registry/validation.hpp"
+#include "apimachinery/validation.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
@@ -27,6 +27,12 @@
 #include <utility>
 
 namespace kwatch::registry {
+
+using apimachinery::ApiError;
+using apimachinery::go_quote;
+using apimachinery::ApiResult;
+using apimachinery::Cause;
+using base::Errc;
 
 namespace json = boost::json;
 

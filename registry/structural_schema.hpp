@@ -47,7 +47,7 @@
 // apply_defaults() belongs to the caller and is modified in place.
 #pragma once
 
-#include "registry/api_error.hpp"
+#include "apimachinery/api_error.hpp"
 
 #include <boost/json/fwd.hpp>
 
@@ -135,13 +135,14 @@ struct SchemaTree;
 class StructuralSchema {
  public:
   // Deepest nesting of schemas compile() accepts (properties, items, junctors), and deepest
-  // level of a value any walk descends to (storage allows 100, see storage/stored_json.hpp).
+  // level of a value any walk descends to (storage allows 100, see apimachinery/stored_json.hpp).
   static constexpr std::size_t kMaxSchemaDepth = 128;
   static constexpr std::size_t kMaxValueDepth = 256;
 
-  // The compiled schema, or Errc::invalid with one cause per problem (kube's order: structural
-  // problems sorted, then the others; defaults are only checked on an otherwise valid schema).
-  static ApiResult<std::shared_ptr<const StructuralSchema>> compile(
+  // The compiled schema, or base::Errc::invalid with one cause per problem (kube's order:
+  // structural problems sorted, then the others; defaults are only checked on an otherwise valid
+  // schema).
+  static apimachinery::ApiResult<std::shared_ptr<const StructuralSchema>> compile(
       const boost::json::value& schema, const SchemaCompileOptions& options = {});
 
   ~StructuralSchema();
@@ -153,7 +154,7 @@ class StructuralSchema {
   // (`spec.containers[0].ports[1].containerPort`; map keys as `spec.labels[app]` where kube writes
   // them so); causes that kube attaches to no field carry `path_prefix`, or "<nil>" without one.
   // Empty when valid. Does not modify `value`.
-  std::vector<Cause> validate(const boost::json::value& value,
+  std::vector<apimachinery::Cause> validate(const boost::json::value& value,
                               std::string_view path_prefix = {}) const;
 
   // Removes the fields the schema does not know, treating `value` as a resource root

@@ -9,7 +9,7 @@
 #include "server/token_file.hpp"
 #include "registry/resource_store.hpp"
 #include "base/timestamps.hpp"
-#include "storage/stored_json.hpp"
+#include "apimachinery/stored_json.hpp"
 #include "storage/storage.hpp"
 #include "watch/cacher.hpp"
 
@@ -26,9 +26,9 @@ namespace kwatch::server {
 
 namespace asio = boost::asio;
 namespace json = boost::json;
-using registry::ApiError;
-using registry::ApiResult;
-using registry::Errc;
+using apimachinery::ApiError;
+using apimachinery::ApiResult;
+using base::Errc;
 
 namespace {
 
@@ -94,7 +94,7 @@ std::shared_ptr<const registry::RbacPolicy> RbacPolicySource::rebuild() {
     // Read before the list: the list holds at least everything up to it.
     covered = std::min(covered, cacher->resource_version());
     for (const auto& object : cacher->list(info->key_prefix(), "", 0, nullptr).objects) {
-      auto v = storage::parse_json(object->json);
+      auto v = apimachinery::parse_json(object->json);
       if (v && v->is_object()) lists[i].push_back(std::move(v->get_object()));
     }
   }
@@ -158,7 +158,7 @@ RbacPolicySource::build_from_storage(std::int64_t revision) {
     }
     for (const auto& kv : listed->kvs) {
       if (!kv.read_error.empty()) continue;  // what no provider opens grants nothing
-      auto v = storage::parse_json(kv.value);
+      auto v = apimachinery::parse_json(kv.value);
       if (v && v->is_object()) lists[i].push_back(std::move(v->get_object()));
     }
   }
@@ -264,7 +264,7 @@ ApiResult<json::object> subject_access_review(const AccessOptions& options, json
   }
   const json::object* res = object_at(spec, "resourceAttributes");
   const json::object* non = object_at(spec, "nonResourceAttributes");
-  std::vector<registry::Cause> causes;
+  std::vector<apimachinery::Cause> causes;
   if (user.name.empty() && user.groups.empty()) {
     causes.push_back({"FieldValueInvalid",
                       "Invalid value: \"\": at least one of user or group must be specified",
@@ -277,7 +277,7 @@ ApiResult<json::object> subject_access_review(const AccessOptions& options, json
                       "spec.resourceAttributes"});
   }
   if (!causes.empty()) {
-    return registry::invalid_error("authorization.k8s.io", kind, "", std::move(causes));
+    return apimachinery::invalid_error("authorization.k8s.io", kind, "", std::move(causes));
   }
   if (local) {
     json::object& r = body["spec"].as_object()["resourceAttributes"].as_object();
@@ -340,7 +340,7 @@ asio::awaitable<std::optional<std::string>> live_uid(const AccessOptions& option
   std::optional<json::object> object;
   if (auto cacher = options.cachers ? options.cachers->find(*info) : nullptr) {
     if (auto cached = cacher->get(info->key(ns, name))) {
-      auto v = storage::parse_json(cached->json);
+      auto v = apimachinery::parse_json(cached->json);
       if (v && v->is_object()) object = std::move(v->get_object());
     }
   }
@@ -430,8 +430,8 @@ asio::awaitable<std::optional<TokenReviewResult>> authenticate_token(
   co_return out;
 }
 
-asio::awaitable<registry::ApiResult<registry::UserInfo>> authenticate(const AccessOptions& options,
-                                                                      const ApiRequest& request) {
+asio::awaitable<apimachinery::ApiResult<registry::UserInfo>> authenticate(
+    const AccessOptions& options, const ApiRequest& request) {
   // kube-apiserver's order: a client certificate, then a bearer token. A credential that fails
   // does not fall back to anonymous: with no other credential that succeeds, it is a 401.
   bool failed = false;

@@ -8,7 +8,7 @@
 #pragma once
 
 #include "registry/rbac_authorizer.hpp"
-#include "registry/api_error.hpp"
+#include "apimachinery/api_error.hpp"
 #include "server/http_types.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -55,7 +55,7 @@ class RbacPolicySource : public std::enable_shared_from_this<RbacPolicySource> {
   // policy when it is new enough, else one rebuilt from the caches once they have caught up
   // (published for everyone), else one built from a storage list. `unavailable` (503, Retry-After)
   // while no policy is loaded or storage does not answer. Any executor.
-  boost::asio::awaitable<registry::ApiResult<std::shared_ptr<const registry::RbacPolicy>>>
+  boost::asio::awaitable<apimachinery::ApiResult<std::shared_ptr<const registry::RbacPolicy>>>
   consistent();
 
  private:
@@ -64,7 +64,7 @@ class RbacPolicySource : public std::enable_shared_from_this<RbacPolicySource> {
   // Builds a policy from the caches and publishes it unless a newer one was published meanwhile;
   // null when a cache is not ready. Any thread.
   std::shared_ptr<const registry::RbacPolicy> rebuild();
-  boost::asio::awaitable<registry::ApiResult<std::shared_ptr<const registry::RbacPolicy>>>
+  boost::asio::awaitable<apimachinery::ApiResult<std::shared_ptr<const registry::RbacPolicy>>>
   build_from_storage(std::int64_t revision);
 
   std::shared_ptr<registry::Scheme> scheme_;
@@ -112,7 +112,7 @@ bool is_health_probe(std::string_view target);
 // The user a request's client certificate or Authorization header names, anonymous when it
 // names none (or no token authenticator is configured) and that is allowed; 401 Unauthorized
 // otherwise.
-boost::asio::awaitable<registry::ApiResult<registry::UserInfo>> authenticate(
+boost::asio::awaitable<apimachinery::ApiResult<registry::UserInfo>> authenticate(
     const AccessOptions& options, const ApiRequest& request);
 
 // The review objects clients ask about themselves with (kubectl auth can-i, can-i --list,
@@ -127,26 +127,26 @@ boost::json::object self_subject_rules_review(const AccessOptions& options,
 boost::json::object self_subject_review(const registry::UserInfo& user);
 // SubjectAccessReview (any user, from spec.user/groups/uid) and, with a namespace,
 // LocalSubjectAccessReview (whose resourceAttributes.namespace must be that namespace).
-registry::ApiResult<boost::json::object> subject_access_review(const AccessOptions& options,
+apimachinery::ApiResult<boost::json::object> subject_access_review(const AccessOptions& options,
                                                                boost::json::object body,
                                                                std::string_view local_namespace);
 // TokenReview: whether spec.token is good for spec.audiences, and whose it is.
-boost::asio::awaitable<registry::ApiResult<boost::json::object>> token_review(
+boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> token_review(
     const AccessOptions& options, boost::json::object body);
 // TokenRequest (POST serviceaccounts/<name>/token, `kubectl create token`): a token for the
 // account in `ns`, for spec.audiences (default: the API's), spec.expirationSeconds (default an
 // hour, at least ten minutes), optionally bound to a Pod, Secret or Node.
-boost::asio::awaitable<registry::ApiResult<boost::json::object>> token_request(
+boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> token_request(
     const AccessOptions& options, std::string ns, std::string name, boost::json::object body);
 
 // The user a request acts as: `user` itself, or the one its Impersonate-* headers name when
 // `user` may impersonate every identity they name (403 otherwise), as kubectl --as asks.
-registry::ApiResult<registry::UserInfo> impersonate(const AccessOptions& options,
+apimachinery::ApiResult<registry::UserInfo> impersonate(const AccessOptions& options,
                                                     const registry::UserInfo& user,
                                                     const ApiRequest& request);
 
 // 403 Forbidden as kube words it, or nothing when allowed.
-std::optional<registry::ApiError> authorize(const AccessOptions& options,
+std::optional<apimachinery::ApiError> authorize(const AccessOptions& options,
                                             const registry::RequestAttributes& attributes);
 
 }  // namespace kwatch::server

@@ -1,19 +1,19 @@
 #include "server/api_handler.hpp"
 
-#include "registry/continue_token.hpp"
+#include "apimachinery/continue_token.hpp"
 #include "registry/eviction.hpp"
-#include "registry/field_selector.hpp"
-#include "registry/json_body.hpp"
-#include "registry/json_patch.hpp"
-#include "registry/json_path.hpp"
-#include "registry/merge_patch.hpp"
-#include "registry/label_selector.hpp"
+#include "apimachinery/field_selector.hpp"
+#include "apimachinery/json_body.hpp"
+#include "apimachinery/json_patch.hpp"
+#include "apimachinery/json_path.hpp"
+#include "apimachinery/merge_patch.hpp"
+#include "apimachinery/label_selector.hpp"
 #include "registry/managed_fields.hpp"
 #include "registry/protobuf_decoder.hpp"
 #include "registry/rbac_escalation.hpp"
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
-#include "registry/yaml_body.hpp"
+#include "apimachinery/yaml_body.hpp"
 #include "server/audit_log.hpp"
 #include "server/cacher_registry.hpp"
 #include "server/discovery.hpp"
@@ -25,7 +25,7 @@
 #include "server/status.hpp"
 #include "server/table.hpp"
 #include "server/url.hpp"
-#include "storage/stored_json.hpp"
+#include "apimachinery/stored_json.hpp"
 #include "watch/cacher.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -44,9 +44,9 @@ namespace kwatch::server {
 
 namespace asio = boost::asio;
 namespace json = boost::json;
-using registry::ApiError;
-using registry::ApiResult;
-using registry::Errc;
+using apimachinery::ApiError;
+using apimachinery::ApiResult;
+using base::Errc;
 using registry::ResourceInfo;
 
 struct ApiHandler::Route {
@@ -139,16 +139,16 @@ ApiResult<json::object> parse_object(const ApiRequest& request) {
   const std::string type = media_type(request.content_type);
   if (type == registry::kProtobufMediaType) return registry::decode_protobuf_object(request.body);
   if (!type.empty() && type != "application/json" && type != "*/*") {
-    return registry::api_error(Errc::unsupported_media_type,
+    return apimachinery::api_error(Errc::unsupported_media_type,
                                "the body of the request was in an unknown format - accepted "
                                "media types include: application/json, "
                                "application/vnd.kubernetes.protobuf");
   }
-  auto v = registry::parse_json_body(
+  auto v = apimachinery::parse_json_body(
       request.body, json::make_shared_resource<json::monotonic_resource>(request.body.size() * 2));
   if (!v) return v.error();
   if (!v->is_object()) {
-    return registry::api_error(Errc::bad_request,
+    return apimachinery::api_error(Errc::bad_request,
                                "couldn't get version/kind; json parse error: the body is not a "
                                "JSON object");
   }
@@ -162,7 +162,7 @@ ApiResult<registry::WriteQuery> write_query(const Url& url, const std::string& s
     if (it->second == "All") {
       q.dry_run = true;
     } else if (!it->second.empty()) {
-      return registry::api_error(Errc::bad_request, "Invalid dryRun value: " + it->second +
+      return apimachinery::api_error(Errc::bad_request, "Invalid dryRun value: " + it->second +
                                                          "; supported values: All");
     }
   }
@@ -174,7 +174,7 @@ ApiResult<registry::WriteQuery> write_query(const Url& url, const std::string& s
   } else if (fv == "Warn" || fv.empty()) {
     q.field_validation = registry::FieldValidation::warn;
   } else {
-    return registry::api_error(Errc::bad_request,
+    return apimachinery::api_error(Errc::bad_request,
                                "fieldValidation must be one of Ignore, Warn or Strict, got " + fv);
   }
   q.warnings = std::make_shared<std::vector<std::string>>();
@@ -230,7 +230,7 @@ std::optional<ApiError> set_field_manager(registry::WriteQuery& q, const Url& ur
     if (std::find(std::begin(kTrue), std::end(kTrue), *force) != std::end(kTrue)) {
       q.force = true;
     } else if (std::find(std::begin(kFalse), std::end(kFalse), *force) == std::end(kFalse)) {
-      return registry::api_error(Errc::bad_request, "invalid value for force: " + *force);
+      return apimachinery::api_error(Errc::bad_request, "invalid value for force: " + *force);
     }
   }
   return std::nullopt;
@@ -253,8 +253,8 @@ registry::ListQuery list_query(const Url& url) {
 }
 
 // A DeleteOptions that kube's ValidateDeleteOptions refuses: 422 naming the field.
-registry::ApiError invalid_delete_options(std::string cause_type, std::string message) {
-  registry::ApiError e(Errc::invalid,
+apimachinery::ApiError invalid_delete_options(std::string cause_type, std::string message) {
+  apimachinery::ApiError e(Errc::invalid,
                        "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: " + message,
                        {{std::move(cause_type), std::move(message), "propagationPolicy"}});
   e.group = "meta.k8s.io";
@@ -277,7 +277,7 @@ std::string_view json_type_name(const json::value& v) {
 std::optional<ApiError> read_delete_options(const json::object& opts, registry::DeleteQuery& q,
                                             std::optional<std::string>& propagation) {
   auto wrong = [](const json::value& v, std::string_view field, std::string_view go_type) {
-    return registry::api_error(Errc::bad_request,
+    return apimachinery::api_error(Errc::bad_request,
                                "json: cannot unmarshal " + std::string(json_type_name(v)) +
                                    " into Go struct field DeleteOptions." + std::string(field) +
                                    " of type " + std::string(go_type));
@@ -311,7 +311,7 @@ std::optional<ApiError> read_delete_options(const json::object& opts, registry::
       if (d.get_string() == "All") {
         q.dry_run = true;
       } else {
-        return registry::api_error(Errc::bad_request,
+        return apimachinery::api_error(Errc::bad_request,
                                    "Invalid dryRun value: " + std::string(d.get_string()) +
                                        "; supported values: All");
       }
@@ -364,7 +364,7 @@ ApiResult<registry::DeleteQuery> delete_query(const ApiRequest& request, const U
     std::int64_t n = 0;
     auto [end, ec] = std::from_chars(g->data(), g->data() + g->size(), n);
     if (ec != std::errc() || end != g->data() + g->size()) {
-      return registry::api_error(Errc::bad_request, "invalid gracePeriodSeconds: " + *g);
+      return apimachinery::api_error(Errc::bad_request, "invalid gracePeriodSeconds: " + *g);
     }
     q.grace_period_seconds = n;
   }
@@ -382,7 +382,7 @@ void find_duplicates(const ApiRequest& request, const json::object& body,
                      registry::WriteQuery& query) {
   if (query.field_validation == registry::FieldValidation::ignore) return;
   if (media_type(request.content_type) == registry::kProtobufMediaType) return;
-  query.duplicate_fields = registry::duplicate_fields(request.body, body);
+  query.duplicate_fields = apimachinery::duplicate_fields(request.body, body);
 }
 
 // The verb of a request that names no resource, as kube's authorizer sees it.
@@ -419,7 +419,7 @@ registry::RequestAttributes resource_attributes(const ApiRequest& request, const
       // A list or watch of one name (fieldSelector=metadata.name=x, as `kubectl get x -w` sends)
       // is authorized for that name, so resourceNames grants cover it.
       if (auto selector = url.param("fieldSelector")) {
-        auto parsed = registry::parse_field_selector(*selector);
+        auto parsed = apimachinery::parse_field_selector(*selector);
         auto exact = parsed ? parsed->exact_value("metadata.name") : std::nullopt;
         if (exact && !exact->empty() && *exact != "." && *exact != ".." &&
             exact->find_first_of("/%") == std::string::npos) {
@@ -468,7 +468,7 @@ void as_yaml(ApiResponse& response) {
   response.items.clear();
   response.tail.clear();
   json::parse_options options;
-  options.max_depth = storage::kMaxJsonDepth + 2;
+  options.max_depth = apimachinery::kMaxJsonDepth + 2;
   boost::system::error_code ec;
   auto parsed = json::parse(text, ec, {}, options);
   if (ec) {
@@ -657,7 +657,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_audited(ApiRequest request) {
     if (response.error) {
       event.status = "Failure";
       event.reason = std::string(status_code(response.error->code).reason);
-      event.message = storage::to_valid_utf8(response.error->message);
+      event.message = apimachinery::to_valid_utf8(response.error->message);
     }
   }
   response.headers["Audit-Id"] = event.audit_id;
@@ -713,7 +713,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
     const bool mutating = !(get || request.method == "OPTIONS");
     // Writes may wait in the queue for a seat; reads are refused at once, as in kube. (No
     // co_await inside a conditional expression: GCC 12 miscompiles that in coroutines.)
-    registry::ApiResult<RequestLimits::Lease> slot = RequestLimits::Lease();
+    apimachinery::ApiResult<RequestLimits::Lease> slot = RequestLimits::Lease();
     if (mutating) {
       registry::UserInfo who = *user;
       slot = co_await limits_->admit_mutating(std::move(who));
@@ -975,7 +975,7 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     const std::string include = url.param("includeObject").value_or("");
     auto parsed = parse_include_object(include);
     if (!parsed) {
-      co_return error_response(registry::api_error(
+      co_return error_response(apimachinery::api_error(
           Errc::bad_request, "includeObject: Unsupported value: \"" + include +
                                  "\": supported values: \"Metadata\", \"None\", \"Object\""));
     }
@@ -1127,11 +1127,11 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     if (auto e = set_field_manager(*q, url, request, "PatchOptions", apply)) {
       co_return error_response(*e);
     }
-    auto patch = apply ? registry::parse_yaml_body(request.body)
-                       : registry::parse_json_body(request.body);
+    auto patch = apply ? apimachinery::parse_yaml_body(request.body)
+                       : apimachinery::parse_json_body(request.body);
     if (!patch) co_return error_response(patch.error());
     if (apply && !patch->is_object()) {
-      co_return error_response(registry::api_error(Errc::bad_request,
+      co_return error_response(apimachinery::api_error(Errc::bad_request,
                                                    "error decoding YAML: the apply patch is not a map"));
     }
     if (auto e = co_await admit_rbac_write(info, route, *q)) co_return error_response(*e);
@@ -1191,10 +1191,10 @@ asio::awaitable<ApiResponse> ApiHandler::serve_without_kubelet(Route& route) {
   if (!obj) co_return error_response(obj.error());
   std::string node;
   if (info.resource == "pods") {
-    const json::value* n = registry::find_field(*obj, "spec.nodeName");
+    const json::value* n = apimachinery::find_field(*obj, "spec.nodeName");
     node = n != nullptr && n->is_string() ? std::string(n->get_string()) : std::string();
     if (node.empty()) {
-      co_return error_response(registry::api_error(
+      co_return error_response(apimachinery::api_error(
           Errc::bad_request, "pod " + route.name + " does not have a host assigned"));
     }
   } else if (info.resource == "nodes") {
@@ -1225,12 +1225,12 @@ asio::awaitable<ApiResponse> ApiHandler::serve_scale(const ApiRequest& request, 
   } else if (m == "PATCH") {
     route.verb = "patch";
     const std::string type = media_type(request.content_type);
-    auto patch = registry::parse_json_body(request.body);
+    auto patch = apimachinery::parse_json_body(request.body);
     if (!patch) co_return error_response(patch.error());
     auto shared = std::make_shared<json::value>(std::move(*patch));
     if (type == "application/json-patch+json") {
       mutate = [shared](json::object scale) -> ApiResult<json::object> {
-        auto r = registry::apply_json_patch(json::value(std::move(scale)), *shared);
+        auto r = apimachinery::apply_json_patch(json::value(std::move(scale)), *shared);
         if (!r) return r.error();
         if (!r->is_object()) return ApiError(Errc::bad_request, "patched Scale is not an object");
         return std::move(r->get_object());
@@ -1239,7 +1239,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_scale(const ApiRequest& request, 
                type == "application/strategic-merge-patch+json") {
       // A Scale has no lists: a strategic merge patch of it is a merge patch.
       mutate = [shared](json::object scale) -> ApiResult<json::object> {
-        json::value r = registry::apply_merge_patch(json::value(std::move(scale)), *shared);
+        json::value r = apimachinery::apply_merge_patch(json::value(std::move(scale)), *shared);
         if (!r.is_object()) return ApiError(Errc::bad_request, "patched Scale is not an object");
         return std::move(r.get_object());
       };
@@ -1343,7 +1343,7 @@ std::string table_of(const ResourceInfo& info, std::string_view json_text, Inclu
   boost::system::error_code ec;
   // A list nests its items two levels below its top.
   json::parse_options options;
-  options.max_depth = storage::kMaxJsonDepth + 2;
+  options.max_depth = apimachinery::kMaxJsonDepth + 2;
   auto parsed = json::parse(json_text, ec, {}, options);
   if (ec || !parsed.is_object()) return std::string(json_text);
   return json::serialize(
@@ -1356,7 +1356,7 @@ std::function<watch::ObjectPtr(const watch::ObjectPtr&)> version_converter(const
   return [api_version = info.api_version(),
           to_served = info.hooks.to_served](const watch::ObjectPtr& object) -> watch::ObjectPtr {
     json::parse_options options;
-    options.max_depth = storage::kMaxJsonDepth;
+    options.max_depth = apimachinery::kMaxJsonDepth;
     boost::system::error_code ec;
     auto parsed = json::parse(object->json, ec, {}, options);
     if (ec || !parsed.is_object()) return object;
@@ -1376,7 +1376,7 @@ std::function<watch::ObjectPtr(const watch::ObjectPtr&)> table_converter(
              -> watch::ObjectPtr {
     const ResourceInfo& info = *held;
     json::parse_options options;
-    options.max_depth = storage::kMaxJsonDepth;
+    options.max_depth = apimachinery::kMaxJsonDepth;
     boost::system::error_code ec;
     auto parsed = json::parse(object->json, ec, {}, options);
     if (ec || !parsed.is_object()) return object;
@@ -1581,7 +1581,7 @@ ApiResponse ApiHandler::list_page(const ApiRequest& request, const Route& route,
   const ResourceInfo& info = *route.info;
   std::string token;
   if (list.more && !list.objects.empty()) {
-    token = registry::encode_continue(
+    token = apimachinery::encode_continue(
         list.resource_version,
         std::string(list.objects.back()->key.substr(info.key_prefix().size())) + '\0');
   }

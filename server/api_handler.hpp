@@ -132,7 +132,7 @@ class ApiHandler {
   // Privilege escalation through RBAC writes, as kube prevents it (registry/rbac_escalation.hpp):
   // sets `query.admit` for a write of a role or binding, judged by a policy holding every RBAC
   // object written before the request; an error when no such policy can be had (503).
-  boost::asio::awaitable<std::optional<registry::ApiError>> admit_rbac_write(
+  boost::asio::awaitable<std::optional<apimachinery::ApiError>> admit_rbac_write(
       const registry::ResourceInfo& info, const Route& route, registry::WriteQuery& query);
   boost::asio::awaitable<ApiResponse> serve_scale(const ApiRequest& request, const Url& url,
                                                   Route& route);

@@ -1,6 +1,6 @@
 #include "server/audit_log.hpp"
 
-#include "storage/stored_json.hpp"
+#include "apimachinery/stored_json.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
@@ -82,7 +82,7 @@ std::string lowercase(std::string s) {
 }  // namespace
 
 std::string audit_line(const AuditEvent& e, AuditEvent::Stage stage) {
-  using storage::to_valid_utf8;
+  using apimachinery::to_valid_utf8;
   json::object o;
   o["kind"] = "Event";
   o["apiVersion"] = "audit.k8s.io/v1";

@@ -4,7 +4,7 @@
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
 #include "server/cacher_registry.hpp"
-#include "storage/stored_json.hpp"
+#include "apimachinery/stored_json.hpp"
 #include "watch/cacher.hpp"
 
 #include <boost/json/object.hpp>
@@ -27,7 +27,7 @@ asio::awaitable<void> ClusterRoleAggregator::reconcile_once() {
   if (!cacher || !cacher->ready()) co_return;
   std::vector<json::object> roles;
   for (const auto& object : cacher->list(info_->key_prefix(), "", 0, nullptr).objects) {
-    auto parsed = storage::parse_json(object->json);
+    auto parsed = apimachinery::parse_json(object->json);
     if (parsed && parsed->is_object()) roles.push_back(std::move(parsed->get_object()));
   }
   for (auto& change : registry::cluster_roles_to_aggregate(roles)) {

@@ -7,7 +7,7 @@
 #include "base/timestamps.hpp"
 #include "server/cacher_registry.hpp"
 #include "storage/storage.hpp"
-#include "storage/stored_json.hpp"
+#include "apimachinery/stored_json.hpp"
 #include "watch/cacher.hpp"
 
 #include <boost/json/serialize.hpp>
@@ -81,7 +81,7 @@ asio::awaitable<void> CrdController::reconcile_once() {
   auto list = cacher->list(crd_info_->key_prefix(), "", 0, nullptr);
   std::set<std::string> present;
   for (const auto& object : list.objects) {
-    auto parsed = storage::parse_json(object->json);
+    auto parsed = apimachinery::parse_json(object->json);
     if (!parsed || !parsed->is_object()) continue;
     json::object crd = std::move(parsed->get_object());
     present.insert(name_of(crd));

@@ -1,13 +1,13 @@
 #include "server/garbage_collector.hpp"
 
 #include "registry/deletion.hpp"
-#include "registry/json_path.hpp"
+#include "apimachinery/json_path.hpp"
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
 #include "server/cache_follower.hpp"
 #include "server/cacher_registry.hpp"
 #include "server/task_failure.hpp"
-#include "storage/stored_json.hpp"
+#include "apimachinery/stored_json.hpp"
 #include "watch/cacher.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -29,7 +29,7 @@ using registry::ResourceInfo;
 namespace {
 
 std::string string_at(const json::object* obj, std::string_view key) {
-  return std::string(registry::string_member(obj, key));
+  return std::string(apimachinery::string_member(obj, key));
 }
 
 bool has_finalizer(const json::object* meta, std::string_view finalizer) {
@@ -46,7 +46,7 @@ bool being_deleted(const json::object* meta) {
 }
 
 std::optional<json::object> parse_object(std::string_view text) {
-  auto parsed = storage::parse_json(text);
+  auto parsed = apimachinery::parse_json(text);
   if (!parsed || !parsed->is_object()) return std::nullopt;
   return std::move(parsed->get_object());
 }
@@ -294,7 +294,7 @@ void GarbageCollector::observe(const std::string& prefix, const watch::WatchFram
   if (!known && !owner && !references && !gc_finalizer) return;
   auto obj = parse_object(o.json);
   if (!obj) return;
-  const json::object* meta = registry::object_member(*obj, "metadata");
+  const json::object* meta = apimachinery::object_member(*obj, "metadata");
   Dependent d;
   d.prefix = prefix;
   d.ns = o.ns;
@@ -437,7 +437,7 @@ asio::awaitable<void> GarbageCollector::run_item(gc::FairQueue::Item item) {
       outcome = Outcome::done;
     }
   } catch (const std::exception& e) {
-    spdlog::warn("garbage collector: {}: {}", storage::to_valid_utf8(item.key), e.what());
+    spdlog::warn("garbage collector: {}: {}", apimachinery::to_valid_utf8(item.key), e.what());
   }
   in_flight_.erase(item.key);
   if (auto again = again_.find(item.key); again != again_.end()) {
@@ -463,7 +463,7 @@ asio::awaitable<GarbageCollector::Outcome> GarbageCollector::process(const Resou
   if (!cached) co_return Outcome::done;
   auto obj = parse_object(cached->json);
   if (!obj) co_return Outcome::done;
-  const json::object* meta = registry::object_member(*obj, "metadata");
+  const json::object* meta = apimachinery::object_member(*obj, "metadata");
   if (being_deleted(meta)) {
     if (has_finalizer(meta, registry::kOrphanFinalizer)) {
       co_return co_await orphan_dependents(info, key, *obj);
@@ -481,7 +481,7 @@ asio::awaitable<GarbageCollector::Outcome> GarbageCollector::orphan_dependents(
     const ResourceInfo& info, const std::string& key, const json::object& owner) {
   // A batch a turn: an owner with thousands of dependents takes turns with everyone else.
   constexpr std::size_t kBatch = 32;
-  const json::object* meta = registry::object_member(owner, "metadata");
+  const json::object* meta = apimachinery::object_member(owner, "metadata");
   const std::string uid = string_at(meta, "uid");
   auto after = [this, &uid, &key]() -> std::pair<std::set<std::string>::const_iterator,
                                                  std::set<std::string>::const_iterator> {
@@ -515,7 +515,7 @@ asio::awaitable<GarbageCollector::Outcome> GarbageCollector::orphan_dependents(
 asio::awaitable<GarbageCollector::Outcome> GarbageCollector::delete_dependents(
     const ResourceInfo& info, const std::string& key, std::int64_t revision,
     const json::object& owner) {
-  const json::object* meta = registry::object_member(owner, "metadata");
+  const json::object* meta = apimachinery::object_member(owner, "metadata");
   const std::string uid = string_at(meta, "uid");
   // Each state of the owner queues its dependents once (collect() finds the owner waiting and
   // deletes them), not again on each of its dependents' deletions, which bring it back here.
@@ -574,7 +574,7 @@ asio::awaitable<GarbageCollector::OwnerState> GarbageCollector::owner_state(cons
   if (info == nullptr || (info->namespaced && ns.empty())) co_return OwnerState::solid;
   const std::string owner_ns = info->namespaced ? ns : "";
   auto state_of = [&ref](const json::object& owner) {
-    const json::object* meta = registry::object_member(owner, "metadata");
+    const json::object* meta = apimachinery::object_member(owner, "metadata");
     if (string_at(meta, "uid") != ref.uid) return OwnerState::gone;
     if (being_deleted(meta) && has_finalizer(meta, registry::kForegroundFinalizer)) {
       return OwnerState::waiting;
@@ -643,7 +643,7 @@ asio::awaitable<GarbageCollector::Outcome> GarbageCollector::collect(const Resou
   auto cacher = cachers_->find(info);
   auto cached = cacher ? cacher->get(key) : nullptr;
   auto obj = cached ? parse_object(cached->json) : std::nullopt;
-  const json::object* meta = obj ? registry::object_member(*obj, "metadata") : nullptr;
+  const json::object* meta = obj ? apimachinery::object_member(*obj, "metadata") : nullptr;
   if (waiting && by_owner_uid_.count(d.uid)) {
     query.propagation = registry::Propagation::foreground;  // its owner waits for its dependents too
   } else if (has_finalizer(meta, registry::kOrphanFinalizer)) {
@@ -657,18 +657,18 @@ asio::awaitable<GarbageCollector::Outcome> GarbageCollector::collect(const Resou
   std::string name = d.name;
   auto r = co_await store_->remove(info, std::move(ns), std::move(name), std::move(query));
   if (!r && r.error().code != base::Errc::not_found && r.error().code != base::Errc::conflict) {
-    spdlog::warn("garbage collector: cannot delete {}: {}", storage::to_valid_utf8(key),
+    spdlog::warn("garbage collector: cannot delete {}: {}", apimachinery::to_valid_utf8(key),
                  r.error().message);
     co_return Outcome::retry;
   }
-  if (r) spdlog::debug("garbage collector deleted {}", storage::to_valid_utf8(key));
+  if (r) spdlog::debug("garbage collector deleted {}", apimachinery::to_valid_utf8(key));
   co_return Outcome::done;
 }
 
 asio::awaitable<bool> GarbageCollector::drop_finalizer(const ResourceInfo& info,
                                                        const json::object& obj,
                                                        std::string_view finalizer) {
-  const json::object* meta = registry::object_member(obj, "metadata");
+  const json::object* meta = apimachinery::object_member(obj, "metadata");
   const std::string ns = string_at(meta, "namespace");
   const std::string name = string_at(meta, "name");
   for (int attempt = 0; attempt < 5 && !stopped_; ++attempt) {

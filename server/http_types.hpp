@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-namespace kwatch::registry {
+namespace kwatch::apimachinery {
 struct ApiError;
 }
 
@@ -66,7 +66,7 @@ struct ApiResponse {
   std::string body;
   // A failure answered with its Status as the body: the error itself, for the audit record
   // (which takes its reason and message from here, never from the rendered body).
-  std::shared_ptr<const registry::ApiError> error;
+  std::shared_ptr<const apimachinery::ApiError> error;
   std::map<std::string, std::string> headers;  // extra headers, e.g. Retry-After
   // Sent as one `Warning: 299 - "<text>"` header each, as kube-apiserver warns clients.
   std::vector<std::string> warnings;

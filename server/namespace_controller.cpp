@@ -1,12 +1,12 @@
 #include "server/namespace_controller.hpp"
 
-#include "registry/json_path.hpp"
+#include "apimachinery/json_path.hpp"
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
 #include "base/timestamps.hpp"
 #include "server/cacher_registry.hpp"
 #include "storage/storage.hpp"
-#include "storage/stored_json.hpp"
+#include "apimachinery/stored_json.hpp"
 #include "watch/cacher.hpp"
 
 #include <boost/json/array.hpp>
@@ -27,11 +27,11 @@ namespace {
 constexpr std::string_view kNamespaceFinalizer = "kubernetes";
 
 std::string string_at(const json::object* obj, std::string_view key) {
-  return std::string(registry::string_member(obj, key));
+  return std::string(apimachinery::string_member(obj, key));
 }
 
 bool has_namespace_finalizer(const json::object& ns) {
-  const json::object* spec = registry::object_member(ns, "spec");
+  const json::object* spec = apimachinery::object_member(ns, "spec");
   const json::value* f = spec != nullptr ? spec->if_contains("finalizers") : nullptr;
   if (f == nullptr || !f->is_array()) return false;
   for (const auto& v : f->get_array()) {
@@ -92,7 +92,7 @@ asio::awaitable<void> NamespaceController::reconcile_once() {
       co_await ensure_default_service_account(name);
       continue;
     }
-    auto parsed = storage::parse_json(object->json);
+    auto parsed = apimachinery::parse_json(object->json);
     if (!parsed || !parsed->is_object()) continue;
     json::object ns = std::move(parsed->get_object());
     if (!has_namespace_finalizer(ns)) continue;  // finalized: the finalizer write deleted it
@@ -128,8 +128,8 @@ asio::awaitable<void> NamespaceController::ensure_default_service_account(const 
 }
 
 asio::awaitable<bool> NamespaceController::empty_namespace(json::object ns) {
-  const std::string name = registry::object_member(ns, "metadata") != nullptr
-                               ? string_at(registry::object_member(ns, "metadata"), "name")
+  const std::string name = apimachinery::object_member(ns, "metadata") != nullptr
+                               ? string_at(apimachinery::object_member(ns, "metadata"), "name")
                                : std::string();
   std::map<std::string, std::size_t> remaining;   // group-resource -> objects left
   std::map<std::string, std::size_t> finalizers;  // finalizer -> objects it holds
@@ -153,7 +153,7 @@ asio::awaitable<bool> NamespaceController::empty_namespace(json::object ns) {
       registry::DeleteQuery query;
       query.propagation = registry::Propagation::background;
       std::string ns_name = name;
-      std::string object_name = string_at(registry::object_member(*obj, "metadata"), "name");
+      std::string object_name = string_at(apimachinery::object_member(*obj, "metadata"), "name");
       auto r = co_await store_->remove(*info, std::move(ns_name), std::move(object_name),
                                        std::move(query));
       if (!r) {
@@ -162,7 +162,7 @@ asio::awaitable<bool> NamespaceController::empty_namespace(json::object ns) {
         ++remaining[group_resource(*info)];
         continue;
       }
-      const json::object* meta = registry::object_member(*r, "metadata");
+      const json::object* meta = apimachinery::object_member(*r, "metadata");
       if (meta == nullptr || !meta->contains("deletionTimestamp")) continue;  // gone
       ++remaining[group_resource(*info)];
       const json::value* f = meta->if_contains("finalizers");
@@ -204,7 +204,7 @@ asio::awaitable<bool> NamespaceController::empty_namespace(json::object ns) {
                                "All content-preserving finalizers finished")
                    : condition("NamespaceFinalizersRemaining", true, "SomeFinalizersRemain",
                                "Some content in the namespace has finalizers remaining: " + held));
-  const json::object* status = registry::object_member(ns, "status");
+  const json::object* status = apimachinery::object_member(ns, "status");
   if (!same_conditions(status != nullptr ? status->if_contains("conditions") : nullptr,
                        conditions)) {
     co_await write_conditions(name, std::move(conditions));

@@ -1,6 +1,6 @@
 #include "server/openapi_v2.hpp"
 
-#include "registry/json_path.hpp"
+#include "apimachinery/json_path.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
@@ -23,11 +23,11 @@ std::string v2_reference(std::string_view ref) {
 }
 
 const json::object* object_at(const json::object& s, std::string_view key) {
-  return registry::object_member(s, key);
+  return apimachinery::object_member(s, key);
 }
 
 std::string_view string_at(const json::object& s, std::string_view key) {
-  return registry::string_member(&s, key);
+  return apimachinery::string_member(&s, key);
 }
 
 // A reference, alone or as the single member of allOf (how v3 documents attach a description

@@ -12,8 +12,8 @@
 
 namespace kwatch::server {
 
-using registry::ApiError;
-using registry::Errc;
+using apimachinery::ApiError;
+using base::Errc;
 
 namespace {
 
@@ -96,7 +96,7 @@ ApiError RequestLimits::refuse(const char* reason) {
   return too_many("Too many requests, please try again later.");
 }
 
-asio::awaitable<registry::ApiResult<RequestLimits::Lease>> RequestLimits::admit_mutating(
+asio::awaitable<apimachinery::ApiResult<RequestLimits::Lease>> RequestLimits::admit_mutating(
     registry::UserInfo user) {
   if (options_.max_mutating == 0 || privileged(user)) co_return Lease();
   auto executor = co_await asio::this_coro::executor;
@@ -144,7 +144,7 @@ RequestLimits::Lease RequestLimits::charge_fanout(const registry::UserInfo& user
   return seats(n);
 }
 
-registry::ApiResult<RequestLimits::Lease> RequestLimits::admit(const registry::UserInfo& user,
+apimachinery::ApiResult<RequestLimits::Lease> RequestLimits::admit(const registry::UserInfo& user,
                                                                bool mutating) {
   const unsigned limit = mutating ? options_.max_mutating : options_.max_readonly;
   if (limit == 0 || privileged(user)) return Lease();
@@ -168,7 +168,8 @@ registry::ApiResult<RequestLimits::Lease> RequestLimits::admit(const registry::U
                [self = shared_from_this()](void* c) { static_cast<std::atomic<unsigned>*>(c)->fetch_sub(1); });
 }
 
-registry::ApiResult<RequestLimits::Lease> RequestLimits::admit_watch(const registry::UserInfo& user) {
+apimachinery::ApiResult<RequestLimits::Lease> RequestLimits::admit_watch(
+    const registry::UserInfo& user) {
   if (options_.max_watches_per_user == 0) return Lease();
   {
     std::lock_guard lock(mutex_);

@@ -21,7 +21,7 @@
 // Thread-safety: all methods from any thread. A lease gives its slot back when destroyed.
 #pragma once
 
-#include "registry/api_error.hpp"
+#include "apimachinery/api_error.hpp"
 #include "registry/rbac_authorizer.hpp"
 
 #include <boost/asio/awaitable.hpp>
@@ -54,14 +54,14 @@ class RequestLimits : public std::enable_shared_from_this<RequestLimits> {
 
   using Lease = std::shared_ptr<void>;
   // A slot for a request of `user`, or 429.
-  registry::ApiResult<Lease> admit(const registry::UserInfo& user, bool mutating);
+  apimachinery::ApiResult<Lease> admit(const registry::UserInfo& user, bool mutating);
   // A seat for a mutating request of `user`: at once, after waiting in the queue, or 429.
-  boost::asio::awaitable<registry::ApiResult<Lease>> admit_mutating(registry::UserInfo user);
+  boost::asio::awaitable<apimachinery::ApiResult<Lease>> admit_mutating(registry::UserInfo user);
   // The seats a write of `user` keeps for the fan-out of its event to `watchers` watchers (taken
   // even when all are in use: the write is already done); null when that costs none.
   Lease charge_fanout(const registry::UserInfo& user, std::int64_t watchers);
   // A slot for one more open watch of `user`, held for the watch's life, or 429.
-  registry::ApiResult<Lease> admit_watch(const registry::UserInfo& user);
+  apimachinery::ApiResult<Lease> admit_watch(const registry::UserInfo& user);
 
   unsigned inflight(bool mutating) const { return (mutating ? mutating_ : readonly_).load(); }
   unsigned queued() const { return queued_.load(); }
@@ -70,7 +70,7 @@ class RequestLimits : public std::enable_shared_from_this<RequestLimits> {
   struct Waiter;
   Lease seats(unsigned n);
   void release_seats(unsigned n);
-  registry::ApiError refuse(const char* reason);
+  apimachinery::ApiError refuse(const char* reason);
 
   RequestLimitOptions options_;
   std::shared_ptr<Metrics> metrics_;

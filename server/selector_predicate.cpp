@@ -20,9 +20,9 @@ bool SelectorPredicate::matches(const watch::CachedObject& object) const {
 
 std::optional<std::pair<std::string, std::string>> SelectorPredicate::exact_label() const {
   for (const auto& r : labels_.requirements()) {
-    const bool equality = r.op == registry::LabelOperator::equals ||
-                          r.op == registry::LabelOperator::double_equals ||
-                          (r.op == registry::LabelOperator::in && r.values.size() == 1);
+    const bool equality = r.op == apimachinery::LabelOperator::equals ||
+                          r.op == apimachinery::LabelOperator::double_equals ||
+                          (r.op == apimachinery::LabelOperator::in && r.values.size() == 1);
     if (equality && r.values.size() == 1) return std::make_pair(r.key, r.values.front());
   }
   return std::nullopt;

@@ -2,8 +2,8 @@
 // Immutable after construction; thread-safe.
 #pragma once
 
-#include "registry/field_selector.hpp"
-#include "registry/label_selector.hpp"
+#include "apimachinery/field_selector.hpp"
+#include "apimachinery/label_selector.hpp"
 #include "registry/scheme.hpp"
 #include "watch/object_codec.hpp"
 #include "watch/watch_types.hpp"
@@ -12,7 +12,7 @@ namespace kwatch::server {
 
 class SelectorPredicate final : public watch::Predicate {
  public:
-  SelectorPredicate(registry::LabelSelector labels, registry::FieldSelector fields)
+  SelectorPredicate(apimachinery::LabelSelector labels, apimachinery::FieldSelector fields)
       : labels_(std::move(labels)), fields_(std::move(fields)) {}
 
   bool matches(const watch::CachedObject& object) const override;
@@ -23,8 +23,8 @@ class SelectorPredicate final : public watch::Predicate {
   std::optional<std::pair<std::string, std::string>> exact_label() const override;
 
  private:
-  registry::LabelSelector labels_;
-  registry::FieldSelector fields_;
+  apimachinery::LabelSelector labels_;
+  apimachinery::FieldSelector fields_;
 };
 
 // The watch cache's view of a resource's selectable fields.

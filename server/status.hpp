@@ -1,7 +1,7 @@
 // Kubernetes Status objects for errors, and the HTTP code and reason of each error code.
 #pragma once
 
-#include "registry/api_error.hpp"
+#include "apimachinery/api_error.hpp"
 
 #include <boost/json/object.hpp>
 
@@ -14,9 +14,9 @@ struct StatusCode {
   std::string_view reason = "InternalError";
 };
 
-StatusCode status_code(registry::Errc code);
+StatusCode status_code(base::Errc code);
 
 // {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",...}
-boost::json::object status_object(const registry::ApiError& error);
+boost::json::object status_object(const apimachinery::ApiError& error);
 
 }  // namespace kwatch::server

@@ -1,6 +1,6 @@
 #include "server/table.hpp"
 
-#include "registry/json_path.hpp"
+#include "apimachinery/json_path.hpp"
 #include "base/timestamps.hpp"
 
 #include <boost/json/array.hpp>
@@ -57,7 +57,7 @@ std::vector<Column> columns_for(const registry::ResourceInfo& info,
     } else {
       c.cell = [path = pc.json_path, fallback = pc.fallback, date, custom,
                 now](const json::object& o) -> json::value {
-        const json::value* v = registry::find_field(o, path);
+        const json::value* v = apimachinery::find_field(o, path);
         if (v == nullptr || v->is_null()) return custom ? json::value(nullptr) : json::value(fallback);
         if (date && v->is_string()) {
           auto t = base::parse_rfc3339(std::string(v->get_string()));
@@ -122,7 +122,7 @@ json::object to_table(const registry::ResourceInfo& info, const json::object& ob
     }
   } else {
     add_row(object_or_list);
-    const json::value* rv = registry::find_field(object_or_list, "metadata.resourceVersion");
+    const json::value* rv = apimachinery::find_field(object_or_list, "metadata.resourceVersion");
     meta["resourceVersion"] = rv != nullptr && rv->is_string() ? rv->get_string() : json::string();
   }
   return json::object{{"kind", "Table"},

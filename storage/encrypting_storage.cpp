@@ -1,12 +1,15 @@
 #include "storage/encrypting_storage.hpp"
 
-#include "storage/stored_json.hpp"
+#include "apimachinery/stored_json.hpp"
 
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <spdlog/spdlog.h>
 
 namespace kwatch::storage {
+
+using apimachinery::to_valid_utf8;
+
 
 namespace asio = boost::asio;
 

@@ -9,9 +9,12 @@
 //
 // Connection: one gRPC channel over all endpoints with client-side load balancing (round_robin by
 // default: requests and new watches go to members that are up, so a dead member is routed around
-// within a reconnect). Reads are retried on `unavailable` within their deadline; writes are not
-// (a write may have been applied before the connection broke). https endpoints use TLS with the
-// CA / client certificate files in Options.
+// within a reconnect). Reads are retried on `unavailable` within their deadline. A guarded put
+// (put_if) is sent again when its answer is lost, which the guard makes safe: a resent put whose
+// guard fails while the key holds exactly its value at a later revision was the earlier copy,
+// applied, and is answered as a success. delete_if is not resent (a lost answer cannot be told
+// from another client's delete). https endpoints use TLS with the CA / client certificate files
+// in Options.
 //
 // Ownership: open() returns a shared_ptr; watch streams keep the client's internals alive but not
 // the connection: destroying the EtcdStorage cancels every call, and streams then fail with

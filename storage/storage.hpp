@@ -3,8 +3,9 @@
 // Every object lives under one key; its `resourceVersion` is the key's mod revision. One global
 // revision counter increases by one per committed write (create, update or delete).
 //
-// Implementations: `MemoryStorage` (embedded MVCC store, optionally durable in a data directory)
-// and, later, an etcd v3 backend. Callers above `storage/` only see this header.
+// Implementations: `MemoryStorage` (embedded MVCC store, optionally durable in a data directory),
+// `EtcdStorage` (etcd v3 over gRPC) and `EncryptingStorage` (encryption at rest around either).
+// Callers above `storage/` only see this header.
 //
 // Thread-safety: all methods may be called concurrently from any thread; each returned awaitable
 // runs on the caller's executor. Cancellation: a cancelled `WatchStream::next()` completes with

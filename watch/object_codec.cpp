@@ -1,6 +1,6 @@
 #include "watch/object_codec.hpp"
 
-#include "storage/stored_json.hpp"
+#include "apimachinery/stored_json.hpp"
 
 #include <boost/json/monotonic_resource.hpp>
 #include <boost/json/serialize.hpp>
@@ -17,7 +17,7 @@ base::Result<ObjectPtr> decode_object(std::string key, std::string_view bytes,
   // The parsed object lives only in this call: an arena on the stack, then the heap's blocks.
   unsigned char buffer[8192];
   json::monotonic_resource arena(buffer, sizeof buffer);
-  auto parsed = storage::parse_json(bytes, nullptr, &arena);
+  auto parsed = apimachinery::parse_json(bytes, nullptr, &arena);
   if (!parsed || !parsed->is_object()) return base::Errc::corrupt;
   json::object& obj = parsed->get_object();
   json::value& meta_v = obj["metadata"];

@@ -3,7 +3,7 @@
 // key has no path traversal left (no "." or ".." segment, no leading or doubled '/').
 // (A start key of "/" decodes to "" like in kube-apiserver, and "" is not encodable: the server
 // never hands out a token for the prefix itself.)
-#include "registry/continue_token.hpp"
+#include "apimachinery/continue_token.hpp"
 #include "test/fuzz/fuzz_support.hpp"
 
 namespace {

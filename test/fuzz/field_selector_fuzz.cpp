@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <tuple>
 
-#include "registry/field_selector.hpp"
+#include "apimachinery/field_selector.hpp"
 #include "test/fuzz/fuzz_support.hpp"
 
 namespace {

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <utility>
 
-#include "storage/stored_json.hpp"
+#include "apimachinery/stored_json.hpp"
 
 namespace kwatch::fuzz {
 
@@ -38,10 +38,10 @@ inline std::optional<std::pair<std::string_view, std::string_view>> split_docume
   return std::pair{in.substr(0, pos), in.substr(pos + 1)};
 }
 
-// Parses like a request body (storage::parse_json: depth, UTF-8, finite numbers, correctly
+// Parses like a request body (apimachinery::parse_json: depth, UTF-8, finite numbers, correctly
 // rounded doubles); nullopt if the server would refuse the text.
 inline std::optional<boost::json::value> parse_document(std::string_view text) {
-  return storage::parse_json(text);
+  return apimachinery::parse_json(text);
 }
 
 // A result the server would store (one that breaks no stored-JSON rule; the server refuses the
@@ -49,9 +49,9 @@ inline std::optional<boost::json::value> parse_document(std::string_view text) {
 // as exactly the same value. Results that break a rule are still serialized, to exercise it.
 inline void check_serializes(const boost::json::value& v) {
   const std::string text = boost::json::serialize(v);
-  if (storage::json_problem(v)) return;
+  if (apimachinery::json_problem(v)) return;
   std::string problem;
-  auto back = storage::parse_json(text, &problem);
+  auto back = apimachinery::parse_json(text, &problem);
   if (!back) fail("result does not parse back", problem + "\n" + text.substr(0, 4096));
   if (*back != v) fail("result changes through serialize + parse", text.substr(0, 4096));
 }

@@ -4,33 +4,33 @@
 // and its serialization is accepted again as a body. duplicate_fields walks the same bytes
 // without a crash, and finds nothing in the re-serialized body (its members are unique); given
 // the parsed object it finds exactly what it finds from the bytes alone.
-#include "registry/json_body.hpp"
-#include "storage/stored_json.hpp"
+#include "apimachinery/json_body.hpp"
+#include "apimachinery/stored_json.hpp"
 #include "test/fuzz/fuzz_support.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace kwatch;
-  auto body = registry::parse_json_body(fuzz::as_view(data, size));
-  const auto duplicates = registry::duplicate_fields(fuzz::as_view(data, size));
+  auto body = apimachinery::parse_json_body(fuzz::as_view(data, size));
+  const auto duplicates = apimachinery::duplicate_fields(fuzz::as_view(data, size));
   if (!body) {
-    if (body.error().code != registry::Errc::bad_request) {
+    if (body.error().code != base::Errc::bad_request) {
       fuzz::fail("unexpected error code", body.error().message);
     }
     return 0;
   }
   if (body->is_object() &&
-      registry::duplicate_fields(fuzz::as_view(data, size), body->get_object()) != duplicates) {
+      apimachinery::duplicate_fields(fuzz::as_view(data, size), body->get_object()) != duplicates) {
     fuzz::fail("duplicates found with the parsed object differ", fuzz::as_view(data, size));
   }
-  if (auto problem = storage::json_problem(*body)) {
+  if (auto problem = apimachinery::json_problem(*body)) {
     fuzz::fail("accepted body breaks a stored-JSON rule", problem->message());
   }
   fuzz::check_serializes(*body);
   const std::string text = boost::json::serialize(*body);
-  auto again = registry::parse_json_body(text);
+  auto again = apimachinery::parse_json_body(text);
   if (!again) fuzz::fail("serialized body is refused", again.error().message);
   if (*again != *body) fuzz::fail("serialized body parses differently", text.substr(0, 4096));
-  if (auto d = registry::duplicate_fields(text); !d.empty()) {
+  if (auto d = apimachinery::duplicate_fields(text); !d.empty()) {
     fuzz::fail("a serialized object has a duplicate member", d.front());
   }
   return 0;

@@ -4,7 +4,7 @@
 #include <array>
 #include <boost/json/object.hpp>
 
-#include "registry/label_selector.hpp"
+#include "apimachinery/label_selector.hpp"
 #include "test/fuzz/fuzz_support.hpp"
 
 namespace {

@@ -8,7 +8,7 @@
 #include "registry/builtin_schemas.hpp"
 #include "registry/field_type.hpp"
 #include "registry/managed_fields.hpp"
-#include "registry/yaml_body.hpp"
+#include "apimachinery/yaml_body.hpp"
 #include "test/fuzz/fuzz_support.hpp"
 
 #include <boost/json/serialize.hpp>
@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto docs = fuzz::split_documents(fuzz::as_view(data, size));
   if (!docs) return 0;
   auto live = fuzz::parse_document(docs->first);
-  auto config = registry::parse_yaml_body(docs->second);
+  auto config = apimachinery::parse_yaml_body(docs->second);
   if (!live || !live->is_object() || !config || !config->is_object()) return 0;
 
   registry::FieldManagerScope scope;
@@ -48,10 +48,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                                  "applier", force, scope);
     if (!applied) {
       const auto code = applied.error().code;
-      if (code != registry::Errc::bad_request && code != registry::Errc::conflict) {
+      if (code != base::Errc::bad_request && code != base::Errc::conflict) {
         fuzz::fail("unexpected error code", applied.error().message);
       }
-      if (force && code == registry::Errc::conflict) fuzz::fail("conflict despite force");
+      if (force && code == base::Errc::conflict) fuzz::fail("conflict despite force");
       continue;
     }
     fuzz::check_serializes(json::value(*applied));

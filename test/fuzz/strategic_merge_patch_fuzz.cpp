@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto result = registry::apply_strategic_merge_patch(*original, *patch, schema);
   if (!result) {
     const auto code = result.error().code;
-    if (code != registry::Errc::bad_request && code != registry::Errc::invalid) {
+    if (code != base::Errc::bad_request && code != base::Errc::invalid) {
       fuzz::fail("unexpected error code", result.error().message);
     }
     return 0;

@@ -18,6 +18,10 @@
 #include <vector>
 
 namespace kwatch::registry {
+
+using apimachinery::Cause;
+using base::Errc;
+
 namespace {
 
 namespace json = boost::json;

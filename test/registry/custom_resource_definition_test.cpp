@@ -11,6 +11,10 @@
 #include <algorithm>
 
 namespace kwatch::registry {
+
+using apimachinery::Cause;
+using base::Errc;
+
 namespace {
 
 namespace json = boost::json;

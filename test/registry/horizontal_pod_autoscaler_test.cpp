@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 namespace kwatch::registry {
+
+using apimachinery::Cause;
+
 namespace {
 
 namespace json = boost::json;

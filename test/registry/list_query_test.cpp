@@ -5,6 +5,12 @@
 #include <gtest/gtest.h>
 
 namespace kwatch::registry {
+
+using apimachinery::ApiError;
+using apimachinery::ApiResult;
+using base::Errc;
+using apimachinery::encode_continue;
+
 namespace {
 
 const ResourceInfo& pods() {

@@ -8,6 +8,9 @@
 #include <gtest/gtest.h>
 
 namespace kwatch::registry {
+
+using base::Errc;
+
 namespace {
 
 namespace json = boost::json;

@@ -6,6 +6,9 @@
 #include <string>
 
 namespace kwatch::registry {
+
+using base::Errc;
+
 namespace {
 
 namespace json = boost::json;

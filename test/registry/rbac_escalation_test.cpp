@@ -8,6 +8,9 @@
 #include <vector>
 
 namespace kwatch::registry {
+
+using base::Errc;
+
 namespace {
 
 namespace json = boost::json;

@@ -8,6 +8,10 @@
 #include <string>
 
 namespace kwatch::registry {
+
+using apimachinery::ApiError;
+using base::Errc;
+
 namespace {
 
 namespace json = boost::json;

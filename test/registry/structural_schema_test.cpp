@@ -13,6 +13,10 @@
 #include <thread>
 
 namespace kwatch::registry {
+
+using apimachinery::Cause;
+using base::Errc;
+
 namespace {
 
 namespace json = boost::json;

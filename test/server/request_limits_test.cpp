@@ -25,7 +25,7 @@ TEST(RequestLimits, RefusesOneMoreThanTheLimitWith429AndGivesSlotsBack) {
   ASSERT_TRUE(a && b);
   auto c = limits->admit(user("c"), false);
   ASSERT_FALSE(c);
-  EXPECT_EQ(c.error().code, registry::Errc::too_many_requests);
+  EXPECT_EQ(c.error().code, base::Errc::too_many_requests);
   EXPECT_EQ(c.error().retry_after_seconds, 1);
   EXPECT_EQ(c.error().message, "Too many requests, please try again later.");
   // Writes have their own budget.
@@ -55,7 +55,7 @@ TEST(RequestLimits, WatchesPerUserAreCountedUntilTheirLeaseEnds) {
   ASSERT_TRUE(one && two);
   auto three = limits->admit_watch(user("alice"));
   ASSERT_FALSE(three);
-  EXPECT_EQ(three.error().code, registry::Errc::too_many_requests);
+  EXPECT_EQ(three.error().code, base::Errc::too_many_requests);
   EXPECT_NE(three.error().message.find("--max-watches-per-user"), std::string::npos);
   EXPECT_TRUE(limits->admit_watch(user("bob")));  // another user's budget
   one->reset();
@@ -81,7 +81,8 @@ void poll(asio::io_context& ioc) {
 
 // Starts admit_mutating for `who` on `ioc`; the result lands in `out` once it completes.
 void admit_later(asio::io_context& ioc, const std::shared_ptr<RequestLimits>& limits,
-                 std::string who, std::optional<registry::ApiResult<RequestLimits::Lease>>& out) {
+                 std::string who,
+                 std::optional<apimachinery::ApiResult<RequestLimits::Lease>>& out) {
   asio::co_spawn(
       ioc,
       [limits, who, &out]() -> asio::awaitable<void> {
@@ -97,7 +98,7 @@ TEST(RequestLimits, AWriteWaitsInTheQueueForASeatThenTheQueueRefusesWith429) {
   o.mutating_queue_wait = std::chrono::seconds(30);
   auto limits = std::make_shared<RequestLimits>(o, metrics);
   asio::io_context ioc;
-  std::optional<registry::ApiResult<RequestLimits::Lease>> first, second, third;
+  std::optional<apimachinery::ApiResult<RequestLimits::Lease>> first, second, third;
   admit_later(ioc, limits, "a", first);
   poll(ioc);
   ASSERT_TRUE(first && *first);  // a seat at once
@@ -109,7 +110,7 @@ TEST(RequestLimits, AWriteWaitsInTheQueueForASeatThenTheQueueRefusesWith429) {
   poll(ioc);
   ASSERT_TRUE(third);  // the queue is full: refused at once
   ASSERT_FALSE(*third);
-  EXPECT_EQ(third->error().code, registry::Errc::too_many_requests);
+  EXPECT_EQ(third->error().code, base::Errc::too_many_requests);
   EXPECT_EQ(third->error().retry_after_seconds, 1);
   EXPECT_EQ(metrics->value("apiserver_flowcontrol_rejected_requests_total",
                            {{"priority_level", "mutating"}, {"reason", "queue-full"}}),
@@ -129,7 +130,7 @@ TEST(RequestLimits, AQueuedWriteIsRefusedWhenItsWaitRunsOut) {
   o.mutating_queue_wait = std::chrono::milliseconds(50);
   auto limits = std::make_shared<RequestLimits>(o, metrics);
   asio::io_context ioc;
-  std::optional<registry::ApiResult<RequestLimits::Lease>> held, waiting;
+  std::optional<apimachinery::ApiResult<RequestLimits::Lease>> held, waiting;
   admit_later(ioc, limits, "a", held);
   admit_later(ioc, limits, "b", waiting);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -138,7 +139,7 @@ TEST(RequestLimits, AQueuedWriteIsRefusedWhenItsWaitRunsOut) {
   }
   ASSERT_TRUE(waiting);
   ASSERT_FALSE(*waiting);
-  EXPECT_EQ(waiting->error().code, registry::Errc::too_many_requests);
+  EXPECT_EQ(waiting->error().code, base::Errc::too_many_requests);
   EXPECT_EQ(limits->queued(), 0u);
   EXPECT_EQ(metrics->value("apiserver_flowcontrol_rejected_requests_total",
                            {{"priority_level", "mutating"}, {"reason", "time-out"}}),
@@ -161,7 +162,7 @@ TEST(RequestLimits, FanOutSeatsAreTakenEvenWhenAllAreInUseAndKeepWritesQueued) {
   auto three = limits->charge_fanout(user("a"), 1000);  // over the limit: the write is done
   EXPECT_EQ(limits->inflight(true), 5u);
   asio::io_context ioc;
-  std::optional<registry::ApiResult<RequestLimits::Lease>> write;
+  std::optional<apimachinery::ApiResult<RequestLimits::Lease>> write;
   admit_later(ioc, limits, "w", write);
   poll(ioc);
   EXPECT_FALSE(write);  // waits while fan-out holds every seat
