@@ -16,6 +16,7 @@
 #include "base/timestamps.hpp"
 #include "apimachinery/validation.hpp"
 #include "storage/storage.hpp"
+#include "apimachinery/status.hpp"
 #include "apimachinery/stored_json.hpp"
 
 #include <spdlog/spdlog.h>
@@ -156,8 +157,8 @@ std::string random_suffix(std::size_t n) {
 ApiError invalid(const ResourceInfo& info, const std::string& name, std::vector<Cause> causes);
 
 // The stored form of an object about to be written, or why it must not be: nothing is committed
-// that the server could not read back (apimachinery/stored_json.hpp) or that exceeds the size limit.
-// A custom resource served by several versions is stored as its storage version and served as
+// that the server could not read back (apimachinery/stored_json.hpp) or that exceeds the size
+// limit. A custom resource served by several versions is stored as its storage version and served as
 // the version asked for (conversion strategy None: only apiVersion changes).
 bool converts(const ResourceInfo& info) {
   return info.origin == KindOrigin::custom && !info.storage_version.empty() &&
@@ -561,11 +562,7 @@ json::object success_status(const ResourceInfo& info, const std::string& name,
   json::object details{{"name", name}, {"kind", info.resource}};
   if (!info.group.empty()) details["group"] = info.group;
   if (!uid.empty()) details["uid"] = uid;
-  return json::object{{"kind", "Status"},
-                      {"apiVersion", "v1"},
-                      {"metadata", json::object()},
-                      {"status", "Success"},
-                      {"details", std::move(details)}};
+  return apimachinery::success_status(std::move(details));
 }
 
 std::string list_start_key(const ResourceInfo& info, const std::string& ns,

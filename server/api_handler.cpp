@@ -22,9 +22,9 @@
 #include "server/openapi_v2.hpp"
 #include "server/selector_predicate.hpp"
 #include "server/service_account_tokens.hpp"
-#include "server/status.hpp"
 #include "server/table.hpp"
 #include "server/url.hpp"
+#include "apimachinery/status.hpp"
 #include "apimachinery/stored_json.hpp"
 #include "watch/cacher.hpp"
 
@@ -46,6 +46,8 @@ namespace asio = boost::asio;
 namespace json = boost::json;
 using apimachinery::ApiError;
 using apimachinery::ApiResult;
+using apimachinery::status_code;
+using apimachinery::status_object;
 using base::Errc;
 using registry::ResourceInfo;
 
@@ -181,14 +183,6 @@ ApiResult<registry::WriteQuery> write_query(const Url& url, const std::string& s
   return q;
 }
 
-// What a subresource that creates nothing to return answers with (pods/binding, pods/eviction).
-json::object created_status() {
-  return json::object{{"kind", "Status"},
-                      {"apiVersion", "v1"},
-                      {"metadata", json::object()},
-                      {"status", "Success"},
-                      {"code", 201}};
-}
 
 // Subresources of pods kwatch serves: binding (what a scheduler posts), eviction (`kubectl
 // drain`), ephemeralcontainers
@@ -1013,7 +1007,7 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     if (!body) co_return error_response(body.error());
     auto r = co_await store_->bind(info, route.ns, route.name, std::move(*body), *q);
     if (!r) co_return error_response(r.error());
-    co_return json_response(201, created_status());
+    co_return json_response(201, apimachinery::success_status({}, 201));
   }
   if (route.subresource == "eviction") {
     route.verb = "create";
@@ -1034,7 +1028,7 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     auto r = co_await registry::evict_pod(*store_, *scheme_, route.ns, route.name, *body,
                                           std::move(del));
     if (!r) co_return error_response(r.error());
-    co_return json_response(201, created_status());
+    co_return json_response(201, apimachinery::success_status({}, 201));
   }
   if (route.subresource == "token") {
     route.verb = "create";

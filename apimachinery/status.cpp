@@ -1,13 +1,12 @@
-#include "server/status.hpp"
+#include "apimachinery/status.hpp"
 
 #include "apimachinery/stored_json.hpp"
 
 #include <boost/json/array.hpp>
 
-namespace kwatch::server {
+namespace kwatch::apimachinery {
 
 namespace json = boost::json;
-using base::Errc;
 
 StatusCode status_code(Errc code) {
   switch (code) {
@@ -32,7 +31,7 @@ StatusCode status_code(Errc code) {
   return {500, "InternalError"};
 }
 
-json::object status_object(const apimachinery::ApiError& error) {
+json::object status_object(const ApiError& error) {
   StatusCode sc = status_code(error.code);
   json::object status;
   status["kind"] = "Status";
@@ -40,10 +39,10 @@ json::object status_object(const apimachinery::ApiError& error) {
   status["metadata"] = json::object();
   status["status"] = "Failure";
   // Messages may quote what a client sent; a Status must stay valid JSON whatever that was.
-  status["message"] = apimachinery::to_valid_utf8(error.message);
+  status["message"] = to_valid_utf8(error.message);
   status["reason"] = sc.reason;
   json::object details;
-  if (!error.name.empty()) details["name"] = apimachinery::to_valid_utf8(error.name);
+  if (!error.name.empty()) details["name"] = to_valid_utf8(error.name);
   if (!error.group.empty()) details["group"] = error.group;
   if (!error.kind.empty()) details["kind"] = error.kind;
   if (!error.causes.empty()) {
@@ -51,8 +50,8 @@ json::object status_object(const apimachinery::ApiError& error) {
     for (const auto& c : error.causes) {
       json::object cause;
       if (!c.type.empty()) cause["reason"] = c.type;
-      cause["message"] = apimachinery::to_valid_utf8(c.message);
-      if (!c.field.empty()) cause["field"] = apimachinery::to_valid_utf8(c.field);
+      cause["message"] = to_valid_utf8(c.message);
+      if (!c.field.empty()) cause["field"] = to_valid_utf8(c.field);
       causes.push_back(std::move(cause));
     }
     details["causes"] = std::move(causes);
@@ -63,4 +62,15 @@ json::object status_object(const apimachinery::ApiError& error) {
   return status;
 }
 
-}  // namespace kwatch::server
+json::object success_status(json::object details, unsigned code) {
+  json::object status;
+  status["kind"] = "Status";
+  status["apiVersion"] = "v1";
+  status["metadata"] = json::object();
+  status["status"] = "Success";
+  if (!details.empty()) status["details"] = std::move(details);
+  if (code != 0) status["code"] = code;
+  return status;
+}
+
+}  // namespace kwatch::apimachinery
