@@ -1,5 +1,7 @@
 #include "apimachinery/json_patch.hpp"
 
+#include "apimachinery/json_equality.hpp"
+
 #include "apimachinery/stored_json.hpp"
 
 #include <boost/json/array.hpp>
@@ -402,39 +404,15 @@ class Applier {
 }  // namespace
 
 bool json_equal(const json::value& a, const json::value& b) {
-  if (a.is_number() && b.is_number()) {
-    if (a.is_double() || b.is_double()) return a.to_number<double>() == b.to_number<double>();
-    if (a.is_int64() && b.is_int64()) return a.get_int64() == b.get_int64();
-    if (a.is_uint64() && b.is_uint64()) return a.get_uint64() == b.get_uint64();
+  return json_equal_with(a, b, [](const json::value& x, const json::value& y) {
+    if (x.is_double() || y.is_double()) return x.to_number<double>() == y.to_number<double>();
+    if (x.is_int64() && y.is_int64()) return x.get_int64() == y.get_int64();
+    if (x.is_uint64() && y.is_uint64()) return x.get_uint64() == y.get_uint64();
     // One signed, one unsigned: equal only when the signed one is non-negative.
-    std::int64_t s = a.is_int64() ? a.get_int64() : b.get_int64();
-    std::uint64_t u = a.is_uint64() ? a.get_uint64() : b.get_uint64();
+    std::int64_t s = x.is_int64() ? x.get_int64() : y.get_int64();
+    std::uint64_t u = x.is_uint64() ? x.get_uint64() : y.get_uint64();
     return s >= 0 && static_cast<std::uint64_t>(s) == u;
-  }
-  if (a.kind() != b.kind()) return false;
-  switch (a.kind()) {
-    case json::kind::object: {
-      const auto& oa = a.get_object();
-      const auto& ob = b.get_object();
-      if (oa.size() != ob.size()) return false;
-      for (const auto& [k, v] : oa) {
-        auto it = ob.find(k);
-        if (it == ob.end() || !json_equal(v, it->value())) return false;
-      }
-      return true;
-    }
-    case json::kind::array: {
-      const auto& aa = a.get_array();
-      const auto& ab = b.get_array();
-      if (aa.size() != ab.size()) return false;
-      for (std::size_t i = 0; i < aa.size(); ++i) {
-        if (!json_equal(aa[i], ab[i])) return false;
-      }
-      return true;
-    }
-    default:
-      return a == b;
-  }
+  });
 }
 
 ApiResult<json::value> apply_json_patch(json::value doc, const json::value& patch,

@@ -2,6 +2,7 @@
 
 #include "registry/builtin_schemas.hpp"
 
+#include "apimachinery/json_equality.hpp"
 #include "base/sip_hash.hpp"
 
 #include <boost/json/array.hpp>
@@ -296,30 +297,9 @@ NumberValue number_value(const json::value& v) {
 // json_equal it is transitive (an int64 beyond 2^53 is not equal to the double nearest it), so
 // equal values can share one hash-table entry.
 bool values_equal(const json::value& a, const json::value& b) {
-  if (a.is_number() && b.is_number()) return number_value(a) == number_value(b);
-  if (a.kind() != b.kind()) return false;
-  switch (a.kind()) {
-    case json::kind::object: {
-      const auto& oa = a.get_object();
-      const auto& ob = b.get_object();
-      if (oa.size() != ob.size()) return false;
-      for (const auto& [k, v] : oa) {
-        auto it = ob.find(k);
-        if (it == ob.end() || !values_equal(v, it->value())) return false;
-      }
-      return true;
-    }
-    case json::kind::array: {
-      const auto& aa = a.get_array();
-      const auto& ab = b.get_array();
-      if (aa.size() != ab.size()) return false;
-      for (std::size_t i = 0; i < aa.size(); ++i) {
-        if (!values_equal(aa[i], ab[i])) return false;
-      }
-      return true;
-    }
-    default: return a == b;
-  }
+  return apimachinery::json_equal_with(a, b, [](const json::value& x, const json::value& y) {
+    return number_value(x) == number_value(y);
+  });
 }
 
 // Consistent with values_equal: equal values hash alike. Recursion is as deep as the value.

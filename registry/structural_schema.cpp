@@ -1,5 +1,6 @@
 #include "registry/structural_schema.hpp"
 
+#include "apimachinery/json_equality.hpp"
 #include "base/sip_hash.hpp"
 #include "apimachinery/validation.hpp"
 
@@ -278,38 +279,16 @@ enum class Equality { strict, by_value };
 enum HashTag : std::uint8_t { kNullTag = 1, kBoolTag, kIntTag, kFloatTag, kStringTag, kArrayTag,
                               kObjectTag, kMemberTag, kDeepTag };
 
-bool values_equal(const json::value& a, const json::value& b, Equality eq, std::size_t depth = 0) {
-  if (depth > kMaxValueDepth) return false;
-  bool a_num = a.is_number(), b_num = b.is_number();
-  if (a_num && b_num) {
-    bool ai = is_go_int(a), bi = is_go_int(b);
-    if (ai && bi) return a.get_int64() == b.get_int64();
-    if (eq == Equality::strict && ai != bi) return false;
-    return as_double(a) == as_double(b);
-  }
-  if (a.kind() != b.kind()) return false;
-  switch (a.kind()) {
-    case json::kind::object: {
-      const auto& oa = a.get_object();
-      const auto& ob = b.get_object();
-      if (oa.size() != ob.size()) return false;
-      for (const auto& kv : oa) {
-        auto it = ob.find(kv.key());
-        if (it == ob.end() || !values_equal(kv.value(), it->value(), eq, depth + 1)) return false;
-      }
-      return true;
-    }
-    case json::kind::array: {
-      const auto& aa = a.get_array();
-      const auto& ab = b.get_array();
-      if (aa.size() != ab.size()) return false;
-      for (std::size_t i = 0; i < aa.size(); ++i) {
-        if (!values_equal(aa[i], ab[i], eq, depth + 1)) return false;
-      }
-      return true;
-    }
-    default: return a == b;
-  }
+bool values_equal(const json::value& a, const json::value& b, Equality eq) {
+  return apimachinery::json_equal_with(
+      a, b,
+      [eq](const json::value& x, const json::value& y) {
+        const bool xi = is_go_int(x), yi = is_go_int(y);
+        if (xi && yi) return x.get_int64() == y.get_int64();
+        if (eq == Equality::strict && xi != yi) return false;
+        return as_double(x) == as_double(y);
+      },
+      kMaxValueDepth);
 }
 
 // Consistent with values_equal under the same Equality: equal values hash alike.

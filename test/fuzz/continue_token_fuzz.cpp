@@ -25,7 +25,7 @@ bool traverses(std::string_view key) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  using namespace kwatch::registry;
+  using namespace kwatch::apimachinery;
   auto token = decode_continue(kwatch::fuzz::as_view(data, size));
   if (!token) {
     if (token.error().code != Errc::bad_request) kwatch::fuzz::fail("error is not bad_request");

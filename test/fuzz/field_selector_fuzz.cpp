@@ -9,7 +9,7 @@
 
 namespace {
 
-using namespace kwatch::registry;
+using namespace kwatch::apimachinery;
 
 std::vector<std::tuple<std::string, bool, std::string>> sorted(const FieldSelector& s) {
   std::vector<std::tuple<std::string, bool, std::string>> out;

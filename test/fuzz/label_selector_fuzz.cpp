@@ -9,7 +9,7 @@
 
 namespace {
 
-using namespace kwatch::registry;
+using namespace kwatch::apimachinery;
 
 const std::array<boost::json::object, 4>& label_sets() {
   static const std::array<boost::json::object, 4> sets = {
