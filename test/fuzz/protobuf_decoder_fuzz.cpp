@@ -9,7 +9,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto obj = decode_protobuf_object(kwatch::fuzz::as_view(data, size));
   if (!obj) {
     const auto code = obj.error().code;
-    if (code != Errc::bad_request && code != Errc::unsupported_media_type) {
+    if (code != kwatch::base::Errc::bad_request &&
+        code != kwatch::base::Errc::unsupported_media_type) {
       kwatch::fuzz::fail("unexpected error code", obj.error().message);
     }
     return 0;
