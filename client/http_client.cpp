@@ -1,6 +1,6 @@
 #include "client/http_client.hpp"
 
-#include "client/gzip.hpp"
+#include "base/gzip.hpp"
 #include "base/base64.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -319,7 +319,7 @@ asio::awaitable<ApiResult<HttpResponse>> HttpClient::request(std::string method,
     const std::string_view encoding = res[http::field::content_encoding];
     if (beast::iequals(encoding, "gzip")) {
       std::string inflated;
-      const std::string why = gunzip(out.body, 1u << 30, inflated);
+      const std::string why = base::gunzip(out.body, 1u << 30, inflated);
       if (!why.empty()) co_return failure(ApiError::Kind::decode, method + " " + target + ": " + why);
       out.body = std::move(inflated);
     } else if (!encoding.empty() && !beast::iequals(encoding, "identity")) {

@@ -3,6 +3,8 @@
 #include "server/task_failure.hpp"
 #include "server/queueing_stream.hpp"
 #include "server/response_gzip.hpp"
+
+#include "base/gzip.hpp"
 #include "server/tls_stream.hpp"
 
 #include "watch/cacher.hpp"
@@ -90,12 +92,12 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
                                           Waiting& waiting);
   template <class Stream>
   asio::awaitable<void> drain_and_close(Stream& stream, bool unauthenticated = false);
-  // gzip of what `feed` gives a Deflater, on the compute executor when there is one (a large
+  // gzip of what `feed` gives a base::Deflater, on the compute executor when there is one (a large
   // list takes a while): the connection's coroutine waits, its I/O thread does not.
-  asio::awaitable<std::string> gzip_off_thread(std::function<void(Deflater&)> feed,
+  asio::awaitable<std::string> gzip_off_thread(std::function<void(base::Deflater&)> feed,
                                               std::size_t expected) {
     auto deflate = [feed = std::move(feed), expected] {
-      Deflater deflater(expected);
+      base::Deflater deflater(expected);
       feed(deflater);
       return deflater.finish();
     };
@@ -564,7 +566,7 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
     if (method != "HEAD") res.body() = std::move(response.body);
     if (gzip_ok && res.body().size() >= kGzipThreshold) {
       // Named, not converted in the call: GCC 12 destroys converted coroutine arguments twice.
-      std::function<void(Deflater&)> feed = [&body = res.body()](Deflater& deflater) {
+      std::function<void(base::Deflater&)> feed = [&body = res.body()](base::Deflater& deflater) {
         deflater.add(body);
       };
       const std::size_t size = res.body().size();
@@ -601,7 +603,7 @@ asio::awaitable<boost::system::error_code> HttpServer::Impl::write_gathered(
   if (gzip_ok && !head_only && length >= kGzipThreshold) {
     // Compressed piece by piece (the list is never assembled), then sent with its length.
     // Named, not converted in the call: GCC 12 destroys converted coroutine arguments twice.
-    std::function<void(Deflater&)> feed = [&response](Deflater& deflater) {
+    std::function<void(base::Deflater&)> feed = [&response](base::Deflater& deflater) {
       deflater.add(response.body);
       for (std::size_t i = 0; i < response.items.size(); ++i) {
         if (i > 0) deflater.add(",");

@@ -1,7 +1,7 @@
 // gzip bodies: inflating is exact, bounded and strict (truncated, corrupt, trailing bytes and
 // bombs are errors); HttpClient asks for gzip and inflates a gzip answer, and refuses an
 // encoding it does not know, against a one-answer scripted server.
-#include "client/gzip.hpp"
+#include "base/gzip.hpp"
 #include "client/http_client.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -18,6 +18,9 @@
 #include <string>
 
 namespace kwatch::client {
+
+using base::gunzip;
+using base::gzip;
 namespace {
 
 namespace asio = boost::asio;
