@@ -18,6 +18,7 @@
 #include "storage/storage.hpp"
 #include "apimachinery/status.hpp"
 #include "apimachinery/stored_json.hpp"
+#include "base/uuid.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -33,7 +34,6 @@
 
 #include <charconv>
 #include <chrono>
-#include <cstdio>
 #include <ctime>
 #include <random>
 
@@ -615,19 +615,6 @@ ApiResult<json::object> apply_configuration(const ResourceInfo& info, const json
                              manager_scope(info, query));
 }
 
-std::string new_uid() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::uint64_t hi = rng(), lo = rng();
-  hi = (hi & 0xffffffffffff0fffULL) | 0x0000000000004000ULL;  // version 4
-  lo = (lo & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;  // RFC 4122 variant
-  char buf[37];
-  std::snprintf(buf, sizeof buf, "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(hi >> 32),
-                static_cast<unsigned>((hi >> 16) & 0xffff), static_cast<unsigned>(hi & 0xffff),
-                static_cast<unsigned>(lo >> 48),
-                static_cast<unsigned long long>(lo & 0xffffffffffffULL));
-  return buf;
-}
-
 ApiError not_found_error(const ResourceInfo& info, const std::string& name) {
   return detailed(info, Errc::not_found, name,
                   qualified_resource(info) + " \"" + name + "\" not found");
@@ -816,7 +803,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInf
            random_suffix(5);
     meta["name"] = name;
   }
-  meta["uid"] = new_uid();
+  meta["uid"] = base::new_uuid();
   meta["creationTimestamp"] = base::now_rfc3339();
   if (info.generation != GenerationRule::none &&
       info.generation != GenerationRule::spec_on_update) {

@@ -103,9 +103,6 @@ apimachinery::ApiResult<boost::json::object> apply_configuration(const ResourceI
                                                    const boost::json::object& config,
                                                    const WriteQuery& query);
 
-// A fresh RFC 4122 version 4 UUID, as metadata.uid (and token ids) carry.
-std::string new_uid();
-
 class ResourceStore {
  public:
   ResourceStore(std::shared_ptr<storage::Storage> storage, std::shared_ptr<Scheme> scheme,

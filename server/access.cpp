@@ -9,6 +9,7 @@
 #include "server/token_file.hpp"
 #include "registry/resource_store.hpp"
 #include "base/timestamps.hpp"
+#include "base/uuid.hpp"
 #include "apimachinery/stored_json.hpp"
 #include "storage/storage.hpp"
 #include "watch/cacher.hpp"
@@ -603,7 +604,7 @@ asio::awaitable<ApiResult<json::object>> token_request(const AccessOptions& opti
   claims.audiences = audiences;
   claims.issued_at = now;
   claims.expires_at = now + seconds;
-  claims.id = registry::new_uid();
+  claims.id = base::new_uuid();
   std::string token = tokens->issue(claims);
   if (token.empty()) co_return ApiError(Errc::internal, "failed to sign the token");
 

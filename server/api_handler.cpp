@@ -15,6 +15,7 @@
 #include "registry/scheme.hpp"
 #include "apimachinery/yaml_body.hpp"
 #include "server/audit_log.hpp"
+#include "base/uuid.hpp"
 #include "server/cacher_registry.hpp"
 #include "server/discovery.hpp"
 #include "server/health_checks.hpp"
@@ -638,7 +639,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_health(Url url) {
 asio::awaitable<ApiResponse> ApiHandler::serve_audited(ApiRequest request) {
   AuditEvent event;
   event.received = std::chrono::system_clock::now();
-  event.audit_id = new_audit_id();
+  event.audit_id = base::new_uuid();
   event.request_uri = request.target;
   event.method = request.method;
   event.user_agent = request.user_agent;

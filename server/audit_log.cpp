@@ -13,7 +13,6 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <random>
 #include <vector>
 
 #include <fcntl.h>
@@ -142,25 +141,6 @@ std::string audit_line(const AuditEvent& e, AuditEvent::Stage stage) {
   std::string line = json::serialize(o);
   line += '\n';
   return line;
-}
-
-std::string new_audit_id() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  const std::uint64_t hi = rng();
-  const std::uint64_t lo = rng();
-  unsigned char b[16];
-  for (int i = 0; i < 8; ++i) {
-    b[i] = static_cast<unsigned char>(hi >> (56 - 8 * i));
-    b[8 + i] = static_cast<unsigned char>(lo >> (56 - 8 * i));
-  }
-  b[6] = static_cast<unsigned char>((b[6] & 0x0f) | 0x40);  // version 4
-  b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);  // RFC 4122 variant
-  char out[37];
-  std::snprintf(out, sizeof out,
-                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-                b[15]);
-  return out;
 }
 
 // The file and its rotation. Writer thread only.

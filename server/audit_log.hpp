@@ -72,9 +72,6 @@ struct AuditLogOptions {
 // One line (with its newline) for `event` at `stage`: what the log holds. Pure; for tests too.
 std::string audit_line(const AuditEvent& event, AuditEvent::Stage stage);
 
-// A random (v4) UUID, kube's audit ID.
-std::string new_audit_id();
-
 class AuditLog {
  public:
   // Opens (creates) the file and starts the writer; an error names the file.

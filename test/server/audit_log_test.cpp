@@ -6,6 +6,7 @@
 #include "server/encryption_at_rest.hpp"
 #include "storage/encrypting_storage.hpp"
 #include "storage/memory_storage.hpp"
+#include "base/uuid.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -45,7 +46,7 @@ std::vector<json::object> read_lines(const fs::path& file) {
 
 AuditEvent sample_event() {
   AuditEvent e;
-  e.audit_id = new_audit_id();
+  e.audit_id = base::new_uuid();
   e.request_uri = "/api/v1/namespaces/default/secrets?fieldManager=kubectl";
   e.method = "POST";
   e.user = {"alice", "42", {"dev", "system:authenticated"}};
