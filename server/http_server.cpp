@@ -3,11 +3,11 @@
 #include "server/task_failure.hpp"
 #include "server/queueing_stream.hpp"
 #include "server/response_gzip.hpp"
-
-#include "base/gzip.hpp"
 #include "server/tls_stream.hpp"
 
 #include "watch/cacher.hpp"
+
+#include "base/gzip.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -92,8 +92,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
                                           Waiting& waiting);
   template <class Stream>
   asio::awaitable<void> drain_and_close(Stream& stream, bool unauthenticated = false);
-  // gzip of what `feed` gives a base::Deflater, on the compute executor when there is one (a large
-  // list takes a while): the connection's coroutine waits, its I/O thread does not.
+  // gzip of what `feed` gives a Deflater, on the compute executor when there is one (a large list
+  // takes a while): the connection's coroutine waits, its I/O thread does not.
   asio::awaitable<std::string> gzip_off_thread(std::function<void(base::Deflater&)> feed,
                                               std::size_t expected) {
     auto deflate = [feed = std::move(feed), expected] {
@@ -524,14 +524,16 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
   const unsigned version = req.version();
   const bool gzip_ok = accepts_gzip(req[http::field::accept_encoding]);
 
-  // The handler owns the request (its body is not copied); what the answer needs of it stays.
-  const std::string method = request.method;
-  const std::string target = request.target;
+  // The handler owns the request (its body is not copied); method and target are read from the
+  // parsed head, which stays.
+  const bool head = req.method() == http::verb::head;
+  const std::string_view method(req.method_string());
+  const std::string_view target(req.target());
   const bool websocket = request.websocket;
   auto watch_executor = request.watch_executor;
   ApiResponse response = co_await handler->handle(std::move(request));
 
-  if (response.streaming && method == "HEAD") {
+  if (response.streaming && head) {
     // The head a watch would start with, and no body: nothing is registered or streamed.
     response.watch.reset();
     response.body.clear();
@@ -554,7 +556,7 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
 
   boost::system::error_code wec;
   if (!response.items.empty() || !response.tail.empty()) {
-    wec = co_await write_gathered(stream, response, version, keep_alive, method == "HEAD",
+    wec = co_await write_gathered(stream, response, version, keep_alive, head,
                                   gzip_ok);
   } else {
     http::response<http::string_body> res{static_cast<http::status>(response.status), version};
@@ -563,7 +565,7 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
     res.set(http::field::cache_control, "no-cache, private");
     for (const auto& [name, value] : response.headers) res.set(name, value);
     add_warnings(res, response.warnings);
-    if (method != "HEAD") res.body() = std::move(response.body);
+    if (!head) res.body() = std::move(response.body);
     if (gzip_ok && res.body().size() >= kGzipThreshold) {
       // Named, not converted in the call: GCC 12 destroys converted coroutine arguments twice.
       std::function<void(base::Deflater&)> feed = [&body = res.body()](base::Deflater& deflater) {
