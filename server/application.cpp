@@ -49,6 +49,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <variant>
 
@@ -128,12 +129,18 @@ struct Application::Parts {
   std::shared_ptr<NamespaceController> namespace_controller;
   std::shared_ptr<ClusterRoleAggregator> cluster_role_aggregator;
   std::shared_ptr<GarbageCollector> garbage_collector;
+  // The controllers start once every built-in cache has listed and the bootstrap objects are
+  // written; shutdown may come first.
+  std::mutex controllers_mutex;
+  bool controllers_stopped = false;  // under controllers_mutex
   std::unique_ptr<HttpServer> http;
   std::unique_ptr<HttpServer> https;
   std::optional<asio::signal_set> signals;
   int exit_code = 0;
 
   asio::awaitable<void> shut_down(int signal);
+  void start_controllers();
+  void stop_controllers();
   std::size_t open_connections() const {
     return (http ? http->open_connections() : 0) + (https ? https->open_connections() : 0);
   }
@@ -321,17 +328,12 @@ bool Application::start() {
                                   options.max_fanout_seats},
       metrics));
   // CustomResourceDefinitions become served resources here, in every replica.
-  auto& crd_controller = p.crd_controller = std::make_shared<CrdController>(scheme, store, cachers, storage,
-                                                                options.etcd_prefix);
-  crd_controller->start(ioc.get_executor());
+  p.crd_controller =
+      std::make_shared<CrdController>(scheme, store, cachers, storage, options.etcd_prefix);
   // Namespaces being deleted are emptied, then go.
-  auto& namespace_controller = p.namespace_controller =
-      std::make_shared<NamespaceController>(scheme, store, cachers, storage);
-  namespace_controller->start(ioc.get_executor());
+  p.namespace_controller = std::make_shared<NamespaceController>(scheme, store, cachers, storage);
   // Aggregated ClusterRoles (admin, edit, view, ...) get the rules they gather written in.
-  auto& cluster_role_aggregator = p.cluster_role_aggregator =
-      std::make_shared<ClusterRoleAggregator>(scheme, store, cachers);
-  cluster_role_aggregator->start(ioc.get_executor());
+  p.cluster_role_aggregator = std::make_shared<ClusterRoleAggregator>(scheme, store, cachers);
   // Services get cluster IPs and node ports from the configured ranges.
   auto service_ranges = registry::parse_node_port_range(
       options.service_node_port_range, *registry::parse_service_cidr(options.service_cluster_ip_range));
@@ -343,7 +345,6 @@ bool Application::start() {
   std::shared_ptr<GarbageCollector>& garbage_collector = p.garbage_collector;
   if (options.enable_garbage_collector) {
     garbage_collector = std::make_shared<GarbageCollector>(scheme, store, cachers);
-    garbage_collector->start(ioc.get_executor());
   }
   HttpLimits http_limits;
   http_limits.max_connections = options.max_connections;
@@ -401,10 +402,19 @@ bool Application::start() {
   const unsigned short api_port = https ? https->port() : http ? http->port() : 443;
   asio::co_spawn(
       ioc,
-      [store, handler, scheme, service_allocator, api_port, &options, rbac,
+      [&p, store, handler, scheme, service_allocator, api_port, &options, rbac,
        storage]() -> asio::awaitable<void> {
         // Retries until storage answers: with etcd, kwatch may start before its cluster.
         asio::steady_timer retry(co_await asio::this_coro::executor);
+        // Every built-in cache lists first, so all of them start at one revision and what is
+        // written below comes to them as events: a client that watched before a restart
+        // resumes from its resourceVersion on any resource instead of being sent to list again.
+        for (const auto& [resource, cacher] : p.cachers->all()) {
+          while (!cacher->ready()) {
+            retry.expires_after(std::chrono::milliseconds(10));
+            co_await retry.async_wait(asio::use_awaitable);
+          }
+        }
         for (const char* ns : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
           for (;;) {
             auto r = co_await store->ensure_namespace(ns);
@@ -478,6 +488,7 @@ bool Application::start() {
           auto r = co_await store->ensure(*info, std::move(object));
           if (!r) spdlog::warn("cannot create the kubernetes {}: {}", info->kind, r.error().message);
         }
+        p.start_controllers();
         // Ready once authorization sees the bootstrap policy (kube's
         // poststarthook/rbac/bootstrap-roles): before, every request but the probes is refused.
         if (rbac) {
@@ -556,10 +567,8 @@ asio::awaitable<void> Application::Parts::shut_down(int signal) {
   handler->refuse_watches();
   if (http) http->drain();
   if (https) https->drain();
-  crd_controller->stop();
-  namespace_controller->stop();
-  cluster_role_aggregator->stop();
-  if (garbage_collector) garbage_collector->stop();
+  stop_controllers();
+  co_await cachers->catch_up_with_storage();
   cachers->end_client_watches();
   while (open_connections() > 0 && std::chrono::steady_clock::now() < deadline) {
     timer.expires_after(std::chrono::milliseconds(20));
@@ -576,6 +585,26 @@ asio::awaitable<void> Application::Parts::shut_down(int signal) {
   cachers->stop_all();
   if (delivery) delivery->stop();
   ioc->stop();
+}
+
+void Application::Parts::start_controllers() {
+  std::lock_guard lock(controllers_mutex);
+  if (controllers_stopped) return;
+  // CustomResourceDefinitions become served resources; namespaces being deleted are emptied;
+  // aggregated ClusterRoles get their rules written in; orphans are collected.
+  crd_controller->start(ioc->get_executor());
+  namespace_controller->start(ioc->get_executor());
+  cluster_role_aggregator->start(ioc->get_executor());
+  if (garbage_collector) garbage_collector->start(ioc->get_executor());
+}
+
+void Application::Parts::stop_controllers() {
+  std::lock_guard lock(controllers_mutex);
+  controllers_stopped = true;
+  crd_controller->stop();
+  namespace_controller->stop();
+  cluster_role_aggregator->stop();
+  if (garbage_collector) garbage_collector->stop();
 }
 
 int Application::run() {

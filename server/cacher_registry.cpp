@@ -88,6 +88,16 @@ void CacherRegistry::end_client_watches() {
   for (auto& [resource, cacher] : all()) cacher->end_client_watches();
 }
 
+boost::asio::awaitable<void> CacherRegistry::catch_up_with_storage() {
+  auto current = co_await storage_->current_revision();
+  if (!current) co_return;
+  for (auto& [resource, cacher] : all()) {
+    if (!cacher->ready()) continue;
+    auto fresh = co_await cacher->wait_until_fresh(*current);
+    if (!fresh) co_return;
+  }
+}
+
 void CacherRegistry::on_added(AddedFn fn) {
   std::unique_lock lock(mutex_);
   added_.push_back(std::move(fn));

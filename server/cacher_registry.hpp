@@ -10,6 +10,7 @@
 #include "storage/storage.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
 
 #include <chrono>
 #include <functional>
@@ -59,6 +60,9 @@ class CacherRegistry {
   // Graceful shutdown: every cacher, and any made later, ends its clients' watches and refuses
   // new ones (watch::Cacher::end_client_watches).
   void end_client_watches();
+  // Before that: every cacher catches up with storage's current revision (given up at the first
+  // that cannot within its freshness timeout), so that the last bookmarks carry it.
+  boost::asio::awaitable<void> catch_up_with_storage();
 
   void on_added(AddedFn fn);
 

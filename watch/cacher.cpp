@@ -56,6 +56,9 @@ struct Watcher {
   std::atomic<std::uint64_t> resume_from{0};  // written by the dispatcher, then by the session
   std::atomic<std::uint64_t> owed{0};  // frames in the channel (or being written) not yet done
   std::atomic<bool> ended{false};
+  // Shutdown: unregistered after a last bookmark; the session writes what its channel holds,
+  // then ends the stream.
+  std::atomic<bool> draining{false};
   bool expired = false;  // transport strand only
   Channel channel;
   asio::steady_timer deadline;
@@ -635,7 +638,40 @@ void Cacher::end_all_watchers() { end_watchers(false); }
 
 void Cacher::end_client_watches() {
   clients_closed_ = true;
-  end_watchers(true);
+  // A watch that asked for bookmarks and has been handed every event so far (not parked) gets a
+  // last one at the cache's version before its stream ends: its client resumes from there, so a
+  // restarted server that listed at a later revision still has that version in its window
+  // (kube-apiserver's bookmarks on shutdown). The others end at once.
+  std::vector<std::shared_ptr<Watcher>> ending;
+  std::vector<std::shared_ptr<Watcher>> drained;
+  {
+    std::lock_guard lock(impl_->dispatch_mutex);
+    ObjectPtr bookmark;
+    auto take = [&](const std::shared_ptr<Watcher>& w) {
+      if (w->internal || w->ended) return;
+      if (w->bookmarks && !w->parked) {
+        if (!bookmark) {
+          bookmark = bookmark_object(options_.kind, options_.api_version,
+                                     cache_.resource_version(), false);
+        }
+        w->draining = true;
+        if (w->channel.try_send(boost::system::error_code{}, WatchFrame{EventType::bookmark, bookmark})) {
+          drained.push_back(w);
+          return;
+        }
+      }
+      ending.push_back(w);
+    };
+    for (auto& [id, w] : impl_->all) take(w);
+    for (auto& [k, m] : impl_->by_namespace) {
+      for (auto& [id, w] : m) take(w);
+    }
+    for (auto& [k, m] : impl_->by_trigger) {
+      for (auto& [id, w] : m) take(w);
+    }
+  }
+  for (auto& w : drained) unregister_watcher(*w);
+  for (auto& w : ending) end_watcher(w, false);
 }
 
 void Cacher::end_watchers(bool clients_only) {
@@ -986,6 +1022,7 @@ asio::awaitable<base::Result<void>> WatchSession::next(std::vector<WatchFrame>& 
   take_queued();
   taken_ = out.size();
   if (!out.empty()) co_return base::Result<void>{};
+  if (w->draining) co_return Errc::unavailable;  // its last bookmark is written
   if (auto cacher = cacher_.lock()) {
     // Smaller batches from the window: watchers resuming together take turns with live
     // delivery instead of each writing hundreds of events in one go.

@@ -115,7 +115,8 @@ class Cacher : public std::enable_shared_from_this<Cacher> {
   void stop();
   // Graceful shutdown: ends every client's watch (its stream ends cleanly; the client re-watches
   // elsewhere from its last resourceVersion) and refuses new ones with `unavailable`; kwatch's
-  // own (internal) watches go on. Thread-safe.
+  // own (internal) watches go on. A watch that asked for bookmarks and has every event so far
+  // gets a last bookmark at the cache's version first. Thread-safe.
   void end_client_watches();
   bool ready() const { return ready_.load(); }
   const CacherOptions& options() const { return options_; }

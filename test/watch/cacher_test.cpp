@@ -535,6 +535,40 @@ TEST_F(CacherTest, BookmarksArriveWhileQuietAndMarkTheEndOfInitialEvents) {
   });
 }
 
+TEST_F(CacherTest, ShutdownEndsWatchesWithALastBookmarkForThoseThatAskedForBookmarks) {
+  auto cacher = make_cacher();
+  run([&]() -> asio::awaitable<void> {
+    co_await wait_ready(*cacher);
+    const auto start = co_await put("a");
+    auto with = request(start);
+    with.allow_bookmarks = true;
+    auto bookmarking = co_await cacher->watch(std::move(with));
+    auto plain = co_await cacher->watch(request(start));
+    CO_ASSERT_TRUE(bookmarking && plain);
+    const auto changed = co_await put("b");
+    // A later write elsewhere: the cache's version passes the last event of this resource.
+    auto other = co_await storage_->guaranteed_update("/registry/secrets/default/s", [](const storage::KeyValue*) {
+      return storage::Storage::UpdateResult(std::string(R"({"metadata":{"name":"s"}})"));
+    });
+    CO_ASSERT_TRUE(other);
+    EXPECT_TRUE(co_await cacher->wait_until_fresh(other->mod_revision));
+    cacher->end_client_watches();
+
+    auto frames = co_await read(**bookmarking, 3, true);
+    CO_ASSERT_EQ(frames.size(), 2u);  // the stream ended after the bookmark
+    EXPECT_EQ(frames[0].object->resource_version, changed);
+    EXPECT_EQ(frames[1].type, EventType::bookmark);
+    EXPECT_EQ(frames[1].object->resource_version, other->mod_revision);
+    auto after = co_await (*bookmarking)->next();
+    EXPECT_EQ(after.error(), base::Errc::unavailable);
+    auto ended = co_await (*plain)->next();  // no bookmarks asked for: it ends at once
+    EXPECT_EQ(ended.error(), base::Errc::unavailable);
+    EXPECT_EQ(cacher->counters().watchers.load(), 0);
+    auto refused = co_await cacher->watch(request(start));
+    EXPECT_FALSE(refused);
+  });
+}
+
 TEST_F(CacherTest, SessionEndsAtItsDeadline) {
   auto cacher = make_cacher();
   run([&]() -> asio::awaitable<void> {
