@@ -7,7 +7,7 @@
 // Each case times apply_strategic_merge_patch alone: original and patch are parsed once,
 // outside the timed loop. Every list case merges a patch of N items into an original of N
 // items, half of them shared, so both "merge into an existing item" and "add a new item" run.
-#include "registry/strategic_merge_patch.hpp"
+#include "schema/strategic_merge_patch.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
@@ -23,8 +23,8 @@
 namespace {
 
 namespace json = boost::json;
-using kwatch::registry::apply_strategic_merge_patch;
-using kwatch::registry::builtin_patch_schema;
+using kwatch::schema::apply_strategic_merge_patch;
+using kwatch::schema::builtin_patch_schema;
 
 std::string finalizer(long i) { return "example.com/finalizer-" + std::to_string(i); }
 
@@ -46,7 +46,7 @@ json::value container(long i, const char* tag) {
 }
 
 void run(benchmark::State& state, const json::value& original, const json::value& patch,
-         const kwatch::registry::PatchSchema& schema, std::size_t expected_items,
+         const kwatch::schema::PatchSchema& schema, std::size_t expected_items,
          const char* list_field) {
   for (auto _ : state) {
     auto r = apply_strategic_merge_patch(original, patch, schema);

@@ -12,7 +12,7 @@
 // of the same text, for scale. Objects are parsed once, outside the timed loops.
 #include "registry/builtin_kinds.hpp"
 #include "registry/scheme.hpp"
-#include "registry/structural_schema.hpp"
+#include "schema/structural_schema.hpp"
 #include "apimachinery/stored_json.hpp"
 
 #include <boost/json/array.hpp>
@@ -30,7 +30,7 @@
 namespace {
 
 namespace json = boost::json;
-using kwatch::registry::StructuralSchema;
+using kwatch::schema::StructuralSchema;
 
 constexpr const char* kDeploymentSchema = R"({
   "type": "object",
@@ -307,7 +307,7 @@ void BM_Compile(benchmark::State& state) {
 
 // Argument 1: the ~1 KiB object; 20: the ~20 KiB one.
 // The built-in apps/v1 Deployment as a write runs it: the kind's compiled-in schema (from
-// registry/schemas/builtin.json) prunes, kube's defaulting hook fills, the schema validates.
+// schema/schemas/builtin.json) prunes, kube's defaulting hook fills, the schema validates.
 void BM_BuiltinDeployment(benchmark::State& state) {
   static const auto scheme = kwatch::registry::Scheme::builtin();
   auto info = scheme->find("apps", "v1", "deployments");

@@ -1,18 +1,18 @@
 #include "registry/builtin_kinds.hpp"
 
-#include "registry/field_type.hpp"
+#include "schema/field_type.hpp"
 #include "registry/horizontal_pod_autoscaler.hpp"
 
 #include "registry/builtin_columns.hpp"
 #include "registry/builtin_defaults.hpp"
-#include "registry/builtin_schemas.hpp"
+#include "schema/builtin_schemas.hpp"
 #include "registry/builtin_validation.hpp"
 #include "registry/custom_resource_definition.hpp"
-#include "registry/field_type.hpp"
+#include "schema/field_type.hpp"
 #include "apimachinery/json_path.hpp"
 #include "registry/scheme.hpp"
-#include "registry/strategic_merge_patch.hpp"
-#include "registry/structural_schema.hpp"
+#include "schema/strategic_merge_patch.hpp"
+#include "schema/structural_schema.hpp"
 
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
@@ -22,6 +22,11 @@
 
 namespace kwatch::registry {
 
+using schema::FieldTypes;
+using schema::KindSchemas;
+using schema::PatchSchema;
+using schema::SchemaCompileOptions;
+using schema::StructuralSchema;
 using apimachinery::Cause;
 using apimachinery::find_field;
 

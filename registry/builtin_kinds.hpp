@@ -1,5 +1,5 @@
 // The built-in kinds kwatch serves, each described once: resource names, scope, selectable
-// fields, subresources, the schema and patch strategies from registry/schemas/builtin.json, and
+// fields, subresources, the schema and patch strategies from schema/schemas/builtin.json, and
 // kube-apiserver's defaulting and extra validation as hooks.
 // Called once at start-up; not thread-safe against concurrent use of the scheme it fills.
 #pragma once

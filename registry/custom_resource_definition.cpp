@@ -1,8 +1,8 @@
 #include "registry/custom_resource_definition.hpp"
 
-#include "registry/field_type.hpp"
+#include "schema/field_type.hpp"
 #include "apimachinery/json_path.hpp"
-#include "registry/structural_schema.hpp"
+#include "schema/structural_schema.hpp"
 #include "apimachinery/validation.hpp"
 
 #include <boost/json/array.hpp>
@@ -18,6 +18,11 @@
 
 namespace kwatch::registry {
 
+using schema::FieldPath;
+using schema::FieldTypes;
+using schema::PatternCache;
+using schema::SchemaCompileOptions;
+using schema::StructuralSchema;
 using apimachinery::dns1123_subdomain_errors;
 using apimachinery::go_quote;
 using apimachinery::invalid_error;

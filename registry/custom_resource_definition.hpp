@@ -37,7 +37,7 @@
 
 #include "apimachinery/api_error.hpp"
 #include "registry/scheme.hpp"
-#include "registry/structural_schema.hpp"
+#include "schema/structural_schema.hpp"
 
 #include <boost/json/object.hpp>
 
@@ -79,7 +79,7 @@ std::vector<apimachinery::Cause> validate_custom_resource_definition(const boost
 // that offers it the cache of the definition's previous spec shares the unchanged ones.
 apimachinery::ApiResult<std::vector<ResourceInfo>> custom_resources(
     const boost::json::object& crd, const std::string& storage_prefix,
-    std::shared_ptr<PatternCache> patterns = nullptr);
+    std::shared_ptr<schema::PatternCache> patterns = nullptr);
 
 // Where a definition's objects are stored, read from its spec alone, without validating or
 // compiling anything: a ResourceInfo of the storage version (group, plural, kind, scope, origin

@@ -3,16 +3,16 @@
 #include "registry/service_allocator.hpp"
 
 #include "apimachinery/continue_token.hpp"
-#include "registry/field_type.hpp"
+#include "schema/field_type.hpp"
 #include "apimachinery/field_selector.hpp"
 #include "apimachinery/json_patch.hpp"
 #include "apimachinery/json_path.hpp"
 #include "apimachinery/label_selector.hpp"
-#include "registry/managed_fields.hpp"
+#include "schema/managed_fields.hpp"
 #include "apimachinery/merge_patch.hpp"
-#include "registry/protobuf_decoder.hpp"
-#include "registry/strategic_merge_patch.hpp"
-#include "registry/structural_schema.hpp"
+#include "schema/protobuf_decoder.hpp"
+#include "schema/strategic_merge_patch.hpp"
+#include "schema/structural_schema.hpp"
 #include "base/timestamps.hpp"
 #include "apimachinery/validation.hpp"
 #include "storage/storage.hpp"
@@ -39,6 +39,16 @@
 
 namespace kwatch::registry {
 
+using schema::apply_configuration;
+using schema::apply_strategic_merge_patch;
+using schema::builtin_patch_schema;
+using schema::field_step;
+using schema::FieldManagerScope;
+using schema::FieldTypes;
+using schema::omit_empty_fields;
+using schema::PatchSchema;
+using schema::track_update;
+using schema::unknown_field_message;
 using apimachinery::ApiError;
 using apimachinery::api_error;
 using apimachinery::encode_continue;

@@ -54,7 +54,7 @@ struct WriteQuery {
   std::vector<std::string> duplicate_fields;
   // Where the write's warnings go (unknown and duplicate fields under Warn); may be null.
   std::shared_ptr<std::vector<std::string>> warnings;
-  // Who the write is recorded under in metadata.managedFields (registry/managed_fields.hpp):
+  // Who the write is recorded under in metadata.managedFields (schema/managed_fields.hpp):
   // the request's fieldManager or its User-Agent's product; kwatch's own writes by default.
   std::string field_manager = "kwatch-apiserver";
   // Apply patches: take contested fields from their managers instead of failing with 409.
@@ -97,7 +97,7 @@ apimachinery::ApiResult<boost::json::object> apply_patch(const ResourceInfo& inf
                                            const boost::json::value& patch);
 
 // `config` (an apply patch body) applied to `current` (null when absent) for `query`'s field
-// manager, as ResourceStore::apply does before the write (registry/managed_fields.hpp).
+// manager, as ResourceStore::apply does before the write (schema/managed_fields.hpp).
 apimachinery::ApiResult<boost::json::object> apply_configuration(const ResourceInfo& info,
                                                    const boost::json::object* current,
                                                    const boost::json::object& config,
@@ -123,7 +123,7 @@ class ResourceStore {
       const ResourceInfo& info, std::string ns, std::string name, PatchType type,
       boost::json::value patch, WriteQuery query);
   // Server-side apply: `config` merged into the object, created when it does not exist
-  // (`*created` tells which), with field ownership and conflicts (registry/managed_fields.hpp).
+  // (`*created` tells which), with field ownership and conflicts (schema/managed_fields.hpp).
   boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> apply(
       const ResourceInfo& info, std::string ns, std::string name, boost::json::object config,
       WriteQuery query, bool* created);

@@ -24,11 +24,13 @@
 #include <string_view>
 #include <vector>
 
-namespace kwatch::registry {
-
+namespace kwatch::schema {
 class FieldTypes;
 class PatchSchema;
 class StructuralSchema;
+}  // namespace kwatch::schema
+
+namespace kwatch::registry {
 
 // How a kind's objects are decoded. A built-in kind is decoded as kube-apiserver decodes it into
 // its Go struct: a value of the wrong type is a 400 decoding error. A custom resource is checked
@@ -135,12 +137,12 @@ struct ResourceInfo {
   GenerationRule generation = GenerationRule::none;
   NameRule name_rule = NameRule::dns_subdomain;
   // The shape of the kind's objects; null means anything goes (no pruning, no validation).
-  std::shared_ptr<const StructuralSchema> schema;
+  std::shared_ptr<const schema::StructuralSchema> schema;
   // Strategic merge patch strategies and merge keys; null for none (metadata rules only).
-  std::shared_ptr<const PatchSchema> patch_schema;
-  // Server-side apply's view of the kind (registry/field_type.hpp); null: everything of deduced
+  std::shared_ptr<const schema::PatchSchema> patch_schema;
+  // Server-side apply's view of the kind (schema/field_type.hpp); null: everything of deduced
   // shape (objects merge field by field, lists are atomic).
-  std::shared_ptr<const FieldTypes> field_types;
+  std::shared_ptr<const schema::FieldTypes> field_types;
   // A field the watch cache indexes for selectors on it (a pod's spec.nodeName); "" for none.
   std::string trigger_field;
   KindHooks hooks;
@@ -156,7 +158,7 @@ struct ResourceInfo {
   // Custom resources: set while their definition is being deleted; creates are refused then.
   std::shared_ptr<std::atomic<bool>> terminating;
   // Custom resources: the version's openAPIV3Schema as the definition gives it, published in
-  // the OpenAPI v3 document of the group-version (built-in kinds publish registry/schemas).
+  // the OpenAPI v3 document of the group-version (built-in kinds publish schema/schemas).
   std::shared_ptr<const boost::json::value> openapi_schema;
   // Custom resources: the name of the CustomResourceDefinition that serves them; "" for built-in
   // kinds.

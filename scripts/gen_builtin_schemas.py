@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Generates registry/schemas/builtin.json, the compact schema form of kwatch's built-in kinds.
+"""Generates schema/schemas/builtin.json, the compact schema form of kwatch's built-in kinds.
 
-Run by a developer (not by CI) after editing registry/schemas/overlay.json:
+Run by a developer (not by CI) after editing schema/schemas/overlay.json:
 
     /usr/bin/python3 scripts/gen_builtin_schemas.py
 
@@ -12,7 +12,7 @@ Kubernetes 1.22 models lack: int-or-string, quantities, int64, list types, merge
 fields added up to Kubernetes 1.32) and writes deterministic JSON (sorted keys), so re-running
 it gives no diff.
 
-Overlay syntax (registry/schemas/overlay.json):
+Overlay syntax (schema/schemas/overlay.json):
   {"definitions": {"<definition>": {
       "required": [...],          # added to the definition's required fields
       "unrequire": [...],         # fields kube made optional
@@ -31,8 +31,8 @@ import sys
 
 MODELS = "/usr/lib/python3/dist-packages/kubernetes/client/models"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OVERLAY = os.path.join(ROOT, "registry", "schemas", "overlay.json")
-OUTPUT = os.path.join(ROOT, "registry", "schemas", "builtin.json")
+OVERLAY = os.path.join(ROOT, "schema", "schemas", "overlay.json")
+OUTPUT = os.path.join(ROOT, "schema", "schemas", "builtin.json")
 
 CORE = "io.k8s.api.core.v1"
 META = "io.k8s.apimachinery.pkg.apis.meta.v1"

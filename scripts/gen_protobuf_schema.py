@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Generates registry/schemas/protobuf.json: the protobuf wire form of kwatch's built-in kinds.
+"""Generates schema/schemas/protobuf.json: the protobuf wire form of kwatch's built-in kinds.
 
 Run by a developer (not by CI) when the served Kubernetes version changes:
 
@@ -28,7 +28,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OUTPUT = os.path.join(ROOT, "registry", "schemas", "protobuf.json")
+OUTPUT = os.path.join(ROOT, "schema", "schemas", "protobuf.json")
 
 # Packages of k8s.io/api whose kinds kwatch serves (directory -> served group/version).
 API_PACKAGES = {

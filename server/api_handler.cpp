@@ -8,8 +8,8 @@
 #include "apimachinery/json_path.hpp"
 #include "apimachinery/merge_patch.hpp"
 #include "apimachinery/label_selector.hpp"
-#include "registry/managed_fields.hpp"
-#include "registry/protobuf_decoder.hpp"
+#include "schema/managed_fields.hpp"
+#include "schema/protobuf_decoder.hpp"
 #include "registry/rbac_escalation.hpp"
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
@@ -140,7 +140,7 @@ std::string media_type(std::string_view content_type) {
 // from it (the response).
 ApiResult<json::object> parse_object(const ApiRequest& request) {
   const std::string type = media_type(request.content_type);
-  if (type == registry::kProtobufMediaType) return registry::decode_protobuf_object(request.body);
+  if (type == schema::kProtobufMediaType) return schema::decode_protobuf_object(request.body);
   if (!type.empty() && type != "application/json" && type != "*/*") {
     return apimachinery::api_error(Errc::unsupported_media_type,
                                "the body of the request was in an unknown format - accepted "
@@ -206,8 +206,8 @@ std::optional<ApiError> set_field_manager(registry::WriteQuery& q, const Url& ur
                                           const ApiRequest& request, const std::string& options,
                                           bool apply) {
   const std::optional<std::string> manager = url.param("fieldManager");
-  q.field_manager = manager ? *manager : registry::manager_from_user_agent(request.user_agent);
-  if (auto e = registry::check_field_manager(manager.value_or(""), apply, options)) return e;
+  q.field_manager = manager ? *manager : schema::manager_from_user_agent(request.user_agent);
+  if (auto e = schema::check_field_manager(manager.value_or(""), apply, options)) return e;
   if (auto force = url.param("force")) {
     if (!apply) {
       ApiError e(Errc::invalid,
@@ -376,7 +376,7 @@ ApiResult<registry::DeleteQuery> delete_query(const ApiRequest& request, const U
 void find_duplicates(const ApiRequest& request, const json::object& body,
                      registry::WriteQuery& query) {
   if (query.field_validation == registry::FieldValidation::ignore) return;
-  if (media_type(request.content_type) == registry::kProtobufMediaType) return;
+  if (media_type(request.content_type) == schema::kProtobufMediaType) return;
   query.duplicate_fields = apimachinery::duplicate_fields(request.body, body);
 }
 

@@ -3,7 +3,7 @@
 #include "registry/custom_resource_definition.hpp"
 #include "registry/resource_store.hpp"
 #include "registry/scheme.hpp"
-#include "registry/structural_schema.hpp"
+#include "schema/structural_schema.hpp"
 #include "base/timestamps.hpp"
 #include "server/cacher_registry.hpp"
 #include "storage/storage.hpp"
@@ -114,7 +114,7 @@ asio::awaitable<void> CrdController::serve(json::object crd) {
     // The patterns the previous spec compiled are used again where they are unchanged, so the
     // old resources (freed when the last request holding them ends) and the new ones share them. A stored
     // definition is served under the limits it was accepted with (writes get the budget).
-    auto patterns = registry::PatternCache::for_stored();
+    auto patterns = schema::PatternCache::for_stored();
     if (auto it = patterns_.find(name); it != patterns_.end()) patterns->offer(*it->second);
     auto infos = registry::custom_resources(crd, storage_prefix_, patterns);
     patterns->forget_offered();
@@ -156,7 +156,7 @@ void CrdController::serve_terminating(const json::object& crd) {
   // Never established, never served: nothing for clients to reach.
   if (!registry::has_true_condition(crd, "Established")) return;
   auto infos =
-      registry::custom_resources(crd, storage_prefix_, registry::PatternCache::for_stored());
+      registry::custom_resources(crd, storage_prefix_, schema::PatternCache::for_stored());
   if (!infos) {
     spdlog::warn("CustomResourceDefinition {} is being deleted and cannot be served: {}", name,
                  infos.error().message);

@@ -24,8 +24,10 @@
 #include <string>
 #include <vector>
 
-namespace kwatch::registry {
+namespace kwatch::schema {
 class PatternCache;
+}
+namespace kwatch::registry {
 class ResourceStore;
 class Scheme;
 struct ResourceInfo;
@@ -67,7 +69,7 @@ class CrdController : public Reconciler {
   // deleted: the spec it was last looked at with, served or not).
   std::map<std::string, std::string> applied_;
   // Definition name -> the patterns its registered resources were compiled with.
-  std::map<std::string, std::shared_ptr<registry::PatternCache>> patterns_;
+  std::map<std::string, std::shared_ptr<schema::PatternCache>> patterns_;
 };
 
 }  // namespace kwatch::server

@@ -1,6 +1,6 @@
 #include "server/discovery.hpp"
 
-#include "registry/builtin_schemas.hpp"
+#include "schema/builtin_schemas.hpp"
 #include "server/openapi_v2.hpp"
 #include "server/version.hpp"
 
@@ -393,11 +393,11 @@ std::optional<json::object> openapi_v3_group_version(const Scheme& scheme, std::
                                                  {"patch", operation(*r, "patch", true)},
                                                  {"delete", operation(*r, "delete", false)}};
   }
-  json::object schemas = registry::KindSchemas::builtin().openapi_components(group, version);
+  json::object schemas = schema::KindSchemas::builtin().openapi_components(group, version);
   // ObjectMeta and what it refers to, for custom resources' metadata.
   static const json::object kMeta = [] {
     json::object out;
-    for (const auto& [name, schema] : registry::KindSchemas::builtin().openapi_components("", "v1")) {
+    for (const auto& [name, schema] : schema::KindSchemas::builtin().openapi_components("", "v1")) {
       if (name.starts_with("io.k8s.apimachinery.pkg.apis.meta.v1.")) out.emplace(name, schema);
     }
     return out;

@@ -1,11 +1,11 @@
 // Fuzzes decode_protobuf_object on whole request bodies ("k8s\0" + runtime.Unknown). Properties:
 // no crash or sanitizer report; an error is bad_request or unsupported_media_type; a decoded
 // object serializes and parses back to the same value, and carries apiVersion and kind.
-#include "registry/protobuf_decoder.hpp"
+#include "schema/protobuf_decoder.hpp"
 #include "test/fuzz/fuzz_support.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  using namespace kwatch::registry;
+  using namespace kwatch::schema;
   auto obj = decode_protobuf_object(kwatch::fuzz::as_view(data, size));
   if (!obj) {
     const auto code = obj.error().code;

@@ -5,9 +5,9 @@
 // or sanitizer report; apply fails only with bad_request (a configuration it cannot merge) or
 // conflict; a successful apply serializes and parses back to itself, and applying the same
 // configuration to its result (forced) changes nothing; an Update's result does the same.
-#include "registry/builtin_schemas.hpp"
-#include "registry/field_type.hpp"
-#include "registry/managed_fields.hpp"
+#include "schema/builtin_schemas.hpp"
+#include "schema/field_type.hpp"
+#include "schema/managed_fields.hpp"
 #include "apimachinery/yaml_body.hpp"
 #include "test/fuzz/fuzz_support.hpp"
 
@@ -15,9 +15,9 @@
 
 namespace {
 
-const kwatch::registry::FieldType& deployment() {
-  static const auto types = kwatch::registry::FieldTypes::of_resource(
-      *kwatch::registry::KindSchemas::builtin().structural_schema("apps", "v1", "Deployment"));
+const kwatch::schema::FieldType& deployment() {
+  static const auto types = kwatch::schema::FieldTypes::of_resource(
+      *kwatch::schema::KindSchemas::builtin().structural_schema("apps", "v1", "Deployment"));
   return types->root();
 }
 
@@ -32,19 +32,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto config = apimachinery::parse_yaml_body(docs->second);
   if (!live || !live->is_object() || !config || !config->is_object()) return 0;
 
-  registry::FieldManagerScope scope;
+  schema::FieldManagerScope scope;
   scope.type = &deployment();
   scope.api_version = "apps/v1";
-  scope.reset.insert({registry::field_step("status")});
+  scope.reset.insert({schema::field_step("status")});
   scope.now = "2026-01-01T00:00:00Z";
 
   // An Update from the live object to the configuration (as a PUT of it would record).
   json::object next = config->get_object();
-  registry::track_update(&live->get_object(), next, "updater", scope);
+  schema::track_update(&live->get_object(), next, "updater", scope);
   fuzz::check_serializes(json::value(next));
 
   for (bool force : {false, true}) {
-    auto applied = registry::apply_configuration(&live->get_object(), config->get_object(),
+    auto applied = schema::apply_configuration(&live->get_object(), config->get_object(),
                                                  "applier", force, scope);
     if (!applied) {
       const auto code = applied.error().code;
@@ -55,7 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       continue;
     }
     fuzz::check_serializes(json::value(*applied));
-    auto again = registry::apply_configuration(&*applied, config->get_object(), "applier", true,
+    auto again = schema::apply_configuration(&*applied, config->get_object(), "applier", true,
                                                scope);
     if (!again) fuzz::fail("a configuration that applied once failed again", again.error().message);
     if (*again != *applied) {

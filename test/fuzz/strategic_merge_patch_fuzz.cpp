@@ -3,7 +3,7 @@
 // server accepts, else the input is skipped). Properties: no crash or sanitizer report; failures
 // are bad_request or invalid; a result the server would store serializes and parses back to
 // itself.
-#include "registry/strategic_merge_patch.hpp"
+#include "schema/strategic_merge_patch.hpp"
 #include "test/fuzz/fuzz_support.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -13,8 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto original = fuzz::parse_document(docs->first);
   auto patch = fuzz::parse_document(docs->second);
   if (!original || !patch) return 0;
-  static const auto& schema = registry::builtin_patch_schema("", "Pod");
-  auto result = registry::apply_strategic_merge_patch(*original, *patch, schema);
+  static const auto& schema = schema::builtin_patch_schema("", "Pod");
+  auto result = schema::apply_strategic_merge_patch(*original, *patch, schema);
   if (!result) {
     const auto code = result.error().code;
     if (code != base::Errc::bad_request && code != base::Errc::invalid) {

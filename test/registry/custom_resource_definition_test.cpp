@@ -1,6 +1,6 @@
 #include "registry/custom_resource_definition.hpp"
 
-#include "registry/structural_schema.hpp"
+#include "schema/structural_schema.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -12,6 +12,7 @@
 
 namespace kwatch::registry {
 
+using schema::PatternCache;
 using apimachinery::Cause;
 using base::Errc;
 

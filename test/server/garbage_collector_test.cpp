@@ -366,7 +366,7 @@ TEST_F(GarbageCollectorTest, AWriteAfterASpecUpdateUsesTheDefinitionsCurrentSche
   ASSERT_TRUE(served) << served.error().message;
   scheme_->set_owned("gadgets.example.com", std::move(*served));
   std::weak_ptr<const registry::ResourceInfo> old = scheme_->find("example.com", "v1", "gadgets");
-  std::weak_ptr<const registry::StructuralSchema> old_schema =
+  std::weak_ptr<const schema::StructuralSchema> old_schema =
       scheme_->find("example.com", "v1", "gadgets")->schema;
   cachers_->ensure(*scheme_->find("example.com", "v1", "gadgets"));
   start_collector();

@@ -1,4 +1,4 @@
-#include "registry/builtin_schemas.hpp"
+#include "schema/builtin_schemas.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/parse.hpp>
@@ -11,14 +11,14 @@
 #include <map>
 #include <set>
 
-namespace kwatch::registry {
+namespace kwatch::schema {
 
 using apimachinery::ApiError;
 using apimachinery::ApiResult;
 using base::Errc;
 
 namespace detail {
-// registry/schemas/builtin.json, generated into the build tree at configure time.
+// schema/schemas/builtin.json, generated into the build tree at configure time.
 extern const std::string_view kBuiltinSchemasJson;
 }  // namespace detail
 
@@ -465,7 +465,7 @@ const KindSchemas& KindSchemas::builtin() {
     auto r = load(detail::kBuiltinSchemasJson);
     if (!r) {
       // The compiled-in form is checked by the tests; a failure here is a build defect.
-      std::fprintf(stderr, "kwatch: registry/schemas/builtin.json: %s\n", r.error().message.c_str());
+      std::fprintf(stderr, "kwatch: schema/schemas/builtin.json: %s\n", r.error().message.c_str());
       std::abort();
     }
     return *r;
@@ -533,4 +533,4 @@ PatchSchema KindSchemas::patch_schema(std::string_view group, std::string_view v
   return out;
 }
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::schema

@@ -1,11 +1,11 @@
-#include "registry/field_set.hpp"
+#include "schema/field_set.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
 #include <gtest/gtest.h>
 
-namespace kwatch::registry {
+namespace kwatch::schema {
 namespace {
 
 namespace json = boost::json;
@@ -78,4 +78,4 @@ TEST(FieldSet, UnionAndIntersection) {
 }
 
 }  // namespace
-}  // namespace kwatch::registry
+}  // namespace kwatch::schema

@@ -1,4 +1,4 @@
-#include "registry/structural_schema.hpp"
+#include "schema/structural_schema.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-namespace kwatch::registry {
+namespace kwatch::schema {
 
 using apimachinery::Cause;
 using base::Errc;
@@ -1134,4 +1134,4 @@ TEST(StructuralSchemaLimits, IsSafeToUseFromSeveralThreads) {
 }
 
 }  // namespace
-}  // namespace kwatch::registry
+}  // namespace kwatch::schema

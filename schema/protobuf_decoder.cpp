@@ -1,4 +1,4 @@
-#include "registry/protobuf_decoder.hpp"
+#include "schema/protobuf_decoder.hpp"
 
 #include "base/base64.hpp"
 
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace kwatch::registry {
+namespace kwatch::schema {
 
 using apimachinery::ApiError;
 using apimachinery::ApiResult;
@@ -93,7 +93,7 @@ std::optional<Kind> kind_named(std::string_view name) {
   return std::nullopt;
 }
 
-// The messages of every built-in kind, from registry/schemas/protobuf.json (generated from the
+// The messages of every built-in kind, from schema/schemas/protobuf.json (generated from the
 // Kubernetes types' protobuf tags by scripts/gen_protobuf_schema.py: the wire contract).
 class Schema {
  public:
@@ -592,4 +592,4 @@ ApiResult<json::object> decode_protobuf_object(std::string_view bytes) {
   return std::move(value.get_object());
 }
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::schema

@@ -1,7 +1,7 @@
-#include "registry/builtin_schemas.hpp"
+#include "schema/builtin_schemas.hpp"
 
-#include "registry/strategic_merge_patch.hpp"
-#include "registry/structural_schema.hpp"
+#include "schema/strategic_merge_patch.hpp"
+#include "schema/structural_schema.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
@@ -17,7 +17,7 @@
 #include <tuple>
 #include <vector>
 
-namespace kwatch::registry {
+namespace kwatch::schema {
 
 using apimachinery::Cause;
 using base::Errc;
@@ -531,4 +531,4 @@ TEST(BuiltinSchemas, LoadRefusesDanglingReferencesAndUnknownTypes) {
 }
 
 }  // namespace
-}  // namespace kwatch::registry
+}  // namespace kwatch::schema

@@ -3,7 +3,7 @@
 // Go clients send them (kubectl's create commands, `run`, `expose`, `debug`, `drain`, `create job
 // --from`, controllers and schedulers).
 //
-// The decoder is table-driven: registry/schemas/protobuf.json lists every message's fields
+// The decoder is table-driven: schema/schemas/protobuf.json lists every message's fields
 // (numbers, JSON names, kinds), generated from the Kubernetes 1.32 types' protobuf tags by
 // scripts/gen_protobuf_schema.py. Zero scalars are dropped as JSON's omitempty would, except
 // where Go keeps them (pointers, fields without omitempty). A field it does not know, with a
@@ -17,7 +17,7 @@
 
 #include <string_view>
 
-namespace kwatch::registry {
+namespace kwatch::schema {
 
 inline constexpr std::string_view kProtobufMediaType = "application/vnd.kubernetes.protobuf";
 
@@ -31,4 +31,4 @@ apimachinery::ApiResult<boost::json::object> decode_protobuf_object(std::string_
 void omit_empty_fields(std::string_view api_version, std::string_view kind,
                        boost::json::object& obj);
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::schema

@@ -21,8 +21,8 @@
 #pragma once
 
 #include "apimachinery/api_error.hpp"
-#include "registry/field_set.hpp"
-#include "registry/field_type.hpp"
+#include "schema/field_set.hpp"
+#include "schema/field_type.hpp"
 
 #include <boost/json/object.hpp>
 
@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-namespace kwatch::registry {
+namespace kwatch::schema {
 
 struct ManagedFieldsEntry {
   std::string manager;
@@ -83,4 +83,4 @@ std::string manager_from_user_agent(std::string_view user_agent);
 std::optional<apimachinery::ApiError> check_field_manager(const std::string& manager, bool apply,
                                             const std::string& options);
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::schema

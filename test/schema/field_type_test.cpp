@@ -1,20 +1,21 @@
-#include "registry/field_type.hpp"
+#include "schema/field_type.hpp"
 
-#include "registry/scheme.hpp"
+#include "schema/builtin_schemas.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
 #include <gtest/gtest.h>
 
-namespace kwatch::registry {
+namespace kwatch::schema {
 namespace {
 
 namespace json = boost::json;
 
 const FieldType& deployment() {
-  static auto scheme = Scheme::builtin();
-  return scheme->find("apps", "v1", "deployments")->field_types->root();
+  static const auto types = FieldTypes::of_resource(
+      *KindSchemas::builtin().structural_schema("apps", "v1", "Deployment"));
+  return types->root();
 }
 
 std::vector<std::string> paths(const FieldSet& s) {
@@ -173,4 +174,4 @@ TEST(FieldType, CustomResourceSchemasAndDeducedShapes) {
 }
 
 }  // namespace
-}  // namespace kwatch::registry
+}  // namespace kwatch::schema

@@ -1,6 +1,6 @@
-#include "registry/strategic_merge_patch.hpp"
+#include "schema/strategic_merge_patch.hpp"
 
-#include "registry/builtin_schemas.hpp"
+#include "schema/builtin_schemas.hpp"
 
 #include "apimachinery/json_equality.hpp"
 #include "base/sip_hash.hpp"
@@ -27,7 +27,7 @@
 #include <unordered_set>
 #include <vector>
 
-namespace kwatch::registry {
+namespace kwatch::schema {
 
 using apimachinery::api_error;
 using apimachinery::ApiError;
@@ -1125,7 +1125,7 @@ std::vector<std::pair<std::string, PatchRule>> PatchSchema::rules() const {
 }
 
 const PatchSchema& builtin_patch_schema(std::string_view group, std::string_view kind) {
-  // The kinds' facts live in registry/schemas/builtin.json; each schema is built once.
+  // The kinds' facts live in schema/schemas/builtin.json; each schema is built once.
   static std::mutex mutex;
   static std::map<std::string, std::unique_ptr<const PatchSchema>, std::less<>> schemas;
   std::string key(group == "core" ? std::string_view{} : group);
@@ -1161,4 +1161,4 @@ ApiResult<json::value> apply_strategic_merge_patch(const json::value& original,
   return json::value(std::move(*merged));
 }
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::schema

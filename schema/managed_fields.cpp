@@ -1,4 +1,4 @@
-#include "registry/managed_fields.hpp"
+#include "schema/managed_fields.hpp"
 
 #include "apimachinery/json_path.hpp"
 
@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-namespace kwatch::registry {
+namespace kwatch::schema {
 
 using apimachinery::ApiError;
 using apimachinery::api_error;
@@ -485,4 +485,4 @@ std::optional<ApiError> check_field_manager(const std::string& manager, bool app
   return invalid_error("meta.k8s.io", options, "", std::move(causes));
 }
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::schema

@@ -1,11 +1,11 @@
-#include "registry/protobuf_decoder.hpp"
+#include "schema/protobuf_decoder.hpp"
 
 #include <boost/json/parse.hpp>
 #include <gtest/gtest.h>
 
 #include <string>
 
-namespace kwatch::registry {
+namespace kwatch::schema {
 
 using base::Errc;
 
@@ -289,4 +289,4 @@ TEST(ProtobufDecoder, InvalidUtf8InAnyStringIsABadRequestThatDoesNotEchoTheBytes
 }
 
 }  // namespace
-}  // namespace kwatch::registry
+}  // namespace kwatch::schema

@@ -1,4 +1,4 @@
-#include "registry/strategic_merge_patch.hpp"
+#include "schema/strategic_merge_patch.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -7,7 +7,7 @@
 
 #include <string>
 
-namespace kwatch::registry {
+namespace kwatch::schema {
 
 using apimachinery::ApiError;
 using base::Errc;
@@ -413,4 +413,4 @@ TEST(PatchSchema, CustomSchemasDriveTheMerge) {
 }
 
 }  // namespace
-}  // namespace kwatch::registry
+}  // namespace kwatch::schema

@@ -1,13 +1,13 @@
-#include "registry/managed_fields.hpp"
+#include "schema/managed_fields.hpp"
 
-#include "registry/scheme.hpp"
+#include "schema/builtin_schemas.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
 #include <gtest/gtest.h>
 
-namespace kwatch::registry {
+namespace kwatch::schema {
 
 using base::Errc;
 
@@ -16,9 +16,10 @@ namespace {
 namespace json = boost::json;
 
 FieldManagerScope scope(std::string now = "2026-01-01T00:00:00Z", std::string subresource = "") {
-  static auto scheme = Scheme::builtin();
+  static const auto types = FieldTypes::of_resource(
+      *KindSchemas::builtin().structural_schema("apps", "v1", "Deployment"));
   FieldManagerScope s;
-  s.type = &scheme->find("apps", "v1", "deployments")->field_types->root();
+  s.type = &types->root();
   s.api_version = "apps/v1";
   s.subresource = std::move(subresource);
   s.reset.insert({field_step(s.subresource == "status" ? "spec" : "status")});
@@ -280,4 +281,4 @@ TEST(ManagedFields, ManagerNames) {
 }
 
 }  // namespace
-}  // namespace kwatch::registry
+}  // namespace kwatch::schema

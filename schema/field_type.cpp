@@ -1,4 +1,4 @@
-#include "registry/field_type.hpp"
+#include "schema/field_type.hpp"
 
 #include <boost/json/object.hpp>
 
@@ -7,7 +7,7 @@
 #include <set>
 #include <unordered_map>
 
-namespace kwatch::registry {
+namespace kwatch::schema {
 
 using apimachinery::ApiResult;
 using base::Errc;
@@ -610,4 +610,4 @@ FieldSet with_named_fields(const FieldSet& set, const FieldType& type) {
   return out;
 }
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::schema

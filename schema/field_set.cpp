@@ -1,4 +1,4 @@
-#include "registry/field_set.hpp"
+#include "schema/field_set.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <map>
 
-namespace kwatch::registry {
+namespace kwatch::schema {
 
 namespace json = boost::json;
 
@@ -284,4 +284,4 @@ std::optional<FieldSet> FieldSet::from_fields_v1(const json::value& v, std::stri
   return set;
 }
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::schema

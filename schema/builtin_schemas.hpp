@@ -1,6 +1,6 @@
 // Schemas of the built-in Kubernetes kinds kwatch serves, from the compact form in
-// registry/schemas/builtin.json (written by scripts/gen_builtin_schemas.py from the
-// python3-kubernetes models plus registry/schemas/overlay.json, compiled into the library).
+// schema/schemas/builtin.json (written by scripts/gen_builtin_schemas.py from the
+// python3-kubernetes models plus schema/schemas/overlay.json, compiled into the library).
 //
 // The compact form:
 //   {"kinds": [{"group": "", "version": "v1", "kind": "Pod", "definition": "io.k8s.api.core.v1.Pod"}, ...],
@@ -23,7 +23,7 @@
 #pragma once
 
 #include "apimachinery/api_error.hpp"
-#include "registry/strategic_merge_patch.hpp"
+#include "schema/strategic_merge_patch.hpp"
 
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
@@ -34,11 +34,11 @@
 #include <string_view>
 #include <vector>
 
-namespace kwatch::registry {
+namespace kwatch::schema {
 
 class KindSchemas {
  public:
-  // The form compiled into kwatch (registry/schemas/builtin.json).
+  // The form compiled into kwatch (schema/schemas/builtin.json).
   static const KindSchemas& builtin();
 
   // Parses a compact form. base::Errc::invalid with a message naming the definition and field on an
@@ -97,4 +97,4 @@ class KindSchemas {
   std::unique_ptr<Data> data_;
 };
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::schema

@@ -63,7 +63,7 @@ namespace re2 {
 class RE2;
 }
 
-namespace kwatch::registry {
+namespace kwatch::schema {
 
 // The `pattern`s of one definition's schemas, each distinct text compiled once and all of them
 // within a budget. RE2 turns a Unicode class into hundreds of instructions: `^\pL{100}$` is
@@ -177,4 +177,4 @@ class StructuralSchema {
 // after "strict decoding error: ", the 400 message for fieldValidation=Strict.
 std::string unknown_field_message(std::string_view path);
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::schema

@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-namespace kwatch::registry {
+namespace kwatch::schema {
 
 using FieldPath = std::vector<std::string>;
 
@@ -91,4 +91,4 @@ class FieldSet {
   Children children_;
 };
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::schema

@@ -17,7 +17,7 @@
 #pragma once
 
 #include "apimachinery/api_error.hpp"
-#include "registry/field_set.hpp"
+#include "schema/field_set.hpp"
 
 #include <boost/json/value.hpp>
 
@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-namespace kwatch::registry {
+namespace kwatch::schema {
 
 struct FieldType {
   enum class Form : unsigned char { scalar, structure, map, list, deduced };
@@ -110,4 +110,4 @@ void remove_fields(boost::json::object& value, const FieldSet& set, const FieldT
 // "spec.replicas"; map entries and list items stay as they are).
 FieldSet with_named_fields(const FieldSet& set, const FieldType& type);
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::schema

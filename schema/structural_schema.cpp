@@ -1,4 +1,4 @@
-#include "registry/structural_schema.hpp"
+#include "schema/structural_schema.hpp"
 
 #include "apimachinery/json_equality.hpp"
 #include "base/sip_hash.hpp"
@@ -27,7 +27,7 @@
 #include <unordered_set>
 #include <utility>
 
-namespace kwatch::registry {
+namespace kwatch::schema {
 
 using apimachinery::ApiError;
 using apimachinery::go_quote;
@@ -2524,4 +2524,4 @@ std::string unknown_field_message(std::string_view path) {
   return "unknown field " + go_quote(path);
 }
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::schema

@@ -37,7 +37,7 @@
 #include <utility>
 #include <vector>
 
-namespace kwatch::registry {
+namespace kwatch::schema {
 
 enum class PatchStrategy {
   merge,    // lists: merge (by merge_key, or set union for primitives); objects: merge (default)
@@ -78,7 +78,7 @@ class PatchSchema {
 };
 
 // Schema of a built-in kind's v1 (group "" or "core" for the core group), from the compiled-in
-// kind data (registry/builtin_schemas.hpp), built once per kind. Every kind, known or not, gets
+// kind data (schema/builtin_schemas.hpp), built once per kind. Every kind, known or not, gets
 // `metadata.ownerReferences` (merge key uid) and `metadata.finalizers` (merged set). Writes use
 // the kind's own `ResourceInfo::patch_schema`; this serves tools and tests.
 const PatchSchema& builtin_patch_schema(std::string_view group, std::string_view kind);
@@ -91,4 +91,4 @@ const PatchSchema& builtin_patch_schema(std::string_view group, std::string_view
 apimachinery::ApiResult<boost::json::value> apply_strategic_merge_patch(
     const boost::json::value& original, const boost::json::value& patch, const PatchSchema& schema);
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::schema
