@@ -10,8 +10,8 @@
 // write costs: copy the parsed object, prune, apply defaults, validate (the copy stands for the
 // parse the write path does anyway; `Copy` measures it alone). `Parse` is the stored-JSON parse
 // of the same text, for scale. Objects are parsed once, outside the timed loops.
-#include "registry/builtin_kinds.hpp"
-#include "registry/scheme.hpp"
+#include "kinds/builtin_kinds.hpp"
+#include "kinds/scheme.hpp"
 #include "schema/structural_schema.hpp"
 #include "apimachinery/stored_json.hpp"
 
@@ -309,7 +309,7 @@ void BM_Compile(benchmark::State& state) {
 // The built-in apps/v1 Deployment as a write runs it: the kind's compiled-in schema (from
 // schema/schemas/builtin.json) prunes, kube's defaulting hook fills, the schema validates.
 void BM_BuiltinDeployment(benchmark::State& state) {
-  static const auto scheme = kwatch::registry::Scheme::builtin();
+  static const auto scheme = kwatch::kinds::Scheme::builtin();
   auto info = scheme->find("apps", "v1", "deployments");
   int size = static_cast<int>(state.range(0));
   const auto& original = object(size);

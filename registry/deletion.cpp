@@ -1,7 +1,7 @@
 #include "registry/deletion.hpp"
 
 #include "apimachinery/json_path.hpp"
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 #include "base/timestamps.hpp"
 
 #include <boost/json/array.hpp>
@@ -12,6 +12,7 @@
 
 namespace kwatch::registry {
 
+using kinds::ResourceInfo;
 using apimachinery::object_member;
 using apimachinery::string_member;
 

@@ -17,9 +17,11 @@
 #include <string>
 #include <string_view>
 
-namespace kwatch::registry {
-
+namespace kwatch::kinds {
 struct ResourceInfo;
+}  // namespace kwatch::kinds
+
+namespace kwatch::registry {
 
 // DeleteOptions.propagationPolicy.
 enum class Propagation { orphan, background, foreground };
@@ -57,7 +59,7 @@ struct DeletionPlan {
 
 // The plan for deleting `current` (an object as served, with metadata) under `query`.
 // `garbage_collection` is --enable-garbage-collector: without it no GC finalizers are added.
-DeletionPlan plan_deletion(const ResourceInfo& info, boost::json::object current,
+DeletionPlan plan_deletion(const kinds::ResourceInfo& info, boost::json::object current,
                            const DeleteQuery& query, bool garbage_collection,
                            std::chrono::system_clock::time_point now);
 
@@ -67,6 +69,6 @@ bool is_immortal_namespace(std::string_view name);
 // Whether an object being deleted has nothing left to wait for: no finalizers (a namespace also
 // none in spec.finalizers) and no grace period running (a pod on a node waits for its kubelet).
 // An update that leaves such an object deletes it.
-bool deletion_complete(const ResourceInfo& info, const boost::json::object& obj);
+bool deletion_complete(const kinds::ResourceInfo& info, const boost::json::object& obj);
 
 }  // namespace kwatch::registry

@@ -4,7 +4,7 @@
 #include "apimachinery/label_selector.hpp"
 #include "registry/list_query.hpp"
 #include "registry/resource_store.hpp"
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 #include "base/timestamps.hpp"
 
 #include <boost/json/array.hpp>
@@ -14,6 +14,8 @@
 
 namespace kwatch::registry {
 
+using kinds::ResourceInfo;
+using kinds::Scheme;
 using apimachinery::ApiError;
 using apimachinery::find_field;
 using apimachinery::set_condition;

@@ -20,16 +20,19 @@
 
 #include <string>
 
+namespace kwatch::kinds {
+class Scheme;
+}  // namespace kwatch::kinds
+
 namespace kwatch::registry {
 
 class ResourceStore;
-class Scheme;
 
 // Evicts pod `ns`/`name`. `eviction` is the posted policy/v1 Eviction, whose metadata.name must
 // be `name` (400 otherwise); `del` is its deleteOptions with the request's dryRun. Errors are the
 // Status kube answers with; success is nothing (the caller answers 201 Success).
 boost::asio::awaitable<apimachinery::ApiResult<void>> evict_pod(ResourceStore& store,
-                                                                const Scheme& scheme,
+                                                                const kinds::Scheme& scheme,
                                                                 std::string ns, std::string name,
                                                                 const boost::json::object& eviction,
                                                                 DeleteQuery del);

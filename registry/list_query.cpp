@@ -1,12 +1,13 @@
 #include "registry/list_query.hpp"
 
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 
 #include <charconv>
 #include <set>
 
 namespace kwatch::registry {
 
+using kinds::ResourceInfo;
 using apimachinery::ApiError;
 using apimachinery::ApiResult;
 using base::Errc;

@@ -14,9 +14,11 @@
 #include <optional>
 #include <string>
 
-namespace kwatch::registry {
-
+namespace kwatch::kinds {
 struct ResourceInfo;
+}  // namespace kwatch::kinds
+
+namespace kwatch::registry {
 
 // The request's parameters as sent (absent parameters are empty strings).
 struct ListQuery {
@@ -55,11 +57,11 @@ std::optional<std::int64_t> parse_resource_version(std::string_view text);
 
 // Checks a list's parameters as kube-apiserver does (400 BadRequest with its messages). Field
 // selectors may only name `info`'s selectable fields.
-apimachinery::ApiResult<CompiledListQuery> compile_list_query(const ResourceInfo& info,
+apimachinery::ApiResult<CompiledListQuery> compile_list_query(const kinds::ResourceInfo& info,
                                                               const ListQuery& query);
 // The same for a watch, whose rules differ: resourceVersionMatch only with sendInitialEvents,
 // no continue or limit. `name` (a watch of one object) adds metadata.name to the selector.
-apimachinery::ApiResult<CompiledListQuery> compile_watch_query(const ResourceInfo& info,
+apimachinery::ApiResult<CompiledListQuery> compile_watch_query(const kinds::ResourceInfo& info,
                                                                const ListQuery& query,
                                                                std::string_view name = {});
 

@@ -39,6 +39,13 @@
 
 namespace kwatch::registry {
 
+using kinds::GenerationRule;
+using kinds::KindOrigin;
+using kinds::NameRule;
+using kinds::ResourceInfo;
+using kinds::ScaleSelector;
+using kinds::ScaleSubresource;
+using kinds::Scheme;
 using schema::apply_configuration;
 using schema::apply_strategic_merge_patch;
 using schema::builtin_patch_schema;

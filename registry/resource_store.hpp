@@ -13,7 +13,7 @@
 #include "apimachinery/api_error.hpp"
 #include "registry/deletion.hpp"
 #include "registry/list_query.hpp"
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
@@ -73,7 +73,7 @@ struct WriteQuery {
 };
 
 // `configmaps "x" not found`, as kube-apiserver words it, with the Status details.
-apimachinery::ApiError not_found_error(const ResourceInfo& info, const std::string& name);
+apimachinery::ApiError not_found_error(const kinds::ResourceInfo& info, const std::string& name);
 
 // Recent object states that updates may start from instead of reading storage: in the server,
 // the watch caches. Answers may lag behind storage; an update still compare-and-swaps against
@@ -88,59 +88,59 @@ class StateCache {
   };
   virtual ~StateCache() = default;
   // The object under `key` as the cache holds it; nullopt when not known.
-  virtual std::optional<State> lookup(const ResourceInfo& info, const std::string& key) const = 0;
+  virtual std::optional<State> lookup(const kinds::ResourceInfo& info, const std::string& key) const = 0;
 };
 
 // `current` with `patch` (of `type`) applied, as a PATCH request does before validation.
-apimachinery::ApiResult<boost::json::object> apply_patch(const ResourceInfo& info, PatchType type,
+apimachinery::ApiResult<boost::json::object> apply_patch(const kinds::ResourceInfo& info, PatchType type,
                                            const boost::json::object& current,
                                            const boost::json::value& patch);
 
 // `config` (an apply patch body) applied to `current` (null when absent) for `query`'s field
 // manager, as ResourceStore::apply does before the write (schema/managed_fields.hpp).
-apimachinery::ApiResult<boost::json::object> apply_configuration(const ResourceInfo& info,
+apimachinery::ApiResult<boost::json::object> apply_configuration(const kinds::ResourceInfo& info,
                                                    const boost::json::object* current,
                                                    const boost::json::object& config,
                                                    const WriteQuery& query);
 
 class ResourceStore {
  public:
-  ResourceStore(std::shared_ptr<storage::Storage> storage, std::shared_ptr<Scheme> scheme,
+  ResourceStore(std::shared_ptr<storage::Storage> storage, std::shared_ptr<kinds::Scheme> scheme,
                 std::shared_ptr<const StateCache> state_cache = nullptr);
 
-  boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> get(const ResourceInfo& info,
+  boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> get(const kinds::ResourceInfo& info,
                                                              std::string ns, std::string name,
                                                              std::string resource_version);
   // The list object (`<Kind>List`) with items, resourceVersion, continue and remainingItemCount.
   boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> list(
-      const ResourceInfo& info, std::string ns, CompiledListQuery query);
+      const kinds::ResourceInfo& info, std::string ns, CompiledListQuery query);
   boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> create(
-      const ResourceInfo& info, std::string ns, boost::json::object body, WriteQuery query);
+      const kinds::ResourceInfo& info, std::string ns, boost::json::object body, WriteQuery query);
   boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> update(
-      const ResourceInfo& info, std::string ns, std::string name, boost::json::object body,
+      const kinds::ResourceInfo& info, std::string ns, std::string name, boost::json::object body,
       WriteQuery query);
   boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> patch(
-      const ResourceInfo& info, std::string ns, std::string name, PatchType type,
+      const kinds::ResourceInfo& info, std::string ns, std::string name, PatchType type,
       boost::json::value patch, WriteQuery query);
   // Server-side apply: `config` merged into the object, created when it does not exist
   // (`*created` tells which), with field ownership and conflicts (schema/managed_fields.hpp).
   boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> apply(
-      const ResourceInfo& info, std::string ns, std::string name, boost::json::object config,
+      const kinds::ResourceInfo& info, std::string ns, std::string name, boost::json::object config,
       WriteQuery query, bool* created);
   // pods/binding: puts the pod on `binding.target.name` (a Node) with the binding's
   // annotations and a True PodScheduled condition; 409 when it is on a node already or being
   // deleted, 422 for a target that is not a named Node.
   boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> bind(
-      const ResourceInfo& info, std::string ns, std::string name, boost::json::object binding,
+      const kinds::ResourceInfo& info, std::string ns, std::string name, boost::json::object binding,
       WriteQuery query);
   // Deletes as kube-apiserver does (registry/deletion.hpp): an object that stays (finalizers,
   // a pod's grace period, a terminating namespace) is answered with its new state; one deleted
   // now with itself (its resourceVersion the delete's revision) or a Status naming it, by kind.
   boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> remove(
-      const ResourceInfo& info, std::string ns, std::string name, DeleteQuery query);
+      const kinds::ResourceInfo& info, std::string ns, std::string name, DeleteQuery query);
   // Deletes every object matching the selectors; the result is the list of them as they were.
   boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> remove_collection(
-      const ResourceInfo& info, std::string ns, CompiledListQuery query, DeleteQuery del);
+      const kinds::ResourceInfo& info, std::string ns, CompiledListQuery query, DeleteQuery del);
 
   // The scale subresource (autoscaling/v1 Scale) of a resource that has one (`info.scale`):
   // `mutate` null reads it; otherwise it gets the current Scale and returns the new one, whose
@@ -148,7 +148,7 @@ class ResourceStore {
   using ScaleFn =
       std::function<apimachinery::ApiResult<boost::json::object>(boost::json::object scale)>;
   boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> scale(
-      const ResourceInfo& info, std::string ns, std::string name, ScaleFn mutate, WriteQuery query);
+      const kinds::ResourceInfo& info, std::string ns, std::string name, ScaleFn mutate, WriteQuery query);
 
   // --enable-garbage-collector: whether deletes add the `orphan` and `foregroundDeletion`
   // finalizers the garbage collector acts on. On by default; set before serving.
@@ -168,7 +168,7 @@ class ResourceStore {
   // Creates `body` (in its metadata.namespace when `info` is namespaced) if no object of its
   // name exists; an existing one is left as it is (start-up defaults such as the bootstrap RBAC
   // roles and the `kubernetes` Service).
-  boost::asio::awaitable<apimachinery::ApiResult<void>> ensure(const ResourceInfo& info,
+  boost::asio::awaitable<apimachinery::ApiResult<void>> ensure(const kinds::ResourceInfo& info,
                                                                boost::json::object body);
 
   // Parses a stored object (allocated from `sp`) and sets `metadata.resourceVersion` to its mod
@@ -179,7 +179,7 @@ class ResourceStore {
  private:
   // 404 when the namespace is absent, 403 when it is being deleted (NamespaceLifecycle);
   // `name` is the created object's, "" when it is to be generated.
-  boost::asio::awaitable<apimachinery::ApiResult<void>> check_namespace(const ResourceInfo& info,
+  boost::asio::awaitable<apimachinery::ApiResult<void>> check_namespace(const kinds::ResourceInfo& info,
                                                           const std::string& ns,
                                                           const std::string& name);
   using MutateFn = std::function<apimachinery::ApiResult<boost::json::object>(
@@ -187,16 +187,16 @@ class ResourceStore {
   // An update of the object `mutate` makes from the current one; Services get their
   // allocations worked out first, then every kind goes through guarded_update.
   boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> write_update(
-      const ResourceInfo& info, std::string ns, std::string name, WriteQuery query,
+      const kinds::ResourceInfo& info, std::string ns, std::string name, WriteQuery query,
       MutateFn mutate);
   // The compare-and-swap write of an update, with kube's update rules (metadata kept, status
   // halves, generation, finalizers, validation).
   boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> guarded_update(
-      const ResourceInfo& info, std::string ns, std::string name, WriteQuery query,
+      const kinds::ResourceInfo& info, std::string ns, std::string name, WriteQuery query,
       MutateFn mutate);
 
   std::shared_ptr<storage::Storage> storage_;
-  std::shared_ptr<Scheme> scheme_;
+  std::shared_ptr<kinds::Scheme> scheme_;
   std::shared_ptr<const StateCache> state_cache_;
   bool garbage_collection_ = true;
   std::shared_ptr<ServiceAllocator> services_;

@@ -2,7 +2,7 @@
 
 #include "server/cache_follower.hpp"
 
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 #include "server/cacher_registry.hpp"
 #include "server/task_failure.hpp"
 #include "server/service_account_tokens.hpp"
@@ -38,7 +38,7 @@ constexpr const char* kRbacResources[] = {"roles", "clusterroles", "rolebindings
 
 }  // namespace
 
-RbacPolicySource::RbacPolicySource(std::shared_ptr<registry::Scheme> scheme,
+RbacPolicySource::RbacPolicySource(std::shared_ptr<kinds::Scheme> scheme,
                                    std::shared_ptr<CacherRegistry> cachers,
                                    std::shared_ptr<storage::Storage> storage)
     : scheme_(std::move(scheme)), cachers_(std::move(cachers)), storage_(std::move(storage)) {}

@@ -21,9 +21,12 @@
 #include <optional>
 #include <vector>
 
+namespace kwatch::kinds {
+class Scheme;
+}  // namespace kwatch::kinds
+
 namespace kwatch::registry {
 class ResourceStore;
-class Scheme;
 }
 
 namespace kwatch::storage {
@@ -39,7 +42,7 @@ class TokenFile;
 class RbacPolicySource : public std::enable_shared_from_this<RbacPolicySource> {
  public:
   // `storage` answers what the caches cannot prove they have caught up with (consistent()).
-  RbacPolicySource(std::shared_ptr<registry::Scheme> scheme,
+  RbacPolicySource(std::shared_ptr<kinds::Scheme> scheme,
                    std::shared_ptr<CacherRegistry> cachers,
                    std::shared_ptr<storage::Storage> storage);
   void start(boost::asio::any_io_executor executor);
@@ -67,7 +70,7 @@ class RbacPolicySource : public std::enable_shared_from_this<RbacPolicySource> {
   boost::asio::awaitable<apimachinery::ApiResult<std::shared_ptr<const registry::RbacPolicy>>>
   build_from_storage(std::int64_t revision);
 
-  std::shared_ptr<registry::Scheme> scheme_;
+  std::shared_ptr<kinds::Scheme> scheme_;
   std::shared_ptr<CacherRegistry> cachers_;
   std::shared_ptr<storage::Storage> storage_;
   std::mutex publish_mutex_;  // policy_ and covered_ change together
@@ -86,7 +89,7 @@ struct AccessOptions {
   bool anonymous = true;                    // --anonymous-auth
   std::shared_ptr<RbacPolicySource> rbac;   // --authorization-mode=RBAC; null: AlwaysAllow
   // Where the accounts (and objects) tokens name are looked up: the watch caches, then storage.
-  std::shared_ptr<registry::Scheme> scheme;
+  std::shared_ptr<kinds::Scheme> scheme;
   std::shared_ptr<CacherRegistry> cachers;
   std::shared_ptr<registry::ResourceStore> store;
 };

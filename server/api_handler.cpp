@@ -12,7 +12,7 @@
 #include "schema/protobuf_decoder.hpp"
 #include "registry/rbac_escalation.hpp"
 #include "registry/resource_store.hpp"
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 #include "apimachinery/yaml_body.hpp"
 #include "server/audit_log.hpp"
 #include "base/uuid.hpp"
@@ -50,7 +50,7 @@ using apimachinery::ApiResult;
 using apimachinery::status_code;
 using apimachinery::status_object;
 using base::Errc;
-using registry::ResourceInfo;
+using kinds::ResourceInfo;
 
 struct ApiHandler::Route {
   std::shared_ptr<const ResourceInfo> info;  // held for the request (a watch: its stream)
@@ -496,7 +496,7 @@ std::optional<ApiError> authorize_and_audit(const AccessOptions& access, AuditEv
 
 }  // namespace
 
-ApiHandler::ApiHandler(std::shared_ptr<registry::Scheme> scheme,
+ApiHandler::ApiHandler(std::shared_ptr<kinds::Scheme> scheme,
                        std::shared_ptr<registry::ResourceStore> store,
                        std::shared_ptr<Metrics> metrics, std::string server_address,
                        std::shared_ptr<CacherRegistry> cachers, WatchOptions watch_options,
@@ -1295,7 +1295,7 @@ std::shared_ptr<const watch::Predicate> predicate_of(const registry::CompiledLis
 // served version go to storage, which rewrites apiVersion.
 bool serves_other_version(const ResourceInfo& info) {
   if (info.hooks.to_served) return true;  // served over another kind's objects
-  return info.origin == registry::KindOrigin::custom && !info.storage_version.empty() &&
+  return info.origin == kinds::KindOrigin::custom && !info.storage_version.empty() &&
          info.storage_version != info.version;
 }
 

@@ -24,11 +24,14 @@
 #include <string_view>
 #include <vector>
 
+namespace kwatch::kinds {
+class Scheme;
+struct ResourceInfo;
+}  // namespace kwatch::kinds
+
 namespace kwatch::registry {
 struct CompiledListQuery;
 class ResourceStore;
-class Scheme;
-struct ResourceInfo;
 struct WriteQuery;
 }  // namespace kwatch::registry
 
@@ -70,7 +73,7 @@ struct AdmittedUser {
 
 class ApiHandler {
  public:
-  ApiHandler(std::shared_ptr<registry::Scheme> scheme,
+  ApiHandler(std::shared_ptr<kinds::Scheme> scheme,
              std::shared_ptr<registry::ResourceStore> store, std::shared_ptr<Metrics> metrics,
              std::string server_address, std::shared_ptr<CacherRegistry> cachers = nullptr,
              WatchOptions watch_options = {},
@@ -133,7 +136,7 @@ class ApiHandler {
   // sets `query.admit` for a write of a role or binding, judged by a policy holding every RBAC
   // object written before the request; an error when no such policy can be had (503).
   boost::asio::awaitable<std::optional<apimachinery::ApiError>> admit_rbac_write(
-      const registry::ResourceInfo& info, const Route& route, registry::WriteQuery& query);
+      const kinds::ResourceInfo& info, const Route& route, registry::WriteQuery& query);
   boost::asio::awaitable<ApiResponse> serve_scale(const ApiRequest& request, const Url& url,
                                                   Route& route);
   // pods/log, exec, attach, portforward, proxy and services/nodes proxy: 503 saying no kubelet
@@ -149,10 +152,10 @@ class ApiHandler {
   ApiResponse list_page(const ApiRequest& request, const Route& route, watch::CacheList&& list);
   boost::asio::awaitable<ApiResponse> get_from_cache(const ApiRequest& request, const Url& url,
                                                      const Route& route, bool& served);
-  std::shared_ptr<watch::Cacher> cacher_for(const registry::ResourceInfo& info) const;
+  std::shared_ptr<watch::Cacher> cacher_for(const kinds::ResourceInfo& info) const;
   void register_cacher_metrics();
 
-  std::shared_ptr<registry::Scheme> scheme_;
+  std::shared_ptr<kinds::Scheme> scheme_;
   std::shared_ptr<registry::ResourceStore> store_;
   std::shared_ptr<Metrics> metrics_;
   std::string server_address_;

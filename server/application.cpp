@@ -2,7 +2,7 @@
 
 #include "registry/rbac_authorizer.hpp"
 #include "registry/resource_store.hpp"
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 #include "server/access.hpp"
 #include "server/api_handler.hpp"
 #include "server/audit_log.hpp"
@@ -211,7 +211,7 @@ bool Application::start() {
     }
     storage = std::move(*opened);
   }
-  auto scheme = registry::Scheme::builtin(options.etcd_prefix);
+  auto scheme = kinds::Scheme::builtin(options.etcd_prefix);
   // Encryption at rest sits at the storage boundary: everything above reads and writes plaintext.
   if (!options.encryption_provider_config.empty()) {
     auto config = storage::load_encryption_config(options.encryption_provider_config);

@@ -1,6 +1,6 @@
 #include "server/cacher_registry.hpp"
 
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 #include "server/selector_predicate.hpp"
 #include "watch/cacher.hpp"
 
@@ -14,7 +14,7 @@ CacherRegistry::CacherRegistry(boost::asio::any_io_executor executor,
 
 CacherRegistry::~CacherRegistry() = default;
 
-std::shared_ptr<watch::Cacher> CacherRegistry::ensure(const registry::ResourceInfo& info) {
+std::shared_ptr<watch::Cacher> CacherRegistry::ensure(const kinds::ResourceInfo& info) {
   const std::string prefix = info.key_prefix();
   std::shared_ptr<watch::Cacher> created;
   std::vector<AddedFn> added;
@@ -47,7 +47,7 @@ std::shared_ptr<watch::Cacher> CacherRegistry::ensure(const registry::ResourceIn
   return created;
 }
 
-std::shared_ptr<watch::Cacher> CacherRegistry::find(const registry::ResourceInfo& info) const {
+std::shared_ptr<watch::Cacher> CacherRegistry::find(const kinds::ResourceInfo& info) const {
   return find_prefix(info.key_prefix());
 }
 
@@ -57,7 +57,7 @@ std::shared_ptr<watch::Cacher> CacherRegistry::find_prefix(const std::string& ke
   return it == by_prefix_.end() ? nullptr : it->second.second;
 }
 
-void CacherRegistry::remove(const registry::ResourceInfo& info) {
+void CacherRegistry::remove(const kinds::ResourceInfo& info) {
   std::shared_ptr<watch::Cacher> gone;
   {
     std::unique_lock lock(mutex_);

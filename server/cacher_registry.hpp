@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-namespace kwatch::registry {
+namespace kwatch::kinds {
 struct ResourceInfo;
-}
+}  // namespace kwatch::kinds
 namespace kwatch::watch {
 class Cacher;
 }
@@ -47,13 +47,13 @@ class CacherRegistry {
   ~CacherRegistry();
 
   // The cacher of `info`'s objects, created and started when there is none yet.
-  std::shared_ptr<watch::Cacher> ensure(const registry::ResourceInfo& info);
+  std::shared_ptr<watch::Cacher> ensure(const kinds::ResourceInfo& info);
   // The cacher of `info`'s objects, or null.
-  std::shared_ptr<watch::Cacher> find(const registry::ResourceInfo& info) const;
+  std::shared_ptr<watch::Cacher> find(const kinds::ResourceInfo& info) const;
   // The cacher under a key prefix (ResourceInfo::key_prefix()), or null.
   std::shared_ptr<watch::Cacher> find_prefix(const std::string& key_prefix) const;
   // Stops and forgets the cacher under `info`'s key prefix, if any.
-  void remove(const registry::ResourceInfo& info);
+  void remove(const kinds::ResourceInfo& info);
   // Every cacher, with the resource it was made for.
   std::vector<std::pair<std::string, std::shared_ptr<watch::Cacher>>> all() const;
   void stop_all();

@@ -2,7 +2,7 @@
 
 #include "registry/rbac_authorizer.hpp"
 #include "registry/resource_store.hpp"
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 #include "server/cacher_registry.hpp"
 #include "apimachinery/stored_json.hpp"
 #include "watch/cacher.hpp"
@@ -15,7 +15,7 @@ namespace kwatch::server {
 namespace asio = boost::asio;
 namespace json = boost::json;
 
-ClusterRoleAggregator::ClusterRoleAggregator(std::shared_ptr<registry::Scheme> scheme,
+ClusterRoleAggregator::ClusterRoleAggregator(std::shared_ptr<kinds::Scheme> scheme,
                                              std::shared_ptr<registry::ResourceStore> store,
                                              std::shared_ptr<CacherRegistry> cachers)
     : Reconciler(std::move(cachers), scheme->find("rbac.authorization.k8s.io", "v1", "clusterroles"),

@@ -17,16 +17,19 @@
 
 #include <memory>
 
+namespace kwatch::kinds {
+class Scheme;
+}  // namespace kwatch::kinds
+
 namespace kwatch::registry {
 class ResourceStore;
-class Scheme;
 }  // namespace kwatch::registry
 
 namespace kwatch::server {
 
 class ClusterRoleAggregator : public Reconciler {
  public:
-  ClusterRoleAggregator(std::shared_ptr<registry::Scheme> scheme,
+  ClusterRoleAggregator(std::shared_ptr<kinds::Scheme> scheme,
                         std::shared_ptr<registry::ResourceStore> store,
                         std::shared_ptr<CacherRegistry> cachers);
 

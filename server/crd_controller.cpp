@@ -1,8 +1,8 @@
 #include "server/crd_controller.hpp"
 
-#include "registry/custom_resource_definition.hpp"
+#include "kinds/custom_resource_definition.hpp"
 #include "registry/resource_store.hpp"
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 #include "schema/structural_schema.hpp"
 #include "base/timestamps.hpp"
 #include "server/cacher_registry.hpp"
@@ -41,7 +41,7 @@ bool being_deleted(const json::object& obj) {
 }
 
 // Each version's openAPIV3Schema, for the OpenAPI v3 documents kubectl explain reads.
-void publish_schemas(const json::object& crd, std::vector<registry::ResourceInfo>& infos) {
+void publish_schemas(const json::object& crd, std::vector<kinds::ResourceInfo>& infos) {
   const json::value* versions = crd.at("spec").as_object().if_contains("versions");
   if (versions == nullptr || !versions->is_array()) return;
   for (auto& info : infos) {
@@ -62,7 +62,7 @@ void publish_schemas(const json::object& crd, std::vector<registry::ResourceInfo
 
 }  // namespace
 
-CrdController::CrdController(std::shared_ptr<registry::Scheme> scheme,
+CrdController::CrdController(std::shared_ptr<kinds::Scheme> scheme,
                              std::shared_ptr<registry::ResourceStore> store,
                              std::shared_ptr<CacherRegistry> cachers,
                              std::shared_ptr<storage::Storage> storage, std::string storage_prefix)
@@ -116,14 +116,14 @@ asio::awaitable<void> CrdController::serve(json::object crd) {
     // definition is served under the limits it was accepted with (writes get the budget).
     auto patterns = schema::PatternCache::for_stored();
     if (auto it = patterns_.find(name); it != patterns_.end()) patterns->offer(*it->second);
-    auto infos = registry::custom_resources(crd, storage_prefix_, patterns);
+    auto infos = kinds::custom_resources(crd, storage_prefix_, patterns);
     patterns->forget_offered();
     if (!infos) {
       spdlog::warn("CustomResourceDefinition {} cannot be served: {}", name, infos.error().message);
       co_return;
     }
-    if (auto conflict = registry::names_conflict(crd, *scheme_)) {
-      json::object rejected = registry::rejected_names_status(
+    if (auto conflict = kinds::names_conflict(crd, *scheme_)) {
+      json::object rejected = kinds::rejected_names_status(
           crd, conflict->first, conflict->second, base::now_rfc3339());
       co_await write_status(std::move(rejected));
       co_return;
@@ -133,17 +133,17 @@ asio::awaitable<void> CrdController::serve(json::object crd) {
     patterns_[name] = std::move(patterns);
     spdlog::info("serving custom resources of {}", name);
   }
-  desired = registry::accepted_status(crd, base::now_rfc3339());
+  desired = kinds::accepted_status(crd, base::now_rfc3339());
   co_await write_status(std::move(desired));
 }
 
 void CrdController::register_resources(const json::object& crd,
-                                       std::vector<registry::ResourceInfo> infos,
+                                       std::vector<kinds::ResourceInfo> infos,
                                        bool terminating) {
   publish_schemas(crd, infos);
   auto flag = std::make_shared<std::atomic<bool>>(terminating);
   for (auto& info : infos) info.terminating = flag;
-  std::vector<registry::ResourceInfo> copies = infos;
+  std::vector<kinds::ResourceInfo> copies = infos;
   scheme_->set_owned(name_of(crd), std::move(infos));
   for (const auto& info : copies) cachers_->ensure(info);
 }
@@ -154,15 +154,15 @@ void CrdController::serve_terminating(const json::object& crd) {
   // Tried once per process: the stored spec of a definition being deleted does not change.
   applied_[name] = spec != nullptr ? json::serialize(*spec) : std::string();
   // Never established, never served: nothing for clients to reach.
-  if (!registry::has_true_condition(crd, "Established")) return;
+  if (!kinds::has_true_condition(crd, "Established")) return;
   auto infos =
-      registry::custom_resources(crd, storage_prefix_, schema::PatternCache::for_stored());
+      kinds::custom_resources(crd, storage_prefix_, schema::PatternCache::for_stored());
   if (!infos) {
     spdlog::warn("CustomResourceDefinition {} is being deleted and cannot be served: {}", name,
                  infos.error().message);
     return;
   }
-  if (registry::names_conflict(crd, *scheme_)) return;
+  if (kinds::names_conflict(crd, *scheme_)) return;
   register_resources(crd, std::move(*infos), true);
   spdlog::info("serving custom resources of {} until they are deleted", name);
 }
@@ -199,21 +199,21 @@ asio::awaitable<void> CrdController::finalize(json::object crd) {
   if (!applied_.contains(name)) serve_terminating(crd);
   // No new objects while the old ones are deleted. Held across the waits below: a spec update
   // meanwhile frees the description the scheme replaced only when this is done with it.
-  std::shared_ptr<const registry::ResourceInfo> served;
+  std::shared_ptr<const kinds::ResourceInfo> served;
   for (const auto& info : scheme_->resources()) {
     if (info->owner != name) continue;
     if (info->terminating) info->terminating->store(true);
     served = info;
   }
   json::object terminating = crd;
-  registry::set_terminating(terminating, base::now_rfc3339());
+  kinds::set_terminating(terminating, base::now_rfc3339());
   co_await write_status(std::move(terminating));
   // Every object of the definition, whichever version it was written through, lives under one
   // prefix; when its resources are not served the stored spec says which (a definition whose
   // spec no longer validates still had objects).
   if (served == nullptr) {
-    if (auto stored = registry::custom_resource_storage(crd, storage_prefix_)) {
-      served = std::make_shared<const registry::ResourceInfo>(std::move(*stored));
+    if (auto stored = kinds::custom_resource_storage(crd, storage_prefix_)) {
+      served = std::make_shared<const kinds::ResourceInfo>(std::move(*stored));
     }
   }
   // They are deleted as a client would delete them: an object with finalizers is only marked,

@@ -27,10 +27,13 @@
 namespace kwatch::schema {
 class PatternCache;
 }
-namespace kwatch::registry {
-class ResourceStore;
+namespace kwatch::kinds {
 class Scheme;
 struct ResourceInfo;
+}  // namespace kwatch::kinds
+
+namespace kwatch::registry {
+class ResourceStore;
 }  // namespace kwatch::registry
 namespace kwatch::storage {
 class Storage;
@@ -42,7 +45,7 @@ class CacherRegistry;
 
 class CrdController : public Reconciler {
  public:
-  CrdController(std::shared_ptr<registry::Scheme> scheme,
+  CrdController(std::shared_ptr<kinds::Scheme> scheme,
                 std::shared_ptr<registry::ResourceStore> store,
                 std::shared_ptr<CacherRegistry> cachers,
                 std::shared_ptr<storage::Storage> storage, std::string storage_prefix);
@@ -54,17 +57,17 @@ class CrdController : public Reconciler {
   // Serves the definition being deleted that this process has not served yet as terminating.
   void serve_terminating(const boost::json::object& crd);
   void register_resources(const boost::json::object& crd,
-                          std::vector<registry::ResourceInfo> infos, bool terminating);
+                          std::vector<kinds::ResourceInfo> infos, bool terminating);
   // Deletes the objects of a definition being deleted, then its cleanup finalizer once storage
   // holds none of them.
   boost::asio::awaitable<void> finalize(boost::json::object crd);
   boost::asio::awaitable<void> write_status(boost::json::object crd);
 
-  std::shared_ptr<registry::Scheme> scheme_;
+  std::shared_ptr<kinds::Scheme> scheme_;
   std::shared_ptr<registry::ResourceStore> store_;
   std::shared_ptr<storage::Storage> storage_;
   std::string storage_prefix_;
-  std::shared_ptr<const registry::ResourceInfo> crd_info_;
+  std::shared_ptr<const kinds::ResourceInfo> crd_info_;
   // Definition name -> the spec its registered resources were made from (for a definition being
   // deleted: the spec it was last looked at with, served or not).
   std::map<std::string, std::string> applied_;

@@ -14,8 +14,8 @@
 namespace kwatch::server {
 
 namespace json = boost::json;
-using registry::ResourceInfo;
-using registry::Scheme;
+using kinds::ResourceInfo;
+using kinds::Scheme;
 
 namespace {
 
@@ -49,7 +49,7 @@ constexpr ReviewResource kReviews[] = {
 };
 
 // The scheme's group-versions and the reviews' (all v1), in order, once each.
-std::vector<registry::GroupVersion> served_group_versions(const Scheme& scheme) {
+std::vector<kinds::GroupVersion> served_group_versions(const Scheme& scheme) {
   auto out = scheme.group_versions();
   for (const auto& review : kReviews) {
     bool known = false;

@@ -2,7 +2,7 @@
 // OpenAPI v3 documents kubectl consults before it writes. Pure functions of the scheme.
 #pragma once
 
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 
 #include <boost/json/object.hpp>
 
@@ -18,18 +18,18 @@ namespace kwatch::server {
 // GET /api
 boost::json::object api_versions(std::string_view server_address);
 // GET /apis
-boost::json::object api_group_list(const registry::Scheme& scheme);
+boost::json::object api_group_list(const kinds::Scheme& scheme);
 // GET /apis/<group>; nullopt if the group is not served.
-std::optional<boost::json::object> api_group(const registry::Scheme& scheme,
+std::optional<boost::json::object> api_group(const kinds::Scheme& scheme,
                                              std::string_view group);
 // GET /api/v1, /apis/<group>/<version>; nullopt if not served.
-std::optional<boost::json::object> api_resource_list(const registry::Scheme& scheme,
+std::optional<boost::json::object> api_resource_list(const kinds::Scheme& scheme,
                                                      std::string_view group,
                                                      std::string_view version);
 // GET /api (core) or /apis (the rest) as kubectl 1.26+ asks first: the aggregated discovery
 // document (apidiscovery.k8s.io/v2 APIGroupDiscoveryList) with every resource of every version,
 // so that one request replaces one per group-version.
-boost::json::object aggregated_discovery(const registry::Scheme& scheme, bool core);
+boost::json::object aggregated_discovery(const kinds::Scheme& scheme, bool core);
 inline constexpr std::string_view kAggregatedDiscoveryType =
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 
@@ -42,7 +42,7 @@ class OpenApiDocuments {
  public:
   // The root (nullopt path) or one group-version's document ("api/v1", "apis/apps/v1") as JSON
   // text; nullopt when not served. kV2Json and kV2Protobuf: the v2 document (openapi_v2.hpp).
-  std::optional<std::string> get(const registry::Scheme& scheme, std::string_view path);
+  std::optional<std::string> get(const kinds::Scheme& scheme, std::string_view path);
   static constexpr std::string_view kV2Json = "/v2.json";  // no v3 path starts with '/'
   static constexpr std::string_view kV2Protobuf = "/v2.pb";
 
@@ -55,7 +55,7 @@ class OpenApiDocuments {
 // GET /openapi/v3/api/v1, /openapi/v3/apis/<g>/<v>; nullopt if not served. Each resource gets its
 // paths with a PATCH operation tagged with its group-version-kind and the `fieldValidation`
 // parameter, which tells kubectl to leave field validation to the server.
-std::optional<boost::json::object> openapi_v3_group_version(const registry::Scheme& scheme,
+std::optional<boost::json::object> openapi_v3_group_version(const kinds::Scheme& scheme,
                                                             std::string_view group,
                                                             std::string_view version);
 

@@ -1,13 +1,13 @@
 #include "server/encryption_at_rest.hpp"
 
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 
 #include <set>
 
 namespace kwatch::server {
 
 boost::system::result<std::vector<storage::EncryptionScope>, std::string> encryption_scopes(
-    const storage::EncryptionConfig& config, const registry::Scheme& scheme,
+    const storage::EncryptionConfig& config, const kinds::Scheme& scheme,
     const std::string& storage_prefix) {
   std::vector<storage::EncryptionScope> scopes;
   std::set<std::string> covered;  // an earlier entry already decides keys under these
@@ -28,13 +28,13 @@ boost::system::result<std::vector<storage::EncryptionScope>, std::string> encryp
       const std::string group = dot == std::string::npos ? "" : name.substr(dot + 1);
       bool builtin = false;
       for (const auto& info : builtins) {
-        if (info->origin != registry::KindOrigin::builtin || info->group != group) continue;
+        if (info->origin != kinds::KindOrigin::builtin || info->group != group) continue;
         if (resource != "*" && info->resource != resource) continue;
         add(info->key_prefix());
         builtin = true;
       }
       // Custom resources of the group, now or once their definition is created (the layout of
-      // registry/custom_resource_definition.cpp). The core group has none.
+      // kinds/custom_resource_definition.cpp). The core group has none.
       if (!group.empty() && resource == "*") {
         add(storage_prefix + "/" + group + "/");
       } else if (!group.empty() && !builtin) {

@@ -19,14 +19,14 @@
 #include <string>
 #include <vector>
 
-namespace kwatch::registry {
+namespace kwatch::kinds {
 class Scheme;
-}
+}  // namespace kwatch::kinds
 
 namespace kwatch::server {
 
 boost::system::result<std::vector<storage::EncryptionScope>, std::string> encryption_scopes(
-    const storage::EncryptionConfig& config, const registry::Scheme& scheme,
+    const storage::EncryptionConfig& config, const kinds::Scheme& scheme,
     const std::string& storage_prefix);
 
 }  // namespace kwatch::server

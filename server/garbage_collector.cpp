@@ -3,7 +3,7 @@
 #include "registry/deletion.hpp"
 #include "apimachinery/json_path.hpp"
 #include "registry/resource_store.hpp"
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 #include "server/cache_follower.hpp"
 #include "server/cacher_registry.hpp"
 #include "server/task_failure.hpp"
@@ -24,7 +24,7 @@ namespace kwatch::server {
 
 namespace asio = boost::asio;
 namespace json = boost::json;
-using registry::ResourceInfo;
+using kinds::ResourceInfo;
 
 namespace {
 
@@ -138,7 +138,7 @@ std::chrono::milliseconds retry_delay(int failures) {
 
 }  // namespace gc
 
-GarbageCollector::GarbageCollector(std::shared_ptr<registry::Scheme> scheme,
+GarbageCollector::GarbageCollector(std::shared_ptr<kinds::Scheme> scheme,
                                    std::shared_ptr<registry::ResourceStore> store,
                                    std::shared_ptr<CacherRegistry> cachers)
     : scheme_(std::move(scheme)), store_(std::move(store)), cachers_(std::move(cachers)) {}

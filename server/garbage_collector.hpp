@@ -43,10 +43,13 @@
 #include <string>
 #include <vector>
 
-namespace kwatch::registry {
-class ResourceStore;
+namespace kwatch::kinds {
 class Scheme;
 struct ResourceInfo;
+}  // namespace kwatch::kinds
+
+namespace kwatch::registry {
+class ResourceStore;
 }  // namespace kwatch::registry
 namespace kwatch::watch {
 class Cacher;
@@ -67,7 +70,7 @@ namespace gc {
 class FairQueue {
  public:
   struct Item {
-    // The resource's key prefix (registry::ResourceInfo::key_prefix()): the item looks its
+    // The resource's key prefix (kinds::ResourceInfo::key_prefix()): the item looks its
     // description up again when it runs, so a custom resource is written under its
     // definition's current schema and a replaced description is not kept alive by the queue.
     std::string prefix;
@@ -124,7 +127,7 @@ std::chrono::milliseconds retry_delay(int failures);
 
 class GarbageCollector : public std::enable_shared_from_this<GarbageCollector> {
  public:
-  GarbageCollector(std::shared_ptr<registry::Scheme> scheme,
+  GarbageCollector(std::shared_ptr<kinds::Scheme> scheme,
                    std::shared_ptr<registry::ResourceStore> store,
                    std::shared_ptr<CacherRegistry> cachers);
 
@@ -174,29 +177,29 @@ class GarbageCollector : public std::enable_shared_from_this<GarbageCollector> {
   boost::asio::awaitable<bool> wait_for_work();
   // One item, a task of its own.
   boost::asio::awaitable<void> run_item(gc::FairQueue::Item item);
-  boost::asio::awaitable<Outcome> process(const registry::ResourceInfo& info,
+  boost::asio::awaitable<Outcome> process(const kinds::ResourceInfo& info,
                                           const std::string& key);
   // One turn of orphaning: at most a batch of dependents, then the owner queues again.
-  boost::asio::awaitable<Outcome> orphan_dependents(const registry::ResourceInfo& info,
+  boost::asio::awaitable<Outcome> orphan_dependents(const kinds::ResourceInfo& info,
                                                     const std::string& key,
                                                     const boost::json::object& owner);
-  boost::asio::awaitable<Outcome> delete_dependents(const registry::ResourceInfo& info,
+  boost::asio::awaitable<Outcome> delete_dependents(const kinds::ResourceInfo& info,
                                                     const std::string& key,
                                                     std::int64_t revision,
                                                     const boost::json::object& owner);
-  boost::asio::awaitable<Outcome> collect(const registry::ResourceInfo& info,
+  boost::asio::awaitable<Outcome> collect(const kinds::ResourceInfo& info,
                                           const std::string& key);
   boost::asio::awaitable<OwnerState> owner_state(const Dependent& dependent, const OwnerRef& ref);
-  boost::asio::awaitable<bool> drop_finalizer(const registry::ResourceInfo& info,
+  boost::asio::awaitable<bool> drop_finalizer(const kinds::ResourceInfo& info,
                                               const boost::json::object& obj,
                                               std::string_view finalizer);
   // Removes the references to owners in `uids`, or with `unblock` only sets their
   // blockOwnerDeletion to false.
   boost::asio::awaitable<bool> edit_references(const Dependent& dependent,
                                                std::set<std::string> uids, bool unblock);
-  std::shared_ptr<const registry::ResourceInfo> owner_info(const OwnerRef& ref) const;
+  std::shared_ptr<const kinds::ResourceInfo> owner_info(const OwnerRef& ref) const;
 
-  std::shared_ptr<registry::Scheme> scheme_;
+  std::shared_ptr<kinds::Scheme> scheme_;
   std::shared_ptr<registry::ResourceStore> store_;
   std::shared_ptr<CacherRegistry> cachers_;
   std::optional<boost::asio::strand<boost::asio::any_io_executor>> strand_;

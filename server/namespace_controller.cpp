@@ -2,7 +2,7 @@
 
 #include "apimachinery/json_path.hpp"
 #include "registry/resource_store.hpp"
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 #include "base/timestamps.hpp"
 #include "server/cacher_registry.hpp"
 #include "storage/storage.hpp"
@@ -40,7 +40,7 @@ bool has_namespace_finalizer(const json::object& ns) {
   return false;
 }
 
-std::string group_resource(const registry::ResourceInfo& info) {
+std::string group_resource(const kinds::ResourceInfo& info) {
   return info.group.empty() ? info.resource : info.resource + "." + info.group;
 }
 
@@ -71,7 +71,7 @@ bool same_conditions(const json::value* current, const json::array& next) {
 
 }  // namespace
 
-NamespaceController::NamespaceController(std::shared_ptr<registry::Scheme> scheme,
+NamespaceController::NamespaceController(std::shared_ptr<kinds::Scheme> scheme,
                                          std::shared_ptr<registry::ResourceStore> store,
                                          std::shared_ptr<CacherRegistry> cachers,
                                          std::shared_ptr<storage::Storage> storage)

@@ -19,9 +19,12 @@
 
 #include <memory>
 
+namespace kwatch::kinds {
+class Scheme;
+}  // namespace kwatch::kinds
+
 namespace kwatch::registry {
 class ResourceStore;
-class Scheme;
 }  // namespace kwatch::registry
 namespace kwatch::storage {
 class Storage;
@@ -31,7 +34,7 @@ namespace kwatch::server {
 
 class NamespaceController : public Reconciler {
  public:
-  NamespaceController(std::shared_ptr<registry::Scheme> scheme,
+  NamespaceController(std::shared_ptr<kinds::Scheme> scheme,
                       std::shared_ptr<registry::ResourceStore> store,
                       std::shared_ptr<CacherRegistry> cachers,
                       std::shared_ptr<storage::Storage> storage);
@@ -45,10 +48,10 @@ class NamespaceController : public Reconciler {
   boost::asio::awaitable<void> finalize(const std::string& name);
   boost::asio::awaitable<void> ensure_default_service_account(const std::string& ns);
 
-  std::shared_ptr<registry::Scheme> scheme_;
+  std::shared_ptr<kinds::Scheme> scheme_;
   std::shared_ptr<registry::ResourceStore> store_;
   std::shared_ptr<storage::Storage> storage_;
-  std::shared_ptr<const registry::ResourceInfo> service_accounts_;
+  std::shared_ptr<const kinds::ResourceInfo> service_accounts_;
 };
 
 }  // namespace kwatch::server

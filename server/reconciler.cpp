@@ -1,6 +1,6 @@
 #include "server/reconciler.hpp"
 
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 #include "server/cache_follower.hpp"
 #include "server/cacher_registry.hpp"
 #include "server/task_failure.hpp"
@@ -19,19 +19,19 @@ namespace kwatch::server {
 namespace asio = boost::asio;
 
 Reconciler::Reconciler(std::shared_ptr<CacherRegistry> cachers,
-                       std::shared_ptr<const registry::ResourceInfo> info, const char* name)
+                       std::shared_ptr<const kinds::ResourceInfo> info, const char* name)
     : cachers_(std::move(cachers)), info_(std::move(info)), name_(name) {}
 
 Reconciler::Reconciler(std::shared_ptr<CacherRegistry> cachers,
-                       std::shared_ptr<const registry::ResourceInfo> info,
-                       std::vector<std::shared_ptr<const registry::ResourceInfo>> also,
+                       std::shared_ptr<const kinds::ResourceInfo> info,
+                       std::vector<std::shared_ptr<const kinds::ResourceInfo>> also,
                        const char* name)
     : cachers_(std::move(cachers)), info_(std::move(info)), also_(std::move(also)), name_(name) {}
 
 void Reconciler::start(asio::any_io_executor executor) {
   auto strand = asio::make_strand(executor);
   const char* name = name_;
-  std::vector<std::shared_ptr<const registry::ResourceInfo>> watched{info_};
+  std::vector<std::shared_ptr<const kinds::ResourceInfo>> watched{info_};
   watched.insert(watched.end(), also_.begin(), also_.end());
   for (const auto& info : watched) {
     if (info == nullptr) continue;
@@ -42,7 +42,7 @@ void Reconciler::start(asio::any_io_executor executor) {
                  [name](std::exception_ptr e) { log_task_failure(e, name); });
 }
 
-asio::awaitable<void> Reconciler::run(std::shared_ptr<const registry::ResourceInfo> watched) {
+asio::awaitable<void> Reconciler::run(std::shared_ptr<const kinds::ResourceInfo> watched) {
   // Every batch of events (and each new watch) wakes a full reconcile.
   CacheFollower follower;
   follower.cacher = cachers_->ensure(*watched);

@@ -17,9 +17,9 @@
 #include <memory>
 #include <vector>
 
-namespace kwatch::registry {
+namespace kwatch::kinds {
 struct ResourceInfo;
-}
+}  // namespace kwatch::kinds
 
 namespace kwatch::server {
 
@@ -30,11 +30,11 @@ class Reconciler : public std::enable_shared_from_this<Reconciler> {
   // `info` is the watched resource (a built-in one: held, never looked up again); `name` names
   // the reconciler in logs.
   Reconciler(std::shared_ptr<CacherRegistry> cachers,
-             std::shared_ptr<const registry::ResourceInfo> info, const char* name);
+             std::shared_ptr<const kinds::ResourceInfo> info, const char* name);
   // The same, also woken by the events of `also`.
   Reconciler(std::shared_ptr<CacherRegistry> cachers,
-             std::shared_ptr<const registry::ResourceInfo> info,
-             std::vector<std::shared_ptr<const registry::ResourceInfo>> also, const char* name);
+             std::shared_ptr<const kinds::ResourceInfo> info,
+             std::vector<std::shared_ptr<const kinds::ResourceInfo>> also, const char* name);
   virtual ~Reconciler() = default;
 
   // Starts the tasks on a strand of `executor`.
@@ -46,16 +46,16 @@ class Reconciler : public std::enable_shared_from_this<Reconciler> {
   virtual boost::asio::awaitable<void> reconcile_once() = 0;
 
   std::shared_ptr<CacherRegistry> cachers_;
-  std::shared_ptr<const registry::ResourceInfo> info_;
+  std::shared_ptr<const kinds::ResourceInfo> info_;
   bool waiting_ = false;
   std::atomic<bool> stopped_{false};
 
  private:
-  boost::asio::awaitable<void> run(std::shared_ptr<const registry::ResourceInfo> watched);
+  boost::asio::awaitable<void> run(std::shared_ptr<const kinds::ResourceInfo> watched);
   boost::asio::awaitable<void> tick();
   boost::asio::awaitable<void> reconcile();
 
-  std::vector<std::shared_ptr<const registry::ResourceInfo>> also_;
+  std::vector<std::shared_ptr<const kinds::ResourceInfo>> also_;
   const char* name_;
   bool reconciling_ = false;
   bool again_ = false;

@@ -28,11 +28,11 @@ std::optional<std::pair<std::string, std::string>> SelectorPredicate::exact_labe
   return std::nullopt;
 }
 
-watch::FieldsFn fields_of(const registry::ResourceInfo& info) {
+watch::FieldsFn fields_of(const kinds::ResourceInfo& info) {
   // Copies only what field_value reads: the cacher outlives the description it was made with (a
   // definition's spec update keeps the cache), and a whole copy would keep that description's
   // schema alive with it.
-  registry::ResourceInfo fields;
+  kinds::ResourceInfo fields;
   fields.selectable_fields = info.selectable_fields;
   fields.hooks.field_value = info.hooks.field_value;
   return [fields = std::move(fields)](const boost::json::object& object) {

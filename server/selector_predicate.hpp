@@ -4,7 +4,7 @@
 
 #include "apimachinery/field_selector.hpp"
 #include "apimachinery/label_selector.hpp"
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 #include "watch/object_codec.hpp"
 #include "watch/watch_types.hpp"
 
@@ -28,6 +28,6 @@ class SelectorPredicate final : public watch::Predicate {
 };
 
 // The watch cache's view of a resource's selectable fields.
-watch::FieldsFn fields_of(const registry::ResourceInfo& info);
+watch::FieldsFn fields_of(const kinds::ResourceInfo& info);
 
 }  // namespace kwatch::server

@@ -26,20 +26,20 @@ struct Column {
   std::function<json::value(const json::object&)> cell;
 };
 
-// The kind's columns (registry/builtin_columns.cpp for built-in kinds, additionalPrinterColumns
+// The kind's columns (kinds/builtin_columns.cpp for built-in kinds, additionalPrinterColumns
 // for custom resources) as cell functions.
-std::vector<Column> columns_for(const registry::ResourceInfo& info,
+std::vector<Column> columns_for(const kinds::ResourceInfo& info,
                                 system_clock::time_point now) {
-  const bool custom = info.origin == registry::KindOrigin::custom;
-  std::vector<registry::PrinterColumn> specs = info.printer_columns;
+  const bool custom = info.origin == kinds::KindOrigin::custom;
+  std::vector<kinds::PrinterColumn> specs = info.printer_columns;
   if (specs.empty() || custom) {
-    registry::PrinterColumn name;
+    kinds::PrinterColumn name;
     name.name = "Name";
     name.type = "string";
     name.format = "name";
     name.json_path = ".metadata.name";
     if (specs.empty()) {
-      registry::PrinterColumn age;
+      kinds::PrinterColumn age;
       age.name = "Age";
       age.type = "date";
       age.json_path = ".metadata.creationTimestamp";
@@ -85,7 +85,7 @@ std::optional<IncludeObject> parse_include_object(std::string_view text) {
   return std::nullopt;
 }
 
-json::object to_table(const registry::ResourceInfo& info, const json::object& object_or_list,
+json::object to_table(const kinds::ResourceInfo& info, const json::object& object_or_list,
                       system_clock::time_point now, IncludeObject include) {
   const auto columns = columns_for(info, now);
   json::array definitions;

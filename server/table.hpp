@@ -2,7 +2,7 @@
 // with the columns kubectl users know for each built-in kind. Pure functions.
 #pragma once
 
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 #include "base/timestamps.hpp"
 
 #include <boost/json/object.hpp>
@@ -21,7 +21,7 @@ enum class IncludeObject { none, metadata, object };
 std::optional<IncludeObject> parse_include_object(std::string_view text);
 
 // `object_or_list` is either one object or a `<Kind>List`; `now` makes ages testable.
-boost::json::object to_table(const registry::ResourceInfo& info,
+boost::json::object to_table(const kinds::ResourceInfo& info,
                              const boost::json::object& object_or_list,
                              std::chrono::system_clock::time_point now, IncludeObject include);
 

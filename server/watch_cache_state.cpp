@@ -6,7 +6,7 @@
 namespace kwatch::server {
 
 std::optional<registry::StateCache::State> WatchCacheState::lookup(
-    const registry::ResourceInfo& info, const std::string& key) const {
+    const kinds::ResourceInfo& info, const std::string& key) const {
   auto cacher = cachers_->find(info);
   if (!cacher || !cacher->ready()) return std::nullopt;
   watch::ObjectPtr object = cacher->get(key);

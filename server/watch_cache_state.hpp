@@ -13,7 +13,7 @@ class WatchCacheState final : public registry::StateCache {
  public:
   explicit WatchCacheState(std::shared_ptr<CacherRegistry> cachers) : cachers_(std::move(cachers)) {}
 
-  std::optional<State> lookup(const registry::ResourceInfo& info,
+  std::optional<State> lookup(const kinds::ResourceInfo& info,
                               const std::string& key) const override;
 
  private:

@@ -1,5 +1,5 @@
 #include "registry/deletion.hpp"
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 namespace kwatch::registry {
+using kinds::ResourceInfo;
+using kinds::Scheme;
 namespace {
 
 namespace json = boost::json;

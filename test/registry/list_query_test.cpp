@@ -1,11 +1,13 @@
 #include "registry/list_query.hpp"
 
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 
 #include <gtest/gtest.h>
 
 namespace kwatch::registry {
 
+using kinds::ResourceInfo;
+using kinds::Scheme;
 using apimachinery::ApiError;
 using apimachinery::ApiResult;
 using base::Errc;

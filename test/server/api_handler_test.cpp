@@ -1,7 +1,7 @@
 #include "server/api_handler.hpp"
 
 #include "registry/resource_store.hpp"
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 #include "storage/memory_storage.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -30,7 +30,7 @@ class ApiHandlerTest : public ::testing::Test {
     auto storage = storage::MemoryStorage::open({});
     ASSERT_TRUE(storage);
     storage_ = std::move(*storage);
-    auto scheme = registry::Scheme::builtin();
+    auto scheme = kinds::Scheme::builtin();
     store_ = std::make_shared<registry::ResourceStore>(storage_, scheme);
     handler_ = std::make_shared<ApiHandler>(scheme, store_, std::make_shared<Metrics>(),
                                             "127.0.0.1:0");
@@ -139,7 +139,7 @@ TEST_F(ApiHandlerTest, UpdateThatChangesNothingKeepsTheResourceVersion) {
 // A state cache frozen at whatever the test put in it: it goes stale as soon as storage moves.
 class FrozenStateCache final : public registry::StateCache {
  public:
-  std::optional<State> lookup(const registry::ResourceInfo&,
+  std::optional<State> lookup(const kinds::ResourceInfo&,
                               const std::string& key) const override {
     ++lookups;
     auto it = objects.find(key);
@@ -161,7 +161,7 @@ class FrozenStateCache final : public registry::StateCache {
 
 TEST_F(ApiHandlerTest, UpdatesStartingFromAStaleCachedStateDecideOnTheCurrentOne) {
   auto cache = std::make_shared<FrozenStateCache>();
-  auto scheme = registry::Scheme::builtin();
+  auto scheme = kinds::Scheme::builtin();
   store_ = std::make_shared<registry::ResourceStore>(storage_, scheme, cache);
   handler_ = std::make_shared<ApiHandler>(scheme, store_, std::make_shared<Metrics>(),
                                           "127.0.0.1:0");
@@ -618,7 +618,7 @@ TEST_F(UnreadableObjectTest, IsA500ThatSaysHowToDeleteItAndDoesNotBreakLists) {
 // Records the thread each update starts on (an update asks the state cache first).
 class ThreadRecorder : public registry::StateCache {
  public:
-  std::optional<State> lookup(const registry::ResourceInfo&,
+  std::optional<State> lookup(const kinds::ResourceInfo&,
                               const std::string&) const override {
     std::lock_guard lock(mutex_);
     threads_.push_back(std::this_thread::get_id());
@@ -639,7 +639,7 @@ TEST_F(ApiHandlerTest, PatchesAndLargeBodiesRunOnTheComputeExecutorOthersInline)
   std::thread::id compute_thread;
   asio::post(compute, [&] { compute_thread = std::this_thread::get_id(); });
   auto recorder = std::make_shared<ThreadRecorder>();
-  auto scheme = registry::Scheme::builtin();
+  auto scheme = kinds::Scheme::builtin();
   store_ = std::make_shared<registry::ResourceStore>(storage_, scheme, recorder);
   ComputeOptions options;
   options.executor = compute.get_executor();

@@ -1,7 +1,7 @@
 #include "server/audit_log.hpp"
 
 #include "registry/resource_store.hpp"
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 #include "server/api_handler.hpp"
 #include "server/encryption_at_rest.hpp"
 #include "storage/encrypting_storage.hpp"
@@ -240,7 +240,7 @@ class AuditedHandlerTest : public ::testing::Test {
     auto memory = storage::MemoryStorage::open({});
     ASSERT_TRUE(memory);
     raw_ = std::shared_ptr<storage::Storage>(std::move(*memory));
-    scheme_ = registry::Scheme::builtin();
+    scheme_ = kinds::Scheme::builtin();
     use_config(std::string(kKeyA) + "\n");
     auto log = AuditLog::open({(dir_ / "audit.log").string()});
     ASSERT_TRUE(log);
@@ -311,7 +311,7 @@ class AuditedHandlerTest : public ::testing::Test {
 
   fs::path dir_;
   std::shared_ptr<storage::Storage> raw_;
-  std::shared_ptr<registry::Scheme> scheme_;
+  std::shared_ptr<kinds::Scheme> scheme_;
   std::shared_ptr<AuditLog> audit_;
   std::shared_ptr<ApiHandler> handler_;
 };
@@ -411,7 +411,7 @@ TEST_F(AuditedHandlerTest, AValueNoKeyDecryptsIsA500NamingTheKeyAndCanBeDeletedO
 }
 
 TEST(EncryptionScopes, MapKubesResourceNamesToKeyPrefixes) {
-  auto scheme = registry::Scheme::builtin("/kw");
+  auto scheme = kinds::Scheme::builtin("/kw");
   auto config = storage::parse_encryption_config(
       "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n"
       "- resources: [secrets, deployments.apps, widgets.example.com, '*.rbac.authorization.k8s.io']\n"

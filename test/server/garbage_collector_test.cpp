@@ -1,9 +1,9 @@
 #include "server/garbage_collector.hpp"
 
-#include "registry/custom_resource_definition.hpp"
+#include "kinds/custom_resource_definition.hpp"
 #include "registry/deletion.hpp"
 #include "registry/resource_store.hpp"
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 #include "server/cacher_registry.hpp"
 #include "storage/memory_storage.hpp"
 #include "watch/cacher.hpp"
@@ -34,7 +34,7 @@ class GarbageCollectorTest : public ::testing::Test {
     auto storage = storage::MemoryStorage::open({});
     ASSERT_TRUE(storage);
     storage_ = std::move(*storage);
-    scheme_ = registry::Scheme::builtin();
+    scheme_ = kinds::Scheme::builtin();
     store_ = std::make_shared<registry::ResourceStore>(storage_, scheme_);
     cachers_ = std::make_shared<CacherRegistry>(ioc_.get_executor(), storage_, CacherDefaults{});
     configmaps_ = scheme_->find("", "v1", "configmaps");
@@ -85,7 +85,7 @@ class GarbageCollectorTest : public ::testing::Test {
     return true;
   }
 
-  json::object create(const registry::ResourceInfo& info, const std::string& text,
+  json::object create(const kinds::ResourceInfo& info, const std::string& text,
                       const std::string& in = "t") {
     json::object out;
     run([&]() -> asio::awaitable<void> {
@@ -100,7 +100,7 @@ class GarbageCollectorTest : public ::testing::Test {
     return out;
   }
 
-  void remove(const registry::ResourceInfo& info, const std::string& name,
+  void remove(const kinds::ResourceInfo& info, const std::string& name,
               registry::Propagation propagation = registry::Propagation::background,
               const std::string& in = "t") {
     run([&]() -> asio::awaitable<void> {
@@ -149,7 +149,7 @@ class GarbageCollectorTest : public ::testing::Test {
     collector_->start(ioc_.get_executor());
   }
 
-  bool cached(const registry::ResourceInfo& info, const std::string& name,
+  bool cached(const kinds::ResourceInfo& info, const std::string& name,
               const std::string& in = "t") {
     auto cacher = cachers_->find(info);
     return cacher && cacher->get(info.key(in, name)) != nullptr;
@@ -164,12 +164,12 @@ class GarbageCollectorTest : public ::testing::Test {
 
   asio::io_context ioc_;
   std::shared_ptr<storage::Storage> storage_;
-  std::shared_ptr<registry::Scheme> scheme_;
+  std::shared_ptr<kinds::Scheme> scheme_;
   std::shared_ptr<registry::ResourceStore> store_;
   std::shared_ptr<CacherRegistry> cachers_;
   std::shared_ptr<GarbageCollector> collector_;
-  std::shared_ptr<const registry::ResourceInfo> configmaps_;
-  std::shared_ptr<const registry::ResourceInfo> deployments_;
+  std::shared_ptr<const kinds::ResourceInfo> configmaps_;
+  std::shared_ptr<const kinds::ResourceInfo> deployments_;
 };
 
 constexpr const char* kOwner = R"({"apiVersion":"apps/v1","kind":"Deployment",
@@ -362,10 +362,10 @@ json::object gadget_definition(bool with_default) {
 // writes it makes then are validated and defaulted under the current spec, not the one the
 // resource had when the collector began following it.
 TEST_F(GarbageCollectorTest, AWriteAfterASpecUpdateUsesTheDefinitionsCurrentSchema) {
-  auto served = registry::custom_resources(gadget_definition(false), "/registry");
+  auto served = kinds::custom_resources(gadget_definition(false), "/registry");
   ASSERT_TRUE(served) << served.error().message;
   scheme_->set_owned("gadgets.example.com", std::move(*served));
-  std::weak_ptr<const registry::ResourceInfo> old = scheme_->find("example.com", "v1", "gadgets");
+  std::weak_ptr<const kinds::ResourceInfo> old = scheme_->find("example.com", "v1", "gadgets");
   std::weak_ptr<const schema::StructuralSchema> old_schema =
       scheme_->find("example.com", "v1", "gadgets")->schema;
   cachers_->ensure(*scheme_->find("example.com", "v1", "gadgets"));
@@ -382,7 +382,7 @@ TEST_F(GarbageCollectorTest, AWriteAfterASpecUpdateUsesTheDefinitionsCurrentSche
     return cached(*scheme_->find("example.com", "v1", "gadgets"), "g") && cached(*configmaps_, "gone");
   }));
   // The spec update: a default for spec.color. The cache (one per storage prefix) stays.
-  auto updated = registry::custom_resources(gadget_definition(true), "/registry");
+  auto updated = kinds::custom_resources(gadget_definition(true), "/registry");
   ASSERT_TRUE(updated) << updated.error().message;
   scheme_->set_owned("gadgets.example.com", std::move(*updated));
   auto gadgets = scheme_->find("example.com", "v1", "gadgets");

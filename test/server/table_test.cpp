@@ -11,7 +11,7 @@ using namespace std::chrono;
 
 // The cells of the one row of a built-in kind's (v1 of `group`) table of `object` at `now`.
 auto cells_at(system_clock::time_point now) {
-  return [scheme = registry::Scheme::builtin(), now](const char* group, const char* resource,
+  return [scheme = kinds::Scheme::builtin(), now](const char* group, const char* resource,
                                                      const char* object) {
     auto obj = json::parse(object).as_object();
     return to_table(*scheme->find(group, "v1", resource), obj, now, IncludeObject::metadata)
@@ -33,7 +33,7 @@ TEST(Table, HumanDurationMatchesKubectlAges) {
 }
 
 TEST(Table, PodListBecomesRowsWithReadyAndStatus) {
-  auto scheme = registry::Scheme::builtin();
+  auto scheme = kinds::Scheme::builtin();
   auto pods = scheme->find("", "v1", "pods");
   auto list = json::parse(R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"7"},
     "items":[{"metadata":{"name":"a","creationTimestamp":"2026-01-01T00:00:00Z"},
@@ -54,7 +54,7 @@ TEST(Table, PodListBecomesRowsWithReadyAndStatus) {
 }
 
 TEST(Table, RowsCarryTheMetadataTheWholeObjectOrNothingAsAsked) {
-  auto scheme = registry::Scheme::builtin();
+  auto scheme = kinds::Scheme::builtin();
   auto cms = scheme->find("", "v1", "configmaps");
   auto cm = json::parse(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},
     "data":{"k":"v"}})").as_object();
@@ -69,7 +69,7 @@ TEST(Table, RowsCarryTheMetadataTheWholeObjectOrNothingAsAsked) {
 }
 
 TEST(Table, BuiltinKindsShowTheirColumnsWithKubectlsPlaceholders) {
-  auto scheme = registry::Scheme::builtin();
+  auto scheme = kinds::Scheme::builtin();
   auto now = system_clock::from_time_t(1767225600 + 60);
   auto svc = json::parse(R"({"metadata":{"name":"web","creationTimestamp":"2026-01-01T00:00:00Z"},
     "spec":{"type":"ClusterIP","ports":[{"port":80,"protocol":"TCP"},{"port":53,"protocol":"UDP"}]}})")
@@ -138,11 +138,11 @@ TEST(Table, EndpointsPrintEveryAddressWithEveryPortTheFirstThree) {
 }
 
 TEST(Table, ACustomResourceGetsNameThenItsPrinterColumns) {
-  registry::ResourceInfo info;
+  kinds::ResourceInfo info;
   info.kind = "Widget";
-  info.origin = registry::KindOrigin::custom;
+  info.origin = kinds::KindOrigin::custom;
   auto column = [](std::string name, std::string type, std::string path) {
-    registry::PrinterColumn c;
+    kinds::PrinterColumn c;
     c.name = std::move(name);
     c.type = std::move(type);
     c.json_path = std::move(path);

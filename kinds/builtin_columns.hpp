@@ -2,15 +2,15 @@
 // STATUS, RESTARTS, AGE, ...), as part of the kinds' descriptions. Pure; safe from any thread.
 #pragma once
 
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 
 #include <string_view>
 #include <vector>
 
-namespace kwatch::registry {
+namespace kwatch::kinds {
 
 // Every column of the table of `group`'s `kind`, NAME included; NAME and AGE for kinds without
 // their own.
 std::vector<PrinterColumn> builtin_columns(std::string_view group, std::string_view kind);
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::kinds

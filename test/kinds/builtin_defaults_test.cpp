@@ -1,12 +1,12 @@
 #include "base/base64.hpp"
-#include "registry/builtin_defaults.hpp"
+#include "kinds/builtin_defaults.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
 #include <gtest/gtest.h>
 
-namespace kwatch::registry {
+namespace kwatch::kinds {
 namespace {
 
 namespace json = boost::json;
@@ -370,4 +370,4 @@ TEST(Base64, EncodesWithPadding) {
 }
 
 }  // namespace
-}  // namespace kwatch::registry
+}  // namespace kwatch::kinds

@@ -1,6 +1,6 @@
-#include "registry/builtin_columns.hpp"
+#include "kinds/builtin_columns.hpp"
 
-#include "registry/horizontal_pod_autoscaler.hpp"
+#include "kinds/horizontal_pod_autoscaler.hpp"
 #include "apimachinery/json_path.hpp"
 #include "apimachinery/label_selector.hpp"
 #include "base/timestamps.hpp"
@@ -17,7 +17,7 @@
 // The cells follow kube-apiserver's printers (pkg/printers/internalversion/printers.go), which the
 // server runs with Wide set: `-o wide` columns are priority 1 and always filled.
 
-namespace kwatch::registry {
+namespace kwatch::kinds {
 
 using apimachinery::find_field;
 using apimachinery::label_selector_from_json;
@@ -904,4 +904,4 @@ std::vector<PrinterColumn> builtin_columns(std::string_view group, std::string_v
   return {name_column(), age_column()};
 }
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::kinds

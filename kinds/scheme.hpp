@@ -30,7 +30,7 @@ class PatchSchema;
 class StructuralSchema;
 }  // namespace kwatch::schema
 
-namespace kwatch::registry {
+namespace kwatch::kinds {
 
 // How a kind's objects are decoded. A built-in kind is decoded as kube-apiserver decodes it into
 // its Go struct: a value of the wrong type is a 400 decoding error. A custom resource is checked
@@ -191,7 +191,7 @@ struct GroupVersion {
 
 class Scheme {
  public:
-  // The built-in kinds (registry/builtin_kinds.cpp), with their schemas compiled.
+  // The built-in kinds (kinds/builtin_kinds.cpp), with their schemas compiled.
   // Keys live under `storage_prefix` (no trailing slash), "/registry" by default.
   static std::shared_ptr<Scheme> builtin(const std::string& storage_prefix = "/registry");
 
@@ -227,4 +227,4 @@ class Scheme {
   std::atomic<std::uint64_t> generation_{0};
 };
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::kinds

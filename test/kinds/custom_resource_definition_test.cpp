@@ -1,4 +1,4 @@
-#include "registry/custom_resource_definition.hpp"
+#include "kinds/custom_resource_definition.hpp"
 
 #include "schema/structural_schema.hpp"
 
@@ -10,7 +10,7 @@
 
 #include <algorithm>
 
-namespace kwatch::registry {
+namespace kwatch::kinds {
 
 using schema::PatternCache;
 using apimachinery::Cause;
@@ -647,4 +647,4 @@ TEST(CustomResourceDefinition, RejectedNamesAndTerminatingConditions) {
 }
 
 }  // namespace
-}  // namespace kwatch::registry
+}  // namespace kwatch::kinds

@@ -1,11 +1,11 @@
-#include "registry/builtin_validation.hpp"
+#include "kinds/builtin_validation.hpp"
 
 #include <boost/json/object.hpp>
 #include <boost/json/parse.hpp>
 
 #include <gtest/gtest.h>
 
-namespace kwatch::registry {
+namespace kwatch::kinds {
 namespace {
 
 namespace json = boost::json;
@@ -378,4 +378,4 @@ TEST(BuiltinValidation, GoValuesArePrintedAsPercentSharpV) {
 }
 
 }  // namespace
-}  // namespace kwatch::registry
+}  // namespace kwatch::kinds

@@ -36,7 +36,7 @@
 #pragma once
 
 #include "apimachinery/api_error.hpp"
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 #include "schema/structural_schema.hpp"
 
 #include <boost/json/object.hpp>
@@ -47,7 +47,7 @@
 #include <utility>
 #include <vector>
 
-namespace kwatch::registry {
+namespace kwatch::kinds {
 
 // SetDefaults_CustomResourceDefinition: spec.names.singular = lowercase kind and
 // spec.names.listKind = kind + "List" when empty, spec.conversion = {strategy: None} when absent,
@@ -120,4 +120,4 @@ boost::json::object rejected_names_status(boost::json::object crd, std::string_v
 // "InstanceDeletionInProgress", "CustomResource deletion is in progress".
 void set_terminating(boost::json::object& crd, std::string_view now_rfc3339);
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::kinds

@@ -1,10 +1,10 @@
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 
 #include <boost/json/parse.hpp>
 
 #include <gtest/gtest.h>
 
-namespace kwatch::registry {
+namespace kwatch::kinds {
 namespace {
 
 namespace json = boost::json;
@@ -114,4 +114,4 @@ TEST(Scheme, APrefixFindsTheStorageVersionOrTheFirstResourceStoredUnderIt) {
 }
 
 }  // namespace
-}  // namespace kwatch::registry
+}  // namespace kwatch::kinds

@@ -6,7 +6,7 @@
 
 #include <string>
 
-namespace kwatch::registry {
+namespace kwatch::kinds {
 
 class Scheme;
 
@@ -14,4 +14,4 @@ class Scheme;
 // if a kind's compiled-in schema does not compile (a defect of the build, not of input).
 void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix);
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::kinds

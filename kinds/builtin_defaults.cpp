@@ -1,4 +1,4 @@
-#include "registry/builtin_defaults.hpp"
+#include "kinds/builtin_defaults.hpp"
 
 #include "base/base64.hpp"
 #include "base/timestamps.hpp"
@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <initializer_list>
 
-namespace kwatch::registry {
+namespace kwatch::kinds {
 
 namespace json = boost::json;
 
@@ -680,4 +680,4 @@ std::function<void(json::object&)> initial_status(json::object status) {
   return [status = std::move(status)](json::object& obj) { reset_status(obj, status); };
 }
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::kinds

@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-namespace kwatch::registry {
+namespace kwatch::kinds {
 
 // SetDefaults_PodSpec, for pods and pod templates alike: restartPolicy, dnsPolicy,
 // terminationGracePeriodSeconds, schedulerName, securityContext; per container
@@ -105,4 +105,4 @@ void default_endpoints(boost::json::object& endpoints);
 // IfNotPresent otherwise.
 std::string default_image_pull_policy(std::string_view image);
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::kinds

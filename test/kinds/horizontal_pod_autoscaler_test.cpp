@@ -1,11 +1,11 @@
-#include "registry/horizontal_pod_autoscaler.hpp"
+#include "kinds/horizontal_pod_autoscaler.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
 #include <gtest/gtest.h>
 
-namespace kwatch::registry {
+namespace kwatch::kinds {
 
 using apimachinery::Cause;
 
@@ -113,4 +113,4 @@ TEST(HorizontalPodAutoscalerColumns, TargetsAsKubectlPrintsThem) {
 }
 
 }  // namespace
-}  // namespace kwatch::registry
+}  // namespace kwatch::kinds

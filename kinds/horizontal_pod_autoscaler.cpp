@@ -1,4 +1,4 @@
-#include "registry/horizontal_pod_autoscaler.hpp"
+#include "kinds/horizontal_pod_autoscaler.hpp"
 
 #include "apimachinery/json_path.hpp"
 
@@ -9,7 +9,7 @@
 #include <optional>
 #include <string_view>
 
-namespace kwatch::registry {
+namespace kwatch::kinds {
 
 using apimachinery::string_member;
 using apimachinery::Cause;
@@ -424,4 +424,4 @@ std::string horizontal_pod_autoscaler_targets(const json::object& served) {
   return out;
 }
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::kinds

@@ -1,16 +1,16 @@
-#include "registry/builtin_kinds.hpp"
+#include "kinds/builtin_kinds.hpp"
 
 #include "schema/field_type.hpp"
-#include "registry/horizontal_pod_autoscaler.hpp"
+#include "kinds/horizontal_pod_autoscaler.hpp"
 
-#include "registry/builtin_columns.hpp"
-#include "registry/builtin_defaults.hpp"
+#include "kinds/builtin_columns.hpp"
+#include "kinds/builtin_defaults.hpp"
 #include "schema/builtin_schemas.hpp"
-#include "registry/builtin_validation.hpp"
-#include "registry/custom_resource_definition.hpp"
+#include "kinds/builtin_validation.hpp"
+#include "kinds/custom_resource_definition.hpp"
 #include "schema/field_type.hpp"
 #include "apimachinery/json_path.hpp"
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 #include "schema/strategic_merge_patch.hpp"
 #include "schema/structural_schema.hpp"
 
@@ -20,7 +20,7 @@
 #include <cctype>
 #include <stdexcept>
 
-namespace kwatch::registry {
+namespace kwatch::kinds {
 
 using schema::FieldTypes;
 using schema::KindSchemas;
@@ -410,4 +410,4 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
   }
 }
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::kinds

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-namespace kwatch::registry {
+namespace kwatch::kinds {
 
 // In place: a v1 object to the stored v2 form, and back.
 void horizontal_pod_autoscaler_to_v2(boost::json::object& hpa);
@@ -40,4 +40,4 @@ void validate_horizontal_pod_autoscaler(const boost::json::object& hpa,
 // "<unknown>/100 (avg)", "... + 2 more...", "<none>".
 std::string horizontal_pod_autoscaler_targets(const boost::json::object& hpa);
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::kinds

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace kwatch::registry {
+namespace kwatch::kinds {
 
 using Causes = std::vector<apimachinery::Cause>;
 
@@ -49,4 +49,4 @@ std::string go_label_selector(const boost::json::value* selector);
 // A label map as %#v prints it: `map[string]string{"a":"b", "c":"d"}`, `map[string]string(nil)`.
 std::string go_string_map(const boost::json::value* labels);
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::kinds

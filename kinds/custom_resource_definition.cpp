@@ -1,4 +1,4 @@
-#include "registry/custom_resource_definition.hpp"
+#include "kinds/custom_resource_definition.hpp"
 
 #include "schema/field_type.hpp"
 #include "apimachinery/json_path.hpp"
@@ -16,7 +16,7 @@
 #include <set>
 #include <unordered_set>
 
-namespace kwatch::registry {
+namespace kwatch::kinds {
 
 using schema::FieldPath;
 using schema::FieldTypes;
@@ -1012,4 +1012,4 @@ void set_terminating(json::object& crd, std::string_view now_rfc3339) {
                 "CustomResource deletion is in progress", now_rfc3339);
 }
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::kinds

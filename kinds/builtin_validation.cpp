@@ -1,4 +1,4 @@
-#include "registry/builtin_validation.hpp"
+#include "kinds/builtin_validation.hpp"
 
 #include "apimachinery/json_path.hpp"
 #include "apimachinery/label_selector.hpp"
@@ -19,7 +19,7 @@
 // The rules and texts follow kube-apiserver 1.32: pkg/apis/core/validation, pkg/apis/apps/
 // validation, pkg/apis/batch/validation and the registry strategies that call them.
 
-namespace kwatch::registry {
+namespace kwatch::kinds {
 
 using apimachinery::LabelSelector;
 using apimachinery::find_field;
@@ -907,4 +907,4 @@ void validate_persistent_volume_claim(const json::object& pvc, const json::objec
   }
 }
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::kinds

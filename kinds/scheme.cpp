@@ -1,6 +1,6 @@
-#include "registry/scheme.hpp"
+#include "kinds/scheme.hpp"
 
-#include "registry/builtin_kinds.hpp"
+#include "kinds/builtin_kinds.hpp"
 #include "apimachinery/json_path.hpp"
 
 #include <boost/json/object.hpp>
@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <mutex>
 
-namespace kwatch::registry {
+namespace kwatch::kinds {
 
 using apimachinery::find_field;
 
@@ -174,4 +174,4 @@ std::vector<GroupVersion> Scheme::group_versions() const {
   return out;
 }
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::kinds
