@@ -76,89 +76,6 @@ std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
   return std::chrono::milliseconds(static_cast<std::int64_t>(total_ms));
 }
 
-std::string usage() {
-  return R"(kwatch-apiserver: a Kubernetes-compatible API server with a high-performance watch cache.
-
-Usage: kwatch-apiserver [flags]
-
-Flags:
-  --bind-address=IP          address to serve on (default 127.0.0.1)
-  --secure-port=N            port to serve HTTPS on (default 6443; 0: off)
-  --port=N                   also serve plain HTTP on this port (default: off; 0 picks a free
-                             port). No TLS, and no client certificates: for local development
-                             on loopback only
-  --tls-cert-file=FILE       HTTPS certificate chain (PEM); with --tls-private-key-file
-  --tls-private-key-file=FILE  HTTPS private key (PEM)
-  --cert-dir=DIR             without the two above, a self-signed CA and serving certificate
-                             are generated here on first start and reused (default
-                             /var/run/kubernetes); clients trust DIR/ca.crt
-  --client-ca-file=FILE      CA bundle (PEM) for client certificates: CN is the user, O the groups
-  --token-auth-file=FILE     static bearer tokens: token,user,uid[,"group1,group2"] per line
-  --service-account-issuer=URL  iss of the ServiceAccount tokens issued and accepted (default
-                             https://kubernetes.default.svc.cluster.local)
-  --service-account-signing-key-file=FILE  private key (PEM, RSA or ECDSA P-256) that signs them
-  --service-account-key-file=FILE  public keys (PEM) that verify them; repeatable. Without either
-                             flag, a key is generated into --cert-dir (sa.key) and reused
-  --service-account-max-token-expiration=D  longest token a TokenRequest gets (default 0: no
-                             maximum; at least 1h)
-  --api-audiences=A,B        audiences the API accepts tokens for (default: the issuer)
-  --anonymous-auth=BOOL      requests without credentials act as system:anonymous (default false)
-  --authorization-mode=MODE  RBAC (default: decided from the RBAC objects) or AlwaysAllow
-  --enable-garbage-collector=BOOL  run the garbage collector, which deletes objects whose
-                             ownerReferences name owners that are gone and carries out
-                             propagationPolicy Orphan and Foreground (default true)
-  --service-cluster-ip-range=CIDR  IPv4 range Services' cluster IPs are allocated from
-                             (default 10.0.0.0/24; its first address is the kubernetes Service's)
-  --service-node-port-range=A-B  ports NodePort Services get (default 30000-32767)
-  --max-requests-inflight=N  read-only requests served at once before 429 (default 400; 0: no
-                             limit); watches count only while being set up, system:masters never
-  --max-mutating-requests-inflight=N  the same for writes (default 200)
-  --max-watches-per-user=N   open watches one user may hold (default 10000; 0: no limit)
-  --max-connections=N        open connections (watches included) in all; one more is closed as
-                             it is accepted (default 0: no cap)
-  --max-connections-per-ip=N the same for one client address (default 0: no cap; behind a load
-                             balancer every client shares its address)
-  --mutating-queue-length=N  writes that may wait for a seat when all are taken (default 200;
-                             0: refuse at once); more are refused with 429 and Retry-After
-  --mutating-queue-wait=DURATION  how long a write waits for a seat before 429 (default 10s)
-  --watches-per-seat=N       a write keeps ceil(watchers/N) seats, at most --max-fanout-seats,
-                             until the watch cache has delivered its event (default 10)
-  --max-fanout-seats=N       (default 10; 0: fan-out costs no seats)
-  --storage-backend=NAME     "memory" (embedded MVCC store, default) or "etcd3"
-  --etcd-servers=URLS        etcd endpoints, comma-separated (default http://127.0.0.1:2379)
-  --etcd-prefix=PATH         key prefix of every object (default /registry; also for memory)
-  --etcd-cafile, --etcd-certfile, --etcd-keyfile=FILE   TLS to etcd (https endpoints)
-  --etcd-compaction-interval=D   compact storage history every D (default 5m; 0 disables)
-  --etcd-healthcheck-timeout=D   how long /livez and /healthz wait for storage (default 2s)
-  --etcd-readycheck-timeout=D    how long /readyz waits for storage (default 2s)
-  --data-dir=DIR             persist the embedded store in DIR (default: empty, in memory only)
-  --data-dir-fsync=BOOL      fdatasync every write before acknowledging it (default true)
-  --data-dir-snapshot-bytes=N    snapshot once the log exceeds N bytes (default 64Mi; 0: never)
-  --io-threads=N             threads serving I/O (default: number of cores)
-  --delivery-threads=N       threads writing watch events, apart from the I/O threads
-                             (default: number of cores; 0: the I/O threads write them)
-  --delivery-nice=N          nice value of the delivery threads, 0-19 (default 0); higher:
-                             requests run first when both are ready, events wait longer
-  --log-level=LEVEL          trace, debug, info, warn, error (default info)
-  --default-watch-cache-size=N   initial and smallest event window per resource (default 100)
-  --watch-cache-sizes=RES#N,...  fix the event window of these resources at N events
-  --watch-bookmark-interval=D    period of watch bookmarks, e.g. 60s, 500ms (default 60s)
-  --shutdown-delay-duration=D    after SIGTERM, /readyz fails and requests are still served
-                                 for D before the listeners close (default 3s; kube's is 0)
-  --shutdown-grace-period=D      after SIGTERM, in-flight requests and watch streams get until
-                                 D to end cleanly; then the rest is cut off (default 25s)
-  --min-request-timeout=SECONDS  watches without timeoutSeconds last this x (1 + rand) (default 1800)
-  --audit-log-path=FILE      write an audit event (audit.k8s.io/v1, level Metadata) per request
-                             to FILE, "-" for standard output (default: off)
-  --audit-log-maxsize=MB     rotate the audit log past MB megabytes (default 0: never)
-  --audit-log-maxbackup=N    rotated audit logs kept (default 0: all)
-  --audit-log-maxage=DAYS    rotated audit logs removed after DAYS days (default 0: never)
-  --encryption-provider-config=FILE  encrypt resources at rest as this EncryptionConfiguration
-                             (YAML or JSON; providers aesgcm, aescbc, identity) says (default: off)
-  --help                     print this help and exit
-  --version                  print the version and exit
-)";
-}
 
 namespace {
 
@@ -174,12 +91,19 @@ Setter positive_duration(std::chrono::milliseconds& target, std::string example)
   };
 }
 
-}  // namespace
+struct Flag {
+  std::string_view name;   // without the leading --
+  std::string_view value;  // what its value looks like in --help ("N", "FILE", "D")
+  std::string_view help;   // wrapped to the column --help prints it in
+  Setter set;
+};
 
-ParseOutcome parse_options(const std::vector<std::string>& args) {
-  Options o;
-  const std::map<std::string, Setter> flags = {
-      {"bind-address",
+// Every flag, in the order --help lists them: its name, what its value looks like, its help (one
+// string, lines already wrapped) and how it sets `o`.
+std::vector<Flag> flag_table(Options& o) {
+  return {
+      {"bind-address", "IP",
+       "address to serve on (default 127.0.0.1)",
        [&](const std::string& v) -> std::string {
          boost::system::error_code ec;
          boost::asio::ip::make_address(v, ec);
@@ -187,56 +111,80 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
          o.bind_address = v;
          return "";
        }},
-      {"port",
+      {"secure-port", "N",
+       "port to serve HTTPS on (default 6443; 0: off)",
+       [&](const std::string& v) -> std::string {
+         return parse_number<unsigned short>(v, o.secure_port, 0, 65535) ? "" : "must be 0-65535";
+       }},
+      {"port", "N",
+       "also serve plain HTTP on this port (default: off; 0 picks a free\n"
+       "port). No TLS, and no client certificates: for local development\n"
+       "on loopback only",
        [&](const std::string& v) -> std::string {
          unsigned short port = 0;
          if (!parse_number<unsigned short>(v, port, 0, 65535)) return "must be 0-65535";
          o.port = port;
          return "";
        }},
-      {"secure-port",
-       [&](const std::string& v) -> std::string {
-         return parse_number<unsigned short>(v, o.secure_port, 0, 65535) ? "" : "must be 0-65535";
-       }},
-      {"tls-cert-file",
+      {"tls-cert-file", "FILE",
+       "HTTPS certificate chain (PEM); with --tls-private-key-file",
        [&](const std::string& v) -> std::string {
          o.tls_cert_file = v;
          return "";
        }},
-      {"tls-private-key-file",
+      {"tls-private-key-file", "FILE",
+       "HTTPS private key (PEM)",
        [&](const std::string& v) -> std::string {
          o.tls_private_key_file = v;
          return "";
        }},
-      {"cert-dir",
+      {"cert-dir", "DIR",
+       "without the two above, a self-signed CA and serving certificate\n"
+       "are generated here on first start and reused (default\n"
+       "/var/run/kubernetes); clients trust DIR/ca.crt",
        [&](const std::string& v) -> std::string {
          if (v.empty()) return "must not be empty";
          o.cert_dir = v;
          return "";
        }},
-      {"client-ca-file",
+      {"client-ca-file", "FILE",
+       "CA bundle (PEM) for client certificates: CN is the user, O the groups",
        [&](const std::string& v) -> std::string {
          o.client_ca_file = v;
          return "";
        }},
-      {"service-account-issuer",
+      {"token-auth-file", "FILE",
+       "static bearer tokens: token,user,uid[,\"group1,group2\"] per line",
+       [&](const std::string& v) -> std::string {
+         o.token_auth_file = v;
+         return "";
+       }},
+      {"service-account-issuer", "URL",
+       "iss of the ServiceAccount tokens issued and accepted (default\n"
+       "https://kubernetes.default.svc.cluster.local)",
        [&](const std::string& v) -> std::string {
          if (v.empty()) return "must not be empty";
          o.service_account_issuer = v;
          return "";
        }},
-      {"service-account-signing-key-file",
+      {"service-account-signing-key-file", "FILE",
+       "private key (PEM, RSA or ECDSA P-256) that signs them",
        [&](const std::string& v) -> std::string {
          o.service_account_signing_key_file = v;
          return "";
        }},
-      {"service-account-key-file",  // repeatable, as kube's
+      {"service-account-key-file", "FILE",
+       "public keys (PEM) that verify them; repeatable. Without either\n"
+       "flag, a key is generated into --cert-dir (sa.key) and reused",
+       // repeatable, as kube's
        [&](const std::string& v) -> std::string {
          if (v.empty()) return "must not be empty";
          o.service_account_key_files.push_back(v);
          return "";
        }},
-      {"service-account-max-token-expiration",
+      {"service-account-max-token-expiration", "D",
+       "longest token a TokenRequest gets (default 0: no\n"
+       "maximum; at least 1h)",
        [&](const std::string& v) -> std::string {
          auto d = parse_duration(v);
          if (!d || d->count() < 0) return "expected a duration such as 24h, or 0 for no maximum";
@@ -244,7 +192,8 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
          o.service_account_max_token_expiration = *d;
          return "";
        }},
-      {"api-audiences",
+      {"api-audiences", "A,B",
+       "audiences the API accepts tokens for (default: the issuer)",
        [&](const std::string& v) -> std::string {
          o.api_audiences.clear();
          std::size_t start = 0;
@@ -255,73 +204,93 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
          }
          return "";
        }},
-      {"token-auth-file",
-       [&](const std::string& v) -> std::string {
-         o.token_auth_file = v;
-         return "";
-       }},
-      {"anonymous-auth",
+      {"anonymous-auth", "BOOL",
+       "requests without credentials act as system:anonymous (default false)",
        [&](const std::string& v) -> std::string {
          return parse_bool(v, o.anonymous_auth) ? "" : "must be true or false";
        }},
-      {"service-cluster-ip-range",
-       [&](const std::string& v) -> std::string {
-         if (!registry::parse_service_cidr(v)) return "must be an IPv4 CIDR from /8 to /30";
-         o.service_cluster_ip_range = v;
-         return "";
-       }},
-      {"service-node-port-range",
-       [&](const std::string& v) -> std::string {
-         if (!registry::parse_node_port_range(v)) return "must be a port range such as 30000-32767";
-         o.service_node_port_range = v;
-         return "";
-       }},
-      {"enable-garbage-collector",
-       [&](const std::string& v) -> std::string {
-         return parse_bool(v, o.enable_garbage_collector) ? "" : "must be true or false";
-       }},
-      {"authorization-mode",
+      {"authorization-mode", "MODE",
+       "RBAC (default: decided from the RBAC objects) or AlwaysAllow",
        [&](const std::string& v) -> std::string {
          if (v != "AlwaysAllow" && v != "RBAC") return "supported modes: AlwaysAllow, RBAC";
          o.authorization_mode = v;
          return "";
        }},
-      {"max-requests-inflight",
+      {"enable-garbage-collector", "BOOL",
+       "run the garbage collector, which deletes objects whose\n"
+       "ownerReferences name owners that are gone and carries out\n"
+       "propagationPolicy Orphan and Foreground (default true)",
+       [&](const std::string& v) -> std::string {
+         return parse_bool(v, o.enable_garbage_collector) ? "" : "must be true or false";
+       }},
+      {"service-cluster-ip-range", "CIDR",
+       "IPv4 range Services' cluster IPs are allocated from\n"
+       "(default 10.0.0.0/24; its first address is the kubernetes Service's)",
+       [&](const std::string& v) -> std::string {
+         if (!registry::parse_service_cidr(v)) return "must be an IPv4 CIDR from /8 to /30";
+         o.service_cluster_ip_range = v;
+         return "";
+       }},
+      {"service-node-port-range", "A-B",
+       "ports NodePort Services get (default 30000-32767)",
+       [&](const std::string& v) -> std::string {
+         if (!registry::parse_node_port_range(v)) return "must be a port range such as 30000-32767";
+         o.service_node_port_range = v;
+         return "";
+       }},
+      {"max-requests-inflight", "N",
+       "read-only requests served at once before 429 (default 400; 0: no\n"
+       "limit); watches count only while being set up, system:masters never",
        [&](const std::string& v) -> std::string {
          return parse_number<unsigned>(v, o.max_requests_inflight, 0, 1'000'000) ? "" : "must be 0-1000000";
        }},
-      {"max-mutating-requests-inflight",
+      {"max-mutating-requests-inflight", "N",
+       "the same for writes (default 200)",
        [&](const std::string& v) -> std::string {
          return parse_number<unsigned>(v, o.max_mutating_requests_inflight, 0, 1'000'000)
                     ? ""
                     : "must be 0-1000000";
        }},
-      {"max-connections",
-       [&](const std::string& v) -> std::string {
-         return parse_number<unsigned>(v, o.max_connections, 0, 10'000'000) ? "" : "must be 0-10000000";
-       }},
-      {"max-connections-per-ip",
-       [&](const std::string& v) -> std::string {
-         return parse_number<unsigned>(v, o.max_connections_per_ip, 0, 10'000'000) ? "" : "must be 0-10000000";
-       }},
-      {"max-watches-per-user",
+      {"max-watches-per-user", "N",
+       "open watches one user may hold (default 10000; 0: no limit)",
        [&](const std::string& v) -> std::string {
          return parse_number<unsigned>(v, o.max_watches_per_user, 0, 10'000'000) ? "" : "must be 0-10000000";
        }},
-      {"mutating-queue-length",
+      {"max-connections", "N",
+       "open connections (watches included) in all; one more is closed as\n"
+       "it is accepted (default 0: no cap)",
+       [&](const std::string& v) -> std::string {
+         return parse_number<unsigned>(v, o.max_connections, 0, 10'000'000) ? "" : "must be 0-10000000";
+       }},
+      {"max-connections-per-ip", "N",
+       "the same for one client address (default 0: no cap; behind a load\n"
+       "balancer every client shares its address)",
+       [&](const std::string& v) -> std::string {
+         return parse_number<unsigned>(v, o.max_connections_per_ip, 0, 10'000'000) ? "" : "must be 0-10000000";
+       }},
+      {"mutating-queue-length", "N",
+       "writes that may wait for a seat when all are taken (default 200;\n"
+       "0: refuse at once); more are refused with 429 and Retry-After",
        [&](const std::string& v) -> std::string {
          return parse_number<unsigned>(v, o.mutating_queue_length, 0, 1'000'000) ? "" : "must be 0-1000000";
        }},
-      {"mutating-queue-wait", positive_duration(o.mutating_queue_wait, "10s")},
-      {"watches-per-seat",
+      {"mutating-queue-wait", "DURATION",
+       "how long a write waits for a seat before 429 (default 10s)",
+       positive_duration(o.mutating_queue_wait, "10s")},
+      {"watches-per-seat", "N",
+       "a write keeps ceil(watchers/N) seats, at most --max-fanout-seats,\n"
+       "until the watch cache has delivered its event (default 10)",
        [&](const std::string& v) -> std::string {
          return parse_number<unsigned>(v, o.watches_per_seat, 1, 1'000'000) ? "" : "must be 1-1000000";
        }},
-      {"max-fanout-seats",
+      {"max-fanout-seats", "N",
+       "most seats one write's fan-out keeps (default 10; 0: fan-out costs\n"
+       "no seats)",
        [&](const std::string& v) -> std::string {
          return parse_number<unsigned>(v, o.max_fanout_seats, 0, 1'000'000) ? "" : "must be 0-1000000";
        }},
-      {"storage-backend",
+      {"storage-backend", "NAME",
+       "\"memory\" (embedded MVCC store, default) or \"etcd3\"",
        [&](const std::string& v) -> std::string {
          if (v != "memory" && v != "etcd3") {
            return "unsupported storage backend (supported: memory, etcd3)";
@@ -329,43 +298,113 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
          o.storage_backend = v;
          return "";
        }},
-      {"data-dir",
+      {"etcd-servers", "URLS",
+       "etcd endpoints, comma-separated (default http://127.0.0.1:2379)",
+       [&](const std::string& v) -> std::string {
+         o.etcd_servers.clear();
+         std::size_t start = 0;
+         for (;;) {
+           auto comma = v.find(',', start);
+           std::string url = v.substr(start, comma == std::string::npos ? std::string::npos
+                                                                      : comma - start);
+           if (!url.starts_with("http://") && !url.starts_with("https://")) {
+             return "expected http(s)://host:port[,http(s)://host:port...]";
+           }
+           o.etcd_servers.push_back(url);
+           if (comma == std::string::npos) break;
+           start = comma + 1;
+         }
+         return "";
+       }},
+      {"etcd-prefix", "PATH",
+       "key prefix of every object (default /registry; also for memory)",
+       [&](const std::string& v) -> std::string {
+         if (v.empty() || v[0] != '/' || (v.size() > 1 && v.back() == '/')) {
+           return "must start with / and not end with /";
+         }
+         o.etcd_prefix = v;
+         return "";
+       }},
+      {"etcd-cafile", "FILE",
+       "TLS to etcd (https endpoints): CA bundle (PEM)",
+       [&](const std::string& v) -> std::string { o.etcd_cafile = v; return ""; }},
+      {"etcd-certfile", "FILE",
+       "TLS to etcd (https endpoints): client certificate (PEM)",
+       [&](const std::string& v) -> std::string { o.etcd_certfile = v; return ""; }},
+      {"etcd-keyfile", "FILE",
+       "TLS to etcd (https endpoints): client key (PEM)",
+       [&](const std::string& v) -> std::string { o.etcd_keyfile = v; return ""; }},
+      {"etcd-compaction-interval", "D",
+       "compact storage history every D (default 5m; 0 disables)",
+       [&](const std::string& v) -> std::string {
+         auto d = parse_duration(v);
+         if (!d) return "expected a duration such as 5m or 0 to disable";
+         o.compaction_interval = *d;
+         return "";
+       }},
+      {"etcd-healthcheck-timeout", "D",
+       "how long /livez and /healthz wait for storage (default 2s)",
+       positive_duration(o.etcd_healthcheck_timeout, "2s")},
+      {"etcd-readycheck-timeout", "D",
+       "how long /readyz waits for storage (default 2s)",
+       positive_duration(o.etcd_readycheck_timeout, "2s")},
+      {"data-dir", "DIR",
+       "persist the embedded store in DIR (default: empty, in memory only)",
        [&](const std::string& v) -> std::string {
          o.data_dir = v;
          return "";
        }},
-      {"data-dir-fsync",
+      {"data-dir-fsync", "BOOL",
+       "fdatasync every write before acknowledging it (default true)",
        [&](const std::string& v) -> std::string {
          return parse_bool(v, o.fsync) ? "" : "must be true or false";
        }},
-      {"data-dir-snapshot-bytes",
+      {"data-dir-snapshot-bytes", "N",
+       "snapshot once the log exceeds N bytes (default 64Mi; 0: never)",
        [&](const std::string& v) -> std::string {
          return parse_number<std::uint64_t>(v, o.snapshot_bytes, 0, std::uint64_t{1} << 40)
                     ? ""
                     : "must be 0-1099511627776";
        }},
-      {"io-threads",
+      {"io-threads", "N",
+       "threads serving I/O (default: number of cores)",
        [&](const std::string& v) -> std::string {
          return parse_number<unsigned>(v, o.io_threads, 1, 1024) ? "" : "must be 1-1024";
        }},
-      {"delivery-threads",
+      {"delivery-threads", "N",
+       "threads writing watch events, apart from the I/O threads\n"
+       "(default: number of cores; 0: the I/O threads write them)",
        [&](const std::string& v) -> std::string {
          unsigned n = 0;
          if (!parse_number<unsigned>(v, n, 0, 1024)) return "must be 0-1024";
          o.delivery_threads = n;
          return "";
        }},
-      {"delivery-nice",
+      {"delivery-nice", "N",
+       "nice value of the delivery threads, 0-19 (default 0); higher:\n"
+       "requests run first when both are ready, events wait longer",
        [&](const std::string& v) -> std::string {
          return parse_number<int>(v, o.delivery_nice, 0, 19) ? "" : "must be 0-19";
        }},
-      {"default-watch-cache-size",
+      {"log-level", "LEVEL",
+       "trace, debug, info, warn, error (default info)",
+       [&](const std::string& v) -> std::string {
+         if (v != "trace" && v != "debug" && v != "info" && v != "warn" && v != "error" &&
+             v != "off") {
+           return "must be one of trace, debug, info, warn, error, off";
+         }
+         o.log_level = v;
+         return "";
+       }},
+      {"default-watch-cache-size", "N",
+       "initial and smallest event window per resource (default 100)",
        [&](const std::string& v) -> std::string {
          return parse_number<std::size_t>(v, o.default_watch_cache_size, 1, 1'000'000)
                     ? ""
                     : "must be 1-1000000";
        }},
-      {"watch-cache-sizes",
+      {"watch-cache-sizes", "RES#N,...",
+       "fix the event window of these resources at N events",
        [&](const std::string& v) -> std::string {
          std::size_t start = 0;
          while (start <= v.size()) {
@@ -384,95 +423,106 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
          }
          return "";
        }},
-      {"watch-bookmark-interval", positive_duration(o.watch_bookmark_interval, "60s or 500ms")},
-      {"etcd-servers",
-       [&](const std::string& v) -> std::string {
-         o.etcd_servers.clear();
-         std::size_t start = 0;
-         for (;;) {
-           auto comma = v.find(',', start);
-           std::string url = v.substr(start, comma == std::string::npos ? std::string::npos
-                                                                      : comma - start);
-           if (!url.starts_with("http://") && !url.starts_with("https://")) {
-             return "expected http(s)://host:port[,http(s)://host:port...]";
-           }
-           o.etcd_servers.push_back(url);
-           if (comma == std::string::npos) break;
-           start = comma + 1;
-         }
-         return "";
-       }},
-      {"etcd-prefix",
-       [&](const std::string& v) -> std::string {
-         if (v.empty() || v[0] != '/' || (v.size() > 1 && v.back() == '/')) {
-           return "must start with / and not end with /";
-         }
-         o.etcd_prefix = v;
-         return "";
-       }},
-      {"etcd-cafile", [&](const std::string& v) -> std::string { o.etcd_cafile = v; return ""; }},
-      {"etcd-certfile", [&](const std::string& v) -> std::string { o.etcd_certfile = v; return ""; }},
-      {"etcd-keyfile", [&](const std::string& v) -> std::string { o.etcd_keyfile = v; return ""; }},
-      {"etcd-compaction-interval",
-       [&](const std::string& v) -> std::string {
-         auto d = parse_duration(v);
-         if (!d) return "expected a duration such as 5m or 0 to disable";
-         o.compaction_interval = *d;
-         return "";
-       }},
-      {"etcd-healthcheck-timeout", positive_duration(o.etcd_healthcheck_timeout, "2s")},
-      {"etcd-readycheck-timeout", positive_duration(o.etcd_readycheck_timeout, "2s")},
-      {"shutdown-delay-duration",
+      {"watch-bookmark-interval", "D",
+       "period of watch bookmarks, e.g. 60s, 500ms (default 60s)",
+       positive_duration(o.watch_bookmark_interval, "60s or 500ms")},
+      {"shutdown-delay-duration", "D",
+       "after SIGTERM, /readyz fails and requests are still served\n"
+       "for D before the listeners close (default 3s; kube's is 0)",
        [&](const std::string& v) -> std::string {
          auto d = parse_duration(v);
          if (!d || d->count() < 0) return "expected a duration such as 3s, or 0";
          o.shutdown_delay = *d;
          return "";
        }},
-      {"shutdown-grace-period", positive_duration(o.shutdown_grace_period, "25s")},
-      {"min-request-timeout",
+      {"shutdown-grace-period", "D",
+       "after SIGTERM, in-flight requests and watch streams get until\n"
+       "D to end cleanly; then the rest is cut off (default 25s)",
+       positive_duration(o.shutdown_grace_period, "25s")},
+      {"min-request-timeout", "SECONDS",
+       "watches without timeoutSeconds last this x (1 + rand) (default 1800)",
        [&](const std::string& v) -> std::string {
          unsigned n = 0;
          if (!parse_number<unsigned>(v, n, 1, 86'400)) return "must be 1-86400 seconds";
          o.min_request_timeout = std::chrono::seconds(n);
          return "";
        }},
-      {"audit-log-path",
+      {"audit-log-path", "FILE",
+       "write an audit event (audit.k8s.io/v1, level Metadata) per request\n"
+       "to FILE, \"-\" for standard output (default: off)",
        [&](const std::string& v) -> std::string {
          o.audit_log_path = v;
          return "";
        }},
-      {"audit-log-maxsize",
+      {"audit-log-maxsize", "MB",
+       "rotate the audit log past MB megabytes (default 0: never)",
        [&](const std::string& v) -> std::string {
          return parse_number<unsigned>(v, o.audit_log_maxsize_mb, 0, 1'000'000) ? ""
                                                                                   : "must be 0-1000000";
        }},
-      {"audit-log-maxbackup",
+      {"audit-log-maxbackup", "N",
+       "rotated audit logs kept (default 0: all)",
        [&](const std::string& v) -> std::string {
          return parse_number<unsigned>(v, o.audit_log_maxbackup, 0, 1'000'000) ? ""
                                                                                  : "must be 0-1000000";
        }},
-      {"audit-log-maxage",
+      {"audit-log-maxage", "DAYS",
+       "rotated audit logs removed after DAYS days (default 0: never)",
        [&](const std::string& v) -> std::string {
          return parse_number<unsigned>(v, o.audit_log_maxage_days, 0, 100'000) ? ""
                                                                                  : "must be 0-100000";
        }},
-      {"encryption-provider-config",
+      {"encryption-provider-config", "FILE",
+       "encrypt resources at rest as this EncryptionConfiguration\n"
+       "(YAML or JSON; providers aesgcm, aescbc, identity) says (default: off)",
        [&](const std::string& v) -> std::string {
          if (v.empty()) return "must not be empty";
          o.encryption_provider_config = v;
          return "";
        }},
-      {"log-level",
-       [&](const std::string& v) -> std::string {
-         if (v != "trace" && v != "debug" && v != "info" && v != "warn" && v != "error" &&
-             v != "off") {
-           return "must be one of trace, debug, info, warn, error, off";
-         }
-         o.log_level = v;
-         return "";
-       }},
   };
+}
+
+constexpr std::size_t kHelpColumn = 29;
+
+}  // namespace
+
+std::string usage() {
+  std::string out =
+      "kwatch-apiserver: a Kubernetes-compatible API server with a high-performance watch "
+      "cache.\n\nUsage: kwatch-apiserver [flags]\n\nFlags:\n";
+  Options scratch;
+  auto rows = flag_table(scratch);
+  rows.push_back({"help", "", "print this help and exit", nullptr});
+  rows.push_back({"version", "", "print the version and exit", nullptr});
+  for (const auto& flag : rows) {
+    std::string head = "  --" + std::string(flag.name);
+    if (!flag.value.empty()) head += "=" + std::string(flag.value);
+    head.append(head.size() + 2 > kHelpColumn ? 2 : kHelpColumn - head.size(), ' ');
+    out += head;
+    std::string_view help = flag.help;
+    for (bool first = true; !help.empty(); first = false) {
+      const std::size_t end = std::min(help.find('\n'), help.size());
+      if (!first) out.append(kHelpColumn, ' ');
+      out.append(help.substr(0, end));
+      out += '\n';
+      help.remove_prefix(std::min(end + 1, help.size()));
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> flag_names() {
+  Options scratch;
+  std::vector<std::string> names;
+  for (const auto& flag : flag_table(scratch)) names.emplace_back(flag.name);
+  return names;
+}
+
+ParseOutcome parse_options(const std::vector<std::string>& args) {
+  Options o;
+  std::map<std::string_view, Setter> flags;
+  for (auto& flag : flag_table(o)) flags.emplace(flag.name, std::move(flag.set));
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--help" || arg == "-h") return ParseHelp{};

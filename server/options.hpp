@@ -112,6 +112,9 @@ struct ParseError {
 using ParseOutcome = std::variant<Options, ParseHelp, ParseVersion, ParseError>;
 
 ParseOutcome parse_options(const std::vector<std::string>& args);
+// --help: one row per flag of the table parse_options reads, so the two cannot disagree.
 std::string usage();
+// The names of every flag parse_options takes (without --), in --help's order.
+std::vector<std::string> flag_names();
 
 }  // namespace kwatch::server

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <sstream>
+
 namespace kwatch::server {
 namespace {
 
@@ -111,6 +114,34 @@ TEST(Options, SnapshotThresholdIsABoundedByteCount) {
                           "--data-dir-snapshot-bytes=99999999999999999999"}) {
     EXPECT_TRUE(std::holds_alternative<ParseError>(parse_options({bad}))) << bad;
   }
+}
+
+TEST(Options, HelpHasOneRowPerFlagTheParserTakes) {
+  const std::string help = usage();
+  const auto names = flag_names();
+  EXPECT_GT(names.size(), 50u);
+  std::set<std::string> rows;
+  std::istringstream lines(help);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("  --", 0) != 0) continue;
+    const auto end = line.find_first_of("= ", 4);
+    rows.insert(line.substr(4, end == std::string::npos ? std::string::npos : end - 4));
+  }
+  std::set<std::string> expected(names.begin(), names.end());
+  expected.insert("help");
+  expected.insert("version");
+  EXPECT_EQ(rows, expected);
+  EXPECT_EQ(rows.size(), names.size() + 2);  // no flag listed twice
+  for (const auto& name : names) {
+    // An empty value is taken or refused as a value, never as an unknown flag.
+    auto outcome = parse_options({"--" + name + "="});
+    if (const auto* error = std::get_if<ParseError>(&outcome)) {
+      EXPECT_EQ(error->message.find("unknown flag"), std::string::npos) << error->message;
+    }
+  }
+  // Descriptions start in one column; a continuation line is indented to it.
+  EXPECT_NE(help.find("  --bind-address=IP          address to serve on"), std::string::npos);
+  EXPECT_NE(help.find("\n                             port). No TLS"), std::string::npos);
 }
 
 }  // namespace
