@@ -18,11 +18,11 @@
 // delivery threads and returns after they have ended.
 #pragma once
 
-#include "server/options.hpp"
+#include "app/options.hpp"
 
 #include <memory>
 
-namespace kwatch::server {
+namespace kwatch::app {
 
 class Application {
  public:
@@ -41,4 +41,4 @@ class Application {
   std::unique_ptr<Parts> parts_;
 };
 
-}  // namespace kwatch::server
+}  // namespace kwatch::app

@@ -1,6 +1,6 @@
-// kwatch-apiserver: parses the flags and runs the application (server/application.hpp).
-#include "server/application.hpp"
-#include "server/options.hpp"
+// kwatch-apiserver: parses the flags and runs the application (app/application.hpp).
+#include "app/application.hpp"
+#include "app/options.hpp"
 #include "server/version.hpp"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -14,22 +14,22 @@
 using namespace kwatch;
 
 int main(int argc, char** argv) {
-  auto outcome = server::parse_options(std::vector<std::string>(argv + 1, argv + argc));
-  if (std::holds_alternative<server::ParseHelp>(outcome)) {
-    std::fputs(server::usage().c_str(), stdout);
+  auto outcome = app::parse_options(std::vector<std::string>(argv + 1, argv + argc));
+  if (std::holds_alternative<app::ParseHelp>(outcome)) {
+    std::fputs(app::usage().c_str(), stdout);
     return 0;
   }
-  if (std::holds_alternative<server::ParseVersion>(outcome)) {
+  if (std::holds_alternative<app::ParseVersion>(outcome)) {
     std::printf("kwatch-apiserver %s (Kubernetes API v1.%s)\n", server::kKwatchVersion,
                 server::kKubernetesMinor);
     return 0;
   }
-  if (auto* err = std::get_if<server::ParseError>(&outcome)) {
+  if (auto* err = std::get_if<app::ParseError>(&outcome)) {
     std::fprintf(stderr, "kwatch-apiserver: %s\nRun 'kwatch-apiserver --help' for usage.\n",
                  err->message.c_str());
     return 2;
   }
-  const auto options = std::get<server::Options>(outcome);
+  const auto options = std::get<app::Options>(outcome);
   // An audit log on standard output has it to itself: the server's own log moves to stderr.
   if (options.audit_log_path == "-") {
     spdlog::set_default_logger(std::make_shared<spdlog::logger>(
@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::from_str(options.log_level));
 
-  server::Application application(options);
+  app::Application application(options);
   if (!application.start()) return 1;
   return application.run();
 }

@@ -1,4 +1,4 @@
-#include "server/application.hpp"
+#include "app/application.hpp"
 
 #include "registry/rbac_authorizer.hpp"
 #include "registry/resource_store.hpp"
@@ -57,10 +57,36 @@
 
 #include <csignal>
 
-namespace kwatch::server {
+namespace kwatch::app {
 
 namespace asio = boost::asio;
 namespace json = boost::json;
+using server::AccessOptions;
+using server::ApiHandler;
+using server::AuditLog;
+using server::AuditLogOptions;
+using server::CacherDefaults;
+using server::CacherRegistry;
+using server::ClusterRoleAggregator;
+using server::ComputeOptions;
+using server::CrdController;
+using server::encryption_scopes;
+using server::ensure_self_signed_certificate;
+using server::GarbageCollector;
+using server::HttpLimits;
+using server::HttpServer;
+using server::kKwatchVersion;
+using server::log_task_failure;
+using server::Metrics;
+using server::NamespaceController;
+using server::RbacPolicySource;
+using server::RequestLimitOptions;
+using server::RequestLimits;
+using server::ServiceAccountKeyOptions;
+using server::ServiceAccountTokens;
+using server::TokenFile;
+using server::WatchCacheState;
+using server::WatchOptions;
 
 namespace {
 
@@ -648,4 +674,4 @@ int Application::run() {
   return p.exit_code;
 }
 
-}  // namespace kwatch::server
+}  // namespace kwatch::app

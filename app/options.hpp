@@ -11,7 +11,7 @@
 #include <variant>
 #include <vector>
 
-namespace kwatch::server {
+namespace kwatch::app {
 
 struct Options {
   std::string bind_address = "127.0.0.1";
@@ -92,7 +92,7 @@ struct Options {
   unsigned audit_log_maxage_days = 0;  // rotated files removed after this many days (0: never)
   // Encryption at rest: an EncryptionConfiguration file (storage/encryption_config.hpp).
   std::string encryption_provider_config;
-  // Graceful shutdown (server/application.hpp): after SIGTERM/SIGINT /readyz fails at once and
+  // Graceful shutdown (app/application.hpp): after SIGTERM/SIGINT /readyz fails at once and
   // requests are still served for shutdown_delay (so that a load balancer stops sending new
   // ones); then the listeners close, in-flight requests finish and watch streams end cleanly.
   // Whatever is left when shutdown_grace_period (counted from the signal) runs out is cut off.
@@ -117,4 +117,4 @@ std::string usage();
 // The names of every flag parse_options takes (without --), in --help's order.
 std::vector<std::string> flag_names();
 
-}  // namespace kwatch::server
+}  // namespace kwatch::app

@@ -1,11 +1,11 @@
-#include "server/options.hpp"
+#include "app/options.hpp"
 
 #include <gtest/gtest.h>
 
 #include <set>
 #include <sstream>
 
-namespace kwatch::server {
+namespace kwatch::app {
 namespace {
 
 TEST(Options, DefaultsMatchTheDocumentedOnes) {
@@ -145,4 +145,4 @@ TEST(Options, HelpHasOneRowPerFlagTheParserTakes) {
 }
 
 }  // namespace
-}  // namespace kwatch::server
+}  // namespace kwatch::app

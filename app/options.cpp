@@ -1,4 +1,4 @@
-#include "server/options.hpp"
+#include "app/options.hpp"
 
 #include "registry/service_allocator.hpp"
 
@@ -9,7 +9,7 @@
 #include <functional>
 #include <map>
 
-namespace kwatch::server {
+namespace kwatch::app {
 
 namespace {
 
@@ -558,4 +558,4 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
   return o;
 }
 
-}  // namespace kwatch::server
+}  // namespace kwatch::app
