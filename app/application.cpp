@@ -145,6 +145,8 @@ struct Application::Parts {
   std::optional<asio::io_context> ioc;
   std::optional<asio::io_context> delivery;
   std::shared_ptr<storage::Storage> storage;
+  std::shared_ptr<kinds::Scheme> scheme;
+  std::shared_ptr<Metrics> metrics;
   std::shared_ptr<CacherRegistry> cachers;
   std::shared_ptr<registry::ResourceStore> store;
   std::optional<asio::thread_pool> compute;
@@ -155,6 +157,7 @@ struct Application::Parts {
   std::shared_ptr<NamespaceController> namespace_controller;
   std::shared_ptr<ClusterRoleAggregator> cluster_role_aggregator;
   std::shared_ptr<GarbageCollector> garbage_collector;
+  std::shared_ptr<registry::ServiceAllocator> service_allocator;
   // The controllers start once every built-in cache has listed and the bootstrap objects are
   // written; shutdown may come first.
   std::mutex controllers_mutex;
@@ -163,6 +166,21 @@ struct Application::Parts {
   std::unique_ptr<HttpServer> https;
   std::optional<asio::signal_set> signals;
   int exit_code = 0;
+
+  // Start-up, in order (Application::start).
+  void make_threads();
+  bool open_storage();
+  void make_caches_and_handler();
+  bool open_audit_log();
+  bool configure_access();
+  void make_controllers();
+  bool listen();
+  asio::awaitable<void> start_up(unsigned short api_port);
+  asio::awaitable<void> wait_for_caches();
+  asio::awaitable<void> write_bootstrap_policy();
+  asio::awaitable<void> ensure_kubernetes_service(unsigned short api_port);
+  asio::awaitable<void> wait_for_rbac();
+  void log_serving() const;
 
   asio::awaitable<void> shut_down(int signal);
   void start_controllers();
@@ -178,25 +196,21 @@ Application::Application(Options options) : parts_(std::make_unique<Parts>()) {
 
 Application::~Application() = default;
 
-bool Application::start() {
-  Parts& p = *parts_;
-  const Options& options = p.options;
-  const unsigned threads =
-      options.io_threads > 0 ? options.io_threads : std::max(1u, std::thread::hardware_concurrency());
-  p.threads = threads;
-  p.ioc.emplace(static_cast<int>(threads));
-  asio::io_context& ioc = *p.ioc;
+void Application::Parts::make_threads() {
+  threads = options.io_threads > 0 ? options.io_threads
+                                   : std::max(1u, std::thread::hardware_concurrency());
+  ioc.emplace(static_cast<int>(threads));
   // Watch events are written from threads of their own, so a request never waits in the I/O
   // threads' queue behind the fan-out of an event to thousands of watchers. The admission of
   // writes by seats (request_limits.hpp) keeps writers from running ahead of delivery.
-  const unsigned delivery_threads =
+  delivery_threads =
       options.delivery_threads.value_or(std::max(1u, std::thread::hardware_concurrency()));
-  p.delivery_threads = delivery_threads;
-  std::optional<asio::io_context>& delivery = p.delivery;
   if (delivery_threads > 0) delivery.emplace(static_cast<int>(delivery_threads));
-  asio::io_context* delivery_ioc = delivery ? &*delivery : nullptr;
+}
 
-  std::shared_ptr<storage::Storage>& storage = p.storage;
+// Storage: etcd (waited for a while at start-up, as kube-apiserver does) or the embedded store;
+// then encryption at rest at its boundary, so everything above reads and writes plaintext.
+bool Application::Parts::open_storage() {
   if (options.storage_backend == "etcd3") {
     storage::disable_abseil_deadlock_detection();  // process-wide, before the first gRPC channel
     storage::EtcdStorage::Options etcd_options;
@@ -208,7 +222,7 @@ bool Application::start() {
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     for (;;) {
       const auto attempt = std::chrono::steady_clock::now();
-      auto opened = storage::EtcdStorage::open(etcd_options, ioc.get_executor());
+      auto opened = storage::EtcdStorage::open(etcd_options, ioc->get_executor());
       if (opened) {
         storage = std::move(*opened);
         break;
@@ -219,7 +233,8 @@ bool Application::start() {
                          opened.error().message());
         return false;
       }
-      spdlog::warn("etcd at {} is not answering yet; retrying", fmt::join(options.etcd_servers, ","));
+      spdlog::warn("etcd at {} is not answering yet; retrying",
+                   fmt::join(options.etcd_servers, ","));
       // A failure that came at once (a name that does not resolve yet, a refused connection)
       // is tried again after a second, not in a loop.
       std::this_thread::sleep_until(attempt + std::chrono::seconds(1));
@@ -237,7 +252,7 @@ bool Application::start() {
     }
     storage = std::move(*opened);
   }
-  auto scheme = kinds::Scheme::builtin(options.etcd_prefix);
+  scheme = kinds::Scheme::builtin(options.etcd_prefix);
   // Encryption at rest sits at the storage boundary: everything above reads and writes plaintext.
   if (!options.encryption_provider_config.empty()) {
     auto config = storage::load_encryption_config(options.encryption_provider_config);
@@ -253,15 +268,21 @@ bool Application::start() {
     for (const auto& scope : *scopes) spdlog::info("encrypting values under {}", scope.prefix);
     storage = std::make_shared<storage::EncryptingStorage>(std::move(storage), std::move(*scopes));
   }
+  return true;
+}
+
+// The watch caches of every built-in resource (listing from here on), the store, the metrics
+// and the API handler with its compute pool.
+void Application::Parts::make_caches_and_handler() {
   CacherDefaults cacher_defaults;
   cacher_defaults.default_capacity = options.default_watch_cache_size;
   cacher_defaults.capacities = options.watch_cache_sizes;
   cacher_defaults.bookmark_interval = options.watch_bookmark_interval;
   // The cachers' reflectors and dispatchers are part of delivery too: an event is fanned out
   // to watcher strands of the same io_context, without a hop per watcher between thread pools.
-  auto& cachers = p.cachers = std::make_shared<CacherRegistry>(
-      delivery ? delivery->get_executor() : ioc.get_executor(), storage,
-                                                         std::move(cacher_defaults));
+  cachers =
+      std::make_shared<CacherRegistry>(delivery ? delivery->get_executor() : ioc->get_executor(),
+                                       storage, std::move(cacher_defaults));
   for (const auto& info : scheme->resources()) cachers->ensure(*info);
   // On etcd an update starting from the cache's copy saves a round trip. The embedded store reads
   // a key faster than the copy can be decoded, so there updates read storage.
@@ -269,8 +290,8 @@ bool Application::start() {
   if (options.storage_backend == "etcd3") {
     state_cache = std::make_shared<WatchCacheState>(cachers);
   }
-  auto& store = p.store = std::make_shared<registry::ResourceStore>(storage, scheme, state_cache);
-  auto metrics = std::make_shared<Metrics>();
+  store = std::make_shared<registry::ResourceStore>(storage, scheme, state_cache);
+  metrics = std::make_shared<Metrics>();
   register_process_metrics(*metrics);
   const std::string address =
       options.bind_address + ":" +
@@ -279,15 +300,16 @@ bool Application::start() {
   watch_options.min_request_timeout = options.min_request_timeout;
   // Patches and large bodies are decoded and merged here, away from the I/O threads, so a few
   // expensive requests cannot hold up health checks and everyone else's requests.
-  p.compute.emplace(std::max(1u, threads / 2));
-  asio::thread_pool& compute = *p.compute;
+  compute.emplace(std::max(1u, threads / 2));
   ComputeOptions compute_options;
-  compute_options.executor = compute.get_executor();
-  auto& handler = p.handler = std::make_shared<ApiHandler>(scheme, store, metrics, address, cachers,
-                                                      watch_options, compute_options);
+  compute_options.executor = compute->get_executor();
+  handler = std::make_shared<ApiHandler>(scheme, store, metrics, address, cachers, watch_options,
+                                         compute_options);
   handler->set_storage_check(options.storage_backend == "etcd3" ? "etcd" : "storage",
                              options.etcd_healthcheck_timeout, options.etcd_readycheck_timeout);
-  std::shared_ptr<AuditLog>& audit = p.audit;
+}
+
+bool Application::Parts::open_audit_log() {
   if (!options.audit_log_path.empty()) {
     AuditLogOptions audit_options;
     audit_options.path = options.audit_log_path;
@@ -302,6 +324,10 @@ bool Application::start() {
     audit = std::move(*opened);
     handler->set_audit(audit);
   }
+  return true;
+}
+
+bool Application::Parts::configure_access() {
   // Who may do what.
   AccessOptions access;
   access.anonymous = options.anonymous_auth;
@@ -339,10 +365,9 @@ bool Application::start() {
   access.scheme = scheme;
   access.cachers = cachers;
   access.store = store;
-  std::shared_ptr<RbacPolicySource>& rbac = p.rbac;
   if (options.authorization_mode == "RBAC") {
     rbac = std::make_shared<RbacPolicySource>(scheme, cachers, storage);
-    rbac->start(ioc.get_executor());
+    rbac->start(ioc->get_executor());
     access.rbac = rbac;
   }
   handler->set_access(std::move(access));
@@ -353,33 +378,42 @@ bool Application::start() {
                                   options.mutating_queue_wait, options.watches_per_seat,
                                   options.max_fanout_seats},
       metrics));
+  return true;
+}
+
+// Constructed here; started by start_up() once every cache has listed and the bootstrap objects
+// are written.
+void Application::Parts::make_controllers() {
   // CustomResourceDefinitions become served resources here, in every replica.
-  p.crd_controller =
+  crd_controller =
       std::make_shared<CrdController>(scheme, store, cachers, storage, options.etcd_prefix);
   // Namespaces being deleted are emptied, then go.
-  p.namespace_controller = std::make_shared<NamespaceController>(scheme, store, cachers, storage);
+  namespace_controller = std::make_shared<NamespaceController>(scheme, store, cachers, storage);
   // Aggregated ClusterRoles (admin, edit, view, ...) get the rules they gather written in.
-  p.cluster_role_aggregator = std::make_shared<ClusterRoleAggregator>(scheme, store, cachers);
+  cluster_role_aggregator = std::make_shared<ClusterRoleAggregator>(scheme, store, cachers);
   // Services get cluster IPs and node ports from the configured ranges.
   auto service_ranges = registry::parse_node_port_range(
-      options.service_node_port_range, *registry::parse_service_cidr(options.service_cluster_ip_range));
-  auto service_allocator =
+      options.service_node_port_range,
+      *registry::parse_service_cidr(options.service_cluster_ip_range));
+  service_allocator =
       std::make_shared<registry::ServiceAllocator>(storage, options.etcd_prefix, *service_ranges);
   store->set_service_allocator(service_allocator);
   // Dependents whose owners are gone are deleted, as kube-controller-manager's collector does.
   store->set_garbage_collection(options.enable_garbage_collector);
-  std::shared_ptr<GarbageCollector>& garbage_collector = p.garbage_collector;
   if (options.enable_garbage_collector) {
     garbage_collector = std::make_shared<GarbageCollector>(scheme, store, cachers);
   }
+}
+
+bool Application::Parts::listen() {
+  asio::io_context* delivery_ioc = delivery ? &*delivery : nullptr;
   HttpLimits http_limits;
   http_limits.max_connections = options.max_connections;
   http_limits.max_connections_per_address = options.max_connections_per_ip;
   // Plain HTTP only when asked for (local development).
-  std::unique_ptr<HttpServer>& http = p.http;
   if (options.port) {
-    http = std::make_unique<HttpServer>(ioc, handler, http_limits, delivery_ioc);
-    http->set_compute(p.compute->get_executor());
+    http = std::make_unique<HttpServer>(*ioc, handler, http_limits, delivery_ioc);
+    http->set_compute(compute->get_executor());
     if (auto ec = http->listen(options.bind_address, *options.port)) {
       spdlog::critical("cannot listen on {}:{}: {}", options.bind_address, *options.port,
                        ec.message());
@@ -388,7 +422,6 @@ bool Application::start() {
     http->start();
   }
   // HTTPS beside it, with the operator's certificate or one made for this machine.
-  std::unique_ptr<HttpServer>& https = p.https;
   if (options.secure_port != 0) {
     std::string cert = options.tls_cert_file;
     std::string key = options.tls_private_key_file;
@@ -410,8 +443,8 @@ bool Application::start() {
       cert = generated->cert_file;
       key = generated->key_file;
     }
-    https = std::make_unique<HttpServer>(ioc, handler, http_limits, delivery_ioc);
-    https->set_compute(p.compute->get_executor());
+    https = std::make_unique<HttpServer>(*ioc, handler, http_limits, delivery_ioc);
+    https->set_compute(compute->get_executor());
     if (auto err = https->enable_tls(cert, key, options.client_ca_file); !err.empty()) {
       spdlog::critical("cannot serve HTTPS: {}", err);
       return false;
@@ -423,126 +456,171 @@ bool Application::start() {
     }
     https->start();
   }
+  return true;
+}
 
-  // The port the `kubernetes` Service sends to: the secure one, else the plain one.
-  const unsigned short api_port = https ? https->port() : http ? http->port() : 443;
-  asio::co_spawn(
-      ioc,
-      [&p, store, handler, scheme, service_allocator, api_port, &options, rbac,
-       storage]() -> asio::awaitable<void> {
-        // Retries until storage answers: with etcd, kwatch may start before its cluster.
-        asio::steady_timer retry(co_await asio::this_coro::executor);
-        // Every built-in cache lists first, so all of them start at one revision and what is
-        // written below comes to them as events: a client that watched before a restart
-        // resumes from its resourceVersion on any resource instead of being sent to list again.
-        for (const auto& [resource, cacher] : p.cachers->all()) {
-          while (!cacher->ready()) {
-            retry.expires_after(std::chrono::milliseconds(10));
-            co_await retry.async_wait(asio::use_awaitable);
-          }
-        }
-        for (const char* ns : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
-          for (;;) {
-            auto r = co_await store->ensure_namespace(ns);
-            if (r) break;
-            spdlog::warn("cannot create namespace {} yet: {}", ns, r.error().message);
-            retry.expires_after(std::chrono::seconds(1));
-            co_await retry.async_wait(asio::use_awaitable);
-          }
-        }
-        // kube's bootstrap RBAC policy: the default roles and their bindings, once.
-        auto roles = scheme->find("rbac.authorization.k8s.io", "v1", "clusterroles");
-        auto bindings =
-            scheme->find("rbac.authorization.k8s.io", "v1", "clusterrolebindings");
-        // Roles kept from an older kwatch gain the rules this one's bootstrap policy adds.
-        for (auto& object : registry::bootstrap_cluster_roles()) {
-          const json::value* name_value = object["metadata"].as_object().if_contains("name");
-          std::string name(name_value->as_string());
-          std::string cluster_scope;
-          std::string any_version;
-          auto stored = co_await store->get(*roles, std::move(cluster_scope), name,
-                                            std::move(any_version));
-          if (!stored) continue;
-          auto rules = registry::reconciled_bootstrap_rules(*stored, object);
-          if (!rules) continue;
-          json::object updated = std::move(*stored);
-          updated["rules"] = std::move(*rules);
-          std::string scope;
-          registry::WriteQuery query;
-          auto r = co_await store->update(*roles, std::move(scope), std::move(name),
-                                          std::move(updated), std::move(query));
-          if (!r) spdlog::warn("cannot update a bootstrap RBAC role: {}", r.error().message);
-        }
-        for (auto [info, objects] :
-             {std::pair{roles, registry::bootstrap_cluster_roles()},
-              std::pair{bindings, registry::bootstrap_cluster_role_bindings()}}) {
-          for (auto& object : objects) {
-            auto r = co_await store->ensure(*info, std::move(object));
-            if (!r) spdlog::warn("cannot create a bootstrap RBAC object: {}", r.error().message);
-          }
-        }
-        // The `kubernetes` Service in `default`, on the range's first address, and its
-        // Endpoints: this server.
-        const std::string address =
-            options.bind_address == "0.0.0.0" || options.bind_address == "::" ? "127.0.0.1"
-                                                                               : options.bind_address;
-        auto services = scheme->find("", "v1", "services");
-        auto endpoints = scheme->find("", "v1", "endpoints");
-        json::object labels{{"component", "apiserver"}, {"provider", "kubernetes"}};
-        json::object kubernetes_service{
-            {"apiVersion", "v1"},
-            {"kind", "Service"},
-            {"metadata", json::object{{"name", "kubernetes"}, {"namespace", "default"}, {"labels", labels}}},
-            {"spec", json::object{{"type", "ClusterIP"},
-                                  {"clusterIP", service_allocator->first_ip()},
-                                  {"sessionAffinity", "None"},
-                                  {"ports", json::array{json::object{{"name", "https"},
-                                                                     {"port", 443},
-                                                                     {"protocol", "TCP"},
-                                                                     {"targetPort", api_port}}}}}}};
-        json::object kubernetes_endpoints{
-            {"apiVersion", "v1"},
-            {"kind", "Endpoints"},
-            {"metadata", json::object{{"name", "kubernetes"}, {"namespace", "default"}, {"labels", labels}}},
-            {"subsets", json::array{json::object{
-                            {"addresses", json::array{json::object{{"ip", address}}}},
+asio::awaitable<void> Application::Parts::wait_for_caches() {
+  asio::steady_timer retry(co_await asio::this_coro::executor);
+  // Every built-in cache lists first, so all of them start at one revision and what is
+  // written below comes to them as events: a client that watched before a restart
+  // resumes from its resourceVersion on any resource instead of being sent to list again.
+  for (const auto& [resource, cacher] : cachers->all()) {
+    while (!cacher->ready()) {
+      retry.expires_after(std::chrono::milliseconds(10));
+      co_await retry.async_wait(asio::use_awaitable);
+    }
+  }
+}
+
+// The default namespaces and kube's bootstrap RBAC policy, retried until storage answers: with
+// etcd, kwatch may start before its cluster.
+asio::awaitable<void> Application::Parts::write_bootstrap_policy() {
+  asio::steady_timer retry(co_await asio::this_coro::executor);
+  for (const char* ns : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
+    for (;;) {
+      auto r = co_await store->ensure_namespace(ns);
+      if (r) break;
+      spdlog::warn("cannot create namespace {} yet: {}", ns, r.error().message);
+      retry.expires_after(std::chrono::seconds(1));
+      co_await retry.async_wait(asio::use_awaitable);
+    }
+  }
+  // kube's bootstrap RBAC policy: the default roles and their bindings, once.
+  auto roles = scheme->find("rbac.authorization.k8s.io", "v1", "clusterroles");
+  auto bindings =
+      scheme->find("rbac.authorization.k8s.io", "v1", "clusterrolebindings");
+  // Roles kept from an older kwatch gain the rules this one's bootstrap policy adds.
+  for (auto& object : registry::bootstrap_cluster_roles()) {
+    const json::value* name_value = object["metadata"].as_object().if_contains("name");
+    std::string name(name_value->as_string());
+    std::string cluster_scope;
+    std::string any_version;
+    auto stored = co_await store->get(*roles, std::move(cluster_scope), name,
+                                      std::move(any_version));
+    if (!stored) continue;
+    auto rules = registry::reconciled_bootstrap_rules(*stored, object);
+    if (!rules) continue;
+    json::object updated = std::move(*stored);
+    updated["rules"] = std::move(*rules);
+    std::string scope;
+    registry::WriteQuery query;
+    auto r = co_await store->update(*roles, std::move(scope), std::move(name),
+                                    std::move(updated), std::move(query));
+    if (!r) spdlog::warn("cannot update a bootstrap RBAC role: {}", r.error().message);
+  }
+  for (auto [info, objects] :
+       {std::pair{roles, registry::bootstrap_cluster_roles()},
+        std::pair{bindings, registry::bootstrap_cluster_role_bindings()}}) {
+    for (auto& object : objects) {
+      auto r = co_await store->ensure(*info, std::move(object));
+      if (!r) spdlog::warn("cannot create a bootstrap RBAC object: {}", r.error().message);
+    }
+  }
+}
+
+asio::awaitable<void> Application::Parts::ensure_kubernetes_service(unsigned short api_port) {
+  // The `kubernetes` Service in `default`, on the range's first address, and its
+  // Endpoints: this server.
+  const std::string address =
+      options.bind_address == "0.0.0.0" || options.bind_address == "::" ? "127.0.0.1"
+                                                                         : options.bind_address;
+  auto services = scheme->find("", "v1", "services");
+  auto endpoints = scheme->find("", "v1", "endpoints");
+  json::object labels{{"component", "apiserver"}, {"provider", "kubernetes"}};
+  json::object kubernetes_service{
+      {"apiVersion", "v1"},
+      {"kind", "Service"},
+      {"metadata",
+       json::object{{"name", "kubernetes"}, {"namespace", "default"}, {"labels", labels}}},
+      {"spec", json::object{{"type", "ClusterIP"},
+                            {"clusterIP", service_allocator->first_ip()},
+                            {"sessionAffinity", "None"},
                             {"ports", json::array{json::object{{"name", "https"},
-                                                               {"port", api_port},
-                                                               {"protocol", "TCP"}}}}}}}};
-        for (auto [info, object] : {std::pair{services, std::move(kubernetes_service)},
-                                    std::pair{endpoints, std::move(kubernetes_endpoints)}}) {
-          auto r = co_await store->ensure(*info, std::move(object));
-          if (!r) spdlog::warn("cannot create the kubernetes {}: {}", info->kind, r.error().message);
-        }
-        p.start_controllers();
-        // Ready once authorization sees the bootstrap policy (kube's
-        // poststarthook/rbac/bootstrap-roles): before, every request but the probes is refused.
-        if (rbac) {
-          std::int64_t written = 0;
-          while (written == 0) {
-            if (auto rev = co_await storage->current_revision()) {
-              written = *rev;
-              break;
-            }
-            retry.expires_after(std::chrono::milliseconds(100));
-            co_await retry.async_wait(asio::use_awaitable);
-          }
-          while (rbac->covered_revision() < written) {
-            rbac->refresh();
-            retry.expires_after(std::chrono::milliseconds(20));
-            co_await retry.async_wait(asio::use_awaitable);
-          }
-        }
-        handler->set_ready(true);
-      },
-      [](std::exception_ptr e) { log_task_failure(e, "task"); });
-  if (options.compaction_interval.count() > 0) {
-    asio::co_spawn(ioc, compact_periodically(storage, options.compaction_interval), [](std::exception_ptr e) { log_task_failure(e, "task"); });
+                                                               {"port", 443},
+                                                               {"protocol", "TCP"},
+                                                               {"targetPort", api_port}}}}}}};
+  json::object kubernetes_endpoints{
+      {"apiVersion", "v1"},
+      {"kind", "Endpoints"},
+      {"metadata",
+       json::object{{"name", "kubernetes"}, {"namespace", "default"}, {"labels", labels}}},
+      {"subsets",
+       json::array{json::object{
+           {"addresses", json::array{json::object{{"ip", address}}}},
+           {"ports", json::array{json::object{
+                         {"name", "https"}, {"port", api_port}, {"protocol", "TCP"}}}}}}}};
+  for (auto [info, object] : {std::pair{services, std::move(kubernetes_service)},
+                              std::pair{endpoints, std::move(kubernetes_endpoints)}}) {
+    auto r = co_await store->ensure(*info, std::move(object));
+    if (!r) spdlog::warn("cannot create the kubernetes {}: {}", info->kind, r.error().message);
+  }
+}
+
+// Ready once authorization sees the bootstrap policy (kube's poststarthook/rbac/bootstrap-roles):
+// before, every request but the probes is refused.
+asio::awaitable<void> Application::Parts::wait_for_rbac() {
+  if (!rbac) co_return;
+  asio::steady_timer retry(co_await asio::this_coro::executor);
+  std::int64_t written = 0;
+  while (written == 0) {
+    if (auto rev = co_await storage->current_revision()) {
+      written = *rev;
+      break;
+    }
+    retry.expires_after(std::chrono::milliseconds(100));
+    co_await retry.async_wait(asio::use_awaitable);
+  }
+  while (rbac->covered_revision() < written) {
+    rbac->refresh();
+    retry.expires_after(std::chrono::milliseconds(20));
+    co_await retry.async_wait(asio::use_awaitable);
+  }
+}
+
+// In one order, so that all caches begin at one revision and the server's own writes reach them
+// as events: every cache lists, then the bootstrap objects are written, then the controllers
+// start; ready once authorization sees the bootstrap policy.
+asio::awaitable<void> Application::Parts::start_up(unsigned short api_port) {
+  co_await wait_for_caches();
+  co_await write_bootstrap_policy();
+  co_await ensure_kubernetes_service(api_port);
+  start_controllers();
+  co_await wait_for_rbac();
+  handler->set_ready(true);
+}
+
+bool Application::start() {
+  Parts& p = *parts_;
+  p.make_threads();
+  if (!p.open_storage()) return false;
+  p.make_caches_and_handler();
+  if (!p.open_audit_log() || !p.configure_access()) return false;
+  p.make_controllers();
+  if (!p.listen()) return false;
+  // The port the `kubernetes` Service sends to: the secure one, else the plain one.
+  const unsigned short api_port = p.https ? p.https->port() : p.http ? p.http->port() : 443;
+  asio::co_spawn(*p.ioc, p.start_up(api_port),
+                 [](std::exception_ptr e) { log_task_failure(e, "start-up"); });
+  if (p.options.compaction_interval.count() > 0) {
+    asio::co_spawn(*p.ioc, compact_periodically(p.storage, p.options.compaction_interval),
+                   [](std::exception_ptr e) { log_task_failure(e, "compaction"); });
   }
 
-  std::string where = options.storage_backend == "etcd3"
-                          ? ", " + fmt::format("{}", fmt::join(options.etcd_servers, ","))
-                          : (options.data_dir.empty() ? ", in memory" : ", data dir " + options.data_dir);
+  p.log_serving();
+  p.signals.emplace(*p.ioc, SIGINT, SIGTERM);
+  p.signals->async_wait([&p](const boost::system::error_code& ec, int signal) {
+    if (ec) return;
+    asio::co_spawn(*p.ioc, p.shut_down(signal),
+                   [](std::exception_ptr e) { log_task_failure(e, "shutdown"); });
+  });
+  return true;
+}
+
+void Application::Parts::log_serving() const {
+  std::string where =
+      options.storage_backend == "etcd3"
+          ? ", " + fmt::format("{}", fmt::join(options.etcd_servers, ","))
+          : (options.data_dir.empty() ? ", in memory" : ", data dir " + options.data_dir);
   spdlog::info("kwatch-apiserver {} (storage: {}{}, authorization: {})", kKwatchVersion,
                options.storage_backend, where, options.authorization_mode);
   if (https) {
@@ -552,14 +630,6 @@ bool Application::start() {
     spdlog::info("serving on http://{}:{} (plain HTTP, for local development)",
                  options.bind_address, http->port());
   }
-
-  p.signals.emplace(ioc, SIGINT, SIGTERM);
-  p.signals->async_wait([&p](const boost::system::error_code& ec, int signal) {
-    if (ec) return;
-    asio::co_spawn(*p.ioc, p.shut_down(signal),
-                   [](std::exception_ptr e) { log_task_failure(e, "shutdown"); });
-  });
-  return true;
 }
 
 namespace {

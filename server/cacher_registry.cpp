@@ -4,6 +4,15 @@
 #include "server/selector_predicate.hpp"
 #include "watch/cacher.hpp"
 
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <atomic>
 #include <mutex>
 
 namespace kwatch::server {
@@ -88,14 +97,33 @@ void CacherRegistry::end_client_watches() {
   for (auto& [resource, cacher] : all()) cacher->end_client_watches();
 }
 
-boost::asio::awaitable<void> CacherRegistry::catch_up_with_storage() {
+boost::asio::awaitable<void> CacherRegistry::catch_up_with_storage(
+    std::chrono::milliseconds budget) {
+  namespace asio = boost::asio;
   auto current = co_await storage_->current_revision();
   if (!current) co_return;
+  // Every cache asks for progress at once; the waits overlap, within one budget.
+  struct Pending {
+    explicit Pending(asio::any_io_executor executor) : done(executor) {}
+    std::atomic<std::size_t> left{1};
+    asio::steady_timer done;
+  };
+  auto strand = asio::make_strand(co_await asio::this_coro::executor);
+  // On the strand from here on, so that no completion runs between the last count and the wait.
+  co_await asio::post(asio::bind_executor(strand, asio::use_awaitable));
+  auto pending = std::make_shared<Pending>(strand);
+  pending->done.expires_after(budget);
+  auto finished = [pending, strand] {
+    if (--pending->left == 0) asio::post(strand, [pending] { pending->done.cancel(); });
+  };
   for (auto& [resource, cacher] : all()) {
     if (!cacher->ready()) continue;
-    auto fresh = co_await cacher->wait_until_fresh(*current);
-    if (!fresh) co_return;
+    ++pending->left;
+    asio::co_spawn(strand, cacher->wait_until_fresh(*current),
+                   [finished](std::exception_ptr, base::Result<void>) { finished(); });
   }
+  if (--pending->left == 0) co_return;  // the count held for this loop
+  co_await pending->done.async_wait(asio::as_tuple(asio::use_awaitable));
 }
 
 void CacherRegistry::on_added(AddedFn fn) {

@@ -60,9 +60,11 @@ class CacherRegistry {
   // Graceful shutdown: every cacher, and any made later, ends its clients' watches and refuses
   // new ones (watch::Cacher::end_client_watches).
   void end_client_watches();
-  // Before that: every cacher catches up with storage's current revision (given up at the first
-  // that cannot within its freshness timeout), so that the last bookmarks carry it.
-  boost::asio::awaitable<void> catch_up_with_storage();
+  // Before that: every cacher catches up with storage's current revision, all at once and
+  // within `budget` (a cache that cannot is left where it is), so that the last bookmarks carry
+  // it.
+  boost::asio::awaitable<void> catch_up_with_storage(
+      std::chrono::milliseconds budget = std::chrono::seconds(2));
 
   void on_added(AddedFn fn);
 
