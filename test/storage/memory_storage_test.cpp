@@ -59,41 +59,6 @@ std::unique_ptr<MemoryStorage> open_memory(MemoryStorage::Options options = {}) 
   return s ? std::move(*s) : nullptr;
 }
 
-TEST(MemoryStorage, CreateUpdateListAndDeleteThroughTheInterface) {
-  asio::io_context ioc;
-  auto storage = open_memory();
-  ASSERT_TRUE(storage);
-  auto body = [&]() -> asio::awaitable<void> {
-    auto created = co_await storage->create("/pods/a", "1");
-    CO_ASSERT(created);
-    EXPECT_EQ(created->mod_revision, 2);
-    auto again = co_await storage->create("/pods/a", "x");
-    EXPECT_EQ(again.error(), Errc::already_exists);
-    auto updated = co_await storage->guaranteed_update(
-        "/pods/a", [](const KeyValue* cur) -> Storage::UpdateResult {
-          return cur ? cur->value + "+" : "fresh";
-        });
-    CO_ASSERT(updated);
-    EXPECT_EQ(updated->value, "1+");
-    EXPECT_EQ(updated->version, 2);
-    co_await storage->create("/pods/b", "2");
-    EXPECT_EQ(*(co_await storage->count("/pods/")), 2);
-    ListOptions o;
-    o.prefix = "/pods/";
-    o.limit = 1;
-    auto list = co_await storage->list(o);
-    CO_ASSERT(list);
-    EXPECT_EQ(list->kvs.size(), 1u);
-    EXPECT_TRUE(list->more);
-    auto del = co_await storage->delete_if("/pods/a", updated->mod_revision);
-    CO_ASSERT(del);
-    EXPECT_TRUE(del->succeeded);
-    EXPECT_EQ((co_await storage->get("/pods/a")).error(), Errc::not_found);
-    EXPECT_EQ(*(co_await storage->current_revision()), 5);
-  };
-  run(ioc, body());
-}
-
 // Counts the reads that reach the wrapped storage.
 class CountingStorage final : public Storage {
  public:
@@ -395,31 +360,6 @@ TEST(MemoryStorage, CancellationSlotAbortsAWaitingNext) {
   ASSERT_TRUE(result);
   ASSERT_FALSE(*result);
   EXPECT_EQ(result->error(), asio::error::operation_aborted);
-}
-
-TEST(MemoryStorage, RequestProgressYieldsAnEmptyBatchAtTheCurrentRevision) {
-  asio::io_context ioc;
-  auto storage = open_memory();
-  ASSERT_TRUE(storage);
-  auto body = [&]() -> asio::awaitable<void> {
-    co_await storage->put_if("/other", 0, "v");  // 2
-    auto stream = co_await storage->watch("/w/", 0, PrevKv::include);
-    CO_ASSERT(stream);
-    co_await storage->put_if("/other2", 0, "v");  // 3, not under the prefix
-    (*stream)->request_progress();
-    auto batch = co_await (*stream)->next();
-    CO_ASSERT(batch);
-    EXPECT_TRUE(batch->events.empty());
-    EXPECT_EQ(batch->revision, 3);
-
-    // Also while next() is already waiting.
-    asio::post(co_await asio::this_coro::executor, [&] { (*stream)->request_progress(); });
-    auto waiting = co_await (*stream)->next();
-    CO_ASSERT(waiting);
-    EXPECT_TRUE(waiting->events.empty());
-    EXPECT_EQ(waiting->revision, 3);
-  };
-  run(ioc, body());
 }
 
 TEST(MemoryStorage, StreamThatFallsBehindCompactionIsGone) {
