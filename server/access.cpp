@@ -1,10 +1,10 @@
 #include "server/access.hpp"
 
-#include "server/cache_follower.hpp"
+#include "watch/cache_follower.hpp"
 
 #include "kinds/scheme.hpp"
-#include "server/cacher_registry.hpp"
-#include "server/task_failure.hpp"
+#include "registry/cacher_registry.hpp"
+#include "base/task_failure.hpp"
 #include "server/service_account_tokens.hpp"
 #include "server/token_file.hpp"
 #include "registry/resource_store.hpp"
@@ -25,6 +25,10 @@
 
 namespace kwatch::server {
 
+using base::log_task_failure;
+using registry::CacherRegistry;
+using watch::CacheFollower;
+using watch::follow_cache;
 namespace asio = boost::asio;
 namespace json = boost::json;
 using apimachinery::ApiError;

@@ -33,9 +33,12 @@ namespace kwatch::storage {
 class Storage;
 }
 
+namespace kwatch::registry {
+class CacherRegistry;
+}  // namespace kwatch::registry
+
 namespace kwatch::server {
 
-class CacherRegistry;
 class ServiceAccountTokens;
 class TokenFile;
 
@@ -43,7 +46,7 @@ class RbacPolicySource : public std::enable_shared_from_this<RbacPolicySource> {
  public:
   // `storage` answers what the caches cannot prove they have caught up with (consistent()).
   RbacPolicySource(std::shared_ptr<kinds::Scheme> scheme,
-                   std::shared_ptr<CacherRegistry> cachers,
+                   std::shared_ptr<registry::CacherRegistry> cachers,
                    std::shared_ptr<storage::Storage> storage);
   void start(boost::asio::any_io_executor executor);
   void stop() { stopped_ = true; }
@@ -71,7 +74,7 @@ class RbacPolicySource : public std::enable_shared_from_this<RbacPolicySource> {
   build_from_storage(std::int64_t revision);
 
   std::shared_ptr<kinds::Scheme> scheme_;
-  std::shared_ptr<CacherRegistry> cachers_;
+  std::shared_ptr<registry::CacherRegistry> cachers_;
   std::shared_ptr<storage::Storage> storage_;
   std::mutex publish_mutex_;  // policy_ and covered_ change together
   std::shared_ptr<const registry::RbacPolicy> policy_;
@@ -90,7 +93,7 @@ struct AccessOptions {
   std::shared_ptr<RbacPolicySource> rbac;   // --authorization-mode=RBAC; null: AlwaysAllow
   // Where the accounts (and objects) tokens name are looked up: the watch caches, then storage.
   std::shared_ptr<kinds::Scheme> scheme;
-  std::shared_ptr<CacherRegistry> cachers;
+  std::shared_ptr<registry::CacherRegistry> cachers;
   std::shared_ptr<registry::ResourceStore> store;
 };
 

@@ -16,12 +16,12 @@
 #include "apimachinery/yaml_body.hpp"
 #include "server/audit_log.hpp"
 #include "base/uuid.hpp"
-#include "server/cacher_registry.hpp"
+#include "registry/cacher_registry.hpp"
 #include "server/discovery.hpp"
 #include "server/health_checks.hpp"
 #include "server/media_type.hpp"
 #include "server/openapi_v2.hpp"
-#include "server/selector_predicate.hpp"
+#include "registry/selector_predicate.hpp"
 #include "server/service_account_tokens.hpp"
 #include "server/table.hpp"
 #include "server/url.hpp"
@@ -43,6 +43,8 @@
 
 namespace kwatch::server {
 
+using registry::CacherRegistry;
+using registry::SelectorPredicate;
 namespace asio = boost::asio;
 namespace json = boost::json;
 using apimachinery::ApiError;
@@ -183,7 +185,6 @@ ApiResult<registry::WriteQuery> write_query(const Url& url, const std::string& s
   q.warnings = std::make_shared<std::vector<std::string>>();
   return q;
 }
-
 
 // Subresources of pods kwatch serves: binding (what a scheduler posts), eviction (`kubectl
 // drain`), ephemeralcontainers

@@ -40,11 +40,14 @@ class Cacher;
 struct CacheList;
 }
 
+namespace kwatch::registry {
+class CacherRegistry;
+}  // namespace kwatch::registry
+
 namespace kwatch::server {
 
 struct Url;
 
-class CacherRegistry;
 class AuditLog;
 struct AuditEvent;
 
@@ -75,7 +78,7 @@ class ApiHandler {
  public:
   ApiHandler(std::shared_ptr<kinds::Scheme> scheme,
              std::shared_ptr<registry::ResourceStore> store, std::shared_ptr<Metrics> metrics,
-             std::string server_address, std::shared_ptr<CacherRegistry> cachers = nullptr,
+             std::string server_address, std::shared_ptr<registry::CacherRegistry> cachers = nullptr,
              WatchOptions watch_options = {},
              ComputeOptions compute = {});
 
@@ -159,7 +162,7 @@ class ApiHandler {
   std::shared_ptr<registry::ResourceStore> store_;
   std::shared_ptr<Metrics> metrics_;
   std::string server_address_;
-  std::shared_ptr<CacherRegistry> cachers_;
+  std::shared_ptr<registry::CacherRegistry> cachers_;
   WatchOptions watch_options_;
   ComputeOptions compute_;
   std::atomic<bool> ready_{false};

@@ -1,6 +1,6 @@
 #include "server/http_server.hpp"
 
-#include "server/task_failure.hpp"
+#include "base/task_failure.hpp"
 #include "server/queueing_stream.hpp"
 #include "server/response_gzip.hpp"
 #include "server/tls_stream.hpp"
@@ -38,6 +38,7 @@
 
 namespace kwatch::server {
 
+using base::log_task_failure;
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;

@@ -21,18 +21,20 @@ namespace kwatch::kinds {
 struct ResourceInfo;
 }  // namespace kwatch::kinds
 
-namespace kwatch::server {
-
+namespace kwatch::registry {
 class CacherRegistry;
+}  // namespace kwatch::registry
+
+namespace kwatch::controllers {
 
 class Reconciler : public std::enable_shared_from_this<Reconciler> {
  public:
   // `info` is the watched resource (a built-in one: held, never looked up again); `name` names
   // the reconciler in logs.
-  Reconciler(std::shared_ptr<CacherRegistry> cachers,
+  Reconciler(std::shared_ptr<registry::CacherRegistry> cachers,
              std::shared_ptr<const kinds::ResourceInfo> info, const char* name);
   // The same, also woken by the events of `also`.
-  Reconciler(std::shared_ptr<CacherRegistry> cachers,
+  Reconciler(std::shared_ptr<registry::CacherRegistry> cachers,
              std::shared_ptr<const kinds::ResourceInfo> info,
              std::vector<std::shared_ptr<const kinds::ResourceInfo>> also, const char* name);
   virtual ~Reconciler() = default;
@@ -45,7 +47,7 @@ class Reconciler : public std::enable_shared_from_this<Reconciler> {
   // Looks at every object and acts; sets `waiting_` when it must look again without an event.
   virtual boost::asio::awaitable<void> reconcile_once() = 0;
 
-  std::shared_ptr<CacherRegistry> cachers_;
+  std::shared_ptr<registry::CacherRegistry> cachers_;
   std::shared_ptr<const kinds::ResourceInfo> info_;
   bool waiting_ = false;
   std::atomic<bool> stopped_{false};
@@ -61,4 +63,4 @@ class Reconciler : public std::enable_shared_from_this<Reconciler> {
   bool again_ = false;
 };
 
-}  // namespace kwatch::server
+}  // namespace kwatch::controllers

@@ -14,7 +14,7 @@
 // scheme, the store and the cacher registry it changes are thread-safe.
 #pragma once
 
-#include "server/reconciler.hpp"
+#include "controllers/reconciler.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
@@ -39,15 +39,17 @@ namespace kwatch::storage {
 class Storage;
 }
 
-namespace kwatch::server {
-
+namespace kwatch::registry {
 class CacherRegistry;
+}  // namespace kwatch::registry
+
+namespace kwatch::controllers {
 
 class CrdController : public Reconciler {
  public:
   CrdController(std::shared_ptr<kinds::Scheme> scheme,
                 std::shared_ptr<registry::ResourceStore> store,
-                std::shared_ptr<CacherRegistry> cachers,
+                std::shared_ptr<registry::CacherRegistry> cachers,
                 std::shared_ptr<storage::Storage> storage, std::string storage_prefix);
 
  private:
@@ -75,4 +77,4 @@ class CrdController : public Reconciler {
   std::map<std::string, std::shared_ptr<schema::PatternCache>> patterns_;
 };
 
-}  // namespace kwatch::server
+}  // namespace kwatch::controllers

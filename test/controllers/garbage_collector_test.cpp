@@ -1,10 +1,10 @@
-#include "server/garbage_collector.hpp"
+#include "controllers/garbage_collector.hpp"
 
 #include "kinds/custom_resource_definition.hpp"
 #include "registry/deletion.hpp"
 #include "registry/resource_store.hpp"
 #include "kinds/scheme.hpp"
-#include "server/cacher_registry.hpp"
+#include "registry/cacher_registry.hpp"
 #include "storage/memory_storage.hpp"
 #include "watch/cacher.hpp"
 
@@ -20,7 +20,9 @@
 #include <utility>
 #include <vector>
 
-namespace kwatch::server {
+namespace kwatch::controllers {
+using registry::CacherDefaults;
+using registry::CacherRegistry;
 namespace {
 
 namespace asio = boost::asio;
@@ -515,4 +517,4 @@ TEST(GarbageCollectorRetryTest, RetriesWaitLongerEachTimeUpToHalfAMinute) {
 }
 
 }  // namespace
-}  // namespace kwatch::server
+}  // namespace kwatch::controllers

@@ -56,9 +56,11 @@ class Cacher;
 struct WatchFrame;
 }  // namespace kwatch::watch
 
-namespace kwatch::server {
-
+namespace kwatch::registry {
 class CacherRegistry;
+}  // namespace kwatch::registry
+
+namespace kwatch::controllers {
 
 // The collector's decisions that need no I/O, testable alone.
 namespace gc {
@@ -129,7 +131,7 @@ class GarbageCollector : public std::enable_shared_from_this<GarbageCollector> {
  public:
   GarbageCollector(std::shared_ptr<kinds::Scheme> scheme,
                    std::shared_ptr<registry::ResourceStore> store,
-                   std::shared_ptr<CacherRegistry> cachers);
+                   std::shared_ptr<registry::CacherRegistry> cachers);
 
   // Watches every cache there is and every one added later; starts the worker.
   void start(boost::asio::any_io_executor executor);
@@ -201,7 +203,7 @@ class GarbageCollector : public std::enable_shared_from_this<GarbageCollector> {
 
   std::shared_ptr<kinds::Scheme> scheme_;
   std::shared_ptr<registry::ResourceStore> store_;
-  std::shared_ptr<CacherRegistry> cachers_;
+  std::shared_ptr<registry::CacherRegistry> cachers_;
   std::optional<boost::asio::strand<boost::asio::any_io_executor>> strand_;
   std::atomic<bool> stopped_{false};
 
@@ -232,4 +234,4 @@ class GarbageCollector : public std::enable_shared_from_this<GarbageCollector> {
   std::unique_ptr<boost::asio::steady_timer> wake_;  // the dispatcher's only
 };
 
-}  // namespace kwatch::server
+}  // namespace kwatch::controllers

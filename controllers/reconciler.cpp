@@ -1,9 +1,9 @@
-#include "server/reconciler.hpp"
+#include "controllers/reconciler.hpp"
 
 #include "kinds/scheme.hpp"
-#include "server/cache_follower.hpp"
-#include "server/cacher_registry.hpp"
-#include "server/task_failure.hpp"
+#include "watch/cache_follower.hpp"
+#include "registry/cacher_registry.hpp"
+#include "base/task_failure.hpp"
 #include "watch/cacher.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -14,8 +14,12 @@
 #include <chrono>
 #include <vector>
 
-namespace kwatch::server {
+namespace kwatch::controllers {
 
+using base::log_task_failure;
+using registry::CacherRegistry;
+using watch::CacheFollower;
+using watch::follow_cache;
 namespace asio = boost::asio;
 
 Reconciler::Reconciler(std::shared_ptr<CacherRegistry> cachers,
@@ -80,4 +84,4 @@ asio::awaitable<void> Reconciler::reconcile() {
   reconciling_ = false;
 }
 
-}  // namespace kwatch::server
+}  // namespace kwatch::controllers

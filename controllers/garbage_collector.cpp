@@ -1,12 +1,12 @@
-#include "server/garbage_collector.hpp"
+#include "controllers/garbage_collector.hpp"
 
 #include "registry/deletion.hpp"
 #include "apimachinery/json_path.hpp"
 #include "registry/resource_store.hpp"
 #include "kinds/scheme.hpp"
-#include "server/cache_follower.hpp"
-#include "server/cacher_registry.hpp"
-#include "server/task_failure.hpp"
+#include "watch/cache_follower.hpp"
+#include "registry/cacher_registry.hpp"
+#include "base/task_failure.hpp"
 #include "apimachinery/stored_json.hpp"
 #include "watch/cacher.hpp"
 
@@ -20,8 +20,12 @@
 #include <algorithm>
 #include <chrono>
 
-namespace kwatch::server {
+namespace kwatch::controllers {
 
+using base::log_task_failure;
+using registry::CacherRegistry;
+using watch::CacheFollower;
+using watch::follow_cache;
 namespace asio = boost::asio;
 namespace json = boost::json;
 using kinds::ResourceInfo;
@@ -751,4 +755,4 @@ asio::awaitable<bool> GarbageCollector::edit_references(const Dependent& d,
   co_return false;
 }
 
-}  // namespace kwatch::server
+}  // namespace kwatch::controllers

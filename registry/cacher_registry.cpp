@@ -1,7 +1,7 @@
-#include "server/cacher_registry.hpp"
+#include "registry/cacher_registry.hpp"
 
 #include "kinds/scheme.hpp"
-#include "server/selector_predicate.hpp"
+#include "registry/selector_predicate.hpp"
 #include "watch/cacher.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -15,7 +15,7 @@
 #include <atomic>
 #include <mutex>
 
-namespace kwatch::server {
+namespace kwatch::registry {
 
 CacherRegistry::CacherRegistry(boost::asio::any_io_executor executor,
                                std::shared_ptr<storage::Storage> storage, CacherDefaults defaults)
@@ -131,4 +131,4 @@ void CacherRegistry::on_added(AddedFn fn) {
   added_.push_back(std::move(fn));
 }
 
-}  // namespace kwatch::server
+}  // namespace kwatch::registry

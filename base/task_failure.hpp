@@ -6,7 +6,7 @@
 
 #include <exception>
 
-namespace kwatch::server {
+namespace kwatch::base {
 
 inline void log_task_failure(std::exception_ptr e, const char* what) {
   if (!e) return;
@@ -17,4 +17,4 @@ inline void log_task_failure(std::exception_ptr e, const char* what) {
   }
 }
 
-}  // namespace kwatch::server
+}  // namespace kwatch::base

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace kwatch::server {
+namespace kwatch::watch {
 
 struct CacheFollower {
   std::shared_ptr<watch::Cacher> cacher;
@@ -32,4 +32,4 @@ struct CacheFollower {
 
 boost::asio::awaitable<void> follow_cache(CacheFollower follower);
 
-}  // namespace kwatch::server
+}  // namespace kwatch::watch

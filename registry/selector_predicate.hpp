@@ -8,7 +8,7 @@
 #include "watch/object_codec.hpp"
 #include "watch/watch_types.hpp"
 
-namespace kwatch::server {
+namespace kwatch::registry {
 
 class SelectorPredicate final : public watch::Predicate {
  public:
@@ -30,4 +30,4 @@ class SelectorPredicate final : public watch::Predicate {
 // The watch cache's view of a resource's selectable fields.
 watch::FieldsFn fields_of(const kinds::ResourceInfo& info);
 
-}  // namespace kwatch::server
+}  // namespace kwatch::registry

@@ -1,11 +1,11 @@
-#include "server/cache_follower.hpp"
+#include "watch/cache_follower.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-namespace kwatch::server {
+namespace kwatch::watch {
 
 namespace asio = boost::asio;
 
@@ -34,4 +34,4 @@ asio::awaitable<void> follow_cache(CacheFollower f) {
   }
 }
 
-}  // namespace kwatch::server
+}  // namespace kwatch::watch

@@ -27,7 +27,7 @@ namespace kwatch::watch {
 class Cacher;
 }
 
-namespace kwatch::server {
+namespace kwatch::registry {
 
 // What every new cacher gets (kube-apiserver's --default-watch-cache-size, --watch-cache-sizes).
 struct CacherDefaults {
@@ -78,4 +78,4 @@ class CacherRegistry {
   bool clients_closed_ = false;  // under mutex_
 };
 
-}  // namespace kwatch::server
+}  // namespace kwatch::registry

@@ -13,7 +13,7 @@
 // Ownership, strand and cancellation: those of its Reconciler (server/reconciler.hpp).
 #pragma once
 
-#include "server/reconciler.hpp"
+#include "controllers/reconciler.hpp"
 
 #include <boost/json/object.hpp>
 
@@ -30,13 +30,13 @@ namespace kwatch::storage {
 class Storage;
 }
 
-namespace kwatch::server {
+namespace kwatch::controllers {
 
 class NamespaceController : public Reconciler {
  public:
   NamespaceController(std::shared_ptr<kinds::Scheme> scheme,
                       std::shared_ptr<registry::ResourceStore> store,
-                      std::shared_ptr<CacherRegistry> cachers,
+                      std::shared_ptr<registry::CacherRegistry> cachers,
                       std::shared_ptr<storage::Storage> storage);
 
  private:
@@ -54,4 +54,4 @@ class NamespaceController : public Reconciler {
   std::shared_ptr<const kinds::ResourceInfo> service_accounts_;
 };
 
-}  // namespace kwatch::server
+}  // namespace kwatch::controllers

@@ -1,11 +1,11 @@
-#include "server/crd_controller.hpp"
+#include "controllers/crd_controller.hpp"
 
 #include "kinds/custom_resource_definition.hpp"
 #include "registry/resource_store.hpp"
 #include "kinds/scheme.hpp"
 #include "schema/structural_schema.hpp"
 #include "base/timestamps.hpp"
-#include "server/cacher_registry.hpp"
+#include "registry/cacher_registry.hpp"
 #include "storage/storage.hpp"
 #include "apimachinery/stored_json.hpp"
 #include "watch/cacher.hpp"
@@ -18,8 +18,9 @@
 #include <optional>
 #include <set>
 
-namespace kwatch::server {
+namespace kwatch::controllers {
 
+using registry::CacherRegistry;
 namespace asio = boost::asio;
 namespace json = boost::json;
 
@@ -278,4 +279,4 @@ asio::awaitable<void> CrdController::finalize(json::object crd) {
   }
 }
 
-}  // namespace kwatch::server
+}  // namespace kwatch::controllers

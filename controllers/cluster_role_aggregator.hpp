@@ -11,7 +11,7 @@
 // Ownership, strand and cancellation: those of its Reconciler (server/reconciler.hpp).
 #pragma once
 
-#include "server/reconciler.hpp"
+#include "controllers/reconciler.hpp"
 
 #include <boost/asio/awaitable.hpp>
 
@@ -25,13 +25,13 @@ namespace kwatch::registry {
 class ResourceStore;
 }  // namespace kwatch::registry
 
-namespace kwatch::server {
+namespace kwatch::controllers {
 
 class ClusterRoleAggregator : public Reconciler {
  public:
   ClusterRoleAggregator(std::shared_ptr<kinds::Scheme> scheme,
                         std::shared_ptr<registry::ResourceStore> store,
-                        std::shared_ptr<CacherRegistry> cachers);
+                        std::shared_ptr<registry::CacherRegistry> cachers);
 
  private:
   boost::asio::awaitable<void> reconcile_once() override;
@@ -39,4 +39,4 @@ class ClusterRoleAggregator : public Reconciler {
   std::shared_ptr<registry::ResourceStore> store_;
 };
 
-}  // namespace kwatch::server
+}  // namespace kwatch::controllers

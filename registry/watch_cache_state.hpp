@@ -5,9 +5,9 @@
 #pragma once
 
 #include "registry/resource_store.hpp"
-#include "server/cacher_registry.hpp"
+#include "registry/cacher_registry.hpp"
 
-namespace kwatch::server {
+namespace kwatch::registry {
 
 class WatchCacheState final : public registry::StateCache {
  public:
@@ -20,4 +20,4 @@ class WatchCacheState final : public registry::StateCache {
   std::shared_ptr<CacherRegistry> cachers_;
 };
 
-}  // namespace kwatch::server
+}  // namespace kwatch::registry

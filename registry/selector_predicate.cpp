@@ -1,8 +1,8 @@
-#include "server/selector_predicate.hpp"
+#include "registry/selector_predicate.hpp"
 
 #include <boost/json/object.hpp>
 
-namespace kwatch::server {
+namespace kwatch::registry {
 
 bool SelectorPredicate::matches(const watch::CachedObject& object) const {
   for (const auto& requirement : labels_.requirements()) {
@@ -44,4 +44,4 @@ watch::FieldsFn fields_of(const kinds::ResourceInfo& info) {
   };
 }
 
-}  // namespace kwatch::server
+}  // namespace kwatch::registry

@@ -1,9 +1,9 @@
-#include "server/watch_cache_state.hpp"
+#include "registry/watch_cache_state.hpp"
 
 #include "storage/storage.hpp"
 #include "watch/cacher.hpp"
 
-namespace kwatch::server {
+namespace kwatch::registry {
 
 std::optional<registry::StateCache::State> WatchCacheState::lookup(
     const kinds::ResourceInfo& info, const std::string& key) const {
@@ -16,4 +16,4 @@ std::optional<registry::StateCache::State> WatchCacheState::lookup(
                object->resource_version};
 }
 
-}  // namespace kwatch::server
+}  // namespace kwatch::registry

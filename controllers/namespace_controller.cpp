@@ -1,10 +1,10 @@
-#include "server/namespace_controller.hpp"
+#include "controllers/namespace_controller.hpp"
 
 #include "apimachinery/json_path.hpp"
 #include "registry/resource_store.hpp"
 #include "kinds/scheme.hpp"
 #include "base/timestamps.hpp"
-#include "server/cacher_registry.hpp"
+#include "registry/cacher_registry.hpp"
 #include "storage/storage.hpp"
 #include "apimachinery/stored_json.hpp"
 #include "watch/cacher.hpp"
@@ -16,8 +16,9 @@
 #include <set>
 #include <string>
 
-namespace kwatch::server {
+namespace kwatch::controllers {
 
+using registry::CacherRegistry;
 namespace asio = boost::asio;
 namespace json = boost::json;
 
@@ -259,4 +260,4 @@ asio::awaitable<void> NamespaceController::finalize(const std::string& name) {
   }
 }
 
-}  // namespace kwatch::server
+}  // namespace kwatch::controllers

@@ -1,17 +1,18 @@
-#include "server/cluster_role_aggregator.hpp"
+#include "controllers/cluster_role_aggregator.hpp"
 
 #include "registry/rbac_authorizer.hpp"
 #include "registry/resource_store.hpp"
 #include "kinds/scheme.hpp"
-#include "server/cacher_registry.hpp"
+#include "registry/cacher_registry.hpp"
 #include "apimachinery/stored_json.hpp"
 #include "watch/cacher.hpp"
 
 #include <boost/json/object.hpp>
 #include <spdlog/spdlog.h>
 
-namespace kwatch::server {
+namespace kwatch::controllers {
 
+using registry::CacherRegistry;
 namespace asio = boost::asio;
 namespace json = boost::json;
 
@@ -60,4 +61,4 @@ asio::awaitable<void> ClusterRoleAggregator::reconcile_once() {
   }
 }
 
-}  // namespace kwatch::server
+}  // namespace kwatch::controllers
