@@ -35,7 +35,7 @@ struct Options {
   std::chrono::milliseconds service_account_max_token_expiration{0};  // 0: no maximum
   bool anonymous_auth = false;                    // requests without credentials are anonymous
   std::string authorization_mode = "RBAC";        // or "AlwaysAllow"
-  // The built-in garbage collector (server/garbage_collector.hpp) and the orphan/foreground
+  // The built-in garbage collector (controllers/garbage_collector.hpp) and the orphan/foreground
   // finalizers deletes add for it.
   bool enable_garbage_collector = true;
   // Where Services' cluster IPs and node ports come from (registry/service_allocator.hpp).

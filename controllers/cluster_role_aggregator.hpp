@@ -8,7 +8,7 @@
 // Every replica runs one; its writes are compare-and-swap on the version it read and are made only
 // when the stored rules differ, so replicas converge without coordination.
 //
-// Ownership, strand and cancellation: those of its Reconciler (server/reconciler.hpp).
+// Ownership, strand and cancellation: those of its Reconciler (controllers/reconciler.hpp).
 #pragma once
 
 #include "controllers/reconciler.hpp"

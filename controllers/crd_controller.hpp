@@ -10,7 +10,7 @@
 // Every replica runs one over the same storage, so a definition created through one replica is
 // served by all; the status writes are compare-and-swap and idempotent, so replicas agree.
 //
-// Ownership, strand and cancellation: those of its Reconciler (server/reconciler.hpp); the
+// Ownership, strand and cancellation: those of its Reconciler (controllers/reconciler.hpp); the
 // scheme, the store and the cacher registry it changes are thread-safe.
 #pragma once
 

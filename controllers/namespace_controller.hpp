@@ -10,7 +10,7 @@
 // Every replica runs one over the same storage; deletes of what is gone are not-found and the
 // finalizer write is compare-and-swap, so replicas agree.
 //
-// Ownership, strand and cancellation: those of its Reconciler (server/reconciler.hpp).
+// Ownership, strand and cancellation: those of its Reconciler (controllers/reconciler.hpp).
 #pragma once
 
 #include "controllers/reconciler.hpp"
