@@ -1,6 +1,6 @@
 #include "app/application.hpp"
 
-#include "registry/rbac_authorizer.hpp"
+#include "auth/rbac_authorizer.hpp"
 #include "registry/resource_store.hpp"
 #include "kinds/scheme.hpp"
 #include "server/access.hpp"
@@ -15,9 +15,9 @@
 #include "server/encryption_at_rest.hpp"
 #include "server/http_server.hpp"
 #include "base/task_failure.hpp"
-#include "server/service_account_tokens.hpp"
+#include "auth/service_account_tokens.hpp"
 #include "server/tls_certificates.hpp"
-#include "server/token_file.hpp"
+#include "auth/token_file.hpp"
 #include "registry/selector_predicate.hpp"
 #include "server/version.hpp"
 #include "registry/watch_cache_state.hpp"
@@ -82,9 +82,9 @@ using controllers::NamespaceController;
 using server::RbacPolicySource;
 using server::RequestLimitOptions;
 using server::RequestLimits;
-using server::ServiceAccountKeyOptions;
-using server::ServiceAccountTokens;
-using server::TokenFile;
+using auth::ServiceAccountKeyOptions;
+using auth::ServiceAccountTokens;
+using auth::TokenFile;
 using registry::WatchCacheState;
 using server::WatchOptions;
 
@@ -490,7 +490,7 @@ asio::awaitable<void> Application::Parts::write_bootstrap_policy() {
   auto bindings =
       scheme->find("rbac.authorization.k8s.io", "v1", "clusterrolebindings");
   // Roles kept from an older kwatch gain the rules this one's bootstrap policy adds.
-  for (auto& object : registry::bootstrap_cluster_roles()) {
+  for (auto& object : auth::bootstrap_cluster_roles()) {
     const json::value* name_value = object["metadata"].as_object().if_contains("name");
     std::string name(name_value->as_string());
     std::string cluster_scope;
@@ -498,7 +498,7 @@ asio::awaitable<void> Application::Parts::write_bootstrap_policy() {
     auto stored = co_await store->get(*roles, std::move(cluster_scope), name,
                                       std::move(any_version));
     if (!stored) continue;
-    auto rules = registry::reconciled_bootstrap_rules(*stored, object);
+    auto rules = auth::reconciled_bootstrap_rules(*stored, object);
     if (!rules) continue;
     json::object updated = std::move(*stored);
     updated["rules"] = std::move(*rules);
@@ -509,8 +509,8 @@ asio::awaitable<void> Application::Parts::write_bootstrap_policy() {
     if (!r) spdlog::warn("cannot update a bootstrap RBAC role: {}", r.error().message);
   }
   for (auto [info, objects] :
-       {std::pair{roles, registry::bootstrap_cluster_roles()},
-        std::pair{bindings, registry::bootstrap_cluster_role_bindings()}}) {
+       {std::pair{roles, auth::bootstrap_cluster_roles()},
+        std::pair{bindings, auth::bootstrap_cluster_role_bindings()}}) {
     for (auto& object : objects) {
       auto r = co_await store->ensure(*info, std::move(object));
       if (!r) spdlog::warn("cannot create a bootstrap RBAC object: {}", r.error().message);

@@ -21,14 +21,14 @@
 #include <string>
 #include <vector>
 
-#include "registry/rbac_authorizer.hpp"
+#include "auth/rbac_authorizer.hpp"
 
 namespace {
 
 namespace json = boost::json;
-using kwatch::registry::RbacPolicy;
-using kwatch::registry::RequestAttributes;
-using kwatch::registry::UserInfo;
+using kwatch::auth::RbacPolicy;
+using kwatch::auth::RequestAttributes;
+using kwatch::auth::UserInfo;
 
 constexpr int kNamespaces = 100;
 constexpr int kBindingsPerNamespace = 10;
@@ -57,8 +57,8 @@ json::object role_binding(const std::string& ns, const std::string& name,
 const Objects& objects() {
   static const Objects o = [] {
     Objects o;
-    o.cluster_roles = kwatch::registry::bootstrap_cluster_roles();
-    o.cluster_role_bindings = kwatch::registry::bootstrap_cluster_role_bindings();
+    o.cluster_roles = kwatch::auth::bootstrap_cluster_roles();
+    o.cluster_role_bindings = kwatch::auth::bootstrap_cluster_role_bindings();
     for (int n = 0; n < kNamespaces; ++n) {
       o.roles.push_back(json::parse(R"({"kind":"Role","metadata":{"name":"app","namespace":")" +
                                     ns_name(n) + R"("},"rules":[

@@ -1,6 +1,6 @@
 #include "controllers/cluster_role_aggregator.hpp"
 
-#include "registry/rbac_authorizer.hpp"
+#include "auth/rbac_authorizer.hpp"
 #include "registry/resource_store.hpp"
 #include "kinds/scheme.hpp"
 #include "registry/cacher_registry.hpp"
@@ -31,7 +31,7 @@ asio::awaitable<void> ClusterRoleAggregator::reconcile_once() {
     auto parsed = apimachinery::parse_json(object->json);
     if (parsed && parsed->is_object()) roles.push_back(std::move(parsed->get_object()));
   }
-  for (auto& change : registry::cluster_roles_to_aggregate(roles)) {
+  for (auto& change : auth::cluster_roles_to_aggregate(roles)) {
     json::object* role = nullptr;
     for (auto& r : roles) {
       const json::value* meta = r.if_contains("metadata");

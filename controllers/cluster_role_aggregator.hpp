@@ -1,7 +1,7 @@
 // kube's clusterrole-aggregation controller: every ClusterRole with an aggregationRule gets the
 // rules of the ClusterRoles its selectors match written into its stored `rules` (in name order,
 // each rule once), so `kubectl get clusterrole admin -o yaml` shows what `admin` grants, as on
-// kube. The rules are worked out by registry::cluster_roles_to_aggregate, the same resolution the
+// kube. The rules are worked out by auth::cluster_roles_to_aggregate, the same resolution the
 // authorizer and the escalation check use (registry/rbac_authorizer.hpp), so what is stored,
 // what is granted and what a binding is checked against never disagree.
 //

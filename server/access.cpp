@@ -5,8 +5,8 @@
 #include "kinds/scheme.hpp"
 #include "registry/cacher_registry.hpp"
 #include "base/task_failure.hpp"
-#include "server/service_account_tokens.hpp"
-#include "server/token_file.hpp"
+#include "auth/service_account_tokens.hpp"
+#include "auth/token_file.hpp"
 #include "registry/resource_store.hpp"
 #include "base/timestamps.hpp"
 #include "base/uuid.hpp"
@@ -25,6 +25,9 @@
 
 namespace kwatch::server {
 
+using auth::bearer_token;
+using auth::ServiceAccountClaims;
+using auth::ServiceAccountTokens;
 using base::log_task_failure;
 using registry::CacherRegistry;
 using watch::CacheFollower;
@@ -85,7 +88,7 @@ asio::awaitable<void> RbacPolicySource::run() {
   }
 }
 
-std::shared_ptr<const registry::RbacPolicy> RbacPolicySource::rebuild() {
+std::shared_ptr<const auth::RbacPolicy> RbacPolicySource::rebuild() {
   std::vector<json::object> lists[4];
   std::int64_t covered = std::numeric_limits<std::int64_t>::max();
   for (int i = 0; i < 4; ++i) {
@@ -103,7 +106,7 @@ std::shared_ptr<const registry::RbacPolicy> RbacPolicySource::rebuild() {
       if (v && v->is_object()) lists[i].push_back(std::move(v->get_object()));
     }
   }
-  auto policy = registry::RbacPolicy::build(lists[0], lists[1], lists[2], lists[3]);
+  auto policy = auth::RbacPolicy::build(lists[0], lists[1], lists[2], lists[3]);
   std::lock_guard lock(publish_mutex_);
   if (covered >= covered_.load() || !std::atomic_load(&policy_)) {
     std::atomic_store(&policy_, policy);
@@ -112,7 +115,7 @@ std::shared_ptr<const registry::RbacPolicy> RbacPolicySource::rebuild() {
   return policy;
 }
 
-asio::awaitable<ApiResult<std::shared_ptr<const registry::RbacPolicy>>>
+asio::awaitable<ApiResult<std::shared_ptr<const auth::RbacPolicy>>>
 RbacPolicySource::consistent() {
   auto unavailable = [](std::string why) {
     ApiError e(Errc::unavailable, std::move(why));
@@ -146,7 +149,7 @@ RbacPolicySource::consistent() {
   co_return co_await build_from_storage(*revision);
 }
 
-asio::awaitable<ApiResult<std::shared_ptr<const registry::RbacPolicy>>>
+asio::awaitable<ApiResult<std::shared_ptr<const auth::RbacPolicy>>>
 RbacPolicySource::build_from_storage(std::int64_t revision) {
   std::vector<json::object> lists[4];
   for (int i = 0; i < 4; ++i) {
@@ -167,7 +170,7 @@ RbacPolicySource::build_from_storage(std::int64_t revision) {
       if (v && v->is_object()) lists[i].push_back(std::move(v->get_object()));
     }
   }
-  co_return registry::RbacPolicy::build(lists[0], lists[1], lists[2], lists[3]);
+  co_return auth::RbacPolicy::build(lists[0], lists[1], lists[2], lists[3]);
 }
 
 namespace {
@@ -189,11 +192,11 @@ json::object review_metadata() { return json::object{{"creationTimestamp", nullp
 }  // namespace
 
 json::object self_subject_access_review(const AccessOptions& options,
-                                        const registry::UserInfo& user, json::object body) {
+                                        const auth::UserInfo& user, json::object body) {
   const json::object* spec = object_at(&body, "spec");
   const json::object* res = object_at(spec, "resourceAttributes");
   const json::object* non = object_at(spec, "nonResourceAttributes");
-  registry::RequestAttributes a;
+  auth::RequestAttributes a;
   a.user = user;
   if (res != nullptr) {
     a.namespace_ = string_at(res, "namespace");
@@ -210,7 +213,7 @@ json::object self_subject_access_review(const AccessOptions& options,
   json::object status{{"allowed", true}};
   if (options.rbac) {
     auto policy = options.rbac->current();
-    registry::Decision d = policy ? policy->authorize(a) : registry::Decision{};
+    auth::Decision d = policy ? policy->authorize(a) : auth::Decision{};
     status["allowed"] = d.allowed;
     if (!d.reason.empty()) status["reason"] = d.reason;
   }
@@ -222,7 +225,7 @@ json::object self_subject_access_review(const AccessOptions& options,
 }
 
 json::object self_subject_rules_review(const AccessOptions& options,
-                                       const registry::UserInfo& user, json::object body) {
+                                       const auth::UserInfo& user, json::object body) {
   const std::string ns = string_at(object_at(&body, "spec"), "namespace");
   json::object status;
   if (!options.rbac) {
@@ -257,7 +260,7 @@ ApiResult<json::object> subject_access_review(const AccessOptions& options, json
   const bool local = !local_namespace.empty();
   const std::string kind = local ? "LocalSubjectAccessReview" : "SubjectAccessReview";
   const json::object* spec = object_at(&body, "spec");
-  registry::UserInfo user;
+  auth::UserInfo user;
   user.name = string_at(spec, "user");
   user.uid = string_at(spec, "uid");
   if (const json::value* groups = spec != nullptr ? spec->if_contains("groups") : nullptr) {
@@ -301,7 +304,7 @@ ApiResult<json::object> subject_access_review(const AccessOptions& options, json
   return out;
 }
 
-json::object self_subject_review(const registry::UserInfo& user) {
+json::object self_subject_review(const auth::UserInfo& user) {
   json::object info{{"username", user.name}};
   if (!user.uid.empty()) info["uid"] = user.uid;
   json::array groups;
@@ -435,7 +438,7 @@ asio::awaitable<std::optional<TokenReviewResult>> authenticate_token(
   co_return out;
 }
 
-asio::awaitable<apimachinery::ApiResult<registry::UserInfo>> authenticate(
+asio::awaitable<apimachinery::ApiResult<auth::UserInfo>> authenticate(
     const AccessOptions& options, const ApiRequest& request) {
   // kube-apiserver's order: a client certificate, then a bearer token. A credential that fails
   // does not fall back to anonymous: with no other credential that succeeds, it is a 401.
@@ -444,7 +447,7 @@ asio::awaitable<apimachinery::ApiResult<registry::UserInfo>> authenticate(
     if (!cert->error.empty()) {
       failed = true;
     } else if (!cert->user.empty()) {  // no CN: not a user, as in kube
-      registry::UserInfo user{cert->user, "", cert->groups};
+      auth::UserInfo user{cert->user, "", cert->groups};
       user.groups.push_back("system:authenticated");
       co_return user;
     }
@@ -462,7 +465,7 @@ asio::awaitable<apimachinery::ApiResult<registry::UserInfo>> authenticate(
   }
   if (failed) co_return ApiError(Errc::unauthorized, "Unauthorized");
   if (options.anonymous || is_health_probe(request.target)) {
-    co_return registry::UserInfo{"system:anonymous", "", {"system:unauthenticated"}};
+    co_return auth::UserInfo{"system:anonymous", "", {"system:unauthenticated"}};
   }
   co_return ApiError(Errc::unauthorized, "Unauthorized");
 }
@@ -628,8 +631,8 @@ asio::awaitable<ApiResult<json::object>> token_request(const AccessOptions& opti
   co_return body;
 }
 
-ApiResult<registry::UserInfo> impersonate(const AccessOptions& options,
-                                          const registry::UserInfo& user,
+ApiResult<auth::UserInfo> impersonate(const AccessOptions& options,
+                                          const auth::UserInfo& user,
                                           const ApiRequest& request) {
   if (request.impersonate_user.empty()) {
     if (request.impersonate_groups.empty() && request.impersonate_uid.empty() &&
@@ -643,7 +646,7 @@ ApiResult<registry::UserInfo> impersonate(const AccessOptions& options,
   // Each identity asked for must be one the caller may impersonate.
   auto check = [&](std::string resource, std::string api_group, std::string ns,
                    std::string name) -> std::optional<ApiError> {
-    registry::RequestAttributes a;
+    auth::RequestAttributes a;
     a.user = user;
     a.verb = "impersonate";
     a.resource = std::move(resource);
@@ -652,7 +655,7 @@ ApiResult<registry::UserInfo> impersonate(const AccessOptions& options,
     a.name = std::move(name);
     return authorize(options, a);
   };
-  registry::UserInfo out;
+  auth::UserInfo out;
   out.name = request.impersonate_user;
   constexpr std::string_view kServiceAccount = "system:serviceaccount:";
   std::optional<ApiError> denied;
@@ -676,7 +679,7 @@ ApiResult<registry::UserInfo> impersonate(const AccessOptions& options,
   }
   for (const auto& [key, value] : request.impersonate_extra) {
     // kube: impersonate on userextras/<key> named by the value.
-    registry::RequestAttributes a;
+    auth::RequestAttributes a;
     a.user = user;
     a.verb = "impersonate";
     a.api_group = "authentication.k8s.io";
@@ -695,10 +698,10 @@ ApiResult<registry::UserInfo> impersonate(const AccessOptions& options,
 }
 
 std::optional<ApiError> authorize(const AccessOptions& options,
-                                  const registry::RequestAttributes& a) {
+                                  const auth::RequestAttributes& a) {
   if (!options.rbac) return std::nullopt;
   // kube's superuser authorizer runs before RBAC: system:masters needs no policy.
-  if (registry::is_superuser(a.user)) return std::nullopt;
+  if (auth::is_superuser(a.user)) return std::nullopt;
   auto policy = options.rbac->current();
   if (!policy) {
     // Not a decision: a client told 403 now (a leader renewing its lock) would give up.

@@ -7,7 +7,7 @@
 // current one without locks. Ownership: shared; the task holds it. Strand: its own.
 #pragma once
 
-#include "registry/rbac_authorizer.hpp"
+#include "auth/rbac_authorizer.hpp"
 #include "apimachinery/api_error.hpp"
 #include "server/http_types.hpp"
 
@@ -20,6 +20,11 @@
 #include <string>
 #include <optional>
 #include <vector>
+
+namespace kwatch::auth {
+class ServiceAccountTokens;
+class TokenFile;
+}  // namespace kwatch::auth
 
 namespace kwatch::kinds {
 class Scheme;
@@ -39,8 +44,6 @@ class CacherRegistry;
 
 namespace kwatch::server {
 
-class ServiceAccountTokens;
-class TokenFile;
 
 class RbacPolicySource : public std::enable_shared_from_this<RbacPolicySource> {
  public:
@@ -51,7 +54,7 @@ class RbacPolicySource : public std::enable_shared_from_this<RbacPolicySource> {
   void start(boost::asio::any_io_executor executor);
   void stop() { stopped_ = true; }
   // The policy as of the last rebuild; null until the caches are ready.
-  std::shared_ptr<const registry::RbacPolicy> current() const { return std::atomic_load(&policy_); }
+  std::shared_ptr<const auth::RbacPolicy> current() const { return std::atomic_load(&policy_); }
   // The storage revision the current policy includes every RBAC object up to (0: none yet).
   std::int64_t covered_revision() const { return covered_.load(); }
   // Asks for a rebuild at the next tick (the caches may have moved on since the last one).
@@ -61,7 +64,7 @@ class RbacPolicySource : public std::enable_shared_from_this<RbacPolicySource> {
   // policy when it is new enough, else one rebuilt from the caches once they have caught up
   // (published for everyone), else one built from a storage list. `unavailable` (503, Retry-After)
   // while no policy is loaded or storage does not answer. Any executor.
-  boost::asio::awaitable<apimachinery::ApiResult<std::shared_ptr<const registry::RbacPolicy>>>
+  boost::asio::awaitable<apimachinery::ApiResult<std::shared_ptr<const auth::RbacPolicy>>>
   consistent();
 
  private:
@@ -69,24 +72,24 @@ class RbacPolicySource : public std::enable_shared_from_this<RbacPolicySource> {
   boost::asio::awaitable<void> watch_one(std::string resource);
   // Builds a policy from the caches and publishes it unless a newer one was published meanwhile;
   // null when a cache is not ready. Any thread.
-  std::shared_ptr<const registry::RbacPolicy> rebuild();
-  boost::asio::awaitable<apimachinery::ApiResult<std::shared_ptr<const registry::RbacPolicy>>>
+  std::shared_ptr<const auth::RbacPolicy> rebuild();
+  boost::asio::awaitable<apimachinery::ApiResult<std::shared_ptr<const auth::RbacPolicy>>>
   build_from_storage(std::int64_t revision);
 
   std::shared_ptr<kinds::Scheme> scheme_;
   std::shared_ptr<registry::CacherRegistry> cachers_;
   std::shared_ptr<storage::Storage> storage_;
   std::mutex publish_mutex_;  // policy_ and covered_ change together
-  std::shared_ptr<const registry::RbacPolicy> policy_;
+  std::shared_ptr<const auth::RbacPolicy> policy_;
   std::atomic<bool> dirty_{true};
   std::atomic<bool> stopped_{false};
   std::atomic<std::int64_t> covered_{0};
 };
 
 struct AccessOptions {
-  std::shared_ptr<const TokenFile> tokens;  // --token-auth-file; null: none
+  std::shared_ptr<const auth::TokenFile> tokens;  // --token-auth-file; null: none
   // ServiceAccount tokens (--service-account-*); null: none.
-  std::shared_ptr<const ServiceAccountTokens> service_accounts;
+  std::shared_ptr<const auth::ServiceAccountTokens> service_accounts;
   // --service-account-max-token-expiration: TokenRequests asking for longer get this (0: none).
   std::int64_t max_token_seconds = 0;
   bool anonymous = true;                    // --anonymous-auth
@@ -100,7 +103,7 @@ struct AccessOptions {
 // A bearer token judged as TokenReview reports it.
 struct TokenReviewResult {
   bool authenticated = false;
-  registry::UserInfo user;
+  auth::UserInfo user;
   std::vector<std::string> audiences;  // the token's audiences among those asked for
   std::string error;
 };
@@ -118,19 +121,19 @@ bool is_health_probe(std::string_view target);
 // The user a request's client certificate or Authorization header names, anonymous when it
 // names none (or no token authenticator is configured) and that is allowed; 401 Unauthorized
 // otherwise.
-boost::asio::awaitable<apimachinery::ApiResult<registry::UserInfo>> authenticate(
+boost::asio::awaitable<apimachinery::ApiResult<auth::UserInfo>> authenticate(
     const AccessOptions& options, const ApiRequest& request);
 
 // The review objects clients ask about themselves with (kubectl auth can-i, can-i --list,
 // whoami), answered for `user` under the configured authorization: `body` is the posted review
 // (JSON, or decoded from protobuf), the result the review with its status filled.
 boost::json::object self_subject_access_review(const AccessOptions& options,
-                                               const registry::UserInfo& user,
+                                               const auth::UserInfo& user,
                                                boost::json::object body);
 boost::json::object self_subject_rules_review(const AccessOptions& options,
-                                              const registry::UserInfo& user,
+                                              const auth::UserInfo& user,
                                               boost::json::object body);
-boost::json::object self_subject_review(const registry::UserInfo& user);
+boost::json::object self_subject_review(const auth::UserInfo& user);
 // SubjectAccessReview (any user, from spec.user/groups/uid) and, with a namespace,
 // LocalSubjectAccessReview (whose resourceAttributes.namespace must be that namespace).
 apimachinery::ApiResult<boost::json::object> subject_access_review(const AccessOptions& options,
@@ -147,12 +150,12 @@ boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> token_reque
 
 // The user a request acts as: `user` itself, or the one its Impersonate-* headers name when
 // `user` may impersonate every identity they name (403 otherwise), as kubectl --as asks.
-apimachinery::ApiResult<registry::UserInfo> impersonate(const AccessOptions& options,
-                                                    const registry::UserInfo& user,
+apimachinery::ApiResult<auth::UserInfo> impersonate(const AccessOptions& options,
+                                                    const auth::UserInfo& user,
                                                     const ApiRequest& request);
 
 // 403 Forbidden as kube words it, or nothing when allowed.
 std::optional<apimachinery::ApiError> authorize(const AccessOptions& options,
-                                            const registry::RequestAttributes& attributes);
+                                            const auth::RequestAttributes& attributes);
 
 }  // namespace kwatch::server

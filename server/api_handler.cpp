@@ -10,7 +10,7 @@
 #include "apimachinery/label_selector.hpp"
 #include "schema/managed_fields.hpp"
 #include "schema/protobuf_decoder.hpp"
-#include "registry/rbac_escalation.hpp"
+#include "auth/rbac_escalation.hpp"
 #include "registry/resource_store.hpp"
 #include "kinds/scheme.hpp"
 #include "apimachinery/yaml_body.hpp"
@@ -22,7 +22,7 @@
 #include "server/media_type.hpp"
 #include "server/openapi_v2.hpp"
 #include "registry/selector_predicate.hpp"
-#include "server/service_account_tokens.hpp"
+#include "auth/service_account_tokens.hpp"
 #include "server/table.hpp"
 #include "server/url.hpp"
 #include "apimachinery/status.hpp"
@@ -62,7 +62,7 @@ struct ApiHandler::Route {
   bool watch_prefix = false;
   IncludeObject table_include = IncludeObject::metadata;  // rows of a Table answer
   std::string verb;  // for metrics: get, list, watch, create, update, patch, delete, ...
-  registry::UserInfo user;
+  auth::UserInfo user;
 };
 
 namespace {
@@ -391,12 +391,12 @@ std::string lowercase_verb(const std::string& method) {
 
 // kube's RequestInfo for a resource request: the verb from the method and the shape of the
 // path (a name or not, a watch or not).
-registry::RequestAttributes resource_attributes(const ApiRequest& request, const Url& url,
+auth::RequestAttributes resource_attributes(const ApiRequest& request, const Url& url,
                                                 const ResourceInfo& info, const std::string& ns,
                                                 const std::string& name,
                                                 const std::string& subresource, bool watch_prefix,
-                                                const registry::UserInfo& user) {
-  registry::RequestAttributes a;
+                                                const auth::UserInfo& user) {
+  auth::RequestAttributes a;
   a.user = user;
   a.api_group = info.group;
   a.resource = info.resource;
@@ -483,7 +483,7 @@ bool wants_table(const ApiRequest& request) {
 // objectRef, and the decision): the attributes are computed once, for whichever needs them.
 std::optional<ApiError> authorize_and_audit(const AccessOptions& access, AuditEvent* audit,
                                             const std::string& api_version,
-                                            registry::RequestAttributes attributes) {
+                                            auth::RequestAttributes attributes) {
   std::optional<ApiError> denied;
   if (access.rbac) denied = authorize(access, attributes);
   if (audit != nullptr) {
@@ -536,7 +536,7 @@ asio::awaitable<bool> ApiHandler::admit_head(ApiRequest& request) {
                  seg[2] == "v1" &&
                  (seg[1] == "authorization.k8s.io" || seg[1] == "authentication.k8s.io")) {
         // The reviews (TokenReview, the access reviews, the self reviews): a create of them.
-        registry::RequestAttributes a;
+        auth::RequestAttributes a;
         a.user = *user;
         a.verb = "create";
         a.api_group = seg[1];
@@ -545,7 +545,7 @@ asio::awaitable<bool> ApiHandler::admit_head(ApiRequest& request) {
         denied = authorize(access_, a);
       } else if (!is_health_probe(url->path) && seg.size() > 0 && seg[0] != "api" &&
                  seg[0] != "apis") {
-        registry::RequestAttributes a;
+        auth::RequestAttributes a;
         a.user = *user;
         a.resource_request = false;
         a.verb = lowercase_verb(request.method);
@@ -681,7 +681,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
 
   // Who is asking; a request for a resource is authorized below, once its route is known.
   // Who is asking: decided from the head already when the body was read after it.
-  ApiResult<registry::UserInfo> authenticated = registry::UserInfo();
+  ApiResult<auth::UserInfo> authenticated = auth::UserInfo();
   if (request.admitted) {
     authenticated = std::move(request.admitted->authenticated);
   } else {
@@ -692,11 +692,11 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
   if (audit) {
     audit->user = *authenticated;
     if (!request.impersonate_user.empty()) {
-      audit->impersonated_user = registry::UserInfo{request.impersonate_user, request.impersonate_uid,
+      audit->impersonated_user = auth::UserInfo{request.impersonate_user, request.impersonate_uid,
                                                     request.impersonate_groups};
     }
   }
-  auto user = request.admitted ? ApiResult<registry::UserInfo>(std::move(request.admitted->user))
+  auto user = request.admitted ? ApiResult<auth::UserInfo>(std::move(request.admitted->user))
                                : impersonate(access_, *authenticated, request);
   if (!user) {
     if (audit) audit->decision = "forbid";
@@ -711,7 +711,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
     // co_await inside a conditional expression: GCC 12 miscompiles that in coroutines.)
     apimachinery::ApiResult<RequestLimits::Lease> slot = RequestLimits::Lease();
     if (mutating) {
-      registry::UserInfo who = *user;
+      auth::UserInfo who = *user;
       slot = co_await limits_->admit_mutating(std::move(who));
     } else {
       slot = limits_->admit(*user, false);
@@ -726,7 +726,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
   // --authorization-always-allow-paths: a load balancer must see /readyz before the bootstrap
   // RBAC policy exists (first start) or is loaded.
   if (!resource_path && access_.rbac && !is_health_probe(url->path)) {
-    registry::RequestAttributes a;
+    auth::RequestAttributes a;
     a.user = *user;
     a.resource_request = false;
     a.verb = lowercase_verb(request.method);
@@ -745,7 +745,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
     // Authorized like any create: kube's system:basic-user role grants them to every
     // authenticated user, not to anonymous ones.
     {
-      registry::RequestAttributes a;
+      auth::RequestAttributes a;
       a.user = *user;
       a.verb = "create";
       a.api_group = seg[1];
@@ -771,7 +771,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
          (seg.size() == 6 && seg[3] == "namespaces" && seg[5] == "localsubjectaccessreviews"))) ||
        (seg[1] == "authentication.k8s.io" && seg.size() == 4 && seg[3] == "tokenreviews"))) {
     const std::string resource = seg.back();
-    registry::RequestAttributes a;
+    auth::RequestAttributes a;
     a.user = *user;
     a.verb = "create";
     a.api_group = seg[1];
@@ -1160,15 +1160,15 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
 asio::awaitable<std::optional<ApiError>> ApiHandler::admit_rbac_write(const ResourceInfo& info,
                                                                       const Route& route,
                                                                       registry::WriteQuery& query) {
-  if (!access_.rbac || !registry::is_rbac_resource(info.group, info.resource)) {
+  if (!access_.rbac || !auth::is_rbac_resource(info.group, info.resource)) {
     co_return std::nullopt;
   }
-  if (registry::is_superuser(route.user)) {
+  if (auth::is_superuser(route.user)) {
     co_return std::nullopt;  // kube's EscalationAllowed: no policy needed
   }
   auto policy = co_await access_.rbac->consistent();
   if (!policy) co_return policy.error();
-  auto admission = std::make_shared<const registry::RbacAdmission>(
+  auto admission = std::make_shared<const auth::RbacAdmission>(
       std::move(*policy), route.user, info.resource, info.namespaced ? route.ns : std::string(),
       route.name);
   query.admit = [admission](const json::object* old, const json::object& next) {

@@ -9,7 +9,7 @@
 #include "server/request_limits.hpp"
 #include "server/discovery.hpp"
 #include "server/http_types.hpp"
-#include "registry/rbac_authorizer.hpp"
+#include "auth/rbac_authorizer.hpp"
 #include "server/metrics.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -70,8 +70,8 @@ void add_cacher_metrics(Metrics& metrics, const std::string& resource,
 
 // Who a request acts as, decided from its head (ApiHandler::admit_head).
 struct AdmittedUser {
-  registry::UserInfo authenticated;  // who the credentials name
-  registry::UserInfo user;           // whom the request acts as (impersonated, or the same)
+  auth::UserInfo authenticated;  // who the credentials name
+  auth::UserInfo user;           // whom the request acts as (impersonated, or the same)
 };
 
 class ApiHandler {

@@ -90,7 +90,7 @@ std::string audit_line(const AuditEvent& e, AuditEvent::Stage stage) {
   o["stage"] = stage == AuditEvent::Stage::response_started ? "ResponseStarted" : "ResponseComplete";
   o["requestURI"] = to_valid_utf8(e.request_uri);
   o["verb"] = e.resource_request ? e.attributes.verb : lowercase(e.method);
-  auto user_info = [](const registry::UserInfo& u) {
+  auto user_info = [](const auth::UserInfo& u) {
     json::object user;
     user["username"] = to_valid_utf8(u.name);
     if (!u.uid.empty()) user["uid"] = to_valid_utf8(u.uid);

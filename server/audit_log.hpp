@@ -21,7 +21,7 @@
 // writer. Thread-safety: `record` and the counters from any thread.
 #pragma once
 
-#include "registry/rbac_authorizer.hpp"
+#include "auth/rbac_authorizer.hpp"
 
 #include <boost/system/result.hpp>
 
@@ -43,15 +43,15 @@ struct AuditEvent {
   std::string audit_id;
   std::string request_uri;
   std::string method;  // for non-resource requests the verb is the lowercase method, as in kube
-  registry::UserInfo user;  // who authenticated
+  auth::UserInfo user;  // who authenticated
   // Who the request acted as (Impersonate-* headers), allowed or refused; nullopt when no one.
-  std::optional<registry::UserInfo> impersonated_user;
+  std::optional<auth::UserInfo> impersonated_user;
   std::string source_ip;
   std::string user_agent;
   // A resource request: kube's verb (get list watch create update patch delete
   // deletecollection) and the objectRef fields.
   bool resource_request = false;
-  registry::RequestAttributes attributes;
+  auth::RequestAttributes attributes;
   std::string api_version;
   std::string decision;  // authorization.k8s.io/decision: "allow", "forbid", or "" (not reached)
   unsigned code = 0;

@@ -17,7 +17,7 @@ using base::Errc;
 
 namespace {
 
-bool privileged(const registry::UserInfo& user) { return registry::is_superuser(user); }
+bool privileged(const auth::UserInfo& user) { return auth::is_superuser(user); }
 
 ApiError too_many(std::string message) {
   ApiError e(Errc::too_many_requests, std::move(message));
@@ -97,7 +97,7 @@ ApiError RequestLimits::refuse(const char* reason) {
 }
 
 asio::awaitable<apimachinery::ApiResult<RequestLimits::Lease>> RequestLimits::admit_mutating(
-    registry::UserInfo user) {
+    auth::UserInfo user) {
   if (options_.max_mutating == 0 || privileged(user)) co_return Lease();
   auto executor = co_await asio::this_coro::executor;
   auto waiter = std::make_shared<Waiter>(executor);
@@ -128,7 +128,7 @@ asio::awaitable<apimachinery::ApiResult<RequestLimits::Lease>> RequestLimits::ad
   co_return refuse("time-out");
 }
 
-RequestLimits::Lease RequestLimits::charge_fanout(const registry::UserInfo& user,
+RequestLimits::Lease RequestLimits::charge_fanout(const auth::UserInfo& user,
                                                   std::int64_t watchers) {
   if (watchers <= 0 || options_.max_fanout_seats == 0 || options_.max_mutating == 0 ||
       privileged(user)) {
@@ -144,7 +144,7 @@ RequestLimits::Lease RequestLimits::charge_fanout(const registry::UserInfo& user
   return seats(n);
 }
 
-apimachinery::ApiResult<RequestLimits::Lease> RequestLimits::admit(const registry::UserInfo& user,
+apimachinery::ApiResult<RequestLimits::Lease> RequestLimits::admit(const auth::UserInfo& user,
                                                                bool mutating) {
   const unsigned limit = mutating ? options_.max_mutating : options_.max_readonly;
   if (limit == 0 || privileged(user)) return Lease();
@@ -169,7 +169,7 @@ apimachinery::ApiResult<RequestLimits::Lease> RequestLimits::admit(const registr
 }
 
 apimachinery::ApiResult<RequestLimits::Lease> RequestLimits::admit_watch(
-    const registry::UserInfo& user) {
+    const auth::UserInfo& user) {
   if (options_.max_watches_per_user == 0) return Lease();
   {
     std::lock_guard lock(mutex_);

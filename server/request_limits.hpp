@@ -22,7 +22,7 @@
 #pragma once
 
 #include "apimachinery/api_error.hpp"
-#include "registry/rbac_authorizer.hpp"
+#include "auth/rbac_authorizer.hpp"
 
 #include <boost/asio/awaitable.hpp>
 
@@ -54,14 +54,14 @@ class RequestLimits : public std::enable_shared_from_this<RequestLimits> {
 
   using Lease = std::shared_ptr<void>;
   // A slot for a request of `user`, or 429.
-  apimachinery::ApiResult<Lease> admit(const registry::UserInfo& user, bool mutating);
+  apimachinery::ApiResult<Lease> admit(const auth::UserInfo& user, bool mutating);
   // A seat for a mutating request of `user`: at once, after waiting in the queue, or 429.
-  boost::asio::awaitable<apimachinery::ApiResult<Lease>> admit_mutating(registry::UserInfo user);
+  boost::asio::awaitable<apimachinery::ApiResult<Lease>> admit_mutating(auth::UserInfo user);
   // The seats a write of `user` keeps for the fan-out of its event to `watchers` watchers (taken
   // even when all are in use: the write is already done); null when that costs none.
-  Lease charge_fanout(const registry::UserInfo& user, std::int64_t watchers);
+  Lease charge_fanout(const auth::UserInfo& user, std::int64_t watchers);
   // A slot for one more open watch of `user`, held for the watch's life, or 429.
-  apimachinery::ApiResult<Lease> admit_watch(const registry::UserInfo& user);
+  apimachinery::ApiResult<Lease> admit_watch(const auth::UserInfo& user);
 
   unsigned inflight(bool mutating) const { return (mutating ? mutating_ : readonly_).load(); }
   unsigned queued() const { return queued_.load(); }

@@ -1,6 +1,6 @@
 #include "server/tls_certificates.hpp"
 
-#include "server/openssl_files.hpp"
+#include "base/openssl_files.hpp"
 
 #include <openssl/bio.h>
 #include <openssl/bn.h>
@@ -21,6 +21,7 @@
 
 namespace kwatch::server {
 
+namespace openssl = base::openssl;
 namespace {
 
 namespace fs = std::filesystem;

@@ -5,7 +5,7 @@
 //  - odd: the rest describes claims (namespace, name, uid, audience, lifetime), which are
 //    signed with the server's key and verified. Property: a token the server issued for the
 //    API's audience and a future expiry verifies to exactly those claims; an expired one never.
-#include "server/service_account_tokens.hpp"
+#include "auth/service_account_tokens.hpp"
 #include "test/fuzz/fuzz_support.hpp"
 
 #include <openssl/evp.h>
@@ -19,8 +19,8 @@
 
 namespace {
 
-using kwatch::server::ServiceAccountClaims;
-using kwatch::server::ServiceAccountTokens;
+using kwatch::auth::ServiceAccountClaims;
+using kwatch::auth::ServiceAccountTokens;
 
 std::shared_ptr<ServiceAccountTokens> g_tokens;
 

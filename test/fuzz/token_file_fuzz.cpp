@@ -2,15 +2,15 @@
 // Authorization header parser. Properties: no crash; every user the file defines authenticates
 // with its own token and carries system:authenticated; a header's bearer token has no
 // surrounding spaces and is never empty.
-#include "server/token_file.hpp"
+#include "auth/token_file.hpp"
 #include "test/fuzz/fuzz_support.hpp"
 
 #include <algorithm>
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  using kwatch::server::TokenFile;
+  using kwatch::auth::TokenFile;
   const std::string_view in = kwatch::fuzz::as_view(data, size);
-  if (auto token = kwatch::server::bearer_token(in)) {
+  if (auto token = kwatch::auth::bearer_token(in)) {
     if (token->empty() || token->front() == ' ' || token->back() == ' ') {
       kwatch::fuzz::fail("bearer token with spaces or empty", *token);
     }

@@ -113,8 +113,8 @@ TEST(AuditLine, NonResourceRequestsUseTheLowercaseMethodAndHaveNoObjectRef) {
 
 TEST(AuditLine, NamesTheAuthenticatedUserAndWhomTheRequestActedAs) {
   AuditEvent e = sample_event();
-  e.user = registry::UserInfo{"admin", "", {"system:masters", "system:authenticated"}};
-  e.impersonated_user = registry::UserInfo{"alice", "", {"team-a"}, {{"scopes", {"view"}}}};
+  e.user = auth::UserInfo{"admin", "", {"system:masters", "system:authenticated"}};
+  e.impersonated_user = auth::UserInfo{"alice", "", {"team-a"}, {{"scopes", {"view"}}}};
   auto o = json::parse(audit_line(e, AuditEvent::Stage::response_complete)).as_object();
   EXPECT_EQ(o["user"].as_object()["username"].as_string(), "admin");
   auto& as = o["impersonatedUser"].as_object();

@@ -13,7 +13,7 @@
 namespace kwatch::server {
 namespace {
 
-registry::UserInfo user(std::string name, std::vector<std::string> groups = {}) {
+auth::UserInfo user(std::string name, std::vector<std::string> groups = {}) {
   return {std::move(name), "", std::move(groups)};
 }
 

@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-namespace kwatch::server::openssl {
+namespace kwatch::base::openssl {
 
 struct Free {
   void operator()(EVP_PKEY* p) const;
@@ -36,4 +36,4 @@ std::string public_key_pem(EVP_PKEY* key);   // SubjectPublicKeyInfo
 // Written next to the target, then renamed over it: a crash leaves the old file or the new one.
 bool write_file(const std::filesystem::path& path, const std::string& data, mode_t mode);
 
-}  // namespace kwatch::server::openssl
+}  // namespace kwatch::base::openssl

@@ -1,4 +1,4 @@
-#include "registry/rbac_escalation.hpp"
+#include "auth/rbac_escalation.hpp"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace kwatch::registry {
+namespace kwatch::auth {
 
 using base::Errc;
 
@@ -213,4 +213,4 @@ TEST(ClusterRoleAggregation, WritesTheRulesTheSelectorsGatherAndNothingWhenStore
 }
 
 }  // namespace
-}  // namespace kwatch::registry
+}  // namespace kwatch::auth

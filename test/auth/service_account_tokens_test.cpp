@@ -1,4 +1,4 @@
-#include "server/service_account_tokens.hpp"
+#include "auth/service_account_tokens.hpp"
 
 #include "base/base64.hpp"
 
@@ -16,7 +16,7 @@
 #include <filesystem>
 #include <fstream>
 
-namespace kwatch::server {
+namespace kwatch::auth {
 namespace {
 
 namespace fs = std::filesystem;
@@ -213,4 +213,4 @@ TEST(Base64, UrlAlphabetAndDecoding) {
 }
 
 }  // namespace
-}  // namespace kwatch::server
+}  // namespace kwatch::auth

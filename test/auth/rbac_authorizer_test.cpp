@@ -1,4 +1,4 @@
-#include "registry/rbac_authorizer.hpp"
+#include "auth/rbac_authorizer.hpp"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace kwatch::registry {
+namespace kwatch::auth {
 namespace {
 
 namespace json = boost::json;
@@ -439,4 +439,4 @@ TEST(RbacAuthorizer, UnreadableObjectsAreSkipped) {
 }
 
 }  // namespace
-}  // namespace kwatch::registry
+}  // namespace kwatch::auth

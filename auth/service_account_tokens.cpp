@@ -1,7 +1,7 @@
-#include "server/service_account_tokens.hpp"
+#include "auth/service_account_tokens.hpp"
 
 #include "base/base64.hpp"
-#include "server/openssl_files.hpp"
+#include "base/openssl_files.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
@@ -26,8 +26,9 @@
 #include <fstream>
 #include <sstream>
 
-namespace kwatch::server {
+namespace kwatch::auth {
 
+namespace openssl = base::openssl;
 namespace json = boost::json;
 namespace fs = std::filesystem;
 using base::base64_decode;
@@ -464,4 +465,4 @@ std::optional<ServiceAccountTokens::Checked> ServiceAccountTokens::verify(
   return out;
 }
 
-}  // namespace kwatch::server
+}  // namespace kwatch::auth

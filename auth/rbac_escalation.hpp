@@ -20,7 +20,7 @@
 #pragma once
 
 #include "apimachinery/api_error.hpp"
-#include "registry/rbac_authorizer.hpp"
+#include "auth/rbac_authorizer.hpp"
 
 #include <boost/json/object.hpp>
 
@@ -28,7 +28,7 @@
 #include <optional>
 #include <string>
 
-namespace kwatch::registry {
+namespace kwatch::auth {
 
 class RbacAdmission {
  public:
@@ -59,4 +59,4 @@ class RbacAdmission {
 // The roles (or bindings) of rbac.authorization.k8s.io whose writes RbacAdmission judges.
 bool is_rbac_resource(std::string_view group, std::string_view resource);
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::auth

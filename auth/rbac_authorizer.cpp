@@ -1,4 +1,4 @@
-#include "registry/rbac_authorizer.hpp"
+#include "auth/rbac_authorizer.hpp"
 
 #include "base/string_map.hpp"
 
@@ -16,7 +16,7 @@
 
 #include "apimachinery/label_selector.hpp"
 
-namespace kwatch::registry {
+namespace kwatch::auth {
 
 using apimachinery::LabelSelector;
 using apimachinery::LabelOperator;
@@ -866,4 +866,4 @@ std::vector<json::object> bootstrap_cluster_role_bindings() {
           cluster_binding("system:service-account-issuer-discovery", {"system:serviceaccounts"})};
 }
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::auth

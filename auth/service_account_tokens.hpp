@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kwatch::server {
+namespace kwatch::auth {
 
 // What a token says about its subject, and for how long.
 struct ServiceAccountClaims {
@@ -92,4 +92,4 @@ class ServiceAccountTokens {
   bool ephemeral_ = false;
 };
 
-}  // namespace kwatch::server
+}  // namespace kwatch::auth

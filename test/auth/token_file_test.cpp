@@ -1,8 +1,8 @@
-#include "server/token_file.hpp"
+#include "auth/token_file.hpp"
 
 #include <gtest/gtest.h>
 
-namespace kwatch::server {
+namespace kwatch::auth {
 namespace {
 
 TEST(TokenFile, ParsesKubesCsvWithQuotedGroups) {
@@ -53,4 +53,4 @@ TEST(BearerToken, TakesTheTokenOfABearerHeader) {
 }
 
 }  // namespace
-}  // namespace kwatch::server
+}  // namespace kwatch::auth

@@ -1,4 +1,4 @@
-#include "server/openssl_files.hpp"
+#include "base/openssl_files.hpp"
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
@@ -10,7 +10,7 @@
 
 #include <fstream>
 
-namespace kwatch::server::openssl {
+namespace kwatch::base::openssl {
 
 void Free::operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
 void Free::operator()(X509* p) const { X509_free(p); }
@@ -68,4 +68,4 @@ bool write_file(const std::filesystem::path& path, const std::string& data, mode
   return !ec;
 }
 
-}  // namespace kwatch::server::openssl
+}  // namespace kwatch::base::openssl

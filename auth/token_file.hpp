@@ -6,7 +6,7 @@
 // Immutable after load; `authenticate` is safe from any thread.
 #pragma once
 
-#include "registry/rbac_authorizer.hpp"
+#include "auth/rbac_authorizer.hpp"
 
 #include <boost/system/result.hpp>
 
@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-namespace kwatch::server {
+namespace kwatch::auth {
 
 class TokenFile {
  public:
@@ -28,15 +28,15 @@ class TokenFile {
       const std::string& path);
 
   // The user a bearer token stands for, or nullopt when the file does not list it.
-  std::optional<registry::UserInfo> authenticate(std::string_view token) const;
+  std::optional<auth::UserInfo> authenticate(std::string_view token) const;
   std::size_t size() const { return users_.size(); }
 
  private:
-  std::map<std::string, registry::UserInfo, std::less<>> users_;
+  std::map<std::string, auth::UserInfo, std::less<>> users_;
 };
 
 // The token of an `Authorization: Bearer <token>` header value; nullopt for other schemes or an
 // empty token. The scheme is case-insensitive, as kube's.
 std::optional<std::string_view> bearer_token(std::string_view authorization);
 
-}  // namespace kwatch::server
+}  // namespace kwatch::auth

@@ -1,11 +1,11 @@
-#include "server/token_file.hpp"
+#include "auth/token_file.hpp"
 
 #include <cctype>
 #include <fstream>
 #include <sstream>
 #include <vector>
 
-namespace kwatch::server {
+namespace kwatch::auth {
 
 namespace {
 
@@ -83,7 +83,7 @@ Outcome TokenFile::parse(std::string_view text, const std::string& path) {
                      "user uid), found " + std::to_string(fields.size()));
     }
     if (fields[0].empty()) continue;  // kube ignores records without a token
-    registry::UserInfo user;
+    auth::UserInfo user;
     user.name = fields[1];
     user.uid = fields[2];
     if (fields.size() >= 4 && !fields[3].empty()) {
@@ -105,10 +105,10 @@ Outcome TokenFile::load(const std::string& path) {
   return parse(text.str(), path);
 }
 
-std::optional<registry::UserInfo> TokenFile::authenticate(std::string_view token) const {
+std::optional<auth::UserInfo> TokenFile::authenticate(std::string_view token) const {
   auto it = users_.find(token);
   if (it == users_.end()) return std::nullopt;
-  registry::UserInfo user = it->second;
+  auth::UserInfo user = it->second;
   user.groups.push_back("system:authenticated");
   return user;
 }
@@ -128,4 +128,4 @@ std::optional<std::string_view> bearer_token(std::string_view authorization) {
   return token;
 }
 
-}  // namespace kwatch::server
+}  // namespace kwatch::auth

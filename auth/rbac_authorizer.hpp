@@ -34,7 +34,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kwatch::registry {
+namespace kwatch::auth {
 
 struct UserInfo {
   std::string name;
@@ -157,4 +157,4 @@ std::optional<boost::json::array> reconciled_bootstrap_rules(const boost::json::
 // system:unauthenticated.
 std::vector<boost::json::object> bootstrap_cluster_role_bindings();
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::auth

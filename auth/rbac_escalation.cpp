@@ -1,4 +1,4 @@
-#include "registry/rbac_escalation.hpp"
+#include "auth/rbac_escalation.hpp"
 
 #include "apimachinery/json_path.hpp"
 
@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-namespace kwatch::registry {
+namespace kwatch::auth {
 
 using apimachinery::ApiError;
 using base::Errc;
@@ -236,4 +236,4 @@ std::optional<ApiError> RbacAdmission::admit_binding(const json::object& next) c
   return forbidden(string_member(object_member(next, "metadata"), "name"), std::move(reason));
 }
 
-}  // namespace kwatch::registry
+}  // namespace kwatch::auth
