@@ -14,11 +14,8 @@
 
 namespace kwatch::schema::detail {
 
-using apimachinery::ApiError;
-using apimachinery::ApiResult;
 using apimachinery::Cause;
 using apimachinery::go_quote;
-using base::Errc;
 
 namespace json = boost::json;
 
@@ -239,7 +236,6 @@ std::string key(const std::string& p, std::string_view k) {
 std::string index(const std::string& p, std::size_t i) {
   return p + "[" + std::to_string(i) + "]";
 }
-
 
 std::string aggregate_message(const std::vector<Cause>& causes) {
   // utilerrors.NewAggregate's text: one error as itself, several in brackets.

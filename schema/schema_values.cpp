@@ -21,11 +21,8 @@
 
 namespace kwatch::schema {
 
-using apimachinery::ApiError;
-using apimachinery::ApiResult;
 using apimachinery::Cause;
 using apimachinery::go_quote;
-using base::Errc;
 
 namespace json = boost::json;
 
@@ -167,7 +164,6 @@ void find_duplicates(std::size_t n, Hash hash, Equal equal, Report report) {
     }
   }
 }
-
 
 // ---- validation ----
 

@@ -10,14 +10,6 @@
 
 namespace kwatch::schema::detail {
 
-using apimachinery::ApiError;
-using apimachinery::ApiResult;
-using apimachinery::Cause;
-using apimachinery::go_quote;
-using base::Errc;
-
-namespace json = boost::json;
-
 namespace {
 
 // ---- string formats kube checks ----
@@ -308,6 +300,5 @@ std::string go_regexp_error(const re2::RE2& re, const std::string& pattern) {
   std::string arg = re.error_arg().empty() ? pattern : re.error_arg();
   return std::string("error parsing regexp: ") + code + ": `" + arg + "`";
 }
-
 
 }  // namespace kwatch::schema::detail
