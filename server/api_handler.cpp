@@ -13,6 +13,7 @@
 #include "auth/rbac_escalation.hpp"
 #include "registry/resource_store.hpp"
 #include "kinds/scheme.hpp"
+#include "kinds/subresources.hpp"
 #include "apimachinery/yaml_body.hpp"
 #include "server/audit_log.hpp"
 #include "base/uuid.hpp"
@@ -192,12 +193,6 @@ ApiResult<registry::WriteQuery> write_query(const Url& url, const std::string& s
 bool kubelet_subresource(std::string_view sub) {
   return sub == "log" || sub == "exec" || sub == "attach" || sub == "portforward" ||
          sub == "proxy";
-}
-
-bool is_pod_subresource(const ResourceInfo& info, std::string_view sub) {
-  return info.group.empty() && info.resource == "pods" &&
-         (sub == "binding" || sub == "eviction" || sub == "ephemeralcontainers" ||
-          kubelet_subresource(sub));
 }
 
 // Who a write is recorded under (fieldManager, else the User-Agent's product) and, for apply
@@ -945,16 +940,19 @@ bool ApiHandler::find_resource_route(const ApiRequest& request, const Url& url,
   route.info = scheme_->find(group, version, rest[0]);
   if (rest.size() >= 2) route.name = rest[1];
   if (rest.size() == 3) route.subresource = rest[2];
-  return !(route.info == nullptr || (!route.ns.empty() && !route.info->namespaced) ||
-           (!route.subresource.empty() &&
-            !(route.subresource == "status" && route.info->has_status) &&
-            !(route.subresource == "scale" && route.info->scale) &&
-            !(route.subresource == "finalize" && route.info->resource == "namespaces") &&
-            !(route.subresource == "token" && route.info->resource == "serviceaccounts" &&
-              request.method == "POST") &&
-            !is_pod_subresource(*route.info, route.subresource) &&
-            !(route.subresource == "proxy" && route.info->group.empty() &&
-              (route.info->resource == "services" || route.info->resource == "nodes"))));
+  if (route.info == nullptr || (!route.ns.empty() && !route.info->namespaced)) return false;
+  if (route.subresource.empty()) return true;
+  // The paths discovery lists, and no others.
+  const auto subresources = kinds::subresources_of(*route.info);
+  const kinds::Subresource* sub = kinds::find_subresource(subresources, route.subresource);
+  if (sub == nullptr) return false;
+  if (!sub->only_its_verbs) return true;
+  const std::string_view verb = request.method == "POST"     ? "create"
+                                : request.method == "PUT"    ? "update"
+                                : request.method == "PATCH"  ? "patch"
+                                : request.method == "DELETE" ? "delete"
+                                                             : "get";
+  return std::find(sub->verbs.begin(), sub->verbs.end(), verb) != sub->verbs.end();
 }
 
 asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& request,

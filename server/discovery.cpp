@@ -1,5 +1,6 @@
 #include "server/discovery.hpp"
 
+#include "kinds/subresources.hpp"
 #include "schema/builtin_schemas.hpp"
 #include "server/openapi_v2.hpp"
 #include "server/version.hpp"
@@ -7,6 +8,7 @@
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <algorithm>
 #include <functional>
 #include <string_view>
 #include <vector>
@@ -71,37 +73,6 @@ json::array review_entries(std::string_view group, std::string_view version) {
                                {"verbs", json::array{"create"}}});
   }
   return out;
-}
-
-// serviceaccounts/token: TokenRequest (kubectl create token).
-json::object token_request_entry() {
-  return json::object{{"name", "serviceaccounts/token"},
-                      {"singularName", ""},
-                      {"namespaced", true},
-                      {"group", "authentication.k8s.io"},
-                      {"version", "v1"},
-                      {"kind", "TokenRequest"},
-                      {"verbs", json::array{"create"}}};
-}
-
-// The subresources of pods beyond status, as kube-apiserver lists them: those a kubelet serves
-// (kwatch answers them with why it cannot), binding, eviction and ephemeralcontainers.
-struct PodSubresource {
-  std::string_view name, group, version, kind;
-  std::vector<std::string_view> verbs;
-};
-const std::vector<PodSubresource>& pod_subresources() {
-  static const std::vector<PodSubresource> kList = {
-      {"attach", "", "", "PodAttachOptions", {"create", "get"}},
-      {"binding", "", "", "Binding", {"create"}},
-      {"ephemeralcontainers", "", "", "Pod", {"get", "patch", "update"}},
-      {"eviction", "policy", "v1", "Eviction", {"create"}},
-      {"exec", "", "", "PodExecOptions", {"create", "get"}},
-      {"log", "", "", "Pod", {"get"}},
-      {"portforward", "", "", "PodPortForwardOptions", {"create", "get"}},
-      {"proxy", "", "", "PodProxyOptions", {"create", "delete", "get", "patch", "update"}},
-  };
-  return kList;
 }
 
 json::array verb_list(const std::vector<std::string_view>& verbs) {
@@ -171,36 +142,21 @@ std::optional<json::object> api_resource_list(const Scheme& scheme, std::string_
     if (!r->short_names.empty()) entry["shortNames"] = strings(r->short_names);
     if (!r->categories.empty()) entry["categories"] = strings(r->categories);
     list.push_back(std::move(entry));
-    if (r->scale) {
-      list.push_back(json::object{{"name", r->resource + "/scale"},
-                                  {"singularName", ""},
-                                  {"namespaced", r->namespaced},
-                                  {"group", "autoscaling"},
-                                  {"version", "v1"},
-                                  {"kind", "Scale"},
-                                  {"verbs", json::array{"get", "patch", "update"}}});
-    }
-    if (r->has_status) {
-      list.push_back(json::object{{"name", r->resource + "/status"},
-                                  {"singularName", ""},
-                                  {"namespaced", r->namespaced},
-                                  {"kind", r->kind},
-                                  {"verbs", json::array{"get", "patch", "update"}}});
-    }
-    if (r->group.empty() && r->resource == "serviceaccounts") list.push_back(token_request_entry());
-    if (r->group.empty() && r->resource == "pods") {
-      for (const PodSubresource& sub : pod_subresources()) {
-        json::object entry{{"name", "pods/" + std::string(sub.name)},
-                           {"singularName", ""},
-                           {"namespaced", true}};
-        if (!sub.group.empty()) {
-          entry["group"] = sub.group;
-          entry["version"] = sub.version;
-        }
-        entry["kind"] = sub.kind;
-        entry["verbs"] = verb_list(sub.verbs);
-        list.push_back(std::move(entry));
+    // Subresources by name, as kube lists them.
+    auto subresources = kinds::subresources_of(*r);
+    std::sort(subresources.begin(), subresources.end(),
+              [](const auto& a, const auto& b) { return a.name < b.name; });
+    for (const kinds::Subresource& sub : subresources) {
+      json::object e{{"name", r->resource + "/" + std::string(sub.name)},
+                     {"singularName", ""},
+                     {"namespaced", r->namespaced}};
+      if (!sub.group.empty()) {
+        e["group"] = sub.group;
+        e["version"] = sub.version;
       }
+      e["kind"] = sub.kind.empty() ? std::string_view(r->kind) : sub.kind;
+      e["verbs"] = verb_list(sub.verbs);
+      list.push_back(std::move(e));
     }
   }
   std::string gv = group.empty() ? std::string(version)
@@ -238,35 +194,16 @@ json::object aggregated_discovery(const Scheme& scheme, bool core) {
       if (!r->short_names.empty()) entry["shortNames"] = strings(r->short_names);
       if (!r->categories.empty()) entry["categories"] = strings(r->categories);
       json::array subresources;
-      if (r->has_status) {
-        subresources.push_back(json::object{{"subresource", "status"},
-                                            {"responseKind", kind},
-                                            {"verbs", json::array{"get", "patch", "update"}}});
-      }
-      if (r->scale) {
-        subresources.push_back(json::object{
-            {"subresource", "scale"},
-            {"responseKind",
-             json::object{{"group", "autoscaling"}, {"version", "v1"}, {"kind", "Scale"}}},
-            {"verbs", json::array{"get", "patch", "update"}}});
-      }
-      if (r->group.empty() && r->resource == "serviceaccounts") {
-        subresources.push_back(json::object{
-            {"subresource", "token"},
-            {"responseKind", json::object{{"group", "authentication.k8s.io"}, {"version", "v1"},
-                                          {"kind", "TokenRequest"}}},
-            {"verbs", json::array{"create"}}});
-      }
-      if (r->group.empty() && r->resource == "pods") {
-        for (const PodSubresource& sub : pod_subresources()) {
-          subresources.push_back(json::object{
-              {"subresource", sub.name},
-              {"responseKind",
-               json::object{{"group", sub.group.empty() ? std::string_view("") : sub.group},
-                            {"version", sub.version.empty() ? std::string_view("v1") : sub.version},
-                            {"kind", sub.kind}}},
-              {"verbs", verb_list(sub.verbs)}});
-        }
+      for (const kinds::Subresource& sub : kinds::subresources_of(*r)) {
+        json::object response =
+            sub.kind.empty()
+                ? kind
+                : json::object{{"group", sub.group},
+                               {"version", sub.version.empty() ? std::string_view("v1") : sub.version},
+                               {"kind", sub.kind}};
+        subresources.push_back(json::object{{"subresource", sub.name},
+                                            {"responseKind", std::move(response)},
+                                            {"verbs", verb_list(sub.verbs)}});
       }
       if (!subresources.empty()) entry["subresources"] = std::move(subresources);
       resources.push_back(std::move(entry));

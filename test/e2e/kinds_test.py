@@ -434,6 +434,32 @@ def check_discovery(t, server):
                 scale.get("group") == "autoscaling" and scale.get("version") == "v1"
                 and scale.get("kind") == "Scale"
                 and scale.get("verbs") == ["get", "patch", "update"], scale)
+    # What the router serves, both discovery forms list: kube's entries for the three that are
+    # routed without a status or scale of their own.
+    _, core = server.request("GET", "/api/v1")
+    entries = {r["name"]: r for r in core.get("resources", [])}
+    t.check("discovery: namespaces/finalize, services/proxy and nodes/proxy as kube lists them",
+            entries.get("namespaces/finalize", {}).get("verbs") == ["update"]
+            and entries.get("namespaces/finalize", {}).get("kind") == "Namespace"
+            and entries.get("services/proxy", {}).get("kind") == "ServiceProxyOptions"
+            and entries.get("nodes/proxy", {}).get("kind") == "NodeProxyOptions"
+            and entries.get("nodes/proxy", {}).get("verbs") == ["create", "delete", "get", "patch",
+                                                                 "update"],
+            {k: v for k, v in entries.items() if "/" in k and k.split("/")[0] in
+             ("namespaces", "services", "nodes")})
+    _, aggregated = server.request("GET", "/api", headers={
+        "Accept": "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"})
+    listed = set()
+    for group in aggregated.get("items", []):
+        for version in group.get("versions", []):
+            for r in version.get("resources", []):
+                for sub in r.get("subresources", []):
+                    listed.add(r["resource"] + "/" + sub["subresource"])
+    legacy = {k for k in entries if "/" in k}
+    t.check("discovery: the aggregated form lists the same core subresources as the legacy one",
+            listed == legacy, sorted(listed ^ legacy))
+    status, _ = server.request("GET", "/apis/apps/v1/namespaces/default/deployments/x/finalize")
+    t.check("a subresource discovery does not list is 404", status == 404, status)
 
 
 def resource_versions(server):

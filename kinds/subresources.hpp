@@ -1,0 +1,31 @@
+// The subresources kwatch serves for a resource, as kube-apiserver lists them in discovery:
+// one list that the router (which subresource paths exist) and both discovery forms read, so
+// that they cannot disagree. Pure functions; thread-safe.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+namespace kwatch::kinds {
+
+struct ResourceInfo;
+
+struct Subresource {
+  std::string_view name;  // "status", "scale", "log", ...
+  // What it answers with: empty group, version and kind mean the resource's own kind (status);
+  // an empty group with a kind of its own is a core kind (PodExecOptions, v1).
+  std::string_view group, version, kind;
+  std::vector<std::string_view> verbs;  // as discovery lists them
+  // Routed for these verbs' methods only (TokenRequest: POST); otherwise every method reaches
+  // the subresource's handler, which answers what it does not serve.
+  bool only_its_verbs = false;
+};
+
+// In discovery's order: status, scale, then the kind's own (pods' kubelet subresources, binding,
+// eviction, ephemeralcontainers; serviceaccounts/token; namespaces/finalize; services' and nodes'
+// proxy).
+std::vector<Subresource> subresources_of(const ResourceInfo& info);
+// The one named `name`, if `info` has it.
+const Subresource* find_subresource(const std::vector<Subresource>& all, std::string_view name);
+
+}  // namespace kwatch::kinds
