@@ -27,27 +27,40 @@ const std::vector<Subresource>& pod_subresources() {
 
 }  // namespace
 
+const Subresource kStatus{"status", "", "", "", kReadWrite};
+const Subresource kScale{"scale", "autoscaling", "v1", "Scale", kReadWrite};
+const std::vector<Subresource> kToken{
+    {"token", "authentication.k8s.io", "v1", "TokenRequest", {"create"}, true}};
+const std::vector<Subresource> kFinalize{{"finalize", "", "", "", {"update"}}};
+const std::vector<Subresource> kServiceProxy{
+    {"proxy", "", "", "ServiceProxyOptions", kProxyVerbs}};
+const std::vector<Subresource> kNodeProxy{{"proxy", "", "", "NodeProxyOptions", kProxyVerbs}};
+const std::vector<Subresource> kNone;
+
+// Those of a built-in kind beyond status and scale.
+const std::vector<Subresource>& own_subresources(const ResourceInfo& info) {
+  if (!info.group.empty() || info.origin != KindOrigin::builtin) return kNone;
+  if (info.resource == "pods") return pod_subresources();
+  if (info.resource == "serviceaccounts") return kToken;
+  if (info.resource == "namespaces") return kFinalize;
+  if (info.resource == "services") return kServiceProxy;
+  if (info.resource == "nodes") return kNodeProxy;
+  return kNone;
+}
+
 std::vector<Subresource> subresources_of(const ResourceInfo& info) {
   std::vector<Subresource> out;
-  if (info.has_status) out.push_back({"status", "", "", "", kReadWrite});
-  if (info.scale) out.push_back({"scale", "autoscaling", "v1", "Scale", kReadWrite});
-  if (!info.group.empty() || info.origin != KindOrigin::builtin) return out;
-  if (info.resource == "pods") {
-    for (const auto& sub : pod_subresources()) out.push_back(sub);
-  } else if (info.resource == "serviceaccounts") {
-    out.push_back({"token", "authentication.k8s.io", "v1", "TokenRequest", {"create"}, true});
-  } else if (info.resource == "namespaces") {
-    out.push_back({"finalize", "", "", "", {"update"}});
-  } else if (info.resource == "services") {
-    out.push_back({"proxy", "", "", "ServiceProxyOptions", kProxyVerbs});
-  } else if (info.resource == "nodes") {
-    out.push_back({"proxy", "", "", "NodeProxyOptions", kProxyVerbs});
-  }
+  if (info.has_status) out.push_back(kStatus);
+  if (info.scale) out.push_back(kScale);
+  const auto& own = own_subresources(info);
+  out.insert(out.end(), own.begin(), own.end());
   return out;
 }
 
-const Subresource* find_subresource(const std::vector<Subresource>& all, std::string_view name) {
-  for (const auto& sub : all) {
+const Subresource* find_subresource(const ResourceInfo& info, std::string_view name) {
+  if (name == kStatus.name) return info.has_status ? &kStatus : nullptr;
+  if (name == kScale.name) return info.scale ? &kScale : nullptr;
+  for (const auto& sub : own_subresources(info)) {
     if (sub.name == name) return &sub;
   }
   return nullptr;

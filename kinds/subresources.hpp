@@ -25,7 +25,7 @@ struct Subresource {
 // eviction, ephemeralcontainers; serviceaccounts/token; namespaces/finalize; services' and nodes'
 // proxy).
 std::vector<Subresource> subresources_of(const ResourceInfo& info);
-// The one named `name`, if `info` has it.
-const Subresource* find_subresource(const std::vector<Subresource>& all, std::string_view name);
+// The one named `name`, if `info` has it (no allocation: the router asks this per request).
+const Subresource* find_subresource(const ResourceInfo& info, std::string_view name);
 
 }  // namespace kwatch::kinds

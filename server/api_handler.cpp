@@ -384,6 +384,16 @@ std::string lowercase_verb(const std::string& method) {
   return out;
 }
 
+// kube's verb for a request of a resource, from its method and the path's shape.
+std::string resource_verb(const std::string& method, bool named, bool watch) {
+  if (method == "GET" || method == "HEAD") return watch ? "watch" : named ? "get" : "list";
+  if (method == "POST") return "create";
+  if (method == "PUT") return "update";
+  if (method == "PATCH") return "patch";
+  if (method == "DELETE") return named ? "delete" : "deletecollection";
+  return lowercase_verb(method);
+}
+
 // kube's RequestInfo for a resource request: the verb from the method and the shape of the
 // path (a name or not, a watch or not).
 auth::RequestAttributes resource_attributes(const ApiRequest& request, const Url& url,
@@ -404,30 +414,18 @@ auth::RequestAttributes resource_attributes(const ApiRequest& request, const Url
   // The namespace of a namespace is itself (kube's RequestInfo): `view` bound in `team` may get
   // the namespace `team`.
   if (info.group.empty() && info.resource == "namespaces" && named) a.namespace_ = name;
-  if (m == "GET" || m == "HEAD") {
-    a.verb = watch ? "watch" : named ? "get" : "list";
-    if (!named) {
-      // A list or watch of one name (fieldSelector=metadata.name=x, as `kubectl get x -w` sends)
-      // is authorized for that name, so resourceNames grants cover it.
-      if (auto selector = url.param("fieldSelector")) {
-        auto parsed = apimachinery::parse_field_selector(*selector);
-        auto exact = parsed ? parsed->exact_value("metadata.name") : std::nullopt;
-        if (exact && !exact->empty() && *exact != "." && *exact != ".." &&
-            exact->find_first_of("/%") == std::string::npos) {
-          a.name = *exact;
-        }
+  a.verb = resource_verb(m, named, watch);
+  // A list or watch of one name (fieldSelector=metadata.name=x, as `kubectl get x -w` sends) is
+  // authorized for that name, so resourceNames grants cover it.
+  if ((a.verb == "list" || a.verb == "watch") && !named) {
+    if (auto selector = url.param("fieldSelector")) {
+      auto parsed = apimachinery::parse_field_selector(*selector);
+      auto exact = parsed ? parsed->exact_value("metadata.name") : std::nullopt;
+      if (exact && !exact->empty() && *exact != "." && *exact != ".." &&
+          exact->find_first_of("/%") == std::string::npos) {
+        a.name = *exact;
       }
     }
-  } else if (m == "POST") {
-    a.verb = "create";
-  } else if (m == "PUT") {
-    a.verb = "update";
-  } else if (m == "PATCH") {
-    a.verb = "patch";
-  } else if (m == "DELETE") {
-    a.verb = named ? "delete" : "deletecollection";
-  } else {
-    a.verb = lowercase_verb(m);
   }
   return a;
 }
@@ -943,15 +941,10 @@ bool ApiHandler::find_resource_route(const ApiRequest& request, const Url& url,
   if (route.info == nullptr || (!route.ns.empty() && !route.info->namespaced)) return false;
   if (route.subresource.empty()) return true;
   // The paths discovery lists, and no others.
-  const auto subresources = kinds::subresources_of(*route.info);
-  const kinds::Subresource* sub = kinds::find_subresource(subresources, route.subresource);
+  const kinds::Subresource* sub = kinds::find_subresource(*route.info, route.subresource);
   if (sub == nullptr) return false;
   if (!sub->only_its_verbs) return true;
-  const std::string_view verb = request.method == "POST"     ? "create"
-                                : request.method == "PUT"    ? "update"
-                                : request.method == "PATCH"  ? "patch"
-                                : request.method == "DELETE" ? "delete"
-                                                             : "get";
+  const std::string verb = resource_verb(request.method, true, false);
   return std::find(sub->verbs.begin(), sub->verbs.end(), verb) != sub->verbs.end();
 }
 

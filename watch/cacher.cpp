@@ -647,8 +647,8 @@ void Cacher::end_client_watches() {
   {
     std::lock_guard lock(impl_->dispatch_mutex);
     ObjectPtr bookmark;
-    auto take = [&](const std::shared_ptr<Watcher>& w) {
-      if (w->internal || w->ended) return;
+    for (auto& w : registered_watchers(true)) {
+      if (w->ended) continue;
       if (w->bookmarks && !w->parked) {
         if (!bookmark) {
           bookmark = bookmark_object(options_.kind, options_.api_version,
@@ -656,18 +656,11 @@ void Cacher::end_client_watches() {
         }
         w->draining = true;
         if (w->channel.try_send(boost::system::error_code{}, WatchFrame{EventType::bookmark, bookmark})) {
-          drained.push_back(w);
-          return;
+          drained.push_back(std::move(w));
+          continue;
         }
       }
-      ending.push_back(w);
-    };
-    for (auto& [id, w] : impl_->all) take(w);
-    for (auto& [k, m] : impl_->by_namespace) {
-      for (auto& [id, w] : m) take(w);
-    }
-    for (auto& [k, m] : impl_->by_trigger) {
-      for (auto& [id, w] : m) take(w);
+      ending.push_back(std::move(w));
     }
   }
   for (auto& w : drained) unregister_watcher(*w);
@@ -678,18 +671,24 @@ void Cacher::end_watchers(bool clients_only) {
   std::vector<std::shared_ptr<Watcher>> all;
   {
     std::lock_guard lock(impl_->dispatch_mutex);
-    auto take = [&](const std::shared_ptr<Watcher>& w) {
-      if (!clients_only || !w->internal) all.push_back(w);
-    };
-    for (auto& [id, w] : impl_->all) take(w);
-    for (auto& [k, m] : impl_->by_namespace) {
-      for (auto& [id, w] : m) take(w);
-    }
-    for (auto& [k, m] : impl_->by_trigger) {
-      for (auto& [id, w] : m) take(w);
-    }
+    all = registered_watchers(clients_only);
   }
   for (auto& w : all) end_watcher(w, false);
+}
+
+std::vector<std::shared_ptr<Watcher>> Cacher::registered_watchers(bool clients_only) const {
+  std::vector<std::shared_ptr<Watcher>> out;
+  auto take = [&](const std::shared_ptr<Watcher>& w) {
+    if (!clients_only || !w->internal) out.push_back(w);
+  };
+  for (const auto& [id, w] : impl_->all) take(w);
+  for (const auto& [k, m] : impl_->by_namespace) {
+    for (const auto& [id, w] : m) take(w);
+  }
+  for (const auto& [k, m] : impl_->by_trigger) {
+    for (const auto& [id, w] : m) take(w);
+  }
+  return out;
 }
 
 // ---- Freshness ----

@@ -196,6 +196,9 @@ class Cacher : public std::enable_shared_from_this<Cacher> {
   void end_watcher(const std::shared_ptr<Watcher>& w, bool slow);
   void end_all_watchers();
   void end_watchers(bool clients_only);
+  // Every registered watcher (kwatch's own left out when `clients_only`); the caller holds the
+  // dispatch mutex.
+  std::vector<std::shared_ptr<Watcher>> registered_watchers(bool clients_only) const;
   void notify_waiters();
 
   struct Impl;

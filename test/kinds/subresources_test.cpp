@@ -36,18 +36,19 @@ TEST(Subresources, EachBuiltinKindHasKubesList) {
 }
 
 TEST(Subresources, WhatEachAnswersWithAndWhichVerbs) {
-  const auto all = subresources_of(builtin("", "v1", "pods"));
-  const Subresource* eviction = find_subresource(all, "eviction");
+  const ResourceInfo& pods = builtin("", "v1", "pods");
+  const Subresource* eviction = find_subresource(pods, "eviction");
   ASSERT_NE(eviction, nullptr);
   EXPECT_EQ(eviction->group, "policy");
   EXPECT_EQ(eviction->kind, "Eviction");
   EXPECT_EQ(eviction->verbs, (std::vector<std::string_view>{"create"}));
-  EXPECT_EQ(find_subresource(all, "finalize"), nullptr);
+  EXPECT_EQ(find_subresource(pods, "finalize"), nullptr);
+  EXPECT_EQ(find_subresource(pods, "status")->name, "status");
+  EXPECT_EQ(find_subresource(builtin("", "v1", "configmaps"), "status"), nullptr);
   const auto token = subresources_of(builtin("", "v1", "serviceaccounts"));
   ASSERT_EQ(token.size(), 1u);
   EXPECT_TRUE(token[0].only_its_verbs);  // TokenRequest is routed for POST only
-  const auto finalize = subresources_of(builtin("", "v1", "namespaces"));
-  const Subresource* f = find_subresource(finalize, "finalize");
+  const Subresource* f = find_subresource(builtin("", "v1", "namespaces"), "finalize");
   ASSERT_NE(f, nullptr);
   EXPECT_TRUE(f->kind.empty());  // the Namespace itself
   EXPECT_EQ(f->verbs, (std::vector<std::string_view>{"update"}));

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "test/storage/etcd_process.hpp"
+#include "test/storage/stream_helpers.hpp"
 
 namespace kwatch::storage {
 namespace {
@@ -49,29 +50,8 @@ void run(asio::io_context& ioc, asio::awaitable<void> task) {
   if (error) std::rethrow_exception(error);
 }
 
-// next() with a deadline: the batch, or `timeout` if nothing came.
-asio::awaitable<Result<WatchBatch>> next_within(WatchStream& stream, std::chrono::milliseconds d) {
-  asio::steady_timer t(co_await asio::this_coro::executor, d);
-  auto r = co_await (stream.next() || t.async_wait(asio::use_awaitable));
-  if (r.index() == 1) co_return Errc::timeout;
-  co_return std::move(std::get<0>(r));
-}
-
-// Collects events until `n` arrived (progress batches are skipped) or something failed.
-asio::awaitable<Result<std::vector<Event>>> collect(WatchStream& stream, std::size_t n,
-                                                    std::chrono::milliseconds d = 5s) {
-  std::vector<Event> events;
-  const auto until = std::chrono::steady_clock::now() + d;
-  while (events.size() < n) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        until - std::chrono::steady_clock::now());
-    if (left <= 0ms) co_return Errc::timeout;
-    auto b = co_await next_within(stream, left);
-    if (!b) co_return b.error();
-    for (auto& e : b->events) events.push_back(std::move(e));
-  }
-  co_return events;
-}
+using test::collect;
+using test::next_within;
 
 class EtcdStorageTest : public ::testing::Test {
  protected:

@@ -8,6 +8,7 @@
 #include "storage/etcd_storage.hpp"
 #include "storage/memory_storage.hpp"
 #include "test/storage/etcd_process.hpp"
+#include "test/storage/stream_helpers.hpp"
 
 #include <gtest/gtest.h>
 
@@ -51,28 +52,8 @@ constexpr const char* kEverythingEncrypted =
     "      - name: contract\n"
     "        secret: a2tra2tra2tra2tra2tra2tra2tra2tra2tra2tra2s=\n";
 
-// next() with a deadline: the batch, or `timeout` if nothing came.
-asio::awaitable<Result<WatchBatch>> next_within(WatchStream& stream, std::chrono::milliseconds d) {
-  asio::steady_timer t(co_await asio::this_coro::executor, d);
-  auto r = co_await (stream.next() || t.async_wait(asio::use_awaitable));
-  if (r.index() == 1) co_return Errc::timeout;
-  co_return std::move(std::get<0>(r));
-}
-
-// Events until `n` arrived (progress batches skipped), or what went wrong.
-asio::awaitable<Result<std::vector<Event>>> collect(WatchStream& stream, std::size_t n) {
-  std::vector<Event> events;
-  const auto until = std::chrono::steady_clock::now() + 5s;
-  while (events.size() < n) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        until - std::chrono::steady_clock::now());
-    if (left <= 0ms) co_return Errc::timeout;
-    auto batch = co_await next_within(stream, left);
-    if (!batch) co_return batch.error();
-    for (auto& e : batch->events) events.push_back(std::move(e));
-  }
-  co_return events;
-}
+using test::collect;
+using test::next_within;
 
 class StorageContract : public ::testing::TestWithParam<std::string> {
  protected:
