@@ -1482,15 +1482,21 @@ asio::awaitable<ApiResult<void>> ResourceStore::ensure(const ResourceInfo& info,
   // Named arguments: GCC 12 mis-destroys a braced temporary passed to a coroutine.
   WriteQuery query;
   std::string ns = info.namespaced ? string_field(metadata_of(body), "namespace") : std::string();
-  // Looked up first: a create of what exists may fail on something else before the name (a
-  // Service's cluster IP is already allocated, to the Service itself).
-  std::string get_ns = ns;
-  std::string name = string_field(metadata_of(body), "name");
-  std::string any_version;
-  auto existing = co_await get(info, std::move(get_ns), std::move(name), std::move(any_version));
-  if (existing) co_return ApiResult<void>{};
-  auto r = co_await create(info, std::move(ns), std::move(body), std::move(query));
-  if (!r && r.error().code != Errc::already_exists) co_return r.error();
+  // Looked up before and after: a create of what exists may fail on something else before the
+  // name (a Service's cluster IP is already allocated, to the Service itself), also when another
+  // replica created it between the lookup and the create.
+  const std::string name = string_field(metadata_of(body), "name");
+  auto exists = [&]() -> asio::awaitable<bool> {
+    std::string get_ns = ns, get_name = name, any_version;
+    co_return (co_await get(info, std::move(get_ns), std::move(get_name), std::move(any_version)))
+        .has_value();
+  };
+  if (co_await exists()) co_return ApiResult<void>{};
+  std::string create_ns = ns;
+  auto r = co_await create(info, std::move(create_ns), std::move(body), std::move(query));
+  if (r || r.error().code == Errc::already_exists) co_return ApiResult<void>{};
+  const bool created_elsewhere = co_await exists();
+  if (!created_elsewhere) co_return r.error();
   co_return ApiResult<void>{};
 }
 
