@@ -3,6 +3,8 @@
 // indexes, filters or wildcards. Pure functions; safe from any thread.
 #pragma once
 
+#include "apimachinery/json_members.hpp"
+
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
@@ -15,23 +17,6 @@ const boost::json::value* find_field(const boost::json::object& obj, std::string
 
 // Sets the value at `path`, creating (or replacing non-object values with) objects on the way.
 void set_field(boost::json::object& obj, std::string_view path, boost::json::value value);
-
-// One member step: the object under `key`, or nullptr when it is absent or not an object.
-inline const boost::json::object* object_member(const boost::json::object& obj, std::string_view key) {
-  const boost::json::value* v = obj.if_contains(key);
-  return v != nullptr ? v->if_object() : nullptr;
-}
-
-inline boost::json::object* object_member(boost::json::object& obj, std::string_view key) {
-  boost::json::value* v = obj.if_contains(key);
-  return v != nullptr ? v->if_object() : nullptr;
-}
-
-// The string under `key` of `obj` (which may be null); "" when absent or not a string.
-inline std::string_view string_member(const boost::json::object* obj, std::string_view key) {
-  const boost::json::value* v = obj != nullptr ? obj->if_contains(key) : nullptr;
-  return v != nullptr && v->is_string() ? std::string_view(v->get_string()) : std::string_view();
-}
 
 // The condition of `type` in `status.conditions` (`conditions` made an array and the condition
 // added as {type} when absent), its status set to `value`; its lastTransitionTime becomes `now`

@@ -1,5 +1,6 @@
 #include "auth/rbac_authorizer.hpp"
 
+#include "apimachinery/json_members.hpp"
 #include "base/string_map.hpp"
 
 #include <algorithm>
@@ -94,33 +95,10 @@ bool rule_allows(const RequestAttributes& a, const Rule& rule) {
 
 // ---- reading stored JSON ----
 
-const json::object* object_at(const json::object& o, std::string_view key) {
-  auto it = o.find(key);
-  return it != o.end() && it->value().is_object() ? &it->value().get_object() : nullptr;
-}
-
-std::string_view string_at(const json::object* o, std::string_view key) {
-  if (!o) return {};
-  auto it = o->find(key);
-  return it != o->end() && it->value().is_string() ? std::string_view(it->value().get_string())
-                                                   : std::string_view();
-}
-
-const json::array* array_at(const json::object& o, std::string_view key) {
-  auto it = o.find(key);
-  return it != o.end() && it->value().is_array() ? &it->value().get_array() : nullptr;
-}
-
-std::vector<std::string> strings_at(const json::object& o, std::string_view key) {
-  std::vector<std::string> out;
-  if (const auto* a = array_at(o, key)) {
-    out.reserve(a->size());
-    for (const auto& v : *a) {
-      if (v.is_string()) out.emplace_back(v.get_string());
-    }
-  }
-  return out;
-}
+using apimachinery::array_member;
+using apimachinery::object_member;
+using apimachinery::string_member;
+using apimachinery::strings_at;
 
 Rule read_rule(const json::object& o) {
   return Rule{strings_at(o, "verbs"), strings_at(o, "apiGroups"), strings_at(o, "resources"),
@@ -129,7 +107,7 @@ Rule read_rule(const json::object& o) {
 
 std::vector<Rule> read_rules(const json::object& role) {
   std::vector<Rule> out;
-  if (const auto* a = array_at(role, "rules")) {
+  if (const auto* a = array_member(role, "rules")) {
     for (const auto& v : *a) {
       if (v.is_object()) out.push_back(read_rule(v.get_object()));
     }
@@ -147,19 +125,19 @@ json::array to_array(const std::vector<std::string>& v) {
 // metav1.LabelSelectorAsSelector; nullopt where kube returns an error.
 std::optional<LabelSelector> read_selector(const json::object& o) {
   std::vector<LabelRequirement> reqs;
-  if (const auto* labels = object_at(o, "matchLabels")) {
+  if (const auto* labels = object_member(o, "matchLabels")) {
     for (const auto& [k, v] : *labels) {
       if (!v.is_string()) return std::nullopt;
       reqs.push_back({std::string(k), LabelOperator::equals, {std::string(v.get_string())}});
     }
   }
-  if (const auto* exprs = array_at(o, "matchExpressions")) {
+  if (const auto* exprs = array_member(o, "matchExpressions")) {
     for (const auto& e : *exprs) {
       if (!e.is_object()) return std::nullopt;
       const auto& eo = e.get_object();
-      LabelRequirement r{std::string(string_at(&eo, "key")), LabelOperator::exists,
+      LabelRequirement r{std::string(string_member(&eo, "key")), LabelOperator::exists,
                          strings_at(eo, "values")};
-      std::string_view op = string_at(&eo, "operator");
+      std::string_view op = string_member(&eo, "operator");
       if (op == "In" || op == "NotIn") {
         if (r.values.empty()) return std::nullopt;
         r.op = op == "In" ? LabelOperator::in : LabelOperator::not_in;
@@ -387,15 +365,15 @@ std::vector<ClusterRoleInput> resolve_cluster_roles(const std::vector<json::obje
   std::vector<ClusterRoleInput> inputs;
   inputs.reserve(cluster_roles.size());
   for (const auto& o : cluster_roles) {
-    const auto* meta = object_at(o, "metadata");
+    const auto* meta = object_member(o, "metadata");
     ClusterRoleInput in;
-    in.name = string_at(meta, "name");
+    in.name = string_member(meta, "name");
     if (in.name.empty()) continue;
-    in.labels = meta ? object_at(*meta, "labels") : nullptr;
+    in.labels = meta ? object_member(*meta, "labels") : nullptr;
     in.stored = read_rules(o);
-    if (const auto* agg = object_at(o, "aggregationRule")) {
+    if (const auto* agg = object_member(o, "aggregationRule")) {
       in.selectors.emplace();
-      if (const auto* sels = array_at(*agg, "clusterRoleSelectors")) {
+      if (const auto* sels = array_member(*agg, "clusterRoleSelectors")) {
         for (const auto& s : *sels) {
           auto sel = s.is_object() ? read_selector(s.get_object()) : std::nullopt;
           if (!sel)
@@ -417,20 +395,20 @@ std::vector<ClusterRoleInput> resolve_cluster_roles(const std::vector<json::obje
 }
 
 bool read_binding(const json::object& o, bool cluster, Binding& b) {
-  const auto* meta = object_at(o, "metadata");
+  const auto* meta = object_member(o, "metadata");
   b.cluster = cluster;
-  b.name = string_at(meta, "name");
-  b.namespace_ = cluster ? std::string() : std::string(string_at(meta, "namespace"));
+  b.name = string_member(meta, "name");
+  b.namespace_ = cluster ? std::string() : std::string(string_member(meta, "namespace"));
   if (b.name.empty() || (!cluster && b.namespace_.empty())) return false;
-  const auto* ref = object_at(o, "roleRef");
-  b.role_kind = string_at(ref, "kind");
-  b.role_name = string_at(ref, "name");
-  if (const auto* subjects = array_at(o, "subjects")) {
+  const auto* ref = object_member(o, "roleRef");
+  b.role_kind = string_member(ref, "kind");
+  b.role_name = string_member(ref, "name");
+  if (const auto* subjects = array_member(o, "subjects")) {
     for (const auto& v : *subjects) {
       if (!v.is_object()) continue;
       const auto* so = &v.get_object();
-      Subject s{std::string(string_at(so, "kind")), std::string(string_at(so, "name")),
-                std::string(string_at(so, "namespace"))};
+      Subject s{std::string(string_member(so, "kind")), std::string(string_member(so, "name")),
+                std::string(string_member(so, "namespace"))};
       if (!s.kind.empty() && !s.name.empty()) b.subjects.push_back(std::move(s));
     }
   }
@@ -453,9 +431,9 @@ std::shared_ptr<const RbacPolicy> RbacPolicy::build(
   for (auto& in : inputs) index->cluster_roles.emplace(in.name, std::move(in.rules));
 
   for (const auto& o : roles) {
-    const auto* meta = object_at(o, "metadata");
-    std::string_view name = string_at(meta, "name");
-    std::string_view ns = string_at(meta, "namespace");
+    const auto* meta = object_member(o, "metadata");
+    std::string_view name = string_member(meta, "name");
+    std::string_view ns = string_member(meta, "namespace");
     if (name.empty() || ns.empty()) continue;
     index->roles.emplace(std::string(ns) + "/" + std::string(name), read_rules(o));
   }
@@ -837,15 +815,15 @@ std::vector<json::object> bootstrap_cluster_roles() {
 
 std::optional<json::array> reconciled_bootstrap_rules(const json::object& stored,
                                                      const json::object& bootstrap) {
-  const auto* meta = object_at(stored, "metadata");
-  const auto* annotations = meta ? object_at(*meta, "annotations") : nullptr;
-  if (string_at(annotations, "rbac.authorization.kubernetes.io/autoupdate") != "true") {
+  const auto* meta = object_member(stored, "metadata");
+  const auto* annotations = meta ? object_member(*meta, "annotations") : nullptr;
+  if (string_member(annotations, "rbac.authorization.kubernetes.io/autoupdate") != "true") {
     return std::nullopt;
   }
   json::array rules;
-  if (const auto* a = array_at(stored, "rules")) rules = *a;
+  if (const auto* a = array_member(stored, "rules")) rules = *a;
   bool added = false;
-  if (const auto* wanted = array_at(bootstrap, "rules")) {
+  if (const auto* wanted = array_member(bootstrap, "rules")) {
     for (const auto& rule : *wanted) {
       if (std::find(rules.begin(), rules.end(), rule) == rules.end()) {
         rules.push_back(rule);

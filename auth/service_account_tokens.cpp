@@ -1,5 +1,6 @@
 #include "auth/service_account_tokens.hpp"
 
+#include "apimachinery/json_members.hpp"
 #include "base/base64.hpp"
 #include "base/openssl_files.hpp"
 
@@ -188,10 +189,7 @@ bool verify_signature(EVP_PKEY* pkey, bool ecdsa, std::string_view input, std::s
   return ok;
 }
 
-std::string string_at(const json::object& obj, std::string_view key) {
-  const json::value* v = obj.if_contains(key);
-  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
-}
+using apimachinery::string_at;
 
 std::optional<std::int64_t> seconds_at(const json::object& obj, std::string_view key) {
   const json::value* v = obj.if_contains(key);

@@ -15,10 +15,7 @@ namespace json = boost::json;
 
 namespace {
 
-std::string string_at(const json::object* o, std::string_view key) {
-  const json::value* v = o != nullptr ? o->if_contains(key) : nullptr;
-  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
-}
+using apimachinery::string_at;
 
 const json::object* metadata_of(const json::object& object) {
   const json::value* m = object.if_contains("metadata");

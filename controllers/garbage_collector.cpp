@@ -32,9 +32,7 @@ using kinds::ResourceInfo;
 
 namespace {
 
-std::string string_at(const json::object* obj, std::string_view key) {
-  return std::string(apimachinery::string_member(obj, key));
-}
+using apimachinery::string_at;
 
 bool has_finalizer(const json::object* meta, std::string_view finalizer) {
   const json::value* f = meta != nullptr ? meta->if_contains("finalizers") : nullptr;

@@ -27,9 +27,7 @@ namespace {
 // The finalizer a namespace carries in spec.finalizers until its contents are gone.
 constexpr std::string_view kNamespaceFinalizer = "kubernetes";
 
-std::string string_at(const json::object* obj, std::string_view key) {
-  return std::string(apimachinery::string_member(obj, key));
-}
+using apimachinery::string_at;
 
 bool has_namespace_finalizer(const json::object& ns) {
   const json::object* spec = apimachinery::object_member(ns, "spec");

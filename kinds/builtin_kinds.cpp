@@ -34,16 +34,9 @@ namespace json = boost::json;
 
 namespace {
 
-const json::object* object_at(const json::object& obj, std::string_view key) {
-  const json::value* v = obj.if_contains(key);
-  return v != nullptr ? v->if_object() : nullptr;
-}
+using apimachinery::object_member;
 
-std::string_view string_at(const json::object* obj, std::string_view key) {
-  if (obj == nullptr) return {};
-  const json::value* v = obj->if_contains(key);
-  return v != nullptr && v->is_string() ? std::string_view(v->get_string()) : std::string_view();
-}
+using apimachinery::string_member;
 
 // Deleting a definition first deletes its objects: the finalizer kube's cleanup controller
 // removes when they are gone.
@@ -76,8 +69,8 @@ std::function<std::optional<std::string>(const json::object&, std::string_view)>
 // Events select on "source", which is the reporting component.
 std::optional<std::string> event_field(const json::object& obj, std::string_view field) {
   if (field != "source") return std::nullopt;
-  const json::object* source = object_at(obj, "source");
-  return std::string(string_at(source, "component"));
+  const json::object* source = object_member(obj, "source");
+  return std::string(string_member(source, "component"));
 }
 
 // events.k8s.io/v1 Events are core/v1 Events in storage, as in kube: the same objects under
@@ -138,7 +131,7 @@ std::function<std::optional<std::string>(const json::object&, std::string_view)>
 // Volumes and claims also select on "name", the object's name (kept for compatibility).
 std::optional<std::string> name_field(const json::object& obj, std::string_view field) {
   if (field != "name") return std::nullopt;
-  return std::string(string_at(object_at(obj, "metadata"), "name"));
+  return std::string(string_member(object_member(obj, "metadata"), "name"));
 }
 
 // The scale subresource of a workload: spec.replicas, status.replicas and its selector.

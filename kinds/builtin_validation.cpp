@@ -33,11 +33,8 @@ namespace json = boost::json;
 
 namespace {
 
-const json::object* object_at(const json::object* obj, std::string_view key) {
-  if (obj == nullptr) return nullptr;
-  const json::value* v = obj->if_contains(key);
-  return v != nullptr ? v->if_object() : nullptr;
-}
+using apimachinery::object_member;
+using apimachinery::string_at;
 
 const json::value* value_at(const json::object* obj, std::string_view key) {
   if (obj == nullptr) return nullptr;
@@ -45,10 +42,6 @@ const json::value* value_at(const json::object* obj, std::string_view key) {
   return v != nullptr && !v->is_null() ? v : nullptr;
 }
 
-std::string string_at(const json::object* obj, std::string_view key) {
-  const json::value* v = value_at(obj, key);
-  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
-}
 
 // Absent, null and empty containers are the same value to Go's semantic equality (nil and empty
 // maps and slices compare equal); everything else compares as JSON.
@@ -133,7 +126,7 @@ void immutable(Causes& causes, std::string field, const std::string& shown) {
 
 // ValidateLabelSelector: label keys and values, and each requirement's operator and values.
 void check_label_selector(const json::object& selector, const std::string& path, Causes& causes) {
-  if (const json::object* labels = object_at(&selector, "matchLabels")) {
+  if (const json::object* labels = object_member(&selector, "matchLabels")) {
     for (const auto& [key, value] : *labels) {
       for (const auto& e : qualified_name_errors(key)) {
         invalid(causes, path + ".matchLabels", go_quote(key), e);
@@ -176,7 +169,7 @@ void check_label_selector(const json::object& selector, const std::string& path,
 }
 
 const json::value* template_labels(const json::object* tmpl) {
-  return value_at(object_at(tmpl, "metadata"), "labels");
+  return value_at(object_member(tmpl, "metadata"), "labels");
 }
 
 bool selects(const LabelSelector& selector, const json::value* labels) {
@@ -186,7 +179,7 @@ bool selects(const LabelSelector& selector, const json::value* labels) {
 void check_restart_policy(const json::object* tmpl, const std::string& path,
                           std::initializer_list<std::string_view> allowed, Causes& causes) {
   if (tmpl == nullptr) return;  // the schema reports a missing template
-  const std::string policy = string_at(object_at(tmpl, "spec"), "restartPolicy");
+  const std::string policy = string_at(object_member(tmpl, "spec"), "restartPolicy");
   if (std::find(allowed.begin(), allowed.end(), policy) == allowed.end()) {
     not_supported(causes, path, policy, allowed);
   }
@@ -204,8 +197,8 @@ struct Workload {
 // stays as created.
 void validate_workload(const json::object& obj, const json::object* old, const Workload& kind,
                        Causes& causes) {
-  const json::object* spec = object_at(&obj, "spec");
-  const json::object* tmpl = object_at(spec, "template");
+  const json::object* spec = object_member(&obj, "spec");
+  const json::object* tmpl = object_member(spec, "template");
   const json::value* selector_v = value_at(spec, "selector");
   const json::object* selector = selector_v != nullptr ? selector_v->if_object() : nullptr;
   if (selector == nullptr) {
@@ -231,7 +224,7 @@ void validate_workload(const json::object& obj, const json::object* old, const W
   }
   check_restart_policy(tmpl, "spec.template.spec.restartPolicy", {"Always"}, causes);
   if (old != nullptr && kind.immutable_selector) {
-    const json::value* before = value_at(object_at(old, "spec"), "selector");
+    const json::value* before = value_at(object_member(old, "spec"), "selector");
     if (!same(selector_v, before)) immutable(causes, "spec.selector", go_label_selector(selector_v));
   }
 }
@@ -336,8 +329,8 @@ void validate_ephemeral_containers(const json::object& spec, const json::object&
 }
 
 void validate_pod_update(const json::object& pod, const json::object& old, Causes& causes) {
-  const json::object* spec = object_at(&pod, "spec");
-  const json::object* old_spec = object_at(&old, "spec");
+  const json::object* spec = object_member(&pod, "spec");
+  const json::object* old_spec = object_member(&old, "spec");
   if (spec == nullptr || old_spec == nullptr) return;
   json::object munged = *spec;
   // ValidateContainerUpdates: the same containers, with images; only the images may change.
@@ -527,7 +520,7 @@ std::string go_label_selector(const json::value* selector) {
 
 void validate_pod(const json::object& pod, const json::object* old, Causes& causes) {
   // ValidatePodSpec's rules that the schema cannot say: a pod has containers, each with an image.
-  const json::object* spec = object_at(&pod, "spec");
+  const json::object* spec = object_member(&pod, "spec");
   const json::value* containers = value_at(spec, "containers");
   if (containers == nullptr || !containers->is_array() || containers->get_array().empty()) {
     required(causes, "spec.containers");
@@ -549,14 +542,14 @@ void validate_pod(const json::object& pod, const json::object* old, Causes& caus
 void validate_replication_controller(const json::object& rc, const json::object* old,
                                      Causes& causes) {
   (void)old;  // an RC's selector may change
-  const json::object* spec = object_at(&rc, "spec");
+  const json::object* spec = object_member(&rc, "spec");
   const json::value* selector_v = value_at(spec, "selector");
   const json::object* selector = selector_v != nullptr ? selector_v->if_object() : nullptr;
   // ValidateNonEmptySelector, then the template must carry what the selector asks for.
   if (selector == nullptr || selector->empty()) {
     required(causes, "spec.selector");
   }
-  const json::object* tmpl = object_at(spec, "template");
+  const json::object* tmpl = object_member(spec, "template");
   if (tmpl == nullptr) {
     required(causes, "spec.template");
     return;
@@ -589,8 +582,8 @@ void validate_stateful_set(const json::object& sts, const json::object* old, Cau
                      .invalid_selector_detail = ""},
                     causes);
   if (old == nullptr) return;
-  const json::object* spec = object_at(&sts, "spec");
-  const json::object* old_spec = object_at(old, "spec");
+  const json::object* spec = object_member(&sts, "spec");
+  const json::object* old_spec = object_member(old, "spec");
   if (spec == nullptr || old_spec == nullptr) return;
   json::object munged = *spec;
   for (const char* field : {"replicas", "ordinals", "template", "updateStrategy",
@@ -617,8 +610,8 @@ namespace {
 // parallelism for Indexed jobs; the pod template only while the job is suspended and has never
 // started, and then only its scheduling directives, labels and annotations.
 void validate_job_update(const json::object& job, const json::object& old, Causes& causes) {
-  const json::object* spec = object_at(&job, "spec");
-  const json::object* old_spec = object_at(&old, "spec");
+  const json::object* spec = object_member(&job, "spec");
+  const json::object* old_spec = object_member(&old, "spec");
   const json::value* completions = value_at(spec, "completions");
   if (!same(completions, value_at(old_spec, "completions"))) {
     const bool indexed = string_at(spec, "completionMode") == "Indexed";
@@ -642,7 +635,7 @@ void validate_job_update(const json::object& job, const json::object& old, Cause
                            : json::value(json::object());
   const json::value* suspend = value_at(old_spec, "suspend");
   const bool suspended = suspend != nullptr && suspend->is_bool() && suspend->get_bool();
-  const bool started = value_at(object_at(&old, "status"), "startTime") != nullptr;
+  const bool started = value_at(object_member(&old, "status"), "startTime") != nullptr;
   if (suspended && !started && tmpl != nullptr && tmpl->is_object() && before.is_object()) {
     auto take = [](json::object& into, const json::object* from, std::string_view key) {
       const json::value* v = from != nullptr ? from->if_contains(key) : nullptr;
@@ -655,14 +648,14 @@ void validate_job_update(const json::object& job, const json::object& old, Cause
     json::object& b = before.get_object();
     const json::object& t = tmpl->get_object();
     if (!b["metadata"].is_object()) b["metadata"] = json::object();
-    take(b["metadata"].get_object(), object_at(&t, "metadata"), "labels");
-    take(b["metadata"].get_object(), object_at(&t, "metadata"), "annotations");
+    take(b["metadata"].get_object(), object_member(&t, "metadata"), "labels");
+    take(b["metadata"].get_object(), object_member(&t, "metadata"), "annotations");
     if (!b["spec"].is_object()) b["spec"] = json::object();
     json::object& bs = b["spec"].get_object();
-    const json::object* ts = object_at(&t, "spec");
+    const json::object* ts = object_member(&t, "spec");
     for (const char* f : {"nodeSelector", "tolerations", "schedulingGates"}) take(bs, ts, f);
     // Node affinity may change; other affinity may not.
-    const json::object* affinity = object_at(ts, "affinity");
+    const json::object* affinity = object_member(ts, "affinity");
     json::value* old_affinity = bs.if_contains("affinity");
     if (affinity != nullptr) {
       json::object merged = old_affinity != nullptr && old_affinity->is_object()
@@ -736,8 +729,8 @@ constexpr const char* kVolumeSources[] = {
 }  // namespace
 
 void validate_job(const json::object& job, const json::object* old, Causes& causes) {
-  const json::object* spec = object_at(&job, "spec");
-  const json::object* tmpl = object_at(spec, "template");
+  const json::object* spec = object_member(&job, "spec");
+  const json::object* tmpl = object_member(spec, "template");
   const json::value* selector_v = value_at(spec, "selector");
   const json::object* selector = selector_v != nullptr ? selector_v->if_object() : nullptr;
   if (selector == nullptr) {
@@ -755,7 +748,7 @@ void validate_job(const json::object& job, const json::object* old, Causes& caus
     // Unless the client asked to choose it, the selector is the one kube generated.
     const json::value* manual = value_at(spec, "manualSelector");
     if (manual == nullptr || !manual->is_bool() || !manual->get_bool()) {
-      const json::object* meta = object_at(&job, "metadata");
+      const json::object* meta = object_member(&job, "metadata");
       const json::value expected =
           json::object{{"matchLabels",
                         json::object{{"batch.kubernetes.io/controller-uid", string_at(meta, "uid")}}}};
@@ -770,7 +763,7 @@ void validate_job(const json::object& job, const json::object* old, Causes& caus
 }
 
 void validate_cron_job(const json::object& cron_job, const json::object* old, Causes& causes) {
-  const json::object* spec = object_at(&cron_job, "spec");
+  const json::object* spec = object_member(&cron_job, "spec");
   const std::string schedule = string_at(spec, "schedule");
   if (schedule.empty()) {
     required(causes, "spec.schedule");
@@ -779,7 +772,7 @@ void validate_cron_job(const json::object& cron_job, const json::object* old, Ca
   }
   // TZ= and CRON_TZ= prefixes only stay on schedules that already had them.
   const bool had_tz = old != nullptr &&
-                      string_at(object_at(old, "spec"), "schedule").find("TZ") != std::string::npos;
+                      string_at(object_member(old, "spec"), "schedule").find("TZ") != std::string::npos;
   if (schedule.find("TZ") != std::string::npos) {
     if (!had_tz) {
       invalid(causes, "spec.schedule", go_quote(schedule),
@@ -790,7 +783,7 @@ void validate_cron_job(const json::object& cron_job, const json::object* old, Ca
     }
   }
   validate_time_zone(spec, causes);
-  const json::object* tmpl = object_at(object_at(object_at(spec, "jobTemplate"), "spec"), "template");
+  const json::object* tmpl = object_member(object_member(object_member(spec, "jobTemplate"), "spec"), "template");
   check_restart_policy(tmpl, "spec.jobTemplate.spec.template.spec.restartPolicy",
                        {"OnFailure", "Never"}, causes);
 }
@@ -822,7 +815,7 @@ void validate_secret(const json::object& secret, const json::object* old, Causes
 }
 
 void validate_persistent_volume(const json::object& pv, const json::object* old, Causes& causes) {
-  const json::object* spec = object_at(&pv, "spec");
+  const json::object* spec = object_member(&pv, "spec");
   std::vector<std::string> sources;
   for (const char* source : kVolumeSources) {
     if (value_at(spec, source) != nullptr) sources.emplace_back(source);
@@ -848,7 +841,7 @@ void validate_persistent_volume(const json::object& pv, const json::object* old,
     required(causes, "spec.accessModes");
   }
   if (old == nullptr) return;
-  const json::object* old_spec = object_at(old, "spec");
+  const json::object* old_spec = object_member(old, "spec");
   for (const char* source : kVolumeSources) {
     if (!same(value_at(spec, source), value_at(old_spec, source))) {
       forbidden(causes, "spec.persistentvolumesource",
@@ -861,8 +854,8 @@ void validate_persistent_volume(const json::object& pv, const json::object* old,
 void validate_persistent_volume_claim(const json::object& pvc, const json::object* old,
                                       Causes& causes) {
   if (old == nullptr) return;
-  const json::object* spec = object_at(&pvc, "spec");
-  const json::object* old_spec = object_at(old, "spec");
+  const json::object* spec = object_member(&pvc, "spec");
+  const json::object* old_spec = object_member(old, "spec");
   if (spec == nullptr || old_spec == nullptr) return;
   json::object after = *spec;
   json::object before = *old_spec;
@@ -881,7 +874,7 @@ void validate_persistent_volume_claim(const json::object& pvc, const json::objec
     after.erase("volumeAttributesClassName");
   }
   const json::value* old_size = find_field(*old_spec, "resources.requests.storage");
-  const bool bound = string_at(object_at(&pvc, "status"), "phase") == "Bound";
+  const bool bound = string_at(object_member(&pvc, "status"), "phase") == "Bound";
   if (bound && find_field(after, "resources.requests") != nullptr) {
     json::object& requests = after["resources"].get_object()["requests"].get_object();
     if (old_size != nullptr) {

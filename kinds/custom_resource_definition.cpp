@@ -45,35 +45,18 @@ const json::object& empty_object() {
   return empty;
 }
 
-const json::object* object_at(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return v != nullptr ? v->if_object() : nullptr;
-}
+using apimachinery::object_member;
+using apimachinery::array_member;
+using apimachinery::string_at;
 const json::object& object_or_empty(const json::object& o, std::string_view key) {
-  const json::object* p = object_at(o, key);
+  const json::object* p = object_member(o, key);
   return p != nullptr ? *p : empty_object();
-}
-const json::array* array_at(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return v != nullptr ? v->if_array() : nullptr;
-}
-std::string string_at(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
 }
 bool bool_at(const json::object& o, std::string_view key) {
   const json::value* v = o.if_contains(key);
   return v != nullptr && v->is_bool() && v->get_bool();
 }
-std::vector<std::string> strings_at(const json::object& o, std::string_view key) {
-  std::vector<std::string> out;
-  if (const json::array* a = array_at(o, key)) {
-    for (const auto& v : *a) {
-      if (v.is_string()) out.emplace_back(v.get_string());
-    }
-  }
-  return out;
-}
+using apimachinery::strings_at;
 
 // ---- causes, as field.Error's ErrorBody prints them ----
 
@@ -194,7 +177,7 @@ struct Version {
 
 std::vector<Version> versions_of(const json::object& spec) {
   std::vector<Version> out;
-  if (const json::array* a = array_at(spec, "versions")) {
+  if (const json::array* a = array_member(spec, "versions")) {
     for (const auto& v : *a) {
       const json::object& o = v.is_object() ? v.get_object() : empty_object();
       out.push_back({&o, string_at(o, "name"), bool_at(o, "served"), bool_at(o, "storage")});
@@ -212,14 +195,14 @@ std::string storage_version_of(const json::object& spec) {
 
 // The version's openAPIV3Schema, or nullptr when it has none.
 const json::value* schema_of(const json::object& version) {
-  const json::object* schema = object_at(version, "schema");
+  const json::object* schema = object_member(version, "schema");
   if (schema == nullptr) return nullptr;
   const json::value* v = schema->if_contains("openAPIV3Schema");
   return v != nullptr && !v->is_null() ? v : nullptr;
 }
 
 bool condition_true(const json::object& crd, std::string_view type) {
-  const json::array* conditions = array_at(object_or_empty(crd, "status"), "conditions");
+  const json::array* conditions = array_member(object_or_empty(crd, "status"), "conditions");
   if (conditions == nullptr) return false;
   for (const auto& c : *conditions) {
     if (!c.is_object()) continue;
@@ -392,14 +375,14 @@ class Validator {
       }
     }
     scale(subresources, path + ".subresources");
-    if (const json::array* columns = array_at(v, "additionalPrinterColumns")) {
+    if (const json::array* columns = array_member(v, "additionalPrinterColumns")) {
       for (std::size_t j = 0; j < columns->size(); ++j) {
         const json::value& c = (*columns)[j];
         column(c.is_object() ? c.get_object() : empty_object(),
                index(path + ".additionalPrinterColumns", j));
       }
     }
-    if (const json::array* fields = array_at(v, "selectableFields"); fields && !fields->empty()) {
+    if (const json::array* fields = array_member(v, "selectableFields"); fields && !fields->empty()) {
       if (schema == nullptr) {
         causes_.push_back(invalid(path + ".selectableFields", "\"\"",
                                   "may only be set when `version.schema.openAPIV3Schema` is not "
@@ -497,7 +480,7 @@ class Validator {
   }
 
   void scale(const json::object& subresources, const std::string& path) {
-    const json::object* scale = object_at(subresources, "scale");
+    const json::object* scale = object_member(subresources, "scale");
     if (scale == nullptr) return;
     auto replicas_path = [&](const char* key, std::string_view under, const char* detail) {
       std::string field = path + ".scale." + key;
@@ -572,12 +555,12 @@ class Validator {
       if (end == pos) end = pos + 1;  // a delimiter right after '.' is the token itself
       std::string name(json_path.substr(pos, end - pos));
       pos = end;
-      const json::object* props = schema != nullptr ? object_at(*schema, "properties") : nullptr;
+      const json::object* props = schema != nullptr ? object_member(*schema, "properties") : nullptr;
       const json::value* additional = schema != nullptr ? schema->if_contains("additionalProperties") : nullptr;
       if (props != nullptr) {
         if (!out.path.empty()) out.path += '.';
         out.path += name;
-        schema = object_at(*props, name);
+        schema = object_member(*props, name);
         if (schema == nullptr) return {{}, {}, nullptr, "does not refer to a valid field"};
       } else if (additional != nullptr && (additional->is_object() || additional->is_bool())) {
         out.path += "[" + name + "]";
@@ -625,7 +608,7 @@ class Validator {
   // validateCustomResourceConversion; kwatch serves every version from one stored object
   // (strategy None) and calls no webhooks.
   void conversion(const json::object& spec) {
-    const json::object* conversion = object_at(spec, "conversion");
+    const json::object* conversion = object_member(spec, "conversion");
     if (conversion == nullptr) return;
     std::string strategy = string_at(*conversion, "strategy");
     const json::object& webhook = object_or_empty(*conversion, "webhook");
@@ -639,11 +622,11 @@ class Validator {
                                 "kwatch does not call conversion webhooks; use None"));
       return;
     }
-    if (object_at(webhook, "clientConfig") != nullptr) {
+    if (object_member(webhook, "clientConfig") != nullptr) {
       causes_.push_back(forbidden("spec.conversion.webhookClientConfig",
                                   "should not be set when strategy is not set to Webhook"));
     }
-    if (const json::array* v = array_at(webhook, "conversionReviewVersions"); v && !v->empty()) {
+    if (const json::array* v = array_member(webhook, "conversionReviewVersions"); v && !v->empty()) {
       causes_.push_back(forbidden("spec.conversion.conversionReviewVersions",
                                   "should not be set when strategy is not set to Webhook"));
     }
@@ -816,8 +799,8 @@ void default_custom_resource_definition(json::object& crd) {
       }
     }
   }
-  const json::object* status = object_at(crd, "status");
-  const json::array* stored = status != nullptr ? array_at(*status, "storedVersions") : nullptr;
+  const json::object* status = object_member(crd, "status");
+  const json::array* stored = status != nullptr ? array_member(*status, "storedVersions") : nullptr;
   if (stored == nullptr || stored->empty()) {
     std::string storage = storage_version_of(spec);
     if (!storage.empty()) status_of(crd)["storedVersions"] = json::array{json::value(storage)};
@@ -861,7 +844,7 @@ ApiResult<std::vector<ResourceInfo>> custom_resources(const json::object& crd_in
     info.namespaced = string_at(spec, "scope") == "Namespaced";
     info.short_names = strings_at(names, "shortNames");
     info.categories = strings_at(names, "categories");
-    if (const json::array* fields = array_at(*v.obj, "selectableFields")) {
+    if (const json::array* fields = array_member(*v.obj, "selectableFields")) {
       for (const auto& f : *fields) {
         std::string path = f.is_object() ? string_at(f.get_object(), "jsonPath") : "";
         if (starts_with(path, ".")) path.erase(0, 1);
@@ -878,7 +861,7 @@ ApiResult<std::vector<ResourceInfo>> custom_resources(const json::object& crd_in
     if (const json::value* schema = schema_of(*v.obj)) {
       info.field_types = FieldTypes::of_resource(*schema);
     }
-    if (const json::array* columns = array_at(*v.obj, "additionalPrinterColumns")) {
+    if (const json::array* columns = array_member(*v.obj, "additionalPrinterColumns")) {
       for (const auto& c : *columns) {
         const json::object& o = c.is_object() ? c.get_object() : empty_object();
         PrinterColumn col;
@@ -893,7 +876,7 @@ ApiResult<std::vector<ResourceInfo>> custom_resources(const json::object& crd_in
         info.printer_columns.push_back(std::move(col));
       }
     }
-    if (const json::object* scale = object_at(subresources, "scale")) {
+    if (const json::object* scale = object_member(subresources, "scale")) {
       info.scale = ScaleSubresource{string_at(*scale, "specReplicasPath"),
                                     string_at(*scale, "statusReplicasPath"),
                                     string_at(*scale, "labelSelectorPath"),

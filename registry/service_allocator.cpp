@@ -26,9 +26,7 @@ namespace json = boost::json;
 
 namespace {
 
-std::string string_at(const json::object* obj, std::string_view key) {
-  return std::string(string_member(obj, key));
-}
+using apimachinery::string_at;
 
 json::object* spec_of(json::object& svc) {
   json::value* v = svc.if_contains("spec");

@@ -22,18 +22,13 @@ std::string v2_reference(std::string_view ref) {
   return std::string(kV2Prefix) + std::string(ref);
 }
 
-const json::object* object_at(const json::object& s, std::string_view key) {
-  return apimachinery::object_member(s, key);
-}
+using apimachinery::object_member;
 
-std::string_view string_at(const json::object& s, std::string_view key) {
-  return apimachinery::string_member(&s, key);
-}
-
+using apimachinery::string_member;
 // A reference, alone or as the single member of allOf (how v3 documents attach a description
 // or default to one): the v2 reference, or "" when `s` is none.
 std::string reference_of(const json::object& s) {
-  if (auto ref = string_at(s, "$ref"); !ref.empty()) return v2_reference(ref);
+  if (auto ref = string_member(s, "$ref"); !ref.empty()) return v2_reference(ref);
   const json::value* all = s.if_contains("allOf");
   if (all == nullptr || !all->is_array() || all->get_array().size() != 1 ||
       s.contains("properties") || s.contains("type")) {
@@ -41,13 +36,13 @@ std::string reference_of(const json::object& s) {
   }
   const json::value& only = all->get_array().front();
   if (!only.is_object()) return "";
-  auto ref = string_at(only.get_object(), "$ref");
+  auto ref = string_member(only.get_object(), "$ref");
   return ref.empty() ? "" : v2_reference(ref);
 }
 
 json::object v2_schema(const json::object& s) {
   json::object out;
-  if (auto description = string_at(s, "description"); !description.empty()) {
+  if (auto description = string_member(s, "description"); !description.empty()) {
     out["description"] = description;
   }
   if (std::string ref = reference_of(s); !ref.empty()) {
@@ -57,8 +52,8 @@ json::object v2_schema(const json::object& s) {
   for (const auto& [key, value] : s) {
     if (key.starts_with("x-kubernetes-")) out[key] = value;
   }
-  const std::string_view type = string_at(s, "type");
-  const json::object* properties = object_at(s, "properties");
+  const std::string_view type = string_member(s, "type");
+  const json::object* properties = object_member(s, "properties");
   if (properties != nullptr) {
     // A kind: no `type`, which kube's v2 models read either way.
     json::object fields;
@@ -72,17 +67,17 @@ json::object v2_schema(const json::object& s) {
   } else if (type == "object") {
     // A map with its value schema; without one (additionalProperties: true, or preserved
     // unknown fields) anything goes.
-    if (const json::object* values = object_at(s, "additionalProperties")) {
+    if (const json::object* values = object_member(s, "additionalProperties")) {
       out["type"] = "object";
       out["additionalProperties"] = v2_schema(*values);
     }
   } else if (type == "array") {
     out["type"] = "array";
-    const json::object* items = object_at(s, "items");
+    const json::object* items = object_member(s, "items");
     out["items"] = items != nullptr ? v2_schema(*items) : json::object();
   } else if (type == "string" || type == "integer" || type == "number" || type == "boolean") {
     out["type"] = type;
-    if (auto format = string_at(s, "format"); !format.empty()) out["format"] = format;
+    if (auto format = string_member(s, "format"); !format.empty()) out["format"] = format;
   }
   return out;
 }
@@ -123,30 +118,30 @@ std::string named_schema(std::string_view name, const json::object& s) {
 // value 2: Any {yaml 2}}).
 std::string schema_message(const json::object& s) {
   std::string out;
-  string_field(out, 1, string_at(s, "$ref"));
-  string_field(out, 2, string_at(s, "format"));
-  string_field(out, 4, string_at(s, "description"));
+  string_field(out, 1, string_member(s, "$ref"));
+  string_field(out, 2, string_member(s, "format"));
+  string_field(out, 4, string_member(s, "description"));
   if (const json::value* required = s.if_contains("required"); required && required->is_array()) {
     for (const auto& r : required->get_array()) {
       if (r.is_string()) bytes_field(out, 19, r.get_string());
     }
   }
-  if (const json::object* values = object_at(s, "additionalProperties")) {
+  if (const json::object* values = object_member(s, "additionalProperties")) {
     std::string item;
     bytes_field(item, 1, schema_message(*values));
     bytes_field(out, 21, item);
   }
-  if (auto type = string_at(s, "type"); !type.empty()) {
+  if (auto type = string_member(s, "type"); !type.empty()) {
     std::string item;
     bytes_field(item, 1, type);
     bytes_field(out, 22, item);
   }
-  if (const json::object* items = object_at(s, "items")) {
+  if (const json::object* items = object_member(s, "items")) {
     std::string item;
     bytes_field(item, 1, schema_message(*items));
     bytes_field(out, 23, item);
   }
-  if (const json::object* properties = object_at(s, "properties")) {
+  if (const json::object* properties = object_member(s, "properties")) {
     std::string fields;  // present even when empty: a kind with no fields is still a kind
     for (const auto& [name, field] : *properties) {
       bytes_field(fields, 1, named_schema(name, field.is_object() ? field.get_object() : json::object()));
@@ -180,16 +175,16 @@ json::object openapi_v2_document(const json::object& v3_components, std::string_
 
 std::string openapi_v2_protobuf(const json::object& doc) {
   std::string out;
-  string_field(out, 1, string_at(doc, "swagger"));
-  if (const json::object* info = object_at(doc, "info")) {
+  string_field(out, 1, string_member(doc, "swagger"));
+  if (const json::object* info = object_member(doc, "info")) {
     std::string message;
-    string_field(message, 1, string_at(*info, "title"));
-    string_field(message, 2, string_at(*info, "version"));
+    string_field(message, 1, string_member(*info, "title"));
+    string_field(message, 2, string_member(*info, "version"));
     bytes_field(out, 2, message);
   }
   bytes_field(out, 8, "");  // paths: published in v3
   std::string definitions;
-  if (const json::object* defs = object_at(doc, "definitions")) {
+  if (const json::object* defs = object_member(doc, "definitions")) {
     for (const auto& [name, schema] : *defs) {
       bytes_field(definitions, 1,
                   named_schema(name, schema.is_object() ? schema.get_object() : json::object()));

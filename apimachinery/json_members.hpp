@@ -1,0 +1,74 @@
+// One member step into a JSON object, for code that reads objects field by field: the member
+// as an object, array or string, or nothing (nullptr, "") when it is absent or of another type.
+// Each takes the object by reference or by pointer (null: absent). Pure; inline.
+#pragma once
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kwatch::apimachinery {
+
+inline const boost::json::object* object_member(const boost::json::object& obj,
+                                                std::string_view key) {
+  const boost::json::value* v = obj.if_contains(key);
+  return v != nullptr ? v->if_object() : nullptr;
+}
+
+inline boost::json::object* object_member(boost::json::object& obj, std::string_view key) {
+  boost::json::value* v = obj.if_contains(key);
+  return v != nullptr ? v->if_object() : nullptr;
+}
+
+inline const boost::json::object* object_member(const boost::json::object* obj,
+                                                std::string_view key) {
+  return obj != nullptr ? object_member(*obj, key) : nullptr;
+}
+
+inline const boost::json::array* array_member(const boost::json::object& obj,
+                                              std::string_view key) {
+  const boost::json::value* v = obj.if_contains(key);
+  return v != nullptr ? v->if_array() : nullptr;
+}
+
+inline const boost::json::array* array_member(const boost::json::object* obj,
+                                              std::string_view key) {
+  return obj != nullptr ? array_member(*obj, key) : nullptr;
+}
+
+// A view into `obj`: valid while that member is.
+inline std::string_view string_member(const boost::json::object* obj, std::string_view key) {
+  const boost::json::value* v = obj != nullptr ? obj->if_contains(key) : nullptr;
+  return v != nullptr && v->is_string() ? std::string_view(v->get_string()) : std::string_view();
+}
+
+inline std::string_view string_member(const boost::json::object& obj, std::string_view key) {
+  return string_member(&obj, key);
+}
+
+// A copy, for a value kept past changes to `obj`.
+inline std::string string_at(const boost::json::object* obj, std::string_view key) {
+  return std::string(string_member(obj, key));
+}
+
+inline std::string string_at(const boost::json::object& obj, std::string_view key) {
+  return std::string(string_member(&obj, key));
+}
+
+// The strings of the array under `key`, other elements skipped.
+inline std::vector<std::string> strings_at(const boost::json::object& obj, std::string_view key) {
+  std::vector<std::string> out;
+  if (const boost::json::array* a = array_member(obj, key)) {
+    out.reserve(a->size());
+    for (const auto& v : *a) {
+      if (v.is_string()) out.emplace_back(v.get_string());
+    }
+  }
+  return out;
+}
+
+}  // namespace kwatch::apimachinery
