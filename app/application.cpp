@@ -3,7 +3,8 @@
 #include "auth/rbac_authorizer.hpp"
 #include "registry/resource_store.hpp"
 #include "kinds/scheme.hpp"
-#include "server/access.hpp"
+#include "auth/access.hpp"
+#include "auth/rbac_policy_source.hpp"
 #include "server/api_handler.hpp"
 #include "server/audit_log.hpp"
 #include "registry/cacher_registry.hpp"
@@ -61,7 +62,7 @@ namespace kwatch::app {
 
 namespace asio = boost::asio;
 namespace json = boost::json;
-using server::AccessOptions;
+using auth::AccessOptions;
 using server::ApiHandler;
 using server::AuditLog;
 using server::AuditLogOptions;
@@ -79,7 +80,7 @@ using server::kKwatchVersion;
 using base::log_task_failure;
 using server::Metrics;
 using controllers::NamespaceController;
-using server::RbacPolicySource;
+using auth::RbacPolicySource;
 using server::RequestLimitOptions;
 using server::RequestLimits;
 using auth::ServiceAccountKeyOptions;

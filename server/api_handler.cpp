@@ -11,6 +11,8 @@
 #include "schema/managed_fields.hpp"
 #include "schema/protobuf_decoder.hpp"
 #include "auth/rbac_escalation.hpp"
+#include "auth/rbac_policy_source.hpp"
+#include "auth/reviews.hpp"
 #include "registry/resource_store.hpp"
 #include "kinds/scheme.hpp"
 #include "kinds/subresources.hpp"
@@ -44,6 +46,10 @@
 
 namespace kwatch::server {
 
+using auth::AccessOptions;
+using auth::authenticate;
+using auth::authorize;
+using auth::impersonate;
 using registry::CacherRegistry;
 using registry::SelectorPredicate;
 namespace asio = boost::asio;
@@ -510,9 +516,9 @@ ApiHandler::ApiHandler(std::shared_ptr<kinds::Scheme> scheme,
 }
 
 asio::awaitable<bool> ApiHandler::admit_head(ApiRequest& request) {
-  auto authenticated = co_await authenticate(access_, request);
+  auto authenticated = co_await authenticate(access_, request.credentials, is_health_probe(request.target));
   if (!authenticated) co_return false;
-  auto user = impersonate(access_, *authenticated, request);
+  auto user = impersonate(access_, *authenticated, request.impersonation);
   if (!user) co_return false;
   // Authorized on its head too: a resource's route and verb, a review's resource and a
   // path's verb need no body. What serve() then decides is the same (it authorizes again).
@@ -678,19 +684,19 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
   if (request.admitted) {
     authenticated = std::move(request.admitted->authenticated);
   } else {
-    authenticated = co_await authenticate(access_, request);
+    authenticated = co_await authenticate(access_, request.credentials, is_health_probe(request.target));
   }
   if (!authenticated) co_return error_response(authenticated.error());
   // The audit record names who authenticated, and whom they act as, allowed or not.
   if (audit) {
     audit->user = *authenticated;
-    if (!request.impersonate_user.empty()) {
-      audit->impersonated_user = auth::UserInfo{request.impersonate_user, request.impersonate_uid,
-                                                    request.impersonate_groups};
+    if (!request.impersonation.user.empty()) {
+      audit->impersonated_user = auth::UserInfo{request.impersonation.user, request.impersonation.uid,
+                                                request.impersonation.groups};
     }
   }
   auto user = request.admitted ? ApiResult<auth::UserInfo>(std::move(request.admitted->user))
-                               : impersonate(access_, *authenticated, request);
+                               : impersonate(access_, *authenticated, request.impersonation);
   if (!user) {
     if (audit) audit->decision = "forbid";
     co_return error_response(user.error());

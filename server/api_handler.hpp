@@ -5,7 +5,7 @@
 // Thread-safety: shared by every connection; `handle` may run concurrently on any thread.
 #pragma once
 
-#include "server/access.hpp"
+#include "auth/access.hpp"
 #include "server/request_limits.hpp"
 #include "server/discovery.hpp"
 #include "server/http_types.hpp"
@@ -97,8 +97,8 @@ class ApiHandler {
   void set_audit(std::shared_ptr<AuditLog> audit);
   bool auditing() const { return audit_ != nullptr; }
 
-  // Authentication and authorization (server/access.hpp); before serving starts.
-  void set_access(AccessOptions access) { access_ = std::move(access); }
+  // Authentication and authorization (auth/access.hpp); before serving starts.
+  void set_access(auth::AccessOptions access) { access_ = std::move(access); }
   // Overload protection (null: none).
   void set_limits(std::shared_ptr<RequestLimits> limits) { limits_ = std::move(limits); }
 
@@ -172,7 +172,7 @@ class ApiHandler {
   std::atomic<bool> shutting_down_{false};
   std::atomic<bool> refusing_watches_{false};
   OpenApiDocuments openapi_;
-  AccessOptions access_;
+  auth::AccessOptions access_;
   std::shared_ptr<RequestLimits> limits_;
   std::shared_ptr<AuditLog> audit_;
 };

@@ -37,4 +37,15 @@ HealthAnswer render_single_check(const std::optional<std::string>& failure) {
   return {200, "ok"};
 }
 
+// Liveness and readiness probes (load balancers, kubelets, container runtimes) carry no
+// credentials: they stay anonymous with --anonymous-auth=false, as kube's structured
+// authentication configuration is advised to allow (anonymous.conditions /healthz, /livez,
+// /readyz). They answer "ok" or which checks fail, never why.
+bool is_health_probe(std::string_view target) {
+  target = target.substr(0, target.find('?'));
+  // Only the endpoints themselves, as kube's --authorization-always-allow-paths: a single check
+  // (/readyz/etcd) tells why it fails and is authorized like any other path.
+  return target == "/healthz" || target == "/livez" || target == "/readyz";
+}
+
 }  // namespace kwatch::server

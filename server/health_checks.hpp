@@ -34,4 +34,8 @@ HealthAnswer render_health(std::string_view endpoint, const std::vector<HealthCh
 // /<endpoint>/<check>: "ok", or 500 with the reason.
 HealthAnswer render_single_check(const std::optional<std::string>& failure);
 
+// Liveness and readiness probes (/healthz, /livez, /readyz): anonymous even with
+// --anonymous-auth=false, and never refused by the in-flight limits.
+bool is_health_probe(std::string_view target);
+
 }  // namespace kwatch::server

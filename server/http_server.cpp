@@ -89,7 +89,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   std::shared_ptr<void> take_slot(const std::string& address);
   template <class Stream>
   asio::awaitable<Exchange> serve_request(Stream& stream, beast::flat_buffer& buffer,
-                                          const std::shared_ptr<const ClientCertificate>& peer,
+                                          const std::shared_ptr<const auth::ClientCertificate>& peer,
                                           Waiting& waiting);
   template <class Stream>
   asio::awaitable<void> drain_and_close(Stream& stream, bool unauthenticated = false);
@@ -147,7 +147,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
 
 namespace {
 
-std::shared_ptr<const ClientCertificate> client_certificate_of(beast::tcp_stream&) { return nullptr; }
+std::shared_ptr<const auth::ClientCertificate> client_certificate_of(beast::tcp_stream&) { return nullptr; }
 
 // The same connection, its socket adopted by `executor` (a strand of the delivery threads'
 // io_context, whose reactor then waits on it). Nothing may be pending on `stream`.
@@ -188,11 +188,11 @@ void shutdown_send(TlsStream& stream) {
 // What the TLS handshake learned about the client's certificate. The handshake accepts any
 // certificate (kube-apiserver too: a bad one is a 401 the client can read, not a failed
 // handshake); OpenSSL's verification result against the client CA decides here.
-std::shared_ptr<const ClientCertificate> client_certificate_of(TlsStream& stream) {
+std::shared_ptr<const auth::ClientCertificate> client_certificate_of(TlsStream& stream) {
   SSL* ssl = stream.native_handle();
   X509* cert = SSL_get0_peer_certificate(ssl);
   if (cert == nullptr) return nullptr;
-  auto out = std::make_shared<ClientCertificate>();
+  auto out = std::make_shared<auth::ClientCertificate>();
   const long verified = SSL_get_verify_result(ssl);
   if (verified != X509_V_OK) {
     out->error = std::string("x509: ") + X509_verify_cert_error_string(verified);
@@ -418,7 +418,7 @@ constexpr std::size_t kReadChunk = 4096;
 template <class Stream>
 asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
     Stream& stream, beast::flat_buffer& buffer,
-    const std::shared_ptr<const ClientCertificate>& peer, Waiting& waiting) {
+    const std::shared_ptr<const auth::ClientCertificate>& peer, Waiting& waiting) {
   // Everything parsed for one request lives in this frame and is gone before a watch streams.
   if (draining && buffer.size() == 0) co_return Exchange{Next::close};
   http::request_parser<http::string_body> parser;
@@ -458,19 +458,19 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
   request.content_type = std::string(req[http::field::content_type]);
   request.accept = std::string(req[http::field::accept]);
   request.user_agent = std::string(req[http::field::user_agent]);
-  request.authorization = std::string(req[http::field::authorization]);
-  request.client_certificate = peer;
+  request.credentials.authorization = std::string(req[http::field::authorization]);
+  request.credentials.client_certificate = peer;
   for (const auto& field : req) {
     const auto name = field.name_string();
     if (beast::iequals(name, "Impersonate-User")) {
-      request.impersonate_user = std::string(field.value());
+      request.impersonation.user = std::string(field.value());
     } else if (beast::iequals(name, "Impersonate-Group")) {
-      request.impersonate_groups.emplace_back(field.value());
+      request.impersonation.groups.emplace_back(field.value());
     } else if (beast::iequals(name, "Impersonate-Uid")) {
-      request.impersonate_uid = std::string(field.value());
+      request.impersonation.uid = std::string(field.value());
     } else if (constexpr std::string_view kExtra = "Impersonate-Extra-";
                name.size() > kExtra.size() && beast::iequals(name.substr(0, kExtra.size()), kExtra)) {
-      request.impersonate_extra.emplace_back(extra_key(name.substr(kExtra.size())),
+      request.impersonation.extra.emplace_back(extra_key(name.substr(kExtra.size())),
                                              std::string(field.value()));
     }
   }
@@ -669,7 +669,7 @@ template <class Stream>
 asio::awaitable<void> HttpServer::Impl::serve_connection(Stream stream, std::shared_ptr<void> slot) {
   auto self = shared_from_this();
   beast::flat_buffer buffer;
-  const std::shared_ptr<const ClientCertificate> peer = client_certificate_of(stream);
+  const std::shared_ptr<const auth::ClientCertificate> peer = client_certificate_of(stream);
   auto waiting = std::make_shared<Waiting>();
   waiting->strand = co_await asio::this_coro::executor;
   waiting->buffer = &buffer;

@@ -45,7 +45,7 @@ class HttpServer {
 
   // Serves HTTPS instead of plain HTTP: TLS 1.2+, the certificate chain and key from these PEM
   // files, HTTP/1.1 by ALPN. With `client_ca_file` (PEM bundle), clients are asked for a
-  // certificate, checked against it and named in each request (ApiRequest::client_certificate).
+  // certificate, checked against it and named in each request (ApiRequest::credentials).
   // Call before `start`. Returns an error message, or "" on success.
   std::string enable_tls(const std::string& cert_file, const std::string& key_file,
                          const std::string& client_ca_file);

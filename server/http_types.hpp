@@ -2,6 +2,8 @@
 // unit-tested without sockets. Value types.
 #pragma once
 
+#include "auth/credentials.hpp"
+
 #include <boost/asio/any_io_executor.hpp>
 
 #include <functional>
@@ -24,14 +26,6 @@ namespace kwatch::server {
 
 struct AdmittedUser;  // server/api_handler.hpp
 
-// The certificate a TLS client presented (only asked for when --client-ca-file is set), checked
-// once per connection: the user it names (CN, groups from O) or why it cannot be trusted.
-struct ClientCertificate {
-  std::string error;  // empty: verified against the client CA, valid now, usable for client auth
-  std::string user;   // subject CN
-  std::vector<std::string> groups;  // subject O, in order
-};
-
 struct ApiRequest {
   std::string method;  // "GET", "POST", ...
   std::string target;  // path and query, as sent
@@ -39,15 +33,8 @@ struct ApiRequest {
   std::string accept;
   std::string body;
   std::string user_agent;
-  std::string authorization;  // the Authorization header
-  std::shared_ptr<const ClientCertificate> client_certificate;  // null: none presented
-  // Impersonate-User, Impersonate-Group (each header), Impersonate-Uid (kubectl --as, --as-group).
-  std::string impersonate_user;
-  std::vector<std::string> impersonate_groups;
-  std::string impersonate_uid;
-  // Impersonate-Extra-<key>: value, one pair per header value, the key lowercased and
-  // percent-decoded as kube reads it.
-  std::vector<std::pair<std::string, std::string>> impersonate_extra;
+  auth::Credentials credentials;
+  auth::Impersonation impersonation;
   bool websocket = false;  // the client asked to upgrade to WebSocket
   std::string remote_address;  // the client's IP; filled only when the handler audits
   // Who the request acts as, decided from its head before its body was read

@@ -1,0 +1,78 @@
+// Who is asking and whether they may, as kube-apiserver's authentication, impersonation and
+// authorization filters decide: a client certificate or bearer token (--token-auth-file,
+// ServiceAccount tokens) names the user, anonymous when allowed; Impersonate-* headers switch to
+// another user the caller may impersonate; --authorization-mode AlwaysAllow or RBAC decides,
+// from the policy the watch caches hold (auth/rbac_policy_source.hpp), never from storage.
+#pragma once
+
+#include "apimachinery/api_error.hpp"
+#include "auth/credentials.hpp"
+#include "auth/rbac_authorizer.hpp"
+
+#include <boost/asio/awaitable.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kwatch::kinds {
+class Scheme;
+}
+
+namespace kwatch::registry {
+class CacherRegistry;
+class ResourceStore;
+}  // namespace kwatch::registry
+
+namespace kwatch::auth {
+
+class RbacPolicySource;
+class ServiceAccountTokens;
+class TokenFile;
+
+struct AccessOptions {
+  std::shared_ptr<const TokenFile> tokens;  // --token-auth-file; null: none
+  // ServiceAccount tokens (--service-account-*); null: none.
+  std::shared_ptr<const ServiceAccountTokens> service_accounts;
+  // --service-account-max-token-expiration: TokenRequests asking for longer get this (0: none).
+  std::int64_t max_token_seconds = 0;
+  bool anonymous = true;                    // --anonymous-auth
+  std::shared_ptr<RbacPolicySource> rbac;   // --authorization-mode=RBAC; null: AlwaysAllow
+  // Where the accounts (and objects) tokens name are looked up: the watch caches, then storage.
+  std::shared_ptr<kinds::Scheme> scheme;
+  std::shared_ptr<registry::CacherRegistry> cachers;
+  std::shared_ptr<registry::ResourceStore> store;
+};
+
+// A bearer token judged as TokenReview reports it.
+struct TokenReviewResult {
+  bool authenticated = false;
+  UserInfo user;
+  std::vector<std::string> audiences;  // the token's audiences among those asked for
+  std::string error;
+};
+
+// Judges `token` for `audiences` (empty: the API's own); nullopt when no authenticator checks
+// tokens at all. A ServiceAccount token must name an account (and bound object) that exists
+// with the uid it was issued for.
+boost::asio::awaitable<std::optional<TokenReviewResult>> authenticate_token(
+    const AccessOptions& options, std::string token, std::vector<std::string> audiences);
+
+// The user `credentials` name, anonymous when they name none (or no token authenticator is
+// configured) and that is allowed (--anonymous-auth, or `health_probe`: the probes stay
+// anonymous with --anonymous-auth=false); 401 Unauthorized otherwise.
+boost::asio::awaitable<apimachinery::ApiResult<UserInfo>> authenticate(
+    const AccessOptions& options, const Credentials& credentials, bool health_probe);
+
+// The user a request acts as: `user` itself, or the one `impersonation` names when `user` may
+// impersonate every identity in it (403 otherwise), as kubectl --as asks.
+apimachinery::ApiResult<UserInfo> impersonate(const AccessOptions& options, const UserInfo& user,
+                                              const Impersonation& impersonation);
+
+// 403 Forbidden as kube words it, or nothing when allowed.
+std::optional<apimachinery::ApiError> authorize(const AccessOptions& options,
+                                                const RequestAttributes& attributes);
+
+}  // namespace kwatch::auth
