@@ -19,6 +19,7 @@
 #include "apimachinery/yaml_body.hpp"
 #include "server/audit_log.hpp"
 #include "base/uuid.hpp"
+#include "registry/cached_reads.hpp"
 #include "registry/cacher_registry.hpp"
 #include "server/discovery.hpp"
 #include "server/health_checks.hpp"
@@ -1046,9 +1047,11 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
       route.verb = "list";
       auto q = registry::compile_list_query(info, list_query(url));
       if (!q) co_return error_response(q.error());
-      bool served = false;
-      ApiResponse cached = co_await list_from_cache(request, *q, route, served);
-      if (served) co_return cached;
+      if (cachers_) {
+        auto cached = co_await registry::list_from_cache(*cachers_, info, route.ns, *q);
+        if (cached && *cached) co_return list_page(request, route, std::move(**cached));
+        if (cached) co_return error_response(cached->error());
+      }
       co_return render(co_await store_->list(info, route.ns, std::move(*q)), 200);
     }
     if (route.watch_prefix || truthy(url.param("watch"))) {
@@ -1056,9 +1059,13 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
       co_return co_await serve_watch(request, url, route);
     }
     route.verb = "get";
-    bool served = false;
-    ApiResponse cached = co_await get_from_cache(request, url, route, served);
-    if (served) co_return cached;
+    if (cachers_) {
+      std::optional<std::string> rv = url.param("resourceVersion");
+      auto cached = co_await registry::get_from_cache(*cachers_, info, route.ns, route.name,
+                                                      std::move(rv));
+      if (cached && *cached) co_return object_page(request, route, ***cached);
+      if (cached) co_return error_response(cached->error());
+    }
     co_return render(co_await store_->get(info, route.ns, route.name,
                                           url.param("resourceVersion").value_or("")),
                      200);
@@ -1262,39 +1269,11 @@ asio::awaitable<ApiResponse> ApiHandler::serve_scale(const ApiRequest& request, 
 
 namespace {
 
-ApiError not_ready() {
-  ApiError e(Errc::too_many_requests, "storage is (re)initializing");
-  e.retry_after_seconds = 1;
-  return e;
-}
-
 // A watch asked of a server that is shutting down: to be asked again, of another replica.
 ApiError shutting_down() {
   ApiError e(Errc::too_many_requests, "the server is shutting down, please try again later");
   e.retry_after_seconds = 1;
   return e;
-}
-
-// Parses "", "0" or a revision; nullopt for "".
-ApiResult<std::optional<std::int64_t>> parse_rv(const std::optional<std::string>& text) {
-  if (!text || text->empty()) return std::optional<std::int64_t>();
-  auto v = registry::parse_resource_version(*text);
-  if (!v) return ApiError(Errc::bad_request, "invalid resource version: " + *text);
-  return std::optional<std::int64_t>(*v);
-}
-
-// The selectors of a compiled query as a watch-cache predicate; null when there are none.
-std::shared_ptr<const watch::Predicate> predicate_of(const registry::CompiledListQuery& q) {
-  if (!q.has_selector()) return nullptr;
-  return std::make_shared<SelectorPredicate>(q.labels, q.fields);
-}
-
-// The cache holds a custom resource's objects as their storage version; reads of another
-// served version go to storage, which rewrites apiVersion.
-bool serves_other_version(const ResourceInfo& info) {
-  if (info.hooks.to_served) return true;  // served over another kind's objects
-  return info.origin == kinds::KindOrigin::custom && !info.storage_version.empty() &&
-         info.storage_version != info.version;
 }
 
 std::string escape_json(std::string_view s) { return json::serialize(json::string(s)); }
@@ -1387,15 +1366,6 @@ std::function<watch::ObjectPtr(const watch::ObjectPtr&)> table_converter(
   };
 }
 
-// Why a read at `rv` could not wait for the cache: 504 when it stayed behind, else 429.
-ApiResponse freshness_error(boost::system::error_code ec, std::int64_t rv,
-                            const watch::Cacher& cacher) {
-  if (ec == Errc::timeout) {
-    return error_response(registry::too_large_resource_version(rv, cacher.resource_version()));
-  }
-  return error_response(not_ready());
-}
-
 std::string status_line(const ApiError& error) {
   return std::string(watch::frame_prefix(watch::EventType::error)) +
          json::serialize(status_object(error)) + std::string(watch::kFrameSuffix);
@@ -1464,109 +1434,39 @@ void add_cacher_metrics(Metrics& metrics, const std::string& resource,
 asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& request, const Url& url,
                                                      const Route& route) {
   const ResourceInfo& info = *route.info;
-  if (refusing_watches_) co_return error_response(shutting_down());
-  std::shared_ptr<watch::Cacher> cacher = cacher_for(info);
-  if (cacher == nullptr) {
-    co_return error_response({Errc::bad_request, "watch is not supported for " + info.resource, {}});
+  if (refusing_watches_ || !cachers_) {
+    co_return error_response(refusing_watches_ ? shutting_down()
+                                               : ApiError(Errc::bad_request,
+                                                          "watch is not supported for " +
+                                                              info.resource));
   }
-  auto q = registry::compile_watch_query(info, list_query(url), route.name);
-  if (!q) co_return error_response(q.error());
-  std::chrono::steady_clock::duration lifetime;
-  if (q->timeout_seconds) {
-    lifetime = std::chrono::seconds(*q->timeout_seconds);
-  } else {
-    thread_local std::mt19937_64 rng{std::random_device{}()};
-    const double factor = 1.0 + std::uniform_real_distribution<double>(0.0, 1.0)(rng);
-    lifetime = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-        watch_options_.min_request_timeout * factor);
-  }
-  const std::int64_t rv = q->resource_version.value_or(0);
-
-  watch::WatchRequest wr;
-  wr.prefix = info.namespace_prefix(route.ns);
-  wr.predicate = predicate_of(*q);
-  wr.resource_version = q->resource_version;
-  wr.send_initial_events = q->send_initial_events;
-  wr.allow_bookmarks = q->allow_bookmarks;
-  wr.deadline = std::chrono::steady_clock::now() + lifetime;
-  wr.executor = request.watch_executor;
-  auto session = co_await cacher->watch(std::move(wr));
+  // Without timeoutSeconds a watch lasts between one and two --min-request-timeout, so that
+  // watchers started together do not all come back together.
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  const double factor = 1.0 + std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+  const auto default_lifetime = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      watch_options_.min_request_timeout * factor);
+  auto session = co_await registry::watch_cache(*cachers_, info, route.ns, route.name,
+                                                list_query(url), default_lifetime,
+                                                request.watch_executor);
   if (!session) {
-    const auto ec = session.error();
     if (refusing_watches_) co_return error_response(shutting_down());
-    if (ec == Errc::too_many_requests) co_return error_response(not_ready());
-    if (ec == Errc::timeout) {
-      co_return error_response(registry::too_large_resource_version(rv, cacher->resource_version()));
-    }
-    if (ec == Errc::gone) {
-      // Accepted, then one ERROR event: what client-go's reflector expects for a stale version.
-      ApiResponse r;
-      r.streaming = true;
-      r.body = status_line({Errc::gone, "too old resource version: " + std::to_string(rv) +
-                                            " (" + std::to_string(cacher->window_start()) + ")", {}});
-      co_return r;
-    }
-    co_return error_response({Errc::internal, ec.message(), {}});
+    if (session.error().code != Errc::gone) co_return error_response(session.error());
+    // Accepted, then one ERROR event: what client-go's reflector expects for a stale version.
+    ApiResponse r;
+    r.streaming = true;
+    r.body = status_line(session.error());
+    co_return r;
   }
   ApiResponse r;
   r.streaming = true;
   r.watch = std::move(*session);
   if (wants_table(request)) {
     r.convert = table_converter(route.info, route.table_include);
-  } else if (serves_other_version(info)) {
+  } else if (registry::serves_other_version(info)) {
     r.convert = version_converter(info);
   }
   co_return r;
-}
-
-asio::awaitable<ApiResponse> ApiHandler::list_from_cache(const ApiRequest& request,
-                                                         const registry::CompiledListQuery& q,
-                                                         const Route& route, bool& served) {
-  served = false;
-  const ResourceInfo& info = *route.info;
-  std::shared_ptr<watch::Cacher> cacher = cacher_for(info);
-  if (cacher == nullptr || serves_other_version(info)) co_return ApiResponse{};
-  if (!cacher->ready()) {
-    if (q.has_selector()) {
-      served = true;
-      co_return error_response(not_ready());
-    }
-    co_return ApiResponse{};  // storage serves simple lists meanwhile
-  }
-  // Pages after the first come from the first page's snapshot while it is kept; those, and
-  // exact reads, from storage at their revision otherwise.
-  if (q.continue_token && q.continue_token->rv > 0) {
-    auto predicate = predicate_of(q);
-    const std::string prefix = info.namespace_prefix(route.ns);
-    auto page = cacher->list_snapshot(q.continue_token->rv, prefix,
-                                      info.key_prefix() + q.continue_token->start_key_relative,
-                                      static_cast<std::size_t>(q.limit), predicate.get());
-    if (page) {
-      served = true;
-      co_return list_page(request, route, std::move(*page));
-    }
-  }
-  if (q.continue_token || q.match == registry::ResourceVersionMatch::exact) co_return ApiResponse{};
-  if (!q.resource_version) {
-    // Consistent read: only if the cache catches up with storage; else storage serves it.
-    auto fresh = co_await cacher->wait_until_consistent();
-    if (!fresh) co_return ApiResponse{};
-  } else if (*q.resource_version > 0) {
-    auto fresh = co_await cacher->wait_until_fresh(*q.resource_version);
-    if (!fresh) {
-      served = true;
-      co_return freshness_error(fresh.error(), *q.resource_version, *cacher);
-    }
-    // Progress that may run ahead of events cannot prove the cache has every event up to rv:
-    // storage, which is at least as new, answers.
-    if (!cacher->progress_ordered()) co_return ApiResponse{};
-  }
-  auto predicate = predicate_of(q);
-  const std::string prefix = info.namespace_prefix(route.ns);
-  auto list = cacher->list(prefix, "", static_cast<std::size_t>(q.limit), predicate.get());
-  if (list.more && !list.objects.empty()) cacher->keep_list_snapshot(prefix, list.resource_version);
-  served = true;
-  co_return list_page(request, route, std::move(list));
 }
 
 ApiResponse ApiHandler::list_page(const ApiRequest& request, const Route& route,
@@ -1590,31 +1490,12 @@ ApiResponse ApiHandler::list_page(const ApiRequest& request, const Route& route,
   return r;
 }
 
-asio::awaitable<ApiResponse> ApiHandler::get_from_cache(const ApiRequest& request, const Url& url,
-                                                        const Route& route, bool& served) {
-  served = false;
-  const ResourceInfo& info = *route.info;
-  std::shared_ptr<watch::Cacher> cacher = cacher_for(info);
-  auto rv = parse_rv(url.param("resourceVersion"));
-  // An unset version is a consistent read: storage answers it.
-  if (cacher == nullptr || serves_other_version(info) || !cacher->ready() || !rv || !*rv) {
-    co_return ApiResponse{};
-  }
-  if (**rv > 0 && !cacher->progress_ordered()) co_return ApiResponse{};
-  if (**rv > 0) {
-    auto fresh = co_await cacher->wait_until_fresh(**rv);
-    if (!fresh) {
-      served = true;
-      co_return freshness_error(fresh.error(), **rv, *cacher);
-    }
-  }
-  served = true;
-  auto object = cacher->get(info.key(route.ns, route.name));
-  if (!object) co_return error_response(registry::not_found_error(info, route.name));
+ApiResponse ApiHandler::object_page(const ApiRequest& request, const Route& route,
+                                    const watch::CachedObject& object) {
   ApiResponse r;
-  r.body = wants_table(request) ? table_of(info, object->json, route.table_include)
-                                : std::string(object->json) + "\n";
-  co_return r;
+  r.body = wants_table(request) ? table_of(*route.info, object.json, route.table_include)
+                                : std::string(object.json) + "\n";
+  return r;
 }
 
 }  // namespace kwatch::server

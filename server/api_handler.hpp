@@ -147,14 +147,12 @@ class ApiHandler {
   boost::asio::awaitable<ApiResponse> serve_without_kubelet(Route& route);
   boost::asio::awaitable<ApiResponse> serve_watch(const ApiRequest& request, const Url& url,
                                                   const Route& route);
-  boost::asio::awaitable<ApiResponse> list_from_cache(const ApiRequest& request,
-                                                      const registry::CompiledListQuery& query,
-                                                      const Route& route, bool& served);
-  // One page of a list served from the cache (or a paged list's snapshot): the continue token
-  // when more remain, the Table rendering when asked for.
+  // A page of a list the cache answered (registry/cached_reads.hpp), its items written from the
+  // cache's buffers: the continue token when more remain, the Table rendering when asked for.
   ApiResponse list_page(const ApiRequest& request, const Route& route, watch::CacheList&& list);
-  boost::asio::awaitable<ApiResponse> get_from_cache(const ApiRequest& request, const Url& url,
-                                                     const Route& route, bool& served);
+  // An object the cache answered, as JSON or a Table.
+  ApiResponse object_page(const ApiRequest& request, const Route& route,
+                          const watch::CachedObject& object);
   std::shared_ptr<watch::Cacher> cacher_for(const kinds::ResourceInfo& info) const;
   void register_cacher_metrics();
 
