@@ -667,247 +667,308 @@ asio::awaitable<ApiResponse> ApiHandler::serve_audited(ApiRequest request) {
   co_return response;
 }
 
+// One request on its way through the filter chain.
+struct ApiHandler::Exchange {
+  const ApiRequest& request;
+  const Url& url;
+  AuditEvent* audit;  // null: not audited
+  Route route;        // route.user: whom the request acts as, once identified
+  RequestLimits::Lease inflight;
+  bool get() const { return request.method == "GET" || request.method == "HEAD"; }
+};
+
+// The filter chain, in kube's order: authentication, impersonation, the in-flight limits,
+// authorization of a path (a resource is authorized once its route is known), then the
+// endpoint; last, the request's metrics and what its response holds.
 asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* audit) {
   const auto start = std::chrono::steady_clock::now();
   auto url = parse_url(request.target);
-  if (!url) {
-    co_return error_response({Errc::bad_request, "malformed request URL", {}});
-  }
-  const auto& seg = url->segments;
-  Route route;
-  ApiResponse response;
-  std::optional<Representation> representation = Representation::json;
-  const bool get = request.method == "GET" || request.method == "HEAD";
+  if (!url) co_return error_response({Errc::bad_request, "malformed request URL", {}});
+  Exchange exchange{request, *url, audit, {}, {}};
+  if (auto refused = co_await identify(exchange)) co_return error_response(*refused);
+  if (auto refused = co_await take_seat(exchange)) co_return error_response(*refused);
+  if (auto refused = authorize_path(exchange)) co_return error_response(*refused);
+  ApiResponse response = co_await dispatch(exchange);
+  account(exchange, response, std::chrono::steady_clock::now() - start);
+  co_return response;
+}
 
-  // Who is asking; a request for a resource is authorized below, once its route is known.
-  // Who is asking: decided from the head already when the body was read after it.
+// Who is asking (decided from the head already when the body was read after it), and whom
+// they act as; the audit record names both, allowed or not.
+asio::awaitable<std::optional<ApiError>> ApiHandler::identify(Exchange& ex) {
+  const ApiRequest& request = ex.request;
   ApiResult<auth::UserInfo> authenticated = auth::UserInfo();
   if (request.admitted) {
     authenticated = std::move(request.admitted->authenticated);
   } else {
-    authenticated = co_await authenticate(access_, request.credentials, is_health_probe(request.target));
+    authenticated =
+        co_await authenticate(access_, request.credentials, is_health_probe(request.target));
   }
-  if (!authenticated) co_return error_response(authenticated.error());
-  // The audit record names who authenticated, and whom they act as, allowed or not.
-  if (audit) {
-    audit->user = *authenticated;
+  if (!authenticated) co_return authenticated.error();
+  if (ex.audit) {
+    ex.audit->user = *authenticated;
     if (!request.impersonation.user.empty()) {
-      audit->impersonated_user = auth::UserInfo{request.impersonation.user, request.impersonation.uid,
-                                                request.impersonation.groups};
+      ex.audit->impersonated_user = auth::UserInfo{
+          request.impersonation.user, request.impersonation.uid, request.impersonation.groups};
     }
   }
   auto user = request.admitted ? ApiResult<auth::UserInfo>(std::move(request.admitted->user))
                                : impersonate(access_, *authenticated, request.impersonation);
   if (!user) {
-    if (audit) audit->decision = "forbid";
-    co_return error_response(user.error());
+    if (ex.audit) ex.audit->decision = "forbid";
+    co_return user.error();
   }
-  if (audit && audit->impersonated_user) audit->impersonated_user = *user;
-  // Overload: a slot per request in flight (probes exempt, so health checks answer under load).
-  RequestLimits::Lease inflight;
-  if (limits_ && !is_health_probe(url->path)) {
-    const bool mutating = !(get || request.method == "OPTIONS");
-    // Writes may wait in the queue for a seat; reads are refused at once, as in kube. (No
-    // co_await inside a conditional expression: GCC 12 miscompiles that in coroutines.)
-    apimachinery::ApiResult<RequestLimits::Lease> slot = RequestLimits::Lease();
-    if (mutating) {
-      auth::UserInfo who = *user;
-      slot = co_await limits_->admit_mutating(std::move(who));
-    } else {
-      slot = limits_->admit(*user, false);
-    }
-    if (!slot) co_return error_response(slot.error());
-    inflight = std::move(*slot);
+  if (ex.audit && ex.audit->impersonated_user) ex.audit->impersonated_user = *user;
+  ex.route.user = std::move(*user);
+  co_return std::nullopt;
+}
+
+// Overload: a seat per request in flight (probes exempt, so health checks answer under load).
+// Writes may wait in the queue for a seat; reads are refused at once, as in kube.
+asio::awaitable<std::optional<ApiError>> ApiHandler::take_seat(Exchange& ex) {
+  if (!limits_ || is_health_probe(ex.url.path)) co_return std::nullopt;
+  const bool mutating = !(ex.get() || ex.request.method == "OPTIONS");
+  // No co_await inside a conditional expression: GCC 12 miscompiles that in coroutines.
+  apimachinery::ApiResult<RequestLimits::Lease> seat = RequestLimits::Lease();
+  if (mutating) {
+    auth::UserInfo who = ex.route.user;
+    seat = co_await limits_->admit_mutating(std::move(who));
+  } else {
+    seat = limits_->admit(ex.route.user, false);
   }
-  route.user = *user;
-  const bool resource_path =
-      !seg.empty() && (seg[0] == "api" || seg[0] == "apis") && seg.size() > (seg[0] == "api" ? 2u : 3u);
-  // Health probes are always allowed, as kube-apiserver's default
-  // --authorization-always-allow-paths: a load balancer must see /readyz before the bootstrap
-  // RBAC policy exists (first start) or is loaded.
-  if (!resource_path && access_.rbac && !is_health_probe(url->path)) {
+  if (!seat) co_return seat.error();
+  ex.inflight = std::move(*seat);
+  co_return std::nullopt;
+}
+
+// A path that names no resource, authorized as kube's non-resource requests. Health probes are
+// always allowed, as kube-apiserver's default --authorization-always-allow-paths: a load
+// balancer must see /readyz before the bootstrap RBAC policy exists (first start) or is loaded.
+std::optional<ApiError> ApiHandler::authorize_path(Exchange& ex) {
+  const auto& seg = ex.url.segments;
+  const bool resource_path = !seg.empty() && (seg[0] == "api" || seg[0] == "apis") &&
+                             seg.size() > (seg[0] == "api" ? 2u : 3u);
+  if (resource_path) return std::nullopt;
+  if (access_.rbac && !is_health_probe(ex.url.path)) {
     auth::RequestAttributes a;
-    a.user = *user;
+    a.user = ex.route.user;
     a.resource_request = false;
-    a.verb = lowercase_verb(request.method);
-    a.path = url->path;
+    a.verb = lowercase_verb(ex.request.method);
+    a.path = ex.url.path;
     if (auto denied = authorize(access_, a)) {
-      if (audit) audit->decision = "forbid";
-      co_return error_response(*denied);
+      if (ex.audit) ex.audit->decision = "forbid";
+      return denied;
     }
   }
-  if (audit && !resource_path) audit->decision = "allow";
+  if (ex.audit) ex.audit->decision = "allow";
+  return std::nullopt;
+}
 
-  if (request.method == "POST" && seg.size() == 4 && seg[0] == "apis" && seg[2] == "v1" &&
-      ((seg[1] == "authorization.k8s.io" &&
-        (seg[3] == "selfsubjectaccessreviews" || seg[3] == "selfsubjectrulesreviews")) ||
-       (seg[1] == "authentication.k8s.io" && seg[3] == "selfsubjectreviews"))) {
-    // Authorized like any create: kube's system:basic-user role grants them to every
-    // authenticated user, not to anonymous ones.
-    {
-      auth::RequestAttributes a;
-      a.user = *user;
-      a.verb = "create";
-      a.api_group = seg[1];
-      a.resource = seg[3];
-      if (auto denied = authorize_and_audit(access_, audit, seg[2], std::move(a))) {
-        co_return error_response(*denied);
-      }
-    }
-    auto body = parse_object(request);
-    if (!body) co_return error_response(body.error());
-    if (seg[3] == "selfsubjectaccessreviews") {
-      co_return json_response(201, self_subject_access_review(access_, *user, std::move(*body)));
-    }
-    if (seg[3] == "selfsubjectrulesreviews") {
-      co_return json_response(201, self_subject_rules_review(access_, *user, std::move(*body)));
-    }
-    co_return json_response(201, self_subject_review(*user));
-  }
-  // Reviews about others: authorized like any create (kube's system:auth-delegator grants them).
-  if (request.method == "POST" && seg.size() >= 4 && seg[0] == "apis" && seg[2] == "v1" &&
-      ((seg[1] == "authorization.k8s.io" &&
-        ((seg.size() == 4 && seg[3] == "subjectaccessreviews") ||
-         (seg.size() == 6 && seg[3] == "namespaces" && seg[5] == "localsubjectaccessreviews"))) ||
-       (seg[1] == "authentication.k8s.io" && seg.size() == 4 && seg[3] == "tokenreviews"))) {
-    const std::string resource = seg.back();
-    auth::RequestAttributes a;
-    a.user = *user;
-    a.verb = "create";
-    a.api_group = seg[1];
-    a.resource = resource;
-    if (seg.size() == 6) a.namespace_ = seg[4];
-    if (auto denied = authorize_and_audit(access_, audit, seg[2], std::move(a))) {
-      co_return error_response(*denied);
-    }
-    auto body = parse_object(request);
-    if (!body) co_return error_response(body.error());
-    ApiResult<json::object> out = json::object{};
-    if (resource == "tokenreviews") {
-      out = co_await token_review(access_, std::move(*body));
-    } else {
-      out = subject_access_review(access_, std::move(*body), seg.size() == 6 ? seg[4] : "");
-    }
-    co_return out ? json_response(201, *out) : error_response(out.error());
-  }
+// The endpoint a request is for: the reviews, the paths outside the API, discovery and the
+// resources. (A request for an aggregated API would be sent on from here.)
+asio::awaitable<ApiResponse> ApiHandler::dispatch(Exchange& ex) {
+  const auto& seg = ex.url.segments;
+  if (auto review = co_await serve_review(ex)) co_return std::move(*review);
+  if (!seg.empty() && (seg[0] == "api" || seg[0] == "apis")) co_return co_await serve_api(ex);
+  co_return co_await serve_path(ex);
+}
 
+// The review endpoints: authorized like any create. kube's system:basic-user role grants the
+// self reviews to every authenticated user (not to anonymous ones); system:auth-delegator
+// grants the reviews about others. nullopt: the request is not a review.
+asio::awaitable<std::optional<ApiResponse>> ApiHandler::serve_review(Exchange& ex) {
+  const auto& seg = ex.url.segments;
+  if (ex.request.method != "POST" || seg.size() < 4 || seg[0] != "apis" || seg[2] != "v1") {
+    co_return std::nullopt;
+  }
+  const bool authorization = seg[1] == "authorization.k8s.io";
+  const bool authentication = seg[1] == "authentication.k8s.io";
+  const bool self = seg.size() == 4 &&
+                    ((authorization && (seg[3] == "selfsubjectaccessreviews" ||
+                                        seg[3] == "selfsubjectrulesreviews")) ||
+                     (authentication && seg[3] == "selfsubjectreviews"));
+  const bool local = seg.size() == 6 && seg[3] == "namespaces" &&
+                     seg[5] == "localsubjectaccessreviews";
+  const bool others = (authorization && ((seg.size() == 4 && seg[3] == "subjectaccessreviews") ||
+                                         local)) ||
+                      (authentication && seg.size() == 4 && seg[3] == "tokenreviews");
+  if (!self && !others) co_return std::nullopt;
+  const std::string& resource = seg.back();
+  auth::RequestAttributes a;
+  a.user = ex.route.user;
+  a.verb = "create";
+  a.api_group = seg[1];
+  a.resource = resource;
+  if (local) a.namespace_ = seg[4];
+  if (auto denied = authorize_and_audit(access_, ex.audit, seg[2], std::move(a))) {
+    co_return error_response(*denied);
+  }
+  auto body = parse_object(ex.request);
+  if (!body) co_return error_response(body.error());
+  const auth::UserInfo& user = ex.route.user;
+  if (resource == "selfsubjectaccessreviews") {
+    co_return json_response(201, self_subject_access_review(access_, user, std::move(*body)));
+  }
+  if (resource == "selfsubjectrulesreviews") {
+    co_return json_response(201, self_subject_rules_review(access_, user, std::move(*body)));
+  }
+  if (resource == "selfsubjectreviews") co_return json_response(201, self_subject_review(user));
+  ApiResult<json::object> out = json::object{};
+  if (resource == "tokenreviews") {
+    out = co_await token_review(access_, std::move(*body));
+  } else {
+    out = subject_access_review(access_, std::move(*body), local ? seg[4] : "");
+  }
+  co_return out ? json_response(201, *out) : error_response(out.error());
+}
+
+// The paths outside /api and /apis: the root's list, health, the ServiceAccount issuer's
+// discovery documents, version, metrics and OpenAPI.
+asio::awaitable<ApiResponse> ApiHandler::serve_path(Exchange& ex) {
+  const auto& seg = ex.url.segments;
+  const bool get = ex.get();
   if (seg.empty()) {
-    response = json_response(
+    co_return json_response(
         200, json::object{{"paths", json::array{"/api", "/api/v1", "/apis", "/healthz", "/livez",
-                                                "/metrics", "/openapi/v2", "/openapi/v3", "/readyz", "/version"}}});
-  } else if (seg[0] == "healthz" || seg[0] == "livez" || seg[0] == "readyz") {
-    response = co_await serve_health(*url);
-  } else if (get && access_.service_accounts &&
-             ((seg.size() == 2 && seg[0] == ".well-known" && seg[1] == "openid-configuration") ||
-              (seg.size() == 3 && seg[0] == "openid" && seg[1] == "v1" && seg[2] == "jwks"))) {
-    // The ServiceAccount issuer's discovery documents (system:service-account-issuer-discovery).
+                                                "/metrics", "/openapi/v2", "/openapi/v3",
+                                                "/readyz", "/version"}}});
+  }
+  if (seg[0] == "healthz" || seg[0] == "livez" || seg[0] == "readyz") {
+    co_return co_await serve_health(ex.url);
+  }
+  if (get && access_.service_accounts &&
+      ((seg.size() == 2 && seg[0] == ".well-known" && seg[1] == "openid-configuration") ||
+       (seg.size() == 3 && seg[0] == "openid" && seg[1] == "v1" && seg[2] == "jwks"))) {
+    // system:service-account-issuer-discovery.
     const bool config = seg[0] == ".well-known";
-    response = json_response(200, config ? access_.service_accounts->openid_configuration()
-                                         : access_.service_accounts->jwks());
+    ApiResponse response = json_response(200, config ? access_.service_accounts->openid_configuration()
+                                                     : access_.service_accounts->jwks());
     if (!config) response.content_type = "application/jwk-set+json";
-  } else if (seg[0] == "version" && seg.size() == 1) {
-    response = json_response(200, version_info());
-  } else if (seg[0] == "metrics" && seg.size() == 1) {
-    response = text_response(200, metrics_->render(), "text/plain; version=0.0.4");
-  } else if (seg[0] == "openapi" && seg.size() >= 2 && seg[1] == "v3" && get) {
+    co_return response;
+  }
+  if (seg[0] == "version" && seg.size() == 1) co_return json_response(200, version_info());
+  if (seg[0] == "metrics" && seg.size() == 1) {
+    co_return text_response(200, metrics_->render(), "text/plain; version=0.0.4");
+  }
+  if (seg[0] == "openapi" && seg.size() >= 2 && seg[1] == "v3" && get) {
     std::string path;
     for (std::size_t i = 2; i < seg.size(); ++i) path += (i > 2 ? "/" : "") + seg[i];
     auto doc = openapi_.get(*scheme_, path);
-    if (doc) {
-      response.status = 200;
-      response.body = std::move(*doc);
-    } else {
-      response = not_found_path();
-    }
-  } else if (seg[0] == "openapi" && seg.size() == 2 && seg[1] == "v2" && get) {
+    if (!doc) co_return not_found_path();
+    ApiResponse response;
+    response.body = std::move(*doc);
+    co_return response;
+  }
+  if (seg[0] == "openapi" && seg.size() == 2 && seg[1] == "v2" && get) {
     // kubectl asks for protobuf; anything else gets JSON.
-    const bool protobuf = request.accept.find("protobuf") != std::string::npos;
+    const bool protobuf = ex.request.accept.find("protobuf") != std::string::npos;
     auto doc = openapi_.get(*scheme_, protobuf ? OpenApiDocuments::kV2Protobuf
                                                : OpenApiDocuments::kV2Json);
-    response.status = 200;
+    ApiResponse response;
     response.body = std::move(doc).value_or("");
     if (protobuf) response.content_type = std::string(kOpenApiV2ProtobufType);
-  } else if ((seg[0] == "api" || seg[0] == "apis") && !(representation = negotiate(request.accept, false))) {
-    response = error_response(not_acceptable());
-  } else if (seg[0] == "api" || seg[0] == "apis") {
-    const bool core = seg[0] == "api";
-    const std::size_t gv_len = core ? 2 : 3;
-    if (seg.size() == 1 && get && wants_aggregated_discovery(request)) {
-      response = json_response(200, aggregated_discovery(*scheme_, core));
-      response.content_type = std::string(kAggregatedDiscoveryType);
-    } else if (seg.size() == 1) {
-      response = get ? json_response(200, core ? api_versions(server_address_)
-                                               : api_group_list(*scheme_))
-                     : method_not_allowed(request.method);
-    } else if (!core && seg.size() == 2) {
-      auto g = api_group(*scheme_, seg[1]);
-      response = g ? json_response(200, *g) : not_found_path();
-    } else if (seg.size() == gv_len) {
-      auto list = core ? api_resource_list(*scheme_, "", seg[1])
-                       : api_resource_list(*scheme_, seg[1], seg[2]);
-      response = list ? json_response(200, *list) : not_found_path();
-    } else {
-      if (!find_resource_route(request, *url, route)) {
-        response = not_found_path();
-      } else if (auto denied = !access_.rbac && !audit
-                                   ? std::nullopt
-                                   : authorize_and_audit(
-                                         access_, audit, route.info->version,
-                                         resource_attributes(request, *url, *route.info, route.ns,
-                                                             route.name, route.subresource,
-                                                             route.watch_prefix, *user))) {
-        response = error_response(*denied);
-      } else if (request.body_withheld) {
-        // Refused on its head a moment ago, allowed now (its grants changed meanwhile): its body
-        // was never read, so it is still refused.
-        response = error_response(
-            ApiError(Errc::forbidden, "the request was refused before its body was read"));
-      } else if (compute_.executor && (request.method == "PATCH" ||
-                                       request.body.size() >= compute_.large_body_bytes)) {
-        // Awaited here, so the request, URL and route outlive the spawned coroutine.
-        response = co_await asio::co_spawn(compute_.executor,
-                                           handle_resource(request, *url, route),
-                                           asio::use_awaitable);
-      } else {
-        response = co_await handle_resource(request, *url, route);
-      }
-      if (response.streaming && limits_) {
-        // A watch holds one of its user's watch slots until its stream ends.
-        auto slot = limits_->admit_watch(*user);
-        if (slot) {
-          response.lease = std::move(*slot);
-        } else {
-          response = error_response(slot.error());  // the session unregisters as it goes
-        }
-      }
-    }
-  } else {
-    response = not_found_path();
+    co_return response;
   }
+  co_return not_found_path();
+}
 
-  if (representation == Representation::yaml) {
+// /api and /apis: discovery, then the resources, in JSON or (asked for) YAML.
+asio::awaitable<ApiResponse> ApiHandler::serve_api(Exchange& ex) {
+  const ApiRequest& request = ex.request;
+  const auto& seg = ex.url.segments;
+  const std::optional<Representation> representation = negotiate(request.accept, false);
+  if (!representation) co_return error_response(not_acceptable());
+  const bool core = seg[0] == "api";
+  const std::size_t gv_len = core ? 2 : 3;
+  const bool get = ex.get();
+  ApiResponse response;
+  if (seg.size() == 1 && get && wants_aggregated_discovery(request)) {
+    response = json_response(200, aggregated_discovery(*scheme_, core));
+    response.content_type = std::string(kAggregatedDiscoveryType);
+  } else if (seg.size() == 1) {
+    response = get ? json_response(200, core ? api_versions(server_address_)
+                                             : api_group_list(*scheme_))
+                   : method_not_allowed(request.method);
+  } else if (!core && seg.size() == 2) {
+    auto g = api_group(*scheme_, seg[1]);
+    response = g ? json_response(200, *g) : not_found_path();
+  } else if (seg.size() == gv_len) {
+    auto list = core ? api_resource_list(*scheme_, "", seg[1])
+                     : api_resource_list(*scheme_, seg[1], seg[2]);
+    response = list ? json_response(200, *list) : not_found_path();
+  } else {
+    response = co_await serve_resource(ex);
+  }
+  if (*representation == Representation::yaml) {
     if (response.streaming) {
       response = error_response(not_acceptable());  // a watch has no YAML form
     } else {
       as_yaml(response);
     }
   }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  co_return response;
+}
+
+// A resource: routed, authorized, then served (on the compute executor when its body is
+// expensive to handle); a watch also takes one of its user's watch slots.
+asio::awaitable<ApiResponse> ApiHandler::serve_resource(Exchange& ex) {
+  const ApiRequest& request = ex.request;
+  Route& route = ex.route;
+  if (!find_resource_route(request, ex.url, route)) co_return not_found_path();
+  if (access_.rbac || ex.audit) {
+    if (auto denied = authorize_and_audit(
+            access_, ex.audit, route.info->version,
+            resource_attributes(request, ex.url, *route.info, route.ns, route.name,
+                                route.subresource, route.watch_prefix, route.user))) {
+      co_return error_response(*denied);
+    }
+  }
+  if (request.body_withheld) {
+    // Refused on its head a moment ago, allowed now (its grants changed meanwhile): its body
+    // was never read, so it is still refused.
+    co_return error_response(
+        ApiError(Errc::forbidden, "the request was refused before its body was read"));
+  }
+  ApiResponse response;
+  if (compute_.executor &&
+      (request.method == "PATCH" || request.body.size() >= compute_.large_body_bytes)) {
+    // Awaited here, so the request, URL and route outlive the spawned coroutine.
+    response = co_await asio::co_spawn(compute_.executor, handle_resource(request, ex.url, route),
+                                       asio::use_awaitable);
+  } else {
+    response = co_await handle_resource(request, ex.url, route);
+  }
+  if (response.streaming && limits_) {
+    // A watch holds one of its user's watch slots until its stream ends.
+    auto slot = limits_->admit_watch(route.user);
+    if (slot) {
+      response.lease = std::move(*slot);
+    } else {
+      response = error_response(slot.error());  // the session unregisters as it goes
+    }
+  }
+  co_return response;
+}
+
+// The request's metrics; a write keeps seats for the fan-out of its event until delivery has
+// caught up with it; a request holds its seat until its response is written, as in kube (a
+// watch gave its up when it started streaming).
+void ApiHandler::account(Exchange& ex, ApiResponse& response,
+                         std::chrono::steady_clock::duration elapsed) {
+  const Route& route = ex.route;
   const std::string resource = route.info ? route.info->resource : "";
   // Label values stay bounded whatever a client sends: an invented method counts as "other".
   static const std::set<std::string, std::less<>> kMethods{
       "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"};
-  const std::string verb = !route.verb.empty()              ? route.verb
-                           : kMethods.count(request.method) ? request.method
-                                                            : "other";
+  const std::string verb = !route.verb.empty()                 ? route.verb
+                           : kMethods.count(ex.request.method) ? ex.request.method
+                                                               : "other";
   metrics_->inc("apiserver_request_total",
                 {{"verb", verb}, {"resource", resource}, {"code", std::to_string(response.status)}});
   if (route.info != nullptr) {
     metrics_->observe("apiserver_request_duration_seconds", {{"verb", verb}, {"resource", resource}},
-                      seconds);
+                      std::chrono::duration<double>(elapsed).count());
   }
-  // A write keeps seats for the fan-out of its event until delivery has caught up with it.
   if (response.written_revision > 0 && route.info != nullptr && limits_) {
     if (auto cacher = cacher_for(*route.info)) {
       cacher->hold_until_delivered(
@@ -915,10 +976,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
           limits_->charge_fanout(route.user, cacher->counters().watchers.load()));
     }
   }
-  // A request holds its slot until its response is written, as in kube; a watch gave its up
-  // when it started streaming.
-  if (!response.streaming) response.lease = std::move(inflight);
-  co_return response;
+  if (!response.streaming) response.lease = std::move(ex.inflight);
 }
 
 bool ApiHandler::find_resource_route(const ApiRequest& request, const Url& url,

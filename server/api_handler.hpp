@@ -120,9 +120,22 @@ class ApiHandler {
 
  private:
   struct Route;
-  // Routes and serves one request; fills `audit` (when not null) with who asked for what and
-  // the authorization decision, where the handler learns them.
+  struct Exchange;
+  // Routes and serves one request through the filter chain; fills `audit` (when not null) with
+  // who asked for what and the authorization decision, where the handler learns them.
   boost::asio::awaitable<ApiResponse> serve(ApiRequest request, AuditEvent* audit);
+  // The chain's steps, in order; each refuses with the error to answer, or lets it through.
+  boost::asio::awaitable<std::optional<apimachinery::ApiError>> identify(Exchange& exchange);
+  boost::asio::awaitable<std::optional<apimachinery::ApiError>> take_seat(Exchange& exchange);
+  std::optional<apimachinery::ApiError> authorize_path(Exchange& exchange);
+  boost::asio::awaitable<ApiResponse> dispatch(Exchange& exchange);
+  void account(Exchange& exchange, ApiResponse& response,
+               std::chrono::steady_clock::duration elapsed);
+  // The endpoints dispatch chooses from.
+  boost::asio::awaitable<std::optional<ApiResponse>> serve_review(Exchange& exchange);
+  boost::asio::awaitable<ApiResponse> serve_path(Exchange& exchange);
+  boost::asio::awaitable<ApiResponse> serve_api(Exchange& exchange);
+  boost::asio::awaitable<ApiResponse> serve_resource(Exchange& exchange);
   boost::asio::awaitable<ApiResponse> serve_audited(ApiRequest request);
   // /livez, /readyz, /healthz and their single checks (server/health_checks.hpp).
   boost::asio::awaitable<ApiResponse> serve_health(Url url);
