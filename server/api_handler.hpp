@@ -11,6 +11,7 @@
 #include "server/http_types.hpp"
 #include "auth/rbac_authorizer.hpp"
 #include "server/metrics.hpp"
+#include "server/table.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -119,7 +120,17 @@ class ApiHandler {
   void refuse_watches() { refusing_watches_ = true; }
 
  private:
-  struct Route;
+  // Where a resource request goes, and what it was, for its handler and its metrics.
+    struct Route {
+    std::shared_ptr<const kinds::ResourceInfo> info;  // held for the request (a watch: its stream)
+    std::string ns;
+    std::string name;
+    std::string subresource;
+    bool watch_prefix = false;
+    IncludeObject table_include = IncludeObject::metadata;  // rows of a Table answer
+    std::string verb;  // for metrics: get, list, watch, create, update, patch, delete, ...
+    auth::UserInfo user;
+  };
   struct Exchange;
   // Routes and serves one request through the filter chain; fills `audit` (when not null) with
   // who asked for what and the authorization decision, where the handler learns them.
@@ -148,6 +159,26 @@ class ApiHandler {
   bool find_resource_route(const ApiRequest& request, const Url& url, Route& route) const;
   boost::asio::awaitable<ApiResponse> handle_resource(const ApiRequest& request, const Url& url,
                                                       Route& route);
+  // One per verb, and per subresource with its own handling.
+  boost::asio::awaitable<ApiResponse> serve_read(const ApiRequest& request, const Url& url,
+                                                 Route& route);
+  boost::asio::awaitable<ApiResponse> serve_create(const ApiRequest& request, const Url& url,
+                                                   Route& route);
+  boost::asio::awaitable<ApiResponse> serve_update(const ApiRequest& request, const Url& url,
+                                                   Route& route);
+  boost::asio::awaitable<ApiResponse> serve_patch(const ApiRequest& request, const Url& url,
+                                                  Route& route);
+  boost::asio::awaitable<ApiResponse> serve_delete(const ApiRequest& request, const Url& url,
+                                                   Route& route);
+  boost::asio::awaitable<ApiResponse> serve_binding(const ApiRequest& request, const Url& url,
+                                                    Route& route);
+  boost::asio::awaitable<ApiResponse> serve_eviction(const ApiRequest& request, const Url& url,
+                                                     Route& route);
+  boost::asio::awaitable<ApiResponse> serve_token_request(const ApiRequest& request,
+                                                          Route& route);
+  static ApiResponse render(const ApiRequest& request, const Route& route,
+                            apimachinery::ApiResult<boost::json::object> result,
+                            unsigned ok_status, const registry::WriteQuery* write = nullptr);
   // Privilege escalation through RBAC writes, as kube prevents it (registry/rbac_escalation.hpp):
   // sets `query.admit` for a write of a role or binding, judged by a policy holding every RBAC
   // object written before the request; an error when no such policy can be had (503).

@@ -1,0 +1,165 @@
+// The subresources with handling of their own: pods/binding, pods/eviction,
+// serviceaccounts/token, scale, and those a kubelet would serve.
+#include "server/api_handler.hpp"
+
+#include "apimachinery/json_body.hpp"
+#include "apimachinery/json_patch.hpp"
+#include "apimachinery/json_path.hpp"
+#include "apimachinery/merge_patch.hpp"
+#include "apimachinery/status.hpp"
+#include "auth/reviews.hpp"
+#include "kinds/scheme.hpp"
+#include "registry/eviction.hpp"
+#include "registry/resource_store.hpp"
+#include "server/request_options.hpp"
+#include "server/responses.hpp"
+
+#include <boost/json/serialize.hpp>
+
+namespace kwatch::server {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+using apimachinery::ApiError;
+using apimachinery::ApiResult;
+using base::Errc;
+using kinds::ResourceInfo;
+
+// pods/binding: puts a pod on a node, as the scheduler does.
+asio::awaitable<ApiResponse> ApiHandler::serve_binding(const ApiRequest& request, const Url& url,
+                                                       Route& route) {
+  const ResourceInfo& info = *route.info;
+  route.verb = "create";
+  if (request.method != "POST") co_return method_not_allowed(request.method);
+  auto q = write_query(url, route.subresource);
+  if (!q) co_return error_response(q.error());
+  if (auto e = set_field_manager(*q, url, request, "CreateOptions", false)) {
+    co_return error_response(*e);
+  }
+  auto body = parse_object(request);
+  if (!body) co_return error_response(body.error());
+  auto r = co_await store_->bind(info, route.ns, route.name, std::move(*body), *q);
+  if (!r) co_return error_response(r.error());
+  co_return json_response(201, apimachinery::success_status({}, 201));
+}
+
+// pods/eviction: a delete the disruption budgets allow (registry/eviction.hpp).
+asio::awaitable<ApiResponse> ApiHandler::serve_eviction(const ApiRequest& request, const Url& url,
+                                                        Route& route) {
+  const ResourceInfo& info = *route.info;
+  route.verb = "create";
+  if (request.method != "POST") co_return method_not_allowed(request.method);
+  auto q = write_query(url, route.subresource);
+  if (!q) co_return error_response(q.error());
+  auto body = parse_object(request);
+  if (!body) co_return error_response(body.error());
+  registry::DeleteQuery del;
+  std::optional<std::string> propagation;
+  if (const json::value* opts = body->if_contains("deleteOptions"); opts && opts->is_object()) {
+    if (auto e = read_delete_options(opts->get_object(), del, propagation)) {
+      co_return error_response(*e);
+    }
+  }
+  if (auto e = check_propagation(del, propagation)) co_return error_response(*e);
+  del.dry_run = del.dry_run || q->dry_run;  // the request's dryRun reaches the delete
+  auto r = co_await registry::evict_pod(*store_, *scheme_, route.ns, route.name, *body,
+                                        std::move(del));
+  if (!r) co_return error_response(r.error());
+  co_return json_response(201, apimachinery::success_status({}, 201));
+}
+
+// serviceaccounts/token: a TokenRequest (auth/reviews.hpp).
+asio::awaitable<ApiResponse> ApiHandler::serve_token_request(const ApiRequest& request,
+                                                             Route& route) {
+  route.verb = "create";
+  auto body = parse_object(request);
+  if (!body) co_return error_response(body.error());
+  auto out = co_await token_request(access_, route.ns, route.name, std::move(*body));
+  co_return out ? json_response(201, *out) : error_response(out.error());
+}
+
+asio::awaitable<ApiResponse> ApiHandler::serve_without_kubelet(Route& route) {
+  // Streams, logs and proxies come from the kubelet of the pod's node (or the node's, or the
+  // service's endpoints); kwatch is an API server without kubelets behind it.
+  const ResourceInfo& info = *route.info;
+  route.verb = "get";
+  std::string empty_version;
+  auto obj = co_await store_->get(info, route.ns, route.name, empty_version);
+  if (!obj) co_return error_response(obj.error());
+  std::string node;
+  if (info.resource == "pods") {
+    const json::value* n = apimachinery::find_field(*obj, "spec.nodeName");
+    node = n != nullptr && n->is_string() ? std::string(n->get_string()) : std::string();
+    if (node.empty()) {
+      co_return error_response(apimachinery::api_error(
+          Errc::bad_request, "pod " + route.name + " does not have a host assigned"));
+    }
+  } else if (info.resource == "nodes") {
+    node = route.name;
+  }
+  std::string message = "kwatch serves the Kubernetes API without kubelets: " + info.resource +
+                         "/" + route.subresource + " of \"" + route.name + "\" cannot be served";
+  if (!node.empty()) message += " (no kubelet answers for node \"" + node + "\")";
+  ApiError e(Errc::unavailable, std::move(message));
+  e.name = route.name;
+  e.kind = info.resource;
+  co_return error_response(e);
+}
+
+asio::awaitable<ApiResponse> ApiHandler::serve_scale(const ApiRequest& request, const Url& url,
+                                                     Route& route) {
+  const ResourceInfo& info = *route.info;
+  const std::string& m = request.method;
+  registry::ResourceStore::ScaleFn mutate;
+  if (m == "GET" || m == "HEAD") {
+    route.verb = "get";
+  } else if (m == "PUT") {
+    route.verb = "update";
+    auto body = parse_object(request);
+    if (!body) co_return error_response(body.error());
+    auto shared = std::make_shared<json::object>(std::move(*body));
+    mutate = [shared](json::object) -> ApiResult<json::object> { return *shared; };
+  } else if (m == "PATCH") {
+    route.verb = "patch";
+    const std::string type = media_type(request.content_type);
+    auto patch = apimachinery::parse_json_body(request.body);
+    if (!patch) co_return error_response(patch.error());
+    auto shared = std::make_shared<json::value>(std::move(*patch));
+    if (type == "application/json-patch+json") {
+      mutate = [shared](json::object scale) -> ApiResult<json::object> {
+        auto r = apimachinery::apply_json_patch(json::value(std::move(scale)), *shared);
+        if (!r) return r.error();
+        if (!r->is_object()) return ApiError(Errc::bad_request, "patched Scale is not an object");
+        return std::move(r->get_object());
+      };
+    } else if (type == "application/merge-patch+json" ||
+               type == "application/strategic-merge-patch+json") {
+      // A Scale has no lists: a strategic merge patch of it is a merge patch.
+      mutate = [shared](json::object scale) -> ApiResult<json::object> {
+        json::value r = apimachinery::apply_merge_patch(json::value(std::move(scale)), *shared);
+        if (!r.is_object()) return ApiError(Errc::bad_request, "patched Scale is not an object");
+        return std::move(r.get_object());
+      };
+    } else {
+      co_return error_response({Errc::unsupported_media_type,
+                                "the body of the request was in an unknown format - accepted "
+                                "media types include: application/json-patch+json, "
+                                "application/merge-patch+json, "
+                                "application/strategic-merge-patch+json", {}});
+    }
+  } else {
+    route.verb = "unknown";
+    co_return method_not_allowed(m);
+  }
+  auto q = write_query(url, "");
+  if (!q) co_return error_response(q.error());
+  if (auto e = set_field_manager(*q, url, request, m == "PUT" ? "UpdateOptions" : "PatchOptions",
+                                 false)) {
+    co_return error_response(*e);
+  }
+  auto r = co_await store_->scale(info, route.ns, route.name, std::move(mutate), *q);
+  if (!r) co_return error_response(r.error());
+  co_return json_response(200, *r);
+}
+
+}  // namespace kwatch::server

@@ -1,0 +1,177 @@
+// The writes of a resource: create, update, the four patch types (server-side apply among them),
+// delete of one object or of a collection; the RBAC escalation guard on writes of roles and
+// bindings.
+#include "server/api_handler.hpp"
+
+#include "apimachinery/json_body.hpp"
+#include "apimachinery/yaml_body.hpp"
+#include "auth/rbac_escalation.hpp"
+#include "auth/rbac_policy_source.hpp"
+#include "registry/resource_store.hpp"
+#include "server/request_options.hpp"
+#include "server/responses.hpp"
+#include "server/table.hpp"
+
+#include <boost/json/serialize.hpp>
+
+namespace kwatch::server {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+using apimachinery::ApiError;
+using apimachinery::ApiResult;
+using base::Errc;
+using kinds::ResourceInfo;
+
+// A store's answer as the response: the object (a Table when a read asked for one) with
+// `ok_status`, or its error; a write's warnings and the revision it wrote.
+ApiResponse ApiHandler::render(const ApiRequest& request, const Route& route,
+                               ApiResult<json::object> r, unsigned ok_status,
+                               const registry::WriteQuery* write) {
+  const bool read = request.method == "GET" || request.method == "HEAD";
+  ApiResponse response;
+  if (!r) {
+    response = error_response(r.error());
+  } else if (read && wants_table(request)) {
+    response = json_response(ok_status, to_table(*route.info, *r, std::chrono::system_clock::now(),
+                                                 route.table_include));
+  } else {
+    response = json_response(ok_status, *r);
+  }
+  if (write != nullptr && write->warnings) response.warnings = std::move(*write->warnings);
+  if (r && !read) response.written_revision = resource_version_of(*r);
+  return response;
+}
+
+asio::awaitable<ApiResponse> ApiHandler::serve_create(const ApiRequest& request, const Url& url,
+                                                      Route& route) {
+  const ResourceInfo& info = *route.info;
+  const std::string& m = request.method;
+  const bool named = !route.name.empty();
+  route.verb = "create";
+  if (named) co_return method_not_allowed(m);
+  auto q = write_query(url, "");
+  if (!q) co_return error_response(q.error());
+  if (auto e = set_field_manager(*q, url, request, "CreateOptions", false)) {
+    co_return error_response(*e);
+  }
+  auto body = parse_object(request);
+  if (!body) co_return error_response(body.error());
+  if (auto e = co_await admit_rbac_write(info, route, *q)) co_return error_response(*e);
+  find_duplicates(request, *body, *q);
+  auto created = co_await store_->create(info, route.ns, std::move(*body), *q);
+  co_return render(request, route, std::move(created), 201, &*q);
+}
+
+asio::awaitable<ApiResponse> ApiHandler::serve_update(const ApiRequest& request, const Url& url,
+                                                      Route& route) {
+  const ResourceInfo& info = *route.info;
+  const std::string& m = request.method;
+  const bool named = !route.name.empty();
+  route.verb = "update";
+  if (!named) co_return method_not_allowed(m);
+  auto q = write_query(url, route.subresource);
+  if (!q) co_return error_response(q.error());
+  if (auto e = set_field_manager(*q, url, request, "UpdateOptions", false)) {
+    co_return error_response(*e);
+  }
+  auto body = parse_object(request);
+  if (!body) co_return error_response(body.error());
+  if (auto e = co_await admit_rbac_write(info, route, *q)) co_return error_response(*e);
+  find_duplicates(request, *body, *q);
+  auto updated = co_await store_->update(info, route.ns, route.name, std::move(*body), *q);
+  co_return render(request, route, std::move(updated), 200, &*q);
+}
+
+// PATCH in the four patch types, server-side apply among them.
+asio::awaitable<ApiResponse> ApiHandler::serve_patch(const ApiRequest& request, const Url& url,
+                                                     Route& route) {
+  const ResourceInfo& info = *route.info;
+  const std::string& m = request.method;
+  const bool named = !route.name.empty();
+  route.verb = "patch";
+  if (!named) co_return method_not_allowed(m);
+  const std::string type = media_type(request.content_type);
+  registry::PatchType patch_type;
+  if (type == "application/json-patch+json") {
+    patch_type = registry::PatchType::json;
+  } else if (type == "application/merge-patch+json") {
+    patch_type = registry::PatchType::merge;
+  } else if (type == "application/strategic-merge-patch+json") {
+    patch_type = registry::PatchType::strategic_merge;
+  } else if (type == "application/apply-patch+yaml" || type == "application/apply-patch+json") {
+    patch_type = registry::PatchType::apply;
+  } else {
+    co_return error_response({Errc::unsupported_media_type,
+                              "the body of the request was in an unknown format - accepted "
+                              "media types include: application/json-patch+json, "
+                              "application/merge-patch+json, "
+                              "application/strategic-merge-patch+json, "
+                              "application/apply-patch+yaml",
+                              {}});
+  }
+  auto q = write_query(url, route.subresource);
+  if (!q) co_return error_response(q.error());
+  const bool apply = patch_type == registry::PatchType::apply;
+  if (auto e = set_field_manager(*q, url, request, "PatchOptions", apply)) {
+    co_return error_response(*e);
+  }
+  auto patch = apply ? apimachinery::parse_yaml_body(request.body)
+                     : apimachinery::parse_json_body(request.body);
+  if (!patch) co_return error_response(patch.error());
+  if (apply && !patch->is_object()) {
+    co_return error_response(apimachinery::api_error(Errc::bad_request,
+                                                 "error decoding YAML: the apply patch is not a map"));
+  }
+  if (auto e = co_await admit_rbac_write(info, route, *q)) co_return error_response(*e);
+  if (apply) {
+    bool created = false;
+    auto r = co_await store_->apply(info, route.ns, route.name, std::move(patch->get_object()),
+                                    *q, &created);
+    co_return render(request, route, std::move(r), created ? 201 : 200, &*q);
+  }
+  auto patched =
+      co_await store_->patch(info, route.ns, route.name, patch_type, std::move(*patch), *q);
+  co_return render(request, route, std::move(patched), 200, &*q);
+}
+
+// DELETE of one object or of a collection.
+asio::awaitable<ApiResponse> ApiHandler::serve_delete(const ApiRequest& request, const Url& url,
+                                                      Route& route) {
+  const ResourceInfo& info = *route.info;
+  const bool named = !route.name.empty();
+  auto q = delete_query(request, url);
+  if (!q) co_return error_response(q.error());
+  if (named) {
+    route.verb = "delete";
+    auto removed = co_await store_->remove(info, route.ns, route.name, *q);
+    co_return render(request, route, std::move(removed), 200);
+  }
+  route.verb = "deletecollection";
+  auto lq = registry::compile_list_query(info, list_query(url));
+  if (!lq) co_return error_response(lq.error());
+  auto removed = co_await store_->remove_collection(info, route.ns, std::move(*lq), *q);
+  co_return render(request, route, std::move(removed), 200);
+}
+
+asio::awaitable<std::optional<ApiError>> ApiHandler::admit_rbac_write(const ResourceInfo& info,
+                                                                      const Route& route,
+                                                                      registry::WriteQuery& query) {
+  if (!access_.rbac || !auth::is_rbac_resource(info.group, info.resource)) {
+    co_return std::nullopt;
+  }
+  if (auth::is_superuser(route.user)) {
+    co_return std::nullopt;  // kube's EscalationAllowed: no policy needed
+  }
+  auto policy = co_await access_.rbac->consistent();
+  if (!policy) co_return policy.error();
+  auto admission = std::make_shared<const auth::RbacAdmission>(
+      std::move(*policy), route.user, info.resource, info.namespaced ? route.ns : std::string(),
+      route.name);
+  query.admit = [admission](const json::object* old, const json::object& next) {
+    return admission->admit(old, next);
+  };
+  co_return std::nullopt;
+}
+
+}  // namespace kwatch::server

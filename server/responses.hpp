@@ -1,0 +1,50 @@
+// The responses the endpoints answer with: JSON objects as they are serialized, a Status for an
+// error (with its Retry-After, and the error itself kept for the audit record), text, YAML, and
+// the watch stream's ERROR event. Pure functions.
+#pragma once
+
+#include "apimachinery/api_error.hpp"
+#include "server/http_types.hpp"
+
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace kwatch::server {
+
+// `body` serialized, with the trailing newline kube writes.
+template <class Json>
+ApiResponse serialized_response(unsigned status, const Json& body) {
+  ApiResponse r;
+  r.status = status;
+  r.body = boost::json::serialize(body);
+  r.body.push_back('\n');
+  return r;
+}
+
+// metadata.resourceVersion of an object as a number (0 when absent or not a number).
+std::int64_t resource_version_of(const boost::json::object& object);
+
+// Objects are serialized as they are (a json::value made of one would be a copy).
+ApiResponse json_response(unsigned status, const boost::json::object& body);
+
+ApiResponse error_response(const apimachinery::ApiError& error);
+
+ApiResponse text_response(unsigned status, std::string body, std::string type = "text/plain");
+
+ApiResponse not_found_path();
+
+ApiResponse method_not_allowed(const std::string& method);
+
+// kube's 406 when no representation the client accepts can be made.
+apimachinery::ApiError not_acceptable();
+
+// A JSON answer (a cached list's items included) as YAML.
+void as_yaml(ApiResponse& response);
+
+// One ERROR event of a watch stream, carrying `error`'s Status.
+std::string status_line(const apimachinery::ApiError& error);
+
+}  // namespace kwatch::server
