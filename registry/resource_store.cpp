@@ -896,6 +896,107 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
   co_return r;
 }
 
+ApiResult<json::object> update_object(const ResourceInfo& info, const std::string& ns,
+                                      const std::string& name, const json::object& existing,
+                                      std::int64_t revision, json::object next,
+                                      WriteQuery& query) {
+  json::object& obj = next;
+  // The request: its kind, its metadata, the version it was read at, its name and namespace.
+  if (auto t = check_type(info, obj); !t) return t.error();
+  auto meta_r = ensure_metadata(obj);
+  if (!meta_r) return meta_r.error();
+  json::object& meta = **meta_r;
+  const json::object& old_meta = *metadata_of(existing);
+  // Optimistic concurrency: a resourceVersion in the new object must be the current one.
+  const std::string rv = string_field(&meta, "resourceVersion");
+  if (!rv.empty() && rv != std::to_string(revision)) {
+    return conflict(info, name, kModified);
+  }
+  const std::string body_name = string_field(&meta, "name");
+  if (!body_name.empty() && body_name != name) {
+    return bad_request("the name of the object (" + body_name +
+                       ") does not match the name on the URL (" + name + ")");
+  }
+  if (info.namespaced) {
+    const std::string body_ns = string_field(&meta, "namespace");
+    if (!body_ns.empty() && body_ns != ns) {
+      return bad_request(
+          "the namespace of the provided object does not match the namespace sent on the "
+          "request");
+    }
+  }
+  // Server-managed metadata survives every update.
+  for (const char* field : {"name", "namespace", "uid", "creationTimestamp", "generation",
+                            "deletionTimestamp", "deletionGracePeriodSeconds"}) {
+    if (auto it = old_meta.find(field); it != old_meta.end()) {
+      meta[field] = it->value();
+    } else {
+      meta.erase(field);
+    }
+  }
+  if (info.group.empty() && info.resource == "pods") keep_pod_halves(obj, existing, query);
+  // The status subresource and the main resource each own their half of the object (a
+  // binding, which sets the node and the PodScheduled condition, writes both).
+  if (info.has_status && query.subresource != "binding") {
+    const bool status_write = query.subresource == "status";
+    json::object base = status_write ? existing : obj;
+    const json::object& from = status_write ? obj : existing;
+    if (auto it = from.find("status"); it != from.end()) {
+      base["status"] = it->value();
+    } else {
+      base.erase("status");
+    }
+    if (status_write) {
+      base["metadata"] = obj["metadata"];
+    }
+    obj = std::move(base);
+  }
+  if (info.group.empty() && info.resource == "namespaces") {
+    // spec.finalizers change only through the finalize subresource, which changes nothing
+    // else of the spec or status.
+    const bool finalize = query.subresource == "finalize";
+    json::object base = finalize ? existing : obj;
+    const json::object& from = finalize ? obj : existing;
+    const json::value* from_spec = from.if_contains("spec");
+    const json::value* finalizers =
+        from_spec != nullptr && from_spec->is_object() ? from_spec->get_object().if_contains("finalizers")
+                                                       : nullptr;
+    json::value& spec = base["spec"];
+    if (!spec.is_object()) spec = json::object();
+    if (finalizers != nullptr) {
+      spec.get_object()["finalizers"] = *finalizers;
+    } else {
+      spec.get_object().erase("finalizers");
+    }
+    if (finalize) base["metadata"] = obj["metadata"];
+    obj = std::move(base);
+  }
+  // Mutation: decoding and defaults, the kind's own preparation, the generation.
+  if (auto e = decode_and_default(info, obj, query, /*create=*/false)) return std::move(*e);
+  if (info.hooks.prepare_for_update && query.subresource != "status") {
+    info.hooks.prepare_for_update(obj, existing);
+  }
+  json::object& final_meta = obj["metadata"].get_object();
+  if (desired_state_changed(info, existing, obj)) {
+    const json::value* g = old_meta.if_contains("generation");
+    std::int64_t gen = g != nullptr && g->is_int64() ? g->get_int64() : 0;
+    final_meta["generation"] = gen + 1;
+  }
+  // Validation: the kind's rules (a binding is no update of the pod's spec by its users: only
+  // the rules of any pod apply), then validating admission (the RBAC escalation guard).
+  const json::object* old_for_rules = query.subresource == "binding" ? nullptr : &existing;
+  if (auto e = check_written(info, name, obj, old_for_rules)) return std::move(*e);
+  if (query.admit) {
+    if (auto e = query.admit(&existing, obj)) return std::move(*e);
+  }
+  if (auto causes = added_finalizers(obj, existing); !causes.empty()) {
+    return invalid(info, name, std::move(causes));
+  }
+  // Last, the managers of the fields this update set (server-side apply tracks its own).
+  if (!query.applied) track_update(&existing, obj, query.field_manager, manager_scope(info, query));
+  return next;
+}
+
 asio::awaitable<ApiResult<json::object>> ResourceStore::guarded_update(
     const ResourceInfo& info, std::string ns, std::string name, WriteQuery query,
     MutateFn mutate) {
@@ -946,115 +1047,13 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::guarded_update(
       failure = next.error();
       return next.error().code;
     }
-    json::object& obj = *next;
-    if (auto t = check_type(info, obj); !t) {
-      failure = t.error();
-      return Errc::bad_request;
-    }
-    auto meta_r = ensure_metadata(obj);
-    if (!meta_r) {
-      failure = meta_r.error();
-      return Errc::bad_request;
-    }
-    json::object& meta = **meta_r;
-    const json::object& old_meta = *metadata_of(*existing);
-    // Optimistic concurrency: a resourceVersion in the new object must be the current one.
-    const std::string rv = string_field(&meta, "resourceVersion");
-    if (!rv.empty() && rv != std::to_string(current->mod_revision)) {
-      failure = conflict(info, name, kModified);
-      return Errc::conflict;
-    }
-    const std::string body_name = string_field(&meta, "name");
-    if (!body_name.empty() && body_name != name) {
-      failure = bad_request("the name of the object (" + body_name +
-                            ") does not match the name on the URL (" + name + ")");
-      return Errc::bad_request;
-    }
-    if (info.namespaced) {
-      const std::string body_ns = string_field(&meta, "namespace");
-      if (!body_ns.empty() && body_ns != ns) {
-        failure = bad_request(
-            "the namespace of the provided object does not match the namespace sent on the "
-            "request");
-        return Errc::bad_request;
-      }
-    }
-    // Server-managed metadata survives every update.
-    for (const char* field : {"name", "namespace", "uid", "creationTimestamp", "generation",
-                              "deletionTimestamp", "deletionGracePeriodSeconds"}) {
-      if (auto it = old_meta.find(field); it != old_meta.end()) {
-        meta[field] = it->value();
-      } else {
-        meta.erase(field);
-      }
-    }
-    if (info.group.empty() && info.resource == "pods") keep_pod_halves(obj, *existing, query);
-    // The status subresource and the main resource each own their half of the object (a
-    // binding, which sets the node and the PodScheduled condition, writes both).
-    if (info.has_status && query.subresource != "binding") {
-      const bool status_write = query.subresource == "status";
-      json::object base = status_write ? *existing : obj;
-      const json::object& from = status_write ? obj : *existing;
-      if (auto it = from.find("status"); it != from.end()) {
-        base["status"] = it->value();
-      } else {
-        base.erase("status");
-      }
-      if (status_write) {
-        base["metadata"] = obj["metadata"];
-      }
-      obj = std::move(base);
-    }
-    if (info.group.empty() && info.resource == "namespaces") {
-      // spec.finalizers change only through the finalize subresource, which changes nothing
-      // else of the spec or status.
-      const bool finalize = query.subresource == "finalize";
-      json::object base = finalize ? *existing : obj;
-      const json::object& from = finalize ? obj : *existing;
-      const json::value* from_spec = from.if_contains("spec");
-      const json::value* finalizers =
-          from_spec != nullptr && from_spec->is_object() ? from_spec->get_object().if_contains("finalizers")
-                                                         : nullptr;
-      json::value& spec = base["spec"];
-      if (!spec.is_object()) spec = json::object();
-      if (finalizers != nullptr) {
-        spec.get_object()["finalizers"] = *finalizers;
-      } else {
-        spec.get_object().erase("finalizers");
-      }
-      if (finalize) base["metadata"] = obj["metadata"];
-      obj = std::move(base);
-    }
-    if (auto e = decode_and_default(info, obj, query, /*create=*/false)) {
-      failure = std::move(*e);
+    auto made = update_object(info, ns, name, *existing, current->mod_revision, std::move(*next),
+                              query);
+    if (!made) {
+      failure = made.error();
       return failure->code;
     }
-    if (info.hooks.prepare_for_update && query.subresource != "status") {
-      info.hooks.prepare_for_update(obj, *existing);
-    }
-    json::object& final_meta = obj["metadata"].get_object();
-    if (desired_state_changed(info, *existing, obj)) {
-      const json::value* g = old_meta.if_contains("generation");
-      std::int64_t gen = g != nullptr && g->is_int64() ? g->get_int64() : 0;
-      final_meta["generation"] = gen + 1;
-    }
-    // A binding is no update of the pod's spec by its users: only the rules of any pod apply.
-    const json::object* old_for_rules = query.subresource == "binding" ? nullptr : &*existing;
-    if (auto e = check_written(info, name, obj, old_for_rules)) {
-      failure = std::move(*e);
-      return failure->code;
-    }
-    if (query.admit) {
-      if (auto e = query.admit(&*existing, obj)) {
-        failure = std::move(*e);
-        return failure->code;
-      }
-    }
-    if (auto causes = added_finalizers(obj, *existing); !causes.empty()) {
-      failure = invalid(info, name, std::move(causes));
-      return Errc::invalid;
-    }
-    if (!query.applied) track_update(&*existing, obj, query.field_manager, manager_scope(info, query));
+    json::object& obj = *made;
     finalized = deletion_complete(info, obj);
     // A dry run stops before the write (even of stale bytes, which an unchanged value would
     // not prevent) with a code no storage returns.

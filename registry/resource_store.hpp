@@ -103,6 +103,22 @@ apimachinery::ApiResult<boost::json::object> apply_configuration(const kinds::Re
                                                    const boost::json::object& config,
                                                    const WriteQuery& query);
 
+// The update pipeline, pure: the object an update makes when `next` (what the caller's change
+// made of the stored object) replaces `existing` (the stored object in its served form, at
+// `revision`), in order: the request's kind, metadata, resourceVersion (409 when not
+// `revision`), name and namespace; server-managed metadata kept; each subresource's half
+// (status, a pod's, a namespace's finalizers); decoding and defaults, the kind's preparation and
+// the generation; the kind's validation, `query.admit` (validating admission), finalizers that
+// may not be added; the managed fields. The caller writes the result with a compare-and-swap
+// at `revision`.
+apimachinery::ApiResult<boost::json::object> update_object(const kinds::ResourceInfo& info,
+                                                           const std::string& ns,
+                                                           const std::string& name,
+                                                           const boost::json::object& existing,
+                                                           std::int64_t revision,
+                                                           boost::json::object next,
+                                                           WriteQuery& query);
+
 class ResourceStore {
  public:
   ResourceStore(std::shared_ptr<storage::Storage> storage, std::shared_ptr<kinds::Scheme> scheme,

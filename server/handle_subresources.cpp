@@ -46,7 +46,6 @@ asio::awaitable<ApiResponse> ApiHandler::serve_binding(const ApiRequest& request
 // pods/eviction: a delete the disruption budgets allow (registry/eviction.hpp).
 asio::awaitable<ApiResponse> ApiHandler::serve_eviction(const ApiRequest& request, const Url& url,
                                                         Route& route) {
-  const ResourceInfo& info = *route.info;
   route.verb = "create";
   if (request.method != "POST") co_return method_not_allowed(request.method);
   auto q = write_query(url, route.subresource);

@@ -10,6 +10,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json/array.hpp>
+#include <boost/json/parse.hpp>
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -22,6 +23,7 @@ namespace {
 
 namespace asio = boost::asio;
 namespace json = boost::json;
+using base::Errc;
 
 // The embedded store answering each call on a later turn of the io_context, as a networked
 // store does: coroutines that share it interleave between their reads and writes.
@@ -172,6 +174,135 @@ TEST_F(ResourceStoreTest, EnsureReportsAnInvalidObject) {
   ASSERT_TRUE(result);
   ASSERT_FALSE(*result);
   EXPECT_EQ(result->error().code, apimachinery::Errc::invalid);
+}
+
+
+// ---- The update pipeline, without storage ----
+
+json::object parse(const std::string& text) { return json::parse(text).as_object(); }
+
+const char* kStoredDeployment = R"({"apiVersion":"apps/v1","kind":"Deployment",
+  "metadata":{"name":"web","namespace":"t","uid":"u-1","resourceVersion":"7","generation":3,
+              "creationTimestamp":"2026-01-01T00:00:00Z"},
+  "spec":{"replicas":1,"selector":{"matchLabels":{"app":"web"}},
+          "template":{"metadata":{"labels":{"app":"web"}},
+                      "spec":{"containers":[{"name":"c","image":"nginx"}]}}},
+  "status":{"replicas":1}})";
+
+class UpdatePipelineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    scheme_ = kinds::Scheme::builtin();
+    deployments_ = scheme_->find("apps", "v1", "deployments");
+    ASSERT_NE(deployments_, nullptr);
+    stored_ = parse(kStoredDeployment);
+    // As stored objects are: with the defaults of their kind.
+    auto settled = update(stored_);
+    ASSERT_TRUE(settled) << settled.error().message;
+    stored_ = std::move(*settled);
+    stored_["metadata"].as_object()["generation"] = 3;
+  }
+
+  apimachinery::ApiResult<json::object> update(json::object next, WriteQuery query = {}) {
+    return update_object(*deployments_, "t", "web", stored_, 7, std::move(next), query);
+  }
+
+  std::shared_ptr<kinds::Scheme> scheme_;
+  std::shared_ptr<const kinds::ResourceInfo> deployments_;
+  json::object stored_;
+};
+
+TEST_F(UpdatePipelineTest, ServerManagedMetadataSurvivesWhateverTheBodySays) {
+  auto next = stored_;
+  auto& meta = next["metadata"].as_object();
+  meta["uid"] = "forged";
+  meta.erase("creationTimestamp");
+  meta["generation"] = 99;
+  meta.erase("resourceVersion");  // unset: no precondition
+  auto r = update(std::move(next));
+  ASSERT_TRUE(r) << r.error().message;
+  const auto& out = r->at("metadata").as_object();
+  EXPECT_EQ(out.at("uid").as_string(), "u-1");
+  EXPECT_EQ(out.at("creationTimestamp").as_string(), "2026-01-01T00:00:00Z");
+  EXPECT_EQ(out.at("generation").as_int64(), 3);  // the spec did not change
+}
+
+TEST_F(UpdatePipelineTest, AChangedSpecBumpsTheGeneration) {
+  auto next = stored_;
+  next["spec"].as_object()["replicas"] = 3;
+  auto r = update(std::move(next));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->at("metadata").at("generation").as_int64(), 4);
+}
+
+TEST_F(UpdatePipelineTest, AStaleResourceVersionIsAConflict) {
+  auto next = stored_;
+  next["metadata"].as_object()["resourceVersion"] = "6";
+  auto r = update(std::move(next));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::conflict);
+}
+
+TEST_F(UpdatePipelineTest, ANameOtherThanTheURLsIsABadRequest) {
+  auto next = stored_;
+  next["metadata"].as_object()["name"] = "other";
+  auto r = update(std::move(next));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::bad_request);
+  EXPECT_EQ(r.error().message,
+            "the name of the object (other) does not match the name on the URL (web)");
+}
+
+TEST_F(UpdatePipelineTest, EachOfMainAndStatusWritesOnlyItsHalf) {
+  auto next = stored_;
+  next["spec"].as_object()["replicas"] = 5;
+  next["status"].as_object()["replicas"] = 5;
+  auto main = update(next);
+  ASSERT_TRUE(main) << main.error().message;
+  EXPECT_EQ(main->at("spec").at("replicas").as_int64(), 5);
+  EXPECT_EQ(main->at("status").at("replicas").as_int64(), 1);
+
+  WriteQuery status;
+  status.subresource = "status";
+  auto status_write = update(next, status);
+  ASSERT_TRUE(status_write) << status_write.error().message;
+  EXPECT_EQ(status_write->at("spec").at("replicas").as_int64(), 1);
+  EXPECT_EQ(status_write->at("status").at("replicas").as_int64(), 5);
+}
+
+TEST_F(UpdatePipelineTest, TheKindsValidationRuns) {
+  auto next = stored_;
+  next["spec"].as_object()["replicas"] = -1;
+  auto r = update(std::move(next));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::invalid);
+}
+
+TEST_F(UpdatePipelineTest, ValidatingAdmissionSeesTheDefaultedObjectAndMayRefuse) {
+  WriteQuery query;
+  const json::object* seen_old = nullptr;
+  bool defaulted = false;
+  query.admit = [&](const json::object* old, const json::object& next)
+      -> std::optional<apimachinery::ApiError> {
+    seen_old = old;
+    // Defaults are in place by now (a Deployment's strategy).
+    defaulted = next.at("spec").as_object().contains("strategy");
+    return apimachinery::ApiError(Errc::forbidden, "refused by admission");
+  };
+  auto r = update(stored_, query);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message, "refused by admission");
+  EXPECT_EQ(seen_old, &stored_);
+  EXPECT_TRUE(defaulted);
+}
+
+TEST_F(UpdatePipelineTest, NoFinalizerMayBeAddedToAnObjectBeingDeleted) {
+  stored_["metadata"].as_object()["deletionTimestamp"] = "2026-01-02T00:00:00Z";
+  auto next = stored_;
+  next["metadata"].as_object()["finalizers"] = json::array{"example.com/hold"};
+  auto r = update(std::move(next));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::invalid);
 }
 
 }  // namespace
