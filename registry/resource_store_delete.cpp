@@ -1,0 +1,182 @@
+// ResourceStore's deletes: one object (finalizers, grace periods, propagation to dependents) and
+// collections.
+#include "registry/resource_store.hpp"
+
+#include "registry/store_rules.hpp"
+
+#include "registry/service_allocator.hpp"
+
+#include "apimachinery/continue_token.hpp"
+#include "schema/field_type.hpp"
+#include "apimachinery/field_selector.hpp"
+#include "apimachinery/json_patch.hpp"
+#include "apimachinery/json_path.hpp"
+#include "apimachinery/label_selector.hpp"
+#include "schema/managed_fields.hpp"
+#include "apimachinery/merge_patch.hpp"
+#include "schema/protobuf_decoder.hpp"
+#include "schema/strategic_merge_patch.hpp"
+#include "schema/structural_schema.hpp"
+#include "base/timestamps.hpp"
+#include "apimachinery/validation.hpp"
+#include "storage/storage.hpp"
+#include "apimachinery/status.hpp"
+#include "apimachinery/stored_json.hpp"
+#include "base/uuid.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json/monotonic_resource.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <charconv>
+#include <chrono>
+#include <ctime>
+#include <random>
+
+namespace kwatch::registry {
+
+using kinds::GenerationRule;
+using kinds::KindOrigin;
+using kinds::NameRule;
+using kinds::ResourceInfo;
+using kinds::ScaleSelector;
+using kinds::ScaleSubresource;
+using kinds::Scheme;
+using schema::apply_configuration;
+using schema::apply_strategic_merge_patch;
+using schema::builtin_patch_schema;
+using schema::field_step;
+using schema::FieldManagerScope;
+using schema::FieldTypes;
+using schema::omit_empty_fields;
+using schema::PatchSchema;
+using schema::track_update;
+using schema::unknown_field_message;
+using apimachinery::ApiError;
+using apimachinery::api_error;
+using apimachinery::encode_continue;
+using apimachinery::invalid_error;
+using apimachinery::set_condition;
+using apimachinery::set_field;
+using apimachinery::ApiResult;
+using apimachinery::Cause;
+using apimachinery::ContinueToken;
+using base::Errc;
+using apimachinery::FieldSelector;
+using apimachinery::LabelSelector;
+using apimachinery::apply_json_patch;
+using apimachinery::apply_merge_patch;
+using apimachinery::dns1123_label_errors;
+using apimachinery::dns1123_subdomain_errors;
+using apimachinery::equal_but_metadata_member;
+using apimachinery::find_field;
+using apimachinery::label_selector_from_json;
+using apimachinery::label_selector_from_map;
+using apimachinery::label_value_errors;
+using apimachinery::object_member;
+using apimachinery::path_segment_errors;
+using apimachinery::qualified_name_errors;
+using apimachinery::string_member;
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+using storage::KeyValue;
+using namespace detail;  // the store's rules (store_rules.hpp)
+
+
+asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInfo& info,
+                                                               std::string ns, std::string name,
+                                                               DeleteQuery query) {
+  if (info.group.empty() && info.resource == "namespaces" && is_immortal_namespace(name)) {
+    co_return detailed(info, Errc::forbidden, name,
+                       "namespaces \"" + name + "\" is forbidden: this namespace may not be deleted");
+  }
+  const std::string key = info.key(ns, name);
+  for (;;) {
+    auto current = co_await storage_->get(key);
+    if (!current) co_return from_storage(info, name, current.error());
+    auto obj = served_form(info, decode(*current));
+    if (!obj && query.ignore_read_errors) {
+      spdlog::warn("deleting {}, which cannot be decoded, as asked "
+                   "(ignoreStoreReadErrorWithClusterBreakingPotential)",
+                   apimachinery::to_valid_utf8(key));
+      if (query.dry_run) co_return success_status(info, name, "");
+      auto d = co_await storage_->delete_if(key, current->mod_revision);
+      if (!d) co_return from_storage(info, name, d.error());
+      if (!d->succeeded) continue;  // changed under us: it may be readable now
+      co_return success_status(info, name, "");
+    }
+    if (!obj) co_return obj.error();
+    const std::string uid = string_field(metadata_of(*obj), "uid");
+    if (query.uid && *query.uid != uid) {
+      co_return conflict(info, name,
+                         "Precondition failed: UID in precondition: " + *query.uid +
+                             ", UID in object meta: " + uid);
+    }
+    if (query.resource_version &&
+        *query.resource_version != std::to_string(current->mod_revision)) {
+      co_return conflict(info, name,
+                         "Precondition failed: ResourceVersion in precondition: " +
+                             *query.resource_version + ", ResourceVersion in object meta: " +
+                             std::to_string(current->mod_revision));
+    }
+    DeletionPlan plan = plan_deletion(info, std::move(*obj), query, garbage_collection_,
+                                      std::chrono::system_clock::now());
+    if (plan.action == DeletionPlan::Action::keep) co_return std::move(plan.object);
+    if (plan.action == DeletionPlan::Action::write) {
+      // The object stays, marked as being deleted, until what holds it lets go.
+      if (query.dry_run) co_return std::move(plan.object);
+      auto text = storable(info, name, plan.object);
+      if (!text) co_return text.error();
+      auto w = co_await storage_->put_if(key, current->mod_revision, std::move(*text));
+      if (!w) co_return from_storage(info, name, w.error());
+      if (!w->succeeded) continue;  // changed under us: decide again on the new state
+      plan.object["metadata"].get_object()["resourceVersion"] = std::to_string(w->revision);
+      co_return std::move(plan.object);
+    }
+    if (!query.dry_run) {
+      auto d = co_await storage_->delete_if(key, current->mod_revision);
+      if (!d) co_return from_storage(info, name, d.error());
+      if (!d->succeeded) {
+        if (d->kv.mod_revision == 0) co_return not_found(info, name);
+        continue;  // changed under us: check the preconditions against the new state
+      }
+      plan.object["metadata"].get_object()["resourceVersion"] = std::to_string(d->revision);
+      if (services_ && is_service(info)) {
+        co_await services_->release_unused(plan.object, nullptr, ns, name);
+      }
+    }
+    if (!info.delete_returns_object) co_return success_status(info, name, uid);
+    co_return std::move(plan.object);
+  }
+}
+
+asio::awaitable<ApiResult<json::object>> ResourceStore::remove_collection(const ResourceInfo& info,
+                                                                          std::string ns,
+                                                                          CompiledListQuery query,
+                                                                          DeleteQuery del) {
+  query.limit = 0;
+  query.continue_token.reset();
+  auto listed = co_await list(info, ns, query);
+  if (!listed) co_return listed.error();
+  // The answer is the list as it was, as kube's deletecollection gives it.
+  for (const auto& item : (*listed)["items"].get_array()) {
+    const json::object* meta = metadata_of(item.get_object());
+    auto r = co_await remove(info, string_field(meta, "namespace"), string_field(meta, "name"),
+                             del);
+    if (!r && r.error().code != Errc::not_found) co_return r.error();  // gone meanwhile: fine
+  }
+  (*listed)["metadata"].get_object().erase("continue");
+  (*listed)["metadata"].get_object().erase("remainingItemCount");
+  co_return std::move(*listed);
+}
+
+}  // namespace kwatch::registry
