@@ -1,28 +1,11 @@
 // ResourceStore's updates: update, patch (JSON, merge, strategic merge), server-side apply and
 // pods/binding, all through one guarded write around the pure update pipeline (update_object).
+
 #include "registry/resource_store.hpp"
 
 #include "registry/store_rules.hpp"
 
 #include "registry/service_allocator.hpp"
-
-#include "apimachinery/continue_token.hpp"
-#include "schema/field_type.hpp"
-#include "apimachinery/field_selector.hpp"
-#include "apimachinery/json_patch.hpp"
-#include "apimachinery/json_path.hpp"
-#include "apimachinery/label_selector.hpp"
-#include "schema/managed_fields.hpp"
-#include "apimachinery/merge_patch.hpp"
-#include "schema/protobuf_decoder.hpp"
-#include "schema/strategic_merge_patch.hpp"
-#include "schema/structural_schema.hpp"
-#include "base/timestamps.hpp"
-#include "apimachinery/validation.hpp"
-#include "storage/storage.hpp"
-#include "apimachinery/status.hpp"
-#include "apimachinery/stored_json.hpp"
-#include "base/uuid.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -43,54 +26,8 @@
 
 namespace kwatch::registry {
 
-using kinds::GenerationRule;
-using kinds::KindOrigin;
-using kinds::NameRule;
-using kinds::ResourceInfo;
-using kinds::ScaleSelector;
-using kinds::ScaleSubresource;
-using kinds::Scheme;
-using schema::apply_configuration;
-using schema::apply_strategic_merge_patch;
-using schema::builtin_patch_schema;
-using schema::field_step;
-using schema::FieldManagerScope;
-using schema::FieldTypes;
-using schema::omit_empty_fields;
-using schema::PatchSchema;
-using schema::track_update;
-using schema::unknown_field_message;
-using apimachinery::ApiError;
-using apimachinery::api_error;
-using apimachinery::encode_continue;
-using apimachinery::invalid_error;
-using apimachinery::set_condition;
-using apimachinery::set_field;
-using apimachinery::ApiResult;
-using apimachinery::Cause;
-using apimachinery::ContinueToken;
-using base::Errc;
-using apimachinery::FieldSelector;
-using apimachinery::LabelSelector;
-using apimachinery::apply_json_patch;
-using apimachinery::apply_merge_patch;
-using apimachinery::dns1123_label_errors;
-using apimachinery::dns1123_subdomain_errors;
-using apimachinery::equal_but_metadata_member;
-using apimachinery::find_field;
-using apimachinery::label_selector_from_json;
-using apimachinery::label_selector_from_map;
-using apimachinery::label_value_errors;
-using apimachinery::object_member;
-using apimachinery::path_segment_errors;
-using apimachinery::qualified_name_errors;
-using apimachinery::string_member;
-
 namespace asio = boost::asio;
-namespace json = boost::json;
-using storage::KeyValue;
-using namespace detail;  // the store's rules (store_rules.hpp)
-
+using namespace detail;  // the store's rules and the names they use (store_rules.hpp)
 
 asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
     const ResourceInfo& info, std::string ns, std::string name, WriteQuery query,

@@ -2,24 +2,6 @@
 
 #include "registry/service_allocator.hpp"
 
-#include "apimachinery/continue_token.hpp"
-#include "schema/field_type.hpp"
-#include "apimachinery/field_selector.hpp"
-#include "apimachinery/json_patch.hpp"
-#include "apimachinery/json_path.hpp"
-#include "apimachinery/label_selector.hpp"
-#include "schema/managed_fields.hpp"
-#include "apimachinery/merge_patch.hpp"
-#include "schema/protobuf_decoder.hpp"
-#include "schema/strategic_merge_patch.hpp"
-#include "schema/structural_schema.hpp"
-#include "base/timestamps.hpp"
-#include "apimachinery/validation.hpp"
-#include "storage/storage.hpp"
-#include "apimachinery/status.hpp"
-#include "apimachinery/stored_json.hpp"
-#include "base/uuid.hpp"
-
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -39,52 +21,7 @@
 
 namespace kwatch::registry::detail {
 
-using kinds::GenerationRule;
-using kinds::KindOrigin;
-using kinds::NameRule;
-using kinds::ResourceInfo;
-using kinds::ScaleSelector;
-using kinds::ScaleSubresource;
-using kinds::Scheme;
-using schema::apply_configuration;
-using schema::apply_strategic_merge_patch;
-using schema::builtin_patch_schema;
-using schema::field_step;
-using schema::FieldManagerScope;
-using schema::FieldTypes;
-using schema::omit_empty_fields;
-using schema::PatchSchema;
-using schema::track_update;
-using schema::unknown_field_message;
-using apimachinery::ApiError;
-using apimachinery::api_error;
-using apimachinery::encode_continue;
-using apimachinery::invalid_error;
-using apimachinery::set_condition;
-using apimachinery::set_field;
-using apimachinery::ApiResult;
-using apimachinery::Cause;
-using apimachinery::ContinueToken;
-using base::Errc;
-using apimachinery::FieldSelector;
-using apimachinery::LabelSelector;
-using apimachinery::apply_json_patch;
-using apimachinery::apply_merge_patch;
-using apimachinery::dns1123_label_errors;
-using apimachinery::dns1123_subdomain_errors;
-using apimachinery::equal_but_metadata_member;
-using apimachinery::find_field;
-using apimachinery::label_selector_from_json;
-using apimachinery::label_selector_from_map;
-using apimachinery::label_value_errors;
-using apimachinery::object_member;
-using apimachinery::path_segment_errors;
-using apimachinery::qualified_name_errors;
-using apimachinery::string_member;
-
 namespace asio = boost::asio;
-namespace json = boost::json;
-using storage::KeyValue;
 
 // ---- Status-shaped errors, worded as kube-apiserver words them. ----
 
@@ -164,9 +101,6 @@ std::string random_suffix(std::size_t n) {
   return out;
 }
 
-
-
-
 // The stored form of an object about to be written, or why it must not be: nothing is committed
 // that the server could not read back (apimachinery/stored_json.hpp) or that exceeds the size
 // limit. A custom resource served by several versions is stored as its storage version and served as
@@ -218,7 +152,6 @@ ApiResult<std::string> storable(const ResourceInfo& info, const std::string& nam
   obj = std::move(value.get_object());
   return text;
 }
-
 
 // What kube-apiserver calls a corrupt object: stored, but it cannot be decoded.
 ApiError unreadable(const storage::KeyValue& kv, const std::string& problem) {
@@ -613,6 +546,5 @@ FieldManagerScope manager_scope(const ResourceInfo& info, const WriteQuery& quer
   scope.now = base::now_rfc3339();
   return scope;
 }
-
 
 }  // namespace kwatch::registry::detail

@@ -3,11 +3,24 @@
 // defaults, validation, and what survives an update. Internal to registry/; pure functions.
 #pragma once
 
-#include "apimachinery/api_error.hpp"
 #include "apimachinery/continue_token.hpp"
+#include "apimachinery/field_selector.hpp"
+#include "apimachinery/json_patch.hpp"
+#include "apimachinery/json_path.hpp"
+#include "apimachinery/label_selector.hpp"
+#include "apimachinery/merge_patch.hpp"
+#include "apimachinery/status.hpp"
+#include "apimachinery/stored_json.hpp"
+#include "apimachinery/validation.hpp"
+#include "base/timestamps.hpp"
+#include "base/uuid.hpp"
 #include "kinds/scheme.hpp"
 #include "registry/resource_store.hpp"
+#include "schema/field_type.hpp"
 #include "schema/managed_fields.hpp"
+#include "schema/protobuf_decoder.hpp"
+#include "schema/strategic_merge_patch.hpp"
+#include "schema/structural_schema.hpp"
 #include "storage/storage.hpp"
 
 #include <boost/json/object.hpp>
@@ -20,13 +33,50 @@
 
 namespace kwatch::registry::detail {
 
+// The names the store's files use, declared once for all of them.
+using kinds::GenerationRule;
+using kinds::KindOrigin;
+using kinds::NameRule;
+using kinds::ResourceInfo;
+using kinds::ScaleSelector;
+using kinds::ScaleSubresource;
+using kinds::Scheme;
+using schema::apply_configuration;
+using schema::apply_strategic_merge_patch;
+using schema::builtin_patch_schema;
+using schema::field_step;
+using schema::FieldManagerScope;
+using schema::FieldTypes;
+using schema::omit_empty_fields;
+using schema::PatchSchema;
+using schema::track_update;
+using schema::unknown_field_message;
 using apimachinery::ApiError;
+using apimachinery::api_error;
+using apimachinery::encode_continue;
+using apimachinery::invalid_error;
+using apimachinery::set_condition;
+using apimachinery::set_field;
 using apimachinery::ApiResult;
 using apimachinery::Cause;
 using apimachinery::ContinueToken;
-using schema::FieldManagerScope;
 using base::Errc;
-using kinds::ResourceInfo;
+using apimachinery::FieldSelector;
+using apimachinery::LabelSelector;
+using apimachinery::apply_json_patch;
+using apimachinery::apply_merge_patch;
+using apimachinery::dns1123_label_errors;
+using apimachinery::dns1123_subdomain_errors;
+using apimachinery::equal_but_metadata_member;
+using apimachinery::find_field;
+using apimachinery::label_selector_from_json;
+using apimachinery::label_selector_from_map;
+using apimachinery::label_value_errors;
+using apimachinery::object_member;
+using apimachinery::path_segment_errors;
+using apimachinery::qualified_name_errors;
+using apimachinery::string_member;
+using storage::KeyValue;
 namespace json = boost::json;
 
 std::string qualified_resource(const ResourceInfo& info);

@@ -6,6 +6,7 @@
 #include "kinds/scheme.hpp"
 #include "registry/cacher_registry.hpp"
 #include "storage/memory_storage.hpp"
+#include "test/support/io_turns.hpp"
 #include "watch/cacher.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -57,10 +58,7 @@ class GarbageCollectorTest : public ::testing::Test {
   }
 
   // Runs the io_context for a slice (it stops whenever it runs out of work).
-  void turn() {
-    if (ioc_.stopped()) ioc_.restart();
-    ioc_.run_for(std::chrono::milliseconds(10));
-  }
+  void turn() { test::turn(ioc_); }
 
   template <class F>
   void run(F f) {
@@ -79,12 +77,7 @@ class GarbageCollectorTest : public ::testing::Test {
   // Runs the io_context until `condition` holds, at most `limit`.
   bool eventually(const std::function<bool()>& condition,
                   std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (!condition()) {
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      turn();
-    }
-    return true;
+    return test::eventually(ioc_, condition, limit);
   }
 
   json::object create(const kinds::ResourceInfo& info, const std::string& text,

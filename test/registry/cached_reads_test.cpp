@@ -4,6 +4,7 @@
 #include "registry/cacher_registry.hpp"
 #include "registry/resource_store.hpp"
 #include "storage/memory_storage.hpp"
+#include "test/support/io_turns.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -56,22 +57,11 @@ class CachedReadsTest : public ::testing::Test {
     turn();
   }
 
-  void turn() {
-    if (ioc_.stopped()) ioc_.restart();
-    ioc_.run_for(std::chrono::milliseconds(10));
-  }
+  void turn() { test::turn(ioc_); }
 
   template <class T>
   T run(std::function<asio::awaitable<T>()> f) {
-    std::optional<T> out;
-    asio::co_spawn(ioc_, [&]() -> asio::awaitable<void> { out.emplace(co_await f()); },
-                   [](std::exception_ptr e) {
-                     if (e) std::rethrow_exception(e);
-                   });
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!out && std::chrono::steady_clock::now() < deadline) turn();
-    EXPECT_TRUE(out) << "did not finish within the deadline";
-    return std::move(*out);
+    return test::run_to_end<T>(ioc_, std::move(f));
   }
 
   void start_cache() {
