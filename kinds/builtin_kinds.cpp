@@ -38,6 +38,49 @@ using apimachinery::object_member;
 
 using apimachinery::string_member;
 
+// A pod's spec.ephemeralContainers change only through /ephemeralcontainers, which changes
+// nothing else (`kubectl debug`); a binding writes what it writes.
+void keep_ephemeral_containers(json::object& obj, const json::object& old,
+                               std::string_view subresource) {
+  if (subresource == "binding") return;
+  const bool ephemeral = subresource == "ephemeralcontainers";
+  const json::value* from_spec = (ephemeral ? obj : old).if_contains("spec");
+  const json::value* containers = from_spec != nullptr && from_spec->is_object()
+                                      ? from_spec->get_object().if_contains("ephemeralContainers")
+                                      : nullptr;
+  json::value taken = containers != nullptr ? *containers : json::value();
+  if (ephemeral) obj = old;
+  json::value& spec = obj["spec"];
+  if (!spec.is_object()) spec = json::object();
+  if (containers != nullptr) {
+    spec.get_object()["ephemeralContainers"] = std::move(taken);
+  } else {
+    spec.get_object().erase("ephemeralContainers");
+  }
+}
+
+// A namespace's spec.finalizers change only through /finalize, which changes nothing else of
+// the spec or status (only the metadata it sends).
+void keep_namespace_finalizers(json::object& obj, const json::object& old,
+                               std::string_view subresource) {
+  const bool finalize = subresource == "finalize";
+  json::object base = finalize ? old : obj;
+  const json::object& from = finalize ? obj : old;
+  const json::value* from_spec = from.if_contains("spec");
+  const json::value* finalizers = from_spec != nullptr && from_spec->is_object()
+                                      ? from_spec->get_object().if_contains("finalizers")
+                                      : nullptr;
+  json::value& spec = base["spec"];
+  if (!spec.is_object()) spec = json::object();
+  if (finalizers != nullptr) {
+    spec.get_object()["finalizers"] = *finalizers;
+  } else {
+    spec.get_object().erase("finalizers");
+  }
+  if (finalize) base["metadata"] = obj["metadata"];
+  obj = std::move(base);
+}
+
 // Deleting a definition first deletes its objects: the finalizer kube's cleanup controller
 // removes when they are gone.
 constexpr std::string_view kCustomResourceCleanup = "customresourcecleanup.apiextensions.k8s.io";
@@ -203,7 +246,8 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
       {.kind = "Namespace", .resource = "namespaces", .namespaced = false,
        .short_names = {"ns"}, .fields = {"status.phase"}, .has_status = true,
        .hooks = {.set_defaults = default_namespace,
-                 .prepare_for_create = default_namespace_on_create}, .delete_returns_object = true},
+                 .prepare_for_create = default_namespace_on_create,
+                 .keep_owned_fields = keep_namespace_finalizers}, .delete_returns_object = true},
       {.kind = "Pod", .resource = "pods", .short_names = {"po"},
        .fields = {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
                   "spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP",
@@ -212,6 +256,7 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
        .hooks = {.set_defaults = default_pod,
                  .prepare_for_create = default_pod_on_create,
                  .prepare_for_update = default_pod_on_update,
+                 .keep_owned_fields = keep_ephemeral_containers,
                  .field_value = false_when_absent("spec.hostNetwork"),
                  .validate = validate_pod}, .delete_returns_object = true},
       {.kind = "Service", .resource = "services", .short_names = {"svc"},

@@ -66,6 +66,13 @@ struct KindHooks {
   // priority, which only a create assigns). Not called for status writes.
   std::function<void(boost::json::object& obj, const boost::json::object& old)>
       prepare_for_update;
+  // What a subresource owns beyond status (which the status subresource owns for every kind
+  // that has one): an update `obj` written through `subresource` ("" the main resource) takes
+  // back from the stored `old` what that write may not change (a pod's ephemeral containers
+  // belong to /ephemeralcontainers, a namespace's spec.finalizers to /finalize).
+  std::function<void(boost::json::object& obj, const boost::json::object& old,
+                     std::string_view subresource)>
+      keep_owned_fields;
   // A selectable field whose value is not simply the field's (an event's "source", a node's
   // absent spec.unschedulable reading "false"); nullopt leaves it to the field.
   std::function<std::optional<std::string>(const boost::json::object& obj, std::string_view field)>

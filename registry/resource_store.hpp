@@ -107,7 +107,7 @@ apimachinery::ApiResult<boost::json::object> apply_configuration(const kinds::Re
 // made of the stored object) replaces `existing` (the stored object in its served form, at
 // `revision`), in order: the request's kind, metadata, resourceVersion (409 when not
 // `revision`), name and namespace; server-managed metadata kept; each subresource's half
-// (status, a pod's, a namespace's finalizers); decoding and defaults, the kind's preparation and
+// (what the kind's subresources own, then status); decoding and defaults, the kind's preparation and
 // the generation; the kind's validation, `query.admit` (validating admission), finalizers that
 // may not be added; the managed fields. The caller writes the result with a compare-and-swap
 // at `revision`.

@@ -99,7 +99,10 @@ ApiResult<json::object> update_object(const ResourceInfo& info, const std::strin
       meta.erase(field);
     }
   }
-  if (info.group.empty() && info.resource == "pods") keep_pod_halves(obj, existing, query);
+  // What the kind's subresources own, then status (KindHooks::keep_owned_fields).
+  if (info.hooks.keep_owned_fields) {
+    info.hooks.keep_owned_fields(obj, existing, query.subresource);
+  }
   // The status subresource and the main resource each own their half of the object (a
   // binding, which sets the node and the PodScheduled condition, writes both).
   if (info.has_status && query.subresource != "binding") {
@@ -114,26 +117,6 @@ ApiResult<json::object> update_object(const ResourceInfo& info, const std::strin
     if (status_write) {
       base["metadata"] = obj["metadata"];
     }
-    obj = std::move(base);
-  }
-  if (info.group.empty() && info.resource == "namespaces") {
-    // spec.finalizers change only through the finalize subresource, which changes nothing
-    // else of the spec or status.
-    const bool finalize = query.subresource == "finalize";
-    json::object base = finalize ? existing : obj;
-    const json::object& from = finalize ? obj : existing;
-    const json::value* from_spec = from.if_contains("spec");
-    const json::value* finalizers =
-        from_spec != nullptr && from_spec->is_object() ? from_spec->get_object().if_contains("finalizers")
-                                                       : nullptr;
-    json::value& spec = base["spec"];
-    if (!spec.is_object()) spec = json::object();
-    if (finalizers != nullptr) {
-      spec.get_object()["finalizers"] = *finalizers;
-    } else {
-      spec.get_object().erase("finalizers");
-    }
-    if (finalize) base["metadata"] = obj["metadata"];
     obj = std::move(base);
   }
   // Mutation: decoding and defaults, the kind's own preparation, the generation.

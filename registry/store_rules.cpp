@@ -511,26 +511,6 @@ std::string list_start_key(const ResourceInfo& info, const std::string& ns,
   return info.key_prefix() + token.start_key_relative;
 }
 
-// Ephemeral containers change only through pods/ephemeralcontainers, which changes nothing
-// else (kube's dropNonEphemeralContainerUpdates); other writes keep the stored ones.
-void keep_pod_halves(json::object& obj, const json::object& existing, const WriteQuery& query) {
-  if (query.subresource == "binding") return;
-  const bool ephemeral = query.subresource == "ephemeralcontainers";
-  const json::value* from_spec = (ephemeral ? obj : existing).if_contains("spec");
-  const json::value* containers = from_spec != nullptr && from_spec->is_object()
-                                      ? from_spec->get_object().if_contains("ephemeralContainers")
-                                      : nullptr;
-  json::value taken = containers != nullptr ? *containers : json::value();
-  if (ephemeral) obj = existing;
-  json::value& spec = obj["spec"];
-  if (!spec.is_object()) spec = json::object();
-  if (containers != nullptr) {
-    spec.get_object()["ephemeralContainers"] = std::move(taken);
-  } else {
-    spec.get_object().erase("ephemeralContainers");
-  }
-}
-
 // Where a write's field ownership is recorded: the kind's types, version and subresource; the
 // main resource does not write the status of a kind that has a status subresource, /status
 // does not write the spec.

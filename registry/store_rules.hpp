@@ -189,10 +189,6 @@ json::object success_status(const ResourceInfo& info, const std::string& name,
 std::string list_start_key(const ResourceInfo& info, const std::string& ns,
                            const ContinueToken& token);
 
-// Ephemeral containers change only through pods/ephemeralcontainers, which changes nothing
-// else (kube's dropNonEphemeralContainerUpdates); other writes keep the stored ones.
-void keep_pod_halves(json::object& obj, const json::object& existing, const WriteQuery& query);
-
 // Where a write's field ownership is recorded: the kind's types, version and subresource; the
 // main resource does not write the status of a kind that has a status subresource, /status
 // does not write the spec.

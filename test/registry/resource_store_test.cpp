@@ -305,5 +305,31 @@ TEST_F(UpdatePipelineTest, NoFinalizerMayBeAddedToAnObjectBeingDeleted) {
   EXPECT_EQ(r.error().code, Errc::invalid);
 }
 
+// A namespace's spec.finalizers belong to /finalize (KindHooks::keep_owned_fields).
+TEST(UpdatePipeline, OnlyFinalizeChangesANamespacesFinalizers) {
+  auto scheme = kinds::Scheme::builtin();
+  auto namespaces = scheme->find("", "v1", "namespaces");
+  json::object stored = parse(R"({"apiVersion":"v1","kind":"Namespace",
+    "metadata":{"name":"team","uid":"u-2","resourceVersion":"4"},
+    "spec":{"finalizers":["kubernetes"]},"status":{"phase":"Active"}})");
+  auto next = stored;
+  next["spec"].as_object()["finalizers"] = json::array();
+  WriteQuery main;
+  auto kept = update_object(*namespaces, "", "team", stored, 4, next, main);
+  auto finalizers = [](const json::object& ns) -> std::size_t {
+    const auto* spec = ns.if_contains("spec");
+    const auto* list = spec && spec->is_object() ? spec->as_object().if_contains("finalizers")
+                                                 : nullptr;
+    return list && list->is_array() ? list->as_array().size() : 0;
+  };
+  ASSERT_TRUE(kept) << kept.error().message;
+  EXPECT_EQ(finalizers(*kept), 1u);
+  WriteQuery finalize;
+  finalize.subresource = "finalize";
+  auto finalized = update_object(*namespaces, "", "team", stored, 4, next, finalize);
+  ASSERT_TRUE(finalized) << finalized.error().message;
+  EXPECT_EQ(finalizers(*finalized), 0u);
+}
+
 }  // namespace
 }  // namespace kwatch::registry
