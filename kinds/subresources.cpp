@@ -13,14 +13,14 @@ const std::vector<std::string_view> kProxyVerbs{"create", "delete", "get", "patc
 // ephemeralcontainers.
 const std::vector<Subresource>& pod_subresources() {
   static const std::vector<Subresource> kList = {
-      {"attach", "", "", "PodAttachOptions", {"create", "get"}},
+      {"attach", "", "", "PodAttachOptions", {"create", "get"}, false, true},
       {"binding", "", "", "Binding", {"create"}},
       {"ephemeralcontainers", "", "", "Pod", kReadWrite},
       {"eviction", "policy", "v1", "Eviction", {"create"}},
-      {"exec", "", "", "PodExecOptions", {"create", "get"}},
-      {"log", "", "", "Pod", {"get"}},
-      {"portforward", "", "", "PodPortForwardOptions", {"create", "get"}},
-      {"proxy", "", "", "PodProxyOptions", kProxyVerbs},
+      {"exec", "", "", "PodExecOptions", {"create", "get"}, false, true},
+      {"log", "", "", "Pod", {"get"}, false, true},
+      {"portforward", "", "", "PodPortForwardOptions", {"create", "get"}, false, true},
+      {"proxy", "", "", "PodProxyOptions", kProxyVerbs, false, true},
   };
   return kList;
 }
@@ -33,8 +33,9 @@ const std::vector<Subresource> kToken{
     {"token", "authentication.k8s.io", "v1", "TokenRequest", {"create"}, true}};
 const std::vector<Subresource> kFinalize{{"finalize", "", "", "", {"update"}}};
 const std::vector<Subresource> kServiceProxy{
-    {"proxy", "", "", "ServiceProxyOptions", kProxyVerbs}};
-const std::vector<Subresource> kNodeProxy{{"proxy", "", "", "NodeProxyOptions", kProxyVerbs}};
+    {"proxy", "", "", "ServiceProxyOptions", kProxyVerbs, false, true}};
+const std::vector<Subresource> kNodeProxy{
+    {"proxy", "", "", "NodeProxyOptions", kProxyVerbs, false, true}};
 const std::vector<Subresource> kNone;
 
 // Those of a built-in kind beyond status and scale.

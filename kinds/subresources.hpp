@@ -19,6 +19,9 @@ struct Subresource {
   // Routed for these verbs' methods only (TokenRequest: POST); otherwise every method reaches
   // the subresource's handler, which answers what it does not serve.
   bool only_its_verbs = false;
+  // A kubelet's or a proxy's to answer (a pod's log, exec, attach, portforward and proxy; a
+  // service's and a node's proxy): kwatch, which runs no kubelet, answers with why it cannot.
+  bool needs_kubelet = false;
 };
 
 // In discovery's order: status, scale, then the kind's own (pods' kubelet subresources, binding,

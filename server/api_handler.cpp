@@ -602,7 +602,9 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     route.table_include = *parsed;
   }
   if (route.subresource == "scale") co_return co_await serve_scale(request, url, route);
-  if (kubelet_subresource(route.subresource)) co_return co_await serve_without_kubelet(route);
+  const kinds::Subresource* sub =
+      route.subresource.empty() ? nullptr : kinds::find_subresource(info, route.subresource);
+  if (sub != nullptr && sub->needs_kubelet) co_return co_await serve_without_kubelet(route);
   if (route.subresource == "binding") co_return co_await serve_binding(request, url, route);
   if (route.subresource == "eviction") co_return co_await serve_eviction(request, url, route);
   if (route.subresource == "token") co_return co_await serve_token_request(request, route);

@@ -108,14 +108,6 @@ ApiResult<registry::WriteQuery> write_query(const Url& url, const std::string& s
   return q;
 }
 
-// Subresources of pods kwatch serves: binding (what a scheduler posts), eviction (`kubectl
-// drain`), ephemeralcontainers
-// (`kubectl debug`), and those a kubelet would serve, answered with why they cannot be.
-bool kubelet_subresource(std::string_view sub) {
-  return sub == "log" || sub == "exec" || sub == "attach" || sub == "portforward" ||
-         sub == "proxy";
-}
-
 // Who a write is recorded under (fieldManager, else the User-Agent's product) and, for apply
 // patches, `force`; 422 for what kube's options validation refuses. `options` names the
 // request's options kind in errors.

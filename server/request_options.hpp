@@ -37,11 +37,6 @@ apimachinery::ApiResult<boost::json::object> parse_object(const ApiRequest& requ
 
 apimachinery::ApiResult<registry::WriteQuery> write_query(const Url& url, const std::string& subresource);
 
-// Subresources of pods kwatch serves: binding (what a scheduler posts), eviction (`kubectl
-// drain`), ephemeralcontainers
-// (`kubectl debug`), and those a kubelet would serve, answered with why they cannot be.
-bool kubelet_subresource(std::string_view sub);
-
 // Who a write is recorded under (fieldManager, else the User-Agent's product) and, for apply
 // patches, `force`; 422 for what kube's options validation refuses. `options` names the
 // request's options kind in errors.

@@ -54,6 +54,18 @@ TEST(Subresources, WhatEachAnswersWithAndWhichVerbs) {
   EXPECT_EQ(f->verbs, (std::vector<std::string_view>{"update"}));
 }
 
+TEST(Subresources, TheKubeletsAreMarkedAsSuch) {
+  std::vector<std::string> kubelets;
+  for (const char* resource : {"pods", "services", "nodes", "namespaces", "serviceaccounts"}) {
+    for (const auto& sub : subresources_of(builtin("", "v1", resource))) {
+      if (sub.needs_kubelet) kubelets.push_back(std::string(resource) + "/" + std::string(sub.name));
+    }
+  }
+  EXPECT_EQ(kubelets, (std::vector<std::string>{"pods/attach", "pods/exec", "pods/log",
+                                                "pods/portforward", "pods/proxy",
+                                                "services/proxy", "nodes/proxy"}));
+}
+
 TEST(Subresources, ACustomResourceHasOnlyWhatItsDefinitionEnables) {
   ResourceInfo custom = builtin("", "v1", "pods");
   custom.origin = KindOrigin::custom;
