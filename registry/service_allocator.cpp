@@ -113,6 +113,11 @@ std::string protocol_of(const json::object* port) {
   return p.empty() ? "TCP" : p;
 }
 
+// A storage failure while allocating: 500.
+ApiError allocation_failed(const boost::system::error_code& e) {
+  return api_error(Errc::internal, "failed to allocate a service value: " + e.message());
+}
+
 std::string holder_value(const std::string& ns, const std::string& name) {
   return "{\"service\":\"" + ns + "/" + name + "\"}";
 }
@@ -172,25 +177,37 @@ boost::asio::awaitable<ApiResult<ServiceReservation>> ServiceAllocator::allocate
   reservation.holder = holder_value(ns, name);
   json::object* spec = spec_of(service);
   if (spec == nullptr) co_return reservation;
-  const std::string& holder = reservation.holder;
-  std::vector<Cause> causes;
-  // Reserves one key; false when another Service holds it.
-  auto reserve = [&](std::string key) -> boost::asio::awaitable<base::Result<bool>> {
-    std::string value = holder;
-    auto r = co_await storage_->create(key, std::move(value));
-    if (r) {
-      reservation.keys.push_back(std::move(key));
-      co_return true;
-    }
-    if (r.error() == base::Errc::already_exists) co_return false;
-    co_return base::Result<bool>(boost::system::in_place_error, r.error());
-  };
-  auto failed = [](const boost::system::error_code& e) -> ApiError {
-    return api_error(Errc::internal, "failed to allocate a service value: " + e.message());
-  };
   const json::object* old_spec = old != nullptr ? spec_of(*old) : nullptr;
+  std::vector<Cause> causes;
+  // A failure of storage, or a range that is full (what was reserved is then released).
+  if (auto e = co_await allocate_cluster_ip(*spec, old_spec, reservation, causes)) co_return *e;
+  if (causes.empty()) {
+    if (auto e = co_await allocate_node_ports(*spec, old_spec, reservation, causes)) co_return *e;
+  }
+  if (!causes.empty()) {
+    co_await release(std::move(reservation));
+    co_return ApiError(Errc::invalid, "", std::move(causes));
+  }
+  co_return reservation;
+}
 
-  // The cluster IP.
+boost::asio::awaitable<base::Result<bool>> ServiceAllocator::reserve(
+    ServiceReservation& reservation, std::string key) {
+  std::string value = reservation.holder;
+  auto r = co_await storage_->create(key, std::move(value));
+  if (r) {
+    reservation.keys.push_back(std::move(key));
+    co_return true;
+  }
+  if (r.error() == base::Errc::already_exists) co_return false;
+  co_return base::Result<bool>(boost::system::in_place_error, r.error());
+}
+
+// The cluster IP: kept from the old object, checked and reserved when asked for, else chosen.
+boost::asio::awaitable<std::optional<ApiError>> ServiceAllocator::allocate_cluster_ip(
+    json::object& service_spec, const json::object* old_spec, ServiceReservation& reservation,
+    std::vector<Cause>& causes) {
+  json::object* spec = &service_spec;
   if (needs_cluster_ip(spec)) {
     std::string ip = requested_ip(spec);
     const std::string old_ip = old_spec != nullptr && needs_cluster_ip(old_spec)
@@ -231,8 +248,8 @@ boost::asio::awaitable<ApiResult<ServiceReservation>> ServiceAllocator::allocate
                           "spec.clusterIPs[0]"});
       } else {
         std::string key = ip_key(format_ipv4(*parsed));  // named: GCC 12 and co_await temporaries
-        auto r = co_await reserve(std::move(key));
-        if (!r) co_return failed(r.error());
+        auto r = co_await reserve(reservation, std::move(key));
+        if (!r) co_return allocation_failed(r.error());
         if (!*r) {
           causes.push_back({"FieldValueInvalid",
                             "Invalid value: \"" + ip + "\": failed to allocate IP " + ip +
@@ -249,7 +266,7 @@ boost::asio::awaitable<ApiResult<ServiceReservation>> ServiceAllocator::allocate
       storage::ListOptions options;
       options.prefix = prefix_ + "/ranges/serviceips/";
       auto taken_list = co_await storage_->list(options);
-      if (!taken_list) co_return failed(taken_list.error());
+      if (!taken_list) co_return allocation_failed(taken_list.error());
       std::set<std::string> taken;
       for (const auto& kv : taken_list->kvs) taken.insert(kv.key);
       thread_local std::mt19937 rng{std::random_device{}()};
@@ -263,8 +280,8 @@ boost::asio::awaitable<ApiResult<ServiceReservation>> ServiceAllocator::allocate
           const std::string candidate = format_ipv4(ranges_.network + lo + (start + i) % count);
           std::string key = ip_key(candidate);
           if (taken.count(key)) continue;
-          auto r = co_await reserve(std::move(key));
-          if (!r) co_return failed(r.error());
+          auto r = co_await reserve(reservation, std::move(key));
+          if (!r) co_return allocation_failed(r.error());
           if (*r) chosen = candidate;
         }
       }
@@ -279,12 +296,15 @@ boost::asio::awaitable<ApiResult<ServiceReservation>> ServiceAllocator::allocate
     for (const char* f : {"clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"}) spec->erase(f);
   }
 
-  if (!causes.empty()) {
-    co_await release(std::move(reservation));
-    co_return ApiError(Errc::invalid, "", std::move(causes));
-  }
+  co_return std::nullopt;
+}
 
-  // Node ports.
+// Node ports, for the types that need them: kept from the old object for the same port and
+// protocol, checked and reserved when asked for, else chosen.
+boost::asio::awaitable<std::optional<ApiError>> ServiceAllocator::allocate_node_ports(
+    json::object& service_spec, const json::object* old_spec, ServiceReservation& reservation,
+    std::vector<Cause>& causes) {
+  json::object* spec = &service_spec;
   json::value* ports = spec->if_contains("ports");
   if (ports != nullptr && ports->is_array()) {
     const bool wanted = needs_node_ports(spec);
@@ -332,8 +352,8 @@ boost::asio::awaitable<ApiResult<ServiceReservation>> ServiceAllocator::allocate
           continue;
         }
         std::string key = port_key(np);
-        auto r = co_await reserve(std::move(key));
-        if (!r) co_return failed(r.error());
+        auto r = co_await reserve(reservation, std::move(key));
+        if (!r) co_return allocation_failed(r.error());
         if (!*r) {
           causes.push_back({"FieldValueInvalid",
                             "Invalid value: " + std::to_string(np) +
@@ -346,7 +366,7 @@ boost::asio::awaitable<ApiResult<ServiceReservation>> ServiceAllocator::allocate
         storage::ListOptions options;
         options.prefix = prefix_ + "/ranges/servicenodeports/";
         auto listed = co_await storage_->list(options);
-        if (!listed) co_return failed(listed.error());
+        if (!listed) co_return allocation_failed(listed.error());
         taken.emplace();
         for (const auto& kv : listed->kvs) taken->insert(kv.key);
       }
@@ -358,8 +378,8 @@ boost::asio::awaitable<ApiResult<ServiceReservation>> ServiceAllocator::allocate
         const std::int64_t candidate = ranges_.node_port_low + (start + k) % count;
         std::string key = port_key(candidate);
         if (taken->count(key)) continue;
-        auto r = co_await reserve(std::move(key));
-        if (!r) co_return failed(r.error());
+        auto r = co_await reserve(reservation, std::move(key));
+        if (!r) co_return allocation_failed(r.error());
         if (*r) chosen = candidate;
       }
       if (chosen == 0) {
@@ -371,11 +391,7 @@ boost::asio::awaitable<ApiResult<ServiceReservation>> ServiceAllocator::allocate
       (*port)["nodePort"] = chosen;
     }
   }
-  if (!causes.empty()) {
-    co_await release(std::move(reservation));
-    co_return ApiError(Errc::invalid, "", std::move(causes));
-  }
-  co_return reservation;
+  co_return std::nullopt;
 }
 
 boost::asio::awaitable<void> ServiceAllocator::release(ServiceReservation reservation) {

@@ -73,6 +73,17 @@ class ServiceAllocator {
   const ServiceRanges& ranges() const { return ranges_; }
 
  private:
+  // Reserves one key for `reservation`'s holder; false when another Service holds it.
+  boost::asio::awaitable<base::Result<bool>> reserve(ServiceReservation& reservation,
+                                                     std::string key);
+  // allocate()'s two halves: causes for what the spec asks wrongly; an error when storage fails
+  // or a range is full (`reservation` is then released).
+  boost::asio::awaitable<std::optional<apimachinery::ApiError>> allocate_cluster_ip(
+      boost::json::object& spec, const boost::json::object* old_spec,
+      ServiceReservation& reservation, std::vector<apimachinery::Cause>& causes);
+  boost::asio::awaitable<std::optional<apimachinery::ApiError>> allocate_node_ports(
+      boost::json::object& spec, const boost::json::object* old_spec,
+      ServiceReservation& reservation, std::vector<apimachinery::Cause>& causes);
   std::string ip_key(const std::string& ip) const;
   std::string port_key(std::int64_t port) const;
 
