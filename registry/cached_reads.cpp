@@ -81,11 +81,13 @@ boost::asio::awaitable<CacheAnswer<watch::CacheList>> list_from_cache(
 boost::asio::awaitable<CacheAnswer<watch::ObjectPtr>> get_from_cache(
     const CacherRegistry& cachers, const ResourceInfo& info, std::string ns, std::string name,
     std::optional<std::string> resource_version) {
-  std::shared_ptr<watch::Cacher> cacher = cachers.find(info);
-  // An unset version is a consistent read, and a malformed one storage's to refuse.
+  // An unset version is a consistent read, and a malformed one storage's to refuse: neither
+  // looks for the cache.
   if (!resource_version || resource_version->empty()) co_return std::nullopt;
   auto rv = parse_resource_version(*resource_version);
-  if (cacher == nullptr || serves_other_version(info) || !cacher->ready() || !rv) {
+  if (!rv) co_return std::nullopt;
+  std::shared_ptr<watch::Cacher> cacher = cachers.find(info);
+  if (cacher == nullptr || serves_other_version(info) || !cacher->ready()) {
     co_return std::nullopt;
   }
   if (*rv > 0 && !cacher->progress_ordered()) co_return std::nullopt;
