@@ -1,5 +1,6 @@
 #include "app/application.hpp"
 
+#include "auth/escalation_guard.hpp"
 #include "auth/rbac_authorizer.hpp"
 #include "registry/resource_store.hpp"
 #include "kinds/scheme.hpp"
@@ -370,6 +371,7 @@ bool Application::Parts::configure_access() {
     rbac = std::make_shared<RbacPolicySource>(scheme, cachers, storage);
     rbac->start(ioc->get_executor());
     access.rbac = rbac;
+    store->admission().add(std::make_shared<auth::EscalationGuard>(rbac));
   }
   handler->set_access(std::move(access));
   handler->set_limits(std::make_shared<RequestLimits>(

@@ -26,6 +26,8 @@
 // shared_ptr. No I/O, no executor, nothing to cancel.
 #pragma once
 
+#include "apimachinery/user_info.hpp"
+
 #include <boost/json/object.hpp>
 #include <map>
 #include <memory>
@@ -36,14 +38,7 @@
 
 namespace kwatch::auth {
 
-struct UserInfo {
-  std::string name;
-  std::string uid;
-  std::vector<std::string> groups;
-  // Extra attributes (Impersonate-Extra-<key>): RBAC does not read them; reviews and the audit
-  // log show them.
-  std::map<std::string, std::vector<std::string>> extra = {};
-};
+using apimachinery::UserInfo;
 
 // Whether `user` is in system:masters, which kube lets do anything before RBAC is consulted (its
 // superuser authorizer, escalation checks, priority and fairness exemptions).

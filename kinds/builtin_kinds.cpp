@@ -198,6 +198,8 @@ struct Kind {
   KindHooks hooks = {};
   bool delete_returns_object = false;
   bool orphans_by_default = false;
+  DeletionRule deletion = DeletionRule::standard;
+  bool allocates_service_addresses = false;
 };
 
 const std::vector<std::string> kAll = {"all"};
@@ -247,7 +249,8 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
        .short_names = {"ns"}, .fields = {"status.phase"}, .has_status = true,
        .hooks = {.set_defaults = default_namespace,
                  .prepare_for_create = default_namespace_on_create,
-                 .keep_owned_fields = keep_namespace_finalizers}, .delete_returns_object = true},
+                 .keep_owned_fields = keep_namespace_finalizers}, .delete_returns_object = true,
+       .deletion = DeletionRule::terminating},
       {.kind = "Pod", .resource = "pods", .short_names = {"po"},
        .fields = {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
                   "spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP",
@@ -258,10 +261,12 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
                  .prepare_for_update = default_pod_on_update,
                  .keep_owned_fields = keep_ephemeral_containers,
                  .field_value = false_when_absent("spec.hostNetwork"),
-                 .validate = validate_pod}, .delete_returns_object = true},
+                 .validate = validate_pod}, .delete_returns_object = true,
+       .deletion = DeletionRule::graceful},
       {.kind = "Service", .resource = "services", .short_names = {"svc"},
        .fields = {"spec.clusterIP", "spec.type"}, .has_status = true, .categories = kAll,
-       .hooks = {.set_defaults = default_service}, .delete_returns_object = true},
+       .hooks = {.set_defaults = default_service}, .delete_returns_object = true,
+       .allocates_service_addresses = true},
       {.kind = "ConfigMap", .resource = "configmaps", .short_names = {"cm"},
        .hooks = {.validate = validate_config_map}},
       {.kind = "Secret", .resource = "secrets", .fields = {"type"},
@@ -426,6 +431,8 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
     info.hooks = k.hooks;
     info.delete_returns_object = k.delete_returns_object;
     info.orphans_by_default = k.orphans_by_default;
+    info.deletion = k.deletion;
+    info.allocates_service_addresses = k.allocates_service_addresses;
     info.generation = generation_rule(k.group, k.kind);
     if (k.kind == "Namespace" || k.kind == "Service") info.name_rule = NameRule::dns_label;
     if (k.group == "rbac.authorization.k8s.io") info.name_rule = NameRule::path_segment;

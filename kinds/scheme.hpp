@@ -37,6 +37,14 @@ namespace kwatch::kinds {
 // against its schema: the same value is a 422 Invalid cause.
 enum class KindOrigin { builtin, custom };
 
+// What a delete does beyond finalizers and the garbage collector's propagation, as the kind's
+// registry in kube-apiserver does it.
+enum class DeletionRule {
+  standard,     // the object goes when nothing (no finalizer) holds it
+  graceful,     // pods: a grace period for the kubelet first (deletionGracePeriodSeconds)
+  terminating,  // namespaces: phase Terminating, then gone once spec.finalizers is empty too
+};
+
 // What `metadata.generation` counts for a kind, as its strategy in kube-apiserver 1.32 does it.
 // Kinds that count nothing keep what the client sent on create and the stored value on update.
 enum class GenerationRule {
@@ -158,6 +166,10 @@ struct ResourceInfo {
   // orphaned unless the delete says otherwise (core/v1 ReplicationControllers, batch/v1 Jobs).
   bool delete_returns_object = false;
   bool orphans_by_default = false;
+  DeletionRule deletion = DeletionRule::standard;
+  // Services: writes allocate cluster IPs and node ports (--service-cluster-ip-range,
+  // --service-node-port-range) and deletes release them.
+  bool allocates_service_addresses = false;
   // Columns for kubectl's table. Built-in kinds list every column (NAME included); a custom
   // resource's NAME comes first by itself; none at all means NAME and AGE.
   std::vector<PrinterColumn> printer_columns;

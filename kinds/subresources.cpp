@@ -13,14 +13,15 @@ const std::vector<std::string_view> kProxyVerbs{"create", "delete", "get", "patc
 // ephemeralcontainers.
 const std::vector<Subresource>& pod_subresources() {
   static const std::vector<Subresource> kList = {
-      {"attach", "", "", "PodAttachOptions", {"create", "get"}, false, true},
+      {"attach", "", "", "PodAttachOptions", {"create", "get"}, false, true, "spec.nodeName"},
       {"binding", "", "", "Binding", {"create"}},
       {"ephemeralcontainers", "", "", "Pod", kReadWrite},
       {"eviction", "policy", "v1", "Eviction", {"create"}},
-      {"exec", "", "", "PodExecOptions", {"create", "get"}, false, true},
-      {"log", "", "", "Pod", {"get"}, false, true},
-      {"portforward", "", "", "PodPortForwardOptions", {"create", "get"}, false, true},
-      {"proxy", "", "", "PodProxyOptions", kProxyVerbs, false, true},
+      {"exec", "", "", "PodExecOptions", {"create", "get"}, false, true, "spec.nodeName"},
+      {"log", "", "", "Pod", {"get"}, false, true, "spec.nodeName"},
+      {"portforward", "", "", "PodPortForwardOptions", {"create", "get"}, false, true,
+       "spec.nodeName"},
+      {"proxy", "", "", "PodProxyOptions", kProxyVerbs, false, true, "spec.nodeName"},
   };
   return kList;
 }
@@ -35,7 +36,7 @@ const std::vector<Subresource> kFinalize{{"finalize", "", "", "", {"update"}}};
 const std::vector<Subresource> kServiceProxy{
     {"proxy", "", "", "ServiceProxyOptions", kProxyVerbs, false, true}};
 const std::vector<Subresource> kNodeProxy{
-    {"proxy", "", "", "NodeProxyOptions", kProxyVerbs, false, true}};
+    {"proxy", "", "", "NodeProxyOptions", kProxyVerbs, false, true, "metadata.name"}};
 const std::vector<Subresource> kNone;
 
 // Those of a built-in kind beyond status and scale.

@@ -22,6 +22,9 @@ struct Subresource {
   // A kubelet's or a proxy's to answer (a pod's log, exec, attach, portforward and proxy; a
   // service's and a node's proxy): kwatch, which runs no kubelet, answers with why it cannot.
   bool needs_kubelet = false;
+  // For those: the field naming the node whose kubelet would answer (a pod's spec.nodeName, a
+  // node's metadata.name); "" when no one node would (a service's proxy).
+  std::string_view node_field = {};
 };
 
 // In discovery's order: status, scale, then the kind's own (pods' kubelet subresources, binding,

@@ -12,6 +12,7 @@
 
 namespace kwatch::registry {
 
+using kinds::DeletionRule;
 using kinds::ResourceInfo;
 using apimachinery::object_member;
 using apimachinery::string_member;
@@ -19,10 +20,6 @@ using apimachinery::string_member;
 namespace json = boost::json;
 
 namespace {
-
-bool is_core(const ResourceInfo& info, std::string_view resource) {
-  return info.group.empty() && info.resource == resource;
-}
 
 std::optional<std::int64_t> int_at(const json::object& obj, std::string_view key) {
   const json::value* v = obj.if_contains(key);
@@ -145,7 +142,7 @@ DeletionPlan plan_generic(const ResourceInfo& info, json::object current, const 
   const bool deleting = meta.contains("deletionTimestamp");
   bool changed = false;
   bool graceful = false;
-  if (is_core(info, "pods")) {
+  if (info.deletion == DeletionRule::graceful) {
     const std::optional<std::int64_t> pending = int_at(meta, "deletionGracePeriodSeconds");
     if (deleting && pending && *pending > 0) {
       // A grace period is running: a delete may only shorten it, and changes nothing else.
@@ -237,15 +234,10 @@ DeletionPlan plan_deletion(const ResourceInfo& info, json::object current, const
                            bool garbage_collection, std::chrono::system_clock::time_point now) {
   json::value& meta = current["metadata"];
   if (!meta.is_object()) meta = json::object();
-  if (is_core(info, "namespaces")) {
+  if (info.deletion == DeletionRule::terminating) {
     return plan_namespace(info, std::move(current), query, garbage_collection, now);
   }
   return plan_generic(info, std::move(current), query, garbage_collection, now);
-}
-
-bool is_immortal_namespace(std::string_view name) {
-  return name == "default" || name == "kube-system" || name == "kube-public" ||
-         name == "kube-node-lease";
 }
 
 bool deletion_complete(const ResourceInfo& info, const json::object& obj) {
@@ -253,7 +245,7 @@ bool deletion_complete(const ResourceInfo& info, const json::object& obj) {
   if (meta == nullptr || !meta->contains("deletionTimestamp")) return false;
   if (!finalizers_of(*meta).empty()) return false;
   if (auto grace = int_at(*meta, "deletionGracePeriodSeconds"); grace && *grace > 0) return false;
-  if (is_core(info, "namespaces")) {
+  if (info.deletion == DeletionRule::terminating) {
     const json::object* spec = object_member(obj, "spec");
     const json::value* f = spec != nullptr ? spec->if_contains("finalizers") : nullptr;
     if (f != nullptr && f->is_array() && !f->get_array().empty()) return false;

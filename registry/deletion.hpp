@@ -8,11 +8,13 @@
 #pragma once
 
 #include "apimachinery/api_error.hpp"
+#include "apimachinery/user_info.hpp"
 
 #include <boost/json/object.hpp>
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,6 +47,8 @@ struct DeleteQuery {
   // ignoreStoreReadErrorWithClusterBreakingPotential: an object that cannot be decoded is
   // deleted anyway (no preconditions can be checked on it).
   bool ignore_read_errors = false;
+  // Who asks, as the admission stages see it; null for kwatch's own deletes.
+  std::shared_ptr<const apimachinery::UserInfo> user;
 };
 
 struct DeletionPlan {
@@ -62,9 +66,6 @@ struct DeletionPlan {
 DeletionPlan plan_deletion(const kinds::ResourceInfo& info, boost::json::object current,
                            const DeleteQuery& query, bool garbage_collection,
                            std::chrono::system_clock::time_point now);
-
-// The namespaces that cannot be deleted.
-bool is_immortal_namespace(std::string_view name);
 
 // Whether an object being deleted has nothing left to wait for: no finalizers (a namespace also
 // none in spec.finalizers) and no grace period running (a pod on a node waits for its kubelet).

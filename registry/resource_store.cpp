@@ -1,8 +1,8 @@
 #include "registry/resource_store.hpp"
 
-#include "registry/store_rules.hpp"
-
+#include "registry/namespace_lifecycle.hpp"
 #include "registry/service_allocator.hpp"
+#include "registry/store_rules.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -36,7 +36,10 @@ ResourceStore::ResourceStore(std::shared_ptr<storage::Storage> storage,
                              std::shared_ptr<const StateCache> state_cache)
     : storage_(std::move(storage)),
       scheme_(std::move(scheme)),
-      state_cache_(std::move(state_cache)) {}
+      state_cache_(std::move(state_cache)),
+      admission_(std::make_shared<Admission>()) {
+  admission_->add(std::make_shared<NamespaceLifecycle>(storage_, scheme_));
+}
 
 ApiResult<json::object> ResourceStore::decode(const KeyValue& kv, json::storage_ptr sp) {
   if (!kv.read_error.empty()) return unreadable(kv, kv.read_error);  // e.g. failed to decrypt
@@ -49,22 +52,6 @@ ApiResult<json::object> ResourceStore::decode(const KeyValue& kv, json::storage_
   if (!meta) return unreadable(kv, "metadata is not an object");
   (**meta)["resourceVersion"] = std::to_string(kv.mod_revision);
   return std::move(obj);
-}
-
-asio::awaitable<ApiResult<void>> ResourceStore::check_namespace(const ResourceInfo& info,
-                                                                const std::string& ns,
-                                                                const std::string& name) {
-  if (!info.namespaced) co_return ApiResult<void>{};
-  auto namespaces = scheme_->find("", "v1", "namespaces");
-  auto r = co_await storage_->get(namespaces->key("", ns));
-  if (!r) co_return from_storage(*namespaces, ns, r.error());
-  // NamespaceLifecycle: nothing new in a namespace that is being deleted.
-  auto namespace_obj = decode(*r);
-  if (namespace_obj && metadata_of(*namespace_obj) != nullptr &&
-      metadata_of(*namespace_obj)->contains("deletionTimestamp")) {
-    co_return namespace_terminating(info, name, ns);
-  }
-  co_return ApiResult<void>{};
 }
 
 asio::awaitable<ApiResult<json::object>> ResourceStore::get(const ResourceInfo& info,
@@ -181,13 +168,10 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::list(const ResourceInfo&
   co_return list;
 }
 
-asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInfo& info,
-                                                               std::string ns, json::object body,
-                                                               WriteQuery query) {
-  if (info.terminating && info.terminating->load()) {
-    co_return api_error(Errc::method_not_allowed,
-                        "create not allowed while custom resource definition is terminating");
-  }
+asio::awaitable<ApiResult<json::object>> create_object(const ResourceInfo& info,
+                                                       const std::string& ns, json::object body,
+                                                       WriteQuery& query,
+                                                       const Admission& admission) {
   if (auto t = check_type(info, body); !t) co_return t.error();
   auto meta_r = ensure_metadata(body);
   if (!meta_r) co_return meta_r.error();
@@ -195,6 +179,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInf
   if (!string_field(&meta, "resourceVersion").empty()) {
     co_return bad_request("resourceVersion should not be set on objects to be created");
   }
+  const std::string object_ns = info.namespaced ? ns : std::string();
   if (info.namespaced) {
     const std::string body_ns = string_field(&meta, "namespace");
     if (!body_ns.empty() && body_ns != ns) {
@@ -223,17 +208,37 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInf
   meta.erase("deletionTimestamp");
   meta.erase("deletionGracePeriodSeconds");
   if (auto e = decode_and_default(info, body, query, /*create=*/true)) co_return std::move(*e);
+  // Admission knows a generated name as "" (it is the server's, not the request's).
+  const std::string admitted_name = generated ? std::string() : name;
+  const AdmissionAttributes attributes{info,           object_ns,     admitted_name,
+                                       query.subresource, AdmissionOperation::create,
+                                       query.dry_run,  query.user.get(), nullptr};
+  if (admission.mutates(attributes)) {
+    if (auto e = co_await admission.mutate(attributes, &body)) co_return std::move(*e);
+  }
   if (auto e = check_written(info, name.empty() ? generate_name : name, body, nullptr)) {
     co_return std::move(*e);
   }
-  if (query.admit) {
-    if (auto e = query.admit(nullptr, body)) co_return std::move(*e);
+  if (admission.validates(attributes)) {
+    if (auto e = co_await admission.validate(attributes, &body)) co_return std::move(*e);
   }
-  const std::string admitted_name = generated ? std::string() : name;
-  if (auto ok = co_await check_namespace(info, ns, admitted_name); !ok) co_return ok.error();
   if (!query.applied) track_update(nullptr, body, query.field_manager, manager_scope(info, query));
+  co_return body;
+}
+
+asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInfo& info,
+                                                               std::string ns, json::object body,
+                                                               WriteQuery query) {
+  if (info.terminating && info.terminating->load()) {
+    co_return api_error(Errc::method_not_allowed,
+                        "create not allowed while custom resource definition is terminating");
+  }
+  auto made = co_await create_object(info, ns, std::move(body), query, *admission_);
+  if (!made) co_return made.error();
+  body = std::move(*made);
+  const std::string name = string_field(metadata_of(body), "name");
   std::optional<ServiceReservation> reserved;
-  if (services_ && is_service(info)) {
+  if (services_ && info.allocates_service_addresses) {
     auto r = co_await services_->allocate(body, ns, name, nullptr);
     if (!r) co_return with_context(info, name, r.error());
     reserved = std::move(*r);
@@ -253,7 +258,6 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInf
   auto r = co_await storage_->create(info.key(ns, name), std::move(*text));
   if (!r && reserved) co_await services_->release(std::move(*reserved));
   if (!r) co_return from_storage(info, name, r.error());
-  // Not `meta`: inserting into `body` above may have moved the metadata object.
   body["metadata"].get_object()["resourceVersion"] = std::to_string(r->mod_revision);
   co_return body;
 }

@@ -1,9 +1,9 @@
 // The object semantics of kube-apiserver's generic registry, on top of `storage::Storage`.
 //
 // `ResourceStore` turns API verbs into storage operations: it fills server-managed metadata
-// (uid, creationTimestamp, generation, generateName), validates names and labels, checks the
-// namespace exists, enforces optimistic concurrency on `metadata.resourceVersion`, applies patches
-// and pages lists. Objects are stored as JSON without `resourceVersion`; it is set from the key's
+// (uid, creationTimestamp, generation, generateName), validates names and labels, runs the
+// admission stages (registry/admission.hpp; NamespaceLifecycle always among them), enforces
+// optimistic concurrency on `metadata.resourceVersion`, applies patches and pages lists. Objects are stored as JSON without `resourceVersion`; it is set from the key's
 // mod revision on every read, so the stored bytes never disagree with the revision.
 //
 // Thread-safety: stateless apart from shared, thread-safe collaborators; call from any thread.
@@ -11,6 +11,8 @@
 #pragma once
 
 #include "apimachinery/api_error.hpp"
+#include "apimachinery/user_info.hpp"
+#include "registry/admission.hpp"
 #include "registry/deletion.hpp"
 #include "registry/list_query.hpp"
 #include "kinds/scheme.hpp"
@@ -63,13 +65,8 @@ struct WriteQuery {
   std::string tracked_subresource;
   // Set by apply: the object carries the managedFields it is to be stored with.
   bool applied = false;
-  // An admission stage: judges the object about to be stored (defaulted and valid) against the
-  // state it replaces (null on create); an error refuses the write. It runs inside the guarded
-  // write, so it sees exactly what is stored, patches and applies included, and judges again
-  // when a conflict makes the write start over.
-  std::function<std::optional<apimachinery::ApiError>(const boost::json::object* old,
-                                        const boost::json::object& next)>
-      admit;
+  // Who asks, as the admission stages see it; null for kwatch's own writes.
+  std::shared_ptr<const apimachinery::UserInfo> user;
 };
 
 // `configmaps "x" not found`, as kube-apiserver words it, with the Status details.
@@ -103,21 +100,27 @@ apimachinery::ApiResult<boost::json::object> apply_configuration(const kinds::Re
                                                    const boost::json::object& config,
                                                    const WriteQuery& query);
 
-// The update pipeline, pure: the object an update makes when `next` (what the caller's change
-// made of the stored object) replaces `existing` (the stored object in its served form, at
-// `revision`), in order: the request's kind, metadata, resourceVersion (409 when not
-// `revision`), name and namespace; server-managed metadata kept; each subresource's half
-// (what the kind's subresources own, then status); decoding and defaults, the kind's preparation and
-// the generation; the kind's validation, `query.admit` (validating admission), finalizers that
-// may not be added; the managed fields. The caller writes the result with a compare-and-swap
-// at `revision`.
-apimachinery::ApiResult<boost::json::object> update_object(const kinds::ResourceInfo& info,
-                                                           const std::string& ns,
-                                                           const std::string& name,
-                                                           const boost::json::object& existing,
-                                                           std::int64_t revision,
-                                                           boost::json::object next,
-                                                           WriteQuery& query);
+// The write pipeline of a create: the object `body` becomes, in order: the request's kind,
+// metadata (no resourceVersion; the namespace of the URL; a generated name; uid, creation time,
+// generation); decoding and defaults; *mutating admission*; the kind's validation; *validating
+// admission*; the managed fields. Nothing is written: the caller stores the result. No I/O but
+// what the admission plugins do.
+boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> create_object(
+    const kinds::ResourceInfo& info, const std::string& ns, boost::json::object body,
+    WriteQuery& query, const Admission& admission);
+
+// The write pipeline of an update: the object an update makes when `next` (what the caller's
+// change made of the stored object) replaces `existing` (the stored object in its served form,
+// at `revision`), in order: the request's kind, metadata, resourceVersion (409 when not
+// `revision`), name and namespace; server-managed metadata kept; each subresource's half (what
+// the kind's subresources own, then status); decoding and defaults; *mutating admission*; the
+// kind's preparation and the generation; the kind's validation and finalizers that may not be
+// added; *validating admission*; the managed fields. The caller writes the result with a
+// compare-and-swap at `revision`. No I/O but what the admission plugins do.
+boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> update_object(
+    const kinds::ResourceInfo& info, const std::string& ns, const std::string& name,
+    const boost::json::object& existing, std::int64_t revision, boost::json::object next,
+    WriteQuery& query, const Admission& admission);
 
 class ResourceStore {
  public:
@@ -175,6 +178,9 @@ class ResourceStore {
   void set_service_allocator(std::shared_ptr<ServiceAllocator> allocator) {
     services_ = std::move(allocator);
   }
+  // The admission plugins every write goes through: NamespaceLifecycle from the start; add
+  // others before serving.
+  Admission& admission() { return *admission_; }
 
   // Whether storage answers within `timeout` (the health checks).
   boost::asio::awaitable<apimachinery::ApiResult<void>> ping(std::chrono::milliseconds timeout);
@@ -193,11 +199,6 @@ class ResourceStore {
                                                boost::json::storage_ptr sp = {});
 
  private:
-  // 404 when the namespace is absent, 403 when it is being deleted (NamespaceLifecycle);
-  // `name` is the created object's, "" when it is to be generated.
-  boost::asio::awaitable<apimachinery::ApiResult<void>> check_namespace(const kinds::ResourceInfo& info,
-                                                          const std::string& ns,
-                                                          const std::string& name);
   using MutateFn = std::function<apimachinery::ApiResult<boost::json::object>(
       const boost::json::object& current)>;
   // An update of the object `mutate` makes from the current one; Services get their
@@ -216,6 +217,7 @@ class ResourceStore {
   std::shared_ptr<const StateCache> state_cache_;
   bool garbage_collection_ = true;
   std::shared_ptr<ServiceAllocator> services_;
+  std::shared_ptr<Admission> admission_;
 };
 
 }  // namespace kwatch::registry

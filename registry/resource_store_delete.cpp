@@ -32,9 +32,15 @@ using namespace detail;  // the store's rules and the names they use (store_rule
 asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInfo& info,
                                                                std::string ns, std::string name,
                                                                DeleteQuery query) {
-  if (info.group.empty() && info.resource == "namespaces" && is_immortal_namespace(name)) {
-    co_return detailed(info, Errc::forbidden, name,
-                       "namespaces \"" + name + "\" is forbidden: this namespace may not be deleted");
+  // Mutating admission before the object is read, as kube's delete handler runs it (with no
+  // object); validating admission on each state the delete decides on.
+  const std::string object_ns = info.namespaced ? ns : std::string();
+  const std::string no_subresource;
+  AdmissionAttributes attributes{info,          object_ns,     name,
+                                 no_subresource, AdmissionOperation::remove,
+                                 query.dry_run, query.user.get(), nullptr};
+  if (admission_->mutates(attributes)) {
+    if (auto e = co_await admission_->mutate(attributes, nullptr)) co_return std::move(*e);
   }
   const std::string key = info.key(ns, name);
   for (;;) {
@@ -65,6 +71,10 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInf
                              *query.resource_version + ", ResourceVersion in object meta: " +
                              std::to_string(current->mod_revision));
     }
+    attributes.old_object = &*obj;
+    if (admission_->validates(attributes)) {
+      if (auto e = co_await admission_->validate(attributes, nullptr)) co_return std::move(*e);
+    }
     DeletionPlan plan = plan_deletion(info, std::move(*obj), query, garbage_collection_,
                                       std::chrono::system_clock::now());
     if (plan.action == DeletionPlan::Action::keep) co_return std::move(plan.object);
@@ -87,7 +97,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInf
         continue;  // changed under us: check the preconditions against the new state
       }
       plan.object["metadata"].get_object()["resourceVersion"] = std::to_string(d->revision);
-      if (services_ && is_service(info)) {
+      if (services_ && info.allocates_service_addresses) {
         co_await services_->release_unused(plan.object, nullptr, ns, name);
       }
     }

@@ -32,7 +32,7 @@ using namespace detail;  // the store's rules and the names they use (store_rule
 asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
     const ResourceInfo& info, std::string ns, std::string name, WriteQuery query,
     std::function<ApiResult<json::object>(const json::object& current)> mutate) {
-  if (!services_ || !is_service(info) || !query.subresource.empty()) {
+  if (!services_ || !info.allocates_service_addresses || !query.subresource.empty()) {
     co_return co_await guarded_update(info, std::move(ns), std::move(name), std::move(query),
                                       std::move(mutate));
   }
@@ -61,31 +61,34 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
   co_return r;
 }
 
-ApiResult<json::object> update_object(const ResourceInfo& info, const std::string& ns,
-                                      const std::string& name, const json::object& existing,
-                                      std::int64_t revision, json::object next,
-                                      WriteQuery& query) {
+asio::awaitable<ApiResult<json::object>> update_object(const ResourceInfo& info,
+                                                       const std::string& ns,
+                                                       const std::string& name,
+                                                       const json::object& existing,
+                                                       std::int64_t revision, json::object next,
+                                                       WriteQuery& query,
+                                                       const Admission& admission) {
   json::object& obj = next;
   // The request: its kind, its metadata, the version it was read at, its name and namespace.
-  if (auto t = check_type(info, obj); !t) return t.error();
+  if (auto t = check_type(info, obj); !t) co_return t.error();
   auto meta_r = ensure_metadata(obj);
-  if (!meta_r) return meta_r.error();
+  if (!meta_r) co_return meta_r.error();
   json::object& meta = **meta_r;
   const json::object& old_meta = *metadata_of(existing);
   // Optimistic concurrency: a resourceVersion in the new object must be the current one.
   const std::string rv = string_field(&meta, "resourceVersion");
   if (!rv.empty() && rv != std::to_string(revision)) {
-    return conflict(info, name, kModified);
+    co_return conflict(info, name, kModified);
   }
   const std::string body_name = string_field(&meta, "name");
   if (!body_name.empty() && body_name != name) {
-    return bad_request("the name of the object (" + body_name +
-                       ") does not match the name on the URL (" + name + ")");
+    co_return bad_request("the name of the object (" + body_name +
+                          ") does not match the name on the URL (" + name + ")");
   }
   if (info.namespaced) {
     const std::string body_ns = string_field(&meta, "namespace");
     if (!body_ns.empty() && body_ns != ns) {
-      return bad_request(
+      co_return bad_request(
           "the namespace of the provided object does not match the namespace sent on the "
           "request");
     }
@@ -119,8 +122,16 @@ ApiResult<json::object> update_object(const ResourceInfo& info, const std::strin
     }
     obj = std::move(base);
   }
-  // Mutation: decoding and defaults, the kind's own preparation, the generation.
-  if (auto e = decode_and_default(info, obj, query, /*create=*/false)) return std::move(*e);
+  // Decoding and defaults, then mutating admission.
+  if (auto e = decode_and_default(info, obj, query, /*create=*/false)) co_return std::move(*e);
+  const std::string object_ns = info.namespaced ? ns : std::string();
+  const AdmissionAttributes attributes{info,          object_ns,     name,
+                                       query.subresource, AdmissionOperation::update,
+                                       query.dry_run, query.user.get(), &existing};
+  if (admission.mutates(attributes)) {
+    if (auto e = co_await admission.mutate(attributes, &obj)) co_return std::move(*e);
+  }
+  // The kind's own preparation, the generation.
   if (info.hooks.prepare_for_update && query.subresource != "status") {
     info.hooks.prepare_for_update(obj, existing);
   }
@@ -131,18 +142,18 @@ ApiResult<json::object> update_object(const ResourceInfo& info, const std::strin
     final_meta["generation"] = gen + 1;
   }
   // Validation: the kind's rules (a binding is no update of the pod's spec by its users: only
-  // the rules of any pod apply), then validating admission (the RBAC escalation guard).
+  // the rules of any pod apply) and finalizers, then validating admission.
   const json::object* old_for_rules = query.subresource == "binding" ? nullptr : &existing;
-  if (auto e = check_written(info, name, obj, old_for_rules)) return std::move(*e);
-  if (query.admit) {
-    if (auto e = query.admit(&existing, obj)) return std::move(*e);
-  }
+  if (auto e = check_written(info, name, obj, old_for_rules)) co_return std::move(*e);
   if (auto causes = added_finalizers(obj, existing); !causes.empty()) {
-    return invalid(info, name, std::move(causes));
+    co_return invalid(info, name, std::move(causes));
+  }
+  if (admission.validates(attributes)) {
+    if (auto e = co_await admission.validate(attributes, &obj)) co_return std::move(*e);
   }
   // Last, the managers of the fields this update set (server-side apply tracks its own).
   if (!query.applied) track_update(&existing, obj, query.field_manager, manager_scope(info, query));
-  return next;
+  co_return next;
 }
 
 asio::awaitable<ApiResult<json::object>> ResourceStore::guarded_update(
@@ -169,14 +180,15 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::guarded_update(
       suggested->mod_revision = hit->mod_revision;
     }
   }
-  auto try_update = [&](const KeyValue* current) -> storage::Storage::UpdateResult {
+  using UpdateResult = storage::Storage::UpdateResult;
+  auto try_update = [&](const KeyValue* current) -> asio::awaitable<UpdateResult> {
     failure.reset();
     written.reset();
     finalized = false;
     if (query.warnings) query.warnings->resize(warnings_before);
     if (current == nullptr) {
       failure = not_found(info, name);
-      return Errc::not_found;
+      co_return UpdateResult(Errc::not_found);
     }
     auto existing = [&]() -> ApiResult<json::object> {
       if (cached && current->value.empty() && current->read_error.empty()) {
@@ -188,18 +200,19 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::guarded_update(
     }();
     if (!existing) {
       failure = existing.error();
-      return Errc::internal;
+      co_return UpdateResult(Errc::internal);
     }
     auto next = mutate(*existing);
     if (!next) {
       failure = next.error();
-      return next.error().code;
+      co_return UpdateResult(next.error().code);
     }
-    auto made = update_object(info, ns, name, *existing, current->mod_revision, std::move(*next),
-                              query);
+    json::object changed = std::move(*next);
+    auto made = co_await update_object(info, ns, name, *existing, current->mod_revision,
+                                       std::move(changed), query, *admission_);
     if (!made) {
       failure = made.error();
-      return failure->code;
+      co_return UpdateResult(failure->code);
     }
     json::object& obj = *made;
     finalized = deletion_complete(info, obj);
@@ -207,23 +220,23 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::guarded_update(
     // not prevent) with a code no storage returns.
     if (!query.dry_run && equal_but_metadata_member(obj, *existing, "resourceVersion")) {
       written = std::move(*existing);
-      return std::nullopt;
+      co_return UpdateResult(std::optional<std::string>());
     }
     auto text = storable(info, name, obj);
     if (!text) {
       failure = text.error();
-      return text.error().code;
+      co_return UpdateResult(text.error().code);
     }
     written = std::move(obj);
     if (query.dry_run) {
       (*written)["metadata"].get_object()["resourceVersion"] =
           std::to_string(current->mod_revision);
-      return kDryRunDone;
+      co_return UpdateResult(kDryRunDone);
     }
-    return std::optional<std::string>(std::move(*text));
+    co_return UpdateResult(std::optional<std::string>(std::move(*text)));
   };
   // A named std::function: GCC 12 destroys a converted temporary in a co_await twice.
-  storage::Storage::UpdateFn update_fn = try_update;
+  storage::Storage::AsyncUpdateFn update_fn = try_update;
   auto r = co_await storage_->guaranteed_update(key, std::move(update_fn), std::move(suggested));
   if (!r && r.error() == kDryRunDone && written) co_return std::move(*written);
   if (!r) {

@@ -473,10 +473,6 @@ void carry_service_allocations(json::object& next, const json::object& planned) 
   }
 }
 
-bool is_service(const ResourceInfo& info) {
-  return info.group.empty() && info.resource == "services";
-}
-
 // An allocator's 422 causes as the Service's Invalid Status.
 ApiError with_context(const ResourceInfo& info, const std::string& name, ApiError e) {
   if (e.code == Errc::invalid && !e.causes.empty()) return invalid(info, name, std::move(e.causes));
@@ -484,18 +480,6 @@ ApiError with_context(const ResourceInfo& info, const std::string& name, ApiErro
 }
 
 // NamespaceLifecycle's refusal of a create in a namespace that is being deleted.
-ApiError namespace_terminating(const ResourceInfo& info, const std::string& name,
-                               const std::string& ns) {
-  const std::string subject =
-      name.empty() ? qualified_resource(info) : qualified_resource(info) + " \"" + name + "\"";
-  ApiError e = detailed(info, Errc::forbidden, name,
-                        subject + " is forbidden: unable to create new content in namespace " + ns +
-                            " because it is being terminated");
-  e.causes.push_back({"NamespaceTerminating", "namespace " + ns + " is being terminated",
-                      "metadata.namespace"});
-  return e;
-}
-
 // The Status a delete answers with when it has no object to return.
 json::object success_status(const ResourceInfo& info, const std::string& name,
                             const std::string& uid) {

@@ -173,14 +173,8 @@ std::vector<Cause> added_finalizers(const json::object& obj, const json::object&
 // omits them keeps them).
 void carry_service_allocations(json::object& next, const json::object& planned);
 
-bool is_service(const ResourceInfo& info);
-
 // An allocator's 422 causes as the Service's Invalid Status.
 ApiError with_context(const ResourceInfo& info, const std::string& name, ApiError e);
-
-// NamespaceLifecycle's refusal of a create in a namespace that is being deleted.
-ApiError namespace_terminating(const ResourceInfo& info, const std::string& name,
-                               const std::string& ns);
 
 // The Status a delete answers with when it has no object to return.
 json::object success_status(const ResourceInfo& info, const std::string& name,

@@ -377,7 +377,7 @@ asio::awaitable<std::optional<ApiResponse>> ApiHandler::serve_review(Exchange& e
   if (resource == "selfsubjectrulesreviews") {
     co_return json_response(201, self_subject_rules_review(access_, user, std::move(*body)));
   }
-  if (resource == "selfsubjectreviews") co_return json_response(201, self_subject_review(user));
+  if (resource == "selfsubjectreviews") co_return json_response(201, auth::self_subject_review(user));
   ApiResult<json::object> out = json::object{};
   if (resource == "tokenreviews") {
     out = co_await token_review(access_, std::move(*body));
@@ -604,7 +604,7 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
   if (route.subresource == "scale") co_return co_await serve_scale(request, url, route);
   const kinds::Subresource* sub =
       route.subresource.empty() ? nullptr : kinds::find_subresource(info, route.subresource);
-  if (sub != nullptr && sub->needs_kubelet) co_return co_await serve_without_kubelet(route);
+  if (sub != nullptr && sub->needs_kubelet) co_return co_await serve_without_kubelet(route, *sub);
   if (route.subresource == "binding") co_return co_await serve_binding(request, url, route);
   if (route.subresource == "eviction") co_return co_await serve_eviction(request, url, route);
   if (route.subresource == "token") co_return co_await serve_token_request(request, route);

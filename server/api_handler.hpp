@@ -28,6 +28,7 @@
 namespace kwatch::kinds {
 class Scheme;
 struct ResourceInfo;
+struct Subresource;
 }  // namespace kwatch::kinds
 
 namespace kwatch::registry {
@@ -179,16 +180,12 @@ class ApiHandler {
   static ApiResponse render(const ApiRequest& request, const Route& route,
                             apimachinery::ApiResult<boost::json::object> result,
                             unsigned ok_status, const registry::WriteQuery* write = nullptr);
-  // Privilege escalation through RBAC writes, as kube prevents it (registry/rbac_escalation.hpp):
-  // sets `query.admit` for a write of a role or binding, judged by a policy holding every RBAC
-  // object written before the request; an error when no such policy can be had (503).
-  boost::asio::awaitable<std::optional<apimachinery::ApiError>> admit_rbac_write(
-      const kinds::ResourceInfo& info, const Route& route, registry::WriteQuery& query);
   boost::asio::awaitable<ApiResponse> serve_scale(const ApiRequest& request, const Url& url,
                                                   Route& route);
   // pods/log, exec, attach, portforward, proxy and services/nodes proxy: 503 saying no kubelet
   // serves them (400 for a pod not yet on a node, as kube answers), 404 for a missing object.
-  boost::asio::awaitable<ApiResponse> serve_without_kubelet(Route& route);
+  boost::asio::awaitable<ApiResponse> serve_without_kubelet(Route& route,
+                                                            const kinds::Subresource& sub);
   boost::asio::awaitable<ApiResponse> serve_watch(const ApiRequest& request, const Url& url,
                                                   const Route& route);
   // A page of a list the cache answered (registry/cached_reads.hpp), its items written from the

@@ -9,6 +9,7 @@
 #include "apimachinery/status.hpp"
 #include "auth/reviews.hpp"
 #include "kinds/scheme.hpp"
+#include "kinds/subresources.hpp"
 #include "registry/eviction.hpp"
 #include "registry/resource_store.hpp"
 #include "server/request_options.hpp"
@@ -31,7 +32,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_binding(const ApiRequest& request
   const ResourceInfo& info = *route.info;
   route.verb = "create";
   if (request.method != "POST") co_return method_not_allowed(request.method);
-  auto q = write_query(url, route.subresource);
+  auto q = write_query(url, route.subresource, route.user);
   if (!q) co_return error_response(q.error());
   if (auto e = set_field_manager(*q, url, request, "CreateOptions", false)) {
     co_return error_response(*e);
@@ -48,11 +49,12 @@ asio::awaitable<ApiResponse> ApiHandler::serve_eviction(const ApiRequest& reques
                                                         Route& route) {
   route.verb = "create";
   if (request.method != "POST") co_return method_not_allowed(request.method);
-  auto q = write_query(url, route.subresource);
+  auto q = write_query(url, route.subresource, route.user);
   if (!q) co_return error_response(q.error());
   auto body = parse_object(request);
   if (!body) co_return error_response(body.error());
   registry::DeleteQuery del;
+  del.user = q->user;
   std::optional<std::string> propagation;
   if (const json::value* opts = body->if_contains("deleteOptions"); opts && opts->is_object()) {
     if (auto e = read_delete_options(opts->get_object(), del, propagation)) {
@@ -77,7 +79,8 @@ asio::awaitable<ApiResponse> ApiHandler::serve_token_request(const ApiRequest& r
   co_return out ? json_response(201, *out) : error_response(out.error());
 }
 
-asio::awaitable<ApiResponse> ApiHandler::serve_without_kubelet(Route& route) {
+asio::awaitable<ApiResponse> ApiHandler::serve_without_kubelet(Route& route,
+                                                               const kinds::Subresource& sub) {
   // Streams, logs and proxies come from the kubelet of the pod's node (or the node's, or the
   // service's endpoints); kwatch is an API server without kubelets behind it.
   const ResourceInfo& info = *route.info;
@@ -86,15 +89,13 @@ asio::awaitable<ApiResponse> ApiHandler::serve_without_kubelet(Route& route) {
   auto obj = co_await store_->get(info, route.ns, route.name, empty_version);
   if (!obj) co_return error_response(obj.error());
   std::string node;
-  if (info.resource == "pods") {
-    const json::value* n = apimachinery::find_field(*obj, "spec.nodeName");
+  if (!sub.node_field.empty()) {
+    const json::value* n = apimachinery::find_field(*obj, sub.node_field);
     node = n != nullptr && n->is_string() ? std::string(n->get_string()) : std::string();
     if (node.empty()) {
       co_return error_response(apimachinery::api_error(
-          Errc::bad_request, "pod " + route.name + " does not have a host assigned"));
+          Errc::bad_request, info.singular + " " + route.name + " does not have a host assigned"));
     }
-  } else if (info.resource == "nodes") {
-    node = route.name;
   }
   std::string message = "kwatch serves the Kubernetes API without kubelets: " + info.resource +
                          "/" + route.subresource + " of \"" + route.name + "\" cannot be served";
@@ -150,7 +151,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_scale(const ApiRequest& request, 
     route.verb = "unknown";
     co_return method_not_allowed(m);
   }
-  auto q = write_query(url, "");
+  auto q = write_query(url, "", route.user);
   if (!q) co_return error_response(q.error());
   if (auto e = set_field_manager(*q, url, request, m == "PUT" ? "UpdateOptions" : "PatchOptions",
                                  false)) {

@@ -50,14 +50,13 @@ asio::awaitable<ApiResponse> ApiHandler::serve_create(const ApiRequest& request,
   const bool named = !route.name.empty();
   route.verb = "create";
   if (named) co_return method_not_allowed(m);
-  auto q = write_query(url, "");
+  auto q = write_query(url, "", route.user);
   if (!q) co_return error_response(q.error());
   if (auto e = set_field_manager(*q, url, request, "CreateOptions", false)) {
     co_return error_response(*e);
   }
   auto body = parse_object(request);
   if (!body) co_return error_response(body.error());
-  if (auto e = co_await admit_rbac_write(info, route, *q)) co_return error_response(*e);
   find_duplicates(request, *body, *q);
   auto created = co_await store_->create(info, route.ns, std::move(*body), *q);
   co_return render(request, route, std::move(created), 201, &*q);
@@ -70,14 +69,13 @@ asio::awaitable<ApiResponse> ApiHandler::serve_update(const ApiRequest& request,
   const bool named = !route.name.empty();
   route.verb = "update";
   if (!named) co_return method_not_allowed(m);
-  auto q = write_query(url, route.subresource);
+  auto q = write_query(url, route.subresource, route.user);
   if (!q) co_return error_response(q.error());
   if (auto e = set_field_manager(*q, url, request, "UpdateOptions", false)) {
     co_return error_response(*e);
   }
   auto body = parse_object(request);
   if (!body) co_return error_response(body.error());
-  if (auto e = co_await admit_rbac_write(info, route, *q)) co_return error_response(*e);
   find_duplicates(request, *body, *q);
   auto updated = co_await store_->update(info, route.ns, route.name, std::move(*body), *q);
   co_return render(request, route, std::move(updated), 200, &*q);
@@ -110,7 +108,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_patch(const ApiRequest& request, 
                               "application/apply-patch+yaml",
                               {}});
   }
-  auto q = write_query(url, route.subresource);
+  auto q = write_query(url, route.subresource, route.user);
   if (!q) co_return error_response(q.error());
   const bool apply = patch_type == registry::PatchType::apply;
   if (auto e = set_field_manager(*q, url, request, "PatchOptions", apply)) {
@@ -123,7 +121,6 @@ asio::awaitable<ApiResponse> ApiHandler::serve_patch(const ApiRequest& request, 
     co_return error_response(apimachinery::api_error(Errc::bad_request,
                                                  "error decoding YAML: the apply patch is not a map"));
   }
-  if (auto e = co_await admit_rbac_write(info, route, *q)) co_return error_response(*e);
   if (apply) {
     bool created = false;
     auto r = co_await store_->apply(info, route.ns, route.name, std::move(patch->get_object()),
@@ -140,7 +137,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_delete(const ApiRequest& request,
                                                       Route& route) {
   const ResourceInfo& info = *route.info;
   const bool named = !route.name.empty();
-  auto q = delete_query(request, url);
+  auto q = delete_query(request, url, route.user);
   if (!q) co_return error_response(q.error());
   if (named) {
     route.verb = "delete";
@@ -152,26 +149,6 @@ asio::awaitable<ApiResponse> ApiHandler::serve_delete(const ApiRequest& request,
   if (!lq) co_return error_response(lq.error());
   auto removed = co_await store_->remove_collection(info, route.ns, std::move(*lq), *q);
   co_return render(request, route, std::move(removed), 200);
-}
-
-asio::awaitable<std::optional<ApiError>> ApiHandler::admit_rbac_write(const ResourceInfo& info,
-                                                                      const Route& route,
-                                                                      registry::WriteQuery& query) {
-  if (!access_.rbac || !auth::is_rbac_resource(info.group, info.resource)) {
-    co_return std::nullopt;
-  }
-  if (auth::is_superuser(route.user)) {
-    co_return std::nullopt;  // kube's EscalationAllowed: no policy needed
-  }
-  auto policy = co_await access_.rbac->consistent();
-  if (!policy) co_return policy.error();
-  auto admission = std::make_shared<const auth::RbacAdmission>(
-      std::move(*policy), route.user, info.resource, info.namespaced ? route.ns : std::string(),
-      route.name);
-  query.admit = [admission](const json::object* old, const json::object& next) {
-    return admission->admit(old, next);
-  };
-  co_return std::nullopt;
 }
 
 }  // namespace kwatch::server

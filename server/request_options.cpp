@@ -82,9 +82,11 @@ ApiResult<json::object> parse_object(const ApiRequest& request) {
   return std::move(v->get_object());
 }
 
-ApiResult<registry::WriteQuery> write_query(const Url& url, const std::string& subresource) {
+ApiResult<registry::WriteQuery> write_query(const Url& url, const std::string& subresource,
+                                            const apimachinery::UserInfo& user) {
   registry::WriteQuery q;
   q.subresource = subresource;
+  q.user = std::make_shared<const apimachinery::UserInfo>(user);
   for (auto [it, end] = url.query.equal_range("dryRun"); it != end; ++it) {
     if (it->second == "All") {
       q.dry_run = true;
@@ -236,11 +238,13 @@ std::optional<ApiError> check_propagation(registry::DeleteQuery& q,
   return std::nullopt;
 }
 
-ApiResult<registry::DeleteQuery> delete_query(const ApiRequest& request, const Url& url) {
+ApiResult<registry::DeleteQuery> delete_query(const ApiRequest& request, const Url& url,
+                                              const apimachinery::UserInfo& user) {
   registry::DeleteQuery q;
-  auto w = write_query(url, "");
+  auto w = write_query(url, "", user);
   if (!w) return w.error();
   q.dry_run = w->dry_run;
+  q.user = std::move(w->user);
   q.ignore_read_errors = truthy(url.param("ignoreStoreReadErrorWithClusterBreakingPotential"));
   // DeleteOptions come as query parameters, as a body, or both (the body wins).
   std::optional<std::string> propagation = url.param("propagationPolicy");

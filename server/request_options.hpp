@@ -35,7 +35,10 @@ std::string media_type(std::string_view content_type);
 // from it (the response).
 apimachinery::ApiResult<boost::json::object> parse_object(const ApiRequest& request);
 
-apimachinery::ApiResult<registry::WriteQuery> write_query(const Url& url, const std::string& subresource);
+// The options every write shares (dryRun, fieldValidation) for a write by `user`.
+apimachinery::ApiResult<registry::WriteQuery> write_query(const Url& url,
+                                                          const std::string& subresource,
+                                                          const apimachinery::UserInfo& user);
 
 // Who a write is recorded under (fieldManager, else the User-Agent's product) and, for apply
 // patches, `force`; 422 for what kube's options validation refuses. `options` names the
@@ -57,7 +60,9 @@ std::optional<apimachinery::ApiError> read_delete_options(const boost::json::obj
 std::optional<apimachinery::ApiError> check_propagation(registry::DeleteQuery& q,
                                           const std::optional<std::string>& propagation);
 
-apimachinery::ApiResult<registry::DeleteQuery> delete_query(const ApiRequest& request, const Url& url);
+apimachinery::ApiResult<registry::DeleteQuery> delete_query(const ApiRequest& request,
+                                                            const Url& url,
+                                                            const apimachinery::UserInfo& user);
 
 // Duplicate members of a JSON body matter only when fieldValidation reports them.
 void find_duplicates(const ApiRequest& request, const boost::json::object& body,

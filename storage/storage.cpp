@@ -27,6 +27,15 @@ asio::awaitable<Result<KeyValue>> Storage::create(std::string key, std::string v
 asio::awaitable<Result<KeyValue>> Storage::guaranteed_update(std::string key,
                                                              UpdateFn try_update,
                                                              std::optional<KeyValue> suggested) {
+  AsyncUpdateFn waiting = [&try_update](const KeyValue* current) -> asio::awaitable<UpdateResult> {
+    co_return try_update(current);
+  };
+  co_return co_await guaranteed_update(std::move(key), std::move(waiting), std::move(suggested));
+}
+
+asio::awaitable<Result<KeyValue>> Storage::guaranteed_update(std::string key,
+                                                             AsyncUpdateFn try_update,
+                                                             std::optional<KeyValue> suggested) {
   std::optional<KeyValue> state = std::move(suggested);
   bool authoritative = false;  // `state` came from storage (a read or a failed guard)
   bool read = !state;
@@ -43,7 +52,7 @@ asio::awaitable<Result<KeyValue>> Storage::guaranteed_update(std::string key,
       authoritative = true;
       read = false;
     }
-    auto next = try_update(state ? &*state : nullptr);
+    auto next = co_await try_update(state ? &*state : nullptr);
     const bool same = next && state && (!*next || **next == state->value);
     // Stale bytes (an old encryption key) are rewritten even when the value is unchanged.
     const bool unchanged = same && !state->stale;

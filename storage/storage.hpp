@@ -157,6 +157,12 @@ class Storage {
   using UpdateFn = std::function<UpdateResult(const KeyValue* current)>;
   boost::asio::awaitable<Result<KeyValue>> guaranteed_update(
       std::string key, UpdateFn try_update, std::optional<KeyValue> suggested = std::nullopt);
+  // The same with a `try_update` that may wait (an admission stage that asks another server):
+  // the state it was given is compared against storage only when it is done.
+  using AsyncUpdateFn =
+      std::function<boost::asio::awaitable<UpdateResult>(const KeyValue* current)>;
+  boost::asio::awaitable<Result<KeyValue>> guaranteed_update(
+      std::string key, AsyncUpdateFn try_update, std::optional<KeyValue> suggested = std::nullopt);
 
   // Number of keys under `prefix` now.
   boost::asio::awaitable<Result<std::int64_t>> count(std::string prefix);

@@ -1,5 +1,8 @@
 #include "auth/rbac_escalation.hpp"
 
+#include "auth/escalation_guard.hpp"
+#include "kinds/scheme.hpp"
+
 #include <gtest/gtest.h>
 
 #include <boost/json/parse.hpp>
@@ -213,4 +216,30 @@ TEST(ClusterRoleAggregation, WritesTheRulesTheSelectorsGatherAndNothingWhenStore
 }
 
 }  // namespace
+// The guard judges the writes of roles and bindings by users outside system:masters; kwatch's own
+// writes (no user) and deletes pass without a policy.
+TEST(EscalationGuard, JudgesRbacWritesOfOrdinaryUsersOnly) {
+  auto scheme = kinds::Scheme::builtin();
+  auto bindings = scheme->find("rbac.authorization.k8s.io", "v1", "rolebindings");
+  auto configmaps = scheme->find("", "v1", "configmaps");
+  const EscalationGuard guard(nullptr);
+  UserInfo bob{"bob", "", {"system:authenticated"}};
+  UserInfo admin{"admin", "", {"system:masters"}};
+  const std::string ns = "team";
+  const std::string name = "b";
+  const std::string none;
+  auto judged = [&](const kinds::ResourceInfo& info, registry::AdmissionOperation op,
+                    const UserInfo* user) {
+    const registry::AdmissionAttributes a{info, ns, name, none, op, false, user, nullptr};
+    return guard.handles(a);
+  };
+  using Op = registry::AdmissionOperation;
+  EXPECT_TRUE(judged(*bindings, Op::create, &bob));
+  EXPECT_TRUE(judged(*bindings, Op::update, &bob));
+  EXPECT_FALSE(judged(*bindings, Op::remove, &bob));
+  EXPECT_FALSE(judged(*bindings, Op::create, &admin));
+  EXPECT_FALSE(judged(*bindings, Op::create, nullptr));
+  EXPECT_FALSE(judged(*configmaps, Op::create, &bob));
+}
+
 }  // namespace kwatch::auth

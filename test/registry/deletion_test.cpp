@@ -110,7 +110,7 @@ TEST(Deletion, ReplicationControllersAndJobsOrphanByDefaultAndTheCollectorCanBeO
 TEST(Deletion, APodOnANodeGetsItsGracePeriodWhichMayOnlyShorten) {
   auto pod = parse(R"({"metadata":{"name":"p","generation":1},
       "spec":{"nodeName":"n1","terminationGracePeriodSeconds":30}})");
-  auto p = plan_deletion(info("", "pods"), pod, {}, true, kNow);
+  auto p = plan_deletion(served("", "pods"), pod, {}, true, kNow);
   ASSERT_EQ(p.action, Action::write);
   auto meta = p.object.at("metadata").as_object();
   EXPECT_EQ(meta.at("deletionTimestamp"), "2027-01-15T08:00:30Z");
@@ -119,27 +119,27 @@ TEST(Deletion, APodOnANodeGetsItsGracePeriodWhichMayOnlyShorten) {
 
   DeleteQuery longer;
   longer.grace_period_seconds = 60;
-  EXPECT_EQ(plan_deletion(info("", "pods"), p.object, longer, true, kNow).action, Action::keep);
+  EXPECT_EQ(plan_deletion(served("", "pods"), p.object, longer, true, kNow).action, Action::keep);
 
   DeleteQuery shorter;
   shorter.grace_period_seconds = 10;
-  auto s = plan_deletion(info("", "pods"), p.object, shorter, true, kNow + seconds(5));
+  auto s = plan_deletion(served("", "pods"), p.object, shorter, true, kNow + seconds(5));
   ASSERT_EQ(s.action, Action::write);
   EXPECT_EQ(s.object.at("metadata").as_object().at("deletionTimestamp"), "2027-01-15T08:00:10Z");
   EXPECT_EQ(s.object.at("metadata").as_object().at("deletionGracePeriodSeconds"), 10);
 
   DeleteQuery now;
   now.grace_period_seconds = 0;
-  EXPECT_EQ(plan_deletion(info("", "pods"), s.object, now, true, kNow).action, Action::remove);
+  EXPECT_EQ(plan_deletion(served("", "pods"), s.object, now, true, kNow).action, Action::remove);
 }
 
 TEST(Deletion, APodOnNoNodeOrFinishedGoesAtOnce) {
-  EXPECT_EQ(plan_deletion(info("", "pods"),
+  EXPECT_EQ(plan_deletion(served("", "pods"),
                           parse(R"({"metadata":{"name":"p"},"spec":{"terminationGracePeriodSeconds":30}})"),
                           {}, true, kNow)
                 .action,
             Action::remove);
-  EXPECT_EQ(plan_deletion(info("", "pods"),
+  EXPECT_EQ(plan_deletion(served("", "pods"),
                           parse(R"({"metadata":{"name":"p"},"spec":{"nodeName":"n",
                               "terminationGracePeriodSeconds":30},"status":{"phase":"Succeeded"}})"),
                           {}, true, kNow)
@@ -148,7 +148,7 @@ TEST(Deletion, APodOnNoNodeOrFinishedGoesAtOnce) {
   // A negative grace period means one second.
   DeleteQuery negative;
   negative.grace_period_seconds = -5;
-  auto p = plan_deletion(info("", "pods"),
+  auto p = plan_deletion(served("", "pods"),
                          parse(R"({"metadata":{"name":"p"},"spec":{"nodeName":"n"}})"), negative,
                          true, kNow);
   ASSERT_EQ(p.action, Action::write);
@@ -158,30 +158,28 @@ TEST(Deletion, APodOnNoNodeOrFinishedGoesAtOnce) {
 TEST(Deletion, ANamespaceTurnsTerminatingFirstAndGoesWhenFinalized) {
   auto ns = parse(R"({"metadata":{"name":"n"},"spec":{"finalizers":["kubernetes"]},
       "status":{"phase":"Active"}})");
-  auto p = plan_deletion(info("", "namespaces"), ns, {}, true, kNow);
+  auto p = plan_deletion(served("", "namespaces"), ns, {}, true, kNow);
   ASSERT_EQ(p.action, Action::write);
   EXPECT_EQ(p.object.at("status").as_object().at("phase"), "Terminating");
   EXPECT_EQ(p.object.at("metadata").as_object().at("deletionTimestamp"), "2027-01-15T08:00:00Z");
-  EXPECT_FALSE(deletion_complete(info("", "namespaces"), p.object));
+  EXPECT_FALSE(deletion_complete(served("", "namespaces"), p.object));
   // While the namespace controller works, deletes change nothing.
-  EXPECT_EQ(plan_deletion(info("", "namespaces"), p.object, {}, true, kNow).action, Action::keep);
+  EXPECT_EQ(plan_deletion(served("", "namespaces"), p.object, {}, true, kNow).action, Action::keep);
   p.object["spec"].as_object()["finalizers"] = json::array();
-  EXPECT_TRUE(deletion_complete(info("", "namespaces"), p.object));
-  EXPECT_EQ(plan_deletion(info("", "namespaces"), p.object, {}, true, kNow).action, Action::remove);
+  EXPECT_TRUE(deletion_complete(served("", "namespaces"), p.object));
+  EXPECT_EQ(plan_deletion(served("", "namespaces"), p.object, {}, true, kNow).action, Action::remove);
   // orphanDependents=false asks a namespace for foreground deletion.
   DeleteQuery no_orphans;
   no_orphans.orphan_dependents = false;
-  EXPECT_EQ(finalizers(plan_deletion(info("", "namespaces"), ns, no_orphans, true, kNow)),
+  EXPECT_EQ(finalizers(plan_deletion(served("", "namespaces"), ns, no_orphans, true, kNow)),
             json::array({"foregroundDeletion"}));
 }
 
-TEST(Deletion, WhatADeleteAnswersWithAndWhatCannotGo) {
+TEST(Deletion, WhatADeleteAnswersWith) {
   EXPECT_TRUE(served("", "pods").delete_returns_object);
   EXPECT_TRUE(served("", "services").delete_returns_object);
   EXPECT_FALSE(served("", "configmaps").delete_returns_object);
   EXPECT_FALSE(served("apps", "deployments").delete_returns_object);
-  EXPECT_TRUE(is_immortal_namespace("kube-system"));
-  EXPECT_FALSE(is_immortal_namespace("kube-systems"));
   EXPECT_EQ(parse_propagation("Foreground"), Propagation::foreground);
   EXPECT_EQ(parse_propagation("foreground"), std::nullopt);
 }
@@ -189,9 +187,9 @@ TEST(Deletion, WhatADeleteAnswersWithAndWhatCannotGo) {
 TEST(Deletion, APodInItsGracePeriodIsNotCompleteWithoutFinalizers) {
   auto pod = parse(R"({"metadata":{"name":"p","deletionTimestamp":"2027-01-15T08:00:30Z",
       "deletionGracePeriodSeconds":30}})");
-  EXPECT_FALSE(deletion_complete(info("", "pods"), pod));
+  EXPECT_FALSE(deletion_complete(served("", "pods"), pod));
   pod["metadata"].as_object()["deletionGracePeriodSeconds"] = 0;
-  EXPECT_TRUE(deletion_complete(info("", "pods"), pod));
+  EXPECT_TRUE(deletion_complete(served("", "pods"), pod));
 }
 
 }  // namespace
