@@ -65,8 +65,11 @@ class HttpServer {
   std::size_t open_connections() const;
   unsigned short port() const;
 
- private:
+  // The connections' machinery (server/http_server_impl.hpp), named here for the transport's
+  // unit tests, which drive it over Beast's test stream.
   struct Impl;
+
+ private:
   std::shared_ptr<Impl> impl_;
 };
 
