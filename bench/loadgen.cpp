@@ -135,6 +135,134 @@ json::object stats_ms(std::vector<double>& v) {
   return o;
 }
 
+// Waits until no event has arrived for 300 ms (at most 10 s): the watchers have drained.
+void wait_until_quiet(const std::vector<std::unique_ptr<WatcherRecord>>& records) {
+  std::uint64_t seen = total_events(records);
+  Nanos quiet_since = now_ns();
+  const Nanos drain_deadline = now_ns() + 10'000'000'000;
+  while (now_ns() < drain_deadline) {
+    std::this_thread::sleep_for(20ms);
+    std::uint64_t n = total_events(records);
+    if (n != seen) {
+      seen = n;
+      quiet_since = now_ns();
+    } else if (now_ns() - quiet_since > 300'000'000) {
+      break;
+    }
+  }
+}
+
+// The reading watchers' events from `t0` on, each joined with the acknowledgement (and the
+// sending) of the write that produced it.
+struct EventTimes {
+  std::vector<double> latency_ms;    // from the write's acknowledgement (0 if it overtook it)
+  std::vector<double> from_send_ms;  // from the write's sending
+  std::uint64_t before_ack = 0;      // events that overtook their write's response
+  std::uint64_t unmatched = 0;       // events of no acknowledged write
+  Nanos last_event = 0;
+};
+
+EventTimes join_events(const WriteResult& writes,
+                       const std::vector<std::unique_ptr<WatcherRecord>>& records, Nanos t0) {
+  EventTimes out;
+  out.last_event = t0;
+  std::int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (auto& a : writes.acks) {
+    if (a.rv <= 0) continue;
+    lo = std::min(lo, a.rv);
+    hi = std::max(hi, a.rv);
+  }
+  std::vector<Nanos> ack_at, sent_at;
+  if (lo <= hi) {
+    ack_at.assign(static_cast<std::size_t>(hi - lo + 1), -1);
+    sent_at.assign(static_cast<std::size_t>(hi - lo + 1), -1);
+  }
+  for (auto& a : writes.acks) {
+    if (a.rv <= 0) continue;
+    ack_at[static_cast<std::size_t>(a.rv - lo)] = a.t;
+    sent_at[static_cast<std::size_t>(a.rv - lo)] = a.sent;
+  }
+  for (auto& r : records) {
+    if (r->stalled) continue;  // latency is the reading watchers'
+    for (auto& s : r->samples) {
+      if (s.t < t0) continue;
+      out.last_event = std::max(out.last_event, s.t);
+      if (s.rv < lo || s.rv > hi || ack_at[static_cast<std::size_t>(s.rv - lo)] < 0) {
+        ++out.unmatched;
+        continue;
+      }
+      out.from_send_ms.push_back(
+          static_cast<double>(s.t - sent_at[static_cast<std::size_t>(s.rv - lo)]) / 1e6);
+      Nanos d = s.t - ack_at[static_cast<std::size_t>(s.rv - lo)];
+      if (d < 0) {
+        ++out.before_ack;  // the event overtook the write's response
+        d = 0;
+      }
+      out.latency_ms.push_back(static_cast<double>(d) / 1e6);
+    }
+  }
+  return out;
+}
+
+// Resumed watchers (stalled, then resumed): every write's event exactly once, in order (they
+// watch everything). Moves `last_event` past their last event.
+json::object resumed_watchers(const WriteResult& writes,
+                              const std::vector<std::unique_ptr<WatcherRecord>>& records,
+                              std::size_t stalled, Nanos t0, Nanos& last_event) {
+  std::vector<std::int64_t> acked;
+  for (auto& a : writes.acks) {
+    if (a.rv > 0) acked.push_back(a.rv);
+  }
+  std::sort(acked.begin(), acked.end());
+  std::size_t complete = 0, ended = 0;
+  std::uint64_t events = 0;
+  for (auto& r : records) {
+    if (!r->stalled) continue;
+    std::vector<std::int64_t> seen;
+    for (auto& s : r->samples) {
+      if (s.t >= t0) seen.push_back(s.rv);
+      last_event = std::max(last_event, s.t);
+    }
+    events += seen.size();
+    complete += seen == acked ? 1 : 0;
+    ended += r->ended ? 1 : 0;
+  }
+  json::object resumed;
+  resumed["watchers"] = stalled;
+  resumed["events"] = events;
+  resumed["every_event_in_order"] = complete;
+  resumed["ended"] = ended;
+  return resumed;
+}
+
+// The server's costs over the window [t0, t1]: CPU per event and per write, the kernel's share,
+// and whether one server thread is the bottleneck.
+void add_server_costs(json::object& out, const ProcSample& p0, const ProcSample& p1,
+                      const std::map<int, double>& threads0,
+                      const std::map<int, double>& threads1, Nanos t0, Nanos t1,
+                      std::uint64_t events, std::size_t writes) {
+  const double window_s = static_cast<double>(t1 - t0) / 1e9;
+  const double cpu = p1.cpu_s - p0.cpu_s;
+  out["server_cpu_s"] = cpu;
+  out["server_cpu_us_per_event"] = events > 0 ? cpu * 1e6 / static_cast<double>(events) : 0.0;
+  // The kernel's share: socket sends (with loopback delivery to the client), wake-ups, polling.
+  const double sys_cpu = p1.sys_cpu_s - p0.sys_cpu_s;
+  out["server_sys_cpu_us_per_event"] =
+      events > 0 ? sys_cpu * 1e6 / static_cast<double>(events) : 0.0;
+  out["server_cpu_us_per_write"] = writes > 0 ? cpu * 1e6 / static_cast<double>(writes) : 0.0;
+  out["server_rss_end_kib"] = p1.rss_kib;
+  // Is one server thread the bottleneck? The busiest thread's share of one core over the window.
+  double busiest = 0;
+  for (const auto& [tid, cpu1] : threads1) {
+    auto it = threads0.find(tid);
+    busiest = std::max(busiest, cpu1 - (it == threads0.end() ? 0.0 : it->second));
+  }
+  out["server_threads"] = threads1.size();
+  out["server_busiest_thread_cpu_s"] = busiest;
+  out["server_busiest_thread_core_share"] = busiest / window_s;
+  out["server_core_share"] = cpu / window_s;
+}
+
 json::object run_watch(const Options& o) {
   auto target = make_target(o);
   Workload w = workload(o);
@@ -204,20 +332,7 @@ json::object run_watch(const Options& o) {
   if (wr.writers > 0 && wr.duration_s > 0) writes = target->run_writes(w, wr);
   if (resumer.joinable()) resumer.join();
 
-  // Drain: wait until no event has arrived for 300 ms (at most 10 s).
-  std::uint64_t seen = total_events(records);
-  Nanos quiet_since = now_ns();
-  const Nanos drain_deadline = now_ns() + 10'000'000'000;
-  while (now_ns() < drain_deadline) {
-    std::this_thread::sleep_for(20ms);
-    std::uint64_t n = total_events(records);
-    if (n != seen) {
-      seen = n;
-      quiet_since = now_ns();
-    } else if (now_ns() - quiet_since > 300'000'000) {
-      break;
-    }
-  }
+  wait_until_quiet(records);
   const ProcSample p1 = read_proc(pid);
   const auto threads1 = read_thread_cpu(pid);
   const double client1 = self_cpu_s();
@@ -230,75 +345,16 @@ json::object run_watch(const Options& o) {
   target->close_watchers();
 
   // Latency: each event joined with the acknowledgement of the write that produced it.
-  std::int64_t lo = INT64_MAX, hi = INT64_MIN;
-  for (auto& a : writes.acks) {
-    if (a.rv <= 0) continue;
-    lo = std::min(lo, a.rv);
-    hi = std::max(hi, a.rv);
-  }
-  std::vector<Nanos> ack_at, sent_at;
-  if (lo <= hi) {
-    ack_at.assign(static_cast<std::size_t>(hi - lo + 1), -1);
-    sent_at.assign(static_cast<std::size_t>(hi - lo + 1), -1);
-  }
-  for (auto& a : writes.acks) {
-    if (a.rv <= 0) continue;
-    ack_at[static_cast<std::size_t>(a.rv - lo)] = a.t;
-    sent_at[static_cast<std::size_t>(a.rv - lo)] = a.sent;
-  }
-  std::vector<double> lat, lat_send, write_ms;
-  for (auto& a : writes.acks) write_ms.push_back(static_cast<double>(a.t - a.sent) / 1e6);
-  std::uint64_t before_ack = 0, unmatched = 0;
-  Nanos last_event = t0;
-  // Resumed watchers: every write's event exactly once, in order (they watch everything).
-  std::vector<std::int64_t> acked;
-  for (auto& a : writes.acks) {
-    if (a.rv > 0) acked.push_back(a.rv);
-  }
-  std::sort(acked.begin(), acked.end());
-  std::size_t resumed_complete = 0, resumed_ended = 0;
-  std::uint64_t resumed_events = 0;
-  for (auto& r : records) {
-    if (!r->stalled || !ws.resumable) continue;
-    std::vector<std::int64_t> seen;
-    for (auto& s : r->samples) {
-      if (s.t >= t0) seen.push_back(s.rv);
-      last_event = std::max(last_event, s.t);
-    }
-    resumed_events += seen.size();
-    resumed_complete += seen == acked ? 1 : 0;
-    resumed_ended += r->ended ? 1 : 0;
-  }
+  EventTimes times = join_events(writes, records, t0);
   if (ws.resumable) {
-    json::object resumed;
-    resumed["watchers"] = ws.stalled;
-    resumed["events"] = resumed_events;
-    resumed["every_event_in_order"] = resumed_complete;
-    resumed["ended"] = resumed_ended;
-    out["resumed"] = resumed;
+    out["resumed"] = resumed_watchers(writes, records, ws.stalled, t0, times.last_event);
   }
-  for (auto& r : records) {
-    if (r->stalled) continue;  // latency is the reading watchers'
-    for (auto& s : r->samples) {
-      if (s.t < t0) continue;
-      last_event = std::max(last_event, s.t);
-      if (s.rv < lo || s.rv > hi || ack_at[static_cast<std::size_t>(s.rv - lo)] < 0) {
-        ++unmatched;
-        continue;
-      }
-      lat_send.push_back(static_cast<double>(s.t - sent_at[static_cast<std::size_t>(s.rv - lo)]) / 1e6);
-      Nanos d = s.t - ack_at[static_cast<std::size_t>(s.rv - lo)];
-      if (d < 0) {
-        ++before_ack;  // the event overtook the write's response
-        d = 0;
-      }
-      lat.push_back(static_cast<double>(d) / 1e6);
-    }
-  }
+  std::vector<double> write_ms;
+  for (auto& a : writes.acks) write_ms.push_back(static_cast<double>(a.t - a.sent) / 1e6);
   records.clear();
 
   const double write_s = writes.seconds > 0 ? writes.seconds : 0;
-  const double event_s = static_cast<double>(std::max<Nanos>(last_event - t0, 1)) / 1e9;
+  const double event_s = static_cast<double>(std::max<Nanos>(times.last_event - t0, 1)) / 1e9;
   out["writes"] = writes.acks.size();
   out["write_errors"] = writes.errors;
   out["writes_per_s"] = write_s > 0 ? static_cast<double>(writes.acks.size()) / write_s : 0.0;
@@ -306,33 +362,14 @@ json::object run_watch(const Options& o) {
   out["events_per_s"] = events > 0 ? static_cast<double>(events) / event_s : 0.0;
   out["expected_events"] = ws.per_node ? writes.acks.size()
                                         : writes.acks.size() * (ws.watchers + (ws.resumable ? ws.stalled : 0));
-  json::object latency = stats_ms(lat);
-  latency["before_ack"] = before_ack;
-  latency["unmatched"] = unmatched;
+  json::object latency = stats_ms(times.latency_ms);
+  latency["before_ack"] = times.before_ack;
+  latency["unmatched"] = times.unmatched;
   out["latency_ms"] = latency;
   // The same events measured from when the write was sent: never negative, includes the write.
-  out["latency_from_send_ms"] = stats_ms(lat_send);
+  out["latency_from_send_ms"] = stats_ms(times.from_send_ms);
   out["write_latency_ms"] = stats_ms(write_ms);
-  const double cpu = p1.cpu_s - p0.cpu_s;
-  out["server_cpu_s"] = cpu;
-  out["server_cpu_us_per_event"] = events > 0 ? cpu * 1e6 / static_cast<double>(events) : 0.0;
-  // The kernel's share: socket sends (with loopback delivery to the client), wake-ups, polling.
-  const double sys_cpu = p1.sys_cpu_s - p0.sys_cpu_s;
-  out["server_sys_cpu_us_per_event"] =
-      events > 0 ? sys_cpu * 1e6 / static_cast<double>(events) : 0.0;
-  out["server_cpu_us_per_write"] =
-      !writes.acks.empty() ? cpu * 1e6 / static_cast<double>(writes.acks.size()) : 0.0;
-  out["server_rss_end_kib"] = p1.rss_kib;
-  // Is one server thread the bottleneck? The busiest thread's share of one core over the window.
-  double busiest = 0;
-  for (const auto& [tid, cpu1] : threads1) {
-    auto it = threads0.find(tid);
-    busiest = std::max(busiest, cpu1 - (it == threads0.end() ? 0.0 : it->second));
-  }
-  out["server_threads"] = threads1.size();
-  out["server_busiest_thread_cpu_s"] = busiest;
-  out["server_busiest_thread_core_share"] = busiest / (static_cast<double>(t1 - t0) / 1e9);
-  out["server_core_share"] = cpu / (static_cast<double>(t1 - t0) / 1e9);
+  add_server_costs(out, p0, p1, threads0, threads1, t0, t1, events, writes.acks.size());
   // The load generator's own CPU over the same window: is the client the bottleneck?
   out["client_core_share"] = (client1 - client0) / (static_cast<double>(t1 - t0) / 1e9);
   out["terminated_metric_delta"] = terminated0 >= 0 ? terminated1 - terminated0 : -1.0;

@@ -426,6 +426,160 @@ Result<void> prepare_dir(const fs::path& dir) {
   return {};
 }
 
+// What a WAL directory holds, by kind: snapshots and segments by sequence number (ascending), and
+// files a crash left half-written (removed once recovery succeeded).
+struct WalFiles {
+  std::vector<std::uint64_t> snapshots;
+  std::vector<std::uint64_t> segments;
+  std::vector<fs::path> unfinished;
+};
+
+Result<WalFiles> list_wal_files(const fs::path& dir) {
+  WalFiles files;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.ends_with(".tmp")) {
+      files.unfinished.push_back(entry.path());
+    } else if (auto s = parse_seq(name, "snap-", ".snap")) {
+      files.snapshots.push_back(*s);
+    } else if (auto w = parse_seq(name, "wal-", ".log")) {
+      files.segments.push_back(*w);
+    }
+  }
+  if (ec) return Errc::internal;
+  std::sort(files.snapshots.begin(), files.snapshots.end());
+  std::sort(files.segments.begin(), files.segments.end());
+  return files;
+}
+
+// Where recovery starts: a snapshot's state (none: the empty store), the first segment to replay
+// and those after it, and the newer snapshots that failed their checksum.
+struct RecoveryBase {
+  std::uint64_t base = 1;  // the first segment to replay
+  std::optional<StoreState> state;
+  std::vector<std::uint64_t> segments;  // from `base` on, contiguous
+  std::vector<std::uint64_t> damaged;
+};
+
+// The base: the newest snapshot that passes its checksum. If it does not, the previous
+// generation (the snapshot before it, or the empty store before the first one) and every
+// segment since, which write_snapshot keeps for exactly this.
+Result<RecoveryBase> choose_base(const fs::path& dir, const WalFiles& files) {
+  RecoveryBase out;
+  for (auto it = files.snapshots.rbegin(); it != files.snapshots.rend() && !out.state; ++it) {
+    const fs::path path = dir / seq_name("snap-", *it, ".snap");
+    auto data = read_file(path);
+    if (!data) return data.error();
+    if (auto state = decode_snapshot(*data)) {
+      out.base = *it;
+      out.state = std::move(*state);
+    } else {
+      spdlog::error("wal: snapshot {} is damaged (bad magic, length or checksum)", path.string());
+      out.damaged.push_back(*it);
+    }
+  }
+  out.segments = files.segments;
+  std::erase_if(out.segments, [&](std::uint64_t s) { return s < out.base; });
+  const auto& segments = out.segments;
+  if (!out.damaged.empty()) {
+    // Records up to the newest damaged snapshot are only in the segments from the base to it.
+    const std::uint64_t need = out.damaged.front() - 1;
+    if (segments.empty() || segments.front() != out.base || segments.back() < need) {
+      return refuse(dir / seq_name("snap-", out.damaged.front(), ".snap"), 0,
+                    "the snapshot fails its checksum and there is no complete previous "
+                    "generation (snapshot and log since it) to fall back to");
+    }
+    spdlog::error(
+        "wal: FALLING BACK to {} and replaying every segment since it, because the newer "
+        "snapshot(s) {} are damaged; nothing acknowledged is lost, but check the disk",
+        out.state ? (dir / seq_name("snap-", out.base, ".snap")).string()
+                  : std::string("the empty store"),
+        fmt::join(out.damaged, ", "));
+  }
+  // Segments from the base on must all be there: one missing would silently drop its records.
+  // (Only the segment a snapshot starts may be absent, after a crash just after the snapshot.)
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    const std::uint64_t want = i == 0 ? out.base : segments[i - 1] + 1;
+    if (segments[i] != want) {
+      return refuse(dir / seq_name("wal-", want, ".log"), 0,
+                    "this segment is missing, but later ones exist");
+    }
+  }
+  return out;
+}
+
+// What replaying one segment did: where its last good record ends, how many records it held,
+// and whether it ends in a torn record (possible only in the last segment).
+struct Replayed {
+  std::size_t pos = 0;
+  std::size_t records = 0;
+  bool torn = false;
+};
+
+// Applies the records of segment `path` (its bytes `file`) to `store`. A bad header or record is
+// fatal, except at the tail of the `last` segment, where check_torn_tail decides.
+Result<Replayed> replay_segment(const fs::path& path, std::string_view file, bool last,
+                                MvccStore& store) {
+  Replayed out;
+  if (file.size() < kLogMagic.size() || file.substr(0, kLogMagic.size()) != kLogMagic) {
+    // Only a segment whose creation was interrupted can lack its header.
+    if (!last || (!all_zero(file) && !kLogMagic.starts_with(file))) {
+      return refuse(path, 0, "the segment header is bad");
+    }
+    out.torn = true;
+    return out;
+  }
+  std::size_t& pos = out.pos;
+  pos = kLogMagic.size();
+  while (pos < file.size()) {
+    Reader header{file.substr(pos)};
+    const std::uint32_t len = header.u32();
+    const std::uint32_t crc = header.u32();
+    std::optional<Mutation> m;
+    if (header.ok && len <= kMaxRecord && file.size() - pos - kRecordHeader >= len) {
+      const auto payload = file.substr(pos + kRecordHeader, len);
+      if (crc32(payload) == crc) m = decode_payload(payload);
+    }
+    if (!m) {
+      if (!last) {
+        return refuse(path, pos, "a record fails its checksum in a segment before the last one");
+      }
+      if (auto why = check_torn_tail(file, pos, store.current_revision())) {
+        return refuse(path, pos, *why);
+      }
+      out.torn = true;
+      break;
+    }
+    if (auto r = store.apply(*m); !r) {
+      return refuse(path, pos,
+                    fmt::format("record of revision {} does not follow revision {}", m->revision,
+                                store.current_revision()));
+    }
+    pos += kRecordHeader + len;
+    ++out.records;
+  }
+  return out;
+}
+
+// Moves damaged snapshots out of the way (not deleted: they are evidence), so the next snapshot
+// counts the one recovered from as the previous generation.
+Result<void> set_aside(const fs::path& dir, const std::vector<std::uint64_t>& damaged) {
+  std::error_code ec;
+  for (std::uint64_t s : damaged) {
+    const fs::path path = dir / seq_name("snap-", s, ".snap");
+    const fs::path moved = aside_name(path, "damaged");
+    fs::rename(path, moved, ec);
+    if (ec) {
+      spdlog::error("wal: cannot move {} aside: {}", path.string(), ec.message());
+      return Errc::internal;
+    }
+    spdlog::warn("wal: the damaged snapshot is kept as {}", moved.string());
+  }
+  if (!damaged.empty() && !sync_dir(dir)) return Errc::internal;
+  return {};
+}
+
 }  // namespace
 
 Wal::Wal(WalOptions options) : options_(std::move(options)) {}
@@ -444,158 +598,61 @@ Result<std::unique_ptr<Wal>> Wal::open(WalOptions options, MvccStore& store) {
   if (auto r = prepare_dir(options.dir); !r) return r.error();
   std::unique_ptr<Wal> wal(new Wal(std::move(options)));
   const fs::path& dir = wal->options_.dir;
+  auto files = list_wal_files(dir);
+  if (!files) return files.error();
+  auto base = choose_base(dir, *files);
+  if (!base) return base.error();
+  if (base->state) store.restore(std::move(*base->state));
 
-  std::error_code ec;
-  std::vector<std::uint64_t> snapshots;
-  std::vector<std::uint64_t> segments;
-  std::vector<fs::path> unfinished;  // removed once recovery succeeded
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.ends_with(".tmp")) {
-      unfinished.push_back(entry.path());
-    } else if (auto s = parse_seq(name, "snap-", ".snap")) {
-      snapshots.push_back(*s);
-    } else if (auto w = parse_seq(name, "wal-", ".log")) {
-      segments.push_back(*w);
-    }
-  }
-  if (ec) return Errc::internal;
-  std::sort(snapshots.begin(), snapshots.end());
-  std::sort(segments.begin(), segments.end());
-
-  // The base: the newest snapshot that passes its checksum. If it does not, the previous
-  // generation (the snapshot before it, or the empty store before the first one) and every
-  // segment since, which write_snapshot keeps for exactly this.
-  std::uint64_t base = 1;  // the first segment to replay
-  std::optional<StoreState> base_state;
-  std::vector<std::uint64_t> damaged;
-  for (auto it = snapshots.rbegin(); it != snapshots.rend() && !base_state; ++it) {
-    const fs::path path = dir / seq_name("snap-", *it, ".snap");
-    auto data = read_file(path);
-    if (!data) return data.error();
-    if (auto state = decode_snapshot(*data)) {
-      base = *it;
-      base_state = std::move(*state);
-    } else {
-      spdlog::error("wal: snapshot {} is damaged (bad magic, length or checksum)", path.string());
-      damaged.push_back(*it);
-    }
-  }
-  std::erase_if(segments, [&](std::uint64_t s) { return s < base; });
-  if (!damaged.empty()) {
-    // Records up to the newest damaged snapshot are only in the segments from the base to it.
-    const std::uint64_t need = damaged.front() - 1;
-    if (segments.empty() || segments.front() != base || segments.back() < need) {
-      return refuse(dir / seq_name("snap-", damaged.front(), ".snap"), 0,
-                    "the snapshot fails its checksum and there is no complete previous "
-                    "generation (snapshot and log since it) to fall back to");
-    }
-    spdlog::error(
-        "wal: FALLING BACK to {} and replaying every segment since it, because the newer "
-        "snapshot(s) {} are damaged; nothing acknowledged is lost, but check the disk",
-        base_state ? (dir / seq_name("snap-", base, ".snap")).string()
-                   : std::string("the empty store"),
-        fmt::join(damaged, ", "));
-  }
-  // Segments from the base on must all be there: one missing would silently drop its records.
-  // (Only the segment a snapshot starts may be absent, after a crash just after the snapshot.)
-  for (std::size_t i = 0; i < segments.size(); ++i) {
-    const std::uint64_t want = i == 0 ? base : segments[i - 1] + 1;
-    if (segments[i] != want) {
-      return refuse(dir / seq_name("wal-", want, ".log"), 0,
-                    "this segment is missing, but later ones exist");
-    }
-  }
-  if (base_state) store.restore(std::move(*base_state));
-
+  const auto& segments = base->segments;
   for (std::size_t i = 0; i < segments.size(); ++i) {
     const bool last = i + 1 == segments.size();
     const fs::path path = dir / seq_name("wal-", segments[i], ".log");
     auto data = read_file(path);
     if (!data) return data.error();
-    const std::string_view file(*data);
-    std::size_t pos = 0;
-    std::size_t records = 0;
-    bool torn = false;
-    if (file.size() < kLogMagic.size() || file.substr(0, kLogMagic.size()) != kLogMagic) {
-      // Only a segment whose creation was interrupted can lack its header.
-      if (!last || (!all_zero(file) && !kLogMagic.starts_with(file))) {
-        return refuse(path, 0, "the segment header is bad");
+    auto replayed = replay_segment(path, *data, last, store);
+    if (!replayed) return replayed.error();
+    wal->log_bytes_ += replayed->pos;
+    wal->log_records_ += replayed->records;
+    if (last) {
+      if (auto r = wal->resume_segment(segments[i], path, *data, replayed->pos, replayed->torn);
+          !r) {
+        return r.error();
       }
-      torn = true;
-    } else {
-      pos = kLogMagic.size();
     }
-    while (!torn && pos < file.size()) {
-      Reader header{file.substr(pos)};
-      const std::uint32_t len = header.u32();
-      const std::uint32_t crc = header.u32();
-      std::optional<Mutation> m;
-      if (header.ok && len <= kMaxRecord && file.size() - pos - kRecordHeader >= len) {
-        const auto payload = file.substr(pos + kRecordHeader, len);
-        if (crc32(payload) == crc) m = decode_payload(payload);
-      }
-      if (!m) {
-        if (!last) {
-          return refuse(path, pos, "a record fails its checksum in a segment before the last one");
-        }
-        if (auto why = check_torn_tail(file, pos, store.current_revision())) {
-          return refuse(path, pos, *why);
-        }
-        torn = true;
-        break;
-      }
-      if (auto r = store.apply(*m); !r) {
-        return refuse(path, pos,
-                      fmt::format("record of revision {} does not follow revision {}", m->revision,
-                                  store.current_revision()));
-      }
-      pos += kRecordHeader + len;
-      ++records;
-    }
-    wal->log_bytes_ += pos;
-    wal->log_records_ += records;
-    if (!last) continue;
-
-    wal->seq_ = segments[i];
-    wal->fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (wal->fd_ < 0) return Errc::internal;
-    if (torn && pos < file.size()) {
-      // Never cut without keeping the original: a wrong verdict must stay recoverable by hand.
-      auto copy = keep_copy(path, file);
-      if (!copy) return copy.error();
-      spdlog::warn(
-          "wal: {} ends in a torn record (the write in flight at a crash, never acknowledged) "
-          "at offset {}; cutting {} bytes. The original segment is kept as {}",
-          path.string(), pos, file.size() - pos, copy->string());
-    }
-    if (torn) {
-      if (::ftruncate(wal->fd_, static_cast<off_t>(pos)) != 0) return Errc::internal;
-      if (pos == 0 && !write_all(wal->fd_, kLogMagic)) return Errc::internal;
-      if (pos == 0) pos = kLogMagic.size();
-      if (::fdatasync(wal->fd_) != 0) return Errc::internal;
-    }
-    wal->offset_ = pos;
-    if (::lseek(wal->fd_, static_cast<off_t>(pos), SEEK_SET) < 0) return Errc::internal;
   }
-  // Move damaged snapshots out of the way (not deleted: they are evidence), so the next
-  // snapshot counts the one we recovered from as the previous generation.
-  for (std::uint64_t s : damaged) {
-    const fs::path path = dir / seq_name("snap-", s, ".snap");
-    const fs::path moved = aside_name(path, "damaged");
-    fs::rename(path, moved, ec);
-    if (ec) {
-      spdlog::error("wal: cannot move {} aside: {}", path.string(), ec.message());
-      return Errc::internal;
-    }
-    spdlog::warn("wal: the damaged snapshot is kept as {}", moved.string());
-  }
-  if (!damaged.empty() && !sync_dir(dir)) return Errc::internal;
-  for (const auto& path : unfinished) fs::remove(path, ec);
+  if (auto r = set_aside(dir, base->damaged); !r) return r.error();
+  std::error_code ec;
+  for (const auto& path : files->unfinished) fs::remove(path, ec);
   if (wal->fd_ < 0) {
-    if (auto r = wal->start_segment(base); !r) return r.error();
+    if (auto r = wal->start_segment(base->base); !r) return r.error();
   }
   return wal;
+}
+
+Result<void> Wal::resume_segment(std::uint64_t seq, const fs::path& path, std::string_view file,
+                                 std::size_t pos, bool torn) {
+  seq_ = seq;
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd_ < 0) return Errc::internal;
+  if (torn && pos < file.size()) {
+    // Never cut without keeping the original: a wrong verdict must stay recoverable by hand.
+    auto copy = keep_copy(path, file);
+    if (!copy) return copy.error();
+    spdlog::warn(
+        "wal: {} ends in a torn record (the write in flight at a crash, never acknowledged) "
+        "at offset {}; cutting {} bytes. The original segment is kept as {}",
+        path.string(), pos, file.size() - pos, copy->string());
+  }
+  if (torn) {
+    if (::ftruncate(fd_, static_cast<off_t>(pos)) != 0) return Errc::internal;
+    if (pos == 0 && !write_all(fd_, kLogMagic)) return Errc::internal;
+    if (pos == 0) pos = kLogMagic.size();
+    if (::fdatasync(fd_) != 0) return Errc::internal;
+  }
+  offset_ = pos;
+  if (::lseek(fd_, static_cast<off_t>(pos), SEEK_SET) < 0) return Errc::internal;
+  return {};
 }
 
 Result<void> Wal::start_segment(std::uint64_t seq) {

@@ -34,6 +34,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "base/errc.hpp"
 #include "storage/mvcc_store.hpp"
@@ -78,6 +79,10 @@ class Wal {
  private:
   explicit Wal(WalOptions options);
   Result<void> start_segment(std::uint64_t seq);
+  // Appends continue in the last segment found at open (`file` its bytes): after its last good
+  // record at `pos`, a torn tail cut off (the original kept aside first).
+  Result<void> resume_segment(std::uint64_t seq, const std::filesystem::path& path,
+                              std::string_view file, std::size_t pos, bool torn);
 
   WalOptions options_;
   int fd_ = -1;

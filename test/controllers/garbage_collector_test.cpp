@@ -1,5 +1,7 @@
 #include "controllers/garbage_collector.hpp"
 
+#include "test/controllers/controller_fixture.hpp"
+
 #include "kinds/custom_resource_definition.hpp"
 #include "registry/deletion.hpp"
 #include "registry/resource_store.hpp"
@@ -31,103 +33,31 @@ namespace json = boost::json;
 
 // The collector over the embedded store, with caches made one by one so that a test decides
 // which resources it follows, and when.
-class GarbageCollectorTest : public ::testing::Test {
+class GarbageCollectorTest : public ControllerTest {
  protected:
   void SetUp() override {
-    auto storage = storage::MemoryStorage::open({});
-    ASSERT_TRUE(storage);
-    storage_ = std::move(*storage);
-    scheme_ = kinds::Scheme::builtin();
-    store_ = std::make_shared<registry::ResourceStore>(storage_, scheme_);
-    cachers_ = std::make_shared<CacherRegistry>(ioc_.get_executor(), storage_, CacherDefaults{});
+    ControllerTest::SetUp();
     configmaps_ = scheme_->find("", "v1", "configmaps");
     deployments_ = scheme_->find("apps", "v1", "deployments");
     ASSERT_NE(configmaps_, nullptr);
     ASSERT_NE(deployments_, nullptr);
-    run([this]() -> asio::awaitable<void> {
-      std::string ns = "t";
-      auto r = co_await store_->ensure_namespace(std::move(ns));
-      EXPECT_TRUE(r);
-    });
   }
 
   void TearDown() override {
     if (collector_) collector_->stop();
-    cachers_->stop_all();
-    turn();
-  }
-
-  // Runs the io_context for a slice (it stops whenever it runs out of work).
-  void turn() { test::turn(ioc_); }
-
-  template <class F>
-  void run(F f) {
-    bool done = false;
-    asio::co_spawn(ioc_, f(), [&](std::exception_ptr e) {
-      done = true;
-      if (e) std::rethrow_exception(e);
-    });
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!done && std::chrono::steady_clock::now() < deadline) {
-      turn();
-    }
-    ASSERT_TRUE(done) << "did not finish within the deadline";
-  }
-
-  // Runs the io_context until `condition` holds, at most `limit`.
-  bool eventually(const std::function<bool()>& condition,
-                  std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) {
-    return test::eventually(ioc_, condition, limit);
-  }
-
-  json::object create(const kinds::ResourceInfo& info, const std::string& text,
-                      const std::string& in = "t") {
-    json::object out;
-    run([&]() -> asio::awaitable<void> {
-      // Arguments named: GCC 12 mishandles converted temporaries passed to a coroutine.
-      auto body = json::parse(text).as_object();
-      std::string ns = in;
-      registry::WriteQuery query;
-      auto r = co_await store_->create(info, std::move(ns), std::move(body), std::move(query));
-      EXPECT_TRUE(r) << (r ? "" : r.error().message);
-      if (r) out = std::move(*r);
-    });
-    return out;
-  }
-
-  void remove(const kinds::ResourceInfo& info, const std::string& name,
-              registry::Propagation propagation = registry::Propagation::background,
-              const std::string& in = "t") {
-    run([&]() -> asio::awaitable<void> {
-      registry::DeleteQuery query;
-      query.propagation = propagation;
-      std::string ns = in;
-      std::string object_name = name;
-      auto r = co_await store_->remove(info, std::move(ns), std::move(object_name), std::move(query));
-      EXPECT_TRUE(r) << (r ? "" : r.error().message);
-    });
+    ControllerTest::TearDown();
   }
 
   // Gives the ConfigMap `name` blocking references to the ConfigMaps `owners` (name, uid).
   void set_owners(const std::string& name,
                   const std::vector<std::pair<std::string, std::string>>& owners) {
-    run([&]() -> asio::awaitable<void> {
-      std::string ns = "t", object_name = name, any_version;
-      auto current = co_await store_->get(*configmaps_, std::move(ns), std::move(object_name),
-                                          std::move(any_version));
-      EXPECT_TRUE(current);
-      if (!current) co_return;
+    update(*configmaps_, name, [&](json::object& current) {
       json::array refs;
       for (const auto& [owner, uid] : owners) {
         refs.push_back(json::object{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", owner},
                                     {"uid", uid}, {"blockOwnerDeletion", true}});
       }
-      (*current)["metadata"].as_object()["ownerReferences"] = std::move(refs);
-      std::string ns_arg = "t", name_arg = name;
-      registry::WriteQuery query;
-      auto r = co_await store_->update(*configmaps_, std::move(ns_arg), std::move(name_arg),
-                                       std::move(*current), std::move(query));
-      EXPECT_TRUE(r) << (r ? "" : r.error().message);
+      current["metadata"].as_object()["ownerReferences"] = std::move(refs);
     });
   }
 
@@ -157,11 +87,6 @@ class GarbageCollectorTest : public ::testing::Test {
            owner_name + R"(","uid":")" + owner_uid + R"("}]}})";
   }
 
-  asio::io_context ioc_;
-  std::shared_ptr<storage::Storage> storage_;
-  std::shared_ptr<kinds::Scheme> scheme_;
-  std::shared_ptr<registry::ResourceStore> store_;
-  std::shared_ptr<CacherRegistry> cachers_;
   std::shared_ptr<GarbageCollector> collector_;
   std::shared_ptr<const kinds::ResourceInfo> configmaps_;
   std::shared_ptr<const kinds::ResourceInfo> deployments_;
