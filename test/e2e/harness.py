@@ -140,9 +140,16 @@ class Etcd:
             Etcd._running.remove(self)
 
 
+# Data directories the harness made for itself (not a suite's own data_dir): removed at exit,
+# after their etcd stopped. Each holds a whole etcd (tens of MB); a suite run must not leave them.
+_temporary_dirs = []
+
+
 def _stop_all_etcd():
     for e in list(Etcd._running):
         e.stop()
+    for d in _temporary_dirs:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 atexit.register(_stop_all_etcd)
@@ -182,7 +189,10 @@ class Server:
             if not Etcd.available():
                 print("etcd is not installed: skipping the etcd3 run of this suite")
                 sys.exit(SKIP)
-            key = data_dir or tempfile.mkdtemp(prefix="kwatch-etcd-")
+            key = data_dir
+            if not key:
+                key = tempfile.mkdtemp(prefix="kwatch-etcd-")
+                _temporary_dirs.append(key)
             if key not in Server._etcd_by_dir:
                 os.makedirs(key, exist_ok=True)
                 Server._etcd_by_dir[key] = Etcd(os.path.join(key, "etcd") if data_dir else key).start()
