@@ -216,4 +216,14 @@ class ApiHandler {
   std::shared_ptr<AuditLog> audit_;
 };
 
+// One request on its way through the filter chain.
+struct ApiHandler::Exchange {
+  const ApiRequest& request;
+  const Url& url;
+  AuditEvent* audit;  // null: not audited
+  Route route;        // route.user: whom the request acts as, once identified
+  RequestLimits::Lease inflight;
+  bool get() const { return request.method == "GET" || request.method == "HEAD"; }
+};
+
 }  // namespace kwatch::server
