@@ -49,6 +49,9 @@ struct DeleteQuery {
   bool ignore_read_errors = false;
   // Who asks, as the admission stages see it; null for kwatch's own deletes.
   std::shared_ptr<const apimachinery::UserInfo> user;
+  // Where the store puts the revision of what it wrote (the delete, or the object marked as
+  // being deleted); left alone when nothing was written. May be null.
+  std::shared_ptr<std::int64_t> written_revision;
 };
 
 struct DeletionPlan {

@@ -258,6 +258,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInf
   auto r = co_await storage_->create(info.key(ns, name), std::move(*text));
   if (!r && reserved) co_await services_->release(std::move(*reserved));
   if (!r) co_return from_storage(info, name, r.error());
+  if (query.written_revision) *query.written_revision = r->mod_revision;
   body["metadata"].get_object()["resourceVersion"] = std::to_string(r->mod_revision);
   co_return body;
 }

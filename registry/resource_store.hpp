@@ -67,6 +67,9 @@ struct WriteQuery {
   bool applied = false;
   // Who asks, as the admission stages see it; null for kwatch's own writes.
   std::shared_ptr<const apimachinery::UserInfo> user;
+  // Where the store puts the revision storage committed the write at (left alone when nothing
+  // was written: a dry run, a refusal); may be null.
+  std::shared_ptr<std::int64_t> written_revision;
 };
 
 // `configmaps "x" not found`, as kube-apiserver words it, with the Status details.

@@ -55,6 +55,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInf
       auto d = co_await storage_->delete_if(key, current->mod_revision);
       if (!d) co_return from_storage(info, name, d.error());
       if (!d->succeeded) continue;  // changed under us: it may be readable now
+      if (query.written_revision) *query.written_revision = d->revision;
       co_return success_status(info, name, "");
     }
     if (!obj) co_return obj.error();
@@ -86,6 +87,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInf
       auto w = co_await storage_->put_if(key, current->mod_revision, std::move(*text));
       if (!w) co_return from_storage(info, name, w.error());
       if (!w->succeeded) continue;  // changed under us: decide again on the new state
+      if (query.written_revision) *query.written_revision = w->revision;
       plan.object["metadata"].get_object()["resourceVersion"] = std::to_string(w->revision);
       co_return std::move(plan.object);
     }
@@ -96,6 +98,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInf
         if (d->kv.mod_revision == 0) co_return not_found(info, name);
         continue;  // changed under us: check the preconditions against the new state
       }
+      if (query.written_revision) *query.written_revision = d->revision;
       plan.object["metadata"].get_object()["resourceVersion"] = std::to_string(d->revision);
       if (services_ && info.allocates_service_addresses) {
         co_await services_->release_unused(plan.object, nullptr, ns, name);

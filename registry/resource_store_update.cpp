@@ -244,6 +244,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::guarded_update(
     co_return from_storage(info, name, r.error());
   }
   if (query.dry_run && written) co_return std::move(*written);
+  if (query.written_revision) *query.written_revision = r->mod_revision;
   if (finalized) {
     // Nothing holds the object any more: the deletion it waited for happens now.
     auto d = co_await storage_->delete_if(key, r->mod_revision);

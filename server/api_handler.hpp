@@ -179,7 +179,8 @@ class ApiHandler {
                                                           Route& route);
   static ApiResponse render(const ApiRequest& request, const Route& route,
                             apimachinery::ApiResult<boost::json::object> result,
-                            unsigned ok_status, const registry::WriteQuery* write = nullptr);
+                            unsigned ok_status, const registry::WriteQuery* write = nullptr,
+                            std::int64_t written_revision = 0);
   boost::asio::awaitable<ApiResponse> serve_scale(const ApiRequest& request, const Url& url,
                                                   Route& route);
   // pods/log, exec, attach, portforward, proxy and services/nodes proxy: 503 saying no kubelet

@@ -24,10 +24,11 @@ using base::Errc;
 using kinds::ResourceInfo;
 
 // A store's answer as the response: the object (a Table when a read asked for one) with
-// `ok_status`, or its error; a write's warnings and the revision it wrote.
+// `ok_status`, or its error; a write's warnings and the revision it wrote (`write`'s, or
+// `written_revision` for a delete).
 ApiResponse ApiHandler::render(const ApiRequest& request, const Route& route,
                                ApiResult<json::object> r, unsigned ok_status,
-                               const registry::WriteQuery* write) {
+                               const registry::WriteQuery* write, std::int64_t written_revision) {
   const bool read = request.method == "GET" || request.method == "HEAD";
   ApiResponse response;
   if (!r) {
@@ -39,7 +40,8 @@ ApiResponse ApiHandler::render(const ApiRequest& request, const Route& route,
     response = json_response(ok_status, *r);
   }
   if (write != nullptr && write->warnings) response.warnings = std::move(*write->warnings);
-  if (r && !read) response.written_revision = resource_version_of(*r);
+  if (write != nullptr && write->written_revision) written_revision = *write->written_revision;
+  if (r) response.written_revision = written_revision;
   return response;
 }
 
@@ -142,13 +144,13 @@ asio::awaitable<ApiResponse> ApiHandler::serve_delete(const ApiRequest& request,
   if (named) {
     route.verb = "delete";
     auto removed = co_await store_->remove(info, route.ns, route.name, *q);
-    co_return render(request, route, std::move(removed), 200);
+    co_return render(request, route, std::move(removed), 200, nullptr, *q->written_revision);
   }
   route.verb = "deletecollection";
   auto lq = registry::compile_list_query(info, list_query(url));
   if (!lq) co_return error_response(lq.error());
   auto removed = co_await store_->remove_collection(info, route.ns, std::move(*lq), *q);
-  co_return render(request, route, std::move(removed), 200);
+  co_return render(request, route, std::move(removed), 200, nullptr, *q->written_revision);
 }
 
 }  // namespace kwatch::server

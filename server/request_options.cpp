@@ -87,6 +87,7 @@ ApiResult<registry::WriteQuery> write_query(const Url& url, const std::string& s
   registry::WriteQuery q;
   q.subresource = subresource;
   q.user = std::make_shared<const apimachinery::UserInfo>(user);
+  q.written_revision = std::make_shared<std::int64_t>(0);
   for (auto [it, end] = url.query.equal_range("dryRun"); it != end; ++it) {
     if (it->second == "All") {
       q.dry_run = true;
@@ -245,6 +246,7 @@ ApiResult<registry::DeleteQuery> delete_query(const ApiRequest& request, const U
   if (!w) return w.error();
   q.dry_run = w->dry_run;
   q.user = std::move(w->user);
+  q.written_revision = std::move(w->written_revision);
   q.ignore_read_errors = truthy(url.param("ignoreStoreReadErrorWithClusterBreakingPotential"));
   // DeleteOptions come as query parameters, as a body, or both (the body wins).
   std::optional<std::string> propagation = url.param("propagationPolicy");

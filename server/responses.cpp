@@ -8,7 +8,6 @@
 
 #include <boost/json/parse.hpp>
 
-#include <charconv>
 #include <memory>
 
 namespace kwatch::server {
@@ -22,17 +21,6 @@ using apimachinery::status_code;
 using apimachinery::status_object;
 
 // metadata.resourceVersion of an object as a number (0 when absent or not a number).
-std::int64_t resource_version_of(const json::object& object) {
-  const auto* metadata = object.if_contains("metadata");
-  const auto* rv = metadata && metadata->is_object() ? metadata->get_object().if_contains("resourceVersion")
-                                                     : nullptr;
-  if (rv == nullptr || !rv->is_string()) return 0;
-  std::int64_t out = 0;
-  const auto& text = rv->get_string();
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return ec == std::errc() && end == text.data() + text.size() ? out : 0;
-}
-
 // Objects are serialized as they are (a json::value made of one would be a copy).
 ApiResponse json_response(unsigned status, const json::object& body) {
   return serialized_response(status, body);

@@ -24,9 +24,6 @@ ApiResponse serialized_response(unsigned status, const Json& body) {
   return r;
 }
 
-// metadata.resourceVersion of an object as a number (0 when absent or not a number).
-std::int64_t resource_version_of(const boost::json::object& object);
-
 // Objects are serialized as they are (a json::value made of one would be a copy).
 ApiResponse json_response(unsigned status, const boost::json::object& body);
 

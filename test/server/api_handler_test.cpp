@@ -100,6 +100,29 @@ TEST_F(ApiHandlerTest, CreateFillsServerManagedMetadataAndGetReturnsTheSameResou
   EXPECT_EQ(got.at("data").at("k"), "v");
 }
 
+// The revision a write committed comes from the store as a number (not read back from the
+// answer): a create's and an update's is their object's resourceVersion; a delete answered with
+// a Status has one too; a dry run and a read have none.
+TEST_F(ApiHandlerTest, AWriteReportsTheRevisionItCommitted) {
+  auto rv = [](const ApiResponse& r) {
+    const json::value body = json::parse(r.body);
+    return std::stoll(std::string(body.at("metadata").at("resourceVersion").as_string()));
+  };
+  auto created = call("POST", kCM, cm("rev"));
+  ASSERT_EQ(created.status, 201u) << created.body;
+  EXPECT_EQ(created.written_revision, rv(created));
+  auto updated = call("PUT", std::string(kCM) + "/rev", cm("rev", R"({"a":"b"})"));
+  ASSERT_EQ(updated.status, 200u) << updated.body;
+  EXPECT_EQ(updated.written_revision, rv(updated));
+  EXPECT_GT(updated.written_revision, created.written_revision);
+  EXPECT_EQ(call("GET", std::string(kCM) + "/rev").written_revision, 0);
+  EXPECT_EQ(call("POST", std::string(kCM) + "?dryRun=All", cm("dry")).written_revision, 0);
+  auto removed = call("DELETE", std::string(kCM) + "/rev");
+  ASSERT_EQ(removed.status, 200u) << removed.body;
+  EXPECT_EQ(json::parse(removed.body).at("kind"), "Status");
+  EXPECT_GT(removed.written_revision, updated.written_revision);
+}
+
 TEST_F(ApiHandlerTest, GenerateNameGivesEachObjectItsOwnName) {
   const std::string body =
       R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"generateName":"gen-"}})";
