@@ -21,12 +21,6 @@ int hex_value(char c) {
   return -1;
 }
 
-// Reserved to ease embedding CEL in other languages: never identifiers.
-constexpr std::string_view kReserved[] = {"as",       "break",  "const",   "continue", "else",
-                                          "for",      "function", "if",    "import",   "let",
-                                          "loop",     "package", "namespace", "return", "var",
-                                          "void",     "while"};
-
 void append_utf8(std::string& out, std::uint32_t cp) {
   if (cp < 0x80) {
     out.push_back(static_cast<char>(cp));
@@ -132,12 +126,6 @@ class Lexer {
     } else if (word == "in") {
       push(TokenKind::kw_in, start);
     } else {
-      for (std::string_view r : kReserved) {
-        if (r == word) {
-          error(start, "reserved identifier: " + std::string(word));
-          break;
-        }
-      }
       push(TokenKind::identifier, start);
     }
   }
@@ -375,6 +363,15 @@ class Lexer {
 }  // namespace
 
 Lexed lex(std::string_view source) { return Lexer(source).run(); }
+
+bool is_reserved_word(std::string_view word) {
+  // Reserved to ease embedding CEL in other languages: never a variable or a global function,
+  // though a field or a method may carry the name.
+  constexpr std::string_view kReserved[] = {
+      "as",  "break",  "const",  "continue",  "else",   "for", "function", "if",    "import",
+      "let", "loop",   "package", "namespace", "return", "var", "void",     "while"};
+  return std::find(std::begin(kReserved), std::end(kReserved), word) != std::end(kReserved);
+}
 
 std::string_view token_name(TokenKind kind) {
   switch (kind) {

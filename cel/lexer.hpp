@@ -78,6 +78,10 @@ struct Lexed {
 // that one pass reports what it can.
 Lexed lex(std::string_view source);
 
+// Whether `word` is one of the words CEL reserves (`if`, `package`, ...): the parser refuses it
+// as an identifier or a global function; it may still name a field or a method.
+bool is_reserved_word(std::string_view word);
+
 // How a token kind is written, for messages ("'&&'", "identifier").
 std::string_view token_name(TokenKind kind);
 

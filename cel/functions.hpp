@@ -1,0 +1,87 @@
+// CEL functions as the evaluator calls them: each function name has overloads, each overload
+// says whether it is called as a method (`s.size()`) or globally (`size(s)`), which kinds its
+// arguments must have, and the code that computes it. Libraries (standard, strings, lists, ...)
+// add their overloads to a FunctionRegistry; a Program resolves a call's overloads once, when
+// it is compiled, and picks one by the arguments' kinds when it runs.
+//
+// Thread-safety: a registry is filled once, then read from any thread.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cel/value.hpp"
+
+namespace kwatch::cel {
+
+// What an evaluation has spent and may spend, in cel-go's cost units; a function that does work
+// proportional to its input charges for it.
+class EvalBudget {
+ public:
+  explicit EvalBudget(std::uint64_t limit) : limit_(limit) {}
+  // Adds `units`; throws CostLimitExceeded beyond the limit.
+  void charge(std::uint64_t units) {
+    spent_ += units;
+    if (spent_ > limit_) exceeded();
+  }
+  std::uint64_t spent() const { return spent_; }
+  std::uint64_t limit() const { return limit_; }
+
+ private:
+  [[noreturn]] void exceeded() const;
+  std::uint64_t spent_ = 0;
+  std::uint64_t limit_;
+};
+
+struct CostLimitExceeded {};
+
+// An argument kind an overload accepts: a ValueKind, or any value.
+struct ArgKind {
+  bool any = true;
+  ValueKind kind = ValueKind::null;
+  constexpr ArgKind() = default;
+  constexpr ArgKind(ValueKind k) : any(false), kind(k) {}  // NOLINT: implicit by design
+  bool accepts(const Value& v) const { return any || v.kind() == kind; }
+};
+inline constexpr ArgKind kAny{};
+
+using FunctionImpl = Value (*)(std::span<const Value> args, EvalBudget& budget);
+
+struct Overload {
+  std::string id;  // cel-go's overload id, e.g. "add_int64"
+  bool receiver = false;
+  std::vector<ArgKind> args;  // the receiver first, for a method
+  FunctionImpl impl = nullptr;
+};
+
+class FunctionRegistry {
+ public:
+  void add(std::string_view function, std::string id, bool receiver,
+           std::initializer_list<ArgKind> args, FunctionImpl impl);
+  // Both spellings: `f(a, b)` and `a.f(b)`.
+  void add_both(std::string_view function, std::string id, std::initializer_list<ArgKind> args,
+                FunctionImpl impl);
+
+  // The overloads of `function` called with `argc` arguments (the receiver counted) in the
+  // given style; empty when there are none.
+  std::vector<const Overload*> find(std::string_view function, bool receiver,
+                                    std::size_t argc) const;
+  bool has_function(std::string_view function) const;
+
+ private:
+  std::map<std::string, std::vector<Overload>, std::less<>> functions_;
+};
+
+// The standard definitions (cel-spec langdef "Standard Definitions"): operators, conversions,
+// `size`, the string predicates, `matches` (RE2), timestamp and duration accessors.
+void add_standard_functions(FunctionRegistry& registry);
+
+// The error a call without a matching overload evaluates to.
+Value no_such_overload(std::string_view function, std::span<const Value> args);
+
+}  // namespace kwatch::cel

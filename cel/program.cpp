@@ -1,0 +1,711 @@
+#include "cel/program.hpp"
+
+#include <cmath>
+#include <optional>
+#include <utility>
+
+#include "cel/literal.hpp"
+
+namespace kwatch::cel {
+
+enum class Op : std::uint8_t {
+  constant,
+  variable,    // a declared variable, by slot
+  local,       // a comprehension variable, by local slot
+  select,      // children[0].name
+  has,         // has(children[0].name)
+  call,
+  logical_and,
+  logical_or,
+  conditional,
+  not_strictly_false,
+  equals,
+  not_equals,
+  less,
+  less_equal,
+  greater,
+  greater_equal,
+  in,
+  index,
+  opt_select,
+  opt_index,
+  list,
+  map,
+  comprehension,
+  append_to_accumulator,  // accu + [elements...] where the comprehension owns accu
+  error,                  // evaluates to `constant` (an error)
+};
+
+struct Program::Step {
+  Op op = Op::constant;
+  std::uint32_t slot = 0;   // variable, local; comprehension: first iteration variable
+  std::uint32_t slot2 = 0;  // comprehension: second iteration variable
+  std::uint32_t accu = 0;   // comprehension: accumulator
+  bool two_vars = false;
+  Value constant;           // constant; select: the field name; error: the error
+  std::string name;         // a call's function
+  std::vector<const Overload*> overloads;
+  std::vector<std::uint32_t> children;
+  std::vector<bool> optional_at;
+};
+
+namespace {
+
+using Step = Program::Step;
+
+// The type names an identifier may denote.
+constexpr std::string_view kTypeNames[] = {
+    "bool", "int", "uint", "double", "string", "bytes", "list", "map", "null_type", "type",
+    "google.protobuf.Timestamp", "google.protobuf.Duration", "optional_type"};
+
+std::optional<std::string_view> type_named(std::string_view name) {
+  if (!name.empty() && name.front() == '.') name.remove_prefix(1);
+  for (std::string_view t : kTypeNames) {
+    if (t == name) return t;
+  }
+  return std::nullopt;
+}
+
+class Compiler {
+ public:
+  Compiler(const Ast& ast, const Declarations& decls, std::vector<SourceIssue>* undeclared)
+      : ast_(ast), decls_(decls), undeclared_(undeclared) {}
+
+  std::vector<Step> steps;
+  std::uint32_t locals = 0;
+
+  std::uint32_t compile(NodeId id) {
+    const Node& n = ast_.at(id);
+    Step s;
+    switch (n.kind) {
+      case NodeKind::constant: s = constant(n.constant); break;
+      case NodeKind::ident:
+        s = ident(n.name);
+        if (s.op == Op::error) note_undeclared(n.offset, n.name);
+        break;
+      case NodeKind::select: {
+        if (!n.test_only) {
+          if (auto q = qualified(id); !q.empty()) {
+            if (auto resolved = resolve_name(q)) {
+              s = std::move(*resolved);
+              break;
+            }
+          }
+        }
+        s.op = n.test_only ? Op::has : Op::select;
+        s.constant = Value::string(n.name);
+        s.children = {compile(n.children[0])};
+        break;
+      }
+      case NodeKind::call: s = call(id, n); break;
+      case NodeKind::list:
+        s.op = Op::list;
+        for (NodeId c : n.children) s.children.push_back(compile(c));
+        s.optional_at = n.optional_at;
+        break;
+      case NodeKind::map:
+        s.op = Op::map;
+        for (NodeId c : n.children) s.children.push_back(compile(c));
+        s.optional_at = n.optional_at;
+        break;
+      case NodeKind::message:
+        s.op = Op::error;
+        s.constant = Value::error("unknown type: " + n.name);
+        break;
+      case NodeKind::comprehension: s = comprehension(n); break;
+    }
+    steps.push_back(std::move(s));
+    return static_cast<std::uint32_t>(steps.size() - 1);
+  }
+
+ private:
+  static Step constant(const Constant& c) {
+    Step s;
+    s.op = Op::constant;
+    switch (c.kind) {
+      case Constant::Kind::null: break;
+      case Constant::Kind::boolean: s.constant = Value::boolean(c.boolean); break;
+      case Constant::Kind::int64: s.constant = Value::int64(c.int64); break;
+      case Constant::Kind::uint64: s.constant = Value::uint64(c.uint64); break;
+      case Constant::Kind::float64: s.constant = Value::float64(c.float64); break;
+      case Constant::Kind::string: s.constant = Value::string(c.text); break;
+      case Constant::Kind::bytes: s.constant = Value::bytes(c.text); break;
+    }
+    return s;
+  }
+
+  std::optional<Step> resolve_name(const std::string& name) {
+    Step s;
+    for (auto it = scope_.rbegin(); it != scope_.rend(); ++it) {
+      if (it->first == name) {
+        s.op = Op::local;
+        s.slot = it->second;
+        return s;
+      }
+    }
+    std::string_view plain = name;
+    if (!plain.empty() && plain.front() == '.') plain.remove_prefix(1);
+    for (std::size_t i = 0; i < decls_.variables.size(); ++i) {
+      if (decls_.variables[i] == plain) {
+        s.op = Op::variable;
+        s.slot = static_cast<std::uint32_t>(i);
+        return s;
+      }
+    }
+    if (auto t = type_named(name)) {
+      s.op = Op::constant;
+      s.constant = Value::type(*t);
+      return s;
+    }
+    return std::nullopt;
+  }
+
+  Step ident(const std::string& name) {
+    if (auto s = resolve_name(name)) return std::move(*s);
+    Step s;
+    s.op = Op::error;
+    s.constant = Value::error("no such attribute: " + name);
+    return s;
+  }
+
+  // `a.b.c` when the node is a chain of selections on an identifier that is not a local.
+  std::string qualified(NodeId id) const {
+    const Node& n = ast_.at(id);
+    if (n.kind == NodeKind::ident) {
+      for (const auto& [local, slot] : scope_) {
+        if (local == n.name) return {};
+      }
+      return n.name;
+    }
+    if (n.kind != NodeKind::select || n.test_only) return {};
+    std::string prefix = qualified(n.children[0]);
+    if (prefix.empty()) return {};
+    return prefix + "." + n.name;
+  }
+
+  static Op operator_op(std::string_view f) {
+    if (f == "_&&_") return Op::logical_and;
+    if (f == "_||_") return Op::logical_or;
+    if (f == "_?_:_") return Op::conditional;
+    if (f == "@not_strictly_false") return Op::not_strictly_false;
+    if (f == "_==_") return Op::equals;
+    if (f == "_!=_") return Op::not_equals;
+    if (f == "_<_") return Op::less;
+    if (f == "_<=_") return Op::less_equal;
+    if (f == "_>_") return Op::greater;
+    if (f == "_>=_") return Op::greater_equal;
+    if (f == "@in") return Op::in;
+    if (f == "_[_]") return Op::index;
+    if (f == "_?._") return Op::opt_select;
+    if (f == "_[?_]") return Op::opt_index;
+    return Op::call;
+  }
+
+  Step call(NodeId id, const Node& n) {
+    Step s;
+    const FunctionRegistry& fns = *decls_.functions;
+    std::string function = n.name;
+    bool receiver = n.has_target;
+    std::vector<NodeId> args(n.children.begin(), n.children.end());
+    // `math.greatest(x)`: a method call on a name that is no variable may be a namespaced
+    // global function.
+    if (receiver) {
+      const std::string ns = qualified(n.children[0]);
+      if (!ns.empty() && !resolve_name(ns).has_value() && fns.has_function(ns + "." + function)) {
+        function = ns + "." + function;
+        receiver = false;
+        args.erase(args.begin());
+      }
+    }
+    if (!receiver && !function.empty() && function.front() == '.') function.erase(0, 1);
+    s.op = receiver ? Op::call : operator_op(function);
+    // The macros' `@result + [x]`: append in place when the accumulator is the comprehension's.
+    if (function == "_+_" && !receiver && !accumulators_.empty()) {
+      const Node& left = ast_.at(args[0]);
+      const Node& right = ast_.at(args[1]);
+      if (left.kind == NodeKind::ident && left.name == accumulators_.back().first &&
+          right.kind == NodeKind::list && right.optional_at.empty()) {
+        s.op = Op::append_to_accumulator;
+        s.slot = accumulators_.back().second;
+        for (NodeId c : right.children) s.children.push_back(compile(c));
+        s.name = function;
+        return s;
+      }
+    }
+    (void)id;
+    s.name = function;
+    for (NodeId c : args) s.children.push_back(compile(c));
+    if (s.op == Op::call) {
+      s.overloads = fns.find(function, receiver, args.size());
+      if (s.overloads.empty() && !fns.has_function(function)) {
+        note_undeclared(n.offset, function);
+        s.op = Op::error;
+        s.constant = Value::error("no such overload: " + function);
+        s.children.clear();
+      }
+    }
+    return s;
+  }
+
+  Step comprehension(const Node& n) {
+    Step s;
+    s.op = Op::comprehension;
+    s.children.push_back(compile(n.children[kRange]));
+    s.children.push_back(compile(n.children[kInit]));
+    s.accu = locals++;
+    s.slot = locals++;
+    s.two_vars = !n.iter_var2.empty();
+    if (s.two_vars) s.slot2 = locals++;
+    // The accumulator is in scope for condition, step and result; the iteration variables for
+    // condition and step.
+    scope_.emplace_back(n.accu_var, s.accu);
+    accumulators_.emplace_back(n.accu_var, s.accu);
+    scope_.emplace_back(n.iter_var, s.slot);
+    if (s.two_vars) scope_.emplace_back(n.iter_var2, s.slot2);
+    s.children.push_back(compile(n.children[kCondition]));
+    s.children.push_back(compile(n.children[kStep]));
+    scope_.pop_back();
+    if (s.two_vars) scope_.pop_back();
+    accumulators_.pop_back();
+    s.children.push_back(compile(n.children[kResult]));
+    scope_.pop_back();
+    return s;
+  }
+
+  void note_undeclared(std::size_t offset, const std::string& name) {
+    if (undeclared_ == nullptr) return;
+    undeclared_->push_back(
+        {offset, "undeclared reference to '" + name + "' (in container '')"});
+  }
+
+  const Ast& ast_;
+  const Declarations& decls_;
+  std::vector<SourceIssue>* undeclared_;
+  std::vector<std::pair<std::string, std::uint32_t>> scope_;
+  std::vector<std::pair<std::string, std::uint32_t>> accumulators_;
+};
+
+Value no_such_key(const Value& key) { return Value::error("no such key: " + format_literal(key)); }
+
+class Evaluator {
+ public:
+  Evaluator(const std::vector<Step>& steps, std::span<const Value> variables,
+            std::uint32_t locals, std::uint64_t limit)
+      : budget(limit), locals_(locals), steps_(steps), variables_(variables) {}
+
+  EvalBudget budget;
+  std::vector<Value> locals_;
+
+  Value eval(std::uint32_t id) {
+    const Step& s = steps_[id];
+    switch (s.op) {
+      case Op::constant: return s.constant;
+      case Op::variable:
+        budget.charge(1);
+        if (s.slot >= variables_.size()) return Value::error("no such attribute");
+        return variables_[s.slot];
+      case Op::local: budget.charge(1); return locals_[s.slot];
+      case Op::error: return s.constant;
+      case Op::select: {
+        budget.charge(1);
+        return select(eval(s.children[0]), s.constant, false);
+      }
+      case Op::has: {
+        budget.charge(1);
+        return select(eval(s.children[0]), s.constant, true);
+      }
+      case Op::logical_and:
+      case Op::logical_or: return logic(s);
+      case Op::conditional: {
+        Value c = eval(s.children[0]);
+        if (c.is_error()) return c;
+        if (!c.is(ValueKind::boolean)) return no_such_overload("_?_:_", {&c, 1});
+        return eval(s.children[c.as_bool() ? 1 : 2]);
+      }
+      case Op::not_strictly_false: {
+        Value v = eval(s.children[0]);
+        return Value::boolean(!v.is(ValueKind::boolean) || v.as_bool());
+      }
+      case Op::equals:
+      case Op::not_equals: {
+        Value a = eval(s.children[0]);
+        if (a.is_error()) return a;
+        Value b = eval(s.children[1]);
+        if (b.is_error()) return b;
+        budget.charge(1);
+        return Value::boolean(equal(a, b) == (s.op == Op::equals));
+      }
+      case Op::less:
+      case Op::less_equal:
+      case Op::greater:
+      case Op::greater_equal: return relation(s);
+      case Op::in: {
+        Value a = eval(s.children[0]);
+        if (a.is_error()) return a;
+        Value b = eval(s.children[1]);
+        if (b.is_error()) return b;
+        budget.charge(1);
+        return in(a, b);
+      }
+      case Op::index: {
+        Value a = eval(s.children[0]);
+        if (a.is_error()) return a;
+        Value b = eval(s.children[1]);
+        if (b.is_error()) return b;
+        budget.charge(1);
+        return index(a, b);
+      }
+      case Op::opt_select: {
+        Value a = eval(s.children[0]);
+        if (a.is_error()) return a;
+        Value f = eval(s.children[1]);
+        budget.charge(1);
+        return optional_access(a, f, true);
+      }
+      case Op::opt_index: {
+        Value a = eval(s.children[0]);
+        if (a.is_error()) return a;
+        Value b = eval(s.children[1]);
+        if (b.is_error()) return b;
+        budget.charge(1);
+        return optional_access(a, b, false);
+      }
+      case Op::call: return call(s);
+      case Op::list: return list(s);
+      case Op::map: return map(s);
+      case Op::comprehension: return comprehension(s);
+      case Op::append_to_accumulator: return append(s);
+    }
+    return Value::error("internal error: unknown step");
+  }
+
+ private:
+  Value select(const Value& operand, const Value& field, bool test_only) {
+    if (operand.is_error()) return operand;
+    if (operand.is(ValueKind::map)) {
+      auto found = operand.as_map().find(field);
+      if (test_only) return Value::boolean(found.has_value());
+      if (!found) return no_such_key(field);
+      return std::move(*found);
+    }
+    if (operand.is(ValueKind::optional)) {
+      // Selecting on an optional selects on its value, keeping it optional.
+      const Value* inner = operand.optional_value();
+      if (inner == nullptr) return test_only ? Value::boolean(false) : operand;
+      Value r = select(*inner, field, test_only);
+      if (test_only || r.is_error()) return r;
+      return Value::optional_of(std::move(r));
+    }
+    return Value::error("type '" + std::string(operand.type_name()) +
+                        "' does not support field selection");
+  }
+
+  Value logic(const Step& s) {
+    const bool is_and = s.op == Op::logical_and;
+    Value a = eval(s.children[0]);
+    // A decisive left side ends it; otherwise the right side decides, and an error on one
+    // side gives way to a decisive other side.
+    if (a.is(ValueKind::boolean) && a.as_bool() != is_and) return a;
+    Value b = eval(s.children[1]);
+    if (b.is(ValueKind::boolean) && b.as_bool() != is_and) return b;
+    if (a.is(ValueKind::boolean) && b.is(ValueKind::boolean)) return a;
+    if (a.is_error()) return a;
+    if (b.is_error()) return b;
+    const Value* both[] = {&a, &b};
+    (void)both;
+    return Value::error(std::string("no such overload: ") + (is_and ? "_&&_" : "_||_") + "(" +
+                        std::string(a.type_name()) + ", " + std::string(b.type_name()) + ")");
+  }
+
+  Value relation(const Step& s) {
+    Value a = eval(s.children[0]);
+    if (a.is_error()) return a;
+    Value b = eval(s.children[1]);
+    if (b.is_error()) return b;
+    budget.charge(1);
+    int c = 2;
+    const ValueKind ka = a.kind(), kb = b.kind();
+    if (is_number(ka) && is_number(kb)) {
+      c = compare_numbers(a, b);
+      if (c == 2) return Value::boolean(false);  // NaN: every comparison is false
+    } else if (ka != kb) {
+      c = 3;
+    } else {
+      const auto sign = [](auto x, auto y) { return x < y ? -1 : (y < x ? 1 : 0); };
+      switch (ka) {
+        case ValueKind::boolean: c = sign(a.as_bool(), b.as_bool()); break;
+        case ValueKind::string:
+        case ValueKind::bytes: {
+          const int r = a.as_text().compare(b.as_text());
+          c = r < 0 ? -1 : (r > 0 ? 1 : 0);
+          break;
+        }
+        case ValueKind::timestamp:
+        case ValueKind::duration: {
+          const Seconds x = a.as_seconds(), y = b.as_seconds();
+          c = x.seconds != y.seconds ? sign(x.seconds, y.seconds) : sign(x.nanos, y.nanos);
+          break;
+        }
+        default: c = 3;
+      }
+    }
+    if (c == 3) {
+      const Value args[] = {a, b};
+      return no_such_overload(s.name, args);
+    }
+    switch (s.op) {
+      case Op::less: return Value::boolean(c < 0);
+      case Op::less_equal: return Value::boolean(c <= 0);
+      case Op::greater: return Value::boolean(c > 0);
+      default: return Value::boolean(c >= 0);
+    }
+  }
+
+  Value in(const Value& element, const Value& container) {
+    if (container.is(ValueKind::list)) {
+      const ListValue& l = container.as_list();
+      budget.charge(l.size());
+      for (std::size_t i = 0; i < l.size(); ++i) {
+        if (equal(l.at(i), element)) return Value::boolean(true);
+      }
+      return Value::boolean(false);
+    }
+    if (container.is(ValueKind::map)) {
+      return Value::boolean(container.as_map().find(element).has_value());
+    }
+    const Value args[] = {element, container};
+    return no_such_overload("@in", args);
+  }
+
+  static std::optional<std::int64_t> list_index(const Value& i) {
+    switch (i.kind()) {
+      case ValueKind::int64: return i.as_int();
+      case ValueKind::uint64:
+        if (i.as_uint() > static_cast<std::uint64_t>(INT64_MAX)) return INT64_MAX;
+        return static_cast<std::int64_t>(i.as_uint());
+      case ValueKind::float64: {
+        const double d = i.as_double();
+        if (!(d >= -9e18 && d <= 9e18) || std::trunc(d) != d) return std::nullopt;
+        return static_cast<std::int64_t>(d);
+      }
+      default: return std::nullopt;
+    }
+  }
+
+  Value index(const Value& container, const Value& key) {
+    if (container.is(ValueKind::list)) {
+      const auto i = list_index(key);
+      if (!i) {
+        if (key.is(ValueKind::float64)) {
+          return Value::error("unsupported index value " + format_literal(key) + " in list");
+        }
+        const Value args[] = {container, key};
+        return no_such_overload("_[_]", args);
+      }
+      const ListValue& l = container.as_list();
+      if (*i < 0 || static_cast<std::uint64_t>(*i) >= l.size()) {
+        return Value::error("index '" + std::to_string(*i) + "' out of range in list size '" +
+                            std::to_string(l.size()) + "'");
+      }
+      return l.at(static_cast<std::size_t>(*i));
+    }
+    if (container.is(ValueKind::map)) {
+      if (!valid_key(key) && !key.is(ValueKind::float64)) {
+        return Value::error("unsupported key type");
+      }
+      auto found = container.as_map().find(key);
+      if (!found) return no_such_key(key);
+      return std::move(*found);
+    }
+    if (container.is(ValueKind::optional)) {
+      const Value* inner = container.optional_value();
+      if (inner == nullptr) return container;
+      Value r = index(*inner, key);
+      if (r.is_error()) return r;
+      return Value::optional_of(std::move(r));
+    }
+    const Value args[] = {container, key};
+    return no_such_overload("_[_]", args);
+  }
+
+  // `a.?f` (by_field) and `a[?k]`: an optional of what is there, or none.
+  Value optional_access(const Value& container, const Value& key, bool by_field) {
+    if (container.is(ValueKind::optional)) {
+      const Value* inner = container.optional_value();
+      if (inner == nullptr) return container;
+      return optional_access(*inner, key, by_field);
+    }
+    if (container.is(ValueKind::map)) {
+      auto found = container.as_map().find(key);
+      if (!found) return Value::optional_none();
+      return Value::optional_of(std::move(*found));
+    }
+    if (container.is(ValueKind::list) && !by_field) {
+      const auto i = list_index(key);
+      const ListValue& l = container.as_list();
+      if (!i) return index(container, key);
+      if (*i < 0 || static_cast<std::uint64_t>(*i) >= l.size()) return Value::optional_none();
+      return Value::optional_of(l.at(static_cast<std::size_t>(*i)));
+    }
+    if (by_field) return select(container, key, false);
+    return index(container, key);
+  }
+
+  Value call(const Step& s) {
+    Value args_buf[4];
+    std::vector<Value> args_vec;
+    Value* args = args_buf;
+    const std::size_t n = s.children.size();
+    if (n > 4) {
+      args_vec.resize(n);
+      args = args_vec.data();
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      args[i] = eval(s.children[i]);
+      if (args[i].is_error()) return args[i];
+    }
+    budget.charge(1);
+    const std::span<const Value> view(args, n);
+    for (const Overload* o : s.overloads) {
+      bool match = true;
+      for (std::size_t i = 0; i < n && match; ++i) match = o->args[i].accepts(args[i]);
+      if (match) return o->impl(view, budget);
+    }
+    return no_such_overload(s.name, view);
+  }
+
+  Value list(const Step& s) {
+    budget.charge(10);
+    std::vector<Value> items;
+    items.reserve(s.children.size());
+    for (std::size_t i = 0; i < s.children.size(); ++i) {
+      Value v = eval(s.children[i]);
+      if (v.is_error()) return v;
+      if (i < s.optional_at.size() && s.optional_at[i]) {
+        if (!v.is(ValueKind::optional)) {
+          return Value::error("cannot initialize optional list element from non-optional value " +
+                              format_literal(v));
+        }
+        if (v.optional_value() != nullptr) items.push_back(*v.optional_value());
+        continue;
+      }
+      items.push_back(std::move(v));
+    }
+    return Value::list(std::move(items));
+  }
+
+  Value map(const Step& s) {
+    budget.charge(30);
+    auto m = std::make_shared<OwnedMap>();
+    for (std::size_t i = 0; i + 1 < s.children.size(); i += 2) {
+      Value k = eval(s.children[i]);
+      if (k.is_error()) return k;
+      Value v = eval(s.children[i + 1]);
+      if (v.is_error()) return v;
+      if (!valid_key(k)) return Value::error("unsupported key type");
+      if (i / 2 < s.optional_at.size() && s.optional_at[i / 2]) {
+        if (!v.is(ValueKind::optional)) {
+          return Value::error("cannot initialize optional entry '" + format_literal(k) +
+                              "' from non-optional value " + format_literal(v));
+        }
+        if (v.optional_value() == nullptr) continue;
+        Value inner = *v.optional_value();
+        v = std::move(inner);
+      }
+      if (!m->insert(k, std::move(v))) {
+        return Value::error("Failed with repeated key: " + format_literal(k));
+      }
+    }
+    return Value::map(std::shared_ptr<const MapValue>(std::move(m)));
+  }
+
+  Value comprehension(const Step& s) {
+    Value range = eval(s.children[0]);
+    if (range.is_error()) return range;
+    const bool is_list = range.is(ValueKind::list);
+    if (!is_list && !range.is(ValueKind::map)) {
+      return Value::error("cannot iterate over '" + std::string(range.type_name()) + "'");
+    }
+    locals_[s.accu] = eval(s.children[1]);
+    const std::size_t size = is_list ? range.as_list().size() : range.as_map().size();
+    for (std::size_t i = 0; i < size; ++i) {
+      budget.charge(1);
+      if (is_list) {
+        if (s.two_vars) {
+          locals_[s.slot] = Value::int64(static_cast<std::int64_t>(i));
+          locals_[s.slot2] = range.as_list().at(i);
+        } else {
+          locals_[s.slot] = range.as_list().at(i);
+        }
+      } else {
+        locals_[s.slot] = range.as_map().key_at(i);
+        if (s.two_vars) locals_[s.slot2] = range.as_map().value_at(i);
+      }
+      Value go = eval(s.children[2]);
+      if (go.is_error()) return go;
+      if (go.is(ValueKind::boolean) && !go.as_bool()) break;
+      Value next = eval(s.children[3]);
+      locals_[s.accu] = std::move(next);
+    }
+    Value result = eval(s.children[4]);
+    locals_[s.accu] = Value();
+    return result;
+  }
+
+  Value append(const Step& s) {
+    Value accu = std::move(locals_[s.slot]);
+    locals_[s.slot] = Value();
+    if (accu.is_error()) return accu;
+    budget.charge(1);
+    std::vector<Value> extra;
+    extra.reserve(s.children.size());
+    for (std::uint32_t c : s.children) {
+      Value v = eval(c);
+      if (v.is_error()) return v;
+      extra.push_back(std::move(v));
+    }
+    if (!accu.is(ValueKind::list)) {
+      const Value args[] = {accu, Value::list(std::move(extra))};
+      return no_such_overload("_+_", args);
+    }
+    if (OwnedList* owned = OwnedList::mutable_from(accu)) {
+      for (auto& v : extra) owned->items().push_back(std::move(v));
+      return accu;
+    }
+    const ListValue& l = accu.as_list();
+    std::vector<Value> items;
+    items.reserve(l.size() + extra.size());
+    for (std::size_t i = 0; i < l.size(); ++i) items.push_back(l.at(i));
+    for (auto& v : extra) items.push_back(std::move(v));
+    return Value::list(std::move(items));
+  }
+
+  const std::vector<Step>& steps_;
+  std::span<const Value> variables_;
+};
+
+}  // namespace
+
+Program Program::compile(const Ast& ast, const Declarations& declarations,
+                         std::vector<SourceIssue>* undeclared) {
+  Compiler c(ast, declarations, undeclared);
+  Program p;
+  p.root_ = c.compile(ast.root);
+  p.locals_ = c.locals;
+  p.steps_ = std::make_shared<const std::vector<Step>>(std::move(c.steps));
+  return p;
+}
+
+EvalResult Program::evaluate(std::span<const Value> variables, std::uint64_t cost_limit) const {
+  Evaluator e(*steps_, variables, locals_, cost_limit);
+  EvalResult out;
+  try {
+    out.value = e.eval(root_);
+  } catch (const CostLimitExceeded&) {
+    out.value = Value::error("operation cancelled: actual cost limit exceeded");
+  }
+  out.cost = e.budget.spent();
+  return out;
+}
+
+}  // namespace kwatch::cel

@@ -1,0 +1,62 @@
+// A CEL expression compiled for evaluation: compile once, evaluate many times.
+//
+// Compiling resolves what the tree leaves to run time in a naive interpreter: variables become
+// slots, calls their candidate overloads, qualified names (`google.protobuf.Timestamp`,
+// `math.greatest`) what they name, and the macros' accumulating steps (`@result + [x]`) an
+// append to a list the comprehension owns. Evaluating walks the flat step array with no
+// allocation for scalars and none per step.
+//
+// Semantics (cel-spec langdef): arguments are strict, errors propagate; `&&` and `||` are
+// commutative over errors (`error || true` is true); `?:` evaluates one branch; comprehensions
+// stop when their condition is false. The budget stops an evaluation that spends more than its
+// cost limit with "operation cancelled: actual cost limit exceeded".
+//
+// Thread-safety: a Program is immutable after compile; evaluate may run concurrently.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cel/ast.hpp"
+#include "cel/functions.hpp"
+#include "cel/parser.hpp"
+#include "cel/value.hpp"
+
+namespace kwatch::cel {
+
+struct Declarations {
+  std::vector<std::string> variables;  // slot i holds variables[i]
+  const FunctionRegistry* functions = nullptr;
+};
+
+struct EvalResult {
+  Value value;                  // an error value when evaluation failed
+  std::uint64_t cost = 0;       // what it spent
+};
+
+class Program {
+ public:
+  // Compiles `ast` (without errors). Unknown names do not fail here: they evaluate to errors,
+  // as an unchecked expression's do in cel-go.
+  // `undeclared`, when given, receives a reference to each name that is neither a variable, a
+  // type nor a function ("undeclared reference to 'x' (in container '')"), which a checked
+  // expression refuses.
+  static Program compile(const Ast& ast, const Declarations& declarations,
+                         std::vector<SourceIssue>* undeclared = nullptr);
+
+  // `variables[i]` is the value of declarations.variables[i].
+  EvalResult evaluate(std::span<const Value> variables,
+                      std::uint64_t cost_limit = UINT64_MAX) const;
+
+  struct Step;
+
+ private:
+  std::shared_ptr<const std::vector<Step>> steps_;
+  std::uint32_t root_ = 0;
+  std::uint32_t locals_ = 0;  // comprehension variable slots
+};
+
+}  // namespace kwatch::cel

@@ -1,0 +1,205 @@
+// CEL's values (cel-spec doc/langdef.md "Values"): null, bool, int, uint, double, string, bytes,
+// list, map, type, timestamp, duration, optional, and error.
+//
+// A Value is small (40 bytes) and cheap to copy: scalars inline, everything else a view plus a
+// shared holder. The holder may be empty when the payload is borrowed from something that
+// outlives the evaluation (the program's constants, the JSON object a rule validates): a rule
+// reads `self.spec.name` without copying the name.
+//
+// Lists and maps are interfaces so that a JSON array or object can be read in place; owned
+// lists and maps (literals, results) are vectors. Thread-safety: a Value and what it points to
+// are immutable once made and may be read from any thread, as long as borrowed payloads live.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kwatch::cel {
+
+enum class ValueKind : std::uint8_t {
+  null,
+  boolean,
+  int64,
+  uint64,
+  float64,
+  string,
+  bytes,
+  list,
+  map,
+  type,
+  timestamp,
+  duration,
+  optional,
+  error,
+};
+
+class ListValue;
+class MapValue;
+
+// A point in time or a span: seconds and nanoseconds (0 <= nanos < 1e9 for a timestamp; a
+// duration's nanos carry its sign).
+struct Seconds {
+  std::int64_t seconds = 0;
+  std::int32_t nanos = 0;
+  friend bool operator==(const Seconds&, const Seconds&) = default;
+};
+
+class Value {
+ public:
+  Value() = default;  // null
+
+  static Value boolean(bool v);
+  static Value int64(std::int64_t v);
+  static Value uint64(std::uint64_t v);
+  static Value float64(double v);
+  static Value string(std::string v);
+  static Value bytes(std::string v);
+  // A string or bytes value viewing `text`, which must outlive every copy of the value.
+  static Value borrowed_string(std::string_view text);
+  static Value borrowed_bytes(std::string_view text);
+  static Value list(std::shared_ptr<const ListValue> v);
+  static Value list(std::vector<Value> items);
+  static Value borrowed_list(const ListValue* v);
+  static Value map(std::shared_ptr<const MapValue> v);
+  static Value borrowed_map(const MapValue* v);
+  // A type value by its name (`int`, `list`, `google.protobuf.Timestamp`); `name` must be a
+  // string with static storage.
+  static Value type(std::string_view name);
+  static Value timestamp(Seconds v);
+  static Value duration(Seconds v);
+  static Value optional_of(Value v);
+  static Value optional_none();
+  static Value error(std::string message);
+
+  ValueKind kind() const { return kind_; }
+  bool is(ValueKind k) const { return kind_ == k; }
+  bool is_error() const { return kind_ == ValueKind::error; }
+
+  bool as_bool() const { return u_.b; }
+  std::int64_t as_int() const { return u_.i; }
+  std::uint64_t as_uint() const { return u_.u; }
+  double as_double() const { return u_.d; }
+  // string, bytes, a type's name, an error's message.
+  std::string_view as_text() const { return {u_.text.data, u_.text.size}; }
+  const ListValue& as_list() const { return *u_.list; }
+  const MapValue& as_map() const { return *u_.map; }
+  Seconds as_seconds() const { return {u_.time.seconds, u_.time.nanos}; }
+  // An optional's value; null when it is none.
+  const Value* optional_value() const { return u_.optional; }
+
+  // The name of the value's CEL type, as `type(v)` gives it.
+  std::string_view type_name() const;
+
+  // Whether the holder is this value's only owner: an owned list a comprehension builds may
+  // then grow in place.
+  bool uniquely_owned() const { return holder_ && holder_.use_count() == 1; }
+
+ private:
+  struct Text {
+    const char* data;
+    std::size_t size;
+  };
+  struct Time {
+    std::int64_t seconds;
+    std::int32_t nanos;
+  };
+  union Payload {
+    bool b;
+    std::int64_t i;
+    std::uint64_t u;
+    double d;
+    Text text;
+    Time time;
+    const ListValue* list;
+    const MapValue* map;
+    const Value* optional;
+  };
+
+  ValueKind kind_ = ValueKind::null;
+  Payload u_{.i = 0};
+  std::shared_ptr<const void> holder_;
+
+  friend class OwnedList;
+};
+
+class ListValue {
+ public:
+  virtual ~ListValue() = default;
+  virtual std::size_t size() const = 0;
+  virtual Value at(std::size_t i) const = 0;
+};
+
+class MapValue {
+ public:
+  virtual ~MapValue() = default;
+  virtual std::size_t size() const = 0;
+  // The value under `key`, nullopt when absent. Keys of different numeric types that are equal
+  // find each other (`{1: 'a'}[1u]`), as CEL's heterogeneous equality says.
+  virtual std::optional<Value> find(const Value& key) const = 0;
+  // Keys in iteration order (insertion order for literals, document order for JSON).
+  virtual Value key_at(std::size_t i) const = 0;
+  virtual Value value_at(std::size_t i) const = 0;
+};
+
+// A list built by the evaluator; mutable only while uniquely owned (see Value::uniquely_owned).
+class OwnedList final : public ListValue {
+ public:
+  OwnedList() = default;
+  explicit OwnedList(std::vector<Value> items) : items_(std::move(items)) {}
+  std::size_t size() const override { return items_.size(); }
+  Value at(std::size_t i) const override { return items_[i]; }
+  std::vector<Value>& items() { return items_; }
+  const std::vector<Value>& items() const { return items_; }
+  // The OwnedList inside a uniquely owned list value, to append to; null otherwise.
+  static OwnedList* mutable_from(Value& v);
+
+ private:
+  std::vector<Value> items_;
+};
+
+// A map built by the evaluator: entries in insertion order, a linear probe for small maps and
+// a hash index beyond a few entries.
+class OwnedMap final : public MapValue {
+ public:
+  std::size_t size() const override { return keys_.size(); }
+  std::optional<Value> find(const Value& key) const override;
+  Value key_at(std::size_t i) const override { return keys_[i]; }
+  Value value_at(std::size_t i) const override { return values_[i]; }
+  // Adds an entry; false when the key is already present.
+  bool insert(Value key, Value value);
+
+ private:
+  std::ptrdiff_t index_of(const Value& key) const;
+  std::vector<Value> keys_;
+  std::vector<Value> values_;
+  std::vector<std::uint32_t> index_;  // open addressing over key hashes once size > 8
+  void rehash();
+};
+
+// CEL equality (`==`): heterogeneous between int, uint and double by numeric value; lists and
+// maps element-wise; NaN unequal to itself; values of different types unequal. Errors are the
+// caller's concern (never passed here).
+bool equal(const Value& a, const Value& b);
+
+// Orders numbers of any of CEL's three numeric types by value: -1, 0, 1, or 2 when unordered
+// (a NaN).
+int compare_numbers(const Value& a, const Value& b);
+
+inline bool is_number(ValueKind k) {
+  return k == ValueKind::int64 || k == ValueKind::uint64 || k == ValueKind::float64;
+}
+
+// A hash consistent with `equal` for map keys (bool, int, uint, string; int and uint of the
+// same number hash alike).
+std::size_t key_hash(const Value& key);
+
+// Whether a value may be a map key: bool, int, uint, string.
+bool valid_key(const Value& key);
+
+}  // namespace kwatch::cel
