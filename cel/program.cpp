@@ -389,12 +389,13 @@ class Evaluator {
       return std::move(*found);
     }
     if (operand.is(ValueKind::optional)) {
-      // Selecting on an optional selects on its value, keeping it optional.
-      const Value* inner = operand.optional_value();
-      if (inner == nullptr) return test_only ? Value::boolean(false) : operand;
-      Value r = select(*inner, field, test_only);
-      if (test_only || r.is_error()) return r;
-      return Value::optional_of(std::move(r));
+      // Selecting on an optional is an optional selection on its value: a missing field makes
+      // none rather than an error.
+      if (test_only) {
+        const Value* inner = operand.optional_value();
+        return inner == nullptr ? Value::boolean(false) : select(*inner, field, true);
+      }
+      return optional_access(operand, field, true);
     }
     return Value::error("type '" + std::string(operand.type_name()) +
                         "' does not support field selection");
@@ -517,13 +518,7 @@ class Evaluator {
       if (!found) return no_such_key(key);
       return std::move(*found);
     }
-    if (container.is(ValueKind::optional)) {
-      const Value* inner = container.optional_value();
-      if (inner == nullptr) return container;
-      Value r = index(*inner, key);
-      if (r.is_error()) return r;
-      return Value::optional_of(std::move(r));
-    }
+    if (container.is(ValueKind::optional)) return optional_access(container, key, false);
     const Value args[] = {container, key};
     return no_such_overload("_[_]", args);
   }

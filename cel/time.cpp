@@ -147,12 +147,14 @@ bool timestamp_in_range(Seconds t) {
 }
 
 bool duration_in_range(Seconds d) {
-  return d.seconds >= -kMaxDurationSeconds && d.seconds <= kMaxDurationSeconds;
+  const Nanos n = Nanos{d.seconds} * kNanos + d.nanos;
+  return n <= INT64_MAX && n >= INT64_MIN;
 }
 
 bool normalize_duration(Nanos nanos, Seconds& out) {
+  // A duration is a count of nanoseconds that fits 64 bits (about 292 years), as in cel-go.
+  if (nanos > INT64_MAX || nanos < INT64_MIN) return false;
   const Nanos seconds = nanos / kNanos;
-  if (seconds > kMaxDurationSeconds || seconds < -kMaxDurationSeconds) return false;
   out.seconds = static_cast<std::int64_t>(seconds);
   out.nanos = static_cast<std::int32_t>(nanos % kNanos);
   return true;
@@ -277,7 +279,7 @@ std::optional<Seconds> parse_duration(std::string_view s) {
       return std::nullopt;
     }
     total += whole * per + frac * per / scale;
-    if (total > (Nanos{kMaxDurationSeconds} + 1) * kNanos) return std::nullopt;
+    if (total > Nanos{INT64_MAX} + 1) return std::nullopt;
   }
   Seconds d;
   if (!normalize_duration(negative ? -total : total, d)) return std::nullopt;
@@ -295,9 +297,13 @@ std::optional<CivilTime> civil_time(Seconds t, std::string_view zone) {
   std::int64_t offset = 0;
   if (zone.empty() || zone == "UTC") {
     offset = 0;
-  } else if (zone.front() == '+' || zone.front() == '-') {
+  } else if (zone.front() == '+' || zone.front() == '-' || (zone.front() >= '0' && zone.front() <= '9')) {
+    // A fixed offset, `+05:30`, `-08:00`, or unsigned `02:00`.
+    const bool sign = zone.front() == '+' || zone.front() == '-';
+    const std::size_t at = sign ? 1 : 0;
     int h, m;
-    if (zone.size() != 6 || !digits(zone, 1, 2, h) || zone[3] != ':' || !digits(zone, 4, 2, m)) {
+    if (zone.size() != at + 5 || !digits(zone, at, 2, h) || zone[at + 2] != ':' ||
+        !digits(zone, at + 3, 2, m)) {
       return std::nullopt;
     }
     offset = (h * 3600 + m * 60) * (zone.front() == '-' ? -1 : 1);

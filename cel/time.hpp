@@ -1,6 +1,6 @@
 // Timestamps and durations as CEL reads and writes them: RFC 3339 timestamps in
 // [0001-01-01T00:00:00Z, 9999-12-31T23:59:59.999999999Z], durations in Go's `1h2m3.5s` syntax
-// within +-10000 years, and the calendar fields the `get*` accessors return, in UTC, a fixed
+// within a 64-bit count of nanoseconds (about 292 years, as cel-go and so kube allow), and the calendar fields the `get*` accessors return, in UTC, a fixed
 // offset (`+05:30`) or a zone of the system's tz database (`America/New_York`).
 // Pure, except that zone lookups read /usr/share/zoneinfo (cached, thread-safe).
 #pragma once
@@ -19,7 +19,6 @@ __extension__ using Nanos = __int128;
 
 inline constexpr std::int64_t kMinTimestampSeconds = -62135596800;  // 0001-01-01T00:00:00Z
 inline constexpr std::int64_t kMaxTimestampSeconds = 253402300799;  // 9999-12-31T23:59:59Z
-inline constexpr std::int64_t kMaxDurationSeconds = 315576000000;   // 10000 years
 
 bool timestamp_in_range(Seconds t);
 bool duration_in_range(Seconds d);

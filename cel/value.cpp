@@ -195,22 +195,18 @@ int compare_numbers(const Value& a, const Value& b) {
     const int r = compare_numbers(b, a);
     return r == 2 ? 2 : -r;
   }
+  // An int or uint against a double compares as doubles (as cel-go does: lossy near 2^63),
+  // after the double is known to lie within the integer type's range.
   const double y = b.as_double();
   if (std::isnan(y)) return 2;
   if (ka == ValueKind::int64) {
-    if (y >= 9223372036854775808.0) return -1;
     if (y < -9223372036854775808.0) return 1;
-    const auto yi = static_cast<std::int64_t>(y);  // truncates toward zero
-    if (a.as_int() != yi) return sign(a.as_int(), yi);
-    const double frac = y - static_cast<double>(yi);
-    return frac > 0 ? -1 : (frac < 0 ? 1 : 0);
+    if (y > 9223372036854775807.0) return -1;
+    return sign(static_cast<double>(a.as_int()), y);
   }
-  if (y >= 18446744073709551616.0) return -1;
   if (y < 0) return 1;
-  const auto yu = static_cast<std::uint64_t>(y);
-  if (a.as_uint() != yu) return sign(a.as_uint(), yu);
-  const double frac = y - static_cast<double>(yu);
-  return frac > 0 ? -1 : 0;
+  if (y > 18446744073709551615.0) return -1;
+  return sign(static_cast<double>(a.as_uint()), y);
 }
 
 
