@@ -15,6 +15,7 @@
 
 #include "cel/functions.hpp"
 #include "cel/json_value.hpp"
+#include "cel/libraries.hpp"
 #include "cel/literal.hpp"
 #include "cel/parser.hpp"
 #include "cel/program.hpp"
@@ -87,7 +88,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   FunctionRegistry functions;
-  add_standard_functions(functions);
+  add_kubernetes_libraries(functions);
   Declarations declarations;
   declarations.variables = names;
   declarations.functions = &functions;

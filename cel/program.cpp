@@ -424,32 +424,8 @@ class Evaluator {
     Value b = eval(s.children[1]);
     if (b.is_error()) return b;
     budget.charge(1);
-    int c = 2;
-    const ValueKind ka = a.kind(), kb = b.kind();
-    if (is_number(ka) && is_number(kb)) {
-      c = compare_numbers(a, b);
-      if (c == 2) return Value::boolean(false);  // NaN: every comparison is false
-    } else if (ka != kb) {
-      c = 3;
-    } else {
-      const auto sign = [](auto x, auto y) { return x < y ? -1 : (y < x ? 1 : 0); };
-      switch (ka) {
-        case ValueKind::boolean: c = sign(a.as_bool(), b.as_bool()); break;
-        case ValueKind::string:
-        case ValueKind::bytes: {
-          const int r = a.as_text().compare(b.as_text());
-          c = r < 0 ? -1 : (r > 0 ? 1 : 0);
-          break;
-        }
-        case ValueKind::timestamp:
-        case ValueKind::duration: {
-          const Seconds x = a.as_seconds(), y = b.as_seconds();
-          c = x.seconds != y.seconds ? sign(x.seconds, y.seconds) : sign(x.nanos, y.nanos);
-          break;
-        }
-        default: c = 3;
-      }
-    }
+    const int c = compare(a, b);
+    if (c == 2) return Value::boolean(false);  // NaN: every comparison is false
     if (c == 3) {
       const Value args[] = {a, b};
       return no_such_overload(s.name, args);

@@ -210,6 +210,27 @@ int compare_numbers(const Value& a, const Value& b) {
 }
 
 
+int compare(const Value& a, const Value& b) {
+  const ValueKind ka = a.kind(), kb = b.kind();
+  if (is_number(ka) && is_number(kb)) return compare_numbers(a, b);
+  if (ka != kb) return 3;
+  const auto sign = [](auto x, auto y) { return x < y ? -1 : (y < x ? 1 : 0); };
+  switch (ka) {
+    case ValueKind::boolean: return sign(a.as_bool(), b.as_bool());
+    case ValueKind::string:
+    case ValueKind::bytes: {
+      const int r = a.as_text().compare(b.as_text());
+      return r < 0 ? -1 : (r > 0 ? 1 : 0);
+    }
+    case ValueKind::timestamp:
+    case ValueKind::duration: {
+      const Seconds x = a.as_seconds(), y = b.as_seconds();
+      return x.seconds != y.seconds ? sign(x.seconds, y.seconds) : sign(x.nanos, y.nanos);
+    }
+    default: return 3;
+  }
+}
+
 bool equal(const Value& a, const Value& b) {
   const ValueKind ka = a.kind(), kb = b.kind();
   if (is_number(ka) && is_number(kb)) return compare_numbers(a, b) == 0;

@@ -191,6 +191,10 @@ bool equal(const Value& a, const Value& b);
 // (a NaN).
 int compare_numbers(const Value& a, const Value& b);
 
+// Orders two values CEL can order (numbers of any type, or bool, string, bytes, timestamp,
+// duration of the same type): -1, 0, 1; 2 when unordered (a NaN); 3 when not comparable.
+int compare(const Value& a, const Value& b);
+
 inline bool is_number(ValueKind k) {
   return k == ValueKind::int64 || k == ValueKind::uint64 || k == ValueKind::float64;
 }

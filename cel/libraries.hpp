@@ -1,0 +1,25 @@
+// The extension libraries of Kubernetes' CEL environment, each adding its overloads to a
+// FunctionRegistry. `add_kubernetes_libraries` adds every library kube enables, so a rule that
+// runs on kube runs here.
+#pragma once
+
+#include "cel/functions.hpp"
+
+namespace kwatch::cel {
+
+// cel-go ext.Strings version 2: charAt, indexOf, lastIndexOf, lowerAscii, upperAscii, replace,
+// split, substring, trim, join, strings.quote.
+void add_strings_library(FunctionRegistry& registry);
+
+// cel-go ext.Math: math.greatest/least, rounding, bit operations, sqrt, abs, sign, isNaN/isInf/
+// isFinite.
+void add_math_library(FunctionRegistry& registry);
+
+// cel-go ext.Sets (sets.contains, sets.equivalent, sets.intersects) and ext.Encoders
+// (base64.encode, base64.decode).
+void add_sets_and_encoders_libraries(FunctionRegistry& registry);
+
+// The standard definitions and every library above.
+void add_kubernetes_libraries(FunctionRegistry& registry);
+
+}  // namespace kwatch::cel
