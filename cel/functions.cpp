@@ -211,9 +211,9 @@ Value size_map(Args a, EvalBudget&) {
 Value identity(Args a, EvalBudget&) { return a[0]; }
 Value type_of(Args a, EvalBudget&) { return Value::type(a[0].type_name()); }
 
-// Go's strconv.FormatFloat(d, 'g', -1, 64) after `%g`: shortest digits, an exponent when it is
-// below -4 or at least 21.
-std::string go_format_double(double d) {
+}  // namespace
+
+std::string double_to_string(double d) {
   if (std::isnan(d)) return "NaN";
   if (std::isinf(d)) return d > 0 ? "+Inf" : "-Inf";
   if (d == 0) return std::signbit(d) ? "-0" : "0";
@@ -242,6 +242,8 @@ std::string go_format_double(double d) {
   if (digits.size() <= point) return out + digits + std::string(point - digits.size(), '0');
   return out + digits.substr(0, point) + "." + digits.substr(point);
 }
+
+namespace {
 
 bool valid_utf8(std::string_view s) {
   std::size_t i = 0;
@@ -347,7 +349,7 @@ Value double_from_string(Args a, EvalBudget&) {
 Value string_from_int(Args a, EvalBudget&) { return Value::string(std::to_string(a[0].as_int())); }
 Value string_from_uint(Args a, EvalBudget&) { return Value::string(std::to_string(a[0].as_uint())); }
 Value string_from_double(Args a, EvalBudget&) {
-  return Value::string(go_format_double(a[0].as_double()));
+  return Value::string(double_to_string(a[0].as_double()));
 }
 Value string_from_bytes(Args a, EvalBudget&) {
   if (!valid_utf8(a[0].as_text())) return Value::error("invalid UTF-8 in bytes, cannot convert to string");

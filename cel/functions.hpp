@@ -81,6 +81,10 @@ class FunctionRegistry {
 // `size`, the string predicates, `matches` (RE2), timestamp and duration accessors.
 void add_standard_functions(FunctionRegistry& registry);
 
+// `string(d)`: the shortest digits that read back as `d`, in an exponent form when the exponent
+// is below -4 or at least 21 (Go's `%g` with shortest precision, as cel-go writes it).
+std::string double_to_string(double d);
+
 // The error a call without a matching overload evaluates to.
 Value no_such_overload(std::string_view function, std::span<const Value> args);
 

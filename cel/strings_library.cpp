@@ -1,9 +1,15 @@
 // The string extension library as kube enables it (cel-go ext.Strings, version 2): charAt,
-// indexOf, lastIndexOf, lowerAscii, upperAscii, replace, split, substring, trim, join and
-// strings.quote. Indexes count code points, as `size` does.
+// indexOf, lastIndexOf, lowerAscii, upperAscii, replace, split, substring, trim, join,
+// strings.quote and format. Indexes count code points, as `size` does.
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
+
+#include "cel/time.hpp"
 
 #include "cel/libraries.hpp"
 
@@ -254,9 +260,249 @@ Value quote(Args a, EvalBudget& budget) {
   return Value::string(std::move(out));
 }
 
+// --- format ---
+// `"%s is %d".format([a, b])`: the clauses %s %d %f %e %b %o %x %X (with `.N` precision for %f
+// and %e) and `%%`, worded as cel-go's ext.Strings version 2 formats them.
+
+struct FormatError {
+  std::string message;
+};
+
+std::string go_quote(std::string_view s, bool bytes) {
+  std::string out = bytes ? "b\"" : "\"";
+  for (char c : s) {
+    const auto b = static_cast<unsigned char>(c);
+    switch (c) {
+      case '\a': out += "\\a"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\v': out += "\\v"; break;
+      case '\\': out += "\\\\"; break;
+      case '"': out += "\\\""; break;
+      default:
+        if (b < 0x20 || b == 0x7f || (bytes && b >= 0x80)) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\x%02x", b);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string printf_double(const char* spec, int precision, double d) {
+  if (std::isnan(d)) return "NaN";
+  if (std::isinf(d)) return d > 0 ? "Infinity" : "-Infinity";
+  char fmt[16];
+  std::snprintf(fmt, sizeof fmt, "%%.%d%s", precision, spec);
+  const int n = std::snprintf(nullptr, 0, fmt, d);
+  std::string out(static_cast<std::size_t>(n), '\0');
+  std::snprintf(out.data(), out.size() + 1, fmt, d);
+  return out;
+}
+
+// Digits of `v` in base 2, 8 or 16 with a leading minus for negative ints, as Go prints them.
+std::string in_base(const Value& v, unsigned base, bool upper) {
+  const char* digits = upper ? "0123456789ABCDEF" : "0123456789abcdef";
+  bool negative = false;
+  std::uint64_t u;
+  if (v.is(K::int64)) {
+    negative = v.as_int() < 0;
+    u = negative ? 0 - static_cast<std::uint64_t>(v.as_int()) : static_cast<std::uint64_t>(v.as_int());
+  } else {
+    u = v.as_uint();
+  }
+  std::string out;
+  do {
+    out += digits[u % base];
+    u /= base;
+  } while (u != 0);
+  if (negative) out += '-';
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
+std::string format_s(const Value& v);
+
+// An element of a list or map under %s: written so that it reads back as CEL.
+std::string format_element(const Value& v) {
+  switch (v.kind()) {
+    case K::string: return go_quote(v.as_text(), false);
+    case K::bytes: return go_quote(v.as_text(), true);
+    case K::float64: {
+      const std::string s = printf_double("f", 6, v.as_double());
+      return std::isfinite(v.as_double()) ? s : "\"" + s + "\"";
+    }
+    case K::timestamp: return "timestamp(\"" + format_timestamp(v.as_seconds()) + "\")";
+    case K::duration: return "duration(\"" + format_duration(v.as_seconds()) + "\")";
+    case K::type: return "type(" + std::string(v.as_text()) + ")";
+    default: return format_s(v);
+  }
+}
+
+std::string format_s(const Value& v) {
+  switch (v.kind()) {
+    case K::null: return "null";
+    case K::boolean: return v.as_bool() ? "true" : "false";
+    case K::int64: return std::to_string(v.as_int());
+    case K::uint64: return std::to_string(v.as_uint());
+    case K::float64: return double_to_string(v.as_double());
+    case K::string:
+    case K::bytes:
+    case K::type: return std::string(v.as_text());
+    case K::timestamp: return format_timestamp(v.as_seconds());
+    case K::duration: return format_duration(v.as_seconds());
+    case K::list: {
+      const ListValue& l = v.as_list();
+      std::string out = "[";
+      for (std::size_t i = 0; i < l.size(); ++i) {
+        if (i > 0) out += ", ";
+        out += format_element(l.at(i));
+      }
+      return out + "]";
+    }
+    case K::map: {
+      const MapValue& m = v.as_map();
+      std::vector<std::pair<std::string, std::string>> pairs;
+      for (std::size_t i = 0; i < m.size(); ++i) {
+        const Value key = m.key_at(i);
+        pairs.emplace_back(format_element(key), format_element(m.value_at(i)));
+      }
+      std::sort(pairs.begin(), pairs.end());
+      std::string out = "{";
+      for (std::size_t i = 0; i < pairs.size(); ++i) {
+        if (i > 0) out += ", ";
+        out += pairs[i].first + ":" + pairs[i].second;
+      }
+      return out + "}";
+    }
+    default:
+      throw FormatError{"string clause can only be used on strings, bools, bytes, ints, doubles, "
+                        "maps, lists, types, durations, and timestamps, was given " +
+                        std::string(v.type_name())};
+  }
+}
+
+double as_double_for_format(const Value& v, const char* clause) {
+  switch (v.kind()) {
+    case K::float64: return v.as_double();
+    case K::int64: return static_cast<double>(v.as_int());
+    case K::uint64: return static_cast<double>(v.as_uint());
+    case K::string:
+      if (v.as_text() == "NaN") return NAN;
+      if (v.as_text() == "Infinity") return INFINITY;
+      if (v.as_text() == "-Infinity") return -INFINITY;
+      [[fallthrough]];
+    default:
+      throw FormatError{std::string(clause) + " clause can only be used on doubles, was given " +
+                        std::string(v.type_name())};
+  }
+}
+
+std::string format_clause(char clause, int precision, const Value& v) {
+  switch (clause) {
+    case 's': return format_s(v);
+    case 'd':
+      if (v.is(K::int64) || v.is(K::uint64)) return format_s(v);
+      if (v.is(K::float64) && !std::isfinite(v.as_double())) {
+        return printf_double("f", 0, v.as_double());
+      }
+      throw FormatError{"decimal clause can only be used on integers, was given " +
+                        std::string(v.type_name())};
+    case 'f': return printf_double("f", precision, as_double_for_format(v, "fixed-point"));
+    case 'e': return printf_double("e", precision, as_double_for_format(v, "scientific"));
+    case 'b':
+      if (v.is(K::boolean)) return v.as_bool() ? "1" : "0";
+      if (v.is(K::int64) || v.is(K::uint64)) return in_base(v, 2, false);
+      throw FormatError{"only integers and bools can be formatted as binary, was given " +
+                        std::string(v.type_name())};
+    case 'o':
+      if (v.is(K::int64) || v.is(K::uint64)) return in_base(v, 8, false);
+      throw FormatError{"octal clause can only be used on integers, was given " +
+                        std::string(v.type_name())};
+    case 'x':
+    case 'X': {
+      const bool upper = clause == 'X';
+      if (v.is(K::int64) || v.is(K::uint64)) return in_base(v, 16, upper);
+      if (v.is(K::string) || v.is(K::bytes)) {
+        std::string out;
+        char buf[4];
+        for (char c : v.as_text()) {
+          std::snprintf(buf, sizeof buf, upper ? "%02X" : "%02x", static_cast<unsigned char>(c));
+          out += buf;
+        }
+        return out;
+      }
+      throw FormatError{"only integers, byte buffers, and strings can be formatted as hex, was "
+                        "given " + std::string(v.type_name())};
+    }
+    default: throw FormatError{"internal"};
+  }
+}
+
+Value format(Args a, EvalBudget& budget) {
+  const std::string_view f = a[0].as_text();
+  const ListValue& args = a[1].as_list();
+  std::string out;
+  std::size_t next_arg = 0;
+  try {
+    for (std::size_t i = 0; i < f.size();) {
+      if (f[i] != '%') {
+        out += f[i++];
+        continue;
+      }
+      if (i + 1 < f.size() && f[i + 1] == '%') {
+        out += '%';
+        i += 2;
+        continue;
+      }
+      if (next_arg >= args.size()) {
+        return Value::error("index " + std::to_string(next_arg) + " out of range");
+      }
+      if (i + 1 >= f.size()) return Value::error("unexpected end of string");
+      std::size_t p = i + 1;
+      int precision = 6;
+      if (f[p] == '.') {
+        ++p;
+        const std::size_t digits_start = p;
+        while (p < f.size() && f[p] >= '0' && f[p] <= '9') ++p;
+        if (p >= f.size()) {
+          return Value::error("could not parse formatting clause: error while parsing precision: "
+                              "could not find end of precision specifier");
+        }
+        const std::string digits(f.substr(digits_start, p - digits_start));
+        // Capped: a precision asks for that many digits of output.
+        precision = digits.empty() ? 0 : static_cast<int>(std::min<long>(std::stol(digits.substr(0, 6)), 1000));
+      }
+      const char clause = f[p];
+      if (std::string_view("sdfeboxX").find(clause) == std::string_view::npos) {
+        return Value::error(std::string("could not parse formatting clause: unrecognized "
+                                        "formatting clause \"") + clause + "\"");
+      }
+      try {
+        out += format_clause(clause, precision, args.at(next_arg));
+      } catch (const FormatError& e) {
+        return Value::error("error during formatting: " + e.message);
+      }
+      ++next_arg;
+      i = p + 1;
+    }
+  } catch (const FormatError& e) {
+    return Value::error(e.message);
+  }
+  budget.charge(out.size() / 10 + 1);
+  return Value::string(std::move(out));
+}
+
 }  // namespace
 
 void add_strings_library(FunctionRegistry& r) {
+  r.add("format", "string_format", true, {K::string, K::list}, format);
   r.add("charAt", "string_char_at_int", true, {K::string, K::int64}, char_at);
   r.add("indexOf", "string_index_of_string", true, {K::string, K::string}, index_of);
   r.add("indexOf", "string_index_of_string_int", true, {K::string, K::string, K::int64}, index_of);
