@@ -205,6 +205,7 @@ void add_kubernetes_libraries(FunctionRegistry& r) {
   add_strings_library(r);
   add_math_library(r);
   add_sets_and_encoders_libraries(r);
+  add_network_library(r);
   r.add("isSorted", "list_is_sorted_bool", true, {K::list}, is_sorted);
   r.add("sum", "list_sum", true, {K::list}, sum);
   r.add("min", "list_min", true, {K::list}, extreme<1>);

@@ -19,6 +19,9 @@ void add_math_library(FunctionRegistry& registry);
 // (base64.encode, base64.decode).
 void add_sets_and_encoders_libraries(FunctionRegistry& registry);
 
+// Kubernetes' IP and CIDR libraries: ip(), cidr(), isIP, isCIDR and the net.IP / net.CIDR methods.
+void add_network_library(FunctionRegistry& registry);
+
 // The standard definitions and every library above.
 void add_kubernetes_libraries(FunctionRegistry& registry);
 

@@ -63,6 +63,7 @@ void write(std::string& out, const Value& v) {
     case ValueKind::error: out += v.as_text(); return;
     case ValueKind::timestamp: out += "timestamp(\"" + format_timestamp(v.as_seconds()) + "\")"; return;
     case ValueKind::duration: out += "duration(\"" + format_duration(v.as_seconds()) + "\")"; return;
+    case ValueKind::opaque: out += v.as_opaque().literal(); return;
     case ValueKind::optional:
       if (v.optional_value() == nullptr) {
         out += "optional.none()";

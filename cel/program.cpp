@@ -56,7 +56,8 @@ using Step = Program::Step;
 // The type names an identifier may denote.
 constexpr std::string_view kTypeNames[] = {
     "bool", "int", "uint", "double", "string", "bytes", "list", "map", "null_type", "type",
-    "google.protobuf.Timestamp", "google.protobuf.Duration", "optional_type"};
+    "google.protobuf.Timestamp", "google.protobuf.Duration", "optional_type", "net.IP", "net.CIDR",
+    "kubernetes.Quantity", "kubernetes.Semver", "kubernetes.URL"};
 
 std::optional<std::string_view> type_named(std::string_view name) {
   if (!name.empty() && name.front() == '.') name.remove_prefix(1);

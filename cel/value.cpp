@@ -137,6 +137,14 @@ Value Value::error(std::string message) {
   return out;
 }
 
+Value Value::opaque(std::shared_ptr<const OpaqueValue> v) {
+  Value out;
+  out.kind_ = ValueKind::opaque;
+  out.u_.opaque = v.get();
+  out.holder_ = std::move(v);
+  return out;
+}
+
 std::string_view Value::type_name() const {
   switch (kind_) {
     case ValueKind::null: return "null_type";
@@ -152,6 +160,7 @@ std::string_view Value::type_name() const {
     case ValueKind::timestamp: return "google.protobuf.Timestamp";
     case ValueKind::duration: return "google.protobuf.Duration";
     case ValueKind::optional: return "optional_type";
+    case ValueKind::opaque: return u_.opaque->type_name();
     case ValueKind::error: return "error";
   }
   return "error";
@@ -244,6 +253,9 @@ bool equal(const Value& a, const Value& b) {
     case ValueKind::error: return a.as_text() == b.as_text();
     case ValueKind::timestamp:
     case ValueKind::duration: return a.as_seconds() == b.as_seconds();
+    case ValueKind::opaque:
+      return a.as_opaque().type_name() == b.as_opaque().type_name() &&
+             a.as_opaque().equals(b.as_opaque());
     case ValueKind::optional: {
       const Value* x = a.optional_value();
       const Value* y = b.optional_value();

@@ -36,11 +36,13 @@ enum class ValueKind : std::uint8_t {
   timestamp,
   duration,
   optional,
+  opaque,  // a library's own type: net.IP, net.CIDR, kubernetes.Quantity, ...
   error,
 };
 
 class ListValue;
 class MapValue;
+class OpaqueValue;
 
 // A point in time or a span: seconds and nanoseconds (0 <= nanos < 1e9 for a timestamp; a
 // duration's nanos carry its sign).
@@ -76,6 +78,7 @@ class Value {
   static Value optional_of(Value v);
   static Value optional_none();
   static Value error(std::string message);
+  static Value opaque(std::shared_ptr<const OpaqueValue> v);
 
   ValueKind kind() const { return kind_; }
   bool is(ValueKind k) const { return kind_ == k; }
@@ -89,6 +92,12 @@ class Value {
   std::string_view as_text() const { return {u_.text.data, u_.text.size}; }
   const ListValue& as_list() const { return *u_.list; }
   const MapValue& as_map() const { return *u_.map; }
+  const OpaqueValue& as_opaque() const { return *u_.opaque; }
+  // The opaque payload as its concrete type, or null when it is another.
+  template <class T>
+  const T* opaque_as() const {
+    return kind_ == ValueKind::opaque ? dynamic_cast<const T*>(u_.opaque) : nullptr;
+  }
   Seconds as_seconds() const { return {u_.time.seconds, u_.time.nanos}; }
   // An optional's value; null when it is none.
   const Value* optional_value() const { return u_.optional; }
@@ -119,6 +128,7 @@ class Value {
     const ListValue* list;
     const MapValue* map;
     const Value* optional;
+    const OpaqueValue* opaque;
   };
 
   ValueKind kind_ = ValueKind::null;
@@ -145,6 +155,16 @@ class MapValue {
   // Keys in iteration order (insertion order for literals, document order for JSON).
   virtual Value key_at(std::size_t i) const = 0;
   virtual Value value_at(std::size_t i) const = 0;
+};
+
+// A value of a type a library defines. Values of one type compare by `equals`; `literal` writes
+// the expression that makes the value (`ip("10.0.0.1")`).
+class OpaqueValue {
+ public:
+  virtual ~OpaqueValue() = default;
+  virtual std::string_view type_name() const = 0;  // static storage
+  virtual bool equals(const OpaqueValue& other) const = 0;  // `other` has the same type name
+  virtual std::string literal() const = 0;
 };
 
 // A list built by the evaluator; mutable only while uniquely owned (see Value::uniquely_owned).
