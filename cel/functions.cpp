@@ -17,11 +17,15 @@ namespace kwatch::cel {
 void EvalBudget::exceeded() const { throw CostLimitExceeded{}; }
 
 void FunctionRegistry::add(std::string_view function, std::string id, bool receiver,
-                           std::initializer_list<ArgKind> args, FunctionImpl impl) {
+                           std::string_view signature, FunctionImpl impl) {
   Overload o;
   o.id = std::move(id);
   o.receiver = receiver;
-  o.args = args;
+  o.signature = parse_signature(signature);
+  for (const auto& t : o.signature.params) {
+    const auto kind = value_kind_of(*t);
+    o.args.push_back(kind ? ArgKind(*kind) : kAny);
+  }
   o.impl = impl;
   auto it = functions_.find(function);
   if (it == functions_.end()) it = functions_.emplace(std::string(function), std::vector<Overload>{}).first;
@@ -29,9 +33,9 @@ void FunctionRegistry::add(std::string_view function, std::string id, bool recei
 }
 
 void FunctionRegistry::add_both(std::string_view function, std::string id,
-                                std::initializer_list<ArgKind> args, FunctionImpl impl) {
-  add(function, id, false, args, impl);
-  add(function, id, true, args, impl);
+                                std::string_view signature, FunctionImpl impl) {
+  add(function, id, false, signature, impl);
+  add(function, id, true, signature, impl);
 }
 
 std::vector<const Overload*> FunctionRegistry::find(std::string_view function, bool receiver,
@@ -519,75 +523,75 @@ Value map_insert_entry(Args a, EvalBudget&) {
 }  // namespace
 
 void add_standard_functions(FunctionRegistry& r) {
-  r.add("_+_", "add_int64", false, {K::int64, K::int64}, add_int);
-  r.add("_+_", "add_uint64", false, {K::uint64, K::uint64}, add_uint);
-  r.add("_+_", "add_double", false, {K::float64, K::float64}, add_double);
-  r.add("_+_", "add_string", false, {K::string, K::string}, concat_text);
-  r.add("_+_", "add_bytes", false, {K::bytes, K::bytes}, concat_text);
-  r.add("_+_", "add_list", false, {K::list, K::list}, concat_list);
-  r.add("_+_", "add_timestamp_duration", false, {K::timestamp, K::duration}, add_ts_dur);
-  r.add("_+_", "add_duration_timestamp", false, {K::duration, K::timestamp}, add_dur_ts);
-  r.add("_+_", "add_duration_duration", false, {K::duration, K::duration}, add_dur_dur);
-  r.add("_-_", "subtract_int64", false, {K::int64, K::int64}, sub_int);
-  r.add("_-_", "subtract_uint64", false, {K::uint64, K::uint64}, sub_uint);
-  r.add("_-_", "subtract_double", false, {K::float64, K::float64}, sub_double);
-  r.add("_-_", "subtract_timestamp_timestamp", false, {K::timestamp, K::timestamp}, sub_ts_ts);
-  r.add("_-_", "subtract_timestamp_duration", false, {K::timestamp, K::duration}, sub_ts_dur);
-  r.add("_-_", "subtract_duration_duration", false, {K::duration, K::duration}, sub_dur_dur);
-  r.add("_*_", "multiply_int64", false, {K::int64, K::int64}, mul_int);
-  r.add("_*_", "multiply_uint64", false, {K::uint64, K::uint64}, mul_uint);
-  r.add("_*_", "multiply_double", false, {K::float64, K::float64}, mul_double);
-  r.add("_/_", "divide_int64", false, {K::int64, K::int64}, div_int);
-  r.add("_/_", "divide_uint64", false, {K::uint64, K::uint64}, div_uint);
-  r.add("_/_", "divide_double", false, {K::float64, K::float64}, div_double);
-  r.add("_%_", "modulo_int64", false, {K::int64, K::int64}, mod_int);
-  r.add("_%_", "modulo_uint64", false, {K::uint64, K::uint64}, mod_uint);
-  r.add("-_", "negate_int64", false, {K::int64}, neg_int);
-  r.add("-_", "negate_double", false, {K::float64}, neg_double);
-  r.add("!_", "logical_not", false, {K::boolean}, logical_not);
+  r.add("_+_", "add_int64", false, "int, int -> int", add_int);
+  r.add("_+_", "add_uint64", false, "uint, uint -> uint", add_uint);
+  r.add("_+_", "add_double", false, "double, double -> double", add_double);
+  r.add("_+_", "add_string", false, "string, string -> string", concat_text);
+  r.add("_+_", "add_bytes", false, "bytes, bytes -> bytes", concat_text);
+  r.add("_+_", "add_list", false, "list(A), list(A) -> list(A)", concat_list);
+  r.add("_+_", "add_timestamp_duration", false, "timestamp, duration -> timestamp", add_ts_dur);
+  r.add("_+_", "add_duration_timestamp", false, "duration, timestamp -> timestamp", add_dur_ts);
+  r.add("_+_", "add_duration_duration", false, "duration, duration -> duration", add_dur_dur);
+  r.add("_-_", "subtract_int64", false, "int, int -> int", sub_int);
+  r.add("_-_", "subtract_uint64", false, "uint, uint -> uint", sub_uint);
+  r.add("_-_", "subtract_double", false, "double, double -> double", sub_double);
+  r.add("_-_", "subtract_timestamp_timestamp", false, "timestamp, timestamp -> duration", sub_ts_ts);
+  r.add("_-_", "subtract_timestamp_duration", false, "timestamp, duration -> timestamp", sub_ts_dur);
+  r.add("_-_", "subtract_duration_duration", false, "duration, duration -> duration", sub_dur_dur);
+  r.add("_*_", "multiply_int64", false, "int, int -> int", mul_int);
+  r.add("_*_", "multiply_uint64", false, "uint, uint -> uint", mul_uint);
+  r.add("_*_", "multiply_double", false, "double, double -> double", mul_double);
+  r.add("_/_", "divide_int64", false, "int, int -> int", div_int);
+  r.add("_/_", "divide_uint64", false, "uint, uint -> uint", div_uint);
+  r.add("_/_", "divide_double", false, "double, double -> double", div_double);
+  r.add("_%_", "modulo_int64", false, "int, int -> int", mod_int);
+  r.add("_%_", "modulo_uint64", false, "uint, uint -> uint", mod_uint);
+  r.add("-_", "negate_int64", false, "int -> int", neg_int);
+  r.add("-_", "negate_double", false, "double -> double", neg_double);
+  r.add("!_", "logical_not", false, "bool -> bool", logical_not);
 
-  r.add_both("size", "size_string", {K::string}, size_string);
-  r.add_both("size", "size_bytes", {K::bytes}, size_bytes);
-  r.add_both("size", "size_list", {K::list}, size_list);
-  r.add_both("size", "size_map", {K::map}, size_map);
+  r.add_both("size", "size_string", "string -> int", size_string);
+  r.add_both("size", "size_bytes", "bytes -> int", size_bytes);
+  r.add_both("size", "size_list", "list(A) -> int", size_list);
+  r.add_both("size", "size_map", "map(K, V) -> int", size_map);
 
-  r.add("int", "int64_to_int64", false, {K::int64}, identity);
-  r.add("int", "uint64_to_int64", false, {K::uint64}, int_from_uint);
-  r.add("int", "double_to_int64", false, {K::float64}, int_from_double);
-  r.add("int", "string_to_int64", false, {K::string}, int_from_string);
-  r.add("int", "timestamp_to_int64", false, {K::timestamp}, int_from_timestamp);
-  r.add("uint", "uint64_to_uint64", false, {K::uint64}, identity);
-  r.add("uint", "int64_to_uint64", false, {K::int64}, uint_from_int);
-  r.add("uint", "double_to_uint64", false, {K::float64}, uint_from_double);
-  r.add("uint", "string_to_uint64", false, {K::string}, uint_from_string);
-  r.add("double", "double_to_double", false, {K::float64}, identity);
-  r.add("double", "int64_to_double", false, {K::int64}, double_from_int);
-  r.add("double", "uint64_to_double", false, {K::uint64}, double_from_uint);
-  r.add("double", "string_to_double", false, {K::string}, double_from_string);
-  r.add("string", "string_to_string", false, {K::string}, identity);
-  r.add("string", "int64_to_string", false, {K::int64}, string_from_int);
-  r.add("string", "uint64_to_string", false, {K::uint64}, string_from_uint);
-  r.add("string", "double_to_string", false, {K::float64}, string_from_double);
-  r.add("string", "bytes_to_string", false, {K::bytes}, string_from_bytes);
-  r.add("string", "bool_to_string", false, {K::boolean}, string_from_bool);
-  r.add("string", "timestamp_to_string", false, {K::timestamp}, string_from_timestamp);
-  r.add("string", "duration_to_string", false, {K::duration}, string_from_duration);
-  r.add("bytes", "bytes_to_bytes", false, {K::bytes}, identity);
-  r.add("bytes", "string_to_bytes", false, {K::string}, bytes_from_string);
-  r.add("bool", "bool_to_bool", false, {K::boolean}, identity);
-  r.add("bool", "string_to_bool", false, {K::string}, bool_from_string);
-  r.add("timestamp", "timestamp_to_timestamp", false, {K::timestamp}, identity);
-  r.add("timestamp", "string_to_timestamp", false, {K::string}, timestamp_from_string);
-  r.add("timestamp", "int64_to_timestamp", false, {K::int64}, timestamp_from_int);
-  r.add("duration", "duration_to_duration", false, {K::duration}, identity);
-  r.add("duration", "string_to_duration", false, {K::string}, duration_from_string);
-  r.add("type", "type", false, {kAny}, type_of);
-  r.add("dyn", "to_dyn", false, {kAny}, identity);
+  r.add("int", "int64_to_int64", false, "int -> int", identity);
+  r.add("int", "uint64_to_int64", false, "uint -> int", int_from_uint);
+  r.add("int", "double_to_int64", false, "double -> int", int_from_double);
+  r.add("int", "string_to_int64", false, "string -> int", int_from_string);
+  r.add("int", "timestamp_to_int64", false, "timestamp -> int", int_from_timestamp);
+  r.add("uint", "uint64_to_uint64", false, "uint -> uint", identity);
+  r.add("uint", "int64_to_uint64", false, "int -> uint", uint_from_int);
+  r.add("uint", "double_to_uint64", false, "double -> uint", uint_from_double);
+  r.add("uint", "string_to_uint64", false, "string -> uint", uint_from_string);
+  r.add("double", "double_to_double", false, "double -> double", identity);
+  r.add("double", "int64_to_double", false, "int -> double", double_from_int);
+  r.add("double", "uint64_to_double", false, "uint -> double", double_from_uint);
+  r.add("double", "string_to_double", false, "string -> double", double_from_string);
+  r.add("string", "string_to_string", false, "string -> string", identity);
+  r.add("string", "int64_to_string", false, "int -> string", string_from_int);
+  r.add("string", "uint64_to_string", false, "uint -> string", string_from_uint);
+  r.add("string", "double_to_string", false, "double -> string", string_from_double);
+  r.add("string", "bytes_to_string", false, "bytes -> string", string_from_bytes);
+  r.add("string", "bool_to_string", false, "bool -> string", string_from_bool);
+  r.add("string", "timestamp_to_string", false, "timestamp -> string", string_from_timestamp);
+  r.add("string", "duration_to_string", false, "duration -> string", string_from_duration);
+  r.add("bytes", "bytes_to_bytes", false, "bytes -> bytes", identity);
+  r.add("bytes", "string_to_bytes", false, "string -> bytes", bytes_from_string);
+  r.add("bool", "bool_to_bool", false, "bool -> bool", identity);
+  r.add("bool", "string_to_bool", false, "string -> bool", bool_from_string);
+  r.add("timestamp", "timestamp_to_timestamp", false, "timestamp -> timestamp", identity);
+  r.add("timestamp", "string_to_timestamp", false, "string -> timestamp", timestamp_from_string);
+  r.add("timestamp", "int64_to_timestamp", false, "int -> timestamp", timestamp_from_int);
+  r.add("duration", "duration_to_duration", false, "duration -> duration", identity);
+  r.add("duration", "string_to_duration", false, "string -> duration", duration_from_string);
+  r.add("type", "type", false, "A -> type(A)", type_of);
+  r.add("dyn", "to_dyn", false, "dyn -> dyn", identity);
 
-  r.add("contains", "contains_string", true, {K::string, K::string}, contains);
-  r.add("startsWith", "starts_with_string", true, {K::string, K::string}, starts_with);
-  r.add("endsWith", "ends_with_string", true, {K::string, K::string}, ends_with);
-  r.add_both("matches", "matches_string", {K::string, K::string}, matches);
+  r.add("contains", "contains_string", true, "string, string -> bool", contains);
+  r.add("startsWith", "starts_with_string", true, "string, string -> bool", starts_with);
+  r.add("endsWith", "ends_with_string", true, "string, string -> bool", ends_with);
+  r.add_both("matches", "matches_string", "string, string -> bool", matches);
 
   struct Accessor {
     const char* name;
@@ -606,28 +610,25 @@ void add_standard_functions(FunctionRegistry& r) {
       {"getMilliseconds", timestamp_field<milliseconds>},
   };
   for (const auto& acc : accessors) {
-    r.add(acc.name, std::string("timestamp_") + acc.name, true, {K::timestamp}, acc.impl);
+    r.add(acc.name, std::string("timestamp_") + acc.name, true, "timestamp -> int", acc.impl);
     r.add(acc.name, std::string("timestamp_") + acc.name + "_with_tz", true,
-          {K::timestamp, K::string}, acc.impl);
+          "timestamp, string -> int", acc.impl);
   }
-  r.add("getHours", "duration_to_hours", true, {K::duration}, duration_hours);
-  r.add("getMinutes", "duration_to_minutes", true, {K::duration}, duration_minutes);
-  r.add("getSeconds", "duration_to_seconds", true, {K::duration}, duration_seconds);
-  r.add("getMilliseconds", "duration_to_milliseconds", true, {K::duration},
-        duration_milliseconds);
+  r.add("getHours", "duration_to_hours", true, "duration -> int", duration_hours);
+  r.add("getMinutes", "duration_to_minutes", true, "duration -> int", duration_minutes);
+  r.add("getSeconds", "duration_to_seconds", true, "duration -> int", duration_seconds);
+  r.add("getMilliseconds", "duration_to_milliseconds", true, "duration -> int", duration_milliseconds);
 
-  r.add("optional.of", "optional_of", false, {kAny}, optional_of);
-  r.add("optional.ofNonZeroValue", "optional_ofNonZeroValue", false, {kAny},
-        optional_of_non_zero);
-  r.add("optional.none", "optional_none", false, {}, optional_none);
-  r.add("value", "optional_value", true, {K::optional}, optional_value);
-  r.add("hasValue", "optional_hasValue", true, {K::optional}, optional_has_value);
-  r.add("or", "optional_or_optional", true, {K::optional, K::optional}, optional_or);
-  r.add("orValue", "optional_orValue_value", true, {K::optional, kAny}, optional_or_value);
+  r.add("optional.of", "optional_of", false, "A -> optional(A)", optional_of);
+  r.add("optional.ofNonZeroValue", "optional_ofNonZeroValue", false, "A -> optional(A)", optional_of_non_zero);
+  r.add("optional.none", "optional_none", false, " -> optional(dyn)", optional_none);
+  r.add("value", "optional_value", true, "optional(A) -> A", optional_value);
+  r.add("hasValue", "optional_hasValue", true, "optional(A) -> bool", optional_has_value);
+  r.add("or", "optional_or_optional", true, "optional(A), optional(A) -> optional(A)", optional_or);
+  r.add("orValue", "optional_orValue_value", true, "optional(A), A -> A", optional_or_value);
 
-  r.add("cel.@mapInsert", "cel_@mapInsert_map_key_value", false, {K::map, kAny, kAny},
-        map_insert_entry);
-  r.add("cel.@mapInsert", "cel_@mapInsert_map_map", false, {K::map, K::map}, map_insert_entry);
+  r.add("cel.@mapInsert", "cel_@mapInsert_map_key_value", false, "map(K, V), K, V -> map(K, V)", map_insert_entry);
+  r.add("cel.@mapInsert", "cel_@mapInsert_map_map", false, "map(K, V), map(K, V) -> map(K, V)", map_insert_entry);
 }
 
 }  // namespace kwatch::cel

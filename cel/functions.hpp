@@ -8,13 +8,13 @@
 #pragma once
 
 #include <cstdint>
-#include <initializer_list>
 #include <map>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "cel/types.hpp"
 #include "cel/value.hpp"
 
 namespace kwatch::cel {
@@ -55,16 +55,18 @@ using FunctionImpl = Value (*)(std::span<const Value> args, EvalBudget& budget);
 struct Overload {
   std::string id;  // cel-go's overload id, e.g. "add_int64"
   bool receiver = false;
-  std::vector<ArgKind> args;  // the receiver first, for a method
+  Signature signature;        // for the checker; the receiver first, for a method
+  std::vector<ArgKind> args;  // for the evaluator: the kinds the signature's types have
   FunctionImpl impl = nullptr;
 };
 
 class FunctionRegistry {
  public:
-  void add(std::string_view function, std::string id, bool receiver,
-           std::initializer_list<ArgKind> args, FunctionImpl impl);
+  // `signature` in parse_signature's notation: "list(A), A -> int".
+  void add(std::string_view function, std::string id, bool receiver, std::string_view signature,
+           FunctionImpl impl);
   // Both spellings: `f(a, b)` and `a.f(b)`.
-  void add_both(std::string_view function, std::string id, std::initializer_list<ArgKind> args,
+  void add_both(std::string_view function, std::string id, std::string_view signature,
                 FunctionImpl impl);
 
   // The overloads of `function` called with `argc` arguments (the receiver counted) in the

@@ -191,13 +191,11 @@ Value base64_decode(Args a, EvalBudget& budget) {
 }  // namespace
 
 void add_sets_and_encoders_libraries(FunctionRegistry& r) {
-  r.add("sets.contains", "list_sets_contains_list", false, {K::list, K::list}, sets_contains);
-  r.add("sets.equivalent", "list_sets_equivalent_list", false, {K::list, K::list},
-        sets_equivalent);
-  r.add("sets.intersects", "list_sets_intersects_list", false, {K::list, K::list},
-        sets_intersects);
-  r.add("base64.encode", "base64_encode_bytes", false, {K::bytes}, base64_encode);
-  r.add("base64.decode", "base64_decode_string", false, {K::string}, base64_decode);
+  r.add("sets.contains", "list_sets_contains_list", false, "list(A), list(A) -> bool", sets_contains);
+  r.add("sets.equivalent", "list_sets_equivalent_list", false, "list(A), list(A) -> bool", sets_equivalent);
+  r.add("sets.intersects", "list_sets_intersects_list", false, "list(A), list(A) -> bool", sets_intersects);
+  r.add("base64.encode", "base64_encode_bytes", false, "bytes -> string", base64_encode);
+  r.add("base64.decode", "base64_decode_string", false, "string -> bytes", base64_decode);
 }
 
 void add_kubernetes_libraries(FunctionRegistry& r) {
@@ -206,16 +204,15 @@ void add_kubernetes_libraries(FunctionRegistry& r) {
   add_math_library(r);
   add_sets_and_encoders_libraries(r);
   add_network_library(r);
-  r.add("isSorted", "list_is_sorted_bool", true, {K::list}, is_sorted);
-  r.add("sum", "list_sum", true, {K::list}, sum);
-  r.add("min", "list_min", true, {K::list}, extreme<1>);
-  r.add("max", "list_max", true, {K::list}, extreme<-1>);
-  r.add("indexOf", "list_a_index_of_int", true, {K::list, kAny}, list_index_of);
-  r.add("lastIndexOf", "list_a_last_index_of_int", true, {K::list, kAny}, list_last_index_of);
-  r.add("find", "string_find_string", true, {K::string, K::string}, find);
-  r.add("findAll", "string_find_all_string", true, {K::string, K::string}, find_all);
-  r.add("findAll", "string_find_all_string_int", true, {K::string, K::string, K::int64},
-        find_all);
+  r.add("isSorted", "list_is_sorted_bool", true, "list(A) -> bool", is_sorted);
+  r.add("sum", "list_sum", true, "list(A) -> A", sum);
+  r.add("min", "list_min", true, "list(A) -> A", extreme<1>);
+  r.add("max", "list_max", true, "list(A) -> A", extreme<-1>);
+  r.add("indexOf", "list_a_index_of_int", true, "list(A), A -> int", list_index_of);
+  r.add("lastIndexOf", "list_a_last_index_of_int", true, "list(A), A -> int", list_last_index_of);
+  r.add("find", "string_find_string", true, "string, string -> string", find);
+  r.add("findAll", "string_find_all_string", true, "string, string -> list(string)", find_all);
+  r.add("findAll", "string_find_all_string_int", true, "string, string, int -> list(string)", find_all);
 }
 
 }  // namespace kwatch::cel

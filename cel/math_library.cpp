@@ -108,52 +108,47 @@ Value shift(Args a, EvalBudget&) {
 }  // namespace
 
 void add_math_library(FunctionRegistry& r) {
-  r.add("math.greatest", "math_greatest_1", false, {kAny}, extreme<1>);
-  r.add("math.least", "math_least_1", false, {kAny}, extreme<-1>);
+  r.add("math.greatest", "math_greatest_1", false, "dyn -> dyn", extreme<1>);
+  r.add("math.least", "math_least_1", false, "dyn -> dyn", extreme<-1>);
   // Up to eight arguments, as literal lists of candidates are written in rules.
-  r.add("math.greatest", "math_greatest_2", false, {kAny, kAny}, extreme<1>);
-  r.add("math.least", "math_least_2", false, {kAny, kAny}, extreme<-1>);
-  r.add("math.greatest", "math_greatest_3", false, {kAny, kAny, kAny}, extreme<1>);
-  r.add("math.least", "math_least_3", false, {kAny, kAny, kAny}, extreme<-1>);
-  r.add("math.greatest", "math_greatest_4", false, {kAny, kAny, kAny, kAny}, extreme<1>);
-  r.add("math.least", "math_least_4", false, {kAny, kAny, kAny, kAny}, extreme<-1>);
-  r.add("math.greatest", "math_greatest_5", false, {kAny, kAny, kAny, kAny, kAny}, extreme<1>);
-  r.add("math.least", "math_least_5", false, {kAny, kAny, kAny, kAny, kAny}, extreme<-1>);
-  r.add("math.greatest", "math_greatest_6", false, {kAny, kAny, kAny, kAny, kAny, kAny},
-        extreme<1>);
-  r.add("math.least", "math_least_6", false, {kAny, kAny, kAny, kAny, kAny, kAny}, extreme<-1>);
-  r.add("math.ceil", "math_ceil_double", false, {K::float64}, unary_double<ceil_>);
-  r.add("math.floor", "math_floor_double", false, {K::float64}, unary_double<floor_>);
-  r.add("math.round", "math_round_double", false, {K::float64}, unary_double<round_>);
-  r.add("math.trunc", "math_trunc_double", false, {K::float64}, unary_double<trunc_>);
-  r.add("math.isNaN", "math_isNaN_double", false, {K::float64}, is_nan);
-  r.add("math.isInf", "math_isInf_double", false, {K::float64}, is_inf);
-  r.add("math.isFinite", "math_isFinite_double", false, {K::float64}, is_finite);
-  r.add("math.abs", "math_abs_int", false, {K::int64}, abs_int);
-  r.add("math.abs", "math_abs_uint", false, {K::uint64}, [](Args a, EvalBudget&) { return a[0]; });
-  r.add("math.abs", "math_abs_double", false, {K::float64}, abs_double);
-  r.add("math.sign", "math_sign_int", false, {K::int64}, sign_int);
-  r.add("math.sign", "math_sign_uint", false, {K::uint64}, sign_uint);
-  r.add("math.sign", "math_sign_double", false, {K::float64}, sign_double);
-  r.add("math.sqrt", "math_sqrt_int", false, {K::int64}, sqrt_any);
-  r.add("math.sqrt", "math_sqrt_uint", false, {K::uint64}, sqrt_any);
-  r.add("math.sqrt", "math_sqrt_double", false, {K::float64}, sqrt_any);
-  r.add("math.bitAnd", "math_bitAnd_int_int", false, {K::int64, K::int64}, bit_and_int);
-  r.add("math.bitAnd", "math_bitAnd_uint_uint", false, {K::uint64, K::uint64}, bit_and_uint);
-  r.add("math.bitOr", "math_bitOr_int_int", false, {K::int64, K::int64}, bit_or_int);
-  r.add("math.bitOr", "math_bitOr_uint_uint", false, {K::uint64, K::uint64}, bit_or_uint);
-  r.add("math.bitXor", "math_bitXor_int_int", false, {K::int64, K::int64}, bit_xor_int);
-  r.add("math.bitXor", "math_bitXor_uint_uint", false, {K::uint64, K::uint64}, bit_xor_uint);
-  r.add("math.bitNot", "math_bitNot_int_int", false, {K::int64}, bit_not_int);
-  r.add("math.bitNot", "math_bitNot_uint_uint", false, {K::uint64}, bit_not_uint);
-  r.add("math.bitShiftLeft", "math_bitShiftLeft_int_int", false, {K::int64, K::int64},
-        shift<true>);
-  r.add("math.bitShiftLeft", "math_bitShiftLeft_uint_int", false, {K::uint64, K::int64},
-        shift<true>);
-  r.add("math.bitShiftRight", "math_bitShiftRight_int_int", false, {K::int64, K::int64},
-        shift<false>);
-  r.add("math.bitShiftRight", "math_bitShiftRight_uint_int", false, {K::uint64, K::int64},
-        shift<false>);
+  r.add("math.greatest", "math_greatest_2", false, "dyn, dyn -> dyn", extreme<1>);
+  r.add("math.least", "math_least_2", false, "dyn, dyn -> dyn", extreme<-1>);
+  r.add("math.greatest", "math_greatest_3", false, "dyn, dyn, dyn -> dyn", extreme<1>);
+  r.add("math.least", "math_least_3", false, "dyn, dyn, dyn -> dyn", extreme<-1>);
+  r.add("math.greatest", "math_greatest_4", false, "dyn, dyn, dyn, dyn -> dyn", extreme<1>);
+  r.add("math.least", "math_least_4", false, "dyn, dyn, dyn, dyn -> dyn", extreme<-1>);
+  r.add("math.greatest", "math_greatest_5", false, "dyn, dyn, dyn, dyn, dyn -> dyn", extreme<1>);
+  r.add("math.least", "math_least_5", false, "dyn, dyn, dyn, dyn, dyn -> dyn", extreme<-1>);
+  r.add("math.greatest", "math_greatest_6", false, "dyn, dyn, dyn, dyn, dyn, dyn -> dyn", extreme<1>);
+  r.add("math.least", "math_least_6", false, "dyn, dyn, dyn, dyn, dyn, dyn -> dyn", extreme<-1>);
+  r.add("math.ceil", "math_ceil_double", false, "double -> double", unary_double<ceil_>);
+  r.add("math.floor", "math_floor_double", false, "double -> double", unary_double<floor_>);
+  r.add("math.round", "math_round_double", false, "double -> double", unary_double<round_>);
+  r.add("math.trunc", "math_trunc_double", false, "double -> double", unary_double<trunc_>);
+  r.add("math.isNaN", "math_isNaN_double", false, "double -> bool", is_nan);
+  r.add("math.isInf", "math_isInf_double", false, "double -> bool", is_inf);
+  r.add("math.isFinite", "math_isFinite_double", false, "double -> bool", is_finite);
+  r.add("math.abs", "math_abs_int", false, "int -> int", abs_int);
+  r.add("math.abs", "math_abs_uint", false, "uint -> uint", [](Args a, EvalBudget&) { return a[0]; });
+  r.add("math.abs", "math_abs_double", false, "double -> double", abs_double);
+  r.add("math.sign", "math_sign_int", false, "int -> int", sign_int);
+  r.add("math.sign", "math_sign_uint", false, "uint -> uint", sign_uint);
+  r.add("math.sign", "math_sign_double", false, "double -> double", sign_double);
+  r.add("math.sqrt", "math_sqrt_int", false, "int -> double", sqrt_any);
+  r.add("math.sqrt", "math_sqrt_uint", false, "uint -> double", sqrt_any);
+  r.add("math.sqrt", "math_sqrt_double", false, "double -> double", sqrt_any);
+  r.add("math.bitAnd", "math_bitAnd_int_int", false, "int, int -> int", bit_and_int);
+  r.add("math.bitAnd", "math_bitAnd_uint_uint", false, "uint, uint -> uint", bit_and_uint);
+  r.add("math.bitOr", "math_bitOr_int_int", false, "int, int -> int", bit_or_int);
+  r.add("math.bitOr", "math_bitOr_uint_uint", false, "uint, uint -> uint", bit_or_uint);
+  r.add("math.bitXor", "math_bitXor_int_int", false, "int, int -> int", bit_xor_int);
+  r.add("math.bitXor", "math_bitXor_uint_uint", false, "uint, uint -> uint", bit_xor_uint);
+  r.add("math.bitNot", "math_bitNot_int_int", false, "int -> int", bit_not_int);
+  r.add("math.bitNot", "math_bitNot_uint_uint", false, "uint -> uint", bit_not_uint);
+  r.add("math.bitShiftLeft", "math_bitShiftLeft_int_int", false, "int, int -> int", shift<true>);
+  r.add("math.bitShiftLeft", "math_bitShiftLeft_uint_int", false, "uint, int -> uint", shift<true>);
+  r.add("math.bitShiftRight", "math_bitShiftRight_int_int", false, "int, int -> int", shift<false>);
+  r.add("math.bitShiftRight", "math_bitShiftRight_uint_int", false, "uint, int -> uint", shift<false>);
 }
 
 }  // namespace kwatch::cel

@@ -461,27 +461,25 @@ Value prefix_length(Args a, EvalBudget&) {
 }  // namespace
 
 void add_network_library(FunctionRegistry& r) {
-  r.add("ip", "string_to_ip", false, {K::string}, make_ip);
-  r.add("isIP", "is_ip", false, {K::string}, is_ip);
-  r.add("ip.isCanonical", "ip_is_canonical", false, {K::string}, is_canonical);
-  r.add("family", "ip_family", true, {K::opaque}, family);
-  r.add("isUnspecified", "ip_is_unspecified", true, {K::opaque}, is_unspecified);
-  r.add("isLoopback", "ip_is_loopback", true, {K::opaque}, is_loopback);
-  r.add("isLinkLocalMulticast", "ip_is_link_local_multicast", true, {K::opaque},
-        is_link_local_multicast);
-  r.add("isLinkLocalUnicast", "ip_is_link_local_unicast", true, {K::opaque},
-        is_link_local_unicast);
-  r.add("isGlobalUnicast", "ip_is_global_unicast", true, {K::opaque}, is_global_unicast);
-  r.add("string", "ip_to_string", false, {K::opaque}, to_string);
-  r.add("cidr", "string_to_cidr", false, {K::string}, make_cidr);
-  r.add("isCIDR", "is_cidr", false, {K::string}, is_cidr);
-  r.add("containsIP", "cidr_contains_ip_string", true, {K::opaque, K::string}, contains_ip);
-  r.add("containsIP", "cidr_contains_ip_ip", true, {K::opaque, K::opaque}, contains_ip);
-  r.add("containsCIDR", "cidr_contains_cidr_string", true, {K::opaque, K::string}, contains_cidr);
-  r.add("containsCIDR", "cidr_contains_cidr", true, {K::opaque, K::opaque}, contains_cidr);
-  r.add("ip", "cidr_ip", true, {K::opaque}, cidr_ip);
-  r.add("masked", "cidr_masked", true, {K::opaque}, cidr_masked);
-  r.add("prefixLength", "cidr_prefix_length", true, {K::opaque}, prefix_length);
+  r.add("ip", "string_to_ip", false, "string -> net.IP", make_ip);
+  r.add("isIP", "is_ip", false, "string -> bool", is_ip);
+  r.add("ip.isCanonical", "ip_is_canonical", false, "string -> bool", is_canonical);
+  r.add("family", "ip_family", true, "net.IP -> int", family);
+  r.add("isUnspecified", "ip_is_unspecified", true, "net.IP -> bool", is_unspecified);
+  r.add("isLoopback", "ip_is_loopback", true, "net.IP -> bool", is_loopback);
+  r.add("isLinkLocalMulticast", "ip_is_link_local_multicast", true, "net.IP -> bool", is_link_local_multicast);
+  r.add("isLinkLocalUnicast", "ip_is_link_local_unicast", true, "net.IP -> bool", is_link_local_unicast);
+  r.add("isGlobalUnicast", "ip_is_global_unicast", true, "net.IP -> bool", is_global_unicast);
+  r.add("string", "ip_to_string", false, "net.IP -> string", to_string);
+  r.add("cidr", "string_to_cidr", false, "string -> net.CIDR", make_cidr);
+  r.add("isCIDR", "is_cidr", false, "string -> bool", is_cidr);
+  r.add("containsIP", "cidr_contains_ip_string", true, "net.CIDR, string -> bool", contains_ip);
+  r.add("containsIP", "cidr_contains_ip_ip", true, "net.CIDR, net.IP -> bool", contains_ip);
+  r.add("containsCIDR", "cidr_contains_cidr_string", true, "net.CIDR, string -> bool", contains_cidr);
+  r.add("containsCIDR", "cidr_contains_cidr", true, "net.CIDR, net.CIDR -> bool", contains_cidr);
+  r.add("ip", "cidr_ip", true, "net.CIDR -> net.IP", cidr_ip);
+  r.add("masked", "cidr_masked", true, "net.CIDR -> net.CIDR", cidr_masked);
+  r.add("prefixLength", "cidr_prefix_length", true, "net.CIDR -> int", prefix_length);
 }
 
 }  // namespace kwatch::cel

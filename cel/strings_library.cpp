@@ -502,27 +502,24 @@ Value format(Args a, EvalBudget& budget) {
 }  // namespace
 
 void add_strings_library(FunctionRegistry& r) {
-  r.add("format", "string_format", true, {K::string, K::list}, format);
-  r.add("charAt", "string_char_at_int", true, {K::string, K::int64}, char_at);
-  r.add("indexOf", "string_index_of_string", true, {K::string, K::string}, index_of);
-  r.add("indexOf", "string_index_of_string_int", true, {K::string, K::string, K::int64}, index_of);
-  r.add("lastIndexOf", "string_last_index_of_string", true, {K::string, K::string}, last_index_of);
-  r.add("lastIndexOf", "string_last_index_of_string_int", true, {K::string, K::string, K::int64},
-        last_index_of);
-  r.add("lowerAscii", "string_lower_ascii", true, {K::string}, ascii_case<false>);
-  r.add("upperAscii", "string_upper_ascii", true, {K::string}, ascii_case<true>);
-  r.add("replace", "string_replace_string_string", true, {K::string, K::string, K::string},
-        replace);
-  r.add("replace", "string_replace_string_string_int", true,
-        {K::string, K::string, K::string, K::int64}, replace);
-  r.add("split", "string_split_string", true, {K::string, K::string}, split);
-  r.add("split", "string_split_string_int", true, {K::string, K::string, K::int64}, split);
-  r.add("substring", "string_substring_int", true, {K::string, K::int64}, substring);
-  r.add("substring", "string_substring_int_int", true, {K::string, K::int64, K::int64}, substring);
-  r.add("trim", "string_trim", true, {K::string}, trim);
-  r.add("join", "list_join", true, {K::list}, join);
-  r.add("join", "list_join_string", true, {K::list, K::string}, join);
-  r.add("strings.quote", "strings_quote", false, {K::string}, quote);
+  r.add("format", "string_format", true, "string, list(dyn) -> string", format);
+  r.add("charAt", "string_char_at_int", true, "string, int -> string", char_at);
+  r.add("indexOf", "string_index_of_string", true, "string, string -> int", index_of);
+  r.add("indexOf", "string_index_of_string_int", true, "string, string, int -> int", index_of);
+  r.add("lastIndexOf", "string_last_index_of_string", true, "string, string -> int", last_index_of);
+  r.add("lastIndexOf", "string_last_index_of_string_int", true, "string, string, int -> int", last_index_of);
+  r.add("lowerAscii", "string_lower_ascii", true, "string -> string", ascii_case<false>);
+  r.add("upperAscii", "string_upper_ascii", true, "string -> string", ascii_case<true>);
+  r.add("replace", "string_replace_string_string", true, "string, string, string -> string", replace);
+  r.add("replace", "string_replace_string_string_int", true, "string, string, string, int -> string", replace);
+  r.add("split", "string_split_string", true, "string, string -> list(string)", split);
+  r.add("split", "string_split_string_int", true, "string, string, int -> list(string)", split);
+  r.add("substring", "string_substring_int", true, "string, int -> string", substring);
+  r.add("substring", "string_substring_int_int", true, "string, int, int -> string", substring);
+  r.add("trim", "string_trim", true, "string -> string", trim);
+  r.add("join", "list_join", true, "list(string) -> string", join);
+  r.add("join", "list_join_string", true, "list(string), string -> string", join);
+  r.add("strings.quote", "strings_quote", false, "string -> string", quote);
 }
 
 }  // namespace kwatch::cel
