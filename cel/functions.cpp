@@ -523,6 +523,38 @@ Value map_insert_entry(Args a, EvalBudget&) {
 }  // namespace
 
 void add_standard_functions(FunctionRegistry& r) {
+  // Operators the evaluator runs itself (they short-circuit, or compare any two values): here
+  // for their signatures only.
+  r.add("_?_:_", "conditional", false, "bool, A, A -> A", nullptr);
+  r.add("@not_strictly_false", "not_strictly_false", false, "bool -> bool", nullptr);
+  r.add("_==_", "equals", false, "A, A -> bool", nullptr);
+  r.add("_!=_", "not_equals", false, "A, A -> bool", nullptr);
+  r.add("@in", "in_list", false, "A, list(A) -> bool", nullptr);
+  r.add("@in", "in_map", false, "A, map(A, B) -> bool", nullptr);
+  r.add("_[_]", "index_list", false, "list(A), int -> A", nullptr);
+  r.add("_[_]", "index_map", false, "map(A, B), A -> B", nullptr);
+  r.add("_[?_]", "optional_list_index_int", false, "list(A), int -> optional(A)", nullptr);
+  r.add("_[?_]", "optional_map_index_value", false, "map(A, B), A -> optional(B)", nullptr);
+  // Indexing an optional container keeps the result optional.
+  r.add("_[_]", "optional_list_index_int_on_optional", false, "optional(list(A)), int -> optional(A)",
+        nullptr);
+  r.add("_[_]", "optional_map_index_on_optional", false, "optional(map(A, B)), A -> optional(B)",
+        nullptr);
+  r.add("_[?_]", "optional_list_optindex_on_optional", false,
+        "optional(list(A)), int -> optional(A)", nullptr);
+  r.add("_[?_]", "optional_map_optindex_on_optional", false,
+        "optional(map(A, B)), A -> optional(B)", nullptr);
+  for (const char* op : {"_<_", "_<=_", "_>_", "_>=_"}) {
+    // Same types, and numbers across types (kube's CrossTypeNumericComparisons).
+    for (const char* t : {"bool", "int", "uint", "double", "string", "bytes", "timestamp",
+                          "duration"}) {
+      r.add(op, std::string(op) + t, false, std::string(t) + ", " + t + " -> bool", nullptr);
+    }
+    for (const char* pair : {"int, uint", "int, double", "uint, int", "uint, double",
+                             "double, int", "double, uint"}) {
+      r.add(op, std::string(op) + pair, false, std::string(pair) + " -> bool", nullptr);
+    }
+  }
   r.add("_+_", "add_int64", false, "int, int -> int", add_int);
   r.add("_+_", "add_uint64", false, "uint, uint -> uint", add_uint);
   r.add("_+_", "add_double", false, "double, double -> double", add_double);

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cel/checker.hpp"
 #include "cel/functions.hpp"
 #include "cel/json_value.hpp"
 #include "cel/libraries.hpp"
@@ -38,7 +39,7 @@ int usage_error(const std::string& message) {
 
 int main(int argc, char** argv) {
   using namespace kwatch::cel;
-  bool check = true;
+  bool type_check = true;
   std::vector<std::string> names;
   std::vector<Value> values;
   std::string expression;
@@ -50,7 +51,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (arg == "--no-check") {
-      check = false;
+      type_check = false;
     } else if (arg == "--var" || arg.starts_with("--var=")) {
       std::string spec;
       if (arg == "--var") {
@@ -92,12 +93,14 @@ int main(int argc, char** argv) {
   Declarations declarations;
   declarations.variables = names;
   declarations.functions = &functions;
-  std::vector<SourceIssue> undeclared;
-  const Program program = Program::compile(parsed.ast, declarations, &undeclared);
-  if (check && !undeclared.empty()) {
-    std::cerr << format_issues(expression, undeclared) << "\n";
-    return 2;
+  if (type_check) {
+    const Checked checked = check(parsed.ast, names, {}, functions);
+    if (!checked.errors.empty()) {
+      std::cerr << format_issues(expression, checked.errors) << "\n";
+      return 2;
+    }
   }
+  const Program program = Program::compile(parsed.ast, declarations);
   const EvalResult result = program.evaluate(values);
   if (result.value.is_error()) {
     std::cerr << result.value.as_text() << "\n";

@@ -471,6 +471,7 @@ void add_network_library(FunctionRegistry& r) {
   r.add("isLinkLocalUnicast", "ip_is_link_local_unicast", true, "net.IP -> bool", is_link_local_unicast);
   r.add("isGlobalUnicast", "ip_is_global_unicast", true, "net.IP -> bool", is_global_unicast);
   r.add("string", "ip_to_string", false, "net.IP -> string", to_string);
+  r.add("string", "cidr_to_string", false, "net.CIDR -> string", to_string);
   r.add("cidr", "string_to_cidr", false, "string -> net.CIDR", make_cidr);
   r.add("isCIDR", "is_cidr", false, "string -> bool", is_cidr);
   r.add("containsIP", "cidr_contains_ip_string", true, "net.CIDR, string -> bool", contains_ip);

@@ -195,6 +195,7 @@ TypePtr type_of_kind(ValueKind k) {
 bool same_type(const Type& a, const Type& b) {
   if (is_loose(a) || is_loose(b)) return true;
   if (a.kind != b.kind) return false;
+  if (a.kind == TypeKind::type) return true;  // type values compare whatever they denote
   if ((a.kind == TypeKind::opaque || a.kind == TypeKind::object) && a.name != b.name) return false;
   if (a.params.size() != b.params.size()) return false;
   for (std::size_t i = 0; i < a.params.size(); ++i) {
@@ -228,11 +229,14 @@ bool TypeBindings::assignable(const TypePtr& param, const TypePtr& arg) {
       bound_.emplace(param->name, arg);
       return true;
     }
-    if (!same_type(*it->second, *arg)) {
-      // A parameter bound to dyn accepts anything; one bound to a concrete type may widen to
-      // dyn when the argument is dyn.
-      return false;
+    // A parameter bound to dyn takes the first concrete type it meets (as a type variable
+    // unifies); a dyn argument fits any binding.
+    if (is_loose(*it->second)) {
+      it->second = arg;
+      return true;
     }
+    if (is_loose(*arg)) return true;
+    if (!same_type(*it->second, *arg)) return false;
     it->second = join(it->second, arg);
     return true;
   }
@@ -246,7 +250,8 @@ bool TypeBindings::assignable(const TypePtr& param, const TypePtr& arg) {
       param->name != arg->name) {
     return false;
   }
-  if (param->params.size() != arg->params.size()) return param->kind == TypeKind::type;
+  if (param->kind == TypeKind::type) return true;
+  if (param->params.size() != arg->params.size()) return false;
   for (std::size_t i = 0; i < param->params.size(); ++i) {
     if (!assignable(param->params[i], arg->params[i])) return false;
   }

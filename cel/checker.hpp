@@ -1,0 +1,43 @@
+// CEL's type checker (cel-spec langdef "Type Checking", as cel-go's checker words its errors):
+// every node gets a type from the declarations (variables with their types, the registry's
+// overload signatures), calls resolve to the overloads their argument types allow, and
+// mistakes are reported where they are, before anything runs:
+//
+//   undeclared reference to 'x' (in container '')
+//   found no matching overload for '_+_' applied to '(int, string)'
+//   undefined field 'replica'
+//   type 'int' does not support field selection
+//   expected type 'bool' but found 'int'
+//
+// dyn matches everything, so an expression over schemaless data checks as far as its types are
+// known. Pure; a Checked result is immutable.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cel/ast.hpp"
+#include "cel/functions.hpp"
+#include "cel/parser.hpp"
+#include "cel/types.hpp"
+
+namespace kwatch::cel {
+
+struct CheckOptions {
+  // Kube's environment refuses list and map literals whose elements differ in type
+  // (`[1, 'a']`), as cel-go's HomogeneousAggregateLiterals does.
+  bool homogeneous_literals = false;
+};
+
+struct Checked {
+  std::vector<TypePtr> types;  // by NodeId
+  TypePtr result;
+  std::vector<SourceIssue> errors;
+};
+
+// `variables[i]` has type `variable_types[i]` (dyn when the list is shorter).
+Checked check(const Ast& ast, const std::vector<std::string>& variables,
+              const std::vector<TypePtr>& variable_types, const FunctionRegistry& functions,
+              const CheckOptions& options = {});
+
+}  // namespace kwatch::cel
