@@ -2,6 +2,9 @@
 
 #include <boost/json.hpp>
 
+#include "base/base64.hpp"
+#include "cel/time.hpp"
+
 namespace kwatch::cel {
 
 Value value_from_json(const boost::json::value& json) {
@@ -27,6 +30,155 @@ Value value_from_json(const boost::json::value& json) {
         m->insert(Value::string(std::string(k)), value_from_json(v));
       }
       return Value::map(std::shared_ptr<const MapValue>(std::move(m)));
+    }
+  }
+  return Value();
+}
+
+namespace {
+
+class ArrayView final : public ListValue {
+ public:
+  ArrayView(const boost::json::array& a, const Type* element, JsonArena& arena)
+      : array_(a), element_(element), arena_(arena) {}
+  std::size_t size() const override { return array_.size(); }
+  Value at(std::size_t i) const override { return json_view(array_[i], element_, arena_); }
+
+ private:
+  const boost::json::array& array_;
+  const Type* element_;
+  JsonArena& arena_;
+};
+
+// An object read as a map (additionalProperties, preserve-unknown-fields: `value_type`) or as a
+// schema object (`object`: fields by CEL name).
+class ObjectView final : public MapValue {
+ public:
+  ObjectView(const boost::json::object& o, const Type* type, JsonArena& arena)
+      : object_(o), type_(type), arena_(arena) {}
+
+  std::size_t size() const override { return object_.size(); }
+
+  std::optional<Value> find(const Value& key) const override {
+    if (!key.is(ValueKind::string)) return std::nullopt;
+    std::string_view name = key.as_text();
+    const Type* member_type = nullptr;
+    if (type_ != nullptr && type_->kind == TypeKind::object) {
+      const TypePtr field = type_->field(name);
+      if (field) {
+        member_type = field.get();
+        if (auto it = type_->json_names.find(name); it != type_->json_names.end()) {
+          name = it->second;
+        }
+      } else if (!type_->open) {
+        return std::nullopt;
+      }
+    } else if (type_ != nullptr && type_->kind == TypeKind::map) {
+      member_type = type_->params[1].get();
+    }
+    const auto it = object_.find(name);
+    if (it == object_.end()) return std::nullopt;
+    return json_view(it->value(), member_type, arena_);
+  }
+
+  Value key_at(std::size_t i) const override {
+    return Value::borrowed_string((object_.begin() + static_cast<std::ptrdiff_t>(i))->key());
+  }
+
+  Value value_at(std::size_t i) const override {
+    const auto& member = *(object_.begin() + static_cast<std::ptrdiff_t>(i));
+    const Type* member_type = nullptr;
+    if (type_ != nullptr && type_->kind == TypeKind::map) {
+      member_type = type_->params[1].get();
+    } else if (type_ != nullptr && type_->kind == TypeKind::object) {
+      for (const auto& [cel_name, t] : type_->fields) {
+        auto j = type_->json_names.find(cel_name);
+        if ((j == type_->json_names.end() ? std::string_view(cel_name) : j->second) == member.key()) {
+          member_type = t.get();
+          break;
+        }
+      }
+    }
+    return json_view(member.value(), member_type, arena_);
+  }
+
+ private:
+  const boost::json::object& object_;
+  const Type* type_;
+  JsonArena& arena_;
+};
+
+Value natural_number(const boost::json::value& json) {
+  switch (json.kind()) {
+    case boost::json::kind::int64: return Value::int64(json.get_int64());
+    case boost::json::kind::uint64: return Value::float64(static_cast<double>(json.get_uint64()));
+    default: return Value::float64(json.get_double());
+  }
+}
+
+}  // namespace
+
+struct JsonArena::Views {
+  std::deque<ArrayView> arrays;
+  std::deque<ObjectView> objects;
+};
+
+JsonArena::JsonArena() : views_(std::make_unique<Views>()) {}
+JsonArena::~JsonArena() = default;
+
+void JsonArena::clear() {
+  views_->arrays.clear();
+  views_->objects.clear();
+}
+
+Value json_view(const boost::json::value& json, const Type* type, JsonArena& arena) {
+  const TypeKind kind = type == nullptr ? TypeKind::dyn : type->kind;
+  switch (json.kind()) {
+    case boost::json::kind::null: return Value();
+    case boost::json::kind::bool_: return Value::boolean(json.get_bool());
+    case boost::json::kind::int64:
+    case boost::json::kind::uint64:
+    case boost::json::kind::double_:
+      if (kind == TypeKind::float64) return Value::float64(json.to_number<double>());
+      if (kind == TypeKind::int64 && json.is_double()) {
+        const double d = json.get_double();
+        if (d == static_cast<double>(static_cast<std::int64_t>(d))) {
+          return Value::int64(static_cast<std::int64_t>(d));
+        }
+      }
+      return natural_number(json);
+    case boost::json::kind::string: {
+      const std::string_view text = json.get_string();
+      switch (kind) {
+        case TypeKind::timestamp: {
+          auto t = parse_timestamp(text);
+          if (!t && text.size() == 10) t = parse_timestamp(std::string(text) + "T00:00:00Z");
+          if (!t) return Value::error("invalid timestamp: " + std::string(text));
+          return Value::timestamp(*t);
+        }
+        case TypeKind::duration: {
+          auto d = parse_duration(text);
+          if (!d) return Value::error("invalid duration: " + std::string(text));
+          return Value::duration(*d);
+        }
+        case TypeKind::bytes: {
+          auto b = base::base64_decode(text);
+          if (!b) return Value::error("invalid base64 bytes");
+          return Value::bytes(std::move(*b));
+        }
+        default: return Value::borrowed_string(text);
+      }
+    }
+    case boost::json::kind::array: {
+      const Type* element =
+          type != nullptr && kind == TypeKind::list ? type->params[0].get() : nullptr;
+      arena.views_->arrays.emplace_back(json.get_array(), element, arena);
+      return Value::borrowed_list(&arena.views_->arrays.back());
+    }
+    case boost::json::kind::object: {
+      const Type* shape = kind == TypeKind::object || kind == TypeKind::map ? type : nullptr;
+      arena.views_->objects.emplace_back(json.get_object(), shape, arena);
+      return Value::borrowed_map(&arena.views_->objects.back());
     }
   }
   return Value();

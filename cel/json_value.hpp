@@ -1,15 +1,52 @@
-// JSON documents as CEL values, with the types a schemaless JSON value has in CEL (kube's
-// `x-kubernetes-preserve-unknown-fields` reading): numbers written as integers are int, others
-// double; strings, bools and null as themselves; arrays are lists and objects maps with string
-// keys. The value owns what it holds (it copies), so it outlives the document.
+// JSON documents as CEL values.
+//
+// value_from_json copies a document into owned values typed as schemaless JSON reads in CEL
+// (kube's reading of x-kubernetes-preserve-unknown-fields): integers are int, other numbers
+// double, arrays lists, objects maps with string keys.
+//
+// json_view reads a document in place, as a CRD rule reads the object it validates: no copy of
+// the document, strings borrowed, lists and maps as views that convert an element when it is
+// read, by the schema's type: `number` is double even when written `1`, int-or-string is int
+// or string, a `date-time` string is a timestamp, `duration` a duration, `byte` bytes, and an
+// object's fields are found by their CEL names (kube's escaping). The views live in a JsonArena,
+// which with the document must outlive every value read from them: one arena per evaluation
+// (or per validated object), cleared between uses.
+//
+// Thread-safety: a JsonArena and the values it backs belong to one thread at a time.
 #pragma once
 
 #include <boost/json/fwd.hpp>
 
+#include <deque>
+#include <memory>
+
+#include "cel/types.hpp"
 #include "cel/value.hpp"
 
 namespace kwatch::cel {
 
 Value value_from_json(const boost::json::value& json);
+
+class JsonArena;
+
+// The value of `json` read as `type` (null or dyn: as schemaless JSON), backed by `arena`.
+Value json_view(const boost::json::value& json, const Type* type, JsonArena& arena);
+
+class JsonArena {
+ public:
+  JsonArena();
+  ~JsonArena();
+  JsonArena(const JsonArena&) = delete;
+  JsonArena& operator=(const JsonArena&) = delete;
+
+  // Drops every view made so far (the values backed by them must be gone).
+  void clear();
+
+  struct Views;
+
+ private:
+  friend Value json_view(const boost::json::value&, const Type*, JsonArena&);
+  std::unique_ptr<Views> views_;
+};
 
 }  // namespace kwatch::cel

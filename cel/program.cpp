@@ -286,7 +286,11 @@ class Compiler {
   std::vector<std::pair<std::string, std::uint32_t>> accumulators_;
 };
 
-Value no_such_key(const Value& key) { return Value::error("no such key: " + format_literal(key)); }
+// cel-go writes the key as Go's %v does: a string without quotes.
+Value no_such_key(const Value& key) {
+  return Value::error("no such key: " +
+                      (key.is(ValueKind::string) ? std::string(key.as_text()) : format_literal(key)));
+}
 
 class Evaluator {
  public:

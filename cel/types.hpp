@@ -47,9 +47,13 @@ struct Type {
   TypeKind kind = TypeKind::dyn;
   std::string name;              // opaque, object and param types
   std::vector<TypePtr> params;
-  // object: its fields; open when unknown fields may also be present (dyn).
+  // object: its fields by CEL name; open when unknown fields may also be present (dyn).
   std::map<std::string, TypePtr, std::less<>> fields;
+  // A field's JSON name where it differs from its CEL name (kube escapes `a-b` as `a__dash__b`).
+  std::map<std::string, std::string, std::less<>> json_names;
   bool open = false;
+  // dyn read from JSON as int or string (x-kubernetes-int-or-string).
+  bool int_or_string = false;
   // Bounds a schema gives, for cost estimates: most elements of a list or map, longest string.
   std::optional<std::uint64_t> max_elements;
   std::optional<std::uint64_t> max_length;

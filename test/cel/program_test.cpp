@@ -103,8 +103,9 @@ TEST(CelProgram, ListsMapsAndComprehensions) {
   EXPECT_EQ(eval("[1, 1].exists_one(x, x == 1)"), "false");
   EXPECT_EQ(eval("2 in [1, 2] && 'a' in {'a': 1} && !(3 in [1])"), "true");
   EXPECT_EQ(eval("[1, 2][2]"), "error: index '2' out of range in list size '2'");
-  EXPECT_EQ(eval("{'a': 1}['b']"), "error: no such key: \"b\"");
-  EXPECT_EQ(eval("{'a': 1}.b"), "error: no such key: \"b\"");
+  EXPECT_EQ(eval("{'a': 1}['b']"), "error: no such key: b");
+  EXPECT_EQ(eval("{'a': 1}.b"), "error: no such key: b");
+  EXPECT_EQ(eval("{1: 1}[2]"), "error: no such key: 2");
   EXPECT_EQ(eval("{'a': 1, 'a': 2}"), "error: Failed with repeated key: \"a\"");
   EXPECT_EQ(eval("{[1]: 2}"), "error: unsupported key type");
   EXPECT_EQ(eval("[1] + [2] + []"), "[1, 2]");
@@ -157,7 +158,7 @@ TEST(CelProgram, VariablesAndUnknownNames) {
   EXPECT_EQ(eval("self.spec.replicas > 1 && self.spec.name == 'x'",
                  {{"self", R"({"spec": {"replicas": 3, "name": "x"}})"}}),
             "true");
-  EXPECT_EQ(eval("self.x", {{"self", "{}"}}), "error: no such key: \"x\"");
+  EXPECT_EQ(eval("self.x", {{"self", "{}"}}), "error: no such key: x");
   EXPECT_EQ(eval("nope"), "error: no such attribute: nope");
   EXPECT_EQ(eval("nope()"), "error: no such overload: nope");
   // A comprehension variable shadows a declared one, and only within the comprehension.

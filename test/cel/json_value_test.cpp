@@ -1,0 +1,92 @@
+#include "cel/json_value.hpp"
+
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+#include "cel/libraries.hpp"
+#include "cel/literal.hpp"
+#include "cel/parser.hpp"
+#include "cel/program.hpp"
+
+namespace kwatch::cel {
+namespace {
+
+const FunctionRegistry& kube() {
+  static const FunctionRegistry registry = [] {
+    FunctionRegistry r;
+    add_kubernetes_libraries(r);
+    return r;
+  }();
+  return registry;
+}
+
+TypePtr object(std::map<std::string, TypePtr, std::less<>> fields, bool open = false) {
+  auto t = std::make_shared<Type>();
+  t->kind = TypeKind::object;
+  t->name = "self";
+  t->fields = std::move(fields);
+  t->open = open;
+  return t;
+}
+
+// `source` over `self` read in place from `json` as `type`.
+std::string eval_view(std::string_view source, const std::string& json, const TypePtr& type) {
+  const boost::json::value doc = boost::json::parse(json);
+  JsonArena arena;
+  const Value self = json_view(doc, type.get(), arena);
+  Parsed p = parse(source);
+  if (!p.errors.empty()) return "parse error: " + p.errors.front().message;
+  Declarations decls;
+  decls.variables = {"self"};
+  decls.functions = &kube();
+  const Value vars[] = {self};
+  const EvalResult r = Program::compile(p.ast, decls).evaluate(vars);
+  if (r.value.is_error()) return "error: " + std::string(r.value.as_text());
+  return format_literal(r.value);
+}
+
+TEST(CelJsonValue, SchemaTypesDecideHowJsonReads) {
+  auto int_or_string = std::make_shared<Type>();
+  int_or_string->int_or_string = true;
+  const TypePtr t = object({{"ratio", types::float64()},
+                            {"count", types::int64()},
+                            {"port", int_or_string},
+                            {"at", types::timestamp()},
+                            {"every", types::duration()},
+                            {"data", types::bytes()},
+                            {"tags", types::list(types::string())},
+                            {"labels", types::map(types::string(), types::string())}});
+  const std::string doc = R"({"ratio": 1, "count": 2, "port": "http", "at": "2024-05-01T10:00:00Z",
+      "every": "1m30s", "data": "aGk=", "tags": ["a", "b"], "labels": {"app": "x"}})";
+  EXPECT_EQ(eval_view("self.ratio", doc, t), "1.0");
+  EXPECT_EQ(eval_view("self.count + 1", doc, t), "3");
+  EXPECT_EQ(eval_view("self.port", doc, t), "\"http\"");
+  EXPECT_EQ(eval_view("self.at.getHours()", doc, t), "10");
+  EXPECT_EQ(eval_view("self.every", doc, t), "duration(\"90s\")");
+  EXPECT_EQ(eval_view("self.data", doc, t), "b\"hi\"");
+  EXPECT_EQ(eval_view("self.tags.map(x, x + '!')", doc, t), "[\"a!\", \"b!\"]");
+  EXPECT_EQ(eval_view("self.labels.all(k, self.labels[k] == 'x')", doc, t), "true");
+  EXPECT_EQ(eval_view("has(self.count) && !has(self.ratio)", R"({"count": 1})", t), "true");
+  EXPECT_EQ(eval_view("has(self.count)", R"({"count": 1})", t), "true");
+}
+
+TEST(CelJsonValue, FieldsAreFoundByTheirCelNames) {
+  TypePtr t = object({{"x__dash__y", types::int64()}});
+  std::const_pointer_cast<Type>(t)->json_names["x__dash__y"] = "x-y";
+  EXPECT_EQ(eval_view("self.x__dash__y", R"({"x-y": 5})", t), "5");
+  // A closed object has only its declared fields; an open one has the rest as dyn.
+  EXPECT_EQ(eval_view("self.other", R"({"other": 1})", t), "error: no such key: other");
+  EXPECT_EQ(eval_view("self.other", R"({"other": 1})", object({}, true)), "1");
+}
+
+TEST(CelJsonValue, ViewsCompareWithOwnedValues) {
+  const TypePtr t = object({{"tags", types::list(types::string())}});
+  EXPECT_EQ(eval_view("self.tags == ['a', 'b'] && 'b' in self.tags", R"({"tags": ["a", "b"]})", t),
+            "true");
+  EXPECT_EQ(eval_view("self == {'tags': ['a']}", R"({"tags": ["a"]})", t), "true");
+  EXPECT_EQ(eval_view("self.tags + ['c']", R"({"tags": ["a"]})", t), "[\"a\", \"c\"]");
+}
+
+}  // namespace
+}  // namespace kwatch::cel
