@@ -53,6 +53,18 @@ bool FunctionRegistry::has_function(std::string_view function) const {
   return functions_.find(function) != functions_.end();
 }
 
+std::uint64_t code_point_count(std::string_view s) {
+  std::uint64_t n = 0;
+  for (char c : s) {
+    if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++n;
+  }
+  return n;
+}
+
+std::uint64_t regex_cost(std::string_view text, std::string_view pattern) {
+  return tenths(code_point_count(text) + 1, 1) * ((code_point_count(pattern) + 3) / 4);
+}
+
 Value no_such_overload(std::string_view function, std::span<const Value> args) {
   std::string message = "no such overload: " + std::string(function) + "(";
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -132,7 +144,8 @@ Value logical_not(Args a, EvalBudget&) { return Value::boolean(!a[0].as_bool());
 
 Value concat_text(Args a, EvalBudget& budget) {
   const auto x = a[0].as_text(), y = a[1].as_text();
-  budget.charge((x.size() + y.size()) / 10);
+  budget.call_cost(a[0].is(K::bytes) ? tenths(x.size() + y.size(), 1)
+                                     : tenths(code_point_count(x) + code_point_count(y), 1));
   std::string s;
   s.reserve(x.size() + y.size());
   s.append(x).append(y);
@@ -143,7 +156,7 @@ Value concat_list(Args a, EvalBudget& budget) {
   const ListValue& y = a[1].as_list();
   if (x.size() == 0) return a[1];
   if (y.size() == 0) return a[0];
-  budget.charge((x.size() + y.size()) / 10);
+  (void)budget;
   std::vector<Value> items;
   items.reserve(x.size() + y.size());
   for (std::size_t i = 0; i < x.size(); ++i) items.push_back(x.at(i));
@@ -193,14 +206,9 @@ Value sub_dur_dur(Args a, EvalBudget&) {
 }
 
 // --- size ---
-std::int64_t code_points(std::string_view s) {
-  std::int64_t n = 0;
-  for (char c : s) {
-    if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++n;
-  }
-  return n;
+Value size_string(Args a, EvalBudget&) {
+  return Value::int64(static_cast<std::int64_t>(code_point_count(a[0].as_text())));
 }
-Value size_string(Args a, EvalBudget&) { return Value::int64(code_points(a[0].as_text())); }
 Value size_bytes(Args a, EvalBudget&) {
   return Value::int64(static_cast<std::int64_t>(a[0].as_text().size()));
 }
@@ -355,7 +363,8 @@ Value string_from_uint(Args a, EvalBudget&) { return Value::string(std::to_strin
 Value string_from_double(Args a, EvalBudget&) {
   return Value::string(double_to_string(a[0].as_double()));
 }
-Value string_from_bytes(Args a, EvalBudget&) {
+Value string_from_bytes(Args a, EvalBudget& budget) {
+  budget.call_cost(tenths(a[0].as_text().size(), 1));
   if (!valid_utf8(a[0].as_text())) return Value::error("invalid UTF-8 in bytes, cannot convert to string");
   return Value::string(std::string(a[0].as_text()));
 }
@@ -366,7 +375,10 @@ Value string_from_timestamp(Args a, EvalBudget&) {
 Value string_from_duration(Args a, EvalBudget&) {
   return Value::string(format_duration(a[0].as_seconds()));
 }
-Value bytes_from_string(Args a, EvalBudget&) { return Value::bytes(std::string(a[0].as_text())); }
+Value bytes_from_string(Args a, EvalBudget& budget) {
+  budget.call_cost(tenths(code_point_count(a[0].as_text()), 1));
+  return Value::bytes(std::string(a[0].as_text()));
+}
 Value bool_from_string(Args a, EvalBudget&) {
   const auto s = a[0].as_text();
   if (s == "1" || s == "t" || s == "T" || s == "TRUE" || s == "true" || s == "True") {
@@ -395,13 +407,16 @@ Value duration_from_string(Args a, EvalBudget&) {
 
 // --- strings ---
 Value contains(Args a, EvalBudget& budget) {
-  budget.charge((a[0].as_text().size() + a[1].as_text().size()) / 10);
+  budget.call_cost(tenths(code_point_count(a[0].as_text()), 1) *
+                   tenths(code_point_count(a[1].as_text()), 1));
   return Value::boolean(a[0].as_text().find(a[1].as_text()) != std::string_view::npos);
 }
-Value starts_with(Args a, EvalBudget&) {
+Value starts_with(Args a, EvalBudget& budget) {
+  budget.call_cost(tenths(code_point_count(a[0].as_text()), 1));
   return Value::boolean(a[0].as_text().starts_with(a[1].as_text()));
 }
-Value ends_with(Args a, EvalBudget&) {
+Value ends_with(Args a, EvalBudget& budget) {
+  budget.call_cost(tenths(code_point_count(a[0].as_text()), 1));
   return Value::boolean(a[0].as_text().ends_with(a[1].as_text()));
 }
 
@@ -428,7 +443,7 @@ Value matches(Args a, EvalBudget& budget) {
   std::string error;
   auto re = compiled_pattern(a[1].as_text(), error);
   if (!re) return Value::error(error);
-  budget.charge(a[0].as_text().size() / 10 + 1);
+  budget.call_cost(regex_cost(a[0].as_text(), a[1].as_text()));
   const auto text = a[0].as_text();
   return Value::boolean(RE2::PartialMatch(re2::StringPiece(text.data(), text.size()), *re));
 }

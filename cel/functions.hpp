@@ -32,10 +32,17 @@ class EvalBudget {
   std::uint64_t spent() const { return spent_; }
   std::uint64_t limit() const { return limit_; }
 
+  // A call costs 1 unless its function sets what it costs (proportional to its input):
+  // the evaluator brackets each call with begin_call/end_call, a function calls call_cost.
+  void begin_call() { call_cost_ = 1; }
+  void call_cost(std::uint64_t units) { call_cost_ = units; }
+  void end_call() { charge(call_cost_); }
+
  private:
   [[noreturn]] void exceeded() const;
   std::uint64_t spent_ = 0;
   std::uint64_t limit_;
+  std::uint64_t call_cost_ = 1;
 };
 
 struct CostLimitExceeded {};
@@ -86,6 +93,18 @@ void add_standard_functions(FunctionRegistry& registry);
 // `string(d)`: the shortest digits that read back as `d`, in an exponent form when the exponent
 // is below -4 or at least 21 (Go's `%g` with shortest precision, as cel-go writes it).
 std::string double_to_string(double d);
+
+// ceil(n * tenths / 10): cel-go's cost factors (0.1 per code point of a string, 0.2, 0.25 ...).
+inline std::uint64_t tenths(std::uint64_t n, std::uint64_t tenths_per_unit) {
+  return (n * tenths_per_unit + 9) / 10;
+}
+
+// The number of code points of UTF-8 text (the size CEL gives a string).
+std::uint64_t code_point_count(std::string_view s);
+
+// What matching `text` against `pattern` costs: a tenth per code point of the text (plus one),
+// times a quarter per code point of the pattern, both rounded up.
+std::uint64_t regex_cost(std::string_view text, std::string_view pattern);
 
 // The error a call without a matching overload evaluates to.
 Value no_such_overload(std::string_view function, std::span<const Value> args);

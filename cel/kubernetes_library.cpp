@@ -18,9 +18,19 @@ using Args = std::span<const Value>;
 using K = ValueKind;
 
 // --- lists ---
+// Walking a list costs 1 per element, a tenth of its length for a string or bytes.
+std::uint64_t traversal_cost(const ListValue& l) {
+  std::uint64_t cost = 0;
+  for (std::size_t i = 0; i < l.size(); ++i) {
+    const Value v = l.at(i);
+    cost += v.is(K::string) || v.is(K::bytes) ? v.as_text().size() / 10 : 1;
+  }
+  return cost;
+}
+
 Value is_sorted(Args a, EvalBudget& budget) {
   const ListValue& l = a[0].as_list();
-  budget.charge(l.size());
+  budget.call_cost(traversal_cost(l));
   for (std::size_t i = 1; i < l.size(); ++i) {
     const Value prev = l.at(i - 1), next = l.at(i);
     const int c = compare(prev, next);
@@ -35,7 +45,7 @@ Value is_sorted(Args a, EvalBudget& budget) {
 
 Value sum(Args a, EvalBudget& budget) {
   const ListValue& l = a[0].as_list();
-  budget.charge(l.size());
+  const std::uint64_t cost = traversal_cost(l);
   if (l.size() == 0) return Value::int64(0);
   Value acc = l.at(0);
   static const FunctionRegistry* standard = [] {
@@ -55,13 +65,14 @@ Value sum(Args a, EvalBudget& budget) {
     if (acc.is_error()) return acc;
   }
   if (!is_number(acc.kind()) && !acc.is(K::duration)) return no_such_overload("sum", a);
+  budget.call_cost(cost);
   return acc;
 }
 
 template <int Prefer>
 Value extreme(Args a, EvalBudget& budget) {
   const ListValue& l = a[0].as_list();
-  budget.charge(l.size());
+  budget.call_cost(traversal_cost(l));
   if (l.size() == 0) {
     return Value::error(std::string(Prefer == 1 ? "min" : "max") + " called on empty list");
   }
@@ -80,7 +91,7 @@ Value extreme(Args a, EvalBudget& budget) {
 
 Value list_index_of(Args a, EvalBudget& budget) {
   const ListValue& l = a[0].as_list();
-  budget.charge(l.size());
+  budget.call_cost(traversal_cost(l));
   for (std::size_t i = 0; i < l.size(); ++i) {
     if (equal(l.at(i), a[1])) return Value::int64(static_cast<std::int64_t>(i));
   }
@@ -89,7 +100,7 @@ Value list_index_of(Args a, EvalBudget& budget) {
 
 Value list_last_index_of(Args a, EvalBudget& budget) {
   const ListValue& l = a[0].as_list();
-  budget.charge(l.size());
+  budget.call_cost(traversal_cost(l));
   for (std::size_t i = l.size(); i-- > 0;) {
     if (equal(l.at(i), a[1])) return Value::int64(static_cast<std::int64_t>(i));
   }
@@ -114,7 +125,7 @@ Value find_all(Args a, EvalBudget& budget) {
   if (!re) return Value::error(error);
   const std::int64_t limit = a.size() > 2 ? a[2].as_int() : -1;
   const std::string_view text = a[0].as_text();
-  budget.charge(text.size() / 10 + 1);
+  budget.call_cost(regex_cost(text, a[1].as_text()));
   std::vector<Value> found;
   re2::StringPiece input(text.data(), text.size());
   re2::StringPiece match;
@@ -154,8 +165,9 @@ bool contains_all(const ListValue& l, const ListValue& sub) {
   return true;
 }
 
-void charge_product(EvalBudget& budget, Args a) {
-  budget.charge(1 + a[0].as_list().size() * a[1].as_list().size());
+// Comparing every element with every other: the product of the sizes (twice for equivalent).
+void charge_product(EvalBudget& budget, Args a, std::uint64_t factor = 1) {
+  budget.call_cost(1 + a[0].as_list().size() * a[1].as_list().size() * factor);
 }
 
 Value sets_contains(Args a, EvalBudget& budget) {
@@ -163,7 +175,7 @@ Value sets_contains(Args a, EvalBudget& budget) {
   return Value::boolean(contains_all(a[0].as_list(), a[1].as_list()));
 }
 Value sets_equivalent(Args a, EvalBudget& budget) {
-  charge_product(budget, a);
+  charge_product(budget, a, 2);
   return Value::boolean(contains_all(a[0].as_list(), a[1].as_list()) &&
                         contains_all(a[1].as_list(), a[0].as_list()));
 }
@@ -178,11 +190,11 @@ Value sets_intersects(Args a, EvalBudget& budget) {
 
 // --- base64 ---
 Value base64_encode(Args a, EvalBudget& budget) {
-  budget.charge(a[0].as_text().size() / 10);
+  budget.call_cost(tenths(a[0].as_text().size(), 1));
   return Value::string(base::base64_encode(a[0].as_text()));
 }
 Value base64_decode(Args a, EvalBudget& budget) {
-  budget.charge(a[0].as_text().size() / 10);
+  budget.call_cost(tenths(a[0].as_text().size(), 1));
   auto decoded = base::base64_decode(a[0].as_text());
   if (!decoded) return Value::error("illegal base64 data in " + format_literal(a[0]));
   return Value::bytes(std::move(*decoded));

@@ -28,7 +28,7 @@ Value extreme(Args a, EvalBudget& budget) {
   } else {
     items.assign(a.begin(), a.end());
   }
-  budget.charge(items.size());
+  (void)budget;
   const Value* best = nullptr;
   for (const Value& v : items) {
     if (!is_number(v.kind())) return no_such_overload(name, a);

@@ -320,19 +320,22 @@ std::optional<Prefix> parse_prefix(std::string_view raw, std::string& error) {
 const Address& ip_of(const Value& v) { return v.opaque_as<IpValue>()->address; }
 const Prefix& prefix_of(const Value& v) { return v.opaque_as<CidrValue>()->prefix; }
 
-Value make_ip(Args a, EvalBudget&) {
+Value make_ip(Args a, EvalBudget& budget) {
+  budget.call_cost(tenths(code_point_count(a[0].as_text()), 1));
   std::string error;
   auto addr = parse_address(a[0].as_text(), error);
   if (!addr) return Value::error(error);
   return Value::opaque(std::make_shared<const IpValue>(*addr));
 }
 
-Value is_ip(Args a, EvalBudget&) {
+Value is_ip(Args a, EvalBudget& budget) {
+  budget.call_cost(tenths(code_point_count(a[0].as_text()), 1));
   std::string error;
   return Value::boolean(parse_address(a[0].as_text(), error).has_value());
 }
 
-Value is_canonical(Args a, EvalBudget&) {
+Value is_canonical(Args a, EvalBudget& budget) {
+  budget.call_cost(tenths(code_point_count(a[0].as_text()), 2));
   std::string error;
   auto addr = parse_address(a[0].as_text(), error);
   if (!addr) return Value::error(error);
@@ -405,14 +408,16 @@ Value to_string(Args a, EvalBudget&) {
   return no_such_overload("string", a);
 }
 
-Value make_cidr(Args a, EvalBudget&) {
+Value make_cidr(Args a, EvalBudget& budget) {
+  budget.call_cost(tenths(code_point_count(a[0].as_text()), 1));
   std::string error;
   auto p = parse_prefix(a[0].as_text(), error);
   if (!p) return Value::error(error);
   return Value::opaque(std::make_shared<const CidrValue>(*p));
 }
 
-Value is_cidr(Args a, EvalBudget&) {
+Value is_cidr(Args a, EvalBudget& budget) {
+  budget.call_cost(tenths(code_point_count(a[0].as_text()), 1));
   std::string error;
   return Value::boolean(parse_prefix(a[0].as_text(), error).has_value());
 }

@@ -1,5 +1,6 @@
 #include "cel/program.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <utility>
@@ -301,34 +302,44 @@ class Evaluator {
   EvalBudget budget;
   std::vector<Value> locals_;
 
-  Value eval(std::uint32_t id) {
+  // Costs follow cel-go's runtime tracking (kube's budget is counted in its units): reading a
+  // variable and each selection or index costs 1, constants and has() nothing, a call what its
+  // function charges (1 unless the function says otherwise), list and map literals 10 and 30,
+  // and `&&`, `||`, `?:` and the comprehension itself nothing beyond what they evaluate.
+  Value eval(std::uint32_t id) { return eval(id, true); }
+
+  // `charged` false: an attribute read that cel-go does not count (a bare variable as a branch
+  // of `?:`, an identifier used as an index).
+  Value eval(std::uint32_t id, bool charged) {
     const Step& s = steps_[id];
     switch (s.op) {
       case Op::constant: return s.constant;
       case Op::variable:
-        budget.charge(1);
+        if (charged) budget.charge(1);
         if (s.slot >= variables_.size()) return Value::error("no such attribute");
         return variables_[s.slot];
-      case Op::local: budget.charge(1); return locals_[s.slot];
+      case Op::local:
+        if (charged) budget.charge(1);
+        return locals_[s.slot];
       case Op::error: return s.constant;
       case Op::select: {
-        budget.charge(1);
-        return select(eval(s.children[0]), s.constant, false);
+        Value operand = eval(s.children[0], charged);
+        if (charged) budget.charge(1);
+        return select(operand, s.constant, false);
       }
-      case Op::has: {
-        budget.charge(1);
-        return select(eval(s.children[0]), s.constant, true);
-      }
+      case Op::has: return select(eval(s.children[0]), s.constant, true);
       case Op::logical_and:
       case Op::logical_or: return logic(s);
       case Op::conditional: {
         Value c = eval(s.children[0]);
         if (c.is_error()) return c;
         if (!c.is(ValueKind::boolean)) return no_such_overload("_?_:_", {&c, 1});
-        return eval(s.children[c.as_bool() ? 1 : 2]);
+        const std::uint32_t branch = s.children[c.as_bool() ? 1 : 2];
+        return eval(branch, !is_attribute(branch));
       }
       case Op::not_strictly_false: {
         Value v = eval(s.children[0]);
+        budget.charge(1);
         return Value::boolean(!v.is(ValueKind::boolean) || v.as_bool());
       }
       case Op::equals:
@@ -337,7 +348,7 @@ class Evaluator {
         if (a.is_error()) return a;
         Value b = eval(s.children[1]);
         if (b.is_error()) return b;
-        budget.charge(1);
+        budget.charge(comparison_cost(a, b));
         return Value::boolean(equal(a, b) == (s.op == Op::equals));
       }
       case Op::less:
@@ -349,13 +360,14 @@ class Evaluator {
         if (a.is_error()) return a;
         Value b = eval(s.children[1]);
         if (b.is_error()) return b;
-        budget.charge(1);
+        // A constant list is a set lookup, free in cel-go's optimized programs.
+        if (steps_[s.children[1]].op != Op::constant) budget.charge(b.is(ValueKind::list) ? b.as_list().size() : 1);
         return in(a, b);
       }
       case Op::index: {
         Value a = eval(s.children[0]);
         if (a.is_error()) return a;
-        Value b = eval(s.children[1]);
+        Value b = eval(s.children[1], !is_attribute(s.children[1]));
         if (b.is_error()) return b;
         budget.charge(1);
         return index(a, b);
@@ -385,6 +397,28 @@ class Evaluator {
   }
 
  private:
+  // A variable, or selections on one: what cel-go reads as an attribute.
+  bool is_attribute(std::uint32_t id) const {
+    const Step& s = steps_[id];
+    if (s.op == Op::variable || s.op == Op::local) return true;
+    return s.op == Op::select && is_attribute(s.children[0]);
+  }
+
+  // Comparing strings, bytes, lists or maps costs a tenth of the smaller size (rounded up);
+  // anything else 1.
+  static std::uint64_t comparison_cost(const Value& a, const Value& b) {
+    const auto size = [](const Value& v) -> std::uint64_t {
+      switch (v.kind()) {
+        case ValueKind::string: return code_point_count(v.as_text());
+        case ValueKind::bytes: return v.as_text().size();
+        case ValueKind::list: return v.as_list().size();
+        case ValueKind::map: return v.as_map().size();
+        default: return 1;
+      }
+    };
+    return tenths(std::min(size(a), size(b)), 1);
+  }
+
   Value select(const Value& operand, const Value& field, bool test_only) {
     if (operand.is_error()) return operand;
     if (operand.is(ValueKind::map)) {
@@ -428,7 +462,7 @@ class Evaluator {
     if (a.is_error()) return a;
     Value b = eval(s.children[1]);
     if (b.is_error()) return b;
-    budget.charge(1);
+    budget.charge(comparison_cost(a, b));
     const int c = compare(a, b);
     if (c == 2) return Value::boolean(false);  // NaN: every comparison is false
     if (c == 3) {
@@ -446,7 +480,6 @@ class Evaluator {
   Value in(const Value& element, const Value& container) {
     if (container.is(ValueKind::list)) {
       const ListValue& l = container.as_list();
-      budget.charge(l.size());
       for (std::size_t i = 0; i < l.size(); ++i) {
         if (equal(l.at(i), element)) return Value::boolean(true);
       }
@@ -540,13 +573,18 @@ class Evaluator {
       args[i] = eval(s.children[i]);
       if (args[i].is_error()) return args[i];
     }
-    budget.charge(1);
     const std::span<const Value> view(args, n);
     for (const Overload* o : s.overloads) {
       bool match = true;
       for (std::size_t i = 0; i < n && match; ++i) match = o->args[i].accepts(args[i]);
-      if (match) return o->impl(view, budget);
+      if (match) {
+        budget.begin_call();
+        Value r = o->impl(view, budget);
+        budget.end_call();
+        return r;
+      }
     }
+    budget.charge(1);
     return no_such_overload(s.name, view);
   }
 
@@ -605,7 +643,6 @@ class Evaluator {
     locals_[s.accu] = eval(s.children[1]);
     const std::size_t size = is_list ? range.as_list().size() : range.as_map().size();
     for (std::size_t i = 0; i < size; ++i) {
-      budget.charge(1);
       if (is_list) {
         if (s.two_vars) {
           locals_[s.slot] = Value::int64(static_cast<std::int64_t>(i));
@@ -632,7 +669,7 @@ class Evaluator {
     Value accu = std::move(locals_[s.slot]);
     locals_[s.slot] = Value();
     if (accu.is_error()) return accu;
-    budget.charge(1);
+    budget.charge(12);  // the accumulator read, the one-element list literal, the `+`
     std::vector<Value> extra;
     extra.reserve(s.children.size());
     for (std::uint32_t c : s.children) {
@@ -662,12 +699,45 @@ class Evaluator {
 
 }  // namespace
 
+namespace {
+
+// What cel-go's optimized programs compute once: list and map literals of constants, and the
+// type conversions of a constant (`double(5)`, `duration('1s')`). Steps are in post-order, so
+// one pass folds bottom-up. A conversion that fails stays, to fail when evaluated.
+void fold_constants(std::vector<Step>& steps) {
+  static constexpr std::string_view kConversions[] = {
+      "int", "uint", "double", "string", "bytes", "bool", "timestamp", "duration", "dyn"};
+  for (std::uint32_t i = 0; i < steps.size(); ++i) {
+    Step& s = steps[i];
+    bool foldable = false;
+    if (s.op == Op::list || s.op == Op::map) {
+      foldable = s.optional_at.empty();
+    } else if (s.op == Op::call && s.children.size() == 1) {
+      foldable = std::find(std::begin(kConversions), std::end(kConversions), s.name) !=
+                 std::end(kConversions);
+    }
+    if (!foldable) continue;
+    for (std::uint32_t c : s.children) foldable = foldable && steps[c].op == Op::constant;
+    if (!foldable) continue;
+    Evaluator e(steps, {}, 0, UINT64_MAX);
+    Value v = e.eval(i);
+    if (v.is_error()) continue;
+    Step folded;
+    folded.op = Op::constant;
+    folded.constant = std::move(v);
+    s = std::move(folded);
+  }
+}
+
+}  // namespace
+
 Program Program::compile(const Ast& ast, const Declarations& declarations,
                          std::vector<SourceIssue>* undeclared) {
   Compiler c(ast, declarations, undeclared);
   Program p;
   p.root_ = c.compile(ast.root);
   p.locals_ = c.locals;
+  fold_constants(c.steps);
   p.steps_ = std::make_shared<const std::vector<Step>>(std::move(c.steps));
   return p;
 }

@@ -63,7 +63,11 @@ Value out_of_range(std::int64_t i) {
   return Value::error("index out of range: " + std::to_string(i));
 }
 
-void charge_for(EvalBudget& budget, std::string_view s) { budget.charge(s.size() / 10); }
+// kube's cost of a string function: a tenth (or `tenths_per` tenths) per code point of its
+// receiver, rounded up.
+void charge_for(EvalBudget& budget, std::string_view s, std::uint64_t tenths_per = 1) {
+  budget.call_cost(tenths(code_point_count(s), tenths_per));
+}
 
 Value char_at(Args a, EvalBudget& budget) {
   charge_for(budget, a[0].as_text());
@@ -136,7 +140,7 @@ Value ascii_case(Args a, EvalBudget& budget) {
 Value replace(Args a, EvalBudget& budget) {
   const std::string_view s = a[0].as_text(), from = a[1].as_text(), to = a[2].as_text();
   std::int64_t n = a.size() > 3 ? a[3].as_int() : -1;
-  charge_for(budget, s);
+  charge_for(budget, s, 2);
   std::string out;
   if (n == 0) return a[0];
   if (from.empty()) {
@@ -167,7 +171,7 @@ Value replace(Args a, EvalBudget& budget) {
 Value split(Args a, EvalBudget& budget) {
   const std::string_view s = a[0].as_text(), sep = a[1].as_text();
   const std::int64_t n = a.size() > 2 ? a[2].as_int() : -1;
-  charge_for(budget, s);
+  charge_for(budget, s, 2);
   std::vector<Value> parts;
   if (n == 0) return Value::list(std::move(parts));
   if (sep.empty()) {
@@ -235,7 +239,7 @@ Value join(Args a, EvalBudget& budget) {
     if (i > 0) out += sep;
     out += v.as_text();
   }
-  charge_for(budget, out);
+  charge_for(budget, out, 2);
   return Value::string(std::move(out));
 }
 
@@ -495,7 +499,7 @@ Value format(Args a, EvalBudget& budget) {
   } catch (const FormatError& e) {
     return Value::error(e.message);
   }
-  budget.charge(out.size() / 10 + 1);
+  charge_for(budget, f);
   return Value::string(std::move(out));
 }
 

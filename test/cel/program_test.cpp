@@ -165,6 +165,37 @@ TEST(CelProgram, VariablesAndUnknownNames) {
   EXPECT_EQ(eval("[1].map(x, x + 1) + [x]", {{"x", "10"}}), "[2, 10]");
 }
 
+// What an evaluation costs, in the units kube's budgets count (the figures kube's own cost
+// stability tests pin for the same expressions and data).
+TEST(CelProgram, CostsAreCountedAsKubeCountsThem) {
+  const std::string self = R"({"val1": "Rook takes \ud83d\udc51", "val6": 7,
+      "array": [1, 1, 2, 2, 3, 3, 4, 5], "val": {"b": 1, "d": 2}})";
+  const auto cost = [&](std::string_view source) {
+    Parsed p = parse(source);
+    EXPECT_TRUE(p.errors.empty()) << source;
+    Declarations decls;
+    decls.variables = {"self"};
+    decls.functions = &standard();
+    const Value vars[] = {value_from_json(boost::json::parse(self))};
+    const EvalResult r = Program::compile(p.ast, decls).evaluate(vars);
+    EXPECT_FALSE(r.value.is_error()) << source << ": " << r.value.as_text();
+    return r.cost;
+  };
+  EXPECT_EQ(cost("self.val1.startsWith('Rook')"), 4u);
+  EXPECT_EQ(cost("self.val1.matches('^[^0-9]*$')"), 8u);
+  EXPECT_EQ(cost("type(self.val1) == string"), 4u);
+  EXPECT_EQ(cost("self.val1 == self.val6"), 5u);
+  EXPECT_EQ(cost("double(5) < 10.0"), 1u);
+  EXPECT_EQ(cost("2 in self.array"), 10u);
+  EXPECT_EQ(cost("self.array.all(e, e > 0)"), 43u);
+  EXPECT_EQ(cost("self.array.exists(e, e > 2)"), 36u);
+  EXPECT_EQ(cost("!self.array.exists(e, e < 0)"), 52u);
+  EXPECT_EQ(cost("self.array.exists_one(e, e > 4)"), 22u);
+  EXPECT_EQ(cost("'b' in self.val"), 3u);
+  EXPECT_EQ(cost("has(self.val.b)"), 2u);
+  EXPECT_EQ(cost("self.val.all(k, self.val[k] > 0)"), 17u);
+}
+
 TEST(CelProgram, TheBudgetStopsRunawayEvaluation) {
   const std::string grow = "[1,2,3,4,5,6,7,8,9,10].map(a, [1,2,3,4,5,6,7,8,9,10].map(b, "
                            "[1,2,3,4,5,6,7,8,9,10].map(c, [1,2,3,4,5,6,7,8,9,10].map(d, a))))";
