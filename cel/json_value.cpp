@@ -78,6 +78,10 @@ class ObjectView final : public MapValue {
     }
     const auto it = object_.find(name);
     if (it == object_.end()) return std::nullopt;
+    // A schema object's field set to null is absent, as kube reads it.
+    if (it->value().is_null() && type_ != nullptr && type_->kind == TypeKind::object) {
+      return std::nullopt;
+    }
     return json_view(it->value(), member_type, arena_);
   }
 
@@ -175,13 +179,16 @@ Value json_view(const boost::json::value& json, const Type* type, JsonArena& are
       arena.views_->arrays.emplace_back(json.get_array(), element, arena);
       return Value::borrowed_list(&arena.views_->arrays.back());
     }
-    case boost::json::kind::object: {
-      const Type* shape = kind == TypeKind::object || kind == TypeKind::map ? type : nullptr;
-      arena.views_->objects.emplace_back(json.get_object(), shape, arena);
-      return Value::borrowed_map(&arena.views_->objects.back());
-    }
+    case boost::json::kind::object: return json_view(json.get_object(), type, arena);
   }
   return Value();
+}
+
+Value json_view(const boost::json::object& json, const Type* type, JsonArena& arena) {
+  const TypeKind kind = type == nullptr ? TypeKind::dyn : type->kind;
+  const Type* shape = kind == TypeKind::object || kind == TypeKind::map ? type : nullptr;
+  arena.views_->objects.emplace_back(json, shape, arena);
+  return Value::borrowed_map(&arena.views_->objects.back());
 }
 
 }  // namespace kwatch::cel

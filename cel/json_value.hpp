@@ -31,6 +31,8 @@ class JsonArena;
 
 // The value of `json` read as `type` (null or dyn: as schemaless JSON), backed by `arena`.
 Value json_view(const boost::json::value& json, const Type* type, JsonArena& arena);
+// The same for an object held as one.
+Value json_view(const boost::json::object& json, const Type* type, JsonArena& arena);
 
 class JsonArena {
  public:
@@ -46,6 +48,7 @@ class JsonArena {
 
  private:
   friend Value json_view(const boost::json::value&, const Type*, JsonArena&);
+  friend Value json_view(const boost::json::object&, const Type*, JsonArena&);
   std::unique_ptr<Views> views_;
 };
 

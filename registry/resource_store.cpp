@@ -216,7 +216,8 @@ asio::awaitable<ApiResult<json::object>> create_object(const ResourceInfo& info,
   if (admission.mutates(attributes)) {
     if (auto e = co_await admission.mutate(attributes, &body)) co_return std::move(*e);
   }
-  if (auto e = check_written(info, name.empty() ? generate_name : name, body, nullptr)) {
+  if (auto e = check_written(info, name.empty() ? generate_name : name, body, nullptr,
+                             query.warnings.get())) {
     co_return std::move(*e);
   }
   if (admission.validates(attributes)) {

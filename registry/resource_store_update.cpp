@@ -144,7 +144,9 @@ asio::awaitable<ApiResult<json::object>> update_object(const ResourceInfo& info,
   // Validation: the kind's rules (a binding is no update of the pod's spec by its users: only
   // the rules of any pod apply) and finalizers, then validating admission.
   const json::object* old_for_rules = query.subresource == "binding" ? nullptr : &existing;
-  if (auto e = check_written(info, name, obj, old_for_rules)) co_return std::move(*e);
+  if (auto e = check_written(info, name, obj, old_for_rules, query.warnings.get())) {
+    co_return std::move(*e);
+  }
   if (auto causes = added_finalizers(obj, existing); !causes.empty()) {
     co_return invalid(info, name, std::move(causes));
   }

@@ -320,11 +320,12 @@ std::optional<ApiError> decode_and_default(const ResourceInfo& info, json::objec
 // labels, then the kind's own) as one 422 Invalid; or, for a built-in kind holding a value of the
 // wrong type, the 400 decoding error Go would have given (for the first such field).
 std::optional<ApiError> check_written(const ResourceInfo& info, const std::string& name,
-                                      json::object& obj, const json::object* old) {
+                                      json::object& obj, const json::object* old,
+                                      std::vector<std::string>* warnings) {
   std::vector<Cause> causes;
   if (info.schema) {
     json::value value(std::move(obj));
-    causes = info.schema->validate(value);
+    causes = info.schema->validate(value, {}, old, warnings);
     obj = std::move(value.get_object());
   }
   if (info.origin == KindOrigin::builtin) {

@@ -152,8 +152,11 @@ std::optional<ApiError> decode_and_default(const ResourceInfo& info, json::objec
 // Why a written object must not be stored: every rule it breaks (the schema's, then names and
 // labels, then the kind's own) as one 422 Invalid; or, for a built-in kind holding a value of the
 // wrong type, the 400 decoding error Go would have given (for the first such field).
+// On an update, `old` is the object replaced (oldSelf of CRD rules); the complaints of CRD rules
+// about values the update left unchanged go to `warnings` (may be null).
 std::optional<ApiError> check_written(const ResourceInfo& info, const std::string& name,
-                                      json::object& obj, const json::object* old);
+                                      json::object& obj, const json::object* old,
+                                      std::vector<std::string>* warnings = nullptr);
 
 // Rejects a body whose apiVersion/kind disagree with the endpoint, and fills them when absent.
 ApiResult<void> check_type(const ResourceInfo& info, json::object& obj);

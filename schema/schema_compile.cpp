@@ -102,6 +102,47 @@ class Parser {
     wrong(path, k, v, "a string");
     return false;
   }
+  // x-kubernetes-validations: a list of rule objects, each field of its JSON type.
+  void read_validations(SchemaNode& n, const std::string& path, const json::value& v) {
+    const std::string at = child(path, "x-kubernetes-validations");
+    if (v.is_null()) return;
+    const auto* list = v.if_array();
+    if (list == nullptr) {
+      shape.push_back(invalid(at, short_repr(v), "must be an array"));
+      return;
+    }
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      const std::string item = index(at, i);
+      const auto* o = (*list)[i].if_object();
+      if (o == nullptr) {
+        shape.push_back(invalid(item, short_repr((*list)[i]), "must be an object"));
+        continue;
+      }
+      detail::ValidationRule r;
+      for (const auto& kv : *o) {
+        const std::string_view f = kv.key();
+        const json::value& fv = kv.value();
+        if (fv.is_null()) continue;
+        if (f == "rule") {
+          read_string(r.rule, item, f, fv);
+        } else if (f == "message") {
+          r.has_message = read_string(r.message, item, f, fv);
+        } else if (f == "messageExpression") {
+          r.has_message_expression = read_string(r.message_expression, item, f, fv);
+        } else if (f == "fieldPath") {
+          r.has_field_path = read_string(r.field_path, item, f, fv);
+        } else if (f == "reason") {
+          std::string reason;
+          if (read_string(reason, item, f, fv)) r.reason = std::move(reason);
+        } else if (f == "optionalOldSelf") {
+          bool b = false;
+          if (read_bool(b, item, f, fv)) r.optional_old_self = b;
+        }
+      }
+      n.validations.push_back(std::move(r));
+    }
+  }
+
   bool read_bool(bool& out, const std::string& path, std::string_view k, const json::value& v) {
     if (v.is_bool()) {
       out = v.get_bool();
@@ -279,8 +320,8 @@ class Parser {
     } else if (k == "x-kubernetes-list-map-keys") {
       read_strings(n.list_map_keys, path, k, v);
     } else if (k == "x-kubernetes-validations") {
-      // CEL rules: accepted, not enforced.
       n.has_x_validations = v.is_array() && !v.get_array().empty();
+      read_validations(n, path, v);
     } else if (k == "id") {
       n.has_id = true;
       unsupported = true;
@@ -829,6 +870,10 @@ ApiResult<std::shared_ptr<const StructuralSchema>> StructuralSchema::compile(
     causes.push_back(invalid(options.path, "\"\"", "OpenAPIV3Schema 'schema' is not supported"));
   }
   if (causes.empty()) check_defaults(*root, options.path, true, false, causes);
+  if (causes.empty()) {
+    compile_cel_rules(*tree, *root, options.path,
+                      detail::CelCompileOptions{options.cel.suppress_per_expression_cost}, causes);
+  }
   if (!causes.empty()) {
     drop_repeated_causes(causes);
     return refuse(std::move(causes));

@@ -1012,7 +1012,9 @@ void check_defaults(const SchemaNode& s, const std::string& path, bool resource_
 // ---- the public entries ----
 
 std::vector<Cause> StructuralSchema::validate(const json::value& value,
-                                              std::string_view path_prefix) const {
+                                              std::string_view path_prefix,
+                                              const json::object* old,
+                                              std::vector<std::string>* warnings) const {
   std::vector<Cause> causes;
   Validator validator(path_prefix, causes);
   validator.check(*tree_->root, value, 0);
@@ -1021,6 +1023,22 @@ std::vector<Cause> StructuralSchema::validate(const json::value& value,
   for (auto& c : structure.embedded) causes.push_back(std::move(c));
   for (auto& c : structure.lists) causes.push_back(std::move(c));
   drop_repeated_causes(causes);
+  if (has_cel_rules_) {
+    // kube does not run the rules over a value whose shape is already wrong: they would fail
+    // on the mismatch rather than on what they check.
+    const bool blocked = std::any_of(causes.begin(), causes.end(), [](const Cause& c) {
+      return c.type == "FieldValueNotSupported" || c.type == "FieldValueRequired" ||
+             c.type == "FieldValueTooLong" || c.type == "FieldValueTooMany" ||
+             c.type == "FieldValueTypeInvalid";
+    });
+    if (blocked) {
+      causes.push_back(invalid("<nil>", "null",
+                               "some validation rules were not checked because the object was "
+                               "invalid; correct the existing errors to complete validation"));
+    } else {
+      validate_cel_rules(*tree_->root, value, old, std::string(path_prefix), causes, warnings);
+    }
+  }
   return causes;
 }
 

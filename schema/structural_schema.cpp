@@ -16,7 +16,7 @@ using detail::go_regexp_error;
 // ---- public API ----
 
 StructuralSchema::StructuralSchema(std::unique_ptr<detail::SchemaTree> tree)
-    : tree_(std::move(tree)) {}
+    : tree_(std::move(tree)), has_cel_rules_(detail::has_cel_rules(*tree_)) {}
 StructuralSchema::~StructuralSchema() = default;
 
 const PatternCache::Compiled& PatternCache::compile(const std::string& pattern) {

@@ -16,7 +16,8 @@
 // budget), nullable, default, allOf/anyOf/oneOf/not (value
 // validation only), description/title/example/externalDocs (ignored),
 // x-kubernetes-preserve-unknown-fields, -int-or-string, -embedded-resource, -list-type (atomic,
-// set, map), -list-map-keys, -map-type; x-kubernetes-validations (CEL) is accepted, not enforced.
+// set, map), -list-map-keys, -map-type, -validations (CEL rules: compiled, cost-checked and run
+// as kube does; see cel_rules.cpp).
 // Formats: int32/int64 (integer) and float/double (number) are kept but, as in kube, not range
 // checked; byte, date, date-time, uuid(3/4/5), ipv4, ipv6, cidr, mac, hostname, hexcolor,
 // bsonobjectid and password are checked on strings; kube's other string formats (uri, email,
@@ -126,6 +127,11 @@ struct SchemaCompileOptions {
   bool allow_unique_items = false;
   // Shared by the schemas of one definition (every version's); null: one of its own.
   std::shared_ptr<PatternCache> patterns;
+  // x-kubernetes-validations: on a definition update whose schema for this version is
+  // unchanged, the per-expression cost limit is not enforced again (kube's ratcheting).
+  struct Cel {
+    bool suppress_per_expression_cost = false;
+  } cel;
 };
 
 namespace detail {
@@ -154,8 +160,17 @@ class StructuralSchema {
   // (`spec.containers[0].ports[1].containerPort`; map keys as `spec.labels[app]` where kube writes
   // them so); causes that kube attaches to no field carry `path_prefix`, or "<nil>" without one.
   // Empty when valid. Does not modify `value`.
+  //
+  // x-kubernetes-validations run after the schema's checks (unless those found a value of the
+  // wrong type or a missing required field, as kube skips them then), with `old` as oldSelf on
+  // an update. Errors of an unchanged value's rules go to `warnings` instead, when given (kube's
+  // ratcheting).
   std::vector<apimachinery::Cause> validate(const boost::json::value& value,
-                              std::string_view path_prefix = {}) const;
+                              std::string_view path_prefix = {},
+                              const boost::json::object* old = nullptr,
+                              std::vector<std::string>* warnings = nullptr) const;
+  // Whether the schema holds x-kubernetes-validations.
+  bool has_cel_rules() const { return has_cel_rules_; }
 
   // Removes the fields the schema does not know, treating `value` as a resource root
   // (apiVersion, kind and metadata are kept, as in embedded resources; preserve-unknown-fields
@@ -171,6 +186,7 @@ class StructuralSchema {
  private:
   explicit StructuralSchema(std::unique_ptr<detail::SchemaTree> tree);
   std::unique_ptr<detail::SchemaTree> tree_;
+  bool has_cel_rules_ = false;
 };
 
 // `unknown field "<path>"`: a Warning header for fieldValidation=Warn, and, joined with ", "

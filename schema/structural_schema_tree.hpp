@@ -48,6 +48,16 @@ enum class Format : std::uint8_t {
 
 enum class Additional : std::uint8_t { absent, allow, deny, schema };
 
+// One entry of x-kubernetes-validations as written (cel_rules.cpp compiles and runs them).
+struct ValidationRule {
+  std::string rule, message, message_expression, field_path;
+  bool has_message = false, has_message_expression = false, has_field_path = false;
+  std::optional<std::string> reason;
+  std::optional<bool> optional_old_self;
+};
+
+struct NodeCel;  // cel_rules.cpp: a node's compiled rules and CEL type
+
 struct SchemaNode {
   // Generic
   std::string type;  // as written, "" when absent
@@ -74,6 +84,8 @@ struct SchemaNode {
   std::optional<std::string> list_type, map_type;
   std::vector<std::string> list_map_keys;
   bool has_x_validations = false;
+  std::vector<ValidationRule> validations;
+  std::shared_ptr<const NodeCel> cel;  // set by compile_cel_rules when the node has rules
 
   // Value validation
   std::optional<double> minimum, maximum, multiple_of;
@@ -186,6 +198,23 @@ void drop_repeated_causes(std::vector<apimachinery::Cause>& causes);
 bool format_ok(Format f, std::string_view s);
 Format string_format(std::string_view normalized, bool& supported);
 std::string go_regexp_error(const re2::RE2& re, const std::string& pattern);
+
+// cel_rules.cpp: x-kubernetes-validations. Compiling checks each rule as kube's CRD validation
+// does (its SchemaErrors, then, if there are none, its CELErrors: compile errors and cost
+// limits) and attaches the compiled rules to their nodes; validating runs them over a value and
+// the old value it replaces.
+struct CelCompileOptions {
+  // A CRD update whose schema for this version is unchanged: the per-expression cost limit is
+  // not enforced again (the total is).
+  bool suppress_per_expression_cost = false;
+};
+void compile_cel_rules(SchemaTree& tree, const SchemaNode& root, const std::string& path,
+                       const CelCompileOptions& options, std::vector<apimachinery::Cause>& out);
+void validate_cel_rules(const SchemaNode& root, const boost::json::value& value,
+                        const boost::json::object* old, const std::string& path_prefix,
+                        std::vector<apimachinery::Cause>& out,
+                        std::vector<std::string>* warnings);
+bool has_cel_rules(const SchemaTree& tree);
 
 // schema_values.cpp: structuraldefaulting.ValidateDefaults.
 void check_defaults(const SchemaNode& s, const std::string& path, bool resource_root,

@@ -1,0 +1,650 @@
+// x-kubernetes-validations: CEL rules on a structural schema, compiled when a definition is
+// written and run at every write of its objects, as kube's apiextensions-apiserver does.
+//
+// Types: each node's CEL type follows its schema (objects with their properties under kube's
+// escaped names, additionalProperties as map(string, T), arrays as lists, the string formats
+// byte/duration/date/date-time as bytes/duration/timestamp, int-or-string as dyn); a resource
+// root (the object itself, an embedded resource) shows apiVersion, kind and metadata.name /
+// metadata.generateName only. Values are read in place (cel::json_view).
+//
+// Writing a definition checks each rule: its fields (kube's SchemaErrors), then, when the whole
+// schema has none, its compilation against `self`/`oldSelf` of the node's type (a bool rule, a
+// string messageExpression) and where it may use oldSelf (only where old and new values
+// correlate: not inside the items of a list that is not a map list).
+//
+// Running the rules walks the value with its old value beside it (objects and maps by key, map
+// lists by their keys), evaluates each node's rules with kube's budgets (1,000,000 per
+// evaluation, 10,000,000 per object) and words each failure as kube does.
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <optional>
+
+#include "cel/checker.hpp"
+#include "cel/escaping.hpp"
+#include "cel/json_value.hpp"
+#include "cel/libraries.hpp"
+#include "cel/parser.hpp"
+#include "cel/program.hpp"
+#include "schema/structural_schema_tree.hpp"
+
+namespace kwatch::schema::detail {
+
+namespace json = boost::json;
+using apimachinery::Cause;
+using apimachinery::go_quote;
+
+// kube's limits (k8s.io/apiserver/pkg/apis/cel).
+constexpr std::uint64_t kPerCallLimit = 1'000'000;
+constexpr std::uint64_t kRuntimeBudget = 10'000'000;
+constexpr std::size_t kMaxMessageExpressionBytes = 5 * 1024;
+
+struct CompiledRule {
+  const ValidationRule* spec = nullptr;
+  std::optional<cel::Program> program;  // none for an empty rule or one that did not compile
+  std::optional<cel::Program> message;
+  bool uses_old_self = false;
+  std::string compile_error;  // the detail of a rule that did not compile
+  std::string field_path;     // normalized, "" when absent
+};
+
+struct NodeCel {
+  cel::TypePtr type;        // self's
+  std::string schema_type;  // the node's `type`, quoted into its errors
+  std::vector<CompiledRule> rules;
+};
+
+namespace {
+
+const cel::FunctionRegistry& kube_functions() {
+  static const cel::FunctionRegistry registry = [] {
+    cel::FunctionRegistry r;
+    cel::add_kubernetes_libraries(r);
+    return r;
+  }();
+  return registry;
+}
+
+std::string trim(std::string_view s) {
+  const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
+  while (!s.empty() && space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && space(s.back())) s.remove_suffix(1);
+  return std::string(s);
+}
+
+bool has_line_break(std::string_view s) {
+  return s.find('\n') != std::string_view::npos || s.find('\r') != std::string_view::npos;
+}
+
+// Go's encoding/json text of a string: HTML-escaped, as the value of kube's error messages is.
+std::string go_json_string(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    const auto b = static_cast<unsigned char>(c);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '<': out += "\\u003c"; break;
+      case '>': out += "\\u003e"; break;
+      case '&': out += "\\u0026"; break;
+      default:
+        if (b < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", b);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+// The rule as kube 1.34 quotes it in an error's "Invalid value": its internal struct as JSON.
+std::string rule_value(const ValidationRule& r) {
+  std::string out = "{\"Rule\":" + go_json_string(r.rule) +
+                    ",\"Message\":" + go_json_string(r.message) +
+                    ",\"MessageExpression\":" + go_json_string(r.message_expression) +
+                    ",\"Reason\":" + (r.reason ? go_json_string(*r.reason) : "null") +
+                    ",\"FieldPath\":" + go_json_string(r.field_path) + ",\"OptionalOldSelf\":";
+  if (r.optional_old_self) {
+    out += *r.optional_old_self ? "true" : "false";
+  } else {
+    out += "null";
+  }
+  return out + "}";
+}
+
+// ---- schema -> CEL types ----
+
+cel::TypePtr string_type(const SchemaNode& n) {
+  if (n.format == "byte") return cel::types::bytes();
+  if (n.format == "duration") return cel::types::duration();
+  if (n.format == "date" || n.format == "date-time") return cel::types::timestamp();
+  if (!n.max_length) return cel::types::string();
+  auto t = std::make_shared<cel::Type>(*cel::types::string());
+  t->max_length = static_cast<std::uint64_t>(*n.max_length) * 4;
+  return t;
+}
+
+cel::TypePtr type_of(const SchemaNode& n, bool resource_root, const std::string& name);
+
+cel::TypePtr object_type(const SchemaNode& n, bool resource_root, const std::string& name) {
+  auto t = std::make_shared<cel::Type>();
+  t->kind = cel::TypeKind::object;
+  t->name = name;
+  for (const auto& p : n.properties) {
+    if (resource_root && p.name == "metadata") continue;  // replaced below
+    auto escaped = cel::escape_property_name(p.name);
+    if (!escaped) continue;
+    cel::TypePtr field = type_of(*p.node, p.node->embedded, name + "." + *escaped);
+    if (!field) continue;
+    if (*escaped != p.name) t->json_names[*escaped] = p.name;
+    t->fields[*escaped] = std::move(field);
+  }
+  if (resource_root) {
+    // Of a resource, rules see its type and its name only.
+    if (!t->fields.count("apiVersion")) t->fields["apiVersion"] = cel::types::string();
+    if (!t->fields.count("kind")) t->fields["kind"] = cel::types::string();
+    auto meta = std::make_shared<cel::Type>();
+    meta->kind = cel::TypeKind::object;
+    meta->name = name + ".metadata";
+    meta->fields["name"] = cel::types::string();
+    meta->fields["generateName"] = cel::types::string();
+    t->fields["metadata"] = std::move(meta);
+  }
+  return t;
+}
+
+cel::TypePtr type_of(const SchemaNode& n, bool resource_root, const std::string& name) {
+  if (n.int_or_string) {
+    auto t = std::make_shared<cel::Type>();
+    t->int_or_string = true;
+    return t;
+  }
+  if (resource_root && (n.type == "object" || n.type.empty())) {
+    return object_type(n, true, name);
+  }
+  if (n.type == "array") {
+    if (n.items == nullptr) return nullptr;
+    cel::TypePtr item = type_of(*n.items, n.items->embedded, name + ".@idx");
+    if (!item) return nullptr;
+    auto t = std::make_shared<cel::Type>(*cel::types::list(item));
+    if (n.max_items) t->max_elements = static_cast<std::uint64_t>(*n.max_items);
+    return t;
+  }
+  if (n.type == "object") {
+    if (n.additional_schema != nullptr) {
+      cel::TypePtr value =
+          type_of(*n.additional_schema, n.additional_schema->embedded, name + ".@elem");
+      if (!value) return nullptr;
+      auto t = std::make_shared<cel::Type>(*cel::types::map(cel::types::string(), value));
+      if (n.max_properties) t->max_elements = static_cast<std::uint64_t>(*n.max_properties);
+      return t;
+    }
+    return object_type(n, false, name);
+  }
+  if (n.type == "string") return string_type(n);
+  if (n.type == "integer") return cel::types::int64();
+  if (n.type == "number") return cel::types::float64();
+  if (n.type == "boolean") return cel::types::boolean();
+  return nullptr;  // no type (preserve-unknown-fields): not visible to rules
+}
+
+// ---- fieldPath: `.a.b`, `.a['b.c']`, resolved against the schema ----
+
+// The normalized path (`a.b`, `m[key]`), or nullopt when `text` is not a valid path here.
+std::optional<std::string> normalize_field_path(const SchemaNode& node, std::string_view text) {
+  const SchemaNode* at = &node;
+  std::string out;
+  std::size_t i = 0;
+  if (text.empty()) return std::nullopt;
+  while (i < text.size()) {
+    std::string name;
+    if (text[i] == '.') {
+      ++i;
+      const std::size_t start = i;
+      while (i < text.size() && text[i] != '.' && text[i] != '[') ++i;
+      name = std::string(text.substr(start, i - start));
+      if (name.empty()) return std::nullopt;
+    } else if (text[i] == '[') {
+      if (i + 1 >= text.size() || text[i + 1] != '\'') return std::nullopt;
+      i += 2;
+      bool closed = false;
+      while (i < text.size()) {
+        const char c = text[i++];
+        if (c == '\\') {
+          if (i >= text.size()) return std::nullopt;
+          const char e = text[i++];
+          const char* escapes = "abfnrtv'\\";
+          const char* values = "\a\b\f\n\r\t\v'\\";
+          const char* hit = std::strchr(escapes, e);
+          if (hit == nullptr || e == '\0') return std::nullopt;
+          name += values[hit - escapes];
+        } else if (c == '\'') {
+          closed = true;
+          break;
+        } else {
+          name += c;
+        }
+      }
+      if (!closed || i >= text.size() || text[i] != ']') return std::nullopt;
+      ++i;
+    } else {
+      return std::nullopt;
+    }
+    if (at->type != "object") return std::nullopt;
+    if (at->additional_schema != nullptr) {
+      out += "[" + name + "]";
+      at = at->additional_schema;
+      continue;
+    }
+    const SchemaNode* next = at->property(name);
+    if (next == nullptr) return std::nullopt;
+    if (!out.empty()) out += ".";
+    out += name;
+    at = next;
+  }
+  return out;
+}
+
+bool mentions_old_self(const cel::Ast& ast) {
+  for (const auto& n : ast.nodes) {
+    if (n.kind == cel::NodeKind::ident && n.name == "oldSelf") return true;
+  }
+  return false;
+}
+
+// ---- compiling ----
+
+class RuleCompiler {
+ public:
+  RuleCompiler(const CelCompileOptions& options, std::vector<Cause>& schema_errors,
+               std::vector<Cause>& cel_errors)
+      : options_(options), schema_errors_(schema_errors), cel_errors_(cel_errors) {}
+
+  // Every node's rules, depth first; `uncorrelatable` is the schema path of the highest list
+  // whose items have no old values to compare with ("" while there is none).
+  void walk(SchemaNode& n, const std::string& path, bool resource_root,
+            const std::string& uncorrelatable) {
+    if (!n.validations.empty()) node(n, path, resource_root, uncorrelatable);
+    for (auto& p : n.properties) {
+      walk(const_cast<SchemaNode&>(*p.node), key(child(path, "properties"), p.name),
+           p.node->embedded, uncorrelatable);
+    }
+    if (n.additional_schema != nullptr) {
+      walk(const_cast<SchemaNode&>(*n.additional_schema), child(path, "additionalProperties"),
+           n.additional_schema->embedded, uncorrelatable);
+    }
+    if (n.items != nullptr) {
+      const bool correlated = n.list_type && *n.list_type == "map";
+      walk(const_cast<SchemaNode&>(*n.items), child(path, "items"), n.items->embedded,
+           uncorrelatable.empty() && !correlated ? path : uncorrelatable);
+    }
+  }
+
+  std::vector<std::pair<SchemaNode*, std::shared_ptr<NodeCel>>> compiled;
+
+ private:
+  void node(SchemaNode& n, const std::string& path, bool resource_root,
+            const std::string& uncorrelatable) {
+    const std::string at = child(path, "x-kubernetes-validations");
+    auto cel = std::make_shared<NodeCel>();
+    cel->schema_type = n.int_or_string && n.type.empty() ? "" : n.type;
+    cel->type = type_of(n, resource_root, "selfType");
+    for (std::size_t i = 0; i < n.validations.size(); ++i) {
+      const ValidationRule& r = n.validations[i];
+      const std::string item = index(at, i);
+      static_checks(n, r, item);
+      CompiledRule compiled_rule;
+      compiled_rule.spec = &r;
+      if (r.has_field_path && !trim(r.field_path).empty()) {
+        if (auto fp = normalize_field_path(n, r.field_path)) compiled_rule.field_path = *fp;
+      }
+      compile(cel->type, r, item, uncorrelatable, compiled_rule);
+      cel->rules.push_back(std::move(compiled_rule));
+    }
+    compiled.emplace_back(&n, std::move(cel));
+  }
+
+  // kube's SchemaErrors for one rule: its fields by themselves.
+  void static_checks(const SchemaNode& n, const ValidationRule& r, const std::string& item) {
+    if (trim(r.rule).empty()) {
+      schema_errors_.push_back(required(child(item, "rule"), "rule is not specified"));
+    } else if (r.has_message && trim(r.message).empty()) {
+      schema_errors_.push_back(invalid(child(item, "message"), go_quote(r.message),
+                                       "must be non-empty if specified"));
+    } else if (has_line_break(trim(r.message))) {
+      schema_errors_.push_back(invalid(child(item, "message"), go_quote(r.message),
+                                       "must not contain line breaks"));
+    } else if (has_line_break(trim(r.rule)) && r.message.empty()) {
+      schema_errors_.push_back(required(child(item, "message"),
+                                        "message must be specified if rule contains line breaks"));
+    }
+    if (r.has_message_expression && trim(r.message_expression).empty()) {
+      schema_errors_.push_back(required(child(item, "messageExpression"),
+                                        "messageExpression must be non-empty if specified"));
+    }
+    if (r.reason && *r.reason != "FieldValueInvalid" && *r.reason != "FieldValueForbidden" &&
+        *r.reason != "FieldValueRequired" && *r.reason != "FieldValueDuplicate") {
+      schema_errors_.push_back(not_supported(
+          child(item, "reason"), go_quote(*r.reason),
+          {"FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired"}));
+    }
+    if (r.has_field_path) {
+      const std::string fp_at = child(item, "fieldPath");
+      if (trim(r.field_path).empty()) {
+        schema_errors_.push_back(invalid(fp_at, go_quote(r.field_path),
+                                         "must be non-empty if specified"));
+      } else if (has_line_break(r.field_path)) {
+        schema_errors_.push_back(invalid(fp_at, go_quote(r.field_path),
+                                         "must not contain line breaks"));
+      } else if (!normalize_field_path(n, r.field_path)) {
+        schema_errors_.push_back(invalid(fp_at, go_quote(r.field_path), "must be a valid path"));
+      }
+    }
+  }
+
+  // Parses and checks one expression; the issues text on failure.
+  std::optional<std::string> check_expression(const std::string& source,
+                                              const std::vector<cel::TypePtr>& types,
+                                              cel::Parsed& parsed, cel::TypePtr& result) {
+    parsed = cel::parse(source);
+    if (!parsed.errors.empty()) return cel::format_issues(source, parsed.errors);
+    cel::CheckOptions options;
+    options.homogeneous_literals = true;
+    const cel::Checked checked =
+        cel::check(parsed.ast, {"self", "oldSelf"}, types, kube_functions(), options);
+    if (!checked.errors.empty()) return cel::format_issues(source, checked.errors);
+    result = checked.result;
+    return std::nullopt;
+  }
+
+  void compile(const cel::TypePtr& self_type, const ValidationRule& r, const std::string& item,
+               const std::string& uncorrelatable, CompiledRule& out) {
+    if (trim(r.rule).empty()) return;
+    if (!self_type) {
+      out.compile_error = "failed to convert to declType for CEL validation rules";
+      cel_errors_.push_back(invalid(child(item, "rule"), rule_value(r), out.compile_error));
+      return;
+    }
+    const bool optional_old = r.optional_old_self.value_or(false);
+    const std::vector<cel::TypePtr> types{
+        self_type, optional_old ? cel::types::optional(self_type) : self_type};
+    const cel::Declarations decls{{"self", "oldSelf"}, kube_functions_ptr()};
+    cel::Parsed parsed;
+    cel::TypePtr result;
+    if (auto issues = check_expression(r.rule, types, parsed, result)) {
+      out.compile_error = "compilation failed: " + *issues;
+    } else if (result->kind != cel::TypeKind::boolean) {
+      out.compile_error = "cel expression must evaluate to a bool";
+    }
+    if (!out.compile_error.empty()) {
+      cel_errors_.push_back(invalid(child(item, "rule"), rule_value(r), out.compile_error));
+    } else {
+      out.program = cel::Program::compile(parsed.ast, decls);
+      out.uses_old_self = mentions_old_self(parsed.ast);
+    }
+    if (r.has_message_expression && !trim(r.message_expression).empty()) {
+      // A messageExpression sees oldSelf as it is (never optional).
+      const std::vector<cel::TypePtr> message_types{self_type, self_type};
+      cel::Parsed message;
+      cel::TypePtr message_result;
+      std::string error;
+      if (auto issues = check_expression(r.message_expression, message_types, message,
+                                         message_result)) {
+        error = "messageExpression compilation failed: " + *issues;
+      } else if (message_result->kind != cel::TypeKind::string) {
+        error = "messageExpression must evaluate to a string";
+      }
+      if (!error.empty()) {
+        cel_errors_.push_back(invalid(child(item, "messageExpression"), rule_value(r), error));
+      } else {
+        out.message = cel::Program::compile(message.ast, decls);
+      }
+    }
+    if (!out.program) return;
+    if (out.uses_old_self && !uncorrelatable.empty()) {
+      cel_errors_.push_back(invalid(child(item, "rule"), go_quote(r.rule),
+                                    "oldSelf cannot be used on the uncorrelatable portion of the "
+                                    "schema within " + uncorrelatable));
+    } else if (r.optional_old_self && !out.uses_old_self) {
+      cel_errors_.push_back(invalid(child(item, "optionalOldSelf"),
+                                    *r.optional_old_self ? "true" : "false",
+                                    "may not be set if oldSelf is not used in rule"));
+    }
+  }
+
+  static const cel::FunctionRegistry* kube_functions_ptr() { return &kube_functions(); }
+
+  const CelCompileOptions& options_;
+  std::vector<Cause>& schema_errors_;
+  std::vector<Cause>& cel_errors_;
+};
+
+// ---- running ----
+
+class RuleRunner {
+ public:
+  RuleRunner(std::vector<Cause>& out, std::vector<std::string>* warnings, bool update)
+      : out_(out), warnings_(warnings), update_(update) {}
+
+  // `unchanged`: the value, or the nearest correlated ancestor, equals its old value.
+  // Returns false when validation must stop (a budget ran out).
+  // The old value is `old`, or the object `old_object` (the root's).
+  bool walk(const SchemaNode& n, const json::value& value, const json::value* old,
+            const std::string& path, bool unchanged, const json::object* old_object = nullptr) {
+    if (value.is_null()) return true;
+    if (n.cel && !run(*n.cel, value, old, old_object, path, unchanged)) return false;
+    if (const auto* obj = value.if_object()) {
+      const json::object* old_obj = old != nullptr ? old->if_object() : old_object;
+      if (n.additional_schema != nullptr) {
+        for (const auto& kv : *obj) {
+          const json::value* o = old_obj != nullptr ? old_obj->if_contains(kv.key()) : nullptr;
+          if (!walk(*n.additional_schema, kv.value(), o, key(path, kv.key()),
+                    o != nullptr && *o == kv.value())) {
+            return false;
+          }
+        }
+      }
+      for (const auto& p : n.properties) {
+        const json::value* v = obj->if_contains(p.name);
+        if (v == nullptr) continue;
+        const json::value* o = old_obj != nullptr ? old_obj->if_contains(p.name) : nullptr;
+        if (!walk(*p.node, *v, o, child(path, p.name), o != nullptr && *o == *v)) return false;
+      }
+    } else if (const auto* arr = value.if_array(); arr != nullptr && n.items != nullptr) {
+      const json::array* old_arr = old != nullptr ? old->if_array() : nullptr;
+      const bool map_list = n.list_type && *n.list_type == "map" && !n.list_map_keys.empty();
+      for (std::size_t i = 0; i < arr->size(); ++i) {
+        const json::value* o = nullptr;
+        bool item_unchanged = unchanged;  // items of other lists: their list decides
+        if (map_list && old_arr != nullptr) {
+          o = same_keys(n.list_map_keys, (*arr)[i], *old_arr);
+          item_unchanged = o != nullptr && *o == (*arr)[i];
+        }
+        if (!walk(*n.items, (*arr)[i], o, index(path, i), item_unchanged)) return false;
+      }
+    }
+    return true;
+  }
+
+ private:
+  // The first old item of a map list with the same keys as `item`.
+  static const json::value* same_keys(const std::vector<std::string>& keys,
+                                      const json::value& item, const json::array& old) {
+    const auto* obj = item.if_object();
+    if (obj == nullptr) return nullptr;
+    for (const auto& candidate : old) {
+      const auto* c = candidate.if_object();
+      if (c == nullptr) continue;
+      bool same = true;
+      for (const auto& k : keys) {
+        const json::value* a = obj->if_contains(k);
+        const json::value* b = c->if_contains(k);
+        if (a == nullptr || b == nullptr || a->is_structured() || !(*a == *b)) {
+          same = false;
+          break;
+        }
+      }
+      if (same) return &candidate;
+    }
+    return nullptr;
+  }
+
+  static std::string at(const std::string& path) { return path.empty() ? "<nil>" : path; }
+
+  void fail(const NodeCel& cel, const std::string& path, std::string detail) {
+    out_.push_back(invalid(at(path), go_quote(cel.schema_type), detail));
+  }
+
+  bool out_of_budget(const NodeCel& cel, const std::string& path) {
+    fail(cel, path,
+         "validation failed due to running out of cost budget, no further validation rules will "
+         "be run");
+    return false;
+  }
+
+  bool run(const NodeCel& cel, const json::value& value, const json::value* old_value,
+           const json::object* old_object, const std::string& path, bool unchanged) {
+    if (cel.rules.empty()) return true;
+    if (remaining_ == 0) return out_of_budget(cel, path);
+    cel::JsonArena arena;
+    const cel::Value self = cel::json_view(value, cel.type.get(), arena);
+    const bool has_old = old_value != nullptr || old_object != nullptr;
+    const cel::Value old_self =
+        old_value != nullptr    ? cel::json_view(*old_value, cel.type.get(), arena)
+        : old_object != nullptr ? cel::json_view(*old_object, cel.type.get(), arena)
+                                : cel::Value();
+    for (const CompiledRule& rule : cel.rules) {
+      const ValidationRule& spec = *rule.spec;
+      if (!rule.compile_error.empty()) {
+        fail(cel, path, "rule compile error: " + rule.compile_error);
+        continue;
+      }
+      if (!rule.program) continue;
+      const bool optional_old = spec.optional_old_self.value_or(false);
+      if (rule.uses_old_self && !has_old && !optional_old) continue;
+      cel::Value vars[2] = {self, old_self};
+      if (optional_old) {
+        vars[1] = has_old ? cel::Value::optional_of(old_self) : cel::Value::optional_none();
+      }
+      const std::string res = trim(spec.has_message && !spec.message.empty() ? spec.message
+                                                                             : spec.rule);
+      const std::uint64_t limit = std::min(kPerCallLimit, remaining_);
+      const cel::EvalResult r = rule.program->evaluate(vars, limit);
+      const bool over = r.value.is_error() &&
+                        r.value.as_text() == "operation cancelled: actual cost limit exceeded";
+      if (over && limit < kPerCallLimit) return out_of_budget(cel, path);
+      remaining_ -= std::min(remaining_, r.cost);
+      if (r.value.is_error()) {
+        const std::string err(r.value.as_text());
+        if (over) {
+          fail(cel, path, "'" + err + "': no further validation rules will be run due to call "
+                          "cost exceeds limit for rule: " + res);
+          return false;
+        }
+        if (err.starts_with("no such overload")) {
+          fail(cel, path, "'" + err + "': call arguments did not match a supported operator, "
+                          "function or macro signature for rule: " + res);
+        } else {
+          fail(cel, path, err + " evaluating rule: " + res);
+        }
+        continue;
+      }
+      if (r.value.is(cel::ValueKind::boolean) && r.value.as_bool()) continue;
+      std::string detail;
+      if (rule.message) {
+        const cel::Value message_vars[2] = {self, old_self};
+        const std::uint64_t message_limit = std::min(kPerCallLimit, remaining_);
+        const cel::EvalResult m = rule.message->evaluate(message_vars, message_limit);
+        const bool message_over = m.value.is_error() &&
+            m.value.as_text() == "operation cancelled: actual cost limit exceeded";
+        if (message_over && message_limit < kPerCallLimit) {
+          fail(cel, path, "messageExpression evaluation failed due to running out of cost "
+                          "budget, no further validation rules will be run");
+          return false;
+        }
+        if (message_over) {
+          fail(cel, path, "no further validation rules will be run due to call cost exceeds "
+                          "limit for messageExpression: " + go_quote(spec.message_expression));
+          return false;
+        }
+        remaining_ -= std::min(remaining_, m.cost);
+        if (m.value.is(cel::ValueKind::string)) {
+          std::string text = trim(m.value.as_text());
+          if (!text.empty() && !has_line_break(text) && text.size() <= kMaxMessageExpressionBytes) {
+            detail = std::move(text);
+          }
+        }
+      }
+      if (detail.empty()) {
+        detail = spec.has_message && !trim(spec.message).empty() ? trim(spec.message)
+                                                                 : "failed rule: " + res;
+      }
+      std::string field = path;
+      if (!rule.field_path.empty()) field = path.empty() ? rule.field_path : path + "." + rule.field_path;
+      Cause cause;
+      const std::string reason = spec.reason.value_or("FieldValueInvalid");
+      if (reason == "FieldValueForbidden") {
+        cause = forbidden(at(field), detail);
+      } else if (reason == "FieldValueRequired") {
+        cause = required(at(field), detail);
+      } else if (reason == "FieldValueDuplicate") {
+        cause = duplicate(at(field), go_quote(cel.schema_type));
+      } else {
+        cause = invalid(at(field), go_quote(cel.schema_type), detail);
+      }
+      // Ratcheting: an unchanged value keeps a rule's complaint as a warning, unless the rule
+      // is about the change itself.
+      if (update_ && unchanged && !rule.uses_old_self) {
+        if (warnings_ != nullptr) warnings_->push_back(cause.field + ": " + cause.message);
+        continue;
+      }
+      out_.push_back(std::move(cause));
+    }
+    return true;
+  }
+
+  std::vector<Cause>& out_;
+  std::vector<std::string>* warnings_;
+  bool update_;
+  std::uint64_t remaining_ = kRuntimeBudget;
+};
+
+}  // namespace
+
+bool has_cel_rules(const SchemaTree& tree) {
+  return std::any_of(tree.nodes.begin(), tree.nodes.end(),
+                     [](const SchemaNode& n) { return n.cel != nullptr; });
+}
+
+void compile_cel_rules(SchemaTree& tree, const SchemaNode& root, const std::string& path,
+                       const CelCompileOptions& options, std::vector<Cause>& out) {
+  (void)tree;
+  std::vector<Cause> schema_errors, cel_errors;
+  RuleCompiler compiler(options, schema_errors, cel_errors);
+  compiler.walk(const_cast<SchemaNode&>(root), path, true, "");
+  if (!schema_errors.empty()) {
+    for (auto& c : schema_errors) out.push_back(std::move(c));
+    return;
+  }
+  for (auto& c : cel_errors) out.push_back(std::move(c));
+  for (auto& [node, cel] : compiler.compiled) node->cel = std::move(cel);
+}
+
+void validate_cel_rules(const SchemaNode& root, const json::value& value, const json::object* old,
+                        const std::string& path_prefix, std::vector<Cause>& out,
+                        std::vector<std::string>* warnings) {
+  RuleRunner runner(out, warnings, old != nullptr);
+  const bool unchanged = old != nullptr && value.is_object() && value.get_object() == *old;
+  runner.walk(root, value, nullptr, path_prefix, unchanged, old);
+}
+
+}  // namespace kwatch::schema::detail

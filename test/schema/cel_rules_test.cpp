@@ -1,0 +1,234 @@
+// x-kubernetes-validations through StructuralSchema: compiled with the definition, run at every
+// write, worded as kube words them.
+#include <boost/json.hpp>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "schema/structural_schema.hpp"
+
+namespace kwatch::schema {
+namespace {
+
+namespace json = boost::json;
+using apimachinery::Cause;
+using Schema = std::shared_ptr<const StructuralSchema>;
+
+// A root schema whose `spec` has `spec_schema`'s properties and `spec_rules` (a JSON array).
+std::string crd(std::string_view spec_properties, std::string_view spec_rules = "[]",
+                std::string_view root_rules = "[]") {
+  return R"({"type":"object","x-kubernetes-validations":)" + std::string(root_rules) +
+         R"(,"properties":{"spec":{"type":"object","x-kubernetes-validations":)" +
+         std::string(spec_rules) + R"(,"properties":)" + std::string(spec_properties) + "}}}";
+}
+
+constexpr std::string_view kReplicas =
+    R"({"replicas":{"type":"integer"},"name":{"type":"string","maxLength":63}})";
+
+Schema compile_ok(const std::string& schema) {
+  auto r = StructuralSchema::compile(json::parse(schema));
+  EXPECT_TRUE(r.has_value()) << schema << "\n" << (r ? "" : r.error().message);
+  return r ? *r : nullptr;
+}
+
+// One line per cause: "<field>: <message>".
+std::string lines(const std::vector<Cause>& causes) {
+  std::string out;
+  for (const auto& c : causes) out += c.field + ": " + c.message + "\n";
+  return out;
+}
+
+std::string compile_errors(const std::string& schema) {
+  auto r = StructuralSchema::compile(json::parse(schema));
+  if (r) return "compiled";
+  return lines(r.error().causes);
+}
+
+std::string validate(const Schema& s, std::string_view value, const char* old = nullptr,
+                     std::vector<std::string>* warnings = nullptr) {
+  if (!s) return "no schema";
+  const json::value v = json::parse(value);
+  json::value o;
+  if (old != nullptr) o = json::parse(old);
+  return lines(s->validate(v, {}, old != nullptr ? &o.get_object() : nullptr, warnings));
+}
+
+TEST(CelRules, AFailingRuleIsReportedAtItsNodeWithItsType) {
+  const Schema s = compile_ok(crd(kReplicas, R"([{"rule": "self.replicas < 10"}])"));
+  EXPECT_EQ(validate(s, R"({"spec": {"replicas": 3}})"), "");
+  EXPECT_EQ(validate(s, R"({"spec": {"replicas": 30}})"),
+            "spec: Invalid value: \"object\": failed rule: self.replicas < 10\n");
+}
+
+TEST(CelRules, MessagesReasonsAndFieldPathsShapeTheError) {
+  const Schema s = compile_ok(crd(kReplicas, R"([
+      {"rule": "self.replicas < 10", "message": " too many replicas "},
+      {"rule": "self.name != 'x'", "messageExpression": "'name ' + self.name + ' is taken'",
+       "reason": "FieldValueForbidden", "fieldPath": ".name"},
+      {"rule": "self.replicas != 7", "reason": "FieldValueRequired"},
+      {"rule": "self.replicas != 7", "reason": "FieldValueDuplicate", "message": "dropped"}])"));
+  EXPECT_EQ(validate(s, R"({"spec": {"replicas": 30, "name": "x"}})"),
+            "spec: Invalid value: \"object\": too many replicas\n"
+            "spec.name: Forbidden: name x is taken\n");
+  EXPECT_EQ(validate(s, R"({"spec": {"replicas": 7, "name": "y"}})"),
+            "spec: Required value: failed rule: self.replicas != 7\n"
+            "spec: Duplicate value: \"object\"\n");
+}
+
+TEST(CelRules, AMessageExpressionThatFailsFallsBackToTheMessage) {
+  const Schema s = compile_ok(crd(kReplicas, R"([
+      {"rule": "self.replicas < 10", "message": "static", "messageExpression": "self.name"}])"));
+  // No name: the messageExpression errors (no such key), the message stands.
+  EXPECT_EQ(validate(s, R"({"spec": {"replicas": 30}})"),
+            "spec: Invalid value: \"object\": static\n");
+  EXPECT_EQ(validate(s, R"({"spec": {"replicas": 30, "name": "   "}})"),
+            "spec: Invalid value: \"object\": static\n");
+  EXPECT_EQ(validate(s, R"({"spec": {"replicas": 30, "name": "dynamic"}})"),
+            "spec: Invalid value: \"object\": dynamic\n");
+}
+
+TEST(CelRules, RulesRunAtEveryLevelWithKubesPaths) {
+  const Schema s = compile_ok(crd(R"({
+      "labels": {"type": "object", "additionalProperties": {"type": "string",
+                 "x-kubernetes-validations": [{"rule": "self.size() < 4"}]}},
+      "ports": {"type": "array", "items": {"type": "integer",
+                 "x-kubernetes-validations": [{"rule": "self > 0"}]}}})",
+                                  "[]", R"x([{"rule": "self.metadata.name.startsWith('a')"}])x"));
+  EXPECT_EQ(validate(s, R"({"metadata": {"name": "bad"},
+                            "spec": {"labels": {"app": "toolong"}, "ports": [80, -1]}})"),
+            "<nil>: Invalid value: \"object\": failed rule: self.metadata.name.startsWith('a')\n"
+            "spec.labels[app]: Invalid value: \"string\": failed rule: self.size() < 4\n"
+            "spec.ports[1]: Invalid value: \"integer\": failed rule: self > 0\n");
+}
+
+TEST(CelRules, EvaluationErrorsAreWordedAsKubeWordsThem) {
+  const Schema s = compile_ok(crd(kReplicas, R"([{"rule": "self.name.size() > 0"},
+      {"rule": "self.replicas / (self.replicas - 1) > 0"}])"));
+  EXPECT_EQ(validate(s, R"({"spec": {"replicas": 1}})"),
+            "spec: Invalid value: \"object\": no such key: name evaluating rule: "
+            "self.name.size() > 0\n"
+            "spec: Invalid value: \"object\": division by zero evaluating rule: "
+            "self.replicas / (self.replicas - 1) > 0\n");
+}
+
+TEST(CelRules, TransitionRulesCompareWithTheOldObject) {
+  const Schema s = compile_ok(crd(kReplicas, R"([
+      {"rule": "self.name == oldSelf.name", "message": "name is immutable"},
+      {"rule": "!oldSelf.hasValue() || self.replicas >= oldSelf.value().replicas",
+       "optionalOldSelf": true, "message": "may not scale down"}])"));
+  // Create: the plain transition rule does not run; the optional one sees none.
+  EXPECT_EQ(validate(s, R"({"spec": {"name": "a", "replicas": 1}})"), "");
+  EXPECT_EQ(validate(s, R"({"spec": {"name": "b", "replicas": 1}})",
+                     R"({"spec": {"name": "a", "replicas": 2}})"),
+            "spec: Invalid value: \"object\": name is immutable\n"
+            "spec: Invalid value: \"object\": may not scale down\n");
+  EXPECT_EQ(validate(s, R"({"spec": {"name": "a", "replicas": 3}})",
+                     R"({"spec": {"name": "a", "replicas": 2}})"),
+            "");
+}
+
+TEST(CelRules, MapListItemsCorrelateByTheirKeys) {
+  const Schema s = compile_ok(crd(R"({"items": {"type": "array", "x-kubernetes-list-type": "map",
+      "x-kubernetes-list-map-keys": ["name"], "items": {"type": "object", "required": ["name"],
+      "properties": {"name": {"type": "string"}, "size": {"type": "integer"}},
+      "x-kubernetes-validations": [{"rule": "self.size >= oldSelf.size", "message": "shrunk"}]}}})"));
+  // Reordered and one item new: only the item that shrank fails.
+  EXPECT_EQ(validate(s, R"({"spec": {"items": [{"name": "b", "size": 1}, {"name": "c", "size": 1},
+                                                {"name": "a", "size": 5}]}})",
+                     R"({"spec": {"items": [{"name": "a", "size": 4}, {"name": "b", "size": 2}]}})"),
+            "spec.items[0]: Invalid value: \"object\": shrunk\n");
+}
+
+TEST(CelRules, UnchangedValuesRatchetToWarnings) {
+  const Schema s = compile_ok(crd(kReplicas, R"([{"rule": "self.replicas < 10"}])"));
+  std::vector<std::string> warnings;
+  // The spec is as it was: its rule's complaint becomes a warning.
+  EXPECT_EQ(validate(s, R"({"metadata": {"labels": {"a": "b"}}, "spec": {"replicas": 30}})",
+                     R"({"spec": {"replicas": 30}})", &warnings),
+            "");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0], "spec: Invalid value: \"object\": failed rule: self.replicas < 10");
+  // Changed: an error again.
+  EXPECT_EQ(validate(s, R"({"spec": {"replicas": 31}})", R"({"spec": {"replicas": 30}})"),
+            "spec: Invalid value: \"object\": failed rule: self.replicas < 10\n");
+}
+
+TEST(CelRules, AValueOfTheWrongShapeIsNotRunThroughTheRules) {
+  const Schema s = compile_ok(crd(kReplicas, R"([{"rule": "self.replicas < 10"}])"));
+  EXPECT_EQ(validate(s, R"({"spec": {"replicas": "many"}})"),
+            "spec.replicas: Invalid value: \"string\": spec.replicas in body must be of type "
+            "integer: \"string\"\n"
+            "<nil>: Invalid value: null: some validation rules were not checked because the "
+            "object was invalid; correct the existing errors to complete validation\n");
+}
+
+TEST(CelRules, AnExpensiveRuleIsStoppedByThePerCallLimit) {
+  const Schema s = compile_ok(crd(R"({"xs": {"type": "array", "items": {"type": "integer"}}})",
+      R"x([{"rule": "self.xs.all(a, self.xs.all(b, self.xs.all(c, a + b + c > 0)))"}])x"));
+  std::string xs = "[";
+  for (int i = 1; i <= 120; ++i) xs += (i > 1 ? "," : "") + std::to_string(i);
+  xs += "]";
+  EXPECT_EQ(validate(s, R"({"spec": {"xs": )" + xs + "}}"),
+            "spec: Invalid value: \"object\": 'operation cancelled: actual cost limit exceeded': "
+            "no further validation rules will be run due to call cost exceeds limit for rule: "
+            "self.xs.all(a, self.xs.all(b, self.xs.all(c, a + b + c > 0)))\n");
+}
+
+TEST(CelRules, PropertyNamesAreEscapedAsKubeEscapesThem) {
+  const Schema s = compile_ok(crd(R"({"x-y": {"type": "integer"}, "namespace": {"type": "string"},
+      "a.b": {"type": "integer"}})", R"([{"rule": "self.x__dash__y + self.a__dot__b < 3 && self.__namespace__ != ''"}])"));
+  EXPECT_EQ(validate(s, R"({"spec": {"x-y": 1, "a.b": 1, "namespace": "n"}})"), "");
+  EXPECT_EQ(validate(s, R"({"spec": {"x-y": 2, "a.b": 1, "namespace": "n"}})"),
+            "spec: Invalid value: \"object\": failed rule: self.x__dash__y + self.a__dot__b < 3 "
+            "&& self.__namespace__ != ''\n");
+}
+
+TEST(CelRules, TheDefinitionIsRefusedForRulesThatCannotRun) {
+  EXPECT_EQ(compile_errors(crd(kReplicas, R"([{"rule": "self.replica > 1"}])")),
+            "openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: "
+            "{\"Rule\":\"self.replica \\u003e 1\",\"Message\":\"\",\"MessageExpression\":\"\","
+            "\"Reason\":null,\"FieldPath\":\"\",\"OptionalOldSelf\":null}: compilation failed: "
+            "ERROR: <input>:1:5: undefined field 'replica'\n | self.replica > 1\n | ....^\n");
+  EXPECT_NE(compile_errors(crd(kReplicas, R"([{"rule": "self.replicas"}])"))
+                .find("cel expression must evaluate to a bool"),
+            std::string::npos);
+  EXPECT_NE(compile_errors(crd(kReplicas, R"([{"rule": "true", "messageExpression": "1"}])"))
+                .find("messageExpression must evaluate to a string"),
+            std::string::npos);
+  // Kube's environment refuses literals of mixed element types.
+  EXPECT_NE(compile_errors(crd(kReplicas, R"([{"rule": "[1, 'a'].size() > 0"}])"))
+                .find("expected type 'int' but found 'string'"),
+            std::string::npos);
+}
+
+TEST(CelRules, TheRulesFieldsAreCheckedFirst) {
+  EXPECT_EQ(compile_errors(crd(kReplicas, R"([{"rule": "  "},
+      {"rule": "true", "reason": "Bogus"}, {"rule": "true", "fieldPath": ".nope"},
+      {"rule": "true", "message": "a\nb"}, {"rule": "true\n&& true"}])")),
+            "openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Required value: "
+            "rule is not specified\n"
+            "openAPIV3Schema.properties[spec].x-kubernetes-validations[1].reason: Unsupported "
+            "value: \"Bogus\": supported values: \"FieldValueDuplicate\", \"FieldValueForbidden\", "
+            "\"FieldValueInvalid\", \"FieldValueRequired\"\n"
+            "openAPIV3Schema.properties[spec].x-kubernetes-validations[2].fieldPath: Invalid "
+            "value: \".nope\": must be a valid path\n"
+            "openAPIV3Schema.properties[spec].x-kubernetes-validations[3].message: Invalid value: "
+            "\"a\\nb\": must not contain line breaks\n"
+            "openAPIV3Schema.properties[spec].x-kubernetes-validations[4].message: Required "
+            "value: message must be specified if rule contains line breaks\n");
+}
+
+TEST(CelRules, OldSelfIsRefusedWhereNothingCorrelates) {
+  EXPECT_EQ(compile_errors(crd(R"({"tags": {"type": "array", "items": {"type": "string",
+      "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}})")),
+            "openAPIV3Schema.properties[spec].properties[tags].items.x-kubernetes-validations[0]."
+            "rule: Invalid value: \"self == oldSelf\": oldSelf cannot be used on the "
+            "uncorrelatable portion of the schema within "
+            "openAPIV3Schema.properties[spec].properties[tags]\n");
+  EXPECT_EQ(compile_errors(crd(kReplicas, R"([{"rule": "true", "optionalOldSelf": true}])")),
+            "openAPIV3Schema.properties[spec].x-kubernetes-validations[0].optionalOldSelf: "
+            "Invalid value: true: may not be set if oldSelf is not used in rule\n");
+}
+
+}  // namespace
+}  // namespace kwatch::schema
