@@ -24,6 +24,7 @@
 #include <optional>
 
 #include "cel/checker.hpp"
+#include "cel/cost_estimator.hpp"
 #include "cel/escaping.hpp"
 #include "cel/json_value.hpp"
 #include "cel/libraries.hpp"
@@ -41,6 +42,9 @@ using apimachinery::go_quote;
 constexpr std::uint64_t kPerCallLimit = 1'000'000;
 constexpr std::uint64_t kRuntimeBudget = 10'000'000;
 constexpr std::size_t kMaxMessageExpressionBytes = 5 * 1024;
+constexpr std::uint64_t kMaxRequestBytes = 3 * 1024 * 1024;
+constexpr std::uint64_t kPerExpressionEstimateLimit = 10'000'000;
+constexpr std::uint64_t kSchemaEstimateLimit = 100'000'000;
 
 struct CompiledRule {
   const ValidationRule* spec = nullptr;
@@ -123,14 +127,55 @@ std::string rule_value(const ValidationRule& r) {
 
 // ---- schema -> CEL types ----
 
+// The fewest bytes a value of this schema takes in a request: what bounds the number of
+// elements a list or map without maxItems/maxProperties can have.
+std::uint64_t min_serialized_size(const SchemaNode& n) {
+  if (n.int_or_string) return 1;
+  if (n.type == "array") return 2;
+  if (n.type == "object") {
+    std::uint64_t size = 2;
+    if (n.additional_schema != nullptr) return size;
+    for (const auto& name : n.required) {
+      const SchemaNode* p = n.property(name);
+      if (p == nullptr || p->default_value) continue;
+      size += name.size() + min_serialized_size(*p) + 4;
+    }
+    return size;
+  }
+  if (n.type == "string") {
+    if (n.format == "duration") return 3;
+    if (n.format == "date") return 12;
+    if (n.format == "date-time") return 21;
+    return 2;
+  }
+  if (n.type == "boolean") return 4;
+  return 1;
+}
+
+cel::TypePtr bounded(const cel::TypePtr& base, std::uint64_t max_length) {
+  auto t = std::make_shared<cel::Type>(*base);
+  t->max_length = max_length;
+  return t;
+}
+
 cel::TypePtr string_type(const SchemaNode& n) {
-  if (n.format == "byte") return cel::types::bytes();
+  const std::uint64_t unbounded = kMaxRequestBytes - 2;
+  if (n.format == "byte") {
+    return bounded(cel::types::bytes(),
+                   n.max_length ? static_cast<std::uint64_t>(*n.max_length) : unbounded);
+  }
   if (n.format == "duration") return cel::types::duration();
   if (n.format == "date" || n.format == "date-time") return cel::types::timestamp();
-  if (!n.max_length) return cel::types::string();
-  auto t = std::make_shared<cel::Type>(*cel::types::string());
-  t->max_length = static_cast<std::uint64_t>(*n.max_length) * 4;
-  return t;
+  std::uint64_t longest = unbounded;
+  if (n.max_length) {
+    longest = static_cast<std::uint64_t>(*n.max_length) * 4;
+  } else if (n.has_enum) {
+    longest = 0;
+    for (const auto& v : n.enum_values) {
+      if (v.is_string()) longest = std::max<std::uint64_t>(longest, v.get_string().size());
+    }
+  }
+  return bounded(cel::types::string(), longest);
 }
 
 cel::TypePtr type_of(const SchemaNode& n, bool resource_root, const std::string& name);
@@ -166,6 +211,8 @@ cel::TypePtr type_of(const SchemaNode& n, bool resource_root, const std::string&
   if (n.int_or_string) {
     auto t = std::make_shared<cel::Type>();
     t->int_or_string = true;
+    t->max_length =
+        n.max_length ? static_cast<std::uint64_t>(*n.max_length) * 4 : kMaxRequestBytes - 2;
     return t;
   }
   if (resource_root && (n.type == "object" || n.type.empty())) {
@@ -176,7 +223,8 @@ cel::TypePtr type_of(const SchemaNode& n, bool resource_root, const std::string&
     cel::TypePtr item = type_of(*n.items, n.items->embedded, name + ".@idx");
     if (!item) return nullptr;
     auto t = std::make_shared<cel::Type>(*cel::types::list(item));
-    if (n.max_items) t->max_elements = static_cast<std::uint64_t>(*n.max_items);
+    t->max_elements = n.max_items ? static_cast<std::uint64_t>(*n.max_items)
+                                  : (kMaxRequestBytes - 2) / (min_serialized_size(*n.items) + 1);
     return t;
   }
   if (n.type == "object") {
@@ -185,7 +233,9 @@ cel::TypePtr type_of(const SchemaNode& n, bool resource_root, const std::string&
           type_of(*n.additional_schema, n.additional_schema->embedded, name + ".@elem");
       if (!value) return nullptr;
       auto t = std::make_shared<cel::Type>(*cel::types::map(cel::types::string(), value));
-      if (n.max_properties) t->max_elements = static_cast<std::uint64_t>(*n.max_properties);
+      t->max_elements =
+          n.max_properties ? static_cast<std::uint64_t>(*n.max_properties)
+                           : (kMaxRequestBytes - 2) / (min_serialized_size(*n.additional_schema) + 6);
       return t;
     }
     return object_type(n, false, name);
@@ -271,29 +321,75 @@ class RuleCompiler {
 
   // Every node's rules, depth first; `uncorrelatable` is the schema path of the highest list
   // whose items have no old values to compare with ("" while there is none).
+  // `cardinality`: how many times the node can occur in one object (the product of the
+  // maxItems/maxProperties above it), nullopt when nothing bounds it.
   void walk(SchemaNode& n, const std::string& path, bool resource_root,
-            const std::string& uncorrelatable) {
-    if (!n.validations.empty()) node(n, path, resource_root, uncorrelatable);
+            const std::string& uncorrelatable, std::optional<std::uint64_t> cardinality) {
+    if (!n.validations.empty()) node(n, path, resource_root, uncorrelatable, cardinality);
     for (auto& p : n.properties) {
       walk(const_cast<SchemaNode&>(*p.node), key(child(path, "properties"), p.name),
-           p.node->embedded, uncorrelatable);
+           p.node->embedded, uncorrelatable, cardinality);
     }
+    const auto times = [&](const std::optional<std::int64_t>& bound) -> std::optional<std::uint64_t> {
+      if (!cardinality || !bound) return std::nullopt;
+      const auto b = static_cast<std::uint64_t>(std::max<std::int64_t>(*bound, 0));
+      return b != 0 && *cardinality > UINT64_MAX / b ? UINT64_MAX : *cardinality * b;
+    };
     if (n.additional_schema != nullptr) {
       walk(const_cast<SchemaNode&>(*n.additional_schema), child(path, "additionalProperties"),
-           n.additional_schema->embedded, uncorrelatable);
+           n.additional_schema->embedded, uncorrelatable, times(n.max_properties));
     }
     if (n.items != nullptr) {
       const bool correlated = n.list_type && *n.list_type == "map";
       walk(const_cast<SchemaNode&>(*n.items), child(path, "items"), n.items->embedded,
-           uncorrelatable.empty() && !correlated ? path : uncorrelatable);
+           uncorrelatable.empty() && !correlated ? path : uncorrelatable, times(n.max_items));
     }
+  }
+
+  // The schema's total: past kube's limit, the most expensive rules are named, then the total.
+  void check_total(const std::string& root_path) {
+    if (total_ <= kSchemaEstimateLimit) return;
+    std::stable_sort(costly_.begin(), costly_.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (std::size_t i = 0; i < costly_.size() && i < 4; ++i) {
+      cel_errors_.push_back(forbidden(costly_[i].second,
+                                      "contributed to estimated rule cost total exceeding cost "
+                                      "limit for entire OpenAPIv3 schema"));
+    }
+    cel_errors_.push_back(forbidden(
+        root_path, cost_message("x-kubernetes-validations estimated rule cost total for entire "
+                                "OpenAPIv3 schema",
+                                total_, kSchemaEstimateLimit)));
   }
 
   std::vector<std::pair<SchemaNode*, std::shared_ptr<NodeCel>>> compiled;
 
  private:
+  static std::string cost_message(std::string_view what, std::uint64_t cost,
+                                  std::uint64_t limit) {
+    const double f = static_cast<double>(cost) / static_cast<double>(limit);
+    char buf[64];
+    if (f > 100) {
+      std::snprintf(buf, sizeof buf, "more than 100x");
+    } else if (f < 1.5) {
+      std::snprintf(buf, sizeof buf, "%fx", f);
+    } else {
+      std::snprintf(buf, sizeof buf, "%.1fx", f);
+    }
+    return std::string(what) + " exceeds budget by factor of " + buf +
+           " (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where "
+           "arrays, maps, and strings are declared)";
+  }
+
+  // Adds one expression's estimated cost to the total (and to the most expensive, for naming).
+  void count(std::uint64_t cost, const std::string& at) {
+    total_ = total_ > UINT64_MAX - cost ? UINT64_MAX : total_ + cost;
+    if (cost >= kSchemaEstimateLimit / 100) costly_.emplace_back(cost, at);
+  }
+
   void node(SchemaNode& n, const std::string& path, bool resource_root,
-            const std::string& uncorrelatable) {
+            const std::string& uncorrelatable, std::optional<std::uint64_t> cardinality) {
+    cardinality_ = cardinality.value_or(kMaxRequestBytes / (min_serialized_size(n) + 1));
     const std::string at = child(path, "x-kubernetes-validations");
     auto cel = std::make_shared<NodeCel>();
     cel->schema_type = n.int_or_string && n.type.empty() ? "" : n.type;
@@ -354,7 +450,8 @@ class RuleCompiler {
   // Parses and checks one expression; the issues text on failure.
   std::optional<std::string> check_expression(const std::string& source,
                                               const std::vector<cel::TypePtr>& types,
-                                              cel::Parsed& parsed, cel::TypePtr& result) {
+                                              cel::Parsed& parsed, cel::TypePtr& result,
+                                              cel::Checked* checked_out) {
     parsed = cel::parse(source);
     if (!parsed.errors.empty()) return cel::format_issues(source, parsed.errors);
     cel::CheckOptions options;
@@ -363,6 +460,7 @@ class RuleCompiler {
         cel::check(parsed.ast, {"self", "oldSelf"}, types, kube_functions(), options);
     if (!checked.errors.empty()) return cel::format_issues(source, checked.errors);
     result = checked.result;
+    *checked_out = checked;
     return std::nullopt;
   }
 
@@ -380,10 +478,23 @@ class RuleCompiler {
     const cel::Declarations decls{{"self", "oldSelf"}, kube_functions_ptr()};
     cel::Parsed parsed;
     cel::TypePtr result;
-    if (auto issues = check_expression(r.rule, types, parsed, result)) {
+    cel::Checked checked;
+    if (auto issues = check_expression(r.rule, types, parsed, result, &checked)) {
       out.compile_error = "compilation failed: " + *issues;
     } else if (result->kind != cel::TypeKind::boolean) {
       out.compile_error = "cel expression must evaluate to a bool";
+    }
+    if (out.compile_error.empty()) {
+      const std::uint64_t estimate = cel::estimate_cost(parsed.ast, checked).max;
+      const std::uint64_t cost =
+          cardinality_ != 0 && estimate > UINT64_MAX / cardinality_ ? UINT64_MAX
+                                                                    : estimate * cardinality_;
+      if (!options_.suppress_per_expression_cost && cost > kPerExpressionEstimateLimit) {
+        cel_errors_.push_back(forbidden(child(item, "rule"),
+                                        cost_message("estimated rule cost", cost,
+                                                     kPerExpressionEstimateLimit)));
+      }
+      count(cost, child(item, "rule"));
     }
     if (!out.compile_error.empty()) {
       cel_errors_.push_back(invalid(child(item, "rule"), rule_value(r), out.compile_error));
@@ -396,9 +507,10 @@ class RuleCompiler {
       const std::vector<cel::TypePtr> message_types{self_type, self_type};
       cel::Parsed message;
       cel::TypePtr message_result;
+      cel::Checked message_checked;
       std::string error;
       if (auto issues = check_expression(r.message_expression, message_types, message,
-                                         message_result)) {
+                                         message_result, &message_checked)) {
         error = "messageExpression compilation failed: " + *issues;
       } else if (message_result->kind != cel::TypeKind::string) {
         error = "messageExpression must evaluate to a string";
@@ -407,6 +519,14 @@ class RuleCompiler {
         cel_errors_.push_back(invalid(child(item, "messageExpression"), rule_value(r), error));
       } else {
         out.message = cel::Program::compile(message.ast, decls);
+        // A message is evaluated once per failure: its cost is not multiplied by cardinality.
+        const std::uint64_t cost = cel::estimate_cost(message.ast, message_checked).max;
+        if (!options_.suppress_per_expression_cost && cost > kPerExpressionEstimateLimit) {
+          cel_errors_.push_back(forbidden(child(item, "messageExpression"),
+                                          cost_message("estimated messageExpression cost", cost,
+                                                       kPerExpressionEstimateLimit)));
+        }
+        count(cost, child(item, "messageExpression"));
       }
     }
     if (!out.program) return;
@@ -426,6 +546,9 @@ class RuleCompiler {
   const CelCompileOptions& options_;
   std::vector<Cause>& schema_errors_;
   std::vector<Cause>& cel_errors_;
+  std::uint64_t cardinality_ = 1;  // of the node being compiled
+  std::uint64_t total_ = 0;
+  std::vector<std::pair<std::uint64_t, std::string>> costly_;
 };
 
 // ---- running ----
@@ -630,11 +753,12 @@ void compile_cel_rules(SchemaTree& tree, const SchemaNode& root, const std::stri
   (void)tree;
   std::vector<Cause> schema_errors, cel_errors;
   RuleCompiler compiler(options, schema_errors, cel_errors);
-  compiler.walk(const_cast<SchemaNode&>(root), path, true, "");
+  compiler.walk(const_cast<SchemaNode&>(root), path, true, "", std::uint64_t{1});
   if (!schema_errors.empty()) {
     for (auto& c : schema_errors) out.push_back(std::move(c));
     return;
   }
+  compiler.check_total(path);
   for (auto& c : cel_errors) out.push_back(std::move(c));
   for (auto& [node, cel] : compiler.compiled) node->cel = std::move(cel);
 }

@@ -163,10 +163,13 @@ TEST(CelRules, AValueOfTheWrongShapeIsNotRunThroughTheRules) {
 }
 
 TEST(CelRules, AnExpensiveRuleIsStoppedByThePerCallLimit) {
-  const Schema s = compile_ok(crd(R"({"xs": {"type": "array", "items": {"type": "integer"}}})",
+  // Within the definition's estimate (at most 100 items), past the per-evaluation limit at run
+  // time when the list is full.
+  const Schema s = compile_ok(crd(R"({"xs": {"type": "array", "maxItems": 100,
+                                            "items": {"type": "integer"}}})",
       R"x([{"rule": "self.xs.all(a, self.xs.all(b, self.xs.all(c, a + b + c > 0)))"}])x"));
   std::string xs = "[";
-  for (int i = 1; i <= 120; ++i) xs += (i > 1 ? "," : "") + std::to_string(i);
+  for (int i = 1; i <= 100; ++i) xs += (i > 1 ? "," : "") + std::to_string(i);
   xs += "]";
   EXPECT_EQ(validate(s, R"({"spec": {"xs": )" + xs + "}}"),
             "spec: Invalid value: \"object\": 'operation cancelled: actual cost limit exceeded': "
@@ -218,9 +221,40 @@ TEST(CelRules, TheRulesFieldsAreCheckedFirst) {
             "value: message must be specified if rule contains line breaks\n");
 }
 
+TEST(CelRules, RulesTooExpensiveForTheirBoundsAreRefused) {
+  // An unbounded list of unbounded strings: matching each against a pattern is far past the
+  // limit by kube's estimate; bounds bring it within.
+  const std::string tags = R"({"tags": {"type": "array", "items": {"type": "string"}}})";
+  EXPECT_EQ(compile_errors(crd(tags, R"x([{"rule": "self.tags.all(t, t.matches('^a'))"}])x")),
+            "openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Forbidden: "
+            "estimated rule cost exceeds budget by factor of more than 100x (try simplifying the "
+            "rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and "
+            "strings are declared)\n"
+            "openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Forbidden: "
+            "contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 "
+            "schema\n"
+            "openAPIV3Schema: Forbidden: x-kubernetes-validations estimated rule cost total for "
+            "entire OpenAPIv3 schema exceeds budget by factor of more than 100x (try simplifying "
+            "the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and "
+            "strings are declared)\n");
+  // startsWith costs by its argument's size: 1048575 possible strings at 5 units each.
+  EXPECT_EQ(compile_errors(crd(tags, R"x([{"rule": "self.tags.all(t, t.startsWith('a'))"}])x")),
+            "compiled");
+  EXPECT_EQ(compile_errors(crd(R"({"tags": {"type": "array", "maxItems": 100, "items":
+      {"type": "string", "maxLength": 64}}})",
+                               R"x([{"rule": "self.tags.all(t, t.matches('^a'))"}])x")),
+            "compiled");
+  // A rule inside an unbounded list counts once per possible item.
+  EXPECT_NE(compile_errors(crd(R"x({"tags": {"type": "array", "items": {"type": "string",
+      "x-kubernetes-validations": [{"rule": "self.matches('^[a-z]+$')"}]}}})x"))
+                .find("items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost "
+                      "exceeds budget"),
+            std::string::npos);
+}
+
 TEST(CelRules, OldSelfIsRefusedWhereNothingCorrelates) {
-  EXPECT_EQ(compile_errors(crd(R"({"tags": {"type": "array", "items": {"type": "string",
-      "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}})")),
+  EXPECT_EQ(compile_errors(crd(R"({"tags": {"type": "array", "maxItems": 10, "items": {
+      "type": "string", "maxLength": 10, "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}})")),
             "openAPIV3Schema.properties[spec].properties[tags].items.x-kubernetes-validations[0]."
             "rule: Invalid value: \"self == oldSelf\": oldSelf cannot be used on the "
             "uncorrelatable portion of the schema within "
