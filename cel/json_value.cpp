@@ -2,6 +2,8 @@
 
 #include <boost/json.hpp>
 
+#include <new>
+
 #include "base/base64.hpp"
 #include "cel/time.hpp"
 
@@ -85,6 +87,15 @@ class ObjectView final : public MapValue {
     return json_view(it->value(), member_type, arena_);
   }
 
+  std::optional<Value> find_field(std::string_view json_name, const Type* type) const override {
+    if (type_ == nullptr || type_->kind != TypeKind::object) {
+      return find(Value::borrowed_string(json_name));
+    }
+    const auto it = object_.find(json_name);
+    if (it == object_.end() || it->value().is_null()) return std::nullopt;
+    return json_view(it->value(), type, arena_);
+  }
+
   Value key_at(std::size_t i) const override {
     return Value::borrowed_string((object_.begin() + static_cast<std::ptrdiff_t>(i))->key());
   }
@@ -122,15 +133,49 @@ Value natural_number(const boost::json::value& json) {
 
 }  // namespace
 
-struct JsonArena::Views {
-  std::deque<ArrayView> arrays;
-  std::deque<ObjectView> objects;
+// Views in blocks of 64, allocated as needed and kept across clear(): a validation that makes
+// a few views allocates once, and a reused arena not at all.
+template <class View>
+class ViewPool {
+ public:
+  template <class... Args>
+  const View* make(Args&&... args) {
+    if (used_ == blocks_.size() * kBlock) blocks_.push_back(std::make_unique<Block>());
+    Block& block = *blocks_[used_ / kBlock];
+    View* v = new (&block.slots[used_ % kBlock]) View(std::forward<Args>(args)...);
+    ++used_;
+    return v;
+  }
+  void clear() {
+    for (std::size_t i = 0; i < used_; ++i) {
+      std::launder(reinterpret_cast<View*>(&blocks_[i / kBlock]->slots[i % kBlock]))->~View();
+    }
+    used_ = 0;
+  }
+  ~ViewPool() { clear(); }
+
+ private:
+  static constexpr std::size_t kBlock = 64;
+  struct Block {
+    struct alignas(View) Slot {
+      unsigned char bytes[sizeof(View)];
+    };
+    Slot slots[kBlock];
+  };
+  std::vector<std::unique_ptr<Block>> blocks_;
+  std::size_t used_ = 0;
 };
 
-JsonArena::JsonArena() : views_(std::make_unique<Views>()) {}
+struct JsonArena::Views {
+  ViewPool<ArrayView> arrays;
+  ViewPool<ObjectView> objects;
+};
+
+JsonArena::JsonArena() = default;
 JsonArena::~JsonArena() = default;
 
 void JsonArena::clear() {
+  if (!views_) return;
   views_->arrays.clear();
   views_->objects.clear();
 }
@@ -176,8 +221,8 @@ Value json_view(const boost::json::value& json, const Type* type, JsonArena& are
     case boost::json::kind::array: {
       const Type* element =
           type != nullptr && kind == TypeKind::list ? type->params[0].get() : nullptr;
-      arena.views_->arrays.emplace_back(json.get_array(), element, arena);
-      return Value::borrowed_list(&arena.views_->arrays.back());
+      if (!arena.views_) arena.views_ = std::make_unique<JsonArena::Views>();
+      return Value::borrowed_list(arena.views_->arrays.make(json.get_array(), element, arena));
     }
     case boost::json::kind::object: return json_view(json.get_object(), type, arena);
   }
@@ -187,8 +232,8 @@ Value json_view(const boost::json::value& json, const Type* type, JsonArena& are
 Value json_view(const boost::json::object& json, const Type* type, JsonArena& arena) {
   const TypeKind kind = type == nullptr ? TypeKind::dyn : type->kind;
   const Type* shape = kind == TypeKind::object || kind == TypeKind::map ? type : nullptr;
-  arena.views_->objects.emplace_back(json, shape, arena);
-  return Value::borrowed_map(&arena.views_->objects.back());
+  if (!arena.views_) arena.views_ = std::make_unique<JsonArena::Views>();
+  return Value::borrowed_map(arena.views_->objects.make(json, shape, arena));
 }
 
 }  // namespace kwatch::cel

@@ -7,6 +7,8 @@
 
 #include "cel/literal.hpp"
 
+#include <boost/container/small_vector.hpp>
+
 namespace kwatch::cel {
 
 enum class Op : std::uint8_t {
@@ -44,6 +46,8 @@ struct Program::Step {
   std::uint32_t accu = 0;   // comprehension: accumulator
   bool two_vars = false;
   Value constant;           // constant; select: the field name; error: the error
+  TypePtr field_type;       // select of a schema object's field: its type
+  std::string json_name;    // ... and its JSON name
   std::string name;         // a call's function
   std::vector<const Overload*> overloads;
   std::vector<std::uint32_t> children;
@@ -97,6 +101,16 @@ class Compiler {
         s.op = n.test_only ? Op::has : Op::select;
         s.constant = Value::string(n.name);
         s.children = {compile(n.children[0])};
+        if (decls_.node_types != nullptr && n.children[0] < decls_.node_types->size()) {
+          const TypePtr& operand = (*decls_.node_types)[n.children[0]];
+          if (operand && operand->kind == TypeKind::object) {
+            s.field_type = operand->field(n.name);
+            if (s.field_type) {
+              auto j = operand->json_names.find(n.name);
+              s.json_name = j == operand->json_names.end() ? n.name : j->second;
+            }
+          }
+        }
         break;
       }
       case NodeKind::call: s = call(id, n); break;
@@ -300,7 +314,7 @@ class Evaluator {
       : budget(limit), locals_(locals), steps_(steps), variables_(variables) {}
 
   EvalBudget budget;
-  std::vector<Value> locals_;
+  boost::container::small_vector<Value, 8> locals_;
 
   // Costs follow cel-go's runtime tracking (kube's budget is counted in its units): reading a
   // variable and each selection or index costs 1, constants and has() nothing, a call what its
@@ -313,7 +327,7 @@ class Evaluator {
   Value eval(std::uint32_t id, bool charged) {
     const Step& s = steps_[id];
     switch (s.op) {
-      case Op::constant: return s.constant;
+      case Op::constant: return s.constant.borrowed();
       case Op::variable:
         if (charged) budget.charge(1);
         if (s.slot >= variables_.size()) return Value::error("no such attribute");
@@ -325,9 +339,14 @@ class Evaluator {
       case Op::select: {
         Value operand = eval(s.children[0], charged);
         if (charged) budget.charge(1);
+        if (s.field_type && operand.is(ValueKind::map)) return field(operand, s, false);
         return select(operand, s.constant, false);
       }
-      case Op::has: return select(eval(s.children[0]), s.constant, true);
+      case Op::has: {
+        Value operand = eval(s.children[0]);
+        if (s.field_type && operand.is(ValueKind::map)) return field(operand, s, true);
+        return select(operand, s.constant, true);
+      }
       case Op::logical_and:
       case Op::logical_or: return logic(s);
       case Op::conditional: {
@@ -417,6 +436,14 @@ class Evaluator {
       }
     };
     return tenths(std::min(size(a), size(b)), 1);
+  }
+
+  // A schema object's field, found by its JSON name.
+  static Value field(const Value& operand, const Step& s, bool test_only) {
+    auto found = operand.as_map().find_field(s.json_name, s.field_type.get());
+    if (test_only) return Value::boolean(found.has_value());
+    if (!found) return no_such_key(s.constant);
+    return std::move(*found);
   }
 
   Value select(const Value& operand, const Value& field, bool test_only) {
@@ -751,6 +778,7 @@ EvalResult Program::evaluate(std::span<const Value> variables, std::uint64_t cos
     out.value = Value::error("operation cancelled: actual cost limit exceeded");
   }
   out.cost = e.budget.spent();
+  out.constants = steps_;
   return out;
 }
 

@@ -30,11 +30,17 @@ namespace kwatch::cel {
 struct Declarations {
   std::vector<std::string> variables;  // slot i holds variables[i]
   const FunctionRegistry* functions = nullptr;
+  // The checked type of every node (Checked::types), when the expression was checked: a
+  // selection of a schema object's field then goes straight to its JSON name.
+  const std::vector<TypePtr>* node_types = nullptr;
 };
 
+// The value may borrow from the program's constants and from the variables' values: it is
+// valid while this result (which keeps the program's constants) and the variables live.
 struct EvalResult {
   Value value;                  // an error value when evaluation failed
   std::uint64_t cost = 0;       // what it spent
+  std::shared_ptr<const void> constants;
 };
 
 class Program {

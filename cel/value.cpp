@@ -312,6 +312,10 @@ std::size_t key_hash(const Value& key) {
   }
 }
 
+std::optional<Value> MapValue::find_field(std::string_view json_name, const Type*) const {
+  return find(Value::borrowed_string(json_name));
+}
+
 std::ptrdiff_t OwnedMap::index_of(const Value& key) const {
   if (index_.empty()) {
     for (std::size_t i = 0; i < keys_.size(); ++i) {

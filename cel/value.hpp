@@ -43,6 +43,7 @@ enum class ValueKind : std::uint8_t {
 class ListValue;
 class MapValue;
 class OpaqueValue;
+struct Type;
 
 // A point in time or a span: seconds and nanoseconds (0 <= nanos < 1e9 for a timestamp; a
 // duration's nanos carry its sign).
@@ -109,6 +110,15 @@ class Value {
   // then grow in place.
   bool uniquely_owned() const { return holder_ && holder_.use_count() == 1; }
 
+  // The same value without a share of its holder: valid while this one lives. A compiled
+  // program hands out its constants so, sparing every use a reference count.
+  Value borrowed() const {
+    Value out;
+    out.kind_ = kind_;
+    out.u_ = u_;
+    return out;
+  }
+
  private:
   struct Text {
     const char* data;
@@ -155,6 +165,9 @@ class MapValue {
   // Keys in iteration order (insertion order for literals, document order for JSON).
   virtual Value key_at(std::size_t i) const = 0;
   virtual Value value_at(std::size_t i) const = 0;
+  // A schema object's field by its JSON name, of the checked type `type` (as find() would
+  // give it): a program compiled with types selects so, without looking the name up by type.
+  virtual std::optional<Value> find_field(std::string_view json_name, const Type* type) const;
 };
 
 // A value of a type a library defines. Values of one type compare by `equals`; `literal` writes

@@ -499,7 +499,9 @@ class RuleCompiler {
     if (!out.compile_error.empty()) {
       cel_errors_.push_back(invalid(child(item, "rule"), rule_value(r), out.compile_error));
     } else {
-      out.program = cel::Program::compile(parsed.ast, decls);
+      cel::Declarations typed = decls;
+      typed.node_types = &checked.types;
+      out.program = cel::Program::compile(parsed.ast, typed);
       out.uses_old_self = mentions_old_self(parsed.ast);
     }
     if (r.has_message_expression && !trim(r.message_expression).empty()) {
@@ -518,7 +520,9 @@ class RuleCompiler {
       if (!error.empty()) {
         cel_errors_.push_back(invalid(child(item, "messageExpression"), rule_value(r), error));
       } else {
-        out.message = cel::Program::compile(message.ast, decls);
+        cel::Declarations typed = decls;
+        typed.node_types = &message_checked.types;
+        out.message = cel::Program::compile(message.ast, typed);
         // A message is evaluated once per failure: its cost is not multiplied by cardinality.
         const std::uint64_t cost = cel::estimate_cost(message.ast, message_checked).max;
         if (!options_.suppress_per_expression_cost && cost > kPerExpressionEstimateLimit) {
@@ -553,6 +557,25 @@ class RuleCompiler {
 
 // ---- running ----
 
+// Where a walk is, as a chain of steps on the stack: the text is only built for an error.
+struct Path {
+  enum class Step : std::uint8_t { root, field, key, index };
+  const Path* parent = nullptr;
+  Step step = Step::root;
+  std::string_view name;  // root: the prefix; field and key: the name
+  std::size_t i = 0;
+
+  std::string text() const {
+    switch (step) {
+      case Step::root: return std::string(name);
+      case Step::field: return child(parent->text(), name);
+      case Step::key: return key(parent->text(), name);
+      case Step::index: return index(parent->text(), i);
+    }
+    return {};
+  }
+};
+
 class RuleRunner {
  public:
   RuleRunner(std::vector<Cause>& out, std::vector<std::string>* warnings, bool update)
@@ -562,16 +585,17 @@ class RuleRunner {
   // Returns false when validation must stop (a budget ran out).
   // The old value is `old`, or the object `old_object` (the root's).
   bool walk(const SchemaNode& n, const json::value& value, const json::value* old,
-            const std::string& path, bool unchanged, const json::object* old_object = nullptr) {
-    if (value.is_null()) return true;
+            const Path& path, bool unchanged, const json::object* old_object = nullptr) {
+    if (value.is_null() || !n.rules_below) return true;
     if (n.cel && !run(*n.cel, value, old, old_object, path, unchanged)) return false;
     if (const auto* obj = value.if_object()) {
       const json::object* old_obj = old != nullptr ? old->if_object() : old_object;
       if (n.additional_schema != nullptr) {
         for (const auto& kv : *obj) {
           const json::value* o = old_obj != nullptr ? old_obj->if_contains(kv.key()) : nullptr;
-          if (!walk(*n.additional_schema, kv.value(), o, key(path, kv.key()),
-                    o != nullptr && *o == kv.value())) {
+          const Path item{&path, Path::Step::key, kv.key()};
+          if (!walk(*n.additional_schema, kv.value(), o, item,
+                    update_ && o != nullptr && *o == kv.value())) {
             return false;
           }
         }
@@ -580,7 +604,8 @@ class RuleRunner {
         const json::value* v = obj->if_contains(p.name);
         if (v == nullptr) continue;
         const json::value* o = old_obj != nullptr ? old_obj->if_contains(p.name) : nullptr;
-        if (!walk(*p.node, *v, o, child(path, p.name), o != nullptr && *o == *v)) return false;
+        const Path field{&path, Path::Step::field, p.name};
+        if (!walk(*p.node, *v, o, field, update_ && o != nullptr && *o == *v)) return false;
       }
     } else if (const auto* arr = value.if_array(); arr != nullptr && n.items != nullptr) {
       const json::array* old_arr = old != nullptr ? old->if_array() : nullptr;
@@ -592,7 +617,8 @@ class RuleRunner {
           o = same_keys(n.list_map_keys, (*arr)[i], *old_arr);
           item_unchanged = o != nullptr && *o == (*arr)[i];
         }
-        if (!walk(*n.items, (*arr)[i], o, index(path, i), item_unchanged)) return false;
+        const Path item{&path, Path::Step::index, {}, i};
+        if (!walk(*n.items, (*arr)[i], o, item, item_unchanged)) return false;
       }
     }
     return true;
@@ -623,11 +649,11 @@ class RuleRunner {
 
   static std::string at(const std::string& path) { return path.empty() ? "<nil>" : path; }
 
-  void fail(const NodeCel& cel, const std::string& path, std::string detail) {
-    out_.push_back(invalid(at(path), go_quote(cel.schema_type), detail));
+  void fail(const NodeCel& cel, const Path& path, std::string detail) {
+    out_.push_back(invalid(at(path.text()), go_quote(cel.schema_type), detail));
   }
 
-  bool out_of_budget(const NodeCel& cel, const std::string& path) {
+  bool out_of_budget(const NodeCel& cel, const Path& path) {
     fail(cel, path,
          "validation failed due to running out of cost budget, no further validation rules will "
          "be run");
@@ -635,10 +661,10 @@ class RuleRunner {
   }
 
   bool run(const NodeCel& cel, const json::value& value, const json::value* old_value,
-           const json::object* old_object, const std::string& path, bool unchanged) {
+           const json::object* old_object, const Path& path, bool unchanged) {
     if (cel.rules.empty()) return true;
     if (remaining_ == 0) return out_of_budget(cel, path);
-    cel::JsonArena arena;
+    cel::JsonArena& arena = arena_;
     const cel::Value self = cel::json_view(value, cel.type.get(), arena);
     const bool has_old = old_value != nullptr || old_object != nullptr;
     const cel::Value old_self =
@@ -658,8 +684,10 @@ class RuleRunner {
       if (optional_old) {
         vars[1] = has_old ? cel::Value::optional_of(old_self) : cel::Value::optional_none();
       }
-      const std::string res = trim(spec.has_message && !spec.message.empty() ? spec.message
-                                                                             : spec.rule);
+      // How kube names the rule in its errors: its message, else its text.
+      const auto res = [&] {
+        return trim(spec.has_message && !spec.message.empty() ? spec.message : spec.rule);
+      };
       const std::uint64_t limit = std::min(kPerCallLimit, remaining_);
       const cel::EvalResult r = rule.program->evaluate(vars, limit);
       const bool over = r.value.is_error() &&
@@ -670,14 +698,14 @@ class RuleRunner {
         const std::string err(r.value.as_text());
         if (over) {
           fail(cel, path, "'" + err + "': no further validation rules will be run due to call "
-                          "cost exceeds limit for rule: " + res);
+                          "cost exceeds limit for rule: " + res());
           return false;
         }
         if (err.starts_with("no such overload")) {
           fail(cel, path, "'" + err + "': call arguments did not match a supported operator, "
-                          "function or macro signature for rule: " + res);
+                          "function or macro signature for rule: " + res());
         } else {
-          fail(cel, path, err + " evaluating rule: " + res);
+          fail(cel, path, err + " evaluating rule: " + res());
         }
         continue;
       }
@@ -709,10 +737,12 @@ class RuleRunner {
       }
       if (detail.empty()) {
         detail = spec.has_message && !trim(spec.message).empty() ? trim(spec.message)
-                                                                 : "failed rule: " + res;
+                                                                 : "failed rule: " + res();
       }
-      std::string field = path;
-      if (!rule.field_path.empty()) field = path.empty() ? rule.field_path : path + "." + rule.field_path;
+      std::string field = path.text();
+      if (!rule.field_path.empty()) {
+        field = field.empty() ? rule.field_path : field + "." + rule.field_path;
+      }
       Cause cause;
       const std::string reason = spec.reason.value_or("FieldValueInvalid");
       if (reason == "FieldValueForbidden") {
@@ -738,10 +768,33 @@ class RuleRunner {
   std::vector<Cause>& out_;
   std::vector<std::string>* warnings_;
   bool update_;
+  // The views of the object and its old value, for the whole walk (the values live as long):
+  // the thread's arena, reused by every validation on the thread.
+  cel::JsonArena& arena_ = thread_arena();
+
+  static cel::JsonArena& thread_arena() {
+    thread_local cel::JsonArena arena;
+    return arena;
+  }
+
+ public:
+  ~RuleRunner() { arena_.clear(); }
   std::uint64_t remaining_ = kRuntimeBudget;
 };
 
 }  // namespace
+
+// Whether `n` or a node below it has rules: a walk skips the rest of the object.
+bool mark_rules_below(SchemaNode& n) {
+  bool below = n.cel != nullptr;
+  for (auto& p : n.properties) below |= mark_rules_below(const_cast<SchemaNode&>(*p.node));
+  if (n.additional_schema != nullptr) {
+    below |= mark_rules_below(const_cast<SchemaNode&>(*n.additional_schema));
+  }
+  if (n.items != nullptr) below |= mark_rules_below(const_cast<SchemaNode&>(*n.items));
+  n.rules_below = below;
+  return below;
+}
 
 bool has_cel_rules(const SchemaTree& tree) {
   return std::any_of(tree.nodes.begin(), tree.nodes.end(),
@@ -761,6 +814,7 @@ void compile_cel_rules(SchemaTree& tree, const SchemaNode& root, const std::stri
   compiler.check_total(path);
   for (auto& c : cel_errors) out.push_back(std::move(c));
   for (auto& [node, cel] : compiler.compiled) node->cel = std::move(cel);
+  mark_rules_below(const_cast<SchemaNode&>(root));
 }
 
 void validate_cel_rules(const SchemaNode& root, const json::value& value, const json::object* old,
@@ -768,7 +822,8 @@ void validate_cel_rules(const SchemaNode& root, const json::value& value, const 
                         std::vector<std::string>* warnings) {
   RuleRunner runner(out, warnings, old != nullptr);
   const bool unchanged = old != nullptr && value.is_object() && value.get_object() == *old;
-  runner.walk(root, value, nullptr, path_prefix, unchanged, old);
+  const Path root_path{nullptr, Path::Step::root, path_prefix};
+  runner.walk(root, value, nullptr, root_path, unchanged, old);
 }
 
 }  // namespace kwatch::schema::detail

@@ -86,6 +86,7 @@ struct SchemaNode {
   bool has_x_validations = false;
   std::vector<ValidationRule> validations;
   std::shared_ptr<const NodeCel> cel;  // set by compile_cel_rules when the node has rules
+  bool rules_below = false;            // this node or one under it has rules
 
   // Value validation
   std::optional<double> minimum, maximum, multiple_of;
@@ -215,6 +216,7 @@ void validate_cel_rules(const SchemaNode& root, const boost::json::value& value,
                         std::vector<apimachinery::Cause>& out,
                         std::vector<std::string>* warnings);
 bool has_cel_rules(const SchemaTree& tree);
+bool mark_rules_below(SchemaNode& n);
 
 // schema_values.cpp: structuraldefaulting.ValidateDefaults.
 void check_defaults(const SchemaNode& s, const std::string& path, bool resource_root,
