@@ -54,9 +54,25 @@ struct Program::Step {
   std::vector<bool> optional_at;
 };
 
+// What the evaluator reads at every step, packed (32 bytes) so that the steps of the programs a
+// validation runs stay in cache: the op, up to three children, a slot, and the rest (`cold`).
+struct Program::Hot {
+  Op op = Op::constant;
+  bool attribute = false;  // a variable or selections on one (cel-go's attribute)
+  std::uint32_t slot = 0;
+  std::uint32_t c[3] = {0, 0, 0};
+  const Step* cold = nullptr;
+};
+
+struct Program::Compiled {
+  std::vector<Step> steps;
+  std::vector<Hot> hot;  // hot[i] packs steps[i]
+};
+
 namespace {
 
 using Step = Program::Step;
+using Hot = Program::Hot;
 
 // The type names an identifier may denote.
 constexpr std::string_view kTypeNames[] = {
@@ -309,9 +325,9 @@ Value no_such_key(const Value& key) {
 
 class Evaluator {
  public:
-  Evaluator(const std::vector<Step>& steps, std::span<const Value> variables,
-            std::uint32_t locals, std::uint64_t limit)
-      : budget(limit), locals_(locals), steps_(steps), variables_(variables) {}
+  Evaluator(const std::vector<Step>& steps, const std::vector<Hot>& hot,
+            std::span<const Value> variables, std::uint32_t locals, std::uint64_t limit)
+      : budget(limit), locals_(locals), steps_(steps), hot_(hot), variables_(variables) {}
 
   EvalBudget budget;
   boost::container::small_vector<Value, 8> locals_;
@@ -325,83 +341,84 @@ class Evaluator {
   // `charged` false: an attribute read that cel-go does not count (a bare variable as a branch
   // of `?:`, an identifier used as an index).
   Value eval(std::uint32_t id, bool charged) {
-    const Step& s = steps_[id];
-    switch (s.op) {
+    const Hot& h = hot_[id];
+    const Step& s = *h.cold;
+    switch (h.op) {
       case Op::constant: return s.constant.borrowed();
       case Op::variable:
         if (charged) budget.charge(1);
-        if (s.slot >= variables_.size()) return Value::error("no such attribute");
-        return variables_[s.slot];
+        if (h.slot >= variables_.size()) return Value::error("no such attribute");
+        return variables_[h.slot];
       case Op::local:
         if (charged) budget.charge(1);
-        return locals_[s.slot];
+        return locals_[h.slot];
       case Op::error: return s.constant;
       case Op::select: {
-        Value operand = eval(s.children[0], charged);
+        Value operand = eval(h.c[0], charged);
         if (charged) budget.charge(1);
         if (s.field_type && operand.is(ValueKind::map)) return field(operand, s, false);
         return select(operand, s.constant, false);
       }
       case Op::has: {
-        Value operand = eval(s.children[0]);
+        Value operand = eval(h.c[0]);
         if (s.field_type && operand.is(ValueKind::map)) return field(operand, s, true);
         return select(operand, s.constant, true);
       }
       case Op::logical_and:
-      case Op::logical_or: return logic(s);
+      case Op::logical_or: return logic(h);
       case Op::conditional: {
-        Value c = eval(s.children[0]);
+        Value c = eval(h.c[0]);
         if (c.is_error()) return c;
         if (!c.is(ValueKind::boolean)) return no_such_overload("_?_:_", {&c, 1});
-        const std::uint32_t branch = s.children[c.as_bool() ? 1 : 2];
-        return eval(branch, !is_attribute(branch));
+        const std::uint32_t branch = h.c[c.as_bool() ? 1 : 2];
+        return eval(branch, !hot_[branch].attribute);
       }
       case Op::not_strictly_false: {
-        Value v = eval(s.children[0]);
+        Value v = eval(h.c[0]);
         budget.charge(1);
         return Value::boolean(!v.is(ValueKind::boolean) || v.as_bool());
       }
       case Op::equals:
       case Op::not_equals: {
-        Value a = eval(s.children[0]);
+        Value a = eval(h.c[0]);
         if (a.is_error()) return a;
-        Value b = eval(s.children[1]);
+        Value b = eval(h.c[1]);
         if (b.is_error()) return b;
         budget.charge(comparison_cost(a, b));
-        return Value::boolean(equal(a, b) == (s.op == Op::equals));
+        return Value::boolean(equal(a, b) == (h.op == Op::equals));
       }
       case Op::less:
       case Op::less_equal:
       case Op::greater:
-      case Op::greater_equal: return relation(s);
+      case Op::greater_equal: return relation(h, s);
       case Op::in: {
-        Value a = eval(s.children[0]);
+        Value a = eval(h.c[0]);
         if (a.is_error()) return a;
-        Value b = eval(s.children[1]);
+        Value b = eval(h.c[1]);
         if (b.is_error()) return b;
         // A constant list is a set lookup, free in cel-go's optimized programs.
-        if (steps_[s.children[1]].op != Op::constant) budget.charge(b.is(ValueKind::list) ? b.as_list().size() : 1);
+        if (hot_[h.c[1]].op != Op::constant) budget.charge(b.is(ValueKind::list) ? b.as_list().size() : 1);
         return in(a, b);
       }
       case Op::index: {
-        Value a = eval(s.children[0]);
+        Value a = eval(h.c[0]);
         if (a.is_error()) return a;
-        Value b = eval(s.children[1], !is_attribute(s.children[1]));
+        Value b = eval(h.c[1], !hot_[h.c[1]].attribute);
         if (b.is_error()) return b;
         budget.charge(1);
         return index(a, b);
       }
       case Op::opt_select: {
-        Value a = eval(s.children[0]);
+        Value a = eval(h.c[0]);
         if (a.is_error()) return a;
-        Value f = eval(s.children[1]);
+        Value f = eval(h.c[1]);
         budget.charge(1);
         return optional_access(a, f, true);
       }
       case Op::opt_index: {
-        Value a = eval(s.children[0]);
+        Value a = eval(h.c[0]);
         if (a.is_error()) return a;
-        Value b = eval(s.children[1]);
+        Value b = eval(h.c[1]);
         if (b.is_error()) return b;
         budget.charge(1);
         return optional_access(a, b, false);
@@ -417,11 +434,7 @@ class Evaluator {
 
  private:
   // A variable, or selections on one: what cel-go reads as an attribute.
-  bool is_attribute(std::uint32_t id) const {
-    const Step& s = steps_[id];
-    if (s.op == Op::variable || s.op == Op::local) return true;
-    return s.op == Op::select && is_attribute(s.children[0]);
-  }
+  bool is_attribute(std::uint32_t id) const { return hot_[id].attribute; }
 
   // Comparing strings, bytes, lists or maps costs a tenth of the smaller size (rounded up);
   // anything else 1.
@@ -467,13 +480,13 @@ class Evaluator {
                         "' does not support field selection");
   }
 
-  Value logic(const Step& s) {
-    const bool is_and = s.op == Op::logical_and;
-    Value a = eval(s.children[0]);
+  Value logic(const Hot& h) {
+    const bool is_and = h.op == Op::logical_and;
+    Value a = eval(h.c[0]);
     // A decisive left side ends it; otherwise the right side decides, and an error on one
     // side gives way to a decisive other side.
     if (a.is(ValueKind::boolean) && a.as_bool() != is_and) return a;
-    Value b = eval(s.children[1]);
+    Value b = eval(h.c[1]);
     if (b.is(ValueKind::boolean) && b.as_bool() != is_and) return b;
     if (a.is(ValueKind::boolean) && b.is(ValueKind::boolean)) return a;
     if (a.is_error()) return a;
@@ -484,10 +497,10 @@ class Evaluator {
                         std::string(a.type_name()) + ", " + std::string(b.type_name()) + ")");
   }
 
-  Value relation(const Step& s) {
-    Value a = eval(s.children[0]);
+  Value relation(const Hot& h, const Step& s) {
+    Value a = eval(h.c[0]);
     if (a.is_error()) return a;
-    Value b = eval(s.children[1]);
+    Value b = eval(h.c[1]);
     if (b.is_error()) return b;
     budget.charge(comparison_cost(a, b));
     const int c = compare(a, b);
@@ -496,7 +509,7 @@ class Evaluator {
       const Value args[] = {a, b};
       return no_such_overload(s.name, args);
     }
-    switch (s.op) {
+    switch (h.op) {
       case Op::less: return Value::boolean(c < 0);
       case Op::less_equal: return Value::boolean(c <= 0);
       case Op::greater: return Value::boolean(c > 0);
@@ -721,8 +734,26 @@ class Evaluator {
   }
 
   const std::vector<Step>& steps_;
+  const std::vector<Hot>& hot_;
   std::span<const Value> variables_;
 };
+
+// The packed form of `steps`.
+std::vector<Hot> pack(const std::vector<Step>& steps) {
+  std::vector<Hot> hot(steps.size());
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const Step& s = steps[i];
+    Hot& h = hot[i];
+    h.op = s.op;
+    h.slot = s.slot;
+    for (std::size_t k = 0; k < 3 && k < s.children.size(); ++k) h.c[k] = s.children[k];
+    h.cold = &s;
+    // Children come before their parents, so theirs is known.
+    h.attribute = s.op == Op::variable || s.op == Op::local ||
+                  (s.op == Op::select && hot[s.children[0]].attribute);
+  }
+  return hot;
+}
 
 }  // namespace
 
@@ -746,7 +777,8 @@ void fold_constants(std::vector<Step>& steps) {
     if (!foldable) continue;
     for (std::uint32_t c : s.children) foldable = foldable && steps[c].op == Op::constant;
     if (!foldable) continue;
-    Evaluator e(steps, {}, 0, UINT64_MAX);
+    const std::vector<Hot> hot = pack(steps);
+    Evaluator e(steps, hot, {}, 0, UINT64_MAX);
     Value v = e.eval(i);
     if (v.is_error()) continue;
     Step folded;
@@ -765,12 +797,15 @@ Program Program::compile(const Ast& ast, const Declarations& declarations,
   p.root_ = c.compile(ast.root);
   p.locals_ = c.locals;
   fold_constants(c.steps);
-  p.steps_ = std::make_shared<const std::vector<Step>>(std::move(c.steps));
+  auto compiled = std::make_shared<Compiled>();
+  compiled->steps = std::move(c.steps);
+  compiled->hot = pack(compiled->steps);
+  p.compiled_ = std::move(compiled);
   return p;
 }
 
 EvalResult Program::evaluate(std::span<const Value> variables, std::uint64_t cost_limit) const {
-  Evaluator e(*steps_, variables, locals_, cost_limit);
+  Evaluator e(compiled_->steps, compiled_->hot, variables, locals_, cost_limit);
   EvalResult out;
   try {
     out.value = e.eval(root_);
@@ -778,7 +813,7 @@ EvalResult Program::evaluate(std::span<const Value> variables, std::uint64_t cos
     out.value = Value::error("operation cancelled: actual cost limit exceeded");
   }
   out.cost = e.budget.spent();
-  out.constants = steps_;
+  out.constants = compiled_;
   return out;
 }
 

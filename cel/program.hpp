@@ -58,9 +58,11 @@ class Program {
                       std::uint64_t cost_limit = UINT64_MAX) const;
 
   struct Step;
+  struct Hot;
+  struct Compiled;
 
  private:
-  std::shared_ptr<const std::vector<Step>> steps_;
+  std::shared_ptr<const Compiled> compiled_;
   std::uint32_t root_ = 0;
   std::uint32_t locals_ = 0;  // comprehension variable slots
 };

@@ -581,23 +581,36 @@ class RuleRunner {
   RuleRunner(std::vector<Cause>& out, std::vector<std::string>* warnings, bool update)
       : out_(out), warnings_(warnings), update_(update) {}
 
-  // `unchanged`: the value, or the nearest correlated ancestor, equals its old value.
+  // Whether a value equals its old one, asked only when a rule fails (ratcheting): the
+  // value's own when it correlates with an old value, else its nearest correlated ancestor's.
+  struct Correlation {
+    const Correlation* parent = nullptr;
+    bool correlated = true;
+    const json::value* value = nullptr;
+    const json::value* old = nullptr;
+    const json::object* old_object = nullptr;  // the root's
+    bool unchanged() const {
+      if (!correlated) return parent != nullptr && parent->unchanged();
+      if (old_object != nullptr) return value->is_object() && value->get_object() == *old_object;
+      return old != nullptr && *old == *value;
+    }
+  };
+
   // Returns false when validation must stop (a budget ran out).
   // The old value is `old`, or the object `old_object` (the root's).
   bool walk(const SchemaNode& n, const json::value& value, const json::value* old,
-            const Path& path, bool unchanged, const json::object* old_object = nullptr) {
+            const Path& path, const Correlation& correlation,
+            const json::object* old_object = nullptr) {
     if (value.is_null() || !n.rules_below) return true;
-    if (n.cel && !run(*n.cel, value, old, old_object, path, unchanged)) return false;
+    if (n.cel && !run(*n.cel, value, old, old_object, path, correlation)) return false;
     if (const auto* obj = value.if_object()) {
       const json::object* old_obj = old != nullptr ? old->if_object() : old_object;
       if (n.additional_schema != nullptr) {
         for (const auto& kv : *obj) {
           const json::value* o = old_obj != nullptr ? old_obj->if_contains(kv.key()) : nullptr;
           const Path item{&path, Path::Step::key, kv.key()};
-          if (!walk(*n.additional_schema, kv.value(), o, item,
-                    update_ && o != nullptr && *o == kv.value())) {
-            return false;
-          }
+          const Correlation c{&correlation, true, &kv.value(), o};
+          if (!walk(*n.additional_schema, kv.value(), o, item, c)) return false;
         }
       }
       for (const auto& p : n.properties) {
@@ -605,20 +618,19 @@ class RuleRunner {
         if (v == nullptr) continue;
         const json::value* o = old_obj != nullptr ? old_obj->if_contains(p.name) : nullptr;
         const Path field{&path, Path::Step::field, p.name};
-        if (!walk(*p.node, *v, o, field, update_ && o != nullptr && *o == *v)) return false;
+        const Correlation c{&correlation, true, v, o};
+        if (!walk(*p.node, *v, o, field, c)) return false;
       }
     } else if (const auto* arr = value.if_array(); arr != nullptr && n.items != nullptr) {
       const json::array* old_arr = old != nullptr ? old->if_array() : nullptr;
       const bool map_list = n.list_type && *n.list_type == "map" && !n.list_map_keys.empty();
       for (std::size_t i = 0; i < arr->size(); ++i) {
         const json::value* o = nullptr;
-        bool item_unchanged = unchanged;  // items of other lists: their list decides
-        if (map_list && old_arr != nullptr) {
-          o = same_keys(n.list_map_keys, (*arr)[i], *old_arr);
-          item_unchanged = o != nullptr && *o == (*arr)[i];
-        }
+        if (map_list && old_arr != nullptr) o = same_keys(n.list_map_keys, (*arr)[i], *old_arr);
         const Path item{&path, Path::Step::index, {}, i};
-        if (!walk(*n.items, (*arr)[i], o, item, item_unchanged)) return false;
+        // Items of other lists have no old item: their list decides.
+        const Correlation c{&correlation, map_list, &(*arr)[i], o};
+        if (!walk(*n.items, (*arr)[i], o, item, c)) return false;
       }
     }
     return true;
@@ -661,7 +673,7 @@ class RuleRunner {
   }
 
   bool run(const NodeCel& cel, const json::value& value, const json::value* old_value,
-           const json::object* old_object, const Path& path, bool unchanged) {
+           const json::object* old_object, const Path& path, const Correlation& correlation) {
     if (cel.rules.empty()) return true;
     if (remaining_ == 0) return out_of_budget(cel, path);
     cel::JsonArena& arena = arena_;
@@ -756,7 +768,7 @@ class RuleRunner {
       }
       // Ratcheting: an unchanged value keeps a rule's complaint as a warning, unless the rule
       // is about the change itself.
-      if (update_ && unchanged && !rule.uses_old_self) {
+      if (update_ && !rule.uses_old_self && correlation.unchanged()) {
         if (warnings_ != nullptr) warnings_->push_back(cause.field + ": " + cause.message);
         continue;
       }
@@ -821,9 +833,9 @@ void validate_cel_rules(const SchemaNode& root, const json::value& value, const 
                         const std::string& path_prefix, std::vector<Cause>& out,
                         std::vector<std::string>* warnings) {
   RuleRunner runner(out, warnings, old != nullptr);
-  const bool unchanged = old != nullptr && value.is_object() && value.get_object() == *old;
   const Path root_path{nullptr, Path::Step::root, path_prefix};
-  runner.walk(root, value, nullptr, root_path, unchanged, old);
+  const RuleRunner::Correlation correlation{nullptr, true, &value, nullptr, old};
+  runner.walk(root, value, nullptr, root_path, correlation, old);
 }
 
 }  // namespace kwatch::schema::detail
