@@ -117,7 +117,7 @@ asio::awaitable<void> CrdController::serve(json::object crd) {
     // definition is served under the limits it was accepted with (writes get the budget).
     auto patterns = schema::PatternCache::for_stored();
     if (auto it = patterns_.find(name); it != patterns_.end()) patterns->offer(*it->second);
-    auto infos = kinds::custom_resources(crd, storage_prefix_, patterns);
+    auto infos = kinds::custom_resources(crd, storage_prefix_, patterns, /*stored=*/true);
     patterns->forget_offered();
     if (!infos) {
       spdlog::warn("CustomResourceDefinition {} cannot be served: {}", name, infos.error().message);
@@ -157,7 +157,8 @@ void CrdController::serve_terminating(const json::object& crd) {
   // Never established, never served: nothing for clients to reach.
   if (!kinds::has_true_condition(crd, "Established")) return;
   auto infos =
-      kinds::custom_resources(crd, storage_prefix_, schema::PatternCache::for_stored());
+      kinds::custom_resources(crd, storage_prefix_, schema::PatternCache::for_stored(),
+                              /*stored=*/true);
   if (!infos) {
     spdlog::warn("CustomResourceDefinition {} is being deleted and cannot be served: {}", name,
                  infos.error().message);

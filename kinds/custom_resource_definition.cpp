@@ -216,11 +216,13 @@ bool condition_true(const json::object& crd, std::string_view type) {
 class Validator {
  public:
   explicit Validator(std::vector<std::shared_ptr<const StructuralSchema>>* schemas,
-                     std::shared_ptr<PatternCache> patterns = nullptr)
+                     std::shared_ptr<PatternCache> patterns = nullptr, bool stored = false)
       : schemas_(schemas),
-        patterns_(patterns ? std::move(patterns) : std::make_shared<PatternCache>()) {}
+        patterns_(patterns ? std::move(patterns) : std::make_shared<PatternCache>()),
+        stored_(stored) {}
 
   std::vector<Cause> run(const json::object& crd, const json::object* old) {
+    old_ = old;
     const json::object& meta = object_or_empty(crd, "metadata");
     const json::object& spec = object_or_empty(crd, "spec");
     const json::object& names = object_or_empty(spec, "names");
@@ -366,8 +368,13 @@ class Validator {
       if (subresources.contains("status") && schema->is_object()) {
         status_root(schema->get_object(), schema_path);
       }
-      auto compiled =
-          StructuralSchema::compile(*schema, SchemaCompileOptions{schema_path, false, patterns_});
+      SchemaCompileOptions options{schema_path, false, patterns_};
+      // CEL rules: a definition already stored is served whatever its rules (a rule that does
+      // not compile fails at its objects' writes), and an update that leaves this version's
+      // schema as it was is not held to the per-rule cost limit again, as kube does.
+      options.cel.stored = stored_;
+      options.cel.suppress_per_expression_cost = unchanged_schema(v, *schema);
+      auto compiled = StructuralSchema::compile(*schema, options);
       if (compiled.has_value()) {
         if (schemas_ != nullptr) (*schemas_)[i] = *compiled;
       } else {
@@ -738,6 +745,23 @@ class Validator {
   std::vector<std::shared_ptr<const StructuralSchema>>* schemas_;
   // Every version's patterns, compiled once per distinct text within one budget.
   std::shared_ptr<PatternCache> patterns_;
+  bool stored_ = false;
+  const json::object* old_ = nullptr;
+
+  // Whether the old definition has this version with the same schema.
+  bool unchanged_schema(const json::object& version, const json::value& schema) const {
+    if (old_ == nullptr) return false;
+    const std::string name = string_at(version, "name");
+    const json::object& old_spec = object_or_empty(*old_, "spec");
+    const json::array* versions = array_member(old_spec, "versions");
+    if (versions == nullptr) return false;
+    for (const auto& v : *versions) {
+      if (!v.is_object() || string_at(v.get_object(), "name") != name) continue;
+      const json::value* old_schema = schema_of(v.get_object());
+      return old_schema != nullptr && *old_schema == schema;
+    }
+    return false;
+  }
   std::vector<Cause> causes_;
 };
 
@@ -814,11 +838,12 @@ std::vector<Cause> validate_custom_resource_definition(const json::object& crd,
 
 ApiResult<std::vector<ResourceInfo>> custom_resources(const json::object& crd_in,
                                                       const std::string& storage_prefix,
-                                                      std::shared_ptr<PatternCache> patterns) {
+                                                      std::shared_ptr<PatternCache> patterns,
+                                                      bool stored) {
   json::object crd = crd_in;
   default_custom_resource_definition(crd);
   std::vector<std::shared_ptr<const StructuralSchema>> schemas;
-  auto causes = Validator(&schemas, std::move(patterns)).run(crd, nullptr);
+  auto causes = Validator(&schemas, std::move(patterns), stored).run(crd, nullptr);
   const json::object& meta = object_or_empty(crd, "metadata");
   if (!causes.empty()) {
     return invalid_error("apiextensions.k8s.io", "CustomResourceDefinition",

@@ -77,9 +77,11 @@ std::vector<apimachinery::Cause> validate_custom_resource_definition(const boost
 // with the causes of validate_custom_resource_definition(crd, nullptr) when it does not validate.
 // The versions' patterns are compiled through `patterns` (null: a cache of its own), so a caller
 // that offers it the cache of the definition's previous spec shares the unchanged ones.
+// `stored`: the definition is already stored (served after a restart or an update): its CEL
+// rules do not refuse it (one that does not compile fails at its objects' writes).
 apimachinery::ApiResult<std::vector<ResourceInfo>> custom_resources(
     const boost::json::object& crd, const std::string& storage_prefix,
-    std::shared_ptr<schema::PatternCache> patterns = nullptr);
+    std::shared_ptr<schema::PatternCache> patterns = nullptr, bool stored = false);
 
 // Where a definition's objects are stored, read from its spec alone, without validating or
 // compiling anything: a ResourceInfo of the storage version (group, plural, kind, scope, origin

@@ -819,12 +819,14 @@ void compile_cel_rules(SchemaTree& tree, const SchemaNode& root, const std::stri
   std::vector<Cause> schema_errors, cel_errors;
   RuleCompiler compiler(options, schema_errors, cel_errors);
   compiler.walk(const_cast<SchemaNode&>(root), path, true, "", std::uint64_t{1});
-  if (!schema_errors.empty()) {
-    for (auto& c : schema_errors) out.push_back(std::move(c));
-    return;
+  if (!options.stored) {
+    if (!schema_errors.empty()) {
+      for (auto& c : schema_errors) out.push_back(std::move(c));
+      return;
+    }
+    compiler.check_total(path);
+    for (auto& c : cel_errors) out.push_back(std::move(c));
   }
-  compiler.check_total(path);
-  for (auto& c : cel_errors) out.push_back(std::move(c));
   for (auto& [node, cel] : compiler.compiled) node->cel = std::move(cel);
   mark_rules_below(const_cast<SchemaNode&>(root));
 }

@@ -872,7 +872,9 @@ ApiResult<std::shared_ptr<const StructuralSchema>> StructuralSchema::compile(
   if (causes.empty()) check_defaults(*root, options.path, true, false, causes);
   if (causes.empty()) {
     compile_cel_rules(*tree, *root, options.path,
-                      detail::CelCompileOptions{options.cel.suppress_per_expression_cost}, causes);
+                      detail::CelCompileOptions{options.cel.suppress_per_expression_cost,
+                                                options.cel.stored},
+                      causes);
   }
   if (!causes.empty()) {
     drop_repeated_causes(causes);

@@ -131,6 +131,9 @@ struct SchemaCompileOptions {
   // unchanged, the per-expression cost limit is not enforced again (kube's ratcheting).
   struct Cel {
     bool suppress_per_expression_cost = false;
+    // The schema of a definition already stored: its rules never refuse it (one that does not
+    // compile fails when it would run, with kube's "rule compile error"), costs are not limited.
+    bool stored = false;
   } cel;
 };
 

@@ -208,6 +208,7 @@ struct CelCompileOptions {
   // A CRD update whose schema for this version is unchanged: the per-expression cost limit is
   // not enforced again (the total is).
   bool suppress_per_expression_cost = false;
+  bool stored = false;  // never refuse: compile errors fail at run time
 };
 void compile_cel_rules(SchemaTree& tree, const SchemaNode& root, const std::string& path,
                        const CelCompileOptions& options, std::vector<apimachinery::Cause>& out);

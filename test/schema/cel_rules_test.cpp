@@ -252,6 +252,38 @@ TEST(CelRules, RulesTooExpensiveForTheirBoundsAreRefused) {
             std::string::npos);
 }
 
+TEST(CelRules, AStoredDefinitionIsServedWhateverItsRules) {
+  // Stored before its rules were checked: served, and the rule that cannot run says so at each
+  // write instead.
+  SchemaCompileOptions options;
+  options.cel.stored = true;
+  auto r = StructuralSchema::compile(
+      json::parse(crd(kReplicas, R"([{"rule": "self.replica > 1"}, {"rule": "self.replicas < 10"}])")),
+      options);
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  const std::string out = lines((*r)->validate(json::parse(R"({"spec": {"replicas": 30}})")));
+  EXPECT_NE(out.find("spec: Invalid value: \"object\": rule compile error: compilation failed: "
+                     "ERROR: <input>:1:5: undefined field 'replica'"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("spec: Invalid value: \"object\": failed rule: self.replicas < 10"),
+            std::string::npos)
+      << out;
+}
+
+TEST(CelRules, AnUnchangedSchemaIsNotHeldToThePerRuleLimitAgain) {
+  const std::string expensive = crd(R"({"tags": {"type": "array", "items": {"type": "string"}}})",
+                                    R"x([{"rule": "self.tags.all(t, t.matches('^a'))"}])x");
+  SchemaCompileOptions options;
+  options.cel.suppress_per_expression_cost = true;
+  auto r = StructuralSchema::compile(json::parse(expensive), options);
+  ASSERT_FALSE(r.has_value());
+  // Only the schema's total is still enforced.
+  for (const auto& c : r.error().causes) {
+    EXPECT_EQ(c.message.find("estimated rule cost exceeds budget"), std::string::npos) << c.message;
+  }
+}
+
 TEST(CelRules, OldSelfIsRefusedWhereNothingCorrelates) {
   EXPECT_EQ(compile_errors(crd(R"({"tags": {"type": "array", "maxItems": 10, "items": {
       "type": "string", "maxLength": 10, "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}})")),
