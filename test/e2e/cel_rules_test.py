@@ -38,7 +38,7 @@ spec:
             type: object
             x-kubernetes-validations:
             - rule: "self.stages <= 4"
-              messageExpression: "'a rocket has at most 4 stages, not ' + string(self.stages)"
+              messageExpression: "'rocket ' + self.name + ' has more than 4 stages'"
             - rule: "!has(self.payload) || self.payload.all(p, p.mass > 0)"
               message: "every payload has a mass"
               fieldPath: ".payload"
@@ -102,7 +102,7 @@ def checks_of(t, server, tmp):
     code, out = kc("create", "-f", "-", stdin=rocket_yaml("r-big", stages=6))
     t.check("a messageExpression words the refusal",
             code != 0 and 'The Rocket "r-big" is invalid: spec: Invalid value: "object": '
-            'a rocket has at most 4 stages, not 6' in out, out)
+            'rocket falcon has more than 4 stages' in out, out)
 
     code, out = kc("create", "-f", "-", stdin=rocket_yaml("bad-name"))
     t.check("a rule at the root is reported at <nil>",
@@ -159,9 +159,17 @@ def checks_of(t, server, tmp):
             t.check("the Python client is refused an invalid rocket with its cause",
                     e.status == 422 and causes and causes[0].get("field") == "spec"
                     and causes[0].get("reason") == "FieldValueInvalid"
-                    and "at most 4 stages, not 9" in causes[0].get("message", ""), e.body[:400])
+                    and "rocket x has more than 4 stages" in causes[0].get("message", ""), e.body[:400])
     except ImportError:
         t.check("python3-kubernetes is installed", False)
+
+    # A message built from an unbounded string: kube's estimate is past the limit.
+    costly = CRD_YAML.replace("'rocket ' + self.name", "'stages: ' + string(self.stages)").replace(
+        "rockets", "costlies").replace("Rocket", "Costly").replace("rocket", "costly")
+    code, out = kc("apply", "-f", "-", stdin=costly)
+    t.check("a definition whose messageExpression may cost too much is refused",
+            code != 0 and "x-kubernetes-validations[0].messageExpression: Forbidden: estimated "
+            "messageExpression cost exceeds budget by factor of more than 100x" in out, out)
 
     bad = CRD_YAML.replace("rockets", "probes").replace("Rocket", "Probe").replace(
         "rocket", "probe").replace("self.stages <= 4", "self.stage <= 4")
