@@ -232,7 +232,9 @@ cel::TypePtr type_of(const SchemaNode& n, bool resource_root, const std::string&
       cel::TypePtr value =
           type_of(*n.additional_schema, n.additional_schema->embedded, name + ".@elem");
       if (!value) return nullptr;
-      auto t = std::make_shared<cel::Type>(*cel::types::map(cel::types::string(), value));
+      // The keys' size is unknown to kube's estimator, which counts it as 0 (its shared string
+      // type carries no bound): a rule over the keys costs by the number of entries only.
+      auto t = std::make_shared<cel::Type>(*cel::types::map(bounded(cel::types::string(), 0), value));
       t->max_elements =
           n.max_properties ? static_cast<std::uint64_t>(*n.max_properties)
                            : (kMaxRequestBytes - 2) / (min_serialized_size(*n.additional_schema) + 6);
