@@ -244,6 +244,10 @@ TEST(CelRules, RulesTooExpensiveForTheirBoundsAreRefused) {
       {"type": "string", "maxLength": 64}}})",
                                R"x([{"rule": "self.tags.all(t, t.matches('^a'))"}])x")),
             "compiled");
+  // A map's keys count as size 0 in kube's estimate: a pattern over every key is affordable.
+  EXPECT_EQ(compile_errors(crd(R"({"labels": {"type": "object", "additionalProperties":
+      {"type": "string"}}})", R"x([{"rule": "self.labels.all(k, k.matches('^[a-z]+$'))"}])x")),
+            "compiled");
   // A rule inside an unbounded list counts once per possible item.
   EXPECT_NE(compile_errors(crd(R"x({"tags": {"type": "array", "items": {"type": "string",
       "x-kubernetes-validations": [{"rule": "self.matches('^[a-z]+$')"}]}}})x"))
