@@ -210,6 +210,15 @@ void add_sets_and_encoders_libraries(FunctionRegistry& r) {
   r.add("base64.decode", "base64_decode_string", false, "string -> bytes", base64_decode);
 }
 
+const FunctionRegistry& kubernetes_functions() {
+  static const FunctionRegistry registry = [] {
+    FunctionRegistry r;
+    add_kubernetes_libraries(r);
+    return r;
+  }();
+  return registry;
+}
+
 void add_kubernetes_libraries(FunctionRegistry& r) {
   add_standard_functions(r);
   add_strings_library(r);

@@ -88,8 +88,7 @@ int main(int argc, char** argv) {
     std::cerr << format_issues(expression, parsed.errors) << "\n";
     return 2;
   }
-  FunctionRegistry functions;
-  add_kubernetes_libraries(functions);
+  const FunctionRegistry& functions = kubernetes_functions();
   Declarations declarations;
   declarations.variables = names;
   declarations.functions = &functions;

@@ -25,4 +25,7 @@ void add_network_library(FunctionRegistry& registry);
 // The standard definitions and every library above.
 void add_kubernetes_libraries(FunctionRegistry& registry);
 
+// A registry with kube's whole environment, made once per process (thread-safe, immutable).
+const FunctionRegistry& kubernetes_functions();
+
 }  // namespace kwatch::cel

@@ -15,18 +15,7 @@ void quote(std::string& out, std::string_view text, bool bytes) {
   out += bytes ? "b\"" : "\"";
   for (char c : text) {
     const auto b = static_cast<unsigned char>(c);
-    switch (c) {
-      case '\\': out += "\\\\"; continue;
-      case '"': out += "\\\""; continue;
-      case '\n': out += "\\n"; continue;
-      case '\r': out += "\\r"; continue;
-      case '\t': out += "\\t"; continue;
-      case '\a': out += "\\a"; continue;
-      case '\b': out += "\\b"; continue;
-      case '\f': out += "\\f"; continue;
-      case '\v': out += "\\v"; continue;
-      default: break;
-    }
+    if (append_simple_escape(out, b)) continue;
     // Control characters always, and in bytes every octet outside printable ASCII.
     if (b < 0x20 || b == 0x7f || (bytes && b >= 0x80)) {
       char buf[8];
@@ -108,6 +97,27 @@ void write(std::string& out, const Value& v) {
 }
 
 }  // namespace
+
+bool append_simple_escape(std::string& out, char32_t c) {
+  switch (c) {
+    case '\\': out += "\\\\"; return true;
+    case '"': out += "\\\""; return true;
+    case '\n': out += "\\n"; return true;
+    case '\r': out += "\\r"; return true;
+    case '\t': out += "\\t"; return true;
+    case '\a': out += "\\a"; return true;
+    case '\b': out += "\\b"; return true;
+    case '\f': out += "\\f"; return true;
+    case '\v': out += "\\v"; return true;
+    default: return false;
+  }
+}
+
+std::string quote_text(std::string_view text, bool bytes) {
+  std::string out;
+  quote(out, text, bytes);
+  return out;
+}
 
 std::string format_double(double d) {
   if (std::isnan(d)) return "double(\"nan\")";

@@ -17,4 +17,12 @@ std::string format_literal(const Value& v);
 // or an exponent so that it reads back as a double.
 std::string format_double(double d);
 
+// A string (`"..."`) or bytes (`b"..."`) literal of `text`: the one-letter escapes, `\xHH` for
+// control characters (and, in bytes, for every octet outside printable ASCII).
+std::string quote_text(std::string_view text, bool bytes);
+
+// Appends the one-letter escape of `c` (`\\`, `\"`, `\n`, `\r`, `\t`, `\a`, `\b`, `\f`,
+// `\v`) and returns true, or returns false for any other character.
+bool append_simple_escape(std::string& out, char32_t c);
+
 }  // namespace kwatch::cel

@@ -12,6 +12,7 @@
 #include "cel/time.hpp"
 
 #include "cel/libraries.hpp"
+#include "cel/literal.hpp"
 
 namespace kwatch::cel {
 
@@ -247,18 +248,8 @@ Value quote(Args a, EvalBudget& budget) {
   charge_for(budget, a[0].as_text());
   std::string out = "\"";
   for (char32_t c : decode(a[0].as_text())) {
-    switch (c) {
-      case '\a': out += "\\a"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\v': out += "\\v"; break;
-      case '\\': out += "\\\\"; break;
-      case '"': out += "\\\""; break;
-      default: encode(out, (c >= 0xD800 && c <= 0xDFFF) || c > 0x10FFFF ? 0xFFFD : c);
-    }
+    if (append_simple_escape(out, c)) continue;
+    encode(out, (c >= 0xD800 && c <= 0xDFFF) || c > 0x10FFFF ? 0xFFFD : c);
   }
   out += '"';
   return Value::string(std::move(out));
@@ -271,33 +262,6 @@ Value quote(Args a, EvalBudget& budget) {
 struct FormatError {
   std::string message;
 };
-
-std::string go_quote(std::string_view s, bool bytes) {
-  std::string out = bytes ? "b\"" : "\"";
-  for (char c : s) {
-    const auto b = static_cast<unsigned char>(c);
-    switch (c) {
-      case '\a': out += "\\a"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\v': out += "\\v"; break;
-      case '\\': out += "\\\\"; break;
-      case '"': out += "\\\""; break;
-      default:
-        if (b < 0x20 || b == 0x7f || (bytes && b >= 0x80)) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\x%02x", b);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 std::string printf_double(const char* spec, int precision, double d) {
   if (std::isnan(d)) return "NaN";
@@ -336,8 +300,8 @@ std::string format_s(const Value& v);
 // An element of a list or map under %s: written so that it reads back as CEL.
 std::string format_element(const Value& v) {
   switch (v.kind()) {
-    case K::string: return go_quote(v.as_text(), false);
-    case K::bytes: return go_quote(v.as_text(), true);
+    case K::string: return quote_text(v.as_text(), false);
+    case K::bytes: return quote_text(v.as_text(), true);
     case K::float64: {
       const std::string s = printf_double("f", 6, v.as_double());
       return std::isfinite(v.as_double()) ? s : "\"" + s + "\"";

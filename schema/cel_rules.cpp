@@ -63,15 +63,6 @@ struct NodeCel {
 
 namespace {
 
-const cel::FunctionRegistry& kube_functions() {
-  static const cel::FunctionRegistry registry = [] {
-    cel::FunctionRegistry r;
-    cel::add_kubernetes_libraries(r);
-    return r;
-  }();
-  return registry;
-}
-
 std::string trim(std::string_view s) {
   const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
   while (!s.empty() && space(s.front())) s.remove_prefix(1);
@@ -459,7 +450,7 @@ class RuleCompiler {
     cel::CheckOptions options;
     options.homogeneous_literals = true;
     const cel::Checked checked =
-        cel::check(parsed.ast, {"self", "oldSelf"}, types, kube_functions(), options);
+        cel::check(parsed.ast, {"self", "oldSelf"}, types, cel::kubernetes_functions(), options);
     if (!checked.errors.empty()) return cel::format_issues(source, checked.errors);
     result = checked.result;
     *checked_out = checked;
@@ -477,7 +468,7 @@ class RuleCompiler {
     const bool optional_old = r.optional_old_self.value_or(false);
     const std::vector<cel::TypePtr> types{
         self_type, optional_old ? cel::types::optional(self_type) : self_type};
-    const cel::Declarations decls{{"self", "oldSelf"}, kube_functions_ptr()};
+    const cel::Declarations decls{{"self", "oldSelf"}, &cel::kubernetes_functions()};
     cel::Parsed parsed;
     cel::TypePtr result;
     cel::Checked checked;
@@ -546,8 +537,6 @@ class RuleCompiler {
                                     "may not be set if oldSelf is not used in rule"));
     }
   }
-
-  static const cel::FunctionRegistry* kube_functions_ptr() { return &kube_functions(); }
 
   const CelCompileOptions& options_;
   std::vector<Cause>& schema_errors_;

@@ -9,15 +9,6 @@
 namespace kwatch::cel {
 namespace {
 
-const FunctionRegistry& kube() {
-  static const FunctionRegistry registry = [] {
-    FunctionRegistry r;
-    add_kubernetes_libraries(r);
-    return r;
-  }();
-  return registry;
-}
-
 // `self` as a CRD schema might declare it: spec.replicas int, spec.name string, spec.labels
 // map(string, string), spec.ports list of objects with a port int.
 TypePtr self_type() {
@@ -43,7 +34,7 @@ TypePtr self_type() {
 std::string checked(std::string_view source, CheckOptions options = {}) {
   Parsed p = parse(source);
   if (!p.errors.empty()) return "parse error: " + p.errors.front().message;
-  const Checked c = check(p.ast, {"self", "x"}, {self_type(), types::dyn()}, kube(), options);
+  const Checked c = check(p.ast, {"self", "x"}, {self_type(), types::dyn()}, kubernetes_functions(), options);
   if (!c.errors.empty()) return "error: " + c.errors.front().message;
   return format_type(*c.result);
 }
@@ -96,7 +87,7 @@ TEST(CelChecker, KubeRefusesMixedLiteralsWhenAsked) {
 
 TEST(CelChecker, AnErrorIsReportedOnceWhereItArises) {
   Parsed p = parse("size(nope) + 1 > 0");
-  const Checked c = check(p.ast, {}, {}, kube());
+  const Checked c = check(p.ast, {}, {}, kubernetes_functions());
   ASSERT_EQ(c.errors.size(), 1u);
   EXPECT_EQ(c.errors[0].message, "undeclared reference to 'nope' (in container '')");
   EXPECT_EQ(c.errors[0].offset, 5u);

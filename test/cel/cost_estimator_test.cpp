@@ -8,15 +8,6 @@
 namespace kwatch::cel {
 namespace {
 
-const FunctionRegistry& kube() {
-  static const FunctionRegistry registry = [] {
-    FunctionRegistry r;
-    add_kubernetes_libraries(r);
-    return r;
-  }();
-  return registry;
-}
-
 TypePtr with_length(TypePtr base, std::uint64_t n) {
   auto t = std::make_shared<Type>(*base);
   t->max_length = n;
@@ -44,7 +35,7 @@ TypePtr unbounded_self() {
 std::uint64_t estimate(std::string_view source) {
   Parsed p = parse(source);
   EXPECT_TRUE(p.errors.empty()) << source;
-  const Checked c = check(p.ast, {"self"}, {unbounded_self()}, kube());
+  const Checked c = check(p.ast, {"self"}, {unbounded_self()}, kubernetes_functions());
   EXPECT_TRUE(c.errors.empty()) << source << ": " << (c.errors.empty() ? "" : c.errors[0].message);
   return estimate_cost(p.ast, c).max;
 }

@@ -12,15 +12,6 @@
 namespace kwatch::cel {
 namespace {
 
-const FunctionRegistry& kube() {
-  static const FunctionRegistry registry = [] {
-    FunctionRegistry r;
-    add_kubernetes_libraries(r);
-    return r;
-  }();
-  return registry;
-}
-
 TypePtr object(std::map<std::string, TypePtr, std::less<>> fields, bool open = false) {
   auto t = std::make_shared<Type>();
   t->kind = TypeKind::object;
@@ -39,7 +30,7 @@ std::string eval_view(std::string_view source, const std::string& json, const Ty
   if (!p.errors.empty()) return "parse error: " + p.errors.front().message;
   Declarations decls;
   decls.variables = {"self"};
-  decls.functions = &kube();
+  decls.functions = &kubernetes_functions();
   const Value vars[] = {self};
   const EvalResult r = Program::compile(p.ast, decls).evaluate(vars);
   if (r.value.is_error()) return "error: " + std::string(r.value.as_text());

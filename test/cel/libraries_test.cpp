@@ -11,20 +11,11 @@
 namespace kwatch::cel {
 namespace {
 
-const FunctionRegistry& kube() {
-  static const FunctionRegistry registry = [] {
-    FunctionRegistry r;
-    add_kubernetes_libraries(r);
-    return r;
-  }();
-  return registry;
-}
-
 std::string eval(std::string_view source) {
   Parsed p = parse(source);
   if (!p.errors.empty()) return "parse error: " + p.errors.front().message;
   Declarations decls;
-  decls.functions = &kube();
+  decls.functions = &kubernetes_functions();
   const EvalResult r = Program::compile(p.ast, decls).evaluate({});
   if (r.value.is_error()) return "error: " + std::string(r.value.as_text());
   return format_literal(r.value);

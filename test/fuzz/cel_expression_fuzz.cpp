@@ -13,19 +13,6 @@
 #include "cel/program.hpp"
 #include "test/fuzz/fuzz_support.hpp"
 
-namespace {
-
-const kwatch::cel::FunctionRegistry& kube() {
-  static const kwatch::cel::FunctionRegistry registry = [] {
-    kwatch::cel::FunctionRegistry r;
-    kwatch::cel::add_kubernetes_libraries(r);
-    return r;
-  }();
-  return registry;
-}
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace kwatch::cel;
   const std::string_view source = kwatch::fuzz::as_view(data, size);
@@ -41,13 +28,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   static const Value self = value_from_json(boost::json::parse(
       R"({"spec": {"replicas": 3, "name": "a", "ports": [{"port": 80}], "labels": {"k": "v"}}})"));
   const std::vector<std::string> names{"self"};
-  const Checked checked = check(parsed.ast, names, {}, kube());
+  const Checked checked = check(parsed.ast, names, {}, kubernetes_functions());
   for (const auto& e : checked.errors) {
     if (e.offset > source.size()) kwatch::fuzz::fail("a check error's offset is past the source");
   }
   Declarations decls;
   decls.variables = names;
-  decls.functions = &kube();
+  decls.functions = &kubernetes_functions();
   const Program program = Program::compile(parsed.ast, decls);
   constexpr std::uint64_t kLimit = 20000;
   const Value vars[] = {self};
