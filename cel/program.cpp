@@ -62,6 +62,9 @@ struct Program::Hot {
   std::uint32_t slot = 0;
   std::uint32_t c[3] = {0, 0, 0};
   const Step* cold = nullptr;
+  const Value* constant = nullptr;     // constant, error, select's field name
+  const Type* field_type = nullptr;    // select of a schema object's field
+  std::string_view json_name;          // ... its JSON name
 };
 
 struct Program::Compiled {
@@ -344,7 +347,7 @@ class Evaluator {
     const Hot& h = hot_[id];
     const Step& s = *h.cold;
     switch (h.op) {
-      case Op::constant: return s.constant.borrowed();
+      case Op::constant: return h.constant->borrowed();
       case Op::variable:
         if (charged) budget.charge(1);
         if (h.slot >= variables_.size()) return Value::error("no such attribute");
@@ -356,13 +359,13 @@ class Evaluator {
       case Op::select: {
         Value operand = eval(h.c[0], charged);
         if (charged) budget.charge(1);
-        if (s.field_type && operand.is(ValueKind::map)) return field(operand, s, false);
-        return select(operand, s.constant, false);
+        if (h.field_type != nullptr && operand.is(ValueKind::map)) return field(operand, h, false);
+        return select(operand, *h.constant, false);
       }
       case Op::has: {
         Value operand = eval(h.c[0]);
-        if (s.field_type && operand.is(ValueKind::map)) return field(operand, s, true);
-        return select(operand, s.constant, true);
+        if (h.field_type != nullptr && operand.is(ValueKind::map)) return field(operand, h, true);
+        return select(operand, *h.constant, true);
       }
       case Op::logical_and:
       case Op::logical_or: return logic(h);
@@ -452,10 +455,10 @@ class Evaluator {
   }
 
   // A schema object's field, found by its JSON name.
-  static Value field(const Value& operand, const Step& s, bool test_only) {
-    auto found = operand.as_map().find_field(s.json_name, s.field_type.get());
+  static Value field(const Value& operand, const Hot& h, bool test_only) {
+    auto found = operand.as_map().find_field(h.json_name, h.field_type);
     if (test_only) return Value::boolean(found.has_value());
-    if (!found) return no_such_key(s.constant);
+    if (!found) return no_such_key(*h.constant);
     return std::move(*found);
   }
 
@@ -746,6 +749,9 @@ std::vector<Hot> pack(const std::vector<Step>& steps) {
     Hot& h = hot[i];
     h.op = s.op;
     h.slot = s.slot;
+    h.constant = &s.constant;
+    h.field_type = s.field_type.get();
+    h.json_name = s.json_name;
     for (std::size_t k = 0; k < 3 && k < s.children.size(); ++k) h.c[k] = s.children[k];
     h.cold = &s;
     // Children come before their parents, so theirs is known.
@@ -805,6 +811,12 @@ Program Program::compile(const Ast& ast, const Declarations& declarations,
 }
 
 EvalResult Program::evaluate(std::span<const Value> variables, std::uint64_t cost_limit) const {
+  EvalResult out = run(variables, cost_limit);
+  out.constants = compiled_;
+  return out;
+}
+
+EvalResult Program::run(std::span<const Value> variables, std::uint64_t cost_limit) const {
   Evaluator e(compiled_->steps, compiled_->hot, variables, locals_, cost_limit);
   EvalResult out;
   try {
@@ -813,7 +825,6 @@ EvalResult Program::evaluate(std::span<const Value> variables, std::uint64_t cos
     out.value = Value::error("operation cancelled: actual cost limit exceeded");
   }
   out.cost = e.budget.spent();
-  out.constants = compiled_;
   return out;
 }
 

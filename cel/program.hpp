@@ -56,6 +56,9 @@ class Program {
   // `variables[i]` is the value of declarations.variables[i].
   EvalResult evaluate(std::span<const Value> variables,
                       std::uint64_t cost_limit = UINT64_MAX) const;
+  // The same without a share of the program for the result (EvalResult::constants empty): for
+  // a caller that is done with the value before the program goes, spared a reference count.
+  EvalResult run(std::span<const Value> variables, std::uint64_t cost_limit) const;
 
   struct Step;
   struct Hot;

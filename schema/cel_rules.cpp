@@ -692,7 +692,7 @@ class RuleRunner {
         return trim(spec.has_message && !spec.message.empty() ? spec.message : spec.rule);
       };
       const std::uint64_t limit = std::min(kPerCallLimit, remaining_);
-      const cel::EvalResult r = rule.program->evaluate(vars, limit);
+      const cel::EvalResult r = rule.program->run(vars, limit);
       const bool over = r.value.is_error() &&
                         r.value.as_text() == "operation cancelled: actual cost limit exceeded";
       if (over && limit < kPerCallLimit) return out_of_budget(cel, path);
@@ -717,7 +717,7 @@ class RuleRunner {
       if (rule.message) {
         const cel::Value message_vars[2] = {self, old_self};
         const std::uint64_t message_limit = std::min(kPerCallLimit, remaining_);
-        const cel::EvalResult m = rule.message->evaluate(message_vars, message_limit);
+        const cel::EvalResult m = rule.message->run(message_vars, message_limit);
         const bool message_over = m.value.is_error() &&
             m.value.as_text() == "operation cancelled: actual cost limit exceeded";
         if (message_over && message_limit < kPerCallLimit) {
