@@ -22,6 +22,9 @@ void add_sets_and_encoders_libraries(FunctionRegistry& registry);
 // Kubernetes' IP and CIDR libraries: ip(), cidr(), isIP, isCIDR and the net.IP / net.CIDR methods.
 void add_network_library(FunctionRegistry& registry);
 
+// Kubernetes' quantity library: quantity(), isQuantity and the kubernetes.Quantity methods.
+void add_quantity_library(FunctionRegistry& registry);
+
 // The standard definitions and every library above.
 void add_kubernetes_libraries(FunctionRegistry& registry);
 

@@ -123,5 +123,31 @@ TEST(CelLibraries, IpAndCidrAsKubeParsesThem) {
   EXPECT_EQ(eval("cidr('1.2.3.4/24') == cidr('1.2.3.0/24')"), "false");
 }
 
+TEST(CelLibraries, QuantitiesCompareExactlyAsKubeParsesThem) {
+  EXPECT_EQ(eval("[quantity('200M').compareTo(quantity('0.2G')), "
+                 "quantity('50M').compareTo(quantity('50Mi')), "
+                 "quantity('1.5Gi').compareTo(quantity('1536Mi'))]"),
+            "[0, -1, 0]");
+  EXPECT_EQ(eval("quantity('150Mi').isGreaterThan(quantity('100Mi')) && "
+                 "quantity('50M').isLessThan(quantity('100M'))"),
+            "true");
+  EXPECT_EQ(eval("[quantity('1000m').asInteger(), quantity('5').sub(7).sign(), "
+                 "quantity('1Gi').add(quantity('1Mi')).compareTo(quantity('1025Mi'))]"),
+            "[1, -1, 0]");
+  EXPECT_EQ(eval("quantity('1.5').asInteger()"), "error: cannot convert value to integer");
+  EXPECT_EQ(eval("quantity('9223372036854775808').isInteger()"), "false");
+  EXPECT_EQ(eval("quantity('100m').asApproximateFloat()"), "0.1");
+  // Finer than nano rounds up.
+  EXPECT_EQ(eval("quantity('0.1n') == quantity('1n') && quantity('2e3') == quantity('2k')"),
+            "true");
+  EXPECT_EQ(eval("[isQuantity('1Ki'), isQuantity('+5m'), isQuantity('1K'), isQuantity('1 Gi'), "
+                 "isQuantity('')]"),
+            "[true, true, false, false, false]");
+  EXPECT_EQ(eval("quantity('1K')"), "error: unable to parse quantity's suffix");
+  EXPECT_EQ(eval("quantity('1 Gi')"),
+            "error: quantities must match the regular expression "
+            "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'");
+}
+
 }  // namespace
 }  // namespace kwatch::cel
