@@ -24,7 +24,10 @@ void FunctionRegistry::add(std::string_view function, std::string id, bool recei
   o.signature = parse_signature(signature);
   for (const auto& t : o.signature.params) {
     const auto kind = value_kind_of(*t);
-    o.args.push_back(kind ? ArgKind(*kind) : kAny);
+    ArgKind arg = kind ? ArgKind(*kind) : kAny;
+    // The name lives in the signature's type, as long as the registry.
+    if (kind == ValueKind::opaque) arg.opaque_name = t->name;
+    o.args.push_back(arg);
   }
   o.impl = impl;
   auto it = functions_.find(function);

@@ -51,9 +51,14 @@ struct CostLimitExceeded {};
 struct ArgKind {
   bool any = true;
   ValueKind kind = ValueKind::null;
+  std::string_view opaque_name;  // a library type's name, for ValueKind::opaque
   constexpr ArgKind() = default;
   constexpr ArgKind(ValueKind k) : any(false), kind(k) {}  // NOLINT: implicit by design
-  bool accepts(const Value& v) const { return any || v.kind() == kind; }
+  bool accepts(const Value& v) const {
+    if (any) return true;
+    if (v.kind() != kind) return false;
+    return opaque_name.empty() || v.as_opaque().type_name() == opaque_name;
+  }
 };
 inline constexpr ArgKind kAny{};
 

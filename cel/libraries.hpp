@@ -25,6 +25,9 @@ void add_network_library(FunctionRegistry& registry);
 // Kubernetes' quantity library: quantity(), isQuantity and the kubernetes.Quantity methods.
 void add_quantity_library(FunctionRegistry& registry);
 
+// Kubernetes' semver library (version 1): semver(), isSemver and the kubernetes.Semver methods.
+void add_semver_library(FunctionRegistry& registry);
+
 // The standard definitions and every library above.
 void add_kubernetes_libraries(FunctionRegistry& registry);
 

@@ -149,5 +149,30 @@ TEST(CelLibraries, QuantitiesCompareExactlyAsKubeParsesThem) {
             "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'");
 }
 
+TEST(CelLibraries, SemanticVersionsOrderAsSemverSays) {
+  EXPECT_EQ(eval("[semver('1.2.3').compareTo(semver('1.2.3')), "
+                 "semver('1.2.3').compareTo(semver('2.0.0')), semver('1.10.0').compareTo(semver('1.9.9'))]"),
+            "[0, -1, 1]");
+  // Pre-releases: before their release, numeric identifiers by value and before words.
+  EXPECT_EQ(eval("semver('1.0.0-alpha').isLessThan(semver('1.0.0-alpha.1')) && "
+                 "semver('1.0.0-alpha.beta').isLessThan(semver('1.0.0-beta')) && "
+                 "semver('1.0.0-2').isLessThan(semver('1.0.0-11')) && "
+                 "semver('1.0.0-11').isLessThan(semver('1.0.0-a')) && "
+                 "semver('1.0.0-rc.1').isLessThan(semver('1.0.0'))"),
+            "true");
+  EXPECT_EQ(eval("semver('1.2.3+build.5') == semver('1.2.3')"), "true");
+  EXPECT_EQ(eval("[semver('v1.2', true).minor(), semver('v01.02', true).patch()]"), "[2, 0]");
+  EXPECT_EQ(eval("semver('01.2.3')"),
+            "error: Major number must not contain leading zeroes \"01\"");
+  EXPECT_EQ(eval("semver('1.2')"), "error: No Major.Minor.Patch elements found");
+  EXPECT_EQ(eval("semver('1.2-rc', true)"),
+            "error: short version cannot contain PreRelease/Build meta data");
+  EXPECT_EQ(eval("[isSemver('1.2.3-'), isSemver('1.2.3-01'), isSemver('1.2', true)]"),
+            "[false, false, true]");
+  // Quantities and versions have methods of the same names.
+  EXPECT_EQ(eval("quantity('1').compareTo(quantity('2')) + semver('2.0.0').compareTo(semver('1.0.0'))"),
+            "0");
+}
+
 }  // namespace
 }  // namespace kwatch::cel
