@@ -104,6 +104,22 @@ std::vector<std::string> dns1123_label_errors(std::string_view value) {
   return errs;
 }
 
+std::vector<std::string> dns1035_label_errors(std::string_view value) {
+  std::vector<std::string> errs;
+  if (value.size() > kDns1123LabelMaxLength) errs.push_back(max_len_error(kDns1123LabelMaxLength));
+  auto lower_alpha = [](char c) { return c >= 'a' && c <= 'z'; };
+  auto lower_alnum = [&](char c) { return lower_alpha(c) || (c >= '0' && c <= '9'); };
+  bool ok = !value.empty() && lower_alpha(value.front()) && lower_alnum(value.back());
+  for (char c : value) ok = ok && (lower_alnum(c) || c == '-');
+  if (!ok) {
+    errs.emplace_back(
+        "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with "
+        "an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or "
+        "'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')");
+  }
+  return errs;
+}
+
 std::vector<std::string> dns1123_subdomain_errors(std::string_view value) {
   std::vector<std::string> errs;
   if (value.size() > kDns1123SubdomainMaxLength) {

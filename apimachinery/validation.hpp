@@ -16,6 +16,8 @@ namespace kwatch::apimachinery {
 std::vector<std::string> dns1123_subdomain_errors(std::string_view value);
 // RFC 1123 label (max 63): namespace names, service names.
 std::vector<std::string> dns1123_label_errors(std::string_view value);
+// RFC 1035 label (max 63): [a-z]([-a-z0-9]*[a-z0-9])?, CRD versions and names.
+std::vector<std::string> dns1035_label_errors(std::string_view value);
 // A name usable as one URL path segment (RBAC objects' names): not "." or "..", no '/' or '%'.
 std::vector<std::string> path_segment_errors(std::string_view value);
 // Qualified name `[prefix/]name` as used for label and annotation keys.

@@ -24,7 +24,7 @@ std::optional<TypePtr> named_type(std::string_view name) {
   if (name == "google.protobuf.Duration") return types::duration();
   if (name == "optional_type") return types::optional(types::dyn());
   if (name == "net.IP" || name == "net.CIDR" || name == "kubernetes.Quantity" ||
-      name == "kubernetes.Semver" || name == "kubernetes.URL") {
+      name == "kubernetes.Semver" || name == "kubernetes.URL" || name == "kubernetes.NamedFormat") {
     return types::opaque(std::string(name));
   }
   return std::nullopt;

@@ -28,6 +28,9 @@ void add_quantity_library(FunctionRegistry& registry);
 // Kubernetes' semver library (version 1): semver(), isSemver and the kubernetes.Semver methods.
 void add_semver_library(FunctionRegistry& registry);
 
+// Kubernetes' format library: format.named, format.<name>() and <format>.validate.
+void add_format_library(FunctionRegistry& registry);
+
 // The standard definitions and every library above.
 void add_kubernetes_libraries(FunctionRegistry& registry);
 

@@ -81,7 +81,7 @@ using Hot = Program::Hot;
 constexpr std::string_view kTypeNames[] = {
     "bool", "int", "uint", "double", "string", "bytes", "list", "map", "null_type", "type",
     "google.protobuf.Timestamp", "google.protobuf.Duration", "optional_type", "net.IP", "net.CIDR",
-    "kubernetes.Quantity", "kubernetes.Semver", "kubernetes.URL"};
+    "kubernetes.Quantity", "kubernetes.Semver", "kubernetes.URL", "kubernetes.NamedFormat"};
 
 std::optional<std::string_view> type_named(std::string_view name) {
   if (!name.empty() && name.front() == '.') name.remove_prefix(1);

@@ -23,6 +23,7 @@ using schema::FieldTypes;
 using schema::PatternCache;
 using schema::SchemaCompileOptions;
 using schema::StructuralSchema;
+using apimachinery::dns1035_label_errors;
 using apimachinery::dns1123_subdomain_errors;
 using apimachinery::go_quote;
 using apimachinery::invalid_error;
@@ -35,7 +36,6 @@ namespace json = boost::json;
 namespace {
 
 constexpr std::size_t kMaxSelectableFields = 8;
-constexpr std::size_t kDns1035LabelMaxLength = 63;
 constexpr std::string_view kApprovalAnnotation = "api-approved.kubernetes.io";
 
 // ---- reading a CRD that has not been type-checked: wrong types read as absent ----
@@ -138,26 +138,6 @@ bool starts_with(std::string_view s, std::string_view prefix) {
 }
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
-// utilvalidation.IsDNS1035Label: [a-z]([-a-z0-9]*[a-z0-9])?, at most 63 characters.
-std::vector<std::string> dns1035_label_errors(std::string_view value) {
-  std::vector<std::string> errs;
-  if (value.size() > kDns1035LabelMaxLength) {
-    errs.push_back("must be no more than " + std::to_string(kDns1035LabelMaxLength) +
-                   " characters");
-  }
-  auto lower_alpha = [](char c) { return c >= 'a' && c <= 'z'; };
-  auto lower_alnum = [&](char c) { return lower_alpha(c) || (c >= '0' && c <= '9'); };
-  bool ok = !value.empty() && lower_alpha(value.front()) && lower_alnum(value.back());
-  for (char c : value) ok = ok && (lower_alnum(c) || c == '-');
-  if (!ok) {
-    errs.emplace_back(
-        "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with "
-        "an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or "
-        "'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')");
-  }
-  return errs;
 }
 
 // genericvalidation.NameIsDNSSubdomain: a generateName prefix may end in '-'.

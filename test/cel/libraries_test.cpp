@@ -174,5 +174,28 @@ TEST(CelLibraries, SemanticVersionsOrderAsSemverSays) {
             "0");
 }
 
+TEST(CelLibraries, NamedFormatsValidateWithKubesMessages) {
+  EXPECT_EQ(eval("format.named('dns1123Label').value().validate('my-name')"), "optional.none()");
+  EXPECT_EQ(eval("format.named('nope')"), "optional.none()");
+  EXPECT_EQ(eval("format.dns1123Label().validate('My_Name').value()[0]").substr(0, 52),
+            "\"a lowercase RFC 1123 label must consist of lower ca");
+  // A prefix may end in '-', as a generateName does.
+  EXPECT_EQ(eval("[format.dns1123LabelPrefix().validate('my-prefix-').hasValue(), "
+                 "format.dns1123Label().validate('my-prefix-').hasValue()]"),
+            "[false, true]");
+  EXPECT_EQ(eval("format.dns1035Label().validate('1abc').hasValue() && "
+                 "!format.qualifiedName().validate('example.com/name').hasValue() && "
+                 "format.labelValue().validate('-x').hasValue()"),
+            "true");
+  EXPECT_EQ(eval("[format.uuid().validate('123e4567-e89b-12d3-a456-426614174000'), "
+                 "format.byte().validate('aGk='), format.date().validate('2021-02-30'), "
+                 "format.datetime().validate('2021-01-01T00:00:00Z'), "
+                 "format.uri().validate('http://example.com/a')]"),
+            "[optional.none(), optional.none(), optional.of([\"invalid date\"]), "
+            "optional.none(), optional.none()]");
+  EXPECT_EQ(eval("format.uri().validate('not a uri')"),
+            "optional.of([\"parse \\\"not a uri\\\": invalid URI for request\"])");
+}
+
 }  // namespace
 }  // namespace kwatch::cel
