@@ -228,6 +228,7 @@ void add_kubernetes_libraries(FunctionRegistry& r) {
   add_quantity_library(r);
   add_semver_library(r);
   add_format_library(r);
+  add_url_library(r);
   r.add("isSorted", "list_is_sorted_bool", true, "list(A) -> bool", is_sorted);
   r.add("sum", "list_sum", true, "list(A) -> A", sum);
   r.add("min", "list_min", true, "list(A) -> A", extreme<1>);

@@ -31,6 +31,9 @@ void add_semver_library(FunctionRegistry& registry);
 // Kubernetes' format library: format.named, format.<name>() and <format>.validate.
 void add_format_library(FunctionRegistry& registry);
 
+// Kubernetes' URL library: url(), isURL and the kubernetes.URL accessors.
+void add_url_library(FunctionRegistry& registry);
+
 // The standard definitions and every library above.
 void add_kubernetes_libraries(FunctionRegistry& registry);
 

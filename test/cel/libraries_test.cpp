@@ -197,5 +197,23 @@ TEST(CelLibraries, NamedFormatsValidateWithKubesMessages) {
             "optional.of([\"parse \\\"not a uri\\\": invalid URI for request\"])");
 }
 
+TEST(CelLibraries, UrlsParseAsGoParsesRequestUris) {
+  EXPECT_EQ(eval("url('https://example.com:80/path?a=1&a=2&b=x+y#frag').getQuery()"),
+            "{\"a\": [\"1\", \"2\"], \"b\": [\"x y\"]}");
+  EXPECT_EQ(eval("[url('https://example.com:80/p').getHost(), url('https://example.com:80/p').getPort(), "
+                 "url('https://[::1]:8443/p').getHostname(), url('HTTPS://example.com').getScheme(), "
+                 "url('https://example.com/a%20b').getEscapedPath(), url('/abs?q=1').getScheme()]"),
+            "[\"example.com:80\", \"80\", \"::1\", \"https\", \"/a%20b\", \"\"]");
+  EXPECT_EQ(eval("[isURL('https://example.com'), isURL('/path'), isURL('example.com'), isURL(''), "
+                 "isURL('mailto:a@b.c'), isURL('http://a/\\x01')]"),
+            "[true, true, false, false, true, false]");
+  EXPECT_EQ(eval("url('http://a.com:x/')"),
+            "error: URL parse error during conversion from string: parse \"http://a.com:x/\": "
+            "invalid port \":x\" after host");
+  EXPECT_EQ(eval("url('http://a/%zz')"),
+            "error: URL parse error during conversion from string: parse \"http://a/%zz\": "
+            "invalid URL escape \"%zz\"");
+}
+
 }  // namespace
 }  // namespace kwatch::cel
