@@ -163,7 +163,24 @@ Value concat_list(Args a, EvalBudget& budget) {
   std::vector<Value> items;
   items.reserve(x.size() + y.size());
   for (std::size_t i = 0; i < x.size(); ++i) items.push_back(x.at(i));
-  for (std::size_t i = 0; i < y.size(); ++i) items.push_back(y.at(i));
+  // A set adds what it lacks; a map list replaces the entries of the same keys (in place) and
+  // adds the others, as kube's lists of these types join.
+  const ListSemantics s = x.semantics();
+  for (std::size_t j = 0; j < y.size(); ++j) {
+    Value e = y.at(j);
+    bool placed = false;
+    if (s.kind == ListSemantics::Kind::set) {
+      for (const auto& d : items) placed = placed || equal(d, e);
+    } else if (s.kind == ListSemantics::Kind::map) {
+      for (std::size_t i = 0; i < x.size() && !placed; ++i) {
+        if (same_keys(items[i], e, *s.keys)) {
+          items[i] = e;
+          placed = true;
+        }
+      }
+    }
+    if (!placed) items.push_back(std::move(e));
+  }
   return Value::list(std::move(items));
 }
 

@@ -41,13 +41,19 @@ namespace {
 
 class ArrayView final : public ListValue {
  public:
-  ArrayView(const boost::json::array& a, const Type* element, JsonArena& arena)
-      : array_(a), element_(element), arena_(arena) {}
+  ArrayView(const boost::json::array& a, const Type* list, JsonArena& arena)
+      : array_(a), list_(list), element_(list != nullptr ? list->params[0].get() : nullptr),
+        arena_(arena) {}
   std::size_t size() const override { return array_.size(); }
   Value at(std::size_t i) const override { return json_view(array_[i], element_, arena_); }
+  ListSemantics semantics() const override {
+    if (list_ == nullptr) return {};
+    return {list_->list_kind, &list_->list_keys};
+  }
 
  private:
   const boost::json::array& array_;
+  const Type* list_;
   const Type* element_;
   JsonArena& arena_;
 };
@@ -219,10 +225,9 @@ Value json_view(const boost::json::value& json, const Type* type, JsonArena& are
       }
     }
     case boost::json::kind::array: {
-      const Type* element =
-          type != nullptr && kind == TypeKind::list ? type->params[0].get() : nullptr;
+      const Type* list = type != nullptr && kind == TypeKind::list ? type : nullptr;
       if (!arena.views_) arena.views_ = std::make_unique<JsonArena::Views>();
-      return Value::borrowed_list(arena.views_->arrays.make(json.get_array(), element, arena));
+      return Value::borrowed_list(arena.views_->arrays.make(json.get_array(), list, arena));
     }
     case boost::json::kind::object: return json_view(json.get_object(), type, arena);
   }

@@ -54,6 +54,9 @@ struct Type {
   bool open = false;
   // dyn read from JSON as int or string (x-kubernetes-int-or-string).
   bool int_or_string = false;
+  // list: set or map semantics (x-kubernetes-list-type) and, for map, its key fields.
+  ListSemantics::Kind list_kind = ListSemantics::Kind::ordered;
+  std::vector<std::string> list_keys;
   // Bounds a schema gives, for cost estimates: most elements of a list or map, longest string.
   std::optional<std::uint64_t> max_elements;
   std::optional<std::uint64_t> max_length;

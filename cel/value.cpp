@@ -266,8 +266,23 @@ bool equal(const Value& a, const Value& b) {
       const ListValue& x = a.as_list();
       const ListValue& y = b.as_list();
       if (x.size() != y.size()) return false;
-      for (std::size_t i = 0; i < x.size(); ++i) {
-        if (!equal(x.at(i), y.at(i))) return false;
+      // The left list's semantics decide, as the left value's Equal does in kube.
+      const ListSemantics s = x.semantics();
+      if (s.kind == ListSemantics::Kind::ordered) {
+        for (std::size_t i = 0; i < x.size(); ++i) {
+          if (!equal(x.at(i), y.at(i))) return false;
+        }
+        return true;
+      }
+      for (std::size_t j = 0; j < y.size(); ++j) {
+        const Value e = y.at(j);
+        bool found = false;
+        for (std::size_t i = 0; i < x.size() && !found; ++i) {
+          const Value d = x.at(i);
+          found = s.kind == ListSemantics::Kind::set ? equal(d, e)
+                                                      : same_keys(d, e, *s.keys) && equal(d, e);
+        }
+        if (!found) return false;
       }
       return true;
     }
@@ -283,6 +298,17 @@ bool equal(const Value& a, const Value& b) {
     }
     default: return false;
   }
+}
+
+bool same_keys(const Value& a, const Value& b, const std::vector<std::string>& keys) {
+  if (!a.is(ValueKind::map) || !b.is(ValueKind::map)) return false;
+  for (const auto& k : keys) {
+    const Value name = Value::borrowed_string(k);
+    auto x = a.as_map().find(name);
+    auto y = b.as_map().find(name);
+    if (x.has_value() != y.has_value() || (x && !equal(*x, *y))) return false;
+  }
+  return true;
 }
 
 bool valid_key(const Value& key) {

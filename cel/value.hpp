@@ -148,11 +148,21 @@ class Value {
   friend class OwnedList;
 };
 
+// How a list compares and joins: in order (the default), as a set (x-kubernetes-list-type: set:
+// equal when they hold the same elements, `+` adds only what is missing) or as a map keyed by
+// some of its elements' fields (list-type map: equal entry by entry whatever the order, `+`
+// replaces the entries of the same keys).
+struct ListSemantics {
+  enum class Kind : std::uint8_t { ordered, set, map } kind = Kind::ordered;
+  const std::vector<std::string>* keys = nullptr;  // map: the key fields
+};
+
 class ListValue {
  public:
   virtual ~ListValue() = default;
   virtual std::size_t size() const = 0;
   virtual Value at(std::size_t i) const = 0;
+  virtual ListSemantics semantics() const { return {}; }
 };
 
 class MapValue {
@@ -235,6 +245,9 @@ inline bool is_number(ValueKind k) {
 // A hash consistent with `equal` for map keys (bool, int, uint, string; int and uint of the
 // same number hash alike).
 std::size_t key_hash(const Value& key);
+
+// Whether two map-list entries have the same values in their key fields.
+bool same_keys(const Value& a, const Value& b, const std::vector<std::string>& keys);
 
 // Whether a value may be a map key: bool, int, uint, string.
 bool valid_key(const Value& key);

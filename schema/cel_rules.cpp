@@ -214,6 +214,13 @@ cel::TypePtr type_of(const SchemaNode& n, bool resource_root, const std::string&
     cel::TypePtr item = type_of(*n.items, n.items->embedded, name + ".@idx");
     if (!item) return nullptr;
     auto t = std::make_shared<cel::Type>(*cel::types::list(item));
+    if (n.list_type && *n.list_type == "set") t->list_kind = cel::ListSemantics::Kind::set;
+    if (n.list_type && *n.list_type == "map") {
+      t->list_kind = cel::ListSemantics::Kind::map;
+      for (const auto& k : n.list_map_keys) {
+        if (auto escaped = cel::escape_property_name(k)) t->list_keys.push_back(*escaped);
+      }
+    }
     t->max_elements = n.max_items ? static_cast<std::uint64_t>(*n.max_items)
                                   : (kMaxRequestBytes - 2) / (min_serialized_size(*n.items) + 1);
     return t;

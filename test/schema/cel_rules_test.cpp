@@ -139,6 +139,29 @@ TEST(CelRules, MapListItemsCorrelateByTheirKeys) {
             "spec.items[0]: Invalid value: \"object\": shrunk\n");
 }
 
+TEST(CelRules, SetAndMapListsCompareWhateverTheirOrder) {
+  const Schema s = compile_ok(crd(R"({
+      "tags": {"type": "array", "maxItems": 8, "x-kubernetes-list-type": "set",
+               "items": {"type": "string", "maxLength": 16}},
+      "ports": {"type": "array", "maxItems": 8, "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"], "items": {"type": "object",
+                "required": ["name"], "properties": {"name": {"type": "string", "maxLength": 16},
+                "port": {"type": "integer"}}}}})",
+                                  R"x([{"rule": "self.tags == oldSelf.tags", "message": "tags are immutable"},
+      {"rule": "self.ports == oldSelf.ports", "message": "ports are immutable"},
+      {"rule": "size(self.tags + ['a', 'b']) <= 3", "message": "a set adds what it lacks"}])x"));
+  const char* old = R"({"spec": {"tags": ["a", "b", "c"], "ports": [{"name": "http", "port": 80},
+      {"name": "https", "port": 443}]}})";
+  // Reordered: the same set and the same map list (and the set's union stays at 3 elements).
+  EXPECT_EQ(validate(s, R"({"spec": {"tags": ["c", "a", "b"], "ports": [{"name": "https", "port": 443},
+      {"name": "http", "port": 80}]}})", old),
+            "");
+  EXPECT_EQ(validate(s, R"({"spec": {"tags": ["a", "b", "d"], "ports": [{"name": "https", "port": 443},
+      {"name": "http", "port": 81}]}})", old),
+            "spec: Invalid value: \"object\": tags are immutable\n"
+            "spec: Invalid value: \"object\": ports are immutable\n");
+}
+
 TEST(CelRules, UnchangedValuesRatchetToWarnings) {
   const Schema s = compile_ok(crd(kReplicas, R"([{"rule": "self.replicas < 10"}])"));
   std::vector<std::string> warnings;
