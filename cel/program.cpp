@@ -442,6 +442,11 @@ class Evaluator {
   // Comparing strings, bytes, lists or maps costs a tenth of the smaller size (rounded up);
   // anything else 1.
   static std::uint64_t comparison_cost(const Value& a, const Value& b) {
+    // Short strings cost 1 (empty ones 0) whatever their code points: no need to count them.
+    if (a.is(ValueKind::string) && b.is(ValueKind::string)) {
+      const std::size_t shorter = std::min(a.as_text().size(), b.as_text().size());
+      if (shorter <= 10) return shorter > 0 ? 1 : 0;
+    }
     const auto size = [](const Value& v) -> std::uint64_t {
       switch (v.kind()) {
         case ValueKind::string: return code_point_count(v.as_text());
