@@ -54,13 +54,16 @@ struct Program::Step {
   std::vector<bool> optional_at;
 };
 
-// What the evaluator reads at every step, packed (32 bytes) so that the steps of the programs a
-// validation runs stay in cache: the op, up to three children, a slot, and the rest (`cold`).
+// What the evaluator reads at every step, packed (64 bytes) so that the steps of the programs a
+// validation runs stay in cache: the op, up to three children, a slot, a constant, a schema
+// field, and the rest (`cold`).
 struct Program::Hot {
   Op op = Op::constant;
   bool attribute = false;  // a variable or selections on one (cel-go's attribute)
   std::uint32_t slot = 0;
   std::uint32_t c[3] = {0, 0, 0};
+static_assert(sizeof(Program::Hot) == 64, "a packed step is one cache line");
+
   const Step* cold = nullptr;
   const Value* constant = nullptr;     // constant, error, select's field name
   const Type* field_type = nullptr;    // select of a schema object's field
