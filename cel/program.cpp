@@ -62,13 +62,13 @@ struct Program::Hot {
   bool attribute = false;  // a variable or selections on one (cel-go's attribute)
   std::uint32_t slot = 0;
   std::uint32_t c[3] = {0, 0, 0};
-static_assert(sizeof(Program::Hot) == 64, "a packed step is one cache line");
 
   const Step* cold = nullptr;
   const Value* constant = nullptr;     // constant, error, select's field name
   const Type* field_type = nullptr;    // select of a schema object's field
   std::string_view json_name;          // ... its JSON name
 };
+static_assert(sizeof(Program::Hot) == 64, "a packed step is one cache line");
 
 struct Program::Compiled {
   std::vector<Step> steps;
