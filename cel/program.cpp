@@ -62,7 +62,6 @@ struct Program::Hot {
   bool attribute = false;  // a variable or selections on one (cel-go's attribute)
   std::uint32_t slot = 0;
   std::uint32_t c[3] = {0, 0, 0};
-
   const Step* cold = nullptr;
   const Value* constant = nullptr;     // constant, error, select's field name
   const Type* field_type = nullptr;    // select of a schema object's field
