@@ -179,6 +179,81 @@ def checks_of(t, server, tmp):
             and "compilation failed: ERROR: <input>:1:5: undefined field 'stage'" in out, out)
 
 
+HEAVY_CRD = """apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: grids.space.example.com
+spec:
+  group: space.example.com
+  scope: Namespaced
+  names: {plural: grids, singular: grid, kind: Grid}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - rule: "self.xs.all(a, self.xs.all(b, a + b > -1))"
+            properties:
+              xs: {type: array, maxItems: 1000, items: {type: integer}}
+"""
+
+
+def check_hostile_rules(t, server, kc):
+    """The most expensive rule a definition may have (within kube's estimate), hit by writes
+    from several clients at once: each write is stopped by the per-evaluation limit, and the
+    server keeps answering its health check."""
+    import http.client
+    import threading
+    import time
+    code, out = kc("apply", "-f", "-", stdin=HEAVY_CRD)
+    t.check("a definition with the most expensive allowed rule installs", code == 0, out)
+    path = "/apis/space.example.com/v1/namespaces/default/grids"
+    wait_for(lambda: server.request("GET", path)[0] == 200, 20, "grids to be served")
+    body = json.dumps({"apiVersion": "space.example.com/v1", "kind": "Grid",
+                       "metadata": {"generateName": "g-"}, "spec": {"xs": list(range(1000))}})
+    stop = time.monotonic() + 5
+    refused, statuses = [0], []
+
+    def flood():
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        while time.monotonic() < stop:
+            conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+            r = conn.getresponse()
+            text = r.read().decode()
+            statuses.append(r.status)
+            if r.status == 422 and "call cost exceeds limit" in text:
+                refused[0] += 1
+        conn.close()
+
+    writers = [threading.Thread(target=flood) for _ in range(4)]
+    for w in writers:
+        w.start()
+    latencies = []
+    probe = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    while time.monotonic() < stop:
+        began = time.monotonic()
+        probe.request("GET", "/healthz")
+        r = probe.getresponse()
+        r.read()
+        latencies.append((time.monotonic() - began, r.status))
+        time.sleep(0.05)
+    for w in writers:
+        w.join()
+    worst = max(l for l, _ in latencies)
+    print(f"{len(statuses)} writes ({refused[0]} stopped by the per-evaluation limit); "
+          f"{len(latencies)} health checks, slowest {worst * 1000:.1f} ms")
+    t.check("every flooding write is refused by the per-evaluation cost limit",
+            statuses and refused[0] == len(statuses), f"{refused[0]} of {len(statuses)}")
+    t.check("the health check answers within 100 ms throughout",
+            all(s == 200 for _, s in latencies) and worst < 0.1, f"slowest {worst * 1000:.1f} ms")
+
+
 def main():
     binary = sys.argv[1]
     t = Checks()
@@ -186,6 +261,9 @@ def main():
         server = Server(binary).start()
         try:
             checks_of(t, server, tmp)
+            kc = kubectl_runner(server, tmp)
+            if kc is not None:
+                check_hostile_rules(t, server, kc)
             t.check("server alive", server.alive())
         finally:
             server.stop()
