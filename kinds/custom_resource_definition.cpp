@@ -266,6 +266,13 @@ class Validator {
       }
     }
 
+    // kube validates the internal form of a definition, where a schema that every version
+    // shares sits once at spec.validation: its causes are reported there, once.
+    hoisted_ = !versions.empty();
+    for (const auto& v : versions) {
+      const json::value* s = schema_of(*v.obj);
+      hoisted_ = hoisted_ && s != nullptr && *s == *schema_of(*versions[0].obj);
+    }
     std::size_t storage_count = 0;
     bool unique_names = true;
     std::set<std::string> seen;
@@ -343,8 +350,12 @@ class Validator {
     deprecation_warning(v, path);
     const json::object& subresources = object_or_empty(v, "subresources");
     const json::value* schema = schema_of(v);
-    if (schema != nullptr) {
-      std::string schema_path = path + ".schema.openAPIV3Schema";
+    if (schema != nullptr && hoisted_ && i > 0) {
+      // The shared schema was checked (and compiled) with the first version.
+      if (schemas_ != nullptr) (*schemas_)[i] = (*schemas_)[0];
+    } else if (schema != nullptr) {
+      std::string schema_path =
+          hoisted_ ? "spec.validation.openAPIV3Schema" : path + ".schema.openAPIV3Schema";
       if (subresources.contains("status") && schema->is_object()) {
         status_root(schema->get_object(), schema_path);
       }
@@ -726,6 +737,7 @@ class Validator {
   // Every version's patterns, compiled once per distinct text within one budget.
   std::shared_ptr<PatternCache> patterns_;
   bool stored_ = false;
+  bool hoisted_ = false;  // every version has the same schema
   const json::object* old_ = nullptr;
 
   // Whether the old definition has this version with the same schema.

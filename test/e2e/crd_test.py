@@ -263,10 +263,10 @@ def check_bad_definitions(t, server):
         t.check(f"bad definition: {name}: nothing registered", status == 404, status)
 
     refused("non-structural schema", crd(schema={"type": "object", "properties": {"spec": {}}}),
-            "spec.versions[0].schema.openAPIV3Schema")
+            "spec.validation.openAPIV3Schema")
     refused("bad regex", crd(schema={"type": "object", "properties": {
         "spec": {"type": "object", "properties": {"a": {"type": "string", "pattern": "(unclosed"}}}}}),
-        "spec.versions[0].schema.openAPIV3Schema")
+        "spec.validation.openAPIV3Schema")
     refused("name not <plural>.<group>", crd(name="wrong.example.org"), "metadata.name")
     two = [{"name": v, "served": True, "storage": True,
             "schema": {"openAPIV3Schema": {"type": "object"}}} for v in ("v1", "v2")]
@@ -619,7 +619,7 @@ def check_expensive_patterns(t, binary):
             if isinstance(body, dict) else []
         t.check("expensive patterns: a definition past the pattern budget is a 422 naming the pattern",
                 status == 422 and body.get("reason") == "Invalid" and fields ==
-                ["spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[p4].pattern"],
+                ["spec.validation.openAPIV3Schema.properties[spec].properties[p4].pattern"],
                 f"{status} {str(body)[:400]}")
     finally:
         server.stop()

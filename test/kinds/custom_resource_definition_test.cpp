@@ -340,6 +340,30 @@ TEST(CustomResourceDefinition, NoStorageVersionIsRefusedAndLeavesNoStoredVersion
   EXPECT_EQ(stored->message, "Invalid value: null: must have at least one stored version");
 }
 
+TEST(CustomResourceDefinition, ASchemaEveryVersionSharesIsReportedOnceAtSpecValidation) {
+  json::object crd = widgets();
+  // A schema with a broken pattern, the same in every version: one cause, where kube's
+  // internal form of the definition holds that schema.
+  const json::value bad = json::parse(R"({"openAPIV3Schema": {"type": "object", "properties":
+      {"spec": {"type": "object", "properties": {"a": {"type": "string", "pattern": "("},
+       "color": {"type": "string"}}}}}})");
+  json::array& versions = crd["spec"].as_object()["versions"].as_array();
+  for (auto& v : versions) v.as_object()["schema"] = bad;
+  auto causes = validate_custom_resource_definition(crd, nullptr);
+  ASSERT_EQ(causes.size(), 1u) << describe(causes);
+  EXPECT_EQ(causes[0].field,
+            "spec.validation.openAPIV3Schema.properties[spec].properties[a].pattern");
+  // Different schemas: each version's own, at its own path.
+  if (versions.size() > 1) {
+    versions[1].as_object()["schema"] = json::parse(R"({"openAPIV3Schema": {"type": "object",
+        "properties": {"spec": {"type": "object", "properties": {"color": {"type": "string"}}}}}})");
+    causes = validate_custom_resource_definition(crd, nullptr);
+    ASSERT_EQ(causes.size(), 1u) << describe(causes);
+    EXPECT_EQ(causes[0].field,
+              "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[a].pattern");
+  }
+}
+
 TEST(CustomResourceDefinition, EveryVersionNeedsASchema) {
   json::object crd = widgets();
   version(crd, 0).erase("schema");
