@@ -275,6 +275,25 @@ std::string double_to_string(double d) {
   return out + digits.substr(0, point) + "." + digits.substr(point);
 }
 
+// Patterns are cached by text: a rule's pattern is usually a constant, compiled once.
+std::shared_ptr<const RE2> compiled_pattern(std::string_view pattern, std::string& error) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::shared_ptr<const RE2>> cache;
+  std::lock_guard lock(mu);
+  auto it = cache.find(std::string(pattern));
+  if (it != cache.end()) return it->second;
+  RE2::Options options;
+  options.set_log_errors(false);
+  auto re = std::make_shared<const RE2>(re2::StringPiece(pattern.data(), pattern.size()), options);
+  if (!re->ok()) {
+    error = "given regex is invalid: " + re->error();
+    return {};
+  }
+  if (cache.size() > 4096) cache.clear();
+  cache.emplace(std::string(pattern), re);
+  return re;
+}
+
 namespace {
 
 bool valid_utf8(std::string_view s) {
@@ -438,25 +457,6 @@ Value starts_with(Args a, EvalBudget& budget) {
 Value ends_with(Args a, EvalBudget& budget) {
   budget.call_cost(tenths(code_point_count(a[0].as_text()), 1));
   return Value::boolean(a[0].as_text().ends_with(a[1].as_text()));
-}
-
-// Compiled patterns, shared: a rule's pattern is usually a constant, compiled once.
-std::shared_ptr<const RE2> compiled_pattern(std::string_view pattern, std::string& error) {
-  static std::mutex mu;
-  static std::unordered_map<std::string, std::shared_ptr<const RE2>> cache;
-  std::lock_guard lock(mu);
-  auto it = cache.find(std::string(pattern));
-  if (it != cache.end()) return it->second;
-  RE2::Options options;
-  options.set_log_errors(false);
-  auto re = std::make_shared<const RE2>(re2::StringPiece(pattern.data(), pattern.size()), options);
-  if (!re->ok()) {
-    error = "given regex is invalid: " + re->error();
-    return {};
-  }
-  if (cache.size() > 4096) cache.clear();
-  cache.emplace(std::string(pattern), re);
-  return re;
 }
 
 Value matches(Args a, EvalBudget& budget) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -16,6 +17,10 @@
 
 #include "cel/types.hpp"
 #include "cel/value.hpp"
+
+namespace re2 {
+class RE2;
+}
 
 namespace kwatch::cel {
 
@@ -110,6 +115,10 @@ std::uint64_t code_point_count(std::string_view s);
 // What matching `text` against `pattern` costs: a tenth per code point of the text (plus one),
 // times a quarter per code point of the pattern, both rounded up.
 std::uint64_t regex_cost(std::string_view text, std::string_view pattern);
+
+// `pattern` compiled as RE2 for `matches`, `find` and `findAll`, shared among callers and
+// threads; null with `error` set ("given regex is invalid: ...") when it does not compile.
+std::shared_ptr<const re2::RE2> compiled_pattern(std::string_view pattern, std::string& error);
 
 // The error a call without a matching overload evaluates to.
 Value no_such_overload(std::string_view function, std::span<const Value> args);

@@ -108,20 +108,9 @@ Value list_last_index_of(Args a, EvalBudget& budget) {
 }
 
 // --- regex ---
-std::shared_ptr<const RE2> pattern(std::string_view text, std::string& error) {
-  RE2::Options options;
-  options.set_log_errors(false);
-  auto re = std::make_shared<const RE2>(re2::StringPiece(text.data(), text.size()), options);
-  if (!re->ok()) {
-    error = "given regex is invalid: " + re->error();
-    return {};
-  }
-  return re;
-}
-
 Value find_all(Args a, EvalBudget& budget) {
   std::string error;
-  auto re = pattern(a[1].as_text(), error);
+  auto re = compiled_pattern(a[1].as_text(), error);
   if (!re) return Value::error(error);
   const std::int64_t limit = a.size() > 2 ? a[2].as_int() : -1;
   const std::string_view text = a[0].as_text();
