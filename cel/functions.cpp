@@ -275,7 +275,13 @@ std::string double_to_string(double d) {
   return out + digits.substr(0, point) + "." + digits.substr(point);
 }
 
-// Patterns are cached by text: a rule's pattern is usually a constant, compiled once.
+// Patterns are cached by text: a rule's pattern is usually a constant, compiled once. A pattern
+// may also come from an object (`self.value.matches(self.pattern)`), so what one writer can pin
+// in memory is bounded: only small programs are kept (`\pL{300}` is eight characters and
+// 358,000 instructions), and the cache starts over when it holds kMaxCachedPatterns.
+constexpr std::size_t kMaxCachedPatterns = 256;
+constexpr int kMaxCachedProgramSize = 4096;
+
 std::shared_ptr<const RE2> compiled_pattern(std::string_view pattern, std::string& error) {
   static std::mutex mu;
   static std::unordered_map<std::string, std::shared_ptr<const RE2>> cache;
@@ -289,7 +295,8 @@ std::shared_ptr<const RE2> compiled_pattern(std::string_view pattern, std::strin
     error = "given regex is invalid: " + re->error();
     return {};
   }
-  if (cache.size() > 4096) cache.clear();
+  if (re->ProgramSize() > kMaxCachedProgramSize) return re;
+  if (cache.size() >= kMaxCachedPatterns) cache.clear();
   cache.emplace(std::string(pattern), re);
   return re;
 }

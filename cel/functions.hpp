@@ -117,7 +117,9 @@ std::uint64_t code_point_count(std::string_view s);
 std::uint64_t regex_cost(std::string_view text, std::string_view pattern);
 
 // `pattern` compiled as RE2 for `matches`, `find` and `findAll`, shared among callers and
-// threads; null with `error` set ("given regex is invalid: ...") when it does not compile.
+// threads; null with `error` set ("given regex is invalid: ...") when it does not compile. The
+// cache keeps at most 256 patterns, each of at most 4096 RE2 instructions; larger ones are
+// compiled for each call.
 std::shared_ptr<const re2::RE2> compiled_pattern(std::string_view pattern, std::string& error);
 
 // The error a call without a matching overload evaluates to.

@@ -79,6 +79,25 @@ TEST(CelLibraries, RegexFindsWithRe2) {
   EXPECT_EQ(eval("'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!'.matches('^(a+)+$')"), "false");
 }
 
+// Patterns may come from objects, so the shared cache must not let one writer pin unbounded
+// memory: large programs are not kept, and the number of kept patterns is capped.
+TEST(CelLibraries, PatternCacheKeepsOnlyABoundedSetOfSmallPrograms) {
+  std::string error;
+  const auto small = compiled_pattern("^[a-z]+$", error);
+  ASSERT_NE(small, nullptr);
+  EXPECT_EQ(compiled_pattern("^[a-z]+$", error), small);
+
+  const auto large = compiled_pattern("\\pL{300}", error);
+  ASSERT_NE(large, nullptr) << error;
+  EXPECT_NE(compiled_pattern("\\pL{300}", error), large);
+
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_NE(compiled_pattern("^x" + std::to_string(i) + "$", error), nullptr);
+  }
+  EXPECT_NE(compiled_pattern("^[a-z]+$", error), small);
+  EXPECT_EQ(eval("'abc'.matches('\\\\pL{300}')"), "false");
+}
+
 TEST(CelLibraries, MathAndEncoders) {
   EXPECT_EQ(eval("[math.greatest(1, 2.5, 2u), math.least([3, -1]), math.greatest(7)]"),
             "[2.5, -1, 7]");
