@@ -7,29 +7,6 @@ namespace kwatch::cel {
 
 namespace {
 
-// Type names an identifier may denote, and the type each denotes.
-std::optional<TypePtr> named_type(std::string_view name) {
-  if (!name.empty() && name.front() == '.') name.remove_prefix(1);
-  if (name == "bool") return types::boolean();
-  if (name == "int") return types::int64();
-  if (name == "uint") return types::uint64();
-  if (name == "double") return types::float64();
-  if (name == "string") return types::string();
-  if (name == "bytes") return types::bytes();
-  if (name == "list") return types::list(types::dyn());
-  if (name == "map") return types::map(types::dyn(), types::dyn());
-  if (name == "null_type") return types::null_type();
-  if (name == "type") return types::type_of(types::dyn());
-  if (name == "google.protobuf.Timestamp") return types::timestamp();
-  if (name == "google.protobuf.Duration") return types::duration();
-  if (name == "optional_type") return types::optional(types::dyn());
-  if (name == "net.IP" || name == "net.CIDR" || name == "kubernetes.Quantity" ||
-      name == "kubernetes.Semver" || name == "kubernetes.URL" || name == "kubernetes.NamedFormat") {
-    return types::opaque(std::string(name));
-  }
-  return std::nullopt;
-}
-
 bool is_dyn_or_error(const Type& t) {
   return t.kind == TypeKind::dyn || t.kind == TypeKind::error;
 }
@@ -75,7 +52,7 @@ class Checker {
                                                                 : types::dyn();
       }
     }
-    if (auto t = named_type(name)) return types::type_of(*t);
+    if (auto t = named_type(name)) return types::type_of(t->type);
     return std::nullopt;
   }
 

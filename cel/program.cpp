@@ -79,20 +79,6 @@ namespace {
 using Step = Program::Step;
 using Hot = Program::Hot;
 
-// The type names an identifier may denote.
-constexpr std::string_view kTypeNames[] = {
-    "bool", "int", "uint", "double", "string", "bytes", "list", "map", "null_type", "type",
-    "google.protobuf.Timestamp", "google.protobuf.Duration", "optional_type", "net.IP", "net.CIDR",
-    "kubernetes.Quantity", "kubernetes.Semver", "kubernetes.URL", "kubernetes.NamedFormat"};
-
-std::optional<std::string_view> type_named(std::string_view name) {
-  if (!name.empty() && name.front() == '.') name.remove_prefix(1);
-  for (std::string_view t : kTypeNames) {
-    if (t == name) return t;
-  }
-  return std::nullopt;
-}
-
 class Compiler {
  public:
   Compiler(const Ast& ast, const Declarations& decls, std::vector<SourceIssue>* undeclared)
@@ -189,9 +175,9 @@ class Compiler {
         return s;
       }
     }
-    if (auto t = type_named(name)) {
+    if (auto t = named_type(name)) {
       s.op = Op::constant;
-      s.constant = Value::type(*t);
+      s.constant = Value::type(t->name);
       return s;
     }
     return std::nullopt;

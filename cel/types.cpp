@@ -42,6 +42,39 @@ TypePtr opaque(std::string name) { return make(TypeKind::opaque, {}, std::move(n
 TypePtr param(std::string name) { return make(TypeKind::param, {}, std::move(name)); }
 }  // namespace types
 
+std::optional<NamedType> named_type(std::string_view name) {
+  struct Entry {
+    std::string_view name;
+    TypePtr (*make)();
+  };
+  static constexpr Entry kNamed[] = {
+      {"bool", types::boolean},
+      {"int", types::int64},
+      {"uint", types::uint64},
+      {"double", types::float64},
+      {"string", types::string},
+      {"bytes", types::bytes},
+      {"list", [] { return types::list(types::dyn()); }},
+      {"map", [] { return types::map(types::dyn(), types::dyn()); }},
+      {"null_type", types::null_type},
+      {"type", [] { return types::type_of(types::dyn()); }},
+      {"google.protobuf.Timestamp", types::timestamp},
+      {"google.protobuf.Duration", types::duration},
+      {"optional_type", [] { return types::optional(types::dyn()); }},
+      {"net.IP", [] { return types::opaque("net.IP"); }},
+      {"net.CIDR", [] { return types::opaque("net.CIDR"); }},
+      {"kubernetes.Quantity", [] { return types::opaque("kubernetes.Quantity"); }},
+      {"kubernetes.Semver", [] { return types::opaque("kubernetes.Semver"); }},
+      {"kubernetes.URL", [] { return types::opaque("kubernetes.URL"); }},
+      {"kubernetes.NamedFormat", [] { return types::opaque("kubernetes.NamedFormat"); }},
+  };
+  if (!name.empty() && name.front() == '.') name.remove_prefix(1);
+  for (const Entry& e : kNamed) {
+    if (e.name == name) return NamedType{e.name, e.make()};
+  }
+  return std::nullopt;
+}
+
 std::string format_type(const Type& t) {
   switch (t.kind) {
     case TypeKind::dyn: return "dyn";

@@ -99,6 +99,15 @@ struct Signature {
 };
 Signature parse_signature(std::string_view text);
 
+// A type an identifier may name ("int", "google.protobuf.Timestamp", "net.IP", ...): its
+// canonical name, which outlives every program, and the type it denotes (list and map of dyn
+// for "list" and "map"). A leading '.' is allowed, as in `.int`.
+struct NamedType {
+  std::string_view name;
+  TypePtr type;
+};
+std::optional<NamedType> named_type(std::string_view name);
+
 // The value kind a runtime argument of type `t` has, or nullopt for any (dyn, a parameter).
 std::optional<ValueKind> value_kind_of(const Type& t);
 
