@@ -278,6 +278,47 @@ std::string endpoints_cell(const json::object& o) {
   return out;
 }
 
+// A policy binding's paramRef: `<namespace>/<name>` (`*/<name>` in every namespace), the
+// selector as the generated String() of the LabelSelector message writes it, or <unset>.
+json::value param_ref_cell(const json::object& o) {
+  const json::value* ref = find_field(o, "spec.paramRef");
+  if (ref == nullptr || !ref->is_object()) return "<unset>";
+  const std::string name = str(o, "spec.paramRef.name");
+  if (!name.empty()) {
+    const std::string ns = str(o, "spec.paramRef.namespace");
+    return json::value((ns.empty() ? "*" : ns) + "/" + name);
+  }
+  std::string out = "&LabelSelector{MatchLabels:map[string]string{";
+  if (const json::value* labels = find_field(o, "spec.paramRef.selector.matchLabels");
+      labels != nullptr && labels->is_object()) {
+    std::vector<std::pair<std::string, std::string>> sorted;
+    for (const auto& [k, v] : labels->get_object()) {
+      sorted.emplace_back(k, v.is_string() ? std::string(v.get_string()) : "");
+    }
+    std::sort(sorted.begin(), sorted.end());
+    for (const auto& [k, v] : sorted) out += k + ": " + v + ",";
+  }
+  out += "},MatchExpressions:[]LabelSelectorRequirement{";
+  if (const json::array* exprs = array_at(o, "spec.paramRef.selector.matchExpressions")) {
+    for (const auto& e : *exprs) {
+      if (!e.is_object()) continue;
+      const json::object& r = e.get_object();
+      out += "LabelSelectorRequirement{Key:" + str(r, "key") + ",Operator:" + str(r, "operator") +
+             ",Values:[";
+      if (const json::array* values = array_at(r, "values")) {
+        bool first = true;
+        for (const auto& v : *values) {
+          if (!first) out += " ";
+          first = false;
+          out += v.is_string() ? std::string(v.get_string()) : "";
+        }
+      }
+      out += "],},";
+    }
+  }
+  return json::value(out + "},}");
+}
+
 std::vector<PrinterColumn> endpoints_columns() {
   return {name_column(),
           computed("Endpoints", "string",
@@ -901,6 +942,22 @@ std::vector<PrinterColumn> builtin_columns(std::string_view group, std::string_v
             age_column()};
   }
   if (kind == "RuntimeClass") return {name_column(), text("Handler", ".handler", ""), age_column()};
+  if (kind == "ValidatingAdmissionPolicy") {
+    return {name_column(),
+            computed("Validations", "integer",
+                     [](const json::object& o) { return json::value(count(o, "spec.validations")); }),
+            computed("ParamKind", "string",
+                     [](const json::object& o) {
+                       if (find_field(o, "spec.paramKind") == nullptr) return json::value("<unset>");
+                       return json::value(str(o, "spec.paramKind.apiVersion") + "/" +
+                                          str(o, "spec.paramKind.kind"));
+                     }),
+            age_column()};
+  }
+  if (kind == "ValidatingAdmissionPolicyBinding") {
+    return {name_column(), text("PolicyName", ".spec.policyName", ""),
+            computed("ParamRef", "string", param_ref_cell), age_column()};
+  }
   return {name_column(), age_column()};
 }
 

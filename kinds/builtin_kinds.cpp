@@ -3,6 +3,7 @@
 #include "schema/field_type.hpp"
 #include "kinds/horizontal_pod_autoscaler.hpp"
 
+#include "kinds/admission_policy.hpp"
 #include "kinds/builtin_columns.hpp"
 #include "kinds/builtin_defaults.hpp"
 #include "schema/builtin_schemas.hpp"
@@ -226,6 +227,8 @@ GenerationRule generation_rule(std::string_view group, std::string_view kind) {
       {"apiextensions.k8s.io", "CustomResourceDefinition", GenerationRule::spec},
       {"discovery.k8s.io", "EndpointSlice", GenerationRule::content_and_labels},
       {"storage.k8s.io", "CSIDriver", GenerationRule::spec_on_update},
+      {"admissionregistration.k8s.io", "ValidatingAdmissionPolicy", GenerationRule::spec},
+      {"admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding", GenerationRule::spec},
   };
   for (const Counted& c : kCounted) {
     if (c.group == group && c.kind == kind) return c.rule;
@@ -404,6 +407,15 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
       {.group = "rbac.authorization.k8s.io", .kind = "RoleBinding", .resource = "rolebindings"},
       {.group = "rbac.authorization.k8s.io", .kind = "ClusterRoleBinding",
        .resource = "clusterrolebindings", .namespaced = false},
+      {.group = "admissionregistration.k8s.io", .kind = "ValidatingAdmissionPolicy",
+       .resource = "validatingadmissionpolicies", .namespaced = false, .has_status = true,
+       .categories = {"api-extensions"},
+       .hooks = {.prepare_for_create = initial_status({}),
+                 .validate = validate_validating_admission_policy}},
+      {.group = "admissionregistration.k8s.io", .kind = "ValidatingAdmissionPolicyBinding",
+       .resource = "validatingadmissionpolicybindings", .namespaced = false,
+       .categories = {"api-extensions"},
+       .hooks = {.validate = validate_validating_admission_policy_binding}},
       {.group = "apiextensions.k8s.io", .kind = "CustomResourceDefinition",
        .resource = "customresourcedefinitions", .namespaced = false,
        .short_names = {"crd", "crds"}, .has_status = true, .categories = {"api-extensions"},

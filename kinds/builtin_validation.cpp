@@ -1,5 +1,7 @@
 #include "kinds/builtin_validation.hpp"
 
+#include "kinds/field_errors.hpp"
+
 #include "apimachinery/json_path.hpp"
 #include "apimachinery/label_selector.hpp"
 #include "apimachinery/validation.hpp"
@@ -35,6 +37,12 @@ namespace {
 
 using apimachinery::object_member;
 using apimachinery::string_at;
+using field_errors::check_label_selector;
+using field_errors::forbidden;
+using field_errors::immutable;
+using field_errors::invalid;
+using field_errors::not_supported;
+using field_errors::required;
 
 const json::value* value_at(const json::object* obj, std::string_view key) {
   if (obj == nullptr) return nullptr;
@@ -85,87 +93,6 @@ std::string go_string_slice(const json::value* v) {
     out += go_quote(item.is_string() ? std::string_view(item.get_string()) : std::string_view());
   }
   return out + "}";
-}
-
-void add(Causes& causes, std::string type, std::string message, std::string field) {
-  causes.push_back({std::move(type), std::move(message), std::move(field)});
-}
-
-void required(Causes& causes, std::string field, std::string_view detail = "") {
-  std::string message = "Required value";
-  if (!detail.empty()) message += ": " + std::string(detail);
-  add(causes, "FieldValueRequired", std::move(message), std::move(field));
-}
-
-void invalid(Causes& causes, std::string field, const std::string& shown, std::string_view detail) {
-  std::string message = "Invalid value: " + shown;
-  if (!detail.empty()) message += ": " + std::string(detail);
-  add(causes, "FieldValueInvalid", std::move(message), std::move(field));
-}
-
-void forbidden(Causes& causes, std::string field, std::string_view detail) {
-  add(causes, "FieldValueForbidden", "Forbidden: " + std::string(detail), std::move(field));
-}
-
-void not_supported(Causes& causes, std::string field, const std::string& value,
-                   std::initializer_list<std::string_view> supported) {
-  std::string message = "Unsupported value: " + go_quote(value) + ": supported values: ";
-  bool first = true;
-  for (auto s : supported) {
-    if (!first) message += ", ";
-    first = false;
-    message += go_quote(s);
-  }
-  add(causes, "FieldValueNotSupported", std::move(message), std::move(field));
-}
-
-// ValidateImmutableField: `<field>: Invalid value: <new>: field is immutable`.
-void immutable(Causes& causes, std::string field, const std::string& shown) {
-  invalid(causes, std::move(field), shown, "field is immutable");
-}
-
-// ValidateLabelSelector: label keys and values, and each requirement's operator and values.
-void check_label_selector(const json::object& selector, const std::string& path, Causes& causes) {
-  if (const json::object* labels = object_member(&selector, "matchLabels")) {
-    for (const auto& [key, value] : *labels) {
-      for (const auto& e : qualified_name_errors(key)) {
-        invalid(causes, path + ".matchLabels", go_quote(key), e);
-      }
-      const std::string_view v = value.is_string() ? std::string_view(value.get_string()) : "";
-      for (const auto& e : label_value_errors(v)) {
-        invalid(causes, path + ".matchLabels", go_quote(v), e);
-      }
-    }
-  }
-  const json::value* exprs = value_at(&selector, "matchExpressions");
-  if (exprs == nullptr || !exprs->is_array()) return;
-  std::size_t i = 0;
-  for (const auto& e : exprs->get_array()) {
-    const std::string at = path + ".matchExpressions[" + std::to_string(i++) + "]";
-    const json::object* expr = e.if_object();
-    const std::string op = string_at(expr, "operator");
-    const json::value* values = value_at(expr, "values");
-    const std::size_t n = values != nullptr && values->is_array() ? values->get_array().size() : 0;
-    if (op == "In" || op == "NotIn") {
-      if (n == 0) required(causes, at + ".values", "must be specified when `operator` is 'In' or 'NotIn'");
-    } else if (op == "Exists" || op == "DoesNotExist") {
-      if (n > 0) {
-        forbidden(causes, at + ".values",
-                  "may not be specified when `operator` is 'Exists' or 'DoesNotExist'");
-      }
-    } else {
-      invalid(causes, at + ".operator", go_quote(op), "not a valid selector operator");
-    }
-    const std::string key = string_at(expr, "key");
-    for (const auto& err : qualified_name_errors(key)) invalid(causes, at + ".key", go_quote(key), err);
-    for (std::size_t j = 0; j < n; ++j) {
-      const json::value& v = values->get_array()[j];
-      const std::string_view s = v.is_string() ? std::string_view(v.get_string()) : "";
-      for (const auto& err : label_value_errors(s)) {
-        invalid(causes, at + ".values[" + std::to_string(j) + "]", go_quote(s), err);
-      }
-    }
-  }
 }
 
 const json::value* template_labels(const json::object* tmpl) {
@@ -315,7 +242,7 @@ void validate_ephemeral_containers(const json::object& spec, const json::object&
     if (name.empty()) {
       required(causes, path + ".name");
     } else if (std::find(names.begin(), names.end(), name) != names.end()) {
-      add(causes, "FieldValueDuplicate", "Duplicate value: " + go_quote(name), path + ".name");
+      field_errors::duplicate(causes, path + ".name", go_quote(name));
     }
     names.push_back(name);
     if (string_at(c, "image").empty()) required(causes, path + ".image");

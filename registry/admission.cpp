@@ -20,6 +20,26 @@ std::string_view operation_name(AdmissionOperation operation) {
   return "";
 }
 
+void add_warning(const AdmissionAttributes& attributes, std::string warning) {
+  if (attributes.warnings == nullptr) return;
+  for (const std::string& w : *attributes.warnings) {
+    if (w == warning) return;
+  }
+  attributes.warnings->push_back(std::move(warning));
+}
+
+void add_audit_annotation(const AdmissionAttributes& attributes, std::string key,
+                          std::string value) {
+  if (attributes.audit_annotations == nullptr) return;
+  for (auto& [k, v] : *attributes.audit_annotations) {
+    if (k == key) {
+      v = std::move(value);
+      return;
+    }
+  }
+  attributes.audit_annotations->emplace_back(std::move(key), std::move(value));
+}
+
 void Admission::add(std::shared_ptr<MutatingAdmission> plugin) {
   mutating_.push_back(std::move(plugin));
 }

@@ -24,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace kwatch::kinds {
@@ -52,7 +53,18 @@ struct AdmissionAttributes {
   const apimachinery::UserInfo* user = nullptr;
   // The stored object an update or delete starts from (null on create).
   const boost::json::object* old_object = nullptr;
+  // Where a plugin's warnings go (the response's `Warning` headers); may be null. A warning
+  // already there is not added again (an update's plugins may run once per retry).
+  std::vector<std::string>* warnings = nullptr;
+  // Where a plugin's audit annotations go (key, value: the request's audit event); may be null.
+  std::vector<std::pair<std::string, std::string>>* audit_annotations = nullptr;
 };
+
+// Adds `warning` to `attributes.warnings` unless it is there already (or there is no list).
+void add_warning(const AdmissionAttributes& attributes, std::string warning);
+// Sets the audit annotation `key` (a later value for the same key replaces the earlier one).
+void add_audit_annotation(const AdmissionAttributes& attributes, std::string key,
+                          std::string value);
 
 class MutatingAdmission {
  public:

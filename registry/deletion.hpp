@@ -18,6 +18,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace kwatch::kinds {
 struct ResourceInfo;
@@ -49,6 +51,9 @@ struct DeleteQuery {
   bool ignore_read_errors = false;
   // Who asks, as the admission stages see it; null for kwatch's own deletes.
   std::shared_ptr<const apimachinery::UserInfo> user;
+  // Where the admission plugins' warnings and audit annotations go; may be null.
+  std::shared_ptr<std::vector<std::string>> warnings;
+  std::shared_ptr<std::vector<std::pair<std::string, std::string>>> audit_annotations;
   // Where the store puts the revision of what it wrote (the delete, or the object marked as
   // being deleted); left alone when nothing was written. May be null.
   std::shared_ptr<std::int64_t> written_revision;

@@ -212,7 +212,8 @@ asio::awaitable<ApiResult<json::object>> create_object(const ResourceInfo& info,
   const std::string admitted_name = generated ? std::string() : name;
   const AdmissionAttributes attributes{info,           object_ns,     admitted_name,
                                        query.subresource, AdmissionOperation::create,
-                                       query.dry_run,  query.user.get(), nullptr};
+                                       query.dry_run,  query.user.get(), nullptr,
+                                       query.warnings.get(), query.audit_annotations.get()};
   if (admission.mutates(attributes)) {
     if (auto e = co_await admission.mutate(attributes, &body)) co_return std::move(*e);
   }

@@ -54,8 +54,11 @@ struct WriteQuery {
   FieldValidation field_validation = FieldValidation::warn;
   // Fields the request body held more than once (kube's notation, `metadata.name`).
   std::vector<std::string> duplicate_fields;
-  // Where the write's warnings go (unknown and duplicate fields under Warn); may be null.
+  // Where the write's warnings go (unknown and duplicate fields under Warn, admission plugins);
+  // may be null.
   std::shared_ptr<std::vector<std::string>> warnings;
+  // Where the admission plugins' audit annotations go (the request's audit event); may be null.
+  std::shared_ptr<std::vector<std::pair<std::string, std::string>>> audit_annotations;
   // Who the write is recorded under in metadata.managedFields (schema/managed_fields.hpp):
   // the request's fieldManager or its User-Agent's product; kwatch's own writes by default.
   std::string field_manager = "kwatch-apiserver";

@@ -38,7 +38,8 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInf
   const std::string no_subresource;
   AdmissionAttributes attributes{info,          object_ns,     name,
                                  no_subresource, AdmissionOperation::remove,
-                                 query.dry_run, query.user.get(), nullptr};
+                                 query.dry_run, query.user.get(), nullptr,
+                                 query.warnings.get(), query.audit_annotations.get()};
   if (admission_->mutates(attributes)) {
     if (auto e = co_await admission_->mutate(attributes, nullptr)) co_return std::move(*e);
   }

@@ -127,7 +127,8 @@ asio::awaitable<ApiResult<json::object>> update_object(const ResourceInfo& info,
   const std::string object_ns = info.namespaced ? ns : std::string();
   const AdmissionAttributes attributes{info,          object_ns,     name,
                                        query.subresource, AdmissionOperation::update,
-                                       query.dry_run, query.user.get(), &existing};
+                                       query.dry_run, query.user.get(), &existing,
+                                       query.warnings.get(), query.audit_annotations.get()};
   if (admission.mutates(attributes)) {
     if (auto e = co_await admission.mutate(attributes, &obj)) co_return std::move(*e);
   }

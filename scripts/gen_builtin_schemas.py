@@ -62,6 +62,8 @@ VERSIONED_PACKAGES = {
 
 # (group, version, kind, python class). Core kinds come first: a model class takes the package
 # of the first kind that reaches it, so the core types shared with other groups stay core.
+# A kind the 1.22 models lack names its definition instead of a class ("io.k8s...."): the
+# overlay writes that definition and everything it reaches that the models lack.
 KINDS = [
     ("", "v1", "Namespace", "V1Namespace"),
     ("", "v1", "Pod", "V1Pod"),
@@ -106,6 +108,10 @@ KINDS = [
     ("autoscaling", "v1", "HorizontalPodAutoscaler", "V1HorizontalPodAutoscaler"),
     # Kubernetes 1.22's models stop at autoscaling/v2beta2, whose types autoscaling/v2 kept.
     ("autoscaling", "v2", "HorizontalPodAutoscaler", "V2beta2HorizontalPodAutoscaler"),
+    ("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy",
+     "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicy"),
+    ("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding",
+     "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBinding"),
 ]
 
 # Classes whose definition the first-referrer rule would get wrong: apimachinery's meta types
@@ -172,6 +178,8 @@ def main():
     names = {}
     queue = []
     for group, version, _, cls in KINDS:
+        if cls.startswith("io.k8s."):
+            continue
         if cls not in names:
             package = VERSIONED_PACKAGES.get((group, version), PACKAGES[group])
             names[cls] = EXPLICIT.get(cls, package + "." + PREFIX.sub("", cls))
@@ -249,7 +257,10 @@ def main():
     scalar = {"string", "boolean", "integer", "int32", "int64", "number", "date-time", "byte",
               "int-or-string", "quantity", "any"}
     reached = set()
-    todo = [names[k[3]] for k in KINDS]
+    def definition_of(cls):
+        return cls if cls.startswith("io.k8s.") else names[cls]
+
+    todo = [definition_of(k[3]) for k in KINDS]
     while todo:
         name = todo.pop()
         if name in reached:
@@ -281,7 +292,7 @@ def main():
     if unused:
         sys.exit("overlay: no kind reaches %s" % ", ".join(unused))
 
-    out = {"kinds": [{"group": g, "version": v, "kind": k, "definition": names[c]}
+    out = {"kinds": [{"group": g, "version": v, "kind": k, "definition": definition_of(c)}
                      for g, v, k, c in KINDS],
            "definitions": {}}
     for name in sorted(reached):

@@ -135,8 +135,11 @@ std::string audit_line(const AuditEvent& e, AuditEvent::Stage stage) {
   o["responseStatus"] = std::move(status);
   o["requestReceivedTimestamp"] = micro_time(e.received);
   o["stageTimestamp"] = micro_time(e.stage_time);
-  if (!e.decision.empty()) {
-    o["annotations"] = json::object{{"authorization.k8s.io/decision", e.decision}};
+  if (!e.decision.empty() || !e.annotations.empty()) {
+    json::object annotations;
+    if (!e.decision.empty()) annotations["authorization.k8s.io/decision"] = e.decision;
+    for (const auto& [key, value] : e.annotations) annotations[key] = value;
+    o["annotations"] = std::move(annotations);
   }
   std::string line = json::serialize(o);
   line += '\n';

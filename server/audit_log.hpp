@@ -35,6 +35,8 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace kwatch::server {
 
@@ -54,6 +56,8 @@ struct AuditEvent {
   auth::RequestAttributes attributes;
   std::string api_version;
   std::string decision;  // authorization.k8s.io/decision: "allow", "forbid", or "" (not reached)
+  // More annotations (key, value): what the admission plugins recorded.
+  std::vector<std::pair<std::string, std::string>> annotations;
   unsigned code = 0;
   // An error's Status fields (kube copies them into responseStatus at level Metadata).
   std::string status, reason, message;

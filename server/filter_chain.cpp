@@ -85,6 +85,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_audited(ApiRequest request) {
   AuditEvent* audit = &event;
   ApiResponse response = co_await serve(std::move(request), audit);
   event.code = response.status;
+  event.annotations = std::move(response.audit_annotations);
   if (response.status >= 400) {
     // kube copies an error's Status fields into responseStatus at level Metadata.
     if (response.error) {

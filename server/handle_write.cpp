@@ -40,10 +40,24 @@ ApiResponse ApiHandler::render(const ApiRequest& request, const Route& route,
     response = json_response(ok_status, *r);
   }
   if (write != nullptr && write->warnings) response.warnings = std::move(*write->warnings);
+  if (write != nullptr && write->audit_annotations) {
+    response.audit_annotations = std::move(*write->audit_annotations);
+  }
   if (write != nullptr && write->written_revision) written_revision = *write->written_revision;
   if (r) response.written_revision = written_revision;
   return response;
 }
+
+namespace {
+
+// A delete's admission warnings and audit annotations, in its response.
+ApiResponse with_admission_report(ApiResponse response, const registry::DeleteQuery& q) {
+  if (q.warnings) response.warnings = std::move(*q.warnings);
+  if (q.audit_annotations) response.audit_annotations = std::move(*q.audit_annotations);
+  return response;
+}
+
+}  // namespace
 
 asio::awaitable<ApiResponse> ApiHandler::serve_create(const ApiRequest& request, const Url& url,
                                                       Route& route) {
@@ -144,13 +158,15 @@ asio::awaitable<ApiResponse> ApiHandler::serve_delete(const ApiRequest& request,
   if (named) {
     route.verb = "delete";
     auto removed = co_await store_->remove(info, route.ns, route.name, *q);
-    co_return render(request, route, std::move(removed), 200, nullptr, *q->written_revision);
+    co_return with_admission_report(
+        render(request, route, std::move(removed), 200, nullptr, *q->written_revision), *q);
   }
   route.verb = "deletecollection";
   auto lq = registry::compile_list_query(info, list_query(url));
   if (!lq) co_return error_response(lq.error());
   auto removed = co_await store_->remove_collection(info, route.ns, std::move(*lq), *q);
-  co_return render(request, route, std::move(removed), 200, nullptr, *q->written_revision);
+  co_return with_admission_report(
+      render(request, route, std::move(removed), 200, nullptr, *q->written_revision), *q);
 }
 
 }  // namespace kwatch::server

@@ -57,6 +57,8 @@ struct ApiResponse {
   std::map<std::string, std::string> headers;  // extra headers, e.g. Retry-After
   // Sent as one `Warning: 299 - "<text>"` header each, as kube-apiserver warns clients.
   std::vector<std::string> warnings;
+  // Annotations for the request's audit event (key, value), from the admission plugins.
+  std::vector<std::pair<std::string, std::string>> audit_annotations;
   // A watch: `body` holds event lines to send first (possibly none), then the session's frames
   // follow until it ends. Sent as chunked JSON lines or, on an upgraded connection, one
   // WebSocket text message per event.

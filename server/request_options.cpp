@@ -108,6 +108,7 @@ ApiResult<registry::WriteQuery> write_query(const Url& url, const std::string& s
                                "fieldValidation must be one of Ignore, Warn or Strict, got " + fv);
   }
   q.warnings = std::make_shared<std::vector<std::string>>();
+  q.audit_annotations = std::make_shared<std::vector<std::pair<std::string, std::string>>>();
   return q;
 }
 
@@ -247,6 +248,8 @@ ApiResult<registry::DeleteQuery> delete_query(const ApiRequest& request, const U
   q.dry_run = w->dry_run;
   q.user = std::move(w->user);
   q.written_revision = std::move(w->written_revision);
+  q.warnings = std::move(w->warnings);
+  q.audit_annotations = std::move(w->audit_annotations);
   q.ignore_read_errors = truthy(url.param("ignoreStoreReadErrorWithClusterBreakingPotential"));
   // DeleteOptions come as query parameters, as a body, or both (the body wins).
   std::optional<std::string> propagation = url.param("propagationPolicy");

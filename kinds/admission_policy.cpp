@@ -1,0 +1,695 @@
+#include "kinds/admission_policy.hpp"
+
+#include "kinds/field_errors.hpp"
+
+#include "apimachinery/json_members.hpp"
+#include "apimachinery/validation.hpp"
+#include "cel/checker.hpp"
+#include "cel/libraries.hpp"
+#include "cel/parser.hpp"
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/json/value.hpp>
+
+#include <algorithm>
+#include <set>
+#include <string_view>
+
+// The rules and texts follow kube-apiserver 1.34: pkg/apis/admissionregistration/validation and
+// k8s.io/apiserver's plugin/cel compiler.
+
+namespace kwatch::kinds {
+
+namespace json = boost::json;
+using apimachinery::Cause;
+using apimachinery::array_member;
+using apimachinery::go_quote;
+using apimachinery::object_member;
+using apimachinery::string_at;
+using field_errors::check_label_selector;
+using field_errors::duplicate;
+using field_errors::forbidden;
+using field_errors::invalid;
+using field_errors::not_supported;
+using field_errors::required;
+using field_errors::too_many;
+using Causes = std::vector<Cause>;
+
+namespace {
+
+cel::TypePtr object_type(std::string name,
+                         std::initializer_list<std::pair<const char*, cel::TypePtr>> fields) {
+  auto t = std::make_shared<cel::Type>();
+  t->kind = cel::TypeKind::object;
+  t->name = std::move(name);
+  for (const auto& [n, type] : fields) t->fields.emplace(n, type);
+  return t;
+}
+
+cel::TypePtr strings() { return cel::types::list(cel::types::string()); }
+
+// Go's strings.TrimSpace for ASCII white space (what the expressions and messages are).
+std::string_view trim(std::string_view s) {
+  constexpr std::string_view kSpace = " \t\n\r\v\f";
+  const auto first = s.find_first_not_of(kSpace);
+  if (first == std::string_view::npos) return {};
+  return s.substr(first, s.find_last_not_of(kSpace) - first + 1);
+}
+
+bool has_line_break(std::string_view s) {
+  return s.find('\n') != std::string_view::npos || s.find('\r') != std::string_view::npos;
+}
+
+// What an expression of one place in a policy may see, and must give.
+enum class Place { match_condition, variable, validation, message, audit_annotation };
+
+class PolicyCompiler {
+ public:
+  explicit PolicyCompiler(bool has_params) : has_params_(has_params) {
+    variables_type_ = std::make_shared<cel::Type>();
+    variables_type_->kind = cel::TypeKind::object;
+    variables_type_->name = "kubernetes.variables";
+  }
+
+  PolicyExpression compile(const std::string& source, Place place) const {
+    PolicyExpression out;
+    out.source = source;
+    cel::Parsed parsed = cel::parse(source);
+    if (!parsed.errors.empty()) {
+      out.compile_error = "compilation failed: " + cel::format_issues(source, parsed.errors);
+      return out;
+    }
+    // Names that are not declared here are left out: the checker then reports them as kube's
+    // does ("undeclared reference to 'params'").
+    const auto& names = policy_variable_names();
+    std::vector<std::string> visible;
+    std::vector<cel::TypePtr> types;
+    for (std::size_t slot = 0; slot < policy_slot_count; ++slot) {
+      if (slot == slot_params && !has_params_) continue;
+      if (slot == slot_authorizer && place == Place::message) continue;
+      if (slot == slot_variables && place == Place::match_condition) continue;
+      visible.push_back(names[slot]);
+      types.push_back(type_of_slot(slot));
+    }
+    cel::CheckOptions options;
+    options.homogeneous_literals = true;
+    const cel::Checked checked =
+        cel::check(parsed.ast, visible, types, cel::kubernetes_functions(), options);
+    if (!checked.errors.empty()) {
+      out.compile_error = "compilation failed: " + cel::format_issues(source, checked.errors);
+      return out;
+    }
+    out.result = checked.result;
+    if (auto wrong = wrong_result(*checked.result, place)) {
+      out.compile_error = *wrong;
+      return out;
+    }
+    cel::Declarations declarations{names, &cel::kubernetes_functions(), &checked.types};
+    out.program = cel::Program::compile(parsed.ast, declarations);
+    return out;
+  }
+
+  // A variable compiled: later expressions see `variables.<name>` with its type.
+  void declare_variable(const std::string& name, const cel::TypePtr& type) {
+    variables_type_->fields[name] = type ? type : cel::types::dyn();
+  }
+
+ private:
+  cel::TypePtr type_of_slot(std::size_t slot) const {
+    switch (slot) {
+      case slot_request:
+        return admission_request_type();
+      case slot_namespace_object:
+        return namespace_object_type();
+      case slot_authorizer:
+        return cel::types::opaque("kubernetes.authorization.Authorizer");
+      case slot_variables:
+        return variables_type_;
+      default:
+        return cel::types::dyn();
+    }
+  }
+
+  static std::optional<std::string> wrong_result(const cel::Type& t, Place place) {
+    if (t.kind == cel::TypeKind::dyn || t.kind == cel::TypeKind::error) return std::nullopt;
+    switch (place) {
+      case Place::match_condition:
+      case Place::validation:
+        if (t.kind == cel::TypeKind::boolean) return std::nullopt;
+        return "must evaluate to bool but got " + cel::format_type(t);
+      case Place::message:
+        if (t.kind == cel::TypeKind::string) return std::nullopt;
+        return "must evaluate to string but got " + cel::format_type(t);
+      case Place::audit_annotation:
+        if (t.kind == cel::TypeKind::string || t.kind == cel::TypeKind::null_type) {
+          return std::nullopt;
+        }
+        return "must evaluate to one of [string null_type] but got " + cel::format_type(t);
+      case Place::variable:
+        return std::nullopt;
+    }
+    return std::nullopt;
+  }
+
+  bool has_params_;
+  std::shared_ptr<cel::Type> variables_type_;
+};
+
+std::string index(const std::string& path, std::size_t i) {
+  return path + "[" + std::to_string(i) + "]";
+}
+
+const json::array* items(const json::object* obj, std::string_view key) {
+  return array_member(obj, key);
+}
+
+std::vector<std::string> string_list(const json::object* obj, std::string_view key) {
+  std::vector<std::string> out;
+  if (const json::array* a = items(obj, key)) {
+    for (const auto& v : *a) out.emplace_back(v.is_string() ? std::string_view(v.get_string()) : "");
+  }
+  return out;
+}
+
+std::string shown_list(const json::object* obj, std::string_view key) {
+  const json::array* a = items(obj, key);
+  return a != nullptr ? json::serialize(*a) : "null";
+}
+
+bool has_star(const std::vector<std::string>& v) {
+  return std::find(v.begin(), v.end(), "*") != v.end();
+}
+
+// A CEL compile error as kube's validation reports it: an expression that does not check is an
+// Invalid value (the expression) with the compiler's detail.
+void report(Causes& causes, const std::string& path, const PolicyExpression& e) {
+  if (!e.compile_error.empty()) invalid(causes, path, go_quote(e.source), e.compile_error);
+}
+
+// validateResources (subresources allowed).
+void check_resources(const std::vector<std::string>& resources, const json::object* rule,
+                     const std::string& path, Causes& causes) {
+  if (resources.empty()) required(causes, path);
+  std::set<std::string> wildcard_subresources_of, resources_with_any_subresource;
+  bool double_wildcard = false, single_wildcard = false, plain = false;
+  for (std::size_t i = 0; i < resources.size(); ++i) {
+    const std::string& r = resources[i];
+    if (r.empty()) {
+      required(causes, index(path, i));
+      continue;
+    }
+    if (r == "*/*") double_wildcard = true;
+    if (r == "*") single_wildcard = true;
+    const auto slash = r.find('/');
+    if (slash == std::string::npos) {
+      plain = r != "*";
+      continue;
+    }
+    const std::string res = r.substr(0, slash), sub = r.substr(slash + 1);
+    if (wildcard_subresources_of.contains(res)) {
+      invalid(causes, index(path, i), go_quote(r),
+              "if '" + res + "/*' is present, must not specify " + r);
+    }
+    if (resources_with_any_subresource.contains(sub)) {
+      invalid(causes, index(path, i), go_quote(r),
+              "if '*/" + sub + "' is present, must not specify " + r);
+    }
+    if (sub == "*") wildcard_subresources_of.insert(res);
+    if (res == "*") resources_with_any_subresource.insert(sub);
+  }
+  if (resources.size() > 1 && double_wildcard) {
+    invalid(causes, path, shown_list(rule, "resources"),
+            "if '*/*' is present, must not specify other resources");
+  }
+  if (single_wildcard && plain) {
+    invalid(causes, path, shown_list(rule, "resources"),
+            "if '*' is present, must not specify other resources without subresources");
+  }
+}
+
+// validateNamedRuleWithOperations.
+void check_rule(const json::object* rule, const std::string& path, Causes& causes) {
+  const auto names = string_list(rule, "resourceNames");
+  std::set<std::string> seen;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    for (const auto& e : apimachinery::path_segment_errors(names[i])) {
+      invalid(causes, index(path + ".resourceNames", i), go_quote(names[i]), e);
+    }
+    if (!seen.insert(names[i]).second) {
+      duplicate(causes, index(path + ".resourceNames", i), go_quote(names[i]));
+    }
+  }
+  const auto operations = string_list(rule, "operations");
+  if (operations.empty()) required(causes, path + ".operations");
+  if (operations.size() > 1 && has_star(operations)) {
+    invalid(causes, path + ".operations", shown_list(rule, "operations"),
+            "if '*' is present, must not specify other operations");
+  }
+  for (std::size_t i = 0; i < operations.size(); ++i) {
+    const std::string& op = operations[i];
+    if (op != "*" && op != "CREATE" && op != "UPDATE" && op != "DELETE" && op != "CONNECT") {
+      not_supported(causes, index(path + ".operations", i), op,
+                    {"*", "CONNECT", "CREATE", "DELETE", "UPDATE"});
+    }
+  }
+  const auto groups = string_list(rule, "apiGroups");
+  if (groups.empty()) required(causes, path + ".apiGroups");
+  if (groups.size() > 1 && has_star(groups)) {
+    invalid(causes, path + ".apiGroups", shown_list(rule, "apiGroups"),
+            "if '*' is present, must not specify other API groups");
+  }
+  const auto versions = string_list(rule, "apiVersions");
+  if (versions.empty()) required(causes, path + ".apiVersions");
+  if (versions.size() > 1 && has_star(versions)) {
+    invalid(causes, path + ".apiVersions", shown_list(rule, "apiVersions"),
+            "if '*' is present, must not specify other API versions");
+  }
+  for (std::size_t i = 0; i < versions.size(); ++i) {
+    if (versions[i].empty()) required(causes, index(path + ".apiVersions", i));
+  }
+  check_resources(string_list(rule, "resources"), rule, path + ".resources", causes);
+  if (rule != nullptr && rule->contains("scope")) {
+    const std::string scope = string_at(rule, "scope");
+    if (scope != "*" && scope != "Cluster" && scope != "Namespaced") {
+      not_supported(causes, path + ".scope", scope, {"*", "Cluster", "Namespaced"});
+    }
+  }
+}
+
+// validateMatchResources.
+void check_match_resources(const json::object& match, const std::string& path, Causes& causes) {
+  const std::string policy = string_at(match, "matchPolicy");
+  if (!match.contains("matchPolicy")) {
+    required(causes, path + ".matchPolicy");
+  } else if (policy != "Exact" && policy != "Equivalent") {
+    not_supported(causes, path + ".matchPolicy", policy, {"Equivalent", "Exact"});
+  }
+  for (const char* selector : {"namespaceSelector", "objectSelector"}) {
+    if (const json::object* s = object_member(match, selector)) {
+      check_label_selector(*s, path + "." + selector, causes);
+    } else {
+      required(causes, path + "." + selector);
+    }
+  }
+  for (const char* rules : {"resourceRules", "excludeResourceRules"}) {
+    if (const json::array* a = items(&match, rules)) {
+      for (std::size_t i = 0; i < a->size(); ++i) {
+        check_rule((*a)[i].if_object(), index(path + "." + rules, i), causes);
+      }
+    }
+  }
+}
+
+// A CEL identifier that is not a reserved word (kube's variable names).
+bool cel_identifier(std::string_view name) {
+  static const std::set<std::string_view> kReserved = {
+      "true", "false", "null", "in", "as", "break", "const", "continue", "else", "for",
+      "function", "if", "import", "let", "loop", "package", "namespace", "return", "var",
+      "void", "while"};
+  if (name.empty() || kReserved.contains(name)) return false;
+  auto alpha = [](char c) { return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+  if (!alpha(name[0])) return false;
+  return std::all_of(name.begin() + 1, name.end(),
+                     [&](char c) { return alpha(c) || (c >= '0' && c <= '9'); });
+}
+
+// validateParamKind.
+void check_param_kind(const json::object& kind, Causes& causes) {
+  const std::string path = "spec.paramKind";
+  const std::string api_version = string_at(kind, "apiVersion");
+  if (api_version.empty()) {
+    required(causes, path + ".apiVersion");
+  } else if (std::count(api_version.begin(), api_version.end(), '/') > 1) {
+    invalid(causes, path + ".apiVersion", go_quote(api_version),
+            "unexpected GroupVersion string: " + api_version);
+  } else {
+    const auto slash = api_version.find('/');
+    const std::string group = slash == std::string::npos ? "" : api_version.substr(0, slash);
+    const std::string version =
+        slash == std::string::npos ? api_version : api_version.substr(slash + 1);
+    if (!group.empty()) {
+      std::string joined;
+      for (const auto& e : apimachinery::dns1123_subdomain_errors(group)) {
+        joined += (joined.empty() ? "" : ",") + e;
+      }
+      if (!joined.empty()) invalid(causes, path + ".apiVersion", go_quote(group), joined);
+    }
+    if (version.empty()) {
+      invalid(causes, path + ".apiVersion", go_quote(api_version), "version must be specified");
+    } else {
+      std::string joined;
+      for (const auto& e : apimachinery::dns1035_label_errors(version)) {
+        joined += (joined.empty() ? "" : ",") + e;
+      }
+      if (!joined.empty()) invalid(causes, path + ".apiVersion", go_quote(version), joined);
+    }
+  }
+  const std::string kind_name = string_at(kind, "kind");
+  if (kind_name.empty()) {
+    required(causes, path + ".kind");
+  } else {
+    std::string lower = kind_name;
+    for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::string joined;
+    for (const auto& e : apimachinery::dns1035_label_errors(lower)) {
+      joined += (joined.empty() ? "" : ",") + e;
+    }
+    if (!joined.empty()) {
+      invalid(causes, path + ".kind", go_quote(kind_name),
+              "may have mixed case, but should otherwise match: " + joined);
+    }
+  }
+}
+
+// The expressions a stored policy already holds at `list[].field` (an update may keep them).
+bool same_match_conditions(const json::object* spec, const json::object* old_spec) {
+  auto value = [](const json::object* s, std::string_view key) {
+    const json::value* v = s != nullptr ? s->if_contains(key) : nullptr;
+    return v != nullptr ? *v : json::value();
+  };
+  return old_spec != nullptr && value(spec, "paramKind") == value(old_spec, "paramKind") &&
+         value(spec, "matchConditions") == value(old_spec, "matchConditions");
+}
+
+}  // namespace
+
+const std::vector<std::string>& policy_variable_names() {
+  static const std::vector<std::string> kNames = {
+      "object", "oldObject", "request", "params", "namespaceObject", "authorizer", "variables"};
+  return kNames;
+}
+
+cel::TypePtr admission_request_type() {
+  static const cel::TypePtr kType = [] {
+    using namespace cel::types;
+    auto gvk = object_type("kubernetes.GroupVersionKind",
+                           {{"group", string()}, {"version", string()}, {"kind", string()}});
+    auto gvr = object_type("kubernetes.GroupVersionResource",
+                           {{"group", string()}, {"version", string()}, {"resource", string()}});
+    auto user = object_type("kubernetes.UserInfo",
+                            {{"username", string()},
+                             {"uid", string()},
+                             {"groups", strings()},
+                             {"extra", map(string(), strings())}});
+    return object_type("kubernetes.AdmissionRequest",
+                       {{"kind", gvk},
+                        {"resource", gvr},
+                        {"subResource", string()},
+                        {"requestKind", gvk},
+                        {"requestResource", gvr},
+                        {"requestSubResource", string()},
+                        {"name", string()},
+                        {"namespace", string()},
+                        {"operation", string()},
+                        {"userInfo", user},
+                        {"dryRun", boolean()},
+                        {"options", dyn()}});
+  }();
+  return kType;
+}
+
+cel::TypePtr namespace_object_type() {
+  static const cel::TypePtr kType = [] {
+    using namespace cel::types;
+    auto meta = object_type("kubernetes.NamespaceMetadata",
+                            {{"name", string()},
+                             {"generateName", string()},
+                             {"namespace", string()},
+                             {"labels", map(string(), string())},
+                             {"annotations", map(string(), string())},
+                             {"UID", string()},
+                             {"creationTimestamp", timestamp()},
+                             {"deletionGracePeriodSeconds", int64()},
+                             {"deletionTimestamp", timestamp()},
+                             {"generation", int64()},
+                             {"resourceVersion", string()},
+                             {"finalizers", strings()}});
+    auto condition = object_type("kubernetes.NamespaceCondition",
+                                 {{"status", string()},
+                                  {"type", string()},
+                                  {"lastTransitionTime", timestamp()},
+                                  {"message", string()},
+                                  {"reason", string()}});
+    auto spec = object_type("kubernetes.NamespaceSpec", {{"finalizers", strings()}});
+    auto status = object_type("kubernetes.NamespaceStatus",
+                              {{"conditions", list(condition)}, {"phase", string()}});
+    return object_type("kubernetes.Namespace",
+                       {{"metadata", meta}, {"spec", spec}, {"status", status}});
+  }();
+  return kType;
+}
+
+std::shared_ptr<const CompiledPolicy> compile_validating_policy(const json::object& policy) {
+  auto out = std::make_shared<CompiledPolicy>();
+  const json::object* meta = object_member(policy, "metadata");
+  const json::object* spec = object_member(policy, "spec");
+  out->name = string_at(meta, "name");
+  if (const json::value* g = meta != nullptr ? meta->if_contains("generation") : nullptr) {
+    if (g->is_int64()) out->generation = g->get_int64();
+  }
+  const json::object* param_kind = object_member(spec, "paramKind");
+  out->has_param_kind = param_kind != nullptr;
+  out->param_api_version = string_at(param_kind, "apiVersion");
+  out->param_kind = string_at(param_kind, "kind");
+  out->fail_closed = string_at(spec, "failurePolicy") != "Ignore";
+  PolicyCompiler compiler(out->has_param_kind);
+  auto each = [&](std::string_view key, auto&& fn) {
+    if (const json::array* a = items(spec, key)) {
+      for (const auto& v : *a) {
+        static const json::object kEmpty;
+        fn(v.is_object() ? v.get_object() : kEmpty);
+      }
+    }
+  };
+  each("matchConditions", [&](const json::object& c) {
+    out->match_conditions.push_back(
+        {string_at(c, "name"), compiler.compile(string_at(c, "expression"), Place::match_condition)});
+  });
+  each("variables", [&](const json::object& v) {
+    CompiledPolicy::Named named{string_at(v, "name"),
+                                compiler.compile(string_at(v, "expression"), Place::variable)};
+    compiler.declare_variable(named.name, named.expression.result);
+    out->variables.push_back(std::move(named));
+  });
+  each("validations", [&](const json::object& v) {
+    CompiledPolicy::Validation validation;
+    validation.expression = compiler.compile(string_at(v, "expression"), Place::validation);
+    const std::string message_expression = string_at(v, "messageExpression");
+    if (!trim(message_expression).empty()) {
+      validation.message_expression = compiler.compile(message_expression, Place::message);
+    }
+    validation.message = std::string(trim(string_at(v, "message")));
+    validation.reason = string_at(v, "reason");
+    out->validations.push_back(std::move(validation));
+  });
+  each("auditAnnotations", [&](const json::object& a) {
+    out->audit_annotations.push_back(
+        {string_at(a, "key"),
+         compiler.compile(string_at(a, "valueExpression"), Place::audit_annotation)});
+  });
+  return out;
+}
+
+void validate_validating_admission_policy(const json::object& policy, const json::object* old,
+                                          Causes& causes) {
+  const json::object* spec = object_member(policy, "spec");
+  const json::object* old_spec = old != nullptr ? object_member(*old, "spec") : nullptr;
+  const std::string name = string_at(object_member(policy, "metadata"), "name");
+  const std::string failure = string_at(spec, "failurePolicy");
+  if (spec == nullptr || !spec->contains("failurePolicy")) {
+    required(causes, "spec.failurePolicy");
+  } else if (failure != "Fail" && failure != "Ignore") {
+    not_supported(causes, "spec.failurePolicy", failure, {"Fail", "Ignore"});
+  }
+  const json::object* param_kind = object_member(spec, "paramKind");
+  if (param_kind != nullptr) check_param_kind(*param_kind, causes);
+  if (const json::object* match = object_member(spec, "matchConstraints")) {
+    check_match_resources(*match, "spec.matchConstraints", causes);
+    const json::array* rules = items(match, "resourceRules");
+    if (rules == nullptr || rules->empty()) {
+      required(causes, "spec.matchConstraints.resourceRules");
+    }
+  } else {
+    required(causes, "spec.matchConstraints");
+  }
+  // Compiled as the plugin compiles them, so that the errors are the plugin's.
+  const auto compiled = compile_validating_policy(policy);
+  const json::array* conditions = items(spec, "matchConditions");
+  if (conditions != nullptr && !same_match_conditions(spec, old_spec)) {
+    if (conditions->size() > 64) too_many(causes, "spec.matchConditions", conditions->size(), 64);
+    std::set<std::string> names;
+    for (std::size_t i = 0; i < conditions->size(); ++i) {
+      const json::object* c = (*conditions)[i].if_object();
+      const std::string at = index("spec.matchConditions", i);
+      const std::string expression = string_at(c, "expression");
+      if (trim(expression).empty()) {
+        required(causes, at + ".expression");
+      } else {
+        report(causes, at + ".expression", compiled->match_conditions[i].expression);
+      }
+      const std::string n = string_at(c, "name");
+      if (n.empty()) {
+        required(causes, at + ".name");
+      } else {
+        for (const auto& e : apimachinery::qualified_name_errors(n)) {
+          invalid(causes, at + ".name", go_quote(n), e);
+        }
+        if (!names.insert(n).second) duplicate(causes, at + ".name", go_quote(n));
+      }
+    }
+  }
+  if (const json::array* variables = items(spec, "variables")) {
+    for (std::size_t i = 0; i < variables->size(); ++i) {
+      const json::object* v = (*variables)[i].if_object();
+      const std::string at = index("spec.variables", i);
+      const std::string n = string_at(v, "name");
+      if (trim(n).empty()) {
+        required(causes, at + ".name", "name is not specified");
+      } else if (!cel_identifier(n)) {
+        invalid(causes, at + ".name", go_quote(n), "name is not a valid CEL identifier");
+      }
+      if (trim(string_at(v, "expression")).empty()) {
+        required(causes, at + ".expression", "expression is not specified");
+      } else {
+        report(causes, at + ".expression", compiled->variables[i].expression);
+      }
+    }
+  }
+  const json::array* validations = items(spec, "validations");
+  const json::array* annotations = items(spec, "auditAnnotations");
+  if ((validations == nullptr || validations->empty()) &&
+      (annotations == nullptr || annotations->empty())) {
+    constexpr std::string_view kOne = "validations or auditAnnotations must contain at least one item";
+    required(causes, "spec.validations", kOne);
+    required(causes, "spec.auditAnnotations", kOne);
+    return;
+  }
+  if (validations != nullptr) {
+    for (std::size_t i = 0; i < validations->size(); ++i) {
+      const json::object* v = (*validations)[i].if_object();
+      const std::string at = index("spec.validations", i);
+      const auto& c = compiled->validations[i];
+      if (trim(string_at(v, "expression")).empty()) {
+        required(causes, at + ".expression", "expression is not specified");
+      } else {
+        report(causes, at + ".expression", c.expression);
+      }
+      const std::string message_expression = string_at(v, "messageExpression");
+      if (!message_expression.empty() && trim(message_expression).empty()) {
+        invalid(causes, at + ".messageExpression", go_quote(message_expression),
+                "must be non-empty if specified");
+      } else if (c.message_expression) {
+        report(causes, at + ".messageExpression", *c.message_expression);
+      }
+      const std::string message = string_at(v, "message");
+      if (!message.empty() && trim(message).empty()) {
+        invalid(causes, at + ".message", go_quote(message),
+                "message must be non-empty if specified");
+      } else if (has_line_break(trim(message))) {
+        invalid(causes, at + ".message", go_quote(message), "message must not contain line breaks");
+      }
+      if (v != nullptr && v->contains("reason")) {
+        const std::string reason = string_at(v, "reason");
+        if (reason != "Forbidden" && reason != "Invalid" && reason != "RequestEntityTooLarge") {
+          not_supported(causes, at + ".reason", reason,
+                        {"Forbidden", "Invalid", "RequestEntityTooLarge"});
+        }
+      }
+    }
+  }
+  if (annotations != nullptr) {
+    if (annotations->size() > 20) {
+      invalid(causes, "spec.auditAnnotations", json::serialize(*annotations),
+              "must not have more than 20 auditAnnotations");
+    }
+    std::set<std::string> keys;
+    for (std::size_t i = 0; i < annotations->size(); ++i) {
+      const json::object* a = (*annotations)[i].if_object();
+      const std::string at = index("spec.auditAnnotations", i);
+      const std::string key = string_at(a, "key");
+      if (name.empty()) {
+        invalid(causes, at + ".key", go_quote(key), "requires metadata.name be non-empty");
+      } else {
+        const std::string qualified = name + "/" + key;
+        for (const auto& e : apimachinery::qualified_name_errors(qualified)) {
+          invalid(causes, at + ".key", go_quote(qualified), e);
+        }
+      }
+      const std::string value = string_at(a, "valueExpression");
+      if (trim(value).empty()) {
+        required(causes, at + ".valueExpression", "valueExpression is not specified");
+      } else if (trim(value).size() > 5120) {
+        required(causes, at + ".valueExpression", "must not exceed 5120 bytes in length");
+      } else {
+        report(causes, at + ".valueExpression", compiled->audit_annotations[i].value);
+      }
+      if (!keys.insert(key).second) duplicate(causes, at + ".key", go_quote(key));
+    }
+  }
+}
+
+void validate_validating_admission_policy_binding(const json::object& binding,
+                                                  const json::object* /*old*/, Causes& causes) {
+  const json::object* spec = object_member(binding, "spec");
+  const std::string policy = string_at(spec, "policyName");
+  if (policy.empty()) {
+    required(causes, "spec.policyName");
+  } else {
+    for (const auto& e : apimachinery::dns1123_subdomain_errors(policy)) {
+      invalid(causes, "spec.policyName", go_quote(policy), e);
+    }
+  }
+  if (const json::object* ref = object_member(spec, "paramRef")) {
+    const std::string name = string_at(ref, "name");
+    const json::object* selector = object_member(ref, "selector");
+    if (!name.empty()) {
+      for (const auto& e : apimachinery::path_segment_errors(name)) {
+        invalid(causes, "spec.paramRef.name", go_quote(name), e);
+      }
+      if (selector != nullptr) {
+        forbidden(causes, "spec.paramRef.name", "name and selector are mutually exclusive");
+      }
+    }
+    if (selector != nullptr) {
+      check_label_selector(*selector, "spec.paramRef.selector", causes);
+      if (!name.empty()) {
+        forbidden(causes, "spec.paramRef.selector", "name and selector are mutually exclusive");
+      }
+    }
+    if (name.empty() && selector == nullptr) {
+      required(causes, "spec.paramRef", "one of name or selector must be specified");
+    }
+    const std::string action = string_at(ref, "parameterNotFoundAction");
+    if (action.empty()) {
+      required(causes, "spec.paramRef.parameterNotFoundAction");
+    } else if (action != "Deny" && action != "Allow") {
+      not_supported(causes, "spec.paramRef.parameterNotFoundAction", action, {"Deny", "Allow"});
+    }
+  }
+  if (const json::object* match = object_member(spec, "matchResources")) {
+    check_match_resources(*match, "spec.matchResources", causes);
+  }
+  const auto actions = string_list(spec, "validationActions");
+  if (actions.empty()) {
+    required(causes, "spec.validationActions", "at least one validation action is required");
+  }
+  std::set<std::string> seen;
+  for (std::size_t i = 0; i < actions.size(); ++i) {
+    const std::string& a = actions[i];
+    const std::string at = index("spec.validationActions", i);
+    if (a != "Deny" && a != "Warn" && a != "Audit") {
+      not_supported(causes, at, a, {"Audit", "Deny", "Warn"});
+    } else if (!seen.insert(a).second) {
+      duplicate(causes, at, go_quote(a));
+    }
+  }
+  if (seen.contains("Deny") && seen.contains("Warn")) {
+    invalid(causes, "spec.validationActions", shown_list(spec, "validationActions"),
+            "must not contain both Deny and Warn (repeating the same validation failure "
+            "information in the API response and headers serves no purpose)");
+  }
+}
+
+}  // namespace kwatch::kinds

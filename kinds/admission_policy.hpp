@@ -1,0 +1,96 @@
+// ValidatingAdmissionPolicy and ValidatingAdmissionPolicyBinding (admissionregistration.k8s.io/v1)
+// as kinds: their validation, as kube-apiserver words it, and the CEL environment their
+// expressions are compiled in, which the admission plugin (admission/validating_policy.hpp) runs.
+//
+// The environment (kube's plugin/cel compiler): every expression sees `object`, `oldObject`
+// (dyn: the object as JSON, null when absent), `request` (kubernetes.AdmissionRequest, typed),
+// `namespaceObject` (kubernetes.Namespace, typed), and, where kube declares them, `params` (only
+// with a paramKind), `authorizer` (not in messageExpression) and `variables` (the policy's
+// variables by name, each typed as its expression's result; not in matchConditions). Every
+// program is compiled against the same slots (PolicySlot), so one activation serves them all.
+//
+// Pure functions; a CompiledPolicy is immutable and used from any thread.
+#pragma once
+
+#include "apimachinery/api_error.hpp"
+#include "cel/program.hpp"
+#include "cel/types.hpp"
+
+#include <boost/json/fwd.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kwatch::kinds {
+
+// The slots of a policy expression's variables, in Declarations order.
+enum PolicySlot : std::size_t {
+  slot_object,
+  slot_old_object,
+  slot_request,
+  slot_params,
+  slot_namespace_object,
+  slot_authorizer,
+  slot_variables,
+  policy_slot_count,
+};
+
+// "object", "oldObject", "request", "params", "namespaceObject", "authorizer", "variables".
+const std::vector<std::string>& policy_variable_names();
+// kubernetes.AdmissionRequest and kubernetes.Namespace, with the fields kube declares.
+cel::TypePtr admission_request_type();
+cel::TypePtr namespace_object_type();
+
+// One compiled expression: a program, or why there is none (kube's words: "compilation failed:
+// ERROR: <input>:1:1: ..." or "must evaluate to bool but got int").
+struct PolicyExpression {
+  std::string source;
+  std::optional<cel::Program> program;
+  std::string compile_error;
+  cel::TypePtr result;  // the checked type (dyn when unknown)
+};
+
+// What the admission plugin needs of a ValidatingAdmissionPolicy.
+struct CompiledPolicy {
+  std::string name;
+  std::int64_t generation = 0;
+  bool has_param_kind = false;
+  std::string param_api_version, param_kind;  // spec.paramKind
+  bool fail_closed = true;  // failurePolicy Fail (the default) rather than Ignore
+  struct Named {
+    std::string name;
+    PolicyExpression expression;
+  };
+  std::vector<Named> match_conditions;
+  std::vector<Named> variables;
+  struct Validation {
+    PolicyExpression expression;
+    std::optional<PolicyExpression> message_expression;
+    std::string message;  // trimmed
+    std::string reason;   // "" for Invalid
+  };
+  std::vector<Validation> validations;
+  struct AuditAnnotation {
+    std::string key;
+    PolicyExpression value;
+  };
+  std::vector<AuditAnnotation> audit_annotations;
+};
+
+// Compiles every expression of `policy` (a ValidatingAdmissionPolicy as stored: defaults set).
+// Expressions that do not compile keep their error; the plugin reports it when it runs them.
+std::shared_ptr<const CompiledPolicy> compile_validating_policy(const boost::json::object& policy);
+
+// KindHooks::validate of the two kinds: kube's ValidateValidatingAdmissionPolicy and
+// ValidateValidatingAdmissionPolicyBinding (field rules, expressions compiled, return types).
+void validate_validating_admission_policy(const boost::json::object& policy,
+                                          const boost::json::object* old,
+                                          std::vector<apimachinery::Cause>& causes);
+void validate_validating_admission_policy_binding(const boost::json::object& binding,
+                                                  const boost::json::object* old,
+                                                  std::vector<apimachinery::Cause>& causes);
+
+}  // namespace kwatch::kinds
