@@ -1,5 +1,6 @@
 #include "app/application.hpp"
 
+#include "admission/validating_policy.hpp"
 #include "auth/escalation_guard.hpp"
 #include "auth/rbac_authorizer.hpp"
 #include "registry/resource_store.hpp"
@@ -155,6 +156,7 @@ struct Application::Parts {
   std::shared_ptr<ApiHandler> handler;
   std::shared_ptr<AuditLog> audit;
   std::shared_ptr<RbacPolicySource> rbac;
+  std::shared_ptr<admission::ValidatingPolicyPlugin> policies;
   std::shared_ptr<CrdController> crd_controller;
   std::shared_ptr<NamespaceController> namespace_controller;
   std::shared_ptr<ClusterRoleAggregator> cluster_role_aggregator;
@@ -182,6 +184,7 @@ struct Application::Parts {
   asio::awaitable<void> write_bootstrap_policy();
   asio::awaitable<void> ensure_kubernetes_service(unsigned short api_port);
   asio::awaitable<void> wait_for_rbac();
+  asio::awaitable<void> wait_for_policies();
   void log_serving() const;
 
   asio::awaitable<void> shut_down(int signal);
@@ -374,6 +377,10 @@ bool Application::Parts::configure_access() {
     store->admission().add(std::make_shared<auth::EscalationGuard>(rbac));
   }
   handler->set_access(std::move(access));
+  // After every other validating plugin, as kube's chain runs ValidatingAdmissionPolicy.
+  policies = std::make_shared<admission::ValidatingPolicyPlugin>(scheme, cachers);
+  policies->start(ioc->get_executor());
+  store->admission().add(policies);
   handler->set_limits(std::make_shared<RequestLimits>(
       RequestLimitOptions{options.max_requests_inflight,
                                   options.max_mutating_requests_inflight,
@@ -559,6 +566,15 @@ asio::awaitable<void> Application::Parts::ensure_kubernetes_service(unsigned sho
   }
 }
 
+// Ready once the admission policies are in force (users' writes are refused until then).
+asio::awaitable<void> Application::Parts::wait_for_policies() {
+  asio::steady_timer retry(co_await asio::this_coro::executor);
+  while (!policies->loaded()) {
+    retry.expires_after(std::chrono::milliseconds(20));
+    co_await retry.async_wait(asio::use_awaitable);
+  }
+}
+
 // Ready once authorization sees the bootstrap policy (kube's poststarthook/rbac/bootstrap-roles):
 // before, every request but the probes is refused.
 asio::awaitable<void> Application::Parts::wait_for_rbac() {
@@ -589,6 +605,7 @@ asio::awaitable<void> Application::Parts::start_up(unsigned short api_port) {
   co_await ensure_kubernetes_service(api_port);
   start_controllers();
   co_await wait_for_rbac();
+  co_await wait_for_policies();
   handler->set_ready(true);
 }
 
@@ -681,6 +698,7 @@ asio::awaitable<void> Application::Parts::shut_down(int signal) {
     spdlog::info("shutdown: every request answered and every watch stream ended");
   }
   if (rbac) rbac->stop();
+  if (policies) policies->stop();
   cachers->stop_all();
   if (delivery) delivery->stop();
   ioc->stop();

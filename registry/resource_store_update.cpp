@@ -125,8 +125,11 @@ asio::awaitable<ApiResult<json::object>> update_object(const ResourceInfo& info,
   // Decoding and defaults, then mutating admission.
   if (auto e = decode_and_default(info, obj, query, /*create=*/false)) co_return std::move(*e);
   const std::string object_ns = info.namespaced ? ns : std::string();
+  // A write through /scale is one of the object, known to admission as the subresource's.
+  const std::string& admitted_subresource =
+      query.tracked_subresource.empty() ? query.subresource : query.tracked_subresource;
   const AdmissionAttributes attributes{info,          object_ns,     name,
-                                       query.subresource, AdmissionOperation::update,
+                                       admitted_subresource, AdmissionOperation::update,
                                        query.dry_run, query.user.get(), &existing,
                                        query.warnings.get(), query.audit_annotations.get()};
   if (admission.mutates(attributes)) {
