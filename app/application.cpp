@@ -378,9 +378,12 @@ bool Application::Parts::configure_access() {
   }
   handler->set_access(std::move(access));
   // After every other validating plugin, as kube's chain runs ValidatingAdmissionPolicy.
-  policies = std::make_shared<admission::ValidatingPolicyPlugin>(scheme, cachers);
-  policies->start(ioc->get_executor());
-  store->admission().add(policies);
+  const auto& off = options.disabled_admission_plugins;
+  if (std::find(off.begin(), off.end(), "ValidatingAdmissionPolicy") == off.end()) {
+    policies = std::make_shared<admission::ValidatingPolicyPlugin>(scheme, cachers);
+    policies->start(ioc->get_executor());
+    store->admission().add(policies);
+  }
   handler->set_limits(std::make_shared<RequestLimits>(
       RequestLimitOptions{options.max_requests_inflight,
                                   options.max_mutating_requests_inflight,
@@ -569,7 +572,7 @@ asio::awaitable<void> Application::Parts::ensure_kubernetes_service(unsigned sho
 // Ready once the admission policies are in force (users' writes are refused until then).
 asio::awaitable<void> Application::Parts::wait_for_policies() {
   asio::steady_timer retry(co_await asio::this_coro::executor);
-  while (!policies->loaded()) {
+  while (policies && !policies->loaded()) {
     retry.expires_after(std::chrono::milliseconds(20));
     co_await retry.async_wait(asio::use_awaitable);
   }

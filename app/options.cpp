@@ -4,6 +4,7 @@
 
 #include <boost/asio/ip/address.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <functional>
@@ -89,6 +90,38 @@ Setter positive_duration(std::chrono::milliseconds& target, std::string example)
     target = *d;
     return "";
   };
+}
+
+// --enable-admission-plugins / --disable-admission-plugins: a comma-separated list of kube's
+// plugin names. kube refuses a name it does not know; a name it knows that kwatch has no plugin
+// for is accepted (a user's flags keep working) and does nothing. `disabled` (null for enable)
+// receives the names.
+std::string admission_plugins(const std::string& list, std::vector<std::string>* disabled) {
+  static const std::vector<std::string_view> kKnown = {
+      "AlwaysAdmit", "AlwaysDeny", "AlwaysPullImages", "CertificateApproval",
+      "CertificateSigning", "CertificateSubjectRestriction", "ClusterTrustBundleAttest",
+      "DefaultIngressClass", "DefaultStorageClass", "DefaultTolerationSeconds",
+      "DenyServiceExternalIPs", "EventRateLimit", "ExtendedResourceToleration",
+      "ImagePolicyWebhook", "LimitPodHardAntiAffinityTopology", "LimitRanger",
+      "MutatingAdmissionPolicy", "MutatingAdmissionWebhook", "NamespaceAutoProvision",
+      "NamespaceExists", "NamespaceLifecycle", "NodeRestriction",
+      "OwnerReferencesPermissionEnforcement", "PersistentVolumeClaimResize",
+      "PersistentVolumeLabel", "PodNodeSelector", "PodSecurity", "PodTolerationRestriction",
+      "Priority", "ResourceQuota", "RuntimeClass", "ServiceAccount",
+      "StorageObjectInUseProtection", "TaintNodesByCondition", "ValidatingAdmissionPolicy",
+      "ValidatingAdmissionWebhook"};
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    const std::size_t comma = std::min(list.find(',', start), list.size());
+    const std::string name = list.substr(start, comma - start);
+    start = comma + 1;
+    if (name.empty()) continue;
+    if (std::find(kKnown.begin(), kKnown.end(), name) == kKnown.end()) {
+      return "plugin \"" + name + "\" is unknown";
+    }
+    if (disabled != nullptr) disabled->push_back(name);
+  }
+  return "";
 }
 
 struct Flag {
@@ -215,6 +248,16 @@ std::vector<Flag> flag_table(Options& o) {
          if (v != "AlwaysAllow" && v != "RBAC") return "supported modes: AlwaysAllow, RBAC";
          o.authorization_mode = v;
          return "";
+       }},
+      {"enable-admission-plugins", "NAMES",
+       "admission plugins to enable besides the defaults (comma-separated);\n"
+       "kwatch's plugins are on by default: NamespaceLifecycle,\n"
+       "ValidatingAdmissionPolicy",
+       [&](const std::string& v) -> std::string { return admission_plugins(v, nullptr); }},
+      {"disable-admission-plugins", "NAMES",
+       "admission plugins to turn off (comma-separated): ValidatingAdmissionPolicy",
+       [&](const std::string& v) -> std::string {
+         return admission_plugins(v, &o.disabled_admission_plugins);
        }},
       {"enable-garbage-collector", "BOOL",
        "run the garbage collector, which deletes objects whose\n"

@@ -35,6 +35,9 @@ struct Options {
   std::chrono::milliseconds service_account_max_token_expiration{0};  // 0: no maximum
   bool anonymous_auth = false;                    // requests without credentials are anonymous
   std::string authorization_mode = "RBAC";        // or "AlwaysAllow"
+  // --disable-admission-plugins: admission plugins turned off (of those kwatch can turn off:
+  // ValidatingAdmissionPolicy). --enable-admission-plugins names plugins that are on anyway.
+  std::vector<std::string> disabled_admission_plugins;
   // The built-in garbage collector (controllers/garbage_collector.hpp) and the orphan/foreground
   // finalizers deletes add for it.
   bool enable_garbage_collector = true;

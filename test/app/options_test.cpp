@@ -145,4 +145,15 @@ TEST(Options, HelpHasOneRowPerFlagTheParserTakes) {
 }
 
 }  // namespace
+TEST(Options, AdmissionPluginsAreKubesNames) {
+  auto o = std::get<Options>(parse_options(
+      {"--enable-admission-plugins=NodeRestriction,PodSecurity",
+       "--disable-admission-plugins=ValidatingAdmissionPolicy,ResourceQuota"}));
+  EXPECT_EQ(o.disabled_admission_plugins,
+            (std::vector<std::string>{"ValidatingAdmissionPolicy", "ResourceQuota"}));
+  auto bad = parse_options({"--enable-admission-plugins=NodeRestriction,NoSuchPlugin"});
+  ASSERT_TRUE(std::holds_alternative<ParseError>(bad));
+  EXPECT_NE(std::get<ParseError>(bad).message.find("plugin \"NoSuchPlugin\" is unknown"), std::string::npos);
+}
+
 }  // namespace kwatch::app
