@@ -4,8 +4,8 @@
 // webhook rule predicates).
 //
 // A rule matches when scope, operation, API group, version, resource (with its subresource:
-// `pods` is not `pods/status`, `pods/*` is every subresource of pods, `*/*` everything) and
-// resource name match. Under matchPolicy Equivalent (the default) a request through another
+// `pods` is not `pods/status`; `pods/*` is pods and every subresource of it, as kube's matcher
+// reads `*`; `*/*` everything) and resource name match. Under matchPolicy Equivalent (the default) a request through another
 // version or group of the same stored resource (autoscaling/v1 and v2 HorizontalPodAutoscalers,
 // core and events.k8s.io Events) also matches; the match names the resource the rule named.
 //

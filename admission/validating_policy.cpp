@@ -1,20 +1,11 @@
 #include "admission/validating_policy.hpp"
 
-#include "admission/policy_matching.hpp"
+#include "admission/policy_runtime.hpp"
 #include "apimachinery/json_members.hpp"
-#include "apimachinery/stored_json.hpp"
-#include "base/task_failure.hpp"
 #include "cel/json_value.hpp"
 #include "kinds/admission_policy.hpp"
 #include "kinds/scheme.hpp"
-#include "registry/cacher_registry.hpp"
-#include "watch/cache_follower.hpp"
-#include "watch/cacher.hpp"
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
@@ -23,17 +14,15 @@
 #include <map>
 #include <span>
 
-// The semantics follow k8s.io/apiserver 1.34 plugin/policy/validating and plugin/policy/generic.
+// The semantics follow k8s.io/apiserver 1.34 plugin/policy/validating.
 
 namespace kwatch::admission {
 
 namespace asio = boost::asio;
 namespace json = boost::json;
 using apimachinery::ApiError;
-using apimachinery::array_member;
 using apimachinery::object_member;
 using apimachinery::string_at;
-using apimachinery::strings_at;
 using base::Errc;
 using kinds::CompiledPolicy;
 using kinds::PolicyExpression;
@@ -41,115 +30,11 @@ using registry::AdmissionAttributes;
 
 namespace {
 
-constexpr std::string_view kGroup = "admissionregistration.k8s.io";
-constexpr std::uint64_t kPerCallLimit = 1'000'000;
-constexpr std::uint64_t kPolicyBudget = 10'000'000;
-constexpr std::uint64_t kMatchConditionBudget = 2'500'000;
 constexpr std::size_t kMaxMessageBytes = 5 * 1024;
 constexpr std::size_t kMaxAuditValueBytes = 10 * 1024;
 constexpr std::size_t kMaxAuditedFailures = 50;
-constexpr std::string_view kCostLimitExceeded = "operation cancelled: actual cost limit exceeded";
 constexpr std::string_view kOutOfBudget =
     "validation failed due to running out of cost budget, no further validation rules will be run";
-
-// The admission policy kinds are not judged by policies (kube's exemption).
-bool exempt(const kinds::ResourceInfo& info) {
-  if (info.group != kGroup) return false;
-  const std::string& r = info.resource;
-  return r == "validatingadmissionpolicies" || r == "validatingadmissionpolicybindings" ||
-         r == "mutatingadmissionpolicies" || r == "mutatingadmissionpolicybindings";
-}
-
-std::string_view trim(std::string_view s) {
-  constexpr std::string_view kSpace = " \t\n\r\v\f";
-  const auto first = s.find_first_not_of(kSpace);
-  if (first == std::string_view::npos) return {};
-  return s.substr(first, s.find_last_not_of(kSpace) - first + 1);
-}
-
-struct ParamRef {
-  std::string name, ns;
-  std::optional<apimachinery::LabelSelector> selector;
-  bool deny_when_missing = true;
-};
-
-struct Binding {
-  std::string name;
-  std::optional<ParamRef> param_ref;
-  std::optional<CompiledMatch> match;
-  std::vector<std::string> actions;  // Deny, Warn, Audit, as listed
-};
-
-}  // namespace
-
-struct PolicySet {
-  struct Entry {
-    std::string resource_version;
-    std::shared_ptr<const CompiledPolicy> policy;
-    CompiledMatch match;
-    bool has_match = false;
-    std::vector<Binding> bindings;  // by name
-  };
-  std::vector<Entry> policies;  // by name
-  bool loaded = false;
-};
-
-namespace {
-
-// `variables` of a policy's expressions: each evaluated when first read, at most once per
-// evaluation, its cost taken from the evaluation's budget.
-class LazyVariables final : public cel::MapValue {
- public:
-  LazyVariables(const CompiledPolicy& policy, std::span<const cel::Value> activation,
-                std::uint64_t& remaining)
-      : policy_(policy), activation_(activation), remaining_(remaining),
-        results_(policy.variables.size()) {}
-
-  std::size_t size() const override { return policy_.variables.size(); }
-  std::optional<cel::Value> find(const cel::Value& key) const override {
-    if (!key.is(cel::ValueKind::string)) return std::nullopt;
-    return field(key.as_text());
-  }
-  std::optional<cel::Value> find_field(std::string_view json_name,
-                                       const cel::Type*) const override {
-    return field(json_name);
-  }
-  cel::Value key_at(std::size_t i) const override {
-    return cel::Value::borrowed_string(policy_.variables[i].name);
-  }
-  cel::Value value_at(std::size_t i) const override { return value(i); }
-
- private:
-  std::optional<cel::Value> field(std::string_view name) const {
-    for (std::size_t i = 0; i < policy_.variables.size(); ++i) {
-      if (policy_.variables[i].name == name) return value(i);
-    }
-    return std::nullopt;
-  }
-
-  cel::Value value(std::size_t i) const {
-    const auto& variable = policy_.variables[i];
-    if (results_[i]) return results_[i]->value;
-    if (!variable.expression.program) {
-      return cel::Value::error("composited variable \"" + variable.name +
-                               "\" fails to compile: " + variable.expression.compile_error);
-    }
-    const std::uint64_t limit = std::min(kPerCallLimit, remaining_);
-    results_[i] = variable.expression.program->evaluate(activation_, limit);
-    remaining_ -= std::min(results_[i]->cost, remaining_);
-    if (results_[i]->value.is_error()) {
-      results_[i]->value = cel::Value::error("composited variable \"" + variable.name +
-                                             "\" fails to evaluate: " +
-                                             std::string(results_[i]->value.as_text()));
-    }
-    return results_[i]->value;
-  }
-
-  const CompiledPolicy& policy_;
-  std::span<const cel::Value> activation_;
-  std::uint64_t& remaining_;
-  mutable std::vector<std::optional<cel::EvalResult>> results_;
-};
 
 // A validation that failed (or could not run) in one evaluation.
 struct Failure {
@@ -192,7 +77,7 @@ ApiError denial(const AdmissionAttributes& a, const json::object* object,
   if (name.empty()) name = string_at(meta, "generateName");
   if (name.empty()) name = "Unknown";
   const std::string message = policy_error_message(d.policy, d.binding, d.failure.message);
-  const std::string resource = info.group.empty() ? info.resource : info.resource + "." + info.group;
+  const std::string resource = group_resource(info);
   Errc code = Errc::invalid;
   if (d.failure.reason == "Forbidden") code = Errc::forbidden;
   if (d.failure.reason == "RequestEntityTooLarge") code = Errc::too_large;
@@ -203,86 +88,6 @@ ApiError denial(const AdmissionAttributes& a, const json::object* object,
   e.group = info.group;
   e.kind = info.resource;
   return e;
-}
-
-json::object group_version(const kinds::ResourceInfo& info, bool kind) {
-  return json::object{{"group", info.group},
-                      {"version", info.version},
-                      {kind ? "kind" : "resource", kind ? info.kind : info.resource}};
-}
-
-// `request`: admission/v1 AdmissionRequest's fields as kube's policies see them (empty optional
-// fields absent).
-json::object request_json(const AdmissionAttributes& a, const kinds::ResourceInfo& matched) {
-  json::object r;
-  r["kind"] = group_version(matched, true);
-  r["resource"] = group_version(matched, false);
-  if (!a.subresource.empty()) r["subResource"] = a.subresource;
-  r["requestKind"] = group_version(a.info, true);
-  r["requestResource"] = group_version(a.info, false);
-  if (!a.subresource.empty()) r["requestSubResource"] = a.subresource;
-  if (!a.name.empty()) r["name"] = a.name;
-  if (!a.ns.empty()) r["namespace"] = a.ns;
-  r["operation"] = registry::operation_name(a.operation);
-  json::object user;
-  if (a.user != nullptr) {
-    if (!a.user->name.empty()) user["username"] = a.user->name;
-    if (!a.user->uid.empty()) user["uid"] = a.user->uid;
-    if (!a.user->groups.empty()) {
-      json::array groups;
-      for (const auto& g : a.user->groups) groups.emplace_back(g);
-      user["groups"] = std::move(groups);
-    }
-    if (!a.user->extra.empty()) {
-      json::object extra;
-      for (const auto& [k, values] : a.user->extra) {
-        json::array v;
-        for (const auto& s : values) v.emplace_back(s);
-        extra[k] = std::move(v);
-      }
-      user["extra"] = std::move(extra);
-    }
-  } else {
-    user["username"] = "system:apiserver";
-    user["groups"] = json::array{"system:masters"};
-  }
-  r["userInfo"] = std::move(user);
-  r["dryRun"] = a.dry_run;
-  const char* options = a.operation == registry::AdmissionOperation::create   ? "CreateOptions"
-                        : a.operation == registry::AdmissionOperation::update ? "UpdateOptions"
-                                                                              : "DeleteOptions";
-  json::object o{{"kind", options}, {"apiVersion", "meta.k8s.io/v1"}};
-  if (a.dry_run) o["dryRun"] = json::array{"All"};
-  r["options"] = std::move(o);
-  return r;
-}
-
-// `namespaceObject`: the namespace's metadata kube keeps, its spec and status.
-json::object namespace_json(const json::object& ns) {
-  json::object out;
-  json::object meta;
-  if (const json::object* m = object_member(ns, "metadata")) {
-    for (const char* key : {"name", "generateName", "namespace", "labels", "annotations", "uid",
-                            "creationTimestamp", "deletionGracePeriodSeconds",
-                            "deletionTimestamp", "generation", "resourceVersion", "finalizers"}) {
-      if (const json::value* v = m->if_contains(key)) meta[key == std::string_view("uid") ? "UID" : key] = *v;
-    }
-  }
-  out["metadata"] = std::move(meta);
-  if (const json::value* v = ns.if_contains("spec")) out["spec"] = *v;
-  if (const json::value* v = ns.if_contains("status")) out["status"] = *v;
-  return out;
-}
-
-// The object as the matched resource serves it, when a rule matched an equivalent one.
-json::object convert(const kinds::ResourceInfo& from, const kinds::ResourceInfo& to,
-                     const json::object& object) {
-  json::object out = object;
-  if (from.hooks.to_stored) from.hooks.to_stored(out);
-  if (to.hooks.to_served) to.hooks.to_served(out);
-  out["apiVersion"] = to.api_version();
-  out["kind"] = to.kind;
-  return out;
 }
 
 bool cost_exceeded(const cel::Value& v) {
@@ -297,32 +102,17 @@ class Evaluation {
 
   // Whether every match condition holds; false with `failures` set when one errs under Fail.
   bool conditions_hold(std::vector<Failure>& failures) {
-    std::uint64_t remaining = kMatchConditionBudget;
-    std::vector<std::string> errors;
-    for (const auto& condition : policy_.match_conditions) {
-      const PolicyExpression& e = condition.expression;
-      if (!e.program) {
-        errors.push_back("compilation error: " + e.compile_error);
-        continue;
-      }
-      const std::uint64_t limit = std::min(kPerCallLimit, remaining);
-      const cel::EvalResult r = e.program->evaluate(activation_, limit);
-      remaining -= std::min(r.cost, remaining);
-      if (r.value.is_error()) {
-        errors.push_back("expression '" + e.source + "' resulted in error: " +
-                         std::string(r.value.as_text()));
-      } else if (r.value.is(cel::ValueKind::boolean) && !r.value.as_bool()) {
-        return false;
-      }
-    }
-    if (errors.empty()) return true;
-    if (policy_.fail_closed) {
-      std::string message = errors.size() == 1 ? errors[0] : "[";
-      if (errors.size() > 1) {
-        for (std::size_t i = 0; i < errors.size(); ++i) message += (i ? ", " : "") + errors[i];
+    ConditionOutcome outcome = evaluate_conditions(policy_, activation_);
+    if (outcome.hold) return true;
+    if (!outcome.errors.empty() && policy_.fail_closed) {
+      std::string message = outcome.errors.size() == 1 ? outcome.errors[0] : "[";
+      if (outcome.errors.size() > 1) {
+        for (std::size_t i = 0; i < outcome.errors.size(); ++i) {
+          message += (i ? ", " : "") + outcome.errors[i];
+        }
         message += "]";
       }
-      failures.push_back({std::move(message), "", -1, false});
+      failures.push_back(failed(std::move(message)));
     }
     return false;
   }
@@ -368,7 +158,7 @@ class Evaluation {
           continue;
         }
         if (m.value.is(cel::ValueKind::string)) {
-          const std::string_view text = trim(m.value.as_text());
+          const std::string_view text = trim_space(m.value.as_text());
           if (!text.empty() && text.size() <= kMaxMessageBytes &&
               text.find('\n') == std::string_view::npos) {
             f.message = std::string(text);
@@ -376,7 +166,7 @@ class Evaluation {
         }
       }
       if (f.message.empty()) f.message = v.message;
-      if (f.message.empty()) f.message = "failed expression: " + std::string(trim(e.source));
+      if (f.message.empty()) f.message = "failed expression: " + std::string(trim_space(e.source));
       failures.push_back(std::move(f));
     }
   }
@@ -399,7 +189,7 @@ class Evaluation {
         if (r.value.is_error()) {
           error = "expression '" + e.source + "' resulted in error: " + std::string(r.value.as_text());
         } else if (r.value.is(cel::ValueKind::string)) {
-          std::string value(trim(r.value.as_text()));
+          std::string value(trim_space(r.value.as_text()));
           if (value.size() > kMaxAuditValueBytes) value.resize(kMaxAuditValueBytes);
           if (!value.empty()) {
             auto& values = published[a.key];
@@ -424,238 +214,48 @@ class Evaluation {
   std::span<cel::Value> activation_;
 };
 
-// The params a binding's paramRef finds: objects (JSON as cached), or an error text.
-struct Params {
-  std::vector<json::value> objects;
-  bool none = false;  // no paramKind or no paramRef: one evaluation with params null
-  std::string error;
-};
-
-Params collect_params(const CompiledPolicy& policy, const Binding& binding,
-                      const AdmissionAttributes& a, const kinds::Scheme& scheme,
-                      const registry::CacherRegistry& cachers) {
-  Params out;
-  if (!policy.has_param_kind || !binding.param_ref) {
-    out.none = true;
-    return out;
-  }
-  const std::string& api_version = policy.param_api_version;
-  const auto slash = api_version.find('/');
-  const std::string group = slash == std::string::npos ? "" : api_version.substr(0, slash);
-  const std::string version =
-      slash == std::string::npos ? api_version : api_version.substr(slash + 1);
-  auto info = scheme.find_kind(group, version, policy.param_kind);
-  if (!info) {
-    out.error = "failed to find resource referenced by paramKind: '" + group + "/" + version +
-                ", Kind=" + policy.param_kind + "'";
-    return out;
-  }
-  auto cacher = cachers.find(*info);
-  if (!cacher || !cacher->ready()) {
-    out.error = "paramKind kind `" + group + "/" + version + ", Kind=" + policy.param_kind +
-                "` not yet synced to use for admission";
-    return out;
-  }
-  const ParamRef& ref = *binding.param_ref;
-  std::string ns;
-  if (info->namespaced) {
-    ns = ref.ns.empty() ? a.ns : ref.ns;
-    if (ns.empty()) {
-      out.error = "cannot use namespaced paramRef in policy binding that matches cluster-scoped "
-                  "resources";
-      return out;
-    }
-  } else if (!ref.ns.empty()) {
-    out.error = "paramRef.namespace must not be provided for a cluster-scoped `paramKind`";
-    return out;
-  }
-  auto add = [&](const watch::CachedObject& cached) {
-    if (auto v = apimachinery::parse_json(cached.json); v && v->is_object()) {
-      out.objects.push_back(std::move(*v));
-    }
-  };
-  if (!ref.name.empty()) {
-    if (auto cached = cacher->get(info->key(ns, ref.name))) add(*cached);
-  } else if (ref.selector) {
-    const std::string prefix = info->namespaced ? info->namespace_prefix(ns) : info->key_prefix();
-    for (const auto& cached : cacher->list(prefix, "", 0, nullptr).objects) {
-      json::object labels;
-      for (const auto& [k, v] : cached->labels) labels[k] = v;
-      if (ref.selector->matches(&labels)) add(*cached);
-    }
-  }
-  if (out.objects.empty() && ref.deny_when_missing) {
-    out.error = "no params found for policy binding with `Deny` parameterNotFoundAction";
-  }
-  return out;
-}
-
-std::optional<json::object> find_namespace(const kinds::Scheme& scheme,
-                                           const registry::CacherRegistry& cachers,
-                                           std::string_view name) {
-  auto info = scheme.find("", "v1", "namespaces");
-  auto cacher = info ? cachers.find(*info) : nullptr;
-  if (!cacher) return std::nullopt;
-  auto cached = cacher->get(info->key("", name));
-  if (!cached) return std::nullopt;
-  auto v = apimachinery::parse_json(cached->json);
-  if (!v || !v->is_object()) return std::nullopt;
-  return std::move(v->get_object());
-}
-
-Binding compile_binding(const json::object& object) {
-  Binding b;
-  b.name = string_at(object_member(object, "metadata"), "name");
-  const json::object* spec = object_member(object, "spec");
-  if (const json::object* ref = object_member(spec, "paramRef")) {
-    ParamRef p;
-    p.name = string_at(ref, "name");
-    p.ns = string_at(ref, "namespace");
-    if (const json::object* selector = object_member(ref, "selector")) {
-      if (auto s = apimachinery::label_selector_from_json(*selector)) p.selector = std::move(*s);
-    }
-    p.deny_when_missing = string_at(ref, "parameterNotFoundAction") != "Allow";
-    b.param_ref = std::move(p);
-  }
-  if (const json::object* match = object_member(spec, "matchResources")) {
-    b.match = CompiledMatch::compile(*match, /*empty_rules_match_all=*/true);
-  }
-  b.actions = strings_at(spec ? *spec : json::object(), "validationActions");
-  return b;
-}
-
 }  // namespace
 
 ValidatingPolicyPlugin::ValidatingPolicyPlugin(std::shared_ptr<kinds::Scheme> scheme,
                                                std::shared_ptr<registry::CacherRegistry> cachers)
-    : scheme_(std::move(scheme)), cachers_(std::move(cachers)),
-      set_(std::make_shared<const PolicySet>()) {}
+    : scheme_(scheme), cachers_(cachers),
+      source_(std::make_shared<PolicySource>(std::move(scheme), std::move(cachers), "v1",
+                                             "validatingadmissionpolicies",
+                                             "validatingadmissionpolicybindings",
+                                             kinds::compile_validating_policy)) {}
 
 ValidatingPolicyPlugin::~ValidatingPolicyPlugin() = default;
 
-std::shared_ptr<const PolicySet> ValidatingPolicyPlugin::current() const {
-  return std::atomic_load(&set_);
-}
-
-bool ValidatingPolicyPlugin::loaded() const { return current()->loaded; }
+void ValidatingPolicyPlugin::start(asio::any_io_executor executor) { source_->start(executor); }
+void ValidatingPolicyPlugin::stop() { source_->stop(); }
+bool ValidatingPolicyPlugin::loaded() const { return source_->current()->loaded; }
 
 std::size_t ValidatingPolicyPlugin::bound_policies() const {
   std::size_t n = 0;
-  for (const auto& p : current()->policies) n += p.bindings.size();
+  for (const auto& p : source_->current()->policies) n += p.bindings.size();
   return n;
 }
 
-void ValidatingPolicyPlugin::start(asio::any_io_executor executor) {
-  auto strand = asio::make_strand(executor);
-  auto log = [](std::exception_ptr e) { base::log_task_failure(e, "admission policy task"); };
-  asio::co_spawn(strand, [self = shared_from_this()] { return self->run(); }, log);
-  for (const char* resource : {"validatingadmissionpolicies", "validatingadmissionpolicybindings"}) {
-    asio::co_spawn(strand, [self = shared_from_this(), resource] { return self->follow(resource); },
-                   log);
-  }
-}
-
-asio::awaitable<void> ValidatingPolicyPlugin::follow(std::string resource) {
-  auto info = scheme_->find(kGroup, "v1", resource);
-  watch::CacheFollower follower;
-  follower.cacher = info ? cachers_->find(*info) : nullptr;
-  if (!follower.cacher) co_return;
-  follower.prefix = info->key_prefix();
-  follower.keep_going = [this] { return !stopped_; };
-  follower.on_start = [this]() -> asio::awaitable<void> {
-    dirty_ = true;
-    co_return;
-  };
-  follower.on_frames = [this](const std::vector<watch::WatchFrame>&) -> asio::awaitable<void> {
-    dirty_ = true;
-    co_return;
-  };
-  co_await watch::follow_cache(std::move(follower));
-}
-
-asio::awaitable<void> ValidatingPolicyPlugin::run() {
-  // Changes come in bursts (kubectl apply of a policy and its bindings): at most every 100 ms.
-  asio::steady_timer tick(co_await asio::this_coro::executor);
-  while (!stopped_) {
-    if (dirty_.exchange(false)) rebuild();
-    tick.expires_after(std::chrono::milliseconds(100));
-    co_await tick.async_wait(asio::use_awaitable);
-  }
-}
-
-void ValidatingPolicyPlugin::rebuild() {
-  std::vector<json::object> lists[2];
-  const char* resources[2] = {"validatingadmissionpolicies", "validatingadmissionpolicybindings"};
-  for (int i = 0; i < 2; ++i) {
-    auto info = scheme_->find(kGroup, "v1", resources[i]);
-    auto cacher = info ? cachers_->find(*info) : nullptr;
-    if (!cacher || !cacher->ready()) {
-      dirty_ = true;  // again at the next tick
-      return;
-    }
-    for (const auto& object : cacher->list(info->key_prefix(), "", 0, nullptr).objects) {
-      auto v = apimachinery::parse_json(object->json);
-      if (v && v->is_object()) lists[i].push_back(std::move(v->get_object()));
-    }
-  }
-  // A policy whose resourceVersion did not change keeps its compiled programs.
-  std::map<std::string, const PolicySet::Entry*, std::less<>> previous;
-  const auto old = current();
-  for (const auto& entry : old->policies) previous.emplace(entry.policy->name, &entry);
-  auto next = std::make_shared<PolicySet>();
-  next->loaded = true;
-  std::map<std::string, std::vector<Binding>, std::less<>> bindings;
-  for (const json::object& b : lists[1]) {
-    const std::string name = string_at(object_member(b, "spec"), "policyName");
-    bindings[name].push_back(compile_binding(b));
-  }
-  for (const json::object& p : lists[0]) {
-    const json::object* meta = object_member(p, "metadata");
-    const std::string name = string_at(meta, "name");
-    PolicySet::Entry entry;
-    entry.resource_version = string_at(meta, "resourceVersion");
-    auto it = previous.find(name);
-    if (it != previous.end() && it->second->resource_version == entry.resource_version) {
-      entry.policy = it->second->policy;
-    } else {
-      entry.policy = kinds::compile_validating_policy(p);
-    }
-    if (const json::object* match = object_member(object_member(p, "spec"), "matchConstraints")) {
-      entry.match = CompiledMatch::compile(*match, /*empty_rules_match_all=*/false);
-      entry.has_match = true;
-    }
-    if (auto b = bindings.find(name); b != bindings.end()) entry.bindings = std::move(b->second);
-    std::sort(entry.bindings.begin(), entry.bindings.end(),
-              [](const Binding& x, const Binding& y) { return x.name < y.name; });
-    next->policies.push_back(std::move(entry));
-  }
-  std::sort(next->policies.begin(), next->policies.end(),
-            [](const auto& x, const auto& y) { return x.policy->name < y.policy->name; });
-  std::atomic_store(&set_, std::shared_ptr<const PolicySet>(std::move(next)));
+void ValidatingPolicyPlugin::load(const std::vector<json::object>& policies,
+                                  const std::vector<json::object>& bindings) {
+  source_->load(policies, bindings);
 }
 
 bool ValidatingPolicyPlugin::handles(const AdmissionAttributes& a) const {
-  if (exempt(a.info)) return false;
-  const auto set = current();
+  if (exempt_from_policies(a.info)) return false;
+  const auto set = source_->current();
   // Until the policies are loaded, users' writes are refused (kwatch's own start-up writes
   // come first and pass).
   if (!set->loaded) return a.user != nullptr;
-  for (const auto& entry : set->policies) {
-    if (!entry.bindings.empty() && entry.has_match &&
-        entry.match.may_match(a.info.group, a.info.resource)) {
-      return true;
-    }
-  }
-  return false;
+  return set->may_apply(a.info.group, a.info.resource);
 }
 
 asio::awaitable<std::optional<ApiError>> ValidatingPolicyPlugin::validate(
     const AdmissionAttributes& a, const json::object* object) {
-  const auto set = current();
+  const auto set = source_->current();
   if (!set->loaded) {
-    const std::string resource =
-        a.info.group.empty() ? a.info.resource : a.info.resource + "." + a.info.group;
-    ApiError e(Errc::forbidden, resource + " \"" + a.name + "\" is forbidden: not yet ready to handle request");
+    ApiError e(Errc::forbidden, group_resource(a.info) + " \"" + a.name +
+                                    "\" is forbidden: not yet ready to handle request");
     e.name = a.name;
     e.group = a.info.group;
     e.kind = a.info.resource;
@@ -670,7 +270,7 @@ asio::awaitable<std::optional<ApiError>> ValidatingPolicyPlugin::validate(
   request.object = object;
   request.old_object = a.old_object;
   auto namespace_labels = [&](std::string_view ns) -> std::optional<json::object> {
-    auto found = find_namespace(*scheme_, *cachers_, ns);
+    auto found = find_namespace(*scheme_, cachers_.get(), ns);
     if (!found) return std::nullopt;
     const json::object* labels = object_member(object_member(*found, "metadata"), "labels");
     return labels != nullptr ? *labels : json::object();
@@ -696,13 +296,13 @@ asio::awaitable<std::optional<ApiError>> ValidatingPolicyPlugin::validate(
     const json::object* seen_old = a.old_object;
     const kinds::ResourceInfo& matched_info = *matched.matched_info;
     if (matched_info.group != a.info.group || matched_info.version != a.info.version) {
-      if (object != nullptr) seen_object = &converted_object.emplace(convert(a.info, matched_info, *object));
+      if (object != nullptr) seen_object = &converted_object.emplace(convert_object(a.info, matched_info, *object));
       if (a.old_object != nullptr) {
-        seen_old = &converted_old.emplace(convert(a.info, matched_info, *a.old_object));
+        seen_old = &converted_old.emplace(convert_object(a.info, matched_info, *a.old_object));
       }
     }
     std::map<std::string, std::vector<std::string>> published;
-    for (const Binding& binding : entry.bindings) {
+    for (const PolicyBinding& binding : entry.bindings) {
       if (binding.match) {
         const MatchOutcome bound = binding.match->matches(request, scheme_.get(), namespace_labels);
         if (!bound.error.empty()) {
@@ -711,7 +311,7 @@ asio::awaitable<std::optional<ApiError>> ValidatingPolicyPlugin::validate(
         }
         if (!bound.matched) continue;
       }
-      Params params = collect_params(policy, binding, a, *scheme_, *cachers_);
+      Params params = collect_params(policy, binding, a, *scheme_, cachers_.get());
       if (!params.error.empty()) {
         deny_config(binding.name, "failed to configure binding: " + params.error);
         continue;
@@ -721,7 +321,7 @@ asio::awaitable<std::optional<ApiError>> ValidatingPolicyPlugin::validate(
       const json::object request_doc = request_json(a, matched_info);
       std::optional<json::object> ns_doc;
       if (!a.ns.empty() && !(a.info.group.empty() && a.info.resource == "namespaces")) {
-        if (auto ns = find_namespace(*scheme_, *cachers_, a.ns)) ns_doc = namespace_json(*ns);
+        if (auto ns = find_namespace(*scheme_, cachers_.get(), a.ns)) ns_doc = namespace_json(*ns);
       }
       std::vector<cel::Value> activation(kinds::policy_slot_count);
       if (seen_object != nullptr) activation[kinds::slot_object] = cel::json_view(*seen_object, nullptr, arena);

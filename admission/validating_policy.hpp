@@ -21,16 +21,17 @@
 // The admission policy kinds themselves are never judged by policies (kube's exemption), so a
 // broken policy cannot lock its own repair out.
 //
-// Ownership: shared; the source's tasks hold it. Thread-safety: validate() from any thread.
+// Ownership: shared (the admission chain); the PolicySource it owns is shared with its tasks.
+// Thread-safety: handles() and validate() from any thread.
 #pragma once
 
 #include "registry/admission.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace kwatch::kinds {
 class Scheme;
@@ -42,22 +43,28 @@ class CacherRegistry;
 
 namespace kwatch::admission {
 
-struct PolicySet;
+class PolicySource;
 
-class ValidatingPolicyPlugin final : public registry::ValidatingAdmission,
-                                     public std::enable_shared_from_this<ValidatingPolicyPlugin> {
+class ValidatingPolicyPlugin final : public registry::ValidatingAdmission {
  public:
+  // `cachers` holds the caches of policies, bindings, params and namespaces; null for a plugin
+  // given its policies by load() (then no params and no namespace are found).
   ValidatingPolicyPlugin(std::shared_ptr<kinds::Scheme> scheme,
                          std::shared_ptr<registry::CacherRegistry> cachers);
   ~ValidatingPolicyPlugin() override;
 
   // Follows the policy and binding caches on `executor` until stop().
   void start(boost::asio::any_io_executor executor);
-  void stop() { stopped_ = true; }
+  void stop();
   // Whether the policies and bindings have been loaded once (start-up waits for it).
   bool loaded() const;
   // The number of (policy, binding) pairs in force, for tests and logs.
   std::size_t bound_policies() const;
+  // Puts the policies and bindings of these objects (as stored) in force, replacing those
+  // before; a policy whose resourceVersion is unchanged keeps its compiled programs. What the
+  // cache followers do after a change; tests and benchmarks call it directly.
+  void load(const std::vector<boost::json::object>& policies,
+            const std::vector<boost::json::object>& bindings);
 
   std::string_view name() const override { return "ValidatingAdmissionPolicy"; }
   bool handles(const registry::AdmissionAttributes& attributes) const override;
@@ -65,16 +72,9 @@ class ValidatingPolicyPlugin final : public registry::ValidatingAdmission,
       const registry::AdmissionAttributes& attributes, const boost::json::object* object) override;
 
  private:
-  boost::asio::awaitable<void> run();
-  boost::asio::awaitable<void> follow(std::string resource);
-  void rebuild();
-  std::shared_ptr<const PolicySet> current() const;
-
   std::shared_ptr<kinds::Scheme> scheme_;
   std::shared_ptr<registry::CacherRegistry> cachers_;
-  std::shared_ptr<const PolicySet> set_;  // atomic_load / atomic_store
-  std::atomic<bool> dirty_{true};
-  std::atomic<bool> stopped_{false};
+  std::shared_ptr<PolicySource> source_;
 };
 
 }  // namespace kwatch::admission

@@ -1,5 +1,6 @@
 #include "app/application.hpp"
 
+#include "admission/mutating_policy.hpp"
 #include "admission/validating_policy.hpp"
 #include "auth/escalation_guard.hpp"
 #include "auth/rbac_authorizer.hpp"
@@ -157,6 +158,7 @@ struct Application::Parts {
   std::shared_ptr<AuditLog> audit;
   std::shared_ptr<RbacPolicySource> rbac;
   std::shared_ptr<admission::ValidatingPolicyPlugin> policies;
+  std::shared_ptr<admission::MutatingPolicyPlugin> mutating_policies;
   std::shared_ptr<CrdController> crd_controller;
   std::shared_ptr<NamespaceController> namespace_controller;
   std::shared_ptr<ClusterRoleAggregator> cluster_role_aggregator;
@@ -379,6 +381,11 @@ bool Application::Parts::configure_access() {
   handler->set_access(std::move(access));
   // After every other validating plugin, as kube's chain runs ValidatingAdmissionPolicy.
   const auto& off = options.disabled_admission_plugins;
+  if (std::find(off.begin(), off.end(), "MutatingAdmissionPolicy") == off.end()) {
+    mutating_policies = std::make_shared<admission::MutatingPolicyPlugin>(scheme, cachers);
+    mutating_policies->start(ioc->get_executor());
+    store->admission().add(mutating_policies);
+  }
   if (std::find(off.begin(), off.end(), "ValidatingAdmissionPolicy") == off.end()) {
     policies = std::make_shared<admission::ValidatingPolicyPlugin>(scheme, cachers);
     policies->start(ioc->get_executor());
@@ -572,7 +579,8 @@ asio::awaitable<void> Application::Parts::ensure_kubernetes_service(unsigned sho
 // Ready once the admission policies are in force (users' writes are refused until then).
 asio::awaitable<void> Application::Parts::wait_for_policies() {
   asio::steady_timer retry(co_await asio::this_coro::executor);
-  while (policies && !policies->loaded()) {
+  while ((policies && !policies->loaded()) ||
+         (mutating_policies && !mutating_policies->loaded())) {
     retry.expires_after(std::chrono::milliseconds(20));
     co_await retry.async_wait(asio::use_awaitable);
   }
@@ -702,6 +710,7 @@ asio::awaitable<void> Application::Parts::shut_down(int signal) {
   }
   if (rbac) rbac->stop();
   if (policies) policies->stop();
+  if (mutating_policies) mutating_policies->stop();
   cachers->stop_all();
   if (delivery) delivery->stop();
   ioc->stop();

@@ -252,10 +252,11 @@ std::vector<Flag> flag_table(Options& o) {
       {"enable-admission-plugins", "NAMES",
        "admission plugins to enable besides the defaults (comma-separated);\n"
        "kwatch's plugins are on by default: NamespaceLifecycle,\n"
-       "ValidatingAdmissionPolicy",
+       "MutatingAdmissionPolicy, ValidatingAdmissionPolicy",
        [&](const std::string& v) -> std::string { return admission_plugins(v, nullptr); }},
       {"disable-admission-plugins", "NAMES",
-       "admission plugins to turn off (comma-separated): ValidatingAdmissionPolicy",
+       "admission plugins to turn off (comma-separated):\n"
+       "MutatingAdmissionPolicy, ValidatingAdmissionPolicy",
        [&](const std::string& v) -> std::string {
          return admission_plugins(v, &o.disabled_admission_plugins);
        }},

@@ -36,7 +36,8 @@ struct Options {
   bool anonymous_auth = false;                    // requests without credentials are anonymous
   std::string authorization_mode = "RBAC";        // or "AlwaysAllow"
   // --disable-admission-plugins: admission plugins turned off (of those kwatch can turn off:
-  // ValidatingAdmissionPolicy). --enable-admission-plugins names plugins that are on anyway.
+  // MutatingAdmissionPolicy, ValidatingAdmissionPolicy). --enable-admission-plugins names
+  // plugins that are on anyway.
   std::vector<std::string> disabled_admission_plugins;
   // The built-in garbage collector (controllers/garbage_collector.hpp) and the orphan/foreground
   // finalizers deletes add for it.

@@ -93,10 +93,20 @@ class Checker {
       case NodeKind::call: return set(id, call(id, n));
       case NodeKind::list: return set(id, list(n));
       case NodeKind::map: return set(id, map(n));
-      case NodeKind::message:
+      case NodeKind::message: {
         for (NodeId c : n.children) visit(c);
-        error(id, "undeclared reference to '" + n.name + "' (in container '')");
-        return set(id, types::error());
+        TypePtr type = options_.message_type ? options_.message_type(n.name) : nullptr;
+        if (!type) {
+          error(id, "undeclared reference to '" + n.name + "' (in container '')");
+          return set(id, types::error());
+        }
+        if (type->kind == TypeKind::object && !type->open) {
+          for (const std::string& field : n.fields) {
+            if (!type->field(field)) error(id, "undefined field '" + field + "'");
+          }
+        }
+        return set(id, type);
+      }
       case NodeKind::comprehension: return set(id, comprehension(n));
     }
     return set(id, types::dyn());

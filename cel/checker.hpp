@@ -13,7 +13,9 @@
 // known. Pure; a Checked result is immutable.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cel/ast.hpp"
@@ -27,6 +29,10 @@ struct CheckOptions {
   // Kube's environment refuses list and map literals whose elements differ in type
   // (`[1, 'a']`), as cel-go's HomogeneousAggregateLiterals does.
   bool homogeneous_literals = false;
+  // The types message literals (`Object{spec: Object.spec{...}}`, `JSONPatch{op: 'add'}`) may
+  // name: the type of a name, or null for an unknown one. Without it every message literal is
+  // an undeclared reference (kwatch has no protobuf message types).
+  std::function<TypePtr(std::string_view name)> message_type;
 };
 
 struct Checked {

@@ -2,6 +2,7 @@
 
 #include <boost/json.hpp>
 
+#include <cmath>
 #include <new>
 
 #include "base/base64.hpp"
@@ -35,6 +36,51 @@ Value value_from_json(const boost::json::value& json) {
     }
   }
   return Value();
+}
+
+std::optional<boost::json::value> json_from_value(const Value& v, std::string* error) {
+  auto fail = [&](std::string why) -> std::optional<boost::json::value> {
+    if (error != nullptr) *error = std::move(why);
+    return std::nullopt;
+  };
+  switch (v.kind()) {
+    case ValueKind::null: return boost::json::value();
+    case ValueKind::boolean: return boost::json::value(v.as_bool());
+    case ValueKind::int64: return boost::json::value(v.as_int());
+    case ValueKind::uint64: return boost::json::value(v.as_uint());
+    case ValueKind::float64:
+      if (!std::isfinite(v.as_double())) return fail("a non-finite double has no JSON form");
+      return boost::json::value(v.as_double());
+    case ValueKind::string: return boost::json::value(boost::json::string(v.as_text()));
+    case ValueKind::bytes: return boost::json::value(base::base64_encode(v.as_text()));
+    case ValueKind::timestamp: return boost::json::value(format_timestamp(v.as_seconds()));
+    case ValueKind::duration: return boost::json::value(format_duration(v.as_seconds()));
+    case ValueKind::list: {
+      boost::json::array out;
+      const ListValue& list = v.as_list();
+      out.reserve(list.size());
+      for (std::size_t i = 0; i < list.size(); ++i) {
+        auto item = json_from_value(list.at(i), error);
+        if (!item) return std::nullopt;
+        out.push_back(std::move(*item));
+      }
+      return boost::json::value(std::move(out));
+    }
+    case ValueKind::map: {
+      boost::json::object out;
+      const MapValue& map = v.as_map();
+      for (std::size_t i = 0; i < map.size(); ++i) {
+        const Value key = map.key_at(i);
+        if (!key.is(ValueKind::string)) return fail("a map key that is not a string has no JSON form");
+        auto item = json_from_value(map.value_at(i), error);
+        if (!item) return std::nullopt;
+        out[key.as_text()] = std::move(*item);
+      }
+      return boost::json::value(std::move(out));
+    }
+    case ValueKind::error: return fail(std::string(v.as_text()));
+    default: return fail("a value of type " + std::string(v.type_name()) + " has no JSON form");
+  }
 }
 
 namespace {

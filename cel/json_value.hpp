@@ -19,6 +19,8 @@
 
 #include <deque>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "cel/types.hpp"
 #include "cel/value.hpp"
@@ -26,6 +28,13 @@
 namespace kwatch::cel {
 
 Value value_from_json(const boost::json::value& json);
+
+// A value as JSON, as kube turns a CEL result into unstructured content: null, bool, numbers
+// (uint and int as integers), strings, bytes as base64, timestamps as RFC 3339, durations as Go
+// writes them, lists, maps with string keys (message literals are maps). nullopt with `error`
+// set for what JSON cannot hold (an optional, a type, a library value, a non-string key, an
+// error value, a non-finite double).
+std::optional<boost::json::value> json_from_value(const Value& value, std::string* error);
 
 class JsonArena;
 

@@ -132,8 +132,22 @@ class Compiler {
         s.optional_at = n.optional_at;
         break;
       case NodeKind::message:
-        s.op = Op::error;
-        s.constant = Value::error("unknown type: " + n.name);
+        if (!decls_.message_literals) {
+          s.op = Op::error;
+          s.constant = Value::error("unknown type: " + n.name);
+          break;
+        }
+        // A map of the fields: each name a constant step before its value.
+        s.op = Op::map;
+        for (std::size_t i = 0; i < n.children.size(); ++i) {
+          Step key;
+          key.op = Op::constant;
+          key.constant = Value::string(n.fields[i]);
+          steps.push_back(std::move(key));
+          s.children.push_back(static_cast<std::uint32_t>(steps.size() - 1));
+          s.children.push_back(compile(n.children[i]));
+        }
+        s.optional_at = n.optional_at;
         break;
       case NodeKind::comprehension: s = comprehension(n); break;
     }

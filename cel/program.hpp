@@ -33,6 +33,9 @@ struct Declarations {
   // The checked type of every node (Checked::types), when the expression was checked: a
   // selection of a schema object's field then goes straight to its JSON name.
   const std::vector<TypePtr>* node_types = nullptr;
+  // Message literals the checker accepted (CheckOptions::message_type) evaluate to maps of
+  // their fields; without this they are errors ("unknown type: X").
+  bool message_literals = false;
 };
 
 // The value may borrow from the program's constants and from the variables' values: it is

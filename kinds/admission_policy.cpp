@@ -5,6 +5,7 @@
 #include "apimachinery/json_members.hpp"
 #include "apimachinery/validation.hpp"
 #include "cel/checker.hpp"
+#include "cel/functions.hpp"
 #include "cel/libraries.hpp"
 #include "cel/parser.hpp"
 
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 #include <set>
+#include <span>
 #include <string_view>
 
 // The rules and texts follow kube-apiserver 1.34: pkg/apis/admissionregistration/validation and
@@ -63,11 +65,60 @@ bool has_line_break(std::string_view s) {
 }
 
 // What an expression of one place in a policy may see, and must give.
-enum class Place { match_condition, variable, validation, message, audit_annotation };
+enum class Place {
+  match_condition,
+  variable,
+  validation,
+  message,
+  audit_annotation,
+  apply_configuration,
+  json_patch
+};
+
+// jsonpatch.escapeKey(k): `~` as `~0` and `/` as `~1`, for a key in a JSON Patch path.
+cel::Value escape_key(std::span<const cel::Value> args, cel::EvalBudget& budget) {
+  const std::string_view key = args[0].as_text();
+  budget.charge(1 + key.size() / 10);
+  std::string out;
+  out.reserve(key.size());
+  for (char c : key) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return cel::Value::string(std::move(out));
+}
+
+// Kube's libraries, and for mutations the JSON Patch library.
+const cel::FunctionRegistry& mutation_functions() {
+  static const cel::FunctionRegistry kRegistry = [] {
+    cel::FunctionRegistry r = cel::kubernetes_functions();
+    r.add("jsonpatch.escapeKey", "jsonpatch_escape_key_string", false, "string -> string",
+          escape_key);
+    return r;
+  }();
+  return kRegistry;
+}
+
+// The message types a mutation builds: `Object` and its fields' types (`Object.spec`,
+// `Object.spec.template`, any field), and `JSONPatch`.
+cel::TypePtr mutation_message_type(std::string_view name) {
+  if (name == "JSONPatch") return json_patch_type();
+  if (name != "Object" && !name.starts_with("Object.")) return nullptr;
+  auto t = std::make_shared<cel::Type>();
+  t->kind = cel::TypeKind::object;
+  t->name = std::string(name);
+  t->open = true;
+  return t;
+}
 
 class PolicyCompiler {
  public:
-  explicit PolicyCompiler(bool has_params) : has_params_(has_params) {
+  PolicyCompiler(bool has_params, bool mutating) : has_params_(has_params), mutating_(mutating) {
     variables_type_ = std::make_shared<cel::Type>();
     variables_type_->kind = cel::TypeKind::object;
     variables_type_->name = "kubernetes.variables";
@@ -95,8 +146,10 @@ class PolicyCompiler {
     }
     cel::CheckOptions options;
     options.homogeneous_literals = true;
-    const cel::Checked checked =
-        cel::check(parsed.ast, visible, types, cel::kubernetes_functions(), options);
+    if (mutating_) options.message_type = mutation_message_type;
+    const cel::FunctionRegistry& functions =
+        mutating_ ? mutation_functions() : cel::kubernetes_functions();
+    const cel::Checked checked = cel::check(parsed.ast, visible, types, functions, options);
     if (!checked.errors.empty()) {
       out.compile_error = "compilation failed: " + cel::format_issues(source, checked.errors);
       return out;
@@ -106,7 +159,8 @@ class PolicyCompiler {
       out.compile_error = *wrong;
       return out;
     }
-    cel::Declarations declarations{names, &cel::kubernetes_functions(), &checked.types};
+    cel::Declarations declarations{names, &functions, &checked.types};
+    declarations.message_literals = mutating_;
     out.program = cel::Program::compile(parsed.ast, declarations);
     return out;
   }
@@ -149,11 +203,22 @@ class PolicyCompiler {
         return "must evaluate to one of [string null_type] but got " + cel::format_type(t);
       case Place::variable:
         return std::nullopt;
+      case Place::apply_configuration:
+        if (t.kind == cel::TypeKind::object && t.name == "Object") return std::nullopt;
+        return "must evaluate to Object but got " + cel::format_type(t);
+      case Place::json_patch:
+        if (t.kind == cel::TypeKind::list && !t.params.empty() &&
+            (t.params[0]->kind == cel::TypeKind::dyn ||
+             (t.params[0]->kind == cel::TypeKind::object && t.params[0]->name == "JSONPatch"))) {
+          return std::nullopt;
+        }
+        return "must evaluate to list(JSONPatch) but got " + cel::format_type(t);
     }
     return std::nullopt;
   }
 
   bool has_params_;
+  bool mutating_;
   std::shared_ptr<cel::Type> variables_type_;
 };
 
@@ -373,6 +438,30 @@ bool same_match_conditions(const json::object* spec, const json::object* old_spe
          value(spec, "matchConditions") == value(old_spec, "matchConditions");
 }
 
+template <class Fn>
+void for_each_object(const json::object* spec, std::string_view key, Fn&& fn) {
+  static const json::object kEmpty;
+  if (const json::array* a = items(spec, key)) {
+    for (const auto& v : *a) fn(v.is_object() ? v.get_object() : kEmpty);
+  }
+}
+
+// A mutating policy never sees a delete: DELETE (or a rule that would include it) is refused.
+void check_no_delete(const json::object& match, const std::string& path, Causes& causes) {
+  for (const char* rules : {"resourceRules", "excludeResourceRules"}) {
+    if (const json::array* a = items(&match, rules)) {
+      for (const auto& rule : *a) {
+        for (const auto& op : string_list(rule.if_object(), "operations")) {
+          if (op == "DELETE") {
+            not_supported(causes, path + "." + rules + ".operations", op,
+                          {"*", "CONNECT", "CREATE", "UPDATE"});
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string>& policy_variable_names() {
@@ -441,62 +530,49 @@ cel::TypePtr namespace_object_type() {
   return kType;
 }
 
-std::shared_ptr<const CompiledPolicy> compile_validating_policy(const json::object& policy) {
-  auto out = std::make_shared<CompiledPolicy>();
+cel::TypePtr json_patch_type() {
+  static const cel::TypePtr kType =
+      object_type("JSONPatch", {{"op", cel::types::string()},
+                                {"path", cel::types::string()},
+                                {"from", cel::types::string()},
+                                {"value", cel::types::dyn()}});
+  return kType;
+}
+
+namespace {
+
+// What both policy kinds compile alike: identity, params, failure policy, match conditions and
+// variables. Returns the compiler, with the variables declared, for the rest.
+PolicyCompiler compile_common(const json::object& policy, bool mutating, CompiledPolicy& out) {
   const json::object* meta = object_member(policy, "metadata");
   const json::object* spec = object_member(policy, "spec");
-  out->name = string_at(meta, "name");
+  out.name = string_at(meta, "name");
   if (const json::value* g = meta != nullptr ? meta->if_contains("generation") : nullptr) {
-    if (g->is_int64()) out->generation = g->get_int64();
+    if (g->is_int64()) out.generation = g->get_int64();
   }
   const json::object* param_kind = object_member(spec, "paramKind");
-  out->has_param_kind = param_kind != nullptr;
-  out->param_api_version = string_at(param_kind, "apiVersion");
-  out->param_kind = string_at(param_kind, "kind");
-  out->fail_closed = string_at(spec, "failurePolicy") != "Ignore";
-  PolicyCompiler compiler(out->has_param_kind);
-  auto each = [&](std::string_view key, auto&& fn) {
-    if (const json::array* a = items(spec, key)) {
-      for (const auto& v : *a) {
-        static const json::object kEmpty;
-        fn(v.is_object() ? v.get_object() : kEmpty);
-      }
-    }
-  };
-  each("matchConditions", [&](const json::object& c) {
-    out->match_conditions.push_back(
+  out.has_param_kind = param_kind != nullptr;
+  out.param_api_version = string_at(param_kind, "apiVersion");
+  out.param_kind = string_at(param_kind, "kind");
+  out.fail_closed = string_at(spec, "failurePolicy") != "Ignore";
+  PolicyCompiler compiler(out.has_param_kind, mutating);
+  for_each_object(spec, "matchConditions", [&](const json::object& c) {
+    out.match_conditions.push_back(
         {string_at(c, "name"), compiler.compile(string_at(c, "expression"), Place::match_condition)});
   });
-  each("variables", [&](const json::object& v) {
+  for_each_object(spec, "variables", [&](const json::object& v) {
     CompiledPolicy::Named named{string_at(v, "name"),
                                 compiler.compile(string_at(v, "expression"), Place::variable)};
     compiler.declare_variable(named.name, named.expression.result);
-    out->variables.push_back(std::move(named));
+    out.variables.push_back(std::move(named));
   });
-  each("validations", [&](const json::object& v) {
-    CompiledPolicy::Validation validation;
-    validation.expression = compiler.compile(string_at(v, "expression"), Place::validation);
-    const std::string message_expression = string_at(v, "messageExpression");
-    if (!trim(message_expression).empty()) {
-      validation.message_expression = compiler.compile(message_expression, Place::message);
-    }
-    validation.message = std::string(trim(string_at(v, "message")));
-    validation.reason = string_at(v, "reason");
-    out->validations.push_back(std::move(validation));
-  });
-  each("auditAnnotations", [&](const json::object& a) {
-    out->audit_annotations.push_back(
-        {string_at(a, "key"),
-         compiler.compile(string_at(a, "valueExpression"), Place::audit_annotation)});
-  });
-  return out;
+  return compiler;
 }
 
-void validate_validating_admission_policy(const json::object& policy, const json::object* old,
-                                          Causes& causes) {
-  const json::object* spec = object_member(policy, "spec");
-  const json::object* old_spec = old != nullptr ? object_member(*old, "spec") : nullptr;
-  const std::string name = string_at(object_member(policy, "metadata"), "name");
+// What both policy kinds check alike: failurePolicy, paramKind, matchConstraints, match
+// conditions and variables (compiled in `compiled`).
+void check_common(const json::object* spec, const json::object* old_spec,
+                  const CompiledPolicy& compiled, bool mutating, Causes& causes) {
   const std::string failure = string_at(spec, "failurePolicy");
   if (spec == nullptr || !spec->contains("failurePolicy")) {
     required(causes, "spec.failurePolicy");
@@ -511,11 +587,10 @@ void validate_validating_admission_policy(const json::object& policy, const json
     if (rules == nullptr || rules->empty()) {
       required(causes, "spec.matchConstraints.resourceRules");
     }
+    if (mutating) check_no_delete(*match, "spec.matchConstraints", causes);
   } else {
     required(causes, "spec.matchConstraints");
   }
-  // Compiled as the plugin compiles them, so that the errors are the plugin's.
-  const auto compiled = compile_validating_policy(policy);
   const json::array* conditions = items(spec, "matchConditions");
   if (conditions != nullptr && !same_match_conditions(spec, old_spec)) {
     if (conditions->size() > 64) too_many(causes, "spec.matchConditions", conditions->size(), 64);
@@ -527,7 +602,7 @@ void validate_validating_admission_policy(const json::object& policy, const json
       if (trim(expression).empty()) {
         required(causes, at + ".expression");
       } else {
-        report(causes, at + ".expression", compiled->match_conditions[i].expression);
+        report(causes, at + ".expression", compiled.match_conditions[i].expression);
       }
       const std::string n = string_at(c, "name");
       if (n.empty()) {
@@ -553,10 +628,106 @@ void validate_validating_admission_policy(const json::object& policy, const json
       if (trim(string_at(v, "expression")).empty()) {
         required(causes, at + ".expression", "expression is not specified");
       } else {
-        report(causes, at + ".expression", compiled->variables[i].expression);
+        report(causes, at + ".expression", compiled.variables[i].expression);
       }
     }
   }
+}
+
+// What both binding kinds check alike: policyName, paramRef, matchResources.
+void check_binding_common(const json::object* spec, bool mutating, Causes& causes) {
+  const std::string policy = string_at(spec, "policyName");
+  if (policy.empty()) {
+    required(causes, "spec.policyName");
+  } else {
+    for (const auto& e : apimachinery::dns1123_subdomain_errors(policy)) {
+      invalid(causes, "spec.policyName", go_quote(policy), e);
+    }
+  }
+  if (const json::object* ref = object_member(spec, "paramRef")) {
+    const std::string name = string_at(ref, "name");
+    const json::object* selector = object_member(ref, "selector");
+    if (!name.empty()) {
+      for (const auto& e : apimachinery::path_segment_errors(name)) {
+        invalid(causes, "spec.paramRef.name", go_quote(name), e);
+      }
+      if (selector != nullptr) {
+        forbidden(causes, "spec.paramRef.name", "name and selector are mutually exclusive");
+      }
+    }
+    if (selector != nullptr) {
+      check_label_selector(*selector, "spec.paramRef.selector", causes);
+      if (!name.empty()) {
+        forbidden(causes, "spec.paramRef.selector", "name and selector are mutually exclusive");
+      }
+    }
+    if (name.empty() && selector == nullptr) {
+      required(causes, "spec.paramRef", "one of name or selector must be specified");
+    }
+    const std::string action = string_at(ref, "parameterNotFoundAction");
+    if (action.empty()) {
+      required(causes, "spec.paramRef.parameterNotFoundAction");
+    } else if (action != "Deny" && action != "Allow") {
+      not_supported(causes, "spec.paramRef.parameterNotFoundAction", action, {"Deny", "Allow"});
+    }
+  }
+  if (const json::object* match = object_member(spec, "matchResources")) {
+    check_match_resources(*match, "spec.matchResources", causes);
+    if (mutating) check_no_delete(*match, "spec.matchResources", causes);
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const CompiledPolicy> compile_validating_policy(const json::object& policy) {
+  auto out = std::make_shared<CompiledPolicy>();
+  const json::object* spec = object_member(policy, "spec");
+  PolicyCompiler compiler = compile_common(policy, /*mutating=*/false, *out);
+  for_each_object(spec, "validations", [&](const json::object& v) {
+    CompiledPolicy::Validation validation;
+    validation.expression = compiler.compile(string_at(v, "expression"), Place::validation);
+    const std::string message_expression = string_at(v, "messageExpression");
+    if (!trim(message_expression).empty()) {
+      validation.message_expression = compiler.compile(message_expression, Place::message);
+    }
+    validation.message = std::string(trim(string_at(v, "message")));
+    validation.reason = string_at(v, "reason");
+    out->validations.push_back(std::move(validation));
+  });
+  for_each_object(spec, "auditAnnotations", [&](const json::object& a) {
+    out->audit_annotations.push_back(
+        {string_at(a, "key"),
+         compiler.compile(string_at(a, "valueExpression"), Place::audit_annotation)});
+  });
+  return out;
+}
+
+std::shared_ptr<const CompiledPolicy> compile_mutating_policy(const json::object& policy) {
+  auto out = std::make_shared<CompiledPolicy>();
+  const json::object* spec = object_member(policy, "spec");
+  PolicyCompiler compiler = compile_common(policy, /*mutating=*/true, *out);
+  out->reinvoke = string_at(spec, "reinvocationPolicy") == "IfNeeded";
+  for_each_object(spec, "mutations", [&](const json::object& m) {
+    CompiledPolicy::Mutation mutation;
+    mutation.json_patch = string_at(m, "patchType") == "JSONPatch";
+    const json::object* holder =
+        object_member(m, mutation.json_patch ? "jsonPatch" : "applyConfiguration");
+    mutation.expression =
+        compiler.compile(string_at(holder, "expression"),
+                         mutation.json_patch ? Place::json_patch : Place::apply_configuration);
+    out->mutations.push_back(std::move(mutation));
+  });
+  return out;
+}
+
+void validate_validating_admission_policy(const json::object& policy, const json::object* old,
+                                          Causes& causes) {
+  const json::object* spec = object_member(policy, "spec");
+  const json::object* old_spec = old != nullptr ? object_member(*old, "spec") : nullptr;
+  const std::string name = string_at(object_member(policy, "metadata"), "name");
+  // Compiled as the plugin compiles them, so that the errors are the plugin's.
+  const auto compiled = compile_validating_policy(policy);
+  check_common(spec, old_spec, *compiled, /*mutating=*/false, causes);
   const json::array* validations = items(spec, "validations");
   const json::array* annotations = items(spec, "auditAnnotations");
   if ((validations == nullptr || validations->empty()) &&
@@ -633,44 +804,7 @@ void validate_validating_admission_policy(const json::object& policy, const json
 void validate_validating_admission_policy_binding(const json::object& binding,
                                                   const json::object* /*old*/, Causes& causes) {
   const json::object* spec = object_member(binding, "spec");
-  const std::string policy = string_at(spec, "policyName");
-  if (policy.empty()) {
-    required(causes, "spec.policyName");
-  } else {
-    for (const auto& e : apimachinery::dns1123_subdomain_errors(policy)) {
-      invalid(causes, "spec.policyName", go_quote(policy), e);
-    }
-  }
-  if (const json::object* ref = object_member(spec, "paramRef")) {
-    const std::string name = string_at(ref, "name");
-    const json::object* selector = object_member(ref, "selector");
-    if (!name.empty()) {
-      for (const auto& e : apimachinery::path_segment_errors(name)) {
-        invalid(causes, "spec.paramRef.name", go_quote(name), e);
-      }
-      if (selector != nullptr) {
-        forbidden(causes, "spec.paramRef.name", "name and selector are mutually exclusive");
-      }
-    }
-    if (selector != nullptr) {
-      check_label_selector(*selector, "spec.paramRef.selector", causes);
-      if (!name.empty()) {
-        forbidden(causes, "spec.paramRef.selector", "name and selector are mutually exclusive");
-      }
-    }
-    if (name.empty() && selector == nullptr) {
-      required(causes, "spec.paramRef", "one of name or selector must be specified");
-    }
-    const std::string action = string_at(ref, "parameterNotFoundAction");
-    if (action.empty()) {
-      required(causes, "spec.paramRef.parameterNotFoundAction");
-    } else if (action != "Deny" && action != "Allow") {
-      not_supported(causes, "spec.paramRef.parameterNotFoundAction", action, {"Deny", "Allow"});
-    }
-  }
-  if (const json::object* match = object_member(spec, "matchResources")) {
-    check_match_resources(*match, "spec.matchResources", causes);
-  }
+  check_binding_common(spec, /*mutating=*/false, causes);
   const auto actions = string_list(spec, "validationActions");
   if (actions.empty()) {
     required(causes, "spec.validationActions", "at least one validation action is required");
@@ -690,6 +824,71 @@ void validate_validating_admission_policy_binding(const json::object& binding,
             "must not contain both Deny and Warn (repeating the same validation failure "
             "information in the API response and headers serves no purpose)");
   }
+}
+
+void validate_mutating_admission_policy(const json::object& policy, const json::object* old,
+                                        Causes& causes) {
+  const json::object* spec = object_member(policy, "spec");
+  const json::object* old_spec = old != nullptr ? object_member(*old, "spec") : nullptr;
+  const auto compiled = compile_mutating_policy(policy);
+  check_common(spec, old_spec, *compiled, /*mutating=*/true, causes);
+  const json::array* mutations = items(spec, "mutations");
+  if (mutations == nullptr || mutations->empty()) {
+    required(causes, "spec.mutations", "mutations must contain at least one item");
+  } else {
+    for (std::size_t i = 0; i < mutations->size(); ++i) {
+      const json::object* m = (*mutations)[i].if_object();
+      const std::string at = index("spec.mutations", i);
+      const std::string type = string_at(m, "patchType");
+      const bool has_apply = object_member(m, "applyConfiguration") != nullptr;
+      const bool has_patch = object_member(m, "jsonPatch") != nullptr;
+      auto check_expression = [&](const char* holder) {
+        const std::string path = at + "." + holder;
+        if (trim(string_at(object_member(m, holder), "expression")).empty()) {
+          required(causes, path + ".expression");
+        } else {
+          report(causes, path + ".expression", compiled->mutations[i].expression);
+        }
+      };
+      if (type.empty()) {
+        required(causes, at + ".patchType");
+      } else if (type == "JSONPatch") {
+        if (!has_patch) {
+          required(causes, at + ".jsonPatch", "must be specified when patchType is JSONPatch");
+        } else {
+          check_expression("jsonPatch");
+        }
+        if (has_apply) {
+          invalid(causes, at + ".applyConfiguration", "{applyConfiguration}",
+                  "must not be specified when patchType is JSONPatch");
+        }
+      } else if (type == "ApplyConfiguration") {
+        if (!has_apply) {
+          required(causes, at + ".applyConfiguration",
+                   "must be specified when patchType is ApplyConfiguration");
+        } else {
+          check_expression("applyConfiguration");
+        }
+        if (has_patch) {
+          invalid(causes, at + ".jsonPatch", "{jsonPatch}",
+                  "must not be specified when patchType is ApplyConfiguration");
+        }
+      } else {
+        not_supported(causes, at + ".patchType", type, {"ApplyConfiguration", "JSONPatch"});
+      }
+    }
+  }
+  const std::string reinvocation = string_at(spec, "reinvocationPolicy");
+  if (reinvocation.empty()) {
+    required(causes, "spec.reinvocationPolicy");
+  } else if (reinvocation != "Never" && reinvocation != "IfNeeded") {
+    not_supported(causes, "spec.reinvocationPolicy", reinvocation, {"IfNeeded", "Never"});
+  }
+}
+
+void validate_mutating_admission_policy_binding(const json::object& binding,
+                                                const json::object* /*old*/, Causes& causes) {
+  check_binding_common(object_member(binding, "spec"), /*mutating=*/true, causes);
 }
 
 }  // namespace kwatch::kinds

@@ -1,6 +1,7 @@
 // ValidatingAdmissionPolicy and ValidatingAdmissionPolicyBinding (admissionregistration.k8s.io/v1)
-// as kinds: their validation, as kube-apiserver words it, and the CEL environment their
-// expressions are compiled in, which the admission plugin (admission/validating_policy.hpp) runs.
+// and MutatingAdmissionPolicy with its binding (v1beta1) as kinds: their validation, as
+// kube-apiserver words it, and the CEL environment their expressions are compiled in, which the
+// admission plugins (admission/validating_policy.hpp, admission/mutating_policy.hpp) run.
 //
 // The environment (kube's plugin/cel compiler): every expression sees `object`, `oldObject`
 // (dyn: the object as JSON, null when absent), `request` (kubernetes.AdmissionRequest, typed),
@@ -8,6 +9,9 @@
 // with a paramKind), `authorizer` (not in messageExpression) and `variables` (the policy's
 // variables by name, each typed as its expression's result; not in matchConditions). Every
 // program is compiled against the same slots (PolicySlot), so one activation serves them all.
+// A mutation's expression may also build `Object{...}` (an apply configuration: `Object.spec{}`
+// for its fields' values) and `JSONPatch{op, path, from, value}` values (maps at run time), and
+// call `jsonpatch.escapeKey`.
 //
 // Pure functions; a CompiledPolicy is immutable and used from any thread.
 #pragma once
@@ -43,6 +47,8 @@ const std::vector<std::string>& policy_variable_names();
 // kubernetes.AdmissionRequest and kubernetes.Namespace, with the fields kube declares.
 cel::TypePtr admission_request_type();
 cel::TypePtr namespace_object_type();
+// JSONPatch{op, path, from, value}.
+cel::TypePtr json_patch_type();
 
 // One compiled expression: a program, or why there is none (kube's words: "compilation failed:
 // ERROR: <input>:1:1: ..." or "must evaluate to bool but got int").
@@ -78,11 +84,21 @@ struct CompiledPolicy {
     PolicyExpression value;
   };
   std::vector<AuditAnnotation> audit_annotations;
+  // A MutatingAdmissionPolicy's mutations, in order, and whether it is run again when a later
+  // mutation changed the object (reinvocationPolicy IfNeeded).
+  struct Mutation {
+    bool json_patch = false;  // JSONPatch, else ApplyConfiguration
+    PolicyExpression expression;
+  };
+  std::vector<Mutation> mutations;
+  bool reinvoke = false;
 };
 
 // Compiles every expression of `policy` (a ValidatingAdmissionPolicy as stored: defaults set).
 // Expressions that do not compile keep their error; the plugin reports it when it runs them.
 std::shared_ptr<const CompiledPolicy> compile_validating_policy(const boost::json::object& policy);
+// The same for a MutatingAdmissionPolicy (no validations; mutations instead).
+std::shared_ptr<const CompiledPolicy> compile_mutating_policy(const boost::json::object& policy);
 
 // KindHooks::validate of the two kinds: kube's ValidateValidatingAdmissionPolicy and
 // ValidateValidatingAdmissionPolicyBinding (field rules, expressions compiled, return types).
@@ -92,5 +108,11 @@ void validate_validating_admission_policy(const boost::json::object& policy,
 void validate_validating_admission_policy_binding(const boost::json::object& binding,
                                                   const boost::json::object* old,
                                                   std::vector<apimachinery::Cause>& causes);
+void validate_mutating_admission_policy(const boost::json::object& policy,
+                                        const boost::json::object* old,
+                                        std::vector<apimachinery::Cause>& causes);
+void validate_mutating_admission_policy_binding(const boost::json::object& binding,
+                                                const boost::json::object* old,
+                                                std::vector<apimachinery::Cause>& causes);
 
 }  // namespace kwatch::kinds

@@ -278,6 +278,12 @@ std::string endpoints_cell(const json::object& o) {
   return out;
 }
 
+// A policy's paramKind as `<apiVersion>/<kind>`, or <unset>.
+json::value param_kind_cell(const json::object& o) {
+  if (find_field(o, "spec.paramKind") == nullptr) return "<unset>";
+  return json::value(str(o, "spec.paramKind.apiVersion") + "/" + str(o, "spec.paramKind.kind"));
+}
+
 // A policy binding's paramRef: `<namespace>/<name>` (`*/<name>` in every namespace), the
 // selector as the generated String() of the LabelSelector message writes it, or <unset>.
 json::value param_ref_cell(const json::object& o) {
@@ -946,15 +952,17 @@ std::vector<PrinterColumn> builtin_columns(std::string_view group, std::string_v
     return {name_column(),
             computed("Validations", "integer",
                      [](const json::object& o) { return json::value(count(o, "spec.validations")); }),
-            computed("ParamKind", "string",
-                     [](const json::object& o) {
-                       if (find_field(o, "spec.paramKind") == nullptr) return json::value("<unset>");
-                       return json::value(str(o, "spec.paramKind.apiVersion") + "/" +
-                                          str(o, "spec.paramKind.kind"));
-                     }),
+            computed("ParamKind", "string", param_kind_cell),
             age_column()};
   }
-  if (kind == "ValidatingAdmissionPolicyBinding") {
+  if (kind == "MutatingAdmissionPolicy") {
+    return {name_column(),
+            computed("Mutations", "integer",
+                     [](const json::object& o) { return json::value(count(o, "spec.mutations")); }),
+            computed("ParamKind", "string", param_kind_cell),
+            age_column()};
+  }
+  if (kind == "ValidatingAdmissionPolicyBinding" || kind == "MutatingAdmissionPolicyBinding") {
     return {name_column(), text("PolicyName", ".spec.policyName", ""),
             computed("ParamRef", "string", param_ref_cell), age_column()};
   }

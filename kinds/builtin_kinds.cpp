@@ -229,6 +229,8 @@ GenerationRule generation_rule(std::string_view group, std::string_view kind) {
       {"storage.k8s.io", "CSIDriver", GenerationRule::spec_on_update},
       {"admissionregistration.k8s.io", "ValidatingAdmissionPolicy", GenerationRule::spec},
       {"admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding", GenerationRule::spec},
+      {"admissionregistration.k8s.io", "MutatingAdmissionPolicy", GenerationRule::spec},
+      {"admissionregistration.k8s.io", "MutatingAdmissionPolicyBinding", GenerationRule::spec},
   };
   for (const Counted& c : kCounted) {
     if (c.group == group && c.kind == kind) return c.rule;
@@ -416,6 +418,14 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
        .resource = "validatingadmissionpolicybindings", .namespaced = false,
        .categories = {"api-extensions"},
        .hooks = {.validate = validate_validating_admission_policy_binding}},
+      {.group = "admissionregistration.k8s.io", .version = "v1beta1",
+       .kind = "MutatingAdmissionPolicy", .resource = "mutatingadmissionpolicies",
+       .namespaced = false, .categories = {"api-extensions"},
+       .hooks = {.validate = validate_mutating_admission_policy}},
+      {.group = "admissionregistration.k8s.io", .version = "v1beta1",
+       .kind = "MutatingAdmissionPolicyBinding", .resource = "mutatingadmissionpolicybindings",
+       .namespaced = false, .categories = {"api-extensions"},
+       .hooks = {.validate = validate_mutating_admission_policy_binding}},
       {.group = "apiextensions.k8s.io", .kind = "CustomResourceDefinition",
        .resource = "customresourcedefinitions", .namespaced = false,
        .short_names = {"crd", "crds"}, .has_status = true, .categories = {"api-extensions"},

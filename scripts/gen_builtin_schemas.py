@@ -112,6 +112,10 @@ KINDS = [
      "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicy"),
     ("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding",
      "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBinding"),
+    ("admissionregistration.k8s.io", "v1beta1", "MutatingAdmissionPolicy",
+     "io.k8s.api.admissionregistration.v1beta1.MutatingAdmissionPolicy"),
+    ("admissionregistration.k8s.io", "v1beta1", "MutatingAdmissionPolicyBinding",
+     "io.k8s.api.admissionregistration.v1beta1.MutatingAdmissionPolicyBinding"),
 ]
 
 # Classes whose definition the first-referrer rule would get wrong: apimachinery's meta types

@@ -110,6 +110,42 @@ spec:
 """
 
 
+MUTATING = """apiVersion: admissionregistration.k8s.io/v1beta1
+kind: MutatingAdmissionPolicy
+metadata:
+  name: team-label.example.com
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["configmaps"]
+  matchConditions:
+  - name: unlabelled
+    expression: "!has(object.metadata.labels) || !('team' in object.metadata.labels)"
+  failurePolicy: Fail
+  reinvocationPolicy: Never
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: "Object{metadata: Object.metadata{labels: {'team': namespaceObject.metadata.name + '-team'}}}"
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: "[JSONPatch{op: 'add', path: '/metadata/annotations', value: {'example.com/labelled-by': 'policy'}}]"
+---
+apiVersion: admissionregistration.k8s.io/v1beta1
+kind: MutatingAdmissionPolicyBinding
+metadata:
+  name: team-label
+spec:
+  policyName: team-label.example.com
+  matchResources:
+    namespaceSelector:
+      matchLabels: {env: mutate}
+"""
+
+
 def labelled_namespace(kc, name, env):
     kc("create", "namespace", name)
     kc("label", "namespace", name, f"env={env}", "--overwrite")
@@ -302,6 +338,35 @@ def checks_of(t, server, tmp, audit_path):
                     e.body[:400])
     except ImportError:
         t.check("python3-kubernetes is installed", False)
+
+    # A MutatingAdmissionPolicy adds a label and an annotation before the object is stored.
+    labelled_namespace(kc, "mut", "mutate")
+    code, out = kc("apply", "-f", "-", stdin=MUTATING)
+    t.check("a mutating policy and its binding are applied", code == 0, out)
+    code, out = kc("get", "mutatingadmissionpolicies")
+    t.check("kubectl lists the mutating policy", code == 0 and "MUTATIONS" in out, out)
+
+    def labelled():
+        kc("delete", "configmap", "probe", "-n", "mut", "--ignore-not-found")
+        kc("create", "configmap", "probe", "-n", "mut")
+        c, o = kc("get", "configmap", "probe", "-n", "mut", "-o", "json")
+        return c == 0 and json.loads(o)["metadata"].get("labels", {}).get("team") == "mut-team"
+    wait_for(labelled, 10, "the mutating policy to take effect")
+    code, out = kc("create", "configmap", "settings", "-n", "mut", "--from-literal=a=b")
+    code, out = kc("get", "configmap", "settings", "-n", "mut", "-o", "json")
+    meta = json.loads(out)["metadata"] if code == 0 else {}
+    t.check("the policy's label and annotation are stored with the object",
+            meta.get("labels") == {"team": "mut-team"} and
+            meta.get("annotations", {}).get("example.com/labelled-by") == "policy", out)
+    code, out = kc("create", "configmap", "own", "-n", "mut", "--dry-run=client", "-o", "yaml")
+    code, out = kc("apply", "-f", "-", stdin=out.replace("metadata:", "metadata:\n  labels: {team: mine}", 1))
+    code, out = kc("get", "configmap", "own", "-n", "mut", "-o", "jsonpath={.metadata.labels.team}")
+    t.check("a match condition that is false leaves the object as written",
+            code == 0 and out.strip() == "mine", out)
+    code, out = kc("create", "configmap", "elsewhere", "-n", "lab")
+    code, out = kc("get", "configmap", "elsewhere", "-n", "lab", "-o", "json")
+    t.check("a namespace the binding does not select is not mutated",
+            code == 0 and "team" not in json.loads(out)["metadata"].get("labels", {}), out)
 
     # Removing the binding lifts the policy.
     kc("delete", "validatingadmissionpolicybinding", "replica-limit-prod")

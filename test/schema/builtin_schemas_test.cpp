@@ -73,6 +73,8 @@ const std::vector<std::tuple<std::string, std::string, std::string>> kKinds = {
     {"autoscaling", "v2", "HorizontalPodAutoscaler"},
     {"admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy"},
     {"admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding"},
+    {"admissionregistration.k8s.io", "v1beta1", "MutatingAdmissionPolicy"},
+    {"admissionregistration.k8s.io", "v1beta1", "MutatingAdmissionPolicyBinding"},
 };
 
 Schema compile_kind(std::string_view group, std::string_view kind) {

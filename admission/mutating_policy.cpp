@@ -1,0 +1,309 @@
+#include "admission/mutating_policy.hpp"
+
+#include "admission/policy_runtime.hpp"
+#include "apimachinery/json_members.hpp"
+#include "apimachinery/json_patch.hpp"
+#include "cel/json_value.hpp"
+#include "kinds/admission_policy.hpp"
+#include "kinds/scheme.hpp"
+#include "schema/field_type.hpp"
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+
+#include <set>
+#include <tuple>
+
+// The semantics follow k8s.io/apiserver 1.34 plugin/policy/mutating.
+
+namespace kwatch::admission {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+using apimachinery::ApiError;
+using base::Errc;
+using kinds::CompiledPolicy;
+using registry::AdmissionAttributes;
+
+namespace {
+
+// An invocation: one (policy, binding, param).
+using InvocationKey = std::tuple<std::string, std::string, std::size_t>;
+
+// The parts of `config` that set an atomic list, map or structure of `type` (kube refuses an
+// apply configuration that does, since merging would replace what it does not name).
+void atomic_paths(const json::value& config, const schema::FieldType& type, const std::string& at,
+                  std::vector<std::string>& out) {
+  using Form = schema::FieldType::Form;
+  switch (type.form) {
+    case Form::structure:
+      if (!config.is_object()) return;
+      if (type.atomic) {
+        out.push_back(at);
+        return;
+      }
+      for (const auto& [name, value] : config.get_object()) {
+        const schema::FieldType* field = type.field(name);
+        if (field == nullptr) field = type.element;
+        if (field != nullptr) atomic_paths(value, *field, at + "." + std::string(name), out);
+      }
+      return;
+    case Form::map:
+      if (!config.is_object()) return;
+      if (type.atomic) {
+        out.push_back(at);
+        return;
+      }
+      if (type.element != nullptr) {
+        for (const auto& [name, value] : config.get_object()) {
+          atomic_paths(value, *type.element, at + "." + std::string(name), out);
+        }
+      }
+      return;
+    case Form::list:
+      if (!config.is_array()) return;
+      if (type.atomic) {
+        out.push_back(at);
+        return;
+      }
+      if (type.element != nullptr) {
+        for (std::size_t i = 0; i < config.get_array().size(); ++i) {
+          atomic_paths(config.get_array()[i], *type.element, at + "[" + std::to_string(i) + "]",
+                       out);
+        }
+      }
+      return;
+    case Form::deduced:
+      if (config.is_array()) out.push_back(at);
+      return;
+    case Form::scalar:
+      return;
+  }
+}
+
+// Applies one mutation's result to `object`; an error text when it cannot be applied.
+std::optional<std::string> apply_mutation(const kinds::ResourceInfo& info,
+                                          const CompiledPolicy::Mutation& m,
+                                          const cel::Value& result, json::object& object) {
+  std::string error;
+  auto patch = cel::json_from_value(result, &error);
+  if (!patch) {
+    return (m.json_patch ? "JSONPath valueExpression evaluated to a type that could not marshal "
+                           "to JSON: "
+                         : "failed to convert patch object to typed object: ") +
+           error;
+  }
+  if (!m.json_patch) {
+    if (!patch->is_object()) return "apply configuration must be an object";
+    json::object& config = patch->get_object();
+    config["apiVersion"] = object.contains("apiVersion") ? object.at("apiVersion") : json::value();
+    config["kind"] = object.contains("kind") ? object.at("kind") : json::value();
+    static const auto kDeduced = schema::FieldTypes::of_resource(json::object());
+    const schema::FieldType& root = (info.field_types ? info.field_types : kDeduced)->root();
+    std::vector<std::string> atomic;
+    for (const auto& [name, value] : config) {
+      if (name == "apiVersion" || name == "kind") continue;
+      if (const schema::FieldType* field = root.field(name)) {
+        atomic_paths(value, *field, "." + std::string(name), atomic);
+      }
+    }
+    if (!atomic.empty()) {
+      std::string joined;
+      for (const auto& p : atomic) joined += (joined.empty() ? "" : ", ") + p;
+      return "error applying patch: invalid ApplyConfiguration: may not mutate atomic arrays, "
+             "maps or structs: " + joined;
+    }
+    object = schema::merge(object, config, root);
+    return std::nullopt;
+  }
+  if (!patch->is_array()) return "JSON Patch: the expression must give a list of JSONPatch";
+  std::string detail;
+  auto patched = apimachinery::apply_json_patch(json::value(object), *patch, &detail);
+  if (!patched) {
+    // A failed `test` leaves the object as it was, without an error.
+    if (detail.find("test failed") != std::string::npos) return std::nullopt;
+    return "JSON Patch: " + (detail.empty() ? patched.error().message : detail);
+  }
+  if (!patched->is_object()) return "JSON Patch: the result is not an object";
+  object = std::move(patched->get_object());
+  return std::nullopt;
+}
+
+ApiError refusal(const std::string& policy, const std::string& binding, const std::string& why) {
+  std::string message = binding.empty()
+                            ? "policy \"" + policy + "\" denied request: " + why
+                            : "policy '" + policy + "' with binding '" + binding +
+                                  "' denied request: " + why;
+  ApiError e(Errc::forbidden, message, {apimachinery::Cause{"", message, ""}});
+  return e;
+}
+
+// One pass over the policies in force. `only` (pass two) limits it to those invocations;
+// `reinvocable` (pass one) receives each IfNeeded invocation with the object as it left it.
+std::optional<ApiError> mutate_once(const PolicySet& set, const AdmissionAttributes& a,
+                                    json::object& object, const kinds::Scheme& scheme,
+                                    const registry::CacherRegistry* cachers,
+                                    const std::set<InvocationKey>* only,
+                                    std::vector<std::pair<InvocationKey, json::object>>* reinvocable) {
+  MatchRequest request;
+  request.info = &a.info;
+  request.subresource = a.subresource;
+  request.ns = a.ns;
+  request.name = a.name;
+  request.operation = registry::operation_name(a.operation);
+  request.old_object = a.old_object;
+  auto namespace_labels = [&](std::string_view ns) -> std::optional<json::object> {
+    auto found = find_namespace(scheme, cachers, ns);
+    if (!found) return std::nullopt;
+    const json::object* labels =
+        apimachinery::object_member(apimachinery::object_member(*found, "metadata"), "labels");
+    return labels != nullptr ? *labels : json::object();
+  };
+  std::optional<json::object> ns_doc;
+  if (!a.ns.empty() && !(a.info.group.empty() && a.info.resource == "namespaces")) {
+    if (auto ns = find_namespace(scheme, cachers, a.ns)) ns_doc = namespace_json(*ns);
+  }
+  for (const auto& entry : set.policies) {
+    if (entry.bindings.empty() || !entry.has_match) continue;
+    const CompiledPolicy& policy = *entry.policy;
+    request.object = &object;
+    const MatchOutcome matched = entry.match.matches(request, &scheme, namespace_labels);
+    if (!matched.error.empty()) {
+      if (policy.fail_closed) return refusal(policy.name, "", "failed to configure policy: " + matched.error);
+      continue;
+    }
+    if (!matched.matched) continue;
+    for (const PolicyBinding& binding : entry.bindings) {
+      if (binding.match) {
+        const MatchOutcome bound = binding.match->matches(request, &scheme, namespace_labels);
+        if (!bound.error.empty()) {
+          if (policy.fail_closed) {
+            return refusal(policy.name, binding.name, "failed to configure binding: " + bound.error);
+          }
+          continue;
+        }
+        if (!bound.matched) continue;
+      }
+      Params params = collect_params(policy, binding, a, scheme, cachers);
+      if (!params.error.empty()) {
+        if (policy.fail_closed) {
+          return refusal(policy.name, binding.name, "failed to configure binding: " + params.error);
+        }
+        continue;
+      }
+      const std::size_t runs = params.none ? 1 : params.objects.size();
+      const json::object request_doc = request_json(a, *matched.matched_info);
+      for (std::size_t p = 0; p < runs; ++p) {
+        const InvocationKey key{policy.name, binding.name, p};
+        if (only != nullptr && !only->contains(key)) continue;
+        bool conditions_checked = false;
+        for (const auto& mutation : policy.mutations) {
+          // Each mutation sees the object as the ones before it left it.
+          cel::JsonArena arena;
+          std::vector<cel::Value> activation(kinds::policy_slot_count);
+          activation[kinds::slot_object] = cel::json_view(object, nullptr, arena);
+          if (a.old_object != nullptr) {
+            activation[kinds::slot_old_object] = cel::json_view(*a.old_object, nullptr, arena);
+          }
+          activation[kinds::slot_request] =
+              cel::json_view(request_doc, kinds::admission_request_type().get(), arena);
+          if (!params.none) activation[kinds::slot_params] = cel::json_view(params.objects[p], nullptr, arena);
+          if (!conditions_checked) {
+            conditions_checked = true;
+            ConditionOutcome conditions = evaluate_conditions(policy, activation);
+            if (!conditions.hold) {
+              if (!conditions.errors.empty() && policy.fail_closed) {
+                return refusal(policy.name, binding.name, conditions.errors.front());
+              }
+              break;
+            }
+          }
+          if (ns_doc) {
+            activation[kinds::slot_namespace_object] =
+                cel::json_view(*ns_doc, kinds::namespace_object_type().get(), arena);
+          }
+          std::uint64_t remaining = kPolicyBudget;
+          LazyVariables variables(policy, activation, remaining);
+          activation[kinds::slot_variables] = cel::Value::borrowed_map(&variables);
+          std::optional<std::string> error;
+          if (!mutation.expression.program) {
+            error = mutation.expression.compile_error;
+          } else {
+            const std::uint64_t limit = std::min(kPerCallLimit, remaining);
+            const cel::EvalResult r = mutation.expression.program->evaluate(activation, limit);
+            if (r.value.is_error()) {
+              error = "expression '" + mutation.expression.source + "' resulted in error: " +
+                      std::string(r.value.as_text());
+            } else {
+              error = apply_mutation(a.info, mutation, r.value, object);
+            }
+          }
+          if (error && policy.fail_closed) return refusal(policy.name, binding.name, *error);
+        }
+        if (reinvocable != nullptr && policy.reinvoke) reinvocable->emplace_back(key, object);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+MutatingPolicyPlugin::MutatingPolicyPlugin(std::shared_ptr<kinds::Scheme> scheme,
+                                           std::shared_ptr<registry::CacherRegistry> cachers)
+    : scheme_(scheme), cachers_(cachers),
+      source_(std::make_shared<PolicySource>(std::move(scheme), std::move(cachers), "v1beta1",
+                                             "mutatingadmissionpolicies",
+                                             "mutatingadmissionpolicybindings",
+                                             kinds::compile_mutating_policy)) {}
+
+MutatingPolicyPlugin::~MutatingPolicyPlugin() = default;
+
+void MutatingPolicyPlugin::start(asio::any_io_executor executor) { source_->start(executor); }
+void MutatingPolicyPlugin::stop() { source_->stop(); }
+bool MutatingPolicyPlugin::loaded() const { return source_->current()->loaded; }
+
+void MutatingPolicyPlugin::load(const std::vector<json::object>& policies,
+                                const std::vector<json::object>& bindings) {
+  source_->load(policies, bindings);
+}
+
+bool MutatingPolicyPlugin::handles(const AdmissionAttributes& a) const {
+  if (a.operation == registry::AdmissionOperation::remove || exempt_from_policies(a.info)) {
+    return false;
+  }
+  const auto set = source_->current();
+  if (!set->loaded) return a.user != nullptr;
+  return set->may_apply(a.info.group, a.info.resource);
+}
+
+asio::awaitable<std::optional<ApiError>> MutatingPolicyPlugin::admit(const AdmissionAttributes& a,
+                                                                     json::object* object) {
+  const auto set = source_->current();
+  if (!set->loaded) {
+    ApiError e(Errc::forbidden, group_resource(a.info) + " \"" + a.name +
+                                    "\" is forbidden: not yet ready to handle request");
+    e.name = a.name;
+    e.group = a.info.group;
+    e.kind = a.info.resource;
+    co_return e;
+  }
+  if (object == nullptr) co_return std::nullopt;
+  std::vector<std::pair<InvocationKey, json::object>> reinvocable;
+  if (auto e = mutate_once(*set, a, *object, *scheme_, cachers_.get(), nullptr, &reinvocable)) {
+    co_return e;
+  }
+  // IfNeeded policies whose work a later one changed run once more.
+  std::set<InvocationKey> again;
+  for (const auto& [key, after] : reinvocable) {
+    if (after != *object) again.insert(key);
+  }
+  if (!again.empty()) {
+    if (auto e = mutate_once(*set, a, *object, *scheme_, cachers_.get(), &again, nullptr)) {
+      co_return e;
+    }
+  }
+  co_return std::nullopt;
+}
+
+}  // namespace kwatch::admission

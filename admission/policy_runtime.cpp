@@ -1,0 +1,416 @@
+#include "admission/policy_runtime.hpp"
+
+#include "apimachinery/json_members.hpp"
+#include "apimachinery/stored_json.hpp"
+#include "base/task_failure.hpp"
+#include "kinds/scheme.hpp"
+#include "registry/cacher_registry.hpp"
+#include "watch/cache_follower.hpp"
+#include "watch/cacher.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json/array.hpp>
+
+#include <algorithm>
+#include <map>
+
+// The semantics follow k8s.io/apiserver 1.34 plugin/policy/generic and plugin/cel.
+
+namespace kwatch::admission {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+using apimachinery::object_member;
+using apimachinery::string_at;
+using apimachinery::strings_at;
+using kinds::CompiledPolicy;
+using kinds::PolicyExpression;
+using registry::AdmissionAttributes;
+
+namespace {
+
+constexpr std::string_view kGroup = "admissionregistration.k8s.io";
+
+PolicyBinding compile_binding(const json::object& object) {
+  PolicyBinding b;
+  b.name = string_at(object_member(object, "metadata"), "name");
+  const json::object* spec = object_member(object, "spec");
+  if (const json::object* ref = object_member(spec, "paramRef")) {
+    ParamRef p;
+    p.name = string_at(ref, "name");
+    p.ns = string_at(ref, "namespace");
+    if (const json::object* selector = object_member(ref, "selector")) {
+      if (auto s = apimachinery::label_selector_from_json(*selector)) p.selector = std::move(*s);
+    }
+    p.deny_when_missing = string_at(ref, "parameterNotFoundAction") != "Allow";
+    b.param_ref = std::move(p);
+  }
+  if (const json::object* match = object_member(spec, "matchResources")) {
+    b.match = CompiledMatch::compile(*match, /*empty_rules_match_all=*/true);
+  }
+  b.actions = strings_at(spec ? *spec : json::object(), "validationActions");
+  return b;
+}
+
+}  // namespace
+
+bool exempt_from_policies(const kinds::ResourceInfo& info) {
+  if (info.group != kGroup) return false;
+  const std::string& r = info.resource;
+  return r == "validatingadmissionpolicies" || r == "validatingadmissionpolicybindings" ||
+         r == "mutatingadmissionpolicies" || r == "mutatingadmissionpolicybindings";
+}
+
+std::string_view trim_space(std::string_view s) {
+  constexpr std::string_view kSpace = " \t\n\r\v\f";
+  const auto first = s.find_first_not_of(kSpace);
+  if (first == std::string_view::npos) return {};
+  return s.substr(first, s.find_last_not_of(kSpace) - first + 1);
+}
+
+std::string group_resource(const kinds::ResourceInfo& info) {
+  return info.group.empty() ? info.resource : info.resource + "." + info.group;
+}
+
+bool PolicySet::may_apply(std::string_view group, std::string_view resource) const {
+  for (const auto& entry : policies) {
+    if (!entry.bindings.empty() && entry.has_match && entry.match.may_match(group, resource)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+PolicySource::PolicySource(std::shared_ptr<kinds::Scheme> scheme,
+                           std::shared_ptr<registry::CacherRegistry> cachers, std::string version,
+                           std::string policy_resource, std::string binding_resource,
+                           PolicyCompiler compile)
+    : scheme_(std::move(scheme)), cachers_(std::move(cachers)), version_(std::move(version)),
+      policy_resource_(std::move(policy_resource)),
+      binding_resource_(std::move(binding_resource)), compile_(compile),
+      set_(std::make_shared<const PolicySet>()) {}
+
+void PolicySource::start(asio::any_io_executor executor) {
+  auto strand = asio::make_strand(executor);
+  auto log = [](std::exception_ptr e) { base::log_task_failure(e, "admission policy task"); };
+  asio::co_spawn(strand, [self = shared_from_this()] { return self->run(); }, log);
+  for (const std::string& resource : {policy_resource_, binding_resource_}) {
+    asio::co_spawn(strand, [self = shared_from_this(), resource] { return self->follow(resource); },
+                   log);
+  }
+}
+
+asio::awaitable<void> PolicySource::follow(std::string resource) {
+  auto info = scheme_->find(kGroup, version_, resource);
+  watch::CacheFollower follower;
+  follower.cacher = info && cachers_ ? cachers_->find(*info) : nullptr;
+  if (!follower.cacher) co_return;
+  follower.prefix = info->key_prefix();
+  follower.keep_going = [this] { return !stopped_; };
+  follower.on_start = [this]() -> asio::awaitable<void> {
+    dirty_ = true;
+    co_return;
+  };
+  follower.on_frames = [this](const std::vector<watch::WatchFrame>&) -> asio::awaitable<void> {
+    dirty_ = true;
+    co_return;
+  };
+  co_await watch::follow_cache(std::move(follower));
+}
+
+asio::awaitable<void> PolicySource::run() {
+  // Changes come in bursts (kubectl apply of a policy and its bindings): at most every 100 ms.
+  asio::steady_timer tick(co_await asio::this_coro::executor);
+  while (!stopped_) {
+    if (dirty_.exchange(false)) rebuild();
+    tick.expires_after(std::chrono::milliseconds(100));
+    co_await tick.async_wait(asio::use_awaitable);
+  }
+}
+
+void PolicySource::rebuild() {
+  std::vector<json::object> lists[2];
+  const std::string* resources[2] = {&policy_resource_, &binding_resource_};
+  for (int i = 0; i < 2; ++i) {
+    auto info = scheme_->find(kGroup, version_, *resources[i]);
+    auto cacher = info && cachers_ ? cachers_->find(*info) : nullptr;
+    if (!cacher || !cacher->ready()) {
+      dirty_ = true;  // again at the next tick
+      return;
+    }
+    for (const auto& object : cacher->list(info->key_prefix(), "", 0, nullptr).objects) {
+      auto v = apimachinery::parse_json(object->json);
+      if (v && v->is_object()) lists[i].push_back(std::move(v->get_object()));
+    }
+  }
+  load(lists[0], lists[1]);
+}
+
+void PolicySource::load(const std::vector<json::object>& policies,
+                        const std::vector<json::object>& binding_objects) {
+  // A policy whose resourceVersion did not change keeps its compiled programs.
+  std::map<std::string, const PolicySet::Entry*, std::less<>> previous;
+  const auto old = current();
+  for (const auto& entry : old->policies) previous.emplace(entry.policy->name, &entry);
+  auto next = std::make_shared<PolicySet>();
+  next->loaded = true;
+  std::map<std::string, std::vector<PolicyBinding>, std::less<>> bindings;
+  for (const json::object& b : binding_objects) {
+    const std::string name = string_at(object_member(b, "spec"), "policyName");
+    bindings[name].push_back(compile_binding(b));
+  }
+  for (const json::object& p : policies) {
+    const json::object* meta = object_member(p, "metadata");
+    const std::string name = string_at(meta, "name");
+    PolicySet::Entry entry;
+    entry.resource_version = string_at(meta, "resourceVersion");
+    auto it = previous.find(name);
+    if (it != previous.end() && it->second->resource_version == entry.resource_version) {
+      entry.policy = it->second->policy;
+    } else {
+      entry.policy = compile_(p);
+    }
+    if (const json::object* match = object_member(object_member(p, "spec"), "matchConstraints")) {
+      entry.match = CompiledMatch::compile(*match, /*empty_rules_match_all=*/false);
+      entry.has_match = true;
+    }
+    if (auto b = bindings.find(name); b != bindings.end()) entry.bindings = std::move(b->second);
+    std::sort(entry.bindings.begin(), entry.bindings.end(),
+              [](const PolicyBinding& x, const PolicyBinding& y) { return x.name < y.name; });
+    next->policies.push_back(std::move(entry));
+  }
+  std::sort(next->policies.begin(), next->policies.end(),
+            [](const auto& x, const auto& y) { return x.policy->name < y.policy->name; });
+  std::atomic_store(&set_, std::shared_ptr<const PolicySet>(std::move(next)));
+}
+
+LazyVariables::LazyVariables(const CompiledPolicy& policy, std::span<const cel::Value> activation,
+                             std::uint64_t& remaining)
+    : policy_(policy), activation_(activation), remaining_(remaining),
+      results_(policy.variables.size()) {}
+
+std::size_t LazyVariables::size() const { return policy_.variables.size(); }
+
+std::optional<cel::Value> LazyVariables::find(const cel::Value& key) const {
+  if (!key.is(cel::ValueKind::string)) return std::nullopt;
+  return field(key.as_text());
+}
+
+std::optional<cel::Value> LazyVariables::find_field(std::string_view json_name,
+                                                    const cel::Type*) const {
+  return field(json_name);
+}
+
+cel::Value LazyVariables::key_at(std::size_t i) const {
+  return cel::Value::borrowed_string(policy_.variables[i].name);
+}
+
+cel::Value LazyVariables::value_at(std::size_t i) const { return value(i); }
+
+std::optional<cel::Value> LazyVariables::field(std::string_view name) const {
+  for (std::size_t i = 0; i < policy_.variables.size(); ++i) {
+    if (policy_.variables[i].name == name) return value(i);
+  }
+  return std::nullopt;
+}
+
+cel::Value LazyVariables::value(std::size_t i) const {
+  const auto& variable = policy_.variables[i];
+  if (results_[i]) return results_[i]->value;
+  if (!variable.expression.program) {
+    return cel::Value::error("composited variable \"" + variable.name +
+                             "\" fails to compile: " + variable.expression.compile_error);
+  }
+  const std::uint64_t limit = std::min(kPerCallLimit, remaining_);
+  results_[i] = variable.expression.program->evaluate(activation_, limit);
+  remaining_ -= std::min(results_[i]->cost, remaining_);
+  if (results_[i]->value.is_error()) {
+    results_[i]->value = cel::Value::error("composited variable \"" + variable.name +
+                                           "\" fails to evaluate: " +
+                                           std::string(results_[i]->value.as_text()));
+  }
+  return results_[i]->value;
+}
+
+json::object group_version(const kinds::ResourceInfo& info, bool kind) {
+  return json::object{{"group", info.group},
+                      {"version", info.version},
+                      {kind ? "kind" : "resource", kind ? info.kind : info.resource}};
+}
+
+// `request`: admission/v1 AdmissionRequest's fields as kube's policies see them (empty optional
+// fields absent).
+json::object request_json(const AdmissionAttributes& a, const kinds::ResourceInfo& matched) {
+  json::object r;
+  r["kind"] = group_version(matched, true);
+  r["resource"] = group_version(matched, false);
+  if (!a.subresource.empty()) r["subResource"] = a.subresource;
+  r["requestKind"] = group_version(a.info, true);
+  r["requestResource"] = group_version(a.info, false);
+  if (!a.subresource.empty()) r["requestSubResource"] = a.subresource;
+  if (!a.name.empty()) r["name"] = a.name;
+  if (!a.ns.empty()) r["namespace"] = a.ns;
+  r["operation"] = registry::operation_name(a.operation);
+  json::object user;
+  if (a.user != nullptr) {
+    if (!a.user->name.empty()) user["username"] = a.user->name;
+    if (!a.user->uid.empty()) user["uid"] = a.user->uid;
+    if (!a.user->groups.empty()) {
+      json::array groups;
+      for (const auto& g : a.user->groups) groups.emplace_back(g);
+      user["groups"] = std::move(groups);
+    }
+    if (!a.user->extra.empty()) {
+      json::object extra;
+      for (const auto& [k, values] : a.user->extra) {
+        json::array v;
+        for (const auto& s : values) v.emplace_back(s);
+        extra[k] = std::move(v);
+      }
+      user["extra"] = std::move(extra);
+    }
+  } else {
+    user["username"] = "system:apiserver";
+    user["groups"] = json::array{"system:masters"};
+  }
+  r["userInfo"] = std::move(user);
+  r["dryRun"] = a.dry_run;
+  const char* options = a.operation == registry::AdmissionOperation::create   ? "CreateOptions"
+                        : a.operation == registry::AdmissionOperation::update ? "UpdateOptions"
+                                                                              : "DeleteOptions";
+  json::object o{{"kind", options}, {"apiVersion", "meta.k8s.io/v1"}};
+  if (a.dry_run) o["dryRun"] = json::array{"All"};
+  r["options"] = std::move(o);
+  return r;
+}
+
+// `namespaceObject`: the namespace's metadata kube keeps, its spec and status.
+json::object namespace_json(const json::object& ns) {
+  json::object out;
+  json::object meta;
+  if (const json::object* m = object_member(ns, "metadata")) {
+    for (const char* key : {"name", "generateName", "namespace", "labels", "annotations", "uid",
+                            "creationTimestamp", "deletionGracePeriodSeconds",
+                            "deletionTimestamp", "generation", "resourceVersion", "finalizers"}) {
+      if (const json::value* v = m->if_contains(key)) meta[key == std::string_view("uid") ? "UID" : key] = *v;
+    }
+  }
+  out["metadata"] = std::move(meta);
+  if (const json::value* v = ns.if_contains("spec")) out["spec"] = *v;
+  if (const json::value* v = ns.if_contains("status")) out["status"] = *v;
+  return out;
+}
+
+// The object as the matched resource serves it, when a rule matched an equivalent one.
+json::object convert_object(const kinds::ResourceInfo& from, const kinds::ResourceInfo& to,
+                     const json::object& object) {
+  json::object out = object;
+  if (from.hooks.to_stored) from.hooks.to_stored(out);
+  if (to.hooks.to_served) to.hooks.to_served(out);
+  out["apiVersion"] = to.api_version();
+  out["kind"] = to.kind;
+  return out;
+}
+
+Params collect_params(const CompiledPolicy& policy, const PolicyBinding& binding,
+                      const AdmissionAttributes& a, const kinds::Scheme& scheme,
+                      const registry::CacherRegistry* cachers) {
+  Params out;
+  if (!policy.has_param_kind || !binding.param_ref) {
+    out.none = true;
+    return out;
+  }
+  const std::string& api_version = policy.param_api_version;
+  const auto slash = api_version.find('/');
+  const std::string group = slash == std::string::npos ? "" : api_version.substr(0, slash);
+  const std::string version =
+      slash == std::string::npos ? api_version : api_version.substr(slash + 1);
+  auto info = scheme.find_kind(group, version, policy.param_kind);
+  if (!info) {
+    out.error = "failed to find resource referenced by paramKind: '" + group + "/" + version +
+                ", Kind=" + policy.param_kind + "'";
+    return out;
+  }
+  auto cacher = cachers != nullptr ? cachers->find(*info) : nullptr;
+  if (!cacher || !cacher->ready()) {
+    out.error = "paramKind kind `" + group + "/" + version + ", Kind=" + policy.param_kind +
+                "` not yet synced to use for admission";
+    return out;
+  }
+  const ParamRef& ref = *binding.param_ref;
+  std::string ns;
+  if (info->namespaced) {
+    ns = ref.ns.empty() ? a.ns : ref.ns;
+    if (ns.empty()) {
+      out.error = "cannot use namespaced paramRef in policy binding that matches cluster-scoped "
+                  "resources";
+      return out;
+    }
+  } else if (!ref.ns.empty()) {
+    out.error = "paramRef.namespace must not be provided for a cluster-scoped `paramKind`";
+    return out;
+  }
+  auto add = [&](const watch::CachedObject& cached) {
+    if (auto v = apimachinery::parse_json(cached.json); v && v->is_object()) {
+      out.objects.push_back(std::move(*v));
+    }
+  };
+  if (!ref.name.empty()) {
+    if (auto cached = cacher->get(info->key(ns, ref.name))) add(*cached);
+  } else if (ref.selector) {
+    const std::string prefix = info->namespaced ? info->namespace_prefix(ns) : info->key_prefix();
+    for (const auto& cached : cacher->list(prefix, "", 0, nullptr).objects) {
+      json::object labels;
+      for (const auto& [k, v] : cached->labels) labels[k] = v;
+      if (ref.selector->matches(&labels)) add(*cached);
+    }
+  }
+  if (out.objects.empty() && ref.deny_when_missing) {
+    out.error = "no params found for policy binding with `Deny` parameterNotFoundAction";
+  }
+  return out;
+}
+
+std::optional<json::object> find_namespace(const kinds::Scheme& scheme,
+                                           const registry::CacherRegistry* cachers,
+                                           std::string_view name) {
+  auto info = scheme.find("", "v1", "namespaces");
+  auto cacher = info && cachers != nullptr ? cachers->find(*info) : nullptr;
+  if (!cacher) return std::nullopt;
+  auto cached = cacher->get(info->key("", name));
+  if (!cached) return std::nullopt;
+  auto v = apimachinery::parse_json(cached->json);
+  if (!v || !v->is_object()) return std::nullopt;
+  return std::move(v->get_object());
+}
+
+ConditionOutcome evaluate_conditions(const CompiledPolicy& policy,
+                                     std::span<const cel::Value> activation) {
+  ConditionOutcome out;
+  std::uint64_t remaining = kMatchConditionBudget;
+  for (const auto& condition : policy.match_conditions) {
+    const PolicyExpression& e = condition.expression;
+    if (!e.program) {
+      out.errors.push_back("compilation error: " + e.compile_error);
+      continue;
+    }
+    const std::uint64_t limit = std::min(kPerCallLimit, remaining);
+    const cel::EvalResult r = e.program->evaluate(activation, limit);
+    remaining -= std::min(r.cost, remaining);
+    if (r.value.is_error()) {
+      out.errors.push_back("expression '" + e.source + "' resulted in error: " +
+                           std::string(r.value.as_text()));
+    } else if (r.value.is(cel::ValueKind::boolean) && !r.value.as_bool()) {
+      out.hold = false;
+      out.errors.clear();
+      return out;
+    }
+  }
+  out.hold = out.errors.empty();
+  return out;
+}
+
+}  // namespace kwatch::admission

@@ -1,0 +1,170 @@
+// What the two admission policy plugins (validating_policy, mutating_policy) share: the policy
+// set kept from the watch caches of a policy kind and its binding kind, and the pieces of one
+// evaluation (the `request` and `namespaceObject` documents, params, lazy `variables`, match
+// conditions), as k8s.io/apiserver's plugin/policy/generic shares them.
+//
+// PolicySource: a task per cache follows the policies and bindings; a change marks the set for
+// a rebuild at the next 100 ms tick (policies whose resourceVersion is unchanged keep their
+// compiled programs); the set is swapped atomically and read without locks.
+// Ownership: shared; its tasks hold it. Thread-safety: current() and load() from any thread.
+#pragma once
+
+#include "admission/policy_matching.hpp"
+#include "cel/json_value.hpp"
+#include "cel/value.hpp"
+#include "kinds/admission_policy.hpp"
+#include "registry/admission.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/json/object.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kwatch::registry {
+class CacherRegistry;
+}
+
+namespace kwatch::admission {
+
+// Kube's budgets: per expression call, per (policy, binding, param) evaluation, and for all of
+// one evaluation's match conditions.
+inline constexpr std::uint64_t kPerCallLimit = 1'000'000;
+inline constexpr std::uint64_t kPolicyBudget = 10'000'000;
+inline constexpr std::uint64_t kMatchConditionBudget = 2'500'000;
+inline constexpr std::string_view kCostLimitExceeded =
+    "operation cancelled: actual cost limit exceeded";
+
+// The admission policy kinds themselves, which policies never judge or change.
+bool exempt_from_policies(const kinds::ResourceInfo& info);
+
+// Go's strings.TrimSpace for ASCII white space.
+std::string_view trim_space(std::string_view s);
+
+// `deployments.apps`, `pods`: a resource as kube's errors name it.
+std::string group_resource(const kinds::ResourceInfo& info);
+
+struct ParamRef {
+  std::string name, ns;
+  std::optional<apimachinery::LabelSelector> selector;
+  bool deny_when_missing = true;
+};
+
+struct PolicyBinding {
+  std::string name;
+  std::optional<ParamRef> param_ref;
+  std::optional<CompiledMatch> match;
+  std::vector<std::string> actions;  // validationActions, as listed
+};
+
+struct PolicySet {
+  struct Entry {
+    std::string resource_version;
+    std::shared_ptr<const kinds::CompiledPolicy> policy;
+    CompiledMatch match;
+    bool has_match = false;
+    std::vector<PolicyBinding> bindings;  // by name
+  };
+  std::vector<Entry> policies;  // by name
+  bool loaded = false;
+
+  // Whether a policy with a binding could apply to (group, resource).
+  bool may_apply(std::string_view group, std::string_view resource) const;
+};
+
+using PolicyCompiler = std::shared_ptr<const kinds::CompiledPolicy> (*)(const boost::json::object&);
+
+class PolicySource : public std::enable_shared_from_this<PolicySource> {
+ public:
+  // Policies of `policy_resource` and bindings of `binding_resource` in
+  // admissionregistration.k8s.io/`version`, compiled by `compile`. `cachers` may be null for a
+  // source given its objects by load().
+  PolicySource(std::shared_ptr<kinds::Scheme> scheme,
+               std::shared_ptr<registry::CacherRegistry> cachers, std::string version,
+               std::string policy_resource, std::string binding_resource, PolicyCompiler compile);
+
+  void start(boost::asio::any_io_executor executor);
+  void stop() { stopped_ = true; }
+  std::shared_ptr<const PolicySet> current() const { return std::atomic_load(&set_); }
+  // Puts these objects (as stored) in force, replacing what was.
+  void load(const std::vector<boost::json::object>& policies,
+            const std::vector<boost::json::object>& bindings);
+
+ private:
+  boost::asio::awaitable<void> run();
+  boost::asio::awaitable<void> follow(std::string resource);
+  void rebuild();
+
+  std::shared_ptr<kinds::Scheme> scheme_;
+  std::shared_ptr<registry::CacherRegistry> cachers_;
+  std::string version_, policy_resource_, binding_resource_;
+  PolicyCompiler compile_;
+  std::shared_ptr<const PolicySet> set_;
+  std::atomic<bool> dirty_{true};
+  std::atomic<bool> stopped_{false};
+};
+
+// `variables` of a policy's expressions: each evaluated when first read, at most once per
+// evaluation, its cost taken from `remaining`. Lives as long as the evaluation using it.
+class LazyVariables final : public cel::MapValue {
+ public:
+  LazyVariables(const kinds::CompiledPolicy& policy, std::span<const cel::Value> activation,
+                std::uint64_t& remaining);
+  std::size_t size() const override;
+  std::optional<cel::Value> find(const cel::Value& key) const override;
+  std::optional<cel::Value> find_field(std::string_view json_name,
+                                       const cel::Type* type) const override;
+  cel::Value key_at(std::size_t i) const override;
+  cel::Value value_at(std::size_t i) const override;
+
+ private:
+  std::optional<cel::Value> field(std::string_view name) const;
+  cel::Value value(std::size_t i) const;
+
+  const kinds::CompiledPolicy& policy_;
+  std::span<const cel::Value> activation_;
+  std::uint64_t& remaining_;
+  mutable std::vector<std::optional<cel::EvalResult>> results_;
+};
+
+// `request`: admission/v1 AdmissionRequest's fields as kube's policies see them (empty optional
+// fields absent); `matched` is the resource the policy's rule named.
+boost::json::object request_json(const registry::AdmissionAttributes& a,
+                                 const kinds::ResourceInfo& matched);
+// `namespaceObject`: the namespace's metadata kube keeps, its spec and status.
+boost::json::object namespace_json(const boost::json::object& ns);
+// `object` as `to` serves it (a rule matched an equivalent resource).
+boost::json::object convert_object(const kinds::ResourceInfo& from, const kinds::ResourceInfo& to,
+                                   const boost::json::object& object);
+// The namespace `name` from its watch cache; nullopt when absent (or no caches).
+std::optional<boost::json::object> find_namespace(const kinds::Scheme& scheme,
+                                                  const registry::CacherRegistry* cachers,
+                                                  std::string_view name);
+
+// The params a binding's paramRef finds.
+struct Params {
+  std::vector<boost::json::value> objects;
+  bool none = false;  // no paramKind or no paramRef: one evaluation with params null
+  std::string error;  // the binding cannot be configured (kube's words)
+};
+Params collect_params(const kinds::CompiledPolicy& policy, const PolicyBinding& binding,
+                      const registry::AdmissionAttributes& a, const kinds::Scheme& scheme,
+                      const registry::CacherRegistry* cachers);
+
+// The match conditions of one evaluation: false when one is false; errors (compile or run
+// time) when none is false but some failed.
+struct ConditionOutcome {
+  bool hold = true;
+  std::vector<std::string> errors;
+};
+ConditionOutcome evaluate_conditions(const kinds::CompiledPolicy& policy,
+                                     std::span<const cel::Value> activation);
+
+}  // namespace kwatch::admission

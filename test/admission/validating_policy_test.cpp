@@ -1,0 +1,190 @@
+// The ValidatingAdmissionPolicy plugin's judgement of writes, with policies put in force by
+// load() (what its cache followers do).
+#include "admission/validating_policy.hpp"
+
+#include "policy_test_support.hpp"
+
+#include <gtest/gtest.h>
+
+namespace kwatch::admission {
+namespace {
+
+using testing::parse;
+using testing::run;
+using testing::scheme;
+using testing::Write;
+
+boost::json::object policy(std::string_view name, std::string_view spec_extra,
+                           std::string_view failure = "Fail") {
+  return parse(std::string(R"({"metadata": {"name": ")") + std::string(name) +
+               R"(", "resourceVersion": "1"}, "spec": {"failurePolicy": ")" +
+               std::string(failure) + R"(",
+      "matchConstraints": {"matchPolicy": "Equivalent", "namespaceSelector": {},
+        "objectSelector": {}, "resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+        "operations": ["CREATE", "UPDATE"], "resources": ["deployments"], "scope": "*"}]})" +
+               std::string(spec_extra) + "}}");
+}
+
+boost::json::object binding(std::string_view name, std::string_view policy_name,
+                            std::string_view actions) {
+  return parse(std::string(R"({"metadata": {"name": ")") + std::string(name) +
+               R"("}, "spec": {"policyName": ")" + std::string(policy_name) +
+               R"(", "validationActions": )" + std::string(actions) + "}}");
+}
+
+boost::json::object deployment(int replicas) {
+  return parse(R"({"apiVersion": "apps/v1", "kind": "Deployment",
+    "metadata": {"name": "web", "namespace": "default"}, "spec": {"replicas": )" +
+               std::to_string(replicas) + "}}");
+}
+
+Write deployment_write() {
+  Write w;
+  w.info = scheme()->find("apps", "v1", "deployments");
+  w.ns = "default";
+  w.name = "web";
+  return w;
+}
+
+std::optional<apimachinery::ApiError> judge(ValidatingPolicyPlugin& plugin, Write& w,
+                                            const boost::json::object& object) {
+  auto a = w.attributes();
+  if (!plugin.handles(a)) return std::nullopt;
+  return run(plugin.validate(a, &object));
+}
+
+constexpr std::string_view kLimit = R"(, "validations": [{"expression": "object.spec.replicas <= 5",
+    "messageExpression": "'replicas ' + string(object.spec.replicas) + ' over 5'"}])";
+
+TEST(ValidatingPolicy, DenyRefusesWithKubesStatus) {
+  ValidatingPolicyPlugin plugin(scheme(), nullptr);
+  plugin.load({policy("limit", kLimit)}, {binding("b", "limit", R"(["Deny"])")});
+  auto w = deployment_write();
+  EXPECT_FALSE(judge(plugin, w, deployment(3)));
+  auto e = judge(plugin, w, deployment(9));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->code, base::Errc::invalid);
+  EXPECT_EQ(e->message, "deployments.apps \"web\" is forbidden: ValidatingAdmissionPolicy 'limit' "
+                        "with binding 'b' denied request: replicas 9 over 5");
+  EXPECT_EQ(e->group, "apps");
+  EXPECT_EQ(e->kind, "deployments");
+  ASSERT_EQ(e->causes.size(), 1u);
+  EXPECT_EQ(e->causes[0].message, "ValidatingAdmissionPolicy 'limit' with binding 'b' denied request: replicas 9 over 5");
+}
+
+TEST(ValidatingPolicy, AReasonChoosesTheCodeAndAMessageTheText) {
+  ValidatingPolicyPlugin plugin(scheme(), nullptr);
+  plugin.load({policy("limit", R"(, "validations": [{"expression": "object.spec.replicas <= 5",
+                 "message": "too many", "reason": "Forbidden"},
+                 {"expression": "object.spec.replicas != 7"}])")},
+              {binding("b", "limit", R"(["Deny"])")});
+  auto w = deployment_write();
+  auto e = judge(plugin, w, deployment(9));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->code, base::Errc::forbidden);
+  EXPECT_NE(e->message.find("denied request: too many"), std::string::npos) << e->message;
+  e = judge(plugin, w, deployment(7));
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->message.find("denied request: too many"), std::string::npos) << e->message;
+  e = judge(plugin, w, deployment(3));
+  EXPECT_FALSE(e);
+}
+
+TEST(ValidatingPolicy, WarnAndAuditReportWithoutRefusing) {
+  ValidatingPolicyPlugin plugin(scheme(), nullptr);
+  plugin.load({policy("limit", kLimit)}, {binding("b", "limit", R"(["Warn", "Audit"])")});
+  auto w = deployment_write();
+  EXPECT_FALSE(judge(plugin, w, deployment(9)));
+  ASSERT_EQ(w.warnings.size(), 1u);
+  EXPECT_EQ(w.warnings[0], "Validation failed for ValidatingAdmissionPolicy 'limit' with binding "
+                           "'b': replicas 9 over 5");
+  ASSERT_EQ(w.annotations.size(), 1u);
+  EXPECT_EQ(w.annotations[0].first, "validation.policy.admission.k8s.io/validation_failure");
+  EXPECT_EQ(w.annotations[0].second,
+            R"([{"message":"replicas 9 over 5","policy":"limit","binding":"b","expressionIndex":0,"validationActions":["Warn","Audit"]}])");
+}
+
+TEST(ValidatingPolicy, FailurePolicyDecidesWhatAnErrorDoes) {
+  constexpr std::string_view kBroken = R"(, "validations": [{"expression": "object.spec.nope == 1"}])";
+  ValidatingPolicyPlugin fail(scheme(), nullptr);
+  fail.load({policy("broken", kBroken)}, {binding("b", "broken", R"(["Deny"])")});
+  auto w = deployment_write();
+  auto e = judge(fail, w, deployment(1));
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->message.find("denied request: expression 'object.spec.nope == 1' resulted in "
+                            "error: no such key: nope"),
+            std::string::npos)
+      << e->message;
+  ValidatingPolicyPlugin ignore(scheme(), nullptr);
+  ignore.load({policy("broken", kBroken, "Ignore")}, {binding("b", "broken", R"(["Deny"])")});
+  EXPECT_FALSE(judge(ignore, w, deployment(1)));
+}
+
+TEST(ValidatingPolicy, MatchConditionsVariablesAndTheRequest) {
+  ValidatingPolicyPlugin plugin(scheme(), nullptr);
+  plugin.load({policy("users", R"j(,
+      "matchConditions": [{"name": "not-system", "expression": "!request.userInfo.username.startsWith('system:')"}],
+      "variables": [{"name": "who", "expression": "request.userInfo.username"},
+                    {"name": "shout", "expression": "variables.who.upperAscii()"}],
+      "validations": [{"expression": "variables.who != 'mallory'",
+                       "messageExpression": "variables.shout + ' may not ' + request.operation"}])j")},
+              {binding("b", "users", R"(["Deny"])")});
+  auto w = deployment_write();
+  w.user.name = "mallory";
+  auto e = judge(plugin, w, deployment(1));
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->message.find("denied request: MALLORY may not CREATE"), std::string::npos) << e->message;
+  w.user.name = "system:serviceaccount:kube-system:mallory";
+  EXPECT_FALSE(judge(plugin, w, deployment(1)));
+}
+
+TEST(ValidatingPolicy, TheBudgetStopsAnExpensiveEvaluation) {
+  // Each expression stays under the per-call limit; together they run past the policy's budget.
+  std::string validations = R"(, "validations": [)";
+  const std::string ten = "[1,2,3,4,5,6,7,8,9,10]";
+  const std::string nested = ten + ".all(a, " + ten + ".all(b, " + ten + ".all(c, " + ten +
+                             ".all(d, " + ten + ".all(e, a + b + c + d + e > 0)))))";
+  for (int i = 0; i < 40; ++i) {
+    if (i) validations += ",";
+    validations += R"({"expression": ")" + nested + R"("})";
+  }
+  validations += "]";
+  ValidatingPolicyPlugin plugin(scheme(), nullptr);
+  plugin.load({policy("costly", validations)}, {binding("b", "costly", R"(["Deny"])")});
+  auto w = deployment_write();
+  auto e = judge(plugin, w, deployment(1));
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->message.find("validation failed due to running out of cost budget, no further "
+                            "validation rules will be run"),
+            std::string::npos)
+      << e->message;
+}
+
+TEST(ValidatingPolicy, PolicyKindsAreExemptAndBindinglessPoliciesIdle) {
+  ValidatingPolicyPlugin plugin(scheme(), nullptr);
+  plugin.load({policy("limit", kLimit)}, {});
+  auto w = deployment_write();
+  EXPECT_FALSE(plugin.handles(w.attributes()));
+  plugin.load({policy("limit", kLimit)}, {binding("b", "limit", R"(["Deny"])")});
+  EXPECT_TRUE(plugin.handles(w.attributes()));
+  Write self;
+  self.info = scheme()->find("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies");
+  self.name = "limit";
+  EXPECT_FALSE(plugin.handles(self.attributes()));
+}
+
+TEST(ValidatingPolicy, UsersAreRefusedUntilThePoliciesAreLoaded) {
+  ValidatingPolicyPlugin plugin(scheme(), nullptr);
+  auto w = deployment_write();
+  EXPECT_TRUE(plugin.handles(w.attributes()));
+  auto e = run(plugin.validate(w.attributes(), nullptr));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->code, base::Errc::forbidden);
+  EXPECT_EQ(e->message, "deployments.apps \"web\" is forbidden: not yet ready to handle request");
+  auto a = w.attributes();
+  a.user = nullptr;  // kwatch's own start-up writes
+  EXPECT_FALSE(plugin.handles(a));
+}
+
+}  // namespace
+}  // namespace kwatch::admission
