@@ -192,7 +192,9 @@ std::optional<ApiError> mutate_once(const PolicySet& set, const AdmissionAttribu
         continue;
       }
       const std::size_t runs = params.none ? 1 : params.objects.size();
-      const json::object request_doc = request_json(a, *matched.matched_info);
+      const json::object request_doc = policy.uses(kinds::slot_request)
+                                           ? request_json(a, *matched.matched_info)
+                                           : json::object();
       for (std::size_t p = 0; p < runs; ++p) {
         const InvocationKey key{policy.name, binding.name, p};
         if (only != nullptr && !only->contains(key)) continue;
@@ -205,8 +207,10 @@ std::optional<ApiError> mutate_once(const PolicySet& set, const AdmissionAttribu
           if (a.old_object != nullptr) {
             activation[kinds::slot_old_object] = cel::json_view(*a.old_object, nullptr, arena);
           }
-          activation[kinds::slot_request] =
-              cel::json_view(request_doc, kinds::admission_request_type().get(), arena);
+          if (policy.uses(kinds::slot_request)) {
+            activation[kinds::slot_request] =
+                cel::json_view(request_doc, kinds::admission_request_type().get(), arena);
+          }
           if (!params.none) activation[kinds::slot_params] = cel::json_view(params.objects[p], nullptr, arena);
           if (!conditions_checked) {
             conditions_checked = true;

@@ -235,38 +235,44 @@ cel::Value LazyVariables::value(std::size_t i) const {
   return results_[i]->value;
 }
 
-json::object group_version(const kinds::ResourceInfo& info, bool kind) {
-  return json::object{{"group", info.group},
-                      {"version", info.version},
-                      {kind ? "kind" : "resource", kind ? info.kind : info.resource}};
+json::object group_version(const kinds::ResourceInfo& info, bool kind, json::storage_ptr sp) {
+  json::object out(std::move(sp));
+  out.reserve(3);
+  out.emplace("group", info.group);
+  out.emplace("version", info.version);
+  out.emplace(kind ? "kind" : "resource", kind ? info.kind : info.resource);
+  return out;
 }
 
 // `request`: admission/v1 AdmissionRequest's fields as kube's policies see them (empty optional
 // fields absent).
-json::object request_json(const AdmissionAttributes& a, const kinds::ResourceInfo& matched) {
-  json::object r;
-  r["kind"] = group_version(matched, true);
-  r["resource"] = group_version(matched, false);
+json::object request_json(const AdmissionAttributes& a, const kinds::ResourceInfo& matched,
+                          json::storage_ptr sp) {
+  json::object r(sp);
+  r.reserve(14);
+  r["kind"] = group_version(matched, true, sp);
+  r["resource"] = group_version(matched, false, sp);
   if (!a.subresource.empty()) r["subResource"] = a.subresource;
-  r["requestKind"] = group_version(a.info, true);
-  r["requestResource"] = group_version(a.info, false);
+  r["requestKind"] = group_version(a.info, true, sp);
+  r["requestResource"] = group_version(a.info, false, sp);
   if (!a.subresource.empty()) r["requestSubResource"] = a.subresource;
   if (!a.name.empty()) r["name"] = a.name;
   if (!a.ns.empty()) r["namespace"] = a.ns;
   r["operation"] = registry::operation_name(a.operation);
-  json::object user;
+  json::object user(sp);
   if (a.user != nullptr) {
     if (!a.user->name.empty()) user["username"] = a.user->name;
     if (!a.user->uid.empty()) user["uid"] = a.user->uid;
     if (!a.user->groups.empty()) {
-      json::array groups;
+      json::array groups(sp);
+      groups.reserve(a.user->groups.size());
       for (const auto& g : a.user->groups) groups.emplace_back(g);
       user["groups"] = std::move(groups);
     }
     if (!a.user->extra.empty()) {
-      json::object extra;
+      json::object extra(sp);
       for (const auto& [k, values] : a.user->extra) {
-        json::array v;
+        json::array v(sp);
         for (const auto& s : values) v.emplace_back(s);
         extra[k] = std::move(v);
       }
@@ -274,15 +280,17 @@ json::object request_json(const AdmissionAttributes& a, const kinds::ResourceInf
     }
   } else {
     user["username"] = "system:apiserver";
-    user["groups"] = json::array{"system:masters"};
+    user["groups"] = json::array({"system:masters"}, sp);
   }
   r["userInfo"] = std::move(user);
   r["dryRun"] = a.dry_run;
   const char* options = a.operation == registry::AdmissionOperation::create   ? "CreateOptions"
                         : a.operation == registry::AdmissionOperation::update ? "UpdateOptions"
                                                                               : "DeleteOptions";
-  json::object o{{"kind", options}, {"apiVersion", "meta.k8s.io/v1"}};
-  if (a.dry_run) o["dryRun"] = json::array{"All"};
+  json::object o(sp);
+  o.emplace("kind", options);
+  o.emplace("apiVersion", "meta.k8s.io/v1");
+  if (a.dry_run) o["dryRun"] = json::array({"All"}, sp);
   r["options"] = std::move(o);
   return r;
 }

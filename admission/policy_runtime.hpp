@@ -135,9 +135,11 @@ class LazyVariables final : public cel::MapValue {
 };
 
 // `request`: admission/v1 AdmissionRequest's fields as kube's policies see them (empty optional
-// fields absent); `matched` is the resource the policy's rule named.
+// fields absent); `matched` is the resource the policy's rule named. Allocated from `sp` (a
+// write's monotonic buffer).
 boost::json::object request_json(const registry::AdmissionAttributes& a,
-                                 const kinds::ResourceInfo& matched);
+                                 const kinds::ResourceInfo& matched,
+                                 boost::json::storage_ptr sp = {});
 // `namespaceObject`: the namespace's metadata kube keeps, its spec and status.
 boost::json::object namespace_json(const boost::json::object& ns);
 // `object` as `to` serves it (a rule matched an equivalent resource).

@@ -7,10 +7,12 @@
 #include "kinds/scheme.hpp"
 
 #include <boost/json/array.hpp>
+#include <boost/json/monotonic_resource.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <span>
 
@@ -275,6 +277,30 @@ asio::awaitable<std::optional<ApiError>> ValidatingPolicyPlugin::validate(
     const json::object* labels = object_member(object_member(*found, "metadata"), "labels");
     return labels != nullptr ? *labels : json::object();
   };
+  // What every matching policy's evaluation shares: the `request` document of each matched
+  // resource and `namespaceObject`, made when first needed, in one buffer for the write.
+  unsigned char buffer[4096];
+  json::monotonic_resource scratch(buffer, sizeof buffer);
+  const json::storage_ptr sp(&scratch);
+  std::vector<std::pair<const kinds::ResourceInfo*, json::object>> request_docs;
+  auto request_of = [&](const kinds::ResourceInfo& matched) -> const json::object& {
+    for (const auto& [info, doc] : request_docs) {
+      if (info == &matched) return doc;
+    }
+    return request_docs.emplace_back(&matched, request_json(a, matched, sp)).second;
+  };
+  std::optional<std::optional<json::object>> namespace_doc;
+  auto namespace_object = [&]() -> const std::optional<json::object>& {
+    if (!namespace_doc) {
+      namespace_doc.emplace();
+      if (!a.ns.empty() && !(a.info.group.empty() && a.info.resource == "namespaces")) {
+        if (auto ns = find_namespace(*scheme_, cachers_.get(), a.ns)) {
+          *namespace_doc = namespace_json(*ns);
+        }
+      }
+    }
+    return *namespace_doc;
+  };
   Outcome outcome;
   std::map<std::string, std::string> annotations;
   for (const auto& entry : set->policies) {
@@ -318,16 +344,19 @@ asio::awaitable<std::optional<ApiError>> ValidatingPolicyPlugin::validate(
       }
       if (!params.none && params.objects.empty()) continue;  // Allow: nothing to judge
       cel::JsonArena arena;
-      const json::object request_doc = request_json(a, matched_info);
-      std::optional<json::object> ns_doc;
-      if (!a.ns.empty() && !(a.info.group.empty() && a.info.resource == "namespaces")) {
-        if (auto ns = find_namespace(*scheme_, cachers_.get(), a.ns)) ns_doc = namespace_json(*ns);
-      }
-      std::vector<cel::Value> activation(kinds::policy_slot_count);
+      static const json::object kNone;
+      const json::object& request_doc =
+          policy.uses(kinds::slot_request) ? request_of(matched_info) : kNone;
+      static const std::optional<json::object> kNoNamespace;
+      const std::optional<json::object>& ns_doc =
+          policy.uses(kinds::slot_namespace_object) ? namespace_object() : kNoNamespace;
+      std::array<cel::Value, kinds::policy_slot_count> activation;
       if (seen_object != nullptr) activation[kinds::slot_object] = cel::json_view(*seen_object, nullptr, arena);
       if (seen_old != nullptr) activation[kinds::slot_old_object] = cel::json_view(*seen_old, nullptr, arena);
-      activation[kinds::slot_request] =
-          cel::json_view(request_doc, kinds::admission_request_type().get(), arena);
+      if (policy.uses(kinds::slot_request)) {
+        activation[kinds::slot_request] =
+            cel::json_view(request_doc, kinds::admission_request_type().get(), arena);
+      }
       const std::size_t runs = params.none ? 1 : params.objects.size();
       for (std::size_t p = 0; p < runs; ++p) {
         activation[kinds::slot_params] =

@@ -132,6 +132,13 @@ class PolicyCompiler {
       out.compile_error = "compilation failed: " + cel::format_issues(source, parsed.errors);
       return out;
     }
+    const auto& all = policy_variable_names();
+    for (const cel::Node& node : parsed.ast.nodes) {
+      if (node.kind != cel::NodeKind::ident) continue;
+      for (std::size_t slot = 0; slot < all.size(); ++slot) {
+        if (node.name == all[slot]) out.slots |= 1U << slot;
+      }
+    }
     // Names that are not declared here are left out: the checker then reports them as kube's
     // does ("undeclared reference to 'params'").
     const auto& names = policy_variable_names();
@@ -566,6 +573,8 @@ PolicyCompiler compile_common(const json::object& policy, bool mutating, Compile
     compiler.declare_variable(named.name, named.expression.result);
     out.variables.push_back(std::move(named));
   });
+  for (const auto& c : out.match_conditions) out.slots |= c.expression.slots;
+  for (const auto& v : out.variables) out.slots |= v.expression.slots;
   return compiler;
 }
 
@@ -699,6 +708,11 @@ std::shared_ptr<const CompiledPolicy> compile_validating_policy(const json::obje
         {string_at(a, "key"),
          compiler.compile(string_at(a, "valueExpression"), Place::audit_annotation)});
   });
+  for (const auto& v : out->validations) {
+    out->slots |= v.expression.slots;
+    if (v.message_expression) out->slots |= v.message_expression->slots;
+  }
+  for (const auto& a : out->audit_annotations) out->slots |= a.value.slots;
   return out;
 }
 
@@ -717,6 +731,7 @@ std::shared_ptr<const CompiledPolicy> compile_mutating_policy(const json::object
                          mutation.json_patch ? Place::json_patch : Place::apply_configuration);
     out->mutations.push_back(std::move(mutation));
   });
+  for (const auto& m : out->mutations) out->slots |= m.expression.slots;
   return out;
 }
 

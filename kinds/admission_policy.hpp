@@ -57,6 +57,7 @@ struct PolicyExpression {
   std::optional<cel::Program> program;
   std::string compile_error;
   cel::TypePtr result;  // the checked type (dyn when unknown)
+  std::uint32_t slots = 0;  // bit `1 << PolicySlot` for each variable the source names
 };
 
 // What the admission plugin needs of a ValidatingAdmissionPolicy.
@@ -92,6 +93,10 @@ struct CompiledPolicy {
   };
   std::vector<Mutation> mutations;
   bool reinvoke = false;
+  // The variables any of its expressions names (PolicyExpression::slots of all of them): what
+  // the plugin need not build for an evaluation.
+  std::uint32_t slots = 0;
+  bool uses(PolicySlot slot) const { return (slots >> slot) & 1U; }
 };
 
 // Compiles every expression of `policy` (a ValidatingAdmissionPolicy as stored: defaults set).
