@@ -1,6 +1,7 @@
 #include "app/application.hpp"
 
 #include "admission/mutating_policy.hpp"
+#include "admission/policy_param_guard.hpp"
 #include "admission/validating_policy.hpp"
 #include "auth/escalation_guard.hpp"
 #include "auth/rbac_authorizer.hpp"
@@ -377,6 +378,7 @@ bool Application::Parts::configure_access() {
     rbac->start(ioc->get_executor());
     access.rbac = rbac;
     store->admission().add(std::make_shared<auth::EscalationGuard>(rbac));
+    store->admission().add(std::make_shared<admission::PolicyParamGuard>(rbac, scheme, cachers));
   }
   handler->set_access(std::move(access));
   // After every other validating plugin, as kube's chain runs ValidatingAdmissionPolicy.

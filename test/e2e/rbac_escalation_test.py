@@ -7,7 +7,9 @@ kube-apiserver refuses it:
   server-side apply);
 - binding a role that does not exist yet needs `bind` on it;
 - every write of roles, cluster roles and both binding kinds (create, replace, patch, apply
-  --server-side) is checked on the object that would be stored.
+  --server-side) is checked on the object that would be stored;
+- an admission policy may name params (paramKind, paramRef) only for a user who may read them
+  (a messageExpression could otherwise copy a Secret into an error message).
 
 Usage: rbac_escalation_test.py <path to kwatch-apiserver>
 """
@@ -65,6 +67,7 @@ def main():
             aggregation_rule(t, kc, ok)
             missing_roles(t, kc, ok)
             every_write(t, kc, ok)
+            policy_params(t, kc, ok)
             t.check("server alive", server.alive())
         finally:
             server.stop()
@@ -277,6 +280,63 @@ def every_write(t, kc, ok):
         t.check(f"{kind} a change of a binding he may make applies", code == 0, out)
     code, out = kc("--as=hank", "-n", "writes", "get", "secrets")
     t.check("after all of it he still cannot read secrets", code != 0, out)
+
+
+
+PARAM_POLICY = """apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: leak.example.com
+spec:
+  paramKind: {apiVersion: v1, kind: %s}
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["configmaps"]
+  validations:
+  - expression: "false"
+    messageExpression: "string(params.data)"
+"""
+
+PARAM_BINDING = """apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: leak
+spec:
+  policyName: leak.example.com
+  validationActions: [Deny]
+  paramRef: {name: db, namespace: team, parameterNotFoundAction: Deny}
+"""
+
+
+def policy_params(t, kc, ok):
+    ok("policy writer role", "create", "clusterrole", "policy-writer", "--verb=create,get,update",
+       "--resource=validatingadmissionpolicies.admissionregistration.k8s.io,"
+       "validatingadmissionpolicybindings.admissionregistration.k8s.io")
+    ok("policy writer binding", "create", "clusterrolebinding", "mallory-policies",
+       "--clusterrole=policy-writer", "--user=mallory")
+    granted(kc, "mallory", "create", "validatingadmissionpolicies.admissionregistration.k8s.io")
+    code, out = kc("--as=mallory", "create", "-f", "-", stdin=PARAM_POLICY % "Secret")
+    t.check("a policy whose params are Secrets needs get on every Secret",
+            code != 0 and 'spec.paramKind: Forbidden: user &{mallory  [system:authenticated] map[]} '
+            'must have "get" permission on all objects of the referenced paramKind (kind=Secret, '
+            'apiVersion=v1)' in out, out)
+    ok("config map reader", "create", "clusterrole", "cm-getter", "--verb=get", "--resource=configmaps")
+    ok("config map reader binding", "create", "clusterrolebinding", "mallory-cm",
+       "--clusterrole=cm-getter", "--user=mallory")
+    granted(kc, "mallory", "get", "configmaps")
+    code, out = kc("--as=mallory", "create", "-f", "-", stdin=PARAM_POLICY % "ConfigMap")
+    t.check("a policy whose params she may read is created", code == 0, out)
+    # An admin turns the policy to Secrets; her binding would still read one.
+    ok("admin's policy", "apply", "-f", "-", stdin=PARAM_POLICY % "Secret")
+    code, out = kc("--as=mallory", "create", "-f", "-", stdin=PARAM_BINDING)
+    t.check("a binding whose paramRef names a Secret she may not read is refused",
+            code != 0 and 'spec.paramRef: Forbidden: user &{mallory  [system:authenticated] map[]} '
+            'does not have "get" permission on the object referenced by paramRef' in out, out)
+    ok("admin's binding", "create", "-f", "-", stdin=PARAM_BINDING.replace("name: leak\n", "name: leak-admin\n"))
+    ok("policy removed", "delete", "validatingadmissionpolicy", "leak.example.com")
 
 
 if __name__ == "__main__":
