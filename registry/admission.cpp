@@ -55,6 +55,13 @@ bool Admission::mutates(const AdmissionAttributes& attributes) const {
   return false;
 }
 
+bool Admission::may_change(const AdmissionAttributes& attributes) const {
+  for (const auto& plugin : mutating_) {
+    if (plugin->changes_objects() && plugin->handles(attributes)) return true;
+  }
+  return false;
+}
+
 bool Admission::validates(const AdmissionAttributes& attributes) const {
   for (const auto& plugin : validating_) {
     if (plugin->handles(attributes)) return true;

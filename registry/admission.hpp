@@ -73,6 +73,9 @@ class MutatingAdmission {
   virtual std::string_view name() const = 0;
   // Whether the write concerns this plugin; a plugin that does not handle it is not called.
   virtual bool handles(const AdmissionAttributes& attributes) const = 0;
+  // Whether admit() may change the object at all (a plugin that only refuses says no, and the
+  // store then need not settle what admission made: registry/store_rules.hpp settle_admitted).
+  virtual bool changes_objects() const { return true; }
   // May change `object` (null on delete); an error refuses the write with it.
   virtual boost::asio::awaitable<std::optional<apimachinery::ApiError>> admit(
       const AdmissionAttributes& attributes, boost::json::object* object) = 0;
@@ -97,6 +100,8 @@ class Admission {
 
   // Whether any plugin of the stage handles the write: when none does, the stage costs nothing.
   bool mutates(const AdmissionAttributes& attributes) const;
+  // Whether a plugin that handles the write may change its object.
+  bool may_change(const AdmissionAttributes& attributes) const;
   bool validates(const AdmissionAttributes& attributes) const;
 
   boost::asio::awaitable<std::optional<apimachinery::ApiError>> mutate(

@@ -32,6 +32,7 @@ class NamespaceLifecycle final : public MutatingAdmission {
 
   std::string_view name() const override { return "NamespaceLifecycle"; }
   bool handles(const AdmissionAttributes& attributes) const override;
+  bool changes_objects() const override { return false; }
   boost::asio::awaitable<std::optional<apimachinery::ApiError>> admit(
       const AdmissionAttributes& attributes, boost::json::object* object) override;
 

@@ -214,7 +214,15 @@ asio::awaitable<ApiResult<json::object>> create_object(const ResourceInfo& info,
                                        query.subresource, AdmissionOperation::create,
                                        query.dry_run,  query.user.get(), nullptr,
                                        query.warnings.get(), query.audit_annotations.get()};
-  if (admission.mutates(attributes)) {
+  if (admission.may_change(attributes)) {
+    const json::object before = body;
+    if (auto e = co_await admission.mutate(attributes, &body)) co_return std::move(*e);
+    if (auto e = settle_admitted(info, before, body, query, /*create=*/true)) co_return std::move(*e);
+    // A plugin may have named the object (kube's create takes the name it is given then).
+    if (const std::string admitted = string_field(metadata_of(body), "name"); !admitted.empty()) {
+      name = admitted;
+    }
+  } else if (admission.mutates(attributes)) {
     if (auto e = co_await admission.mutate(attributes, &body)) co_return std::move(*e);
   }
   if (auto e = check_written(info, name.empty() ? generate_name : name, body, nullptr,

@@ -132,7 +132,11 @@ asio::awaitable<ApiResult<json::object>> update_object(const ResourceInfo& info,
                                        admitted_subresource, AdmissionOperation::update,
                                        query.dry_run, query.user.get(), &existing,
                                        query.warnings.get(), query.audit_annotations.get()};
-  if (admission.mutates(attributes)) {
+  if (admission.may_change(attributes)) {
+    const json::object before = obj;
+    if (auto e = co_await admission.mutate(attributes, &obj)) co_return std::move(*e);
+    if (auto e = settle_admitted(info, before, obj, query, /*create=*/false)) co_return std::move(*e);
+  } else if (admission.mutates(attributes)) {
     if (auto e = co_await admission.mutate(attributes, &obj)) co_return std::move(*e);
   }
   // The kind's own preparation, the generation.

@@ -258,6 +258,49 @@ std::string go_quoted(std::string_view text) { return json::serialize(json::stri
 // the kind does not know are dropped (and refused or warned about, as fieldValidation asks),
 // then the schema's defaults and the kind's defaulting apply. A built-in kind's value of the
 // wrong type is a decoding error (400), as when Go decodes it into its struct.
+std::optional<ApiError> settle_admitted(const ResourceInfo& info, const json::object& before,
+                                        json::object& after, const WriteQuery& query,
+                                        bool create) {
+  if (after == before) return std::nullopt;
+  for (const char* key : {"apiVersion", "kind"}) {
+    if (const json::value* v = before.if_contains(key)) {
+      after[key] = *v;
+    } else {
+      after.erase(key);
+    }
+  }
+  const json::object* old_meta = metadata_of(before);
+  json::value& meta_value = after["metadata"];
+  if (!meta_value.is_object()) meta_value = json::object();
+  json::object& meta = meta_value.get_object();
+  const std::string old_name = string_field(old_meta, "name");
+  const std::string new_name = string_field(&meta, "name");
+  if (info.namespaced && string_field(&meta, "namespace") != string_field(old_meta, "namespace")) {
+    return bad_request(
+        "the namespace of the provided object does not match the namespace sent on the request");
+  }
+  if (!info.namespaced) meta.erase("namespace");
+  if (!create && new_name != old_name) {
+    return invalid(info, old_name,
+                   {{"FieldValueInvalid",
+                     "Invalid value: " + go_quoted(new_name) + ": field is immutable",
+                     "metadata.name"}});
+  }
+  for (const char* field : {"uid", "creationTimestamp", "generation", "resourceVersion",
+                            "deletionTimestamp", "deletionGracePeriodSeconds"}) {
+    if (const json::value* v = old_meta != nullptr ? old_meta->if_contains(field) : nullptr) {
+      meta[field] = *v;
+    } else {
+      meta.erase(field);
+    }
+  }
+  WriteQuery quiet = query;
+  quiet.field_validation = FieldValidation::ignore;
+  quiet.duplicate_fields.clear();
+  quiet.warnings = nullptr;
+  return decode_and_default(info, after, quiet, create);
+}
+
 std::optional<ApiError> decode_and_default(const ResourceInfo& info, json::object& obj,
                                            const WriteQuery& query, bool create) {
   std::vector<std::string> problems;

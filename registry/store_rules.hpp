@@ -158,6 +158,16 @@ std::optional<ApiError> check_written(const ResourceInfo& info, const std::strin
                                       json::object& obj, const json::object* old,
                                       std::vector<std::string>* warnings = nullptr);
 
+// What mutating admission changed is made an object again (kube's BeforeCreate/BeforeUpdate
+// after its admission chain): its kind and the metadata the server manages (uid,
+// creationTimestamp, generation, resourceVersion, deletion fields) are put back as they were in
+// `before` (the object before admission), a cluster-scoped object loses a namespace, a name an
+// update changed is refused (422, immutable), a namespace changed is refused (400, as a body's
+// namespace that differs from the URL's), and what a plugin added that the kind does not know is
+// pruned and defaults apply (decode_and_default, quietly).
+std::optional<ApiError> settle_admitted(const ResourceInfo& info, const json::object& before,
+                                        json::object& after, const WriteQuery& query, bool create);
+
 // Rejects a body whose apiVersion/kind disagree with the endpoint, and fills them when absent.
 ApiResult<void> check_type(const ResourceInfo& info, json::object& obj);
 

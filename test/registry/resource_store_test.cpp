@@ -291,6 +291,49 @@ TEST_F(UpdatePipelineTest, ServerManagedMetadataSurvivesWhateverTheBodySays) {
   EXPECT_EQ(out.at("generation").as_int64(), 3);  // the spec did not change
 }
 
+TEST_F(UpdatePipelineTest, WhatAMutatingPluginChangesIsSettledAsAnObject) {
+  // A plugin that renames, moves, re-identifies and adds a field the kind does not know.
+  auto plugin = std::make_shared<TestMutating>(
+      [](const AdmissionAttributes&, json::object* o) -> asio::awaitable<Verdict> {
+        auto& meta = (*o)["metadata"].as_object();
+        meta["uid"] = "forged";
+        meta["labels"] = json::object{{"mutated", "yes"}};
+        (*o)["spec"].as_object()["bogus"] = 1;
+        (*o)["kind"] = "Pod";
+        co_return std::nullopt;
+      });
+  admission_.add(plugin);
+  auto next = stored_;
+  auto r = update(std::move(next));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->at("metadata").at("uid").as_string(), "u-1");
+  EXPECT_EQ(r->at("metadata").at("labels").at("mutated").as_string(), "yes");
+  EXPECT_FALSE(r->at("spec").as_object().contains("bogus"));
+  EXPECT_EQ(r->at("kind").as_string(), "Deployment");
+
+  Admission renaming;
+  renaming.add(std::make_shared<TestMutating>(
+      [](const AdmissionAttributes&, json::object* o) -> asio::awaitable<Verdict> {
+        (*o)["metadata"].as_object()["name"] = "other";
+        co_return std::nullopt;
+      }));
+  WriteQuery query;
+  auto renamed = pipeline(*deployments_, "t", "web", stored_, 7, stored_, query, renaming);
+  ASSERT_FALSE(renamed);
+  EXPECT_EQ(renamed.error().message,
+            "Deployment.apps \"web\" is invalid: metadata.name: Invalid value: \"other\": field is "
+            "immutable");
+  Admission moving;
+  moving.add(std::make_shared<TestMutating>(
+      [](const AdmissionAttributes&, json::object* o) -> asio::awaitable<Verdict> {
+        (*o)["metadata"].as_object()["namespace"] = "kube-system";
+        co_return std::nullopt;
+      }));
+  auto moved = pipeline(*deployments_, "t", "web", stored_, 7, stored_, query, moving);
+  ASSERT_FALSE(moved);
+  EXPECT_EQ(moved.error().code, base::Errc::bad_request);
+}
+
 TEST_F(UpdatePipelineTest, AChangedSpecBumpsTheGeneration) {
   auto next = stored_;
   next["spec"].as_object()["replicas"] = 3;
