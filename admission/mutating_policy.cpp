@@ -143,6 +143,7 @@ ApiError refusal(const std::string& policy, const std::string& binding, const st
 std::optional<ApiError> mutate_once(const PolicySet& set, const AdmissionAttributes& a,
                                     json::object& object, const kinds::Scheme& scheme,
                                     const registry::CacherRegistry* cachers,
+                                    const std::shared_ptr<const kinds::PolicyAuthorizer>& authorizer,
                                     const std::set<InvocationKey>* only,
                                     std::vector<std::pair<InvocationKey, json::object>>* reinvocable) {
   MatchRequest request;
@@ -212,6 +213,7 @@ std::optional<ApiError> mutate_once(const PolicySet& set, const AdmissionAttribu
                 cel::json_view(request_doc, kinds::admission_request_type().get(), arena);
           }
           if (!params.none) activation[kinds::slot_params] = cel::json_view(params.objects[p], nullptr, arena);
+          if (policy.uses(kinds::slot_authorizer)) set_authorizer(activation, authorizer, a);
           if (!conditions_checked) {
             conditions_checked = true;
             ConditionOutcome conditions = evaluate_conditions(policy, activation);
@@ -293,8 +295,10 @@ asio::awaitable<std::optional<ApiError>> MutatingPolicyPlugin::admit(const Admis
     co_return e;
   }
   if (object == nullptr) co_return std::nullopt;
+  const auto authorizer = make_policy_authorizer(rbac_.get(), a.user);
   std::vector<std::pair<InvocationKey, json::object>> reinvocable;
-  if (auto e = mutate_once(*set, a, *object, *scheme_, cachers_.get(), nullptr, &reinvocable)) {
+  if (auto e = mutate_once(*set, a, *object, *scheme_, cachers_.get(), authorizer, nullptr,
+                           &reinvocable)) {
     co_return e;
   }
   // IfNeeded policies whose work a later one changed run once more.
@@ -303,7 +307,8 @@ asio::awaitable<std::optional<ApiError>> MutatingPolicyPlugin::admit(const Admis
     if (after != *object) again.insert(key);
   }
   if (!again.empty()) {
-    if (auto e = mutate_once(*set, a, *object, *scheme_, cachers_.get(), &again, nullptr)) {
+    if (auto e = mutate_once(*set, a, *object, *scheme_, cachers_.get(), authorizer, &again,
+                             nullptr)) {
       co_return e;
     }
   }

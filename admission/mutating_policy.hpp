@@ -37,6 +37,10 @@ namespace kwatch::registry {
 class CacherRegistry;
 }
 
+namespace kwatch::auth {
+class RbacPolicySource;
+}
+
 namespace kwatch::admission {
 
 class PolicySource;
@@ -49,6 +53,9 @@ class MutatingPolicyPlugin final : public registry::MutatingAdmission {
                        std::shared_ptr<registry::CacherRegistry> cachers);
   ~MutatingPolicyPlugin() override;
 
+  // Where `authorizer` in the policies' expressions asks (RBAC); without one every check is
+  // allowed (--authorization-mode=AlwaysAllow). Set before serving.
+  void use_rbac(std::shared_ptr<auth::RbacPolicySource> rbac) { rbac_ = std::move(rbac); }
   void start(boost::asio::any_io_executor executor);
   void stop();
   bool loaded() const;
@@ -65,6 +72,7 @@ class MutatingPolicyPlugin final : public registry::MutatingAdmission {
   std::shared_ptr<kinds::Scheme> scheme_;
   std::shared_ptr<registry::CacherRegistry> cachers_;
   std::shared_ptr<PolicySource> source_;
+  std::shared_ptr<auth::RbacPolicySource> rbac_;
 };
 
 }  // namespace kwatch::admission

@@ -2,6 +2,8 @@
 
 #include "apimachinery/json_members.hpp"
 #include "apimachinery/stored_json.hpp"
+#include "auth/rbac_authorizer.hpp"
+#include "auth/rbac_policy_source.hpp"
 #include "base/task_failure.hpp"
 #include "kinds/scheme.hpp"
 #include "registry/cacher_registry.hpp"
@@ -393,6 +395,65 @@ std::optional<json::object> find_namespace(const kinds::Scheme& scheme,
   auto v = apimachinery::parse_json(cached->json);
   if (!v || !v->is_object()) return std::nullopt;
   return std::move(v->get_object());
+}
+
+namespace {
+
+class RbacPolicyAuthorizer final : public kinds::PolicyAuthorizer {
+ public:
+  RbacPolicyAuthorizer(std::shared_ptr<const auth::RbacPolicy> policy, bool allow_all,
+                       std::optional<apimachinery::UserInfo> user)
+      : policy_(std::move(policy)), allow_all_(allow_all), user_(std::move(user)) {}
+
+  kinds::AuthorizationDecision check(const kinds::AuthorizationCheck& c) const override {
+    if (allow_all_) return {true, "", ""};
+    auth::RequestAttributes r;
+    if (c.service_account) {
+      const std::string& ns = c.service_account_namespace;
+      r.user.name = "system:serviceaccount:" + ns + ":" + c.service_account_name;
+      r.user.groups = {"system:serviceaccounts", "system:serviceaccounts:" + ns,
+                       "system:authenticated"};
+    } else if (user_) {
+      r.user = *user_;
+    } else {
+      r.user.name = "system:apiserver";
+      r.user.groups = {"system:masters"};
+    }
+    r.resource_request = c.resource_request;
+    r.verb = c.verb;
+    r.api_group = c.group;
+    r.resource = c.resource;
+    r.subresource = c.subresource;
+    r.namespace_ = c.ns;
+    r.name = c.name;
+    r.path = c.path;
+    if (!policy_) return {false, "", "the RBAC policy is not loaded yet"};
+    const auth::Decision d = policy_->authorize(r);
+    return {d.allowed, d.reason, ""};
+  }
+
+ private:
+  std::shared_ptr<const auth::RbacPolicy> policy_;
+  bool allow_all_;
+  std::optional<apimachinery::UserInfo> user_;
+};
+
+}  // namespace
+
+std::shared_ptr<const kinds::PolicyAuthorizer> make_policy_authorizer(
+    const auth::RbacPolicySource* rbac, const apimachinery::UserInfo* user) {
+  std::optional<apimachinery::UserInfo> who;
+  if (user != nullptr) who = *user;
+  return std::make_shared<RbacPolicyAuthorizer>(rbac != nullptr ? rbac->current() : nullptr,
+                                                rbac == nullptr, std::move(who));
+}
+
+void set_authorizer(std::span<cel::Value> activation,
+                    const std::shared_ptr<const kinds::PolicyAuthorizer>& authorizer,
+                    const AdmissionAttributes& a) {
+  activation[kinds::slot_authorizer] = kinds::authorizer_value(authorizer);
+  activation[kinds::slot_request_resource] = kinds::request_resource_value(
+      authorizer, a.info.group, a.info.resource, a.subresource, a.ns, a.name);
 }
 
 ConditionOutcome evaluate_conditions(const CompiledPolicy& policy,

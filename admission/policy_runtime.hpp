@@ -13,6 +13,7 @@
 #include "cel/json_value.hpp"
 #include "cel/value.hpp"
 #include "kinds/admission_policy.hpp"
+#include "kinds/authorizer_library.hpp"
 #include "registry/admission.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -30,6 +31,10 @@
 
 namespace kwatch::registry {
 class CacherRegistry;
+}
+
+namespace kwatch::auth {
+class RbacPolicySource;
 }
 
 namespace kwatch::admission {
@@ -159,6 +164,16 @@ struct Params {
 Params collect_params(const kinds::CompiledPolicy& policy, const PolicyBinding& binding,
                       const registry::AdmissionAttributes& a, const kinds::Scheme& scheme,
                       const registry::CacherRegistry* cachers);
+
+// What `authorizer` answers during one write: the RBAC policy in force (`rbac` null: kwatch
+// runs with AlwaysAllow, and every check is allowed), for the request's user (null: kwatch's
+// own writes, as a member of system:masters) or the service account a check names.
+std::shared_ptr<const kinds::PolicyAuthorizer> make_policy_authorizer(
+    const auth::RbacPolicySource* rbac, const apimachinery::UserInfo* user);
+// Sets `authorizer` and `authorizer.requestResource` (aimed at the request) in `activation`.
+void set_authorizer(std::span<cel::Value> activation,
+                    const std::shared_ptr<const kinds::PolicyAuthorizer>& authorizer,
+                    const registry::AdmissionAttributes& a);
 
 // The match conditions of one evaluation: false when one is false; errors (compile or run
 // time) when none is false but some failed.

@@ -301,6 +301,7 @@ asio::awaitable<std::optional<ApiError>> ValidatingPolicyPlugin::validate(
     }
     return *namespace_doc;
   };
+  std::shared_ptr<const kinds::PolicyAuthorizer> authorizer;  // made when first asked
   Outcome outcome;
   std::map<std::string, std::string> annotations;
   for (const auto& entry : set->policies) {
@@ -351,6 +352,10 @@ asio::awaitable<std::optional<ApiError>> ValidatingPolicyPlugin::validate(
       const std::optional<json::object>& ns_doc =
           policy.uses(kinds::slot_namespace_object) ? namespace_object() : kNoNamespace;
       std::array<cel::Value, kinds::policy_slot_count> activation;
+      if (policy.uses(kinds::slot_authorizer)) {
+        if (!authorizer) authorizer = make_policy_authorizer(rbac_.get(), a.user);
+        set_authorizer(activation, authorizer, a);
+      }
       if (seen_object != nullptr) activation[kinds::slot_object] = cel::json_view(*seen_object, nullptr, arena);
       if (seen_old != nullptr) activation[kinds::slot_old_object] = cel::json_view(*seen_old, nullptr, arena);
       if (policy.uses(kinds::slot_request)) {

@@ -41,6 +41,10 @@ namespace kwatch::registry {
 class CacherRegistry;
 }
 
+namespace kwatch::auth {
+class RbacPolicySource;
+}
+
 namespace kwatch::admission {
 
 class PolicySource;
@@ -54,6 +58,9 @@ class ValidatingPolicyPlugin final : public registry::ValidatingAdmission {
   ~ValidatingPolicyPlugin() override;
 
   // Follows the policy and binding caches on `executor` until stop().
+  // Where `authorizer` in the policies' expressions asks (RBAC); without one every check is
+  // allowed (--authorization-mode=AlwaysAllow). Set before serving.
+  void use_rbac(std::shared_ptr<auth::RbacPolicySource> rbac) { rbac_ = std::move(rbac); }
   void start(boost::asio::any_io_executor executor);
   void stop();
   // Whether the policies and bindings have been loaded once (start-up waits for it).
@@ -75,6 +82,7 @@ class ValidatingPolicyPlugin final : public registry::ValidatingAdmission {
   std::shared_ptr<kinds::Scheme> scheme_;
   std::shared_ptr<registry::CacherRegistry> cachers_;
   std::shared_ptr<PolicySource> source_;
+  std::shared_ptr<auth::RbacPolicySource> rbac_;
 };
 
 }  // namespace kwatch::admission

@@ -1,5 +1,6 @@
 #include "kinds/admission_policy.hpp"
 
+#include "kinds/authorizer_library.hpp"
 #include "kinds/field_errors.hpp"
 
 #include "apimachinery/json_members.hpp"
@@ -93,10 +94,20 @@ cel::Value escape_key(std::span<const cel::Value> args, cel::EvalBudget& budget)
   return cel::Value::string(std::move(out));
 }
 
-// Kube's libraries, and for mutations the JSON Patch library.
-const cel::FunctionRegistry& mutation_functions() {
+// Kube's libraries and the authorizer library: what every policy expression may call.
+const cel::FunctionRegistry& policy_functions() {
   static const cel::FunctionRegistry kRegistry = [] {
     cel::FunctionRegistry r = cel::kubernetes_functions();
+    add_authorizer_library(r);
+    return r;
+  }();
+  return kRegistry;
+}
+
+// And for mutations the JSON Patch library.
+const cel::FunctionRegistry& mutation_functions() {
+  static const cel::FunctionRegistry kRegistry = [] {
+    cel::FunctionRegistry r = policy_functions();
     r.add("jsonpatch.escapeKey", "jsonpatch_escape_key_string", false, "string -> string",
           escape_key);
     return r;
@@ -138,6 +149,8 @@ class PolicyCompiler {
       for (std::size_t slot = 0; slot < all.size(); ++slot) {
         if (node.name == all[slot]) out.slots |= 1U << slot;
       }
+      // `authorizer.requestResource` is a select on `authorizer` in the tree.
+      if (node.name == "authorizer") out.slots |= 1U << slot_request_resource;
     }
     // Names that are not declared here are left out: the checker then reports them as kube's
     // does ("undeclared reference to 'params'").
@@ -146,7 +159,9 @@ class PolicyCompiler {
     std::vector<cel::TypePtr> types;
     for (std::size_t slot = 0; slot < policy_slot_count; ++slot) {
       if (slot == slot_params && !has_params_) continue;
-      if (slot == slot_authorizer && place == Place::message) continue;
+      if ((slot == slot_authorizer || slot == slot_request_resource) && place == Place::message) {
+        continue;
+      }
       if (slot == slot_variables && place == Place::match_condition) continue;
       visible.push_back(names[slot]);
       types.push_back(type_of_slot(slot));
@@ -155,7 +170,7 @@ class PolicyCompiler {
     options.homogeneous_literals = true;
     if (mutating_) options.message_type = mutation_message_type;
     const cel::FunctionRegistry& functions =
-        mutating_ ? mutation_functions() : cel::kubernetes_functions();
+        mutating_ ? mutation_functions() : policy_functions();
     const cel::Checked checked = cel::check(parsed.ast, visible, types, functions, options);
     if (!checked.errors.empty()) {
       out.compile_error = "compilation failed: " + cel::format_issues(source, checked.errors);
@@ -186,6 +201,8 @@ class PolicyCompiler {
         return namespace_object_type();
       case slot_authorizer:
         return cel::types::opaque("kubernetes.authorization.Authorizer");
+      case slot_request_resource:
+        return cel::types::opaque("kubernetes.authorization.ResourceCheck");
       case slot_variables:
         return variables_type_;
       default:
@@ -473,7 +490,8 @@ void check_no_delete(const json::object& match, const std::string& path, Causes&
 
 const std::vector<std::string>& policy_variable_names() {
   static const std::vector<std::string> kNames = {
-      "object", "oldObject", "request", "params", "namespaceObject", "authorizer", "variables"};
+      "object",     "oldObject",  "request", "params", "namespaceObject",
+      "authorizer", "authorizer.requestResource", "variables"};
   return kNames;
 }
 

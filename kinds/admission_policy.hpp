@@ -38,11 +38,13 @@ enum PolicySlot : std::size_t {
   slot_params,
   slot_namespace_object,
   slot_authorizer,
+  slot_request_resource,  // authorizer.requestResource
   slot_variables,
   policy_slot_count,
 };
 
-// "object", "oldObject", "request", "params", "namespaceObject", "authorizer", "variables".
+// "object", "oldObject", "request", "params", "namespaceObject", "authorizer",
+// "authorizer.requestResource", "variables".
 const std::vector<std::string>& policy_variable_names();
 // kubernetes.AdmissionRequest and kubernetes.Namespace, with the fields kube declares.
 cel::TypePtr admission_request_type();

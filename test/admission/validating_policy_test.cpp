@@ -138,6 +138,27 @@ TEST(ValidatingPolicy, MatchConditionsVariablesAndTheRequest) {
   EXPECT_FALSE(judge(plugin, w, deployment(1)));
 }
 
+TEST(ValidatingPolicy, TheAuthorizerAnswersAndEveryCheckCosts) {
+  // Without RBAC (AlwaysAllow) every check is allowed; a check costs 350,000, so four of them in
+  // one expression pass the per-expression limit of 1,000,000.
+  ValidatingPolicyPlugin plugin(scheme(), nullptr);
+  plugin.load({policy("authz", R"j(, "validations": [
+      {"expression": "authorizer.group('apps').resource('deployments').namespace('default').check('delete').allowed()"},
+      {"expression": "authorizer.requestResource.check('create').allowed() && authorizer.path('/healthz').check('get').reason() == ''"},
+      {"expression": "authorizer.serviceAccount('default', 'builder').group('').resource('secrets').check('list').allowed()"}])j")},
+              {binding("b", "authz", R"(["Deny"])")});
+  auto w = deployment_write();
+  EXPECT_FALSE(judge(plugin, w, deployment(1)));
+  ValidatingPolicyPlugin costly(scheme(), nullptr);
+  costly.load({policy("costly", R"j(, "validations": [
+      {"expression": "[1, 2, 3, 4].all(i, authorizer.requestResource.check('create').allowed())"}])j")},
+              {binding("b", "costly", R"(["Deny"])")});
+  auto e = judge(costly, w, deployment(1));
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->message.find("operation cancelled: actual cost limit exceeded"), std::string::npos)
+      << e->message;
+}
+
 TEST(ValidatingPolicy, TheBudgetStopsAnExpensiveEvaluation) {
   // Each expression stays under the per-call limit; together they run past the policy's budget.
   std::string validations = R"(, "validations": [)";

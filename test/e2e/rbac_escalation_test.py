@@ -68,6 +68,7 @@ def main():
             missing_roles(t, kc, ok)
             every_write(t, kc, ok)
             policy_params(t, kc, ok)
+            policy_authorizer(t, kc, ok)
             t.check("server alive", server.alive())
         finally:
             server.stop()
@@ -337,6 +338,59 @@ def policy_params(t, kc, ok):
             'does not have "get" permission on the object referenced by paramRef' in out, out)
     ok("admin's binding", "create", "-f", "-", stdin=PARAM_BINDING.replace("name: leak\n", "name: leak-admin\n"))
     ok("policy removed", "delete", "validatingadmissionpolicy", "leak.example.com")
+
+
+
+AUTHZ_POLICY = """apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: secret-readers-only.example.com
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["configmaps"]
+  validations:
+  - expression: "authorizer.group('').resource('secrets').namespace(request.namespace).check('list').allowed()"
+    messageExpression: "request.userInfo.username + ' may not list secrets here'"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: secret-readers-only
+spec:
+  policyName: secret-readers-only.example.com
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels: {authz: checked}
+"""
+
+
+def policy_authorizer(t, kc, ok):
+    ok("namespace", "create", "ns", "vault")
+    ok("label", "label", "ns", "vault", "authz=checked")
+    ok("cm writer", "-n", "vault", "create", "role", "cm-writer", "--verb=create",
+       "--resource=configmaps")
+    ok("cm writer binding", "-n", "vault", "create", "rolebinding", "oscar-cm",
+       "--role=cm-writer", "--user=oscar")
+    granted(kc, "oscar", "create", "configmaps", "vault")
+    ok("policy", "apply", "-f", "-", stdin=AUTHZ_POLICY)
+
+    def refused_by_policy():
+        code, out = kc("--as=oscar", "-n", "vault", "create", "configmap", "probe")
+        return code != 0 and "oscar may not list secrets here" in out
+    wait_for(refused_by_policy, what="the authorizer policy to take effect")
+    t.check("authorizer refuses a user who may not list secrets there", True)
+    ok("secret lister", "-n", "vault", "create", "role", "secret-lister", "--verb=list",
+       "--resource=secrets")
+    ok("secret lister binding", "-n", "vault", "create", "rolebinding", "oscar-secrets",
+       "--role=secret-lister", "--user=oscar")
+    granted(kc, "oscar", "list", "secrets", "vault")
+    code, out = kc("--as=oscar", "-n", "vault", "create", "configmap", "allowed")
+    t.check("authorizer allows him once RBAC does", code == 0, out)
 
 
 if __name__ == "__main__":

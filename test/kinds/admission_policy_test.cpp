@@ -104,6 +104,19 @@ TEST(AdmissionPolicyValidation, ExpressionsCompileInThePolicyEnvironment) {
   EXPECT_EQ(text.find("spec.validations[4].expression"), std::string::npos) << text;
 }
 
+TEST(AdmissionPolicyValidation, TheAuthorizerIsDeclaredButNotForMessages) {
+  EXPECT_EQ(joined(policy_causes(policy(R"j({"validations": [
+      {"expression": "authorizer.group('').resource('pods').check('get').allowed()"},
+      {"expression": "authorizer.requestResource.check('update').errored() == false"}]})j"))),
+            "");
+  const std::string text = joined(policy_causes(policy(R"j({"validations": [
+      {"expression": "true", "messageExpression": "authorizer.path('/x').check('get').reason()"},
+      {"expression": "authorizer.group('').check('get').allowed()"}]})j")));
+  EXPECT_NE(text.find("spec.validations[0].messageExpression: Invalid value: \"authorizer.path('/x').check('get').reason()\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'authorizer'"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("spec.validations[1].expression"), std::string::npos) << text;
+}
+
 TEST(AdmissionPolicyValidation, ParamsAreDeclaredWithAParamKind) {
   EXPECT_EQ(joined(policy_causes(policy(R"j({"paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
       "validations": [{"expression": "object.spec.replicas <= int(params.data.max)"}]})j"))),
