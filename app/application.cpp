@@ -12,6 +12,7 @@
 #include "server/api_handler.hpp"
 #include "server/audit_log.hpp"
 #include "registry/cacher_registry.hpp"
+#include "controllers/admission_policy_status.hpp"
 #include "controllers/cluster_role_aggregator.hpp"
 #include "registry/service_allocator.hpp"
 #include "controllers/crd_controller.hpp"
@@ -163,6 +164,7 @@ struct Application::Parts {
   std::shared_ptr<CrdController> crd_controller;
   std::shared_ptr<NamespaceController> namespace_controller;
   std::shared_ptr<ClusterRoleAggregator> cluster_role_aggregator;
+  std::shared_ptr<controllers::AdmissionPolicyStatus> admission_policy_status;
   std::shared_ptr<GarbageCollector> garbage_collector;
   std::shared_ptr<registry::ServiceAllocator> service_allocator;
   // The controllers start once every built-in cache has listed and the bootstrap objects are
@@ -415,6 +417,8 @@ void Application::Parts::make_controllers() {
   namespace_controller = std::make_shared<NamespaceController>(scheme, store, cachers, storage);
   // Aggregated ClusterRoles (admin, edit, view, ...) get the rules they gather written in.
   cluster_role_aggregator = std::make_shared<ClusterRoleAggregator>(scheme, store, cachers);
+  admission_policy_status =
+      std::make_shared<controllers::AdmissionPolicyStatus>(scheme, store, cachers);
   // Services get cluster IPs and node ports from the configured ranges.
   auto service_ranges = registry::parse_node_port_range(
       options.service_node_port_range,
@@ -728,6 +732,7 @@ void Application::Parts::start_controllers() {
   crd_controller->start(ioc->get_executor());
   namespace_controller->start(ioc->get_executor());
   cluster_role_aggregator->start(ioc->get_executor());
+  admission_policy_status->start(ioc->get_executor());
   if (garbage_collector) garbage_collector->start(ioc->get_executor());
 }
 
@@ -737,6 +742,7 @@ void Application::Parts::stop_controllers() {
   crd_controller->stop();
   namespace_controller->stop();
   cluster_role_aggregator->stop();
+  admission_policy_status->stop();
   if (garbage_collector) garbage_collector->stop();
 }
 
@@ -770,6 +776,7 @@ int Application::run() {
   p.garbage_collector.reset();
   p.namespace_controller.reset();
   p.cluster_role_aggregator.reset();
+  p.admission_policy_status.reset();
   p.crd_controller.reset();
   p.rbac.reset();
   p.handler.reset();

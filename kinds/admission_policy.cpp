@@ -2,6 +2,8 @@
 
 #include "kinds/authorizer_library.hpp"
 #include "kinds/field_errors.hpp"
+#include "kinds/scheme.hpp"
+#include "schema/structural_schema.hpp"
 
 #include "apimachinery/json_members.hpp"
 #include "apimachinery/validation.hpp"
@@ -129,7 +131,13 @@ cel::TypePtr mutation_message_type(std::string_view name) {
 
 class PolicyCompiler {
  public:
-  PolicyCompiler(bool has_params, bool mutating) : has_params_(has_params), mutating_(mutating) {
+  // `object` and `params` types other than dyn (type checking against a kind's schema).
+  struct Types {
+    cel::TypePtr object, params;
+  };
+
+  PolicyCompiler(bool has_params, bool mutating, Types types = {})
+      : has_params_(has_params), mutating_(mutating), types_(std::move(types)) {
     variables_type_ = std::make_shared<cel::Type>();
     variables_type_->kind = cel::TypeKind::object;
     variables_type_->name = "kubernetes.variables";
@@ -205,6 +213,11 @@ class PolicyCompiler {
         return cel::types::opaque("kubernetes.authorization.ResourceCheck");
       case slot_variables:
         return variables_type_;
+      case slot_object:
+      case slot_old_object:
+        return types_.object ? types_.object : cel::types::dyn();
+      case slot_params:
+        return types_.params ? types_.params : cel::types::dyn();
       default:
         return cel::types::dyn();
     }
@@ -243,6 +256,7 @@ class PolicyCompiler {
 
   bool has_params_;
   bool mutating_;
+  Types types_;
   std::shared_ptr<cel::Type> variables_type_;
 };
 
@@ -568,7 +582,8 @@ namespace {
 
 // What both policy kinds compile alike: identity, params, failure policy, match conditions and
 // variables. Returns the compiler, with the variables declared, for the rest.
-PolicyCompiler compile_common(const json::object& policy, bool mutating, CompiledPolicy& out) {
+PolicyCompiler compile_common(const json::object& policy, bool mutating, CompiledPolicy& out,
+                              PolicyCompiler::Types types = {}) {
   const json::object* meta = object_member(policy, "metadata");
   const json::object* spec = object_member(policy, "spec");
   out.name = string_at(meta, "name");
@@ -580,7 +595,7 @@ PolicyCompiler compile_common(const json::object& policy, bool mutating, Compile
   out.param_api_version = string_at(param_kind, "apiVersion");
   out.param_kind = string_at(param_kind, "kind");
   out.fail_closed = string_at(spec, "failurePolicy") != "Ignore";
-  PolicyCompiler compiler(out.has_param_kind, mutating);
+  PolicyCompiler compiler(out.has_param_kind, mutating, std::move(types));
   for_each_object(spec, "matchConditions", [&](const json::object& c) {
     out.match_conditions.push_back(
         {string_at(c, "name"), compiler.compile(string_at(c, "expression"), Place::match_condition)});
@@ -706,10 +721,13 @@ void check_binding_common(const json::object* spec, bool mutating, Causes& cause
 
 }  // namespace
 
-std::shared_ptr<const CompiledPolicy> compile_validating_policy(const json::object& policy) {
+namespace {
+
+std::shared_ptr<const CompiledPolicy> compile_validating(const json::object& policy,
+                                                         PolicyCompiler::Types types) {
   auto out = std::make_shared<CompiledPolicy>();
   const json::object* spec = object_member(policy, "spec");
-  PolicyCompiler compiler = compile_common(policy, /*mutating=*/false, *out);
+  PolicyCompiler compiler = compile_common(policy, /*mutating=*/false, *out, std::move(types));
   for_each_object(spec, "validations", [&](const json::object& v) {
     CompiledPolicy::Validation validation;
     validation.expression = compiler.compile(string_at(v, "expression"), Place::validation);
@@ -731,6 +749,83 @@ std::shared_ptr<const CompiledPolicy> compile_validating_policy(const json::obje
     if (v.message_expression) out->slots |= v.message_expression->slots;
   }
   for (const auto& a : out->audit_annotations) out->slots |= a.value.slots;
+  return out;
+}
+
+// A resource as kube formats a GroupVersionKind: `apps/v1, Kind=Deployment`, `/v1, Kind=Pod`.
+std::string gvk_string(const ResourceInfo& info) {
+  return info.group + "/" + info.version + ", Kind=" + info.kind;
+}
+
+}  // namespace
+
+std::shared_ptr<const CompiledPolicy> compile_validating_policy(const json::object& policy) {
+  return compile_validating(policy, {});
+}
+
+std::vector<ExpressionWarning> type_check_validating_policy(const json::object& policy,
+                                                            const Scheme& scheme) {
+  const json::object* spec = object_member(policy, "spec");
+  // The kinds the rules name exactly (no wildcard, no subresource), at most 10, in order.
+  std::vector<std::shared_ptr<const ResourceInfo>> kinds;
+  if (const json::array* rules = items(object_member(spec, "matchConstraints"), "resourceRules")) {
+    for (const auto& rule : *rules) {
+      const json::object* r = rule.if_object();
+      const auto groups = string_list(r, "apiGroups");
+      const auto versions = string_list(r, "apiVersions");
+      const auto resources = string_list(r, "resources");
+      if (has_star(groups) || has_star(versions) || has_star(resources)) continue;
+      for (const auto& g : groups) {
+        for (const auto& v : versions) {
+          for (const auto& res : resources) {
+            if (res.find('/') != std::string::npos) continue;
+            auto info = scheme.find(g, v, res);
+            if (!info || !info->schema) continue;
+            const bool known = std::any_of(kinds.begin(), kinds.end(), [&](const auto& k) {
+              return k->group == info->group && k->version == info->version &&
+                     k->kind == info->kind;
+            });
+            if (!known) kinds.push_back(std::move(info));
+          }
+        }
+      }
+    }
+  }
+  std::sort(kinds.begin(), kinds.end(),
+            [](const auto& a, const auto& b) { return gvk_string(*a) < gvk_string(*b); });
+  if (kinds.size() > 10) kinds.resize(10);
+  cel::TypePtr params;
+  if (const json::object* param_kind = object_member(spec, "paramKind")) {
+    const std::string api_version = string_at(param_kind, "apiVersion");
+    const auto slash = api_version.find('/');
+    const std::string group = slash == std::string::npos ? "" : api_version.substr(0, slash);
+    const std::string version =
+        slash == std::string::npos ? api_version : api_version.substr(slash + 1);
+    auto info = scheme.find_kind(group, version, string_at(param_kind, "kind"));
+    if (info && info->schema) params = info->schema->object_cel_type("params");
+  }
+  const std::size_t validations = items(spec, "validations") ? items(spec, "validations")->size() : 0;
+  std::vector<std::string> expression_pieces(validations), message_pieces(validations);
+  for (const auto& info : kinds) {
+    const auto typed = compile_validating(
+        policy, {info->schema->object_cel_type("object"), params});
+    for (std::size_t i = 0; i < typed->validations.size() && i < validations; ++i) {
+      const auto& v = typed->validations[i];
+      auto note = [&](std::vector<std::string>& pieces, const PolicyExpression& e) {
+        if (e.compile_error.empty()) return;
+        if (!pieces[i].empty()) pieces[i] += "\n";
+        pieces[i] += gvk_string(*info) + ": " + e.compile_error + "\n";
+      };
+      note(expression_pieces, v.expression);
+      if (v.message_expression) note(message_pieces, *v.message_expression);
+    }
+  }
+  std::vector<ExpressionWarning> out;
+  for (std::size_t i = 0; i < validations; ++i) {
+    const std::string at = index("spec.validations", i);
+    if (!expression_pieces[i].empty()) out.push_back({at + ".expression", expression_pieces[i]});
+    if (!message_pieces[i].empty()) out.push_back({at + ".messageExpression", message_pieces[i]});
+  }
   return out;
 }
 

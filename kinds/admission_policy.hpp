@@ -107,6 +107,19 @@ std::shared_ptr<const CompiledPolicy> compile_validating_policy(const boost::jso
 // The same for a MutatingAdmissionPolicy (no validations; mutations instead).
 std::shared_ptr<const CompiledPolicy> compile_mutating_policy(const boost::json::object& policy);
 
+// kube's type checking of a ValidatingAdmissionPolicy (its status controller's): each
+// validation's expression and messageExpression compiled with `object` and `oldObject` typed
+// by the schema of each kind its rules name exactly (at most 10; rules with a wildcard or a
+// subresource are skipped) and `params` by its paramKind's. A warning per expression that does
+// not check for some kind: `apps/v1, Kind=Deployment: compilation failed: ...` lines.
+struct ExpressionWarning {
+  std::string field_ref;  // spec.validations[0].expression
+  std::string warning;
+};
+class Scheme;
+std::vector<ExpressionWarning> type_check_validating_policy(const boost::json::object& policy,
+                                                            const Scheme& scheme);
+
 // KindHooks::validate of the two kinds: kube's ValidateValidatingAdmissionPolicy and
 // ValidateValidatingAdmissionPolicyBinding (field rules, expressions compiled, return types).
 void validate_validating_admission_policy(const boost::json::object& policy,

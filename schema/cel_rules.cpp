@@ -169,9 +169,14 @@ cel::TypePtr string_type(const SchemaNode& n) {
   return bounded(cel::types::string(), longest);
 }
 
-cel::TypePtr type_of(const SchemaNode& n, bool resource_root, const std::string& name);
+// Lenient: as an admission policy's type checking sees an object, not as a rule's `self`: what
+// has no type (preserved unknown fields, an object without properties such as ObjectMeta in the
+// built-in schemas) is dyn instead of invisible, and a resource's metadata is all of it.
+cel::TypePtr type_of(const SchemaNode& n, bool resource_root, const std::string& name,
+                     bool lenient = false);
 
-cel::TypePtr object_type(const SchemaNode& n, bool resource_root, const std::string& name) {
+cel::TypePtr object_type(const SchemaNode& n, bool resource_root, const std::string& name,
+                         bool lenient = false) {
   auto t = std::make_shared<cel::Type>();
   t->kind = cel::TypeKind::object;
   t->name = name;
@@ -179,12 +184,16 @@ cel::TypePtr object_type(const SchemaNode& n, bool resource_root, const std::str
     if (resource_root && p.name == "metadata") continue;  // replaced below
     auto escaped = cel::escape_property_name(p.name);
     if (!escaped) continue;
-    cel::TypePtr field = type_of(*p.node, p.node->embedded, name + "." + *escaped);
+    cel::TypePtr field = type_of(*p.node, p.node->embedded, name + "." + *escaped, lenient);
     if (!field) continue;
     if (*escaped != p.name) t->json_names[*escaped] = p.name;
     t->fields[*escaped] = std::move(field);
   }
-  if (resource_root) {
+  if (resource_root && lenient) {
+    if (!t->fields.count("apiVersion")) t->fields["apiVersion"] = cel::types::string();
+    if (!t->fields.count("kind")) t->fields["kind"] = cel::types::string();
+    t->fields["metadata"] = cel::types::dyn();
+  } else if (resource_root) {
     // Of a resource, rules see its type and its name only.
     if (!t->fields.count("apiVersion")) t->fields["apiVersion"] = cel::types::string();
     if (!t->fields.count("kind")) t->fields["kind"] = cel::types::string();
@@ -198,7 +207,8 @@ cel::TypePtr object_type(const SchemaNode& n, bool resource_root, const std::str
   return t;
 }
 
-cel::TypePtr type_of(const SchemaNode& n, bool resource_root, const std::string& name) {
+cel::TypePtr type_of(const SchemaNode& n, bool resource_root, const std::string& name,
+                     bool lenient) {
   if (n.int_or_string) {
     auto t = std::make_shared<cel::Type>();
     t->int_or_string = true;
@@ -207,11 +217,11 @@ cel::TypePtr type_of(const SchemaNode& n, bool resource_root, const std::string&
     return t;
   }
   if (resource_root && (n.type == "object" || n.type.empty())) {
-    return object_type(n, true, name);
+    return object_type(n, true, name, lenient);
   }
   if (n.type == "array") {
     if (n.items == nullptr) return nullptr;
-    cel::TypePtr item = type_of(*n.items, n.items->embedded, name + ".@idx");
+    cel::TypePtr item = type_of(*n.items, n.items->embedded, name + ".@idx", lenient);
     if (!item) return nullptr;
     auto t = std::make_shared<cel::Type>(*cel::types::list(item));
     if (n.list_type && *n.list_type == "set") t->list_kind = cel::ListSemantics::Kind::set;
@@ -228,7 +238,7 @@ cel::TypePtr type_of(const SchemaNode& n, bool resource_root, const std::string&
   if (n.type == "object") {
     if (n.additional_schema != nullptr) {
       cel::TypePtr value =
-          type_of(*n.additional_schema, n.additional_schema->embedded, name + ".@elem");
+          type_of(*n.additional_schema, n.additional_schema->embedded, name + ".@elem", lenient);
       if (!value) return nullptr;
       // The keys' size is unknown to kube's estimator, which counts it as 0 (its shared string
       // type carries no bound): a rule over the keys costs by the number of entries only.
@@ -238,12 +248,14 @@ cel::TypePtr type_of(const SchemaNode& n, bool resource_root, const std::string&
                            : (kMaxRequestBytes - 2) / (min_serialized_size(*n.additional_schema) + 6);
       return t;
     }
-    return object_type(n, false, name);
+    if (lenient && n.properties.empty()) return cel::types::dyn();
+    return object_type(n, false, name, lenient);
   }
   if (n.type == "string") return string_type(n);
   if (n.type == "integer") return cel::types::int64();
   if (n.type == "number") return cel::types::float64();
   if (n.type == "boolean") return cel::types::boolean();
+  if (lenient) return cel::types::dyn();
   return nullptr;  // no type (preserve-unknown-fields): not visible to rules
 }
 
@@ -838,4 +850,18 @@ void validate_cel_rules(const SchemaNode& root, const json::value& value, const 
   runner.walk(root, value, nullptr, root_path, correlation, old);
 }
 
+cel::TypePtr lenient_object_type(const SchemaNode& root, const std::string& name) {
+  cel::TypePtr t = type_of(root, /*resource_root=*/true, name, /*lenient=*/true);
+  return t ? t : cel::types::dyn();
+}
+
 }  // namespace kwatch::schema::detail
+
+namespace kwatch::schema {
+
+cel::TypePtr StructuralSchema::object_cel_type(const std::string& name) const {
+  if (tree_ == nullptr || tree_->root == nullptr) return cel::types::dyn();
+  return detail::lenient_object_type(*tree_->root, name);
+}
+
+}  // namespace kwatch::schema

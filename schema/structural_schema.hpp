@@ -49,6 +49,7 @@
 #pragma once
 
 #include "apimachinery/api_error.hpp"
+#include "cel/types.hpp"
 
 #include <boost/json/fwd.hpp>
 
@@ -174,6 +175,11 @@ class StructuralSchema {
                               std::vector<std::string>* warnings = nullptr) const;
   // Whether the schema holds x-kubernetes-validations.
   bool has_cel_rules() const { return has_cel_rules_; }
+
+  // The CEL type of a whole object of this schema as an admission policy's type checking sees
+  // `object` (named `name`): fields typed by the schema, what has no type (preserved unknown
+  // fields, untyped objects such as metadata) dyn.
+  cel::TypePtr object_cel_type(const std::string& name) const;
 
   // Removes the fields the schema does not know, treating `value` as a resource root
   // (apiVersion, kind and metadata are kept, as in embedded resources; preserve-unknown-fields

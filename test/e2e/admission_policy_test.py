@@ -183,6 +183,32 @@ def checks_of(t, server, tmp, audit_path):
     t.check("kubectl lists the bindings with their columns",
             code == 0 and "POLICYNAME" in out and "*/replica-limit" in out, out)
 
+    # The status controller type-checks the expressions against the schema of deployments.
+    typo = POLICY.replace("replica-limit.example.com", "typo.example.com").replace(
+        "variables.replicas <= int(params.data.maxReplicas)",
+        "object.spec.replica <= int(params.data.maxReplicas)")
+
+    def type_checked():
+        c, o = kc("get", "validatingadmissionpolicy", "typo.example.com", "-o", "json")
+        return json.loads(o).get("status", {}) if c == 0 else {}
+    code, out = kc("apply", "-f", "-", stdin=typo)
+    wait_for(lambda: type_checked().get("observedGeneration") == 1, 10,
+             "the status of the policy to be written")
+    status = type_checked()
+    warnings = status.get("typeChecking", {}).get("expressionWarnings", [])
+    t.check("a typo in a field name is reported in status.typeChecking",
+            len(warnings) == 1 and warnings[0]["fieldRef"] == "spec.validations[0].expression"
+            and warnings[0]["warning"].startswith("apps/v1, Kind=Deployment: compilation failed: "
+                                                  "ERROR: <input>:1:12: undefined field 'replica'"),
+            json.dumps(status))
+    wait_for(lambda: "observedGeneration" in json.loads(
+        kc("get", "validatingadmissionpolicy", "replica-limit.example.com", "-o", "json")[1]).get(
+        "status", {}), 10, "the status of the clean policy")
+    code, out = kc("get", "validatingadmissionpolicy", "replica-limit.example.com", "-o",
+                   "jsonpath={.status.typeChecking}")
+    t.check("a policy without mistakes has no warnings", code == 0 and out.strip() == "{}", out)
+    kc("delete", "validatingadmissionpolicy", "typo.example.com")
+
     # prod's binding denies when the param is missing; dev's allows.
     def denied_without_params():
         c, o = kc("create", "-f", "-", stdin=deployment_yaml("early", "prod", 1))

@@ -1,6 +1,7 @@
 // ValidatingAdmissionPolicy and its binding as kinds: kube's validation texts and field paths,
 // and the environment their expressions compile in.
 #include "kinds/admission_policy.hpp"
+#include "kinds/scheme.hpp"
 
 #include <boost/json/parse.hpp>
 #include <gtest/gtest.h>
@@ -178,6 +179,32 @@ TEST(AdmissionPolicyValidation, BindingsNeedAPolicyActionsAndOneWayToFindParams)
   EXPECT_EQ(causes_of(R"j({"metadata": {"name": "b"}, "spec": {"policyName": "p",
       "validationActions": ["Audit"], "paramRef": {"parameterNotFoundAction": "Deny"}}})j"),
             "spec.paramRef: Required value: one of name or selector must be specified\n");
+}
+
+TEST(AdmissionPolicyTypeChecking, ExpressionsAreCheckedAgainstTheSchemasOfTheKindsNamed) {
+  const auto scheme = Scheme::builtin();
+  auto p = policy(R"j({"paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+      "validations": [
+        {"expression": "object.spec.replicas <= int(params.data.max) && object.metadata.labels['a'] == 'b'"},
+        {"expression": "object.spec.replica > 1",
+         "messageExpression": "object.spec.template.spec.containers[0].nme"},
+        {"expression": "params.dat.max == '1'"}]})j");
+  const auto warnings = type_check_validating_policy(p, *scheme);
+  ASSERT_EQ(warnings.size(), 3u);
+  EXPECT_EQ(warnings[0].field_ref, "spec.validations[1].expression");
+  EXPECT_EQ(warnings[0].warning,
+            "apps/v1, Kind=Deployment: compilation failed: ERROR: <input>:1:12: undefined field "
+            "'replica'\n | object.spec.replica > 1\n | ...........^\n");
+  EXPECT_EQ(warnings[1].field_ref, "spec.validations[1].messageExpression");
+  EXPECT_NE(warnings[1].warning.find("undefined field 'nme'"), std::string::npos);
+  EXPECT_EQ(warnings[2].field_ref, "spec.validations[2].expression");
+  EXPECT_NE(warnings[2].warning.find("undefined field 'dat'"), std::string::npos);
+  // A rule with a wildcard names no kind to check against.
+  auto wild = policy(R"j({"matchConstraints": {"matchPolicy": "Equivalent", "namespaceSelector": {},
+      "objectSelector": {}, "resourceRules": [{"apiGroups": ["*"], "apiVersions": ["v1"],
+      "operations": ["*"], "resources": ["deployments"]}]},
+      "validations": [{"expression": "object.spec.replica > 1"}]})j");
+  EXPECT_TRUE(type_check_validating_policy(wild, *scheme).empty());
 }
 
 TEST(AdmissionPolicyCompile, ProgramsShareTheSlotsAndKeepTheirErrors) {
