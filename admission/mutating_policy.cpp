@@ -257,22 +257,11 @@ std::optional<ApiError> mutate_once(const PolicySet& set, const AdmissionAttribu
 
 MutatingPolicyPlugin::MutatingPolicyPlugin(std::shared_ptr<kinds::Scheme> scheme,
                                            std::shared_ptr<registry::CacherRegistry> cachers)
-    : scheme_(scheme), cachers_(cachers),
-      source_(std::make_shared<PolicySource>(std::move(scheme), std::move(cachers), "v1beta1",
-                                             "mutatingadmissionpolicies",
-                                             "mutatingadmissionpolicybindings",
-                                             kinds::compile_mutating_policy)) {}
+    : PolicyPluginBase(std::move(scheme), std::move(cachers), "v1beta1",
+                       "mutatingadmissionpolicies", "mutatingadmissionpolicybindings",
+                       kinds::compile_mutating_policy) {}
 
 MutatingPolicyPlugin::~MutatingPolicyPlugin() = default;
-
-void MutatingPolicyPlugin::start(asio::any_io_executor executor) { source_->start(executor); }
-void MutatingPolicyPlugin::stop() { source_->stop(); }
-bool MutatingPolicyPlugin::loaded() const { return source_->current()->loaded; }
-
-void MutatingPolicyPlugin::load(const std::vector<json::object>& policies,
-                                const std::vector<json::object>& bindings) {
-  source_->load(policies, bindings);
-}
 
 bool MutatingPolicyPlugin::handles(const AdmissionAttributes& a) const {
   if (a.operation == registry::AdmissionOperation::remove || exempt_from_policies(a.info)) {

@@ -18,61 +18,27 @@
 //
 // Deletes are never mutated; the admission policy kinds are never judged.
 //
-// Ownership: shared (the admission chain); the PolicySource it owns is shared with its tasks.
-// Thread-safety: handles() and admit() from any thread.
+// Ownership: shared (the admission chain); see PolicyPluginBase. Thread-safety: handles() and
+// admit() from any thread.
 #pragma once
 
+#include "admission/policy_plugin.hpp"
 #include "registry/admission.hpp"
 
-#include <boost/asio/any_io_executor.hpp>
-
 #include <memory>
-#include <vector>
-
-namespace kwatch::kinds {
-class Scheme;
-}
-
-namespace kwatch::registry {
-class CacherRegistry;
-}
-
-namespace kwatch::auth {
-class RbacPolicySource;
-}
 
 namespace kwatch::admission {
 
-class PolicySource;
-
-class MutatingPolicyPlugin final : public registry::MutatingAdmission {
+class MutatingPolicyPlugin final : public registry::MutatingAdmission, public PolicyPluginBase {
  public:
-  // `cachers` holds the caches of policies, bindings, params and namespaces; null for a plugin
-  // given its policies by load().
   MutatingPolicyPlugin(std::shared_ptr<kinds::Scheme> scheme,
                        std::shared_ptr<registry::CacherRegistry> cachers);
   ~MutatingPolicyPlugin() override;
-
-  // Where `authorizer` in the policies' expressions asks (RBAC); without one every check is
-  // allowed (--authorization-mode=AlwaysAllow). Set before serving.
-  void use_rbac(std::shared_ptr<auth::RbacPolicySource> rbac) { rbac_ = std::move(rbac); }
-  void start(boost::asio::any_io_executor executor);
-  void stop();
-  bool loaded() const;
-  // Puts these policies and bindings (as stored) in force (tests and benchmarks).
-  void load(const std::vector<boost::json::object>& policies,
-            const std::vector<boost::json::object>& bindings);
 
   std::string_view name() const override { return "MutatingAdmissionPolicy"; }
   bool handles(const registry::AdmissionAttributes& attributes) const override;
   boost::asio::awaitable<std::optional<apimachinery::ApiError>> admit(
       const registry::AdmissionAttributes& attributes, boost::json::object* object) override;
-
- private:
-  std::shared_ptr<kinds::Scheme> scheme_;
-  std::shared_ptr<registry::CacherRegistry> cachers_;
-  std::shared_ptr<PolicySource> source_;
-  std::shared_ptr<auth::RbacPolicySource> rbac_;
 };
 
 }  // namespace kwatch::admission

@@ -94,10 +94,7 @@ asio::awaitable<std::optional<ApiError>> PolicyParamGuard::validate(const Admiss
     request.resource = "*";
     if (param_kind == nullptr) return;
     const std::string api_version = string_at(param_kind, "apiVersion");
-    const auto slash = api_version.find('/');
-    const std::string group = slash == std::string::npos ? "" : api_version.substr(0, slash);
-    const std::string version =
-        slash == std::string::npos ? api_version : api_version.substr(slash + 1);
+    const auto [group, version] = kinds::parse_group_version(api_version);
     request.api_group = group;
     if (auto info = scheme_->find_kind(group, version, string_at(param_kind, "kind"))) {
       request.resource = info->resource;

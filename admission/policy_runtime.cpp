@@ -107,20 +107,10 @@ void PolicySource::start(asio::any_io_executor executor) {
 
 asio::awaitable<void> PolicySource::follow(std::string resource) {
   auto info = scheme_->find(kGroup, version_, resource);
-  watch::CacheFollower follower;
-  follower.cacher = info && cachers_ ? cachers_->find(*info) : nullptr;
-  if (!follower.cacher) co_return;
-  follower.prefix = info->key_prefix();
-  follower.keep_going = [this] { return !stopped_; };
-  follower.on_start = [this]() -> asio::awaitable<void> {
-    dirty_ = true;
-    co_return;
-  };
-  follower.on_frames = [this](const std::vector<watch::WatchFrame>&) -> asio::awaitable<void> {
-    dirty_ = true;
-    co_return;
-  };
-  co_await watch::follow_cache(std::move(follower));
+  auto cacher = info && cachers_ ? cachers_->find(*info) : nullptr;
+  if (!cacher) co_return;
+  co_await watch::mark_changes(std::move(cacher), info->key_prefix(), dirty_,
+                               [this] { return !stopped_; });
 }
 
 asio::awaitable<void> PolicySource::run() {
@@ -333,11 +323,7 @@ Params collect_params(const CompiledPolicy& policy, const PolicyBinding& binding
     out.none = true;
     return out;
   }
-  const std::string& api_version = policy.param_api_version;
-  const auto slash = api_version.find('/');
-  const std::string group = slash == std::string::npos ? "" : api_version.substr(0, slash);
-  const std::string version =
-      slash == std::string::npos ? api_version : api_version.substr(slash + 1);
+  const auto [group, version] = kinds::parse_group_version(policy.param_api_version);
   auto info = scheme.find_kind(group, version, policy.param_kind);
   if (!info) {
     out.error = "failed to find resource referenced by paramKind: '" + group + "/" + version +

@@ -220,27 +220,15 @@ class Evaluation {
 
 ValidatingPolicyPlugin::ValidatingPolicyPlugin(std::shared_ptr<kinds::Scheme> scheme,
                                                std::shared_ptr<registry::CacherRegistry> cachers)
-    : scheme_(scheme), cachers_(cachers),
-      source_(std::make_shared<PolicySource>(std::move(scheme), std::move(cachers), "v1",
-                                             "validatingadmissionpolicies",
-                                             "validatingadmissionpolicybindings",
-                                             kinds::compile_validating_policy)) {}
+    : PolicyPluginBase(std::move(scheme), std::move(cachers), "v1", "validatingadmissionpolicies",
+                       "validatingadmissionpolicybindings", kinds::compile_validating_policy) {}
 
 ValidatingPolicyPlugin::~ValidatingPolicyPlugin() = default;
-
-void ValidatingPolicyPlugin::start(asio::any_io_executor executor) { source_->start(executor); }
-void ValidatingPolicyPlugin::stop() { source_->stop(); }
-bool ValidatingPolicyPlugin::loaded() const { return source_->current()->loaded; }
 
 std::size_t ValidatingPolicyPlugin::bound_policies() const {
   std::size_t n = 0;
   for (const auto& p : source_->current()->policies) n += p.bindings.size();
   return n;
-}
-
-void ValidatingPolicyPlugin::load(const std::vector<json::object>& policies,
-                                  const std::vector<json::object>& bindings) {
-  source_->load(policies, bindings);
 }
 
 bool ValidatingPolicyPlugin::handles(const AdmissionAttributes& a) const {

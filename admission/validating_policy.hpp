@@ -21,68 +21,30 @@
 // The admission policy kinds themselves are never judged by policies (kube's exemption), so a
 // broken policy cannot lock its own repair out.
 //
-// Ownership: shared (the admission chain); the PolicySource it owns is shared with its tasks.
-// Thread-safety: handles() and validate() from any thread.
+// Ownership: shared (the admission chain); see PolicyPluginBase. Thread-safety: handles() and
+// validate() from any thread.
 #pragma once
 
+#include "admission/policy_plugin.hpp"
 #include "registry/admission.hpp"
 
-#include <boost/asio/any_io_executor.hpp>
-
-#include <cstdint>
 #include <memory>
-#include <vector>
-
-namespace kwatch::kinds {
-class Scheme;
-}
-
-namespace kwatch::registry {
-class CacherRegistry;
-}
-
-namespace kwatch::auth {
-class RbacPolicySource;
-}
 
 namespace kwatch::admission {
 
-class PolicySource;
-
-class ValidatingPolicyPlugin final : public registry::ValidatingAdmission {
+class ValidatingPolicyPlugin final : public registry::ValidatingAdmission, public PolicyPluginBase {
  public:
-  // `cachers` holds the caches of policies, bindings, params and namespaces; null for a plugin
-  // given its policies by load() (then no params and no namespace are found).
   ValidatingPolicyPlugin(std::shared_ptr<kinds::Scheme> scheme,
                          std::shared_ptr<registry::CacherRegistry> cachers);
   ~ValidatingPolicyPlugin() override;
 
-  // Follows the policy and binding caches on `executor` until stop().
-  // Where `authorizer` in the policies' expressions asks (RBAC); without one every check is
-  // allowed (--authorization-mode=AlwaysAllow). Set before serving.
-  void use_rbac(std::shared_ptr<auth::RbacPolicySource> rbac) { rbac_ = std::move(rbac); }
-  void start(boost::asio::any_io_executor executor);
-  void stop();
-  // Whether the policies and bindings have been loaded once (start-up waits for it).
-  bool loaded() const;
   // The number of (policy, binding) pairs in force, for tests and logs.
   std::size_t bound_policies() const;
-  // Puts the policies and bindings of these objects (as stored) in force, replacing those
-  // before; a policy whose resourceVersion is unchanged keeps its compiled programs. What the
-  // cache followers do after a change; tests and benchmarks call it directly.
-  void load(const std::vector<boost::json::object>& policies,
-            const std::vector<boost::json::object>& bindings);
 
   std::string_view name() const override { return "ValidatingAdmissionPolicy"; }
   bool handles(const registry::AdmissionAttributes& attributes) const override;
   boost::asio::awaitable<std::optional<apimachinery::ApiError>> validate(
       const registry::AdmissionAttributes& attributes, const boost::json::object* object) override;
-
- private:
-  std::shared_ptr<kinds::Scheme> scheme_;
-  std::shared_ptr<registry::CacherRegistry> cachers_;
-  std::shared_ptr<PolicySource> source_;
-  std::shared_ptr<auth::RbacPolicySource> rbac_;
 };
 
 }  // namespace kwatch::admission

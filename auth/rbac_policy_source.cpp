@@ -22,8 +22,6 @@ namespace kwatch::auth {
 
 using base::log_task_failure;
 using registry::CacherRegistry;
-using watch::CacheFollower;
-using watch::follow_cache;
 namespace asio = boost::asio;
 namespace json = boost::json;
 using apimachinery::ApiError;
@@ -54,20 +52,10 @@ void RbacPolicySource::start(asio::any_io_executor executor) {
 asio::awaitable<void> RbacPolicySource::watch_one(std::string resource) {
   // Any change marks the policy for the next rebuild.
   auto info = scheme_->find("rbac.authorization.k8s.io", "v1", resource);
-  CacheFollower follower;
-  follower.cacher = cachers_->find(*info);
-  if (!follower.cacher) co_return;
-  follower.prefix = info->key_prefix();
-  follower.keep_going = [this] { return !stopped_; };
-  follower.on_start = [this]() -> asio::awaitable<void> {
-    dirty_ = true;
-    co_return;
-  };
-  follower.on_frames = [this](const std::vector<watch::WatchFrame>&) -> asio::awaitable<void> {
-    dirty_ = true;
-    co_return;
-  };
-  co_await follow_cache(std::move(follower));
+  auto cacher = cachers_->find(*info);
+  if (!cacher) co_return;
+  co_await watch::mark_changes(std::move(cacher), info->key_prefix(), dirty_,
+                               [this] { return !stopped_; });
 }
 
 asio::awaitable<void> RbacPolicySource::run() {

@@ -428,10 +428,7 @@ void check_param_kind(const json::object& kind, Causes& causes) {
     invalid(causes, path + ".apiVersion", go_quote(api_version),
             "unexpected GroupVersion string: " + api_version);
   } else {
-    const auto slash = api_version.find('/');
-    const std::string group = slash == std::string::npos ? "" : api_version.substr(0, slash);
-    const std::string version =
-        slash == std::string::npos ? api_version : api_version.substr(slash + 1);
+    const auto [group, version] = parse_group_version(api_version);
     if (!group.empty()) {
       std::string joined;
       for (const auto& e : apimachinery::dns1123_subdomain_errors(group)) {
@@ -797,10 +794,7 @@ std::vector<ExpressionWarning> type_check_validating_policy(const json::object& 
   cel::TypePtr params;
   if (const json::object* param_kind = object_member(spec, "paramKind")) {
     const std::string api_version = string_at(param_kind, "apiVersion");
-    const auto slash = api_version.find('/');
-    const std::string group = slash == std::string::npos ? "" : api_version.substr(0, slash);
-    const std::string version =
-        slash == std::string::npos ? api_version : api_version.substr(slash + 1);
+    const auto [group, version] = parse_group_version(api_version);
     auto info = scheme.find_kind(group, version, string_at(param_kind, "kind"));
     if (info && info->schema) params = info->schema->object_cel_type("params");
   }

@@ -174,4 +174,10 @@ std::vector<GroupVersion> Scheme::group_versions() const {
   return out;
 }
 
+GroupVersion parse_group_version(std::string_view api_version) {
+  const auto slash = api_version.find('/');
+  if (slash == std::string_view::npos) return {"", std::string(api_version)};
+  return {std::string(api_version.substr(0, slash)), std::string(api_version.substr(slash + 1))};
+}
+
 }  // namespace kwatch::kinds

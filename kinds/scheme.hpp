@@ -208,6 +208,9 @@ struct GroupVersion {
   std::string str() const { return group.empty() ? version : group + "/" + version; }
 };
 
+// An apiVersion as written in objects: "apps/v1" is {apps, v1}, "v1" the core group's.
+GroupVersion parse_group_version(std::string_view api_version);
+
 class Scheme {
  public:
   // The built-in kinds (kinds/builtin_kinds.cpp), with their schemas compiled.

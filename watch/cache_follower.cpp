@@ -34,4 +34,22 @@ asio::awaitable<void> follow_cache(CacheFollower f) {
   }
 }
 
+boost::asio::awaitable<void> mark_changes(std::shared_ptr<Cacher> cacher, std::string prefix,
+                                          std::atomic<bool>& changed,
+                                          std::function<bool()> keep_going) {
+  CacheFollower follower;
+  follower.cacher = std::move(cacher);
+  follower.prefix = std::move(prefix);
+  follower.keep_going = std::move(keep_going);
+  follower.on_start = [&changed]() -> boost::asio::awaitable<void> {
+    changed = true;
+    co_return;
+  };
+  follower.on_frames = [&changed](const std::vector<WatchFrame>&) -> boost::asio::awaitable<void> {
+    changed = true;
+    co_return;
+  };
+  co_await follow_cache(std::move(follower));
+}
+
 }  // namespace kwatch::watch

@@ -12,6 +12,7 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -31,5 +32,12 @@ struct CacheFollower {
 };
 
 boost::asio::awaitable<void> follow_cache(CacheFollower follower);
+
+// Follows the objects under `prefix` only to know that they changed: `changed` is set when a
+// watch (re)starts and after every batch, for a component that rebuilds from the cache at its
+// own pace. Returns when `keep_going` says no.
+boost::asio::awaitable<void> mark_changes(std::shared_ptr<Cacher> cacher, std::string prefix,
+                                          std::atomic<bool>& changed,
+                                          std::function<bool()> keep_going);
 
 }  // namespace kwatch::watch
