@@ -275,14 +275,7 @@ bool MutatingPolicyPlugin::handles(const AdmissionAttributes& a) const {
 asio::awaitable<std::optional<ApiError>> MutatingPolicyPlugin::admit(const AdmissionAttributes& a,
                                                                      json::object* object) {
   const auto set = source_->current();
-  if (!set->loaded) {
-    ApiError e(Errc::forbidden, group_resource(a.info) + " \"" + a.name +
-                                    "\" is forbidden: not yet ready to handle request");
-    e.name = a.name;
-    e.group = a.info.group;
-    e.kind = a.info.resource;
-    co_return e;
-  }
+  if (!set->loaded) co_return not_ready(a);
   if (object == nullptr) co_return std::nullopt;
   const auto authorizer = make_policy_authorizer(rbac_.get(), a.user);
   std::vector<std::pair<InvocationKey, json::object>> reinvocable;

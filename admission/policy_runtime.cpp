@@ -77,6 +77,16 @@ std::string group_resource(const kinds::ResourceInfo& info) {
   return info.group.empty() ? info.resource : info.resource + "." + info.group;
 }
 
+apimachinery::ApiError not_ready(const AdmissionAttributes& a) {
+  apimachinery::ApiError e(base::Errc::forbidden,
+                           group_resource(a.info) + " \"" + a.name +
+                               "\" is forbidden: not yet ready to handle request");
+  e.name = a.name;
+  e.group = a.info.group;
+  e.kind = a.info.resource;
+  return e;
+}
+
 bool PolicySet::may_apply(std::string_view group, std::string_view resource) const {
   for (const auto& entry : policies) {
     if (!entry.bindings.empty() && entry.has_match && entry.match.may_match(group, resource)) {

@@ -56,6 +56,9 @@ std::string_view trim_space(std::string_view s);
 // `deployments.apps`, `pods`: a resource as kube's errors name it.
 std::string group_resource(const kinds::ResourceInfo& info);
 
+// What a user's write is told while the policies are not loaded yet (403, kube's words).
+apimachinery::ApiError not_ready(const registry::AdmissionAttributes& a);
+
 struct ParamRef {
   std::string name, ns;
   std::optional<apimachinery::LabelSelector> selector;

@@ -243,14 +243,7 @@ bool ValidatingPolicyPlugin::handles(const AdmissionAttributes& a) const {
 asio::awaitable<std::optional<ApiError>> ValidatingPolicyPlugin::validate(
     const AdmissionAttributes& a, const json::object* object) {
   const auto set = source_->current();
-  if (!set->loaded) {
-    ApiError e(Errc::forbidden, group_resource(a.info) + " \"" + a.name +
-                                    "\" is forbidden: not yet ready to handle request");
-    e.name = a.name;
-    e.group = a.info.group;
-    e.kind = a.info.resource;
-    co_return e;
-  }
+  if (!set->loaded) co_return not_ready(a);
   MatchRequest request;
   request.info = &a.info;
   request.subresource = a.subresource;
