@@ -1,5 +1,7 @@
 #include "cel/checker.hpp"
 
+#include "cel/time.hpp"
+
 #include <optional>
 #include <utility>
 
@@ -348,10 +350,38 @@ class Checker {
 
 }  // namespace
 
+namespace {
+
+// The literal validators of CheckOptions::validate_literals, in node order.
+void validate_literals(const Ast& ast, std::vector<SourceIssue>& errors) {
+  for (const Node& n : ast.nodes) {
+    if (n.kind != NodeKind::call || n.arg_count() == 0) continue;
+    const Node& arg = ast.at(n.arg(0));
+    if (arg.kind != NodeKind::constant || arg.constant.kind != Constant::Kind::string) continue;
+    const std::string& text = arg.constant.text;
+    bool valid = true;
+    if (n.name == "matches") {
+      std::string error;
+      valid = compiled_pattern(text, error) != nullptr;
+    } else if (n.name == "duration" && !n.has_target) {
+      valid = parse_duration(text).has_value();
+    } else if (n.name == "timestamp" && !n.has_target) {
+      valid = parse_timestamp(text).has_value();
+    } else {
+      continue;
+    }
+    if (!valid) errors.push_back({arg.offset, "invalid " + n.name + " argument"});
+  }
+}
+
+}  // namespace
+
 Checked check(const Ast& ast, const std::vector<std::string>& variables,
               const std::vector<TypePtr>& variable_types, const FunctionRegistry& functions,
               const CheckOptions& options) {
-  return Checker(ast, variables, variable_types, functions, options).run();
+  Checked checked = Checker(ast, variables, variable_types, functions, options).run();
+  if (options.validate_literals && checked.errors.empty()) validate_literals(ast, checked.errors);
+  return checked;
 }
 
 }  // namespace kwatch::cel

@@ -33,6 +33,11 @@ struct CheckOptions {
   // name: the type of a name, or null for an unknown one. Without it every message literal is
   // an undeclared reference (kwatch has no protobuf message types).
   std::function<TypePtr(std::string_view name)> message_type;
+  // Kube's literal validators (cel-go's ASTValidators, kube 1.29+), run when the expression
+  // checks: a constant pattern of `matches` that RE2 refuses, or a constant argument of
+  // `duration()` or `timestamp()` that does not parse, is an error at the argument ("invalid
+  // matches argument", "invalid duration argument", "invalid timestamp argument").
+  bool validate_literals = false;
 };
 
 struct Checked {

@@ -176,6 +176,7 @@ class PolicyCompiler {
     }
     cel::CheckOptions options;
     options.homogeneous_literals = true;
+    options.validate_literals = true;
     if (mutating_) options.message_type = mutation_message_type;
     const cel::FunctionRegistry& functions =
         mutating_ ? mutation_functions() : policy_functions();

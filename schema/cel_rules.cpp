@@ -468,6 +468,7 @@ class RuleCompiler {
     if (!parsed.errors.empty()) return cel::format_issues(source, parsed.errors);
     cel::CheckOptions options;
     options.homogeneous_literals = true;
+    options.validate_literals = true;
     const cel::Checked checked =
         cel::check(parsed.ast, {"self", "oldSelf"}, types, cel::kubernetes_functions(), options);
     if (!checked.errors.empty()) return cel::format_issues(source, checked.errors);

@@ -85,6 +85,25 @@ TEST(CelChecker, KubeRefusesMixedLiteralsWhenAsked) {
   EXPECT_EQ(checked("[1, x]", kube_options), "list(dyn)");  // dyn fits, and generalises
 }
 
+TEST(CelChecker, KubeRefusesLiteralsThatCannotWork) {
+  CheckOptions kube_options;
+  kube_options.validate_literals = true;
+  EXPECT_EQ(checked("'abc'.matches('[a-')", kube_options), "error: invalid matches argument");
+  EXPECT_EQ(checked("matches('abc', 'a(')", kube_options), "bool");  // the text, not a pattern
+  EXPECT_EQ(checked("duration('1fortnight') > duration('1s')", kube_options),
+            "error: invalid duration argument");
+  EXPECT_EQ(checked("timestamp('yesterday') < timestamp('2024-01-01T00:00:00Z')", kube_options),
+            "error: invalid timestamp argument");
+  EXPECT_EQ(checked("'abc'.matches('^a') && duration('90s') > duration('1m')", kube_options),
+            "bool");
+  EXPECT_EQ(checked("'abc'.matches('[a-')"), "bool");  // only when asked
+  Parsed p = parse("'abc'.matches('[a-')");
+  const Checked c = check(p.ast, {}, {}, kubernetes_functions(), kube_options);
+  ASSERT_EQ(c.errors.size(), 1u);
+  EXPECT_EQ(format_issues("'abc'.matches('[a-')", c.errors),
+            "ERROR: <input>:1:15: invalid matches argument\n | 'abc'.matches('[a-')\n | ..............^");
+}
+
 TEST(CelChecker, AnErrorIsReportedOnceWhereItArises) {
   Parsed p = parse("size(nope) + 1 > 0");
   const Checked c = check(p.ast, {}, {}, kubernetes_functions());

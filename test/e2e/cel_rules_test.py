@@ -171,6 +171,13 @@ def checks_of(t, server, tmp):
             code != 0 and "x-kubernetes-validations[0].messageExpression: Forbidden: estimated "
             "messageExpression cost exceeds budget by factor of more than 100x" in out, out)
 
+    regex = CRD_YAML.replace("rockets", "sondes").replace("Rocket", "Sonde").replace(
+        "rocket", "sonde").replace("self.stages <= 4", "self.name.matches('[a-')")
+    code, out = kc("apply", "-f", "-", stdin=regex)
+    t.check("a definition whose rule holds a pattern RE2 refuses is refused when written",
+            code != 0 and "x-kubernetes-validations[0].rule: Invalid value:" in out
+            and "compilation failed: ERROR: <input>:1:19: invalid matches argument" in out, out)
+
     bad = CRD_YAML.replace("rockets", "probes").replace("Rocket", "Probe").replace(
         "rocket", "probe").replace("self.stages <= 4", "self.stage <= 4")
     code, out = kc("apply", "-f", "-", stdin=bad)

@@ -1,6 +1,7 @@
 """The official JavaScript client (@kubernetes/client-node 1.x) against kwatch over HTTPS with a
 bearer token and the generated CA: an informer lists and watches configmaps while the script
-writes them, its cache ends equal to the server's, and RBAC refuses what the token may not do.
+writes them, its cache ends equal to the server's, and RBAC refuses what the token may not do;
+server-side apply; admission policies refusing and mutating its writes.
 
 Needs node and npm (the package comes from npm; the test is skipped, exit 77, where neither the
 npm cache nor the registry has it).
@@ -13,10 +14,40 @@ import shutil
 import subprocess
 import sys
 
-from harness import Checks, Server, TempDir
+from harness import Checks, Server, TempDir, wait_for
 import pki
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+AR = "/apis/admissionregistration.k8s.io"
+_RULES = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+           "resources": ["configmaps"]}]
+POLICIES = [
+    (AR + "/v1/validatingadmissionpolicies", {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "owners.example.com"},
+        "spec": {"matchConstraints": {"resourceRules": _RULES},
+                 "validations": [{"expression": "has(object.data) && 'owner' in object.data",
+                                  "message": "every config map names an owner"}]}}),
+    (AR + "/v1/validatingadmissionpolicybindings", {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": "owners"},
+        "spec": {"policyName": "owners.example.com", "validationActions": ["Deny"],
+                 "matchResources": {"namespaceSelector": {"matchLabels": {
+                     "kubernetes.io/metadata.name": "jsns"}}}}}),
+    (AR + "/v1beta1/mutatingadmissionpolicies", {
+        "apiVersion": "admissionregistration.k8s.io/v1beta1", "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": "checked.example.com"},
+        "spec": {"matchConstraints": {"resourceRules": _RULES}, "reinvocationPolicy": "Never",
+                 "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {
+                     "expression": "Object{metadata: Object.metadata{labels: {'checked-by': 'policy'}}}"}}]}}),
+    (AR + "/v1beta1/mutatingadmissionpolicybindings", {
+        "apiVersion": "admissionregistration.k8s.io/v1beta1", "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": {"name": "checked"},
+        "spec": {"policyName": "checked.example.com",
+                 "matchResources": {"namespaceSelector": {"matchLabels": {
+                     "kubernetes.io/metadata.name": "jsns"}}}}}),
+]
 
 
 def main():
@@ -31,6 +62,7 @@ def main():
         os.makedirs(js)
         shutil.copy(os.path.join(HERE, "js", "informer.mjs"), js)
         shutil.copy(os.path.join(HERE, "js", "apply.mjs"), js)
+        shutil.copy(os.path.join(HERE, "js", "policies.mjs"), js)
         p = subprocess.run([npm, "install", "--prefer-offline", "--no-audit", "--no-fund",
                             "--loglevel=error", "@kubernetes/client-node@1"],
                            cwd=js, capture_output=True, text=True, timeout=300)
@@ -86,6 +118,31 @@ def main():
                     (p.stdout + p.stderr)[-800:])
             t.check("a conflicting apply is a 409 to it", applied.get("conflict") == 409, applied)
             t.check("and force takes the field", applied.get("forced") == {"k": "changed"}, applied)
+
+            # Admission policies: the admin installs them, the JavaScript client meets them.
+            admin = {"Authorization": "Bearer admin-token"}
+            for path, obj in POLICIES:
+                status, body = server.request("POST", path, obj, headers=admin)
+                t.check(f"admin creates {obj['kind']} {obj['metadata']['name']}", status == 201, body)
+
+            def policies_in_force():
+                status, body = server.request(
+                    "POST", "/api/v1/namespaces/jsns/configmaps?dryRun=All",
+                    {"metadata": {"name": "probe"}}, headers=admin)
+                return status == 422
+            wait_for(policies_in_force, 10, "the policies to take effect")
+            p = subprocess.run([node, "policies.mjs", cfg, "jsns"], cwd=js, capture_output=True,
+                               text=True, timeout=120)
+            try:
+                met = json.loads(p.stdout.strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                met = {}
+            t.check("a write the policy refuses is a 422 with its message to the JavaScript client",
+                    met.get("refused") == 422 and "ValidatingAdmissionPolicy 'owners.example.com' "
+                    "with binding 'owners' denied request: every config map names an owner"
+                    in met.get("message", ""), (p.stdout + p.stderr)[-800:])
+            t.check("the object it creates carries the mutating policy's label",
+                    met.get("labels") == {"checked-by": "policy"}, met)
         finally:
             server.stop()
     t.finish()
