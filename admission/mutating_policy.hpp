@@ -39,6 +39,10 @@ class MutatingPolicyPlugin final : public registry::MutatingAdmission, public Po
   bool handles(const registry::AdmissionAttributes& attributes) const override;
   boost::asio::awaitable<std::optional<apimachinery::ApiError>> admit(
       const registry::AdmissionAttributes& attributes, boost::json::object* object) override;
+
+ private:
+  boost::asio::awaitable<std::optional<apimachinery::ApiError>> mutate(
+      const registry::AdmissionAttributes& attributes, boost::json::object* object);
 };
 
 }  // namespace kwatch::admission

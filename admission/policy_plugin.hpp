@@ -9,7 +9,9 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/json/fwd.hpp>
 
+#include <cstdint>
 #include <memory>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -35,6 +37,9 @@ class PolicyPluginBase {
   // Where `authorizer` in the policies' expressions asks (RBAC); without one every check is
   // allowed (--authorization-mode=AlwaysAllow). Set before serving.
   void use_rbac(std::shared_ptr<auth::RbacPolicySource> rbac) { rbac_ = std::move(rbac); }
+  // Where a write that an expensive policy (one that may cost more than kHeavyCost) judges is
+  // evaluated, away from the I/O threads, so that they keep answering; unset: where it came.
+  void use_executor(boost::asio::any_io_executor compute) { compute_ = std::move(compute); }
   // Follows the policy and binding caches on `executor` until stop().
   void start(boost::asio::any_io_executor executor);
   void stop();
@@ -59,6 +64,14 @@ class PolicyPluginBase {
   std::shared_ptr<registry::CacherRegistry> cachers_;
   std::shared_ptr<PolicySource> source_;
   std::shared_ptr<auth::RbacPolicySource> rbac_;
+  boost::asio::any_io_executor compute_;
+
+  // About 3 ms of evaluation: a policy that may cost more runs on `compute_`.
+  static constexpr std::uint64_t kHeavyCost = 100'000;
+  // Whether `a` should be judged on `compute_` and is not there yet (`current` is the
+  // caller's executor).
+  bool move_to_compute(const boost::asio::any_io_executor& current, std::string_view group,
+                       std::string_view resource) const;
 };
 
 }  // namespace kwatch::admission

@@ -45,6 +45,10 @@ class ValidatingPolicyPlugin final : public registry::ValidatingAdmission, publi
   bool handles(const registry::AdmissionAttributes& attributes) const override;
   boost::asio::awaitable<std::optional<apimachinery::ApiError>> validate(
       const registry::AdmissionAttributes& attributes, const boost::json::object* object) override;
+
+ private:
+  boost::asio::awaitable<std::optional<apimachinery::ApiError>> judge(
+      const registry::AdmissionAttributes& attributes, const boost::json::object* object);
 };
 
 }  // namespace kwatch::admission

@@ -388,12 +388,14 @@ bool Application::Parts::configure_access() {
   if (std::find(off.begin(), off.end(), "MutatingAdmissionPolicy") == off.end()) {
     mutating_policies = std::make_shared<admission::MutatingPolicyPlugin>(scheme, cachers);
     mutating_policies->use_rbac(rbac);
+    mutating_policies->use_executor(compute->get_executor());
     mutating_policies->start(ioc->get_executor());
     store->admission().add(mutating_policies);
   }
   if (std::find(off.begin(), off.end(), "ValidatingAdmissionPolicy") == off.end()) {
     policies = std::make_shared<admission::ValidatingPolicyPlugin>(scheme, cachers);
     policies->use_rbac(rbac);
+    policies->use_executor(compute->get_executor());
     policies->start(ioc->get_executor());
     store->admission().add(policies);
   }

@@ -8,6 +8,7 @@
 #include "apimachinery/json_members.hpp"
 #include "apimachinery/validation.hpp"
 #include "cel/checker.hpp"
+#include "cel/cost_estimator.hpp"
 #include "cel/functions.hpp"
 #include "cel/libraries.hpp"
 #include "cel/parser.hpp"
@@ -190,6 +191,7 @@ class PolicyCompiler {
       out.compile_error = *wrong;
       return out;
     }
+    out.max_cost = cel::estimate_cost(parsed.ast, checked).max;
     cel::Declarations declarations{names, &functions, &checked.types};
     declarations.message_literals = mutating_;
     out.program = cel::Program::compile(parsed.ast, declarations);
@@ -604,8 +606,8 @@ PolicyCompiler compile_common(const json::object& policy, bool mutating, Compile
     compiler.declare_variable(named.name, named.expression.result);
     out.variables.push_back(std::move(named));
   });
-  for (const auto& c : out.match_conditions) out.slots |= c.expression.slots;
-  for (const auto& v : out.variables) out.slots |= v.expression.slots;
+  for (const auto& c : out.match_conditions) out.add(c.expression);
+  for (const auto& v : out.variables) out.add(v.expression);
   return compiler;
 }
 
@@ -743,10 +745,10 @@ std::shared_ptr<const CompiledPolicy> compile_validating(const json::object& pol
          compiler.compile(string_at(a, "valueExpression"), Place::audit_annotation)});
   });
   for (const auto& v : out->validations) {
-    out->slots |= v.expression.slots;
-    if (v.message_expression) out->slots |= v.message_expression->slots;
+    out->add(v.expression);
+    if (v.message_expression) out->add(*v.message_expression);
   }
-  for (const auto& a : out->audit_annotations) out->slots |= a.value.slots;
+  for (const auto& a : out->audit_annotations) out->add(a.value);
   return out;
 }
 
@@ -839,7 +841,7 @@ std::shared_ptr<const CompiledPolicy> compile_mutating_policy(const json::object
                          mutation.json_patch ? Place::json_patch : Place::apply_configuration);
     out->mutations.push_back(std::move(mutation));
   });
-  for (const auto& m : out->mutations) out->slots |= m.expression.slots;
+  for (const auto& m : out->mutations) out->add(m.expression);
   return out;
 }
 

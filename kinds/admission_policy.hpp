@@ -60,6 +60,9 @@ struct PolicyExpression {
   std::string compile_error;
   cel::TypePtr result;  // the checked type (dyn when unknown)
   std::uint32_t slots = 0;  // bit `1 << PolicySlot` for each variable the source names
+  // The static estimate of what one evaluation may cost at most (cel-go's units; objects are
+  // dyn, so what iterates over them counts as over the largest request).
+  std::uint64_t max_cost = 0;
 };
 
 // What the admission plugin needs of a ValidatingAdmissionPolicy.
@@ -99,6 +102,13 @@ struct CompiledPolicy {
   // the plugin need not build for an evaluation.
   std::uint32_t slots = 0;
   bool uses(PolicySlot slot) const { return (slots >> slot) & 1U; }
+  void add(const PolicyExpression& e) {
+    slots |= e.slots;
+    max_cost = max_cost > UINT64_MAX - e.max_cost ? UINT64_MAX : max_cost + e.max_cost;
+  }
+  // The most its expressions together may cost one evaluation (saturating): a plugin runs an
+  // expensive policy away from the I/O threads.
+  std::uint64_t max_cost = 0;
 };
 
 // Compiles every expression of `policy` (a ValidatingAdmissionPolicy as stored: defaults set).
