@@ -199,17 +199,29 @@ std::optional<ApiError> mutate_once(const PolicySet& set, const AdmissionAttribu
       const json::object request_doc = policy.uses(kinds::slot_request)
                                            ? request_json(a, *matched.matched_info)
                                            : json::object();
+      // A rule that matched an equivalent resource mutates the object as that one serves it.
+      const kinds::ResourceInfo& matched_info = *matched.matched_info;
+      const bool converted =
+          matched_info.group != a.info.group || matched_info.version != a.info.version;
+      std::optional<json::object> old_converted;
+      if (converted && a.old_object != nullptr) {
+        old_converted = convert_object(a.info, matched_info, *a.old_object);
+      }
+      const json::object* old_seen = old_converted ? &*old_converted : a.old_object;
       for (std::size_t p = 0; p < runs; ++p) {
         const InvocationKey key{policy.name, binding.name, p};
         if (only != nullptr && !only->contains(key)) continue;
+        json::object seen = converted ? convert_object(a.info, matched_info, object) : json::object();
+        json::object& target = converted ? seen : object;
         bool conditions_checked = false;
+        bool mutated = false;
         for (const auto& mutation : policy.mutations) {
           // Each mutation sees the object as the ones before it left it.
           cel::JsonArena arena;
           std::vector<cel::Value> activation(kinds::policy_slot_count);
-          activation[kinds::slot_object] = cel::json_view(object, nullptr, arena);
-          if (a.old_object != nullptr) {
-            activation[kinds::slot_old_object] = cel::json_view(*a.old_object, nullptr, arena);
+          activation[kinds::slot_object] = cel::json_view(target, nullptr, arena);
+          if (old_seen != nullptr) {
+            activation[kinds::slot_old_object] = cel::json_view(*old_seen, nullptr, arena);
           }
           if (policy.uses(kinds::slot_request)) {
             activation[kinds::slot_request] =
@@ -244,11 +256,13 @@ std::optional<ApiError> mutate_once(const PolicySet& set, const AdmissionAttribu
               error = "expression '" + mutation.expression.source + "' resulted in error: " +
                       std::string(r.value.as_text());
             } else {
-              error = apply_mutation(a.info, mutation, r.value, object);
+              error = apply_mutation(matched_info, mutation, r.value, target);
+              mutated = mutated || !error;
             }
           }
           if (error && policy.fail_closed) return refusal(policy.name, binding.name, *error);
         }
+        if (converted && mutated) object = convert_object(matched_info, a.info, seen);
         if (reinvocable != nullptr && policy.reinvoke) reinvocable->emplace_back(key, object);
       }
     }

@@ -143,6 +143,32 @@ TEST(MutatingPolicy, IfNeededRunsAgainAfterALaterPolicyChangedTheObject) {
   }
 }
 
+TEST(MutatingPolicy, AnEquivalentVersionIsMutatedAsTheRuleNamesIt) {
+  // The rule names autoscaling/v2; a v1 write is converted, mutated as v2 (which has metrics),
+  // and converted back.
+  auto p = parse(R"j({"metadata": {"name": "hpa", "resourceVersion": "1"}, "spec": {
+      "failurePolicy": "Fail", "reinvocationPolicy": "Never",
+      "matchConstraints": {"matchPolicy": "Equivalent", "namespaceSelector": {}, "objectSelector": {},
+        "resourceRules": [{"apiGroups": ["autoscaling"], "apiVersions": ["v2"],
+          "operations": ["CREATE"], "resources": ["horizontalpodautoscalers"], "scope": "*"}]},
+      "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression":
+        "Object{spec: Object.spec{minReplicas: size(object.spec.metrics) + 2}}"}}]}})j");
+  MutatingPolicyPlugin plugin(scheme(), nullptr);
+  plugin.load({p}, {binding("b", "hpa")});
+  Write w;
+  w.info = scheme()->find("autoscaling", "v1", "horizontalpodautoscalers");
+  w.ns = "default";
+  w.name = "web";
+  auto hpa = parse(R"({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+    "metadata": {"name": "web", "namespace": "default"},
+    "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+             "maxReplicas": 5, "targetCPUUtilizationPercentage": 50}})");
+  EXPECT_FALSE(mutate(plugin, w, hpa));
+  EXPECT_EQ(hpa.at("apiVersion"), "autoscaling/v1");
+  EXPECT_EQ(hpa.at("spec").at("minReplicas"), 3);
+  EXPECT_EQ(hpa.at("spec").at("targetCPUUtilizationPercentage"), 50);
+}
+
 TEST(MutatingPolicy, DeletesAndPolicyKindsAreNotMutated) {
   MutatingPolicyPlugin plugin(scheme(), nullptr);
   plugin.load({policy("label", R"([{"patchType": "ApplyConfiguration", "applyConfiguration":
