@@ -132,12 +132,16 @@ std::optional<std::string> apply_mutation(const kinds::ResourceInfo& info,
   return std::nullopt;
 }
 
-ApiError refusal(const std::string& policy, const std::string& binding, const std::string& why) {
+// 403 with kube's message; `reason` Invalid for what a policy's expressions did (kube keeps the
+// code Forbidden), none for a policy or binding that cannot be configured.
+ApiError refusal(const std::string& policy, const std::string& binding, const std::string& why,
+                 const char* reason = "Invalid") {
   std::string message = binding.empty()
                             ? "policy \"" + policy + "\" denied request: " + why
                             : "policy '" + policy + "' with binding '" + binding +
                                   "' denied request: " + why;
   ApiError e(Errc::forbidden, message, {apimachinery::Cause{"", message, ""}});
+  e.reason = reason;  // "": the code's, Forbidden
   return e;
 }
 
@@ -173,7 +177,9 @@ std::optional<ApiError> mutate_once(const PolicySet& set, const AdmissionAttribu
     request.object = &object;
     const MatchOutcome matched = entry.match.matches(request, &scheme, namespace_labels);
     if (!matched.error.empty()) {
-      if (policy.fail_closed) return refusal(policy.name, "", "failed to configure policy: " + matched.error);
+      if (policy.fail_closed) {
+        return refusal(policy.name, "", "failed to configure policy: " + matched.error, "");
+      }
       continue;
     }
     if (!matched.matched) continue;
@@ -182,7 +188,8 @@ std::optional<ApiError> mutate_once(const PolicySet& set, const AdmissionAttribu
         const MatchOutcome bound = binding.match->matches(request, &scheme, namespace_labels);
         if (!bound.error.empty()) {
           if (policy.fail_closed) {
-            return refusal(policy.name, binding.name, "failed to configure binding: " + bound.error);
+            return refusal(policy.name, binding.name, "failed to configure binding: " + bound.error,
+                           "");
           }
           continue;
         }
@@ -191,7 +198,8 @@ std::optional<ApiError> mutate_once(const PolicySet& set, const AdmissionAttribu
       Params params = collect_params(policy, binding, a, scheme, cachers);
       if (!params.error.empty()) {
         if (policy.fail_closed) {
-          return refusal(policy.name, binding.name, "failed to configure binding: " + params.error);
+          return refusal(policy.name, binding.name, "failed to configure binding: " + params.error,
+                         "");
         }
         continue;
       }

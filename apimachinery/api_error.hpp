@@ -37,6 +37,9 @@ struct ApiError {
   std::string group;
   std::string kind;
   int retry_after_seconds = 0;
+  // The Status reason when it is not the code's own (kube's mutating admission policies answer
+  // 403 with reason Invalid); empty: the code's.
+  std::string reason;
 };
 
 inline ApiError api_error(Errc code, std::string message) { return {code, std::move(message), {}}; }

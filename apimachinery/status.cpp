@@ -40,7 +40,11 @@ json::object status_object(const ApiError& error) {
   status["status"] = "Failure";
   // Messages may quote what a client sent; a Status must stay valid JSON whatever that was.
   status["message"] = to_valid_utf8(error.message);
-  status["reason"] = sc.reason;
+  if (error.reason.empty()) {
+    status["reason"] = sc.reason;
+  } else {
+    status["reason"] = error.reason;
+  }
   json::object details;
   if (!error.name.empty()) details["name"] = to_valid_utf8(error.name);
   if (!error.group.empty()) details["group"] = error.group;

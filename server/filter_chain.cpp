@@ -90,7 +90,9 @@ asio::awaitable<ApiResponse> ApiHandler::serve_audited(ApiRequest request) {
     // kube copies an error's Status fields into responseStatus at level Metadata.
     if (response.error) {
       event.status = "Failure";
-      event.reason = std::string(status_code(response.error->code).reason);
+      event.reason = response.error->reason.empty()
+                         ? std::string(status_code(response.error->code).reason)
+                         : response.error->reason;
       event.message = apimachinery::to_valid_utf8(response.error->message);
     }
   }

@@ -116,6 +116,8 @@ TEST(MutatingPolicy, ErrorsRefuseUnderFailAndPassUnderIgnore) {
   auto cm = config_map();
   auto e = mutate(fail, w, cm);
   ASSERT_TRUE(e);
+  EXPECT_EQ(e->code, base::Errc::forbidden);
+  EXPECT_EQ(e->reason, "Invalid");  // kube's: the code stays 403
   EXPECT_EQ(e->message, "policy 'broken' with binding 'b' denied request: expression "
                         "'Object{data: {'x': object.data.missing}}' resulted in error: no such "
                         "key: missing");
