@@ -389,14 +389,15 @@ bool Application::Parts::configure_access() {
     mutating_policies = std::make_shared<admission::MutatingPolicyPlugin>(scheme, cachers);
     mutating_policies->use_rbac(rbac);
     mutating_policies->use_executor(compute->get_executor());
-    mutating_policies->start(ioc->get_executor());
+    // Compiling policies may take a while: on the compute pool, never the I/O threads.
+    mutating_policies->start(compute->get_executor());
     store->admission().add(mutating_policies);
   }
   if (std::find(off.begin(), off.end(), "ValidatingAdmissionPolicy") == off.end()) {
     policies = std::make_shared<admission::ValidatingPolicyPlugin>(scheme, cachers);
     policies->use_rbac(rbac);
     policies->use_executor(compute->get_executor());
-    policies->start(ioc->get_executor());
+    policies->start(compute->get_executor());
     store->admission().add(policies);
   }
   handler->set_limits(std::make_shared<RequestLimits>(
@@ -734,7 +735,7 @@ void Application::Parts::start_controllers() {
   crd_controller->start(ioc->get_executor());
   namespace_controller->start(ioc->get_executor());
   cluster_role_aggregator->start(ioc->get_executor());
-  admission_policy_status->start(ioc->get_executor());
+  admission_policy_status->start(compute->get_executor());  // type checking compiles
   if (garbage_collector) garbage_collector->start(ioc->get_executor());
 }
 
