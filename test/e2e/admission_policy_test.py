@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 
-from harness import Checks, Server, TempDir, kubectl_runner, wait_for
+from harness import Checks, Server, TempDir, flood_and_probe, kubectl_runner, wait_for
 
 POLICY = """apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
@@ -408,7 +408,6 @@ def check_costly_policy(t, server, kc):
     """A policy whose expressions spend the whole budget of each evaluation, hit by writes from
     several clients at once: every write is refused when the budget runs out, and the server
     keeps answering its health check (expensive policies are evaluated off the I/O threads)."""
-    import http.client
     ten = "[1,2,3,4,5,6,7,8,9,10]"
     nested = (f"{ten}.all(a, {ten}.all(b, {ten}.all(c, {ten}.all(d, {ten}.all(e, "
               f"a + b + c + d + e > 0)))))")
@@ -429,42 +428,14 @@ def check_costly_policy(t, server, kc):
     path = "/api/v1/namespaces/flood/configmaps"
     wait_for(lambda: server.request("POST", path + "?dryRun=All", {"metadata": {"name": "p"}})[0] == 422,
              10, "the costly policy to take effect")
-    stop = time.monotonic() + 5
-    refused, statuses = [0], []
-
-    def flood(i):
-        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-        n = 0
-        while time.monotonic() < stop:
-            conn.request("POST", path, body=json.dumps({"metadata": {"name": f"f{i}-{n}"}}),
-                         headers={"Content-Type": "application/json"})
-            r = conn.getresponse()
-            text = r.read().decode()
-            statuses.append(r.status)
-            if r.status == 422 and "running out of cost budget" in text:
-                refused[0] += 1
-            n += 1
-        conn.close()
-
-    writers = [threading.Thread(target=flood, args=(i,)) for i in range(4)]
-    for w in writers:
-        w.start()
-    latencies = []
-    probe = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
-    while time.monotonic() < stop:
-        began = time.monotonic()
-        probe.request("GET", "/healthz")
-        r = probe.getresponse()
-        r.read()
-        latencies.append((time.monotonic() - began, r.status))
-        time.sleep(0.05)
-    for w in writers:
-        w.join()
+    statuses, refused, latencies = flood_and_probe(
+        server, path, lambda i, n: json.dumps({"metadata": {"name": f"f{i}-{n}"}}),
+        "running out of cost budget")
     worst = max(l for l, _ in latencies)
-    print(f"{len(statuses)} writes ({refused[0]} stopped by the budget); "
+    print(f"{len(statuses)} writes ({refused} stopped by the budget); "
           f"{len(latencies)} health checks, slowest {worst * 1000:.1f} ms")
     t.check("every flooding write is refused when the policy's budget runs out",
-            statuses and refused[0] == len(statuses), f"{refused[0]} of {len(statuses)}")
+            statuses and refused == len(statuses), f"{refused} of {len(statuses)}")
     t.check("the health check answers within 100 ms throughout",
             all(s == 200 for _, s in latencies) and worst < 0.1, f"slowest {worst * 1000:.1f} ms")
     kc("delete", "validatingadmissionpolicybinding", "costly")

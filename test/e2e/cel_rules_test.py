@@ -10,7 +10,7 @@ Usage: cel_rules_test.py <path to kwatch-apiserver>
 import json
 import sys
 
-from harness import Checks, Server, TempDir, kubectl_runner, wait_for
+from harness import Checks, Server, TempDir, flood_and_probe, kubectl_runner, wait_for
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 ROCKETS = "/apis/space.example.com/v1/namespaces/default/rockets"
@@ -215,48 +215,19 @@ def check_hostile_rules(t, server, kc):
     """The most expensive rule a definition may have (within kube's estimate), hit by writes
     from several clients at once: each write is stopped by the per-evaluation limit, and the
     server keeps answering its health check."""
-    import http.client
-    import threading
-    import time
     code, out = kc("apply", "-f", "-", stdin=HEAVY_CRD)
     t.check("a definition with the most expensive allowed rule installs", code == 0, out)
     path = "/apis/space.example.com/v1/namespaces/default/grids"
     wait_for(lambda: server.request("GET", path)[0] == 200, 20, "grids to be served")
     body = json.dumps({"apiVersion": "space.example.com/v1", "kind": "Grid",
                        "metadata": {"generateName": "g-"}, "spec": {"xs": list(range(1000))}})
-    stop = time.monotonic() + 5
-    refused, statuses = [0], []
-
-    def flood():
-        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-        while time.monotonic() < stop:
-            conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
-            r = conn.getresponse()
-            text = r.read().decode()
-            statuses.append(r.status)
-            if r.status == 422 and "call cost exceeds limit" in text:
-                refused[0] += 1
-        conn.close()
-
-    writers = [threading.Thread(target=flood) for _ in range(4)]
-    for w in writers:
-        w.start()
-    latencies = []
-    probe = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
-    while time.monotonic() < stop:
-        began = time.monotonic()
-        probe.request("GET", "/healthz")
-        r = probe.getresponse()
-        r.read()
-        latencies.append((time.monotonic() - began, r.status))
-        time.sleep(0.05)
-    for w in writers:
-        w.join()
+    statuses, refused, latencies = flood_and_probe(
+        server, path, lambda i, n: body, "call cost exceeds limit")
     worst = max(l for l, _ in latencies)
-    print(f"{len(statuses)} writes ({refused[0]} stopped by the per-evaluation limit); "
+    print(f"{len(statuses)} writes ({refused} stopped by the per-evaluation limit); "
           f"{len(latencies)} health checks, slowest {worst * 1000:.1f} ms")
     t.check("every flooding write is refused by the per-evaluation cost limit",
-            statuses and refused[0] == len(statuses), f"{refused[0]} of {len(statuses)}")
+            statuses and refused == len(statuses), f"{refused} of {len(statuses)}")
     t.check("the health check answers within 100 ms throughout",
             all(s == 200 for _, s in latencies) and worst < 0.1, f"slowest {worst * 1000:.1f} ms")
 

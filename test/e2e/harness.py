@@ -439,6 +439,46 @@ class Session:
             self.conn = None
 
 
+def flood_and_probe(server, path, body_of, refused_marker, writers=4, seconds=5):
+    """`writers` clients POST body_of(writer, n) to `path` as fast as they can for `seconds`
+    while /healthz is probed every 50 ms. Returns (statuses, refused, probes): every write's
+    status, how many were 422 with `refused_marker` in their body, and (latency s, status) per
+    probe."""
+    import threading
+    stop = time.monotonic() + seconds
+    refused, statuses = [0], []
+
+    def flood(i):
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        n = 0
+        while time.monotonic() < stop:
+            conn.request("POST", path, body=body_of(i, n),
+                         headers={"Content-Type": "application/json"})
+            r = conn.getresponse()
+            text = r.read().decode()
+            statuses.append(r.status)
+            if r.status == 422 and refused_marker in text:
+                refused[0] += 1
+            n += 1
+        conn.close()
+
+    threads = [threading.Thread(target=flood, args=(i,)) for i in range(writers)]
+    for w in threads:
+        w.start()
+    probes = []
+    probe = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    while time.monotonic() < stop:
+        began = time.monotonic()
+        probe.request("GET", "/healthz")
+        r = probe.getresponse()
+        r.read()
+        probes.append((time.monotonic() - began, r.status))
+        time.sleep(0.05)
+    for w in threads:
+        w.join()
+    return statuses, refused[0], probes
+
+
 def configmap(name, data=None, labels=None, namespace=None):
     meta = {"name": name}
     if labels is not None:
