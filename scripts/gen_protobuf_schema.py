@@ -6,7 +6,8 @@ Run by a developer (not by CI) when the served Kubernetes version changes:
     /usr/bin/python3 scripts/gen_protobuf_schema.py <k8s.io/api git dir> <k8s.io/apimachinery git dir> [tag]
 
 The inputs are git repositories of k8s.io/api and k8s.io/apimachinery (any clone; the tag
-defaults to v0.32.0, the API of Kubernetes 1.32). Only the Go struct tags of their types.go files
+defaults to v0.32.0, the API of Kubernetes 1.32; the admission policy packages are read at
+v0.34.0, as kwatch serves them). Only the Go struct tags of their types.go files
 are read: every field's JSON name (and whether JSON omits it when empty), its Go type (a pointer
 keeps a set zero) and its `protobuf:"<wire>,<number>,..."` tag: facts of the wire contract. The
 output lists, per message, [number, JSON name, kind, flags, reference] and maps apiVersion/kind to
@@ -39,6 +40,15 @@ API_PACKAGES = {
     "discovery/v1": "discovery.k8s.io/v1", "events/v1": "events.k8s.io/v1",
     "autoscaling/v1": "autoscaling/v1", "autoscaling/v2": "autoscaling/v2",
     "authentication/v1": "authentication.k8s.io/v1", "authorization/v1": "authorization.k8s.io/v1",
+    "admissionregistration/v1": "admissionregistration.k8s.io/v1",
+    "admissionregistration/v1beta1": "admissionregistration.k8s.io/v1beta1",
+}
+# Packages read at another tag than the default, and the kinds of theirs kwatch serves: the
+# admission policies as kube 1.34 serves them.
+PACKAGE_TAGS = {"admissionregistration/v1": "v0.34.0", "admissionregistration/v1beta1": "v0.34.0"}
+SERVED_KINDS = {
+    "admissionregistration/v1": {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
+    "admissionregistration/v1beta1": {"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"},
 }
 META = "meta/v1"
 
@@ -88,7 +98,8 @@ class Package:
                     i += 1
                 self.structs[m.group(1)] = fields
             else:
-                n = re.match(r"^type (\w+) ([\w.*\[\]]+)\s*(//.*)?$", lines[i])
+                # `type X T` and the aliases `type X = pkg.T` (v1beta1 types kept from v1).
+                n = re.match(r"^type (\w+) (?:= )?([\w.*\[\]]+)\s*(//.*)?$", lines[i])
                 if n:
                     self.named[n.group(1)] = n.group(2)
             i += 1
@@ -101,7 +112,7 @@ def main():
     tag = sys.argv[3] if len(sys.argv) > 3 else "v0.32.0"
     packages = {}
     for key in API_PACKAGES:
-        packages[key] = Package(key, git_show(api, tag, f"{key}/types.go"))
+        packages[key] = Package(key, git_show(api, PACKAGE_TAGS.get(key, tag), f"{key}/types.go"))
     meta = "".join(git_show(machinery, tag, f"pkg/apis/meta/v1/{f}")
                    for f in ("types.go", "time.go", "micro_time.go"))
     packages[META] = Package(META, meta)
@@ -178,6 +189,8 @@ def main():
         for name, fields in packages[key].structs.items():
             has_type_meta = any(t == "metav1.TypeMeta" for _, t, _ in fields)
             has_object_meta = any(t == "metav1.ObjectMeta" for _, t, _ in fields)
+            if key in SERVED_KINDS and name not in SERVED_KINDS[key]:
+                continue
             if has_type_meta and has_object_meta:
                 kinds[f"{api_version}/{name}"] = f"{key}.{name}"
                 needed.append(f"{key}.{name}")

@@ -247,6 +247,30 @@ TEST(ProtobufDecoder, QuotaBudgetAndPriorityClassFromKubectlCreate) {
   EXPECT_EQ(pc->at("preemptionPolicy"), "PreemptLowerPriority");
 }
 
+TEST(ProtobufDecoder, AnAdmissionPolicysRulesAreInlineAsInJson) {
+  // RuleWithOperations (field 2 of NamedRuleWithOperations) and its Rule (field 2) are inline.
+  std::string rule = field(1, "apps") + field(2, "v1") + field(3, "deployments") + field(4, "*");
+  std::string named = field(2, field(1, "CREATE") + field(2, rule));
+  std::string match = field(3, named) + field(7, "Equivalent");
+  std::string spec = field(2, match) + field(3, field(1, "object.spec.replicas <= 5")) +
+                     field(4, "Fail");
+  auto obj = decode_protobuf_object(envelope("admissionregistration.k8s.io/v1",
+                                             "ValidatingAdmissionPolicy",
+                                             field(1, field(1, "p")) + field(2, spec)));
+  ASSERT_TRUE(obj) << obj.error().message;
+  EXPECT_EQ(obj->at("spec"), json::parse(R"({"matchConstraints":{"resourceRules":[
+      {"operations":["CREATE"],"apiGroups":["apps"],"apiVersions":["v1"],
+       "resources":["deployments"],"scope":"*"}],"matchPolicy":"Equivalent"},
+      "validations":[{"expression":"object.spec.replicas <= 5"}],"failurePolicy":"Fail"})"));
+  // A binding of MutatingAdmissionPolicy (v1beta1) decodes too.
+  auto binding = decode_protobuf_object(envelope("admissionregistration.k8s.io/v1beta1",
+                                                 "MutatingAdmissionPolicyBinding",
+                                                 field(1, field(1, "b")) +
+                                                     field(2, field(1, "team-label"))));
+  ASSERT_TRUE(binding) << binding.error().message;
+  EXPECT_EQ(binding->at("spec"), json::parse(R"({"policyName":"team-label"})"));
+}
+
 TEST(ProtobufDecoder, UnknownFieldWithAValueIsRefusedRatherThanDropped) {
   std::string raw = field(1, field(1, "c")) + field(99, "something");
   auto obj = decode_protobuf_object(envelope("v1", "ConfigMap", raw));
