@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <array>
+#include <deque>
 #include <map>
 #include <span>
 
@@ -280,7 +281,8 @@ asio::awaitable<std::optional<ApiError>> ValidatingPolicyPlugin::judge(
   unsigned char buffer[4096];
   json::monotonic_resource scratch(buffer, sizeof buffer);
   const json::storage_ptr sp(&scratch);
-  std::vector<std::pair<const kinds::ResourceInfo*, json::object>> request_docs;
+  // A deque: the documents stay where they are while views of them are in use.
+  std::deque<std::pair<const kinds::ResourceInfo*, json::object>> request_docs;
   auto request_of = [&](const kinds::ResourceInfo& matched) -> const json::object& {
     for (const auto& [info, doc] : request_docs) {
       if (info == &matched) return doc;
