@@ -293,6 +293,8 @@ json::object request_json(const AdmissionAttributes& a, const kinds::ResourceInf
   o.emplace("kind", options);
   o.emplace("apiVersion", "meta.k8s.io/v1");
   if (a.dry_run) o["dryRun"] = json::array({"All"}, sp);
+  if (!a.field_manager.empty()) o["fieldManager"] = a.field_manager;
+  if (!a.field_validation.empty()) o["fieldValidation"] = a.field_validation;
   r["options"] = std::move(o);
   return r;
 }

@@ -58,6 +58,10 @@ struct AdmissionAttributes {
   std::vector<std::string>* warnings = nullptr;
   // Where a plugin's audit annotations go (key, value: the request's audit event); may be null.
   std::vector<std::pair<std::string, std::string>>* audit_annotations = nullptr;
+  // The write's options as the client sent them (CreateOptions, UpdateOptions): empty when it
+  // sent none.
+  std::string_view field_manager;
+  std::string_view field_validation;
 };
 
 // Adds `warning` to `attributes.warnings` unless it is there already (or there is no list).

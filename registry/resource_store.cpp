@@ -213,7 +213,9 @@ asio::awaitable<ApiResult<json::object>> create_object(const ResourceInfo& info,
   const AdmissionAttributes attributes{info,           object_ns,     admitted_name,
                                        query.subresource, AdmissionOperation::create,
                                        query.dry_run,  query.user.get(), nullptr,
-                                       query.warnings.get(), query.audit_annotations.get()};
+                                       query.warnings.get(), query.audit_annotations.get(),
+                                       query.requested_field_manager,
+                                       query.requested_field_validation};
   if (admission.may_change(attributes)) {
     const json::object before = body;
     if (auto e = co_await admission.mutate(attributes, &body)) co_return std::move(*e);

@@ -62,6 +62,10 @@ struct WriteQuery {
   // Who the write is recorded under in metadata.managedFields (schema/managed_fields.hpp):
   // the request's fieldManager or its User-Agent's product; kwatch's own writes by default.
   std::string field_manager = "kwatch-apiserver";
+  // The request's fieldManager and fieldValidation parameters as sent ("" when absent), as
+  // admission sees the write's options.
+  std::string requested_field_manager;
+  std::string requested_field_validation;
   // Apply patches: take contested fields from their managers instead of failing with 409.
   bool force = false;
   // The subresource the write is recorded under when it is not `subresource` ("scale").

@@ -131,7 +131,9 @@ asio::awaitable<ApiResult<json::object>> update_object(const ResourceInfo& info,
   const AdmissionAttributes attributes{info,          object_ns,     name,
                                        admitted_subresource, AdmissionOperation::update,
                                        query.dry_run, query.user.get(), &existing,
-                                       query.warnings.get(), query.audit_annotations.get()};
+                                       query.warnings.get(), query.audit_annotations.get(),
+                                       query.requested_field_manager,
+                                       query.requested_field_validation};
   if (admission.may_change(attributes)) {
     const json::object before = obj;
     if (auto e = co_await admission.mutate(attributes, &obj)) co_return std::move(*e);

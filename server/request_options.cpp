@@ -97,6 +97,7 @@ ApiResult<registry::WriteQuery> write_query(const Url& url, const std::string& s
     }
   }
   const std::string fv = url.param("fieldValidation").value_or("");
+  q.requested_field_validation = fv;
   if (fv == "Ignore") {
     q.field_validation = registry::FieldValidation::ignore;
   } else if (fv == "Strict") {
@@ -120,6 +121,7 @@ std::optional<ApiError> set_field_manager(registry::WriteQuery& q, const Url& ur
                                           bool apply) {
   const std::optional<std::string> manager = url.param("fieldManager");
   q.field_manager = manager ? *manager : schema::manager_from_user_agent(request.user_agent);
+  q.requested_field_manager = manager.value_or("");
   if (auto e = schema::check_field_manager(manager.value_or(""), apply, options)) return e;
   if (auto force = url.param("force")) {
     if (!apply) {

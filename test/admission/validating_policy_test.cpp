@@ -159,6 +159,21 @@ TEST(ValidatingPolicy, TheAuthorizerAnswersAndEveryCheckCosts) {
       << e->message;
 }
 
+TEST(ValidatingPolicy, TheRequestCarriesTheWritesOptions) {
+  ValidatingPolicyPlugin plugin(scheme(), nullptr);
+  plugin.load({policy("options", R"j(, "validations": [{"expression":
+      "request.options.kind == 'CreateOptions' && request.options.fieldManager == 'kubectl-create' && request.options.fieldValidation == 'Strict' && !has(request.options.dryRun)"}])j")},
+              {binding("b", "options", R"(["Deny"])")});
+  auto w = deployment_write();
+  auto a = w.attributes();
+  a.field_manager = "kubectl-create";
+  a.field_validation = "Strict";
+  const auto object = deployment(1);
+  EXPECT_FALSE(run(plugin.validate(a, &object)));
+  a.field_manager = "";
+  EXPECT_TRUE(run(plugin.validate(a, &object)));
+}
+
 TEST(ValidatingPolicy, TheBudgetStopsAnExpensiveEvaluation) {
   // Each expression stays under the per-call limit; together they run past the policy's budget.
   std::string validations = R"(, "validations": [)";
