@@ -160,17 +160,8 @@ std::optional<ApiError> mutate_once(const PolicySet& set, const AdmissionAttribu
   request.name = a.name;
   request.operation = registry::operation_name(a.operation);
   request.old_object = a.old_object;
-  auto namespace_labels = [&](std::string_view ns) -> std::optional<json::object> {
-    auto found = find_namespace(scheme, cachers, ns);
-    if (!found) return std::nullopt;
-    const json::object* labels =
-        apimachinery::object_member(apimachinery::object_member(*found, "metadata"), "labels");
-    return labels != nullptr ? *labels : json::object();
-  };
-  std::optional<json::object> ns_doc;
-  if (!a.ns.empty() && !(a.info.group.empty() && a.info.resource == "namespaces")) {
-    if (auto ns = find_namespace(scheme, cachers, a.ns)) ns_doc = namespace_json(*ns);
-  }
+  NamespaceLookup namespaces(scheme, cachers);
+  const NamespaceLabels namespace_labels = namespaces.labels();
   for (const auto& entry : set.policies) {
     if (entry.bindings.empty() || !entry.has_match) continue;
     const CompiledPolicy& policy = *entry.policy;
@@ -247,7 +238,9 @@ std::optional<ApiError> mutate_once(const PolicySet& set, const AdmissionAttribu
               break;
             }
           }
-          if (ns_doc) {
+          const json::object* ns_doc =
+              policy.uses(kinds::slot_namespace_object) ? namespaces.object_of(a) : nullptr;
+          if (ns_doc != nullptr) {
             activation[kinds::slot_namespace_object] =
                 cel::json_view(*ns_doc, kinds::namespace_object_type().get(), arena);
           }

@@ -24,13 +24,7 @@ bool PolicyPluginBase::loaded() const { return source_->current()->loaded; }
 bool PolicyPluginBase::move_to_compute(const boost::asio::any_io_executor& current,
                                        std::string_view group, std::string_view resource) const {
   if (!compute_ || current == compute_) return false;
-  for (const auto& entry : source_->current()->policies) {
-    if (!entry.bindings.empty() && entry.has_match && entry.policy->max_cost > kHeavyCost &&
-        entry.match.may_match(group, resource)) {
-      return true;
-    }
-  }
-  return false;
+  return source_->current()->may_apply(group, resource, kHeavyCost + 1);
 }
 
 void PolicyPluginBase::load(const std::vector<boost::json::object>& policies,

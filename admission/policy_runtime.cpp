@@ -66,15 +66,13 @@ bool exempt_from_policies(const kinds::ResourceInfo& info) {
          r == "mutatingadmissionpolicies" || r == "mutatingadmissionpolicybindings";
 }
 
-std::string_view trim_space(std::string_view s) {
-  constexpr std::string_view kSpace = " \t\n\r\v\f";
-  const auto first = s.find_first_not_of(kSpace);
-  if (first == std::string_view::npos) return {};
-  return s.substr(first, s.find_last_not_of(kSpace) - first + 1);
-}
-
 std::string group_resource(const kinds::ResourceInfo& info) {
   return info.group.empty() ? info.resource : info.resource + "." + info.group;
+}
+
+const apimachinery::UserInfo& apiserver_user() {
+  static const apimachinery::UserInfo kUser{"system:apiserver", "", {"system:masters"}};
+  return kUser;
 }
 
 apimachinery::ApiError not_ready(const AdmissionAttributes& a) {
@@ -87,9 +85,11 @@ apimachinery::ApiError not_ready(const AdmissionAttributes& a) {
   return e;
 }
 
-bool PolicySet::may_apply(std::string_view group, std::string_view resource) const {
+bool PolicySet::may_apply(std::string_view group, std::string_view resource,
+                          std::uint64_t min_cost) const {
   for (const auto& entry : policies) {
-    if (!entry.bindings.empty() && entry.has_match && entry.match.may_match(group, resource)) {
+    if (!entry.bindings.empty() && entry.has_match && entry.policy->max_cost >= min_cost &&
+        entry.match.may_match(group, resource)) {
       return true;
     }
   }
@@ -261,28 +261,24 @@ json::object request_json(const AdmissionAttributes& a, const kinds::ResourceInf
   if (!a.name.empty()) r["name"] = a.name;
   if (!a.ns.empty()) r["namespace"] = a.ns;
   r["operation"] = registry::operation_name(a.operation);
+  const apimachinery::UserInfo& who = a.user != nullptr ? *a.user : apiserver_user();
   json::object user(sp);
-  if (a.user != nullptr) {
-    if (!a.user->name.empty()) user["username"] = a.user->name;
-    if (!a.user->uid.empty()) user["uid"] = a.user->uid;
-    if (!a.user->groups.empty()) {
-      json::array groups(sp);
-      groups.reserve(a.user->groups.size());
-      for (const auto& g : a.user->groups) groups.emplace_back(g);
-      user["groups"] = std::move(groups);
+  if (!who.name.empty()) user["username"] = who.name;
+  if (!who.uid.empty()) user["uid"] = who.uid;
+  if (!who.groups.empty()) {
+    json::array groups(sp);
+    groups.reserve(who.groups.size());
+    for (const auto& g : who.groups) groups.emplace_back(g);
+    user["groups"] = std::move(groups);
+  }
+  if (!who.extra.empty()) {
+    json::object extra(sp);
+    for (const auto& [k, values] : who.extra) {
+      json::array v(sp);
+      for (const auto& s : values) v.emplace_back(s);
+      extra[k] = std::move(v);
     }
-    if (!a.user->extra.empty()) {
-      json::object extra(sp);
-      for (const auto& [k, values] : a.user->extra) {
-        json::array v(sp);
-        for (const auto& s : values) v.emplace_back(s);
-        extra[k] = std::move(v);
-      }
-      user["extra"] = std::move(extra);
-    }
-  } else {
-    user["username"] = "system:apiserver";
-    user["groups"] = json::array({"system:masters"}, sp);
+    user["extra"] = std::move(extra);
   }
   r["userInfo"] = std::move(user);
   r["dryRun"] = a.dry_run;
@@ -382,17 +378,39 @@ Params collect_params(const CompiledPolicy& policy, const PolicyBinding& binding
   return out;
 }
 
-std::optional<json::object> find_namespace(const kinds::Scheme& scheme,
-                                           const registry::CacherRegistry* cachers,
-                                           std::string_view name) {
-  auto info = scheme.find("", "v1", "namespaces");
-  auto cacher = info && cachers != nullptr ? cachers->find(*info) : nullptr;
-  if (!cacher) return std::nullopt;
-  auto cached = cacher->get(info->key("", name));
-  if (!cached) return std::nullopt;
-  auto v = apimachinery::parse_json(cached->json);
-  if (!v || !v->is_object()) return std::nullopt;
-  return std::move(v->get_object());
+const json::object* NamespaceLookup::find(std::string_view name) {
+  for (const auto& [n, ns] : found_) {
+    if (n == name) return ns ? &*ns : nullptr;
+  }
+  std::optional<json::object> ns;
+  auto info = scheme_.find("", "v1", "namespaces");
+  auto cacher = info && cachers_ != nullptr ? cachers_->find(*info) : nullptr;
+  if (auto cached = cacher ? cacher->get(info->key("", name)) : nullptr) {
+    if (auto v = apimachinery::parse_json(cached->json); v && v->is_object()) {
+      ns = std::move(v->get_object());
+    }
+  }
+  auto& entry = found_.emplace_back(std::string(name), std::move(ns));
+  return entry.second ? &*entry.second : nullptr;
+}
+
+NamespaceLabels NamespaceLookup::labels() {
+  return [this](std::string_view name) -> std::optional<json::object> {
+    const json::object* ns = find(name);
+    if (ns == nullptr) return std::nullopt;
+    const json::object* labels = object_member(object_member(*ns, "metadata"), "labels");
+    return labels != nullptr ? *labels : json::object();
+  };
+}
+
+const json::object* NamespaceLookup::object_of(const AdmissionAttributes& a) {
+  if (!document_) {
+    document_.emplace();
+    if (!a.ns.empty() && !(a.info.group.empty() && a.info.resource == "namespaces")) {
+      if (const json::object* ns = find(a.ns)) *document_ = namespace_json(*ns);
+    }
+  }
+  return *document_ ? &**document_ : nullptr;
 }
 
 namespace {
@@ -411,11 +429,8 @@ class RbacPolicyAuthorizer final : public kinds::PolicyAuthorizer {
       r.user.name = "system:serviceaccount:" + ns + ":" + c.service_account_name;
       r.user.groups = {"system:serviceaccounts", "system:serviceaccounts:" + ns,
                        "system:authenticated"};
-    } else if (user_) {
-      r.user = *user_;
     } else {
-      r.user.name = "system:apiserver";
-      r.user.groups = {"system:masters"};
+      r.user = user_ ? *user_ : apiserver_user();
     }
     r.resource_request = c.resource_request;
     r.verb = c.verb;

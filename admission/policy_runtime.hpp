@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <span>
@@ -50,11 +51,11 @@ inline constexpr std::string_view kCostLimitExceeded =
 // The admission policy kinds themselves, which policies never judge or change.
 bool exempt_from_policies(const kinds::ResourceInfo& info);
 
-// Go's strings.TrimSpace for ASCII white space.
-std::string_view trim_space(std::string_view s);
-
 // `deployments.apps`, `pods`: a resource as kube's errors name it.
 std::string group_resource(const kinds::ResourceInfo& info);
+
+// Who kwatch's own writes (no user) are to policies: system:apiserver, in system:masters.
+const apimachinery::UserInfo& apiserver_user();
 
 // What a user's write is told while the policies are not loaded yet (403, kube's words).
 apimachinery::ApiError not_ready(const registry::AdmissionAttributes& a);
@@ -83,8 +84,10 @@ struct PolicySet {
   std::vector<Entry> policies;  // by name
   bool loaded = false;
 
-  // Whether a policy with a binding could apply to (group, resource).
-  bool may_apply(std::string_view group, std::string_view resource) const;
+  // Whether a policy with a binding, estimated to cost at least `min_cost` an evaluation, could
+  // apply to (group, resource).
+  bool may_apply(std::string_view group, std::string_view resource,
+                 std::uint64_t min_cost = 0) const;
 };
 
 using PolicyCompiler = std::shared_ptr<const kinds::CompiledPolicy> (*)(const boost::json::object&);
@@ -153,10 +156,26 @@ boost::json::object namespace_json(const boost::json::object& ns);
 // `object` as `to` serves it (a rule matched an equivalent resource).
 boost::json::object convert_object(const kinds::ResourceInfo& from, const kinds::ResourceInfo& to,
                                    const boost::json::object& object);
-// The namespace `name` from its watch cache; nullopt when absent (or no caches).
-std::optional<boost::json::object> find_namespace(const kinds::Scheme& scheme,
-                                                  const registry::CacherRegistry* cachers,
-                                                  std::string_view name);
+// The namespaces one write's policies ask about (selectors, `namespaceObject`), each read from
+// its watch cache and parsed once, when first asked. Lives as long as the write's judgement.
+class NamespaceLookup {
+ public:
+  NamespaceLookup(const kinds::Scheme& scheme, const registry::CacherRegistry* cachers)
+      : scheme_(scheme), cachers_(cachers) {}
+  // The namespace `name`; null when absent (or no caches).
+  const boost::json::object* find(std::string_view name);
+  // Its labels, for CompiledMatch::matches.
+  NamespaceLabels labels();
+  // `namespaceObject` of the write `a`: its namespace as namespace_json gives it; null for
+  // cluster-scoped objects and namespaces themselves.
+  const boost::json::object* object_of(const registry::AdmissionAttributes& a);
+
+ private:
+  const kinds::Scheme& scheme_;
+  const registry::CacherRegistry* cachers_;
+  std::deque<std::pair<std::string, std::optional<boost::json::object>>> found_;
+  std::optional<std::optional<boost::json::object>> document_;
+};
 
 // The params a binding's paramRef finds.
 struct Params {

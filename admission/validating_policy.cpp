@@ -2,6 +2,7 @@
 
 #include "admission/policy_runtime.hpp"
 #include "apimachinery/json_members.hpp"
+#include "apimachinery/validation.hpp"
 #include "cel/json_value.hpp"
 #include "kinds/admission_policy.hpp"
 #include "kinds/scheme.hpp"
@@ -28,6 +29,7 @@ namespace asio = boost::asio;
 namespace json = boost::json;
 using apimachinery::ApiError;
 using apimachinery::object_member;
+using apimachinery::trim_space;
 using apimachinery::string_at;
 using base::Errc;
 using kinds::CompiledPolicy;
@@ -270,12 +272,8 @@ asio::awaitable<std::optional<ApiError>> ValidatingPolicyPlugin::judge(
   request.operation = registry::operation_name(a.operation);
   request.object = object;
   request.old_object = a.old_object;
-  auto namespace_labels = [&](std::string_view ns) -> std::optional<json::object> {
-    auto found = find_namespace(*scheme_, cachers_.get(), ns);
-    if (!found) return std::nullopt;
-    const json::object* labels = object_member(object_member(*found, "metadata"), "labels");
-    return labels != nullptr ? *labels : json::object();
-  };
+  NamespaceLookup namespaces(*scheme_, cachers_.get());
+  const NamespaceLabels namespace_labels = namespaces.labels();
   // What every matching policy's evaluation shares: the `request` document of each matched
   // resource and `namespaceObject`, made when first needed, in one buffer for the write.
   unsigned char buffer[4096];
@@ -288,18 +286,6 @@ asio::awaitable<std::optional<ApiError>> ValidatingPolicyPlugin::judge(
       if (info == &matched) return doc;
     }
     return request_docs.emplace_back(&matched, request_json(a, matched, sp)).second;
-  };
-  std::optional<std::optional<json::object>> namespace_doc;
-  auto namespace_object = [&]() -> const std::optional<json::object>& {
-    if (!namespace_doc) {
-      namespace_doc.emplace();
-      if (!a.ns.empty() && !(a.info.group.empty() && a.info.resource == "namespaces")) {
-        if (auto ns = find_namespace(*scheme_, cachers_.get(), a.ns)) {
-          *namespace_doc = namespace_json(*ns);
-        }
-      }
-    }
-    return *namespace_doc;
   };
   std::shared_ptr<const kinds::PolicyAuthorizer> authorizer;  // made when first asked
   Outcome outcome;
@@ -348,9 +334,8 @@ asio::awaitable<std::optional<ApiError>> ValidatingPolicyPlugin::judge(
       static const json::object kNone;
       const json::object& request_doc =
           policy.uses(kinds::slot_request) ? request_of(matched_info) : kNone;
-      static const std::optional<json::object> kNoNamespace;
-      const std::optional<json::object>& ns_doc =
-          policy.uses(kinds::slot_namespace_object) ? namespace_object() : kNoNamespace;
+      const json::object* ns_doc =
+          policy.uses(kinds::slot_namespace_object) ? namespaces.object_of(a) : nullptr;
       std::array<cel::Value, kinds::policy_slot_count> activation;
       if (policy.uses(kinds::slot_authorizer)) {
         if (!authorizer) authorizer = make_policy_authorizer(rbac_.get(), a.user);
@@ -373,7 +358,7 @@ asio::awaitable<std::optional<ApiError>> ValidatingPolicyPlugin::judge(
           for (auto& f : failures) outcome.denied.push_back({policy.name, binding.name, std::move(f)});
           continue;
         }
-        if (ns_doc) {
+        if (ns_doc != nullptr) {
           activation[kinds::slot_namespace_object] =
               cel::json_view(*ns_doc, kinds::namespace_object_type().get(), arena);
         }

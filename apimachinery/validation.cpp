@@ -224,4 +224,15 @@ std::vector<std::string> path_segment_errors(std::string_view value) {
   return errors;
 }
 
+std::string_view trim_space(std::string_view s) {
+  constexpr std::string_view kSpace = " \t\n\r\v\f";
+  const auto first = s.find_first_not_of(kSpace);
+  if (first == std::string_view::npos) return {};
+  return s.substr(first, s.find_last_not_of(kSpace) - first + 1);
+}
+
+bool has_line_break(std::string_view s) {
+  return s.find('\n') != std::string_view::npos || s.find('\r') != std::string_view::npos;
+}
+
 }  // namespace kwatch::apimachinery

@@ -25,6 +25,11 @@ std::vector<std::string> qualified_name_errors(std::string_view value);
 // Label value: empty, or up to 63 alphanumerics with '-', '_', '.' inside.
 std::vector<std::string> label_value_errors(std::string_view value);
 
+// Go's strings.TrimSpace for ASCII white space (rules, messages and expressions are checked so).
+std::string_view trim_space(std::string_view s);
+// Whether `s` holds a '\n' or '\r' (messages that must stay on one line).
+bool has_line_break(std::string_view s);
+
 // `s` quoted the way Go's %q does for the strings Kubernetes puts in messages.
 std::string go_quote(std::string_view s);
 

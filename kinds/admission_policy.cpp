@@ -32,6 +32,8 @@ namespace json = boost::json;
 using apimachinery::Cause;
 using apimachinery::array_member;
 using apimachinery::go_quote;
+using apimachinery::has_line_break;
+using apimachinery::trim_space;
 using apimachinery::object_member;
 using apimachinery::string_at;
 using field_errors::check_label_selector;
@@ -55,18 +57,6 @@ cel::TypePtr object_type(std::string name,
 }
 
 cel::TypePtr strings() { return cel::types::list(cel::types::string()); }
-
-// Go's strings.TrimSpace for ASCII white space (what the expressions and messages are).
-std::string_view trim(std::string_view s) {
-  constexpr std::string_view kSpace = " \t\n\r\v\f";
-  const auto first = s.find_first_not_of(kSpace);
-  if (first == std::string_view::npos) return {};
-  return s.substr(first, s.find_last_not_of(kSpace) - first + 1);
-}
-
-bool has_line_break(std::string_view s) {
-  return s.find('\n') != std::string_view::npos || s.find('\r') != std::string_view::npos;
-}
 
 // What an expression of one place in a policy may see, and must give.
 enum class Place {
@@ -641,7 +631,7 @@ void check_common(const json::object* spec, const json::object* old_spec,
       const json::object* c = (*conditions)[i].if_object();
       const std::string at = index("spec.matchConditions", i);
       const std::string expression = string_at(c, "expression");
-      if (trim(expression).empty()) {
+      if (trim_space(expression).empty()) {
         required(causes, at + ".expression");
       } else {
         report(causes, at + ".expression", compiled.match_conditions[i].expression);
@@ -662,12 +652,12 @@ void check_common(const json::object* spec, const json::object* old_spec,
       const json::object* v = (*variables)[i].if_object();
       const std::string at = index("spec.variables", i);
       const std::string n = string_at(v, "name");
-      if (trim(n).empty()) {
+      if (trim_space(n).empty()) {
         required(causes, at + ".name", "name is not specified");
       } else if (!cel_identifier(n)) {
         invalid(causes, at + ".name", go_quote(n), "name is not a valid CEL identifier");
       }
-      if (trim(string_at(v, "expression")).empty()) {
+      if (trim_space(string_at(v, "expression")).empty()) {
         required(causes, at + ".expression", "expression is not specified");
       } else {
         report(causes, at + ".expression", compiled.variables[i].expression);
@@ -732,10 +722,10 @@ std::shared_ptr<const CompiledPolicy> compile_validating(const json::object& pol
     CompiledPolicy::Validation validation;
     validation.expression = compiler.compile(string_at(v, "expression"), Place::validation);
     const std::string message_expression = string_at(v, "messageExpression");
-    if (!trim(message_expression).empty()) {
+    if (!trim_space(message_expression).empty()) {
       validation.message_expression = compiler.compile(message_expression, Place::message);
     }
-    validation.message = std::string(trim(string_at(v, "message")));
+    validation.message = std::string(trim_space(string_at(v, "message")));
     validation.reason = string_at(v, "reason");
     out->validations.push_back(std::move(validation));
   });
@@ -867,23 +857,23 @@ void validate_validating_admission_policy(const json::object& policy, const json
       const json::object* v = (*validations)[i].if_object();
       const std::string at = index("spec.validations", i);
       const auto& c = compiled->validations[i];
-      if (trim(string_at(v, "expression")).empty()) {
+      if (trim_space(string_at(v, "expression")).empty()) {
         required(causes, at + ".expression", "expression is not specified");
       } else {
         report(causes, at + ".expression", c.expression);
       }
       const std::string message_expression = string_at(v, "messageExpression");
-      if (!message_expression.empty() && trim(message_expression).empty()) {
+      if (!message_expression.empty() && trim_space(message_expression).empty()) {
         invalid(causes, at + ".messageExpression", go_quote(message_expression),
                 "must be non-empty if specified");
       } else if (c.message_expression) {
         report(causes, at + ".messageExpression", *c.message_expression);
       }
       const std::string message = string_at(v, "message");
-      if (!message.empty() && trim(message).empty()) {
+      if (!message.empty() && trim_space(message).empty()) {
         invalid(causes, at + ".message", go_quote(message),
                 "message must be non-empty if specified");
-      } else if (has_line_break(trim(message))) {
+      } else if (has_line_break(trim_space(message))) {
         invalid(causes, at + ".message", go_quote(message), "message must not contain line breaks");
       }
       if (v != nullptr && v->contains("reason")) {
@@ -914,9 +904,9 @@ void validate_validating_admission_policy(const json::object& policy, const json
         }
       }
       const std::string value = string_at(a, "valueExpression");
-      if (trim(value).empty()) {
+      if (trim_space(value).empty()) {
         required(causes, at + ".valueExpression", "valueExpression is not specified");
-      } else if (trim(value).size() > 5120) {
+      } else if (trim_space(value).size() > 5120) {
         required(causes, at + ".valueExpression", "must not exceed 5120 bytes in length");
       } else {
         report(causes, at + ".valueExpression", compiled->audit_annotations[i].value);
@@ -969,7 +959,7 @@ void validate_mutating_admission_policy(const json::object& policy, const json::
       const bool has_patch = object_member(m, "jsonPatch") != nullptr;
       auto check_expression = [&](const char* holder) {
         const std::string path = at + "." + holder;
-        if (trim(string_at(object_member(m, holder), "expression")).empty()) {
+        if (trim_space(string_at(object_member(m, holder), "expression")).empty()) {
           required(causes, path + ".expression");
         } else {
           report(causes, path + ".expression", compiled->mutations[i].expression);

@@ -23,6 +23,7 @@
 #include <map>
 #include <optional>
 
+#include "apimachinery/validation.hpp"
 #include "cel/checker.hpp"
 #include "cel/cost_estimator.hpp"
 #include "cel/escaping.hpp"
@@ -63,16 +64,8 @@ struct NodeCel {
 
 namespace {
 
-std::string trim(std::string_view s) {
-  const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
-  while (!s.empty() && space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && space(s.back())) s.remove_suffix(1);
-  return std::string(s);
-}
-
-bool has_line_break(std::string_view s) {
-  return s.find('\n') != std::string_view::npos || s.find('\r') != std::string_view::npos;
-}
+using apimachinery::has_line_break;
+using apimachinery::trim_space;
 
 // Go's encoding/json text of a string: HTML-escaped, as the value of kube's error messages is.
 std::string go_json_string(std::string_view s) {
@@ -412,7 +405,7 @@ class RuleCompiler {
       static_checks(n, r, item);
       CompiledRule compiled_rule;
       compiled_rule.spec = &r;
-      if (r.has_field_path && !trim(r.field_path).empty()) {
+      if (r.has_field_path && !trim_space(r.field_path).empty()) {
         if (auto fp = normalize_field_path(n, r.field_path)) compiled_rule.field_path = *fp;
       }
       compile(cel->type, r, item, uncorrelatable, compiled_rule);
@@ -423,19 +416,19 @@ class RuleCompiler {
 
   // kube's SchemaErrors for one rule: its fields by themselves.
   void static_checks(const SchemaNode& n, const ValidationRule& r, const std::string& item) {
-    if (trim(r.rule).empty()) {
+    if (trim_space(r.rule).empty()) {
       schema_errors_.push_back(required(child(item, "rule"), "rule is not specified"));
-    } else if (r.has_message && trim(r.message).empty()) {
+    } else if (r.has_message && trim_space(r.message).empty()) {
       schema_errors_.push_back(invalid(child(item, "message"), go_quote(r.message),
                                        "must be non-empty if specified"));
-    } else if (has_line_break(trim(r.message))) {
+    } else if (has_line_break(trim_space(r.message))) {
       schema_errors_.push_back(invalid(child(item, "message"), go_quote(r.message),
                                        "must not contain line breaks"));
-    } else if (has_line_break(trim(r.rule)) && r.message.empty()) {
+    } else if (has_line_break(trim_space(r.rule)) && r.message.empty()) {
       schema_errors_.push_back(required(child(item, "message"),
                                         "message must be specified if rule contains line breaks"));
     }
-    if (r.has_message_expression && trim(r.message_expression).empty()) {
+    if (r.has_message_expression && trim_space(r.message_expression).empty()) {
       schema_errors_.push_back(required(child(item, "messageExpression"),
                                         "messageExpression must be non-empty if specified"));
     }
@@ -447,7 +440,7 @@ class RuleCompiler {
     }
     if (r.has_field_path) {
       const std::string fp_at = child(item, "fieldPath");
-      if (trim(r.field_path).empty()) {
+      if (trim_space(r.field_path).empty()) {
         schema_errors_.push_back(invalid(fp_at, go_quote(r.field_path),
                                          "must be non-empty if specified"));
       } else if (has_line_break(r.field_path)) {
@@ -479,7 +472,7 @@ class RuleCompiler {
 
   void compile(const cel::TypePtr& self_type, const ValidationRule& r, const std::string& item,
                const std::string& uncorrelatable, CompiledRule& out) {
-    if (trim(r.rule).empty()) return;
+    if (trim_space(r.rule).empty()) return;
     if (!self_type) {
       out.compile_error = "failed to convert to declType for CEL validation rules";
       cel_errors_.push_back(invalid(child(item, "rule"), rule_value(r), out.compile_error));
@@ -517,7 +510,7 @@ class RuleCompiler {
       out.program = cel::Program::compile(parsed.ast, typed);
       out.uses_old_self = mentions_old_self(parsed.ast);
     }
-    if (r.has_message_expression && !trim(r.message_expression).empty()) {
+    if (r.has_message_expression && !trim_space(r.message_expression).empty()) {
       // A messageExpression sees oldSelf as it is (never optional).
       const std::vector<cel::TypePtr> message_types{self_type, self_type};
       cel::Parsed message;
@@ -709,7 +702,8 @@ class RuleRunner {
       }
       // How kube names the rule in its errors: its message, else its text.
       const auto res = [&] {
-        return trim(spec.has_message && !spec.message.empty() ? spec.message : spec.rule);
+        return std::string(
+            trim_space(spec.has_message && !spec.message.empty() ? spec.message : spec.rule));
       };
       const std::uint64_t limit = std::min(kPerCallLimit, remaining_);
       const cel::EvalResult r = rule.program->run(vars, limit);
@@ -752,15 +746,16 @@ class RuleRunner {
         }
         remaining_ -= std::min(remaining_, m.cost);
         if (m.value.is(cel::ValueKind::string)) {
-          std::string text = trim(m.value.as_text());
+          std::string text(trim_space(m.value.as_text()));
           if (!text.empty() && !has_line_break(text) && text.size() <= kMaxMessageExpressionBytes) {
             detail = std::move(text);
           }
         }
       }
       if (detail.empty()) {
-        detail = spec.has_message && !trim(spec.message).empty() ? trim(spec.message)
-                                                                 : "failed rule: " + res();
+        detail = spec.has_message && !trim_space(spec.message).empty()
+                     ? std::string(trim_space(spec.message))
+                     : "failed rule: " + res();
       }
       std::string field = path.text();
       if (!rule.field_path.empty()) {
