@@ -390,7 +390,7 @@ const json::object* NamespaceLookup::find(std::string_view name) {
       ns = std::move(v->get_object());
     }
   }
-  auto& entry = found_.emplace_back(std::string(name), std::move(ns));
+  auto& entry = found_.emplace_front(std::string(name), std::move(ns));
   return entry.second ? &*entry.second : nullptr;
 }
 

@@ -22,7 +22,7 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
+#include <forward_list>
 #include <memory>
 #include <optional>
 #include <span>
@@ -173,7 +173,8 @@ class NamespaceLookup {
  private:
   const kinds::Scheme& scheme_;
   const registry::CacherRegistry* cachers_;
-  std::deque<std::pair<std::string, std::optional<boost::json::object>>> found_;
+  // A forward_list: entries stay where they are, and an empty one allocates nothing.
+  std::forward_list<std::pair<std::string, std::optional<boost::json::object>>> found_;
   std::optional<std::optional<boost::json::object>> document_;
 };
 

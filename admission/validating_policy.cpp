@@ -17,7 +17,7 @@
 
 #include <algorithm>
 #include <array>
-#include <deque>
+#include <forward_list>
 #include <map>
 #include <span>
 
@@ -279,13 +279,14 @@ asio::awaitable<std::optional<ApiError>> ValidatingPolicyPlugin::judge(
   unsigned char buffer[4096];
   json::monotonic_resource scratch(buffer, sizeof buffer);
   const json::storage_ptr sp(&scratch);
-  // A deque: the documents stay where they are while views of them are in use.
-  std::deque<std::pair<const kinds::ResourceInfo*, json::object>> request_docs;
+  // A forward_list: the documents stay where they are while views of them are in use, and an
+  // empty one allocates nothing.
+  std::forward_list<std::pair<const kinds::ResourceInfo*, json::object>> request_docs;
   auto request_of = [&](const kinds::ResourceInfo& matched) -> const json::object& {
     for (const auto& [info, doc] : request_docs) {
       if (info == &matched) return doc;
     }
-    return request_docs.emplace_back(&matched, request_json(a, matched, sp)).second;
+    return request_docs.emplace_front(&matched, request_json(a, matched, sp)).second;
   };
   std::shared_ptr<const kinds::PolicyAuthorizer> authorizer;  // made when first asked
   Outcome outcome;
