@@ -1,6 +1,7 @@
 #include "cel/program.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <cmath>
 #include <optional>
 #include <utility>
@@ -29,6 +30,7 @@ enum class Op : std::uint8_t {
   greater,
   greater_equal,
   in,
+  logical_not,  // !_ (one overload: bool -> bool)
   index,
   opt_select,
   opt_index,
@@ -47,7 +49,8 @@ struct Program::Step {
   bool two_vars = false;
   Value constant;           // constant; select: the field name; error: the error
   TypePtr field_type;       // select of a schema object's field: its type
-  std::string json_name;    // ... and its JSON name
+  TypePtr owner;            // ... the object type that has it
+  std::string_view json_name;  // ... and its JSON name, held by `owner` (one address a field)
   std::string name;         // a call's function
   std::vector<const Overload*> overloads;
   std::vector<std::uint32_t> children;
@@ -111,10 +114,13 @@ class Compiler {
         if (decls_.node_types != nullptr && n.children[0] < decls_.node_types->size()) {
           const TypePtr& operand = (*decls_.node_types)[n.children[0]];
           if (operand && operand->kind == TypeKind::object) {
-            s.field_type = operand->field(n.name);
-            if (s.field_type) {
+            const auto f = operand->fields.find(n.name);
+            if (f != operand->fields.end()) {
+              s.field_type = f->second;
+              s.owner = operand;
               auto j = operand->json_names.find(n.name);
-              s.json_name = j == operand->json_names.end() ? n.name : j->second;
+              s.json_name = j == operand->json_names.end() ? std::string_view(f->first)
+                                                           : std::string_view(j->second);
             }
           }
         }
@@ -232,6 +238,7 @@ class Compiler {
     if (f == "_>_") return Op::greater;
     if (f == "_>=_") return Op::greater_equal;
     if (f == "@in") return Op::in;
+    if (f == "!_") return Op::logical_not;
     if (f == "_[_]") return Op::index;
     if (f == "_?._") return Op::opt_select;
     if (f == "_[?_]") return Op::opt_index;
@@ -347,7 +354,6 @@ class Evaluator {
   // of `?:`, an identifier used as an index).
   Value eval(std::uint32_t id, bool charged) {
     const Hot& h = hot_[id];
-    const Step& s = *h.cold;
     switch (h.op) {
       case Op::constant: return h.constant->borrowed();
       case Op::variable:
@@ -357,87 +363,108 @@ class Evaluator {
       case Op::local:
         if (charged) budget.charge(1);
         return locals_[h.slot];
-      case Op::error: return s.constant;
-      case Op::select: {
-        Value operand = eval(h.c[0], charged);
-        if (charged) budget.charge(1);
-        if (h.field_type != nullptr && operand.is(ValueKind::map)) return field(operand, h, false);
-        return select(operand, *h.constant, false);
-      }
-      case Op::has: {
-        Value operand = eval(h.c[0]);
-        if (h.field_type != nullptr && operand.is(ValueKind::map)) return field(operand, h, true);
-        return select(operand, *h.constant, true);
-      }
+      case Op::error: return h.cold->constant;
+      case Op::select: return select_step(h, charged);
+      case Op::has: return has_step(h);
       case Op::logical_and:
       case Op::logical_or: return logic(h);
-      case Op::conditional: {
-        Value c = eval(h.c[0]);
-        if (c.is_error()) return c;
-        if (!c.is(ValueKind::boolean)) return no_such_overload("_?_:_", {&c, 1});
-        const std::uint32_t branch = h.c[c.as_bool() ? 1 : 2];
-        return eval(branch, !hot_[branch].attribute);
-      }
-      case Op::not_strictly_false: {
-        Value v = eval(h.c[0]);
-        budget.charge(1);
-        return Value::boolean(!v.is(ValueKind::boolean) || v.as_bool());
-      }
+      case Op::conditional: return conditional(h);
+      case Op::not_strictly_false: return not_strictly_false(h);
       case Op::equals:
-      case Op::not_equals: {
-        Value a = eval(h.c[0]);
-        if (a.is_error()) return a;
-        Value b = eval(h.c[1]);
-        if (b.is_error()) return b;
-        budget.charge(comparison_cost(a, b));
-        return Value::boolean(equal(a, b) == (h.op == Op::equals));
-      }
+      case Op::not_equals: return equality(h);
       case Op::less:
       case Op::less_equal:
       case Op::greater:
-      case Op::greater_equal: return relation(h, s);
-      case Op::in: {
-        Value a = eval(h.c[0]);
-        if (a.is_error()) return a;
-        Value b = eval(h.c[1]);
-        if (b.is_error()) return b;
-        // A constant list is a set lookup, free in cel-go's optimized programs.
-        if (hot_[h.c[1]].op != Op::constant) budget.charge(b.is(ValueKind::list) ? b.as_list().size() : 1);
-        return in(a, b);
-      }
-      case Op::index: {
-        Value a = eval(h.c[0]);
-        if (a.is_error()) return a;
-        Value b = eval(h.c[1], !hot_[h.c[1]].attribute);
-        if (b.is_error()) return b;
-        budget.charge(1);
-        return index(a, b);
-      }
-      case Op::opt_select: {
-        Value a = eval(h.c[0]);
-        if (a.is_error()) return a;
-        Value f = eval(h.c[1]);
-        budget.charge(1);
-        return optional_access(a, f, true);
-      }
-      case Op::opt_index: {
-        Value a = eval(h.c[0]);
-        if (a.is_error()) return a;
-        Value b = eval(h.c[1]);
-        if (b.is_error()) return b;
-        budget.charge(1);
-        return optional_access(a, b, false);
-      }
-      case Op::call: return call(s);
-      case Op::list: return list(s);
-      case Op::map: return map(s);
-      case Op::comprehension: return comprehension(s);
-      case Op::append_to_accumulator: return append(s);
+      case Op::greater_equal: return relation(h, *h.cold);
+      case Op::in: return in_step(h);
+      case Op::logical_not: return logical_not(h);
+      case Op::index: return index_step(h);
+      case Op::opt_select:
+      case Op::opt_index: return optional_step(h);
+      case Op::call: return call(*h.cold);
+      case Op::list: return list(*h.cold);
+      case Op::map: return map(*h.cold);
+      case Op::comprehension: return comprehension(*h.cold);
+      case Op::append_to_accumulator: return append(*h.cold);
     }
     return Value::error("internal error: unknown step");
   }
 
  private:
+  // One function a step kind, out of eval, so that eval's own frame stays small: it is entered
+  // at every step.
+  [[gnu::noinline]] Value select_step(const Hot& h, bool charged) {
+    Value operand = eval(h.c[0], charged);
+    if (charged) budget.charge(1);
+    if (h.field_type != nullptr && operand.is(ValueKind::map)) return field(operand, h, false);
+    return select(operand, *h.constant, false);
+  }
+
+  [[gnu::noinline]] Value has_step(const Hot& h) {
+    Value operand = eval(h.c[0]);
+    if (h.field_type != nullptr && operand.is(ValueKind::map)) return field(operand, h, true);
+    return select(operand, *h.constant, true);
+  }
+
+  [[gnu::noinline]] Value conditional(const Hot& h) {
+    Value c = eval(h.c[0]);
+    if (c.is_error()) return c;
+    if (!c.is(ValueKind::boolean)) return no_such_overload("_?_:_", {&c, 1});
+    const std::uint32_t branch = h.c[c.as_bool() ? 1 : 2];
+    return eval(branch, !hot_[branch].attribute);
+  }
+
+  [[gnu::noinline]] Value not_strictly_false(const Hot& h) {
+    Value v = eval(h.c[0]);
+    budget.charge(1);
+    return Value::boolean(!v.is(ValueKind::boolean) || v.as_bool());
+  }
+
+  [[gnu::noinline]] Value equality(const Hot& h) {
+    Value a = eval(h.c[0]);
+    if (a.is_error()) return a;
+    Value b = eval(h.c[1]);
+    if (b.is_error()) return b;
+    budget.charge(comparison_cost(a, b));
+    return Value::boolean(equal(a, b) == (h.op == Op::equals));
+  }
+
+  [[gnu::noinline]] Value in_step(const Hot& h) {
+    Value a = eval(h.c[0]);
+    if (a.is_error()) return a;
+    Value b = eval(h.c[1]);
+    if (b.is_error()) return b;
+    // A constant list is a set lookup, free in cel-go's optimized programs.
+    if (hot_[h.c[1]].op != Op::constant) budget.charge(b.is(ValueKind::list) ? b.as_list().size() : 1);
+    return in(a, b);
+  }
+
+  [[gnu::noinline]] Value logical_not(const Hot& h) {
+    Value a = eval(h.c[0]);
+    if (a.is_error()) return a;
+    budget.charge(1);
+    if (!a.is(ValueKind::boolean)) return no_such_overload("!_", {&a, 1});
+    return Value::boolean(!a.as_bool());
+  }
+
+  [[gnu::noinline]] Value index_step(const Hot& h) {
+    Value a = eval(h.c[0]);
+    if (a.is_error()) return a;
+    Value b = eval(h.c[1], !hot_[h.c[1]].attribute);
+    if (b.is_error()) return b;
+    budget.charge(1);
+    return index(a, b);
+  }
+
+  [[gnu::noinline]] Value optional_step(const Hot& h) {
+    Value a = eval(h.c[0]);
+    if (a.is_error()) return a;
+    Value b = eval(h.c[1]);
+    if (h.op == Op::opt_index && b.is_error()) return b;
+    budget.charge(1);
+    return optional_access(a, b, h.op == Op::opt_select);
+  }
+
   // A variable, or selections on one: what cel-go reads as an attribute.
   bool is_attribute(std::uint32_t id) const { return hot_[id].attribute; }
 
@@ -463,8 +490,8 @@ class Evaluator {
 
   // A schema object's field, found by its JSON name.
   static Value field(const Value& operand, const Hot& h, bool test_only) {
+    if (test_only) return Value::boolean(operand.as_map().has_field(h.json_name, h.field_type));
     auto found = operand.as_map().find_field(h.json_name, h.field_type);
-    if (test_only) return Value::boolean(found.has_value());
     if (!found) return no_such_key(*h.constant);
     return std::move(*found);
   }
@@ -490,7 +517,7 @@ class Evaluator {
                         "' does not support field selection");
   }
 
-  Value logic(const Hot& h) {
+  [[gnu::noinline]] Value logic(const Hot& h) {
     const bool is_and = h.op == Op::logical_and;
     Value a = eval(h.c[0]);
     // A decisive left side ends it; otherwise the right side decides, and an error on one
@@ -507,7 +534,7 @@ class Evaluator {
                         std::string(a.type_name()) + ", " + std::string(b.type_name()) + ")");
   }
 
-  Value relation(const Hot& h, const Step& s) {
+  [[gnu::noinline]] Value relation(const Hot& h, const Step& s) {
     Value a = eval(h.c[0]);
     if (a.is_error()) return a;
     Value b = eval(h.c[1]);
@@ -610,32 +637,46 @@ class Evaluator {
     return index(container, key);
   }
 
-  Value call(const Step& s) {
-    Value args_buf[4];
-    std::vector<Value> args_vec;
-    Value* args = args_buf;
+  [[gnu::noinline]] Value call(const Step& s) {
     const std::size_t n = s.children.size();
-    if (n > 4) {
-      args_vec.resize(n);
-      args = args_vec.data();
+    if (n <= 4) {
+      // Arguments built in place, only as many as there are (no null Values to zero first).
+      alignas(Value) unsigned char raw[4 * sizeof(Value)];
+      Value* args = reinterpret_cast<Value*>(raw);
+      std::size_t built = 0;
+      struct Destroy {
+        Value* args;
+        std::size_t& built;
+        ~Destroy() { std::destroy_n(args, built); }
+      } destroy{args, built};
+      for (; built < n;) {
+        std::construct_at(args + built, eval(s.children[built]));
+        if (args[built++].is_error()) return args[built - 1];
+      }
+      return dispatch(s, {args, n});
     }
+    std::vector<Value> args;
+    args.reserve(n);
     for (std::size_t i = 0; i < n; ++i) {
-      args[i] = eval(s.children[i]);
-      if (args[i].is_error()) return args[i];
+      args.push_back(eval(s.children[i]));
+      if (args.back().is_error()) return args.back();
     }
-    const std::span<const Value> view(args, n);
+    return dispatch(s, args);
+  }
+
+  Value dispatch(const Step& s, std::span<const Value> args) {
     for (const Overload* o : s.overloads) {
       bool match = true;
-      for (std::size_t i = 0; i < n && match; ++i) match = o->args[i].accepts(args[i]);
+      for (std::size_t i = 0; i < args.size() && match; ++i) match = o->args[i].accepts(args[i]);
       if (match) {
         budget.begin_call();
-        Value r = o->impl(view, budget);
+        Value r = o->impl(args, budget);
         budget.end_call();
         return r;
       }
     }
     budget.charge(1);
-    return no_such_overload(s.name, view);
+    return no_such_overload(s.name, args);
   }
 
   Value list(const Step& s) {
@@ -683,7 +724,7 @@ class Evaluator {
     return Value::map(std::shared_ptr<const MapValue>(std::move(m)));
   }
 
-  Value comprehension(const Step& s) {
+  [[gnu::noinline]] Value comprehension(const Step& s) {
     Value range = eval(s.children[0]);
     if (range.is_error()) return range;
     const bool is_list = range.is(ValueKind::list);
