@@ -4,6 +4,7 @@
 
 #include <boost/json.hpp>
 
+#include "cel/checker.hpp"
 #include "cel/libraries.hpp"
 #include "cel/literal.hpp"
 #include "cel/parser.hpp"
@@ -77,6 +78,78 @@ TEST(CelJsonValue, ViewsCompareWithOwnedValues) {
             "true");
   EXPECT_EQ(eval_view("self == {'tags': ['a']}", R"({"tags": ["a"]})", t), "true");
   EXPECT_EQ(eval_view("self.tags + ['c']", R"({"tags": ["a"]})", t), "[\"a\", \"c\"]");
+}
+
+// A program compiled with the checker's types selects schema fields by their JSON names (and a
+// view remembers what it found); one compiled without types looks every name up. Both must
+// give the same value, the same error and the same cost, also when several programs read one
+// view in turn (as a node's rules do).
+TEST(CelJsonValue, TypedSelectionsAgreeWithUntypedOnes) {
+  auto member = object({{"v", types::string()}, {"n", types::int64()}});
+  TypePtr item = object({{"kind", types::string()},
+                         {"count", types::int64()},
+                         {"a", member},
+                         {"b", member},
+                         {"x__dash__y", types::string()},
+                         {"items", types::list(member)}});
+  std::const_pointer_cast<Type>(item)->json_names["x__dash__y"] = "x-y";
+  const char* sources[] = {
+      "self.kind == 'A'",
+      "self.kind != 'A'",
+      "!(has(self.a) && self.kind != 'A')",
+      "!(!has(self.b) && self.kind == 'B')",
+      "has(self.a.v) && self.a.v.startsWith('x')",
+      "self.a.n > 2",
+      "self.count == 1",
+      "self.x__dash__y == 'z'",
+      "self.items.filter(i, i.v == 'p').size() <= 1",
+      "self.items.exists_one(i, has(i.n) && i.n == 3)",
+      "self.items.all(i, i.v != '')",
+      "has(self.kind) ? self.kind.size() : -1",
+  };
+  const char* docs[] = {
+      R"({"kind": "A", "a": {"v": "xy", "n": 3}, "count": 1, "x-y": "z"})",
+      R"({"kind": "B", "b": {"v": "q"}, "items": [{"v": "p", "n": 3}, {"v": "p"}]})",
+      R"({"kind": "A", "a": null, "items": [{"v": ""}, {"n": 3}]})",
+      R"({"count": 1.0, "a": {}})",
+      R"({})",
+  };
+  std::vector<Parsed> parsed;
+  std::vector<Checked> checked;
+  std::vector<Program> typed;
+  std::vector<Program> untyped;
+  for (const char* source : sources) {
+    parsed.push_back(parse(source));
+    ASSERT_TRUE(parsed.back().errors.empty()) << source;
+    checked.push_back(check(parsed.back().ast, {"self"}, {item}, kubernetes_functions()));
+    ASSERT_TRUE(checked.back().errors.empty()) << source;
+  }
+  for (std::size_t i = 0; i < parsed.size(); ++i) {
+    Declarations decls{{"self"}, &kubernetes_functions()};
+    untyped.push_back(Program::compile(parsed[i].ast, decls));
+    decls.node_types = &checked[i].types;
+    typed.push_back(Program::compile(parsed[i].ast, decls));
+  }
+  const auto outcome = [](const EvalResult& r) {
+    return (r.value.is_error() ? "error: " + std::string(r.value.as_text())
+                               : format_literal(r.value)) +
+           " cost " + std::to_string(r.cost);
+  };
+  for (const char* text : docs) {
+    const boost::json::value doc = boost::json::parse(text);
+    JsonArena typed_arena;
+    JsonArena untyped_arena;
+    // One view for every program, in turn, twice: the second round reads what the view
+    // remembered.
+    const Value typed_self[] = {json_view(doc, item.get(), typed_arena)};
+    const Value untyped_self[] = {json_view(doc, item.get(), untyped_arena)};
+    for (int round = 0; round < 2; ++round) {
+      for (std::size_t i = 0; i < parsed.size(); ++i) {
+        EXPECT_EQ(outcome(typed[i].evaluate(typed_self)), outcome(untyped[i].evaluate(untyped_self)))
+            << sources[i] << " over " << text << " (round " << round << ")";
+      }
+    }
+  }
 }
 
 }  // namespace
