@@ -2,6 +2,7 @@
 
 #include <re2/re2.h>
 
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -301,6 +302,28 @@ std::shared_ptr<const RE2> compiled_pattern(std::string_view pattern, std::strin
   return re;
 }
 
+const RE2* thread_pattern(std::string_view pattern, std::string& error) {
+  // A rule's constant pattern has one address for the program's life: its slot is found by
+  // that address and confirmed by its text (another text may come to live at a freed address).
+  struct Slot {
+    std::string text;
+    std::shared_ptr<const RE2> re;
+  };
+  thread_local std::array<Slot, 16> recent;
+  thread_local std::shared_ptr<const RE2> large;  // one uncached program, alive through its call
+  Slot& slot = recent[(reinterpret_cast<std::uintptr_t>(pattern.data()) >> 3) % recent.size()];
+  if (slot.re && slot.text == pattern) return slot.re.get();
+  auto re = compiled_pattern(pattern, error);
+  if (!re) return nullptr;
+  if (re->ProgramSize() > kMaxCachedProgramSize) {
+    large = std::move(re);
+    return large.get();
+  }
+  slot.text.assign(pattern);
+  slot.re = std::move(re);
+  return slot.re.get();
+}
+
 namespace {
 
 bool valid_utf8(std::string_view s) {
@@ -468,7 +491,7 @@ Value ends_with(Args a, EvalBudget& budget) {
 
 Value matches(Args a, EvalBudget& budget) {
   std::string error;
-  auto re = compiled_pattern(a[1].as_text(), error);
+  const RE2* re = thread_pattern(a[1].as_text(), error);
   if (!re) return Value::error(error);
   budget.call_cost(regex_cost(a[0].as_text(), a[1].as_text()));
   const auto text = a[0].as_text();

@@ -121,6 +121,10 @@ std::uint64_t regex_cost(std::string_view text, std::string_view pattern);
 // cache keeps at most 256 patterns, each of at most 4096 RE2 instructions; larger ones are
 // compiled for each call.
 std::shared_ptr<const re2::RE2> compiled_pattern(std::string_view pattern, std::string& error);
+// The same for a call being evaluated, from a few slots of the calling thread's own first (no
+// lock, no allocation, no reference count for a rule's constant pattern). The pointer is valid
+// until the thread's next call of this function.
+const re2::RE2* thread_pattern(std::string_view pattern, std::string& error);
 
 // The error a call without a matching overload evaluates to.
 Value no_such_overload(std::string_view function, std::span<const Value> args);

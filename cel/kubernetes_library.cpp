@@ -110,7 +110,7 @@ Value list_last_index_of(Args a, EvalBudget& budget) {
 // --- regex ---
 Value find_all(Args a, EvalBudget& budget) {
   std::string error;
-  auto re = compiled_pattern(a[1].as_text(), error);
+  const re2::RE2* re = thread_pattern(a[1].as_text(), error);
   if (!re) return Value::error(error);
   const std::int64_t limit = a.size() > 2 ? a[2].as_int() : -1;
   const std::string_view text = a[0].as_text();
