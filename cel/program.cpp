@@ -1,5 +1,8 @@
 #include "cel/program.hpp"
 
+#include "cel/predicate_kernel.hpp"
+#include "cel/program_steps.hpp"
+
 #include <algorithm>
 #include <memory>
 #include <cmath>
@@ -11,71 +14,6 @@
 #include <boost/container/small_vector.hpp>
 
 namespace kwatch::cel {
-
-enum class Op : std::uint8_t {
-  constant,
-  variable,    // a declared variable, by slot
-  local,       // a comprehension variable, by local slot
-  select,      // children[0].name
-  has,         // has(children[0].name)
-  call,
-  logical_and,
-  logical_or,
-  conditional,
-  not_strictly_false,
-  equals,
-  not_equals,
-  less,
-  less_equal,
-  greater,
-  greater_equal,
-  in,
-  logical_not,  // !_ (one overload: bool -> bool)
-  index,
-  opt_select,
-  opt_index,
-  list,
-  map,
-  comprehension,
-  append_to_accumulator,  // accu + [elements...] where the comprehension owns accu
-  error,                  // evaluates to `constant` (an error)
-};
-
-struct Program::Step {
-  Op op = Op::constant;
-  std::uint32_t slot = 0;   // variable, local; comprehension: first iteration variable
-  std::uint32_t slot2 = 0;  // comprehension: second iteration variable
-  std::uint32_t accu = 0;   // comprehension: accumulator
-  bool two_vars = false;
-  Value constant;           // constant; select: the field name; error: the error
-  TypePtr field_type;       // select of a schema object's field: its type
-  TypePtr owner;            // ... the object type that has it
-  std::string_view json_name;  // ... and its JSON name, held by `owner` (one address a field)
-  std::string name;         // a call's function
-  std::vector<const Overload*> overloads;
-  std::vector<std::uint32_t> children;
-  std::vector<bool> optional_at;
-};
-
-// What the evaluator reads at every step, packed (64 bytes) so that the steps of the programs a
-// validation runs stay in cache: the op, up to three children, a slot, a constant, a schema
-// field, and the rest (`cold`).
-struct Program::Hot {
-  Op op = Op::constant;
-  bool attribute = false;  // a variable or selections on one (cel-go's attribute)
-  std::uint32_t slot = 0;
-  std::uint32_t c[3] = {0, 0, 0};
-  const Step* cold = nullptr;
-  const Value* constant = nullptr;     // constant, error, select's field name
-  const Type* field_type = nullptr;    // select of a schema object's field
-  std::string_view json_name;          // ... its JSON name
-};
-static_assert(sizeof(Program::Hot) == 64, "a packed step is one cache line");
-
-struct Program::Compiled {
-  std::vector<Step> steps;
-  std::vector<Hot> hot;  // hot[i] packs steps[i]
-};
 
 namespace {
 
@@ -329,11 +267,51 @@ class Compiler {
   std::vector<std::pair<std::string, std::uint32_t>> accumulators_;
 };
 
+}  // namespace
+
 // cel-go writes the key as Go's %v does: a string without quotes.
 Value no_such_key(const Value& key) {
   return Value::error("no such key: " +
                       (key.is(ValueKind::string) ? std::string(key.as_text()) : format_literal(key)));
 }
+
+std::uint64_t comparison_cost(const Value& a, const Value& b) {
+  // Short strings cost 1 (empty ones 0) whatever their code points: no need to count them.
+  if (a.is(ValueKind::string) && b.is(ValueKind::string)) {
+    const std::size_t shorter = std::min(a.as_text().size(), b.as_text().size());
+    if (shorter <= 10) return shorter > 0 ? 1 : 0;
+  }
+  const auto size = [](const Value& v) -> std::uint64_t {
+    switch (v.kind()) {
+      case ValueKind::string: return code_point_count(v.as_text());
+      case ValueKind::bytes: return v.as_text().size();
+      case ValueKind::list: return v.as_list().size();
+      case ValueKind::map: return v.as_map().size();
+      default: return 1;
+    }
+  };
+  return tenths(std::min(size(a), size(b)), 1);
+}
+
+Value in_container(const Value& element, const Value& container) {
+  if (container.is(ValueKind::list)) {
+    const ListValue& l = container.as_list();
+    for (std::size_t i = 0; i < l.size(); ++i) {
+      if (equal(l.at(i), element)) return Value::boolean(true);
+    }
+    return Value::boolean(false);
+  }
+  if (container.is(ValueKind::map)) {
+    return Value::boolean(container.as_map().find(element).has_value());
+  }
+  const Value args[] = {element, container};
+  return no_such_overload("@in", args);
+}
+
+Program::Compiled::Compiled() = default;
+Program::Compiled::~Compiled() = default;
+
+namespace {
 
 class Evaluator {
  public:
@@ -436,7 +414,7 @@ class Evaluator {
     if (b.is_error()) return b;
     // A constant list is a set lookup, free in cel-go's optimized programs.
     if (hot_[h.c[1]].op != Op::constant) budget.charge(b.is(ValueKind::list) ? b.as_list().size() : 1);
-    return in(a, b);
+    return in_container(a, b);
   }
 
   [[gnu::noinline]] Value logical_not(const Hot& h) {
@@ -467,26 +445,6 @@ class Evaluator {
 
   // A variable, or selections on one: what cel-go reads as an attribute.
   bool is_attribute(std::uint32_t id) const { return hot_[id].attribute; }
-
-  // Comparing strings, bytes, lists or maps costs a tenth of the smaller size (rounded up);
-  // anything else 1.
-  static std::uint64_t comparison_cost(const Value& a, const Value& b) {
-    // Short strings cost 1 (empty ones 0) whatever their code points: no need to count them.
-    if (a.is(ValueKind::string) && b.is(ValueKind::string)) {
-      const std::size_t shorter = std::min(a.as_text().size(), b.as_text().size());
-      if (shorter <= 10) return shorter > 0 ? 1 : 0;
-    }
-    const auto size = [](const Value& v) -> std::uint64_t {
-      switch (v.kind()) {
-        case ValueKind::string: return code_point_count(v.as_text());
-        case ValueKind::bytes: return v.as_text().size();
-        case ValueKind::list: return v.as_list().size();
-        case ValueKind::map: return v.as_map().size();
-        default: return 1;
-      }
-    };
-    return tenths(std::min(size(a), size(b)), 1);
-  }
 
   // A schema object's field, found by its JSON name.
   static Value field(const Value& operand, const Hot& h, bool test_only) {
@@ -552,21 +510,6 @@ class Evaluator {
       case Op::greater: return Value::boolean(c > 0);
       default: return Value::boolean(c >= 0);
     }
-  }
-
-  Value in(const Value& element, const Value& container) {
-    if (container.is(ValueKind::list)) {
-      const ListValue& l = container.as_list();
-      for (std::size_t i = 0; i < l.size(); ++i) {
-        if (equal(l.at(i), element)) return Value::boolean(true);
-      }
-      return Value::boolean(false);
-    }
-    if (container.is(ValueKind::map)) {
-      return Value::boolean(container.as_map().find(element).has_value());
-    }
-    const Value args[] = {element, container};
-    return no_such_overload("@in", args);
   }
 
   static std::optional<std::int64_t> list_index(const Value& i) {
@@ -854,9 +797,14 @@ Program Program::compile(const Ast& ast, const Declarations& declarations,
   auto compiled = std::make_shared<Compiled>();
   compiled->steps = std::move(c.steps);
   compiled->hot = pack(compiled->steps);
+  if (declarations.predicate_kernel) {
+    compiled->kernel = PredicateKernel::build(compiled->steps, p.root_);
+  }
   p.compiled_ = std::move(compiled);
   return p;
 }
+
+bool Program::has_predicate_kernel() const { return compiled_->kernel != nullptr; }
 
 EvalResult Program::evaluate(std::span<const Value> variables, std::uint64_t cost_limit) const {
   EvalResult out = run(variables, cost_limit);
@@ -865,6 +813,15 @@ EvalResult Program::evaluate(std::span<const Value> variables, std::uint64_t cos
 }
 
 EvalResult Program::run(std::span<const Value> variables, std::uint64_t cost_limit) const {
+  if (compiled_->kernel != nullptr) {
+    EvalResult out;
+    const auto decided = compiled_->kernel->run(variables, cost_limit, out.cost);
+    if (decided != PredicateKernel::Outcome::undecided) {
+      out.value = Value::boolean(decided == PredicateKernel::Outcome::is_true);
+      return out;
+    }
+    out.cost = 0;
+  }
   Evaluator e(compiled_->steps, compiled_->hot, variables, locals_, cost_limit);
   EvalResult out;
   try {

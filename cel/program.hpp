@@ -36,6 +36,9 @@ struct Declarations {
   // Message literals the checker accepted (CheckOptions::message_type) evaluate to maps of
   // their fields; without this they are errors ("unknown type: X").
   bool message_literals = false;
+  // A boolean guard also gets the predicate kernel (predicate_kernel.hpp), which decides most
+  // evaluations without the evaluator; off only to compare the two.
+  bool predicate_kernel = true;
 };
 
 // The value may borrow from the program's constants and from the variables' values: it is
@@ -62,6 +65,9 @@ class Program {
   // The same without a share of the program for the result (EvalResult::constants empty): for
   // a caller that is done with the value before the program goes, spared a reference count.
   EvalResult run(std::span<const Value> variables, std::uint64_t cost_limit) const;
+
+  // Whether the predicate kernel was built for this program (for tests and benchmarks).
+  bool has_predicate_kernel() const;
 
   struct Step;
   struct Hot;

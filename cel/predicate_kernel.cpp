@@ -1,0 +1,360 @@
+#include "cel/predicate_kernel.hpp"
+
+#include <utility>
+
+namespace kwatch::cel {
+
+namespace {
+
+enum class Kind : std::uint8_t {
+  // conditions
+  boolean,      // a constant true or false
+  logical_and,  // a && b
+  logical_or,   // a || b
+  conditional,  // a ? b : c
+  has,          // has(path): the path's last selection tested
+  compare,      // a op b over values: ==, !=, <, <=, >, >=, in
+  call,         // a call over values that answers a bool
+  // values
+  constant,
+  attribute,    // a variable and selections on it
+  value_call,   // a call over values, as a value
+};
+
+// One selection: a schema object's field by JSON name (typed) or a map key (untyped).
+struct Selection {
+  std::string_view json_name;
+  const Type* field_type = nullptr;  // null: untyped, look `name` up as a key
+  const Value* name = nullptr;
+};
+
+}  // namespace
+
+struct RunState {
+  const PredicateKernel::Node* nodes;
+  std::span<const Value> variables;
+  std::uint64_t cost = 0;
+};
+using ConditionFn = PredicateKernel::Outcome (*)(RunState&, const PredicateKernel::Node&);
+
+struct PredicateKernel::Node {
+  Kind kind = Kind::boolean;
+  ConditionFn run = nullptr;  // a condition's own function (one call site per parent kind)
+  std::uint8_t nots = 0;      // how many `!` apply to this condition's outcome
+  Op op = Op::constant;  // compare: which
+  bool value = false;    // boolean
+  std::uint32_t a = 0, b = 0, c = 0;
+  const Value* constant = nullptr;
+  std::uint32_t slot = 0;            // attribute, has: the variable
+  std::vector<Selection> path;       // attribute, has: the selections (has: the last is tested)
+  std::vector<std::uint32_t> args;   // call, value_call
+  const std::vector<const Overload*>* overloads = nullptr;
+};
+
+namespace {
+
+using Node = PredicateKernel::Node;
+using Outcome = PredicateKernel::Outcome;
+using Step = Program::Step;
+
+class Builder {
+ public:
+  explicit Builder(const std::vector<Step>& steps) : steps_(steps) {}
+
+  std::vector<Node> nodes;
+
+  // The node of a condition at step `i`, or nullopt when the kernel cannot take it.
+  std::optional<std::uint32_t> condition(std::uint32_t i) {
+    const Step& s = steps_[i];
+    Node n;
+    switch (s.op) {
+      case Op::constant:
+        if (!s.constant.is(ValueKind::boolean)) return std::nullopt;
+        n.kind = Kind::boolean;
+        n.value = s.constant.as_bool();
+        return add(std::move(n));
+      case Op::logical_not: {
+        // `!` is no node of its own: it flips its operand's outcome (and costs 1).
+        auto a = condition(s.children[0]);
+        if (!a || nodes[*a].nots == UINT8_MAX) return std::nullopt;
+        ++nodes[*a].nots;
+        return a;
+      }
+      case Op::logical_and:
+      case Op::logical_or: {
+        auto a = condition(s.children[0]);
+        auto b = a ? condition(s.children[1]) : std::nullopt;
+        if (!b) return std::nullopt;
+        n.kind = s.op == Op::logical_and ? Kind::logical_and : Kind::logical_or;
+        n.a = *a;
+        n.b = *b;
+        return add(std::move(n));
+      }
+      case Op::conditional: {
+        auto a = condition(s.children[0]);
+        auto b = a ? condition(s.children[1]) : std::nullopt;
+        auto c = b ? condition(s.children[2]) : std::nullopt;
+        if (!c) return std::nullopt;
+        n.kind = Kind::conditional;
+        n.a = *a;
+        n.b = *b;
+        n.c = *c;
+        return add(std::move(n));
+      }
+      case Op::has: {
+        if (!attribute_path(s.children[0], n)) return std::nullopt;
+        n.path.push_back(selection(s));
+        n.kind = Kind::has;
+        return add(std::move(n));
+      }
+      case Op::equals:
+      case Op::not_equals:
+      case Op::less:
+      case Op::less_equal:
+      case Op::greater:
+      case Op::greater_equal:
+      case Op::in: {
+        auto a = value(s.children[0]);
+        auto b = a ? value(s.children[1]) : std::nullopt;
+        if (!b) return std::nullopt;
+        // `x in list` with a list that is not a constant charges the list's size: not here.
+        if (s.op == Op::in && steps_[s.children[1]].op != Op::constant) return std::nullopt;
+        n.kind = Kind::compare;
+        n.op = s.op;
+        n.a = *a;
+        n.b = *b;
+        return add(std::move(n));
+      }
+      case Op::call:
+        if (!call_args(s, n)) return std::nullopt;
+        n.kind = Kind::call;
+        return add(std::move(n));
+      default: return std::nullopt;
+    }
+  }
+
+ private:
+  std::optional<std::uint32_t> value(std::uint32_t i) {
+    const Step& s = steps_[i];
+    Node n;
+    if (s.op == Op::constant) {
+      n.kind = Kind::constant;
+      n.constant = &s.constant;
+      return add(std::move(n));
+    }
+    if (s.op == Op::call) {
+      if (!call_args(s, n)) return std::nullopt;
+      n.kind = Kind::value_call;
+      return add(std::move(n));
+    }
+    if (!attribute_path(i, n)) return std::nullopt;
+    n.kind = Kind::attribute;
+    return add(std::move(n));
+  }
+
+  bool call_args(const Step& s, Node& n) {
+    if (s.overloads.empty()) return false;
+    for (std::uint32_t c : s.children) {
+      auto v = value(c);
+      if (!v) return false;
+      n.args.push_back(*v);
+    }
+    n.overloads = &s.overloads;
+    return true;
+  }
+
+  // A variable and selections on it, into n.slot and n.path.
+  bool attribute_path(std::uint32_t i, Node& n) {
+    const Step& s = steps_[i];
+    if (s.op == Op::variable) {
+      n.slot = s.slot;
+      return true;
+    }
+    if (s.op != Op::select) return false;
+    if (!attribute_path(s.children[0], n)) return false;
+    n.path.push_back(selection(s));
+    return true;
+  }
+
+  static Selection selection(const Step& s) {
+    return Selection{s.json_name, s.field_type.get(), &s.constant};
+  }
+
+  std::uint32_t add(Node n) {
+    nodes.push_back(std::move(n));
+    return static_cast<std::uint32_t>(nodes.size() - 1);
+  }
+
+  const std::vector<Step>& steps_;
+};
+
+Outcome condition(RunState& st, std::uint32_t i) {
+  const Node& n = st.nodes[i];
+  Outcome r = n.run(st, n);
+  if (n.nots != 0 && r != Outcome::undecided) {
+    st.cost += n.nots;  // the evaluator charges each `!` once its operand is known
+    if ((n.nots & 1) != 0) r = r == Outcome::is_true ? Outcome::is_false : Outcome::is_true;
+  }
+  return r;
+}
+
+Outcome decided(bool b) { return b ? Outcome::is_true : Outcome::is_false; }
+
+Outcome run_boolean(RunState&, const Node& n) { return decided(n.value); }
+
+// `&&` and `||` in the evaluator's order: a decisive left side ends it; otherwise the right
+// decides. An undecided side leaves the whole undecided, even where the other side would absorb
+// an error (`error || true`): what the evaluator would have spent on it, or whether it is an
+// error at all, is not known here.
+template <Outcome Decisive>
+Outcome run_logic(RunState& st, const Node& n) {
+  const Outcome a = condition(st, n.a);
+  if (a == Outcome::undecided || a == Decisive) return a;
+  return condition(st, n.b);
+}
+
+Outcome run_conditional(RunState& st, const Node& n) {
+  const Outcome a = condition(st, n.a);
+  if (a == Outcome::undecided) return a;
+  return condition(st, a == Outcome::is_true ? n.b : n.c);
+}
+
+// The variable and the first `count` selections of n.path, charged as the evaluator charges
+// them: 1 for the variable, 1 for each selection.
+bool follow(RunState& st, const Node& n, std::size_t count, Value& out) {
+  if (n.slot >= st.variables.size()) return false;
+  st.cost += 1 + count;
+  out = st.variables[n.slot];
+  for (std::size_t k = 0; k < count; ++k) {
+    if (!out.is(ValueKind::map)) return false;
+    const Selection& s = n.path[k];
+    auto found = s.field_type != nullptr ? out.as_map().find_field(s.json_name, s.field_type)
+                                         : out.as_map().find(*s.name);
+    if (!found) return false;
+    out = std::move(*found);
+  }
+  return true;
+}
+
+Outcome run_has(RunState& st, const Node& n) {
+  Value operand;
+  if (!follow(st, n, n.path.size() - 1, operand)) return Outcome::undecided;
+  if (!operand.is(ValueKind::map)) return Outcome::undecided;
+  const Selection& last = n.path.back();
+  return decided(last.field_type != nullptr
+                     ? operand.as_map().has_field(last.json_name, last.field_type)
+                     : operand.as_map().find(*last.name).has_value());
+}
+
+bool value(RunState& st, std::uint32_t i, Value& out);
+
+bool call(RunState& st, const Node& n, Value& out) {
+  Value buf[4];
+  std::vector<Value> more;
+  const std::size_t count = n.args.size();
+  Value* args = buf;
+  if (count > 4) {
+    more.resize(count);
+    args = more.data();
+  }
+  for (std::size_t k = 0; k < count; ++k) {
+    if (!value(st, n.args[k], args[k])) return false;
+  }
+  const std::span<const Value> view(args, count);
+  for (const Overload* o : *n.overloads) {
+    bool match = true;
+    for (std::size_t k = 0; k < count && match; ++k) match = o->args[k].accepts(args[k]);
+    if (!match) continue;
+    EvalBudget budget(UINT64_MAX);
+    budget.begin_call();
+    out = o->impl(view, budget);
+    budget.end_call();
+    st.cost += budget.spent();
+    return !out.is_error();
+  }
+  return false;
+}
+
+bool value(RunState& st, std::uint32_t i, Value& out) {
+  const Node& n = st.nodes[i];
+  switch (n.kind) {
+    case Kind::constant: out = n.constant->borrowed(); return true;
+    case Kind::attribute: return follow(st, n, n.path.size(), out);
+    case Kind::value_call: return call(st, n, out);
+    default: return false;
+  }
+}
+
+Outcome run_call(RunState& st, const Node& n) {
+  Value r;
+  if (!call(st, n, r) || !r.is(ValueKind::boolean)) return Outcome::undecided;
+  return decided(r.as_bool());
+}
+
+Outcome run_compare(RunState& st, const Node& n) {
+  Value a;
+  Value b;
+  if (!value(st, n.a, a) || !value(st, n.b, b)) return Outcome::undecided;
+  switch (n.op) {
+    case Op::equals:
+    case Op::not_equals:
+      st.cost += comparison_cost(a, b);
+      return decided(equal(a, b) == (n.op == Op::equals));
+    case Op::in: {
+      const Value v = in_container(a, b);
+      if (!v.is(ValueKind::boolean)) return Outcome::undecided;
+      return decided(v.as_bool());
+    }
+    default: {
+      st.cost += comparison_cost(a, b);
+      const int c = cel::compare(a, b);
+      if (c == 3) return Outcome::undecided;  // no such overload
+      if (c == 2) return Outcome::is_false;   // NaN
+      return decided(n.op == Op::less         ? c < 0
+                     : n.op == Op::less_equal ? c <= 0
+                     : n.op == Op::greater    ? c > 0
+                                              : c >= 0);
+    }
+  }
+}
+
+ConditionFn function_of(Kind k) {
+  switch (k) {
+    case Kind::boolean: return run_boolean;
+    case Kind::logical_and: return run_logic<Outcome::is_false>;
+    case Kind::logical_or: return run_logic<Outcome::is_true>;
+    case Kind::conditional: return run_conditional;
+    case Kind::has: return run_has;
+    case Kind::compare: return run_compare;
+    case Kind::call: return run_call;
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+PredicateKernel::PredicateKernel() = default;
+PredicateKernel::~PredicateKernel() = default;
+
+std::unique_ptr<const PredicateKernel> PredicateKernel::build(const std::vector<Step>& steps,
+                                                              std::uint32_t root) {
+  Builder b(steps);
+  const auto top = b.condition(root);
+  if (!top) return nullptr;
+  auto kernel = std::make_unique<PredicateKernel>();
+  kernel->nodes_ = std::move(b.nodes);
+  for (Node& n : kernel->nodes_) n.run = function_of(n.kind);
+  kernel->root_ = *top;
+  return kernel;
+}
+
+PredicateKernel::Outcome PredicateKernel::run(std::span<const Value> variables,
+                                              std::uint64_t limit, std::uint64_t& cost) const {
+  RunState st{nodes_.data(), variables};
+  const Outcome out = condition(st, root_);
+  cost = st.cost;
+  if (st.cost > limit) return Outcome::undecided;  // the evaluator stops where it runs out
+  return out;
+}
+
+}  // namespace kwatch::cel

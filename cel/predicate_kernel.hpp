@@ -1,0 +1,51 @@
+// The fast form of a boolean guard: most CRD rules and match conditions are `!`, `&&`, `||` and
+// `?:` over `has()`, comparisons and calls on fields (`!(has(self.cors) && self.type != 'CORS')`,
+// `self.type in ['Exact', 'PathPrefix'] ? self.value.startsWith('/') : true`). Such an
+// expression is compiled a second time into this kernel, which evaluates it without the
+// evaluator's machinery: conditions are three-valued (false, true, undecided) instead of
+// values, a field path is followed in one loop, and the cost is summed, not charged.
+//
+// The kernel decides only what it is sure of. Whatever might be an error (a missing field, no
+// matching overload, a call that fails, a value of an unexpected kind) or would spend more than
+// the limit leaves the whole expression "undecided", and
+// Program::run then evaluates the expression with the evaluator, from the start: the kernel
+// has no side effects, so the evaluator's value, error and cost are what the program answers.
+// When the kernel decides, its value and its cost are the evaluator's: the same steps are
+// taken in the same order and each is charged as the evaluator charges it (test/cel
+// PredicateKernel* compare both on every expression and object of their tables).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "cel/program_steps.hpp"
+
+namespace kwatch::cel {
+
+class PredicateKernel {
+ public:
+  PredicateKernel();
+  ~PredicateKernel();
+  PredicateKernel(const PredicateKernel&) = delete;
+  PredicateKernel& operator=(const PredicateKernel&) = delete;
+
+  // The kernel of the expression at `root`, or null when one of its steps is outside what the
+  // kernel evaluates (comprehensions, literals that are not constants, optionals, index, ...).
+  static std::unique_ptr<const PredicateKernel> build(const std::vector<Program::Step>& steps,
+                                                      std::uint32_t root);
+
+  enum class Outcome : std::uint8_t { is_false, is_true, undecided };
+
+  // `cost` receives what the evaluator would have spent (when decided).
+  Outcome run(std::span<const Value> variables, std::uint64_t limit, std::uint64_t& cost) const;
+
+  struct Node;
+
+ private:
+  std::vector<Node> nodes_;
+  std::uint32_t root_ = 0;
+};
+
+}  // namespace kwatch::cel

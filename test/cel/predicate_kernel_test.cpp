@@ -1,0 +1,112 @@
+// The predicate kernel answers exactly what the evaluator answers: the same value and the same
+// cost when it decides, and the evaluator's own answer (errors and budget included) when it
+// does not. Every expression of the table runs over every object, with and without the kernel.
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "cel/checker.hpp"
+#include "cel/json_value.hpp"
+#include "cel/libraries.hpp"
+#include "cel/literal.hpp"
+#include "cel/parser.hpp"
+#include "cel/program.hpp"
+
+namespace kwatch::cel {
+namespace {
+
+TypePtr object_type(std::map<std::string, TypePtr, std::less<>> fields) {
+  auto t = std::make_shared<Type>();
+  t->kind = TypeKind::object;
+  t->name = "obj";
+  t->fields = std::move(fields);
+  return t;
+}
+
+struct Case {
+  const char* source;
+  bool kernel;  // whether the kernel takes it
+};
+
+// Guards in the shapes CRD rules use, and what the kernel must leave to the evaluator.
+const Case kCases[] = {
+    {"!(has(self.cors) && self.type != 'CORS')", true},
+    {"!(!has(self.cors) && self.type == 'CORS')", true},
+    {"!!has(self.cors)", true},
+    {"self.type in ['Exact', 'PathPrefix'] ? self.value.startsWith('/') : true", true},
+    {"(self.type in ['Exact','PathPrefix']) ? !self.value.contains('//') : true", true},
+    {"self.type in ['Exact', 'PathPrefix'] || self.type == 'RegularExpression'", true},
+    {"self.value.matches('^/[a-z]+$')", true},
+    {"self.value.matches('[')", true},                 // an invalid pattern: an error
+    {"has(self.cors.origin) || self.type == 'X'", true},  // has() through a missing field
+    {"self.cors.origin == 'a' || true", true},            // an error the evaluator absorbs
+    {"true || self.cors.origin == 'a'", true},
+    {"self.n > 2 && self.n <= 10", true},
+    {"self.n + 1 > 2", true},                              // a call as a value
+    {"self.n + 9223372036854775807 > 0", true},            // overflow: an error
+    {"self.ratio < 1.5", true},
+    {"self.ratio == double(self.n)", true},                // two fields, a conversion
+    {"size(self.value) > 3", true},
+    {"self.value.size() == 0 ? false : self.value.endsWith('/')", true},
+    {"self.tags.exists(t, t == 'a')", false},              // a comprehension
+    {"self.tags[0] == 'a'", false},                        // an index
+    {"[self.type] == ['CORS']", false},                    // a list that is not a constant
+};
+
+const char* kObjects[] = {
+    R"({"type": "CORS", "cors": {"origin": "a"}, "value": "/abc", "n": 3, "ratio": 3.0,
+        "tags": ["a"]})",
+    R"({"type": "CORS", "value": "//x/", "n": 11, "ratio": 1.0, "tags": []})",
+    R"({"type": "Exact", "cors": {}, "value": "abc", "n": 9223372036854775807})",
+    R"({"type": "RegularExpression", "value": "", "ratio": 0.5})",
+    R"({"cors": null})",
+    R"({})",
+};
+
+TEST(PredicateKernel, AnswersWhatTheEvaluatorAnswers) {
+  const TypePtr cors = object_type({{"origin", types::string()}});
+  const TypePtr self = object_type({{"type", types::string()},
+                                    {"cors", cors},
+                                    {"value", types::string()},
+                                    {"n", types::int64()},
+                                    {"ratio", types::float64()},
+                                    {"tags", types::list(types::string())}});
+  for (const Case& c : kCases) {
+    const Parsed parsed = parse(c.source);
+    ASSERT_TRUE(parsed.errors.empty()) << c.source;
+    const Checked checked = check(parsed.ast, {"self"}, {self}, kubernetes_functions());
+    ASSERT_TRUE(checked.errors.empty()) << c.source << ": " << checked.errors[0].message;
+    Declarations decls{{"self"}, &kubernetes_functions()};
+    decls.node_types = &checked.types;
+    const Program fast = Program::compile(parsed.ast, decls);
+    decls.predicate_kernel = false;
+    const Program plain = Program::compile(parsed.ast, decls);
+    EXPECT_EQ(fast.has_predicate_kernel(), c.kernel) << c.source;
+    EXPECT_FALSE(plain.has_predicate_kernel());
+    for (const char* text : kObjects) {
+      const boost::json::value doc = boost::json::parse(text);
+      JsonArena arena;
+      const Value vars[] = {json_view(doc, self.get(), arena)};
+      const auto outcome = [](const EvalResult& r) {
+        return (r.value.is_error() ? "error: " + std::string(r.value.as_text())
+                                   : format_literal(r.value)) +
+               " cost " + std::to_string(r.cost);
+      };
+      const EvalResult expected = plain.run(vars, UINT64_MAX);
+      EXPECT_EQ(outcome(fast.run(vars, UINT64_MAX)), outcome(expected))
+          << c.source << " over " << text;
+      // With a budget one unit short, both stop the same way.
+      if (expected.cost > 0) {
+        EXPECT_EQ(outcome(fast.run(vars, expected.cost - 1)),
+                  outcome(plain.run(vars, expected.cost - 1)))
+            << c.source << " over " << text << " (limit " << expected.cost - 1 << ")";
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kwatch::cel
