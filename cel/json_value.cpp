@@ -91,17 +91,27 @@ class ArrayView final : public ListValue {
       : array_(a), list_(list), element_(list != nullptr ? list->params[0].get() : nullptr),
         arena_(arena) {}
   std::size_t size() const override { return array_.size(); }
-  Value at(std::size_t i) const override { return json_view(array_[i], element_, arena_); }
+  // An object element's view is made once, so that every rule that iterates the list (and
+  // every iteration of a nested one) finds the fields it already looked up.
+  Value at(std::size_t i) const override {
+    if (i < kKept && kept_[i] != nullptr) return Value::borrowed_map(kept_[i]);
+    Value v = json_view(array_[i], element_, arena_);
+    if (i < kKept && v.is(ValueKind::map)) kept_[i] = &v.as_map();
+    return v;
+  }
   ListSemantics semantics() const override {
     if (list_ == nullptr) return {};
     return {list_->list_kind, &list_->list_keys};
   }
 
  private:
+  static constexpr std::size_t kKept = 16;
+
   const boost::json::array& array_;
   const Type* list_;
   const Type* element_;
   JsonArena& arena_;
+  mutable const MapValue* kept_[kKept] = {};
 };
 
 // An object read as a map (additionalProperties, preserve-unknown-fields: `value_type`) or as a

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include <boost/container/small_vector.hpp>
+
 namespace kwatch::cel {
 
 namespace {
@@ -15,10 +17,14 @@ enum class Kind : std::uint8_t {
   has,          // has(path): the path's last selection tested
   compare,      // a op b over values: ==, !=, <, <=, >, >=, in
   call,         // a call over values that answers a bool
+  all,          // range.all(x, b)
+  exists,       // range.exists(x, b)
+  exists_one,   // range.exists_one(x, b)
   // values
   constant,
   attribute,    // a variable and selections on it
   value_call,   // a call over values, as a value
+  filter,       // range.filter(x, b)
 };
 
 // One selection: a schema object's field by JSON name (typed) or a map key (untyped).
@@ -34,6 +40,7 @@ struct RunState {
   const PredicateKernel::Node* nodes;
   std::span<const Value> variables;
   std::uint64_t cost = 0;
+  boost::container::small_vector<Value, 2> locals;  // comprehension variables by slot
 };
 using ConditionFn = PredicateKernel::Outcome (*)(RunState&, const PredicateKernel::Node&);
 
@@ -45,7 +52,8 @@ struct PredicateKernel::Node {
   bool value = false;    // boolean
   std::uint32_t a = 0, b = 0, c = 0;
   const Value* constant = nullptr;
-  std::uint32_t slot = 0;            // attribute, has: the variable
+  std::uint32_t slot = 0;            // attribute, has: the variable; comprehensions: x
+  bool local = false;                // attribute, has: `slot` is a comprehension's variable
   std::vector<Selection> path;       // attribute, has: the selections (has: the last is tested)
   std::vector<std::uint32_t> args;   // call, value_call
   const std::vector<const Overload*>* overloads = nullptr;
@@ -129,9 +137,16 @@ class Builder {
         if (!call_args(s, n)) return std::nullopt;
         n.kind = Kind::call;
         return add(std::move(n));
+      case Op::comprehension: {
+        const auto kind = macro(s);
+        if (!kind || *kind == Kind::filter) return std::nullopt;
+        return comprehension(s, *kind);
+      }
       default: return std::nullopt;
     }
   }
+
+  std::uint32_t locals = 0;  // how many comprehension slots the kernel's runs need
 
  private:
   std::optional<std::uint32_t> value(std::uint32_t i) {
@@ -146,6 +161,11 @@ class Builder {
       if (!call_args(s, n)) return std::nullopt;
       n.kind = Kind::value_call;
       return add(std::move(n));
+    }
+    if (s.op == Op::comprehension) {
+      const auto kind = macro(s);
+      if (kind != Kind::filter) return std::nullopt;
+      return comprehension(s, *kind);
     }
     if (!attribute_path(i, n)) return std::nullopt;
     n.kind = Kind::attribute;
@@ -163,11 +183,77 @@ class Builder {
     return true;
   }
 
-  // A variable and selections on it, into n.slot and n.path.
+  // Which macro a comprehension is, as the parser expands them (parser.cpp): `all`, `exists`,
+  // `exists_one` and `filter` with one iteration variable; nullopt for anything else.
+  std::optional<Kind> macro(const Step& s) const {
+    if (s.two_vars || s.children.size() != 5) return std::nullopt;
+    const Step& init = steps_[s.children[1]];
+    const Step& cond = steps_[s.children[2]];
+    const Step& step = steps_[s.children[3]];
+    const Step& result = steps_[s.children[4]];
+    const auto is_accu = [&](std::uint32_t i) {
+      return steps_[i].op == Op::local && steps_[i].slot == s.accu;
+    };
+    const auto is_constant = [&](const Step& c, const Value& v) {
+      return c.op == Op::constant && c.constant.kind() == v.kind() && equal(c.constant, v);
+    };
+    const Value yes = Value::boolean(true);
+    if (init.op == Op::constant && init.constant.is(ValueKind::boolean) &&
+        cond.op == Op::not_strictly_false && is_accu(s.children[4])) {
+      if (init.constant.as_bool() && is_accu(cond.children[0]) &&
+          step.op == Op::logical_and && is_accu(step.children[0])) {
+        return Kind::all;
+      }
+      if (!init.constant.as_bool() && steps_[cond.children[0]].op == Op::logical_not &&
+          is_accu(steps_[cond.children[0]].children[0]) && step.op == Op::logical_or &&
+          is_accu(step.children[0])) {
+        return Kind::exists;
+      }
+      return std::nullopt;
+    }
+    if (!is_constant(cond, yes) || step.op != Op::conditional) return std::nullopt;
+    const Step& taken = steps_[step.children[1]];
+    if (!is_accu(step.children[2])) return std::nullopt;
+    if (is_constant(init, Value::int64(0)) && taken.op == Op::call && taken.name == "_+_" &&
+        taken.children.size() == 2 && is_accu(taken.children[0]) &&
+        is_constant(steps_[taken.children[1]], Value::int64(1)) && result.op == Op::equals &&
+        is_accu(result.children[0]) &&
+        is_constant(steps_[result.children[1]], Value::int64(1))) {
+      return Kind::exists_one;
+    }
+    if (init.op == Op::constant && init.constant.is(ValueKind::list) &&
+        init.constant.as_list().size() == 0 && taken.op == Op::append_to_accumulator &&
+        taken.slot == s.accu && taken.children.size() == 1 &&
+        steps_[taken.children[0]].op == Op::local && steps_[taken.children[0]].slot == s.slot &&
+        is_accu(s.children[4])) {
+      return Kind::filter;
+    }
+    return std::nullopt;
+  }
+
+  std::optional<std::uint32_t> comprehension(const Step& s, Kind kind) {
+    // The predicate: the step's right side (all, exists) or its condition (the others).
+    const Step& step = steps_[s.children[3]];
+    const std::uint32_t predicate =
+        kind == Kind::all || kind == Kind::exists ? step.children[1] : step.children[0];
+    auto range = value(s.children[0]);
+    auto b = range ? condition(predicate) : std::nullopt;
+    if (!b) return std::nullopt;
+    Node n;
+    n.kind = kind;
+    n.a = *range;
+    n.b = *b;
+    n.slot = s.slot;
+    locals = std::max(locals, s.slot + 1);
+    return add(std::move(n));
+  }
+
+  // A variable (or a comprehension's) and selections on it, into n.slot and n.path.
   bool attribute_path(std::uint32_t i, Node& n) {
     const Step& s = steps_[i];
-    if (s.op == Op::variable) {
+    if (s.op == Op::variable || s.op == Op::local) {
       n.slot = s.slot;
+      n.local = s.op == Op::local;
       return true;
     }
     if (s.op != Op::select) return false;
@@ -222,9 +308,9 @@ Outcome run_conditional(RunState& st, const Node& n) {
 // The variable and the first `count` selections of n.path, charged as the evaluator charges
 // them: 1 for the variable, 1 for each selection.
 bool follow(RunState& st, const Node& n, std::size_t count, Value& out) {
-  if (n.slot >= st.variables.size()) return false;
+  if (!n.local && n.slot >= st.variables.size()) return false;
   st.cost += 1 + count;
-  out = st.variables[n.slot];
+  out = n.local ? st.locals[n.slot] : st.variables[n.slot];
   for (std::size_t k = 0; k < count; ++k) {
     if (!out.is(ValueKind::map)) return false;
     const Selection& s = n.path[k];
@@ -247,6 +333,7 @@ Outcome run_has(RunState& st, const Node& n) {
 }
 
 bool value(RunState& st, std::uint32_t i, Value& out);
+bool run_filter(RunState& st, const Node& n, Value& out);
 
 bool call(RunState& st, const Node& n, Value& out) {
   Value buf[4];
@@ -281,6 +368,7 @@ bool value(RunState& st, std::uint32_t i, Value& out) {
     case Kind::constant: out = n.constant->borrowed(); return true;
     case Kind::attribute: return follow(st, n, n.path.size(), out);
     case Kind::value_call: return call(st, n, out);
+    case Kind::filter: return run_filter(st, n, out);
     default: return false;
   }
 }
@@ -318,6 +406,81 @@ Outcome run_compare(RunState& st, const Node& n) {
   }
 }
 
+// The range of a comprehension: a list (maps are left to the evaluator).
+const ListValue* range_of(RunState& st, const Node& n, Value& holder) {
+  if (!value(st, n.a, holder) || !holder.is(ValueKind::list)) return nullptr;
+  return &holder.as_list();
+}
+
+// all and exists, charged as the evaluator charges their expansion: per element the loop's
+// condition (`@not_strictly_false(accu)`: 2; with exists' `!`: 3), the step's read of the
+// accumulator (1) and the predicate; once more the condition when the loop stops early; and
+// the result's read of the accumulator (1).
+template <bool All>
+Outcome run_quantifier(RunState& st, const Node& n) {
+  Value holder;
+  const ListValue* range = range_of(st, n, holder);
+  if (range == nullptr) return Outcome::undecided;
+  constexpr std::uint64_t kCondition = All ? 2 : 3;
+  const Outcome going = All ? Outcome::is_true : Outcome::is_false;
+  Outcome accu = going;
+  const std::size_t size = range->size();
+  for (std::size_t i = 0; i < size; ++i) {
+    st.cost += kCondition;
+    if (accu != going) break;
+    st.locals[n.slot] = range->at(i);
+    st.cost += 1;
+    accu = condition(st, n.b);
+    if (accu == Outcome::undecided) return accu;
+  }
+  st.cost += 1;
+  return accu;
+}
+
+// exists_one: per element the predicate, and 2 (`accu + 1`) for each that holds; then the
+// result's `accu == 1` (2).
+Outcome run_exists_one(RunState& st, const Node& n) {
+  Value holder;
+  const ListValue* range = range_of(st, n, holder);
+  if (range == nullptr) return Outcome::undecided;
+  std::uint64_t count = 0;
+  const std::size_t size = range->size();
+  for (std::size_t i = 0; i < size; ++i) {
+    st.locals[n.slot] = range->at(i);
+    const Outcome p = condition(st, n.b);
+    if (p == Outcome::undecided) return p;
+    if (p == Outcome::is_true) {
+      st.cost += 2;
+      ++count;
+    }
+  }
+  st.cost += 2;
+  return decided(count == 1);
+}
+
+// filter: per element the predicate, and 13 for each kept (`accu + [x]`: 12, the read of x: 1);
+// then the result's read of the accumulator (1).
+bool run_filter(RunState& st, const Node& n, Value& out) {
+  Value holder;
+  const ListValue* range = range_of(st, n, holder);
+  if (range == nullptr) return false;
+  std::vector<Value> kept;
+  const std::size_t size = range->size();
+  for (std::size_t i = 0; i < size; ++i) {
+    Value element = range->at(i);
+    st.locals[n.slot] = element;
+    const Outcome p = condition(st, n.b);
+    if (p == Outcome::undecided) return false;
+    if (p == Outcome::is_true) {
+      st.cost += 13;
+      kept.push_back(std::move(element));
+    }
+  }
+  st.cost += 1;
+  out = Value::list(std::move(kept));
+  return true;
+}
+
 ConditionFn function_of(Kind k) {
   switch (k) {
     case Kind::boolean: return run_boolean;
@@ -327,6 +490,9 @@ ConditionFn function_of(Kind k) {
     case Kind::has: return run_has;
     case Kind::compare: return run_compare;
     case Kind::call: return run_call;
+    case Kind::all: return run_quantifier<true>;
+    case Kind::exists: return run_quantifier<false>;
+    case Kind::exists_one: return run_exists_one;
     default: return nullptr;
   }
 }
@@ -345,12 +511,14 @@ std::unique_ptr<const PredicateKernel> PredicateKernel::build(const std::vector<
   kernel->nodes_ = std::move(b.nodes);
   for (Node& n : kernel->nodes_) n.run = function_of(n.kind);
   kernel->root_ = *top;
+  kernel->locals_ = b.locals;
   return kernel;
 }
 
 PredicateKernel::Outcome PredicateKernel::run(std::span<const Value> variables,
                                               std::uint64_t limit, std::uint64_t& cost) const {
   RunState st{nodes_.data(), variables};
+  st.locals.resize(locals_);
   const Outcome out = condition(st, root_);
   cost = st.cost;
   if (st.cost > limit) return Outcome::undecided;  // the evaluator stops where it runs out

@@ -46,6 +46,7 @@ class PredicateKernel {
  private:
   std::vector<Node> nodes_;
   std::uint32_t root_ = 0;
+  std::uint32_t locals_ = 0;  // comprehension variable slots
 };
 
 }  // namespace kwatch::cel

@@ -51,15 +51,30 @@ const Case kCases[] = {
     {"self.ratio == double(self.n)", true},                // two fields, a conversion
     {"size(self.value) > 3", true},
     {"self.value.size() == 0 ? false : self.value.endsWith('/')", true},
-    {"self.tags.exists(t, t == 'a')", false},              // a comprehension
+    {"self.tags.exists(t, t == 'a')", true},
+    {"self.tags.all(t, t != 'b')", true},
+    {"self.tags.all(t, t != 'a')", true},                  // stops at the first
+    {"self.tags.exists_one(t, t.startsWith('a'))", true},
+    {"self.tags.filter(t, t != 'b').size() <= 1", true},
+    {"self.items.all(i, has(i.origin) && i.origin != '')", true},
+    {"self.items.exists(i, i.origin == 'x')", true},       // a missing field: an error
+    {"self.items.filter(i, has(i.origin)).size() == 2", true},
+    {"self.items.exists_one(i, self.items.exists(j, j == i))", true},  // nested
+    {"self.items.all(i, self.tags.exists_one(t, has(i.origin) && t == i.origin))", true},
+    {"self.tags.map(t, t + 'x').size() > 0", false},       // map
+    {"self.tags.all(i, t, t != '')", false},               // two variables
+    {"self.labels.all(k, k != '')", true},                 // a map range: the evaluator's
     {"self.tags[0] == 'a'", false},                        // an index
     {"[self.type] == ['CORS']", false},                    // a list that is not a constant
 };
 
 const char* kObjects[] = {
     R"({"type": "CORS", "cors": {"origin": "a"}, "value": "/abc", "n": 3, "ratio": 3.0,
-        "tags": ["a"]})",
-    R"({"type": "CORS", "value": "//x/", "n": 11, "ratio": 1.0, "tags": []})",
+        "tags": ["a"], "items": [{"origin": "a"}, {"origin": "b"}], "labels": {"a": "b"}})",
+    R"({"type": "CORS", "value": "//x/", "n": 11, "ratio": 1.0, "tags": [],
+        "items": [{"origin": "x"}, {}, {"origin": ""}], "labels": {"": "x"}})",
+    R"({"tags": ["a", "ab", "b", "a"], "items": [{"origin": "ab"}, {"origin": "b"}]})",
+    R"({"tags": ["b"], "items": []})",
     R"({"type": "Exact", "cors": {}, "value": "abc", "n": 9223372036854775807})",
     R"({"type": "RegularExpression", "value": "", "ratio": 0.5})",
     R"({"cors": null})",
@@ -73,7 +88,9 @@ TEST(PredicateKernel, AnswersWhatTheEvaluatorAnswers) {
                                     {"value", types::string()},
                                     {"n", types::int64()},
                                     {"ratio", types::float64()},
-                                    {"tags", types::list(types::string())}});
+                                    {"tags", types::list(types::string())},
+                                    {"items", types::list(cors)},
+                                    {"labels", types::map(types::string(), types::string())}});
   for (const Case& c : kCases) {
     const Parsed parsed = parse(c.source);
     ASSERT_TRUE(parsed.errors.empty()) << c.source;
