@@ -3,12 +3,40 @@
 #include <boost/json.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <new>
 
 #include "base/base64.hpp"
 #include "cel/time.hpp"
 
 namespace kwatch::cel {
+
+const boost::json::value* find_member(const boost::json::object& object, std::string_view name) {
+  if (object.size() > 16) {
+    const auto it = object.find(name);
+    return it == object.end() ? nullptr : &it->value();
+  }
+  const std::size_t size = name.size();
+  const char* want = name.data();
+  for (const auto& kv : object) {
+    const auto key = kv.key();
+    if (key.size() != size) continue;
+    if (size != 0 && (key[0] != want[0] || key[size - 1] != want[size - 1])) continue;
+    // Field names are short: compare them here, eight bytes at a time, not through memcmp.
+    std::size_t i = 0;
+    for (; i + 8 <= size; i += 8) {
+      std::uint64_t a;
+      std::uint64_t b;
+      std::memcpy(&a, key.data() + i, 8);
+      std::memcpy(&b, want + i, 8);
+      if (a != b) break;
+    }
+    if (i + 8 <= size) continue;
+    while (i < size && key[i] == want[i]) ++i;
+    if (i == size) return &kv.value();
+  }
+  return nullptr;
+}
 
 Value value_from_json(const boost::json::value& json) {
   switch (json.kind()) {
@@ -119,7 +147,11 @@ class ArrayView final : public ListValue {
 class ObjectView final : public MapValue {
  public:
   ObjectView(const boost::json::object& o, const Type* type, JsonArena& arena)
-      : object_(o), type_(type), arena_(arena) {}
+      : object_(o), type_(type), arena_(arena), backing_{&o, type, &arena} {}
+
+  const JsonBacking* json_backing() const override {
+    return type_ != nullptr && type_->kind == TypeKind::object ? &backing_ : nullptr;
+  }
 
   std::size_t size() const override { return object_.size(); }
 
@@ -211,9 +243,8 @@ class ObjectView final : public MapValue {
       Memo& m = memo_[i];
       if (m.key == json_name.data() && m.type == type) return m;
     }
-    const auto it = object_.find(json_name);
-    const boost::json::value* json =
-        it == object_.end() || it->value().is_null() ? nullptr : &it->value();
+    const boost::json::value* json = find_member(object_, json_name);
+    if (json != nullptr && json->is_null()) json = nullptr;
     // Names that are not interned (a key with the same text at another address) only miss.
     std::size_t slot = memo_size_;
     if (slot == kMemo) {
@@ -229,6 +260,7 @@ class ObjectView final : public MapValue {
   const boost::json::object& object_;
   const Type* type_;
   JsonArena& arena_;
+  JsonBacking backing_;
   mutable std::uint8_t memo_size_ = 0;
   mutable std::uint8_t memo_next_ = 0;
   mutable Memo memo_[kMemo];

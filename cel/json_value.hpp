@@ -38,6 +38,19 @@ std::optional<boost::json::value> json_from_value(const Value& value, std::strin
 
 class JsonArena;
 
+// The member `name` of `object`, or null: a scan that compares lengths and first bytes before
+// the rest, for the small objects schemas mostly have (larger ones use the object's index).
+const boost::json::value* find_member(const boost::json::object& object, std::string_view name);
+
+// What a view of a JSON object read as a schema object stands on: a reader that knows the
+// schema may follow fields in the JSON itself and make a Value only of what it ends on
+// (json_view of the member, with its field's type, in this arena).
+struct JsonBacking {
+  const boost::json::object* object;
+  const Type* type;  // of kind TypeKind::object
+  JsonArena* arena;
+};
+
 // The value of `json` read as `type` (null or dyn: as schemaless JSON), backed by `arena`.
 Value json_view(const boost::json::value& json, const Type* type, JsonArena& arena);
 // The same for an object held as one.

@@ -3,6 +3,9 @@
 #include <utility>
 
 #include <boost/container/small_vector.hpp>
+#include <boost/json.hpp>
+
+#include "cel/json_value.hpp"
 
 namespace kwatch::cel {
 
@@ -25,13 +28,16 @@ enum class Kind : std::uint8_t {
   attribute,    // a variable and selections on it
   value_call,   // a call over values, as a value
   filter,       // range.filter(x, b)
+  value_conditional,  // a ? b : c with values b and c
+  condition_value,    // the condition a as a bool value
 };
 
 // One selection: a schema object's field by JSON name (typed) or a map key (untyped).
 struct Selection {
   std::string_view json_name;
   const Type* field_type = nullptr;  // null: untyped, look `name` up as a key
-  const Value* name = nullptr;
+  const Value* name = nullptr;       // the field's name; an index's constant key
+  bool index = false;                // `[key]` rather than `.name`
 };
 
 }  // namespace
@@ -49,8 +55,11 @@ struct PredicateKernel::Node {
   ConditionFn run = nullptr;  // a condition's own function (one call site per parent kind)
   std::uint8_t nots = 0;      // how many `!` apply to this condition's outcome
   Op op = Op::constant;  // compare: which
-  bool value = false;    // boolean
+  bool value = false;    // boolean; compare `in`: charge the container's size
   std::uint32_t a = 0, b = 0, c = 0;
+  // compare ==, != (and `in` a constant list) of a schema string field (a) with string
+  // constants (b): decided on the JSON text, without values.
+  bool string_field = false;
   const Value* constant = nullptr;
   std::uint32_t slot = 0;            // attribute, has: the variable; comprehensions: x
   bool local = false;                // attribute, has: `slot` is a comprehension's variable
@@ -125,9 +134,10 @@ class Builder {
         auto a = value(s.children[0]);
         auto b = a ? value(s.children[1]) : std::nullopt;
         if (!b) return std::nullopt;
-        // `x in list` with a list that is not a constant charges the list's size: not here.
-        if (s.op == Op::in && steps_[s.children[1]].op != Op::constant) return std::nullopt;
         n.kind = Kind::compare;
+        // `x in list` with a list that is not a constant charges the list's size.
+        n.value = s.op == Op::in && steps_[s.children[1]].op != Op::constant;
+        n.string_field = string_field(*a, *b, s.op);
         n.op = s.op;
         n.a = *a;
         n.b = *b;
@@ -166,6 +176,34 @@ class Builder {
       const auto kind = macro(s);
       if (kind != Kind::filter) return std::nullopt;
       return comprehension(s, *kind);
+    }
+    if (s.op == Op::conditional) {
+      // The evaluator does not charge a branch that is an attribute: such branches stay out.
+      const Op t = steps_[s.children[1]].op;
+      const Op f = steps_[s.children[2]].op;
+      const auto attribute = [](Op op) {
+        return op == Op::variable || op == Op::local || op == Op::select || op == Op::index;
+      };
+      if (attribute(t) || attribute(f)) return std::nullopt;
+      auto a = condition(s.children[0]);
+      auto b = a ? value(s.children[1]) : std::nullopt;
+      auto c = b ? value(s.children[2]) : std::nullopt;
+      if (!c) return std::nullopt;
+      n.kind = Kind::value_conditional;
+      n.a = *a;
+      n.b = *b;
+      n.c = *c;
+      return add(std::move(n));
+    }
+    if (s.op == Op::logical_and || s.op == Op::logical_or || s.op == Op::logical_not ||
+        s.op == Op::has || s.op == Op::equals || s.op == Op::not_equals || s.op == Op::less ||
+        s.op == Op::less_equal || s.op == Op::greater || s.op == Op::greater_equal ||
+        s.op == Op::in) {
+      auto a = condition(i);
+      if (!a) return std::nullopt;
+      n.kind = Kind::condition_value;
+      n.a = *a;
+      return add(std::move(n));
     }
     if (!attribute_path(i, n)) return std::nullopt;
     n.kind = Kind::attribute;
@@ -248,12 +286,38 @@ class Builder {
     return add(std::move(n));
   }
 
+  // Whether `a op b` compares a schema string field with string constants.
+  bool string_field(std::uint32_t a, std::uint32_t b, Op op) const {
+    const Node& field = nodes[a];
+    const Node& constant = nodes[b];
+    if (field.kind != Kind::attribute || field.path.empty() || constant.kind != Kind::constant) {
+      return false;
+    }
+    const Selection& last = field.path.back();
+    if (last.index || last.field_type == nullptr || last.field_type->kind != TypeKind::string) {
+      return false;
+    }
+    if (op == Op::equals || op == Op::not_equals) return constant.constant->is(ValueKind::string);
+    if (op != Op::in || !constant.constant->is(ValueKind::list)) return false;
+    const ListValue& list = constant.constant->as_list();
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (!list.at(i).is(ValueKind::string)) return false;
+    }
+    return true;
+  }
+
   // A variable (or a comprehension's) and selections on it, into n.slot and n.path.
   bool attribute_path(std::uint32_t i, Node& n) {
     const Step& s = steps_[i];
     if (s.op == Op::variable || s.op == Op::local) {
       n.slot = s.slot;
       n.local = s.op == Op::local;
+      return true;
+    }
+    if (s.op == Op::index) {
+      const Step& key = steps_[s.children[1]];
+      if (key.op != Op::constant || !attribute_path(s.children[0], n)) return false;
+      n.path.push_back(Selection{{}, nullptr, &key.constant, true});
       return true;
     }
     if (s.op != Op::select) return false;
@@ -305,15 +369,69 @@ Outcome run_conditional(RunState& st, const Node& n) {
   return condition(st, a == Outcome::is_true ? n.b : n.c);
 }
 
+// Where a walk along a path is: a Value, or a place in a JSON document (read as `type`) that
+// becomes a Value only when something other than a schema field is asked of it.
+struct Cursor {
+  Value value;
+  const boost::json::value* json = nullptr;
+  const Type* type = nullptr;
+  JsonArena* arena = nullptr;
+
+  // The JSON object under the cursor, when it is read as a schema object.
+  const boost::json::object* schema_object() {
+    if (json != nullptr) {
+      return type != nullptr && type->kind == TypeKind::object ? json->if_object() : nullptr;
+    }
+    if (!value.is(ValueKind::map)) return nullptr;
+    const JsonBacking* b = value.as_map().json_backing();
+    if (b == nullptr) return nullptr;
+    arena = b->arena;
+    return b->object;
+  }
+
+  Value& materialize() {
+    if (json != nullptr) {
+      value = json_view(*json, type, *arena);
+      json = nullptr;
+    }
+    return value;
+  }
+};
+
 // The variable and the first `count` selections of n.path, charged as the evaluator charges
-// them: 1 for the variable, 1 for each selection.
-bool follow(RunState& st, const Node& n, std::size_t count, Value& out) {
+// them: 1 for the variable, 1 for each selection. A schema field of a JSON object is found in
+// the JSON (a null member is absent, as the view reads it).
+bool follow(RunState& st, const Node& n, std::size_t count, Cursor& at) {
   if (!n.local && n.slot >= st.variables.size()) return false;
   st.cost += 1 + count;
-  out = n.local ? st.locals[n.slot] : st.variables[n.slot];
+  at.value = n.local ? st.locals[n.slot] : st.variables[n.slot];
   for (std::size_t k = 0; k < count; ++k) {
-    if (!out.is(ValueKind::map)) return false;
     const Selection& s = n.path[k];
+    if (s.field_type != nullptr && !s.index) {
+      if (const boost::json::object* obj = at.schema_object()) {
+        const boost::json::value* member = find_member(*obj, s.json_name);
+        if (member == nullptr || member->is_null()) return false;
+        at.json = member;
+        at.type = s.field_type;
+        continue;
+      }
+    }
+    Value& out = at.materialize();
+    if (s.index) {
+      // `[key]` on a list (an int in range) or a map (a key it has); else the evaluator's.
+      if (out.is(ValueKind::list) && s.name->is(ValueKind::int64)) {
+        const std::int64_t i = s.name->as_int();
+        if (i < 0 || static_cast<std::uint64_t>(i) >= out.as_list().size()) return false;
+        out = out.as_list().at(static_cast<std::size_t>(i));
+        continue;
+      }
+      if (!out.is(ValueKind::map) || !s.name->is(ValueKind::string)) return false;
+      auto found = out.as_map().find(*s.name);
+      if (!found) return false;
+      out = std::move(*found);
+      continue;
+    }
+    if (!out.is(ValueKind::map)) return false;
     auto found = s.field_type != nullptr ? out.as_map().find_field(s.json_name, s.field_type)
                                          : out.as_map().find(*s.name);
     if (!found) return false;
@@ -322,11 +440,25 @@ bool follow(RunState& st, const Node& n, std::size_t count, Value& out) {
   return true;
 }
 
+bool follow(RunState& st, const Node& n, std::size_t count, Value& out) {
+  Cursor at;
+  if (!follow(st, n, count, at)) return false;
+  out = std::move(at.materialize());
+  return true;
+}
+
 Outcome run_has(RunState& st, const Node& n) {
-  Value operand;
-  if (!follow(st, n, n.path.size() - 1, operand)) return Outcome::undecided;
-  if (!operand.is(ValueKind::map)) return Outcome::undecided;
+  Cursor at;
+  if (!follow(st, n, n.path.size() - 1, at)) return Outcome::undecided;
   const Selection& last = n.path.back();
+  if (last.field_type != nullptr) {
+    if (const boost::json::object* obj = at.schema_object()) {
+      const boost::json::value* v = find_member(*obj, last.json_name);
+      return decided(v != nullptr && !v->is_null());
+    }
+  }
+  const Value& operand = at.materialize();
+  if (!operand.is(ValueKind::map)) return Outcome::undecided;
   return decided(last.field_type != nullptr
                      ? operand.as_map().has_field(last.json_name, last.field_type)
                      : operand.as_map().find(*last.name).has_value());
@@ -369,6 +501,17 @@ bool value(RunState& st, std::uint32_t i, Value& out) {
     case Kind::attribute: return follow(st, n, n.path.size(), out);
     case Kind::value_call: return call(st, n, out);
     case Kind::filter: return run_filter(st, n, out);
+    case Kind::value_conditional: {
+      const Outcome a = condition(st, n.a);
+      if (a == Outcome::undecided) return false;
+      return value(st, a == Outcome::is_true ? n.b : n.c, out);
+    }
+    case Kind::condition_value: {
+      const Outcome a = condition(st, n.a);
+      if (a == Outcome::undecided) return false;
+      out = Value::boolean(a == Outcome::is_true);
+      return true;
+    }
     default: return false;
   }
 }
@@ -379,16 +522,44 @@ Outcome run_call(RunState& st, const Node& n) {
   return decided(r.as_bool());
 }
 
+// A schema string field against string constants, on the JSON text when the field is there as
+// a string (else as values): what the evaluator charges, the field's path and the comparisons.
+Outcome compare_values(RunState& st, const Node& n, Value& a);
+
 Outcome run_compare(RunState& st, const Node& n) {
+  if (n.string_field) {
+    const Node& field = st.nodes[n.a];
+    Cursor at;
+    if (!follow(st, field, field.path.size(), at)) return Outcome::undecided;
+    if (at.json == nullptr || !at.json->is_string()) return compare_values(st, n, at.materialize());
+    const boost::json::string& js = at.json->get_string();
+    const std::string_view text(js.data(), js.size());
+    const Value& constant = *st.nodes[n.b].constant;
+    if (n.op != Op::in) {
+      st.cost += string_comparison_cost(text, constant.as_text());
+      return decided((text == constant.as_text()) == (n.op == Op::equals));
+    }
+    const ListValue& list = constant.as_list();
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (list.at(i).as_text() == text) return Outcome::is_true;
+    }
+    return Outcome::is_false;
+  }
   Value a;
+  if (!value(st, n.a, a)) return Outcome::undecided;
+  return compare_values(st, n, a);
+}
+
+Outcome compare_values(RunState& st, const Node& n, Value& a) {
   Value b;
-  if (!value(st, n.a, a) || !value(st, n.b, b)) return Outcome::undecided;
+  if (!value(st, n.b, b)) return Outcome::undecided;
   switch (n.op) {
     case Op::equals:
     case Op::not_equals:
       st.cost += comparison_cost(a, b);
       return decided(equal(a, b) == (n.op == Op::equals));
     case Op::in: {
+      if (n.value) st.cost += b.is(ValueKind::list) ? b.as_list().size() : 1;
       const Value v = in_container(a, b);
       if (!v.is(ValueKind::boolean)) return Outcome::undecided;
       return decided(v.as_bool());

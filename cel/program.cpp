@@ -275,11 +275,16 @@ Value no_such_key(const Value& key) {
                       (key.is(ValueKind::string) ? std::string(key.as_text()) : format_literal(key)));
 }
 
-std::uint64_t comparison_cost(const Value& a, const Value& b) {
+std::uint64_t string_comparison_cost(std::string_view a, std::string_view b) {
   // Short strings cost 1 (empty ones 0) whatever their code points: no need to count them.
+  const std::size_t shorter = std::min(a.size(), b.size());
+  if (shorter <= 10) return shorter > 0 ? 1 : 0;
+  return tenths(std::min(code_point_count(a), code_point_count(b)), 1);
+}
+
+std::uint64_t comparison_cost(const Value& a, const Value& b) {
   if (a.is(ValueKind::string) && b.is(ValueKind::string)) {
-    const std::size_t shorter = std::min(a.as_text().size(), b.as_text().size());
-    if (shorter <= 10) return shorter > 0 ? 1 : 0;
+    return string_comparison_cost(a.as_text(), b.as_text());
   }
   const auto size = [](const Value& v) -> std::uint64_t {
     switch (v.kind()) {
@@ -812,18 +817,21 @@ EvalResult Program::evaluate(std::span<const Value> variables, std::uint64_t cos
   return out;
 }
 
+std::optional<bool> Program::decide(std::span<const Value> variables, std::uint64_t cost_limit,
+                                    std::uint64_t& cost) const {
+  if (compiled_->kernel == nullptr) return std::nullopt;
+  const auto decided = compiled_->kernel->run(variables, cost_limit, cost);
+  if (decided == PredicateKernel::Outcome::undecided) return std::nullopt;
+  return decided == PredicateKernel::Outcome::is_true;
+}
+
 EvalResult Program::run(std::span<const Value> variables, std::uint64_t cost_limit) const {
-  if (compiled_->kernel != nullptr) {
-    EvalResult out;
-    const auto decided = compiled_->kernel->run(variables, cost_limit, out.cost);
-    if (decided != PredicateKernel::Outcome::undecided) {
-      out.value = Value::boolean(decided == PredicateKernel::Outcome::is_true);
-      return out;
-    }
-    out.cost = 0;
+  EvalResult out;
+  if (const auto decided = decide(variables, cost_limit, out.cost)) {
+    out.value = Value::boolean(*decided);
+    return out;
   }
   Evaluator e(compiled_->steps, compiled_->hot, variables, locals_, cost_limit);
-  EvalResult out;
   try {
     out.value = e.eval(root_);
   } catch (const CostLimitExceeded&) {

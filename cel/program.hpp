@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -65,6 +66,11 @@ class Program {
   // The same without a share of the program for the result (EvalResult::constants empty): for
   // a caller that is done with the value before the program goes, spared a reference count.
   EvalResult run(std::span<const Value> variables, std::uint64_t cost_limit) const;
+
+  // The predicate kernel's answer, when it has one: true or false and what it cost, as run()
+  // would say; nullopt when run() must evaluate (no kernel, an error, the limit).
+  std::optional<bool> decide(std::span<const Value> variables, std::uint64_t cost_limit,
+                             std::uint64_t& cost) const;
 
   // Whether the predicate kernel was built for this program (for tests and benchmarks).
   bool has_predicate_kernel() const;

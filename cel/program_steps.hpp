@@ -90,6 +90,8 @@ struct Program::Compiled {
 // What comparing two values costs (equality and ordering): a tenth of the smaller size of
 // strings, bytes, lists or maps (rounded up), 1 for anything else.
 std::uint64_t comparison_cost(const Value& a, const Value& b);
+// The same for two strings.
+std::uint64_t string_comparison_cost(std::string_view a, std::string_view b);
 
 // cel-go's "no such key" error for a missing map key or object field.
 Value no_such_key(const Value& key);

@@ -43,6 +43,7 @@ enum class ValueKind : std::uint8_t {
 
 class ListValue;
 class MapValue;
+struct JsonBacking;
 class OpaqueValue;
 struct Type;
 
@@ -208,6 +209,9 @@ class MapValue {
   // A schema object's field by its JSON name, of the checked type `type` (as find() would
   // give it): a program compiled with types selects so, without looking the name up by type.
   virtual std::optional<Value> find_field(std::string_view json_name, const Type* type) const;
+  // The JSON object this map reads in place, when it is one read as a schema object
+  // (json_value.hpp); null otherwise.
+  virtual const JsonBacking* json_backing() const { return nullptr; }
   // Whether find_field would find it, without making its value.
   virtual bool has_field(std::string_view json_name, const Type* type) const {
     return find_field(json_name, type).has_value();

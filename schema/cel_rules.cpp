@@ -687,6 +687,7 @@ class RuleRunner {
         old_value != nullptr    ? cel::json_view(*old_value, cel.type.get(), arena)
         : old_object != nullptr ? cel::json_view(*old_object, cel.type.get(), arena)
                                 : cel::Value();
+    const cel::Value plain_vars[2] = {self, old_self};
     for (const CompiledRule& rule : cel.rules) {
       const ValidationRule& spec = *rule.spec;
       if (!rule.compile_error.empty()) {
@@ -696,6 +697,15 @@ class RuleRunner {
       if (!rule.program) continue;
       const bool optional_old = spec.optional_old_self.value_or(false);
       if (rule.uses_old_self && !has_old && !optional_old) continue;
+      if (!optional_old) {
+        // Most rules are decided by the predicate kernel: a rule that holds costs its cost.
+        std::uint64_t cost = 0;
+        const auto held = rule.program->decide(plain_vars, std::min(kPerCallLimit, remaining_), cost);
+        if (held && *held) {
+          remaining_ -= std::min(remaining_, cost);
+          continue;
+        }
+      }
       cel::Value vars[2] = {self, old_self};
       if (optional_old) {
         vars[1] = has_old ? cel::Value::optional_of(old_self) : cel::Value::optional_none();

@@ -64,7 +64,13 @@ const Case kCases[] = {
     {"self.tags.map(t, t + 'x').size() > 0", false},       // map
     {"self.tags.all(i, t, t != '')", false},               // two variables
     {"self.labels.all(k, k != '')", true},                 // a map range: the evaluator's
-    {"self.tags[0] == 'a'", false},                        // an index
+    {"self.tags[0] == 'a'", true},                         // an index (out of range: an error)
+    {"self.labels['a'] == 'b'", true},                     // a map's key (missing: an error)
+    {"'a' in self.tags && !('*' in self.tags)", true},     // a list that is no constant
+    {"(has(self.cors) || self.n > 1) == (self.value == '')", true},  // conditions as values
+    {"(size(self.tags) > 0 ? size(self.tags[0]) : 0) + (size(self.tags) > 1 ? 1 : 0) <= 3",
+     true},
+    {"(self.n > 1 ? self.value : 'x') == 'x'", false},     // an attribute as a branch
     {"[self.type] == ['CORS']", false},                    // a list that is not a constant
 };
 
@@ -78,6 +84,7 @@ const char* kObjects[] = {
     R"({"type": "Exact", "cors": {}, "value": "abc", "n": 9223372036854775807})",
     R"({"type": "RegularExpression", "value": "", "ratio": 0.5})",
     R"({"cors": null})",
+    R"({"type": 5, "value": ["x"], "cors": "a", "tags": {"a": 1}})",  // not what the schema says
     R"({})",
 };
 
