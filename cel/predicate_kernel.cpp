@@ -1,8 +1,8 @@
 #include "cel/predicate_kernel.hpp"
 
+#include <memory>
 #include <utility>
 
-#include <boost/container/small_vector.hpp>
 #include <boost/json.hpp>
 
 #include "cel/json_value.hpp"
@@ -46,7 +46,7 @@ struct RunState {
   const PredicateKernel::Node* nodes;
   std::span<const Value> variables;
   std::uint64_t cost = 0;
-  boost::container::small_vector<Value, 2> locals;  // comprehension variables by slot
+  Value* locals = nullptr;  // comprehension variables by slot
 };
 using ConditionFn = PredicateKernel::Outcome (*)(RunState&, const PredicateKernel::Node&);
 
@@ -404,8 +404,22 @@ struct Cursor {
 bool follow(RunState& st, const Node& n, std::size_t count, Cursor& at) {
   if (!n.local && n.slot >= st.variables.size()) return false;
   st.cost += 1 + count;
-  at.value = n.local ? st.locals[n.slot] : st.variables[n.slot];
-  for (std::size_t k = 0; k < count; ++k) {
+  const Value& base = n.local ? st.locals[n.slot] : st.variables[n.slot];
+  std::size_t k = 0;
+  // A JSON-backed variable is not copied: the walk starts in its JSON.
+  if (count > 0 && n.path[0].field_type != nullptr && !n.path[0].index &&
+      base.is(ValueKind::map)) {
+    if (const JsonBacking* b = base.as_map().json_backing()) {
+      const boost::json::value* member = find_member(*b->object, n.path[0].json_name);
+      if (member == nullptr || member->is_null()) return false;
+      at.json = member;
+      at.type = n.path[0].field_type;
+      at.arena = b->arena;
+      k = 1;
+    }
+  }
+  if (k == 0) at.value = base;
+  for (; k < count; ++k) {
     const Selection& s = n.path[k];
     if (s.field_type != nullptr && !s.index) {
       if (const boost::json::object* obj = at.schema_object()) {
@@ -670,6 +684,8 @@ ConditionFn function_of(Kind k) {
 
 }  // namespace
 
+constexpr std::size_t kStackLocals = 8;
+
 PredicateKernel::PredicateKernel() = default;
 PredicateKernel::~PredicateKernel() = default;
 
@@ -689,7 +705,22 @@ std::unique_ptr<const PredicateKernel> PredicateKernel::build(const std::vector<
 PredicateKernel::Outcome PredicateKernel::run(std::span<const Value> variables,
                                               std::uint64_t limit, std::uint64_t& cost) const {
   RunState st{nodes_.data(), variables};
-  st.locals.resize(locals_);
+  // Comprehension variables on the stack (as many as there are slots; made only when used).
+  alignas(Value) unsigned char raw[kStackLocals * sizeof(Value)];
+  std::vector<Value> heap;
+  struct Destroy {
+    Value* values = nullptr;
+    std::size_t count = 0;
+    ~Destroy() { std::destroy_n(values, count); }
+  } destroy;
+  if (locals_ != 0 && locals_ <= kStackLocals) {
+    st.locals = reinterpret_cast<Value*>(raw);
+    std::uninitialized_value_construct_n(st.locals, locals_);
+    destroy = {st.locals, locals_};
+  } else if (locals_ != 0) {
+    heap.resize(locals_);
+    st.locals = heap.data();
+  }
   const Outcome out = condition(st, root_);
   cost = st.cost;
   if (st.cost > limit) return Outcome::undecided;  // the evaluator stops where it runs out

@@ -617,7 +617,8 @@ class RuleRunner {
           if (!walk(*n.additional_schema, kv.value(), o, item, c)) return false;
         }
       }
-      for (const auto& p : n.properties) {
+      for (const std::uint32_t i : n.rule_properties) {
+        const auto& p = n.properties[i];
         const json::value* v = obj->if_contains(p.name);
         if (v == nullptr) continue;
         const json::value* o = old_obj != nullptr ? old_obj->if_contains(p.name) : nullptr;
@@ -815,7 +816,13 @@ class RuleRunner {
 // Whether `n` or a node below it has rules: a walk skips the rest of the object.
 bool mark_rules_below(SchemaNode& n) {
   bool below = n.cel != nullptr;
-  for (auto& p : n.properties) below |= mark_rules_below(const_cast<SchemaNode&>(*p.node));
+  n.rule_properties.clear();
+  for (std::size_t i = 0; i < n.properties.size(); ++i) {
+    if (mark_rules_below(const_cast<SchemaNode&>(*n.properties[i].node))) {
+      n.rule_properties.push_back(static_cast<std::uint32_t>(i));
+      below = true;
+    }
+  }
   if (n.additional_schema != nullptr) {
     below |= mark_rules_below(const_cast<SchemaNode&>(*n.additional_schema));
   }

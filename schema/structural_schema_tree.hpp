@@ -87,6 +87,7 @@ struct SchemaNode {
   std::vector<ValidationRule> validations;
   std::shared_ptr<const NodeCel> cel;  // set by compile_cel_rules when the node has rules
   bool rules_below = false;            // this node or one under it has rules
+  std::vector<std::uint32_t> rule_properties;  // the properties with rules below, by index
 
   // Value validation
   std::optional<double> minimum, maximum, multiple_of;
