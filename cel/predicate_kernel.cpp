@@ -46,8 +46,33 @@ struct RunState {
   const PredicateKernel::Node* nodes;
   std::span<const Value> variables;
   std::uint64_t cost = 0;
+  // Past it the evaluator would stop: loops and calls check it as they go, so that an
+  // expensive expression costs no more here than it may (then the evaluator stops it).
+  std::uint64_t limit = UINT64_MAX;
+  bool over = false;  // the limit was passed: the outcome is the evaluator's cancellation
   Value* locals = nullptr;  // comprehension variables by slot
 };
+
+// One charge of `units`, as the evaluator makes it; false (and `over`) past the limit, with the
+// cost the evaluator would have spent when it stopped.
+bool charge(RunState& st, std::uint64_t units) {
+  st.cost += units;
+  if (st.cost <= st.limit) return true;
+  st.over = true;
+  return false;
+}
+
+// `count` charges of 1 in a row (a variable and its selections, `!`s): past the limit the
+// evaluator stops at the first one over it.
+bool charge_each(RunState& st, std::uint64_t count) {
+  if (st.cost + count <= st.limit) {
+    st.cost += count;
+    return true;
+  }
+  st.cost = st.limit + 1;
+  st.over = true;
+  return false;
+}
 using ConditionFn = PredicateKernel::Outcome (*)(RunState&, const PredicateKernel::Node&);
 
 struct PredicateKernel::Node {
@@ -342,7 +367,8 @@ Outcome condition(RunState& st, std::uint32_t i) {
   const Node& n = st.nodes[i];
   Outcome r = n.run(st, n);
   if (n.nots != 0 && r != Outcome::undecided) {
-    st.cost += n.nots;  // the evaluator charges each `!` once its operand is known
+    // The evaluator charges each `!` once its operand is known.
+    if (!charge_each(st, n.nots)) return Outcome::undecided;
     if ((n.nots & 1) != 0) r = r == Outcome::is_true ? Outcome::is_false : Outcome::is_true;
   }
   return r;
@@ -403,7 +429,7 @@ struct Cursor {
 // the JSON (a null member is absent, as the view reads it).
 bool follow(RunState& st, const Node& n, std::size_t count, Cursor& at) {
   if (!n.local && n.slot >= st.variables.size()) return false;
-  st.cost += 1 + count;
+  if (!charge_each(st, 1 + count)) return false;
   const Value& base = n.local ? st.locals[n.slot] : st.variables[n.slot];
   std::size_t k = 0;
   // A JSON-backed variable is not copied: the walk starts in its JSON.
@@ -502,8 +528,7 @@ bool call(RunState& st, const Node& n, Value& out) {
     budget.begin_call();
     out = o->impl(view, budget);
     budget.end_call();
-    st.cost += budget.spent();
-    return !out.is_error();
+    return charge(st, budget.spent()) && !out.is_error();
   }
   return false;
 }
@@ -550,7 +575,7 @@ Outcome run_compare(RunState& st, const Node& n) {
     const std::string_view text(js.data(), js.size());
     const Value& constant = *st.nodes[n.b].constant;
     if (n.op != Op::in) {
-      st.cost += string_comparison_cost(text, constant.as_text());
+      if (!charge(st, string_comparison_cost(text, constant.as_text()))) return Outcome::undecided;
       return decided((text == constant.as_text()) == (n.op == Op::equals));
     }
     const ListValue& list = constant.as_list();
@@ -570,16 +595,18 @@ Outcome compare_values(RunState& st, const Node& n, Value& a) {
   switch (n.op) {
     case Op::equals:
     case Op::not_equals:
-      st.cost += comparison_cost(a, b);
+      if (!charge(st, comparison_cost(a, b))) return Outcome::undecided;
       return decided(equal(a, b) == (n.op == Op::equals));
     case Op::in: {
-      if (n.value) st.cost += b.is(ValueKind::list) ? b.as_list().size() : 1;
+      if (n.value && !charge(st, b.is(ValueKind::list) ? b.as_list().size() : 1)) {
+        return Outcome::undecided;
+      }
       const Value v = in_container(a, b);
       if (!v.is(ValueKind::boolean)) return Outcome::undecided;
       return decided(v.as_bool());
     }
     default: {
-      st.cost += comparison_cost(a, b);
+      if (!charge(st, comparison_cost(a, b))) return Outcome::undecided;
       const int c = cel::compare(a, b);
       if (c == 3) return Outcome::undecided;  // no such overload
       if (c == 2) return Outcome::is_false;   // NaN
@@ -611,14 +638,14 @@ Outcome run_quantifier(RunState& st, const Node& n) {
   Outcome accu = going;
   const std::size_t size = range->size();
   for (std::size_t i = 0; i < size; ++i) {
-    st.cost += kCondition;
+    if (!charge_each(st, kCondition)) return Outcome::undecided;
     if (accu != going) break;
     st.locals[n.slot] = range->at(i);
-    st.cost += 1;
+    if (!charge_each(st, 1)) return Outcome::undecided;
     accu = condition(st, n.b);
     if (accu == Outcome::undecided) return accu;
   }
-  st.cost += 1;
+  if (!charge_each(st, 1)) return Outcome::undecided;
   return accu;
 }
 
@@ -635,11 +662,11 @@ Outcome run_exists_one(RunState& st, const Node& n) {
     const Outcome p = condition(st, n.b);
     if (p == Outcome::undecided) return p;
     if (p == Outcome::is_true) {
-      st.cost += 2;
+      if (!charge_each(st, 2)) return Outcome::undecided;  // the read of accu, the `+`
       ++count;
     }
   }
-  st.cost += 2;
+  if (!charge_each(st, 2)) return Outcome::undecided;  // the read of accu, the `==`
   return decided(count == 1);
 }
 
@@ -657,11 +684,12 @@ bool run_filter(RunState& st, const Node& n, Value& out) {
     const Outcome p = condition(st, n.b);
     if (p == Outcome::undecided) return false;
     if (p == Outcome::is_true) {
-      st.cost += 13;
+      // The append (12), then the read of x (1).
+      if (!charge(st, 12) || !charge_each(st, 1)) return false;
       kept.push_back(std::move(element));
     }
   }
-  st.cost += 1;
+  if (!charge_each(st, 1)) return false;
   out = Value::list(std::move(kept));
   return true;
 }
@@ -705,6 +733,7 @@ std::unique_ptr<const PredicateKernel> PredicateKernel::build(const std::vector<
 PredicateKernel::Outcome PredicateKernel::run(std::span<const Value> variables,
                                               std::uint64_t limit, std::uint64_t& cost) const {
   RunState st{nodes_.data(), variables};
+  st.limit = limit;
   // Comprehension variables on the stack (as many as there are slots; made only when used).
   alignas(Value) unsigned char raw[kStackLocals * sizeof(Value)];
   std::vector<Value> heap;
@@ -723,7 +752,7 @@ PredicateKernel::Outcome PredicateKernel::run(std::span<const Value> variables,
   }
   const Outcome out = condition(st, root_);
   cost = st.cost;
-  if (st.cost > limit) return Outcome::undecided;  // the evaluator stops where it runs out
+  if (st.over) return Outcome::over_limit;
   return out;
 }
 

@@ -6,12 +6,13 @@
 // values, a field path is followed in one loop, and the cost is summed, not charged.
 //
 // The kernel decides only what it is sure of. Whatever might be an error (a missing field, no
-// matching overload, a call that fails, a value of an unexpected kind) or would spend more than
-// the limit leaves the whole expression "undecided", and
+// matching overload, a call that fails, a value of an unexpected kind) leaves the whole
+// expression "undecided", and
 // Program::run then evaluates the expression with the evaluator, from the start: the kernel
 // has no side effects, so the evaluator's value, error and cost are what the program answers.
 // When the kernel decides, its value and its cost are the evaluator's: the same steps are
-// taken in the same order and each is charged as the evaluator charges it (test/cel
+// taken in the same order and each is charged as the evaluator charges it, so the kernel also
+// stops where the evaluator would run out of budget (and says so, with what was spent) (test/cel
 // PredicateKernel* compare both on every expression and object of their tables).
 #pragma once
 
@@ -36,7 +37,9 @@ class PredicateKernel {
   static std::unique_ptr<const PredicateKernel> build(const std::vector<Program::Step>& steps,
                                                       std::uint32_t root);
 
-  enum class Outcome : std::uint8_t { is_false, is_true, undecided };
+  // over_limit: the evaluator would have stopped with "actual cost limit exceeded", having
+  // spent `cost`.
+  enum class Outcome : std::uint8_t { is_false, is_true, undecided, over_limit };
 
   // `cost` receives what the evaluator would have spent (when decided).
   Outcome run(std::span<const Value> variables, std::uint64_t limit, std::uint64_t& cost) const;

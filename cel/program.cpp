@@ -821,15 +821,24 @@ std::optional<bool> Program::decide(std::span<const Value> variables, std::uint6
                                     std::uint64_t& cost) const {
   if (compiled_->kernel == nullptr) return std::nullopt;
   const auto decided = compiled_->kernel->run(variables, cost_limit, cost);
-  if (decided == PredicateKernel::Outcome::undecided) return std::nullopt;
+  if (decided != PredicateKernel::Outcome::is_true &&
+      decided != PredicateKernel::Outcome::is_false) {
+    return std::nullopt;
+  }
   return decided == PredicateKernel::Outcome::is_true;
 }
 
 EvalResult Program::run(std::span<const Value> variables, std::uint64_t cost_limit) const {
   EvalResult out;
-  if (const auto decided = decide(variables, cost_limit, out.cost)) {
-    out.value = Value::boolean(*decided);
-    return out;
+  if (compiled_->kernel != nullptr) {
+    switch (compiled_->kernel->run(variables, cost_limit, out.cost)) {
+      case PredicateKernel::Outcome::is_true: out.value = Value::boolean(true); return out;
+      case PredicateKernel::Outcome::is_false: out.value = Value::boolean(false); return out;
+      case PredicateKernel::Outcome::over_limit:
+        out.value = Value::error("operation cancelled: actual cost limit exceeded");
+        return out;
+      case PredicateKernel::Outcome::undecided: out.cost = 0; break;
+    }
   }
   Evaluator e(compiled_->steps, compiled_->hot, variables, locals_, cost_limit);
   try {

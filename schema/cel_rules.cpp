@@ -698,26 +698,37 @@ class RuleRunner {
       if (!rule.program) continue;
       const bool optional_old = spec.optional_old_self.value_or(false);
       if (rule.uses_old_self && !has_old && !optional_old) continue;
-      if (!optional_old) {
-        // Most rules are decided by the predicate kernel: a rule that holds costs its cost.
-        std::uint64_t cost = 0;
-        const auto held = rule.program->decide(plain_vars, std::min(kPerCallLimit, remaining_), cost);
-        if (held && *held) {
-          remaining_ -= std::min(remaining_, cost);
-          continue;
-        }
-      }
-      cel::Value vars[2] = {self, old_self};
-      if (optional_old) {
-        vars[1] = has_old ? cel::Value::optional_of(old_self) : cel::Value::optional_none();
-      }
       // How kube names the rule in its errors: its message, else its text.
       const auto res = [&] {
         return std::string(
             trim_space(spec.has_message && !spec.message.empty() ? spec.message : spec.rule));
       };
       const std::uint64_t limit = std::min(kPerCallLimit, remaining_);
-      const cel::EvalResult r = rule.program->run(vars, limit);
+      cel::EvalResult r;
+      bool evaluated = false;
+      if (!optional_old) {
+        // Most rules are decided by the predicate kernel; one that holds costs its cost.
+        const auto held = rule.program->decide(plain_vars, limit, r.cost);
+        if (held && *held) {
+          remaining_ -= std::min(remaining_, r.cost);
+          continue;
+        }
+        if (held) {
+          r.value = cel::Value::boolean(false);
+          evaluated = true;
+        } else if (r.cost > limit) {
+          // The kernel spent what the evaluator may: it is not asked again.
+          r.value = cel::Value::error("operation cancelled: actual cost limit exceeded");
+          evaluated = true;
+        }
+      }
+      if (!evaluated) {
+        cel::Value vars[2] = {self, old_self};
+        if (optional_old) {
+          vars[1] = has_old ? cel::Value::optional_of(old_self) : cel::Value::optional_none();
+        }
+        r = rule.program->run(vars, limit);
+      }
       const bool over = r.value.is_error() &&
                         r.value.as_text() == "operation cancelled: actual cost limit exceeded";
       if (over && limit < kPerCallLimit) return out_of_budget(cel, path);

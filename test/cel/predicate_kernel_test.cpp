@@ -1,6 +1,7 @@
 // The predicate kernel answers exactly what the evaluator answers: the same value and the same
-// cost when it decides, and the evaluator's own answer (errors and budget included) when it
-// does not. Every expression of the table runs over every object, with and without the kernel.
+// cost, also when the budget runs out (at every limit below what the expression costs), and the
+// evaluator's own answer when it does not decide. Every expression of the table runs over every
+// object, with and without the kernel.
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
@@ -88,6 +89,30 @@ const char* kObjects[] = {
     R"({})",
 };
 
+// An expression that would spend far more than its limit stops near the limit, as the
+// evaluator does, rather than running to its end first: a million steps here.
+TEST(PredicateKernel, StopsNearTheLimit) {
+  const TypePtr self = object_type({{"xs", types::list(types::int64())}});
+  const Parsed parsed = parse("self.xs.all(a, self.xs.all(b, a + b > -1))");
+  const Checked checked = check(parsed.ast, {"self"}, {self}, kubernetes_functions());
+  ASSERT_TRUE(checked.errors.empty());
+  Declarations decls{{"self"}, &kubernetes_functions()};
+  decls.node_types = &checked.types;
+  const Program program = Program::compile(parsed.ast, decls);
+  ASSERT_TRUE(program.has_predicate_kernel());
+  boost::json::array xs;
+  for (int i = 0; i < 1000; ++i) xs.push_back(i);
+  const boost::json::value doc = boost::json::object{{"xs", std::move(xs)}};
+  JsonArena arena;
+  const Value vars[] = {json_view(doc, self.get(), arena)};
+  std::uint64_t cost = 0;
+  EXPECT_FALSE(program.decide(vars, 10'000, cost).has_value());
+  EXPECT_LE(cost, 10'100u);  // a little past the limit: where the loop looked
+  const EvalResult r = program.run(vars, 10'000);
+  ASSERT_TRUE(r.value.is_error());
+  EXPECT_EQ(r.value.as_text(), "operation cancelled: actual cost limit exceeded");
+}
+
 TEST(PredicateKernel, AnswersWhatTheEvaluatorAnswers) {
   const TypePtr cors = object_type({{"origin", types::string()}});
   const TypePtr self = object_type({{"type", types::string()},
@@ -122,11 +147,10 @@ TEST(PredicateKernel, AnswersWhatTheEvaluatorAnswers) {
       const EvalResult expected = plain.run(vars, UINT64_MAX);
       EXPECT_EQ(outcome(fast.run(vars, UINT64_MAX)), outcome(expected))
           << c.source << " over " << text;
-      // With a budget one unit short, both stop the same way.
-      if (expected.cost > 0) {
-        EXPECT_EQ(outcome(fast.run(vars, expected.cost - 1)),
-                  outcome(plain.run(vars, expected.cost - 1)))
-            << c.source << " over " << text << " (limit " << expected.cost - 1 << ")";
+      // With any smaller budget, both stop at the same charge, having spent the same.
+      for (std::uint64_t limit = 0; limit < expected.cost; ++limit) {
+        EXPECT_EQ(outcome(fast.run(vars, limit)), outcome(plain.run(vars, limit)))
+            << c.source << " over " << text << " (limit " << limit << ")";
       }
     }
   }
