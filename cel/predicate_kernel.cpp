@@ -28,6 +28,7 @@ enum class Kind : std::uint8_t {
   attribute,    // a variable and selections on it
   value_call,   // a call over values, as a value
   filter,       // range.filter(x, b)
+  filter_size,  // size(range.filter(x, b)): the count, no list made
   value_conditional,  // a ? b : c with values b and c
   condition_value,    // the condition a as a bool value
 };
@@ -193,6 +194,14 @@ class Builder {
       return add(std::move(n));
     }
     if (s.op == Op::call) {
+      if (s.name == "size" && s.children.size() == 1 &&
+          steps_[s.children[0]].op == Op::comprehension &&
+          macro(steps_[s.children[0]]) == Kind::filter) {
+        const auto f = comprehension(steps_[s.children[0]], Kind::filter);
+        if (!f) return std::nullopt;
+        nodes[*f].kind = Kind::filter_size;
+        return f;
+      }
       if (!call_args(s, n)) return std::nullopt;
       n.kind = Kind::value_call;
       return add(std::move(n));
@@ -539,7 +548,8 @@ bool value(RunState& st, std::uint32_t i, Value& out) {
     case Kind::constant: out = n.constant->borrowed(); return true;
     case Kind::attribute: return follow(st, n, n.path.size(), out);
     case Kind::value_call: return call(st, n, out);
-    case Kind::filter: return run_filter(st, n, out);
+    case Kind::filter:
+    case Kind::filter_size: return run_filter(st, n, out);
     case Kind::value_conditional: {
       const Outcome a = condition(st, n.a);
       if (a == Outcome::undecided) return false;
@@ -676,6 +686,8 @@ bool run_filter(RunState& st, const Node& n, Value& out) {
   Value holder;
   const ListValue* range = range_of(st, n, holder);
   if (range == nullptr) return false;
+  const bool count_only = n.kind == Kind::filter_size;
+  std::int64_t count = 0;
   std::vector<Value> kept;
   const std::size_t size = range->size();
   for (std::size_t i = 0; i < size; ++i) {
@@ -686,10 +698,17 @@ bool run_filter(RunState& st, const Node& n, Value& out) {
     if (p == Outcome::is_true) {
       // The append (12), then the read of x (1).
       if (!charge(st, 12) || !charge_each(st, 1)) return false;
-      kept.push_back(std::move(element));
+      ++count;
+      if (!count_only) kept.push_back(std::move(element));
     }
   }
   if (!charge_each(st, 1)) return false;
+  if (count_only) {
+    // size() of the list: one call.
+    if (!charge(st, 1)) return false;
+    out = Value::int64(count);
+    return true;
+  }
   out = Value::list(std::move(kept));
   return true;
 }

@@ -60,6 +60,8 @@ const Case kCases[] = {
     {"self.items.all(i, has(i.origin) && i.origin != '')", true},
     {"self.items.exists(i, i.origin == 'x')", true},       // a missing field: an error
     {"self.items.filter(i, has(i.origin)).size() == 2", true},
+    {"size(self.tags.filter(t, t.startsWith('a'))) >= 1", true},
+    {"self.tags.filter(t, t != 'a') == ['b']", true},
     {"self.items.exists_one(i, self.items.exists(j, j == i))", true},  // nested
     {"self.items.all(i, self.tags.exists_one(t, has(i.origin) && t == i.origin))", true},
     {"self.tags.map(t, t + 'x').size() > 0", false},       // map

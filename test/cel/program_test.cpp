@@ -94,6 +94,27 @@ TEST(CelProgram, StringsCountCodePoints) {
             "\"1.51000000000000000000001e+21\"");
 }
 
+// code_point_count reads eight bytes at a time: every length and alignment of ASCII and
+// two-, three- and four-byte sequences agree with a byte-by-byte count.
+TEST(CelProgram, CodePointsAreCountedAtEveryLengthAndOffset) {
+  const std::string pieces[] = {"a", "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "~"};
+  std::string text;
+  std::size_t expected_total = 0;
+  for (int i = 0; i < 60; ++i) {
+    text += pieces[(i * 7) % 5];
+    ++expected_total;
+  }
+  EXPECT_EQ(code_point_count(text), expected_total);
+  for (std::size_t from = 0; from < 24; ++from) {
+    for (std::size_t len = 0; from + len <= text.size() && len < 40; ++len) {
+      const std::string_view part = std::string_view(text).substr(from, len);
+      std::uint64_t expected = 0;
+      for (char c : part) expected += (static_cast<unsigned char>(c) & 0xC0) != 0x80 ? 1 : 0;
+      ASSERT_EQ(code_point_count(part), expected) << from << "+" << len;
+    }
+  }
+}
+
 TEST(CelProgram, ListsMapsAndComprehensions) {
   EXPECT_EQ(eval("[1, 2, 3].map(x, x * x)"), "[1, 4, 9]");
   EXPECT_EQ(eval("[1, 2, 3].map(x, x > 1, x)"), "[2, 3]");
