@@ -7,6 +7,7 @@
 #include "base/task_failure.hpp"
 #include "kinds/scheme.hpp"
 #include "registry/cacher_registry.hpp"
+#include "registry/deletion.hpp"
 #include "watch/cache_follower.hpp"
 #include "watch/cacher.hpp"
 
@@ -291,6 +292,21 @@ json::object request_json(const AdmissionAttributes& a, const kinds::ResourceInf
   if (a.dry_run) o["dryRun"] = json::array({"All"}, sp);
   if (!a.field_manager.empty()) o["fieldManager"] = a.field_manager;
   if (!a.field_validation.empty()) o["fieldValidation"] = a.field_validation;
+  if (const registry::DeleteQuery* d = a.delete_query) {
+    if (d->grace_period_seconds) o["gracePeriodSeconds"] = *d->grace_period_seconds;
+    if (d->uid || d->resource_version) {
+      json::object pre(sp);
+      if (d->uid) pre["uid"] = *d->uid;
+      if (d->resource_version) pre["resourceVersion"] = *d->resource_version;
+      o["preconditions"] = std::move(pre);
+    }
+    if (d->orphan_dependents) o["orphanDependents"] = *d->orphan_dependents;
+    if (d->propagation) {
+      o["propagationPolicy"] = *d->propagation == registry::Propagation::orphan       ? "Orphan"
+                               : *d->propagation == registry::Propagation::background ? "Background"
+                                                                                      : "Foreground";
+    }
+  }
   r["options"] = std::move(o);
   return r;
 }

@@ -133,17 +133,8 @@ class Builder {
         n.b = *b;
         return add(std::move(n));
       }
-      case Op::conditional: {
-        auto a = condition(s.children[0]);
-        auto b = a ? condition(s.children[1]) : std::nullopt;
-        auto c = b ? condition(s.children[2]) : std::nullopt;
-        if (!c) return std::nullopt;
-        n.kind = Kind::conditional;
-        n.a = *a;
-        n.b = *b;
-        n.c = *c;
-        return add(std::move(n));
-      }
+      case Op::conditional:
+        return conditional(s, Kind::conditional, [&](std::uint32_t c) { return condition(c); });
       case Op::has: {
         if (!attribute_path(s.children[0], n)) return std::nullopt;
         n.path.push_back(selection(s));
@@ -219,15 +210,7 @@ class Builder {
         return op == Op::variable || op == Op::local || op == Op::select || op == Op::index;
       };
       if (attribute(t) || attribute(f)) return std::nullopt;
-      auto a = condition(s.children[0]);
-      auto b = a ? value(s.children[1]) : std::nullopt;
-      auto c = b ? value(s.children[2]) : std::nullopt;
-      if (!c) return std::nullopt;
-      n.kind = Kind::value_conditional;
-      n.a = *a;
-      n.b = *b;
-      n.c = *c;
-      return add(std::move(n));
+      return conditional(s, Kind::value_conditional, [&](std::uint32_t c) { return value(c); });
     }
     if (s.op == Op::logical_and || s.op == Op::logical_or || s.op == Op::logical_not ||
         s.op == Op::has || s.op == Op::equals || s.op == Op::not_equals || s.op == Op::less ||
@@ -241,6 +224,21 @@ class Builder {
     }
     if (!attribute_path(i, n)) return std::nullopt;
     n.kind = Kind::attribute;
+    return add(std::move(n));
+  }
+
+  // `a ? b : c` with the branches made by `branch` (as conditions, or as values).
+  template <class Branch>
+  std::optional<std::uint32_t> conditional(const Step& s, Kind kind, Branch branch) {
+    auto a = condition(s.children[0]);
+    auto b = a ? branch(s.children[1]) : std::nullopt;
+    auto c = b ? branch(s.children[2]) : std::nullopt;
+    if (!c) return std::nullopt;
+    Node n;
+    n.kind = kind;
+    n.a = *a;
+    n.b = *b;
+    n.c = *c;
     return add(std::move(n));
   }
 

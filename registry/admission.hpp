@@ -41,6 +41,8 @@ std::string_view operation_name(AdmissionOperation operation);
 
 // What a plugin is told about a write (kube's admission.Attributes). The references live as
 // long as the call they are passed to.
+struct DeleteQuery;
+
 struct AdmissionAttributes {
   const kinds::ResourceInfo& info;
   const std::string& ns;    // "" for cluster-scoped objects
@@ -62,6 +64,8 @@ struct AdmissionAttributes {
   // sent none.
   std::string_view field_manager;
   std::string_view field_validation;
+  // A delete's options as the client sent them (grace period, preconditions, propagation).
+  const DeleteQuery* delete_query = nullptr;
 };
 
 // Adds `warning` to `attributes.warnings` unless it is there already (or there is no list).

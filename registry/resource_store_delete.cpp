@@ -40,6 +40,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInf
                                  no_subresource, AdmissionOperation::remove,
                                  query.dry_run, query.user.get(), nullptr,
                                  query.warnings.get(), query.audit_annotations.get()};
+  attributes.delete_query = &query;
   if (admission_->mutates(attributes)) {
     if (auto e = co_await admission_->mutate(attributes, nullptr)) co_return std::move(*e);
   }

@@ -3,6 +3,7 @@
 #include "admission/validating_policy.hpp"
 
 #include "policy_test_support.hpp"
+#include "registry/deletion.hpp"
 
 #include <gtest/gtest.h>
 
@@ -172,6 +173,32 @@ TEST(ValidatingPolicy, TheRequestCarriesTheWritesOptions) {
   EXPECT_FALSE(run(plugin.validate(a, &object)));
   a.field_manager = "";
   EXPECT_TRUE(run(plugin.validate(a, &object)));
+}
+
+TEST(ValidatingPolicy, ADeletesOptionsAreInTheRequest) {
+  ValidatingPolicyPlugin plugin(scheme(), nullptr);
+  auto deletes = policy("delete-options", R"j(, "validations": [{"expression":
+      "request.options.kind == 'DeleteOptions' && request.options.propagationPolicy == 'Foreground' && request.options.gracePeriodSeconds == 5 && request.options.preconditions.uid == 'u-1' && !has(request.options.preconditions.resourceVersion) && !has(request.options.orphanDependents)"}])j");
+  deletes["spec"].as_object()["matchConstraints"].as_object()["resourceRules"].as_array()[0]
+      .as_object()["operations"] = boost::json::array{"DELETE"};
+  plugin.load({deletes}, {binding("b", "delete-options", R"(["Deny"])")});
+  auto w = deployment_write();
+  auto a = w.attributes();
+  a.operation = registry::AdmissionOperation::remove;
+  const auto old = deployment(1);
+  a.old_object = &old;
+  registry::DeleteQuery query;
+  query.propagation = registry::Propagation::foreground;
+  query.grace_period_seconds = 5;
+  query.uid = "u-1";
+  a.delete_query = &query;
+  EXPECT_FALSE(run(plugin.validate(a, nullptr)));
+  query.propagation = registry::Propagation::orphan;
+  EXPECT_TRUE(run(plugin.validate(a, nullptr)));
+  // A delete with no options has none of them.
+  registry::DeleteQuery none;
+  a.delete_query = &none;
+  EXPECT_TRUE(run(plugin.validate(a, nullptr)));
 }
 
 TEST(ValidatingPolicy, TheBudgetStopsAnExpensiveEvaluation) {

@@ -70,7 +70,9 @@ spec:
   - name: only-protected
     expression: "has(oldObject.metadata.labels) && 'protected' in oldObject.metadata.labels"
   validations:
-  - expression: "request.userInfo.username == 'nobody-at-all'"
+  - expression: >-
+      request.userInfo.username == 'nobody-at-all' ||
+      (has(request.options.propagationPolicy) && request.options.propagationPolicy == 'Orphan')
     message: "protected config maps stay"
 ---
 apiVersion: admissionregistration.k8s.io/v1
@@ -311,6 +313,9 @@ def checks_of(t, server, tmp, audit_path):
     code, out = kc("delete", "configmap", "w1", "-n", "lab")
     t.check("a delete is judged on the object that goes",
             code != 0 and "protected config maps stay" in out, out)
+    code, out = kc("delete", "configmap", "w1", "-n", "lab", "--cascade=orphan")
+    t.check("a delete's options are in request.options (kubectl's --cascade=orphan)",
+            code == 0, out)
     kc("create", "configmap", "plain", "-n", "lab")
     code, out = kc("delete", "configmap", "plain", "-n", "lab")
     t.check("a match condition that is false skips the policy", code == 0, out)
