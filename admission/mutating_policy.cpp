@@ -282,7 +282,9 @@ MutatingPolicyPlugin::MutatingPolicyPlugin(std::shared_ptr<kinds::Scheme> scheme
 MutatingPolicyPlugin::~MutatingPolicyPlugin() = default;
 
 bool MutatingPolicyPlugin::handles(const AdmissionAttributes& a) const {
-  if (a.operation == registry::AdmissionOperation::remove || exempt_from_policies(a.info)) {
+  // A connect's options are not mutated: kwatch serves no stream they could change.
+  if (a.operation == registry::AdmissionOperation::remove ||
+      a.operation == registry::AdmissionOperation::connect || exempt_from_policies(a.info)) {
     return false;
   }
   const auto set = source_->current();

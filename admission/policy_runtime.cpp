@@ -238,12 +238,18 @@ cel::Value LazyVariables::value(std::size_t i) const {
   return results_[i]->value;
 }
 
-json::object group_version(const kinds::ResourceInfo& info, bool kind, json::storage_ptr sp) {
+// `kind_name`, when given, names the kind in place of the resource's (a connect's options).
+json::object group_version(const kinds::ResourceInfo& info, bool kind, json::storage_ptr sp,
+                           std::string_view kind_name = {}) {
   json::object out(std::move(sp));
   out.reserve(3);
   out.emplace("group", info.group);
   out.emplace("version", info.version);
-  out.emplace(kind ? "kind" : "resource", kind ? info.kind : info.resource);
+  if (!kind) {
+    out.emplace("resource", info.resource);
+  } else {
+    out.emplace("kind", kind_name.empty() ? std::string_view(info.kind) : kind_name);
+  }
   return out;
 }
 
@@ -253,10 +259,10 @@ json::object request_json(const AdmissionAttributes& a, const kinds::ResourceInf
                           json::storage_ptr sp) {
   json::object r(sp);
   r.reserve(14);
-  r["kind"] = group_version(matched, true, sp);
+  r["kind"] = group_version(matched, true, sp, a.connect_kind);
   r["resource"] = group_version(matched, false, sp);
   if (!a.subresource.empty()) r["subResource"] = a.subresource;
-  r["requestKind"] = group_version(a.info, true, sp);
+  r["requestKind"] = group_version(a.info, true, sp, a.connect_kind);
   r["requestResource"] = group_version(a.info, false, sp);
   if (!a.subresource.empty()) r["requestSubResource"] = a.subresource;
   if (!a.name.empty()) r["name"] = a.name;
@@ -283,6 +289,8 @@ json::object request_json(const AdmissionAttributes& a, const kinds::ResourceInf
   }
   r["userInfo"] = std::move(user);
   r["dryRun"] = a.dry_run;
+  // A connect has no options of its own (kube's ConnectResource passes none).
+  if (a.operation == registry::AdmissionOperation::connect) return r;
   const char* options = a.operation == registry::AdmissionOperation::create   ? "CreateOptions"
                         : a.operation == registry::AdmissionOperation::update ? "UpdateOptions"
                                                                               : "DeleteOptions";

@@ -27,6 +27,11 @@ struct Subresource {
   std::string_view node_field = {};
 };
 
+// Whether kube serves it through a Connecter (a pod's exec, attach, portforward and proxy; a
+// service's and a node's proxy): the request's options object is its kind (PodExecOptions, ...),
+// and admission judges it as a CONNECT.
+inline bool is_connect(const Subresource& s) { return s.needs_kubelet && s.kind.ends_with("Options"); }
+
 // In discovery's order: status, scale, then the kind's own (pods' kubelet subresources, binding,
 // eviction, ephemeralcontainers; serviceaccounts/token; namespaces/finalize; services' and nodes'
 // proxy).

@@ -16,6 +16,8 @@ std::string_view operation_name(AdmissionOperation operation) {
       return "UPDATE";
     case AdmissionOperation::remove:
       return "DELETE";
+    case AdmissionOperation::connect:
+      return "CONNECT";
   }
   return "";
 }

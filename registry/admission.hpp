@@ -34,9 +34,11 @@ struct ResourceInfo;
 namespace kwatch::registry {
 
 // kube's admission.Operation (CONNECT has no plugin here yet).
-enum class AdmissionOperation { create, update, remove };
+// connect: a kubelet's stream or a proxy (pods/exec, attach, portforward, proxy; services' and
+// nodes' proxy), judged on its options before kwatch answers it.
+enum class AdmissionOperation { create, update, remove, connect };
 
-// "CREATE", "UPDATE", "DELETE": as AdmissionReview and the audit log spell them.
+// "CREATE", "UPDATE", "DELETE", "CONNECT": as AdmissionReview and the audit log spell them.
 std::string_view operation_name(AdmissionOperation operation);
 
 // What a plugin is told about a write (kube's admission.Attributes). The references live as
@@ -66,6 +68,9 @@ struct AdmissionAttributes {
   std::string_view field_validation;
   // A delete's options as the client sent them (grace period, preconditions, propagation).
   const DeleteQuery* delete_query = nullptr;
+  // A connect's object is its options, of this kind (PodExecOptions, in the resource's group
+  // and version), not the resource's own.
+  std::string_view connect_kind;
 };
 
 // Adds `warning` to `attributes.warnings` unless it is there already (or there is no list).

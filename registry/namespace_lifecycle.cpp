@@ -41,6 +41,7 @@ bool NamespaceLifecycle::handles(const AdmissionAttributes& a) const {
     case AdmissionOperation::remove:
       return &a.info == namespaces_.get() && is_immortal_namespace(a.name);
     case AdmissionOperation::update:
+    case AdmissionOperation::connect:
       return false;
   }
   return false;

@@ -272,7 +272,7 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
   if (route.subresource == "scale") co_return co_await serve_scale(request, url, route);
   const kinds::Subresource* sub =
       route.subresource.empty() ? nullptr : kinds::find_subresource(info, route.subresource);
-  if (sub != nullptr && sub->needs_kubelet) co_return co_await serve_without_kubelet(route, *sub);
+  if (sub != nullptr && sub->needs_kubelet) co_return co_await serve_without_kubelet(url, route, *sub);
   if (route.subresource == "binding") co_return co_await serve_binding(request, url, route);
   if (route.subresource == "eviction") co_return co_await serve_eviction(request, url, route);
   if (route.subresource == "token") co_return co_await serve_token_request(request, route);

@@ -185,7 +185,8 @@ class ApiHandler {
                                                   Route& route);
   // pods/log, exec, attach, portforward, proxy and services/nodes proxy: 503 saying no kubelet
   // serves them (400 for a pod not yet on a node, as kube answers), 404 for a missing object.
-  boost::asio::awaitable<ApiResponse> serve_without_kubelet(Route& route,
+  // A connect (all but log) is judged by admission first, on its options, as kube does.
+  boost::asio::awaitable<ApiResponse> serve_without_kubelet(const Url& url, Route& route,
                                                             const kinds::Subresource& sub);
   boost::asio::awaitable<ApiResponse> serve_watch(const ApiRequest& request, const Url& url,
                                                   const Route& route);

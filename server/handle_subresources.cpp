@@ -17,6 +17,8 @@
 
 #include <boost/json/serialize.hpp>
 
+#include <charconv>
+
 namespace kwatch::server {
 
 namespace asio = boost::asio;
@@ -79,11 +81,80 @@ asio::awaitable<ApiResponse> ApiHandler::serve_token_request(const ApiRequest& r
   co_return out ? json_response(201, *out) : error_response(out.error());
 }
 
-asio::awaitable<ApiResponse> ApiHandler::serve_without_kubelet(Route& route,
+namespace {
+
+// A connect's options from its query, as kube decodes them (PodExecOptions, PodAttachOptions,
+// PodPortForwardOptions, the proxies' options): the fields Go's JSON would write.
+json::object connect_options(const Url& url, const kinds::Subresource& sub,
+                             const ResourceInfo& info) {
+  json::object o;
+  o["kind"] = sub.kind;
+  o["apiVersion"] = info.group.empty() ? info.version : info.group + "/" + info.version;
+  const auto flag = [&](const char* name) {
+    const auto v = url.param(name);
+    if (v && (*v == "true" || *v == "1")) o[name] = true;
+  };
+  const auto all = [&](const char* name) {
+    json::array values;
+    const auto [from, to] = url.query.equal_range(name);
+    for (auto it = from; it != to; ++it) values.emplace_back(it->second);
+    return values;
+  };
+  if (sub.name == "exec" || sub.name == "attach") {
+    for (const char* name : {"stdin", "stdout", "stderr", "tty"}) flag(name);
+    if (auto c = url.param("container"); c && !c->empty()) o["container"] = *c;
+    if (sub.name == "exec") o["command"] = all("command");
+  } else if (sub.name == "portforward") {
+    json::array ports;
+    for (const auto& p : all("ports")) {
+      std::int64_t n = 0;
+      const std::string_view text = p.as_string();
+      if (std::from_chars(text.data(), text.data() + text.size(), n).ec == std::errc()) {
+        ports.emplace_back(n);
+      }
+    }
+    if (!ports.empty()) o["ports"] = std::move(ports);
+  } else if (auto p = url.param("path"); p && !p->empty()) {
+    o["path"] = *p;
+  }
+  return o;
+}
+
+}  // namespace
+
+asio::awaitable<ApiResponse> ApiHandler::serve_without_kubelet(const Url& url, Route& route,
                                                                const kinds::Subresource& sub) {
   // Streams, logs and proxies come from the kubelet of the pod's node (or the node's, or the
   // service's endpoints); kwatch is an API server without kubelets behind it.
   const ResourceInfo& info = *route.info;
+  std::vector<std::string> warnings;
+  std::vector<std::pair<std::string, std::string>> audit_annotations;
+  if (kinds::is_connect(sub)) {
+    // As kube's ConnectResource: no dry run; admission on the options before anything is
+    // looked up (so a policy's refusal comes before a missing pod's 404).
+    if (url.query.contains("dryRun")) {
+      co_return error_response(apimachinery::api_error(Errc::bad_request, "dryRun is not supported"));
+    }
+    json::object options = connect_options(url, sub, info);
+    const std::string object_ns = info.namespaced ? route.ns : std::string();
+    registry::AdmissionAttributes a{info,           object_ns,
+                                    route.name,     route.subresource,
+                                    registry::AdmissionOperation::connect,
+                                    false,          &route.user,
+                                    nullptr,        &warnings,
+                                    &audit_annotations};
+    a.connect_kind = sub.kind;
+    registry::Admission& admission = store_->admission();
+    std::optional<ApiError> refused;
+    if (admission.mutates(a)) refused = co_await admission.mutate(a, &options);
+    if (!refused && admission.validates(a)) refused = co_await admission.validate(a, &options);
+    if (refused) {
+      ApiResponse response = error_response(*refused);
+      response.warnings = std::move(warnings);
+      response.audit_annotations = std::move(audit_annotations);
+      co_return response;
+    }
+  }
   route.verb = "get";
   std::string empty_version;
   auto obj = co_await store_->get(info, route.ns, route.name, empty_version);
@@ -103,7 +174,10 @@ asio::awaitable<ApiResponse> ApiHandler::serve_without_kubelet(Route& route,
   ApiError e(Errc::unavailable, std::move(message));
   e.name = route.name;
   e.kind = info.resource;
-  co_return error_response(e);
+  ApiResponse response = error_response(e);
+  response.warnings = std::move(warnings);
+  response.audit_annotations = std::move(audit_annotations);
+  co_return response;
 }
 
 asio::awaitable<ApiResponse> ApiHandler::serve_scale(const ApiRequest& request, const Url& url,

@@ -26,6 +26,12 @@ boost::json::object policy(std::string_view name, std::string_view spec_extra,
                std::string(spec_extra) + "}}");
 }
 
+// The policy's first resource rule, to change what it matches.
+boost::json::object& first_rule(boost::json::object& policy) {
+  return policy["spec"].as_object()["matchConstraints"].as_object()["resourceRules"]
+      .as_array()[0].as_object();
+}
+
 boost::json::object binding(std::string_view name, std::string_view policy_name,
                             std::string_view actions) {
   return parse(std::string(R"({"metadata": {"name": ")") + std::string(name) +
@@ -179,8 +185,7 @@ TEST(ValidatingPolicy, ADeletesOptionsAreInTheRequest) {
   ValidatingPolicyPlugin plugin(scheme(), nullptr);
   auto deletes = policy("delete-options", R"j(, "validations": [{"expression":
       "request.options.kind == 'DeleteOptions' && request.options.propagationPolicy == 'Foreground' && request.options.gracePeriodSeconds == 5 && request.options.preconditions.uid == 'u-1' && !has(request.options.preconditions.resourceVersion) && !has(request.options.orphanDependents)"}])j");
-  deletes["spec"].as_object()["matchConstraints"].as_object()["resourceRules"].as_array()[0]
-      .as_object()["operations"] = boost::json::array{"DELETE"};
+  first_rule(deletes)["operations"] = boost::json::array{"DELETE"};
   plugin.load({deletes}, {binding("b", "delete-options", R"(["Deny"])")});
   auto w = deployment_write();
   auto a = w.attributes();
@@ -199,6 +204,40 @@ TEST(ValidatingPolicy, ADeletesOptionsAreInTheRequest) {
   registry::DeleteQuery none;
   a.delete_query = &none;
   EXPECT_TRUE(run(plugin.validate(a, nullptr)));
+}
+
+TEST(ValidatingPolicy, AConnectIsJudgedOnItsOptions) {
+  // As kube sends pods/exec to admission: operation CONNECT, the object the PodExecOptions, the
+  // kind theirs, no request options.
+  ValidatingPolicyPlugin plugin(scheme(), nullptr);
+  auto no_rm = policy("no-rm", R"j(, "validations": [{"expression":
+      "request.kind.kind == 'PodExecOptions' && request.subResource == 'exec' && !has(request.options) && oldObject == null && object.command[0] != 'rm'",
+      "messageExpression": "'no ' + object.command[0] + ' in ' + request.name"}])j");
+  auto& rule = first_rule(no_rm);
+  rule["operations"] = boost::json::array{"CONNECT"};
+  rule["apiGroups"] = boost::json::array{""};
+  rule["resources"] = boost::json::array{"pods/exec"};
+  plugin.load({no_rm}, {binding("b", "no-rm", R"(["Deny"])")});
+  Write w;
+  w.info = scheme()->find("", "v1", "pods");
+  w.ns = "default";
+  w.name = "web-0";
+  w.subresource = "exec";
+  w.operation = registry::AdmissionOperation::connect;
+  auto a = w.attributes();
+  a.connect_kind = "PodExecOptions";
+  const auto ls = parse(R"({"kind": "PodExecOptions", "apiVersion": "v1", "command": ["ls"]})");
+  EXPECT_TRUE(plugin.handles(a));
+  EXPECT_FALSE(run(plugin.validate(a, &ls)));
+  const auto rm = parse(R"({"kind": "PodExecOptions", "apiVersion": "v1", "command": ["rm", "-rf"]})");
+  auto e = run(plugin.validate(a, &rm));
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->message.find("no rm in web-0"), std::string::npos) << e->message;
+  // Creating the pod is no connect: the policy does not apply.
+  w.subresource = "";
+  w.operation = registry::AdmissionOperation::create;
+  auto create = w.attributes();
+  EXPECT_FALSE(run(plugin.validate(create, &rm)));
 }
 
 TEST(ValidatingPolicy, TheBudgetStopsAnExpensiveEvaluation) {

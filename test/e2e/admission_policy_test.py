@@ -409,6 +409,55 @@ def checks_of(t, server, tmp, audit_path):
     t.check("deleting the binding lifts the policy", True)
 
 
+NO_RM = """apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: no-rm.example.com
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CONNECT"]
+      resources: ["pods/exec"]
+  validations:
+  - expression: "object.command.size() == 0 || object.command[0] != 'rm'"
+    messageExpression: "'no rm in ' + request.name + ' (' + request.kind.kind + ')'"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: no-rm
+spec:
+  policyName: no-rm.example.com
+  validationActions: [Deny]
+"""
+
+
+def check_connect(t, server, kc):
+    """kubectl exec is a CONNECT on pods/exec: a policy judges its options before kwatch says
+    that no kubelet serves it."""
+    labelled_namespace(kc, "shell", "shell")
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "box", "namespace": "shell"},
+           "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "busybox"}]}}
+    code, out = kc("apply", "-f", "-", stdin=json.dumps(pod))
+    t.check("a pod to exec into is created", code == 0, out)
+    code, out = kc("apply", "-f", "-", stdin=NO_RM)
+    t.check("a policy on pods/exec CONNECT is applied", code == 0, out)
+    path = "/api/v1/namespaces/shell/pods/box/exec?command=rm&command=-rf&stdout=true"
+    wait_for(lambda: server.request("POST", path)[0] == 422, 10, "the exec policy to take effect")
+    code, out = kc("exec", "-n", "shell", "box", "--", "rm", "-rf", "/")
+    t.check("kubectl exec is refused by the policy, with its message",
+            code != 0 and "no rm in box (PodExecOptions)" in out, out)
+    code, out = kc("exec", "-n", "shell", "box", "--", "ls")
+    t.check("an exec the policy allows reaches kwatch's answer that no kubelet serves it",
+            code != 0 and "without kubelets" in out and "no rm" not in out, out)
+    status, body = server.request("POST", path + "&dryRun=All")
+    t.check("a connect's dry run is refused as kube refuses it",
+            status == 400 and "dryRun is not supported" in json.dumps(body), f"{status} {body}")
+    kc("delete", "validatingadmissionpolicybinding", "no-rm")
+
+
 def check_costly_policy(t, server, kc):
     """A policy whose expressions spend the whole budget of each evaluation, hit by writes from
     several clients at once: every write is refused when the budget runs out, and the server
@@ -454,6 +503,7 @@ def main():
         server = Server(binary, extra_args=(f"--audit-log-path={audit_path}",)).start()
         try:
             checks_of(t, server, tmp, audit_path)
+            check_connect(t, server, kubectl_runner(server, tmp))
             check_costly_policy(t, server, kubectl_runner(server, tmp))
             t.check("server alive", server.alive())
         finally:
