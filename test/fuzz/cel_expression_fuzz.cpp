@@ -43,5 +43,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     kwatch::fuzz::fail("an evaluation spent past its limit and still returned a value");
   }
   (void)format_literal(result.value);
+  // The predicate kernel, when the expression has one, answers what the evaluator answers:
+  // the same value or error and the same cost, within the limit and past it.
+  if (program.has_predicate_kernel()) {
+    Declarations plain_decls = decls;
+    plain_decls.predicate_kernel = false;
+    const Program plain = Program::compile(parsed.ast, plain_decls);
+    const auto outcome = [](const EvalResult& r) {
+      return (r.value.is_error() ? "error: " + std::string(r.value.as_text())
+                                 : format_literal(r.value)) +
+             " cost " + std::to_string(r.cost);
+    };
+    for (const std::uint64_t limit : {kLimit, result.cost / 2}) {
+      if (outcome(program.evaluate(vars, limit)) != outcome(plain.evaluate(vars, limit))) {
+        kwatch::fuzz::fail("the predicate kernel and the evaluator disagree");
+      }
+    }
+  }
   return 0;
 }
