@@ -185,23 +185,17 @@ class ObjectView final : public MapValue {
     if (type_ == nullptr || type_->kind != TypeKind::object) {
       return find(Value::borrowed_string(json_name));
     }
-    Memo& m = member(json_name, type);
-    if (m.json == nullptr) return std::nullopt;
-    if (m.view != nullptr) {
-      return m.json->is_object() ? Value::borrowed_map(static_cast<const MapValue*>(m.view))
-                                 : Value::borrowed_list(static_cast<const ListValue*>(m.view));
-    }
-    Value v = json_view(*m.json, type, arena_);
-    if (v.is(ValueKind::map)) m.view = &v.as_map();
-    if (v.is(ValueKind::list)) m.view = &v.as_list();
-    return v;
+    const boost::json::value* member = find_member(object_, json_name);
+    if (member == nullptr || member->is_null()) return std::nullopt;
+    return json_view(*member, type, arena_);
   }
 
   bool has_field(std::string_view json_name, const Type* type) const override {
     if (type_ == nullptr || type_->kind != TypeKind::object) {
       return find(Value::borrowed_string(json_name)).has_value();
     }
-    return member(json_name, type).json != nullptr;
+    const boost::json::value* member = find_member(object_, json_name);
+    return member != nullptr && !member->is_null();
   }
 
   Value key_at(std::size_t i) const override {
@@ -226,44 +220,10 @@ class ObjectView final : public MapValue {
   }
 
  private:
-  // The rules of one node select the same few fields again and again (a union's rules each
-  // read its discriminator): each is looked up once per view and remembered here, by the
-  // address of its interned JSON name (Program selects with names from the object type, so
-  // one field has one address) and its type. An object or list member keeps its view too.
-  struct Memo {
-    const char* key;
-    const Type* type;
-    const boost::json::value* json;  // null when absent (or JSON null)
-    const void* view;                // the member's MapValue or ListValue, once made
-  };
-  static constexpr std::size_t kMemo = 8;
-
-  Memo& member(std::string_view json_name, const Type* type) const {
-    for (std::size_t i = 0; i < memo_size_; ++i) {
-      Memo& m = memo_[i];
-      if (m.key == json_name.data() && m.type == type) return m;
-    }
-    const boost::json::value* json = find_member(object_, json_name);
-    if (json != nullptr && json->is_null()) json = nullptr;
-    // Names that are not interned (a key with the same text at another address) only miss.
-    std::size_t slot = memo_size_;
-    if (slot == kMemo) {
-      slot = memo_next_;
-      memo_next_ = static_cast<std::uint8_t>((memo_next_ + 1) % kMemo);
-    } else {
-      ++memo_size_;
-    }
-    memo_[slot] = Memo{json_name.data(), type, json, nullptr};
-    return memo_[slot];
-  }
-
   const boost::json::object& object_;
   const Type* type_;
   JsonArena& arena_;
   JsonBacking backing_;
-  mutable std::uint8_t memo_size_ = 0;
-  mutable std::uint8_t memo_next_ = 0;
-  mutable Memo memo_[kMemo];
 };
 
 Value natural_number(const boost::json::value& json) {
@@ -283,7 +243,8 @@ class ViewPool {
  public:
   template <class... Args>
   const View* make(Args&&... args) {
-    if (used_ == blocks_.size() * kBlock) blocks_.push_back(std::make_unique<Block>());
+    // Slots are raw storage: a new block is not zeroed (only what make() builds is written).
+    if (used_ == blocks_.size() * kBlock) blocks_.push_back(std::unique_ptr<Block>(new Block));
     Block& block = *blocks_[used_ / kBlock];
     View* v = new (&block.slots[used_ % kBlock]) View(std::forward<Args>(args)...);
     ++used_;

@@ -80,10 +80,10 @@ TEST(CelJsonValue, ViewsCompareWithOwnedValues) {
   EXPECT_EQ(eval_view("self.tags + ['c']", R"({"tags": ["a"]})", t), "[\"a\", \"c\"]");
 }
 
-// A program compiled with the checker's types selects schema fields by their JSON names (and a
-// view remembers what it found); one compiled without types looks every name up. Both must
-// give the same value, the same error and the same cost, also when several programs read one
-// view in turn (as a node's rules do).
+// A program compiled with the checker's types selects schema fields by their JSON names (the
+// predicate kernel in the JSON itself); one compiled without types looks every name up. Both
+// must give the same value, the same error and the same cost, also when several programs read
+// one view in turn (as a node's rules do, sharing the views of list elements).
 TEST(CelJsonValue, TypedSelectionsAgreeWithUntypedOnes) {
   auto member = object({{"v", types::string()}, {"n", types::int64()}});
   TypePtr item = object({{"kind", types::string()},
@@ -139,8 +139,8 @@ TEST(CelJsonValue, TypedSelectionsAgreeWithUntypedOnes) {
     const boost::json::value doc = boost::json::parse(text);
     JsonArena typed_arena;
     JsonArena untyped_arena;
-    // One view for every program, in turn, twice: the second round reads what the view
-    // remembered.
+    // One view for every program, in turn, twice: the second round reads the element views
+    // the first made.
     const Value typed_self[] = {json_view(doc, item.get(), typed_arena)};
     const Value untyped_self[] = {json_view(doc, item.get(), untyped_arena)};
     for (int round = 0; round < 2; ++round) {
