@@ -704,25 +704,24 @@ class RuleRunner {
             trim_space(spec.has_message && !spec.message.empty() ? spec.message : spec.rule));
       };
       const std::uint64_t limit = std::min(kPerCallLimit, remaining_);
-      cel::EvalResult r;
-      bool evaluated = false;
+      std::uint64_t kernel_cost = 0;
+      std::optional<bool> held;
       if (!optional_old) {
         // Most rules are decided by the predicate kernel; one that holds costs its cost.
-        const auto held = rule.program->decide(plain_vars, limit, r.cost);
+        held = rule.program->decide(plain_vars, limit, kernel_cost);
         if (held && *held) {
-          remaining_ -= std::min(remaining_, r.cost);
+          remaining_ -= std::min(remaining_, kernel_cost);
           continue;
         }
-        if (held) {
-          r.value = cel::Value::boolean(false);
-          evaluated = true;
-        } else if (r.cost > limit) {
-          // The kernel spent what the evaluator may: it is not asked again.
-          r.value = cel::Value::error("operation cancelled: actual cost limit exceeded");
-          evaluated = true;
-        }
       }
-      if (!evaluated) {
+      cel::EvalResult r;
+      r.cost = kernel_cost;
+      if (held) {
+        r.value = cel::Value::boolean(false);
+      } else if (kernel_cost > limit) {
+        // The kernel spent what the evaluator may: it is not asked again.
+        r.value = cel::Value::error("operation cancelled: actual cost limit exceeded");
+      } else {
         cel::Value vars[2] = {self, old_self};
         if (optional_old) {
           vars[1] = has_old ? cel::Value::optional_of(old_self) : cel::Value::optional_none();
