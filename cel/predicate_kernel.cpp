@@ -515,13 +515,22 @@ bool value(RunState& st, std::uint32_t i, Value& out);
 bool run_filter(RunState& st, const Node& n, Value& out);
 
 bool call(RunState& st, const Node& n, Value& out) {
-  Value buf[4];
+  // As many argument values as the call has (no four nulls made for a one-argument call).
+  alignas(Value) unsigned char raw[4 * sizeof(Value)];
   std::vector<Value> more;
   const std::size_t count = n.args.size();
-  Value* args = buf;
+  Value* args = reinterpret_cast<Value*>(raw);
+  struct Destroy {
+    Value* values;
+    std::size_t count;
+    ~Destroy() { std::destroy_n(values, count); }
+  } destroy{args, 0};
   if (count > 4) {
     more.resize(count);
     args = more.data();
+  } else {
+    std::uninitialized_value_construct_n(args, count);
+    destroy.count = count;
   }
   for (std::size_t k = 0; k < count; ++k) {
     if (!value(st, n.args[k], args[k])) return false;
