@@ -43,16 +43,20 @@ struct Selection {
 
 }  // namespace
 
+// One run's state; named outside the anonymous namespace because Node (a member of the public
+// class) points to functions that take it.
 struct RunState {
   const PredicateKernel::Node* nodes;
   std::span<const Value> variables;
   std::uint64_t cost = 0;
-  // Past it the evaluator would stop: loops and calls check it as they go, so that an
-  // expensive expression costs no more here than it may (then the evaluator stops it).
+  // Past it the evaluator stops: every charge checks it, so an expensive expression costs no
+  // more here than the evaluator would let it.
   std::uint64_t limit = UINT64_MAX;
   bool over = false;  // the limit was passed: the outcome is the evaluator's cancellation
   Value* locals = nullptr;  // comprehension variables by slot
 };
+
+namespace {
 
 // One charge of `units`, as the evaluator makes it; false (and `over`) past the limit, with the
 // cost the evaluator would have spent when it stopped.
@@ -74,6 +78,9 @@ bool charge_each(RunState& st, std::uint64_t count) {
   st.over = true;
   return false;
 }
+
+}  // namespace
+
 using ConditionFn = PredicateKernel::Outcome (*)(RunState&, const PredicateKernel::Node&);
 
 struct PredicateKernel::Node {
