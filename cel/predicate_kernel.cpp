@@ -642,10 +642,20 @@ Outcome compare_values(RunState& st, const Node& n, Value& a) {
   }
 }
 
-// The range of a comprehension: a list (maps are left to the evaluator).
-const ListValue* range_of(RunState& st, const Node& n, Value& holder) {
-  if (!value(st, n.a, holder) || !holder.is(ValueKind::list)) return nullptr;
-  return &holder.as_list();
+// The range of a comprehension: a list's elements or a map's keys, as the evaluator iterates.
+struct Range {
+  const ListValue* list = nullptr;
+  const MapValue* map = nullptr;
+  std::size_t size() const { return list != nullptr ? list->size() : map->size(); }
+  Value at(std::size_t i) const { return list != nullptr ? list->at(i) : map->key_at(i); }
+  explicit operator bool() const { return list != nullptr || map != nullptr; }
+};
+
+Range range_of(RunState& st, const Node& n, Value& holder) {
+  if (!value(st, n.a, holder)) return {};
+  if (holder.is(ValueKind::list)) return {&holder.as_list(), nullptr};
+  if (holder.is(ValueKind::map)) return {nullptr, &holder.as_map()};
+  return {};
 }
 
 // all and exists, charged as the evaluator charges their expansion: per element the loop's
@@ -655,16 +665,16 @@ const ListValue* range_of(RunState& st, const Node& n, Value& holder) {
 template <bool All>
 Outcome run_quantifier(RunState& st, const Node& n) {
   Value holder;
-  const ListValue* range = range_of(st, n, holder);
-  if (range == nullptr) return Outcome::undecided;
+  const Range range = range_of(st, n, holder);
+  if (!range) return Outcome::undecided;
   constexpr std::uint64_t kCondition = All ? 2 : 3;
   const Outcome going = All ? Outcome::is_true : Outcome::is_false;
   Outcome accu = going;
-  const std::size_t size = range->size();
+  const std::size_t size = range.size();
   for (std::size_t i = 0; i < size; ++i) {
     if (!charge_each(st, kCondition)) return Outcome::undecided;
     if (accu != going) break;
-    st.locals[n.slot] = range->at(i);
+    st.locals[n.slot] = range.at(i);
     if (!charge_each(st, 1)) return Outcome::undecided;
     accu = condition(st, n.b);
     if (accu == Outcome::undecided) return accu;
@@ -677,12 +687,12 @@ Outcome run_quantifier(RunState& st, const Node& n) {
 // result's `accu == 1` (2).
 Outcome run_exists_one(RunState& st, const Node& n) {
   Value holder;
-  const ListValue* range = range_of(st, n, holder);
-  if (range == nullptr) return Outcome::undecided;
+  const Range range = range_of(st, n, holder);
+  if (!range) return Outcome::undecided;
   std::uint64_t count = 0;
-  const std::size_t size = range->size();
+  const std::size_t size = range.size();
   for (std::size_t i = 0; i < size; ++i) {
-    st.locals[n.slot] = range->at(i);
+    st.locals[n.slot] = range.at(i);
     const Outcome p = condition(st, n.b);
     if (p == Outcome::undecided) return p;
     if (p == Outcome::is_true) {
@@ -698,14 +708,14 @@ Outcome run_exists_one(RunState& st, const Node& n) {
 // then the result's read of the accumulator (1).
 bool run_filter(RunState& st, const Node& n, Value& out) {
   Value holder;
-  const ListValue* range = range_of(st, n, holder);
-  if (range == nullptr) return false;
+  const Range range = range_of(st, n, holder);
+  if (!range) return false;
   const bool count_only = n.kind == Kind::filter_size;
   std::int64_t count = 0;
   std::vector<Value> kept;
-  const std::size_t size = range->size();
+  const std::size_t size = range.size();
   for (std::size_t i = 0; i < size; ++i) {
-    Value element = range->at(i);
+    Value element = range.at(i);
     st.locals[n.slot] = element;
     const Outcome p = condition(st, n.b);
     if (p == Outcome::undecided) return false;

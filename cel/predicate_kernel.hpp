@@ -1,6 +1,7 @@
 // The fast form of a boolean guard: most CRD rules and match conditions are `!`, `&&`, `||` and
 // `?:` over `has()`, comparisons and calls on fields (`!(has(self.cors) && self.type != 'CORS')`,
-// `self.type in ['Exact', 'PathPrefix'] ? self.value.startsWith('/') : true`). Such an
+// `self.type in ['Exact', 'PathPrefix'] ? self.value.startsWith('/') : true`), and the
+// quantifiers over lists and maps (`self.rules.all(r, has(r.name))`). Such an
 // expression is compiled a second time into this kernel, which evaluates it without the
 // evaluator's machinery: conditions are three-valued (false, true, undecided) instead of
 // values, a field path is followed in one loop, and the cost is summed, not charged.

@@ -66,7 +66,9 @@ const Case kCases[] = {
     {"self.items.all(i, self.tags.exists_one(t, has(i.origin) && t == i.origin))", true},
     {"self.tags.map(t, t + 'x').size() > 0", false},       // map
     {"self.tags.all(i, t, t != '')", false},               // two variables
-    {"self.labels.all(k, k != '')", true},                 // a map range: the evaluator's
+    {"self.labels.all(k, k != '')", true},                 // a map's keys
+    {"self.labels.exists(k, self.labels[k] == 'b')", false},  // an index by a variable
+    {"self.labels.filter(k, k.size() > 0).size() == 1", true},
     {"self.tags[0] == 'a'", true},                         // an index (out of range: an error)
     {"self.labels['a'] == 'b'", true},                     // a map's key (missing: an error)
     {"'a' in self.tags && !('*' in self.tags)", true},     // a list that is no constant
