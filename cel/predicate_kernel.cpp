@@ -522,38 +522,14 @@ bool value(RunState& st, std::uint32_t i, Value& out);
 bool run_filter(RunState& st, const Node& n, Value& out);
 
 bool call(RunState& st, const Node& n, Value& out) {
-  // As many argument values as the call has (no four nulls made for a one-argument call).
-  alignas(Value) unsigned char raw[4 * sizeof(Value)];
-  std::vector<Value> more;
-  const std::size_t count = n.args.size();
-  Value* args = reinterpret_cast<Value*>(raw);
-  struct Destroy {
-    Value* values;
-    std::size_t count;
-    ~Destroy() { std::destroy_n(values, count); }
-  } destroy{args, 0};
-  if (count > 4) {
-    more.resize(count);
-    args = more.data();
-  } else {
-    std::uninitialized_value_construct_n(args, count);
-    destroy.count = count;
-  }
-  for (std::size_t k = 0; k < count; ++k) {
+  SmallValues<4> args(n.args.size());
+  for (std::size_t k = 0; k < n.args.size(); ++k) {
     if (!value(st, n.args[k], args[k])) return false;
   }
-  const std::span<const Value> view(args, count);
-  for (const Overload* o : *n.overloads) {
-    bool match = true;
-    for (std::size_t k = 0; k < count && match; ++k) match = o->args[k].accepts(args[k]);
-    if (!match) continue;
-    EvalBudget budget(UINT64_MAX);
-    budget.begin_call();
-    out = o->impl(view, budget);
-    budget.end_call();
-    return charge(st, budget.spent()) && !out.is_error();
-  }
-  return false;
+  // Charged as the evaluator charges a call; no overload is the evaluator's error.
+  EvalBudget budget(UINT64_MAX);
+  if (!call_overload(*n.overloads, args.view(), budget, out)) return false;
+  return charge(st, budget.spent()) && !out.is_error();
 }
 
 bool value(RunState& st, std::uint32_t i, Value& out) {
@@ -777,22 +753,9 @@ PredicateKernel::Outcome PredicateKernel::run(std::span<const Value> variables,
                                               std::uint64_t limit, std::uint64_t& cost) const {
   RunState st{nodes_.data(), variables};
   st.limit = limit;
-  // Comprehension variables on the stack (as many as there are slots; made only when used).
-  alignas(Value) unsigned char raw[kStackLocals * sizeof(Value)];
-  std::vector<Value> heap;
-  struct Destroy {
-    Value* values = nullptr;
-    std::size_t count = 0;
-    ~Destroy() { std::destroy_n(values, count); }
-  } destroy;
-  if (locals_ != 0 && locals_ <= kStackLocals) {
-    st.locals = reinterpret_cast<Value*>(raw);
-    std::uninitialized_value_construct_n(st.locals, locals_);
-    destroy = {st.locals, locals_};
-  } else if (locals_ != 0) {
-    heap.resize(locals_);
-    st.locals = heap.data();
-  }
+  // Comprehension variables, on the stack (as many as there are slots, none for most guards).
+  SmallValues<kStackLocals> locals(locals_);
+  st.locals = locals.data();
   const Outcome out = condition(st, root_);
   cost = st.cost;
   if (st.over) return Outcome::over_limit;

@@ -586,45 +586,15 @@ class Evaluator {
   }
 
   [[gnu::noinline]] Value call(const Step& s) {
-    const std::size_t n = s.children.size();
-    if (n <= 4) {
-      // Arguments built in place, only as many as there are (no null Values to zero first).
-      alignas(Value) unsigned char raw[4 * sizeof(Value)];
-      Value* args = reinterpret_cast<Value*>(raw);
-      std::size_t built = 0;
-      struct Destroy {
-        Value* args;
-        std::size_t& built;
-        ~Destroy() { std::destroy_n(args, built); }
-      } destroy{args, built};
-      for (; built < n;) {
-        std::construct_at(args + built, eval(s.children[built]));
-        if (args[built++].is_error()) return args[built - 1];
-      }
-      return dispatch(s, {args, n});
+    SmallValues<4> args(s.children.size());
+    for (std::size_t i = 0; i < s.children.size(); ++i) {
+      args[i] = eval(s.children[i]);
+      if (args[i].is_error()) return args[i];
     }
-    std::vector<Value> args;
-    args.reserve(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      args.push_back(eval(s.children[i]));
-      if (args.back().is_error()) return args.back();
-    }
-    return dispatch(s, args);
-  }
-
-  Value dispatch(const Step& s, std::span<const Value> args) {
-    for (const Overload* o : s.overloads) {
-      bool match = true;
-      for (std::size_t i = 0; i < args.size() && match; ++i) match = o->args[i].accepts(args[i]);
-      if (match) {
-        budget.begin_call();
-        Value r = o->impl(args, budget);
-        budget.end_call();
-        return r;
-      }
-    }
+    Value r;
+    if (call_overload(s.overloads, args.view(), budget, r)) return r;
     budget.charge(1);
-    return no_such_overload(s.name, args);
+    return no_such_overload(s.name, args.view());
   }
 
   Value list(const Step& s) {

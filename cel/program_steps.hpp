@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <cstddef>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -98,6 +100,54 @@ Value no_such_key(const Value& key);
 
 // `element in container` (a list or a map), or the error when container is neither.
 Value in_container(const Value& element, const Value& container);
+
+// The first of `overloads` that accepts `args`, called into `out` and charged to `budget` (1,
+// or what the function sets); false when none accepts them. Inline: both evaluators call it at
+// every call step.
+inline bool call_overload(std::span<const Overload* const> overloads,
+                          std::span<const Value> args, EvalBudget& budget, Value& out) {
+  for (const Overload* o : overloads) {
+    bool match = true;
+    for (std::size_t i = 0; i < args.size() && match; ++i) match = o->args[i].accepts(args[i]);
+    if (!match) continue;
+    budget.begin_call();
+    out = o->impl(args, budget);
+    budget.end_call();
+    return true;
+  }
+  return false;
+}
+
+// Up to N values on the stack, more on the heap; only as many are made as asked for (no N
+// null values zeroed for a call of one argument).
+template <std::size_t N>
+class SmallValues {
+ public:
+  explicit SmallValues(std::size_t count) : count_(count) {
+    if (count <= N) {
+      data_ = reinterpret_cast<Value*>(raw_);
+      std::uninitialized_value_construct_n(data_, count);
+    } else {
+      heap_.resize(count);
+      data_ = heap_.data();
+    }
+  }
+  ~SmallValues() {
+    if (count_ <= N) std::destroy_n(data_, count_);
+  }
+  SmallValues(const SmallValues&) = delete;
+  SmallValues& operator=(const SmallValues&) = delete;
+
+  Value* data() { return data_; }
+  Value& operator[](std::size_t i) { return data_[i]; }
+  std::span<const Value> view() const { return {data_, count_}; }
+
+ private:
+  alignas(Value) unsigned char raw_[N * sizeof(Value)];
+  std::vector<Value> heap_;
+  Value* data_ = nullptr;
+  std::size_t count_;
+};
 
 
 
