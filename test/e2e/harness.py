@@ -479,6 +479,19 @@ def flood_and_probe(server, path, body_of, refused_marker, writers=4, seconds=5)
     return statuses, refused[0], probes
 
 
+
+
+def check_flood(t, server, path, body_of, refused_marker, refused_check):
+    """Floods `path` (flood_and_probe) and checks that every write was refused with
+    `refused_marker` (the check named `refused_check`) and that the health check answered within
+    100 ms throughout."""
+    statuses, refused, latencies = flood_and_probe(server, path, body_of, refused_marker)
+    worst = max(l for l, _ in latencies)
+    print(f"{len(statuses)} writes ({refused} refused); "
+          f"{len(latencies)} health checks, slowest {worst * 1000:.1f} ms")
+    t.check(refused_check, statuses and refused == len(statuses), f"{refused} of {len(statuses)}")
+    t.check("the health check answers within 100 ms throughout",
+            all(s == 200 for _, s in latencies) and worst < 0.1, f"slowest {worst * 1000:.1f} ms")
 def configmap(name, data=None, labels=None, namespace=None):
     meta = {"name": name}
     if labels is not None:
