@@ -6,6 +6,7 @@
 #include "auth/rbac_policy_source.hpp"
 #include "base/task_failure.hpp"
 #include "kinds/scheme.hpp"
+#include "kinds/subresources.hpp"
 #include "registry/cacher_registry.hpp"
 #include "registry/deletion.hpp"
 #include "watch/cache_follower.hpp"
@@ -259,10 +260,18 @@ json::object request_json(const AdmissionAttributes& a, const kinds::ResourceInf
                           json::storage_ptr sp) {
   json::object r(sp);
   r.reserve(14);
-  r["kind"] = group_version(matched, true, sp, a.connect_kind);
+  // A connect's object is its options, of the subresource's kind (PodExecOptions), in the
+  // resource's group and version.
+  std::string_view kind_name;
+  if (a.operation == registry::AdmissionOperation::connect) {
+    if (const kinds::Subresource* sub = kinds::find_subresource(a.info, a.subresource)) {
+      kind_name = sub->kind;
+    }
+  }
+  r["kind"] = group_version(matched, true, sp, kind_name);
   r["resource"] = group_version(matched, false, sp);
   if (!a.subresource.empty()) r["subResource"] = a.subresource;
-  r["requestKind"] = group_version(a.info, true, sp, a.connect_kind);
+  r["requestKind"] = group_version(a.info, true, sp, kind_name);
   r["requestResource"] = group_version(a.info, false, sp);
   if (!a.subresource.empty()) r["requestSubResource"] = a.subresource;
   if (!a.name.empty()) r["name"] = a.name;

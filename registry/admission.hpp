@@ -68,9 +68,6 @@ struct AdmissionAttributes {
   std::string_view field_validation;
   // A delete's options as the client sent them (grace period, preconditions, propagation).
   const DeleteQuery* delete_query = nullptr;
-  // A connect's object is its options, of this kind (PodExecOptions, in the resource's group
-  // and version), not the resource's own.
-  std::string_view connect_kind;
 };
 
 // Adds `warning` to `attributes.warnings` unless it is there already (or there is no list).

@@ -143,7 +143,6 @@ asio::awaitable<ApiResponse> ApiHandler::serve_without_kubelet(const Url& url, R
                                     false,          &route.user,
                                     nullptr,        &warnings,
                                     &audit_annotations};
-    a.connect_kind = sub.kind;
     registry::Admission& admission = store_->admission();
     std::optional<ApiError> refused;
     if (admission.mutates(a)) refused = co_await admission.mutate(a, &options);

@@ -225,7 +225,6 @@ TEST(ValidatingPolicy, AConnectIsJudgedOnItsOptions) {
   w.subresource = "exec";
   w.operation = registry::AdmissionOperation::connect;
   auto a = w.attributes();
-  a.connect_kind = "PodExecOptions";
   const auto ls = parse(R"({"kind": "PodExecOptions", "apiVersion": "v1", "command": ["ls"]})");
   EXPECT_TRUE(plugin.handles(a));
   EXPECT_FALSE(run(plugin.validate(a, &ls)));
