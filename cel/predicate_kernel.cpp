@@ -753,10 +753,15 @@ PredicateKernel::Outcome PredicateKernel::run(std::span<const Value> variables,
                                               std::uint64_t limit, std::uint64_t& cost) const {
   RunState st{nodes_.data(), variables};
   st.limit = limit;
-  // Comprehension variables, on the stack (as many as there are slots, none for most guards).
-  SmallValues<kStackLocals> locals(locals_);
-  st.locals = locals.data();
-  const Outcome out = condition(st, root_);
+  Outcome out;
+  if (locals_ == 0) {
+    out = condition(st, root_);  // most guards: no comprehension, no variables to make
+  } else {
+    // Comprehension variables, on the stack (as many as there are slots).
+    SmallValues<kStackLocals> locals(locals_);
+    st.locals = locals.data();
+    out = condition(st, root_);
+  }
   cost = st.cost;
   if (st.over) return Outcome::over_limit;
   return out;
