@@ -492,6 +492,22 @@ void check_no_delete(const json::object& match, const std::string& path, Causes&
 
 }  // namespace
 
+void check_admission_rule(const json::object* rule, const std::string& path, Causes& causes) {
+  check_rule(rule, path, causes);
+}
+
+PolicyExpression compile_webhook_match_condition(const std::string& expression) {
+  // kube's webhook environment: the policy variables without params and variables; the result
+  // must be a bool (dyn is not enough).
+  PolicyCompiler compiler(/*has_params=*/false, /*mutating=*/false);
+  PolicyExpression out = compiler.compile(expression, Place::match_condition);
+  if (out.compile_error.empty() && out.result && out.result->kind != cel::TypeKind::boolean) {
+    out.compile_error = "must evaluate to bool";
+    out.program.reset();
+  }
+  return out;
+}
+
 const std::vector<std::string>& policy_variable_names() {
   static const std::vector<std::string> kNames = {
       "object",     "oldObject",  "request", "params", "namespaceObject",

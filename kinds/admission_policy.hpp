@@ -130,6 +130,14 @@ class Scheme;
 std::vector<ExpressionWarning> type_check_validating_policy(const boost::json::object& policy,
                                                             const Scheme& scheme);
 
+// What webhook configurations share with policies (kinds/webhook_configuration.cpp): a
+// RuleWithOperations checked as kube's validateRuleWithOperations (subresources allowed), and a
+// webhook's match condition compiled in kube's webhook environment (the policy variables
+// without `params` and `variables`; the result must be a bool: "must evaluate to bool").
+void check_admission_rule(const boost::json::object* rule, const std::string& path,
+                          std::vector<apimachinery::Cause>& causes);
+PolicyExpression compile_webhook_match_condition(const std::string& expression);
+
 // KindHooks::validate of the two kinds: kube's ValidateValidatingAdmissionPolicy and
 // ValidateValidatingAdmissionPolicyBinding (field rules, expressions compiled, return types).
 void validate_validating_admission_policy(const boost::json::object& policy,

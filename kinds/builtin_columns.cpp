@@ -948,6 +948,12 @@ std::vector<PrinterColumn> builtin_columns(std::string_view group, std::string_v
             age_column()};
   }
   if (kind == "RuntimeClass") return {name_column(), text("Handler", ".handler", ""), age_column()};
+  if (kind == "ValidatingWebhookConfiguration" || kind == "MutatingWebhookConfiguration") {
+    return {name_column(),
+            computed("Webhooks", "integer",
+                     [](const json::object& o) { return json::value(count(o, "webhooks")); }),
+            age_column()};
+  }
   if (kind == "ValidatingAdmissionPolicy") {
     return {name_column(),
             computed("Validations", "integer",

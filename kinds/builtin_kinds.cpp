@@ -4,6 +4,7 @@
 #include "kinds/horizontal_pod_autoscaler.hpp"
 
 #include "kinds/admission_policy.hpp"
+#include "kinds/webhook_configuration.hpp"
 #include "kinds/builtin_columns.hpp"
 #include "kinds/builtin_defaults.hpp"
 #include "schema/builtin_schemas.hpp"
@@ -227,6 +228,8 @@ GenerationRule generation_rule(std::string_view group, std::string_view kind) {
       {"apiextensions.k8s.io", "CustomResourceDefinition", GenerationRule::spec},
       {"discovery.k8s.io", "EndpointSlice", GenerationRule::content_and_labels},
       {"storage.k8s.io", "CSIDriver", GenerationRule::spec_on_update},
+      {"admissionregistration.k8s.io", "ValidatingWebhookConfiguration", GenerationRule::content},
+      {"admissionregistration.k8s.io", "MutatingWebhookConfiguration", GenerationRule::content},
       {"admissionregistration.k8s.io", "ValidatingAdmissionPolicy", GenerationRule::spec},
       {"admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding", GenerationRule::spec},
       {"admissionregistration.k8s.io", "MutatingAdmissionPolicy", GenerationRule::spec},
@@ -409,6 +412,14 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
       {.group = "rbac.authorization.k8s.io", .kind = "RoleBinding", .resource = "rolebindings"},
       {.group = "rbac.authorization.k8s.io", .kind = "ClusterRoleBinding",
        .resource = "clusterrolebindings", .namespaced = false},
+      {.group = "admissionregistration.k8s.io", .kind = "ValidatingWebhookConfiguration",
+       .resource = "validatingwebhookconfigurations", .namespaced = false,
+       .categories = {"api-extensions"},
+       .hooks = {.validate = validate_validating_webhook_configuration}},
+      {.group = "admissionregistration.k8s.io", .kind = "MutatingWebhookConfiguration",
+       .resource = "mutatingwebhookconfigurations", .namespaced = false,
+       .categories = {"api-extensions"},
+       .hooks = {.validate = validate_mutating_webhook_configuration}},
       {.group = "admissionregistration.k8s.io", .kind = "ValidatingAdmissionPolicy",
        .resource = "validatingadmissionpolicies", .namespaced = false, .has_status = true,
        .categories = {"api-extensions"},

@@ -53,6 +53,7 @@ PACKAGES = {
     "rbac.authorization.k8s.io": "io.k8s.api.rbac.v1",
     "apiextensions.k8s.io": "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1",
     "autoscaling": "io.k8s.api.autoscaling.v1",
+    "admissionregistration.k8s.io": "io.k8s.api.admissionregistration.v1",
 }
 
 # (group, version) whose types live in another package than the group's v1 types.
@@ -108,6 +109,10 @@ KINDS = [
     ("autoscaling", "v1", "HorizontalPodAutoscaler", "V1HorizontalPodAutoscaler"),
     # Kubernetes 1.22's models stop at autoscaling/v2beta2, whose types autoscaling/v2 kept.
     ("autoscaling", "v2", "HorizontalPodAutoscaler", "V2beta2HorizontalPodAutoscaler"),
+    ("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration",
+     "V1ValidatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration",
+     "V1MutatingWebhookConfiguration"),
     ("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy",
      "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicy"),
     ("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding",

@@ -71,6 +71,8 @@ const std::vector<std::tuple<std::string, std::string, std::string>> kKinds = {
     {"autoscaling", "v1", "Scale"},
     {"autoscaling", "v1", "HorizontalPodAutoscaler"},
     {"autoscaling", "v2", "HorizontalPodAutoscaler"},
+    {"admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration"},
+    {"admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration"},
     {"admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy"},
     {"admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding"},
     {"admissionregistration.k8s.io", "v1beta1", "MutatingAdmissionPolicy"},
