@@ -65,7 +65,8 @@ bool exempt_from_policies(const kinds::ResourceInfo& info) {
   if (info.group != kGroup) return false;
   const std::string& r = info.resource;
   return r == "validatingadmissionpolicies" || r == "validatingadmissionpolicybindings" ||
-         r == "mutatingadmissionpolicies" || r == "mutatingadmissionpolicybindings";
+         r == "mutatingadmissionpolicies" || r == "mutatingadmissionpolicybindings" ||
+         r == "validatingwebhookconfigurations" || r == "mutatingwebhookconfigurations";
 }
 
 std::string group_resource(const kinds::ResourceInfo& info) {

@@ -48,7 +48,8 @@ inline constexpr std::uint64_t kMatchConditionBudget = 2'500'000;
 inline constexpr std::string_view kCostLimitExceeded =
     "operation cancelled: actual cost limit exceeded";
 
-// The admission policy kinds themselves, which policies never judge or change.
+// The admission configuration kinds themselves (policies, bindings, webhook configurations),
+// which policies and webhooks never judge or change.
 bool exempt_from_policies(const kinds::ResourceInfo& info);
 
 // `deployments.apps`, `pods`: a resource as kube's errors name it.

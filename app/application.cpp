@@ -3,6 +3,7 @@
 #include "admission/mutating_policy.hpp"
 #include "admission/policy_param_guard.hpp"
 #include "admission/validating_policy.hpp"
+#include "admission/webhook_plugin.hpp"
 #include "auth/escalation_guard.hpp"
 #include "auth/rbac_authorizer.hpp"
 #include "registry/resource_store.hpp"
@@ -161,6 +162,8 @@ struct Application::Parts {
   std::shared_ptr<RbacPolicySource> rbac;
   std::shared_ptr<admission::ValidatingPolicyPlugin> policies;
   std::shared_ptr<admission::MutatingPolicyPlugin> mutating_policies;
+  std::shared_ptr<admission::ValidatingWebhookPlugin> validating_webhooks;
+  std::shared_ptr<admission::MutatingWebhookPlugin> mutating_webhooks;
   std::shared_ptr<CrdController> crd_controller;
   std::shared_ptr<NamespaceController> namespace_controller;
   std::shared_ptr<ClusterRoleAggregator> cluster_role_aggregator;
@@ -393,12 +396,27 @@ bool Application::Parts::configure_access() {
     mutating_policies->start(compute->get_executor());
     store->admission().add(mutating_policies);
   }
+  // MutatingAdmissionWebhook after MutatingAdmissionPolicy, ValidatingAdmissionWebhook after
+  // ValidatingAdmissionPolicy, as kube orders its chain. Calls run on the I/O threads, never
+  // blocking them.
+  if (std::find(off.begin(), off.end(), "MutatingAdmissionWebhook") == off.end()) {
+    mutating_webhooks = std::make_shared<admission::MutatingWebhookPlugin>(scheme, cachers);
+    mutating_webhooks->use_rbac(rbac);
+    mutating_webhooks->start(ioc->get_executor());
+    store->admission().add(mutating_webhooks);
+  }
   if (std::find(off.begin(), off.end(), "ValidatingAdmissionPolicy") == off.end()) {
     policies = std::make_shared<admission::ValidatingPolicyPlugin>(scheme, cachers);
     policies->use_rbac(rbac);
     policies->use_executor(compute->get_executor());
     policies->start(compute->get_executor());
     store->admission().add(policies);
+  }
+  if (std::find(off.begin(), off.end(), "ValidatingAdmissionWebhook") == off.end()) {
+    validating_webhooks = std::make_shared<admission::ValidatingWebhookPlugin>(scheme, cachers);
+    validating_webhooks->use_rbac(rbac);
+    validating_webhooks->start(ioc->get_executor());
+    store->admission().add(validating_webhooks);
   }
   handler->set_limits(std::make_shared<RequestLimits>(
       RequestLimitOptions{options.max_requests_inflight,
@@ -591,7 +609,9 @@ asio::awaitable<void> Application::Parts::ensure_kubernetes_service(unsigned sho
 asio::awaitable<void> Application::Parts::wait_for_policies() {
   asio::steady_timer retry(co_await asio::this_coro::executor);
   while ((policies && !policies->loaded()) ||
-         (mutating_policies && !mutating_policies->loaded())) {
+         (mutating_policies && !mutating_policies->loaded()) ||
+         (validating_webhooks && !validating_webhooks->loaded()) ||
+         (mutating_webhooks && !mutating_webhooks->loaded())) {
     retry.expires_after(std::chrono::milliseconds(20));
     co_await retry.async_wait(asio::use_awaitable);
   }
@@ -722,6 +742,8 @@ asio::awaitable<void> Application::Parts::shut_down(int signal) {
   if (rbac) rbac->stop();
   if (policies) policies->stop();
   if (mutating_policies) mutating_policies->stop();
+  if (validating_webhooks) validating_webhooks->stop();
+  if (mutating_webhooks) mutating_webhooks->stop();
   cachers->stop_all();
   if (delivery) delivery->stop();
   ioc->stop();

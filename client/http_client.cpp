@@ -303,7 +303,7 @@ asio::awaitable<ApiResult<HttpResponse>> HttpClient::request(std::string method,
     // As client-go: large answers (lists) may come compressed.
     req.set(http::field::accept_encoding, "gzip");
     http::response_parser<http::string_body> parser;
-    parser.body_limit(256u << 20);
+    parser.body_limit(impl->options.max_response_bytes);
     c->lowest().expires_at(deadline);
     const boost::system::error_code ec = co_await c->on_stream(
         [&](auto& stream) { return send_request(stream, c->buffer, req, parser, true); });
@@ -319,7 +319,7 @@ asio::awaitable<ApiResult<HttpResponse>> HttpClient::request(std::string method,
     const std::string_view encoding = res[http::field::content_encoding];
     if (beast::iequals(encoding, "gzip")) {
       std::string inflated;
-      const std::string why = base::gunzip(out.body, 1u << 30, inflated);
+      const std::string why = base::gunzip(out.body, impl->options.max_response_bytes, inflated);
       if (!why.empty()) co_return failure(ApiError::Kind::decode, method + " " + target + ": " + why);
       out.body = std::move(inflated);
     } else if (!encoding.empty() && !beast::iequals(encoding, "identity")) {

@@ -59,6 +59,8 @@ class HttpClient {
     std::chrono::milliseconds request_timeout{30'000};
     std::size_t max_idle_connections = 4;
     std::string user_agent = "kwatch-client";
+    // The largest answer read (after decompression); a larger one fails the request.
+    std::size_t max_response_bytes = 256u << 20;
   };
 
   // Errors: a server URL or TLS material that cannot be used.

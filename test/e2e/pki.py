@@ -69,6 +69,30 @@ class CA:
         return cert_path, key_path
 
 
+def server_certificate(ca, file_name, dns_names=("localhost",), ips=("127.0.0.1",)):
+    """Writes `file_name`.crt/.key: a TLS server certificate signed by `ca` for these names and
+    addresses; returns (cert path, key path)."""
+    import ipaddress
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.timezone.utc)
+    names = [x509.DNSName(n) for n in dns_names] + [x509.IPAddress(ipaddress.ip_address(i))
+                                                    for i in ips]
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, file_name)]))
+            .issuer_name(ca.cert.subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(names), critical=False)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .sign(ca.key, hashes.SHA256()))
+    cert_path = os.path.join(ca.directory, file_name + ".crt")
+    key_path = os.path.join(ca.directory, file_name + ".key")
+    _write(cert_path, cert.public_bytes(serialization.Encoding.PEM))
+    _write(key_path, _key_pem(key))
+    return cert_path, key_path
+
+
 def kubeconfig(path, port, ca_file, cert=None, key=None, token=None):
     """A kubeconfig for https://127.0.0.1:<port> trusting `ca_file`, with a client certificate or
     a bearer token."""

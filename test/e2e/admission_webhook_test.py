@@ -1,0 +1,370 @@
+"""Admission webhooks as an operator installs them: a webhook server the test runs (HTTPS with
+its own CA, trusted through caBundle) registered with kubectl in a ValidatingWebhookConfiguration
+and a MutatingWebhookConfiguration. Writes refused with the webhook's message, warnings shown by
+kubectl, a label added by a mutating webhook (in the response and in what is stored and watched),
+reinvocation, namespace selectors and match conditions, dry run, a hanging webhook under both
+failure policies (the health check answering meanwhile), an answer that is no AdmissionReview,
+and a broken configuration that cannot lock out its own deletion. The Python client sees a
+refusal as a Status.
+
+Usage: admission_webhook_test.py <path to kwatch-apiserver>
+"""
+import base64
+import json
+import os
+import ssl
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from harness import Checks, Server, TempDir, kubectl_runner, wait_for
+from pki import CA, server_certificate
+
+
+class Webhooks:
+    """An HTTPS server answering AdmissionReviews by path, recording what it was sent."""
+
+    def __init__(self, directory):
+        self.ca = CA(directory, "webhook-ca")
+        cert, key = server_certificate(self.ca, "webhook")
+        self.reviews = []  # (path, request)
+        self.lock = threading.Lock()
+        self.release = threading.Event()  # ends the hanging path's waits
+        hooks = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", "0"))
+                review = json.loads(self.rfile.read(length))
+                path = self.path.split("?")[0]
+                with hooks.lock:
+                    hooks.reviews.append((path, review["request"], self.path))
+                body = hooks.answer(path, review)
+                if isinstance(body, dict):
+                    body = json.dumps(body).encode()
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (ssl.SSLError, OSError):
+                    pass  # kwatch stopped waiting (the webhook's timeout)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def ca_bundle(self):
+        with open(self.ca.cert_file, "rb") as f:
+            return base64.b64encode(f.read()).decode()
+
+    def url(self, path):
+        return f"https://127.0.0.1:{self.port}{path}"
+
+    def sent(self, path, name=None):
+        with self.lock:
+            return [r for p, r, _ in self.reviews
+                    if p == path and (name is None or (r.get("name") == name))]
+
+    @staticmethod
+    def response(review, allowed=True, **extra):
+        r = {"uid": review["request"]["uid"], "allowed": allowed}
+        r.update(extra)
+        return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": r}
+
+    def answer(self, path, review):
+        request = review["request"]
+        obj = request.get("object") or {}
+        if path == "/validate":
+            if "forbidden" in (obj.get("data") or {}):
+                return self.response(review, False, status={"message": "data.forbidden is not allowed"},
+                                     warnings=["configmap refused"])
+            return self.response(review, True, warnings=["configmap looks fine"],
+                                 auditAnnotations={"checked": "yes"})
+        if path in ("/label", "/label-again"):
+            labels = (obj.get("metadata") or {}).get("labels")
+            key = "mutated-by-webhook" if path == "/label" else "second-label"
+            if labels and labels.get(key) == "yes":
+                return self.response(review, True)
+            ops = ([{"op": "add", "path": f"/metadata/labels/{key}", "value": "yes"}] if labels
+                   else [{"op": "add", "path": "/metadata/labels", "value": {key: "yes"}}])
+            patch = base64.b64encode(json.dumps(ops).encode()).decode()
+            return self.response(review, True, patch=patch, patchType="JSONPatch")
+        if path == "/observe":
+            return self.response(review, True)
+        if path in ("/hang", "/hang-long"):
+            self.release.wait(30)
+            return self.response(review, True)
+        if path == "/garbage":
+            return b"this is not an AdmissionReview"
+        if path == "/wrong-uid":
+            return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                    "response": {"uid": "not-the-one", "allowed": True}}
+        return self.response(review, True)
+
+    def stop(self):
+        self.release.set()
+        self.httpd.shutdown()
+
+
+def configuration(kind, name, webhooks):
+    return json.dumps({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+                       "metadata": {"name": name}, "webhooks": webhooks})
+
+
+def webhook(hooks, name, path, resources=("configmaps",), operations=("CREATE", "UPDATE"),
+            **extra):
+    w = {"name": name, "admissionReviewVersions": ["v1"], "sideEffects": "None",
+         "clientConfig": {"url": hooks.url(path), "caBundle": hooks.ca_bundle()},
+         "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": list(operations),
+                    "resources": list(resources)}],
+         "namespaceSelector": {"matchLabels": {"webhooks": "on"}}}
+    w.update(extra)
+    return w
+
+
+def configmap(name, data=None, ns="hooked"):
+    return json.dumps({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": name, "namespace": ns}, "data": data or {}})
+
+
+def checks_of(t, server, tmp, hooks):
+    kc = kubectl_runner(server, tmp)
+    if kc is None:
+        print("kubectl is not installed: skipping")
+        sys.exit(77)
+    kc("create", "namespace", "hooked")
+    kc("label", "namespace", "hooked", "webhooks=on")
+    kc("create", "namespace", "plain")
+
+    # ---- validating ----
+    code, out = kc("apply", "-f", "-", stdin=configuration(
+        "ValidatingWebhookConfiguration", "deny-forbidden",
+        [webhook(hooks, "deny.example.com", "/validate")]))
+    t.check("a validating webhook configuration applies", code == 0, out)
+    n = [0]
+
+    def refused():
+        n[0] += 1
+        code, out = kc("apply", "-f", "-", stdin=configmap(f"bad-{n[0]}", {"forbidden": "x"}))
+        return code != 0 and "denied the request" in out and out
+    out = wait_for(refused, timeout=10, what="the webhook in force")
+    t.check("a write the webhook refuses is refused with its message",
+            'admission webhook "deny.example.com" denied the request: data.forbidden is not allowed'
+            in (out or ""), out)
+    t.check("... and the warning it sent is shown", "Warning: configmap refused" in (out or ""), out)
+    code, out = kc("create", "configmap", "good", "-n", "hooked", "--from-literal=a=b")
+    t.check("a write the webhook allows is stored, its warning shown",
+            code == 0 and "Warning: configmap looks fine" in out, out)
+    sent = hooks.sent("/validate", "good")
+    t.check("the webhook was sent an AdmissionReview v1 of the write",
+            len(sent) == 1 and sent[0]["operation"] == "CREATE" and
+            sent[0]["kind"] == {"group": "", "version": "v1", "kind": "ConfigMap"} and
+            sent[0]["resource"] == {"group": "", "version": "v1", "resource": "configmaps"} and
+            sent[0]["namespace"] == "hooked" and sent[0]["object"]["data"] == {"a": "b"} and
+            sent[0]["oldObject"] is None and sent[0]["dryRun"] is False and
+            sent[0]["options"]["kind"] == "CreateOptions" and len(sent[0]["uid"]) == 36,
+            json.dumps(sent)[:600])
+    calls = [q for p, _, q in hooks.reviews if p == "/validate"]
+    t.check("the call carries ?timeout=10s", all(q.endswith("?timeout=10s") for q in calls), calls[:3])
+    code, out = kc("create", "configmap", "free", "-n", "plain", "--from-literal=forbidden=x")
+    t.check("a namespace the selector does not match is not sent to the webhook",
+            code == 0 and not hooks.sent("/validate", "free"), out)
+    code, out = kc("create", "configmap", "dry", "-n", "hooked", "--from-literal=a=b",
+                   "--dry-run=server")
+    dry = hooks.sent("/validate", "dry")
+    t.check("a dry run is sent with dryRun: true (sideEffects None)",
+            code == 0 and len(dry) == 1 and dry[0]["dryRun"] is True, out)
+    # The Python client sees the refusal as a Status.
+    try:
+        from kubernetes import client as kclient, config as kconfig
+        kconfig.load_kube_config(config_file=server.kubeconfig(tmp))
+        api = kclient.CoreV1Api()
+        try:
+            api.create_namespaced_config_map("hooked", kclient.V1ConfigMap(
+                metadata=kclient.V1ObjectMeta(name="py-bad"), data={"forbidden": "1"}))
+            t.check("the Python client is refused", False, "created")
+        except kclient.ApiException as e:
+            body = json.loads(e.body)
+            t.check("the Python client is refused with the webhook's Status (400)",
+                    e.status == 400 and body.get("kind") == "Status" and
+                    "data.forbidden is not allowed" in body.get("message", ""), e.body)
+    except ImportError:
+        print("python3-kubernetes is not installed: its check is skipped")
+
+    # ---- mutating ----
+    code, out = kc("apply", "-f", "-", stdin=configuration(
+        "MutatingWebhookConfiguration", "b-label",
+        [webhook(hooks, "label.example.com", "/label")]))
+    t.check("a mutating webhook configuration applies", code == 0, out)
+
+    def labelled():
+        n[0] += 1
+        code, out = kc("create", "configmap", f"m-{n[0]}", "-n", "hooked", "-o", "json")
+        return code == 0 and '"mutated-by-webhook": "yes"' in out and (f"m-{n[0]}", out)
+    got = wait_for(labelled, timeout=10, what="the mutating webhook in force")
+    t.check("a mutating webhook's label is in the create's response", bool(got))
+    if got:
+        code, out = kc("get", "configmap", got[0], "-n", "hooked", "-o",
+                       "jsonpath={.metadata.labels.mutated-by-webhook}")
+        t.check("... and in what is stored", out.strip() == "yes", out)
+
+    # Reinvocation: an IfNeeded webhook that ran before a later change is called once more.
+    code, out = kc("apply", "-f", "-", stdin=configuration(
+        "MutatingWebhookConfiguration", "a-observe",
+        [webhook(hooks, "observe.example.com", "/observe", reinvocationPolicy="IfNeeded")]))
+    t.check("an IfNeeded webhook applies", code == 0, out)
+
+    def observed_twice():
+        n[0] += 1
+        name = f"r-{n[0]}"
+        kc("create", "configmap", name, "-n", "hooked")
+        seen = hooks.sent("/observe", name)
+        return len(seen) == 2 and seen
+    seen = wait_for(observed_twice, timeout=10, what="reinvocation")
+    t.check("a webhook with reinvocationPolicy IfNeeded is called again after a later change",
+            bool(seen) and "mutated-by-webhook" not in (seen[0]["object"]["metadata"].get("labels") or {})
+            and seen[1]["object"]["metadata"]["labels"].get("mutated-by-webhook") == "yes",
+            json.dumps(seen)[:400] if seen else "")
+    kc("delete", "mutatingwebhookconfiguration", "a-observe")
+
+    # Match conditions: a condition that is false skips the webhook.
+    code, out = kc("apply", "-f", "-", stdin=configuration(
+        "ValidatingWebhookConfiguration", "deny-forbidden",
+        [webhook(hooks, "deny.example.com", "/validate", matchConditions=[
+            {"name": "not-exempt", "expression": "object.metadata.name != 'exempt'"}])]))
+    t.check("a match condition applies", code == 0, out)
+
+    def exempt_passes():
+        kc("delete", "configmap", "exempt", "-n", "hooked", "--ignore-not-found")
+        code, out = kc("create", "configmap", "exempt", "-n", "hooked",
+                       "--from-literal=forbidden=x")
+        return code == 0
+    t.check("a write whose match condition is false is not sent",
+            wait_for(exempt_passes, timeout=10, what="match condition") and
+            not hooks.sent("/validate", "exempt"))
+    code, out = kc("create", "configmap", "not-exempt", "-n", "hooked", "--from-literal=forbidden=x")
+    t.check("... and one whose condition holds still is", code != 0 and "denied" in out, out)
+    kc("delete", "mutatingwebhookconfiguration", "b-label")
+    kc("delete", "validatingwebhookconfiguration", "deny-forbidden")
+
+    # ---- failures ----
+    check_failures(t, server, kc, hooks)
+
+
+def check_failures(t, server, kc, hooks):
+    def apply(policy, path, name="fail.example.com", timeout=1):
+        return kc("apply", "-f", "-", stdin=configuration(
+            "ValidatingWebhookConfiguration", "failing",
+            [webhook(hooks, name, path, failurePolicy=policy, timeoutSeconds=timeout,
+                     resources=("secrets",))]))
+    code, out = apply("Fail", "/hang")
+    t.check("a hanging webhook's configuration applies", code == 0, out)
+    n = [0]
+
+    def refused_with(marker):
+        def attempt():
+            n[0] += 1
+            start = time.monotonic()
+            code, out = kc("create", "secret", "generic", f"s-{n[0]}", "-n", "hooked")
+            return code != 0 and marker in out and (out, time.monotonic() - start)
+        return attempt
+    got = wait_for(refused_with("context deadline exceeded"), timeout=15, what="hanging webhook")
+    t.check("a webhook that hangs past timeoutSeconds refuses the write under Fail (500, kube's "
+            "words)", bool(got) and 'failed calling webhook "fail.example.com": failed to call '
+            'webhook: Post "' in got[0] and "Internal error" in got[0], got)
+    t.check("... after its timeout, not much later", bool(got) and got[1] < 5, got)
+    code, out = apply("Ignore", "/hang")
+    got = wait_for(lambda: kc("create", "secret", "generic", f"ig-{time.monotonic_ns()}", "-n",
+                              "hooked")[0] == 0, timeout=15, what="Ignore")
+    t.check("under Ignore, a hanging webhook lets the write through after its timeout", bool(got))
+
+    # While writes wait on a hanging webhook, the server answers everything else at once.
+    apply("Fail", "/hang-long", timeout=10)
+    # In force once a write reaches it (each probe waits on whichever webhook is in force).
+    deadline = time.monotonic() + 15
+    while not hooks.sent("/hang-long") and time.monotonic() < deadline:
+        threading.Thread(target=lambda: server.request(
+            "POST", "/api/v1/namespaces/hooked/secrets",
+            {"metadata": {"name": f"probe-{time.monotonic_ns()}"}}), daemon=True).start()
+        try:
+            wait_for(lambda: hooks.sent("/hang-long"), timeout=1.5, what="the 10 s webhook")
+        except AssertionError:
+            pass
+    before = len(hooks.sent("/hang-long"))
+    waiting = []
+    for i in range(20):
+        th = threading.Thread(target=lambda i=i: server.request(
+            "POST", "/api/v1/namespaces/hooked/secrets", {"metadata": {"name": f"wait-{i}"}}))
+        th.start()
+        waiting.append(th)
+    arrived = wait_for(lambda: len(hooks.sent("/hang-long")) >= before + 20, timeout=10,
+                       what="20 writes waiting on the webhook")
+    worst = 0.0
+    status = 0
+    for _ in range(10):
+        start = time.monotonic()
+        status, _ = server.request("GET", "/healthz")
+        worst = max(worst, time.monotonic() - start)
+    t.check("the health check answers within 100 ms while 20 writes wait on a hanging webhook",
+            bool(arrived) and status == 200 and worst < 0.1, f"{worst * 1000:.0f} ms")
+    hooks.release.set()
+    for th in waiting:
+        th.join()
+    hooks.release = threading.Event()
+    code, out = apply("Fail", "/garbage", timeout=5)
+    got = wait_for(refused_with("failed to call webhook"), timeout=10, what="garbage")
+    t.check("an answer that is no AdmissionReview refuses the write under Fail", bool(got), got)
+    code, out = apply("Fail", "/wrong-uid", timeout=5)
+    got = wait_for(refused_with("expected response.uid"), timeout=10, what="wrong uid")
+    t.check("an answer for another request refuses the write, in kube's words",
+            bool(got) and 'received invalid webhook response: expected response.uid="' in got[0]
+            and 'got "not-the-one"' in got[0], got)
+
+    # A configuration matching everything with a dead webhook cannot lock out its own deletion.
+    kc("delete", "validatingwebhookconfiguration", "failing")
+    code, out = kc("apply", "-f", "-", stdin=configuration(
+        "ValidatingWebhookConfiguration", "everything",
+        [{"name": "dead.example.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+          "clientConfig": {"url": "https://127.0.0.1:1/dead"}, "timeoutSeconds": 1,
+          "rules": [{"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["*"],
+                     "resources": ["*/*"]}]}]))
+    t.check("a configuration sending every write to a dead webhook applies", code == 0, out)
+    got = wait_for(lambda: kc("create", "configmap", f"d-{time.monotonic_ns()}", "-n",
+                              "plain")[0] != 0, timeout=10, what="dead webhook")
+    t.check("... and every write is refused", bool(got))
+    code, out = kc("delete", "validatingwebhookconfiguration", "everything")
+    t.check("... except the deletion of the configuration itself", code == 0, out)
+    got = wait_for(lambda: kc("create", "configmap", f"a-{time.monotonic_ns()}", "-n",
+                              "plain")[0] == 0, timeout=10, what="webhook gone")
+    t.check("writes go through again once it is gone", bool(got))
+
+
+def main():
+    binary = sys.argv[1]
+    t = Checks()
+    with TempDir() as tmp:
+        hooks = Webhooks(tmp)
+        server = Server(binary).start()
+        try:
+            checks_of(t, server, tmp, hooks)
+            t.check("server alive", server.alive())
+        finally:
+            server.stop()
+            hooks.stop()
+    t.finish()
+
+
+if __name__ == "__main__":
+    main()
