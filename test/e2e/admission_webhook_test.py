@@ -45,6 +45,12 @@ class Webhooks:
                 path = self.path.split("?")[0]
                 with hooks.lock:
                     hooks.reviews.append((path, review["request"], self.path))
+                if path == "/redirect":
+                    self.send_response(307)
+                    self.send_header("Location", hooks.url("/validate"))
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 body = hooks.answer(path, review)
                 if isinstance(body, dict):
                     body = json.dumps(body).encode()
@@ -106,6 +112,15 @@ class Webhooks:
         if path in ("/hang", "/hang-long"):
             self.release.wait(30)
             return self.response(review, True)
+        if path == "/huge":
+            return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                               "response": {"uid": request["uid"], "allowed": True,
+                                            "warnings": ["x" * (10 << 20)]}}).encode()
+        if path in ("/break", "/unappliable"):
+            ops = ([{"op": "add", "path": "/data", "value": 5}] if path == "/break"
+                   else [{"op": "replace", "path": "/nothing/here", "value": 1}])
+            return self.response(review, True, patchType="JSONPatch",
+                                 patch=base64.b64encode(json.dumps(ops).encode()).decode())
         if path == "/garbage":
             return b"this is not an AdmissionReview"
         if path == "/wrong-uid":
@@ -331,6 +346,44 @@ def check_failures(t, server, kc, hooks):
     t.check("an answer for another request refuses the write, in kube's words",
             bool(got) and 'received invalid webhook response: expected response.uid="' in got[0]
             and 'got "not-the-one"' in got[0], got)
+
+    code, out = apply("Fail", "/huge", timeout=10)
+    got = wait_for(refused_with("failed to call webhook"), timeout=15, what="huge answer")
+    t.check("an answer of 10 MB refuses the write under Fail", bool(got), got)
+    code, out = apply("Fail", "/redirect", timeout=5)
+    got = wait_for(refused_with("307"), timeout=10, what="redirect")
+    t.check("a redirect is not followed: the write is refused under Fail", bool(got), got)
+    other = CA(os.path.dirname(hooks.ca.cert_file), "other-ca")
+    with open(other.cert_file, "rb") as f:
+        wrong_bundle = base64.b64encode(f.read()).decode()
+    code, out = kc("apply", "-f", "-", stdin=configuration(
+        "ValidatingWebhookConfiguration", "failing",
+        [webhook(hooks, "fail.example.com", "/validate", resources=("secrets",),
+                 timeoutSeconds=5, clientConfig={"url": hooks.url("/validate"),
+                                                 "caBundle": wrong_bundle})]))
+    got = wait_for(refused_with("certificate verify failed"), timeout=10, what="wrong CA")
+    t.check("a webhook whose certificate the caBundle does not sign is not called: refused",
+            bool(got) and "failed calling webhook" in got[0], got)
+    kc("delete", "validatingwebhookconfiguration", "failing")
+
+    # Patches that break the object or do not apply: clear errors, nothing stored.
+    for path, what, words in (
+            ("/break", "a patch that breaks the object's schema", "data in body must be of type object"),
+            ("/unappliable", "a patch that does not apply",
+             "Internal error occurred: replace operation does not apply")):
+        kc("apply", "-f", "-", stdin=configuration(
+            "MutatingWebhookConfiguration", "patching",
+            [webhook(hooks, "patch.example.com", path)]))
+
+        def broken(path=path):
+            name = f"p-{time.monotonic_ns()}"
+            code, out = kc("create", "configmap", name, "-n", "hooked")
+            stored = kc("get", "configmap", name, "-n", "hooked")[0] == 0
+            return hooks.sent(path, name) and (code, out, stored)
+        got = wait_for(broken, timeout=10, what=what)
+        t.check(what + " refuses the write with a clear error, nothing stored",
+                bool(got) and got[0] != 0 and words in got[1] and not got[2], got)
+    kc("delete", "mutatingwebhookconfiguration", "patching")
 
     # A configuration matching everything with a dead webhook cannot lock out its own deletion.
     kc("delete", "validatingwebhookconfiguration", "failing")
