@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <map>
 
 namespace kwatch::admission {
@@ -247,6 +248,8 @@ struct CallResult {
   std::string failure;              // failed: the reason after `failed calling webhook "x": `
   ApiError refusal;                 // denied, refused: what the client gets
   std::optional<json::value> patch;  // a mutating webhook's JSONPatch
+  int code = 200;       // for the metrics: see WebhookCallRecord::code
+  double seconds = 0;   // how long the call took
 };
 
 std::string quoted(std::string_view s) { return apimachinery::go_quote(s); }
@@ -279,7 +282,7 @@ Errc errc_of(std::int64_t code) {
 }
 
 // A refusal: the webhook's Status, its code at least 400, kube's message.
-ApiError denial(const Hook& h, const json::object* status) {
+ApiError denial(const Hook& h, const json::object* status, int* code_out) {
   std::string message = string_at(status, "message");
   const std::string reason = string_at(status, "reason");
   std::int64_t code = 0;
@@ -287,6 +290,7 @@ ApiError denial(const Hook& h, const json::object* status) {
     if (c->is_int64()) code = c->get_int64();
   }
   if (code < 400) code = 400;
+  *code_out = static_cast<int>(std::min<std::int64_t>(code, 600));
   const std::string head = "admission webhook " + quoted(h.spec.name) + " denied the request";
   if (!message.empty()) {
     message = head + ": " + message;
@@ -422,7 +426,7 @@ CallResult read_answer(const Hook& h, const AdmissionAttributes& a, const std::s
   const json::value* allowed = response->if_contains("allowed");
   if (allowed == nullptr || !allowed->is_bool() || !allowed->get_bool()) {
     out.kind = CallResult::Kind::denied;
-    out.refusal = denial(h, object_member(*response, "status"));
+    out.refusal = denial(h, object_member(*response, "status"), &out.code);
     return out;
   }
   out.kind = CallResult::Kind::allowed;
@@ -562,25 +566,42 @@ std::optional<ApiError> select(const WebhookSet& set, const AdmissionAttributes&
   return std::nullopt;
 }
 
-// Calls one webhook (on its strand) with the write's objects as `matched` serves them.
+asio::awaitable<CallResult> call_once(const Hook& h, const AdmissionAttributes& a,
+                                      const kinds::ResourceInfo& matched,
+                                      const json::object* object);
+
+// Calls one webhook (on its strand) with the write's objects as `matched` serves them, timed.
 asio::awaitable<CallResult> call(const Hook& h, const AdmissionAttributes& a,
                                  const kinds::ResourceInfo& matched, const json::object* object) {
+  const auto start = std::chrono::steady_clock::now();
+  CallResult r = co_await call_once(h, a, matched, object);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  co_return r;
+}
+
+asio::awaitable<CallResult> call_once(const Hook& h, const AdmissionAttributes& a,
+                                      const kinds::ResourceInfo& matched,
+                                      const json::object* object) {
   CallResult failed;
   failed.kind = CallResult::Kind::failed;
+  failed.code = 503;
   if (a.dry_run && h.spec.side_effects != "None" && h.spec.side_effects != "NoneOnDryRun") {
     CallResult r;
     r.kind = CallResult::Kind::refused;
     r.refusal = ApiError(Errc::bad_request, "admission webhook " + quoted(h.spec.name) +
                                                 " does not support dry run");
+    r.code = 0;
     co_return r;
   }
   if (h.spec.review_version.empty()) {
     failed.failure = "could not create admission objects: webhook does not accept known "
                      "AdmissionReview versions (v1, v1beta1)";
+    failed.code = 400;
     co_return failed;
   }
   if (!h.client) {
     failed.failure = h.client_error;
+    failed.code = 500;
     co_return failed;
   }
   std::optional<json::object> converted, converted_old;
@@ -608,6 +629,7 @@ asio::awaitable<CallResult> call(const Hook& h, const AdmissionAttributes& a,
         break;
       case client::ApiError::Kind::status:
         failed.failure = "failed to call webhook: " + status_text(e);
+        failed.code = static_cast<int>(e.http_status);
         break;
       default: {
         // The client's own words after its "POST <target>: ".
@@ -624,7 +646,29 @@ asio::awaitable<CallResult> call(const Hook& h, const AdmissionAttributes& a,
                      (answer->content_type.empty() ? "application/json" : answer->content_type);
     co_return failed;
   }
-  co_return read_answer(h, a, answer->body, uid);
+  CallResult read = read_answer(h, a, answer->body, uid);
+  if (read.kind == CallResult::Kind::failed) read.code = 503;
+  co_return read;
+}
+
+// Tells `observer` of call `r` of `h` during write `a`; `rejected`: it refused the write.
+void record(const WebhookCallObserver& observer, const Hook& h, const AdmissionAttributes& a,
+            const CallResult& r, bool rejected, bool failed_open) {
+  if (!observer) return;
+  WebhookCallRecord record;
+  record.name = h.spec.name;
+  record.type = h.spec.mutating ? "admit" : "validating";
+  record.operation = registry::operation_name(a.operation);
+  record.seconds = r.seconds;
+  record.code = r.code;
+  record.rejected = rejected;
+  record.failed_open = failed_open;
+  if (rejected) {
+    record.error_type = r.kind == CallResult::Kind::denied   ? "no_error"
+                        : r.kind == CallResult::Kind::failed ? "calling_webhook_error"
+                                                             : "apiserver_internal_error";
+  }
+  observer(record);
 }
 
 std::string round_index(int round, std::size_t index) {
@@ -674,22 +718,25 @@ asio::awaitable<std::optional<ApiError>> ValidatingWebhookPlugin::validate(
       arrival.push_back(i);
     }
   }
+  // The first refusal to arrive is the answer; every call is counted.
+  std::optional<ApiError> verdict;
   for (const std::size_t i : arrival) {
     CallResult& r = results[i];
     const Hook& h = *matched[i].hook;
-    switch (r.kind) {
-      case CallResult::Kind::allowed: break;
-      case CallResult::Kind::denied:
-      case CallResult::Kind::refused: co_return std::move(r.refusal);
-      case CallResult::Kind::failed:
-        if (h.spec.fail_closed) co_return calling_error(h, r.failure);
-        spdlog::warn("Failed calling webhook, failing open {}: {}", h.spec.name, r.failure);
-        registry::add_audit_annotation(
-            a, "failed-open.validating.webhook.admission.k8s.io/" + round_index(0, i), h.spec.name);
-        break;
+    const bool refuses = r.kind == CallResult::Kind::denied ||
+                         r.kind == CallResult::Kind::refused ||
+                         (r.kind == CallResult::Kind::failed && h.spec.fail_closed);
+    const bool failed_open = r.kind == CallResult::Kind::failed && !h.spec.fail_closed;
+    record(observer_, h, a, r, refuses, failed_open);
+    if (failed_open) {
+      spdlog::warn("Failed calling webhook, failing open {}: {}", h.spec.name, r.failure);
+      registry::add_audit_annotation(
+          a, "failed-open.validating.webhook.admission.k8s.io/" + round_index(0, i), h.spec.name);
     }
+    if (!refuses || verdict) continue;
+    verdict = r.kind == CallResult::Kind::failed ? calling_error(h, r.failure) : std::move(r.refusal);
   }
-  co_return std::nullopt;
+  co_return verdict;
 }
 
 MutatingWebhookPlugin::MutatingWebhookPlugin(std::shared_ptr<kinds::Scheme> scheme,
@@ -716,7 +763,12 @@ asio::awaitable<std::optional<ApiError>> MutatingWebhookPlugin::admit(const Admi
       CallResult r = co_await call(h, a, *matched[i].info, object);
       bool mutated = false;
       if (r.kind == CallResult::Kind::allowed && r.patch) {
+        // Errors of kwatch's own from here (not the webhook's call): counted as such.
+        CallResult internal = r;
+        internal.kind = CallResult::Kind::refused;
+        internal.code = 0;
         if (object == nullptr) {
+          record(observer_, h, a, internal, true, false);
           co_return ApiError(Errc::internal, "Internal error occurred: admission webhook " +
                                                  quoted(h.spec.name) +
                                                  " attempted to modify the object, which is not "
@@ -730,6 +782,7 @@ asio::awaitable<std::optional<ApiError>> MutatingWebhookPlugin::admit(const Admi
         std::string detail;
         auto patched = apimachinery::apply_json_patch(std::move(doc), *r.patch, &detail);
         if (!patched || !patched->is_object()) {
+          record(observer_, h, a, internal, true, false);
           co_return ApiError(Errc::internal,
                              "Internal error occurred: " +
                                  (detail.empty() ? std::string("the patch did not apply") : detail));
@@ -747,6 +800,10 @@ asio::awaitable<std::optional<ApiError>> MutatingWebhookPlugin::admit(const Admi
           json::serialize(json::object{{"configuration", h.spec.configuration},
                                        {"webhook", h.spec.name},
                                        {"mutated", mutated}}));
+      const bool refuses = r.kind == CallResult::Kind::denied ||
+                           r.kind == CallResult::Kind::refused ||
+                           (r.kind == CallResult::Kind::failed && h.spec.fail_closed);
+      record(observer_, h, a, r, refuses, r.kind == CallResult::Kind::failed && !refuses);
       switch (r.kind) {
         case CallResult::Kind::allowed: break;
         case CallResult::Kind::denied:

@@ -42,7 +42,9 @@
 #include <boost/json/fwd.hpp>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 namespace kwatch::kinds {
@@ -62,9 +64,28 @@ namespace kwatch::admission {
 class WebhookSource;
 struct WebhookSet;
 
+// One webhook call as kube's webhook metrics count it.
+struct WebhookCallRecord {
+  std::string_view name;       // the webhook's
+  std::string_view type;       // "validating" or "admit"
+  std::string_view operation;  // CREATE, UPDATE, DELETE, CONNECT
+  double seconds = 0;
+  // What it came to: the HTTP code kube records (200 allowed, the refusal's code, the failed
+  // call's 503/500/400 or the webhook's own non-2xx code; 0 for an error of kwatch's own).
+  int code = 0;
+  bool rejected = false;   // the write was refused because of it
+  bool failed_open = false;  // it failed under failurePolicy Ignore
+  // rejection_count's error_type: "calling_webhook_error", "no_error" (a refusal) or
+  // "apiserver_internal_error"; empty when the write was not refused.
+  std::string_view error_type;
+};
+using WebhookCallObserver = std::function<void(const WebhookCallRecord&)>;
+
 // What both plugins share: the configurations followed, and one call of one webhook.
 class WebhookPluginBase {
  public:
+  // Told of every call (the server's metrics); set before serving.
+  void use_observer(WebhookCallObserver observer) { observer_ = std::move(observer); }
   // Where `authorizer` in match conditions asks; unset: every check is allowed.
   void use_rbac(std::shared_ptr<auth::RbacPolicySource> rbac) { rbac_ = std::move(rbac); }
   // Follows the configuration cache on `executor` until stop(); webhook calls run there too.
@@ -91,6 +112,7 @@ class WebhookPluginBase {
   std::shared_ptr<registry::CacherRegistry> cachers_;
   std::shared_ptr<WebhookSource> source_;
   std::shared_ptr<auth::RbacPolicySource> rbac_;
+  WebhookCallObserver observer_;
   bool mutating_;
 };
 

@@ -118,6 +118,42 @@ asio::awaitable<void> compact_periodically(std::shared_ptr<storage::Storage> sto
 
 // The process's memory, as Prometheus' process collector names it, and the C heap's own view:
 // bytes handed out by malloc and free bytes it keeps (fragmentation the RSS includes).
+// kube's webhook admission metrics, from the webhook plugins' calls.
+admission::WebhookCallObserver webhook_metrics(std::shared_ptr<Metrics> metrics) {
+  metrics->help("apiserver_admission_webhook_admission_duration_seconds", "histogram",
+                "Admission webhook latency in seconds, identified by name and broken out for "
+                "each operation and API resource and type (validate or admit).");
+  metrics->help("apiserver_admission_webhook_request_total", "counter",
+                "Admission webhook request total, identified by name and broken out for each "
+                "admission type (validating or mutating) and operation.");
+  metrics->help("apiserver_admission_webhook_rejection_count", "counter",
+                "Admission webhook rejection count, identified by name and broken out for each "
+                "admission type (validating or admit) and operation.");
+  metrics->help("apiserver_admission_webhook_fail_open_count", "counter",
+                "Admission webhook fail open count, identified by name and broken out for each "
+                "admission type (validating or mutating).");
+  return [metrics](const admission::WebhookCallRecord& r) {
+    const std::string name(r.name), type(r.type), operation(r.operation);
+    const std::string rejected = r.rejected ? "true" : "false";
+    metrics->observe("apiserver_admission_webhook_admission_duration_seconds",
+                     {{"name", name}, {"type", type}, {"operation", operation},
+                      {"rejected", rejected}},
+                     r.seconds);
+    metrics->inc("apiserver_admission_webhook_request_total",
+                 {{"name", name}, {"type", type}, {"operation", operation},
+                  {"code", std::to_string(r.code)}, {"rejected", rejected}});
+    if (r.rejected) {
+      metrics->inc("apiserver_admission_webhook_rejection_count",
+                   {{"name", name}, {"type", type}, {"operation", operation},
+                    {"error_type", std::string(r.error_type)},
+                    {"rejection_code", std::to_string(r.code)}});
+    }
+    if (r.failed_open) {
+      metrics->inc("apiserver_admission_webhook_fail_open_count", {{"name", name}, {"type", type}});
+    }
+  };
+}
+
 void register_process_metrics(Metrics& metrics) {
   metrics.help("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
   metrics.gauge_fn("process_resident_memory_bytes", {}, [] {
@@ -402,6 +438,7 @@ bool Application::Parts::configure_access() {
   if (std::find(off.begin(), off.end(), "MutatingAdmissionWebhook") == off.end()) {
     mutating_webhooks = std::make_shared<admission::MutatingWebhookPlugin>(scheme, cachers);
     mutating_webhooks->use_rbac(rbac);
+    mutating_webhooks->use_observer(webhook_metrics(metrics));
     mutating_webhooks->start(ioc->get_executor());
     store->admission().add(mutating_webhooks);
   }
@@ -415,6 +452,7 @@ bool Application::Parts::configure_access() {
   if (std::find(off.begin(), off.end(), "ValidatingAdmissionWebhook") == off.end()) {
     validating_webhooks = std::make_shared<admission::ValidatingWebhookPlugin>(scheme, cachers);
     validating_webhooks->use_rbac(rbac);
+    validating_webhooks->use_observer(webhook_metrics(metrics));
     validating_webhooks->start(ioc->get_executor());
     store->admission().add(validating_webhooks);
   }

@@ -133,6 +133,13 @@ class Webhooks:
         self.httpd.shutdown()
 
 
+def metric(server, metric_name, **labels):
+    """The sum of `metric_name`'s samples with these labels (a label may be `name`)."""
+    values = [v for n, lbl, v in server.metrics()
+              if n == metric_name and all(lbl.get(k) == str(want) for k, want in labels.items())]
+    return sum(values) if values else None
+
+
 def configuration(kind, name, webhooks):
     return json.dumps({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
                        "metadata": {"name": name}, "webhooks": webhooks})
@@ -201,6 +208,16 @@ def checks_of(t, server, tmp, hooks):
     dry = hooks.sent("/validate", "dry")
     t.check("a dry run is sent with dryRun: true (sideEffects None)",
             code == 0 and len(dry) == 1 and dry[0]["dryRun"] is True, out)
+    t.check("the refusals and calls are counted as kube counts them",
+            (metric(server, "apiserver_admission_webhook_rejection_count", name="deny.example.com",
+                           type="validating", operation="CREATE", error_type="no_error",
+                           rejection_code="400") or 0) >= 1 and
+            (metric(server, "apiserver_admission_webhook_request_total", name="deny.example.com",
+                           type="validating", operation="CREATE", code="200",
+                           rejected="false") or 0) >= 1 and
+            (metric(server, "apiserver_admission_webhook_admission_duration_seconds_count",
+                           name="deny.example.com", type="validating", operation="CREATE",
+                           rejected="true") or 0) >= 1)
     # The Python client sees the refusal as a Status.
     try:
         from kubernetes import client as kclient, config as kconfig
@@ -304,6 +321,9 @@ def check_failures(t, server, kc, hooks):
     got = wait_for(lambda: kc("create", "secret", "generic", f"ig-{time.monotonic_ns()}", "-n",
                               "hooked")[0] == 0, timeout=15, what="Ignore")
     t.check("under Ignore, a hanging webhook lets the write through after its timeout", bool(got))
+    t.check("... counted as failed open",
+            (metric(server, "apiserver_admission_webhook_fail_open_count", name="fail.example.com",
+                           type="validating") or 0) >= 1)
 
     # While writes wait on a hanging webhook, the server answers everything else at once.
     apply("Fail", "/hang-long", timeout=10)
