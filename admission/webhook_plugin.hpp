@@ -6,7 +6,8 @@
 // Configurations are followed from their watch cache: a change is compiled into a new set of
 // webhooks within ~100 ms and swapped in atomically; a request reads the current set without
 // locks and never storage. Each webhook has its own HTTPS client (its caBundle, keep-alive
-// connections) on its own strand; a call is asynchronous and bounded by the webhook's
+// connections shared by the I/O threads); a call is made on the write's own executor,
+// asynchronously, and bounded by the webhook's
 // timeoutSeconds, so a hanging webhook costs the writes it matches that long and nothing else:
 // the I/O threads keep serving every other request.
 //

@@ -16,6 +16,8 @@
 #include <boost/beast/websocket/ssl.hpp>
 #include <boost/json/parse.hpp>
 
+#include <atomic>
+#include <mutex>
 #include <optional>
 
 namespace kwatch::client {
@@ -143,21 +145,27 @@ struct HttpClient::Impl {
   std::string verify_name;  // the name the certificate must carry
   Options options;
   std::string authorization;
+  // The pool is shared by requests made from any thread of the client's io_context.
+  std::mutex pool_mutex;
   std::vector<std::unique_ptr<Connection>> idle;
-  std::size_t opened = 0;
+  std::atomic<std::size_t> opened{0};
 
   asio::awaitable<ApiResult<std::unique_ptr<Connection>>> connect(Clock::time_point deadline);
   asio::awaitable<ApiResult<std::unique_ptr<Connection>>> take(Clock::time_point deadline, bool& reused) {
-    if (!idle.empty()) {
-      auto c = std::move(idle.back());
-      idle.pop_back();
-      reused = true;
-      co_return c;
+    {
+      std::lock_guard lock(pool_mutex);
+      if (!idle.empty()) {
+        auto c = std::move(idle.back());
+        idle.pop_back();
+        reused = true;
+        co_return c;
+      }
     }
     reused = false;
     co_return co_await connect(deadline);
   }
   void give_back(std::unique_ptr<Connection> c) {
+    std::lock_guard lock(pool_mutex);
     if (idle.size() < options.max_idle_connections) idle.push_back(std::move(c));
   }
   http::request<http::string_body> make_request(http::verb verb, const std::string& target,

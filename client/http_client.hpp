@@ -6,7 +6,10 @@
 // `Status` body (code, reason, message, Retry-After), as client-go's StatusError. A watch keeps
 // its connection for itself and yields events as they arrive.
 //
-// Thread-safety: one client per strand (or single-threaded io_context); requests may overlap.
+// Thread-safety: request() and get() may be called from any coroutine on the client's
+// io_context, concurrently (the idle connections are shared under a lock; a connection is used
+// by one request at a time); watch() likewise, each watch on its own connection. The executor
+// given to create() is where new connections live: an io_context's executor (or a strand of it).
 #pragma once
 
 #include "client/kubeconfig.hpp"
