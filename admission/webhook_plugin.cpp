@@ -20,6 +20,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/channel.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -34,6 +35,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <mutex>
 
 namespace kwatch::admission {
 
@@ -62,9 +64,23 @@ struct Hook {
   std::shared_ptr<const kinds::CompiledPolicy> conditions;
   std::string url;     // as messages show it, without the timeout query
   std::string target;  // the request target: the URL's path
-  std::shared_ptr<client::HttpClient> client;
+  std::shared_ptr<client::HttpClient> client;  // a URL's
   std::string client_error;  // why there is no client ("could not get REST client: ...")
+  // A Service's: a client per endpoint it was resolved to, made when first called.
+  struct ServiceClients {
+    std::mutex mutex;
+    std::map<std::string, std::shared_ptr<client::HttpClient>> by_address;
+  };
+  std::shared_ptr<ServiceClients> service_clients;
+  asio::any_io_executor executor;  // where a Service's clients live
   std::size_t position = 0;  // in the ordered list of all webhooks of the kind
+};
+
+// What resolving a Service's webhook reads.
+struct ResolveContext {
+  const kinds::Scheme* scheme = nullptr;
+  const registry::CacherRegistry* cachers = nullptr;
+  bool allow_loopback = false;
 };
 
 struct WebhookSet {
@@ -90,6 +106,14 @@ bool split_url(const std::string& url, std::string& server, std::string& path) {
   return server.size() > 8;
 }
 
+client::HttpClient::Options client_options(const kinds::CompiledWebhook& spec) {
+  client::HttpClient::Options options;
+  options.request_timeout = spec.timeout;
+  options.user_agent = "kube-apiserver-admission";
+  options.max_response_bytes = kMaxResponseBytes;
+  return options;
+}
+
 std::shared_ptr<Hook> make_hook(kinds::CompiledWebhook spec, asio::any_io_executor executor) {
   auto hook = std::make_shared<Hook>();
   hook->match = CompiledMatch::compile(spec.match, /*empty_rules_match_all=*/false);
@@ -104,25 +128,20 @@ std::shared_ptr<Hook> make_hook(kinds::CompiledWebhook spec, asio::any_io_execut
   std::string server;
   if (spec.service) {
     const auto& s = *spec.service;
-    server = "https://" + s.name + "." + s.ns + ".svc:" + std::to_string(s.port);
     hook->target = s.path.empty() ? "/" : s.path;
-    hook->url = server + hook->target;
-    hook->client_error = "could not get REST client: the service " + s.ns + "/" + s.name +
-                         " cannot be resolved: kwatch calls webhooks by URL only";
+    hook->url = "https://" + s.name + "." + s.ns + ".svc:" + std::to_string(s.port) + hook->target;
+    hook->service_clients = std::make_shared<Hook::ServiceClients>();
+    hook->executor = executor;
   } else if (!split_url(spec.url, server, hook->target)) {
     hook->url = spec.url;
     hook->client_error = "could not get REST client: Unparsable URL: " + spec.url;
   } else {
     hook->url = spec.url;
   }
-  if (hook->client_error.empty()) {
+  if (hook->client_error.empty() && !spec.service) {
     config.server = server;
     config.ca_pem = spec.ca_pem;
-    client::HttpClient::Options options;
-    options.request_timeout = spec.timeout;
-    options.user_agent = "kube-apiserver-admission";
-    options.max_response_bytes = kMaxResponseBytes;
-    auto made = client::HttpClient::create(executor, std::move(config), options);
+    auto made = client::HttpClient::create(executor, std::move(config), client_options(spec));
     if (made) {
       hook->client = std::move(*made);
     } else {
@@ -566,20 +585,175 @@ std::optional<ApiError> select(const WebhookSet& set, const AdmissionAttributes&
 
 asio::awaitable<CallResult> call_once(const Hook& h, const AdmissionAttributes& a,
                                       const kinds::ResourceInfo& matched,
-                                      const json::object* object);
+                                      const json::object* object, const ResolveContext& context);
+
+// Why an endpoint address may not be called (kube's ValidateNonSpecialIP, which kube applies
+// to every Endpoints and EndpointSlice address): "" when it may. Names are refused when they
+// are "localhost".
+std::string special_address(std::string_view host) {
+  if (host == "localhost" || host.ends_with(".localhost")) {
+    return "may not be in the loopback range (127.0.0.0/8, ::1/128)";
+  }
+  boost::system::error_code ec;
+  const auto ip = asio::ip::make_address(std::string(host), ec);
+  if (ec) return "";
+  if (ip.is_unspecified()) return "may not be unspecified (" + std::string(host) + ")";
+  if (ip.is_loopback()) return "may not be in the loopback range (127.0.0.0/8, ::1/128)";
+  if (ip.is_v4()) {
+    const auto b = ip.to_v4().to_bytes();
+    if (b[0] == 169 && b[1] == 254) {
+      return "may not be in the link-local range (169.254.0.0/16, fe80::/10)";
+    }
+    if (b[0] == 224 && b[1] == 0 && b[2] == 0) {
+      return "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)";
+    }
+  } else {
+    const auto v6 = ip.to_v6();
+    if (v6.is_v4_mapped()) return special_address(asio::ip::make_address_v4(asio::ip::v4_mapped, v6).to_string());
+    if (v6.is_link_local()) return "may not be in the link-local range (169.254.0.0/16, fe80::/10)";
+    if (v6.is_multicast_link_local()) {
+      return "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)";
+    }
+  }
+  return "";
+}
+
+const json::object* cached_object(const kinds::Scheme& scheme,
+                                  const registry::CacherRegistry* cachers,
+                                  std::string_view resource, std::string_view ns,
+                                  std::string_view name, std::optional<json::value>& holder) {
+  auto info = scheme.find("", "v1", resource);
+  auto cacher = info && cachers != nullptr ? cachers->find(*info) : nullptr;
+  auto cached = cacher ? cacher->get(info->key(ns, name)) : nullptr;
+  if (!cached) return nullptr;
+  holder = apimachinery::parse_json(cached->json);
+  return holder && holder->is_object() ? &holder->get_object() : nullptr;
+}
+
+// Where a webhook named by a Service is called, as kube-apiserver routes to it with
+// --enable-aggregator-routing (kwatch has no cluster IPs to route through): the Service's port,
+// then a ready address of its Endpoints with that port's name. "host:port", or the error.
+struct Resolved {
+  std::string address;
+  std::string error;
+};
+Resolved resolve_service(const kinds::CompiledWebhook::Service& s, const ResolveContext& context) {
+  Resolved out;
+  std::optional<json::value> service_holder, endpoints_holder;
+  const json::object* service =
+      cached_object(*context.scheme, context.cachers, "services", s.ns, s.name, service_holder);
+  if (service == nullptr) {
+    out.error = "service " + quoted(s.name) + " not found";
+    return out;
+  }
+  const json::object* spec = object_member(*service, "spec");
+  if (string_at(spec, "type") == "ExternalName") {
+    const std::string host = string_at(spec, "externalName");
+    if (const std::string why = special_address(host); !why.empty() && !context.allow_loopback) {
+      out.error = "service " + quoted(s.name) + " names " + quoted(host) + ", which " + why;
+      return out;
+    }
+    out.address = host + ":" + std::to_string(s.port);
+    return out;
+  }
+  const json::object* port = nullptr;
+  if (const json::array* ports = apimachinery::array_member(spec, "ports")) {
+    for (const auto& p : *ports) {
+      const json::object* po = p.if_object();
+      const json::value* number = po != nullptr ? po->if_contains("port") : nullptr;
+      if (number != nullptr && number->is_int64() && number->get_int64() == s.port) {
+        port = po;
+        break;
+      }
+    }
+  }
+  if (port == nullptr) {
+    out.error = "no service port " + std::to_string(s.port) + " found for service " + quoted(s.name);
+    return out;
+  }
+  const std::string port_name = string_at(port, "name");
+  const json::object* endpoints =
+      cached_object(*context.scheme, context.cachers, "endpoints", s.ns, s.name, endpoints_holder);
+  std::vector<std::string> candidates;
+  std::string refused;
+  if (const json::array* subsets = apimachinery::array_member(endpoints, "subsets")) {
+    for (const auto& subset : *subsets) {
+      const json::object* so = subset.if_object();
+      std::int64_t target = -1;
+      if (const json::array* ports = apimachinery::array_member(so, "ports")) {
+        for (const auto& p : *ports) {
+          const json::object* po = p.if_object();
+          const json::value* number = po != nullptr ? po->if_contains("port") : nullptr;
+          if (string_at(po, "name") == port_name && number != nullptr && number->is_int64()) {
+            target = number->get_int64();
+          }
+        }
+      }
+      if (target < 0) continue;
+      if (const json::array* addresses = apimachinery::array_member(so, "addresses")) {
+        for (const auto& a : *addresses) {
+          const std::string ip = string_at(a.if_object(), "ip");
+          if (ip.empty()) continue;
+          if (const std::string why = special_address(ip); !why.empty() && !context.allow_loopback) {
+            refused = ip + " " + why;
+            continue;
+          }
+          const bool v6 = ip.find(':') != std::string::npos;
+          candidates.push_back((v6 ? "[" + ip + "]" : ip) + ":" + std::to_string(target));
+        }
+      }
+    }
+  }
+  if (candidates.empty()) {
+    out.error = "no endpoints available for service " + quoted(s.name) +
+                (refused.empty() ? "" : " (endpoint " + refused + ")");
+    return out;
+  }
+  // Spread over the endpoints, as kube picks one at random.
+  static std::atomic<std::size_t> next{0};
+  out.address = candidates[next.fetch_add(1, std::memory_order_relaxed) % candidates.size()];
+  return out;
+}
+
+// The client of the endpoint a Service's webhook resolves to now.
+std::shared_ptr<client::HttpClient> service_client(const Hook& h, const ResolveContext& context,
+                                                   std::string& error) {
+  const auto& s = *h.spec.service;
+  const Resolved where = resolve_service(s, context);
+  if (!where.error.empty()) {
+    error = "could not get REST client: " + where.error;
+    return nullptr;
+  }
+  std::lock_guard lock(h.service_clients->mutex);
+  auto& by_address = h.service_clients->by_address;
+  if (auto it = by_address.find(where.address); it != by_address.end()) return it->second;
+  client::ClientConfig config;
+  config.server = "https://" + where.address;
+  config.tls_server_name = s.name + "." + s.ns + ".svc";
+  config.ca_pem = h.spec.ca_pem;
+  auto made = client::HttpClient::create(h.executor, std::move(config), client_options(h.spec));
+  if (!made) {
+    error = "could not get REST client: " + made.error();
+    return nullptr;
+  }
+  if (by_address.size() >= 64) by_address.clear();  // endpoints come and go: a bounded cache
+  by_address.emplace(where.address, *made);
+  return *made;
+}
 
 // Calls one webhook with the write's objects as `matched` serves them, timed.
 asio::awaitable<CallResult> call(const Hook& h, const AdmissionAttributes& a,
-                                 const kinds::ResourceInfo& matched, const json::object* object) {
+                                 const kinds::ResourceInfo& matched, const json::object* object,
+                                 const ResolveContext& context) {
   const auto start = std::chrono::steady_clock::now();
-  CallResult r = co_await call_once(h, a, matched, object);
+  CallResult r = co_await call_once(h, a, matched, object, context);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   co_return r;
 }
 
 asio::awaitable<CallResult> call_once(const Hook& h, const AdmissionAttributes& a,
                                       const kinds::ResourceInfo& matched,
-                                      const json::object* object) {
+                                      const json::object* object, const ResolveContext& context) {
   CallResult failed;
   failed.kind = CallResult::Kind::failed;
   failed.code = 503;
@@ -597,8 +771,10 @@ asio::awaitable<CallResult> call_once(const Hook& h, const AdmissionAttributes& 
     failed.code = 400;
     co_return failed;
   }
-  if (!h.client) {
-    failed.failure = h.client_error;
+  std::shared_ptr<client::HttpClient> client = h.client;
+  if (h.spec.service) client = service_client(h, context, failed.failure);
+  if (!client) {
+    if (failed.failure.empty()) failed.failure = h.client_error;
     failed.code = 500;
     co_return failed;
   }
@@ -614,7 +790,6 @@ asio::awaitable<CallResult> call_once(const Hook& h, const AdmissionAttributes& 
   const std::string target = h.target + "?timeout=" + std::to_string(h.spec.timeout.count()) + "s";
   // On the write's own executor: no hop to another thread and back (the client's connections
   // are shared under a lock). Named, not awaited in an argument (GCC 12, docs/design.md).
-  auto client = h.client;
   client::ApiResult<client::HttpResponse> answer =
       co_await client->request("POST", target, std::move(body), "application/json");
   if (!answer) {
@@ -691,10 +866,11 @@ asio::awaitable<std::optional<ApiError>> ValidatingWebhookPlugin::validate(
   const json::object* judged = object != nullptr ? object : nullptr;
   if (auto e = select(*set, a, judged, *scheme_, namespaces, rbac_.get(), matched)) co_return e;
   if (matched.empty()) co_return std::nullopt;
+  const ResolveContext context{scheme_.get(), cachers_.get(), allow_loopback_};
   std::vector<CallResult> results(matched.size());
   std::vector<std::size_t> arrival;  // the order the answers came in
   if (matched.size() == 1) {
-    results[0] = co_await call(*matched[0].hook, a, *matched[0].info, judged);
+    results[0] = co_await call(*matched[0].hook, a, *matched[0].info, judged, context);
     arrival.push_back(0);
   } else {
     // In parallel: each call reports its index when done; all are awaited (the attributes and
@@ -706,7 +882,7 @@ asio::awaitable<std::optional<ApiError>> ValidatingWebhookPlugin::validate(
       asio::co_spawn(
           executor,
           [&, i]() -> asio::awaitable<void> {
-            results[i] = co_await call(*matched[i].hook, a, *matched[i].info, judged);
+            results[i] = co_await call(*matched[i].hook, a, *matched[i].info, judged, context);
             co_await done.async_send(boost::system::error_code{}, i, asio::use_awaitable);
           },
           asio::detached);
@@ -750,6 +926,7 @@ asio::awaitable<std::optional<ApiError>> MutatingWebhookPlugin::admit(const Admi
   NamespaceLookup namespaces(*scheme_, cachers_.get());
   std::vector<Matched> matched;
   if (auto e = select(*set, a, object, *scheme_, namespaces, rbac_.get(), matched)) co_return e;
+  const ResolveContext context{scheme_.get(), cachers_.get(), allow_loopback_};
   // Round 0 calls every matched webhook in order; round 1 those with IfNeeded that a later
   // webhook's change came after.
   std::vector<bool> again(matched.size(), false);
@@ -758,7 +935,7 @@ asio::awaitable<std::optional<ApiError>> MutatingWebhookPlugin::admit(const Admi
     for (std::size_t i = 0; i < matched.size(); ++i) {
       if (round == 1 && !again[i]) continue;
       const Hook& h = *matched[i].hook;
-      CallResult r = co_await call(h, a, *matched[i].info, object);
+      CallResult r = co_await call(h, a, *matched[i].info, object, context);
       bool mutated = false;
       if (r.kind == CallResult::Kind::allowed && r.patch) {
         // Errors of kwatch's own from here (not the webhook's call): counted as such.

@@ -11,6 +11,13 @@
 // timeoutSeconds, so a hanging webhook costs the writes it matches that long and nothing else:
 // the I/O threads keep serving every other request.
 //
+// A webhook named by a Service is called as kube-apiserver calls it with
+// --enable-aggregator-routing (kwatch routes no cluster IPs): at a ready address of the
+// Service's Endpoints for the named port, with TLS verified for `<name>.<namespace>.svc`.
+// Endpoints in the loopback, link-local or unspecified ranges are refused (kube refuses them in
+// Endpoints objects), so a Service cannot point kwatch at itself or its host's local ports;
+// --unsafe-webhook-loopback-endpoints lifts that for tests.
+//
 // Per write, as kube's dispatchers do:
 // - which webhooks: the rules (with matchPolicy Equivalent, an equivalent resource's version),
 //   the namespace and object selectors, then the match conditions (CEL: false skips; an error
@@ -85,6 +92,9 @@ using WebhookCallObserver = std::function<void(const WebhookCallRecord&)>;
 // What both plugins share: the configurations followed, and one call of one webhook.
 class WebhookPluginBase {
  public:
+  // Development only (--unsafe-webhook-loopback-endpoints): a Service's webhook may be called
+  // at a loopback endpoint, which is otherwise refused. Set before serving.
+  void allow_loopback_endpoints(bool allow) { allow_loopback_ = allow; }
   // Told of every call (the server's metrics); set before serving.
   void use_observer(WebhookCallObserver observer) { observer_ = std::move(observer); }
   // Where `authorizer` in match conditions asks; unset: every check is allowed.
@@ -114,6 +124,7 @@ class WebhookPluginBase {
   std::shared_ptr<WebhookSource> source_;
   std::shared_ptr<auth::RbacPolicySource> rbac_;
   WebhookCallObserver observer_;
+  bool allow_loopback_ = false;
   bool mutating_;
 };
 

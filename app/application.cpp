@@ -435,10 +435,15 @@ bool Application::Parts::configure_access() {
   // MutatingAdmissionWebhook after MutatingAdmissionPolicy, ValidatingAdmissionWebhook after
   // ValidatingAdmissionPolicy, as kube orders its chain. Calls run on the I/O threads, never
   // blocking them.
+  if (options.unsafe_webhook_loopback_endpoints) {
+    spdlog::warn("--unsafe-webhook-loopback-endpoints is set: webhooks named by a Service may be "
+                 "called at loopback endpoints (for tests only; never in production)");
+  }
   if (std::find(off.begin(), off.end(), "MutatingAdmissionWebhook") == off.end()) {
     mutating_webhooks = std::make_shared<admission::MutatingWebhookPlugin>(scheme, cachers);
     mutating_webhooks->use_rbac(rbac);
     mutating_webhooks->use_observer(webhook_metrics(metrics));
+    mutating_webhooks->allow_loopback_endpoints(options.unsafe_webhook_loopback_endpoints);
     mutating_webhooks->start(ioc->get_executor());
     store->admission().add(mutating_webhooks);
   }
@@ -453,6 +458,7 @@ bool Application::Parts::configure_access() {
     validating_webhooks = std::make_shared<admission::ValidatingWebhookPlugin>(scheme, cachers);
     validating_webhooks->use_rbac(rbac);
     validating_webhooks->use_observer(webhook_metrics(metrics));
+    validating_webhooks->allow_loopback_endpoints(options.unsafe_webhook_loopback_endpoints);
     validating_webhooks->start(ioc->get_executor());
     store->admission().add(validating_webhooks);
   }

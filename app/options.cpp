@@ -252,13 +252,24 @@ std::vector<Flag> flag_table(Options& o) {
       {"enable-admission-plugins", "NAMES",
        "admission plugins to enable besides the defaults (comma-separated);\n"
        "kwatch's plugins are on by default: NamespaceLifecycle,\n"
-       "MutatingAdmissionPolicy, ValidatingAdmissionPolicy",
+       "MutatingAdmissionPolicy, MutatingAdmissionWebhook,\n"
+       "ValidatingAdmissionPolicy, ValidatingAdmissionWebhook",
        [&](const std::string& v) -> std::string { return admission_plugins(v, nullptr); }},
       {"disable-admission-plugins", "NAMES",
        "admission plugins to turn off (comma-separated):\n"
-       "MutatingAdmissionPolicy, ValidatingAdmissionPolicy",
+       "MutatingAdmissionPolicy, MutatingAdmissionWebhook,\n"
+       "ValidatingAdmissionPolicy, ValidatingAdmissionWebhook",
        [&](const std::string& v) -> std::string {
          return admission_plugins(v, &o.disabled_admission_plugins);
+       }},
+      {"unsafe-webhook-loopback-endpoints", "BOOL",
+       "DEVELOPMENT ONLY (default false): let a webhook named by a Service\n"
+       "be called at an endpoint in the loopback range, which kwatch otherwise\n"
+       "refuses (as kube refuses such endpoints) so that a Service cannot point\n"
+       "the server at itself or its host's local ports. For tests that run the\n"
+       "webhook on 127.0.0.1; never set it in production",
+       [&](const std::string& v) -> std::string {
+         return parse_bool(v, o.unsafe_webhook_loopback_endpoints) ? "" : "must be true or false";
        }},
       {"enable-garbage-collector", "BOOL",
        "run the garbage collector, which deletes objects whose\n"

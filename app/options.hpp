@@ -39,6 +39,8 @@ struct Options {
   // MutatingAdmissionPolicy, ValidatingAdmissionPolicy). --enable-admission-plugins names
   // plugins that are on anyway.
   std::vector<std::string> disabled_admission_plugins;
+  // --unsafe-webhook-loopback-endpoints: development only (see options.cpp).
+  bool unsafe_webhook_loopback_endpoints = false;
   // The built-in garbage collector (controllers/garbage_collector.hpp) and the orphan/foreground
   // finalizers deletes add for it.
   bool enable_garbage_collector = true;

@@ -27,7 +27,8 @@ class Webhooks:
 
     def __init__(self, directory):
         self.ca = CA(directory, "webhook-ca")
-        cert, key = server_certificate(self.ca, "webhook")
+        cert, key = server_certificate(self.ca, "webhook",
+                                       dns_names=("localhost", "hook.webhooks.svc"))
         self.reviews = []  # (path, request)
         self.lock = threading.Lock()
         self.release = threading.Event()  # ends the hanging path's waits
@@ -422,6 +423,48 @@ def check_failures(t, server, kc, hooks):
     t.check("writes go through again once it is gone", bool(got))
 
 
+def check_service_routing(t, server, tmp, hooks, allowed):
+    """A webhook named by a Service, whose Endpoints hold 127.0.0.1: refused by default (the
+    loopback guard), called when the server runs with --unsafe-webhook-loopback-endpoints."""
+    kc = kubectl_runner(server, tmp)
+    kc("create", "namespace", "webhooks")
+    kc("create", "namespace", "hooked")
+    kc("label", "namespace", "hooked", "webhooks=on")
+    kc("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "hook", "namespace": "webhooks"},
+             "spec": {"ports": [{"name": "https", "port": 443, "targetPort": hooks.port}]}},
+            {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "hook", "namespace": "webhooks"},
+             "subsets": [{"addresses": [{"ip": "127.0.0.1"}],
+                          "ports": [{"name": "https", "port": hooks.port}]}]}]}))
+    hook = webhook(hooks, "deny.example.com", "/validate")
+    hook["clientConfig"] = {"service": {"namespace": "webhooks", "name": "hook", "port": 443,
+                                        "path": "/validate"}, "caBundle": hooks.ca_bundle()}
+    code, out = kc("apply", "-f", "-", stdin=configuration(
+        "ValidatingWebhookConfiguration", "by-service", [hook]))
+    t.check("a webhook named by a Service applies", code == 0, out)
+    n = [0]
+
+    def answered(marker):
+        def attempt():
+            n[0] += 1
+            code, out = kc("create", "configmap", f"svc-{n[0]}", "-n", "hooked",
+                           "--from-literal=forbidden=x")
+            return code != 0 and marker in out and out
+        return attempt
+    if allowed:
+        got = wait_for(answered("data.forbidden is not allowed"), timeout=10, what="service routing")
+        t.check("with --unsafe-webhook-loopback-endpoints, the Service's endpoint is called "
+                "(TLS verified for hook.webhooks.svc)", bool(got), got)
+    else:
+        got = wait_for(answered("no endpoints available"), timeout=10, what="loopback guard")
+        t.check("by default a Service whose endpoint is loopback is not called: the write is "
+                "refused under Fail with the reason",
+                bool(got) and 'failed calling webhook "deny.example.com": could not get REST '
+                'client: no endpoints available for service "hook" (endpoint 127.0.0.1 may not '
+                'be in the loopback range (127.0.0.0/8, ::1/128))' in got, got)
+
+
 def main():
     binary = sys.argv[1]
     t = Checks()
@@ -430,7 +473,15 @@ def main():
         server = Server(binary).start()
         try:
             checks_of(t, server, tmp, hooks)
+            check_service_routing(t, server, tmp, hooks, allowed=False)
             t.check("server alive", server.alive())
+        finally:
+            server.stop()
+        server = Server(binary, extra_args=("--unsafe-webhook-loopback-endpoints=true",)).start()
+        try:
+            second = os.path.join(tmp, "second")
+            os.makedirs(second)
+            check_service_routing(t, server, second, hooks, allowed=True)
         finally:
             server.stop()
             hooks.stop()
