@@ -4,9 +4,9 @@ and one validating webhook on loopback, against the same writes with none.
 
     bench/admission_webhooks.py [--binary build/server/kwatch-apiserver] [--writes 2000]
 
-Starts a kwatch-apiserver on a free loopback port (embedded store, in memory) and an HTTPS
-webhook server (Python, its own CA, keep-alive) answering every review at once: /mutate adds a
-label with a JSONPatch, /validate allows. Creates `--writes` ConfigMaps over `--clients` keep-alive
+Starts a kwatch-apiserver on a free loopback port (embedded store, in memory) and
+kwatch-bench-webhook (bench/webhook_server.cpp: HTTPS with its own CA, keep-alive, one thread)
+answering every review at once: /mutate adds a label with a JSONPatch, /validate allows. Creates `--writes` ConfigMaps over `--clients` keep-alive
 connections (each one write after another), first with no webhook configuration, then with both in force, and reads
 kwatch's CPU time (utime + stime of its process) around each phase. The added CPU per write is
 kwatch's own: the webhook server and this client run in other processes. Prints one JSON
@@ -16,12 +16,11 @@ import argparse
 import base64
 import json
 import os
-import ssl
 import statistics
+import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "test", "e2e"))
@@ -29,41 +28,20 @@ sys.path.insert(0, os.path.join(ROOT, "test", "e2e"))
 from harness import Server, TempDir, wait_for  # noqa: E402
 from pki import CA, server_certificate  # noqa: E402
 
-PATCH = base64.b64encode(json.dumps(
-    [{"op": "add", "path": "/metadata/labels", "value": {"mutated": "yes"}}]).encode()).decode()
-
-
-def webhook_server(directory):
+def webhook_server(directory, binary):
+    """Starts kwatch-bench-webhook (C++, answers at once) with a certificate for 127.0.0.1;
+    returns (process, port, caBundle)."""
     ca = CA(directory, "bench-webhook-ca")
     cert, key = server_certificate(ca, "bench-webhook")
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args):
-            pass
-
-        def do_POST(self):
-            review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            response = {"uid": review["request"]["uid"], "allowed": True}
-            if self.path.startswith("/mutate"):
-                response.update(patch=PATCH, patchType="JSONPatch")
-            body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                               "response": response}).encode()
-            # Head and body in one write, as webhook servers send them (two small writes
-            # would meet the client's delayed ACK).
-            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                             b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(cert, key)
-    httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    port_file = os.path.join(directory, "webhook.port")
+    proc = subprocess.Popen([binary, "--cert", cert, "--key", key, "--port-file", port_file])
+    wait_for(lambda: os.path.exists(port_file) and open(port_file).read().strip(), timeout=10,
+             what="the webhook listening")
+    with open(port_file) as f:
+        port = int(f.read())
     with open(ca.cert_file, "rb") as f:
         bundle = base64.b64encode(f.read()).decode()
-    return httpd, bundle
+    return proc, port, bundle
 
 
 def configuration(kind, name, url, bundle):
@@ -124,13 +102,14 @@ def phase(server, prefix, writes, clients):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--binary", default=os.path.join(ROOT, "build", "server", "kwatch-apiserver"))
+    p.add_argument("--webhook", default=os.path.join(ROOT, "build", "bench", "kwatch-bench-webhook"))
     p.add_argument("--writes", type=int, default=2000)
     p.add_argument("--clients", type=int, default=1,
                    help="concurrent writers (1: the CPU of one write alone, wake-ups included)")
     args = p.parse_args()
     with TempDir() as tmp:
-        httpd, bundle = webhook_server(tmp)
-        url = f"https://127.0.0.1:{httpd.server_address[1]}"
+        webhook, port, bundle = webhook_server(tmp, args.webhook)
+        url = f"https://127.0.0.1:{port}"
         server = Server(args.binary).start()
         try:
             session = server.session()
@@ -155,7 +134,8 @@ def main():
             hooked = phase(server, "hooked", args.writes, args.clients)
         finally:
             server.stop()
-            httpd.shutdown()
+            webhook.kill()
+            webhook.wait()
     added = round(hooked["kwatch_cpu_us_per_write"] - none["kwatch_cpu_us_per_write"], 1)
     print(json.dumps({"no_webhooks": none, "mutating_and_validating_webhook": hooked,
                       "added_kwatch_cpu_us_per_write": added}, indent=1))
