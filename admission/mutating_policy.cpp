@@ -153,13 +153,7 @@ std::optional<ApiError> mutate_once(const PolicySet& set, const AdmissionAttribu
                                     const std::shared_ptr<const kinds::PolicyAuthorizer>& authorizer,
                                     const std::set<InvocationKey>* only,
                                     std::vector<std::pair<InvocationKey, json::object>>* reinvocable) {
-  MatchRequest request;
-  request.info = &a.info;
-  request.subresource = a.subresource;
-  request.ns = a.ns;
-  request.name = a.name;
-  request.operation = registry::operation_name(a.operation);
-  request.old_object = a.old_object;
+  MatchRequest request = match_request(a, nullptr);
   NamespaceLookup namespaces(scheme, cachers);
   const NamespaceLabels namespace_labels = namespaces.labels();
   for (const auto& entry : set.policies) {

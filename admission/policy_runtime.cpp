@@ -257,6 +257,18 @@ json::object group_version(const kinds::ResourceInfo& info, bool kind, json::sto
 
 // `request`: admission/v1 AdmissionRequest's fields as kube's policies see them (empty optional
 // fields absent).
+MatchRequest match_request(const AdmissionAttributes& a, const json::object* object) {
+  MatchRequest request;
+  request.info = &a.info;
+  request.subresource = a.subresource;
+  request.ns = a.ns;
+  request.name = a.name;
+  request.operation = registry::operation_name(a.operation);
+  request.object = object;
+  request.old_object = a.old_object;
+  return request;
+}
+
 json::object request_json(const AdmissionAttributes& a, const kinds::ResourceInfo& matched,
                           json::storage_ptr sp) {
   json::object r(sp);

@@ -146,6 +146,9 @@ class LazyVariables final : public cel::MapValue {
   mutable std::vector<std::optional<cel::EvalResult>> results_;
 };
 
+// The write `a` as the matcher sees it, judged on `object` (null on delete).
+MatchRequest match_request(const registry::AdmissionAttributes& a, const boost::json::object* object);
+
 // `request`: admission/v1 AdmissionRequest's fields as kube's policies see them (empty optional
 // fields absent); `matched` is the resource the policy's rule named. Allocated from `sp` (a
 // write's monotonic buffer).

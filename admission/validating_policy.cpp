@@ -264,14 +264,7 @@ asio::awaitable<std::optional<ApiError>> ValidatingPolicyPlugin::judge(
     const AdmissionAttributes& a, const json::object* object) {
   const auto set = source_->current();
   if (!set->loaded) co_return not_ready(a);
-  MatchRequest request;
-  request.info = &a.info;
-  request.subresource = a.subresource;
-  request.ns = a.ns;
-  request.name = a.name;
-  request.operation = registry::operation_name(a.operation);
-  request.object = object;
-  request.old_object = a.old_object;
+  const MatchRequest request = match_request(a, object);
   NamespaceLookup namespaces(*scheme_, cachers_.get());
   const NamespaceLabels namespace_labels = namespaces.labels();
   // What every matching policy's evaluation shares: the `request` document of each matched

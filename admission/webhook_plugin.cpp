@@ -567,14 +567,7 @@ std::optional<ApiError> select(const WebhookSet& set, const AdmissionAttributes&
                                const json::object* object, const kinds::Scheme& scheme,
                                NamespaceLookup& namespaces, const auth::RbacPolicySource* rbac,
                                std::vector<Matched>& out) {
-  MatchRequest request;
-  request.info = &a.info;
-  request.subresource = a.subresource;
-  request.ns = a.ns;
-  request.name = a.name;
-  request.operation = registry::operation_name(a.operation);
-  request.object = object;
-  request.old_object = a.old_object;
+  const MatchRequest request = match_request(a, object);
   const NamespaceLabels labels = namespaces.labels();
   for (const auto& hook : set.hooks) {
     const MatchOutcome m = hook->match.matches(request, &scheme, labels);
