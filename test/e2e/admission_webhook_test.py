@@ -32,6 +32,8 @@ class Webhooks:
         self.reviews = []  # (path, request)
         self.lock = threading.Lock()
         self.release = threading.Event()  # ends the hanging path's waits
+        self.barrier = {}  # object name -> calls arrived at /barrier (parallel calls meet there)
+        self.arrived = threading.Condition(self.lock)
         hooks = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -106,6 +108,17 @@ class Webhooks:
                    else [{"op": "add", "path": "/metadata/labels", "value": {key: "yes"}}])
             patch = base64.b64encode(json.dumps(ops).encode()).decode()
             return self.response(review, True, patch=patch, patchType="JSONPatch")
+        if path == "/barrier":
+            # Answers only once a second call for the same object has arrived: two webhooks
+            # called one after the other never both get here in time.
+            name = (obj.get("metadata") or {}).get("name")
+            with self.arrived:
+                self.barrier[name] = self.barrier.get(name, 0) + 1
+                self.arrived.notify_all()
+                met = self.arrived.wait_for(lambda: self.barrier[name] >= 2, timeout=5)
+            if met:
+                return self.response(review, True)
+            return self.response(review, False, status={"message": "the calls were not parallel"})
         if path == "/observe":
             return self.response(review, True)
         if path in ("/hang", "/hang-long"):
@@ -289,6 +302,42 @@ def checks_of(t, server, tmp, hooks):
     t.check("... and one whose condition holds still is", code != 0 and "denied" in out, out)
     kc("delete", "mutatingwebhookconfiguration", "b-label")
     kc("delete", "validatingwebhookconfiguration", "deny-forbidden")
+
+    # Object selector: only objects with the label are sent.
+    code, out = kc("apply", "-f", "-", stdin=configuration(
+        "ValidatingWebhookConfiguration", "selected",
+        [webhook(hooks, "selected.example.com", "/validate",
+                 objectSelector={"matchLabels": {"checked": "yes"}})]))
+    t.check("a webhook with an object selector applies", code == 0, out)
+
+    def selected_refused():
+        n[0] += 1
+        code, out = kc("apply", "-f", "-", stdin=json.dumps({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": f"sel-{n[0]}", "namespace": "hooked", "labels": {"checked": "yes"}},
+            "data": {"forbidden": "x"}}))
+        return code != 0 and "denied" in out
+    t.check("an object the selector matches is sent",
+            bool(wait_for(selected_refused, timeout=10, what="object selector")))
+    code, out = kc("create", "configmap", "unlabelled", "-n", "hooked", "--from-literal=forbidden=x")
+    t.check("... one it does not match is not", code == 0 and not hooks.sent("/validate", "unlabelled"),
+            out)
+    kc("delete", "validatingwebhookconfiguration", "selected")
+
+    # Validating webhooks are called in parallel: two that each answer only once the other's
+    # call has arrived let the write through.
+    code, out = kc("apply", "-f", "-", stdin=configuration(
+        "ValidatingWebhookConfiguration", "parallel",
+        [webhook(hooks, "one.example.com", "/barrier"), webhook(hooks, "two.example.com", "/barrier")]))
+
+    def met():
+        n[0] += 1
+        name = f"par-{n[0]}"
+        code, out = kc("create", "configmap", name, "-n", "hooked")
+        return len(hooks.sent("/barrier", name)) == 2 and (code, out)
+    got = wait_for(met, timeout=20, what="both validating webhooks in force")
+    t.check("validating webhooks are called in parallel", bool(got) and got[0] == 0, got)
+    kc("delete", "validatingwebhookconfiguration", "parallel")
 
     # ---- failures ----
     check_failures(t, server, kc, hooks)
