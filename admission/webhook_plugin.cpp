@@ -403,16 +403,15 @@ CallResult read_answer(const Hook& h, const AdmissionAttributes& a, const std::s
                        const std::string& uid) {
   CallResult out;
   out.kind = CallResult::Kind::failed;
-  boost::system::error_code ec;
-  json::parse_options options;
-  options.max_depth = 64;
-  json::value v = json::parse(body, ec, {}, options);
-  if (ec || !v.is_object()) {
+  // Read under the rules for every object kwatch reads (depth, UTF-8, finite numbers).
+  std::string problem;
+  std::optional<json::value> v = apimachinery::parse_json(body, &problem);
+  if (!v || !v->is_object()) {
     out.failure = "failed to call webhook: the answer is not an AdmissionReview in JSON" +
-                  (ec ? ": " + ec.message() : std::string());
+                  (problem.empty() ? std::string() : ": " + problem);
     return out;
   }
-  const json::object& review = v.get_object();
+  const json::object& review = v->get_object();
   const json::object* response = object_member(review, "response");
   const auto invalid = [&](std::string why) {
     out.failure = "received invalid webhook response: " + std::move(why);
@@ -470,14 +469,15 @@ CallResult read_answer(const Hook& h, const AdmissionAttributes& a, const std::s
   out.kind = CallResult::Kind::allowed;
   if (h.spec.mutating && !patch_b64.empty()) {
     auto decoded = base::base64_decode(patch_b64);
-    json::value patch;
-    if (decoded) patch = json::parse(*decoded, ec);
-    if (!decoded || ec) {
+    std::optional<json::value> parsed;
+    if (decoded) parsed = apimachinery::parse_json(*decoded, &problem);
+    if (!parsed) {
       out.kind = CallResult::Kind::failed;
       out.failure = "received undecodable patch in webhook response: " +
-                    std::string(decoded ? ec.message() : "illegal base64 data");
+                    (decoded ? problem : std::string("illegal base64 data"));
       return out;
     }
+    json::value patch = std::move(*parsed);
     if (!patch.is_array()) {
       out.kind = CallResult::Kind::failed;
       out.failure = "received undecodable patch in webhook response: json: cannot unmarshal " +
