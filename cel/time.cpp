@@ -278,6 +278,9 @@ std::optional<Seconds> parse_duration(std::string_view s) {
     } else {
       return std::nullopt;
     }
+    // A term past the range fails before it is multiplied (2^100 units of hours would overflow
+    // even 128 bits).
+    if (whole > (Nanos{INT64_MAX} + 1) / per) return std::nullopt;
     total += whole * per + frac * per / scale;
     if (total > Nanos{INT64_MAX} + 1) return std::nullopt;
   }

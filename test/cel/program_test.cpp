@@ -146,6 +146,17 @@ TEST(CelProgram, Optionals) {
   EXPECT_EQ(eval("optional.ofNonZeroValue('').hasValue()"), "false");
 }
 
+// A duration past the range is an error, however many digits it has (a term of 2^100 hours
+// once overflowed 128-bit arithmetic: fuzz finding).
+TEST(CelProgram, DurationsPastTheRangeAreErrors) {
+  EXPECT_EQ(eval("duration('2562047h47m16.854775807s')"), "duration(\"9223372036.854775807s\")");
+  for (const char* text : {"duration('2562048h')", "duration('1h303333333333333333333333333333m')",
+                           "duration('999999999999999999999999999999h')",
+                           "duration('9223372036854775808ns')"}) {
+    EXPECT_TRUE(eval(text).starts_with("error:")) << text << " -> " << eval(text);
+  }
+}
+
 TEST(CelProgram, TimestampsAndDurations) {
   EXPECT_EQ(eval("timestamp('2009-02-13T23:31:30Z') + duration('1h1.5s')"),
             "timestamp(\"2009-02-14T00:31:31.5Z\")");
