@@ -113,11 +113,17 @@ std::shared_ptr<const auth::ClientCertificate> StreamOps<TlsStream>::client_cert
 // ---- Requests and responses ----
 
 void add_warnings(http::response<http::string_body>& res, const std::vector<std::string>& warnings) {
+  // kube's warning recorder: 4,096 bytes of headers in all; the warning that would pass them
+  // turns on truncation, and every warning, those before it too, is then cut to its first 256
+  // characters; once the cut ones fill the 4,096 bytes the rest are left out.
   constexpr std::size_t kMaxTotal = 4096;
-  std::size_t total = 0;
-  for (const auto& text : warnings) {
+  constexpr std::size_t kTruncateTo = 256;
+  const auto header = [](std::string_view text, bool truncate) {
     std::string value = "299 - \"";
+    std::size_t characters = 0;
     for (unsigned char c : text) {
+      if (truncate && characters == kTruncateTo) break;
+      ++characters;
       if (c == '"' || c == '\\') {
         value += '\\';
         value += static_cast<char>(c);
@@ -128,10 +134,32 @@ void add_warnings(http::response<http::string_body>& res, const std::vector<std:
       }
     }
     value += '"';
-    total += value.size();
-    if (total > kMaxTotal) break;
-    res.insert(http::field::warning, value);
+    return value;
+  };
+  std::vector<std::string> headers;
+  std::size_t total = 0;
+  bool truncating = false;
+  for (std::size_t i = 0; i < warnings.size(); ++i) {
+    if (warnings[i].empty()) continue;
+    if (truncating && total >= kMaxTotal) break;
+    std::string value = header(warnings[i], truncating);
+    if (truncating || total + value.size() <= kMaxTotal) {
+      total += value.size();
+      headers.push_back(std::move(value));
+      continue;
+    }
+    // Past the budget: start again with every warning so far cut short.
+    truncating = true;
+    headers.clear();
+    total = 0;
+    for (std::size_t k = 0; k <= i; ++k) {
+      if (warnings[k].empty()) continue;
+      std::string cut = header(warnings[k], true);
+      total += cut.size();
+      headers.push_back(std::move(cut));
+    }
   }
+  for (auto& value : headers) res.insert(http::field::warning, value);
 }
 
 namespace {

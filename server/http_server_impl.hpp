@@ -99,7 +99,8 @@ struct StreamOps<TlsStream> {
 
 // `Warning: 299 - "<text>"` headers (RFC 7234 warn-code 299, agent "-"), as kube-apiserver sends
 // them and client-go and kubectl print them. The text is made a printable-ASCII quoted string,
-// whatever bytes a client's field names held, and bounded like kube's (4 KiB in all).
+// whatever bytes a client's field names held, and bounded as kube bounds them: 4 KiB in all,
+// past which every warning is cut to 256 characters (and what still does not fit left out).
 void add_warnings(http::response<http::string_body>& res, const std::vector<std::string>& warnings);
 
 // A Status the transport answers with itself (before a request reaches the handler).

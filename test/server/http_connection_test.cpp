@@ -113,6 +113,33 @@ class HttpConnectionTest : public ::testing::Test {
   std::shared_ptr<HttpServer::Impl> impl_;
 };
 
+// kube's warning budget: 4 KiB of Warning headers; once a warning would pass it, every warning
+// is cut to 256 characters, and those that still do not fit are left out.
+TEST(Warnings, PastTheBudgetEveryWarningIsCutShort) {
+  namespace http = boost::beast::http;
+  auto values = [](const std::vector<std::string>& warnings) {
+    http::response<http::string_body> res;
+    add_warnings(res, warnings);
+    std::vector<std::string> out;
+    for (const auto& field : res) out.emplace_back(field.value());
+    return out;
+  };
+  EXPECT_EQ(values({"short", "with \"quotes\""}),
+            (std::vector<std::string>{"299 - \"short\"", "299 - \"with \\\"quotes\\\"\""}));
+  // A 5,000-character warning after a short one: both kept, the long one cut to 256.
+  const auto cut = values({"first", std::string(5000, 'x')});
+  ASSERT_EQ(cut.size(), 2u);
+  EXPECT_EQ(cut[0], "299 - \"first\"");
+  EXPECT_EQ(cut[1], "299 - \"" + std::string(256, 'x') + "\"");
+  // Many long warnings: cut, and only as many as fit in 4 KiB (each 264 bytes: 15 of them,
+  // the sixteenth starting past the budget).
+  std::vector<std::string> many;
+  for (int i = 0; i < 40; ++i) many.push_back(std::to_string(i) + std::string(1000, 'y'));
+  const auto bounded = values(many);
+  EXPECT_EQ(bounded.size(), 16u);
+  for (const auto& v : bounded) EXPECT_EQ(v.size(), 264u);
+}
+
 TEST_F(HttpConnectionTest, TwoRequestsOnOneConnectionAreAnsweredInOrder) {
   TestStream server(ioc_);
   TestStream client(ioc_);
