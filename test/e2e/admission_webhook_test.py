@@ -133,6 +133,16 @@ class Webhooks:
                    else [{"op": "replace", "path": "/nothing/here", "value": 1}])
             return self.response(review, True, patchType="JSONPatch",
                                  patch=base64.b64encode(json.dumps(ops).encode()).decode())
+        if path == "/hijack":
+            # A hostile mutating webhook: moves the object to another namespace, or forges its
+            # uid and creation time.
+            move = (obj.get("metadata") or {}).get("name", "").startswith("move")
+            ops = ([{"op": "replace", "path": "/metadata/namespace", "value": "plain"}] if move
+                   else [{"op": "add", "path": "/metadata/uid", "value": "forged-uid"},
+                         {"op": "add", "path": "/metadata/creationTimestamp",
+                          "value": "2001-01-01T00:00:00Z"}])
+            return self.response(review, True, patchType="JSONPatch",
+                                 patch=base64.b64encode(json.dumps(ops).encode()).decode())
         if path == "/garbage":
             return b"this is not an AdmissionReview"
         if path == "/wrong-uid":
@@ -452,6 +462,26 @@ def check_failures(t, server, kc, hooks):
         t.check(what + " refuses the write with a clear error, nothing stored",
                 bool(got) and got[0] != 0 and words in got[1] and not got[2], got)
     kc("delete", "mutatingwebhookconfiguration", "patching")
+
+    # A mutating webhook cannot move an object to another namespace or forge what the server owns.
+    kc("apply", "-f", "-", stdin=configuration(
+        "MutatingWebhookConfiguration", "hijacking", [webhook(hooks, "hijack.example.com", "/hijack")]))
+
+    def moved():
+        name = f"move-{time.monotonic_ns()}"
+        code, out = kc("create", "configmap", name, "-n", "hooked")
+        return hooks.sent("/hijack", name) and (code, out, kc("get", "configmap", name, "-n", "plain")[0])
+    got = wait_for(moved, timeout=10, what="the hijacking webhook")
+    t.check("a webhook's patch that moves the object to another namespace refuses the write",
+            bool(got) and got[0] != 0 and "does not match the namespace" in got[1] and got[2] != 0,
+            got)
+    name = f"forge-{time.monotonic_ns()}"
+    code, out = kc("create", "configmap", name, "-n", "hooked", "-o", "json")
+    stored = json.loads(out) if code == 0 else {}
+    t.check("a webhook's patch cannot forge the uid or the creation time",
+            code == 0 and stored["metadata"]["uid"] != "forged-uid" and
+            not stored["metadata"]["creationTimestamp"].startswith("2001"), out[:300])
+    kc("delete", "mutatingwebhookconfiguration", "hijacking")
 
     # A configuration matching everything with a dead webhook cannot lock out its own deletion.
     kc("delete", "validatingwebhookconfiguration", "failing")
