@@ -397,20 +397,20 @@ def check_failures(t, server, kc, hooks):
             pass
     before = len(hooks.sent("/hang-long"))
     waiting = []
-    for i in range(20):
+    for i in range(100):
         th = threading.Thread(target=lambda i=i: server.request(
             "POST", "/api/v1/namespaces/hooked/secrets", {"metadata": {"name": f"wait-{i}"}}))
         th.start()
         waiting.append(th)
-    arrived = wait_for(lambda: len(hooks.sent("/hang-long")) >= before + 20, timeout=10,
-                       what="20 writes waiting on the webhook")
+    arrived = wait_for(lambda: len(hooks.sent("/hang-long")) >= before + 100, timeout=10,
+                       what="100 writes waiting on the webhook")
     worst = 0.0
     status = 0
     for _ in range(10):
         start = time.monotonic()
         status, _ = server.request("GET", "/healthz")
         worst = max(worst, time.monotonic() - start)
-    t.check("the health check answers within 100 ms while 20 writes wait on a hanging webhook",
+    t.check("the health check answers within 100 ms while 100 writes wait on a hanging webhook",
             bool(arrived) and status == 200 and worst < 0.1, f"{worst * 1000:.0f} ms")
     hooks.release.set()
     for th in waiting:
