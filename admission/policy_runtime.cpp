@@ -1,21 +1,17 @@
 #include "admission/policy_runtime.hpp"
 
+#include "admission/config_follower.hpp"
+
 #include "apimachinery/json_members.hpp"
 #include "apimachinery/stored_json.hpp"
 #include "auth/rbac_authorizer.hpp"
 #include "auth/rbac_policy_source.hpp"
-#include "base/task_failure.hpp"
 #include "kinds/scheme.hpp"
 #include "kinds/subresources.hpp"
 #include "registry/cacher_registry.hpp"
 #include "registry/deletion.hpp"
-#include "watch/cache_follower.hpp"
 #include "watch/cacher.hpp"
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/json/array.hpp>
 
 #include <algorithm>
@@ -109,49 +105,13 @@ PolicySource::PolicySource(std::shared_ptr<kinds::Scheme> scheme,
       set_(std::make_shared<const PolicySet>()) {}
 
 void PolicySource::start(asio::any_io_executor executor) {
-  auto strand = asio::make_strand(executor);
-  auto log = [](std::exception_ptr e) { base::log_task_failure(e, "admission policy task"); };
-  asio::co_spawn(strand, [self = shared_from_this()] { return self->run(); }, log);
-  for (const std::string& resource : {policy_resource_, binding_resource_}) {
-    asio::co_spawn(strand, [self = shared_from_this(), resource] { return self->follow(resource); },
-                   log);
-  }
-}
-
-asio::awaitable<void> PolicySource::follow(std::string resource) {
-  auto info = scheme_->find(kGroup, version_, resource);
-  auto cacher = info && cachers_ ? cachers_->find(*info) : nullptr;
-  if (!cacher) co_return;
-  co_await watch::mark_changes(std::move(cacher), info->key_prefix(), dirty_,
-                               [this] { return !stopped_; });
-}
-
-asio::awaitable<void> PolicySource::run() {
-  // Changes come in bursts (kubectl apply of a policy and its bindings): at most every 100 ms.
-  asio::steady_timer tick(co_await asio::this_coro::executor);
-  while (!stopped_) {
-    if (dirty_.exchange(false)) rebuild();
-    tick.expires_after(std::chrono::milliseconds(100));
-    co_await tick.async_wait(asio::use_awaitable);
-  }
-}
-
-void PolicySource::rebuild() {
-  std::vector<json::object> lists[2];
-  const std::string* resources[2] = {&policy_resource_, &binding_resource_};
-  for (int i = 0; i < 2; ++i) {
-    auto info = scheme_->find(kGroup, version_, *resources[i]);
-    auto cacher = info && cachers_ ? cachers_->find(*info) : nullptr;
-    if (!cacher || !cacher->ready()) {
-      dirty_ = true;  // again at the next tick
-      return;
-    }
-    for (const auto& object : cacher->list(info->key_prefix(), "", 0, nullptr).objects) {
-      auto v = apimachinery::parse_json(object->json);
-      if (v && v->is_object()) lists[i].push_back(std::move(v->get_object()));
-    }
-  }
-  load(lists[0], lists[1]);
+  auto self = shared_from_this();
+  follow_configurations(
+      std::move(executor),
+      {scheme_, cachers_, std::string(kGroup), version_, {policy_resource_, binding_resource_}},
+      [self] { return !self->stopped_; },
+      [self](std::vector<std::vector<json::object>>& lists) { self->load(lists[0], lists[1]); },
+      "admission policy task");
 }
 
 void PolicySource::load(const std::vector<json::object>& policies,

@@ -3,9 +3,9 @@
 // evaluation (the `request` and `namespaceObject` documents, params, lazy `variables`, match
 // conditions), as k8s.io/apiserver's plugin/policy/generic shares them.
 //
-// PolicySource: a task per cache follows the policies and bindings; a change marks the set for
-// a rebuild at the next 100 ms tick (policies whose resourceVersion is unchanged keep their
-// compiled programs); the set is swapped atomically and read without locks.
+// PolicySource: the policies and bindings followed in their caches (config_follower.hpp); a
+// change is rebuilt at the next 100 ms tick (policies whose resourceVersion is unchanged keep
+// their compiled programs); the set is swapped atomically and read without locks.
 // Ownership: shared; its tasks hold it. Thread-safety: current() and load() from any thread.
 #pragma once
 
@@ -110,16 +110,12 @@ class PolicySource : public std::enable_shared_from_this<PolicySource> {
             const std::vector<boost::json::object>& bindings);
 
  private:
-  boost::asio::awaitable<void> run();
-  boost::asio::awaitable<void> follow(std::string resource);
-  void rebuild();
 
   std::shared_ptr<kinds::Scheme> scheme_;
   std::shared_ptr<registry::CacherRegistry> cachers_;
   std::string version_, policy_resource_, binding_resource_;
   PolicyCompiler compile_;
   std::shared_ptr<const PolicySet> set_;
-  std::atomic<bool> dirty_{true};
   std::atomic<bool> stopped_{false};
 };
 

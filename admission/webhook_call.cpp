@@ -6,6 +6,7 @@
 
 #include "apimachinery/json_members.hpp"
 #include "apimachinery/json_patch.hpp"
+#include "apimachinery/status.hpp"
 #include "apimachinery/stored_json.hpp"
 #include "apimachinery/validation.hpp"
 #include "base/base64.hpp"
@@ -38,10 +39,6 @@ namespace {
 // may be, in base64, with room to spare; more is a failed call.
 constexpr std::size_t kMaxResponseBytes = 6u << 20;
 
-}  // namespace
-
-namespace {
-
 // https://host[:port]/path split into the client's server and the request's path.
 bool split_url(const std::string& url, std::string& server, std::string& path) {
   if (!url.starts_with("https://")) return false;
@@ -67,13 +64,6 @@ client::HttpClient::Options client_options(const kinds::CompiledWebhook& spec) {
 std::shared_ptr<Hook> make_hook(kinds::CompiledWebhook spec, asio::any_io_executor executor) {
   auto hook = std::make_shared<Hook>();
   hook->match = CompiledMatch::compile(spec.match, /*empty_rules_match_all=*/false);
-  auto conditions = std::make_shared<kinds::CompiledPolicy>();
-  conditions->name = spec.name;
-  for (const auto& c : spec.match_conditions) {
-    conditions->match_conditions.push_back({c.name, c.expression});
-    conditions->add(c.expression);
-  }
-  hook->conditions = std::move(conditions);
   client::ClientConfig config;
   std::string server;
   if (spec.service) {
@@ -98,35 +88,17 @@ std::shared_ptr<Hook> make_hook(kinds::CompiledWebhook spec, asio::any_io_execut
       hook->client_error = "could not get REST client: " + made.error();
     }
   }
+  // Every call asks the webhook to answer within the timeout (kube's `?timeout=`).
+  const std::string query = "?timeout=" + std::to_string(spec.timeout.count()) + "s";
+  hook->target += query;
+  hook->url += query;
   hook->spec = std::move(spec);
   return hook;
 }
 
 namespace {
 
-
-
 std::string quoted(std::string_view s) { return apimachinery::go_quote(s); }
-
-
-Errc errc_of(std::int64_t code) {
-  switch (code) {
-    case 401: return Errc::unauthorized;
-    case 403: return Errc::forbidden;
-    case 404: return Errc::not_found;
-    case 405: return Errc::method_not_allowed;
-    case 409: return Errc::conflict;
-    case 410: return Errc::gone;
-    case 413: return Errc::too_large;
-    case 415: return Errc::unsupported_media_type;
-    case 422: return Errc::invalid;
-    case 429: return Errc::too_many_requests;
-    case 500: return Errc::internal;
-    case 503: return Errc::unavailable;
-    case 504: return Errc::timeout;
-    default: return code >= 500 ? Errc::internal : Errc::bad_request;
-  }
-}
 
 // A refusal: the webhook's Status, its code at least 400, kube's message.
 ApiError denial(const Hook& h, const json::object* status, int* code_out) {
@@ -146,14 +118,15 @@ ApiError denial(const Hook& h, const json::object* status, int* code_out) {
   } else {
     message = head + " without explanation";
   }
-  ApiError e(errc_of(code), std::move(message));
+  const auto http = static_cast<unsigned>(std::min<std::int64_t>(code, 999));
+  ApiError e(apimachinery::errc_for_status(http), std::move(message));
   e.reason = reason;
   return e;
 }
 
 // client-go's words for a non-2xx answer that carries no Status.
 std::string status_text(const client::ApiError& e) {
-  if (!e.message.empty() && e.reason.size() > 0) return e.message;
+  if (!e.message.empty() && !e.reason.empty()) return e.message;
   switch (e.http_status) {
     case 400: return "the server rejected our request for an unknown reason";
     case 401: return "the server has asked for the client to provide credentials";
@@ -322,9 +295,6 @@ CallResult read_answer(const Hook& h, const AdmissionAttributes& a, const std::s
   return out;
 }
 
-
-
-
 }  // namespace
 
 // kube's error for a call that failed, under failurePolicy Fail.
@@ -342,7 +312,7 @@ std::optional<std::string> conditions_refuse(const Hook& h, const AdmissionAttri
                                              const json::object* object, const json::object* old,
                                              NamespaceLookup& namespaces,
                                              const auth::RbacPolicySource* rbac) {
-  const kinds::CompiledPolicy& conditions = *h.conditions;
+  const kinds::CompiledPolicy& conditions = *h.spec.conditions;
   if (conditions.match_conditions.empty()) return std::nullopt;
   cel::JsonArena arena;
   std::array<cel::Value, kinds::policy_slot_count> activation;
@@ -525,7 +495,6 @@ std::shared_ptr<client::HttpClient> service_client(const Hook& h, const ResolveC
   return *made;
 }
 
-
 asio::awaitable<CallResult> call_once(const Hook& h, const AdmissionAttributes& a,
                                       const kinds::ResourceInfo& matched,
                                       const json::object* object, const ResolveContext& context) {
@@ -562,14 +531,12 @@ asio::awaitable<CallResult> call_once(const Hook& h, const AdmissionAttributes& 
   }
   const std::string uid = base::new_uuid();
   std::string body = review_body(h, a, matched, o, old, uid);
-  const std::string target = h.target + "?timeout=" + std::to_string(h.spec.timeout.count()) + "s";
   // On the write's own executor: no hop to another thread and back (the client's connections
   // are shared under a lock). Named, not awaited in an argument (GCC 12, docs/design.md).
   client::ApiResult<client::HttpResponse> answer =
-      co_await client->request("POST", target, std::move(body), "application/json");
+      co_await client->request("POST", h.target, std::move(body), "application/json");
   if (!answer) {
-    const std::string post = "Post " + quoted(h.url + "?timeout=" +
-                                              std::to_string(h.spec.timeout.count()) + "s");
+    const std::string post = "Post " + quoted(h.url);
     const client::ApiError& e = answer.error();
     switch (e.kind) {
       case client::ApiError::Kind::timeout:

@@ -44,10 +44,8 @@ namespace kwatch::admission {
 struct Hook {
   kinds::CompiledWebhook spec;
   CompiledMatch match;
-  // Its match conditions, as a policy's (evaluate_conditions).
-  std::shared_ptr<const kinds::CompiledPolicy> conditions;
-  std::string url;     // as messages show it, without the timeout query
-  std::string target;  // the request target: the URL's path
+  std::string url;     // as messages show it, with the timeout query
+  std::string target;  // the request target: the URL's path and `?timeout=<timeoutSeconds>s`
   std::shared_ptr<client::HttpClient> client;  // a URL's
   std::string client_error;  // why there is no client ("could not get REST client: ...")
   // A Service's: a client per endpoint it was resolved to, made when first called.
@@ -57,7 +55,6 @@ struct Hook {
   };
   std::shared_ptr<ServiceClients> service_clients;
   boost::asio::any_io_executor executor;  // where a Service's clients live
-  std::size_t position = 0;  // in the ordered list of all webhooks of the kind
 };
 
 // What resolving a Service's webhook reads.

@@ -1,21 +1,18 @@
 #include "admission/webhook_plugin.hpp"
 
+#include "admission/config_follower.hpp"
 #include "admission/webhook_call.hpp"
 #include "kinds/scheme.hpp"
 #include "registry/cacher_registry.hpp"
-#include "watch/cache_follower.hpp"
 
 #include "apimachinery/json_members.hpp"
 #include "apimachinery/json_patch.hpp"
 #include "apimachinery/stored_json.hpp"
 #include "apimachinery/validation.hpp"
-#include "base/task_failure.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/channel.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json/serialize.hpp>
@@ -39,12 +36,11 @@ namespace {
 
 constexpr std::string_view kGroup = "admissionregistration.k8s.io";
 
-std::string quoted(std::string_view s) { return apimachinery::go_quote(s); }
-
-// One matched webhook: the resource it matched, and the objects as that resource serves them.
+// One matched webhook: the resource it matched, and its place among all webhooks of the kind.
 struct Matched {
   std::shared_ptr<const Hook> hook;
   std::shared_ptr<const kinds::ResourceInfo> info;
+  std::size_t position = 0;  // in the ordered list of all webhooks of the kind
 };
 
 }  // namespace
@@ -71,11 +67,14 @@ class WebhookSource : public std::enable_shared_from_this<WebhookSource> {
   std::shared_ptr<const WebhookSet> current() const { return std::atomic_load(&set_); }
 
   void start(asio::any_io_executor executor) {
-    executor_ = executor;
-    auto strand = asio::make_strand(executor);
-    auto log = [](std::exception_ptr e) { base::log_task_failure(e, "admission webhook task"); };
-    asio::co_spawn(strand, [self = shared_from_this()] { return self->run(); }, log);
-    asio::co_spawn(strand, [self = shared_from_this()] { return self->follow(); }, log);
+    auto self = shared_from_this();
+    follow_configurations(
+        executor, {scheme_, cachers_, std::string(kGroup), "v1", {resource()}},
+        [self] { return !self->stopped_; },
+        [self, executor](std::vector<std::vector<json::object>>& lists) {
+          self->load(lists[0], executor);
+        },
+        "admission webhook task");
   }
   void stop() { stopped_ = true; }
 
@@ -104,50 +103,13 @@ class WebhookSource : public std::enable_shared_from_this<WebhookSource> {
           hooks.push_back(make_hook(std::move(spec), executor));
         }
       }
-      for (const auto& h : hooks) {
-        // The position in the ordered list is the set's: a copy that says it.
-        auto placed = std::make_shared<Hook>(*h);
-        placed->position = next->hooks.size();
-        next->hooks.push_back(std::move(placed));
-      }
+      next->hooks.insert(next->hooks.end(), hooks.begin(), hooks.end());
       previous_[name] = {rv, std::move(hooks)};
     }
     std::atomic_store(&set_, std::shared_ptr<const WebhookSet>(std::move(next)));
   }
 
  private:
-  asio::awaitable<void> follow() {
-    auto info = scheme_->find(std::string(kGroup), "v1", resource());
-    auto cacher = info && cachers_ ? cachers_->find(*info) : nullptr;
-    if (!cacher) co_return;
-    co_await watch::mark_changes(std::move(cacher), info->key_prefix(), dirty_,
-                                 [this] { return !stopped_; });
-  }
-
-  asio::awaitable<void> run() {
-    asio::steady_timer tick(co_await asio::this_coro::executor);
-    while (!stopped_) {
-      if (dirty_.exchange(false)) rebuild();
-      tick.expires_after(std::chrono::milliseconds(100));
-      co_await tick.async_wait(asio::use_awaitable);
-    }
-  }
-
-  void rebuild() {
-    auto info = scheme_->find(std::string(kGroup), "v1", resource());
-    auto cacher = info && cachers_ ? cachers_->find(*info) : nullptr;
-    if (!cacher || !cacher->ready()) {
-      dirty_ = true;
-      return;
-    }
-    std::vector<json::object> configurations;
-    for (const auto& object : cacher->list(info->key_prefix(), "", 0, nullptr).objects) {
-      auto v = apimachinery::parse_json(object->json);
-      if (v && v->is_object()) configurations.push_back(std::move(v->get_object()));
-    }
-    load(configurations, executor_);
-  }
-
   std::string resource() const {
     return mutating_ ? "mutatingwebhookconfigurations" : "validatingwebhookconfigurations";
   }
@@ -155,10 +117,8 @@ class WebhookSource : public std::enable_shared_from_this<WebhookSource> {
   std::shared_ptr<kinds::Scheme> scheme_;
   std::shared_ptr<registry::CacherRegistry> cachers_;
   bool mutating_;
-  asio::any_io_executor executor_;
   std::shared_ptr<const WebhookSet> set_;
   std::map<std::string, std::pair<std::string, std::vector<std::shared_ptr<const Hook>>>> previous_;
-  std::atomic<bool> dirty_{true};
   std::atomic<bool> stopped_{false};
 };
 
@@ -198,7 +158,8 @@ std::optional<ApiError> select(const WebhookSet& set, const AdmissionAttributes&
                                std::vector<Matched>& out) {
   const MatchRequest request = match_request(a, object);
   const NamespaceLabels labels = namespaces.labels();
-  for (const auto& hook : set.hooks) {
+  for (std::size_t position = 0; position < set.hooks.size(); ++position) {
+    const auto& hook = set.hooks[position];
     const MatchOutcome m = hook->match.matches(request, &scheme, labels);
     if (!m.error.empty()) {
       if (hook->spec.fail_closed) return calling_error(*hook, m.error);
@@ -221,7 +182,7 @@ std::optional<ApiError> select(const WebhookSet& set, const AdmissionAttributes&
       e.kind = a.info.resource;
       return e;
     }
-    out.push_back({hook, m.matched_info});
+    out.push_back({hook, m.matched_info, position});
   }
   return std::nullopt;
 }
@@ -347,7 +308,7 @@ asio::awaitable<std::optional<ApiError>> MutatingWebhookPlugin::admit(const Admi
         if (object == nullptr) {
           record(observer_, h, a, internal, true, false);
           co_return ApiError(Errc::internal, "Internal error occurred: admission webhook " +
-                                                 quoted(h.spec.name) +
+                                                 apimachinery::go_quote(h.spec.name) +
                                                  " attempted to modify the object, which is not "
                                                  "supported for this operation");
         }
@@ -373,7 +334,7 @@ asio::awaitable<std::optional<ApiError>> MutatingWebhookPlugin::admit(const Admi
         }
       }
       registry::add_audit_annotation(
-          a, "mutation.webhook.admission.k8s.io/" + round_index(round, h.position),
+          a, "mutation.webhook.admission.k8s.io/" + round_index(round, matched[i].position),
           json::serialize(json::object{{"configuration", h.spec.configuration},
                                        {"webhook", h.spec.name},
                                        {"mutated", mutated}}));
@@ -389,7 +350,8 @@ asio::awaitable<std::optional<ApiError>> MutatingWebhookPlugin::admit(const Admi
           if (h.spec.fail_closed) co_return calling_error(h, r.failure);
           spdlog::warn("Failed calling webhook, failing open {}: {}", h.spec.name, r.failure);
           registry::add_audit_annotation(
-              a, "failed-open.mutation.webhook.admission.k8s.io/" + round_index(round, h.position),
+              a,
+              "failed-open.mutation.webhook.admission.k8s.io/" + round_index(round, matched[i].position),
               h.spec.name);
           break;
       }

@@ -31,6 +31,27 @@ StatusCode status_code(Errc code) {
   return {500, "InternalError"};
 }
 
+Errc errc_for_status(unsigned http) {
+  switch (http) {
+    case 400: return Errc::bad_request;
+    case 401: return Errc::unauthorized;
+    case 403: return Errc::forbidden;
+    case 404: return Errc::not_found;
+    case 405: return Errc::method_not_allowed;
+    case 406: return Errc::not_acceptable;
+    case 409: return Errc::conflict;
+    case 410: return Errc::gone;
+    case 413: return Errc::too_large;
+    case 415: return Errc::unsupported_media_type;
+    case 422: return Errc::invalid;
+    case 429: return Errc::too_many_requests;
+    case 500: return Errc::internal;
+    case 503: return Errc::unavailable;
+    case 504: return Errc::timeout;
+    default: return http >= 500 ? Errc::internal : Errc::bad_request;
+  }
+}
+
 json::object status_object(const ApiError& error) {
   StatusCode sc = status_code(error.code);
   json::object status;

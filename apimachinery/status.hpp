@@ -18,6 +18,11 @@ struct StatusCode {
 
 StatusCode status_code(base::Errc code);
 
+// The error code that answers with HTTP status `http` (status_code's inverse; 409 is Conflict);
+// a status no error code answers with is InternalError from 500 up, BadRequest below. For a
+// Status received from elsewhere (an admission webhook's refusal).
+base::Errc errc_for_status(unsigned http);
+
 // {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",...}
 boost::json::object status_object(const ApiError& error);
 

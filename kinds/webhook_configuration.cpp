@@ -422,14 +422,18 @@ std::vector<CompiledWebhook> compile_webhooks(const json::object& configuration,
       }
     }
     h.reinvoke = string_at(w, "reinvocationPolicy") == "IfNeeded";
-    if (const json::array* conditions = array_member(&w, "matchConditions")) {
-      for (const auto& c : *conditions) {
+    auto conditions = std::make_shared<CompiledPolicy>();
+    conditions->name = h.name;
+    if (const json::array* list = array_member(&w, "matchConditions")) {
+      for (const auto& c : *list) {
         const json::object* co = c.if_object();
-        h.match_conditions.push_back(
+        conditions->match_conditions.push_back(
             {string_at(co, "name"),
              compile_webhook_match_condition(std::string(trim_space(string_at(co, "expression"))))});
+        conditions->add(conditions->match_conditions.back().expression);
       }
     }
+    h.conditions = std::move(conditions);
     out.push_back(std::move(h));
   });
   return out;

@@ -41,11 +41,9 @@ struct CompiledWebhook {
   // speaks (v1, v1beta1); "" when none is (every call then fails, under the failure policy).
   std::string review_version;
   bool reinvoke = false;  // reinvocationPolicy IfNeeded
-  struct MatchCondition {
-    std::string name;
-    PolicyExpression expression;
-  };
-  std::vector<MatchCondition> match_conditions;
+  // Its match conditions, compiled as a policy's (CompiledPolicy::match_conditions; the
+  // admission plugin evaluates them as it evaluates a policy's).
+  std::shared_ptr<const CompiledPolicy> conditions;
 };
 
 // The webhooks of a configuration (either kind), in order.

@@ -42,7 +42,12 @@ TEST(Status, EveryErrorCodeHasKubesHttpCodeAndReason) {
     const StatusCode sc = status_code(row.code);
     EXPECT_EQ(sc.http, row.http) << row.reason;
     EXPECT_EQ(sc.reason, row.reason);
+    // Every status an error code answers with leads back to a code that answers with it.
+    EXPECT_EQ(status_code(errc_for_status(row.http)).http, row.http) << row.reason;
   }
+  EXPECT_EQ(errc_for_status(409), Errc::conflict);
+  EXPECT_EQ(errc_for_status(418), Errc::bad_request);
+  EXPECT_EQ(errc_for_status(599), Errc::internal);
 }
 
 TEST(Status, AFailureCarriesItsReasonMessageDetailsAndCode) {

@@ -165,8 +165,8 @@ TEST(WebhookConfigurationValidation, CompiledWebhooksCarryWhatACallNeeds) {
   EXPECT_EQ(h.review_version, "v1beta1");
   EXPECT_EQ(h.timeout, std::chrono::seconds(3));
   EXPECT_TRUE(h.reinvoke);
-  ASSERT_EQ(h.match_conditions.size(), 1u);
-  EXPECT_TRUE(h.match_conditions[0].expression.program.has_value());
+  ASSERT_EQ(h.conditions->match_conditions.size(), 1u);
+  EXPECT_TRUE(h.conditions->match_conditions[0].expression.program.has_value());
   EXPECT_TRUE(h.match.contains("resourceRules"));
 }
 
