@@ -37,6 +37,8 @@ using apimachinery::trim_space;
 using apimachinery::object_member;
 using apimachinery::string_at;
 using field_errors::check_label_selector;
+using field_errors::index;
+using field_errors::string_items;
 using field_errors::duplicate;
 using field_errors::forbidden;
 using field_errors::invalid;
@@ -253,20 +255,8 @@ class PolicyCompiler {
   std::shared_ptr<cel::Type> variables_type_;
 };
 
-std::string index(const std::string& path, std::size_t i) {
-  return path + "[" + std::to_string(i) + "]";
-}
-
 const json::array* items(const json::object* obj, std::string_view key) {
   return array_member(obj, key);
-}
-
-std::vector<std::string> string_list(const json::object* obj, std::string_view key) {
-  std::vector<std::string> out;
-  if (const json::array* a = items(obj, key)) {
-    for (const auto& v : *a) out.emplace_back(v.is_string() ? std::string_view(v.get_string()) : "");
-  }
-  return out;
 }
 
 std::string shown_list(const json::object* obj, std::string_view key) {
@@ -327,7 +317,7 @@ void check_resources(const std::vector<std::string>& resources, const json::obje
 
 // validateNamedRuleWithOperations.
 void check_rule(const json::object* rule, const std::string& path, Causes& causes) {
-  const auto names = string_list(rule, "resourceNames");
+  const auto names = string_items(rule, "resourceNames");
   std::set<std::string> seen;
   for (std::size_t i = 0; i < names.size(); ++i) {
     for (const auto& e : apimachinery::path_segment_errors(names[i])) {
@@ -337,7 +327,7 @@ void check_rule(const json::object* rule, const std::string& path, Causes& cause
       duplicate(causes, index(path + ".resourceNames", i), go_quote(names[i]));
     }
   }
-  const auto operations = string_list(rule, "operations");
+  const auto operations = string_items(rule, "operations");
   if (operations.empty()) required(causes, path + ".operations");
   if (operations.size() > 1 && has_star(operations)) {
     invalid(causes, path + ".operations", shown_list(rule, "operations"),
@@ -350,13 +340,13 @@ void check_rule(const json::object* rule, const std::string& path, Causes& cause
                     {"*", "CONNECT", "CREATE", "DELETE", "UPDATE"});
     }
   }
-  const auto groups = string_list(rule, "apiGroups");
+  const auto groups = string_items(rule, "apiGroups");
   if (groups.empty()) required(causes, path + ".apiGroups");
   if (groups.size() > 1 && has_star(groups)) {
     invalid(causes, path + ".apiGroups", shown_list(rule, "apiGroups"),
             "if '*' is present, must not specify other API groups");
   }
-  const auto versions = string_list(rule, "apiVersions");
+  const auto versions = string_items(rule, "apiVersions");
   if (versions.empty()) required(causes, path + ".apiVersions");
   if (versions.size() > 1 && has_star(versions)) {
     invalid(causes, path + ".apiVersions", shown_list(rule, "apiVersions"),
@@ -365,7 +355,7 @@ void check_rule(const json::object* rule, const std::string& path, Causes& cause
   for (std::size_t i = 0; i < versions.size(); ++i) {
     if (versions[i].empty()) required(causes, index(path + ".apiVersions", i));
   }
-  check_resources(string_list(rule, "resources"), rule, path + ".resources", causes);
+  check_resources(string_items(rule, "resources"), rule, path + ".resources", causes);
   if (rule != nullptr && rule->contains("scope")) {
     const std::string scope = string_at(rule, "scope");
     if (scope != "*" && scope != "Cluster" && scope != "Namespaced") {
@@ -479,7 +469,7 @@ void check_no_delete(const json::object& match, const std::string& path, Causes&
   for (const char* rules : {"resourceRules", "excludeResourceRules"}) {
     if (const json::array* a = items(&match, rules)) {
       for (const auto& rule : *a) {
-        for (const auto& op : string_list(rule.if_object(), "operations")) {
+        for (const auto& op : string_items(rule.if_object(), "operations")) {
           if (op == "DELETE") {
             not_supported(causes, path + "." + rules + ".operations", op,
                           {"*", "CONNECT", "CREATE", "UPDATE"});
@@ -777,9 +767,9 @@ std::vector<ExpressionWarning> type_check_validating_policy(const json::object& 
   if (const json::array* rules = items(object_member(spec, "matchConstraints"), "resourceRules")) {
     for (const auto& rule : *rules) {
       const json::object* r = rule.if_object();
-      const auto groups = string_list(r, "apiGroups");
-      const auto versions = string_list(r, "apiVersions");
-      const auto resources = string_list(r, "resources");
+      const auto groups = string_items(r, "apiGroups");
+      const auto versions = string_items(r, "apiVersions");
+      const auto resources = string_items(r, "resources");
       if (has_star(groups) || has_star(versions) || has_star(resources)) continue;
       for (const auto& g : groups) {
         for (const auto& v : versions) {
@@ -936,7 +926,7 @@ void validate_validating_admission_policy_binding(const json::object& binding,
                                                   const json::object* /*old*/, Causes& causes) {
   const json::object* spec = object_member(binding, "spec");
   check_binding_common(spec, /*mutating=*/false, causes);
-  const auto actions = string_list(spec, "validationActions");
+  const auto actions = string_items(spec, "validationActions");
   if (actions.empty()) {
     required(causes, "spec.validationActions", "at least one validation action is required");
   }

@@ -1,4 +1,5 @@
 #include "kinds/custom_resource_definition.hpp"
+#include "kinds/field_errors.hpp"
 
 #include "schema/field_type.hpp"
 #include "apimachinery/json_path.hpp"
@@ -30,6 +31,7 @@ using apimachinery::invalid_error;
 using apimachinery::set_condition;
 using apimachinery::ApiResult;
 using apimachinery::Cause;
+using field_errors::index;
 
 namespace json = boost::json;
 
@@ -114,10 +116,6 @@ Cause too_many(std::string field, std::size_t actual, std::size_t max) {
           std::move(field)};
 }
 
-// field.Path's Index.
-std::string index(const std::string& path, std::size_t i) {
-  return path + "[" + std::to_string(i) + "]";
-}
 
 std::string join(const std::vector<std::string>& parts, std::string_view sep) {
   std::string out;

@@ -9,6 +9,7 @@
 namespace kwatch::kinds::field_errors {
 
 namespace json = boost::json;
+using apimachinery::array_member;
 using apimachinery::go_quote;
 using apimachinery::label_value_errors;
 using apimachinery::object_member;
@@ -28,6 +29,19 @@ const json::value* value_at(const json::object* obj, std::string_view key) {
 }
 
 }  // namespace
+
+std::string index(const std::string& path, std::size_t i) {
+  return path + "[" + std::to_string(i) + "]";
+}
+
+std::vector<std::string> string_items(const json::object* obj, std::string_view key) {
+  std::vector<std::string> out;
+  if (const json::array* a = array_member(obj, key)) {
+    out.reserve(a->size());
+    for (const auto& v : *a) out.emplace_back(v.is_string() ? std::string_view(v.get_string()) : "");
+  }
+  return out;
+}
 
 void required(Causes& causes, std::string field, std::string_view detail) {
   std::string message = "Required value";

@@ -18,6 +18,12 @@ namespace kwatch::kinds::field_errors {
 
 using Causes = std::vector<apimachinery::Cause>;
 
+// field.Path's Index: `path[i]`.
+std::string index(const std::string& path, std::size_t i);
+// The elements of the array under `key` as strings, an element that is none as "" (so that an
+// element's position stays its field path's index); empty when there is no array.
+std::vector<std::string> string_items(const boost::json::object* obj, std::string_view key);
+
 void required(Causes& causes, std::string field, std::string_view detail = "");
 void invalid(Causes& causes, std::string field, const std::string& shown, std::string_view detail);
 void forbidden(Causes& causes, std::string field, std::string_view detail);

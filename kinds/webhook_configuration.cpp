@@ -26,25 +26,14 @@ using apimachinery::trim_space;
 using field_errors::Causes;
 using field_errors::check_label_selector;
 using field_errors::duplicate;
+using field_errors::index;
+using field_errors::string_items;
 using field_errors::invalid;
 using field_errors::not_supported;
 using field_errors::required;
 using field_errors::too_many;
 
 namespace {
-
-std::string index(const std::string& path, std::size_t i) {
-  return path + "[" + std::to_string(i) + "]";
-}
-
-// A list of strings; a member that is no string reads as "".
-std::vector<std::string> strings_at(const json::object* obj, std::string_view key) {
-  std::vector<std::string> out;
-  if (const json::array* a = array_member(obj, key)) {
-    for (const auto& v : *a) out.emplace_back(v.is_string() ? std::string_view(v.get_string()) : "");
-  }
-  return out;
-}
 
 // Go's %#v of a []string.
 std::string shown_strings(const std::vector<std::string>& v) {
@@ -90,7 +79,7 @@ Leniency leniency(const json::object& configuration, const json::object* old) {
     if (!w.contains("sideEffects") || (side != "None" && side != "NoneOnDryRun")) {
       l.no_side_effects = false;
     }
-    const auto versions = strings_at(&w, "admissionReviewVersions");
+    const auto versions = string_items(&w, "admissionReviewVersions");
     if (!versions.empty() && std::none_of(versions.begin(), versions.end(),
                                           [](const std::string& v) { return known_review_version(v); })) {
       l.recognized_review_version = false;
@@ -342,7 +331,7 @@ void check_webhook(const json::object& w, const std::string& path, bool mutating
 void check_review_versions(const json::object& w, const std::string& path,
                            const Leniency& lenient, Causes& causes) {
   const std::string at = path + ".admissionReviewVersions";
-  const auto versions = strings_at(&w, "admissionReviewVersions");
+  const auto versions = string_items(&w, "admissionReviewVersions");
   if (versions.empty()) {
     required(causes, at, "must specify one of v1, v1beta1");
     return;
@@ -415,7 +404,7 @@ std::vector<CompiledWebhook> compile_webhooks(const json::object& configuration,
     if (const json::value* t = w.if_contains("timeoutSeconds"); t != nullptr && t->is_int64()) {
       h.timeout = std::chrono::seconds(std::clamp<std::int64_t>(t->get_int64(), 1, 30));
     }
-    for (const auto& v : strings_at(&w, "admissionReviewVersions")) {
+    for (const auto& v : string_items(&w, "admissionReviewVersions")) {
       if (known_review_version(v)) {
         h.review_version = v;
         break;
