@@ -10,10 +10,9 @@ Usage: admission_policy_test.py <path to kwatch-apiserver>
 import json
 import os
 import sys
-import threading
 import time
 
-from harness import Checks, Server, TempDir, check_flood, kubectl_runner, wait_for
+from harness import BackgroundWrites, Checks, Server, TempDir, check_flood, kubectl_runner, wait_for
 
 POLICY = """apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
@@ -278,34 +277,23 @@ def checks_of(t, server, tmp, audit_path):
             json.dumps(annotations))
 
     # A policy's change takes effect within a second while writes go on.
-    stop = threading.Event()
-    results = []
+    writes = BackgroundWrites(server, "/api/v1/namespaces/lab/configmaps",
+                              lambda prefix, n: {"apiVersion": "v1", "kind": "ConfigMap",
+                                                 "metadata": {"name": f"{prefix}{n}",
+                                                              "labels": {"protected": "x"}}})
+    with writes:
+        began = time.monotonic()
+        code, out = kc("apply", "-f", "-", stdin=DELETE_GUARD)
+        t.check("a delete guard is applied while writes go on", code == 0, out)
 
-    def writer(prefix):
-        n = 0
-        while not stop.is_set():
-            status, _ = server.request("POST", "/api/v1/namespaces/lab/configmaps",
-                                       {"apiVersion": "v1", "kind": "ConfigMap",
-                                        "metadata": {"name": f"{prefix}{n}",
-                                                     "labels": {"protected": "x"}}})
-            results.append(status)
-            n += 1
-    writers = [threading.Thread(target=writer, args=(p,)) for p in ("w", "v")]
-    for w in writers:
-        w.start()
-    began = time.monotonic()
-    code, out = kc("apply", "-f", "-", stdin=DELETE_GUARD)
-    t.check("a delete guard is applied while writes go on", code == 0, out)
-
-    def guarded():
-        # A dry run: admission judges it, nothing is deleted.
-        status, body = server.request("DELETE", "/api/v1/namespaces/lab/configmaps/w0?dryRun=All")
-        return status == 422
-    wait_for(guarded, 5, "the delete guard to take effect")
-    took = time.monotonic() - began
-    stop.set()
-    for w in writers:
-        w.join()
+        def guarded():
+            # A dry run: admission judges it, nothing is deleted.
+            status, body = server.request("DELETE",
+                                          "/api/v1/namespaces/lab/configmaps/w0?dryRun=All")
+            return status == 422
+        wait_for(guarded, 5, "the delete guard to take effect")
+        took = time.monotonic() - began
+    results = writes.statuses
     print(f"the delete guard took effect after {took * 1000:.0f} ms; {len(results)} writes meanwhile")
     t.check("the policy takes effect within a second of the change", took < 1.0, f"{took:.2f} s")
     t.check("the writes meanwhile all succeed", results and all(s == 201 for s in results),

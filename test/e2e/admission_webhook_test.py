@@ -18,7 +18,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from harness import Checks, Server, TempDir, kubectl_runner, wait_for
+from harness import BackgroundWrites, Checks, Server, TempDir, kubectl_runner, wait_for
 from pki import CA, server_certificate
 
 
@@ -314,34 +314,25 @@ def checks_of(t, server, tmp, hooks):
     kc("delete", "validatingwebhookconfiguration", "deny-forbidden")
 
     # A configuration takes effect within a second of its change while writes go on.
-    stop = threading.Event()
-    results = []
+    writes = BackgroundWrites(server, "/api/v1/namespaces/hooked/configmaps",
+                              lambda prefix, i: {"metadata": {"name": f"l{prefix}{i}"},
+                                                 "data": {"a": "b"}})
+    with writes:
+        began = time.monotonic()
+        code, out = kc("apply", "-f", "-", stdin=configuration(
+            "ValidatingWebhookConfiguration", "late",
+            [webhook(hooks, "late.example.com", "/validate")]))
+        t.check("a webhook configuration is applied while writes go on", code == 0, out)
 
-    def writer(prefix):
-        i = 0
-        while not stop.is_set():
+        def refusing():
+            n[0] += 1
             status, _ = server.request("POST", "/api/v1/namespaces/hooked/configmaps",
-                                       {"metadata": {"name": f"{prefix}{i}"}, "data": {"a": "b"}})
-            results.append(status)
-            i += 1
-    writers = [threading.Thread(target=writer, args=(p,)) for p in ("lw", "lv")]
-    for w in writers:
-        w.start()
-    began = time.monotonic()
-    code, out = kc("apply", "-f", "-", stdin=configuration(
-        "ValidatingWebhookConfiguration", "late", [webhook(hooks, "late.example.com", "/validate")]))
-    t.check("a webhook configuration is applied while writes go on", code == 0, out)
-
-    def refusing():
-        n[0] += 1
-        status, _ = server.request("POST", "/api/v1/namespaces/hooked/configmaps",
-                                   {"metadata": {"name": f"late-{n[0]}"}, "data": {"forbidden": "x"}})
-        return status == 400
-    wait_for(refusing, 5, "the late webhook to take effect")
-    took = time.monotonic() - began
-    stop.set()
-    for w in writers:
-        w.join()
+                                       {"metadata": {"name": f"late-{n[0]}"},
+                                        "data": {"forbidden": "x"}})
+            return status == 400
+        wait_for(refusing, 5, "the late webhook to take effect")
+        took = time.monotonic() - began
+    results = writes.statuses
     print(f"the webhook took effect after {took * 1000:.0f} ms; {len(results)} writes meanwhile")
     t.check("the configuration takes effect within a second of the change", took < 1.0,
             f"{took:.2f} s")

@@ -492,6 +492,33 @@ def check_flood(t, server, path, body_of, refused_marker, refused_check):
     t.check(refused_check, statuses and refused == len(statuses), f"{refused} of {len(statuses)}")
     t.check("the health check answers within 100 ms throughout",
             all(s == 200 for _, s in latencies) and worst < 0.1, f"slowest {worst * 1000:.1f} ms")
+class BackgroundWrites:
+    """Two writers creating objects at `path` (server.request POSTs of body_of(prefix, n)) until
+    the `with` block ends; `statuses` holds every answer's status."""
+
+    def __init__(self, server, path, body_of, prefixes=("w", "v")):
+        self.statuses = []
+        self._stop = threading.Event()
+
+        def writer(prefix):
+            n = 0
+            while not self._stop.is_set():
+                status, _ = server.request("POST", path, body_of(prefix, n))
+                self.statuses.append(status)
+                n += 1
+        self._threads = [threading.Thread(target=writer, args=(p,)) for p in prefixes]
+
+    def __enter__(self):
+        for t in self._threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        for t in self._threads:
+            t.join()
+
+
 def configmap(name, data=None, labels=None, namespace=None):
     meta = {"name": name}
     if labels is not None:
