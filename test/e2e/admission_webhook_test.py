@@ -128,6 +128,15 @@ class Webhooks:
             return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                                "response": {"uid": request["uid"], "allowed": True,
                                             "warnings": ["x" * (10 << 20)]}}).encode()
+        if path in ("/deep40", "/deep150"):
+            # A patch whose value nests 40 levels (read as any object is) or 150 (past kwatch's
+            # depth limit for every document it reads).
+            value = "x"
+            for _ in range(40 if path == "/deep40" else 150):
+                value = {"a": value}
+            ops = [{"op": "add", "path": "/data", "value": value}]
+            return self.response(review, True, patchType="JSONPatch",
+                                 patch=base64.b64encode(json.dumps(ops).encode()).decode())
         if path in ("/break", "/unappliable"):
             ops = ([{"op": "add", "path": "/data", "value": 5}] if path == "/break"
                    else [{"op": "replace", "path": "/nothing/here", "value": 1}])
@@ -475,7 +484,11 @@ def check_failures(t, server, kc, hooks):
     for path, what, words in (
             ("/break", "a patch that breaks the object's schema", "data in body must be of type object"),
             ("/unappliable", "a patch that does not apply",
-             "Internal error occurred: replace operation does not apply")):
+             "Internal error occurred: replace operation does not apply"),
+            # 40 levels are read as a patch (the schema then refuses the value); 150 are not.
+            ("/deep40", "a patch nested 40 levels deep", "data.a in body must be of type string"),
+            ("/deep150", "a patch nested past the depth limit",
+             "received undecodable patch in webhook response")):
         kc("apply", "-f", "-", stdin=configuration(
             "MutatingWebhookConfiguration", "patching",
             [webhook(hooks, "patch.example.com", path)]))
