@@ -48,11 +48,12 @@ bool split_url(const std::string& url, std::string& server, std::string& path) {
   return server.size() > 8;
 }
 
-client::HttpClient::Options client_options(const kinds::CompiledWebhook& spec) {
+client::HttpClient::Options client_options(const Hook& h) {
+  const kinds::CompiledWebhook& spec = h.spec;
   client::HttpClient::Options options;
   options.request_timeout = spec.timeout;
   options.user_agent = "kube-apiserver-admission";
-  options.max_response_bytes = kMaxResponseBytes;
+  options.max_response_bytes = h.max_response_bytes;
   // Writes call a webhook concurrently: keep as many connections as client-go's transport
   // keeps per host (25), so that concurrent calls do not each pay a new TLS handshake.
   options.max_idle_connections = 25;
@@ -61,27 +62,30 @@ client::HttpClient::Options client_options(const kinds::CompiledWebhook& spec) {
 
 }  // namespace
 
-std::shared_ptr<Hook> make_hook(kinds::CompiledWebhook spec, asio::any_io_executor executor) {
+std::shared_ptr<Hook> make_hook(kinds::CompiledWebhook spec, asio::any_io_executor executor,
+                                std::size_t max_response_bytes) {
   auto hook = std::make_shared<Hook>();
+  hook->max_response_bytes = max_response_bytes != 0 ? max_response_bytes : kMaxResponseBytes;
   hook->match = CompiledMatch::compile(spec.match, /*empty_rules_match_all=*/false);
-  client::ClientConfig config;
+  hook->spec = std::move(spec);
+  const kinds::CompiledWebhook& s = hook->spec;
   std::string server;
-  if (spec.service) {
-    const auto& s = *spec.service;
-    hook->target = s.path.empty() ? "/" : s.path;
-    hook->url = "https://" + s.name + "." + s.ns + ".svc:" + std::to_string(s.port) + hook->target;
+  if (s.service) {
+    const auto& service = *s.service;
+    hook->target = service.path.empty() ? "/" : service.path;
+    hook->url = "https://" + service.name + "." + service.ns + ".svc:" +
+                std::to_string(service.port) + hook->target;
     hook->service_clients = std::make_shared<Hook::ServiceClients>();
     hook->executor = executor;
-  } else if (!split_url(spec.url, server, hook->target)) {
-    hook->url = spec.url;
-    hook->client_error = "could not get REST client: Unparsable URL: " + spec.url;
+  } else if (!split_url(s.url, server, hook->target)) {
+    hook->url = s.url;
+    hook->client_error = "could not get REST client: Unparsable URL: " + s.url;
   } else {
-    hook->url = spec.url;
-  }
-  if (hook->client_error.empty() && !spec.service) {
+    hook->url = s.url;
+    client::ClientConfig config;
     config.server = server;
-    config.ca_pem = spec.ca_pem;
-    auto made = client::HttpClient::create(executor, std::move(config), client_options(spec));
+    config.ca_pem = s.ca_pem;
+    auto made = client::HttpClient::create(executor, std::move(config), client_options(*hook));
     if (made) {
       hook->client = std::move(*made);
     } else {
@@ -89,10 +93,9 @@ std::shared_ptr<Hook> make_hook(kinds::CompiledWebhook spec, asio::any_io_execut
     }
   }
   // Every call asks the webhook to answer within the timeout (kube's `?timeout=`).
-  const std::string query = "?timeout=" + std::to_string(spec.timeout.count()) + "s";
+  const std::string query = "?timeout=" + std::to_string(s.timeout.count()) + "s";
   hook->target += query;
   hook->url += query;
-  hook->spec = std::move(spec);
   return hook;
 }
 
@@ -148,14 +151,6 @@ std::string status_text(const client::ApiError& e) {
   }
 }
 
-// "group/version, Kind=kind", as Go prints a GroupVersionKind.
-std::string gvk_of(const json::object& review) {
-  const std::string api_version = string_at(review, "apiVersion");
-  const auto slash = api_version.find('/');
-  const std::string group = slash == std::string::npos ? "" : api_version.substr(0, slash);
-  const std::string version = slash == std::string::npos ? api_version : api_version.substr(slash + 1);
-  return group + "/" + version + ", Kind=" + string_at(review, "kind");
-}
 
 // The AdmissionReview request for `h`: the write as the matched resource sees it. Written as
 // text around the objects' own serializations (the objects are not copied into a document),
@@ -485,7 +480,7 @@ std::shared_ptr<client::HttpClient> service_client(const Hook& h, const ResolveC
   config.server = "https://" + where.address;
   config.tls_server_name = s.name + "." + s.ns + ".svc";
   config.ca_pem = h.spec.ca_pem;
-  auto made = client::HttpClient::create(h.executor, std::move(config), client_options(h.spec));
+  auto made = client::HttpClient::create(h.executor, std::move(config), client_options(h));
   if (!made) {
     error = "could not get REST client: " + made.error();
     return nullptr;
@@ -515,10 +510,8 @@ asio::awaitable<CallResult> call_once(const Hook& h, const AdmissionAttributes& 
     failed.code = 400;
     co_return failed;
   }
-  std::shared_ptr<client::HttpClient> client = h.client;
-  if (h.spec.service) client = service_client(h, context, failed.failure);
+  std::shared_ptr<client::HttpClient> client = hook_client(h, context, failed.failure);
   if (!client) {
-    if (failed.failure.empty()) failed.failure = h.client_error;
     failed.code = 500;
     co_return failed;
   }
@@ -536,23 +529,9 @@ asio::awaitable<CallResult> call_once(const Hook& h, const AdmissionAttributes& 
   client::ApiResult<client::HttpResponse> answer =
       co_await client->request("POST", h.target, std::move(body), "application/json");
   if (!answer) {
-    const std::string post = "Post " + quoted(h.url);
     const client::ApiError& e = answer.error();
-    switch (e.kind) {
-      case client::ApiError::Kind::timeout:
-        failed.failure = "failed to call webhook: " + post + ": context deadline exceeded";
-        break;
-      case client::ApiError::Kind::status:
-        failed.failure = "failed to call webhook: " + status_text(e);
-        failed.code = static_cast<int>(e.http_status);
-        break;
-      default: {
-        // The client's own words after its "POST <target>: ".
-        std::string why = e.message;
-        if (auto colon = why.find(": "); colon != std::string::npos) why = why.substr(colon + 2);
-        failed.failure = "failed to call webhook: " + post + ": " + why;
-      }
-    }
+    failed.failure = "failed to call webhook: " + request_failure(h, e);
+    if (e.kind == client::ApiError::Kind::status) failed.code = static_cast<int>(e.http_status);
     co_return failed;
   }
   if (answer->body.empty()) {
@@ -567,6 +546,39 @@ asio::awaitable<CallResult> call_once(const Hook& h, const AdmissionAttributes& 
 }
 
 }  // namespace
+
+std::string gvk_of(const json::object& object) {
+  const std::string api_version = string_at(object, "apiVersion");
+  const auto slash = api_version.find('/');
+  const std::string group = slash == std::string::npos ? "" : api_version.substr(0, slash);
+  const std::string version = slash == std::string::npos ? api_version : api_version.substr(slash + 1);
+  return group + "/" + version + ", Kind=" + string_at(object, "kind");
+}
+
+std::shared_ptr<client::HttpClient> hook_client(const Hook& h, const ResolveContext& context,
+                                                std::string& error) {
+  if (!h.spec.service) {
+    if (!h.client) error = h.client_error;
+    return h.client;
+  }
+  return service_client(h, context, error);
+}
+
+std::string request_failure(const Hook& h, const client::ApiError& e) {
+  const std::string post = "Post " + quoted(h.url);
+  switch (e.kind) {
+    case client::ApiError::Kind::timeout:
+      return post + ": context deadline exceeded";
+    case client::ApiError::Kind::status:
+      return status_text(e);
+    default: {
+      // The client's own words after its "POST <target>: ".
+      std::string why = e.message;
+      if (auto colon = why.find(": "); colon != std::string::npos) why = why.substr(colon + 2);
+      return post + ": " + why;
+    }
+  }
+}
 
 // Calls one webhook with the write's objects as `matched` serves them, timed.
 asio::awaitable<CallResult> call_webhook(const Hook& h, const AdmissionAttributes& a,

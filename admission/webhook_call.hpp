@@ -55,6 +55,7 @@ struct Hook {
   };
   std::shared_ptr<ServiceClients> service_clients;
   boost::asio::any_io_executor executor;  // where a Service's clients live
+  std::size_t max_response_bytes = 0;     // the most of an answer read
 };
 
 // What resolving a Service's webhook reads.
@@ -75,8 +76,10 @@ struct CallResult {
 };
 
 // The webhook of `spec`, its URL's client made on `executor` (a Service's clients are made
-// there when first called).
-std::shared_ptr<Hook> make_hook(kinds::CompiledWebhook spec, boost::asio::any_io_executor executor);
+// there when first called), reading at most `max_response_bytes` of an answer (0: 6 MiB, room
+// for a patch that replaces the largest object there may be).
+std::shared_ptr<Hook> make_hook(kinds::CompiledWebhook spec, boost::asio::any_io_executor executor,
+                                std::size_t max_response_bytes = 0);
 
 // Calls `h` with the write `a`, its objects as `matched` serves them (`object` null on delete),
 // on the caller's executor: the answer, or why there is none. Timed (CallResult::seconds).
@@ -85,6 +88,18 @@ boost::asio::awaitable<CallResult> call_webhook(const Hook& h,
                                                 const kinds::ResourceInfo& matched,
                                                 const boost::json::object* object,
                                                 const ResolveContext& context);
+
+// The client a call of `h` goes through now: its URL's, or one for the endpoint its Service
+// resolves to; null with `error` ("could not get REST client: ...") when there is none.
+std::shared_ptr<client::HttpClient> hook_client(const Hook& h, const ResolveContext& context,
+                                                std::string& error);
+
+// client-go's words for a request to `h` that got no answer to read: `Post "<url>": <why>`,
+// "... context deadline exceeded" on a timeout, the status' text for a non-2xx answer.
+std::string request_failure(const Hook& h, const client::ApiError& e);
+
+// "group/version, Kind=kind" of an object, as Go prints a GroupVersionKind.
+std::string gvk_of(const boost::json::object& object);
 
 // kube's error for a call that failed, under failurePolicy Fail (500 InternalError).
 apimachinery::ApiError calling_error(const Hook& h, const std::string& reason);

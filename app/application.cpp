@@ -3,6 +3,7 @@
 #include "admission/mutating_policy.hpp"
 #include "admission/policy_param_guard.hpp"
 #include "admission/validating_policy.hpp"
+#include "admission/conversion_webhook.hpp"
 #include "admission/webhook_plugin.hpp"
 #include "auth/escalation_guard.hpp"
 #include "auth/rbac_authorizer.hpp"
@@ -476,8 +477,19 @@ bool Application::Parts::configure_access() {
 // are written.
 void Application::Parts::make_controllers() {
   // CustomResourceDefinitions become served resources here, in every replica.
-  crd_controller =
-      std::make_shared<CrdController>(scheme, store, cachers, storage, options.etcd_prefix);
+  // Definitions that convert through a webhook call it as admission webhooks are called: on the
+  // I/O threads, a Service resolved through its Endpoints.
+  kinds::ConverterFactory converters =
+      [executor = ioc->get_executor(), scheme = scheme.get(), cachers = cachers.get(),
+       loopback = options.unsafe_webhook_loopback_endpoints](const kinds::ConversionWebhook& w) {
+        admission::ResolveContext context;
+        context.scheme = scheme;
+        context.cachers = cachers;
+        context.allow_loopback = loopback;
+        return admission::make_conversion_webhook(w, executor, context);
+      };
+  crd_controller = std::make_shared<CrdController>(scheme, store, cachers, storage,
+                                                   options.etcd_prefix, std::move(converters));
   // Namespaces being deleted are emptied, then go.
   namespace_controller = std::make_shared<NamespaceController>(scheme, store, cachers, storage);
   // Aggregated ClusterRoles (admin, edit, view, ...) get the rules they gather written in.

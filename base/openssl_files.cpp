@@ -42,6 +42,14 @@ std::string pem_of(X509* cert) {
   return text_of(bio.get());
 }
 
+std::size_t count_certificates(std::string_view pem) {
+  Bio bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  std::size_t n = 0;
+  while (Cert cert{PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)}) ++n;
+  ERR_clear_error();
+  return n;
+}
+
 std::string private_key_pem(EVP_PKEY* key) {
   Bio bio(BIO_new(BIO_s_mem()));
   PEM_write_bio_PrivateKey(bio.get(), key, nullptr, nullptr, 0, nullptr, nullptr);

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace kwatch::base::openssl {
 
@@ -30,6 +31,8 @@ using DigestContext = std::unique_ptr<EVP_MD_CTX, Free>;
 std::string error(const std::string& step);
 
 std::string pem_of(X509* cert);
+// How many certificates the PEM text holds, read until the first block that is none.
+std::size_t count_certificates(std::string_view pem);
 std::string private_key_pem(EVP_PKEY* key);  // PKCS#8
 std::string public_key_pem(EVP_PKEY* key);   // SubjectPublicKeyInfo
 

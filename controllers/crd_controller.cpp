@@ -66,7 +66,8 @@ void publish_schemas(const json::object& crd, std::vector<kinds::ResourceInfo>& 
 CrdController::CrdController(std::shared_ptr<kinds::Scheme> scheme,
                              std::shared_ptr<registry::ResourceStore> store,
                              std::shared_ptr<CacherRegistry> cachers,
-                             std::shared_ptr<storage::Storage> storage, std::string storage_prefix)
+                             std::shared_ptr<storage::Storage> storage, std::string storage_prefix,
+                             kinds::ConverterFactory converters)
     : Reconciler(std::move(cachers),
                  scheme->find("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
                  "CRD controller"),
@@ -74,6 +75,7 @@ CrdController::CrdController(std::shared_ptr<kinds::Scheme> scheme,
       store_(std::move(store)),
       storage_(std::move(storage)),
       storage_prefix_(std::move(storage_prefix)),
+      converters_(std::move(converters)),
       crd_info_(info_) {}
 
 asio::awaitable<void> CrdController::reconcile_once() {
@@ -143,7 +145,15 @@ void CrdController::register_resources(const json::object& crd,
                                        bool terminating) {
   publish_schemas(crd, infos);
   auto flag = std::make_shared<std::atomic<bool>>(terminating);
-  for (auto& info : infos) info.terminating = flag;
+  // One converter for every version of the definition (made again when its spec changes).
+  std::shared_ptr<const kinds::VersionConverter> converter;
+  if (!infos.empty() && infos.front().conversion_webhook && converters_) {
+    converter = converters_(*infos.front().conversion_webhook);
+  }
+  for (auto& info : infos) {
+    info.terminating = flag;
+    info.converter = converter;
+  }
   std::vector<kinds::ResourceInfo> copies = infos;
   scheme_->set_owned(name_of(crd), std::move(infos));
   for (const auto& info : copies) cachers_->ensure(info);

@@ -15,6 +15,7 @@
 #pragma once
 
 #include "controllers/reconciler.hpp"
+#include "kinds/version_converter.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
@@ -50,7 +51,8 @@ class CrdController : public Reconciler {
   CrdController(std::shared_ptr<kinds::Scheme> scheme,
                 std::shared_ptr<registry::ResourceStore> store,
                 std::shared_ptr<registry::CacherRegistry> cachers,
-                std::shared_ptr<storage::Storage> storage, std::string storage_prefix);
+                std::shared_ptr<storage::Storage> storage, std::string storage_prefix,
+                kinds::ConverterFactory converters = nullptr);
 
  private:
   // Brings the scheme, the caches and every definition's status in line with the definitions.
@@ -69,6 +71,8 @@ class CrdController : public Reconciler {
   std::shared_ptr<registry::ResourceStore> store_;
   std::shared_ptr<storage::Storage> storage_;
   std::string storage_prefix_;
+  // Makes the converter of a definition whose strategy is Webhook (null: its conversions fail).
+  kinds::ConverterFactory converters_;
   std::shared_ptr<const kinds::ResourceInfo> crd_info_;
   // Definition name -> the spec its registered resources were made from (for a definition being
   // deleted: the spec it was last looked at with, served or not).

@@ -5,6 +5,9 @@
 #include "apimachinery/json_path.hpp"
 #include "schema/structural_schema.hpp"
 #include "apimachinery/validation.hpp"
+#include "base/base64.hpp"
+#include "base/openssl_files.hpp"
+#include "kinds/webhook_configuration.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
@@ -32,6 +35,7 @@ using apimachinery::set_condition;
 using apimachinery::ApiResult;
 using apimachinery::Cause;
 using field_errors::index;
+using field_errors::string_items;
 
 namespace json = boost::json;
 
@@ -74,6 +78,16 @@ std::string repr_strings(const std::vector<std::string>& v) {
   json::array a;
   for (const auto& s : v) a.emplace_back(s);
   return json::serialize(a);
+}
+
+// kube's ValidateCABundle (cert.ParseCertsPEM) of a caBundle as the JSON carries it (base64).
+std::optional<std::string> ca_bundle_problem(const std::string& base64) {
+  auto pem = base::base64_decode(base64);
+  if (!pem) return "illegal base64 data";
+  if (base::openssl::count_certificates(*pem) == 0) {
+    return "data does not contain any valid RSA or ECDSA certificates";
+  }
+  return std::nullopt;
 }
 
 Cause invalid(std::string field, const std::string& value, std::string_view detail) {
@@ -601,31 +615,95 @@ class Validator {
     }
   }
 
-  // validateCustomResourceConversion; kwatch serves every version from one stored object
-  // (strategy None) and calls no webhooks.
+  // validateCustomResourceConversion, with the leniency kube's options give an update: review
+  // versions none of which kwatch speaks pass when the stored definition's did not either, and
+  // a caBundle that is no PEM passes while the stored one is none or the definition is not
+  // established yet. Field paths are kube's internal ones (spec.conversion.webhookClientConfig).
   void conversion(const json::object& spec) {
     const json::object* conversion = object_member(spec, "conversion");
     if (conversion == nullptr) return;
     std::string strategy = string_at(*conversion, "strategy");
     const json::object& webhook = object_or_empty(*conversion, "webhook");
+    const json::object* client = object_member(webhook, "clientConfig");
     if (strategy.empty()) {
       causes_.push_back(required("spec.conversion.strategy"));
     } else if (strategy != "None" && strategy != "Webhook") {
       causes_.push_back(not_supported("spec.conversion.strategy", strategy, {"None", "Webhook"}));
     }
-    if (strategy == "Webhook") {
-      causes_.push_back(invalid("spec.conversion.strategy", repr(strategy),
-                                "kwatch does not call conversion webhooks; use None"));
+    const std::string client_path = "spec.conversion.webhookClientConfig";
+    if (strategy != "Webhook") {
+      if (client != nullptr) {
+        causes_.push_back(forbidden(client_path,
+                                    "should not be set when strategy is not set to Webhook"));
+      }
+      if (const json::array* v = array_member(webhook, "conversionReviewVersions"); v && !v->empty()) {
+        causes_.push_back(forbidden("spec.conversion.conversionReviewVersions",
+                                    "should not be set when strategy is not set to Webhook"));
+      }
       return;
     }
-    if (object_member(webhook, "clientConfig") != nullptr) {
-      causes_.push_back(forbidden("spec.conversion.webhookClientConfig",
-                                  "should not be set when strategy is not set to Webhook"));
+    const json::object& old_conversion =
+        object_or_empty(object_or_empty(old_ != nullptr ? *old_ : empty_object(), "spec"),
+                        "conversion");
+    const json::object& old_webhook = object_or_empty(old_conversion, "webhook");
+    if (client == nullptr) {
+      causes_.push_back(required(client_path, "required when strategy is set to Webhook"));
+    } else {
+      const json::value* url = client->if_contains("url");
+      const json::object* service = object_member(client, "service");
+      if ((url != nullptr && !url->is_null()) == (service != nullptr)) {
+        causes_.push_back(required(client_path, "exactly one of url or service is required"));
+      } else if (service != nullptr) {
+        check_webhook_service(*service, client_path + ".service", causes_);
+      } else {
+        check_webhook_url(string_at(client, "url"), client_path + ".url", causes_);
+      }
+      const std::string ca = string_at(client, "caBundle");
+      if (!ca.empty() && !lenient_ca_bundle(old_webhook)) {
+        if (auto problem = ca_bundle_problem(ca)) {
+          causes_.push_back(invalid(client_path + ".caBundle", repr(ca), *problem));
+        }
+      }
     }
-    if (const json::array* v = array_member(webhook, "conversionReviewVersions"); v && !v->empty()) {
-      causes_.push_back(forbidden("spec.conversion.conversionReviewVersions",
-                                  "should not be set when strategy is not set to Webhook"));
+    const auto versions = string_items(&webhook, "conversionReviewVersions");
+    const std::string at = "spec.conversion.conversionReviewVersions";
+    if (versions.empty()) {
+      causes_.push_back(required(at));
+      return;
     }
+    std::set<std::string> seen;
+    bool known = false;
+    for (std::size_t k = 0; k < versions.size(); ++k) {
+      const std::string& v = versions[k];
+      if (!seen.insert(v).second) {
+        causes_.push_back(invalid(index(at, k), repr(v), "duplicate version"));
+        continue;
+      }
+      for (const auto& e : dns1035_label_errors(v)) {
+        causes_.push_back(invalid(index(at, k), repr(v), e));
+      }
+      known = known || v == "v1" || v == "v1beta1";
+    }
+    // An update keeps a list kwatch cannot speak if the stored one could not be spoken either.
+    bool old_known = true;
+    if (old_ != nullptr) {
+      const auto old_versions = string_items(&old_webhook, "conversionReviewVersions");
+      old_known = old_versions.empty() ||
+                  std::any_of(old_versions.begin(), old_versions.end(),
+                              [](const std::string& v) { return v == "v1" || v == "v1beta1"; });
+    }
+    if (!known && old_known) {
+      causes_.push_back(invalid(at, repr_strings(versions), "must include at least one of v1, v1beta1"));
+    }
+  }
+
+  // allowInvalidCABundle, for updates only: not established yet, or the stored caBundle is
+  // already no PEM.
+  bool lenient_ca_bundle(const json::object& old_webhook) const {
+    if (old_ == nullptr) return false;
+    if (!condition_true(*old_, "Established")) return true;
+    const std::string old_ca = string_at(object_member(old_webhook, "clientConfig"), "caBundle");
+    return !old_ca.empty() && ca_bundle_problem(old_ca).has_value();
   }
 
   void immutables(const json::object& spec, const json::object& old) {
@@ -826,6 +904,27 @@ std::vector<Cause> validate_custom_resource_definition(const json::object& crd,
   return Validator(nullptr).run(crd, old);
 }
 
+std::shared_ptr<const ConversionWebhook> conversion_webhook_of(const json::object& crd) {
+  const json::object& conversion =
+      object_or_empty(object_or_empty(crd, "spec"), "conversion");
+  if (string_at(conversion, "strategy") != "Webhook") return nullptr;
+  const json::object& webhook = object_or_empty(conversion, "webhook");
+  auto out = std::make_shared<ConversionWebhook>();
+  out->definition = string_at(object_or_empty(crd, "metadata"), "name");
+  CompiledWebhook& client = out->client;
+  client.name = "conversion_webhook_for_" + out->definition;
+  read_client_config(object_member(webhook, "clientConfig"), client);
+  client.timeout = std::chrono::seconds(30);
+  client.side_effects = "None";
+  for (const auto& v : string_items(&webhook, "conversionReviewVersions")) {
+    if (v == "v1" || v == "v1beta1") {
+      client.review_version = v;
+      break;
+    }
+  }
+  return out;
+}
+
 ApiResult<std::vector<ResourceInfo>> custom_resources(const json::object& crd_in,
                                                       const std::string& storage_prefix,
                                                       std::shared_ptr<PatternCache> patterns,
@@ -846,6 +945,7 @@ ApiResult<std::vector<ResourceInfo>> custom_resources(const json::object& crd_in
   std::string plural = string_at(names, "plural");
   std::string storage_version = storage_version_of(spec);
   auto versions = versions_of(spec);
+  std::shared_ptr<const ConversionWebhook> webhook = conversion_webhook_of(crd);
   std::vector<ResourceInfo> out;
   for (std::size_t i = 0; i < versions.size(); ++i) {
     const Version& v = versions[i];
@@ -898,6 +998,7 @@ ApiResult<std::vector<ResourceInfo>> custom_resources(const json::object& crd_in
                                     ScaleSelector::text};
     }
     info.storage_version = storage_version;
+    info.conversion_webhook = webhook;
     out.push_back(std::move(info));
   }
   return out;

@@ -27,7 +27,7 @@
 //   `^\pL{100}$` on 200 properties; kwatch accepts it too, compiled once, but not 5 distinct ones).
 //   Only writes are held to it: the CRD controller serves stored definitions with
 //   PatternCache::for_stored(), so one accepted before the budget existed stays served.
-// - Conversion webhooks are refused (kwatch does not call them); spec.preserveUnknownFields must
+// - spec.preserveUnknownFields must
 //   be false; x-kubernetes-validations (CEL) rules are accepted unchecked (see
 //   structural_schema.hpp); the KubernetesAPIApprovalPolicyConformant and NonStructuralSchema
 //   conditions are not written.
@@ -37,6 +37,7 @@
 
 #include "apimachinery/api_error.hpp"
 #include "kinds/scheme.hpp"
+#include "kinds/version_converter.hpp"
 #include "schema/structural_schema.hpp"
 
 #include <boost/json/object.hpp>
@@ -82,6 +83,9 @@ std::vector<apimachinery::Cause> validate_custom_resource_definition(const boost
 apimachinery::ApiResult<std::vector<ResourceInfo>> custom_resources(
     const boost::json::object& crd, const std::string& storage_prefix,
     std::shared_ptr<schema::PatternCache> patterns = nullptr, bool stored = false);
+
+// spec.conversion.webhook of a (defaulted) definition whose strategy is Webhook; null otherwise.
+std::shared_ptr<const ConversionWebhook> conversion_webhook_of(const boost::json::object& crd);
 
 // Where a definition's objects are stored, read from its spec alone, without validating or
 // compiling anything: a ResourceInfo of the storage version (group, plural, kind, scope, origin

@@ -35,6 +35,9 @@ namespace kwatch::kinds {
 // How a kind's objects are decoded. A built-in kind is decoded as kube-apiserver decodes it into
 // its Go struct: a value of the wrong type is a 400 decoding error. A custom resource is checked
 // against its schema: the same value is a 422 Invalid cause.
+struct ConversionWebhook;
+class VersionConverter;
+
 enum class KindOrigin { builtin, custom };
 
 // What a delete does beyond finalizers and the garbage collector's propagation, as the kind's
@@ -185,8 +188,19 @@ struct ResourceInfo {
   // Custom resources: the version objects are stored as (apiVersion is rewritten on the way in
   // and out, conversion strategy None); "" means `version`.
   std::string storage_version;
+  // Custom resources whose definition converts through a webhook (strategy Webhook): the
+  // webhook as the definition names it, and the converter that calls it, which whoever serves
+  // the definition sets (kinds/version_converter.hpp; null until then: conversions fail). Both
+  // null for strategy None, where only apiVersion changes.
+  std::shared_ptr<const ConversionWebhook> conversion_webhook;
+  std::shared_ptr<const VersionConverter> converter;
 
   std::string api_version() const { return group.empty() ? version : group + "/" + version; }
+  // Whether this version's objects are converted by the definition's webhook: a version other
+  // than the storage version of a definition whose strategy is Webhook.
+  bool converted_by_webhook() const {
+    return conversion_webhook != nullptr && !storage_version.empty() && storage_version != version;
+  }
   std::string list_kind() const { return kind + "List"; }
   // "/registry/pods/" — every object of the resource lives below it.
   std::string key_prefix() const {

@@ -160,7 +160,9 @@ UrlParts parse_url(std::string_view url) {
 
 constexpr std::string_view kUrlForm = "; desired format: https://host[/path]";
 
-void check_url(const std::string& url, const std::string& path, Causes& causes) {
+}  // namespace
+
+void check_webhook_url(const std::string& url, const std::string& path, Causes& causes) {
   const UrlParts p = parse_url(url);
   if (!p.error.empty()) {
     required(causes, path, "url must be a valid URL: " + p.error + std::string(kUrlForm));
@@ -184,7 +186,8 @@ void check_url(const std::string& url, const std::string& path, Causes& causes) 
   }
 }
 
-void check_service(const json::object& service, const std::string& path, Causes& causes) {
+void check_webhook_service(const json::object& service, const std::string& path,
+                           Causes& causes) {
   // kube hands the Service's name and namespace to its check the other way round, so an empty
   // namespace is reported at `.name` and an empty name at `.namespace` (kube 1.34, kept so).
   if (string_at(service, "namespace").empty()) required(causes, path + ".name");
@@ -222,6 +225,8 @@ void check_service(const json::object& service, const std::string& path, Causes&
     ++k;
   }
 }
+
+namespace {
 
 // IsFullyQualifiedName: a subdomain of at least three labels.
 void check_webhook_name(const std::string& name, const std::string& path, Causes& causes) {
@@ -321,9 +326,9 @@ void check_webhook(const json::object& w, const std::string& path, bool mutating
   if ((url != nullptr && !url->is_null()) == (service != nullptr)) {
     required(causes, client_path, "exactly one of url or service is required");
   } else if (service != nullptr) {
-    check_service(*service, client_path + ".service", causes);
+    check_webhook_service(*service, client_path + ".service", causes);
   } else {
-    check_url(string_at(client, "url"), client_path + ".url", causes);
+    check_webhook_url(string_at(client, "url"), client_path + ".url", causes);
   }
   if (!lenient.ignore_match_conditions) check_match_conditions(w, path, causes);
 }
@@ -371,6 +376,21 @@ void validate_configuration(const json::object& configuration, const json::objec
 
 }  // namespace
 
+void read_client_config(const json::object* client, CompiledWebhook& h) {
+  h.url = string_at(client, "url");
+  if (const json::object* s = object_member(client, "service")) {
+    CompiledWebhook::Service service;
+    service.ns = string_at(s, "namespace");
+    service.name = string_at(s, "name");
+    service.path = string_at(s, "path");
+    if (const json::value* p = s->if_contains("port"); p != nullptr && p->is_int64()) {
+      service.port = static_cast<int>(p->get_int64());
+    }
+    h.service = std::move(service);
+  }
+  if (auto ca = base::base64_decode(string_at(client, "caBundle"))) h.ca_pem = std::move(*ca);
+}
+
 std::vector<CompiledWebhook> compile_webhooks(const json::object& configuration, bool mutating) {
   std::vector<CompiledWebhook> out;
   const std::string configuration_name = string_at(object_member(configuration, "metadata"), "name");
@@ -380,19 +400,7 @@ std::vector<CompiledWebhook> compile_webhooks(const json::object& configuration,
     h.name = string_at(w, "name");
     h.index = i;
     h.mutating = mutating;
-    const json::object* client = object_member(w, "clientConfig");
-    h.url = string_at(client, "url");
-    if (const json::object* s = object_member(client, "service")) {
-      CompiledWebhook::Service service;
-      service.ns = string_at(s, "namespace");
-      service.name = string_at(s, "name");
-      service.path = string_at(s, "path");
-      if (const json::value* p = s->if_contains("port"); p != nullptr && p->is_int64()) {
-        service.port = static_cast<int>(p->get_int64());
-      }
-      h.service = std::move(service);
-    }
-    if (auto ca = base::base64_decode(string_at(client, "caBundle"))) h.ca_pem = std::move(*ca);
+    read_client_config(object_member(w, "clientConfig"), h);
     h.fail_closed = string_at(w, "failurePolicy") != "Ignore";
     json::object match;
     for (const char* key : {"namespaceSelector", "objectSelector", "matchPolicy"}) {

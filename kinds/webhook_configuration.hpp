@@ -50,6 +50,17 @@ struct CompiledWebhook {
 std::vector<CompiledWebhook> compile_webhooks(const boost::json::object& configuration,
                                               bool mutating);
 
+// A webhook's clientConfig (url, service, caBundle) into `h`: the part a CRD's conversion
+// webhook shares with admission webhooks.
+void read_client_config(const boost::json::object* client, CompiledWebhook& h);
+
+// kube's ValidateWebhookURL (https only) and ValidateWebhookService, causes at `path`: also what
+// a CRD's conversion webhook is checked with.
+void check_webhook_url(const std::string& url, const std::string& path,
+                       std::vector<apimachinery::Cause>& causes);
+void check_webhook_service(const boost::json::object& service, const std::string& path,
+                           std::vector<apimachinery::Cause>& causes);
+
 // KindHooks::validate of the two kinds: kube's ValidateValidatingWebhookConfiguration and
 // ValidateMutatingWebhookConfiguration, with the leniency an update keeps for what was stored
 // (duplicate names, side effects, unknown review versions, unchanged match conditions).

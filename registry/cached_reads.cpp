@@ -37,6 +37,7 @@ std::shared_ptr<const watch::Predicate> predicate_of(const CompiledListQuery& q)
 
 bool serves_other_version(const ResourceInfo& info) {
   if (info.hooks.to_served) return true;  // served over another kind's objects
+  if (info.converted_by_webhook()) return false;  // its own cache holds its version
   return info.origin == kinds::KindOrigin::custom && !info.storage_version.empty() &&
          info.storage_version != info.version;
 }

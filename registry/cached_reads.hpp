@@ -41,7 +41,8 @@ using CacheAnswer = std::optional<apimachinery::ApiResult<T>>;
 
 // Whether reads of `info` need the stored objects converted (a custom resource served at another
 // version than the one stored, or a kind served over another kind's objects): such lists and
-// gets come from storage, and watches convert each event.
+// gets come from storage, and watches convert each event. Not a version the definition's webhook
+// converts: its own cache holds its objects converted (CacherRegistry).
 bool serves_other_version(const kinds::ResourceInfo& info);
 
 // One page of `info`'s objects in `ns` ("" all) for `query`, from the cache.

@@ -1,6 +1,7 @@
 #include "registry/cacher_registry.hpp"
 
 #include "kinds/scheme.hpp"
+#include "registry/converting_storage.hpp"
 #include "registry/selector_predicate.hpp"
 #include "watch/cacher.hpp"
 
@@ -23,40 +24,72 @@ CacherRegistry::CacherRegistry(boost::asio::any_io_executor executor,
 
 CacherRegistry::~CacherRegistry() = default;
 
+watch::CacherOptions CacherRegistry::options_for(const kinds::ResourceInfo& info) const {
+  watch::CacherOptions co;
+  co.resource = info.resource;
+  co.prefix = info.key_prefix();
+  co.kind = info.kind;
+  co.api_version = info.api_version();
+  co.trigger_field = info.trigger_field;
+  co.lower_capacity = defaults_.default_capacity;
+  co.upper_capacity = std::max<std::size_t>(100 * 1024, co.lower_capacity);
+  const std::string qualified = info.group.empty() ? info.resource : info.resource + "." + info.group;
+  for (const auto& name : {info.resource, qualified}) {
+    if (auto it = defaults_.capacities.find(name); it != defaults_.capacities.end()) {
+      co.lower_capacity = co.upper_capacity = it->second;
+    }
+  }
+  co.bookmark_interval = defaults_.bookmark_interval;
+  co.fields = fields_of(info);
+  return co;
+}
+
 std::shared_ptr<watch::Cacher> CacherRegistry::ensure(const kinds::ResourceInfo& info) {
   const std::string prefix = info.key_prefix();
   std::shared_ptr<watch::Cacher> created;
+  std::shared_ptr<watch::Cacher> dropped;
   std::vector<AddedFn> added;
   {
     std::unique_lock lock(mutex_);
-    if (auto it = by_prefix_.find(prefix); it != by_prefix_.end()) return it->second.second;
-    watch::CacherOptions co;
-    co.resource = info.resource;
-    co.prefix = prefix;
-    co.kind = info.kind;
-    co.api_version = info.api_version();
-    co.trigger_field = info.trigger_field;
-    co.lower_capacity = defaults_.default_capacity;
-    co.upper_capacity = std::max<std::size_t>(100 * 1024, co.lower_capacity);
-    const std::string qualified = info.group.empty() ? info.resource : info.resource + "." + info.group;
-    for (const auto& name : {info.resource, qualified}) {
-      if (auto it = defaults_.capacities.find(name); it != defaults_.capacities.end()) {
-        co.lower_capacity = co.upper_capacity = it->second;
+    const auto version_key = std::make_pair(prefix, info.version);
+    if (info.converted_by_webhook()) {
+      if (auto it = converted_.find(version_key); it != converted_.end()) {
+        it->second.view->set_converter(info.converter);  // the definition's webhook may change
+        return it->second.cacher;
       }
+      auto view = std::make_shared<ConvertingStorage>(storage_, info.api_version(), info.converter);
+      auto cacher = std::make_shared<watch::Cacher>(executor_, view, options_for(info));
+      cacher->start();
+      if (clients_closed_) cacher->end_client_watches();
+      converted_.emplace(version_key, Converted{cacher, view});
+      return cacher;
     }
-    co.bookmark_interval = defaults_.bookmark_interval;
-    co.fields = fields_of(info);
-    created = std::make_shared<watch::Cacher>(executor_, storage_, std::move(co));
-    created->start();
-    if (clients_closed_) created->end_client_watches();
-    by_prefix_.emplace(prefix, std::make_pair(info.resource, created));
-    added = added_;
+    if (auto it = converted_.find(version_key); it != converted_.end()) {
+      // The definition converts this version without a webhook now.
+      dropped = std::move(it->second.cacher);
+      converted_.erase(it);
+    }
+    if (auto it = by_prefix_.find(prefix); it != by_prefix_.end()) {
+      created = it->second.second;
+    } else {
+      created = std::make_shared<watch::Cacher>(executor_, storage_, options_for(info));
+      created->start();
+      if (clients_closed_) created->end_client_watches();
+      by_prefix_.emplace(prefix, std::make_pair(info.resource, created));
+      added = added_;
+    }
   }
+  if (dropped) dropped->stop();
   for (const auto& fn : added) fn(info.resource, created);
   return created;
 }
 
 std::shared_ptr<watch::Cacher> CacherRegistry::find(const kinds::ResourceInfo& info) const {
+  if (info.converted_by_webhook()) {
+    std::shared_lock lock(mutex_);
+    auto it = converted_.find(std::make_pair(info.key_prefix(), info.version));
+    return it == converted_.end() ? nullptr : it->second.cacher;
+  }
   return find_prefix(info.key_prefix());
 }
 
@@ -66,16 +99,28 @@ std::shared_ptr<watch::Cacher> CacherRegistry::find_prefix(const std::string& ke
   return it == by_prefix_.end() ? nullptr : it->second.second;
 }
 
+std::uint64_t CacherRegistry::converted_objects(const kinds::ResourceInfo& info) const {
+  std::shared_lock lock(mutex_);
+  auto it = converted_.find(std::make_pair(info.key_prefix(), info.version));
+  return it == converted_.end() ? 0 : it->second.view->converted_objects();
+}
+
 void CacherRegistry::remove(const kinds::ResourceInfo& info) {
-  std::shared_ptr<watch::Cacher> gone;
+  std::vector<std::shared_ptr<watch::Cacher>> gone;
   {
     std::unique_lock lock(mutex_);
-    auto it = by_prefix_.find(info.key_prefix());
-    if (it == by_prefix_.end()) return;
-    gone = std::move(it->second.second);
-    by_prefix_.erase(it);
+    const std::string prefix = info.key_prefix();
+    if (auto it = by_prefix_.find(prefix); it != by_prefix_.end()) {
+      gone.push_back(std::move(it->second.second));
+      by_prefix_.erase(it);
+    }
+    for (auto it = converted_.lower_bound(std::make_pair(prefix, std::string()));
+         it != converted_.end() && it->first.first == prefix;) {
+      gone.push_back(std::move(it->second.cacher));
+      it = converted_.erase(it);
+    }
   }
-  gone->stop();
+  for (auto& cacher : gone) cacher->stop();
 }
 
 std::vector<std::pair<std::string, std::shared_ptr<watch::Cacher>>> CacherRegistry::all() const {
@@ -85,8 +130,16 @@ std::vector<std::pair<std::string, std::shared_ptr<watch::Cacher>>> CacherRegist
   return out;
 }
 
+std::vector<std::shared_ptr<watch::Cacher>> CacherRegistry::every_cacher() const {
+  std::shared_lock lock(mutex_);
+  std::vector<std::shared_ptr<watch::Cacher>> out;
+  for (const auto& [prefix, entry] : by_prefix_) out.push_back(entry.second);
+  for (const auto& [key, entry] : converted_) out.push_back(entry.cacher);
+  return out;
+}
+
 void CacherRegistry::stop_all() {
-  for (auto& [resource, cacher] : all()) cacher->stop();
+  for (auto& cacher : every_cacher()) cacher->stop();
 }
 
 void CacherRegistry::end_client_watches() {
@@ -94,7 +147,7 @@ void CacherRegistry::end_client_watches() {
     std::unique_lock lock(mutex_);
     clients_closed_ = true;
   }
-  for (auto& [resource, cacher] : all()) cacher->end_client_watches();
+  for (auto& cacher : every_cacher()) cacher->end_client_watches();
 }
 
 boost::asio::awaitable<void> CacherRegistry::catch_up_with_storage(

@@ -1,6 +1,9 @@
 // The watch caches of every served resource, one per storage prefix (every version of a resource
 // shares its objects, so it shares one cacher). Built-in resources get theirs at start-up, custom
-// resources when their definition is established, and lose it when it is deleted.
+// resources when their definition is established, and lose it when it is deleted. A version of a
+// custom resource that its definition's webhook converts has a cache of its own besides, filled
+// through a ConvertingStorage view, so that its objects are converted once for all its watchers
+// and a failing webhook stalls that cache only; all() and on_added do not include those.
 //
 // Ownership: shared by the API handler, the state cache and the CRD controller. Thread-safety:
 // every member may be called from any thread; lookups take a shared lock and return shared
@@ -25,6 +28,11 @@ struct ResourceInfo;
 }  // namespace kwatch::kinds
 namespace kwatch::watch {
 class Cacher;
+struct CacherOptions;
+}  // namespace kwatch::watch
+
+namespace kwatch::registry {
+class ConvertingStorage;
 }
 
 namespace kwatch::registry {
@@ -48,11 +56,14 @@ class CacherRegistry {
 
   // The cacher of `info`'s objects, created and started when there is none yet.
   std::shared_ptr<watch::Cacher> ensure(const kinds::ResourceInfo& info);
-  // The cacher of `info`'s objects, or null.
+  // The cacher of `info`'s objects (of its version's own cache when the webhook converts it),
+  // or null.
   std::shared_ptr<watch::Cacher> find(const kinds::ResourceInfo& info) const;
+  // How many objects the own cache of a webhook-converted version sent to the webhook so far.
+  std::uint64_t converted_objects(const kinds::ResourceInfo& info) const;
   // The cacher under a key prefix (ResourceInfo::key_prefix()), or null.
   std::shared_ptr<watch::Cacher> find_prefix(const std::string& key_prefix) const;
-  // Stops and forgets the cacher under `info`'s key prefix, if any.
+  // Stops and forgets the cachers under `info`'s key prefix, if any (those of its versions too).
   void remove(const kinds::ResourceInfo& info);
   // Every cacher, with the resource it was made for.
   std::vector<std::pair<std::string, std::shared_ptr<watch::Cacher>>> all() const;
@@ -69,11 +80,20 @@ class CacherRegistry {
   void on_added(AddedFn fn);
 
  private:
+  struct Converted {
+    std::shared_ptr<watch::Cacher> cacher;
+    std::shared_ptr<ConvertingStorage> view;
+  };
+  watch::CacherOptions options_for(const kinds::ResourceInfo& info) const;
+  std::vector<std::shared_ptr<watch::Cacher>> every_cacher() const;
+
   boost::asio::any_io_executor executor_;
   std::shared_ptr<storage::Storage> storage_;
   CacherDefaults defaults_;
   mutable std::shared_mutex mutex_;
   std::map<std::string, std::pair<std::string, std::shared_ptr<watch::Cacher>>> by_prefix_;
+  // (key prefix, version) -> the own cache of a webhook-converted version.
+  std::map<std::pair<std::string, std::string>, Converted> converted_;
   std::vector<AddedFn> added_;
   bool clients_closed_ = false;  // under mutex_
 };

@@ -67,6 +67,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::get(const ResourceInfo& 
   }
   auto r = co_await storage_->get(info.key(ns, name), revision);
   if (!r) co_return from_storage(info, name, r.error());
+  if (info.converted_by_webhook()) co_return co_await converted_served_form(info, decode(*r));
   co_return served_form(info, decode(*r));
 }
 
@@ -119,11 +120,28 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::list(const ResourceInfo&
       co_return from_storage(info, "", page.error());
     }
     read_revision = page->revision;
+    std::vector<ApiResult<json::object>> decoded;
+    decoded.reserve(page->kvs.size());
+    for (const auto& kv : page->kvs) decoded.push_back(served_form(info, decode(kv)));
+    if (info.converted_by_webhook()) {
+      // The page's objects in one conversion, as kube converts a list.
+      std::vector<json::object> readable;
+      for (auto& obj : decoded) {
+        if (obj) readable.push_back(std::move(*obj));
+      }
+      auto converted = co_await convert_listed(info, std::move(readable));
+      if (!converted) co_return converted.error();
+      std::size_t next = 0;
+      for (auto& obj : decoded) {
+        if (obj) *obj = std::move((*converted)[next++]);
+      }
+    }
     std::size_t consumed = 0;
-    for (auto& kv : page->kvs) {
+    for (std::size_t i = 0; i < page->kvs.size(); ++i) {
+      const KeyValue& kv = page->kvs[i];
+      ApiResult<json::object>& obj = decoded[i];
       ++consumed;
       last_key = kv.key;
-      auto obj = served_form(info, decode(kv));
       if (!obj) {
         // One unreadable object must not hide all the others from every client that lists.
         spdlog::warn("list {}: skipping {}: {}", info.resource, apimachinery::to_valid_utf8(kv.key),
@@ -255,7 +273,12 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInf
     if (!r) co_return with_context(info, name, r.error());
     reserved = std::move(*r);
   }
-  auto text = storable(info, name, body);
+  ApiResult<std::string> text = api_error(Errc::internal, "");
+  if (info.converted_by_webhook()) {
+    text = co_await converted_storable(info, name, body);
+  } else {
+    text = storable(info, name, body);
+  }
   if (!text) {
     if (reserved) co_await services_->release(std::move(*reserved));
     co_return text.error();
@@ -271,6 +294,8 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInf
   if (!r && reserved) co_await services_->release(std::move(*reserved));
   if (!r) co_return from_storage(info, name, r.error());
   if (query.written_revision) *query.written_revision = r->mod_revision;
+  // What a webhook-converted object reads back as (kube answers with what it decodes).
+  if (info.converted_by_webhook()) co_return co_await converted_served_form(info, decode(*r));
   body["metadata"].get_object()["resourceVersion"] = std::to_string(r->mod_revision);
   co_return body;
 }

@@ -49,6 +49,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInf
     auto current = co_await storage_->get(key);
     if (!current) co_return from_storage(info, name, current.error());
     auto obj = served_form(info, decode(*current));
+    if (info.converted_by_webhook()) obj = co_await converted_served_form(info, std::move(obj));
     if (!obj && query.ignore_read_errors) {
       spdlog::warn("deleting {}, which cannot be decoded, as asked "
                    "(ignoreStoreReadErrorWithClusterBreakingPotential)",
@@ -84,7 +85,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInf
     if (plan.action == DeletionPlan::Action::write) {
       // The object stays, marked as being deleted, until what holds it lets go.
       if (query.dry_run) co_return std::move(plan.object);
-      auto text = storable(info, name, plan.object);
+      auto text = co_await converted_storable(info, name, plan.object);
       if (!text) co_return text.error();
       auto w = co_await storage_->put_if(key, current->mod_revision, std::move(*text));
       if (!w) co_return from_storage(info, name, w.error());

@@ -40,7 +40,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
   // state the update starts from, before the guarded write, which then carries them.
   auto current = co_await storage_->get(info.key(ns, name));
   if (!current) co_return from_storage(info, name, current.error());
-  auto existing = served_form(info, decode(*current));
+  auto existing = co_await converted_served_form(info, decode(*current));
   if (!existing) co_return existing.error();
   auto planned = mutate(*existing);
   if (!planned) co_return planned.error();
@@ -210,6 +210,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::guarded_update(
       }
       return served_form(info, decode(*current, arena));
     }();
+    if (info.converted_by_webhook()) existing = co_await converted_served_form(info, std::move(existing));
     if (!existing) {
       failure = existing.error();
       co_return UpdateResult(Errc::internal);
@@ -234,7 +235,12 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::guarded_update(
       written = std::move(*existing);
       co_return UpdateResult(std::optional<std::string>());
     }
-    auto text = storable(info, name, obj);
+    ApiResult<std::string> text = api_error(Errc::internal, "");
+    if (info.converted_by_webhook()) {
+      text = co_await converted_storable(info, name, obj);
+    } else {
+      text = storable(info, name, obj);
+    }
     if (!text) {
       failure = text.error();
       co_return UpdateResult(text.error().code);
@@ -263,6 +269,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::guarded_update(
     if (!d) co_return from_storage(info, name, d.error());
   }
   // The answer is what was written (or kept), unless the stored form is another one.
+  if (info.converted_by_webhook()) co_return co_await converted_served_form(info, decode(*r));
   if (!written || stored_differently(info)) co_return served_form(info, decode(*r));
   (*written)["metadata"].get_object()["resourceVersion"] = std::to_string(r->mod_revision);
   co_return std::move(*written);

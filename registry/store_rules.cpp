@@ -2,6 +2,8 @@
 
 #include "registry/service_allocator.hpp"
 
+#include "kinds/version_converter.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -112,8 +114,41 @@ bool converts(const ResourceInfo& info) {
 
 ApiResult<json::object> served_form(const ResourceInfo& info, ApiResult<json::object> obj) {
   if (obj && info.hooks.to_served) info.hooks.to_served(*obj);
-  if (obj && converts(info)) (*obj)["apiVersion"] = info.api_version();
+  if (obj && converts(info) && !info.conversion_webhook) (*obj)["apiVersion"] = info.api_version();
   return obj;
+}
+
+namespace {
+
+// `objects` as `api_version` through `info`'s webhook.
+asio::awaitable<ApiResult<std::vector<json::object>>> through_webhook(
+    const ResourceInfo& info, std::vector<json::object> objects, std::string api_version,
+    bool as_list) {
+  if (!info.converter) {
+    co_return api_error(Errc::internal, "Internal error occurred: conversion webhook for " +
+                                            info.group + "/" + info.storage_version +
+                                            ", Kind=" + info.kind + " is not set up yet");
+  }
+  co_return co_await info.converter->convert(std::move(objects), std::move(api_version), as_list);
+}
+
+}  // namespace
+
+asio::awaitable<ApiResult<json::object>> converted_served_form(const ResourceInfo& info,
+                                                               ApiResult<json::object> obj) {
+  obj = served_form(info, std::move(obj));
+  if (!obj || !info.converted_by_webhook()) co_return obj;
+  std::vector<json::object> one;
+  one.push_back(std::move(*obj));
+  auto converted = co_await through_webhook(info, std::move(one), info.api_version(), false);
+  if (!converted) co_return converted.error();
+  co_return std::move(converted->front());
+}
+
+asio::awaitable<ApiResult<std::vector<json::object>>> convert_listed(
+    const ResourceInfo& info, std::vector<json::object> objects) {
+  if (!info.converted_by_webhook() || objects.empty()) co_return std::move(objects);
+  co_return co_await through_webhook(info, std::move(objects), info.api_version(), true);
 }
 
 // Whether the stored form of an object is other than the object with its resourceVersion erased.
@@ -151,6 +186,22 @@ ApiResult<std::string> storable(const ResourceInfo& info, const std::string& nam
   auto text = serialize_checked(info, name, value);
   obj = std::move(value.get_object());
   return text;
+}
+
+asio::awaitable<ApiResult<std::string>> converted_storable(const ResourceInfo& info,
+                                                           const std::string& name,
+                                                           json::object& obj) {
+  if (!info.converted_by_webhook()) co_return storable(info, name, obj);
+  if (auto* meta = metadata_of(obj)) meta->erase("resourceVersion");
+  std::vector<json::object> one;
+  one.emplace_back(obj);
+  auto converted = co_await through_webhook(info, std::move(one),
+                                            info.group + "/" + info.storage_version, false);
+  if (!converted) co_return converted.error();
+  json::object& stored = converted->front();
+  if (auto* meta = metadata_of(stored)) meta->erase("resourceVersion");
+  if (info.hooks.to_stored) info.hooks.to_stored(stored);
+  co_return serialize_checked(info, name, json::value(std::move(stored)));
 }
 
 // What kube-apiserver calls a corrupt object: stored, but it cannot be decoded.

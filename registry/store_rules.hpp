@@ -23,6 +23,7 @@
 #include "schema/structural_schema.hpp"
 #include "storage/storage.hpp"
 
+#include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
 
 #include <cstddef>
@@ -115,6 +116,17 @@ bool converts(const ResourceInfo& info);
 
 ApiResult<json::object> served_form(const ResourceInfo& info, ApiResult<json::object> obj);
 
+// A version converted by the definition's webhook (ResourceInfo::converted_by_webhook): then
+// served_form leaves its objects in the storage version, and the awaitable forms below convert
+// them (kinds/version_converter.hpp).
+// served_form, then, for a webhook-converted version, the webhook's conversion.
+boost::asio::awaitable<ApiResult<json::object>> converted_served_form(const ResourceInfo& info,
+                                                                      ApiResult<json::object> obj);
+
+// `objects` (storage version) as `info`'s version through its webhook, as one list conversion.
+boost::asio::awaitable<ApiResult<std::vector<json::object>>> convert_listed(
+    const ResourceInfo& info, std::vector<json::object> objects);
+
 // Whether the stored form of an object is other than the object with its resourceVersion erased.
 bool stored_differently(const ResourceInfo& info);
 
@@ -125,6 +137,10 @@ ApiResult<std::string> serialize_checked(const ResourceInfo& info, const std::st
 // another form than it is served in is converted on a copy.
 ApiResult<std::string> storable(const ResourceInfo& info, const std::string& name,
                                 json::object& obj);
+// storable, converting through the definition's webhook when `info` calls one.
+boost::asio::awaitable<ApiResult<std::string>> converted_storable(const ResourceInfo& info,
+                                                                  const std::string& name,
+                                                                  json::object& obj);
 
 // What a dry run's update function returns to end guaranteed_update before it writes.
 inline const boost::system::error_code kDryRunDone =

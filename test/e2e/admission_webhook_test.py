@@ -12,72 +12,22 @@ Usage: admission_webhook_test.py <path to kwatch-apiserver>
 import base64
 import json
 import os
-import ssl
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from harness import BackgroundWrites, Checks, Server, TempDir, kubectl_runner, wait_for
-from pki import CA, server_certificate
+from pki import CA
+from webhook_server import WebhookServer
 
 
-class Webhooks:
-    """An HTTPS server answering AdmissionReviews by path, recording what it was sent."""
+class Webhooks(WebhookServer):
+    """A WebhookServer answering AdmissionReviews by path."""
 
     def __init__(self, directory):
-        self.ca = CA(directory, "webhook-ca")
-        cert, key = server_certificate(self.ca, "webhook",
-                                       dns_names=("localhost", "hook.webhooks.svc"))
-        self.reviews = []  # (path, request)
-        self.lock = threading.Lock()
-        self.release = threading.Event()  # ends the hanging path's waits
         self.barrier = {}  # object name -> calls arrived at /barrier (parallel calls meet there)
+        super().__init__(directory, self.answer)
         self.arrived = threading.Condition(self.lock)
-        hooks = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length", "0"))
-                review = json.loads(self.rfile.read(length))
-                path = self.path.split("?")[0]
-                with hooks.lock:
-                    hooks.reviews.append((path, review["request"], self.path))
-                if path == "/redirect":
-                    self.send_response(307)
-                    self.send_header("Location", hooks.url("/validate"))
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                body = hooks.answer(path, review)
-                if isinstance(body, dict):
-                    body = json.dumps(body).encode()
-                try:
-                    # Head and body in one write (two small writes meet the delayed ACK).
-                    self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-                except (ssl.SSLError, OSError):
-                    pass  # kwatch stopped waiting (the webhook's timeout)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(cert, key)
-        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def ca_bundle(self):
-        with open(self.ca.cert_file, "rb") as f:
-            return base64.b64encode(f.read()).decode()
-
-    def url(self, path):
-        return f"https://127.0.0.1:{self.port}{path}"
 
     def sent(self, path, name=None):
         with self.lock:
@@ -159,9 +109,6 @@ class Webhooks:
                     "response": {"uid": "not-the-one", "allowed": True}}
         return self.response(review, True)
 
-    def stop(self):
-        self.release.set()
-        self.httpd.shutdown()
 
 
 def metric(server, metric_name, **labels):

@@ -511,21 +511,120 @@ TEST(CustomResourceDefinition, GroupNeedsADot) {
             "Invalid value: \"example\": should be a domain with at least one dot");
 }
 
-TEST(CustomResourceDefinition, WebhookConversionAndPreserveUnknownFieldsAreRefused) {
+TEST(CustomResourceDefinition, PreserveUnknownFieldsIsRefused) {
   json::object crd = widgets();
-  spec(crd)["conversion"] = json::parse(
-      R"({"strategy":"Webhook","webhook":{"clientConfig":{"url":"https://x"},
-          "conversionReviewVersions":["v1"]}})");
   spec(crd)["preserveUnknownFields"] = true;
   auto causes = validate_custom_resource_definition(crd, nullptr);
-  ASSERT_EQ(causes.size(), 2u) << describe(causes);
-  EXPECT_EQ(causes[0].field, "spec.conversion.strategy");
-  EXPECT_NE(causes[0].message.find("kwatch does not call conversion webhooks"),
-            std::string::npos);
-  EXPECT_EQ(causes[1].field, "spec.preserveUnknownFields");
-  EXPECT_EQ(causes[1].message,
+  ASSERT_EQ(causes.size(), 1u) << describe(causes);
+  EXPECT_EQ(causes[0].field, "spec.preserveUnknownFields");
+  EXPECT_EQ(causes[0].message,
             "Invalid value: true: cannot set to true, set x-kubernetes-preserve-unknown-fields to "
             "true in spec.versions[*].schema instead");
+}
+
+TEST(CustomResourceDefinition, AConversionWebhookIsServedWithItsClient) {
+  json::object crd = widgets();
+  spec(crd)["conversion"] = json::parse(
+      R"({"strategy":"Webhook","webhook":{"clientConfig":{"service":{"namespace":"ops",
+          "name":"convert","path":"/convert"}},"conversionReviewVersions":["v2","v1beta1","v1"]}})");
+  default_custom_resource_definition(crd);
+  auto causes = validate_custom_resource_definition(crd, nullptr);
+  EXPECT_TRUE(causes.empty()) << describe(causes);
+  auto infos = custom_resources(crd, "/registry");
+  ASSERT_TRUE(infos) << infos.error().message;
+  ASSERT_EQ(infos->size(), 2u);
+  for (const auto& info : *infos) {
+    ASSERT_NE(info.conversion_webhook, nullptr);
+    EXPECT_EQ(info.conversion_webhook.get(), infos->front().conversion_webhook.get());
+    const auto& client = info.conversion_webhook->client;
+    EXPECT_EQ(client.name, "conversion_webhook_for_widgets.stable.example.com");
+    ASSERT_TRUE(client.service.has_value());
+    EXPECT_EQ(client.service->ns, "ops");
+    EXPECT_EQ(client.service->port, 443);  // kube's default
+    EXPECT_EQ(client.review_version, "v1beta1");  // the first kwatch speaks
+    EXPECT_EQ(client.timeout, std::chrono::seconds(30));
+  }
+  // Only the version that is not stored is converted by the webhook.
+  EXPECT_EQ((*infos)[0].converted_by_webhook(), (*infos)[0].version != (*infos)[0].storage_version);
+  EXPECT_NE((*infos)[0].converted_by_webhook(), (*infos)[1].converted_by_webhook());
+
+  spec(crd)["conversion"] = json::parse(R"({"strategy":"None"})");
+  infos = custom_resources(crd, "/registry");
+  ASSERT_TRUE(infos);
+  EXPECT_EQ(infos->front().conversion_webhook, nullptr);
+}
+
+TEST(CustomResourceDefinition, AConversionWebhookIsCheckedAsKubeChecksIt) {
+  json::object crd = widgets();
+  auto check = [&](const char* conversion) {
+    spec(crd)["conversion"] = json::parse(conversion);
+    return validate_custom_resource_definition(crd, nullptr);
+  };
+  auto causes = check(R"({"strategy":"Webhook"})");
+  ASSERT_EQ(causes.size(), 2u) << describe(causes);
+  EXPECT_EQ(causes[0].field, "spec.conversion.webhookClientConfig");
+  EXPECT_EQ(causes[0].message, "Required value: required when strategy is set to Webhook");
+  EXPECT_EQ(causes[1].field, "spec.conversion.conversionReviewVersions");
+  EXPECT_EQ(causes[1].message, "Required value");
+
+  causes = check(R"({"strategy":"Webhook","webhook":{"clientConfig":{},
+                     "conversionReviewVersions":["v1","v1","v9"]}})");
+  ASSERT_EQ(causes.size(), 2u) << describe(causes);
+  EXPECT_EQ(causes[0].message, "Required value: exactly one of url or service is required");
+  EXPECT_EQ(causes[1].field, "spec.conversion.conversionReviewVersions[1]");
+  EXPECT_EQ(causes[1].message, "Invalid value: \"v1\": duplicate version");
+
+  causes = check(R"({"strategy":"Webhook","webhook":{"clientConfig":{"url":"http://x/c?a=b"},
+                     "conversionReviewVersions":["v9"]}})");
+  ASSERT_EQ(causes.size(), 3u) << describe(causes);
+  EXPECT_EQ(causes[0].field, "spec.conversion.webhookClientConfig.url");
+  EXPECT_EQ(causes[0].message,
+            "Invalid value: \"http\": 'https' is the only allowed URL scheme; desired format: "
+            "https://host[/path]");
+  EXPECT_EQ(causes[1].message, "Invalid value: \"a=b\": query parameters are not permitted in the URL");
+  EXPECT_EQ(causes[2].field, "spec.conversion.conversionReviewVersions");
+  EXPECT_EQ(causes[2].message, "Invalid value: [\"v9\"]: must include at least one of v1, v1beta1");
+
+  // A caBundle must hold certificates.
+  causes = check(R"({"strategy":"Webhook","webhook":{"clientConfig":{"url":"https://x/c",
+                     "caBundle":"bm90IGEgY2VydA=="},"conversionReviewVersions":["v1"]}})");
+  ASSERT_EQ(causes.size(), 1u) << describe(causes);
+  EXPECT_EQ(causes[0].field, "spec.conversion.webhookClientConfig.caBundle");
+  EXPECT_TRUE(causes[0].message.ends_with(
+      ": data does not contain any valid RSA or ECDSA certificates")) << causes[0].message;
+
+  // Strategy None takes neither a client nor review versions.
+  causes = check(R"({"strategy":"None","webhook":{"clientConfig":{"url":"https://x"},
+                     "conversionReviewVersions":["v1"]}})");
+  ASSERT_EQ(causes.size(), 2u) << describe(causes);
+  EXPECT_EQ(causes[0].field, "spec.conversion.webhookClientConfig");
+  EXPECT_EQ(causes[0].message, "Forbidden: should not be set when strategy is not set to Webhook");
+  EXPECT_EQ(causes[1].field, "spec.conversion.conversionReviewVersions");
+}
+
+TEST(CustomResourceDefinition, AnUpdateKeepsWhatTheStoredConversionWebhookAlreadyHad) {
+  // Stored, established, with review versions kwatch cannot speak and a caBundle that is no
+  // certificate: an update that keeps them passes, as kube's options let it.
+  json::object old = widgets();
+  spec(old)["conversion"] = json::parse(
+      R"({"strategy":"Webhook","webhook":{"clientConfig":{"url":"https://x/c",
+          "caBundle":"bm90IGEgY2VydA=="},"conversionReviewVersions":["v9"]}})");
+  old = accepted_status(old, "2026-01-01T00:00:00Z");
+  json::object crd = old;
+  auto causes = validate_custom_resource_definition(crd, &old);
+  EXPECT_TRUE(causes.empty()) << describe(causes);
+  // A definition whose stored caBundle was good may not be given a bad one once established.
+  json::object good = old;
+  spec(good)["conversion"].as_object()["webhook"].as_object()["clientConfig"].as_object().erase(
+      "caBundle");
+  spec(good)["conversion"].as_object()["webhook"].as_object()["conversionReviewVersions"] =
+      json::array{"v1"};
+  crd = good;
+  spec(crd)["conversion"].as_object()["webhook"].as_object()["clientConfig"].as_object()["caBundle"] =
+      "bm90IGEgY2VydA==";
+  causes = validate_custom_resource_definition(crd, &good);
+  ASSERT_EQ(causes.size(), 1u) << describe(causes);
+  EXPECT_EQ(causes[0].field, "spec.conversion.webhookClientConfig.caBundle");
 }
 
 TEST(CustomResourceDefinition, TheStatusSubresourceRestrictsTheRootSchema) {

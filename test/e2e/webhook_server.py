@@ -1,0 +1,101 @@
+"""An HTTPS server for the webhook suites: its own CA (trusted through caBundle), a certificate
+for 127.0.0.1, localhost and hook.webhooks.svc, and every review it was sent recorded by path.
+A suite answers through `answer(path, review)`, returning a dict (sent as JSON) or bytes."""
+import base64
+import json
+import socket
+import ssl
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from pki import CA, server_certificate
+
+
+class WebhookServer:
+    def __init__(self, directory, answer, name="webhook"):
+        self.ca = CA(directory, name + "-ca")
+        cert, key = server_certificate(self.ca, name,
+                                       dns_names=("localhost", "hook.webhooks.svc"))
+        self.reviews = []  # (path, request, target)
+        self.lock = threading.Lock()
+        self.release = threading.Event()  # ends the waits of paths that hang
+        self.connections = set()  # open keep-alive connections: closed by stop()
+        self._answer = answer
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def setup(self):
+                super().setup()
+                with server.lock:
+                    server.connections.add(self.connection)
+
+            def finish(self):
+                super().finish()
+                with server.lock:
+                    server.connections.discard(self.connection)
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", "0"))
+                review = json.loads(self.rfile.read(length))
+                path = self.path.split("?")[0]
+                with server.lock:
+                    server.reviews.append((path, review.get("request"), self.path))
+                if path == "/redirect":
+                    self.send_response(307)
+                    self.send_header("Location", server.url("/"))
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                body = server._answer(path, review)
+                if isinstance(body, dict):
+                    body = json.dumps(body).encode()
+                try:
+                    # Head and body in one write (two small writes meet the delayed ACK).
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+                except (ssl.SSLError, OSError):
+                    pass  # kwatch stopped waiting (the webhook's timeout)
+
+        self._handler = Handler
+        self._cert, self._key = cert, key
+        self.port = 0
+        self._serve()
+
+    def _serve(self):
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler)
+        self.httpd.daemon_threads = True
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(self._cert, self._key)
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def restart(self):
+        """Serves again after stop(), on the same port with the same certificate."""
+        self.release.clear()
+        self._serve()
+
+    def ca_bundle(self):
+        with open(self.ca.cert_file, "rb") as f:
+            return base64.b64encode(f.read()).decode()
+
+    def url(self, path):
+        return f"https://127.0.0.1:{self.port}{path}"
+
+    def stop(self):
+        """Stops listening and closes every connection: the webhook is down."""
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        with self.lock:
+            connections = list(self.connections)
+        for c in connections:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
