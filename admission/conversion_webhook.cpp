@@ -8,6 +8,7 @@
 
 #include <boost/json/serialize.hpp>
 
+#include <chrono>
 #include <optional>
 
 namespace kwatch::admission {
@@ -121,12 +122,43 @@ std::string restore_metadata(const json::object& in, json::object& out) {
 class WebhookConverter final : public kinds::VersionConverter {
  public:
   WebhookConverter(const kinds::ConversionWebhook& webhook, asio::any_io_executor executor,
-                   ResolveContext context)
+                   ResolveContext context, ConversionObserver observer)
       : hook_(make_hook(webhook.client, std::move(executor), kMaxConversionResponseBytes)),
-        context_(context) {}
+        context_(context),
+        observer_(std::move(observer)),
+        definition_(webhook.definition) {}
 
   asio::awaitable<ApiResult<std::vector<json::object>>> convert(
       std::vector<json::object> objects, std::string api_version, bool as_list) const override {
+    const auto start = std::chrono::steady_clock::now();
+    Outcome outcome;
+    auto result = co_await attempt(std::move(objects), api_version, as_list, outcome);
+    if (observer_ && !outcome.from_version.empty()) {
+      ConversionCallRecord r;
+      r.definition = definition_;
+      r.from_version = outcome.from_version;
+      const auto slash = api_version.find('/');
+      r.to_version = slash == std::string::npos ? api_version : api_version.substr(slash + 1);
+      r.failure_type = outcome.failure_type;
+      r.succeeded = static_cast<bool>(result);
+      r.seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      observer_(r);
+    }
+    co_return result;
+  }
+
+ private:
+  // What a call was, for the metrics: from which version (empty when nothing was sent) and
+  // kube's failure type when it failed.
+  struct Outcome {
+    std::string from_version;
+    std::string_view failure_type;
+  };
+
+  asio::awaitable<ApiResult<std::vector<json::object>>> attempt(
+      std::vector<json::object> objects, std::string api_version, bool as_list,
+      Outcome& outcome) const {
     std::vector<std::size_t> sent;
     for (std::size_t i = 0; i < objects.size(); ++i) {
       json::object& o = objects[i];
@@ -139,9 +171,15 @@ class WebhookConverter final : public kinds::VersionConverter {
     }
     if (sent.empty()) co_return std::move(objects);
     const json::object& first = objects[sent.front()];
+    {
+      const std::string from = string_at(first, "apiVersion");
+      const auto slash = from.find('/');
+      outcome.from_version = slash == std::string::npos ? from : from.substr(slash + 1);
+    }
     std::string gvk = gvk_of(first);
     if (as_list) gvk += "List";
     const std::string prefix = "conversion webhook for " + gvk;
+    outcome.failure_type = "conversion_webhook_call_failure";
     const auto fail = [](std::string message) {
       return ApiError(Errc::internal, "Internal error occurred: " + std::move(message));
     };
@@ -174,6 +212,7 @@ class WebhookConverter final : public kinds::VersionConverter {
     }
     const json::object& review = parsed->get_object();
     const bool v1 = review_version == "v1";
+    outcome.failure_type = "conversion_webhook_malformed_response_failure";
     if (v1 && gvk_of(review) != "apiextensions.k8s.io/v1, Kind=ConversionReview") {
       co_return fail(prefix + " failed: expected webhook response of apiextensions.k8s.io/v1, "
                               "Kind=ConversionReview, got " + gvk_of(review));
@@ -194,10 +233,12 @@ class WebhookConverter final : public kinds::VersionConverter {
     }
     const json::array* converted = apimachinery::array_member(response, "convertedObjects");
     const std::size_t count = converted != nullptr ? converted->size() : 0;
+    outcome.failure_type = "conversion_webhook_partial_response_failure";
     if (count != sent.size()) {
       co_return fail(prefix + " returned " + std::to_string(count) + " objects, expected " +
                      std::to_string(sent.size()));
     }
+    outcome.failure_type = "conversion_webhook_invalid_converted_object_failure";
     const std::string want_gv = group_version_of(api_version);
     for (std::size_t k = 0; k < sent.size(); ++k) {
       const json::object& original = objects[sent[k]];
@@ -230,20 +271,23 @@ class WebhookConverter final : public kinds::VersionConverter {
       result_object["apiVersion"] = api_version;  // "group/v2", as the request asked
       objects[sent[k]] = std::move(result_object);
     }
+    outcome.failure_type = {};
     co_return std::move(objects);
   }
 
- private:
   std::shared_ptr<Hook> hook_;
   ResolveContext context_;
+  ConversionObserver observer_;
+  std::string definition_;
 };
 
 }  // namespace
 
 std::shared_ptr<const kinds::VersionConverter> make_conversion_webhook(
     const kinds::ConversionWebhook& webhook, asio::any_io_executor executor,
-    ResolveContext context) {
-  return std::make_shared<WebhookConverter>(webhook, std::move(executor), context);
+    ResolveContext context, ConversionObserver observer) {
+  return std::make_shared<WebhookConverter>(webhook, std::move(executor), context,
+                                            std::move(observer));
 }
 
 }  // namespace kwatch::admission

@@ -18,7 +18,9 @@
 
 #include <boost/asio/any_io_executor.hpp>
 
+#include <functional>
 #include <memory>
+#include <string_view>
 
 namespace kwatch::admission {
 
@@ -26,8 +28,21 @@ namespace kwatch::admission {
 // answer, as kube sends a list's objects in one review.
 inline constexpr std::size_t kMaxConversionResponseBytes = 64u << 20;
 
+// One conversion that called the webhook, for kube's metrics
+// (apiserver_crd_conversion_webhook_duration_seconds, apiserver_conversion_webhook_*).
+struct ConversionCallRecord {
+  std::string_view definition;    // the CRD's name
+  std::string_view from_version;  // "v1"
+  std::string_view to_version;
+  bool succeeded = false;
+  // kube's ConversionWebhookErrorType ("conversion_webhook_call_failure", ...); "" on success.
+  std::string_view failure_type;
+  double seconds = 0;
+};
+using ConversionObserver = std::function<void(const ConversionCallRecord&)>;
+
 std::shared_ptr<const kinds::VersionConverter> make_conversion_webhook(
     const kinds::ConversionWebhook& webhook, boost::asio::any_io_executor executor,
-    ResolveContext context);
+    ResolveContext context, ConversionObserver observer = nullptr);
 
 }  // namespace kwatch::admission

@@ -155,6 +155,29 @@ admission::WebhookCallObserver webhook_metrics(std::shared_ptr<Metrics> metrics)
   };
 }
 
+// kube's conversion webhook metrics, from the converters' calls.
+admission::ConversionObserver conversion_metrics(std::shared_ptr<Metrics> metrics) {
+  metrics->help("apiserver_crd_conversion_webhook_duration_seconds", "histogram",
+                "CRD webhook conversion duration in seconds");
+  metrics->help("apiserver_conversion_webhook_request_total", "counter",
+                "Counter for conversion webhook requests with success/failure and failure error "
+                "type");
+  metrics->help("apiserver_conversion_webhook_duration_seconds", "histogram",
+                "Conversion webhook request latency");
+  return [metrics](const admission::ConversionCallRecord& r) {
+    metrics->observe("apiserver_crd_conversion_webhook_duration_seconds",
+                     {{"crd_name", std::string(r.definition)},
+                      {"from_version", std::string(r.from_version)},
+                      {"to_version", std::string(r.to_version)},
+                      {"succeeded", r.succeeded ? "true" : "false"}},
+                     r.seconds);
+    const Metrics::Labels result{{"result", r.succeeded ? "success" : "failure"},
+                                 {"failure_type", std::string(r.failure_type)}};
+    metrics->inc("apiserver_conversion_webhook_request_total", result);
+    metrics->observe("apiserver_conversion_webhook_duration_seconds", result, r.seconds);
+  };
+}
+
 void register_process_metrics(Metrics& metrics) {
   metrics.help("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
   metrics.gauge_fn("process_resident_memory_bytes", {}, [] {
@@ -481,12 +504,13 @@ void Application::Parts::make_controllers() {
   // I/O threads, a Service resolved through its Endpoints.
   kinds::ConverterFactory converters =
       [executor = ioc->get_executor(), scheme = scheme.get(), cachers = cachers.get(),
-       loopback = options.unsafe_webhook_loopback_endpoints](const kinds::ConversionWebhook& w) {
+       loopback = options.unsafe_webhook_loopback_endpoints,
+       observer = conversion_metrics(metrics)](const kinds::ConversionWebhook& w) {
         admission::ResolveContext context;
         context.scheme = scheme;
         context.cachers = cachers;
         context.allow_loopback = loopback;
-        return admission::make_conversion_webhook(w, executor, context);
+        return admission::make_conversion_webhook(w, executor, context, observer);
       };
   crd_controller = std::make_shared<CrdController>(scheme, store, cachers, storage,
                                                    options.etcd_prefix, std::move(converters));

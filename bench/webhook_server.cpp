@@ -1,6 +1,8 @@
-// An admission webhook for benchmarks: HTTPS (Beast + OpenSSL), keep-alive, one thread, answering
-// every AdmissionReview at once so that a benchmark measures the API server, not the webhook.
-// `/mutate...` answers with a JSONPatch that sets a label; any other path allows.
+// An admission and conversion webhook for benchmarks: HTTPS (Beast + OpenSSL), keep-alive, one
+// thread, answering every review at once so that a benchmark measures the API server, not the
+// webhook. `/mutate...` answers with a JSONPatch that sets a label; `/convert...` answers a
+// ConversionReview with each object in the desired version (apiVersion changed, nothing else);
+// any other POST allows. `GET /stats` answers {"converted": objects converted so far}.
 //
 //   kwatch-bench-webhook --cert FILE --key FILE --port-file FILE
 //
@@ -30,9 +32,29 @@ namespace {
 constexpr const char* kPatch =
     "W3sib3AiOiJhZGQiLCJwYXRoIjoiL21ldGFkYXRhL2xhYmVscyIsInZhbHVlIjp7Im11dGF0ZWQiOiJ5ZXMifX1d";
 
+std::uint64_t converted = 0;  // one thread: no lock
+
+std::string convert(json::value review) {
+  json::object& request = review.as_object()["request"].as_object();
+  json::array objects = std::move(request["objects"].as_array());
+  const json::value desired = request["desiredAPIVersion"];
+  for (auto& o : objects) o.as_object()["apiVersion"] = desired;
+  converted += objects.size();
+  return json::serialize(json::object{
+      {"apiVersion", "apiextensions.k8s.io/v1"},
+      {"kind", "ConversionReview"},
+      {"response", json::object{{"uid", request["uid"]},
+                                {"result", json::object{{"status", "Success"}}},
+                                {"convertedObjects", std::move(objects)}}}});
+}
+
 std::string answer(std::string_view target, const std::string& body) {
   boost::system::error_code ec;
   const json::value review = json::parse(body, ec);
+  if (target.starts_with("/stats")) {
+    return json::serialize(json::object{{"converted", converted}});
+  }
+  if (target.starts_with("/convert") && !ec) return convert(review);
   std::string uid;
   if (!ec && review.is_object()) {
     if (const auto* request = review.as_object().if_contains("request")) {

@@ -281,6 +281,15 @@ def checks_of(t, server, tmp, conv):
     t.check("... and the v2 watcher does not see the v1 write unconverted",
             all(e["object"]["apiVersion"] == f"{GROUP}/v2" for e in ev if e.get("type") != "ERROR"),
             ev)
+    ok = server.metric("apiserver_crd_conversion_webhook_duration_seconds_count",
+                       crd_name=f"widgets.{GROUP}", from_version="v1", to_version="v2",
+                       succeeded="true")
+    failed = server.metric("apiserver_conversion_webhook_request_total", result="failure",
+                           failure_type="conversion_webhook_call_failure")
+    partial = server.metric("apiserver_conversion_webhook_request_total", result="failure",
+                            failure_type="conversion_webhook_partial_response_failure")
+    t.check("kube's conversion webhook metrics count the calls and the failures by type",
+            (ok or 0) > 0 and (failed or 0) > 0 and (partial or 0) > 0, (ok, failed, partial))
     conv.restart()
     got = wait_for(lambda: (lambda r: r[0] == 0 and r)(
         kc("apply", "-f", "-", stdin=widget("v2", "delta", host="d", port=4))),
