@@ -15,6 +15,8 @@
 #include "server/audit_log.hpp"
 #include "registry/cacher_registry.hpp"
 #include "controllers/admission_policy_status.hpp"
+#include "controllers/api_service_registration.hpp"
+#include "server/discovery.hpp"
 #include "controllers/cluster_role_aggregator.hpp"
 #include "registry/service_allocator.hpp"
 #include "controllers/crd_controller.hpp"
@@ -227,6 +229,7 @@ struct Application::Parts {
   std::shared_ptr<CrdController> crd_controller;
   std::shared_ptr<NamespaceController> namespace_controller;
   std::shared_ptr<ClusterRoleAggregator> cluster_role_aggregator;
+  std::shared_ptr<controllers::ApiServiceRegistration> api_service_registration;
   std::shared_ptr<controllers::AdmissionPolicyStatus> admission_policy_status;
   std::shared_ptr<GarbageCollector> garbage_collector;
   std::shared_ptr<registry::ServiceAllocator> service_allocator;
@@ -518,6 +521,10 @@ void Application::Parts::make_controllers() {
   namespace_controller = std::make_shared<NamespaceController>(scheme, store, cachers, storage);
   // Aggregated ClusterRoles (admin, edit, view, ...) get the rules they gather written in.
   cluster_role_aggregator = std::make_shared<ClusterRoleAggregator>(scheme, store, cachers);
+  // Every group/version served here has a local APIService, as kube-apiserver registers them.
+  api_service_registration =
+      std::make_shared<controllers::ApiServiceRegistration>(
+          scheme, store, cachers, server::served_group_versions(*scheme));
   admission_policy_status =
       std::make_shared<controllers::AdmissionPolicyStatus>(scheme, store, cachers);
   // Services get cluster IPs and node ports from the configured ranges.
@@ -837,6 +844,7 @@ void Application::Parts::start_controllers() {
   crd_controller->start(ioc->get_executor());
   namespace_controller->start(ioc->get_executor());
   cluster_role_aggregator->start(ioc->get_executor());
+  api_service_registration->start(ioc->get_executor());
   admission_policy_status->start(compute->get_executor());  // type checking compiles
   if (garbage_collector) garbage_collector->start(ioc->get_executor());
 }
@@ -847,6 +855,7 @@ void Application::Parts::stop_controllers() {
   crd_controller->stop();
   namespace_controller->stop();
   cluster_role_aggregator->stop();
+  api_service_registration->stop();
   admission_policy_status->stop();
   if (garbage_collector) garbage_collector->stop();
 }
@@ -881,6 +890,7 @@ int Application::run() {
   p.garbage_collector.reset();
   p.namespace_controller.reset();
   p.cluster_role_aggregator.reset();
+  p.api_service_registration.reset();
   p.admission_policy_status.reset();
   p.crd_controller.reset();
   p.rbac.reset();

@@ -1,5 +1,6 @@
 #include "kinds/builtin_columns.hpp"
 
+#include "kinds/api_service.hpp"
 #include "kinds/horizontal_pod_autoscaler.hpp"
 #include "apimachinery/json_path.hpp"
 #include "apimachinery/label_selector.hpp"
@@ -948,6 +949,14 @@ std::vector<PrinterColumn> builtin_columns(std::string_view group, std::string_v
             age_column()};
   }
   if (kind == "RuntimeClass") return {name_column(), text("Handler", ".handler", ""), age_column()};
+  if (kind == "APIService") {
+    return {name_column(),
+            computed("Service", "string",
+                     [](const json::object& o) { return json::value(api_service_target(o)); }),
+            computed("Available", "string",
+                     [](const json::object& o) { return json::value(api_service_available(o)); }),
+            age_column()};
+  }
   if (kind == "ValidatingWebhookConfiguration" || kind == "MutatingWebhookConfiguration") {
     return {name_column(),
             computed("Webhooks", "integer",

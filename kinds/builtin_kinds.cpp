@@ -4,6 +4,7 @@
 #include "kinds/horizontal_pod_autoscaler.hpp"
 
 #include "kinds/admission_policy.hpp"
+#include "kinds/api_service.hpp"
 #include "kinds/webhook_configuration.hpp"
 #include "kinds/builtin_columns.hpp"
 #include "kinds/builtin_defaults.hpp"
@@ -437,6 +438,9 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
        .kind = "MutatingAdmissionPolicyBinding", .resource = "mutatingadmissionpolicybindings",
        .namespaced = false, .categories = {"api-extensions"},
        .hooks = {.validate = validate_mutating_admission_policy_binding}},
+      {.group = "apiregistration.k8s.io", .kind = "APIService", .resource = "apiservices",
+       .namespaced = false, .has_status = true, .categories = {"api-extensions"},
+       .hooks = {.prepare_for_create = prepare_api_service, .validate = validate_api_service}},
       {.group = "apiextensions.k8s.io", .kind = "CustomResourceDefinition",
        .resource = "customresourcedefinitions", .namespaced = false,
        .short_names = {"crd", "crds"}, .has_status = true, .categories = {"api-extensions"},
@@ -468,7 +472,9 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
     info.allocates_service_addresses = k.allocates_service_addresses;
     info.generation = generation_rule(k.group, k.kind);
     if (k.kind == "Namespace" || k.kind == "Service") info.name_rule = NameRule::dns_label;
-    if (k.group == "rbac.authorization.k8s.io") info.name_rule = NameRule::path_segment;
+    if (k.group == "rbac.authorization.k8s.io" || k.kind == "APIService") {
+      info.name_rule = NameRule::path_segment;
+    }
     info.printer_columns = builtin_columns(k.group, k.kind);
     if (auto schema = schemas.structural_schema(k.group, k.version, k.kind)) {
       SchemaCompileOptions options;

@@ -54,6 +54,7 @@ PACKAGES = {
     "apiextensions.k8s.io": "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1",
     "autoscaling": "io.k8s.api.autoscaling.v1",
     "admissionregistration.k8s.io": "io.k8s.api.admissionregistration.v1",
+    "apiregistration.k8s.io": "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1",
 }
 
 # (group, version) whose types live in another package than the group's v1 types.
@@ -121,6 +122,7 @@ KINDS = [
      "io.k8s.api.admissionregistration.v1beta1.MutatingAdmissionPolicy"),
     ("admissionregistration.k8s.io", "v1beta1", "MutatingAdmissionPolicyBinding",
      "io.k8s.api.admissionregistration.v1beta1.MutatingAdmissionPolicyBinding"),
+    ("apiregistration.k8s.io", "v1", "APIService", "V1APIService"),
 ]
 
 # Classes whose definition the first-referrer rule would get wrong: apimachinery's meta types

@@ -50,16 +50,6 @@ constexpr ReviewResource kReviews[] = {
     {"authorization.k8s.io", "subjectaccessreviews", "SubjectAccessReview", false},
 };
 
-// The scheme's group-versions and the reviews' (all v1), in order, once each.
-std::vector<kinds::GroupVersion> served_group_versions(const Scheme& scheme) {
-  auto out = scheme.group_versions();
-  for (const auto& review : kReviews) {
-    bool known = false;
-    for (const auto& gv : out) known = known || (gv.group == review.group && gv.version == "v1");
-    if (!known) out.push_back({review.group, "v1"});
-  }
-  return out;
-}
 
 json::array review_entries(std::string_view group, std::string_view version) {
   json::array out;
@@ -82,6 +72,16 @@ json::array verb_list(const std::vector<std::string_view>& verbs) {
 }
 
 }  // namespace
+
+std::vector<kinds::GroupVersion> served_group_versions(const Scheme& scheme) {
+  auto out = scheme.group_versions();
+  for (const auto& review : kReviews) {
+    bool known = false;
+    for (const auto& gv : out) known = known || (gv.group == review.group && gv.version == "v1");
+    if (!known) out.push_back({review.group, "v1"});
+  }
+  return out;
+}
 
 json::object api_versions(std::string_view server_address) {
   return json::object{

@@ -19,6 +19,8 @@ namespace kwatch::server {
 boost::json::object api_versions(std::string_view server_address);
 // GET /apis
 boost::json::object api_group_list(const kinds::Scheme& scheme);
+// The group-versions served: the scheme's and the reviews' (all v1), in order, once each.
+std::vector<kinds::GroupVersion> served_group_versions(const kinds::Scheme& scheme);
 // GET /apis/<group>; nullopt if the group is not served.
 std::optional<boost::json::object> api_group(const kinds::Scheme& scheme,
                                              std::string_view group);

@@ -77,6 +77,7 @@ const std::vector<std::tuple<std::string, std::string, std::string>> kKinds = {
     {"admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding"},
     {"admissionregistration.k8s.io", "v1beta1", "MutatingAdmissionPolicy"},
     {"admissionregistration.k8s.io", "v1beta1", "MutatingAdmissionPolicyBinding"},
+    {"apiregistration.k8s.io", "v1", "APIService"},
 };
 
 Schema compile_kind(std::string_view group, std::string_view kind) {
