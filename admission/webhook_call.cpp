@@ -2,6 +2,7 @@
 
 #include "kinds/scheme.hpp"
 #include "registry/cacher_registry.hpp"
+#include "registry/service_endpoints.hpp"
 #include "watch/cacher.hpp"
 
 #include "apimachinery/json_members.hpp"
@@ -336,139 +337,12 @@ asio::awaitable<CallResult> call_once(const Hook& h, const AdmissionAttributes& 
                                       const kinds::ResourceInfo& matched,
                                       const json::object* object, const ResolveContext& context);
 
-// Why an endpoint address may not be called (kube's ValidateNonSpecialIP, which kube applies
-// to every Endpoints and EndpointSlice address): "" when it may. Names are refused when they
-// are "localhost".
-std::string special_address(std::string_view host) {
-  if (host == "localhost" || host.ends_with(".localhost")) {
-    return "may not be in the loopback range (127.0.0.0/8, ::1/128)";
-  }
-  boost::system::error_code ec;
-  const auto ip = asio::ip::make_address(std::string(host), ec);
-  if (ec) return "";
-  if (ip.is_unspecified()) return "may not be unspecified (" + std::string(host) + ")";
-  if (ip.is_loopback()) return "may not be in the loopback range (127.0.0.0/8, ::1/128)";
-  if (ip.is_v4()) {
-    const auto b = ip.to_v4().to_bytes();
-    if (b[0] == 169 && b[1] == 254) {
-      return "may not be in the link-local range (169.254.0.0/16, fe80::/10)";
-    }
-    if (b[0] == 224 && b[1] == 0 && b[2] == 0) {
-      return "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)";
-    }
-  } else {
-    const auto v6 = ip.to_v6();
-    if (v6.is_v4_mapped()) return special_address(asio::ip::make_address_v4(asio::ip::v4_mapped, v6).to_string());
-    if (v6.is_link_local()) return "may not be in the link-local range (169.254.0.0/16, fe80::/10)";
-    if (v6.is_multicast_link_local()) {
-      return "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)";
-    }
-  }
-  return "";
-}
-
-const json::object* cached_object(const kinds::Scheme& scheme,
-                                  const registry::CacherRegistry* cachers,
-                                  std::string_view resource, std::string_view ns,
-                                  std::string_view name, std::optional<json::value>& holder) {
-  auto info = scheme.find("", "v1", resource);
-  auto cacher = info && cachers != nullptr ? cachers->find(*info) : nullptr;
-  auto cached = cacher ? cacher->get(info->key(ns, name)) : nullptr;
-  if (!cached) return nullptr;
-  holder = apimachinery::parse_json(cached->json);
-  return holder && holder->is_object() ? &holder->get_object() : nullptr;
-}
-
-// Where a webhook named by a Service is called, as kube-apiserver routes to it with
-// --enable-aggregator-routing (kwatch has no cluster IPs to route through): the Service's port,
-// then a ready address of its Endpoints with that port's name. "host:port", or the error.
-struct Resolved {
-  std::string address;
-  std::string error;
-};
-Resolved resolve_service(const kinds::CompiledWebhook::Service& s, const ResolveContext& context) {
-  Resolved out;
-  std::optional<json::value> service_holder, endpoints_holder;
-  const json::object* service =
-      cached_object(*context.scheme, context.cachers, "services", s.ns, s.name, service_holder);
-  if (service == nullptr) {
-    out.error = "service " + quoted(s.name) + " not found";
-    return out;
-  }
-  const json::object* spec = object_member(*service, "spec");
-  if (string_at(spec, "type") == "ExternalName") {
-    const std::string host = string_at(spec, "externalName");
-    if (const std::string why = special_address(host); !why.empty() && !context.allow_loopback) {
-      out.error = "service " + quoted(s.name) + " names " + quoted(host) + ", which " + why;
-      return out;
-    }
-    out.address = host + ":" + std::to_string(s.port);
-    return out;
-  }
-  const json::object* port = nullptr;
-  if (const json::array* ports = apimachinery::array_member(spec, "ports")) {
-    for (const auto& p : *ports) {
-      const json::object* po = p.if_object();
-      const json::value* number = po != nullptr ? po->if_contains("port") : nullptr;
-      if (number != nullptr && number->is_int64() && number->get_int64() == s.port) {
-        port = po;
-        break;
-      }
-    }
-  }
-  if (port == nullptr) {
-    out.error = "no service port " + std::to_string(s.port) + " found for service " + quoted(s.name);
-    return out;
-  }
-  const std::string port_name = string_at(port, "name");
-  const json::object* endpoints =
-      cached_object(*context.scheme, context.cachers, "endpoints", s.ns, s.name, endpoints_holder);
-  std::vector<std::string> candidates;
-  std::string refused;
-  if (const json::array* subsets = apimachinery::array_member(endpoints, "subsets")) {
-    for (const auto& subset : *subsets) {
-      const json::object* so = subset.if_object();
-      std::int64_t target = -1;
-      if (const json::array* ports = apimachinery::array_member(so, "ports")) {
-        for (const auto& p : *ports) {
-          const json::object* po = p.if_object();
-          const json::value* number = po != nullptr ? po->if_contains("port") : nullptr;
-          if (string_at(po, "name") == port_name && number != nullptr && number->is_int64()) {
-            target = number->get_int64();
-          }
-        }
-      }
-      if (target < 0) continue;
-      if (const json::array* addresses = apimachinery::array_member(so, "addresses")) {
-        for (const auto& a : *addresses) {
-          const std::string ip = string_at(a.if_object(), "ip");
-          if (ip.empty()) continue;
-          if (const std::string why = special_address(ip); !why.empty() && !context.allow_loopback) {
-            refused = ip + " " + why;
-            continue;
-          }
-          const bool v6 = ip.find(':') != std::string::npos;
-          candidates.push_back((v6 ? "[" + ip + "]" : ip) + ":" + std::to_string(target));
-        }
-      }
-    }
-  }
-  if (candidates.empty()) {
-    out.error = "no endpoints available for service " + quoted(s.name) +
-                (refused.empty() ? "" : " (endpoint " + refused + ")");
-    return out;
-  }
-  // Spread over the endpoints, as kube picks one at random.
-  static std::atomic<std::size_t> next{0};
-  out.address = candidates[next.fetch_add(1, std::memory_order_relaxed) % candidates.size()];
-  return out;
-}
-
 // The client of the endpoint a Service's webhook resolves to now.
 std::shared_ptr<client::HttpClient> service_client(const Hook& h, const ResolveContext& context,
                                                    std::string& error) {
   const auto& s = *h.spec.service;
-  const Resolved where = resolve_service(s, context);
+  const registry::ServiceEndpoint where = registry::resolve_service_endpoint(
+      *context.scheme, context.cachers, s.ns, s.name, s.port, context.allow_loopback);
   if (!where.error.empty()) {
     error = "could not get REST client: " + where.error;
     return nullptr;

@@ -4,6 +4,8 @@
 #include "admission/policy_param_guard.hpp"
 #include "admission/validating_policy.hpp"
 #include "admission/conversion_webhook.hpp"
+#include "aggregator/api_service_proxy.hpp"
+#include "aggregator/availability_controller.hpp"
 #include "admission/webhook_plugin.hpp"
 #include "auth/escalation_guard.hpp"
 #include "auth/rbac_authorizer.hpp"
@@ -51,6 +53,8 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include <malloc.h>
@@ -230,6 +234,8 @@ struct Application::Parts {
   std::shared_ptr<NamespaceController> namespace_controller;
   std::shared_ptr<ClusterRoleAggregator> cluster_role_aggregator;
   std::shared_ptr<controllers::ApiServiceRegistration> api_service_registration;
+  std::shared_ptr<aggregator::ApiServiceProxy> api_service_proxy;
+  std::shared_ptr<aggregator::AvailabilityController> api_service_availability;
   std::shared_ptr<controllers::AdmissionPolicyStatus> admission_policy_status;
   std::shared_ptr<GarbageCollector> garbage_collector;
   std::shared_ptr<registry::ServiceAllocator> service_allocator;
@@ -489,6 +495,26 @@ bool Application::Parts::configure_access() {
     validating_webhooks->start(ioc->get_executor());
     store->admission().add(validating_webhooks);
   }
+  // Requests for remote APIServices' group/versions go to their extension servers.
+  aggregator::ProxyOptions proxy_options;
+  proxy_options.allow_loopback = options.unsafe_webhook_loopback_endpoints;
+  if (!options.proxy_client_cert_file.empty()) {
+    auto read = [](const std::string& path, std::string& out) {
+      std::ifstream in(path, std::ios::binary);
+      if (!in) return false;
+      out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      return true;
+    };
+    if (!read(options.proxy_client_cert_file, proxy_options.client_cert_pem) ||
+        !read(options.proxy_client_key_file, proxy_options.client_key_pem)) {
+      spdlog::critical("cannot read --proxy-client-cert-file {} or --proxy-client-key-file {}",
+                       options.proxy_client_cert_file, options.proxy_client_key_file);
+      return false;
+    }
+  }
+  api_service_proxy = std::make_shared<aggregator::ApiServiceProxy>(
+      scheme, cachers, ioc->get_executor(), std::move(proxy_options));
+  handler->set_aggregator(api_service_proxy);
   handler->set_limits(std::make_shared<RequestLimits>(
       RequestLimitOptions{options.max_requests_inflight,
                                   options.max_mutating_requests_inflight,
@@ -525,6 +551,9 @@ void Application::Parts::make_controllers() {
   api_service_registration =
       std::make_shared<controllers::ApiServiceRegistration>(
           scheme, store, cachers, server::served_group_versions(*scheme));
+  // Remote APIServices get the Available condition kube's availability controller writes.
+  api_service_availability = std::make_shared<aggregator::AvailabilityController>(
+      scheme, cachers, store, api_service_proxy);
   admission_policy_status =
       std::make_shared<controllers::AdmissionPolicyStatus>(scheme, store, cachers);
   // Services get cluster IPs and node ports from the configured ranges.
@@ -845,6 +874,7 @@ void Application::Parts::start_controllers() {
   namespace_controller->start(ioc->get_executor());
   cluster_role_aggregator->start(ioc->get_executor());
   api_service_registration->start(ioc->get_executor());
+  api_service_availability->start(ioc->get_executor());
   admission_policy_status->start(compute->get_executor());  // type checking compiles
   if (garbage_collector) garbage_collector->start(ioc->get_executor());
 }
@@ -856,6 +886,7 @@ void Application::Parts::stop_controllers() {
   namespace_controller->stop();
   cluster_role_aggregator->stop();
   api_service_registration->stop();
+  api_service_availability->stop();
   admission_policy_status->stop();
   if (garbage_collector) garbage_collector->stop();
 }
@@ -891,6 +922,8 @@ int Application::run() {
   p.namespace_controller.reset();
   p.cluster_role_aggregator.reset();
   p.api_service_registration.reset();
+  p.api_service_availability.reset();
+  p.api_service_proxy.reset();
   p.admission_policy_status.reset();
   p.crd_controller.reset();
   p.rbac.reset();

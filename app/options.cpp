@@ -262,6 +262,19 @@ std::vector<Flag> flag_table(Options& o) {
        [&](const std::string& v) -> std::string {
          return admission_plugins(v, &o.disabled_admission_plugins);
        }},
+      {"proxy-client-cert-file", "FILE",
+       "the client certificate (PEM) kwatch presents to extension API servers\n"
+       "when it passes them requests for their APIServices; with\n"
+       "--proxy-client-key-file",
+       [&](const std::string& v) -> std::string {
+         o.proxy_client_cert_file = v;
+         return "";
+       }},
+      {"proxy-client-key-file", "FILE", "the key of --proxy-client-cert-file (PEM)",
+       [&](const std::string& v) -> std::string {
+         o.proxy_client_key_file = v;
+         return "";
+       }},
       {"unsafe-webhook-loopback-endpoints", "BOOL",
        "DEVELOPMENT ONLY (default false): let a webhook named by a Service\n"
        "be called at an endpoint in the loopback range, which kwatch otherwise\n"
@@ -603,6 +616,9 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
   }
   if (!o.port && o.secure_port == 0) {
     return ParseError{"nothing to serve: --secure-port=0 and no --port"};
+  }
+  if (o.proxy_client_cert_file.empty() != o.proxy_client_key_file.empty()) {
+    return ParseError{"--proxy-client-cert-file and --proxy-client-key-file go together"};
   }
   if (o.tls_cert_file.empty() != o.tls_private_key_file.empty()) {
     return ParseError{"--tls-cert-file and --tls-private-key-file go together"};

@@ -39,6 +39,9 @@ struct Options {
   // MutatingAdmissionPolicy, ValidatingAdmissionPolicy). --enable-admission-plugins names
   // plugins that are on anyway.
   std::vector<std::string> disabled_admission_plugins;
+  // --proxy-client-cert-file, --proxy-client-key-file: what extension API servers are shown.
+  std::string proxy_client_cert_file;
+  std::string proxy_client_key_file;
   // --unsafe-webhook-loopback-endpoints: development only (see options.cpp).
   bool unsafe_webhook_loopback_endpoints = false;
   // The built-in garbage collector (controllers/garbage_collector.hpp) and the orphan/foreground

@@ -359,6 +359,102 @@ asio::awaitable<ApiResult<json::object>> HttpClient::get(std::string target, jso
   co_return json::object(std::move(v.get_object()));
 }
 
+// ---- Forwarding ----
+
+struct ForwardedResponse::Stream {
+  std::unique_ptr<Connection> connection;
+  http::response_parser<http::buffer_body> parser;
+  std::array<char, 64 * 1024> piece;
+};
+
+ForwardedResponse::~ForwardedResponse() = default;
+
+void ForwardedResponse::close() {
+  if (!stream_ || !stream_->connection) return;
+  boost::system::error_code ignored;
+  stream_->connection->lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+  stream_->connection->lowest().socket().close(ignored);
+}
+
+namespace {
+
+template <class S>
+asio::awaitable<boost::system::error_code> write_forwarded(S& stream,
+                                                           http::request<http::string_body>& req) {
+  auto [ec, n] = co_await http::async_write(stream, req, use_tuple);
+  co_return ec;
+}
+
+template <class S>
+asio::awaitable<boost::system::error_code> read_forwarded_head(
+    S& stream, beast::flat_buffer& buffer, http::response_parser<http::buffer_body>& parser) {
+  auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, use_tuple);
+  co_return ec;
+}
+
+template <class S>
+asio::awaitable<boost::system::error_code> read_forwarded_some(
+    S& stream, beast::flat_buffer& buffer, http::response_parser<http::buffer_body>& parser) {
+  auto [ec, n] = co_await http::async_read_some(stream, buffer, parser, use_tuple);
+  co_return ec;
+}
+
+}  // namespace
+
+asio::awaitable<ApiResult<std::optional<std::string>>> ForwardedResponse::next() {
+  Stream& s = *stream_;
+  if (s.parser.is_done()) co_return std::optional<std::string>();
+  auto& body = s.parser.get().body();
+  body.data = s.piece.data();
+  body.size = s.piece.size();
+  const boost::system::error_code ec = co_await s.connection->on_stream([&](auto& stream) {
+    return read_forwarded_some(stream, s.connection->buffer, s.parser);
+  });
+  if (ec && ec != http::error::need_buffer) co_return from_code(ec, "reading the answer");
+  const std::size_t got = s.piece.size() - body.size;
+  co_return std::optional<std::string>(std::string(s.piece.data(), got));
+}
+
+asio::awaitable<ApiResult<std::unique_ptr<ForwardedResponse>>> HttpClient::forward(
+    ForwardedRequest request) {
+  auto impl = impl_;
+  const auto deadline = Clock::now() + impl->options.request_timeout;
+  auto connected = co_await impl->connect(deadline);
+  if (!connected) co_return connected.error();
+  std::unique_ptr<Connection> c = std::move(*connected);
+  http::request<http::string_body> req;
+  req.method_string(request.method);
+  req.target(request.target);
+  req.version(11);
+  for (const auto& [name, value] : request.headers) req.insert(name, value);
+  req.set(http::field::host, impl->endpoint.host + ":" + impl->endpoint.port);
+  if (!request.body.empty() || req.method() == http::verb::post ||
+      req.method() == http::verb::put || req.method() == http::verb::patch) {
+    req.body() = std::move(request.body);
+    req.prepare_payload();
+  }
+  req.keep_alive(false);
+  const std::string what = request.method + " " + request.target;
+  c->lowest().expires_at(deadline);
+  boost::system::error_code ec =
+      co_await c->on_stream([&](auto& stream) { return write_forwarded(stream, req); });
+  if (ec) co_return from_code(ec, what);
+  std::unique_ptr<ForwardedResponse> out(new ForwardedResponse());
+  out->stream_ = std::make_unique<ForwardedResponse::Stream>();
+  auto& parser = out->stream_->parser;
+  parser.body_limit(boost::none);  // streamed, never held
+  ec = co_await c->on_stream(
+      [&](auto& stream) { return read_forwarded_head(stream, c->buffer, parser); });
+  if (ec) co_return from_code(ec, what);
+  out->status = parser.get().result_int();
+  for (const auto& field : parser.get()) {
+    out->headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+  }
+  c->lowest().expires_never();  // a watch may be quiet for long: either side ends it
+  out->stream_->connection = std::move(c);
+  co_return out;
+}
+
 // ---- Watches ----
 
 struct WatchConnection::Stream {

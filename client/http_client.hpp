@@ -22,6 +22,8 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -51,6 +53,15 @@ struct HttpResponse {
 };
 
 class WatchConnection;
+class ForwardedResponse;
+
+// A request a proxy passes on (HttpClient::forward): method, target, headers and body as given.
+struct ForwardedRequest {
+  std::string method;
+  std::string target;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+};
 
 // How a watch's events travel: a chunked HTTP body (one JSON event per line), or WebSocket
 // messages (one event each), as kube-apiserver serves both.
@@ -88,6 +99,13 @@ class HttpClient {
   boost::asio::awaitable<ApiResult<std::unique_ptr<WatchConnection>>> watch(
       std::string target, WatchTransport transport = WatchTransport::chunked);
 
+  // Passes a request on as a proxy does, on a connection of its own: the request's own headers
+  // (the client adds only Host, and its certificate to the TLS handshake), the answer's head
+  // whatever its status, then its body piece by piece as it arrives (ForwardedResponse::next),
+  // so that a watch streams through. The deadline covers the connection and the head.
+  boost::asio::awaitable<ApiResult<std::unique_ptr<ForwardedResponse>>> forward(
+      ForwardedRequest request);
+
   const ClientConfig& config() const { return config_; }
   // Connections opened so far (for tests of keep-alive).
   std::size_t connections_opened() const;
@@ -122,6 +140,26 @@ class WatchConnection {
   EventDecoder events_;
   std::string body_;
   bool ended_ = false;
+};
+
+// The answer to a forwarded request: its head, then its body (chunked framing removed) piece by
+// piece. Not for use after the client is gone.
+class ForwardedResponse {
+ public:
+  ~ForwardedResponse();
+  unsigned status = 0;
+  std::vector<std::pair<std::string, std::string>> headers;  // as sent, framing ones included
+  // The next piece of the body as it arrives; nullopt once the body is complete. A connection
+  // lost before that is an error.
+  boost::asio::awaitable<ApiResult<std::optional<std::string>>> next();
+  // Closes the connection; a pending next() completes with an error.
+  void close();
+
+ private:
+  friend class HttpClient;
+  struct Stream;
+  ForwardedResponse() = default;
+  std::unique_ptr<Stream> stream_;
 };
 
 }  // namespace kwatch::client

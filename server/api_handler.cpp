@@ -36,8 +36,6 @@ using apimachinery::status_object;
 using base::Errc;
 using kinds::ResourceInfo;
 
-namespace {
-
 // A resource request's authorization and, when auditing, its audit record (kube's verb and
 // objectRef, and the decision): the attributes are computed once, for whichever needs them.
 std::optional<ApiError> authorize_and_audit(const AccessOptions& access, AuditEvent* audit,
@@ -53,8 +51,6 @@ std::optional<ApiError> authorize_and_audit(const AccessOptions& access, AuditEv
   }
   return denied;
 }
-
-}  // namespace
 
 ApiHandler::ApiHandler(std::shared_ptr<kinds::Scheme> scheme,
                        std::shared_ptr<registry::ResourceStore> store,
@@ -92,11 +88,12 @@ void ApiHandler::set_audit(std::shared_ptr<AuditLog> audit) {
                      [log = audit_] { return static_cast<double>(log->errors()); });
 }
 
-// The endpoint a request is for: the reviews, the paths outside the API, discovery and the
-// resources. (A request for an aggregated API would be sent on from here.)
+// The endpoint a request is for: the reviews, a remote APIService's group/version (passed on),
+// the paths outside the API, discovery and the resources.
 asio::awaitable<ApiResponse> ApiHandler::dispatch(Exchange& ex) {
   const auto& seg = ex.url.segments;
   if (auto review = co_await serve_review(ex)) co_return std::move(*review);
+  if (auto proxied = co_await serve_aggregated(ex)) co_return std::move(*proxied);
   if (!seg.empty() && (seg[0] == "api" || seg[0] == "apis")) co_return co_await serve_api(ex);
   co_return co_await serve_path(ex);
 }

@@ -46,6 +46,10 @@ namespace kwatch::registry {
 class CacherRegistry;
 }  // namespace kwatch::registry
 
+namespace kwatch::aggregator {
+class ApiServiceProxy;
+}
+
 namespace kwatch::server {
 
 struct Url;
@@ -103,6 +107,11 @@ class ApiHandler {
   void set_access(auth::AccessOptions access) { access_ = std::move(access); }
   // Overload protection (null: none).
   void set_limits(std::shared_ptr<RequestLimits> limits) { limits_ = std::move(limits); }
+  // Requests for the group/versions of remote APIServices are passed to their extension
+  // servers (server/handle_proxy.cpp); none: every group/version is served here.
+  void set_aggregator(std::shared_ptr<const aggregator::ApiServiceProxy> proxy) {
+    proxy_ = std::move(proxy);
+  }
 
   // Readiness as /readyz reports it; flipped by the server once start-up work is done.
   void set_ready(bool ready) { ready_ = ready; }
@@ -145,6 +154,9 @@ class ApiHandler {
                std::chrono::steady_clock::duration elapsed);
   // The endpoints dispatch chooses from.
   boost::asio::awaitable<std::optional<ApiResponse>> serve_review(Exchange& exchange);
+  // A request for a remote APIService's group/version, authorized and passed on; nullopt: the
+  // group/version is served here.
+  boost::asio::awaitable<std::optional<ApiResponse>> serve_aggregated(Exchange& exchange);
   boost::asio::awaitable<ApiResponse> serve_path(Exchange& exchange);
   boost::asio::awaitable<ApiResponse> serve_api(Exchange& exchange);
   boost::asio::awaitable<ApiResponse> serve_resource(Exchange& exchange);
@@ -215,6 +227,7 @@ class ApiHandler {
   OpenApiDocuments openapi_;
   auth::AccessOptions access_;
   std::shared_ptr<RequestLimits> limits_;
+  std::shared_ptr<const aggregator::ApiServiceProxy> proxy_;
   std::shared_ptr<AuditLog> audit_;
 };
 
@@ -227,5 +240,12 @@ struct ApiHandler::Exchange {
   RequestLimits::Lease inflight;
   bool get() const { return request.method == "GET" || request.method == "HEAD"; }
 };
+
+// A resource request's authorization and, when auditing, its audit record (kube's verb and
+// objectRef, and the decision).
+std::optional<apimachinery::ApiError> authorize_and_audit(const auth::AccessOptions& access,
+                                                          AuditEvent* audit,
+                                                          const std::string& api_version,
+                                                          auth::RequestAttributes attributes);
 
 }  // namespace kwatch::server

@@ -560,7 +560,16 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
       "Cache-Control: no-cache, private\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
   std::string_view fixed_head = version == 10 ? kHead10 : kHead11;
   std::string head;  // with the response's own headers (Audit-Id), when it has any
-  if (!response.headers.empty()) {
+  if (response.body_source) {
+    // Another server's answer: its status, type and headers.
+    head = (version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ") + std::to_string(response.status) + " " +
+           std::string(http::obsolete_reason(static_cast<http::status>(response.status))) +
+           "\r\nServer: kwatch\r\n";
+    if (!response.content_type.empty()) head += "Content-Type: " + response.content_type + "\r\n";
+    for (const auto& [name, value] : response.headers) head += name + ": " + value + "\r\n";
+    head += "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+    fixed_head = head;
+  } else if (!response.headers.empty()) {
     head = fixed_head.substr(0, fixed_head.size() - 2);
     for (const auto& [name, value] : response.headers) head += name + ": " + value + "\r\n";
     head += "\r\n";
@@ -592,6 +601,16 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
   std::vector<asio::const_buffer> buffers;
   if (!response.body.empty()) {
     buffers.emplace_back(response.body.data(), response.body.size());
+    StreamOps<Stream>::expires_after(stream, limits.write_timeout);
+    auto [ec, n] = co_await asio::async_write(stream, http::make_chunk(buffers), use_tuple);
+    if (ec) co_return;
+  }
+  while (response.body_source) {
+    std::optional<std::string> piece = co_await response.body_source();
+    if (!piece) break;
+    if (piece->empty()) continue;
+    buffers.clear();
+    buffers.emplace_back(piece->data(), piece->size());
     StreamOps<Stream>::expires_after(stream, limits.write_timeout);
     auto [ec, n] = co_await asio::async_write(stream, http::make_chunk(buffers), use_tuple);
     if (ec) co_return;

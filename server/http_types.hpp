@@ -5,10 +5,12 @@
 #include "auth/credentials.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
 
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -80,6 +82,10 @@ struct ApiResponse {
   // Held until the response has been sent (a watch: until its stream ends), then released: the
   // audit log's ResponseComplete stage of a long-running request.
   std::shared_ptr<void> on_sent;
+  // A streamed body of another server's (an aggregated API's answer, a watch included): after
+  // `body`, each piece as it comes, sent as chunks until nullopt; `status`, `content_type` and
+  // `headers` make the head. With `streaming`.
+  std::function<boost::asio::awaitable<std::optional<std::string>>()> body_source;
 };
 
 }  // namespace kwatch::server

@@ -1,14 +1,133 @@
 """API aggregation as kubectl sees it: APIServices (apiregistration.k8s.io/v1) served and
 validated as kube-aggregator does, a local APIService for every group/version kwatch serves
 (built-in ones registered at start-up, a CustomResourceDefinition's for as long as it serves
-them), `kubectl get apiservices` with kube's columns.
+them), `kubectl get apiservices` with kube's columns; then a metrics.k8s.io extension server the
+test runs (HTTPS, its own CA, behind a Service whose Endpoints hold 127.0.0.1, so the server
+runs with --unsafe-webhook-loopback-endpoints): the availability kube writes as the Service,
+Endpoints and server appear, requests and a watch passed through with the caller in
+X-Remote-User and without its credentials, 503 while the extension is down and recovery.
 
 Usage: aggregation_test.py <path to kwatch-apiserver>
 """
 import json
+import socket
+import ssl
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from harness import Checks, Server, TempDir, kubectl_runner, wait_for
+from harness import Checks, Server, TempDir, WatchStream, kubectl_runner, wait_for
+from pki import CA, server_certificate
+
+GV = "/apis/metrics.k8s.io/v1beta1"
+
+
+class MetricsServer:
+    """A tiny metrics.k8s.io/v1beta1 extension server: discovery, node and pod metrics, and a
+    watch of nodes that sends two events and stays open until released."""
+
+    def __init__(self, directory):
+        self.ca = CA(directory, "metrics-ca")
+        self.cert, self.key = server_certificate(self.ca, "metrics",
+                                                 dns_names=("metrics-server.kube-system.svc",))
+        self.seen = []  # (path, headers)
+        self.lock = threading.Lock()
+        self.release = threading.Event()
+        self.connections = set()
+        self.port = 0
+        self._serve()
+
+    def _serve(self):
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def setup(self):
+                super().setup()
+                with outer.lock:
+                    outer.connections.add(self.connection)
+
+            def send_json(self, body, status=200):
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                path = self.path.split("?")[0]
+                with outer.lock:
+                    outer.seen.append((self.path, {k.lower(): v for k, v in self.headers.items()},
+                                       self.headers.get_all("X-Remote-Group") or []))
+                if path == GV:
+                    return self.send_json({"kind": "APIResourceList", "apiVersion": "v1",
+                                           "groupVersion": "metrics.k8s.io/v1beta1",
+                                           "resources": [
+                                               {"name": "nodes", "kind": "NodeMetrics",
+                                                "namespaced": False, "verbs": ["get", "list"]},
+                                               {"name": "pods", "kind": "PodMetrics",
+                                                "namespaced": True, "verbs": ["get", "list"]}]})
+                if path == GV + "/nodes" and "watch=1" in self.path:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    for i in range(2):
+                        ev = json.dumps({"type": "ADDED", "object": {
+                            "kind": "NodeMetrics", "apiVersion": "metrics.k8s.io/v1beta1",
+                            "metadata": {"name": f"node-{i}"}}}).encode() + b"\n"
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(ev), ev))
+                        self.wfile.flush()
+                    outer.release.wait(20)
+                    try:
+                        self.wfile.write(b"0\r\n\r\n")
+                    except OSError:
+                        pass
+                    return
+                if path == GV + "/nodes":
+                    return self.send_json({"kind": "NodeMetricsList",
+                                           "apiVersion": "metrics.k8s.io/v1beta1",
+                                           "metadata": {}, "items": [
+                                               {"metadata": {"name": "node-0"},
+                                                "timestamp": "2026-11-27T00:00:00Z",
+                                                "window": "10s",
+                                                "usage": {"cpu": "250m", "memory": "1Gi"}}]})
+                return self.send_json({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                       "reason": "NotFound", "code": 404}, 404)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.httpd.daemon_threads = True
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(self.cert, self.key)
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def ca_bundle(self):
+        import base64
+        with open(self.ca.cert_file, "rb") as f:
+            return base64.b64encode(f.read()).decode()
+
+    def stop(self):
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        with self.lock:
+            connections = list(self.connections)
+        for c in connections:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def restart(self):
+        self.release.clear()
+        self._serve()
 
 
 def api_services(kc):
@@ -91,11 +210,106 @@ def checks_of(t, server, tmp):
             "v1beta1.metrics.k8s.io" in api_services(kc))
 
 
+def available(kc, name="v1beta1.metrics.k8s.io"):
+    service = api_services(kc).get(name, {})
+    for c in service.get("status", {}).get("conditions", []):
+        if c.get("type") == "Available":
+            return c
+    return {}
+
+
+def check_extension(t, server, tmp):
+    kc = kubectl_runner(server, tmp)
+    metrics = MetricsServer(tmp)
+    try:
+        kc("delete", "apiservice", "v1beta1.metrics.k8s.io", "--ignore-not-found")
+        kc("create", "namespace", "kube-system")
+        service = {"apiVersion": "v1", "kind": "Service",
+                   "metadata": {"name": "metrics-server", "namespace": "kube-system"},
+                   "spec": {"ports": [{"name": "https", "port": 443,
+                                       "targetPort": metrics.port}]}}
+        kc("apply", "-f", "-", stdin=json.dumps(service))
+        api_service = {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                       "metadata": {"name": "v1beta1.metrics.k8s.io"},
+                       "spec": {"group": "metrics.k8s.io", "version": "v1beta1",
+                                "groupPriorityMinimum": 100, "versionPriority": 100,
+                                "caBundle": metrics.ca_bundle(),
+                                "service": {"namespace": "kube-system",
+                                            "name": "metrics-server"}}}
+        kc("apply", "-f", "-", stdin=json.dumps(api_service))
+        c = wait_for(lambda: (lambda a: a.get("reason") == "EndpointsNotFound" and a)(
+            available(kc)), timeout=10, what="EndpointsNotFound") or available(kc)
+        t.check("without Endpoints the APIService is False (EndpointsNotFound) with kube's message",
+                c.get("status") == "False" and c.get("message") ==
+                'cannot find endpoints for service/metrics-server in "kube-system"', c)
+        code, out = kc("get", "apiservices", "v1beta1.metrics.k8s.io")
+        t.check("kubectl shows AVAILABLE False (EndpointsNotFound)",
+                "False (EndpointsNotFound)" in out and "kube-system/metrics-server" in out, out)
+        status, body = server.request("GET", GV + "/nodes")
+        t.check("a request for the group while it is not available is 503 service unavailable",
+                status == 503 and str(body).strip() == "service unavailable", (status, body))
+        endpoints = {"apiVersion": "v1", "kind": "Endpoints",
+                     "metadata": {"name": "metrics-server", "namespace": "kube-system"},
+                     "subsets": [{"addresses": [{"ip": "127.0.0.1"}],
+                                  "ports": [{"name": "https", "port": metrics.port}]}]}
+        kc("apply", "-f", "-", stdin=json.dumps(endpoints))
+        c = wait_for(lambda: (lambda a: a.get("status") == "True" and a)(available(kc)),
+                     timeout=10, what="Available") or available(kc)
+        t.check("with its endpoint and a discovery check passed it is True (Passed)",
+                c.get("reason") == "Passed" and c.get("message") == "all checks passed", c)
+        checks = [h for p, h, g in metrics.seen if p == GV]
+        t.check("... the check came as system:kube-aggregator in system:masters",
+                any(h.get("x-remote-user") == "system:kube-aggregator" for h in checks)
+                and any("system:masters" in g for p, h, g in metrics.seen if p == GV), checks[:1])
+        code, out = kc("get", "--raw", GV + "/nodes")
+        t.check("kubectl get --raw of an aggregated path is answered by the extension",
+                code == 0 and json.loads(out).get("kind") == "NodeMetricsList", out)
+        proxied = [h for p, h, g in metrics.seen if p.startswith(GV + "/nodes")]
+        last = proxied[-1] if proxied else {}
+        t.check("... as the caller in X-Remote-User, without its credentials",
+                last.get("x-remote-user") == "system:anonymous"
+                and "authorization" not in last, last)
+        status, body = server.request("GET", GV + "/nodes", headers={
+            "X-Remote-User": "forged-admin", "Impersonate-User": "x"})
+        forged = [h for p, h, g in metrics.seen if p.startswith(GV + "/nodes")][-1]
+        t.check("a client's own X-Remote-User is not passed on (impersonating needs the grant "
+                "as always)", forged.get("x-remote-user") != "forged-admin", (status, forged))
+        w = WatchStream(server, GV + "/nodes?watch=1")
+        events = w.take(2, timeout=10)
+        t.check("a watch streams through from the extension",
+                w.status == 200 and [e["object"]["metadata"]["name"] for e in events] ==
+                ["node-0", "node-1"], (w.status, events))
+        code, out = kc("get", "pods", "-A")
+        t.check("other groups are served as before", code == 0, out)
+        # The extension goes away: 503 for its group only, then it comes back.
+        metrics.stop()
+        w.close()
+        c = wait_for(lambda: (lambda a: a.get("reason") == "FailedDiscoveryCheck" and a)(
+            available(kc)), timeout=15, what="FailedDiscoveryCheck") or available(kc)
+        t.check("with the extension down the APIService turns False (FailedDiscoveryCheck)",
+                c.get("status") == "False" and "failing or missing response from "
+                "https://metrics-server.kube-system.svc:443/apis/metrics.k8s.io/v1beta1" in
+                c.get("message", ""), c)
+        status, body = server.request("GET", GV + "/nodes")
+        t.check("... its requests are 503", status == 503, (status, body))
+        code, out = kc("get", "configmaps", "-A")
+        t.check("... and kubectl on other groups works", code == 0, out)
+        metrics.restart()
+        c = wait_for(lambda: (lambda a: a.get("status") == "True" and a)(available(kc)),
+                     timeout=15, what="Available again")
+        code, out = kc("get", "--raw", GV + "/nodes")
+        t.check("the extension back, it is Available again and answers", bool(c) and code == 0,
+                (c, out))
+    finally:
+        metrics.stop()
+
+
 def main():
     binary = sys.argv[1]
     t = Checks()
     with TempDir() as tmp:
-        server = Server(binary, data_dir=tmp + "/data").start()
+        server = Server(binary, data_dir=tmp + "/data",
+                        extra_args=("--unsafe-webhook-loopback-endpoints=true",)).start()
         try:
             checks_of(t, server, tmp)
             server.stop()
@@ -104,6 +318,7 @@ def main():
             back = wait_for(lambda: "v1.apps" in api_services(kc), timeout=10,
                             what="v1.apps registered again")
             t.check("a restart registers the built-in ones again", bool(back))
+            check_extension(t, server, tmp)
             t.check("server alive", server.alive())
         finally:
             server.stop()

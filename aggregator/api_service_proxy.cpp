@@ -1,0 +1,199 @@
+#include "aggregator/api_service_proxy.hpp"
+
+#include "kinds/scheme.hpp"
+#include "registry/cacher_registry.hpp"
+#include "registry/service_endpoints.hpp"
+#include "watch/cacher.hpp"
+
+#include "apimachinery/json_members.hpp"
+#include "apimachinery/stored_json.hpp"
+#include "base/base64.hpp"
+
+#include <boost/json/array.hpp>
+#include <boost/json/value.hpp>
+
+#include <algorithm>
+#include <cctype>
+
+namespace kwatch::aggregator {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+using apimachinery::object_member;
+using apimachinery::string_at;
+
+namespace {
+
+std::optional<RemoteApiService> remote_of(const json::object& service) {
+  const json::object* spec = object_member(service, "spec");
+  const json::object* target = object_member(spec, "service");
+  if (target == nullptr) return std::nullopt;
+  RemoteApiService r;
+  const json::object* meta = object_member(service, "metadata");
+  r.name = string_at(meta, "name");
+  r.resource_version = string_at(meta, "resourceVersion");
+  r.group = string_at(spec, "group");
+  r.version = string_at(spec, "version");
+  r.ns = string_at(target, "namespace");
+  r.service = string_at(target, "name");
+  if (const json::value* p = target->if_contains("port"); p != nullptr && p->is_int64()) {
+    r.port = static_cast<int>(p->get_int64());
+  }
+  if (auto ca = base::base64_decode(string_at(spec, "caBundle"))) r.ca_pem = std::move(*ca);
+  const json::value* skip = spec->if_contains("insecureSkipTLSVerify");
+  r.insecure = skip != nullptr && skip->is_bool() && skip->get_bool();
+  if (const json::array* conditions =
+          apimachinery::array_member(object_member(service, "status"), "conditions")) {
+    for (const auto& c : *conditions) {
+      const json::object* co = c.if_object();
+      if (string_at(co, "type") == "Available") r.available = string_at(co, "status") == "True";
+    }
+  }
+  return r;
+}
+
+bool token_char(unsigned char c) {
+  if (std::isalnum(c) != 0) return true;
+  switch (c) {
+    case '!': case '#': case '$': case '&': case '\'': case '*': case '+': case '-': case '.':
+    case '^': case '_': case '`': case '|': case '~':
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool starts_with_nocase(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (std::size_t i = 0; i < prefix.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(s[i])) !=
+        std::tolower(static_cast<unsigned char>(prefix[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool equals_nocase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && starts_with_nocase(a, b);
+}
+
+// Headers a proxy does not pass on: hop-by-hop ones, the client's credentials (the extension
+// server trusts the proxy's certificate and the identity headers instead) and any identity or
+// impersonation header the client sent itself.
+bool dropped(std::string_view name) {
+  for (std::string_view hop : {"Connection", "Keep-Alive", "Proxy-Authorization",
+                               "Proxy-Authenticate", "TE", "Trailer", "Transfer-Encoding",
+                               "Upgrade", "Host", "Content-Length", "Authorization"}) {
+    if (equals_nocase(name, hop)) return true;
+  }
+  return starts_with_nocase(name, "Impersonate-") || starts_with_nocase(name, "X-Remote-");
+}
+
+}  // namespace
+
+std::string escape_extra_key(std::string_view key) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : key) {
+    if (token_char(c) && c != '%') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+ApiServiceProxy::ApiServiceProxy(std::shared_ptr<const kinds::Scheme> scheme,
+                                 std::shared_ptr<const registry::CacherRegistry> cachers,
+                                 asio::any_io_executor executor, ProxyOptions options)
+    : scheme_(std::move(scheme)),
+      cachers_(std::move(cachers)),
+      executor_(std::move(executor)),
+      options_(std::move(options)) {}
+
+std::optional<RemoteApiService> ApiServiceProxy::find(std::string_view group,
+                                                      std::string_view version) const {
+  auto info = scheme_->find("apiregistration.k8s.io", "v1", "apiservices");
+  auto cacher = info ? cachers_->find(*info) : nullptr;
+  if (!cacher) return std::nullopt;
+  const std::string name = std::string(version) + "." + std::string(group);
+  auto cached = cacher->get(info->key("", name));
+  if (!cached) return std::nullopt;
+  auto parsed = apimachinery::parse_json(cached->json);
+  if (!parsed || !parsed->is_object()) return std::nullopt;
+  return remote_of(parsed->get_object());
+}
+
+std::vector<RemoteApiService> ApiServiceProxy::remote() const {
+  std::vector<RemoteApiService> out;
+  auto info = scheme_->find("apiregistration.k8s.io", "v1", "apiservices");
+  auto cacher = info ? cachers_->find(*info) : nullptr;
+  if (!cacher) return out;
+  for (const auto& object : cacher->list(info->key_prefix(), "", 0, nullptr).objects) {
+    auto parsed = apimachinery::parse_json(object->json);
+    if (!parsed || !parsed->is_object()) continue;
+    if (auto r = remote_of(parsed->get_object())) out.push_back(std::move(*r));
+  }
+  return out;
+}
+
+std::shared_ptr<client::HttpClient> ApiServiceProxy::client_for(const RemoteApiService& target,
+                                                                std::string& error) const {
+  const registry::ServiceEndpoint where = registry::resolve_service_endpoint(
+      *scheme_, cachers_.get(), target.ns, target.service, target.port, options_.allow_loopback);
+  if (!where.error.empty()) {
+    error = where.error;
+    return nullptr;
+  }
+  const std::string key = target.name + "|" + target.resource_version + "|" + where.address;
+  std::lock_guard lock(mutex_);
+  if (auto it = clients_.find(key); it != clients_.end()) return it->second;
+  client::ClientConfig config;
+  config.server = "https://" + where.address;
+  config.tls_server_name = target.service + "." + target.ns + ".svc";
+  config.ca_pem = target.ca_pem;
+  config.insecure_skip_tls_verify = target.insecure;
+  config.client_cert_pem = options_.client_cert_pem;
+  config.client_key_pem = options_.client_key_pem;
+  client::HttpClient::Options client_options;
+  client_options.user_agent = "kube-aggregator";
+  client_options.request_timeout = std::chrono::seconds(30);
+  auto made = client::HttpClient::create(executor_, std::move(config), client_options);
+  if (!made) {
+    error = made.error();
+    return nullptr;
+  }
+  if (clients_.size() >= 256) clients_.clear();  // APIServices and endpoints change: bounded
+  clients_.emplace(key, *made);
+  return *made;
+}
+
+asio::awaitable<client::ApiResult<std::unique_ptr<client::ForwardedResponse>>>
+ApiServiceProxy::forward(const RemoteApiService& target, const apimachinery::UserInfo& user,
+                         client::ForwardedRequest request) const {
+  std::string error;
+  std::shared_ptr<client::HttpClient> client = client_for(target, error);
+  if (!client) {
+    client::ApiError e;
+    e.kind = client::ApiError::Kind::transport;
+    e.reason = kUnresolved;
+    e.message = error;
+    co_return e;
+  }
+  std::erase_if(request.headers, [](const auto& h) { return dropped(h.first); });
+  request.headers.emplace_back("X-Remote-User", user.name);
+  if (!user.uid.empty()) request.headers.emplace_back("X-Remote-Uid", user.uid);
+  for (const auto& g : user.groups) request.headers.emplace_back("X-Remote-Group", g);
+  for (const auto& [key, values] : user.extra) {
+    for (const auto& v : values) {
+      request.headers.emplace_back("X-Remote-Extra-" + escape_extra_key(key), v);
+    }
+  }
+  co_return co_await client->forward(std::move(request));
+}
+
+}  // namespace kwatch::aggregator

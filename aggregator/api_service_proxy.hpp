@@ -1,0 +1,95 @@
+// The way to extension API servers, as kube-aggregator's proxy handler takes it: the remote
+// APIService (one with spec.service) that serves a group/version, read from the APIService watch
+// cache per request; its Service resolved to a ready endpoint (registry/service_endpoints.hpp:
+// loopback and link-local endpoints refused unless a development switch allows them); TLS to
+// "<service>.<namespace>.svc" verified against its caBundle (or not, with insecureSkipTLSVerify),
+// presenting the proxy client certificate (--proxy-client-cert-file/--proxy-client-key-file);
+// and the user of the request in X-Remote-User, X-Remote-Uid, X-Remote-Group and
+// X-Remote-Extra-<key> (escaped as client-go escapes it), any such header from the client
+// dropped first.
+//
+// Thread-safety: every member may be called from any thread (the clients are kept under a lock).
+#pragma once
+
+#include "apimachinery/user_info.hpp"
+#include "client/http_client.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace kwatch::kinds {
+class Scheme;
+}
+namespace kwatch::registry {
+class CacherRegistry;
+}
+
+namespace kwatch::aggregator {
+
+// The reason of a forward() error whose Service could not be resolved to an endpoint.
+inline constexpr const char* kUnresolved = "ServiceUnavailable";
+
+struct ProxyOptions {
+  std::string client_cert_pem;  // --proxy-client-cert-file's content ("": none presented)
+  std::string client_key_pem;   // --proxy-client-key-file's
+  bool allow_loopback = false;  // --unsafe-webhook-loopback-endpoints (tests only)
+};
+
+// A remote APIService in force.
+struct RemoteApiService {
+  std::string name;  // "v1beta1.metrics.k8s.io"
+  std::string group, version;
+  bool available = false;  // its Available condition is True
+  std::string ns, service;
+  int port = 443;
+  std::string ca_pem;  // spec.caBundle decoded
+  bool insecure = false;
+  std::string resource_version;  // of the APIService: a changed one gets a new client
+};
+
+class ApiServiceProxy {
+ public:
+  ApiServiceProxy(std::shared_ptr<const kinds::Scheme> scheme,
+                  std::shared_ptr<const registry::CacherRegistry> cachers,
+                  boost::asio::any_io_executor executor, ProxyOptions options);
+
+  // The remote APIService of `group`/`version` ("" for the core group); nullopt when there is
+  // none or it is local (served here).
+  std::optional<RemoteApiService> find(std::string_view group, std::string_view version) const;
+  // Every remote APIService (for the availability controller).
+  std::vector<RemoteApiService> remote() const;
+
+  // `request` passed to `target`'s extension server as `user` would send it; the answer's head,
+  // then its body as it comes. An error when the Service cannot be resolved (reason
+  // kUnresolved, the message kube's words) or the server cannot be reached.
+  boost::asio::awaitable<client::ApiResult<std::unique_ptr<client::ForwardedResponse>>> forward(
+      const RemoteApiService& target, const apimachinery::UserInfo& user,
+      client::ForwardedRequest request) const;
+
+  const ProxyOptions& options() const { return options_; }
+
+ private:
+  std::shared_ptr<client::HttpClient> client_for(const RemoteApiService& target,
+                                                 std::string& error) const;
+
+  std::shared_ptr<const kinds::Scheme> scheme_;
+  std::shared_ptr<const registry::CacherRegistry> cachers_;
+  boost::asio::any_io_executor executor_;
+  ProxyOptions options_;
+  mutable std::mutex mutex_;
+  // "<name>|<resourceVersion>|<address>" -> its client; bounded.
+  mutable std::map<std::string, std::shared_ptr<client::HttpClient>> clients_;
+};
+
+// X-Remote-Extra-<key>'s key as client-go writes it: every byte that is not an RFC 7230 token
+// character, and '%', as %XX.
+std::string escape_extra_key(std::string_view key);
+
+}  // namespace kwatch::aggregator

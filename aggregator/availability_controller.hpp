@@ -1,0 +1,67 @@
+// kube-aggregator's availability controllers, in one loop: every remote APIService (one with
+// spec.service) gets the Available condition kube writes, checked in kube's order and with its
+// reasons and messages: the Service (ServiceNotFound), its port (ServicePortError), its
+// Endpoints (EndpointsNotFound, MissingEndpoints), then a discovery request to the extension
+// server (GET /apis/<group>/<version> at the resolved endpoint, TLS unverified as kube's check
+// is, the proxy client certificate presented, as system:kube-aggregator in system:masters,
+// within 5 s; FailedDiscoveryCheck), else True "Passed". Local APIServices are Available from
+// their create (kinds/api_service.hpp).
+//
+// kube rechecks every 30 s and on Service and Endpoints events; this loop rechecks every
+// `interval` (2 s by default), so an extension server that comes back is used again within it.
+// The status is written only when the condition changes (lastTransitionTime only when its
+// status does); replicas that agree write nothing.
+//
+// Ownership: shared; its task holds it. Cancellation: stop() ends the loop at its next wait.
+#pragma once
+
+#include "aggregator/api_service_proxy.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/json/object.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+
+namespace kwatch::registry {
+class ResourceStore;
+}
+
+namespace kwatch::aggregator {
+
+// The Available condition of `target` now: status, reason, message.
+struct Availability {
+  std::string status;  // "True", "False", "Unknown"
+  std::string reason;
+  std::string message;
+};
+
+class AvailabilityController : public std::enable_shared_from_this<AvailabilityController> {
+ public:
+  AvailabilityController(std::shared_ptr<const kinds::Scheme> scheme,
+                         std::shared_ptr<const registry::CacherRegistry> cachers,
+                         std::shared_ptr<registry::ResourceStore> store,
+                         std::shared_ptr<const ApiServiceProxy> proxy,
+                         std::chrono::milliseconds interval = std::chrono::seconds(2));
+
+  void start(boost::asio::any_io_executor executor);
+  void stop() { stopped_ = true; }
+
+  // One check of `target` (for tests and the loop).
+  boost::asio::awaitable<Availability> check(const RemoteApiService& target) const;
+
+ private:
+  boost::asio::awaitable<void> run();
+  boost::asio::awaitable<void> write(const RemoteApiService& target, const Availability& now);
+
+  std::shared_ptr<const kinds::Scheme> scheme_;
+  std::shared_ptr<const registry::CacherRegistry> cachers_;
+  std::shared_ptr<registry::ResourceStore> store_;
+  std::shared_ptr<const ApiServiceProxy> proxy_;
+  std::chrono::milliseconds interval_;
+  std::atomic<bool> stopped_{false};
+};
+
+}  // namespace kwatch::aggregator

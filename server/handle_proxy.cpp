@@ -1,0 +1,161 @@
+// Requests for the group/versions of remote APIServices, as kube-aggregator's proxy handler
+// serves them: authorized here like any request (a resource request by its RequestInfo from the
+// path, discovery by its path), answered 503 "service unavailable" while the APIService is not
+// Available, else passed to the extension server (aggregator/api_service_proxy.hpp: its
+// endpoint, TLS, the user in X-Remote-* headers) and its answer passed back: whole when it
+// says its length (up to kMaxBufferedBytes), else streamed piece by piece (a watch).
+//
+// Not passed through yet: WebSocket upgrades (refused with 400), the client's headers beyond
+// Accept, Content-Type and User-Agent.
+
+#include "server/api_handler.hpp"
+
+#include "aggregator/api_service_proxy.hpp"
+#include "server/request_info.hpp"
+#include "server/request_options.hpp"
+#include "server/responses.hpp"
+
+#include <boost/asio/this_coro.hpp>
+#include <spdlog/spdlog.h>
+
+#include <cctype>
+#include <charconv>
+
+namespace kwatch::server {
+
+namespace asio = boost::asio;
+using apimachinery::ApiError;
+using base::Errc;
+
+namespace {
+
+// An answer that says its length up to this is read whole and sent as one response.
+constexpr std::size_t kMaxBufferedBytes = 16u << 20;
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// kube's http.Error: plain text and a newline.
+ApiResponse plain_error(unsigned status, std::string text) {
+  return text_response(status, std::move(text) + "\n", "text/plain; charset=utf-8");
+}
+
+}  // namespace
+
+asio::awaitable<std::optional<ApiResponse>> ApiHandler::serve_aggregated(Exchange& ex) {
+  const auto& seg = ex.url.segments;
+  if (!proxy_ || seg.size() < 3 || seg[0] != "apis") co_return std::nullopt;
+  std::optional<aggregator::RemoteApiService> target = proxy_->find(seg[1], seg[2]);
+  if (!target) co_return std::nullopt;
+  const ApiRequest& request = ex.request;
+  // /apis/<group>/<version> itself was authorized as a path (authorize_path); below it, as a
+  // resource request of the extension's resources.
+  if (seg.size() > 3 && (access_.rbac || ex.audit)) {
+    auto info = parse_request_info(seg);
+    if (!info) co_return plain_error(404, "404 page not found");
+    auth::RequestAttributes a;
+    a.user = ex.route.user;
+    a.api_group = info->group;
+    a.resource = info->resource;
+    a.subresource = info->subresource;
+    a.namespace_ = info->ns;
+    a.name = info->name;
+    const bool watch = info->watch_prefix || truthy(ex.url.param("watch"));
+    a.verb = resource_verb(request.method, !info->name.empty(), watch);
+    ex.route.verb = a.verb;
+    if (auto denied = authorize_and_audit(access_, ex.audit, seg[2], std::move(a))) {
+      co_return error_response(*denied);
+    }
+  }
+  if (request.body_withheld) {
+    co_return error_response(
+        ApiError(Errc::forbidden, "the request was refused before its body was read"));
+  }
+  if (!target->available) co_return plain_error(503, "service unavailable");
+  if (request.websocket) {
+    co_return error_response(ApiError(
+        Errc::bad_request, "kwatch does not pass WebSocket upgrades to aggregated APIs yet"));
+  }
+  client::ForwardedRequest forwarded;
+  forwarded.method = request.method;
+  forwarded.target = request.target;
+  if (!request.accept.empty()) forwarded.headers.emplace_back("Accept", request.accept);
+  if (!request.content_type.empty()) {
+    forwarded.headers.emplace_back("Content-Type", request.content_type);
+  }
+  if (!request.user_agent.empty()) forwarded.headers.emplace_back("User-Agent", request.user_agent);
+  forwarded.body = request.body;
+  auto answer = co_await proxy_->forward(*target, ex.route.user, std::move(forwarded));
+  if (!answer) {
+    // kube: an endpoint that cannot be resolved is 503 "service unavailable" (the reason only
+    // logged); a transport failure is 503 with its text.
+    spdlog::warn("proxying {} to APIService {}: {}", request.target, target->name,
+                 answer.error().message);
+    if (answer.error().reason == aggregator::kUnresolved) {
+      co_return plain_error(503, "service unavailable");
+    }
+    co_return plain_error(503, answer.error().message);
+  }
+  std::shared_ptr<client::ForwardedResponse> upstream = std::move(*answer);
+  ApiResponse r;
+  r.status = upstream->status;
+  r.content_type.clear();
+  std::optional<std::size_t> length;
+  bool chunked = false;
+  for (const auto& [name, value] : upstream->headers) {
+    if (iequals(name, "Content-Type")) {
+      r.content_type = value;
+    } else if (iequals(name, "Content-Length")) {
+      std::size_t n = 0;
+      auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (ec == std::errc() && p == value.data() + value.size()) length = n;
+    } else if (iequals(name, "Transfer-Encoding")) {
+      chunked = true;
+    } else if (iequals(name, "Warning") || iequals(name, "Retry-After") ||
+               iequals(name, "ETag") || iequals(name, "Cache-Control") ||
+               iequals(name, "Location")) {
+      r.headers[name] = value;
+    }
+  }
+  if (r.status >= 300 && r.status < 400 && r.headers.count("Location")) {
+    // kube's --aggregator-reject-forwarding-redirect (on by default).
+    upstream->close();
+    co_return plain_error(502, "the backend attempted to redirect this request, which is not "
+                                 "permitted");
+  }
+  if (!chunked && length && *length <= kMaxBufferedBytes) {
+    std::string body;
+    body.reserve(*length);
+    for (;;) {
+      auto piece = co_await upstream->next();
+      if (!piece) co_return plain_error(503, piece.error().message);
+      if (!*piece) break;
+      body += **piece;
+      if (body.size() > kMaxBufferedBytes) break;
+    }
+    upstream->close();
+    r.body = std::move(body);
+    co_return r;
+  }
+  // Streamed: a watch, or an answer too large to hold.
+  r.streaming = true;
+  r.body_source = [upstream]() -> asio::awaitable<std::optional<std::string>> {
+    auto piece = co_await upstream->next();
+    if (!piece || !*piece) {
+      upstream->close();
+      co_return std::nullopt;
+    }
+    co_return std::move(**piece);
+  };
+  co_return r;
+}
+
+}  // namespace kwatch::server
