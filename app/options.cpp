@@ -276,8 +276,9 @@ std::vector<Flag> flag_table(Options& o) {
          return "";
        }},
       {"unsafe-webhook-loopback-endpoints", "BOOL",
-       "DEVELOPMENT ONLY (default false): let a webhook named by a Service\n"
-       "be called at an endpoint in the loopback range, which kwatch otherwise\n"
+       "DEVELOPMENT ONLY (default false): let a webhook or an aggregated\n"
+       "APIService named by a Service be called at an endpoint in the loopback\n"
+       "range, which kwatch otherwise\n"
        "refuses (as kube refuses such endpoints) so that a Service cannot point\n"
        "the server at itself or its host's local ports. For tests that run the\n"
        "webhook on 127.0.0.1; never set it in production",
