@@ -40,6 +40,12 @@ std::optional<RemoteApiService> remote_of(const json::object& service) {
     r.port = static_cast<int>(p->get_int64());
   }
   if (auto ca = base::base64_decode(string_at(spec, "caBundle"))) r.ca_pem = std::move(*ca);
+  if (const json::value* p = spec->if_contains("groupPriorityMinimum"); p && p->is_int64()) {
+    r.group_priority_minimum = static_cast<int>(p->get_int64());
+  }
+  if (const json::value* p = spec->if_contains("versionPriority"); p && p->is_int64()) {
+    r.version_priority = static_cast<int>(p->get_int64());
+  }
   const json::value* skip = spec->if_contains("insecureSkipTLSVerify");
   r.insecure = skip != nullptr && skip->is_bool() && skip->get_bool();
   if (const json::array* conditions =
@@ -125,7 +131,21 @@ std::optional<RemoteApiService> ApiServiceProxy::find(std::string_view group,
   if (!cached) return std::nullopt;
   auto parsed = apimachinery::parse_json(cached->json);
   if (!parsed || !parsed->is_object()) return std::nullopt;
-  return remote_of(parsed->get_object());
+  auto r = remote_of(parsed->get_object());
+  if (r) attach_resources(*r);
+  return r;
+}
+
+void ApiServiceProxy::attach_resources(RemoteApiService& r) const {
+  std::lock_guard lock(mutex_);
+  if (auto it = resources_.find(r.name); it != resources_.end()) r.resources = it->second;
+}
+
+void ApiServiceProxy::remember_resources(const std::string& name,
+                                         json::object resource_list) const {
+  auto shared = std::make_shared<const json::object>(std::move(resource_list));
+  std::lock_guard lock(mutex_);
+  resources_[name] = std::move(shared);
 }
 
 std::vector<RemoteApiService> ApiServiceProxy::remote() const {
@@ -136,7 +156,10 @@ std::vector<RemoteApiService> ApiServiceProxy::remote() const {
   for (const auto& object : cacher->list(info->key_prefix(), "", 0, nullptr).objects) {
     auto parsed = apimachinery::parse_json(object->json);
     if (!parsed || !parsed->is_object()) continue;
-    if (auto r = remote_of(parsed->get_object())) out.push_back(std::move(*r));
+    if (auto r = remote_of(parsed->get_object())) {
+      attach_resources(*r);
+      out.push_back(std::move(*r));
+    }
   }
   return out;
 }

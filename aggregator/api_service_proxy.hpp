@@ -16,6 +16,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/json/object.hpp>
 
 #include <map>
 #include <memory>
@@ -52,6 +53,11 @@ struct RemoteApiService {
   std::string ca_pem;  // spec.caBundle decoded
   bool insecure = false;
   std::string resource_version;  // of the APIService: a changed one gets a new client
+  int group_priority_minimum = 0;
+  int version_priority = 0;
+  // The extension server's APIResourceList for this group/version, as the last discovery check
+  // that passed read it (none yet: null).
+  std::shared_ptr<const boost::json::object> resources;
 };
 
 class ApiServiceProxy {
@@ -73,6 +79,10 @@ class ApiServiceProxy {
       const RemoteApiService& target, const apimachinery::UserInfo& user,
       client::ForwardedRequest request) const;
 
+  // What the availability controller's last passing discovery check of APIService `name` read
+  // (its APIResourceList), for discovery to list the extension's resources.
+  void remember_resources(const std::string& name, boost::json::object resource_list) const;
+
   const ProxyOptions& options() const { return options_; }
 
  private:
@@ -86,6 +96,9 @@ class ApiServiceProxy {
   mutable std::mutex mutex_;
   // "<name>|<resourceVersion>|<address>" -> its client; bounded.
   mutable std::map<std::string, std::shared_ptr<client::HttpClient>> clients_;
+  // APIService name -> its extension's APIResourceList (under mutex_).
+  mutable std::map<std::string, std::shared_ptr<const boost::json::object>> resources_;
+  void attach_resources(RemoteApiService& r) const;
 };
 
 // X-Remote-Extra-<key>'s key as client-go writes it: every byte that is not an RFC 7230 token

@@ -5,6 +5,7 @@
 #include "registry/service_endpoints.hpp"
 
 #include "apimachinery/json_members.hpp"
+#include "apimachinery/stored_json.hpp"
 #include "apimachinery/validation.hpp"
 #include "base/task_failure.hpp"
 #include "base/timestamps.hpp"
@@ -122,6 +123,19 @@ asio::awaitable<Availability> AvailabilityController::check(const RemoteApiServi
                         "failing or missing response from " + url + ": " + e.message);
   }
   const unsigned status = (*answer)->status;
+  if (status >= 200 && status <= 299) {
+    // The answer is the extension's APIResourceList: kept for discovery (at most 4 MiB).
+    std::string body;
+    while (body.size() <= (4u << 20)) {
+      auto piece = co_await (*answer)->next();
+      if (!piece || !*piece) break;
+      body += **piece;
+    }
+    auto parsed = apimachinery::parse_json(body);
+    if (parsed && parsed->is_object()) {
+      proxy_->remember_resources(target.name, std::move(parsed->get_object()));
+    }
+  }
   (*answer)->close();
   if (status < 200 || status > 299) {
     co_return condition("False", "FailedDiscoveryCheck",

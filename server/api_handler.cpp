@@ -1,5 +1,7 @@
 #include "server/api_handler.hpp"
 
+#include "aggregator/api_service_proxy.hpp"
+
 #include "apimachinery/status.hpp"
 #include "auth/reviews.hpp"
 #include "kinds/scheme.hpp"
@@ -157,15 +159,29 @@ asio::awaitable<ApiResponse> ApiHandler::serve_api(Exchange& ex) {
   const std::size_t gv_len = core ? 2 : 3;
   const bool get = ex.get();
   ApiResponse response;
+  // Remote APIServices' groups join discovery (the group/version documents below them are the
+  // extension servers' own: serve_aggregated).
+  const std::vector<aggregator::RemoteApiService> remote =
+      proxy_ && !core && seg.size() <= 2 ? proxy_->remote()
+                                          : std::vector<aggregator::RemoteApiService>();
   if (seg.size() == 1 && get && wants_aggregated_discovery(request)) {
-    response = json_response(200, aggregated_discovery(*scheme_, core));
+    json::object doc = aggregated_discovery(*scheme_, core);
+    if (!remote.empty()) add_remote_discovery(doc, remote);
+    response = json_response(200, doc);
     response.content_type = std::string(kAggregatedDiscoveryType);
   } else if (seg.size() == 1) {
-    response = get ? json_response(200, core ? api_versions(server_address_)
-                                             : api_group_list(*scheme_))
-                   : method_not_allowed(request.method);
+    if (!get) {
+      response = method_not_allowed(request.method);
+    } else if (core) {
+      response = json_response(200, api_versions(server_address_));
+    } else {
+      json::object doc = api_group_list(*scheme_);
+      if (!remote.empty()) add_remote_groups(doc, remote);
+      response = json_response(200, doc);
+    }
   } else if (!core && seg.size() == 2) {
     auto g = api_group(*scheme_, seg[1]);
+    if (!g) g = remote_api_group(seg[1], remote);
     response = g ? json_response(200, *g) : not_found_path();
   } else if (seg.size() == gv_len) {
     auto list = core ? api_resource_list(*scheme_, "", seg[1])

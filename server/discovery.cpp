@@ -1,5 +1,8 @@
 #include "server/discovery.hpp"
 
+#include "aggregator/api_service_proxy.hpp"
+#include "apimachinery/json_members.hpp"
+
 #include "kinds/subresources.hpp"
 #include "schema/builtin_schemas.hpp"
 #include "server/openapi_v2.hpp"
@@ -367,6 +370,132 @@ std::optional<json::object> openapi_v3_group_version(const Scheme& scheme, std::
                       {"info", json::object{{"title", "Kubernetes"}, {"version", "kwatch"}}},
                       {"paths", paths},
                       {"components", json::object{{"schemas", std::move(schemas)}}}};
+}
+
+namespace {
+
+// The remote group/versions of `group` (every group when empty), by group then versionPriority.
+std::vector<const aggregator::RemoteApiService*> remote_sorted(
+    const std::vector<aggregator::RemoteApiService>& remote) {
+  std::vector<const aggregator::RemoteApiService*> out;
+  for (const auto& r : remote) out.push_back(&r);
+  std::stable_sort(out.begin(), out.end(), [](const auto* a, const auto* b) {
+    if (a->group_priority_minimum != b->group_priority_minimum) {
+      return a->group_priority_minimum > b->group_priority_minimum;
+    }
+    if (a->group != b->group) return a->group < b->group;
+    return a->version_priority > b->version_priority;
+  });
+  return out;
+}
+
+json::object remote_group_entry(std::string_view group,
+                                const std::vector<const aggregator::RemoteApiService*>& sorted) {
+  json::array versions;
+  for (const auto* r : sorted) {
+    if (r->group != group) continue;
+    versions.push_back(json::object{{"groupVersion", r->group + "/" + r->version},
+                                    {"version", r->version}});
+  }
+  json::object entry{{"name", group}, {"versions", versions}};
+  if (!versions.empty()) entry["preferredVersion"] = versions.front();
+  return entry;
+}
+
+bool listed(const json::array& groups, std::string_view name) {
+  for (const auto& g : groups) {
+    const json::object* go = g.if_object();
+    const json::value* n = go != nullptr ? go->if_contains("name") : nullptr;
+    if (n == nullptr) {
+      const json::value* meta = go != nullptr ? go->if_contains("metadata") : nullptr;
+      n = meta != nullptr && meta->is_object() ? meta->get_object().if_contains("name") : nullptr;
+    }
+    if (n != nullptr && n->is_string() && n->get_string() == name) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void add_remote_groups(json::object& group_list,
+                       const std::vector<aggregator::RemoteApiService>& remote) {
+  json::value& groups = group_list["groups"];
+  if (!groups.is_array()) return;
+  const auto sorted = remote_sorted(remote);
+  for (const auto* r : sorted) {
+    if (r->group.empty() || listed(groups.get_array(), r->group)) continue;
+    groups.get_array().push_back(remote_group_entry(r->group, sorted));
+  }
+}
+
+std::optional<json::object> remote_api_group(
+    std::string_view group, const std::vector<aggregator::RemoteApiService>& remote) {
+  const auto sorted = remote_sorted(remote);
+  json::object entry = remote_group_entry(group, sorted);
+  if (entry.at("versions").as_array().empty()) return std::nullopt;
+  entry["kind"] = "APIGroup";
+  entry["apiVersion"] = "v1";
+  return entry;
+}
+
+void add_remote_discovery(json::object& discovery_list,
+                          const std::vector<aggregator::RemoteApiService>& remote) {
+  json::value& items = discovery_list["items"];
+  if (!items.is_array()) return;
+  const auto sorted = remote_sorted(remote);
+  for (const auto* r : sorted) {
+    if (r->group.empty() || listed(items.get_array(), r->group)) continue;
+    json::array versions;
+    for (const auto* v : sorted) {
+      if (v->group != r->group) continue;
+      json::object version{{"version", v->version}};
+      const json::array* list =
+          v->resources ? apimachinery::array_member(v->resources.get(), "resources") : nullptr;
+      if (v->available && list != nullptr) {
+        // The extension's APIResourceList in the v2 form: "name/sub" entries are subresources.
+        json::array resources;
+        for (const auto& item : *list) {
+          const json::object* ro = item.if_object();
+          const std::string name = apimachinery::string_at(ro, "name");
+          if (name.empty() || name.find('/') != std::string::npos) continue;
+          json::object entry{
+              {"resource", name},
+              {"responseKind", json::object{{"group", v->group}, {"version", v->version},
+                                            {"kind", apimachinery::string_at(ro, "kind")}}},
+              {"scope", ro->contains("namespaced") && ro->at("namespaced").is_bool() &&
+                                ro->at("namespaced").get_bool()
+                            ? "Namespaced"
+                            : "Cluster"},
+              {"singularResource", apimachinery::string_at(ro, "singularName")}};
+          for (const char* key : {"verbs", "shortNames", "categories"}) {
+            if (const json::value* value = ro->if_contains(key)) entry[key] = *value;
+          }
+          json::array subresources;
+          for (const auto& sub : *list) {
+            const json::object* so = sub.if_object();
+            const std::string sub_name = apimachinery::string_at(so, "name");
+            if (!sub_name.starts_with(name + "/")) continue;
+            json::object s{{"subresource", sub_name.substr(name.size() + 1)},
+                           {"responseKind",
+                            json::object{{"group", v->group}, {"version", v->version},
+                                          {"kind", apimachinery::string_at(so, "kind")}}}};
+            if (const json::value* verbs = so->if_contains("verbs")) s["verbs"] = *verbs;
+            subresources.push_back(std::move(s));
+          }
+          if (!subresources.empty()) entry["subresources"] = std::move(subresources);
+          resources.push_back(std::move(entry));
+        }
+        version["resources"] = std::move(resources);
+        version["freshness"] = "Current";
+      } else {
+        version["freshness"] = "Stale";
+      }
+      versions.push_back(std::move(version));
+    }
+    items.get_array().push_back(json::object{
+        {"metadata", json::object{{"name", r->group}, {"creationTimestamp", nullptr}}},
+        {"versions", std::move(versions)}});
+  }
 }
 
 }  // namespace kwatch::server

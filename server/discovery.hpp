@@ -13,12 +13,28 @@
 #include <string>
 #include <string_view>
 
+namespace kwatch::aggregator {
+struct RemoteApiService;
+}
+
 namespace kwatch::server {
 
 // GET /api
 boost::json::object api_versions(std::string_view server_address);
 // GET /apis
 boost::json::object api_group_list(const kinds::Scheme& scheme);
+// The groups of remote APIServices (aggregator/api_service_proxy.hpp) in discovery, as
+// kube-aggregator lists them: each group once, its versions by versionPriority, the first
+// preferred; groups served here are left as they are. In the aggregated (v2) document a version
+// whose extension has passed a discovery check lists its resources ("Current"), one that has not
+// lists none ("Stale").
+void add_remote_groups(boost::json::object& group_list,
+                       const std::vector<aggregator::RemoteApiService>& remote);
+std::optional<boost::json::object> remote_api_group(
+    std::string_view group, const std::vector<aggregator::RemoteApiService>& remote);
+void add_remote_discovery(boost::json::object& discovery_list,
+                          const std::vector<aggregator::RemoteApiService>& remote);
+
 // The group-versions served: the scheme's and the reviews' (all v1), in order, once each.
 std::vector<kinds::GroupVersion> served_group_versions(const kinds::Scheme& scheme);
 // GET /apis/<group>; nullopt if the group is not served.

@@ -281,6 +281,24 @@ def check_extension(t, server, tmp):
                 ["node-0", "node-1"], (w.status, events))
         code, out = kc("get", "pods", "-A")
         t.check("other groups are served as before", code == 0, out)
+        # Discovery: kubectl finds the extension's resources.
+        code, out = kc("api-resources", "--api-group=metrics.k8s.io")
+        t.check("kubectl api-resources lists the extension's resources",
+                code == 0 and "nodes" in out and "PodMetrics" in out, out)
+        status, groups = server.request("GET", "/apis")
+        names = [g["name"] for g in groups.get("groups", [])] if isinstance(groups, dict) else []
+        status2, group = server.request("GET", "/apis/metrics.k8s.io")
+        t.check("the legacy /apis and /apis/metrics.k8s.io list the group",
+                "metrics.k8s.io" in names and isinstance(group, dict)
+                and group.get("preferredVersion", {}).get("version") == "v1beta1", (names, group))
+        code, out = kc("get", "nodes.metrics.k8s.io")
+        t.check("kubectl get nodes.metrics.k8s.io goes through the aggregator",
+                code == 0 and "node-0" in out, out)
+        kc("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "Node",
+                                                  "metadata": {"name": "node-0"}}))
+        code, out = kc("top", "node")
+        t.check("kubectl top node shows the extension's metrics",
+                code == 0 and "node-0" in out and "250m" in out, out)
         # The extension goes away: 503 for its group only, then it comes back.
         metrics.stop()
         w.close()
