@@ -48,6 +48,7 @@ class CacherRegistry;
 
 namespace kwatch::aggregator {
 class ApiServiceProxy;
+struct RemoteApiService;
 }
 
 namespace kwatch::server {
@@ -157,6 +158,9 @@ class ApiHandler {
   // A request for a remote APIService's group/version, authorized and passed on; nullopt: the
   // group/version is served here.
   boost::asio::awaitable<std::optional<ApiResponse>> serve_aggregated(Exchange& exchange);
+  // The request passed to `target`'s extension server (authorized already) and its answer.
+  boost::asio::awaitable<ApiResponse> pass_to(const aggregator::RemoteApiService& target,
+                                              Exchange& exchange);
   boost::asio::awaitable<ApiResponse> serve_path(Exchange& exchange);
   boost::asio::awaitable<ApiResponse> serve_api(Exchange& exchange);
   boost::asio::awaitable<ApiResponse> serve_resource(Exchange& exchange);

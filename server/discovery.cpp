@@ -2,6 +2,7 @@
 
 #include "aggregator/api_service_proxy.hpp"
 #include "apimachinery/json_members.hpp"
+#include "apimachinery/stored_json.hpp"
 
 #include "kinds/subresources.hpp"
 #include "schema/builtin_schemas.hpp"
@@ -496,6 +497,21 @@ void add_remote_discovery(json::object& discovery_list,
         {"metadata", json::object{{"name", r->group}, {"creationTimestamp", nullptr}}},
         {"versions", std::move(versions)}});
   }
+}
+
+void add_remote_openapi_paths(std::string& root,
+                              const std::vector<aggregator::RemoteApiService>& remote) {
+  if (remote.empty()) return;
+  auto parsed = apimachinery::parse_json(root);
+  if (!parsed || !parsed->is_object()) return;
+  json::value& paths = parsed->get_object()["paths"];
+  if (!paths.is_object()) return;
+  for (const auto& r : remote) {
+    if (r.group.empty()) continue;
+    const std::string key = "apis/" + r.group + "/" + r.version;
+    paths.get_object()[key] = json::object{{"serverRelativeURL", "/openapi/v3/" + key}};
+  }
+  root = json::serialize(*parsed);
 }
 
 }  // namespace kwatch::server

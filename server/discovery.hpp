@@ -35,6 +35,11 @@ std::optional<boost::json::object> remote_api_group(
 void add_remote_discovery(boost::json::object& discovery_list,
                           const std::vector<aggregator::RemoteApiService>& remote);
 
+// The OpenAPI v3 root (`root`, JSON text) with the remote APIServices' group/versions added, each
+// at /openapi/v3/apis/<group>/<version> (passed to its extension server).
+void add_remote_openapi_paths(std::string& root,
+                              const std::vector<aggregator::RemoteApiService>& remote);
+
 // The group-versions served: the scheme's and the reviews' (all v1), in order, once each.
 std::vector<kinds::GroupVersion> served_group_versions(const kinds::Scheme& scheme);
 // GET /apis/<group>; nullopt if the group is not served.

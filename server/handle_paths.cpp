@@ -9,6 +9,8 @@
 #include "registry/resource_store.hpp"
 #include "server/health_checks.hpp"
 #include "server/openapi_v2.hpp"
+
+#include "aggregator/api_service_proxy.hpp"
 #include "server/responses.hpp"
 #include "server/url.hpp"
 #include "watch/cacher.hpp"
@@ -120,10 +122,15 @@ asio::awaitable<ApiResponse> ApiHandler::serve_path(Exchange& ex) {
   if (seg[0] == "openapi" && seg.size() >= 2 && seg[1] == "v3" && get) {
     std::string path;
     for (std::size_t i = 2; i < seg.size(); ++i) path += (i > 2 ? "/" : "") + seg[i];
+    // A remote APIService's document is its extension server's own, as kube passes it on.
+    if (proxy_ && seg.size() == 5 && seg[2] == "apis") {
+      if (auto remote = proxy_->find(seg[3], seg[4])) co_return co_await pass_to(*remote, ex);
+    }
     auto doc = openapi_.get(*scheme_, path);
     if (!doc) co_return not_found_path();
     ApiResponse response;
     response.body = std::move(*doc);
+    if (proxy_ && path.empty()) add_remote_openapi_paths(response.body, proxy_->remote());
     co_return response;
   }
   if (seg[0] == "openapi" && seg.size() == 2 && seg[1] == "v2" && get) {

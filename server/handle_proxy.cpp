@@ -79,6 +79,13 @@ asio::awaitable<std::optional<ApiResponse>> ApiHandler::serve_aggregated(Exchang
     co_return error_response(
         ApiError(Errc::forbidden, "the request was refused before its body was read"));
   }
+  co_return co_await pass_to(*target, ex);
+}
+
+asio::awaitable<ApiResponse> ApiHandler::pass_to(const aggregator::RemoteApiService& remote,
+                                                 Exchange& ex) {
+  const ApiRequest& request = ex.request;
+  const aggregator::RemoteApiService* target = &remote;
   if (!target->available) co_return plain_error(503, "service unavailable");
   if (request.websocket) {
     co_return error_response(ApiError(

@@ -72,6 +72,32 @@ class MetricsServer:
                                                 "namespaced": False, "verbs": ["get", "list"]},
                                                {"name": "pods", "kind": "PodMetrics",
                                                 "namespaced": True, "verbs": ["get", "list"]}]})
+                if path == "/openapi/v3/apis/metrics.k8s.io/v1beta1":
+                    return self.send_json({
+                        "openapi": "3.0.0", "info": {"title": "metrics", "version": "v1beta1"},
+                        # kubectl explain finds a resource's schema through its path's GET.
+                        "paths": {GV + "/nodes/{name}": {"get": {
+                            "x-kubernetes-action": "get",
+                            "x-kubernetes-group-version-kind": {
+                                "group": "metrics.k8s.io", "version": "v1beta1",
+                                "kind": "NodeMetrics"},
+                            "responses": {"200": {"content": {"application/json": {"schema": {
+                                "$ref": "#/components/schemas/"
+                                        "io.k8s.metrics.pkg.apis.metrics.v1beta1.NodeMetrics"}}}}}}}},
+                        "components": {"schemas": {
+                            "io.k8s.metrics.pkg.apis.metrics.v1beta1.NodeMetrics": {
+                                "type": "object",
+                                "description": "NodeMetrics sets resource usage metrics of a node.",
+                                "properties": {
+                                    "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                                    "metadata": {"type": "object"},
+                                    "window": {"type": "string",
+                                               "description": "The sampling window."},
+                                    "usage": {"type": "object",
+                                              "additionalProperties": {"type": "string"}}},
+                                "x-kubernetes-group-version-kind": [
+                                    {"group": "metrics.k8s.io", "kind": "NodeMetrics",
+                                     "version": "v1beta1"}]}}}})
                 if path == GV + "/nodes" and "watch=1" in self.path:
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")
@@ -294,6 +320,10 @@ def check_extension(t, server, tmp):
         code, out = kc("get", "nodes.metrics.k8s.io")
         t.check("kubectl get nodes.metrics.k8s.io goes through the aggregator",
                 code == 0 and "node-0" in out, out)
+        code, out = kc("explain", "nodes", "--api-version=metrics.k8s.io/v1beta1")
+        t.check("kubectl explain reads the extension's OpenAPI through the aggregator",
+                code == 0 and "NodeMetrics sets resource usage metrics of a node." in out
+                and "window" in out, out)
         kc("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "Node",
                                                   "metadata": {"name": "node-0"}}))
         code, out = kc("top", "node")
