@@ -413,6 +413,7 @@ bool Application::Parts::configure_access() {
   // Who may do what.
   AccessOptions access;
   access.anonymous = options.anonymous_auth;
+  access.request_header = options.request_header;
   if (!options.token_auth_file.empty()) {
     auto tokens = TokenFile::load(options.token_auth_file);
     if (!tokens) {
@@ -610,7 +611,9 @@ bool Application::Parts::listen() {
     }
     https = std::make_unique<HttpServer>(*ioc, handler, http_limits, delivery_ioc);
     https->set_compute(compute->get_executor());
-    if (auto err = https->enable_tls(cert, key, options.client_ca_file); !err.empty()) {
+    if (auto err = https->enable_tls(cert, key, options.client_ca_file,
+                                     options.requestheader_client_ca_file);
+        !err.empty()) {
       spdlog::critical("cannot serve HTTPS: {}", err);
       return false;
     }

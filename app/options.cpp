@@ -96,6 +96,27 @@ Setter positive_duration(std::chrono::milliseconds& target, std::string example)
 // plugin names. kube refuses a name it does not know; a name it knows that kwatch has no plugin
 // for is accepted (a user's flags keep working) and does nothing. `disabled` (null for enable)
 // receives the names.
+// A flag's comma-separated list, each item trimmed; a whitespace-only item is an error.
+std::string string_list(const std::string& value, std::vector<std::string>& out) {
+  out.clear();
+  std::size_t start = 0;
+  while (start <= value.size()) {
+    const auto comma = value.find(',', start);
+    std::string item = value.substr(start, comma == std::string::npos ? std::string::npos
+                                                                      : comma - start);
+    const auto first = item.find_first_not_of(" \t");
+    const auto last = item.find_last_not_of(" \t");
+    if (first == std::string::npos) {
+      if (!item.empty()) return "empty value in the list";
+    } else {
+      out.push_back(item.substr(first, last - first + 1));
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return "";
+}
+
 std::string admission_plugins(const std::string& list, std::vector<std::string>* disabled) {
   static const std::vector<std::string_view> kKnown = {
       "AlwaysAdmit", "AlwaysDeny", "AlwaysPullImages", "CertificateApproval",
@@ -261,6 +282,43 @@ std::vector<Flag> flag_table(Options& o) {
        "ValidatingAdmissionPolicy, ValidatingAdmissionWebhook",
        [&](const std::string& v) -> std::string {
          return admission_plugins(v, &o.disabled_admission_plugins);
+       }},
+      {"requestheader-client-ca-file", "FILE",
+       "CA bundle (PEM) that signs the client certificates of front proxies\n"
+       "(aggregators) allowed to name the user of a request in the\n"
+       "--requestheader-*-headers; kept apart from --client-ca-file",
+       [&](const std::string& v) -> std::string {
+         o.requestheader_client_ca_file = v;
+         return "";
+       }},
+      {"requestheader-allowed-names", "NAMES",
+       "the common names a front proxy's certificate may have (comma-separated;\n"
+       "empty: any certificate the request header CA signs)",
+       [&](const std::string& v) -> std::string {
+         return string_list(v, o.request_header.allowed_names);
+       }},
+      {"requestheader-username-headers", "HEADERS",
+       "headers a front proxy names the user in, the first set one wins\n"
+       "(X-Remote-User is common)",
+       [&](const std::string& v) -> std::string {
+         return string_list(v, o.request_header.username_headers);
+       }},
+      {"requestheader-uid-headers", "HEADERS",
+       "headers a front proxy names the user's uid in (X-Remote-Uid is common)",
+       [&](const std::string& v) -> std::string {
+         return string_list(v, o.request_header.uid_headers);
+       }},
+      {"requestheader-group-headers", "HEADERS",
+       "headers a front proxy names the user's groups in (X-Remote-Group is\n"
+       "suggested)",
+       [&](const std::string& v) -> std::string {
+         return string_list(v, o.request_header.group_headers);
+       }},
+      {"requestheader-extra-headers-prefix", "PREFIXES",
+       "header prefixes a front proxy names the user's extra attributes with\n"
+       "(X-Remote-Extra- is suggested)",
+       [&](const std::string& v) -> std::string {
+         return string_list(v, o.request_header.extra_prefixes);
        }},
       {"proxy-client-cert-file", "FILE",
        "the client certificate (PEM) kwatch presents to extension API servers\n"

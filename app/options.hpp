@@ -2,6 +2,8 @@
 // `--flag value`). Pure parsing, no side effects.
 #pragma once
 
+#include "auth/credentials.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -39,6 +41,9 @@ struct Options {
   // MutatingAdmissionPolicy, ValidatingAdmissionPolicy). --enable-admission-plugins names
   // plugins that are on anyway.
   std::vector<std::string> disabled_admission_plugins;
+  // --requestheader-*: the front proxies (aggregators) trusted to name a request's user.
+  std::string requestheader_client_ca_file;
+  auth::RequestHeaderOptions request_header;
   // --proxy-client-cert-file, --proxy-client-key-file: what extension API servers are shown.
   std::string proxy_client_cert_file;
   std::string proxy_client_key_file;

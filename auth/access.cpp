@@ -128,11 +128,97 @@ asio::awaitable<std::optional<TokenReviewResult>> authenticate_token(
   co_return out;
 }
 
+namespace {
+
+bool iequal(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// url.PathUnescape of an extra key; the key as it is when it does not unescape.
+std::string unescape(std::string_view s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out.push_back(s[i]);
+      continue;
+    }
+    if (i + 2 >= s.size() || !std::isxdigit(static_cast<unsigned char>(s[i + 1])) ||
+        !std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      return std::string(s);
+    }
+    out.push_back(static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16)));
+    i += 2;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<UserInfo> request_header_user(const RequestHeaderOptions& options,
+                                            const ClientCertificate& cert,
+                                            const Credentials& credentials) {
+  if (!cert.front_proxy) return std::nullopt;
+  if (!options.allowed_names.empty() &&
+      std::find(options.allowed_names.begin(), options.allowed_names.end(), cert.user) ==
+          options.allowed_names.end()) {
+    return std::nullopt;
+  }
+  const auto& headers = credentials.proxy_headers;
+  auto first = [&](const std::vector<std::string>& names) -> std::string {
+    for (const auto& name : names) {
+      for (const auto& [k, v] : headers) {
+        if (iequal(k, name) && !v.empty()) return v;
+      }
+    }
+    return "";
+  };
+  UserInfo user;
+  user.name = first(options.username_headers);
+  if (user.name.empty()) return std::nullopt;
+  user.uid = first(options.uid_headers);
+  for (const auto& name : options.group_headers) {
+    for (const auto& [k, v] : headers) {
+      if (iequal(k, name) && !v.empty()) user.groups.push_back(v);
+    }
+  }
+  for (const auto& prefix : options.extra_prefixes) {
+    for (const auto& [k, v] : headers) {
+      if (k.size() <= prefix.size() || !iequal(std::string_view(k).substr(0, prefix.size()), prefix)) {
+        continue;
+      }
+      std::string key = k.substr(prefix.size());
+      for (auto& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      user.extra[unescape(key)].push_back(v);
+    }
+  }
+  // kube's AuthenticatedGroupAdder: system:authenticated, unless either group is there already.
+  const bool grouped = std::any_of(user.groups.begin(), user.groups.end(), [](const auto& g) {
+    return g == "system:authenticated" || g == "system:unauthenticated";
+  });
+  if (!grouped) user.groups.push_back("system:authenticated");
+  return user;
+}
+
 asio::awaitable<apimachinery::ApiResult<UserInfo>> authenticate(
     const AccessOptions& options, const Credentials& credentials, bool health_probe) {
   // kube-apiserver's order: a client certificate, then a bearer token. A credential that fails
   // does not fall back to anonymous: with no other credential that succeeds, it is a 401.
   bool failed = false;
+  if (const ClientCertificate* cert = credentials.client_certificate.get();
+      cert != nullptr && cert->front_proxy) {
+    // kube's request header authenticator comes first: a front proxy's certificate, an allowed
+    // name, and a user in the headers.
+    if (auto user = request_header_user(options.request_header, *cert, credentials)) {
+      co_return std::move(*user);
+    }
+  }
   if (const ClientCertificate* cert = credentials.client_certificate.get()) {
     if (!cert->error.empty()) {
       failed = true;

@@ -39,12 +39,20 @@ struct AccessOptions {
   // --service-account-max-token-expiration: TokenRequests asking for longer get this (0: none).
   std::int64_t max_token_seconds = 0;
   bool anonymous = true;                    // --anonymous-auth
+  RequestHeaderOptions request_header;      // with --requestheader-client-ca-file
   std::shared_ptr<RbacPolicySource> rbac;   // --authorization-mode=RBAC; null: AlwaysAllow
   // Where the accounts (and objects) tokens name are looked up: the watch caches, then storage.
   std::shared_ptr<kinds::Scheme> scheme;
   std::shared_ptr<registry::CacherRegistry> cachers;
   std::shared_ptr<registry::ResourceStore> store;
 };
+
+// kube's request header authenticator: the user a front proxy's request names in its headers,
+// when its certificate verified against the request header CA, its CN is allowed and a user
+// header is set; nullopt otherwise (the other authenticators then decide).
+std::optional<UserInfo> request_header_user(const RequestHeaderOptions& options,
+                                            const ClientCertificate& cert,
+                                            const Credentials& credentials);
 
 // A bearer token judged as TokenReview reports it.
 struct TokenReviewResult {

@@ -13,14 +13,30 @@ namespace kwatch::auth {
 // The certificate a TLS client presented (only asked for when --client-ca-file is set), checked
 // once per connection: the user it names (CN, groups from O) or why it cannot be trusted.
 struct ClientCertificate {
+  // Verified against --requestheader-client-ca-file (valid now, usable for client auth): a
+  // front proxy (an aggregator) that names the user in request headers.
+  bool front_proxy = false;
   std::string error;  // empty: verified against the client CA, valid now, usable for client auth
   std::string user;   // subject CN
   std::vector<std::string> groups;  // subject O, in order
 };
 
+// --requestheader-*: who may name the user of a request in its headers (an aggregator, with a
+// certificate from the request header CA), and in which headers.
+struct RequestHeaderOptions {
+  std::vector<std::string> allowed_names;     // the certificate's CN must be one (empty: any)
+  std::vector<std::string> username_headers;  // the first non-empty one is the user
+  std::vector<std::string> uid_headers;
+  std::vector<std::string> group_headers;     // every value of each
+  std::vector<std::string> extra_prefixes;    // <prefix><key>: extra[key] (lowercased, unescaped)
+};
+
 struct Credentials {
   std::string authorization = {};  // the Authorization header
   std::shared_ptr<const ClientCertificate> client_certificate = {};  // null: none presented
+  // Every header of the request, kept only when a front proxy's certificate came with it (the
+  // request header authenticator reads the user from them).
+  std::vector<std::pair<std::string, std::string>> proxy_headers = {};
 };
 
 // Impersonate-User, Impersonate-Group (each header), Impersonate-Uid (kubectl --as, --as-group).

@@ -86,10 +86,21 @@ std::shared_ptr<const auth::ClientCertificate> StreamOps<TlsStream>::client_cert
   X509* cert = SSL_get0_peer_certificate(ssl);
   if (cert == nullptr) return nullptr;
   auto out = std::make_shared<auth::ClientCertificate>();
+  // A front proxy's certificate is verified against the request header CA, kept apart from the
+  // client CA (a proxy's certificate is not a user's, nor the other way round).
+  if (auto* front_proxy_cas = static_cast<X509_STORE*>(SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)))) {
+    X509_STORE_CTX* check = X509_STORE_CTX_new();
+    if (check != nullptr &&
+        X509_STORE_CTX_init(check, front_proxy_cas, cert, SSL_get_peer_cert_chain(ssl)) == 1) {
+      X509_STORE_CTX_set_purpose(check, X509_PURPOSE_SSL_CLIENT);
+      out->front_proxy = X509_verify_cert(check) == 1;
+    }
+    X509_STORE_CTX_free(check);
+  }
   const long verified = SSL_get_verify_result(ssl);
   if (verified != X509_V_OK) {
     out->error = std::string("x509: ") + X509_verify_cert_error_string(verified);
-    return out;
+    if (!out->front_proxy) return out;
   }
   const X509_NAME* subject = X509_get_subject_name(cert);
   auto entry_text = [](const X509_NAME_ENTRY* entry) {
@@ -197,6 +208,12 @@ ApiRequest request_of(const http::request<http::string_body>& req,
   request.user_agent = std::string(req[http::field::user_agent]);
   request.credentials.authorization = std::string(req[http::field::authorization]);
   request.credentials.client_certificate = peer;
+  if (peer && peer->front_proxy) {
+    for (const auto& field : req) {
+      request.credentials.proxy_headers.emplace_back(std::string(field.name_string()),
+                                                     std::string(field.value()));
+    }
+  }
   for (const auto& field : req) {
     const auto name = field.name_string();
     if (beast::iequals(name, "Impersonate-User")) {
@@ -403,7 +420,8 @@ int select_http11(SSL*, const unsigned char** out, unsigned char* outlen, const 
 }  // namespace
 
 std::string HttpServer::enable_tls(const std::string& cert_file, const std::string& key_file,
-                                   const std::string& client_ca_file) {
+                                   const std::string& client_ca_file,
+                                   const std::string& front_proxy_ca_file) {
   auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
   boost::system::error_code ec;
   // TLS 1.2 and 1.3 only, as kube-apiserver's default minimum.
@@ -423,11 +441,31 @@ std::string HttpServer::enable_tls(const std::string& cert_file, const std::stri
     return "the private key in " + key_file + " does not match the certificate in " + cert_file;
   }
   SSL_CTX_set_alpn_select_cb(ctx->native_handle(), select_http11, nullptr);
-  if (!client_ca_file.empty()) {
-    ctx->load_verify_file(client_ca_file, ec);
-    if (ec) return "cannot load the client CA in " + client_ca_file + ": " + ec.message();
-    STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(client_ca_file.c_str());
-    if (names == nullptr) return "no CA certificate in " + client_ca_file;
+  if (!front_proxy_ca_file.empty()) {
+    X509_STORE* store = X509_STORE_new();
+    if (store == nullptr || X509_STORE_load_file(store, front_proxy_ca_file.c_str()) != 1) {
+      X509_STORE_free(store);
+      return "cannot load the request header CA in " + front_proxy_ca_file;
+    }
+    impl_->front_proxy_cas.reset(store);
+    SSL_CTX_set_app_data(ctx->native_handle(), store);
+  }
+  if (!client_ca_file.empty() || !front_proxy_ca_file.empty()) {
+    STACK_OF(X509_NAME)* names = sk_X509_NAME_new_null();
+    for (const std::string& file : {client_ca_file, front_proxy_ca_file}) {
+      if (file.empty()) continue;
+      if (SSL_add_file_cert_subjects_to_stack(names, file.c_str()) != 1) {
+        sk_X509_NAME_pop_free(names, X509_NAME_free);
+        return "no CA certificate in " + file;
+      }
+    }
+    if (!client_ca_file.empty()) {
+      ctx->load_verify_file(client_ca_file, ec);
+      if (ec) {
+        sk_X509_NAME_pop_free(names, X509_NAME_free);
+        return "cannot load the client CA in " + client_ca_file + ": " + ec.message();
+      }
+    }
     SSL_CTX_set_client_CA_list(ctx->native_handle(), names);
     // Ask for a certificate, never fail the handshake over it; the result is checked per
     // connection (see client_certificate_of) with the client-auth purpose (extended key usage).

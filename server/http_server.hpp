@@ -46,9 +46,13 @@ class HttpServer {
   // Serves HTTPS instead of plain HTTP: TLS 1.2+, the certificate chain and key from these PEM
   // files, HTTP/1.1 by ALPN. With `client_ca_file` (PEM bundle), clients are asked for a
   // certificate, checked against it and named in each request (ApiRequest::credentials).
+  // With `front_proxy_ca_file` (--requestheader-client-ca-file), a certificate it verifies is a
+  // front proxy's (auth::ClientCertificate::front_proxy) and the request's headers are kept
+  // for the request header authenticator.
   // Call before `start`. Returns an error message, or "" on success.
   std::string enable_tls(const std::string& cert_file, const std::string& key_file,
-                         const std::string& client_ca_file);
+                         const std::string& client_ca_file,
+                         const std::string& front_proxy_ca_file = "");
 
   // Binds and listens; port 0 picks a free port (see `port()`).
   boost::system::error_code listen(const std::string& address, unsigned short port);

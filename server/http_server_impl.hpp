@@ -256,6 +256,11 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   asio::io_context* delivery;
   tcp::acceptor acceptor;
   std::shared_ptr<asio::ssl::context> tls;  // null: plain HTTP
+  // --requestheader-client-ca-file's certificates (the TLS context's app data points here).
+  struct FreeStore {
+    void operator()(X509_STORE* s) const { X509_STORE_free(s); }
+  };
+  std::unique_ptr<X509_STORE, FreeStore> front_proxy_cas;
   std::shared_ptr<ApiHandler> handler;
   HttpLimits limits;
 };

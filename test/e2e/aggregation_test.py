@@ -352,12 +352,125 @@ def check_extension(t, server, tmp):
         metrics.stop()
 
 
+def b_call(server, method, path, body=None, token="admin-token"):
+    import http.client
+    from harness import json_exchange
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    return json_exchange(conn, method, path, body, {"Content-Type": "application/json"}, token)
+
+
+def check_second_kwatch(t, server, tmp, binary, front_proxy_ca):
+    """A second kwatch (B) serves a custom resource to the first (A) as an extension API server:
+    B trusts A's proxy certificate for the user A names in X-Remote-* headers and authorizes
+    that user with its own RBAC."""
+    import os
+    import urllib.request
+    tokens = os.path.join(tmp, "b-tokens.csv")
+    with open(tokens, "w") as f:
+        f.write('admin-token,admin,1,"system:masters"\n')
+    ext = Server(binary, https=True, extra_args=[
+        f"--token-auth-file={tokens}", "--authorization-mode=RBAC", f"--cert-dir={tmp}/b-certs",
+        f"--requestheader-client-ca-file={front_proxy_ca.cert_file}",
+        "--requestheader-allowed-names=front-proxy-client",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-"]).start()
+    try:
+        group = "ext.example.com"
+        status, body = b_call(ext, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", {
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"widgets.{group}"},
+            "spec": {"group": group, "scope": "Namespaced",
+                     "names": {"plural": "widgets", "kind": "Widget"},
+                     "versions": [{"name": "v1", "served": True, "storage": True,
+                                   "schema": {"openAPIV3Schema": {
+                                       "type": "object", "description": "A widget of B's.",
+                                       "properties": {"spec": {"type": "object", "properties": {
+                                           "size": {"type": "integer",
+                                                    "description": "How big."}}}}}}}]}})
+        path = f"/apis/{group}/v1/namespaces/default/widgets"
+        wait_for(lambda: b_call(ext, "GET", path)[0] == 200, timeout=20, what="B serves widgets")
+        b_call(ext, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", {
+            "metadata": {"name": "widget-reader"},
+            "rules": [{"apiGroups": [group], "resources": ["widgets"],
+                       "verbs": ["get", "list", "watch"]}]})
+        b_call(ext, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
+            "metadata": {"name": "alice-reads-widgets"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "widget-reader"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                          "name": "alice"}]})
+        b_call(ext, "POST", path, {"apiVersion": f"{group}/v1", "kind": "Widget",
+                                   "metadata": {"name": "w1"}, "spec": {"size": 3}})
+        kc = kubectl_runner(server, tmp)
+        kc("create", "namespace", "ext")
+        for obj in ({"apiVersion": "v1", "kind": "Service",
+                     "metadata": {"name": "ext", "namespace": "ext"},
+                     "spec": {"ports": [{"name": "https", "port": 443,
+                                         "targetPort": ext.secure_port}]}},
+                    {"apiVersion": "v1", "kind": "Endpoints",
+                     "metadata": {"name": "ext", "namespace": "ext"},
+                     "subsets": [{"addresses": [{"ip": "127.0.0.1"}],
+                                  "ports": [{"name": "https", "port": ext.secure_port}]}]},
+                    {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                     "metadata": {"name": f"v1.{group}"},
+                     "spec": {"group": group, "version": "v1", "groupPriorityMinimum": 1000,
+                              "versionPriority": 100, "insecureSkipTLSVerify": True,
+                              "service": {"namespace": "ext", "name": "ext"}}}):
+            kc("apply", "-f", "-", stdin=json.dumps(obj))
+        c = wait_for(lambda: (lambda a: a.get("status") == "True" and a)(
+            available(kc, f"v1.{group}")), timeout=15, what="B's APIService available")
+        t.check("a second kwatch's APIService is Available (its discovery check passed as "
+                "system:kube-aggregator through request header authentication)", bool(c),
+                available(kc, f"v1.{group}"))
+        code, out = kc("get", f"widgets.{group}", "--as", "alice")
+        t.check("kubectl get through A as alice: B authorizes alice with its own RBAC",
+                code == 0 and "w1" in out, out)
+        code, out = kc("get", f"widgets.{group}", "--as", "bob")
+        t.check("... and refuses bob in its own words",
+                code != 0 and 'User "bob" cannot list resource "widgets" in API group '
+                '"ext.example.com" in the namespace "default"' in out, out)
+        w = WatchStream(server, path + "?watch=1", headers={"Impersonate-User": "alice"})
+        first = w.take(1, timeout=10)
+        b_call(ext, "POST", path, {"apiVersion": f"{group}/v1", "kind": "Widget",
+                                   "metadata": {"name": "w2"}, "spec": {"size": 4}})
+        second = w.take(1, timeout=10)
+        t.check("a watch through A streams B's events",
+                [e.get("object", {}).get("metadata", {}).get("name") for e in first + second] ==
+                ["w1", "w2"], first + second)
+        w.close()
+        code, out = kc("explain", "widgets", f"--api-version={group}/v1", "--as", "alice")
+        t.check("kubectl explain through A reads B's OpenAPI", code == 0 and
+                "A widget of B's." in out, out)
+        # B itself does not take X-Remote-User from a client without A's certificate.
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        req = urllib.request.Request(f"https://127.0.0.1:{ext.secure_port}{path}",
+                                     headers={"X-Remote-User": "alice"})
+        try:
+            urllib.request.urlopen(req, context=ctx, timeout=10)
+            forged = 200
+        except urllib.error.HTTPError as e:
+            forged = e.code
+        t.check("B ignores X-Remote-User from a client without the front proxy's certificate",
+                forged == 403, forged)
+        code, out = kc("get", "apiservices", f"v1.{group}")
+        t.check("kubectl get apiservices shows it True", "True" in out, out)
+    finally:
+        ext.stop()
+
+
 def main():
     binary = sys.argv[1]
     t = Checks()
     with TempDir() as tmp:
+        front_proxy_ca = CA(tmp, "front-proxy-ca")
+        proxy_cert, proxy_key = front_proxy_ca.client("front-proxy-client", cn="front-proxy-client")
         server = Server(binary, data_dir=tmp + "/data",
-                        extra_args=("--unsafe-webhook-loopback-endpoints=true",)).start()
+                        extra_args=("--unsafe-webhook-loopback-endpoints=true",
+                                    f"--proxy-client-cert-file={proxy_cert}",
+                                    f"--proxy-client-key-file={proxy_key}")).start()
         try:
             checks_of(t, server, tmp)
             server.stop()
@@ -367,6 +480,7 @@ def main():
                             what="v1.apps registered again")
             t.check("a restart registers the built-in ones again", bool(back))
             check_extension(t, server, tmp)
+            check_second_kwatch(t, server, tmp, binary, front_proxy_ca)
             t.check("server alive", server.alive())
         finally:
             server.stop()
