@@ -603,6 +603,23 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
         },
         [](std::exception_ptr e) { log_task_failure(e, "watch hang-up reader"); });
   }
+  // Likewise for another server's stream (an aggregated watch): a client that hangs up ends
+  // the upstream request at once, not when the upstream next sends something.
+  if (response.body_source && response.cancel_source) {
+    auto executor = co_await asio::this_coro::executor;
+    asio::co_spawn(
+        executor,
+        [&raw = StreamOps<Stream>::raw(stream),
+         cancel = response.cancel_source]() -> asio::awaitable<void> {
+          std::array<char, 64> discard;
+          for (;;) {
+            auto [ec, n] = co_await raw.async_read_some(asio::buffer(discard), use_tuple);
+            if (ec) break;
+          }
+          cancel();
+        },
+        [](std::exception_ptr e) { log_task_failure(e, "proxied stream hang-up reader"); });
+  }
   std::vector<asio::const_buffer> buffers;
   if (!response.body.empty()) {
     buffers.emplace_back(response.body.data(), response.body.size());

@@ -86,6 +86,9 @@ struct ApiResponse {
   // `body`, each piece as it comes, sent as chunks until nullopt; `status`, `content_type` and
   // `headers` make the head. With `streaming`.
   std::function<boost::asio::awaitable<std::optional<std::string>>()> body_source;
+  // Ends `body_source` early (its client hung up): called from another coroutine than the one
+  // reading it, so it must be safe to call while a read is pending (it closes a connection).
+  std::function<void()> cancel_source;
 };
 
 }  // namespace kwatch::server

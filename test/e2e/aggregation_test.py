@@ -14,6 +14,7 @@ import socket
 import ssl
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from harness import Checks, Server, TempDir, WatchStream, kubectl_runner, wait_for
@@ -31,6 +32,7 @@ class MetricsServer:
         self.cert, self.key = server_certificate(self.ca, "metrics",
                                                  dns_names=("metrics-server.kube-system.svc",))
         self.seen = []  # (path, headers)
+        self.watches_cut = 0  # quiet watches whose connection the aggregator closed
         self.lock = threading.Lock()
         self.release = threading.Event()
         self.connections = set()
@@ -109,11 +111,25 @@ class MetricsServer:
                             "metadata": {"name": f"node-{i}"}}}).encode() + b"\n"
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(ev), ev))
                         self.wfile.flush()
-                    outer.release.wait(20)
-                    try:
-                        self.wfile.write(b"0\r\n\r\n")
-                    except OSError:
-                        pass
+                    # Quiet from here on; the aggregator closing the connection ends it early.
+                    self.connection.settimeout(0.1)
+                    deadline = time.monotonic() + 20
+                    while not outer.release.is_set() and time.monotonic() < deadline:
+                        try:
+                            if self.connection.recv(1) == b"":
+                                break
+                        except socket.timeout:
+                            continue
+                        except (OSError, ssl.SSLError):
+                            break
+                    else:
+                        try:
+                            self.wfile.write(b"0\r\n\r\n")
+                        except OSError:
+                            pass
+                        return
+                    with outer.lock:
+                        outer.watches_cut += 1
                     return
                 if path == GV + "/nodes":
                     return self.send_json({"kind": "NodeMetricsList",
@@ -305,6 +321,12 @@ def check_extension(t, server, tmp):
         t.check("a watch streams through from the extension",
                 w.status == 200 and [e["object"]["metadata"]["name"] for e in events] ==
                 ["node-0", "node-1"], (w.status, events))
+        w.close()
+        cut = wait_for(lambda: metrics.watches_cut >= 1, timeout=10,
+                       what="the upstream watch closed")
+        t.check("a client that hangs up on a quiet proxied watch ends the upstream request at "
+                "once (no connection left open per abandoned watch)", bool(cut),
+                metrics.watches_cut)
         code, out = kc("get", "pods", "-A")
         t.check("other groups are served as before", code == 0, out)
         # Discovery: kubectl finds the extension's resources.
