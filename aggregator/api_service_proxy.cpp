@@ -7,6 +7,7 @@
 
 #include "apimachinery/json_members.hpp"
 #include "apimachinery/stored_json.hpp"
+#include "base/ascii.hpp"
 #include "base/base64.hpp"
 
 #include <boost/json/array.hpp>
@@ -69,21 +70,6 @@ bool token_char(unsigned char c) {
   }
 }
 
-bool starts_with_nocase(std::string_view s, std::string_view prefix) {
-  if (s.size() < prefix.size()) return false;
-  for (std::size_t i = 0; i < prefix.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(s[i])) !=
-        std::tolower(static_cast<unsigned char>(prefix[i]))) {
-      return false;
-    }
-  }
-  return true;
-}
-
-bool equals_nocase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && starts_with_nocase(a, b);
-}
-
 // Headers a proxy does not pass on: hop-by-hop ones, the client's credentials (the extension
 // server trusts the proxy's certificate and the identity headers instead) and any identity or
 // impersonation header the client sent itself.
@@ -91,9 +77,9 @@ bool dropped(std::string_view name) {
   for (std::string_view hop : {"Connection", "Keep-Alive", "Proxy-Authorization",
                                "Proxy-Authenticate", "TE", "Trailer", "Transfer-Encoding",
                                "Upgrade", "Host", "Content-Length", "Authorization"}) {
-    if (equals_nocase(name, hop)) return true;
+    if (base::iequals(name, hop)) return true;
   }
-  return starts_with_nocase(name, "Impersonate-") || starts_with_nocase(name, "X-Remote-");
+  return base::istarts_with(name, "Impersonate-") || base::istarts_with(name, "X-Remote-");
 }
 
 }  // namespace

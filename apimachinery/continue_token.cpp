@@ -1,5 +1,7 @@
 #include "apimachinery/continue_token.hpp"
 
+#include "base/ascii.hpp"
+
 #include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
 
@@ -10,6 +12,8 @@
 #include <vector>
 
 namespace kwatch::apimachinery {
+
+using base::iequals;
 namespace {
 
 constexpr std::string_view kVersion = "meta.k8s.io/v1";
@@ -151,17 +155,6 @@ std::string_view go_json_kind(const boost::json::value& v) {
     case boost::json::kind::null: return "null";
     default: return "number";
   }
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
-  }
-  return true;
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "auth/access.hpp"
 
+#include "base/ascii.hpp"
+
 #include "apimachinery/json_members.hpp"
 #include "apimachinery/stored_json.hpp"
 #include "auth/rbac_policy_source.hpp"
@@ -130,17 +132,6 @@ asio::awaitable<std::optional<TokenReviewResult>> authenticate_token(
 
 namespace {
 
-bool iequal(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
-  }
-  return true;
-}
-
 // url.PathUnescape of an extra key; the key as it is when it does not unescape.
 std::string unescape(std::string_view s) {
   std::string out;
@@ -174,7 +165,7 @@ std::optional<UserInfo> request_header_user(const RequestHeaderOptions& options,
   auto first = [&](const std::vector<std::string>& names) -> std::string {
     for (const auto& name : names) {
       for (const auto& [k, v] : headers) {
-        if (iequal(k, name) && !v.empty()) return v;
+        if (base::iequals(k, name) && !v.empty()) return v;
       }
     }
     return "";
@@ -185,12 +176,12 @@ std::optional<UserInfo> request_header_user(const RequestHeaderOptions& options,
   user.uid = first(options.uid_headers);
   for (const auto& name : options.group_headers) {
     for (const auto& [k, v] : headers) {
-      if (iequal(k, name) && !v.empty()) user.groups.push_back(v);
+      if (base::iequals(k, name) && !v.empty()) user.groups.push_back(v);
     }
   }
   for (const auto& prefix : options.extra_prefixes) {
     for (const auto& [k, v] : headers) {
-      if (k.size() <= prefix.size() || !iequal(std::string_view(k).substr(0, prefix.size()), prefix)) {
+      if (k.size() <= prefix.size() || !base::istarts_with(k, prefix)) {
         continue;
       }
       std::string key = k.substr(prefix.size());

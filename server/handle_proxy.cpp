@@ -11,6 +11,7 @@
 #include "server/api_handler.hpp"
 
 #include "aggregator/api_service_proxy.hpp"
+#include "base/ascii.hpp"
 #include "server/request_info.hpp"
 #include "server/request_options.hpp"
 #include "server/responses.hpp"
@@ -18,7 +19,6 @@
 #include <boost/asio/this_coro.hpp>
 #include <spdlog/spdlog.h>
 
-#include <cctype>
 #include <charconv>
 
 namespace kwatch::server {
@@ -26,22 +26,12 @@ namespace kwatch::server {
 namespace asio = boost::asio;
 using apimachinery::ApiError;
 using base::Errc;
+using base::iequals;
 
 namespace {
 
 // An answer that says its length up to this is read whole and sent as one response.
 constexpr std::size_t kMaxBufferedBytes = 16u << 20;
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
-  }
-  return true;
-}
 
 // kube's http.Error: plain text and a newline.
 ApiResponse plain_error(unsigned status, std::string text) {

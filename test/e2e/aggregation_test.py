@@ -13,163 +13,108 @@ import json
 import socket
 import ssl
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from harness import Checks, Server, TempDir, WatchStream, kubectl_runner, wait_for
-from pki import CA, server_certificate
+from pki import CA
+from webhook_server import WebhookServer
 
 GV = "/apis/metrics.k8s.io/v1beta1"
 
 
-class MetricsServer:
-    """A tiny metrics.k8s.io/v1beta1 extension server: discovery, node and pod metrics, and a
-    watch of nodes that sends two events and stays open until released."""
+class MetricsServer(WebhookServer):
+    """A tiny metrics.k8s.io/v1beta1 extension server: discovery, node and pod metrics, its
+    OpenAPI document, and a watch of nodes that sends two events and then stays quiet."""
 
     def __init__(self, directory):
-        self.ca = CA(directory, "metrics-ca")
-        self.cert, self.key = server_certificate(self.ca, "metrics",
-                                                 dns_names=("metrics-server.kube-system.svc",))
-        self.seen = []  # (path, headers)
+        self.seen = []  # (path, headers, X-Remote-Group values)
         self.watches_cut = 0  # quiet watches whose connection the aggregator closed
-        self.lock = threading.Lock()
-        self.release = threading.Event()
-        self.connections = set()
-        self.port = 0
-        self._serve()
+        super().__init__(directory, name="metrics",
+                         dns_names=("metrics-server.kube-system.svc",), on_get=self.get)
 
-    def _serve(self):
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def setup(self):
-                super().setup()
-                with outer.lock:
-                    outer.connections.add(self.connection)
-
-            def send_json(self, body, status=200):
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self):
-                path = self.path.split("?")[0]
-                with outer.lock:
-                    outer.seen.append((self.path, {k.lower(): v for k, v in self.headers.items()},
-                                       self.headers.get_all("X-Remote-Group") or []))
-                if path == GV:
-                    return self.send_json({"kind": "APIResourceList", "apiVersion": "v1",
-                                           "groupVersion": "metrics.k8s.io/v1beta1",
-                                           "resources": [
-                                               {"name": "nodes", "kind": "NodeMetrics",
-                                                "namespaced": False, "verbs": ["get", "list"]},
-                                               {"name": "pods", "kind": "PodMetrics",
-                                                "namespaced": True, "verbs": ["get", "list"]}]})
-                if path == "/openapi/v3/apis/metrics.k8s.io/v1beta1":
-                    return self.send_json({
-                        "openapi": "3.0.0", "info": {"title": "metrics", "version": "v1beta1"},
-                        # kubectl explain finds a resource's schema through its path's GET.
-                        "paths": {GV + "/nodes/{name}": {"get": {
-                            "x-kubernetes-action": "get",
-                            "x-kubernetes-group-version-kind": {
-                                "group": "metrics.k8s.io", "version": "v1beta1",
-                                "kind": "NodeMetrics"},
-                            "responses": {"200": {"content": {"application/json": {"schema": {
-                                "$ref": "#/components/schemas/"
-                                        "io.k8s.metrics.pkg.apis.metrics.v1beta1.NodeMetrics"}}}}}}}},
-                        "components": {"schemas": {
-                            "io.k8s.metrics.pkg.apis.metrics.v1beta1.NodeMetrics": {
-                                "type": "object",
-                                "description": "NodeMetrics sets resource usage metrics of a node.",
-                                "properties": {
-                                    "apiVersion": {"type": "string"}, "kind": {"type": "string"},
-                                    "metadata": {"type": "object"},
-                                    "window": {"type": "string",
-                                               "description": "The sampling window."},
-                                    "usage": {"type": "object",
-                                              "additionalProperties": {"type": "string"}}},
-                                "x-kubernetes-group-version-kind": [
-                                    {"group": "metrics.k8s.io", "kind": "NodeMetrics",
-                                     "version": "v1beta1"}]}}}})
-                if path == GV + "/nodes" and "watch=1" in self.path:
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Transfer-Encoding", "chunked")
-                    self.end_headers()
-                    for i in range(2):
-                        ev = json.dumps({"type": "ADDED", "object": {
-                            "kind": "NodeMetrics", "apiVersion": "metrics.k8s.io/v1beta1",
-                            "metadata": {"name": f"node-{i}"}}}).encode() + b"\n"
-                        self.wfile.write(b"%x\r\n%s\r\n" % (len(ev), ev))
-                        self.wfile.flush()
-                    # Quiet from here on; the aggregator closing the connection ends it early.
-                    self.connection.settimeout(0.1)
-                    deadline = time.monotonic() + 20
-                    while not outer.release.is_set() and time.monotonic() < deadline:
-                        try:
-                            if self.connection.recv(1) == b"":
-                                break
-                        except socket.timeout:
-                            continue
-                        except (OSError, ssl.SSLError):
-                            break
-                    else:
-                        try:
-                            self.wfile.write(b"0\r\n\r\n")
-                        except OSError:
-                            pass
-                        return
-                    with outer.lock:
-                        outer.watches_cut += 1
-                    return
-                if path == GV + "/nodes":
-                    return self.send_json({"kind": "NodeMetricsList",
-                                           "apiVersion": "metrics.k8s.io/v1beta1",
-                                           "metadata": {}, "items": [
-                                               {"metadata": {"name": "node-0"},
-                                                "timestamp": "2026-11-27T00:00:00Z",
-                                                "window": "10s",
-                                                "usage": {"cpu": "250m", "memory": "1Gi"}}]})
-                return self.send_json({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                                       "reason": "NotFound", "code": 404}, 404)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self.httpd.daemon_threads = True
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(self.cert, self.key)
-        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def ca_bundle(self):
-        import base64
-        with open(self.ca.cert_file, "rb") as f:
-            return base64.b64encode(f.read()).decode()
-
-    def stop(self):
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def get(self, h):
+        path = h.path.split("?")[0]
         with self.lock:
-            connections = list(self.connections)
-        for c in connections:
-            try:
-                c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            self.seen.append((h.path, {k.lower(): v for k, v in h.headers.items()},
+                              h.headers.get_all("X-Remote-Group") or []))
 
-    def restart(self):
-        self.release.clear()
-        self._serve()
+        def send_json(body, status=200):
+            data = json.dumps(body).encode()
+            h.send_response(status)
+            h.send_header("Content-Type", "application/json")
+            h.send_header("Content-Length", str(len(data)))
+            h.end_headers()
+            h.wfile.write(data)
+
+        if path == GV:
+            return send_json({"kind": "APIResourceList", "apiVersion": "v1",
+                              "groupVersion": "metrics.k8s.io/v1beta1",
+                              "resources": [
+                                  {"name": "nodes", "kind": "NodeMetrics", "namespaced": False,
+                                   "verbs": ["get", "list"]},
+                                  {"name": "pods", "kind": "PodMetrics", "namespaced": True,
+                                   "verbs": ["get", "list"]}]})
+        if path == "/openapi/v3/apis/metrics.k8s.io/v1beta1":
+            schema = "io.k8s.metrics.pkg.apis.metrics.v1beta1.NodeMetrics"
+            return send_json({
+                "openapi": "3.0.0", "info": {"title": "metrics", "version": "v1beta1"},
+                # kubectl explain finds a resource's schema through its path's GET.
+                "paths": {GV + "/nodes/{name}": {"get": {
+                    "x-kubernetes-action": "get",
+                    "x-kubernetes-group-version-kind": {
+                        "group": "metrics.k8s.io", "version": "v1beta1", "kind": "NodeMetrics"},
+                    "responses": {"200": {"content": {"application/json": {"schema": {
+                        "$ref": "#/components/schemas/" + schema}}}}}}}},
+                "components": {"schemas": {schema: {
+                    "type": "object",
+                    "description": "NodeMetrics sets resource usage metrics of a node.",
+                    "properties": {
+                        "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                        "metadata": {"type": "object"},
+                        "window": {"type": "string", "description": "The sampling window."},
+                        "usage": {"type": "object", "additionalProperties": {"type": "string"}}},
+                    "x-kubernetes-group-version-kind": [
+                        {"group": "metrics.k8s.io", "kind": "NodeMetrics",
+                         "version": "v1beta1"}]}}}})
+        if path == GV + "/nodes" and "watch=1" in h.path:
+            h.send_response(200)
+            h.send_header("Content-Type", "application/json")
+            h.send_header("Transfer-Encoding", "chunked")
+            h.end_headers()
+            for i in range(2):
+                ev = json.dumps({"type": "ADDED", "object": {
+                    "kind": "NodeMetrics", "apiVersion": "metrics.k8s.io/v1beta1",
+                    "metadata": {"name": f"node-{i}"}}}).encode() + b"\n"
+                h.wfile.write(b"%x\r\n%s\r\n" % (len(ev), ev))
+                h.wfile.flush()
+            # Quiet from here on; the aggregator closing the connection ends it early.
+            h.connection.settimeout(0.1)
+            deadline = time.monotonic() + 20
+            while not self.release.is_set() and time.monotonic() < deadline:
+                try:
+                    if h.connection.recv(1) == b"":
+                        break
+                except socket.timeout:
+                    continue
+                except (OSError, ssl.SSLError):
+                    break
+            else:
+                try:
+                    h.wfile.write(b"0\r\n\r\n")
+                except OSError:
+                    pass
+                return
+            with self.lock:
+                self.watches_cut += 1
+            return
+        if path == GV + "/nodes":
+            return send_json({"kind": "NodeMetricsList", "apiVersion": "metrics.k8s.io/v1beta1",
+                              "metadata": {}, "items": [
+                                  {"metadata": {"name": "node-0"},
+                                   "timestamp": "2026-11-27T00:00:00Z", "window": "10s",
+                                   "usage": {"cpu": "250m", "memory": "1Gi"}}]})
+        return send_json({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                          "reason": "NotFound", "code": 404}, 404)
 
 
 def api_services(kc):

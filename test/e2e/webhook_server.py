@@ -1,6 +1,8 @@
-"""An HTTPS server for the webhook suites: its own CA (trusted through caBundle), a certificate
-for 127.0.0.1, localhost and hook.webhooks.svc, and every review it was sent recorded by path.
-A suite answers through `answer(path, review)`, returning a dict (sent as JSON) or bytes."""
+"""An HTTPS server for the webhook and aggregation suites: its own CA (trusted through caBundle),
+a certificate for 127.0.0.1 and `dns_names`, every review POSTed to it recorded by path. A suite
+answers POSTs through `answer(path, review)`, returning a dict (sent as JSON) or bytes, and GETs
+through `on_get(handler)` (the request handler itself, for answers that stream). stop() closes
+every connection too (the server is down); restart() serves again on the same port."""
 import base64
 import json
 import socket
@@ -12,10 +14,10 @@ from pki import CA, server_certificate
 
 
 class WebhookServer:
-    def __init__(self, directory, answer, name="webhook"):
+    def __init__(self, directory, answer=None, name="webhook",
+                 dns_names=("localhost", "hook.webhooks.svc"), on_get=None):
         self.ca = CA(directory, name + "-ca")
-        cert, key = server_certificate(self.ca, name,
-                                       dns_names=("localhost", "hook.webhooks.svc"))
+        cert, key = server_certificate(self.ca, name, dns_names=dns_names)
         self.reviews = []  # (path, request, target)
         self.lock = threading.Lock()
         self.release = threading.Event()  # ends the waits of paths that hang
@@ -38,6 +40,12 @@ class WebhookServer:
                 super().finish()
                 with server.lock:
                     server.connections.discard(self.connection)
+
+            def do_GET(self):
+                if on_get is None:
+                    self.send_error(404)
+                    return
+                on_get(self)
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", "0"))
