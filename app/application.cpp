@@ -18,6 +18,7 @@
 #include "registry/cacher_registry.hpp"
 #include "controllers/admission_policy_status.hpp"
 #include "controllers/api_service_registration.hpp"
+#include "controllers/extension_authentication.hpp"
 #include "server/discovery.hpp"
 #include "controllers/cluster_role_aggregator.hpp"
 #include "registry/service_allocator.hpp"
@@ -765,6 +766,24 @@ asio::awaitable<void> Application::Parts::start_up(unsigned short api_port) {
   co_await write_bootstrap_policy();
   co_await ensure_kubernetes_service(api_port);
   start_controllers();
+  {
+    // What extension API servers read to trust this server's front proxy and client CA.
+    controllers::ExtensionAuthentication published;
+    auto read = [](const std::string& path) {
+      std::ifstream in(path, std::ios::binary);
+      return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    };
+    if (!options.client_ca_file.empty()) published.client_ca_pem = read(options.client_ca_file);
+    if (!options.requestheader_client_ca_file.empty()) {
+      published.requestheader_ca_pem = read(options.requestheader_client_ca_file);
+    }
+    published.allowed_names = options.request_header.allowed_names;
+    published.username_headers = options.request_header.username_headers;
+    published.uid_headers = options.request_header.uid_headers;
+    published.group_headers = options.request_header.group_headers;
+    published.extra_headers_prefix = options.request_header.extra_prefixes;
+    co_await controllers::publish_extension_authentication(store, scheme, std::move(published));
+  }
   co_await wait_for_rbac();
   co_await wait_for_policies();
   handler->set_ready(true);

@@ -437,9 +437,28 @@ def main():
         server = Server(binary, data_dir=tmp + "/data",
                         extra_args=("--unsafe-webhook-loopback-endpoints=true",
                                     f"--proxy-client-cert-file={proxy_cert}",
-                                    f"--proxy-client-key-file={proxy_key}")).start()
+                                    f"--proxy-client-key-file={proxy_key}",
+                                    # As kubeadm configures kube-apiserver.
+                                    f"--requestheader-client-ca-file={front_proxy_ca.cert_file}",
+                                    "--requestheader-allowed-names=front-proxy-client",
+                                    "--requestheader-username-headers=X-Remote-User",
+                                    "--requestheader-group-headers=X-Remote-Group",
+                                    "--requestheader-extra-headers-prefix=X-Remote-Extra-")).start()
         try:
             checks_of(t, server, tmp)
+            kc = kubectl_runner(server, tmp)
+            code, out = kc("get", "configmap", "-n", "kube-system",
+                           "extension-apiserver-authentication", "-o", "json")
+            data = json.loads(out).get("data", {}) if code == 0 else {}
+            with open(front_proxy_ca.cert_file) as f:
+                ca_pem = f.read().strip()
+            t.check("kube-system/extension-apiserver-authentication publishes the front proxy CA "
+                    "and the request header settings, lists as JSON arrays",
+                    ca_pem in data.get("requestheader-client-ca-file", "")
+                    and data.get("requestheader-allowed-names") == '["front-proxy-client"]'
+                    and data.get("requestheader-username-headers") == '["X-Remote-User"]'
+                    and data.get("requestheader-extra-headers-prefix") == '["X-Remote-Extra-"]',
+                    data)
             server.stop()
             server.start()
             kc = kubectl_runner(server, tmp)
