@@ -406,6 +406,9 @@ def check_second_kwatch(t, server, tmp, binary, front_proxy_ca):
                 [e.get("object", {}).get("metadata", {}).get("name") for e in first + second] ==
                 ["w1", "w2"], first + second)
         w.close()
+        code, out = kc("get", f"widgets.{group}", "-w", "--as", "alice", "--request-timeout=3s")
+        t.check("kubectl get -w through A prints B's table and its rows",
+                "NAME" in out and "w1" in out and "w2" in out, out)
         code, out = kc("explain", "widgets", f"--api-version={group}/v1", "--as", "alice")
         t.check("kubectl explain through A reads B's OpenAPI", code == 0 and
                 "A widget of B's." in out, out)
