@@ -107,18 +107,36 @@ ApiServiceProxy::ApiServiceProxy(std::shared_ptr<const kinds::Scheme> scheme,
       executor_(std::move(executor)),
       options_(std::move(options)) {}
 
-std::optional<RemoteApiService> ApiServiceProxy::find(std::string_view group,
-                                                      std::string_view version) const {
+std::shared_ptr<const ApiServiceProxy::Snapshot> ApiServiceProxy::snapshot() const {
   auto info = scheme_->find("apiregistration.k8s.io", "v1", "apiservices");
   auto cacher = info ? cachers_->find(*info) : nullptr;
-  if (!cacher) return std::nullopt;
+  if (!cacher) return std::make_shared<const Snapshot>();
+  const std::int64_t revision = cacher->resource_version();
+  {
+    std::lock_guard lock(mutex_);
+    if (snapshot_ && snapshot_->revision == revision) return snapshot_;
+  }
+  auto fresh = std::make_shared<Snapshot>();
+  fresh->revision = revision;
+  for (const auto& object : cacher->list(info->key_prefix(), "", 0, nullptr).objects) {
+    auto parsed = apimachinery::parse_json(object->json);
+    if (!parsed || !parsed->is_object()) continue;
+    if (auto r = remote_of(parsed->get_object())) fresh->by_name.emplace(r->name, std::move(*r));
+  }
+  std::lock_guard lock(mutex_);
+  snapshot_ = fresh;
+  return fresh;
+}
+
+std::optional<RemoteApiService> ApiServiceProxy::find(std::string_view group,
+                                                      std::string_view version) const {
+  auto current = snapshot();
+  if (current->by_name.empty()) return std::nullopt;
   const std::string name = std::string(version) + "." + std::string(group);
-  auto cached = cacher->get(info->key("", name));
-  if (!cached) return std::nullopt;
-  auto parsed = apimachinery::parse_json(cached->json);
-  if (!parsed || !parsed->is_object()) return std::nullopt;
-  auto r = remote_of(parsed->get_object());
-  if (r) attach_resources(*r);
+  auto it = current->by_name.find(name);
+  if (it == current->by_name.end()) return std::nullopt;
+  RemoteApiService r = it->second;
+  attach_resources(r);
   return r;
 }
 
@@ -136,16 +154,9 @@ void ApiServiceProxy::remember_resources(const std::string& name,
 
 std::vector<RemoteApiService> ApiServiceProxy::remote() const {
   std::vector<RemoteApiService> out;
-  auto info = scheme_->find("apiregistration.k8s.io", "v1", "apiservices");
-  auto cacher = info ? cachers_->find(*info) : nullptr;
-  if (!cacher) return out;
-  for (const auto& object : cacher->list(info->key_prefix(), "", 0, nullptr).objects) {
-    auto parsed = apimachinery::parse_json(object->json);
-    if (!parsed || !parsed->is_object()) continue;
-    if (auto r = remote_of(parsed->get_object())) {
-      attach_resources(*r);
-      out.push_back(std::move(*r));
-    }
+  for (const auto& [name, r] : snapshot()->by_name) {
+    out.push_back(r);
+    attach_resources(out.back());
   }
   return out;
 }

@@ -88,6 +88,14 @@ class ApiServiceProxy {
  private:
   std::shared_ptr<client::HttpClient> client_for(const RemoteApiService& target,
                                                  std::string& error) const;
+  // The remote APIServices by name, as of the APIService cache's revision `revision`: rebuilt
+  // only when the cache has moved, so that a request for a group served here costs a lookup.
+  struct Snapshot {
+    std::int64_t revision = -1;
+    std::map<std::string, RemoteApiService, std::less<>> by_name;
+  };
+  std::shared_ptr<const Snapshot> snapshot() const;
+  mutable std::shared_ptr<const Snapshot> snapshot_;  // under mutex_
 
   std::shared_ptr<const kinds::Scheme> scheme_;
   std::shared_ptr<const registry::CacherRegistry> cachers_;
