@@ -144,10 +144,11 @@ asio::awaitable<ApiResponse> ApiHandler::pass_to(const aggregator::RemoteApiServ
   }
   // Streamed: a watch, or an answer too large to hold.
   r.streaming = true;
-  r.cancel_source = [weak = std::weak_ptr<client::ForwardedResponse>(upstream)] {
+  r.body_source = std::make_shared<ApiResponse::BodySource>();
+  r.body_source->cancel = [weak = std::weak_ptr<client::ForwardedResponse>(upstream)] {
     if (auto u = weak.lock()) u->close();
   };
-  r.body_source = [upstream]() -> asio::awaitable<std::optional<std::string>> {
+  r.body_source->next = [upstream]() -> asio::awaitable<std::optional<std::string>> {
     auto piece = co_await upstream->next();
     if (!piece || !*piece) {
       upstream->close();

@@ -232,6 +232,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   asio::awaitable<void> stream_chunked(Stream& stream, ApiResponse response, unsigned version,
                                        bool head_only);
   template <class Stream>
+  asio::awaitable<void> stream_source(Stream& stream, ApiResponse& response);
+  template <class Stream>
   asio::awaitable<void> stream_websocket(Stream stream, http::request<http::string_body> request,
                                          ApiResponse response);
   // Streams a watch from its delivery strand: the connection moves there (see hand_over).
@@ -552,6 +554,39 @@ asio::awaitable<void> HttpServer::Impl::stream_watch(Stream stream, Exchange exc
   }
 }
 
+// The pieces of another server's answer as chunks (an aggregated API's watch). A client that
+// hangs up ends the upstream request at once, not when the upstream next sends something.
+template <class Stream>
+asio::awaitable<void> HttpServer::Impl::stream_source(Stream& stream, ApiResponse& response) {
+  if (response.body_source->cancel) {
+    auto executor = co_await asio::this_coro::executor;
+    asio::co_spawn(
+        executor,
+        [&raw = StreamOps<Stream>::raw(stream),
+         cancel = response.body_source->cancel]() -> asio::awaitable<void> {
+          std::array<char, 64> discard;
+          for (;;) {
+            auto [ec, n] = co_await raw.async_read_some(asio::buffer(discard), use_tuple);
+            if (ec) break;
+          }
+          cancel();
+        },
+        [](std::exception_ptr e) { log_task_failure(e, "proxied stream hang-up reader"); });
+  }
+  for (;;) {
+    std::optional<std::string> piece = co_await response.body_source->next();
+    if (!piece) break;
+    if (piece->empty()) continue;
+    StreamOps<Stream>::expires_after(stream, limits.write_timeout);
+    auto [ec, n] = co_await asio::async_write(
+        stream, http::make_chunk(asio::const_buffer(piece->data(), piece->size())), use_tuple);
+    if (ec) break;
+  }
+  StreamOps<Stream>::expires_after(stream, limits.write_timeout);
+  co_await asio::async_write(stream, http::make_chunk_last(), use_tuple);
+  StreamOps<Stream>::shutdown_send(stream);
+}
+
 template <class Stream>
 asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
                                                        ApiResponse response, unsigned version,
@@ -603,23 +638,6 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
         },
         [](std::exception_ptr e) { log_task_failure(e, "watch hang-up reader"); });
   }
-  // Likewise for another server's stream (an aggregated watch): a client that hangs up ends
-  // the upstream request at once, not when the upstream next sends something.
-  if (response.body_source && response.cancel_source) {
-    auto executor = co_await asio::this_coro::executor;
-    asio::co_spawn(
-        executor,
-        [&raw = StreamOps<Stream>::raw(stream),
-         cancel = response.cancel_source]() -> asio::awaitable<void> {
-          std::array<char, 64> discard;
-          for (;;) {
-            auto [ec, n] = co_await raw.async_read_some(asio::buffer(discard), use_tuple);
-            if (ec) break;
-          }
-          cancel();
-        },
-        [](std::exception_ptr e) { log_task_failure(e, "proxied stream hang-up reader"); });
-  }
   std::vector<asio::const_buffer> buffers;
   if (!response.body.empty()) {
     buffers.emplace_back(response.body.data(), response.body.size());
@@ -627,15 +645,11 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
     auto [ec, n] = co_await asio::async_write(stream, http::make_chunk(buffers), use_tuple);
     if (ec) co_return;
   }
-  while (response.body_source) {
-    std::optional<std::string> piece = co_await response.body_source();
-    if (!piece) break;
-    if (piece->empty()) continue;
-    buffers.clear();
-    buffers.emplace_back(piece->data(), piece->size());
-    StreamOps<Stream>::expires_after(stream, limits.write_timeout);
-    auto [ec, n] = co_await asio::async_write(stream, http::make_chunk(buffers), use_tuple);
-    if (ec) co_return;
+  // Another server's stream in a frame of its own: a watch's frame, kept for each of thousands
+  // of watchers, does not carry its locals.
+  if (response.body_source) {
+    co_await stream_source(stream, response);
+    co_return;
   }
   if (response.watch) {
     std::vector<watch::WatchFrame> frames;

@@ -83,12 +83,16 @@ struct ApiResponse {
   // audit log's ResponseComplete stage of a long-running request.
   std::shared_ptr<void> on_sent;
   // A streamed body of another server's (an aggregated API's answer, a watch included): after
-  // `body`, each piece as it comes, sent as chunks until nullopt; `status`, `content_type` and
-  // `headers` make the head. With `streaming`.
-  std::function<boost::asio::awaitable<std::optional<std::string>>()> body_source;
-  // Ends `body_source` early (its client hung up): called from another coroutine than the one
-  // reading it, so it must be safe to call while a read is pending (it closes a connection).
-  std::function<void()> cancel_source;
+  // `body`, each piece as it comes, sent as chunks; `status`, `content_type` and `headers` make
+  // the head. With `streaming`. One pointer: a watch's response is held for its whole stream.
+  struct BodySource {
+    // The next piece; nullopt at the end.
+    std::function<boost::asio::awaitable<std::optional<std::string>>()> next;
+    // Ends the source early (its client hung up): called from another coroutine than the one
+    // reading it, while a read may be pending (it closes a connection).
+    std::function<void()> cancel;
+  };
+  std::shared_ptr<BodySource> body_source;
 };
 
 }  // namespace kwatch::server
