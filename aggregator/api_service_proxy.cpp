@@ -85,18 +85,7 @@ bool dropped(std::string_view name) {
 }  // namespace
 
 std::string escape_extra_key(std::string_view key) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : key) {
-    if (token_char(c) && c != '%') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    }
-  }
-  return out;
+  return base::percent_encode(key, [](unsigned char c) { return token_char(c) && c != '%'; });
 }
 
 ApiServiceProxy::ApiServiceProxy(std::shared_ptr<const kinds::Scheme> scheme,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cctype>
+#include <string>
 #include <string_view>
 
 namespace kwatch::base {
@@ -20,6 +21,23 @@ inline bool iequals(std::string_view a, std::string_view b) {
 
 inline bool istarts_with(std::string_view s, std::string_view prefix) {
   return s.size() >= prefix.size() && iequals(s.substr(0, prefix.size()), prefix);
+}
+
+// `s` with every byte `keep` refuses written as %XX (upper-case hex).
+template <class Keep>
+std::string percent_encode(std::string_view s, Keep keep) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (keep(c)) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
 }
 
 }  // namespace kwatch::base

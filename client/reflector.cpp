@@ -1,5 +1,7 @@
 #include "client/reflector.hpp"
 
+#include "base/ascii.hpp"
+
 #include "client/object_meta.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -21,19 +23,11 @@ namespace json = boost::json;
 namespace {
 
 std::string escape(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-        c == '_' || c == '.' || c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    }
-  }
-  return out;
+  // The unreserved characters of a URL query; everything else %XX.
+  return base::percent_encode(s, [](unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '-' || c == '_' || c == '.' || c == '~';
+  });
 }
 
 // A watch batch's scratch arena: what one read's events usually take parsed (more comes from the
