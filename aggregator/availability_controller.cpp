@@ -198,6 +198,10 @@ asio::awaitable<void> AvailabilityController::run() {
       if (stopped_) break;
       Availability now = co_await check(target);
       co_await write(target, now);
+      if (observer_) {
+        const bool available = now.status == "True";
+        observer_(target.name, available, available || !target.available ? "" : now.reason);
+      }
     }
     timer.expires_after(interval_);
     co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));

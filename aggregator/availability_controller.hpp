@@ -23,7 +23,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <string>
 
 namespace kwatch::registry {
 class ResourceStore;
@@ -38,6 +40,11 @@ struct Availability {
   std::string message;
 };
 
+// Called after each check of an APIService (kube's aggregator_unavailable_apiservice metrics):
+// its name, whether it is available now, and, when it just turned unavailable, the reason.
+using AvailabilityObserver =
+    std::function<void(const std::string& name, bool available, const std::string& became)>;
+
 class AvailabilityController : public std::enable_shared_from_this<AvailabilityController> {
  public:
   AvailabilityController(std::shared_ptr<const kinds::Scheme> scheme,
@@ -47,6 +54,7 @@ class AvailabilityController : public std::enable_shared_from_this<AvailabilityC
                          std::chrono::milliseconds interval = std::chrono::seconds(2));
 
   void start(boost::asio::any_io_executor executor);
+  void use_observer(AvailabilityObserver observer) { observer_ = std::move(observer); }
   void stop() { stopped_ = true; }
 
   // One check of `target` (for tests and the loop).
@@ -61,6 +69,7 @@ class AvailabilityController : public std::enable_shared_from_this<AvailabilityC
   std::shared_ptr<registry::ResourceStore> store_;
   std::shared_ptr<const ApiServiceProxy> proxy_;
   std::chrono::milliseconds interval_;
+  AvailabilityObserver observer_;
   std::atomic<bool> stopped_{false};
 };
 

@@ -556,6 +556,20 @@ void Application::Parts::make_controllers() {
   // Remote APIServices get the Available condition kube's availability controller writes.
   api_service_availability = std::make_shared<aggregator::AvailabilityController>(
       scheme, cachers, store, api_service_proxy);
+  metrics->help("aggregator_unavailable_apiservice", "gauge",
+                "Gauge of APIServices which are marked as unavailable broken down by APIService "
+                "name.");
+  metrics->help("aggregator_unavailable_apiservice_total", "counter",
+                "Counter of APIServices which are marked as unavailable broken down by APIService "
+                "name and reason.");
+  api_service_availability->use_observer(
+      [metrics = metrics](const std::string& name, bool available, const std::string& became) {
+        metrics->set("aggregator_unavailable_apiservice", {{"name", name}}, available ? 0 : 1);
+        if (!became.empty()) {
+          metrics->inc("aggregator_unavailable_apiservice_total",
+                       {{"name", name}, {"reason", became}});
+        }
+      });
   admission_policy_status =
       std::make_shared<controllers::AdmissionPolicyStatus>(scheme, store, cachers);
   // Services get cluster IPs and node ports from the configured ranges.

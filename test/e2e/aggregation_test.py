@@ -307,6 +307,17 @@ def check_extension(t, server, tmp):
                 c.get("message", ""), c)
         status, body = server.request("GET", GV + "/nodes")
         t.check("... its requests are 503", status == 503, (status, body))
+        def apiservice_metric(metric_name, **labels):
+            labels["name"] = "v1beta1.metrics.k8s.io"
+            values = [v for n, lbl, v in server.metrics() if n == metric_name
+                      and all(lbl.get(k) == want for k, want in labels.items())]
+            return sum(values) if values else None
+        down = wait_for(lambda: apiservice_metric("aggregator_unavailable_apiservice") == 1,
+                        timeout=10, what="the unavailable gauge")
+        total = apiservice_metric("aggregator_unavailable_apiservice_total",
+                                  reason="FailedDiscoveryCheck")
+        t.check("... and kube's aggregator_unavailable_apiservice metrics say so",
+                bool(down) and (total or 0) >= 1, total)
         code, out = kc("get", "configmaps", "-A")
         t.check("... and kubectl on other groups works", code == 0, out)
         metrics.restart()
@@ -315,6 +326,9 @@ def check_extension(t, server, tmp):
         code, out = kc("get", "--raw", GV + "/nodes")
         t.check("the extension back, it is Available again and answers", bool(c) and code == 0,
                 (c, out))
+        up = wait_for(lambda: apiservice_metric("aggregator_unavailable_apiservice") == 0,
+                      timeout=10, what="the unavailable gauge back to 0")
+        t.check("... and the gauge is 0 again", bool(up))
     finally:
         metrics.stop()
 
