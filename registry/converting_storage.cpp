@@ -8,6 +8,8 @@
 
 #include <boost/json/serialize.hpp>
 
+#include <algorithm>
+
 namespace kwatch::registry {
 
 namespace asio = boost::asio;
@@ -71,6 +73,18 @@ std::uint64_t ConvertingStorage::converted_objects() const { return converted_.l
 
 asio::awaitable<Result<void>> ConvertingStorage::convert(std::vector<KeyValue*> kvs,
                                                          bool as_list) {
+  // A large list goes in reviews of kMaxReviewObjects, as kube's reflector lists in pages: one
+  // review (and one answer) stays bounded whatever the number of objects.
+  if (kvs.size() > kMaxReviewObjects) {
+    for (std::size_t at = 0; at < kvs.size(); at += kMaxReviewObjects) {
+      std::vector<KeyValue*> part(
+          kvs.begin() + static_cast<std::ptrdiff_t>(at),
+          kvs.begin() + static_cast<std::ptrdiff_t>(std::min(kvs.size(), at + kMaxReviewObjects)));
+      auto done = co_await convert(std::move(part), as_list);
+      if (!done) co_return done;
+    }
+    co_return Result<void>();
+  }
   std::vector<json::object> objects;
   std::vector<KeyValue*> sent;
   for (KeyValue* kv : kvs) {

@@ -53,8 +53,11 @@ class ConvertingStorage final : public storage::Storage,
   boost::asio::awaitable<storage::Result<std::unique_ptr<storage::WatchStream>>> watch(
       std::string prefix, std::int64_t start_revision, storage::PrevKv prev_kv) override;
 
+  // The most objects sent in one review.
+  static constexpr std::size_t kMaxReviewObjects = 500;
+
   // The values of `kvs` converted in place (those that are not objects, or carry a read error,
-  // are left as they are).
+  // are left as they are), kMaxReviewObjects per review.
   boost::asio::awaitable<storage::Result<void>> convert(std::vector<storage::KeyValue*> kvs, bool as_list);
 
  private:

@@ -148,7 +148,20 @@ asio::awaitable<ApiResult<json::object>> converted_served_form(const ResourceInf
 asio::awaitable<ApiResult<std::vector<json::object>>> convert_listed(
     const ResourceInfo& info, std::vector<json::object> objects) {
   if (!info.converted_by_webhook() || objects.empty()) co_return std::move(objects);
-  co_return co_await through_webhook(info, std::move(objects), info.api_version(), true);
+  // In reviews of at most 500 objects: one review and its answer stay bounded.
+  constexpr std::size_t kPerReview = 500;
+  std::vector<json::object> out;
+  out.reserve(objects.size());
+  for (std::size_t at = 0; at < objects.size(); at += kPerReview) {
+    std::vector<json::object> part;
+    for (std::size_t i = at; i < std::min(objects.size(), at + kPerReview); ++i) {
+      part.push_back(std::move(objects[i]));
+    }
+    auto converted = co_await through_webhook(info, std::move(part), info.api_version(), true);
+    if (!converted) co_return converted.error();
+    for (auto& o : *converted) out.push_back(std::move(o));
+  }
+  co_return std::move(out);
 }
 
 // Whether the stored form of an object is other than the object with its resourceVersion erased.

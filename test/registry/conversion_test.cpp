@@ -229,6 +229,25 @@ TEST_F(ConversionTest, AListPageIsConvertedInOneCall) {
   }
 }
 
+TEST_F(ConversionTest, ALargeListIsConvertedInBoundedReviews) {
+  for (int i = 0; i < 1001; ++i) ASSERT_TRUE(create(v1_, v1_widget("w" + std::to_string(i), "h:1")));
+  int before = converter_->calls.load();
+  auto listed = run<apimachinery::ApiResult<json::object>>(
+      [&]() -> asio::awaitable<apimachinery::ApiResult<json::object>> {
+        std::string ns = "t";
+        CompiledListQuery query = *compile_list_query(v2_, {});
+        co_return co_await store_->list(v2_, std::move(ns), std::move(query));
+      });
+  ASSERT_TRUE(listed);
+  EXPECT_EQ((*listed)["items"].as_array().size(), 1001u);
+  EXPECT_EQ(converter_->calls.load() - before, 3) << "500 + 500 + 1 objects";
+  before = converter_->calls.load();
+  auto v2_cache = cachers_->ensure(v2_);
+  wait_until([&] { return v2_cache->ready(); });
+  EXPECT_EQ(converter_->calls.load() - before, 3) << "the v2 cache's list, likewise";
+  EXPECT_EQ(cachers_->converted_objects(v2_), 1001u);
+}
+
 TEST_F(ConversionTest, AFailingConverterIsA500ForThatVersionOnly) {
   ASSERT_TRUE(create(v1_, v1_widget("a", "h:1")));
   converter_->failing = true;
