@@ -155,9 +155,12 @@ class ApiHandler {
                std::chrono::steady_clock::duration elapsed);
   // The endpoints dispatch chooses from.
   boost::asio::awaitable<std::optional<ApiResponse>> serve_review(Exchange& exchange);
-  // A request for a remote APIService's group/version, authorized and passed on; nullopt: the
-  // group/version is served here.
-  boost::asio::awaitable<std::optional<ApiResponse>> serve_aggregated(Exchange& exchange);
+  // The remote APIService whose group/version the request is for; nullopt: served here (no
+  // coroutine frame for the requests that are not passed on).
+  std::optional<aggregator::RemoteApiService> aggregated_target(const Exchange& exchange) const;
+  // A request for a remote APIService's group/version, authorized and passed on.
+  boost::asio::awaitable<ApiResponse> serve_aggregated(
+      Exchange& exchange, const aggregator::RemoteApiService& target);
   // The request passed to `target`'s extension server (authorized already) and its answer.
   boost::asio::awaitable<ApiResponse> pass_to(const aggregator::RemoteApiService& target,
                                               Exchange& exchange);

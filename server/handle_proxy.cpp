@@ -40,11 +40,17 @@ ApiResponse plain_error(unsigned status, std::string text) {
 
 }  // namespace
 
-asio::awaitable<std::optional<ApiResponse>> ApiHandler::serve_aggregated(Exchange& ex) {
+std::optional<aggregator::RemoteApiService> ApiHandler::aggregated_target(
+    const Exchange& ex) const {
   const auto& seg = ex.url.segments;
-  if (!proxy_ || seg.size() < 3 || seg[0] != "apis") co_return std::nullopt;
-  std::optional<aggregator::RemoteApiService> target = proxy_->find(seg[1], seg[2]);
-  if (!target) co_return std::nullopt;
+  if (!proxy_ || seg.size() < 3 || seg[0] != "apis") return std::nullopt;
+  return proxy_->find(seg[1], seg[2]);
+}
+
+asio::awaitable<ApiResponse> ApiHandler::serve_aggregated(
+    Exchange& ex, const aggregator::RemoteApiService& remote) {
+  const auto& seg = ex.url.segments;
+  const aggregator::RemoteApiService* target = &remote;
   const ApiRequest& request = ex.request;
   // /apis/<group>/<version> itself was authorized as a path (authorize_path); below it, as a
   // resource request of the extension's resources.

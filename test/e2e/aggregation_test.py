@@ -256,11 +256,18 @@ def check_extension(t, server, tmp):
         t.check("... as the caller in X-Remote-User, without its credentials",
                 last.get("x-remote-user") == "system:anonymous"
                 and "authorization" not in last, last)
+        # A ServiceAccount's token authenticates the request here; the extension gets the
+        # account's name, never the token, nor the identity headers the client made up.
+        kc("create", "serviceaccount", "reader")
+        code, token = kc("create", "token", "reader")
         status, body = server.request("GET", GV + "/nodes", headers={
-            "X-Remote-User": "forged-admin", "Impersonate-User": "x"})
-        forged = [h for p, h, g in metrics.seen if p.startswith(GV + "/nodes")][-1]
-        t.check("a client's own X-Remote-User is not passed on (impersonating needs the grant "
-                "as always)", forged.get("x-remote-user") != "forged-admin", (status, forged))
+            "X-Remote-User": "forged-admin", "X-Remote-Group": "system:masters",
+            "Authorization": "Bearer " + token.strip()})
+        forged = [(h, g) for p, h, g in metrics.seen if p.startswith(GV + "/nodes")][-1]
+        t.check("a client's own X-Remote-* and Authorization headers are not passed on",
+                status == 200 and forged[0].get("x-remote-user") ==
+                "system:serviceaccount:default:reader" and "system:masters" not in forged[1]
+                and "authorization" not in forged[0], (status, forged))
         w = WatchStream(server, GV + "/nodes?watch=1")
         events = w.take(2, timeout=10)
         t.check("a watch streams through from the extension",
