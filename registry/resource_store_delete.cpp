@@ -49,7 +49,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::remove(const ResourceInf
     auto current = co_await storage_->get(key);
     if (!current) co_return from_storage(info, name, current.error());
     auto obj = served_form(info, decode(*current));
-    if (info.converted_by_webhook()) obj = co_await converted_served_form(info, std::move(obj));
+    if (info.converted_by_webhook()) obj = co_await webhook_served(info, std::move(obj));
     if (!obj && query.ignore_read_errors) {
       spdlog::warn("deleting {}, which cannot be decoded, as asked "
                    "(ignoreStoreReadErrorWithClusterBreakingPotential)",

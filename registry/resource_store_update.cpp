@@ -210,7 +210,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::guarded_update(
       }
       return served_form(info, decode(*current, arena));
     }();
-    if (info.converted_by_webhook()) existing = co_await converted_served_form(info, std::move(existing));
+    if (info.converted_by_webhook()) existing = co_await webhook_served(info, std::move(existing));
     if (!existing) {
       failure = existing.error();
       co_return UpdateResult(Errc::internal);

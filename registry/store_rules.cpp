@@ -136,7 +136,11 @@ asio::awaitable<ApiResult<std::vector<json::object>>> through_webhook(
 
 asio::awaitable<ApiResult<json::object>> converted_served_form(const ResourceInfo& info,
                                                                ApiResult<json::object> obj) {
-  obj = served_form(info, std::move(obj));
+  co_return co_await webhook_served(info, served_form(info, std::move(obj)));
+}
+
+asio::awaitable<ApiResult<json::object>> webhook_served(const ResourceInfo& info,
+                                                        ApiResult<json::object> obj) {
   if (!obj || !info.converted_by_webhook()) co_return obj;
   std::vector<json::object> one;
   one.push_back(std::move(*obj));

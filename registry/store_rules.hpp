@@ -122,6 +122,9 @@ ApiResult<json::object> served_form(const ResourceInfo& info, ApiResult<json::ob
 // served_form, then, for a webhook-converted version, the webhook's conversion.
 boost::asio::awaitable<ApiResult<json::object>> converted_served_form(const ResourceInfo& info,
                                                                       ApiResult<json::object> obj);
+// The webhook's conversion alone, of an object served_form already made.
+boost::asio::awaitable<ApiResult<json::object>> webhook_served(const ResourceInfo& info,
+                                                               ApiResult<json::object> obj);
 
 // `objects` (storage version) as `info`'s version through its webhook, as one list conversion.
 boost::asio::awaitable<ApiResult<std::vector<json::object>>> convert_listed(
