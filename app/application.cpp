@@ -19,6 +19,9 @@
 #include "controllers/admission_policy_status.hpp"
 #include "controllers/api_service_registration.hpp"
 #include "controllers/extension_authentication.hpp"
+#include "delegation/access_review_authorizer.hpp"
+#include "delegation/authentication_lookup.hpp"
+#include "delegation/token_review_authenticator.hpp"
 #include "server/discovery.hpp"
 #include "controllers/cluster_role_aggregator.hpp"
 #include "registry/service_allocator.hpp"
@@ -41,6 +44,7 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -54,6 +58,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <thread>
@@ -255,6 +260,8 @@ struct Application::Parts {
   void make_caches_and_handler();
   bool open_audit_log();
   bool configure_access();
+  bool delegate_access(AccessOptions& access);
+  bool look_up_delegated_trust();
   void make_controllers();
   bool listen();
   asio::awaitable<void> start_up(unsigned short api_port);
@@ -456,6 +463,7 @@ bool Application::Parts::configure_access() {
     store->admission().add(std::make_shared<auth::EscalationGuard>(rbac));
     store->admission().add(std::make_shared<admission::PolicyParamGuard>(rbac, scheme, cachers));
   }
+  if (!delegate_access(access)) return false;
   handler->set_access(std::move(access));
   // After every other validating plugin, as kube's chain runs ValidatingAdmissionPolicy.
   const auto& off = options.disabled_admission_plugins;
@@ -524,6 +532,129 @@ bool Application::Parts::configure_access() {
                                   options.mutating_queue_wait, options.watches_per_seat,
                                   options.max_fanout_seats},
       metrics));
+  return true;
+}
+
+namespace {
+
+// A client for the server named by a delegation kubeconfig (--authentication-kubeconfig,
+// --authorization-kubeconfig); null after logging why not.
+std::shared_ptr<client::HttpClient> delegation_client(const std::string& kubeconfig,
+                                                      const char* flag,
+                                                      asio::any_io_executor executor) {
+  auto config = client::load_kubeconfig({kubeconfig});
+  if (!config) {
+    spdlog::critical("--{}: {}", flag, config.error());
+    return nullptr;
+  }
+  client::HttpClient::Options client_options;
+  client_options.request_timeout = std::chrono::seconds(10);  // kube's delegating clients'
+  client_options.user_agent = "kwatch-apiserver";
+  client_options.max_response_bytes = 1u << 20;               // a review or a ConfigMap
+  auto made = client::HttpClient::create(std::move(executor), std::move(*config), client_options);
+  if (!made) {
+    spdlog::critical("--{}: {}", flag, made.error());
+    return nullptr;
+  }
+  return std::move(*made);
+}
+
+// Writes `pem` into the cert dir as `name` (what the TLS set-up reads); "" after logging.
+std::string write_trusted_pem(const std::string& cert_dir, const std::string& name,
+                              const std::string& pem) {
+  std::error_code ec;
+  std::filesystem::create_directories(cert_dir, ec);
+  const std::string path = (std::filesystem::path(cert_dir) / name).string();
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << pem;
+  out.close();
+  if (!out) {
+    spdlog::critical("cannot write {}: the trust read from the delegated server needs a "
+                     "writable --cert-dir", path);
+    return "";
+  }
+  return path;
+}
+
+}  // namespace
+
+// As an extension API server: reads the trust the server it delegates authentication to
+// publishes (kube-system/extension-apiserver-authentication), for what the flags leave unset:
+// its client CA when --client-ca-file is not given, its request header CA and settings when
+// --requestheader-client-ca-file is not. Once, at start-up (kube watches it for changes).
+bool Application::Parts::look_up_delegated_trust() {
+  if (options.authentication_kubeconfig.empty() || options.authentication_skip_lookup) return true;
+  if (!options.client_ca_file.empty() && !options.requestheader_client_ca_file.empty()) {
+    return true;
+  }
+  asio::io_context lookup_ioc;
+  auto client = delegation_client(options.authentication_kubeconfig, "authentication-kubeconfig",
+                                  lookup_ioc.get_executor());
+  if (!client) return false;
+  boost::system::result<auth::ExtensionAuthentication, std::string> published(
+      boost::system::in_place_error, "not read");
+  asio::co_spawn(
+      lookup_ioc,
+      [&]() -> asio::awaitable<void> {
+        published = co_await delegation::look_up_extension_authentication(*client);
+      },
+      asio::detached);
+  lookup_ioc.run();
+  if (!published) {
+    if (!options.authentication_tolerate_lookup_failure) {
+      spdlog::critical("{} (or set --authentication-tolerate-lookup-failure=true, or "
+                       "--authentication-skip-lookup)", published.error());
+      return false;
+    }
+    spdlog::warn("{}; going on without it (--authentication-tolerate-lookup-failure)",
+                 published.error());
+    return true;
+  }
+  if (options.client_ca_file.empty() && !published->client_ca_pem.empty()) {
+    options.client_ca_file =
+        write_trusted_pem(options.cert_dir, "delegated-client-ca.crt", published->client_ca_pem);
+    if (options.client_ca_file.empty()) return false;
+    spdlog::info("client certificates are verified against the client CA the delegated server "
+                 "publishes");
+  }
+  if (options.requestheader_client_ca_file.empty() && !published->requestheader_ca_pem.empty()) {
+    options.requestheader_client_ca_file = write_trusted_pem(
+        options.cert_dir, "delegated-requestheader-client-ca.crt", published->requestheader_ca_pem);
+    if (options.requestheader_client_ca_file.empty()) return false;
+    options.request_header.allowed_names = published->allowed_names;
+    options.request_header.username_headers = published->username_headers;
+    options.request_header.uid_headers = published->uid_headers;
+    options.request_header.group_headers = published->group_headers;
+    options.request_header.extra_prefixes = published->extra_headers_prefix;
+    spdlog::info("front proxies are trusted as the delegated server publishes (allowed names: "
+                 "{})", fmt::join(published->allowed_names, ","));
+  }
+  return true;
+}
+
+// --authentication-kubeconfig, --authorization-kubeconfig: TokenReviews and
+// SubjectAccessReviews asked of another server, on the I/O threads.
+bool Application::Parts::delegate_access(AccessOptions& access) {
+  if (!options.authentication_kubeconfig.empty()) {
+    auto client = delegation_client(options.authentication_kubeconfig,
+                                    "authentication-kubeconfig", ioc->get_executor());
+    if (!client) return false;
+    delegation::TokenReviewOptions review;
+    review.cache_ttl = options.authentication_token_webhook_cache_ttl;
+    review.audiences = options.api_audiences;
+    access.delegated_authentication =
+        std::make_shared<delegation::TokenReviewAuthenticator>(std::move(client), review);
+  }
+  if (!options.authorization_kubeconfig.empty()) {
+    auto client = delegation_client(options.authorization_kubeconfig,
+                                    "authorization-kubeconfig", ioc->get_executor());
+    if (!client) return false;
+    delegation::AccessReviewOptions review;
+    review.allowed_ttl = options.authorization_webhook_cache_authorized_ttl;
+    review.denied_ttl = options.authorization_webhook_cache_unauthorized_ttl;
+    access.delegated_authorization =
+        std::make_shared<delegation::AccessReviewAuthorizer>(std::move(client), review);
+  }
   return true;
 }
 
@@ -691,9 +822,13 @@ asio::awaitable<void> Application::Parts::write_bootstrap_policy() {
                                     std::move(updated), std::move(query));
     if (!r) spdlog::warn("cannot update a bootstrap RBAC role: {}", r.error().message);
   }
+  auto ns_roles = scheme->find("rbac.authorization.k8s.io", "v1", "roles");
+  auto ns_bindings = scheme->find("rbac.authorization.k8s.io", "v1", "rolebindings");
   for (auto [info, objects] :
        {std::pair{roles, auth::bootstrap_cluster_roles()},
-        std::pair{bindings, auth::bootstrap_cluster_role_bindings()}}) {
+        std::pair{bindings, auth::bootstrap_cluster_role_bindings()},
+        std::pair{ns_roles, auth::bootstrap_kube_system_roles()},
+        std::pair{ns_bindings, auth::bootstrap_kube_system_role_bindings()}}) {
     for (auto& object : objects) {
       auto r = co_await store->ensure(*info, std::move(object));
       if (!r) spdlog::warn("cannot create a bootstrap RBAC object: {}", r.error().message);
@@ -808,7 +943,7 @@ bool Application::start() {
   p.make_threads();
   if (!p.open_storage()) return false;
   p.make_caches_and_handler();
-  if (!p.open_audit_log() || !p.configure_access()) return false;
+  if (!p.open_audit_log() || !p.look_up_delegated_trust() || !p.configure_access()) return false;
   p.make_controllers();
   if (!p.listen()) return false;
   // The port the `kubernetes` Service sends to: the secure one, else the plain one.

@@ -92,6 +92,16 @@ Setter positive_duration(std::chrono::milliseconds& target, std::string example)
   };
 }
 
+// A flag that takes a duration of zero or more.
+Setter non_negative_duration(std::chrono::milliseconds& target, std::string example) {
+  return [&target, example = std::move(example)](const std::string& v) -> std::string {
+    auto d = parse_duration(v);
+    if (!d || d->count() < 0) return "expected a duration such as " + example;
+    target = *d;
+    return "";
+  };
+}
+
 // --enable-admission-plugins / --disable-admission-plugins: a comma-separated list of kube's
 // plugin names. kube refuses a name it does not know; a name it knows that kwatch has no plugin
 // for is accepted (a user's flags keep working) and does nothing. `disabled` (null for enable)
@@ -319,6 +329,45 @@ std::vector<Flag> flag_table(Options& o) {
        "(X-Remote-Extra- is suggested)",
        [&](const std::string& v) -> std::string {
          return string_list(v, o.request_header.extra_prefixes);
+       }},
+      {"authentication-kubeconfig", "FILE",
+       "kubeconfig of the API server this one delegates authentication to (as\n"
+       "an extension API server): bearer tokens this server does not know are\n"
+       "judged there by TokenReviews, and its published\n"
+       "extension-apiserver-authentication ConfigMap is read at start-up",
+       [&](const std::string& v) -> std::string {
+         o.authentication_kubeconfig = v;
+         return "";
+       }},
+      {"authorization-kubeconfig", "FILE",
+       "kubeconfig of the API server this one delegates authorization to: what\n"
+       "RBAC here does not allow is decided there by SubjectAccessReviews\n"
+       "(needs --authorization-mode=RBAC)",
+       [&](const std::string& v) -> std::string {
+         o.authorization_kubeconfig = v;
+         return "";
+       }},
+      {"authentication-token-webhook-cache-ttl", "DURATION",
+       "how long delegated token reviews are remembered (default 10s; 0: not)",
+       non_negative_duration(o.authentication_token_webhook_cache_ttl, "10s")},
+      {"authorization-webhook-cache-authorized-ttl", "DURATION",
+       "how long delegated 'allowed' decisions are remembered (default 10s)",
+       non_negative_duration(o.authorization_webhook_cache_authorized_ttl, "10s")},
+      {"authorization-webhook-cache-unauthorized-ttl", "DURATION",
+       "how long delegated other decisions are remembered (default 10s)",
+       non_negative_duration(o.authorization_webhook_cache_unauthorized_ttl, "10s")},
+      {"authentication-skip-lookup", "BOOL",
+       "do not read extension-apiserver-authentication from the server named\n"
+       "by --authentication-kubeconfig (default false)",
+       [&](const std::string& v) -> std::string {
+         return parse_bool(v, o.authentication_skip_lookup) ? "" : "must be true or false";
+       }},
+      {"authentication-tolerate-lookup-failure", "BOOL",
+       "start even when extension-apiserver-authentication cannot be read\n"
+       "(default false: a failure to read it stops start-up)",
+       [&](const std::string& v) -> std::string {
+         return parse_bool(v, o.authentication_tolerate_lookup_failure) ? ""
+                                                                        : "must be true or false";
        }},
       {"proxy-client-cert-file", "FILE",
        "the client certificate (PEM) kwatch presents to extension API servers\n"
@@ -678,6 +727,10 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
   }
   if (o.proxy_client_cert_file.empty() != o.proxy_client_key_file.empty()) {
     return ParseError{"--proxy-client-cert-file and --proxy-client-key-file go together"};
+  }
+  if (!o.authorization_kubeconfig.empty() && o.authorization_mode != "RBAC") {
+    return ParseError{"--authorization-kubeconfig needs --authorization-mode=RBAC (AlwaysAllow "
+                      "would allow every request before the other server is asked)"};
   }
   if (o.tls_cert_file.empty() != o.tls_private_key_file.empty()) {
     return ParseError{"--tls-cert-file and --tls-private-key-file go together"};

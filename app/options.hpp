@@ -44,6 +44,18 @@ struct Options {
   // --requestheader-*: the front proxies (aggregators) trusted to name a request's user.
   std::string requestheader_client_ca_file;
   auth::RequestHeaderOptions request_header;
+  // Delegated to another API server, as kube's extension servers delegate (delegation/):
+  // TokenReviews for tokens this server does not know (--authentication-kubeconfig) and
+  // SubjectAccessReviews for what RBAC does not allow (--authorization-kubeconfig), each answer
+  // remembered for its TTL; at start-up the trust the other server publishes is read unless
+  // --authentication-skip-lookup (a failure to read it is fatal unless tolerated).
+  std::string authentication_kubeconfig;
+  std::string authorization_kubeconfig;
+  std::chrono::milliseconds authentication_token_webhook_cache_ttl{10'000};
+  std::chrono::milliseconds authorization_webhook_cache_authorized_ttl{10'000};
+  std::chrono::milliseconds authorization_webhook_cache_unauthorized_ttl{10'000};
+  bool authentication_skip_lookup = false;
+  bool authentication_tolerate_lookup_failure = false;
   // --proxy-client-cert-file, --proxy-client-key-file: what extension API servers are shown.
   std::string proxy_client_cert_file;
   std::string proxy_client_key_file;

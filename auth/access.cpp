@@ -221,12 +221,25 @@ asio::awaitable<apimachinery::ApiResult<UserInfo>> authenticate(
   }
   // With no token authenticator configured, a token is not a credential anyone checks: the
   // request is as if it had none, as in kube-apiserver.
-  if (!credentials.authorization.empty() && (options.tokens || options.service_accounts)) {
+  if (!credentials.authorization.empty() &&
+      (options.tokens || options.service_accounts || options.delegated_authentication)) {
     if (auto token = bearer_token(credentials.authorization)) {
       std::string text(*token);
       std::vector<std::string> api_audiences;
       auto result = co_await authenticate_token(options, text, api_audiences);
       if (result && result->authenticated) co_return std::move(result->user);
+      // Last, as kube's union authenticator asks a token webhook: the server this one
+      // delegates to.
+      if (options.delegated_authentication) {
+        auto remote = co_await options.delegated_authentication->authenticate(std::move(text));
+        if (remote.authenticated) co_return std::move(remote.user);
+        if (remote.busy) {
+          ApiError e(Errc::too_many_requests,
+                     "too many token reviews in flight, please try again later");
+          e.retry_after_seconds = 1;
+          co_return e;
+        }
+      }
     }
     co_return ApiError(Errc::unauthorized, "Unauthorized");
   }
@@ -237,84 +250,87 @@ asio::awaitable<apimachinery::ApiResult<UserInfo>> authenticate(
   co_return ApiError(Errc::unauthorized, "Unauthorized");
 }
 
-ApiResult<UserInfo> impersonate(const AccessOptions& options, const UserInfo& user,
-                                const Impersonation& impersonation) {
+namespace {
+
+// The attributes of impersonating one identity (kube: the verb impersonate on users, groups,
+// serviceaccounts, uids or userextras/<key>).
+RequestAttributes impersonation_attributes(const UserInfo& user, std::string api_group,
+                                           std::string resource, std::string subresource,
+                                           std::string ns, std::string name) {
+  RequestAttributes a;
+  a.user = user;
+  a.verb = "impersonate";
+  a.api_group = std::move(api_group);
+  a.api_version = "v1";
+  a.resource = std::move(resource);
+  a.subresource = std::move(subresource);
+  a.namespace_ = std::move(ns);
+  a.name = std::move(name);
+  return a;
+}
+
+}  // namespace
+
+asio::awaitable<ApiResult<UserInfo>> impersonate(const AccessOptions& options,
+                                                 const UserInfo& user,
+                                                 const Impersonation& impersonation) {
   if (impersonation.user.empty()) {
-    if (impersonation.empty()) return user;
-    return ApiError(Errc::bad_request,
-                    "requested impersonation of groups, extras or a uid without impersonating a "
-                    "user");
+    if (impersonation.empty()) co_return user;
+    co_return ApiError(Errc::bad_request,
+                       "requested impersonation of groups, extras or a uid without impersonating "
+                       "a user");
   }
-  // Each identity asked for must be one the caller may impersonate.
-  auto check = [&](std::string resource, std::string api_group, std::string ns,
-                   std::string name) -> std::optional<ApiError> {
-    RequestAttributes a;
-    a.user = user;
-    a.verb = "impersonate";
-    a.resource = std::move(resource);
-    a.api_group = std::move(api_group);
-    a.namespace_ = std::move(ns);
-    a.name = std::move(name);
-    return authorize(options, a);
-  };
+  // Each identity asked for must be one the caller may impersonate: the account or user first,
+  // then each group, the uid and each extra, as kube checks them.
+  std::vector<RequestAttributes> checks;
   UserInfo out;
   out.name = impersonation.user;
   constexpr std::string_view kServiceAccount = "system:serviceaccount:";
-  std::optional<ApiError> denied;
   if (out.name.starts_with(kServiceAccount) &&
       out.name.find(':', kServiceAccount.size()) != std::string::npos) {
     const std::string rest = out.name.substr(kServiceAccount.size());
     const std::string ns = rest.substr(0, rest.find(':'));
-    denied = check("serviceaccounts", "", ns, rest.substr(rest.find(':') + 1));
+    checks.push_back(impersonation_attributes(user, "", "serviceaccounts", "", ns,
+                                              rest.substr(rest.find(':') + 1)));
     out.groups = {"system:serviceaccounts", "system:serviceaccounts:" + ns};
   } else {
-    denied = check("users", "", "", out.name);
+    checks.push_back(impersonation_attributes(user, "", "users", "", "", out.name));
   }
-  if (denied) return *denied;
   for (const auto& group : impersonation.groups) {
-    if (auto no = check("groups", "", "", group)) return *no;
+    checks.push_back(impersonation_attributes(user, "", "groups", "", "", group));
     out.groups.push_back(group);
   }
   if (!impersonation.uid.empty()) {
-    if (auto no = check("uids", "authentication.k8s.io", "", impersonation.uid)) return *no;
+    checks.push_back(
+        impersonation_attributes(user, "authentication.k8s.io", "uids", "", "", impersonation.uid));
     out.uid = impersonation.uid;
   }
   for (const auto& [key, value] : impersonation.extra) {
-    // kube: impersonate on userextras/<key> named by the value.
-    RequestAttributes a;
-    a.user = user;
-    a.verb = "impersonate";
-    a.api_group = "authentication.k8s.io";
-    a.resource = "userextras";
-    a.subresource = key;
-    a.name = value;
-    if (auto no = authorize(options, a)) return *no;
+    checks.push_back(
+        impersonation_attributes(user, "authentication.k8s.io", "userextras", key, "", value));
     out.extra[key].push_back(value);
+  }
+  for (const auto& a : checks) {
+    auto denied = co_await authorize(options, a);
+    if (denied) co_return std::move(*denied);
   }
   const char* implied = out.name == "system:anonymous" ? "system:unauthenticated"
                                                         : "system:authenticated";
   if (std::find(out.groups.begin(), out.groups.end(), implied) == out.groups.end()) {
     out.groups.emplace_back(implied);
   }
-  return out;
+  co_return out;
 }
 
-std::optional<ApiError> authorize(const AccessOptions& options, const RequestAttributes& a) {
-  if (!options.rbac) return std::nullopt;
-  // kube's superuser authorizer runs before RBAC: system:masters needs no policy.
-  if (is_superuser(a.user)) return std::nullopt;
-  auto policy = options.rbac->current();
-  if (!policy) {
-    // Not a decision: a client told 403 now (a leader renewing its lock) would give up.
-    ApiError e(Errc::unavailable, "the authorization policy is not loaded yet, try again");
-    e.retry_after_seconds = 1;
-    return e;
-  }
-  if (policy->authorize(a).allowed) return std::nullopt;
+namespace {
+
+// kube's 403 for a request no authorizer allowed; `reason` (a delegated authorizer's) ends it.
+ApiError forbidden(const RequestAttributes& a, const std::string& reason) {
   std::string user = "User \"" + a.user.name + "\"";
+  const std::string because = reason.empty() ? "" : ": " + reason;
   if (!a.resource_request) {
-    return ApiError(Errc::forbidden,
-                    "forbidden: " + user + " cannot " + a.verb + " path \"" + a.path + "\"");
+    return ApiError(Errc::forbidden, "forbidden: " + user + " cannot " + a.verb + " path \"" +
+                                         a.path + "\"" + because);
   }
   std::string resource = a.resource + (a.subresource.empty() ? "" : "/" + a.subresource);
   std::string what = a.resource + (a.api_group.empty() ? "" : "." + a.api_group);
@@ -323,11 +339,39 @@ std::optional<ApiError> authorize(const AccessOptions& options, const RequestAtt
                                            : "in the namespace \"" + a.namespace_ + "\"";
   ApiError e(Errc::forbidden, what + " is forbidden: " + user + " cannot " + a.verb +
                                   " resource \"" + resource + "\" in API group \"" + a.api_group +
-                                  "\" " + where);
+                                  "\" " + where + because);
   e.name = a.name;
   e.group = a.api_group;
   e.kind = a.resource;
   return e;
+}
+
+}  // namespace
+
+asio::awaitable<std::optional<ApiError>> authorize(const AccessOptions& options,
+                                                   const RequestAttributes& a) {
+  if (!authorizes(options)) co_return std::nullopt;
+  // kube's superuser authorizer runs first: system:masters needs no policy.
+  if (is_superuser(a.user)) co_return std::nullopt;
+  if (options.rbac) {
+    auto policy = options.rbac->current();
+    if (!policy) {
+      // Not a decision: a client told 403 now (a leader renewing its lock) would give up.
+      ApiError e(Errc::unavailable, "the authorization policy is not loaded yet, try again");
+      e.retry_after_seconds = 1;
+      co_return e;
+    }
+    if (policy->authorize(a).allowed) co_return std::nullopt;
+  }
+  std::string reason;
+  if (options.delegated_authorization) {
+    auto decision = co_await options.delegated_authorization->authorize(a);
+    if (decision.allowed) co_return std::nullopt;
+    // As kube's authorization filter answers an authorizer's error: 500.
+    if (!decision.error.empty()) co_return ApiError(Errc::internal, decision.error);
+    reason = std::move(decision.reason);
+  }
+  co_return forbidden(a, reason);
 }
 
 }  // namespace kwatch::auth

@@ -1,12 +1,15 @@
 // Who is asking and whether they may, as kube-apiserver's authentication, impersonation and
 // authorization filters decide: a client certificate or bearer token (--token-auth-file,
-// ServiceAccount tokens) names the user, anonymous when allowed; Impersonate-* headers switch to
-// another user the caller may impersonate; --authorization-mode AlwaysAllow or RBAC decides,
-// from the policy the watch caches hold (auth/rbac_policy_source.hpp), never from storage.
+// ServiceAccount tokens, or a TokenReview another server makes: --authentication-kubeconfig)
+// names the user, anonymous when allowed; Impersonate-* headers switch to another user the
+// caller may impersonate; --authorization-mode AlwaysAllow or RBAC decides, from the policy the
+// watch caches hold (auth/rbac_policy_source.hpp), never from storage, and what RBAC does not
+// allow another server may (a SubjectAccessReview: --authorization-kubeconfig).
 #pragma once
 
 #include "apimachinery/api_error.hpp"
 #include "auth/credentials.hpp"
+#include "auth/delegated.hpp"
 #include "auth/rbac_authorizer.hpp"
 
 #include <boost/asio/awaitable.hpp>
@@ -41,6 +44,10 @@ struct AccessOptions {
   bool anonymous = true;                    // --anonymous-auth
   RequestHeaderOptions request_header;      // with --requestheader-client-ca-file
   std::shared_ptr<RbacPolicySource> rbac;   // --authorization-mode=RBAC; null: AlwaysAllow
+  // --authentication-kubeconfig: tokens no local authenticator knows; null: none.
+  std::shared_ptr<DelegatedAuthenticator> delegated_authentication;
+  // --authorization-kubeconfig: what RBAC does not allow; null: none.
+  std::shared_ptr<DelegatedAuthorizer> delegated_authorization;
   // Where the accounts (and objects) tokens name are looked up: the watch caches, then storage.
   std::shared_ptr<kinds::Scheme> scheme;
   std::shared_ptr<registry::CacherRegistry> cachers;
@@ -76,11 +83,18 @@ boost::asio::awaitable<apimachinery::ApiResult<UserInfo>> authenticate(
 
 // The user a request acts as: `user` itself, or the one `impersonation` names when `user` may
 // impersonate every identity in it (403 otherwise), as kubectl --as asks.
-apimachinery::ApiResult<UserInfo> impersonate(const AccessOptions& options, const UserInfo& user,
-                                              const Impersonation& impersonation);
+boost::asio::awaitable<apimachinery::ApiResult<UserInfo>> impersonate(
+    const AccessOptions& options, const UserInfo& user, const Impersonation& impersonation);
 
-// 403 Forbidden as kube words it, or nothing when allowed.
-std::optional<apimachinery::ApiError> authorize(const AccessOptions& options,
-                                                const RequestAttributes& attributes);
+// Whether requests are authorized at all (false: AlwaysAllow, every request allowed): callers
+// skip building attributes when not.
+inline bool authorizes(const AccessOptions& options) {
+  return options.rbac != nullptr || options.delegated_authorization != nullptr;
+}
+
+// 403 Forbidden as kube words it, or nothing when allowed: system:masters, then RBAC, then the
+// delegated authorizer (whose reason the message ends with; a review that failed is a 500).
+boost::asio::awaitable<std::optional<apimachinery::ApiError>> authorize(
+    const AccessOptions& options, const RequestAttributes& attributes);
 
 }  // namespace kwatch::auth

@@ -844,4 +844,32 @@ std::vector<json::object> bootstrap_cluster_role_bindings() {
           cluster_binding("system:service-account-issuer-discovery", {"system:serviceaccounts"})};
 }
 
+std::vector<json::object> bootstrap_kube_system_roles() {
+  json::object metadata = bootstrap_metadata("extension-apiserver-authentication-reader");
+  metadata["namespace"] = "kube-system";
+  json::object reader = rule(kRead, {""}, {"configmaps"});
+  reader["resourceNames"] = json::array{"extension-apiserver-authentication"};
+  return {json::object{{"apiVersion", "rbac.authorization.k8s.io/v1"},
+                       {"kind", "Role"},
+                       {"metadata", std::move(metadata)},
+                       {"rules", json::array{std::move(reader)}}}};
+}
+
+std::vector<json::object> bootstrap_kube_system_role_bindings() {
+  json::object metadata = bootstrap_metadata("system::extension-apiserver-authentication-reader");
+  metadata["namespace"] = "kube-system";
+  json::array subjects;
+  for (const char* user : {"system:kube-controller-manager", "system:kube-scheduler"}) {
+    subjects.emplace_back(json::object{
+        {"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "User"}, {"name", user}});
+  }
+  return {json::object{{"apiVersion", "rbac.authorization.k8s.io/v1"},
+                       {"kind", "RoleBinding"},
+                       {"metadata", std::move(metadata)},
+                       {"roleRef", json::object{{"apiGroup", "rbac.authorization.k8s.io"},
+                                                {"kind", "Role"},
+                                                {"name", "extension-apiserver-authentication-reader"}}},
+                       {"subjects", std::move(subjects)}}};
+}
+
 }  // namespace kwatch::auth

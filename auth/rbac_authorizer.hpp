@@ -51,6 +51,7 @@ struct RequestAttributes {
   std::string verb;         // get list watch create update patch delete deletecollection; escalate
                             // bind impersonate ...; non-resource: get post put patch delete head
   std::string api_group;    // "" is the core group
+  std::string api_version;  // the version asked for (RBAC ignores it; delegated reviews send it)
   std::string resource;     // "pods"
   std::string subresource;  // "" or "status", "log", "scale", "token", ...
   std::string namespace_;   // "" for cluster-scoped requests or all namespaces
@@ -151,5 +152,12 @@ std::optional<boost::json::array> reconciled_bootstrap_rules(const boost::json::
 // system:authenticated; system:public-info-viewer to system:authenticated and
 // system:unauthenticated.
 std::vector<boost::json::object> bootstrap_cluster_role_bindings();
+// kube's bootstrap Roles and RoleBindings in kube-system that extension API servers rely on:
+// Role extension-apiserver-authentication-reader (get, list, watch of the ConfigMap
+// extension-apiserver-authentication, which kubectl create rolebinding grants to an extension
+// server's account) and its binding system::extension-apiserver-authentication-reader to users
+// system:kube-controller-manager and system:kube-scheduler.
+std::vector<boost::json::object> bootstrap_kube_system_roles();
+std::vector<boost::json::object> bootstrap_kube_system_role_bindings();
 
 }  // namespace kwatch::auth

@@ -4,11 +4,8 @@
 #include "registry/resource_store.hpp"
 
 #include "apimachinery/json_members.hpp"
-#include "apimachinery/stored_json.hpp"
 
-#include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
-#include <boost/json/serialize.hpp>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -35,22 +32,6 @@ std::vector<std::string> pem_blocks(const std::string& bundle) {
     at = end + kEnd.size();
   }
   return out;
-}
-
-std::vector<std::string> json_list(const std::string& text) {
-  std::vector<std::string> out;
-  auto parsed = apimachinery::parse_json(text);
-  if (!parsed || !parsed->is_array()) return out;
-  for (const auto& v : parsed->get_array()) {
-    if (v.is_string()) out.emplace_back(v.get_string());
-  }
-  return out;
-}
-
-std::string json_text(const std::vector<std::string>& list) {
-  json::array a;
-  for (const auto& s : list) a.emplace_back(s);
-  return json::serialize(a);
 }
 
 }  // namespace
@@ -86,7 +67,7 @@ asio::awaitable<void> publish_extension_authentication(
     spdlog::warn("cannot publish extension-apiserver-authentication: {}", ns.error().message);
     co_return;
   }
-  const std::string name = "extension-apiserver-authentication";
+  const std::string name = auth::kExtensionAuthenticationName;
   for (int attempt = 0; attempt < 5; ++attempt) {
     std::string ns_name = kube_system, n = name, rv;
     auto current = co_await store->get(*info, std::move(ns_name), std::move(n), std::move(rv));
@@ -100,16 +81,18 @@ asio::awaitable<void> publish_extension_authentication(
           merge_ca_bundles(string_at(&data, "client-ca-file"), values.client_ca_pem);
     }
     if (!values.requestheader_ca_pem.empty()) {
-      merged["requestheader-client-ca-file"] = merge_ca_bundles(
-          string_at(&data, "requestheader-client-ca-file"), values.requestheader_ca_pem);
-      const std::pair<const char*, const std::vector<std::string>*> lists[] = {
-          {"requestheader-allowed-names", &values.allowed_names},
-          {"requestheader-username-headers", &values.username_headers},
-          {"requestheader-uid-headers", &values.uid_headers},
-          {"requestheader-group-headers", &values.group_headers},
-          {"requestheader-extra-headers-prefix", &values.extra_headers_prefix}};
-      for (const auto& [key, ours] : lists) {
-        merged[key] = json_text(merge_lists(json_list(string_at(&data, key)), *ours));
+      const ExtensionAuthentication theirs = auth::read_extension_authentication(data);
+      merged["requestheader-client-ca-file"] =
+          merge_ca_bundles(theirs.requestheader_ca_pem, values.requestheader_ca_pem);
+      using List = std::vector<std::string> ExtensionAuthentication::*;
+      const std::pair<const char*, List> lists[] = {
+          {"requestheader-allowed-names", &ExtensionAuthentication::allowed_names},
+          {"requestheader-username-headers", &ExtensionAuthentication::username_headers},
+          {"requestheader-uid-headers", &ExtensionAuthentication::uid_headers},
+          {"requestheader-group-headers", &ExtensionAuthentication::group_headers},
+          {"requestheader-extra-headers-prefix", &ExtensionAuthentication::extra_headers_prefix}};
+      for (const auto& [key, list] : lists) {
+        merged[key] = auth::json_string_list(merge_lists(theirs.*list, values.*list));
       }
     }
     if (current && merged == data) co_return;  // as it should be

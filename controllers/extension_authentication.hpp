@@ -9,6 +9,8 @@
 // write that loses a race is tried again from what won.
 #pragma once
 
+#include "auth/extension_authentication.hpp"
+
 #include <boost/asio/awaitable.hpp>
 
 #include <memory>
@@ -24,12 +26,9 @@ class ResourceStore;
 
 namespace kwatch::controllers {
 
-struct ExtensionAuthentication {
-  std::string client_ca_pem;          // --client-ca-file's content ("": none)
-  std::string requestheader_ca_pem;   // --requestheader-client-ca-file's ("": none)
-  std::vector<std::string> allowed_names, username_headers, uid_headers, group_headers,
-      extra_headers_prefix;
-};
+// --client-ca-file's and --requestheader-client-ca-file's contents and the --requestheader-*
+// settings.
+using auth::ExtensionAuthentication;
 
 // Creates kube-system if needed, then the ConfigMap, or merges into it. Logs what fails.
 boost::asio::awaitable<void> publish_extension_authentication(

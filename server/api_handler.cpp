@@ -40,18 +40,19 @@ using kinds::ResourceInfo;
 
 // A resource request's authorization and, when auditing, its audit record (kube's verb and
 // objectRef, and the decision): the attributes are computed once, for whichever needs them.
-std::optional<ApiError> authorize_and_audit(const AccessOptions& access, AuditEvent* audit,
-                                            const std::string& api_version,
-                                            auth::RequestAttributes attributes) {
+asio::awaitable<std::optional<ApiError>> authorize_and_audit(const AccessOptions& access,
+                                                             AuditEvent* audit,
+                                                             std::string api_version,
+                                                             auth::RequestAttributes attributes) {
   std::optional<ApiError> denied;
-  if (access.rbac) denied = authorize(access, attributes);
+  if (auth::authorizes(access)) denied = co_await authorize(access, attributes);
   if (audit != nullptr) {
     audit->resource_request = true;
-    audit->api_version = api_version;
+    audit->api_version = std::move(api_version);
     audit->decision = denied ? "forbid" : "allow";
     audit->attributes = std::move(attributes);
   }
-  return denied;
+  co_return denied;
 }
 
 ApiHandler::ApiHandler(std::shared_ptr<kinds::Scheme> scheme,
@@ -125,11 +126,12 @@ asio::awaitable<std::optional<ApiResponse>> ApiHandler::serve_review(Exchange& e
   a.user = ex.route.user;
   a.verb = "create";
   a.api_group = seg[1];
+  a.api_version = seg[2];
   a.resource = resource;
   if (local) a.namespace_ = seg[4];
-  if (auto denied = authorize_and_audit(access_, ex.audit, seg[2], std::move(a))) {
-    co_return error_response(*denied);
-  }
+  std::string version = seg[2];
+  auto denied = co_await authorize_and_audit(access_, ex.audit, std::move(version), std::move(a));
+  if (denied) co_return error_response(*denied);
   auto body = parse_object(ex.request);
   if (!body) co_return error_response(body.error());
   const auth::UserInfo& user = ex.route.user;
@@ -206,13 +208,14 @@ asio::awaitable<ApiResponse> ApiHandler::serve_resource(Exchange& ex) {
   const ApiRequest& request = ex.request;
   Route& route = ex.route;
   if (!find_resource_route(request, ex.url, route)) co_return not_found_path();
-  if (access_.rbac || ex.audit) {
-    if (auto denied = authorize_and_audit(
-            access_, ex.audit, route.info->version,
-            resource_attributes(request, ex.url, *route.info, route.ns, route.name,
-                                route.subresource, route.watch_prefix, route.user))) {
-      co_return error_response(*denied);
-    }
+  if (auth::authorizes(access_) || ex.audit) {
+    auth::RequestAttributes a = resource_attributes(request, ex.url, *route.info, route.ns,
+                                                    route.name, route.subresource,
+                                                    route.watch_prefix, route.user);
+    std::string version = route.info->version;
+    auto denied =
+        co_await authorize_and_audit(access_, ex.audit, std::move(version), std::move(a));
+    if (denied) co_return error_response(*denied);
   }
   if (request.body_withheld) {
     // Refused on its head a moment ago, allowed now (its grants changed meanwhile): its body

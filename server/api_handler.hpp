@@ -149,7 +149,8 @@ class ApiHandler {
   // The chain's steps, in order; each refuses with the error to answer, or lets it through.
   boost::asio::awaitable<std::optional<apimachinery::ApiError>> identify(Exchange& exchange);
   boost::asio::awaitable<std::optional<apimachinery::ApiError>> take_seat(Exchange& exchange);
-  std::optional<apimachinery::ApiError> authorize_path(Exchange& exchange);
+  boost::asio::awaitable<std::optional<apimachinery::ApiError>> authorize_path(
+      Exchange& exchange);
   boost::asio::awaitable<ApiResponse> dispatch(Exchange& exchange);
   void account(Exchange& exchange, ApiResponse& response,
                std::chrono::steady_clock::duration elapsed);
@@ -250,9 +251,8 @@ struct ApiHandler::Exchange {
 
 // A resource request's authorization and, when auditing, its audit record (kube's verb and
 // objectRef, and the decision).
-std::optional<apimachinery::ApiError> authorize_and_audit(const auth::AccessOptions& access,
-                                                          AuditEvent* audit,
-                                                          const std::string& api_version,
-                                                          auth::RequestAttributes attributes);
+boost::asio::awaitable<std::optional<apimachinery::ApiError>> authorize_and_audit(
+    const auth::AccessOptions& access, AuditEvent* audit, std::string api_version,
+    auth::RequestAttributes attributes);
 
 }  // namespace kwatch::server

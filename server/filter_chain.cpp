@@ -32,19 +32,20 @@ namespace asio = boost::asio;
 asio::awaitable<bool> ApiHandler::admit_head(ApiRequest& request) {
   auto authenticated = co_await authenticate(access_, request.credentials, is_health_probe(request.target));
   if (!authenticated) co_return false;
-  auto user = impersonate(access_, *authenticated, request.impersonation);
+  auto user = co_await impersonate(access_, *authenticated, request.impersonation);
   if (!user) co_return false;
   // Authorized on its head too: a resource's route and verb, a review's resource and a
   // path's verb need no body. What serve() then decides is the same (it authorizes again).
-  if (access_.rbac) {
+  if (auth::authorizes(access_)) {
     if (auto url = parse_url(request.target)) {
       const auto& seg = url->segments;
       Route route;
       std::optional<ApiError> denied;
       if (find_resource_route(request, *url, route)) {
-        denied = authorize(access_, resource_attributes(request, *url, *route.info, route.ns,
-                                                        route.name, route.subresource,
-                                                        route.watch_prefix, *user));
+        const auth::RequestAttributes a =
+            resource_attributes(request, *url, *route.info, route.ns, route.name,
+                                route.subresource, route.watch_prefix, *user);
+        denied = co_await authorize(access_, a);
       } else if (request.method == "POST" && seg.size() >= 4 && seg[0] == "apis" &&
                  seg[2] == "v1" &&
                  (seg[1] == "authorization.k8s.io" || seg[1] == "authentication.k8s.io")) {
@@ -54,8 +55,9 @@ asio::awaitable<bool> ApiHandler::admit_head(ApiRequest& request) {
         a.verb = "create";
         a.api_group = seg[1];
         a.resource = seg.back();
+        a.api_version = seg[2];
         if (seg.size() == 6 && seg[3] == "namespaces") a.namespace_ = seg[4];
-        denied = authorize(access_, a);
+        denied = co_await authorize(access_, a);
       } else if (!is_health_probe(url->path) && seg.size() > 0 && seg[0] != "api" &&
                  seg[0] != "apis") {
         auth::RequestAttributes a;
@@ -63,7 +65,7 @@ asio::awaitable<bool> ApiHandler::admit_head(ApiRequest& request) {
         a.resource_request = false;
         a.verb = lowercase_verb(request.method);
         a.path = url->path;
-        denied = authorize(access_, a);
+        denied = co_await authorize(access_, a);
       }
       if (denied) co_return false;
     }
@@ -118,7 +120,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
   Exchange exchange{request, *url, audit, {}, {}};
   if (auto refused = co_await identify(exchange)) co_return error_response(*refused);
   if (auto refused = co_await take_seat(exchange)) co_return error_response(*refused);
-  if (auto refused = authorize_path(exchange)) co_return error_response(*refused);
+  if (auto refused = co_await authorize_path(exchange)) co_return error_response(*refused);
   ApiResponse response = co_await dispatch(exchange);
   account(exchange, response, std::chrono::steady_clock::now() - start);
   co_return response;
@@ -144,8 +146,13 @@ asio::awaitable<std::optional<ApiError>> ApiHandler::identify(Exchange& ex) {
           request.impersonation.user, request.impersonation.uid, request.impersonation.groups};
     }
   }
-  auto user = request.admitted ? ApiResult<auth::UserInfo>(std::move(request.admitted->user))
-                               : impersonate(access_, *authenticated, request.impersonation);
+  // No co_await inside a conditional expression: GCC 12 miscompiles that in coroutines.
+  ApiResult<auth::UserInfo> user = auth::UserInfo();
+  if (request.admitted) {
+    user = std::move(request.admitted->user);
+  } else {
+    user = co_await impersonate(access_, *authenticated, request.impersonation);
+  }
   if (!user) {
     if (ex.audit) ex.audit->decision = "forbid";
     co_return user.error();
@@ -178,24 +185,24 @@ asio::awaitable<std::optional<ApiError>> ApiHandler::take_seat(Exchange& ex) {
 // A path that names no resource, authorized as kube's non-resource requests. Health probes are
 // always allowed, as kube-apiserver's default --authorization-always-allow-paths: a load
 // balancer must see /readyz before the bootstrap RBAC policy exists (first start) or is loaded.
-std::optional<ApiError> ApiHandler::authorize_path(Exchange& ex) {
+asio::awaitable<std::optional<ApiError>> ApiHandler::authorize_path(Exchange& ex) {
   const auto& seg = ex.url.segments;
   const bool resource_path = !seg.empty() && (seg[0] == "api" || seg[0] == "apis") &&
                              seg.size() > (seg[0] == "api" ? 2u : 3u);
-  if (resource_path) return std::nullopt;
-  if (access_.rbac && !is_health_probe(ex.url.path)) {
+  if (resource_path) co_return std::nullopt;
+  if (auth::authorizes(access_) && !is_health_probe(ex.url.path)) {
     auth::RequestAttributes a;
     a.user = ex.route.user;
     a.resource_request = false;
     a.verb = lowercase_verb(ex.request.method);
     a.path = ex.url.path;
-    if (auto denied = authorize(access_, a)) {
+    if (auto denied = co_await authorize(access_, a)) {
       if (ex.audit) ex.audit->decision = "forbid";
-      return denied;
+      co_return denied;
     }
   }
   if (ex.audit) ex.audit->decision = "allow";
-  return std::nullopt;
+  co_return std::nullopt;
 }
 
 

@@ -54,12 +54,13 @@ asio::awaitable<ApiResponse> ApiHandler::serve_aggregated(
   const ApiRequest& request = ex.request;
   // /apis/<group>/<version> itself was authorized as a path (authorize_path); below it, as a
   // resource request of the extension's resources.
-  if (seg.size() > 3 && (access_.rbac || ex.audit)) {
+  if (seg.size() > 3 && (auth::authorizes(access_) || ex.audit)) {
     auto info = parse_request_info(seg);
     if (!info) co_return plain_error(404, "404 page not found");
     auth::RequestAttributes a;
     a.user = ex.route.user;
     a.api_group = info->group;
+    a.api_version = seg[2];
     a.resource = info->resource;
     a.subresource = info->subresource;
     a.namespace_ = info->ns;
@@ -67,9 +68,10 @@ asio::awaitable<ApiResponse> ApiHandler::serve_aggregated(
     const bool watch = info->watch_prefix || truthy(ex.url.param("watch"));
     a.verb = resource_verb(request.method, !info->name.empty(), watch);
     ex.route.verb = a.verb;
-    if (auto denied = authorize_and_audit(access_, ex.audit, seg[2], std::move(a))) {
-      co_return error_response(*denied);
-    }
+    std::string version = seg[2];
+    auto denied =
+        co_await authorize_and_audit(access_, ex.audit, std::move(version), std::move(a));
+    if (denied) co_return error_response(*denied);
   }
   if (request.body_withheld) {
     co_return error_response(

@@ -309,6 +309,7 @@ auth::RequestAttributes resource_attributes(const ApiRequest& request, const Url
   auth::RequestAttributes a;
   a.user = user;
   a.api_group = info.group;
+  a.api_version = info.version;
   a.resource = info.resource;
   a.subresource = subresource;
   a.namespace_ = info.namespaced ? ns : std::string();

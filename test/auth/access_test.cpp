@@ -105,6 +105,19 @@ class AccessTest : public ::testing::Test {
     });
   }
 
+  ApiResult<UserInfo> impersonate_now(const UserInfo& user, const Impersonation& impersonation) {
+    return run<ApiResult<UserInfo>>([&]() -> asio::awaitable<ApiResult<UserInfo>> {
+      co_return co_await impersonate(options_, user, impersonation);
+    });
+  }
+
+  std::optional<apimachinery::ApiError> authorize_now(const RequestAttributes& a) {
+    using Denial = std::optional<apimachinery::ApiError>;
+    return run<Denial>([&]() -> asio::awaitable<Denial> {
+      co_return co_await authorize(options_, a);
+    });
+  }
+
   asio::io_context ioc_;
   std::shared_ptr<storage::Storage> storage_;
   std::shared_ptr<kinds::Scheme> scheme_;
@@ -186,7 +199,7 @@ TEST_F(AccessTest, ATokenIsNoCredentialWhenNoAuthenticatorChecksTokens) {
 }
 
 TEST_F(AccessTest, WithoutImpersonationTheUserActsAsItself) {
-  auto r = impersonate(options_, user("alice"), Impersonation{});
+  auto r = impersonate_now(user("alice"), Impersonation{});
   ASSERT_TRUE(r);
   EXPECT_EQ(r->name, "alice");
 }
@@ -194,7 +207,7 @@ TEST_F(AccessTest, WithoutImpersonationTheUserActsAsItself) {
 TEST_F(AccessTest, ImpersonatingGroupsWithoutAUserIsABadRequest) {
   Impersonation groups_only;
   groups_only.groups = {"devs"};
-  auto r = impersonate(options_, user("alice"), groups_only);
+  auto r = impersonate_now(user("alice"), groups_only);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, Errc::bad_request);
 }
@@ -206,13 +219,13 @@ TEST_F(AccessTest, ImpersonationNeedsTheImpersonateVerbOnEveryIdentity) {
   Impersonation as_bob;
   as_bob.user = "bob";
   as_bob.groups = {"devs"};
-  auto bob = impersonate(options_, user("alice"), as_bob);
+  auto bob = impersonate_now(user("alice"), as_bob);
   ASSERT_TRUE(bob) << bob.error().message;
   EXPECT_EQ(bob->name, "bob");
   EXPECT_EQ(bob->groups, (std::vector<std::string>{"devs", "system:authenticated"}));
 
   as_bob.groups = {"system:masters"};
-  auto masters = impersonate(options_, user("alice"), as_bob);
+  auto masters = impersonate_now(user("alice"), as_bob);
   ASSERT_FALSE(masters);
   EXPECT_EQ(masters.error().code, Errc::forbidden);
   EXPECT_EQ(masters.error().message,
@@ -221,8 +234,8 @@ TEST_F(AccessTest, ImpersonationNeedsTheImpersonateVerbOnEveryIdentity) {
 
   Impersonation as_carol;
   as_carol.user = "carol";
-  EXPECT_FALSE(impersonate(options_, user("alice"), as_carol));
-  EXPECT_FALSE(impersonate(options_, user("bob"), Impersonation{.user = "bob"}));
+  EXPECT_FALSE(impersonate_now(user("alice"), as_carol));
+  EXPECT_FALSE(impersonate_now(user("bob"), Impersonation{.user = "bob"}));
 }
 
 TEST_F(AccessTest, ImpersonatingAServiceAccountChecksItInItsNamespace) {
@@ -232,13 +245,13 @@ TEST_F(AccessTest, ImpersonatingAServiceAccountChecksItInItsNamespace) {
     "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"sa-impersonator"},
     "subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"alice"}]})");
   use_rbac();
-  auto in_team = impersonate(options_, user("alice"),
+  auto in_team = impersonate_now(user("alice"),
                              Impersonation{.user = "system:serviceaccount:team:builder"});
   ASSERT_TRUE(in_team) << in_team.error().message;
   EXPECT_EQ(in_team->groups,
             (std::vector<std::string>{"system:serviceaccounts", "system:serviceaccounts:team",
                                       "system:authenticated"}));
-  auto elsewhere = impersonate(options_, user("alice"),
+  auto elsewhere = impersonate_now(user("alice"),
                                Impersonation{.user = "system:serviceaccount:kube-system:admin"});
   ASSERT_FALSE(elsewhere);
   EXPECT_EQ(elsewhere.error().code, Errc::forbidden);
@@ -254,9 +267,9 @@ TEST_F(AccessTest, AuthorizeWordsADenialAsKubeDoes) {
   a.resource = "configmaps";
   a.namespace_ = "team";
   a.name = "settings";
-  EXPECT_FALSE(authorize(options_, a));
+  EXPECT_FALSE(authorize_now(a));
   a.verb = "delete";
-  auto denied = authorize(options_, a);
+  auto denied = authorize_now(a);
   ASSERT_TRUE(denied);
   EXPECT_EQ(denied->code, Errc::forbidden);
   EXPECT_EQ(denied->message,
@@ -270,13 +283,118 @@ TEST_F(AccessTest, AuthorizeWordsADenialAsKubeDoes) {
   path.resource_request = false;
   path.verb = "get";
   path.path = "/metrics";
-  auto no_path = authorize(options_, path);
+  auto no_path = authorize_now(path);
   ASSERT_TRUE(no_path);
   EXPECT_EQ(no_path->message, "forbidden: User \"bob\" cannot get path \"/metrics\"");
 
   // system:masters needs no policy.
   a.user = user("root", {"system:masters", "system:authenticated"});
-  EXPECT_FALSE(authorize(options_, a));
+  EXPECT_FALSE(authorize_now(a));
+}
+
+// A server delegated to, scripted: what it is asked and what it answers.
+struct ScriptedAuthorizer : DelegatedAuthorizer {
+  DelegatedDecision answer;
+  std::vector<RequestAttributes> asked;
+  asio::awaitable<DelegatedDecision> authorize(const RequestAttributes& a) override {
+    asked.push_back(a);
+    co_return answer;
+  }
+};
+
+struct ScriptedAuthenticator : DelegatedAuthenticator {
+  DelegatedIdentity answer;
+  std::vector<std::string> asked;
+  asio::awaitable<DelegatedIdentity> authenticate(std::string token) override {
+    asked.push_back(token);
+    co_return answer;
+  }
+};
+
+TEST_F(AccessTest, WhatRbacDoesNotAllowIsAskedOfTheDelegatedAuthorizer) {
+  create("roles", kReader);
+  create("rolebindings", kReaderBinding);
+  use_rbac();
+  auto remote = std::make_shared<ScriptedAuthorizer>();
+  options_.delegated_authorization = remote;
+  RequestAttributes a;
+  a.user = user("bob");
+  a.verb = "get";
+  a.resource = "configmaps";
+  a.namespace_ = "team";
+  a.name = "settings";
+  EXPECT_FALSE(authorize_now(a)) << "RBAC allows it";
+  EXPECT_TRUE(remote->asked.empty()) << "so the other server is not asked";
+  a.user = user("root", {"system:masters"});
+  a.verb = "delete";
+  EXPECT_FALSE(authorize_now(a));
+  EXPECT_TRUE(remote->asked.empty()) << "nor for system:masters";
+
+  a.user = user("bob");
+  remote->answer = DelegatedDecision{.allowed = true};
+  EXPECT_FALSE(authorize_now(a)) << "the other server allows what RBAC does not";
+  ASSERT_EQ(remote->asked.size(), 1u);
+  EXPECT_EQ(remote->asked[0].verb, "delete");
+
+  remote->answer = DelegatedDecision{.denied = true, .reason = "not on Fridays"};
+  auto denied = authorize_now(a);
+  ASSERT_TRUE(denied);
+  EXPECT_EQ(denied->code, Errc::forbidden);
+  EXPECT_EQ(denied->message,
+            "configmaps \"settings\" is forbidden: User \"bob\" cannot delete resource "
+            "\"configmaps\" in API group \"\" in the namespace \"team\": not on Fridays");
+
+  remote->answer = DelegatedDecision{.error = "SubjectAccessReview: connection refused"};
+  auto failed = authorize_now(a);
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(failed->code, Errc::internal) << "an authorizer's error is a 500, as in kube";
+}
+
+TEST_F(AccessTest, ImpersonationMayBeAllowedByTheDelegatedAuthorizer) {
+  use_rbac();
+  auto remote = std::make_shared<ScriptedAuthorizer>();
+  remote->answer = DelegatedDecision{.allowed = true};
+  options_.delegated_authorization = remote;
+  auto bob = impersonate_now(user("alice"), Impersonation{.user = "bob", .groups = {"devs"}});
+  ASSERT_TRUE(bob) << bob.error().message;
+  ASSERT_EQ(remote->asked.size(), 2u);
+  EXPECT_EQ(remote->asked[0].resource, "users");
+  EXPECT_EQ(remote->asked[1].resource, "groups");
+  EXPECT_EQ(remote->asked[1].name, "devs");
+}
+
+TEST_F(AccessTest, TokensNoLocalAuthenticatorKnowsAreAskedOfTheDelegatedAuthenticator) {
+  auto remote = std::make_shared<ScriptedAuthenticator>();
+  options_.delegated_authentication = remote;
+  auto alice = authenticate_with({.authorization = "Bearer alice-token"});
+  ASSERT_TRUE(alice);
+  EXPECT_EQ(alice->name, "alice");
+  EXPECT_TRUE(remote->asked.empty()) << "the token file knows alice's token";
+
+  remote->answer.authenticated = true;
+  remote->answer.user = user("carol", {"ops", "system:authenticated"});
+  auto carol = authenticate_with({.authorization = "Bearer carol-token"});
+  ASSERT_TRUE(carol);
+  EXPECT_EQ(carol->name, "carol");
+  EXPECT_EQ(remote->asked, std::vector<std::string>{"carol-token"});
+
+  remote->answer = DelegatedIdentity{};
+  auto nobody = authenticate_with({.authorization = "Bearer made-up"});
+  ASSERT_FALSE(nobody);
+  EXPECT_EQ(nobody.error().code, Errc::unauthorized);
+
+  remote->answer = DelegatedIdentity{.busy = true};
+  auto busy = authenticate_with({.authorization = "Bearer made-up"});
+  ASSERT_FALSE(busy);
+  EXPECT_EQ(busy.error().code, Errc::too_many_requests);
+  EXPECT_EQ(busy.error().retry_after_seconds, 1);
+
+  // With only the delegated authenticator, a token is still a credential someone checks.
+  options_.tokens = nullptr;
+  remote->answer = DelegatedIdentity{};
+  auto unchecked = authenticate_with({.authorization = "Bearer alice-token"});
+  ASSERT_FALSE(unchecked);
+  EXPECT_EQ(unchecked.error().code, Errc::unauthorized);
 }
 
 TEST_F(AccessTest, AuthorizeIsUnavailableUntilThePolicyIsLoaded) {
@@ -290,7 +408,7 @@ TEST_F(AccessTest, AuthorizeIsUnavailableUntilThePolicyIsLoaded) {
   a.user = user("bob");
   a.verb = "get";
   a.resource = "pods";
-  auto r = authorize(options_, a);
+  auto r = authorize_now(a);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->code, Errc::unavailable);
   EXPECT_EQ(r->retry_after_seconds, 1);

@@ -1,0 +1,120 @@
+#include "delegation/token_review_authenticator.hpp"
+
+#include "apimachinery/json_members.hpp"
+
+#include <boost/json/array.hpp>
+#include <boost/json/serialize.hpp>
+#include <openssl/sha.h>
+
+#include <cstdio>
+
+namespace kwatch::delegation {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+using apimachinery::object_member;
+using apimachinery::string_at;
+
+namespace {
+
+std::string sha256_hex(const std::string& text) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
+  std::string out;
+  out.reserve(2 * sizeof digest);
+  char hex[3];
+  for (unsigned char c : digest) {
+    std::snprintf(hex, sizeof hex, "%02x", c);
+    out += hex;
+  }
+  return out;
+}
+
+std::vector<std::string> strings_of(const json::value* v) {
+  std::vector<std::string> out;
+  if (v == nullptr || !v->is_array()) return out;
+  for (const auto& s : v->get_array()) {
+    if (s.is_string()) out.emplace_back(s.get_string());
+  }
+  return out;
+}
+
+// Releases an in-flight slot however the review ends.
+struct Slot {
+  std::atomic<std::size_t>& count;
+  ~Slot() { count.fetch_sub(1); }
+};
+
+}  // namespace
+
+auth::DelegatedIdentity identity_from_token_review(const json::object& review) {
+  auth::DelegatedIdentity out;
+  const json::object* status = object_member(review, "status");
+  if (status == nullptr) {
+    out.error = "the TokenReview's answer has no status";
+    return out;
+  }
+  const json::value* authenticated = status->if_contains("authenticated");
+  out.authenticated = authenticated != nullptr && authenticated->is_bool() &&
+                      authenticated->get_bool();
+  if (!out.authenticated) return out;
+  const json::object* user = object_member(*status, "user");
+  out.user.name = string_at(user, "username");
+  if (out.user.name.empty()) {
+    // A user without a name is no user: kube's webhook authenticator would pass it on, but
+    // no authorizer can say anything about it.
+    out.authenticated = false;
+    out.error = "the TokenReview's answer names no user";
+    return out;
+  }
+  out.user.uid = string_at(user, "uid");
+  out.user.groups = strings_of(user ? user->if_contains("groups") : nullptr);
+  if (const json::object* extra = user ? object_member(*user, "extra") : nullptr) {
+    for (const auto& [key, values] : *extra) {
+      out.user.extra[std::string(key)] = strings_of(&values);
+    }
+  }
+  return out;
+}
+
+TokenReviewAuthenticator::TokenReviewAuthenticator(std::shared_ptr<client::HttpClient> client,
+                                                   TokenReviewOptions options)
+    : client_(std::move(client)), options_(std::move(options)), cache_(options_.cache_entries) {}
+
+asio::awaitable<auth::DelegatedIdentity> TokenReviewAuthenticator::authenticate(
+    std::string token) {
+  const std::string key = sha256_hex(token);
+  if (auto known = cache_.get(key)) co_return std::move(*known);
+  if (in_flight_.fetch_add(1) >= options_.max_in_flight) {
+    in_flight_.fetch_sub(1);
+    auth::DelegatedIdentity busy;
+    busy.busy = true;
+    co_return busy;
+  }
+  Slot slot{in_flight_};
+  json::object spec{{"token", token}};
+  if (!options_.audiences.empty()) {
+    json::array audiences;
+    for (const auto& a : options_.audiences) audiences.emplace_back(a);
+    spec["audiences"] = std::move(audiences);
+  }
+  const json::object review{{"apiVersion", "authentication.k8s.io/v1"},
+                            {"kind", "TokenReview"},
+                            {"spec", std::move(spec)}};
+  sent_.fetch_add(1);
+  auto answer = co_await post_review(*client_, "/apis/authentication.k8s.io/v1/tokenreviews",
+                                     json::serialize(review), options_.backoff);
+  if (!answer) {
+    auth::DelegatedIdentity failed;
+    failed.error = "TokenReview: " + answer.error();
+    co_return failed;
+  }
+  auth::DelegatedIdentity identity = identity_from_token_review(*answer);
+  if (identity.error.empty()) {
+    cache_.put(key, identity,
+               std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.cache_ttl));
+  }
+  co_return identity;
+}
+
+}  // namespace kwatch::delegation
