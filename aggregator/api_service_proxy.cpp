@@ -181,17 +181,17 @@ std::shared_ptr<client::HttpClient> ApiServiceProxy::client_for(const RemoteApiS
   return *made;
 }
 
-asio::awaitable<client::ApiResult<std::unique_ptr<client::ForwardedResponse>>>
-ApiServiceProxy::forward(const RemoteApiService& target, const apimachinery::UserInfo& user,
-                         client::ForwardedRequest request) const {
-  std::string error;
-  std::shared_ptr<client::HttpClient> client = client_for(target, error);
+std::shared_ptr<client::HttpClient> ApiServiceProxy::prepare(const RemoteApiService& target,
+                                                             const apimachinery::UserInfo& user,
+                                                             client::ForwardedRequest& request,
+                                                             client::ApiError& error) const {
+  std::string why;
+  std::shared_ptr<client::HttpClient> client = client_for(target, why);
   if (!client) {
-    client::ApiError e;
-    e.kind = client::ApiError::Kind::transport;
-    e.reason = kUnresolved;
-    e.message = error;
-    co_return e;
+    error.kind = client::ApiError::Kind::transport;
+    error.reason = kUnresolved;
+    error.message = why;
+    return nullptr;
   }
   std::erase_if(request.headers, [](const auto& h) { return dropped(h.first); });
   request.headers.emplace_back("X-Remote-User", user.name);
@@ -202,7 +202,26 @@ ApiServiceProxy::forward(const RemoteApiService& target, const apimachinery::Use
       request.headers.emplace_back("X-Remote-Extra-" + escape_extra_key(key), v);
     }
   }
+  return client;
+}
+
+asio::awaitable<client::ApiResult<std::unique_ptr<client::ForwardedResponse>>>
+ApiServiceProxy::forward(const RemoteApiService& target, const apimachinery::UserInfo& user,
+                         client::ForwardedRequest request) const {
+  client::ApiError error;
+  auto client = prepare(target, user, request, error);
+  if (!client) co_return error;
   co_return co_await client->forward(std::move(request));
+}
+
+asio::awaitable<client::ApiResult<std::unique_ptr<client::ForwardedSocket>>>
+ApiServiceProxy::forward_websocket(const RemoteApiService& target,
+                                   const apimachinery::UserInfo& user,
+                                   client::ForwardedRequest request) const {
+  client::ApiError error;
+  auto client = prepare(target, user, request, error);
+  if (!client) co_return error;
+  co_return co_await client->forward_websocket(std::move(request));
 }
 
 }  // namespace kwatch::aggregator

@@ -78,6 +78,10 @@ class ApiServiceProxy {
   boost::asio::awaitable<client::ApiResult<std::unique_ptr<client::ForwardedResponse>>> forward(
       const RemoteApiService& target, const apimachinery::UserInfo& user,
       client::ForwardedRequest request) const;
+  // The same for a WebSocket upgrade: the handshake's answer, then the server's messages.
+  boost::asio::awaitable<client::ApiResult<std::unique_ptr<client::ForwardedSocket>>>
+  forward_websocket(const RemoteApiService& target, const apimachinery::UserInfo& user,
+                    client::ForwardedRequest request) const;
 
   // What the availability controller's last passing discovery check of APIService `name` read
   // (its APIResourceList), for discovery to list the extension's resources.
@@ -88,6 +92,12 @@ class ApiServiceProxy {
  private:
   std::shared_ptr<client::HttpClient> client_for(const RemoteApiService& target,
                                                  std::string& error) const;
+  // The client for `target`, `request`'s headers made the proxy's: the caller's identity
+  // headers dropped, `user` in X-Remote-*. Null when the Service cannot be resolved (`error`).
+  std::shared_ptr<client::HttpClient> prepare(const RemoteApiService& target,
+                                              const apimachinery::UserInfo& user,
+                                              client::ForwardedRequest& request,
+                                              client::ApiError& error) const;
   // The remote APIServices by name, as of the APIService cache's revision `revision`: rebuilt
   // only when the cache has moved, so that a request for a group served here costs a lookup.
   struct Snapshot {

@@ -455,6 +455,100 @@ asio::awaitable<ApiResult<std::unique_ptr<ForwardedResponse>>> HttpClient::forwa
   co_return out;
 }
 
+// ---- Forwarded WebSockets ----
+
+struct ForwardedSocket::Stream {
+  std::unique_ptr<Connection> connection;
+  std::optional<websocket::stream<beast::tcp_stream&>> ws_plain;
+  std::optional<websocket::stream<beast::ssl_stream<beast::tcp_stream>&>> ws_secure;
+  beast::flat_buffer message;
+};
+
+ForwardedSocket::~ForwardedSocket() = default;
+
+void ForwardedSocket::close() {
+  if (!stream_ || !stream_->connection) return;
+  boost::system::error_code ignored;
+  stream_->connection->lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+  stream_->connection->lowest().socket().close(ignored);
+}
+
+namespace {
+
+// The handshake with `headers` set on the upgrade request; the answer's head (and a refusal's
+// body) kept whatever its status.
+template <class WebSocket>
+asio::awaitable<boost::system::error_code> forward_handshake(
+    WebSocket& ws, const std::vector<std::pair<std::string, std::string>>& headers,
+    const std::string& host, const std::string& target, websocket::response_type& response) {
+  ws.set_option(websocket::stream_base::decorator([&headers](websocket::request_type& upgrade) {
+    for (const auto& [name, value] : headers) upgrade.insert(name, value);
+  }));
+  auto [ec] = co_await ws.async_handshake(response, host, target, use_tuple);
+  co_return ec;
+}
+
+template <class WebSocket>
+asio::awaitable<ApiResult<std::optional<ForwardedSocket::Message>>> read_forwarded_message(
+    WebSocket& ws, beast::flat_buffer& buffer) {
+  buffer.clear();
+  auto [ec, n] = co_await ws.async_read(buffer, use_tuple);
+  if (ec == websocket::error::closed) co_return std::optional<ForwardedSocket::Message>();
+  if (ec) co_return from_code(ec, "reading a WebSocket message");
+  ForwardedSocket::Message m;
+  m.binary = ws.got_binary();
+  m.data.assign(static_cast<const char*>(buffer.data().data()), buffer.size());
+  co_return std::optional<ForwardedSocket::Message>(std::move(m));
+}
+
+}  // namespace
+
+asio::awaitable<ApiResult<std::optional<ForwardedSocket::Message>>> ForwardedSocket::next() {
+  Stream& s = *stream_;
+  if (s.ws_secure) co_return co_await read_forwarded_message(*s.ws_secure, s.message);
+  co_return co_await read_forwarded_message(*s.ws_plain, s.message);
+}
+
+asio::awaitable<ApiResult<std::unique_ptr<ForwardedSocket>>> HttpClient::forward_websocket(
+    ForwardedRequest request) {
+  auto impl = impl_;
+  const auto deadline = Clock::now() + impl->options.request_timeout;
+  auto connected = co_await impl->connect(deadline);
+  if (!connected) co_return connected.error();
+  std::unique_ptr<ForwardedSocket> out(new ForwardedSocket());
+  out->stream_ = std::make_unique<ForwardedSocket::Stream>();
+  auto& s = *out->stream_;
+  s.connection = std::move(*connected);
+  Connection& conn = *s.connection;
+  conn.lowest().expires_at(deadline);
+  const std::string host = impl->endpoint.host + ":" + impl->endpoint.port;
+  websocket::response_type response;
+  boost::system::error_code ec;
+  if (conn.secure) {
+    s.ws_secure.emplace(*conn.secure);
+    s.ws_secure->read_message_max(impl->options.max_response_bytes);
+    ec = co_await forward_handshake(*s.ws_secure, request.headers, host, request.target, response);
+  } else {
+    s.ws_plain.emplace(*conn.plain);
+    s.ws_plain->read_message_max(impl->options.max_response_bytes);
+    ec = co_await forward_handshake(*s.ws_plain, request.headers, host, request.target, response);
+  }
+  out->status = response.result_int();
+  for (const auto& field : response) {
+    out->headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+  }
+  if (ec && (out->status == 0 || out->status == 101)) {
+    co_return from_code(ec, "GET " + request.target + " (WebSocket)");
+  }
+  if (out->status != 101) {
+    out->body = response.body();
+    out->close();
+    co_return out;
+  }
+  conn.lowest().expires_never();  // a watch may be quiet for long: either side ends it
+  co_return out;
+}
+
 // ---- Watches ----
 
 struct WatchConnection::Stream {

@@ -54,6 +54,7 @@ struct HttpResponse {
 
 class WatchConnection;
 class ForwardedResponse;
+class ForwardedSocket;
 
 // A request a proxy passes on (HttpClient::forward): method, target, headers and body as given.
 struct ForwardedRequest {
@@ -105,6 +106,11 @@ class HttpClient {
   // so that a watch streams through. The deadline covers the connection and the head.
   boost::asio::awaitable<ApiResult<std::unique_ptr<ForwardedResponse>>> forward(
       ForwardedRequest request);
+  // The same for a WebSocket upgrade (a GET): the handshake with the request's headers
+  // (Sec-WebSocket-Protocol among them), its answer (101, or a refusal with its body), then the
+  // server's messages whole as they arrive. The deadline covers the connection and handshake.
+  boost::asio::awaitable<ApiResult<std::unique_ptr<ForwardedSocket>>> forward_websocket(
+      ForwardedRequest request);
 
   const ClientConfig& config() const { return config_; }
   // Connections opened so far (for tests of keep-alive).
@@ -140,6 +146,30 @@ class WatchConnection {
   EventDecoder events_;
   std::string body_;
   bool ended_ = false;
+};
+
+// A WebSocket passed on (HttpClient::forward_websocket): the handshake's answer, then the
+// server's messages. Not for use after the client is gone.
+class ForwardedSocket {
+ public:
+  struct Message {
+    bool binary = false;
+    std::string data;
+  };
+  ~ForwardedSocket();
+  unsigned status = 0;  // 101: upgraded; otherwise the refusal's status, with `body`
+  std::vector<std::pair<std::string, std::string>> headers;  // the answer's head
+  std::string body;
+  // The next whole message; nullopt once the server has closed the socket.
+  boost::asio::awaitable<ApiResult<std::optional<Message>>> next();
+  // Closes the connection; a pending next() completes with an error.
+  void close();
+
+ private:
+  friend class HttpClient;
+  struct Stream;
+  ForwardedSocket() = default;
+  std::unique_ptr<Stream> stream_;
 };
 
 // The answer to a forwarded request: its head, then its body (chunked framing removed) piece by

@@ -165,6 +165,8 @@ class ApiHandler {
   // The request passed to `target`'s extension server (authorized already) and its answer.
   boost::asio::awaitable<ApiResponse> pass_to(const aggregator::RemoteApiService& target,
                                               Exchange& exchange);
+  boost::asio::awaitable<ApiResponse> pass_websocket_to(const aggregator::RemoteApiService& target,
+                                                        Exchange& exchange);
   boost::asio::awaitable<ApiResponse> serve_path(Exchange& exchange);
   boost::asio::awaitable<ApiResponse> serve_api(Exchange& exchange);
   boost::asio::awaitable<ApiResponse> serve_resource(Exchange& exchange);

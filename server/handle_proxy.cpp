@@ -85,10 +85,7 @@ asio::awaitable<ApiResponse> ApiHandler::pass_to(const aggregator::RemoteApiServ
   const ApiRequest& request = ex.request;
   const aggregator::RemoteApiService* target = &remote;
   if (!target->available) co_return plain_error(503, "service unavailable");
-  if (request.websocket) {
-    co_return error_response(ApiError(
-        Errc::bad_request, "kwatch does not pass WebSocket upgrades to aggregated APIs yet"));
-  }
+  if (request.websocket) co_return co_await pass_websocket_to(*target, ex);
   client::ForwardedRequest forwarded;
   forwarded.method = request.method;
   forwarded.target = request.target;
@@ -163,6 +160,69 @@ asio::awaitable<ApiResponse> ApiHandler::pass_to(const aggregator::RemoteApiServ
       co_return std::nullopt;
     }
     co_return std::move(**piece);
+  };
+  co_return r;
+}
+
+// A WebSocket upgrade, as kube's proxy passes one: the extension server's handshake first (the
+// client's subprotocols offered, the one it picks answered), a refusal passed back as it came;
+// once upgraded, its messages relayed whole to the client. The client's own messages are not
+// passed on (a watch has none to send).
+asio::awaitable<ApiResponse> ApiHandler::pass_websocket_to(
+    const aggregator::RemoteApiService& remote, Exchange& ex) {
+  const ApiRequest& request = ex.request;
+  client::ForwardedRequest forwarded;
+  forwarded.method = "GET";
+  forwarded.target = request.target;
+  if (!request.websocket_protocol.empty()) {
+    forwarded.headers.emplace_back("Sec-WebSocket-Protocol", request.websocket_protocol);
+  }
+  if (!request.accept.empty()) forwarded.headers.emplace_back("Accept", request.accept);
+  if (!request.user_agent.empty()) forwarded.headers.emplace_back("User-Agent", request.user_agent);
+  auto answer = co_await proxy_->forward_websocket(remote, ex.route.user, std::move(forwarded));
+  if (!answer) {
+    spdlog::warn("proxying {} (WebSocket) to APIService {}: {}", request.target, remote.name,
+                 answer.error().message);
+    if (answer.error().reason == aggregator::kUnresolved) {
+      co_return plain_error(503, "service unavailable");
+    }
+    co_return plain_error(503, answer.error().message);
+  }
+  std::shared_ptr<client::ForwardedSocket> upstream = std::move(*answer);
+  ApiResponse r;
+  r.status = upstream->status;
+  r.content_type.clear();
+  for (const auto& [name, value] : upstream->headers) {
+    if (iequals(name, "Content-Type")) {
+      r.content_type = value;
+    } else if (iequals(name, "Sec-WebSocket-Protocol") || iequals(name, "Warning") ||
+               iequals(name, "Retry-After")) {
+      r.headers[name] = value;
+    }
+  }
+  if (upstream->status != 101) {
+    if (r.status >= 300 && r.status < 400) {
+      co_return plain_error(502, "the backend attempted to redirect this request, which is not "
+                                   "permitted");
+    }
+    r.body = std::move(upstream->body);
+    co_return r;
+  }
+  r.status = 200;  // the client's own handshake answers 101
+  r.streaming = true;
+  r.body_source = std::make_shared<ApiResponse::BodySource>();
+  r.body_source->cancel = [weak = std::weak_ptr<client::ForwardedSocket>(upstream)] {
+    if (auto u = weak.lock()) u->close();
+  };
+  r.body_source->next = [upstream, source = std::weak_ptr<ApiResponse::BodySource>(
+                                        r.body_source)]() -> asio::awaitable<std::optional<std::string>> {
+    auto message = co_await upstream->next();
+    if (!message || !*message) {
+      upstream->close();
+      co_return std::nullopt;
+    }
+    if (auto s = source.lock()) s->binary = (*message)->binary;
+    co_return std::move((*message)->data);
   };
   co_return r;
 }

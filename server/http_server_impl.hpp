@@ -233,6 +233,9 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
                                        bool head_only);
   template <class Stream>
   asio::awaitable<void> stream_source(Stream& stream, ApiResponse& response);
+  template <class WebSocket>
+  asio::awaitable<void> relay_messages(std::shared_ptr<WebSocket> ws,
+                                       ApiResponse::BodySource& source);
   template <class Stream>
   asio::awaitable<void> stream_websocket(Stream stream, http::request<http::string_body> request,
                                          ApiResponse response);
@@ -349,6 +352,9 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
   }
   request.body = std::move(req.body());
   request.websocket = beast::websocket::is_upgrade(req);
+  if (request.websocket) {
+    request.websocket_protocol = std::string(req[http::field::sec_websocket_protocol]);
+  }
   // A request that may start a watch gets its strand on the delivery threads now, so that the
   // session's channel and deadline are created there (a strand costs an allocation: only for
   // targets that mention watching at all).
@@ -696,6 +702,38 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
   StreamOps<Stream>::shutdown_send(stream);
 }
 
+// Another server's WebSocket messages (an aggregated API's), each sent as it came, text or
+// binary. Frames the client sends are read and dropped (reading answers pings and notices a
+// close, which ends the other server's socket too).
+template <class WebSocket>
+asio::awaitable<void> HttpServer::Impl::relay_messages(std::shared_ptr<WebSocket> ws,
+                                                       ApiResponse::BodySource& source) {
+  auto executor = co_await asio::this_coro::executor;
+  asio::co_spawn(
+      executor,
+      [ws, cancel = source.cancel]() -> asio::awaitable<void> {
+        beast::flat_buffer discard;
+        for (;;) {
+          auto [ec, n] = co_await ws->async_read(discard, use_tuple);
+          if (ec) break;
+          discard.consume(discard.size());
+        }
+        if (cancel) cancel();
+      },
+      [](std::exception_ptr e) { log_task_failure(e, "websocket reader"); });
+  for (;;) {
+    std::optional<std::string> piece = co_await source.next();
+    if (!piece) break;
+    ws->binary(source.binary);
+    auto [ec, n] = co_await ws->async_write(asio::buffer(*piece), use_tuple);
+    if (ec) co_return;
+  }
+  auto closing = beast::websocket::stream_base::timeout::suggested(beast::role_type::server);
+  closing.handshake_timeout = std::chrono::seconds(5);
+  ws->set_option(closing);
+  co_await ws->async_close(beast::websocket::close_code::normal, use_tuple);
+}
+
 template <class Stream>
 asio::awaitable<void> HttpServer::Impl::stream_websocket(Stream stream,
                                                          http::request<http::string_body> request,
@@ -735,6 +773,10 @@ asio::awaitable<void> HttpServer::Impl::stream_websocket(Stream stream,
   auto [aec] = co_await ws->async_accept(request, use_tuple);
   if (aec) co_return;
   ws->text(true);
+  if (response.body_source) {
+    co_await relay_messages(ws, *response.body_source);
+    co_return;
+  }
   // Client frames are read and ignored; reading also answers pings and notices a close.
   asio::co_spawn(
       executor,

@@ -38,6 +38,7 @@ struct ApiRequest {
   auth::Credentials credentials;
   auth::Impersonation impersonation;
   bool websocket = false;  // the client asked to upgrade to WebSocket
+  std::string websocket_protocol;  // with it: its Sec-WebSocket-Protocol header, as sent
   std::string remote_address;  // the client's IP; filled only when the handler audits
   // Who the request acts as, decided from its head before its body was read
   // (ApiHandler::admit_head); null: the handler decides when it serves the request.
@@ -91,6 +92,9 @@ struct ApiResponse {
     // Ends the source early (its client hung up): called from another coroutine than the one
     // reading it, while a read may be pending (it closes a connection).
     std::function<void()> cancel;
+    // Over an upgraded connection each piece is one WebSocket message: whether the one `next`
+    // returned last is binary (set by `next`).
+    bool binary = false;
   };
   std::shared_ptr<BodySource> body_source;
 };

@@ -15,7 +15,7 @@ import ssl
 import sys
 import time
 
-from harness import Checks, Server, TempDir, WatchStream, kubectl_runner, wait_for
+from harness import Checks, Server, TempDir, WatchStream, WebSocketWatch, kubectl_runner, wait_for
 from pki import CA
 from webhook_server import WebhookServer
 
@@ -427,9 +427,25 @@ def check_second_kwatch(t, server, tmp, binary, front_proxy_ca):
                 [e.get("object", {}).get("metadata", {}).get("name") for e in first + second] ==
                 ["w1", "w2"], first + second)
         w.close()
+        ws = WebSocketWatch(server, path + "?watch=1", headers={"Impersonate-User": "alice"})
+        events = ws.take(2, timeout=10)
+        t.check("a WebSocket watch through A: the upgrade passed to B, B's events relayed as "
+                "text messages", ws.status == 101 and
+                [e.get("object", {}).get("metadata", {}).get("name") for e in events] ==
+                ["w1", "w2"] and ws.opcodes == [1, 1], (ws.status, ws.error, events, ws.opcodes))
+        b_call(ext, "POST", path, {"apiVersion": f"{group}/v1", "kind": "Widget",
+                                   "metadata": {"name": "w3"}, "spec": {"size": 5}})
+        third = ws.take(1, timeout=10)
+        t.check("... and events written later arrive through it",
+                [e.get("object", {}).get("metadata", {}).get("name") for e in third] == ["w3"],
+                third)
+        ws.close()
+        refused = WebSocketWatch(server, path + "?watch=1", headers={"Impersonate-User": "bob"})
+        t.check("a WebSocket watch B refuses is refused with B's status (403)",
+                refused.status == 403, (refused.status, refused.error))
         code, out = kc("get", f"widgets.{group}", "-w", "--as", "alice", "--request-timeout=3s")
         t.check("kubectl get -w through A prints B's table and its rows",
-                "NAME" in out and "w1" in out and "w2" in out, out)
+                "NAME" in out and "w1" in out and "w2" in out and "w3" in out, out)
         code, out = kc("explain", "widgets", f"--api-version={group}/v1", "--as", "alice")
         t.check("kubectl explain through A reads B's OpenAPI", code == 0 and
                 "A widget of B's." in out, out)

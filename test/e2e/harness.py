@@ -879,7 +879,7 @@ class WebSocketWatch:
     status is 101 on success, else the refused handshake's HTTP code (0 for another failure).
     next_event(timeout) as in WatchStream; opcodes records each data frame's opcode."""
 
-    def __init__(self, server, path, timeout=10.0):
+    def __init__(self, server, path, timeout=10.0, headers=None, subprotocols=None):
         import websocket  # python3-websocket; only the transport suite needs it
         self._ws_mod = websocket
         self.ended = False
@@ -889,7 +889,8 @@ class WebSocketWatch:
         self.ws = None
         try:
             self.ws = websocket.create_connection(f"ws://127.0.0.1:{server.port}{path}",
-                                                  timeout=timeout)
+                                                  timeout=timeout, header=headers or {},
+                                                  subprotocols=subprotocols)
             self.status = self.ws.getstatus()
         except websocket.WebSocketBadStatusException as e:
             self.status, self.error, self.ended = e.status_code, str(e), True
