@@ -367,6 +367,12 @@ asio::awaitable<std::optional<ApiError>> authorize(const AccessOptions& options,
   if (options.delegated_authorization) {
     auto decision = co_await options.delegated_authorization->authorize(a);
     if (decision.allowed) co_return std::nullopt;
+    if (decision.busy) {
+      ApiError e(Errc::too_many_requests,
+                 "too many access reviews in flight, please try again later");
+      e.retry_after_seconds = 1;
+      co_return e;
+    }
     // As kube's authorization filter answers an authorizer's error: 500.
     if (!decision.error.empty()) co_return ApiError(Errc::internal, decision.error);
     reason = std::move(decision.reason);

@@ -36,6 +36,7 @@ struct DelegatedDecision {
   bool denied = false;
   std::string reason = {};
   std::string error = {};
+  bool busy = false;  // too many reviews in flight: refused without asking (429)
 };
 
 class DelegatedAuthorizer {

@@ -5,7 +5,9 @@
 // opinion. Decisions are remembered by the review's spec, allowed ones for
 // --authorization-webhook-cache-authorized-ttl and the others for
 // --authorization-webhook-cache-unauthorized-ttl (10 s each, as kube's delegating defaults), at
-// most 8192 of them; a review that could not be made is an error, not remembered.
+// most 8192 of them; a review that could not be made is an error, not remembered. At most
+// `max_in_flight` reviews wait at once (authorization runs on a request's head, before the
+// in-flight limits): beyond that a request is told to retry (429) without a review being sent.
 //
 // Thread-safety: authorize() may be called from any thread; the client's executor runs the
 // calls.
@@ -26,6 +28,7 @@ struct AccessReviewOptions {
   std::chrono::milliseconds allowed_ttl{10'000};
   std::chrono::milliseconds denied_ttl{10'000};
   std::size_t cache_entries = 8192;
+  std::size_t max_in_flight = 400;
   RetryBackoff backoff;
 };
 
@@ -42,6 +45,7 @@ class AccessReviewAuthorizer final : public auth::DelegatedAuthorizer {
   std::shared_ptr<client::HttpClient> client_;
   AccessReviewOptions options_;
   base::ExpiringCache<auth::DelegatedDecision> cache_;
+  std::atomic<std::size_t> in_flight_{0};
   std::atomic<std::size_t> sent_{0};
 };
 

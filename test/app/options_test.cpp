@@ -31,6 +31,29 @@ TEST(Options, AcceptsBothEqualsAndSeparateValues) {
   EXPECT_EQ(o.io_threads, 3u);
 }
 
+TEST(Options, DelegationFlagsKeepKubesDefaultsAndNeedRbac) {
+  auto o = std::get<Options>(parse_options({}));
+  EXPECT_EQ(o.authentication_token_webhook_cache_ttl, std::chrono::seconds(10));
+  EXPECT_EQ(o.authorization_webhook_cache_authorized_ttl, std::chrono::seconds(10));
+  EXPECT_EQ(o.authorization_webhook_cache_unauthorized_ttl, std::chrono::seconds(10));
+  EXPECT_FALSE(o.authentication_skip_lookup);
+  EXPECT_FALSE(o.authentication_tolerate_lookup_failure);
+  auto set = std::get<Options>(parse_options(
+      {"--authentication-kubeconfig=/a", "--authorization-kubeconfig=/b",
+       "--authorization-webhook-cache-authorized-ttl=0", "--authentication-skip-lookup=true"}));
+  EXPECT_EQ(set.authentication_kubeconfig, "/a");
+  EXPECT_EQ(set.authorization_kubeconfig, "/b");
+  EXPECT_EQ(set.authorization_webhook_cache_authorized_ttl.count(), 0);
+  EXPECT_TRUE(set.authentication_skip_lookup);
+  // AlwaysAllow would allow every request before the delegated authorizer is asked.
+  auto refused = parse_options({"--authorization-kubeconfig=/b", "--authorization-mode=AlwaysAllow"});
+  ASSERT_TRUE(std::holds_alternative<ParseError>(refused));
+  EXPECT_NE(std::get<ParseError>(refused).message.find("--authorization-mode=RBAC"),
+            std::string::npos);
+  EXPECT_TRUE(std::holds_alternative<ParseError>(
+      parse_options({"--authentication-token-webhook-cache-ttl=-1s"})));
+}
+
 TEST(Options, HelpAndVersionAreRecognised) {
   EXPECT_TRUE(std::holds_alternative<ParseHelp>(parse_options({"--help"})));
   EXPECT_TRUE(std::holds_alternative<ParseVersion>(parse_options({"--version"})));

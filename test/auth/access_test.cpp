@@ -344,6 +344,12 @@ TEST_F(AccessTest, WhatRbacDoesNotAllowIsAskedOfTheDelegatedAuthorizer) {
             "configmaps \"settings\" is forbidden: User \"bob\" cannot delete resource "
             "\"configmaps\" in API group \"\" in the namespace \"team\": not on Fridays");
 
+  remote->answer = DelegatedDecision{.busy = true};
+  auto busy = authorize_now(a);
+  ASSERT_TRUE(busy);
+  EXPECT_EQ(busy->code, Errc::too_many_requests);
+  EXPECT_EQ(busy->retry_after_seconds, 1);
+
   remote->answer = DelegatedDecision{.error = "SubjectAccessReview: connection refused"};
   auto failed = authorize_now(a);
   ASSERT_TRUE(failed);

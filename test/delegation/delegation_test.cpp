@@ -329,6 +329,32 @@ TEST_F(DelegationTest, DecisionsAreRememberedForTheirTtl) {
   EXPECT_EQ(authz.reviews_sent(), 3u);
 }
 
+TEST_F(DelegationTest, AccessReviewsInFlightAreBounded) {
+  server_.answer = [](const auto&) {
+    return Answer{201, access_answer(json::object{{"allowed", true}}),
+                  std::chrono::milliseconds(300)};
+  };
+  AccessReviewOptions options;
+  options.max_in_flight = 2;
+  auto authz = std::make_shared<AccessReviewAuthorizer>(client(), options);
+  std::vector<auth::RequestAttributes> asked(5, alice_lists_widgets());
+  for (std::size_t i = 0; i < asked.size(); ++i) asked[i].name = "w" + std::to_string(i);
+  std::vector<auth::DelegatedDecision> results;
+  for (const auto& a : asked) {
+    asio::co_spawn(
+        ioc_,
+        [&]() -> asio::awaitable<void> { results.push_back(co_await authz->authorize(a)); },
+        asio::detached);
+  }
+  ioc_.restart();
+  while (results.size() < asked.size() && ioc_.run_one() > 0) {
+  }
+  int busy = 0;
+  for (const auto& r : results) busy += r.busy ? 1 : 0;
+  EXPECT_EQ(busy, 3);
+  EXPECT_EQ(authz->reviews_sent(), 2u);
+}
+
 TEST_F(DelegationTest, AReviewThatCannotBeMadeIsAnError) {
   server_.answer = [](const auto&) { return Answer{200, "not json"}; };
   AccessReviewOptions options;
