@@ -8,6 +8,7 @@
 #include "auth/rbac_policy_source.hpp"
 #include "kinds/scheme.hpp"
 #include "kinds/subresources.hpp"
+#include "kinds/version_converter.hpp"
 #include "registry/cacher_registry.hpp"
 #include "registry/deletion.hpp"
 #include "watch/cacher.hpp"
@@ -23,9 +24,12 @@ namespace kwatch::admission {
 
 namespace asio = boost::asio;
 namespace json = boost::json;
+using apimachinery::ApiError;
+using apimachinery::ApiResult;
 using apimachinery::object_member;
 using apimachinery::string_at;
 using apimachinery::strings_at;
+using base::Errc;
 using kinds::CompiledPolicy;
 using kinds::PolicyExpression;
 using registry::AdmissionAttributes;
@@ -327,6 +331,31 @@ json::object convert_object(const kinds::ResourceInfo& from, const kinds::Resour
   out["apiVersion"] = to.api_version();
   out["kind"] = to.kind;
   return out;
+}
+
+asio::awaitable<ApiResult<json::object>> convert_matched(const kinds::ResourceInfo& from,
+                                                         const kinds::ResourceInfo& to,
+                                                         const json::object& object) {
+  const bool by_webhook = (from.conversion_webhook || to.conversion_webhook) &&
+                          from.group == to.group && from.kind == to.kind &&
+                          from.version != to.version;
+  if (!by_webhook) co_return convert_object(from, to, object);
+  const kinds::VersionConverter* converter =
+      from.converter ? from.converter.get() : to.converter.get();
+  if (converter == nullptr) {
+    co_return ApiError(Errc::internal, "conversion webhook for " + from.api_version() +
+                                           ", Kind=" + from.kind + " is not ready yet");
+  }
+  std::vector<json::object> one;
+  one.push_back(object);
+  std::string target = to.api_version();
+  auto converted = co_await converter->convert(std::move(one), std::move(target), false);
+  if (!converted) co_return converted.error();
+  if (converted->size() != 1) {
+    co_return ApiError(Errc::internal, "conversion webhook for " + from.api_version() +
+                                           ", Kind=" + from.kind + " returned no object");
+  }
+  co_return std::move(converted->front());
 }
 
 Params collect_params(const CompiledPolicy& policy, const PolicyBinding& binding,

@@ -156,6 +156,12 @@ boost::json::object namespace_json(const boost::json::object& ns);
 // `object` as `to` serves it (a rule matched an equivalent resource).
 boost::json::object convert_object(const kinds::ResourceInfo& from, const kinds::ResourceInfo& to,
                                    const boost::json::object& object);
+// The same, through the definition's conversion webhook when one converts between the two
+// versions of a custom resource (kube converts the object a webhook is sent for its matched
+// version as it converts any read); a failed conversion is a 500 naming the webhook.
+boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> convert_matched(
+    const kinds::ResourceInfo& from, const kinds::ResourceInfo& to,
+    const boost::json::object& object);
 // The namespaces one write's policies ask about (selectors, `namespaceObject`), each read from
 // its watch cache and parsed once, when first asked. Lives as long as the write's judgement.
 class NamespaceLookup {

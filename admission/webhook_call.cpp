@@ -393,8 +393,19 @@ asio::awaitable<CallResult> call_once(const Hook& h, const AdmissionAttributes& 
   const json::object* o = object;
   const json::object* old = a.old_object;
   if (matched.group != a.info.group || matched.version != a.info.version) {
-    if (o != nullptr) o = &converted.emplace(convert_object(a.info, matched, *o));
-    if (old != nullptr) old = &converted_old.emplace(convert_object(a.info, matched, *old));
+    // Through the definition's conversion webhook when it has one; its failure fails the
+    // write whatever the failure policy, as kube's dispatcher fails it.
+    for (const json::object** form : {&o, &old}) {
+      if (*form == nullptr) continue;
+      auto c = co_await convert_matched(a.info, matched, **form);
+      if (!c) {
+        failed.kind = CallResult::Kind::refused;
+        failed.code = 500;
+        failed.refusal = c.error();
+        co_return failed;
+      }
+      *form = form == &o ? &converted.emplace(std::move(*c)) : &converted_old.emplace(std::move(*c));
+    }
   }
   const std::string uid = base::new_uuid();
   std::string body = review_body(h, a, matched, o, old, uid);

@@ -151,27 +151,49 @@ bool WebhookPluginBase::may_handle(const AdmissionAttributes& a) const {
 
 namespace {
 
-// The webhooks of `set` that the write matches, in order; an error ends the write.
-std::optional<ApiError> select(const WebhookSet& set, const AdmissionAttributes& a,
-                               const json::object* object, const kinds::Scheme& scheme,
-                               NamespaceLookup& namespaces, const auth::RbacPolicySource* rbac,
-                               std::vector<Matched>& out) {
+// The webhooks of `set` that the write matches, in order; an error ends the write. A hook with
+// match conditions judges the object as its matched version serves it (converted through the
+// definition's webhook for a custom resource that has one).
+asio::awaitable<std::optional<ApiError>> select(const WebhookSet& set, const AdmissionAttributes& a,
+                                                const json::object* object,
+                                                const kinds::Scheme& scheme,
+                                                NamespaceLookup& namespaces,
+                                                const auth::RbacPolicySource* rbac,
+                                                std::vector<Matched>& out) {
   const MatchRequest request = match_request(a, object);
   const NamespaceLabels labels = namespaces.labels();
-  for (std::size_t position = 0; position < set.hooks.size(); ++position) {
+  // Decided in the loop, returned after it (GCC 12: no co_return inside a loop with locals).
+  std::optional<ApiError> failure;
+  for (std::size_t position = 0; position < set.hooks.size() && !failure; ++position) {
     const auto& hook = set.hooks[position];
     const MatchOutcome m = hook->match.matches(request, &scheme, labels);
     if (!m.error.empty()) {
-      if (hook->spec.fail_closed) return calling_error(*hook, m.error);
+      if (hook->spec.fail_closed) failure = calling_error(*hook, m.error);
       continue;
     }
     if (!m.matched) continue;
     const json::object* o = object;
     const json::object* old = a.old_object;
     std::optional<json::object> converted, converted_old;
-    if (m.matched_info->group != a.info.group || m.matched_info->version != a.info.version) {
-      if (o != nullptr) o = &converted.emplace(convert_object(a.info, *m.matched_info, *o));
-      if (old != nullptr) old = &converted_old.emplace(convert_object(a.info, *m.matched_info, *old));
+    const bool conditions = !hook->spec.conditions->match_conditions.empty();
+    if (conditions &&
+        (m.matched_info->group != a.info.group || m.matched_info->version != a.info.version)) {
+      if (o != nullptr) {
+        auto c = co_await convert_matched(a.info, *m.matched_info, *o);
+        if (!c) {
+          failure = c.error();
+          continue;
+        }
+        o = &converted.emplace(std::move(*c));
+      }
+      if (old != nullptr) {
+        auto c = co_await convert_matched(a.info, *m.matched_info, *old);
+        if (!c) {
+          failure = c.error();
+          continue;
+        }
+        old = &converted_old.emplace(std::move(*c));
+      }
     }
     if (auto refused = conditions_refuse(*hook, a, *m.matched_info, o, old, namespaces, rbac)) {
       if (refused->empty() || !hook->spec.fail_closed) continue;
@@ -180,11 +202,12 @@ std::optional<ApiError> select(const WebhookSet& set, const AdmissionAttributes&
       e.name = a.name;
       e.group = a.info.group;
       e.kind = a.info.resource;
-      return e;
+      failure = std::move(e);
+      continue;
     }
     out.push_back({hook, m.matched_info, position});
   }
-  return std::nullopt;
+  co_return failure;
 }
 
 // Tells `observer` of call `r` of `h` during write `a`; `rejected`: it refused the write.
@@ -227,7 +250,8 @@ asio::awaitable<std::optional<ApiError>> ValidatingWebhookPlugin::validate(
   std::vector<Matched> matched;
   // A delete has no object: its review carries the object it deletes as oldObject.
   const json::object* judged = object;
-  if (auto e = select(*set, a, judged, *scheme_, namespaces, rbac_.get(), matched)) co_return e;
+  auto selected = co_await select(*set, a, judged, *scheme_, namespaces, rbac_.get(), matched);
+  if (selected) co_return selected;
   if (matched.empty()) co_return std::nullopt;
   const ResolveContext context{scheme_.get(), cachers_.get(), allow_loopback_};
   std::vector<CallResult> results(matched.size());
@@ -288,7 +312,8 @@ asio::awaitable<std::optional<ApiError>> MutatingWebhookPlugin::admit(const Admi
   if (!set->loaded) co_return not_ready(a);
   NamespaceLookup namespaces(*scheme_, cachers_.get());
   std::vector<Matched> matched;
-  if (auto e = select(*set, a, object, *scheme_, namespaces, rbac_.get(), matched)) co_return e;
+  auto selected = co_await select(*set, a, object, *scheme_, namespaces, rbac_.get(), matched);
+  if (selected) co_return selected;
   const ResolveContext context{scheme_.get(), cachers_.get(), allow_loopback_};
   // Round 0 calls every matched webhook in order; round 1 those with IfNeeded that a later
   // webhook's change came after.
@@ -315,8 +340,13 @@ asio::awaitable<std::optional<ApiError>> MutatingWebhookPlugin::admit(const Admi
         // The patch is applied to the object as the matched resource serves it.
         const kinds::ResourceInfo& info = *matched[i].info;
         const bool converted = info.group != a.info.group || info.version != a.info.version;
-        json::value doc = converted ? json::value(convert_object(a.info, info, *object))
-                                    : json::value(*object);
+        apimachinery::ApiResult<json::object> seen = *object;
+        if (converted) seen = co_await convert_matched(a.info, info, *object);
+        if (!seen) {
+          record(observer_, h, a, internal, true, false);
+          co_return seen.error();
+        }
+        json::value doc(std::move(*seen));
         std::string detail;
         auto patched = apimachinery::apply_json_patch(std::move(doc), *r.patch, &detail);
         if (!patched || !patched->is_object()) {
@@ -325,8 +355,13 @@ asio::awaitable<std::optional<ApiError>> MutatingWebhookPlugin::admit(const Admi
                              "Internal error occurred: " +
                                  (detail.empty() ? std::string("the patch did not apply") : detail));
         }
-        json::object after = converted ? convert_object(info, a.info, patched->get_object())
-                                       : std::move(patched->get_object());
+        apimachinery::ApiResult<json::object> back = std::move(patched->get_object());
+        if (converted) back = co_await convert_matched(info, a.info, *back);
+        if (!back) {
+          record(observer_, h, a, internal, true, false);
+          co_return back.error();
+        }
+        json::object after = std::move(*back);
         if (!apimachinery::json_equal(json::value(after), json::value(*object))) {
           *object = std::move(after);
           mutated = true;

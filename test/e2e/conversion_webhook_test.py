@@ -4,10 +4,13 @@ an evolving API installs it: v1 (stored) holds `spec.hostPort: "host:port"`, v2 
 through caBundle) converts between them. kubectl and the Python client create, get, list, watch
 and apply either version; objects are stored as v1; watches of v2 are converted once per event,
 not once per watcher; a failing webhook or an object it cannot convert is a 500 naming the
-webhook for v2 only, while v1 and the health check go on; the webhook restored, v2 recovers.
+webhook for v2 only, while v1 and the health check go on; the webhook restored, v2 recovers. An
+admission webhook whose rules name v1 only sees a write through v2 as the conversion webhook
+makes it v1 (matchPolicy Equivalent).
 
 Usage: conversion_webhook_test.py <path to kwatch-apiserver>
 """
+import base64
 import json
 import os
 import sys
@@ -305,6 +308,80 @@ def checks_of(t, server, tmp, conv):
             [e.get("type") for e in seen])
     for x in watchers + [w] + ([ws] if ws else []):
         x.close()
+    check_equivalent_admission(t, server, tmp, conv, kc)
+
+
+def check_equivalent_admission(t, server, tmp, conv, kc):
+    """An admission webhook whose rules name v1 only (matchPolicy Equivalent) sees a write made
+    through v2 as v1 serves it: converted by the definition's webhook, as kube converts it."""
+    seen = []
+
+    def answer(path, review):
+        if path not in ("/validate", "/mutate"):
+            return previous(path, review)
+        request = review["request"]
+        response = {"uid": request["uid"], "allowed": True}
+        if path == "/mutate":
+            patch = [{"op": "replace", "path": "/spec/hostPort", "value": "patched:1"}]
+            response["patchType"] = "JSONPatch"
+            response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
+        else:
+            with conv.lock:
+                seen.append(request)
+        return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                "response": response}
+    previous = conv._answer
+    conv._answer = answer
+    config = {"apiVersion": "admissionregistration.k8s.io/v1",
+              "kind": "ValidatingWebhookConfiguration",
+              "metadata": {"name": "widgets-v1-only"},
+              "webhooks": [{"name": "v1.widgets.conv.example.com",
+                            "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                            "matchPolicy": "Equivalent",
+                            "rules": [{"apiGroups": [GROUP], "apiVersions": ["v1"],
+                                       "resources": ["widgets"],
+                                       "operations": ["CREATE"]}],
+                            "clientConfig": {"url": conv.url("/validate"),
+                                             "caBundle": conv.ca_bundle()}}]}
+    code, out = kc("apply", "-f", "-", stdin=json.dumps(config))
+    t.check("a ValidatingWebhookConfiguration for widgets v1 only is created", code == 0, out)
+    # In force within a second; a create before then is not judged.
+    made = wait_for(lambda: kc("create", "-f", "-", stdin=widget(
+        "v2", f"equiv-{len(seen)}-{time.monotonic_ns()}", host="db", port=5432))[0] == 0 and seen,
+        timeout=10, what="the webhook called")
+    request = seen[-1] if seen else {}
+    obj = request.get("object", {})
+    t.check("a create through v2 reaches the v1-only webhook as v1 serves it: converted by the "
+            "definition's webhook (spec.hostPort), its kind and resource v1's",
+            bool(made) and obj.get("apiVersion") == f"{GROUP}/v1" and
+            obj.get("spec") == {"hostPort": "db:5432"} and
+            request.get("kind", {}).get("version") == "v1" and
+            request.get("requestKind", {}).get("version") == "v2", request)
+    kc("delete", "validatingwebhookconfiguration", "widgets-v1-only")
+
+    # A mutating webhook for v1 only: its JSONPatch applies to the v1 form, and the result is
+    # converted back to v2 through the conversion webhook.
+    mutating = json.loads(json.dumps(config))
+    mutating["kind"] = "MutatingWebhookConfiguration"
+    mutating["metadata"]["name"] = "widgets-v1-mutator"
+    mutating["webhooks"][0]["name"] = "m.widgets.conv.example.com"
+    mutating["webhooks"][0]["clientConfig"]["url"] = conv.url("/mutate")
+    code, out = kc("apply", "-f", "-", stdin=json.dumps(mutating))
+    t.check("a MutatingWebhookConfiguration for widgets v1 only is created", code == 0, out)
+
+    def made_mutated():
+        name = f"mutated-{time.monotonic_ns()}"
+        code, out = kc("create", "-f", "-", "-o", "json",
+                       stdin=widget("v2", name, host="db", port=5432))
+        return code == 0 and json.loads(out).get("spec", {}).get("host") == "patched" and \
+            json.loads(out)
+    created = wait_for(made_mutated, timeout=10, what="the mutating webhook in force")
+    t.check("a create through v2 is patched as v1 (spec.hostPort) and answered in v2 "
+            "(host, port), converted both ways by the definition's webhook",
+            bool(created) and created.get("apiVersion") == f"{GROUP}/v2" and
+            created.get("spec") == {"host": "patched", "port": 1}, created)
+    kc("delete", "mutatingwebhookconfiguration", "widgets-v1-mutator")
+    conv._answer = previous
 
 
 def main():
