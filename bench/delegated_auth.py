@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(ROOT, "test", "e2e"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from admission_webhooks import cpu_seconds  # noqa: E402
-from harness import Server, TempDir  # noqa: E402
+from harness import Server, TempDir, http_token_kubeconfig  # noqa: E402
 
 PATH = "/api/v1/namespaces/default/configmaps/bench"
 
@@ -102,15 +102,8 @@ def main():
                 status, out = s.request("POST", path, body, headers=admin)
                 if status != 201:
                     raise SystemExit(f"{path}: {status} {out}")
-            kubeconfig = f"{tmp}/delegate.kubeconfig"
-            with open(kubeconfig, "w") as f:
-                f.write(f"""apiVersion: v1
-kind: Config
-clusters: [{{name: a, cluster: {{server: "http://127.0.0.1:{a.port}"}}}}]
-users: [{{name: ext, user: {{token: delegator-token}}}}]
-contexts: [{{name: a, context: {{cluster: a, user: ext}}}}]
-current-context: a
-""")
+            kubeconfig = http_token_kubeconfig(f"{tmp}/delegate.kubeconfig", a.port,
+                                               "delegator-token")
             for ttl, name in (("10s", "b-cached"), ("0", "b-uncached")):
                 b = start_b(args.binary, tmp, kubeconfig, ttl, name)
                 bs.append(b)

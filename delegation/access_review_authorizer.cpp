@@ -19,12 +19,6 @@ bool flag(const json::object& o, const char* key) {
   return v != nullptr && v->is_bool() && v->get_bool();
 }
 
-// Releases an in-flight slot however the review ends.
-struct InFlight {
-  std::atomic<std::size_t>& count;
-  ~InFlight() { count.fetch_sub(1); }
-};
-
 json::array strings(const std::vector<std::string>& list) {
   json::array out;
   for (const auto& s : list) out.emplace_back(s);
@@ -79,18 +73,18 @@ auth::DelegatedDecision decision_from_access_review(const json::object& review) 
 
 AccessReviewAuthorizer::AccessReviewAuthorizer(std::shared_ptr<client::HttpClient> client,
                                                AccessReviewOptions options)
-    : client_(std::move(client)), options_(std::move(options)), cache_(options_.cache_entries) {}
+    : client_(std::move(client)),
+      options_(std::move(options)),
+      cache_(options_.cache_entries),
+      in_flight_(options_.max_in_flight) {}
 
 asio::awaitable<auth::DelegatedDecision> AccessReviewAuthorizer::authorize(
     const auth::RequestAttributes& a) {
   json::object spec = access_review_spec(a);
   std::string key = json::serialize(spec);
   if (auto known = cache_.get(key)) co_return std::move(*known);
-  if (in_flight_.fetch_add(1) >= options_.max_in_flight) {
-    in_flight_.fetch_sub(1);
-    co_return auth::DelegatedDecision{.busy = true};
-  }
-  InFlight counted{in_flight_};
+  const std::shared_ptr<void> slot = in_flight_.try_take();
+  if (!slot) co_return auth::DelegatedDecision{.busy = true};
   const json::object review{{"apiVersion", "authorization.k8s.io/v1"},
                             {"kind", "SubjectAccessReview"},
                             {"spec", std::move(spec)}};

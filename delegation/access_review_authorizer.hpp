@@ -45,7 +45,7 @@ class AccessReviewAuthorizer final : public auth::DelegatedAuthorizer {
   std::shared_ptr<client::HttpClient> client_;
   AccessReviewOptions options_;
   base::ExpiringCache<auth::DelegatedDecision> cache_;
-  std::atomic<std::size_t> in_flight_{0};
+  InFlightLimit in_flight_;
   std::atomic<std::size_t> sent_{0};
 };
 

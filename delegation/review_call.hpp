@@ -10,7 +10,9 @@
 #include <boost/json/object.hpp>
 #include <boost/system/result.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <string>
 
 namespace kwatch::delegation {
@@ -19,6 +21,25 @@ struct RetryBackoff {
   std::chrono::milliseconds initial{500};
   double factor = 1.5;
   int attempts = 5;
+};
+
+// At most `max` reviews waiting at once: try_take() counts one in and returns the slot that
+// counts it out when released, or null at the bound (the caller refuses without asking).
+// Outlives its slots. Thread-safe.
+class InFlightLimit {
+ public:
+  explicit InFlightLimit(std::size_t max) : max_(max) {}
+  std::shared_ptr<void> try_take() {
+    if (count_.fetch_add(1) >= max_) {
+      count_.fetch_sub(1);
+      return nullptr;
+    }
+    return std::shared_ptr<void>(this, [](InFlightLimit* self) { self->count_.fetch_sub(1); });
+  }
+
+ private:
+  const std::size_t max_;
+  std::atomic<std::size_t> count_{0};
 };
 
 // The answer's object, or why there is none (in words for an error message).

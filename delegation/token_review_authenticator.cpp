@@ -39,12 +39,6 @@ std::vector<std::string> strings_of(const json::value* v) {
   return out;
 }
 
-// Releases an in-flight slot however the review ends.
-struct Slot {
-  std::atomic<std::size_t>& count;
-  ~Slot() { count.fetch_sub(1); }
-};
-
 }  // namespace
 
 auth::DelegatedIdentity identity_from_token_review(const json::object& review) {
@@ -79,19 +73,17 @@ auth::DelegatedIdentity identity_from_token_review(const json::object& review) {
 
 TokenReviewAuthenticator::TokenReviewAuthenticator(std::shared_ptr<client::HttpClient> client,
                                                    TokenReviewOptions options)
-    : client_(std::move(client)), options_(std::move(options)), cache_(options_.cache_entries) {}
+    : client_(std::move(client)),
+      options_(std::move(options)),
+      cache_(options_.cache_entries),
+      in_flight_(options_.max_in_flight) {}
 
 asio::awaitable<auth::DelegatedIdentity> TokenReviewAuthenticator::authenticate(
     std::string token) {
   const std::string key = sha256_hex(token);
   if (auto known = cache_.get(key)) co_return std::move(*known);
-  if (in_flight_.fetch_add(1) >= options_.max_in_flight) {
-    in_flight_.fetch_sub(1);
-    auth::DelegatedIdentity busy;
-    busy.busy = true;
-    co_return busy;
-  }
-  Slot slot{in_flight_};
+  const std::shared_ptr<void> slot = in_flight_.try_take();
+  if (!slot) co_return auth::DelegatedIdentity{.busy = true};
   json::object spec{{"token", token}};
   if (!options_.audiences.empty()) {
     json::array audiences;

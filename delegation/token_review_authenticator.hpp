@@ -43,7 +43,7 @@ class TokenReviewAuthenticator final : public auth::DelegatedAuthenticator {
   std::shared_ptr<client::HttpClient> client_;
   TokenReviewOptions options_;
   base::ExpiringCache<auth::DelegatedIdentity> cache_;
-  std::atomic<std::size_t> in_flight_{0};
+  InFlightLimit in_flight_;
   std::atomic<std::size_t> sent_{0};
 };
 

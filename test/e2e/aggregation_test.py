@@ -15,7 +15,8 @@ import ssl
 import sys
 import time
 
-from harness import Checks, Server, TempDir, WatchStream, WebSocketWatch, kubectl_runner, wait_for
+from harness import (Checks, Server, TempDir, WatchStream, WebSocketWatch, extension_api_objects,
+                     kubectl_runner, wait_for)
 from pki import CA
 from webhook_server import WebhookServer
 
@@ -392,19 +393,7 @@ def check_second_kwatch(t, server, tmp, binary, front_proxy_ca):
                                    "metadata": {"name": "w1"}, "spec": {"size": 3}})
         kc = kubectl_runner(server, tmp)
         kc("create", "namespace", "ext")
-        for obj in ({"apiVersion": "v1", "kind": "Service",
-                     "metadata": {"name": "ext", "namespace": "ext"},
-                     "spec": {"ports": [{"name": "https", "port": 443,
-                                         "targetPort": ext.secure_port}]}},
-                    {"apiVersion": "v1", "kind": "Endpoints",
-                     "metadata": {"name": "ext", "namespace": "ext"},
-                     "subsets": [{"addresses": [{"ip": "127.0.0.1"}],
-                                  "ports": [{"name": "https", "port": ext.secure_port}]}]},
-                    {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-                     "metadata": {"name": f"v1.{group}"},
-                     "spec": {"group": group, "version": "v1", "groupPriorityMinimum": 1000,
-                              "versionPriority": 100, "insecureSkipTLSVerify": True,
-                              "service": {"namespace": "ext", "name": "ext"}}}):
+        for obj in extension_api_objects(group, "v1", ext.secure_port):
             kc("apply", "-f", "-", stdin=json.dumps(obj))
         c = wait_for(lambda: (lambda a: a.get("status") == "True" and a)(
             available(kc, f"v1.{group}")), timeout=15, what="B's APIService available")

@@ -17,7 +17,8 @@ import subprocess
 import sys
 import time
 
-from harness import Checks, Server, TempDir, json_exchange, wait_for
+from harness import (Checks, Server, TempDir, extension_api_objects, http_token_kubeconfig,
+                     json_exchange, wait_for)
 from pki import CA, kubeconfig as https_kubeconfig
 
 GROUP = "ext.example.com"
@@ -86,15 +87,8 @@ def main():
             call(a, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
                  binding("ext-server-delegator", "system:auth-delegator", "ext-server"),
                  token="admin-token")
-            kubeconfig = os.path.join(tmp, "delegate.kubeconfig")
-            with open(kubeconfig, "w") as f:
-                f.write(f"""apiVersion: v1
-kind: Config
-clusters: [{{name: a, cluster: {{server: "http://127.0.0.1:{a.port}"}}}}]
-users: [{{name: ext, user: {{token: delegator-token}}}}]
-contexts: [{{name: a, context: {{cluster: a, user: ext}}}}]
-current-context: a
-""")
+            kubeconfig = http_token_kubeconfig(os.path.join(tmp, "delegate.kubeconfig"), a.port,
+                                               "delegator-token")
             b_tokens = os.path.join(tmp, "b-tokens.csv")
             with open(b_tokens, "w") as f:
                 f.write('b-admin-token,b-admin,1,"system:masters"\n')
@@ -175,19 +169,7 @@ current-context: a
                 print("SKIP: kubectl is not installed")
                 sys.exit(77)
             kc("create", "namespace", "ext")
-            for obj in ({"apiVersion": "v1", "kind": "Service",
-                         "metadata": {"name": "ext", "namespace": "ext"},
-                         "spec": {"ports": [{"name": "https", "port": 443,
-                                             "targetPort": b.secure_port}]}},
-                        {"apiVersion": "v1", "kind": "Endpoints",
-                         "metadata": {"name": "ext", "namespace": "ext"},
-                         "subsets": [{"addresses": [{"ip": "127.0.0.1"}],
-                                      "ports": [{"name": "https", "port": b.secure_port}]}]},
-                        {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-                         "metadata": {"name": f"v1.{GROUP}"},
-                         "spec": {"group": GROUP, "version": "v1", "groupPriorityMinimum": 1000,
-                                  "versionPriority": 100, "insecureSkipTLSVerify": True,
-                                  "service": {"namespace": "ext", "name": "ext"}}}):
+            for obj in extension_api_objects(GROUP, "v1", b.secure_port):
                 code, out = kc("apply", "-f", "-", stdin=json.dumps(obj))
                 t.check(f"kubectl apply of {obj['kind']} on A", code == 0, out)
 

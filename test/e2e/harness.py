@@ -967,3 +967,35 @@ class Checks:
     def finish(self):
         print(f"{self.passed} passed, {self.failed} failed")
         sys.exit(1 if self.failed else 0)
+
+
+def http_token_kubeconfig(path, port, token):
+    """A kubeconfig for http://127.0.0.1:<port> with a bearer token (what a server delegating to
+    another reads; kubectl itself sends credentials only over TLS)."""
+    with open(path, "w") as f:
+        f.write(f"""apiVersion: v1
+kind: Config
+clusters: [{{name: a, cluster: {{server: "http://127.0.0.1:{port}"}}}}]
+users: [{{name: u, user: {{token: {token}}}}}]
+contexts: [{{name: a, context: {{cluster: a, user: u}}}}]
+current-context: a
+""")
+    return path
+
+
+def extension_api_objects(group, version, port, ns="ext", name="ext"):
+    """What registers an extension API server listening on 127.0.0.1:<port> (HTTPS) for
+    group/version: its Service and Endpoints in `ns`, and an APIService (insecureSkipTLSVerify)
+    naming them. The aggregating server needs --unsafe-webhook-loopback-endpoints."""
+    return ({"apiVersion": "v1", "kind": "Service",
+             "metadata": {"name": name, "namespace": ns},
+             "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]}},
+            {"apiVersion": "v1", "kind": "Endpoints",
+             "metadata": {"name": name, "namespace": ns},
+             "subsets": [{"addresses": [{"ip": "127.0.0.1"}],
+                          "ports": [{"name": "https", "port": port}]}]},
+            {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+             "metadata": {"name": f"{version}.{group}"},
+             "spec": {"group": group, "version": version, "groupPriorityMinimum": 1000,
+                      "versionPriority": 100, "insecureSkipTLSVerify": True,
+                      "service": {"namespace": ns, "name": name}}})
