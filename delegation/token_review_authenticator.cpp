@@ -6,6 +6,7 @@
 #include <boost/json/serialize.hpp>
 #include <openssl/sha.h>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace kwatch::delegation {
@@ -41,7 +42,8 @@ std::vector<std::string> strings_of(const json::value* v) {
 
 }  // namespace
 
-auth::DelegatedIdentity identity_from_token_review(const json::object& review) {
+auth::DelegatedIdentity identity_from_token_review(const json::object& review,
+                                                   const std::vector<std::string>& audiences) {
   auth::DelegatedIdentity out;
   const json::object* status = object_member(review, "status");
   if (status == nullptr) {
@@ -52,6 +54,16 @@ auth::DelegatedIdentity identity_from_token_review(const json::object& review) {
   out.authenticated = authenticated != nullptr && authenticated->is_bool() &&
                       authenticated->get_bool();
   if (!out.authenticated) return out;
+  if (!audiences.empty()) {
+    const std::vector<std::string> answered = strings_of(status->if_contains("audiences"));
+    const bool shared = std::any_of(answered.begin(), answered.end(), [&](const std::string& a) {
+      return std::find(audiences.begin(), audiences.end(), a) != audiences.end();
+    });
+    if (!shared) {
+      out.authenticated = false;
+      return out;
+    }
+  }
   const json::object* user = object_member(*status, "user");
   out.user.name = string_at(user, "username");
   if (out.user.name.empty()) {
@@ -101,7 +113,7 @@ asio::awaitable<auth::DelegatedIdentity> TokenReviewAuthenticator::authenticate(
     failed.error = "TokenReview: " + answer.error();
     co_return failed;
   }
-  auth::DelegatedIdentity identity = identity_from_token_review(*answer);
+  auth::DelegatedIdentity identity = identity_from_token_review(*answer, options_.audiences);
   if (identity.error.empty()) {
     cache_.put(key, identity,
                std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.cache_ttl));

@@ -48,6 +48,9 @@ class TokenReviewAuthenticator final : public auth::DelegatedAuthenticator {
 };
 
 // The user a TokenReview's status names (status.user: username, uid, groups, extra); for tests.
-auth::DelegatedIdentity identity_from_token_review(const boost::json::object& review);
+// With `audiences` asked for, the status must name at least one of them (kube's webhook
+// authenticator's check), else the token does not authenticate.
+auth::DelegatedIdentity identity_from_token_review(const boost::json::object& review,
+                                                   const std::vector<std::string>& audiences = {});
 
 }  // namespace kwatch::delegation

@@ -136,6 +136,7 @@ TEST_F(DelegationTest, ATokenIsJudgedByATokenReviewAndItsAnswerRemembered) {
     if (token == "alice-token") {
       return Answer{201, review_answer(json::object{
                              {"authenticated", true},
+                             {"audiences", json::array{"api"}},
                              {"user", json::object{{"username", "alice"},
                                                    {"uid", "7"},
                                                    {"groups", json::array{"devs"}},
@@ -168,6 +169,22 @@ TEST_F(DelegationTest, ATokenIsJudgedByATokenReviewAndItsAnswerRemembered) {
   EXPECT_TRUE(nobody.error.empty());
   run<auth::DelegatedIdentity>([&] { return authn.authenticate("made-up"); });
   EXPECT_EQ(authn.reviews_sent(), 2u);
+}
+
+TEST_F(DelegationTest, AnAnswerForOtherAudiencesDoesNotAuthenticate) {
+  const json::object user{{"username", "alice"}};
+  auto answer = [&](json::array audiences) {
+    return json::parse(review_answer(json::object{{"authenticated", true},
+                                                  {"user", user},
+                                                  {"audiences", std::move(audiences)}}))
+        .as_object();
+  };
+  const std::vector<std::string> asked{"api", "other"};
+  EXPECT_TRUE(identity_from_token_review(answer({"other"}), asked).authenticated);
+  EXPECT_FALSE(identity_from_token_review(answer({"elsewhere"}), asked).authenticated);
+  EXPECT_FALSE(identity_from_token_review(answer({}), asked).authenticated);
+  EXPECT_TRUE(identity_from_token_review(answer({}), {}).authenticated)
+      << "no audiences asked for: none to check";
 }
 
 TEST_F(DelegationTest, WithoutACacheEveryTokenIsAskedAbout) {
