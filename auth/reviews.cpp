@@ -32,9 +32,8 @@ json::object review_metadata() { return json::object{{"creationTimestamp", nullp
 
 }  // namespace
 
-json::object self_subject_access_review(const AccessOptions& options,
-                                        const UserInfo& user, json::object body) {
-  const json::object* spec = object_member(&body, "spec");
+// What an access review's spec asks about, for `user`.
+RequestAttributes review_attributes(const UserInfo& user, const json::object* spec) {
   const json::object* res = object_member(spec, "resourceAttributes");
   const json::object* non = object_member(spec, "nonResourceAttributes");
   RequestAttributes a;
@@ -43,6 +42,7 @@ json::object self_subject_access_review(const AccessOptions& options,
     a.namespace_ = string_at(res, "namespace");
     a.verb = string_at(res, "verb");
     a.api_group = string_at(res, "group");
+    a.api_version = string_at(res, "version");
     a.resource = string_at(res, "resource");
     a.subresource = string_at(res, "subresource");
     a.name = string_at(res, "name");
@@ -51,6 +51,27 @@ json::object self_subject_access_review(const AccessOptions& options,
     a.path = string_at(non, "path");
     a.verb = string_at(non, "verb");
   }
+  return a;
+}
+
+// The user a SubjectAccessReview's spec names.
+UserInfo spec_user(const json::object* spec) {
+  UserInfo user;
+  user.name = string_at(spec, "user");
+  user.uid = string_at(spec, "uid");
+  if (const json::value* groups = spec != nullptr ? spec->if_contains("groups") : nullptr) {
+    if (const json::array* list = groups->if_array()) {
+      for (const auto& g : *list) {
+        if (g.is_string()) user.groups.emplace_back(g.get_string());
+      }
+    }
+  }
+  return user;
+}
+
+json::object self_subject_access_review(const AccessOptions& options,
+                                        const UserInfo& user, json::object body) {
+  const RequestAttributes a = review_attributes(user, object_member(&body, "spec"));
   json::object status{{"allowed", true}};
   if (options.rbac) {
     auto policy = options.rbac->current();
@@ -101,16 +122,7 @@ ApiResult<json::object> subject_access_review(const AccessOptions& options, json
   const bool local = !local_namespace.empty();
   const std::string kind = local ? "LocalSubjectAccessReview" : "SubjectAccessReview";
   const json::object* spec = object_member(&body, "spec");
-  UserInfo user;
-  user.name = string_at(spec, "user");
-  user.uid = string_at(spec, "uid");
-  if (const json::value* groups = spec != nullptr ? spec->if_contains("groups") : nullptr) {
-    if (const json::array* list = groups->if_array()) {
-      for (const auto& g : *list) {
-        if (g.is_string()) user.groups.emplace_back(g.get_string());
-      }
-    }
-  }
+  const UserInfo user = spec_user(spec);
   const json::object* res = object_member(spec, "resourceAttributes");
   const json::object* non = object_member(spec, "nonResourceAttributes");
   std::vector<apimachinery::Cause> causes;
@@ -143,6 +155,32 @@ ApiResult<json::object> subject_access_review(const AccessOptions& options, json
   out["kind"] = kind;
   if (local) out["metadata"].as_object()["namespace"] = local_namespace;
   return out;
+}
+
+asio::awaitable<void> complete_access_review(const AccessOptions& options,
+                                             const UserInfo* caller, json::object& review) {
+  if (!options.delegated_authorization) co_return;
+  json::value* status = review.if_contains("status");
+  if (status == nullptr || !status->is_object()) co_return;
+  const json::value* allowed = status->as_object().if_contains("allowed");
+  if (allowed != nullptr && allowed->is_bool() && allowed->get_bool()) co_return;
+  const json::object* spec = object_member(&review, "spec");
+  const UserInfo user = caller != nullptr ? *caller : spec_user(spec);
+  if (is_superuser(user)) co_return;
+  const RequestAttributes a = review_attributes(user, spec);
+  const DelegatedDecision d = co_await options.delegated_authorization->authorize(a);
+  json::object& out = status->as_object();
+  if (!d.error.empty()) {
+    out["evaluationError"] = d.error;
+    co_return;
+  }
+  if (d.busy) {
+    out["evaluationError"] = "too many access reviews in flight";
+    co_return;
+  }
+  out["allowed"] = d.allowed;
+  if (d.denied) out["denied"] = true;
+  if (!d.reason.empty()) out["reason"] = d.reason;
 }
 
 json::object self_subject_review(const UserInfo& user) {

@@ -31,6 +31,13 @@ boost::json::object self_subject_review(const UserInfo& user);
 apimachinery::ApiResult<boost::json::object> subject_access_review(const AccessOptions& options,
                                                                boost::json::object body,
                                                                std::string_view local_namespace);
+// With a delegated authorizer (--authorization-kubeconfig), an answered access review that
+// local RBAC did not allow is asked of it, as kube's union authorizer answers reviews: allowed,
+// denied and its reason, or evaluationError when it could not be asked. `caller`: the user of a
+// SelfSubjectAccessReview; null: the user the review's spec names.
+boost::asio::awaitable<void> complete_access_review(const AccessOptions& options,
+                                                    const UserInfo* caller,
+                                                    boost::json::object& review);
 // TokenReview: whether spec.token is good for spec.audiences, and whose it is.
 boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> token_review(
     const AccessOptions& options, boost::json::object body);

@@ -136,7 +136,9 @@ asio::awaitable<std::optional<ApiResponse>> ApiHandler::serve_review(Exchange& e
   if (!body) co_return error_response(body.error());
   const auth::UserInfo& user = ex.route.user;
   if (resource == "selfsubjectaccessreviews") {
-    co_return json_response(201, self_subject_access_review(access_, user, std::move(*body)));
+    json::object review = self_subject_access_review(access_, user, std::move(*body));
+    co_await auth::complete_access_review(access_, &user, review);
+    co_return json_response(201, review);
   }
   if (resource == "selfsubjectrulesreviews") {
     co_return json_response(201, self_subject_rules_review(access_, user, std::move(*body)));
@@ -147,6 +149,7 @@ asio::awaitable<std::optional<ApiResponse>> ApiHandler::serve_review(Exchange& e
     out = co_await token_review(access_, std::move(*body));
   } else {
     out = subject_access_review(access_, std::move(*body), local ? seg[4] : "");
+    if (out) co_await auth::complete_access_review(access_, nullptr, *out);
   }
   co_return out ? json_response(201, *out) : error_response(out.error());
 }

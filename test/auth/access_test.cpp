@@ -403,6 +403,43 @@ TEST_F(AccessTest, TokensNoLocalAuthenticatorKnowsAreAskedOfTheDelegatedAuthenti
   EXPECT_EQ(unchecked.error().code, Errc::unauthorized);
 }
 
+TEST_F(AccessTest, AccessReviewsAskTheDelegatedAuthorizerWhatRbacDoesNotAllow) {
+  create("roles", kReader);
+  create("rolebindings", kReaderBinding);
+  use_rbac();
+  auto remote = std::make_shared<ScriptedAuthorizer>();
+  remote->answer = DelegatedDecision{.denied = true, .reason = "no deletes here"};
+  options_.delegated_authorization = remote;
+  auto ask = [&](const char* verb, const UserInfo* caller) {
+    json::object review = self_subject_access_review(
+        options_, user("bob"),
+        json::parse(std::string(R"({"spec":{"resourceAttributes":{"namespace":"team","verb":")") +
+                    verb + R"(","resource":"configmaps"}}})")
+            .as_object());
+    run<bool>([&]() -> asio::awaitable<bool> {
+      UserInfo bob = user("bob");
+      co_await complete_access_review(options_, caller != nullptr ? &bob : nullptr, review);
+      co_return true;
+    });
+    return review.at("status").as_object();
+  };
+  UserInfo bob = user("bob");
+  auto allowed = ask("get", &bob);
+  EXPECT_TRUE(allowed.at("allowed").as_bool());
+  EXPECT_TRUE(remote->asked.empty()) << "RBAC allowed it";
+  auto denied = ask("delete", &bob);
+  EXPECT_FALSE(denied.at("allowed").as_bool());
+  EXPECT_TRUE(denied.at("denied").as_bool());
+  EXPECT_EQ(denied.at("reason").as_string(), "no deletes here");
+  ASSERT_EQ(remote->asked.size(), 1u);
+  EXPECT_EQ(remote->asked[0].user.name, "bob");
+  EXPECT_EQ(remote->asked[0].verb, "delete");
+  remote->answer = DelegatedDecision{.error = "SubjectAccessReview: connection refused"};
+  auto failed = ask("delete", &bob);
+  EXPECT_FALSE(failed.at("allowed").as_bool());
+  EXPECT_EQ(failed.at("evaluationError").as_string(), "SubjectAccessReview: connection refused");
+}
+
 TEST_F(AccessTest, AuthorizeIsUnavailableUntilThePolicyIsLoaded) {
   // RBAC on, but its caches never list: no decision yet, and a client is told to retry.
   auto idle = std::make_shared<RbacPolicySource>(

@@ -154,6 +154,16 @@ def main():
                     "allows (a SubjectAccessReview)",
                     status == 200 and [i["metadata"]["name"] for i in out.get("items", [])] ==
                     ["w1"], (status, out))
+            review = {"apiVersion": "authorization.k8s.io/v1",
+                      "kind": "SelfSubjectAccessReview",
+                      "spec": {"resourceAttributes": {"namespace": "default", "verb": "list",
+                                                      "group": GROUP, "resource": "widgets"}}}
+            answers = [call(b, "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                            review, token=who)[1].get("status", {})
+                       for who in ("alice-token", "bob-token")]
+            t.check("B's SelfSubjectAccessReviews agree: allowed for alice (A says so), not for bob",
+                    answers[0].get("allowed") is True and answers[1].get("allowed") is False,
+                    answers)
             status, out = call(b, "GET", WIDGETS, token="bob-token")
             t.check("... and refuses bob, whom neither allows, with a 403 in kube's words",
                     status == 403 and 'User "bob" cannot list resource "widgets" in API group '
