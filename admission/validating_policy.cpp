@@ -284,7 +284,11 @@ asio::awaitable<std::optional<ApiError>> ValidatingPolicyPlugin::judge(
   std::shared_ptr<const kinds::PolicyAuthorizer> authorizer;  // made when first asked
   Outcome outcome;
   std::map<std::string, std::string> annotations;
+  // A conversion the matched version needs that failed fails the write (decided in the loop,
+  // returned after it: GCC 12).
+  std::optional<ApiError> failure;
   for (const auto& entry : set->policies) {
+    if (failure) break;
     if (entry.bindings.empty() || !entry.has_match) continue;
     const CompiledPolicy& policy = *entry.policy;
     auto deny_config = [&](const std::string& binding, std::string message) {
@@ -303,9 +307,22 @@ asio::awaitable<std::optional<ApiError>> ValidatingPolicyPlugin::judge(
     const json::object* seen_old = a.old_object;
     const kinds::ResourceInfo& matched_info = *matched.matched_info;
     if (matched_info.group != a.info.group || matched_info.version != a.info.version) {
-      if (object != nullptr) seen_object = &converted_object.emplace(convert_object(a.info, matched_info, *object));
+      // Through the definition's conversion webhook when it has one.
+      if (object != nullptr) {
+        auto c = co_await convert_matched(a.info, matched_info, *object);
+        if (!c) {
+          failure = c.error();
+          continue;
+        }
+        seen_object = &converted_object.emplace(std::move(*c));
+      }
       if (a.old_object != nullptr) {
-        seen_old = &converted_old.emplace(convert_object(a.info, matched_info, *a.old_object));
+        auto c = co_await convert_matched(a.info, matched_info, *a.old_object);
+        if (!c) {
+          failure = c.error();
+          continue;
+        }
+        seen_old = &converted_old.emplace(std::move(*c));
       }
     }
     std::map<std::string, std::vector<std::string>> published;
@@ -396,6 +413,7 @@ asio::awaitable<std::optional<ApiError>> ValidatingPolicyPlugin::judge(
                                    json::serialize(outcome.audited));
   }
   for (auto& w : outcome.warnings) registry::add_warning(a, std::move(w));
+  if (failure) co_return failure;
   if (!outcome.denied.empty()) co_return denial(a, object, outcome.denied.front());
   co_return std::nullopt;
 }

@@ -5,8 +5,8 @@ through caBundle) converts between them. kubectl and the Python client create, g
 and apply either version; objects are stored as v1; watches of v2 are converted once per event,
 not once per watcher; a failing webhook or an object it cannot convert is a 500 naming the
 webhook for v2 only, while v1 and the health check go on; the webhook restored, v2 recovers. An
-admission webhook whose rules name v1 only sees a write through v2 as the conversion webhook
-makes it v1 (matchPolicy Equivalent).
+admission webhook or ValidatingAdmissionPolicy whose rules name v1 only sees a write through v2
+as the conversion webhook makes it v1 (matchPolicy Equivalent).
 
 Usage: conversion_webhook_test.py <path to kwatch-apiserver>
 """
@@ -382,6 +382,35 @@ def check_equivalent_admission(t, server, tmp, conv, kc):
             created.get("spec") == {"host": "patched", "port": 1}, created)
     kc("delete", "mutatingwebhookconfiguration", "widgets-v1-mutator")
     conv._answer = previous
+
+    # A ValidatingAdmissionPolicy for v1 only judges a v2 write as v1 (Equivalent by default).
+    policy = {"apiVersion": "admissionregistration.k8s.io/v1",
+              "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "widgets-v1-policy"},
+              "spec": {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": [
+                  {"apiGroups": [GROUP], "apiVersions": ["v1"], "resources": ["widgets"],
+                   "operations": ["CREATE"]}]},
+                       "validations": [{"expression": "object.spec.hostPort != 'db:1'",
+                                        "message": "hostPort db:1 is taken"}]}}
+    binding = {"apiVersion": "admissionregistration.k8s.io/v1",
+               "kind": "ValidatingAdmissionPolicyBinding",
+               "metadata": {"name": "widgets-v1-policy"},
+               "spec": {"policyName": "widgets-v1-policy", "validationActions": ["Deny"]}}
+    for obj in (policy, binding):
+        code, out = kc("apply", "-f", "-", stdin=json.dumps(obj))
+        t.check(f"the {obj['kind']} for widgets v1 is created", code == 0, out)
+
+    def refused():
+        code, out = kc("create", "-f", "-", stdin=widget("v2", f"taken-{time.monotonic_ns()}",
+                                                          host="db", port=1))
+        return code != 0 and out
+    out = wait_for(refused, timeout=10, what="the policy in force")
+    t.check("a v1-only ValidatingAdmissionPolicy judges a v2 create as v1 (spec.hostPort "
+            "from the conversion webhook) and denies it in its own words",
+            bool(out) and "hostPort db:1 is taken" in out, out)
+    code, out = kc("create", "-f", "-", stdin=widget("v2", "free", host="db", port=2))
+    t.check("... and admits one it allows", code == 0, out)
+    kc("delete", "validatingadmissionpolicybinding", "widgets-v1-policy")
+    kc("delete", "validatingadmissionpolicy", "widgets-v1-policy")
 
 
 def main():
