@@ -547,6 +547,11 @@ std::shared_ptr<client::HttpClient> delegation_client(const std::string& kubecon
     spdlog::critical("--{}: {}", flag, config.error());
     return nullptr;
   }
+  if (config->server.starts_with("http://")) {
+    spdlog::warn("--{}: {} is plain HTTP: the tokens this server has judged there and the trust "
+                 "it reads from there travel unprotected (use https outside tests)",
+                 flag, config->server);
+  }
   client::HttpClient::Options client_options;
   client_options.request_timeout = std::chrono::seconds(10);  // kube's delegating clients'
   client_options.user_agent = "kwatch-apiserver";

@@ -103,7 +103,8 @@ json::object self_subject_rules_review(const AccessOptions& options,
     json::array non_resource_rules(rules.non_resource_rules.begin(), rules.non_resource_rules.end());
     status["resourceRules"] = std::move(resource_rules);
     status["nonResourceRules"] = std::move(non_resource_rules);
-    status["incomplete"] = rules.incomplete;
+    // A delegated authorizer lists no rules (kube's webhook authorizer: incomplete).
+    status["incomplete"] = rules.incomplete || options.delegated_authorization != nullptr;
     if (!rules.evaluation_error.empty()) status["evaluationError"] = rules.evaluation_error;
   } else {
     status["resourceRules"] = json::array();

@@ -434,6 +434,10 @@ TEST_F(AccessTest, AccessReviewsAskTheDelegatedAuthorizerWhatRbacDoesNotAllow) {
   ASSERT_EQ(remote->asked.size(), 1u);
   EXPECT_EQ(remote->asked[0].user.name, "bob");
   EXPECT_EQ(remote->asked[0].verb, "delete");
+  json::object rules = self_subject_rules_review(
+      options_, user("bob"), json::parse(R"({"spec":{"namespace":"team"}})").as_object());
+  EXPECT_TRUE(rules.at("status").at("incomplete").as_bool())
+      << "the delegated authorizer's rules are not listed";
   remote->answer = DelegatedDecision{.error = "SubjectAccessReview: connection refused"};
   auto failed = ask("delete", &bob);
   EXPECT_FALSE(failed.at("allowed").as_bool());
