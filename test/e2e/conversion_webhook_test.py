@@ -153,6 +153,14 @@ def checks_of(t, server, tmp, conv):
 
     for i in range(3):
         kc("apply", "-f", "-", stdin=widget("v1", f"w{i}", hostPort=f"h{i}:{8000 + i}"))
+
+    def cache_has_converted(name):
+        with conv.lock:
+            return any(o["metadata"]["name"] == name for _, r, _ in conv.reviews
+                       if r.get("desiredAPIVersion") == f"{GROUP}/v2" for o in r["objects"])
+    # The v2 watch cache converts each event as it comes: counted from once it has the last
+    # write, so that its conversion is not taken for the list's.
+    wait_for(lambda: cache_has_converted("w2"), timeout=10, what="the v2 cache has w2")
     before = conv.count()
     listed, out = get_json(kc, "v2")
     items = {o["metadata"]["name"]: o for o in (listed or {}).get("items", [])}
