@@ -147,34 +147,40 @@ ApiError refusal(const std::string& policy, const std::string& binding, const st
 
 // One pass over the policies in force. `only` (pass two) limits it to those invocations;
 // `reinvocable` (pass one) receives each IfNeeded invocation with the object as it left it.
-std::optional<ApiError> mutate_once(const PolicySet& set, const AdmissionAttributes& a,
-                                    json::object& object, const kinds::Scheme& scheme,
-                                    const registry::CacherRegistry* cachers,
-                                    const std::shared_ptr<const kinds::PolicyAuthorizer>& authorizer,
-                                    const std::set<InvocationKey>* only,
-                                    std::vector<std::pair<InvocationKey, json::object>>* reinvocable) {
+// An equivalent version of a custom resource whose definition converts through a webhook is
+// converted through it (convert_matched); a failed conversion fails the write.
+asio::awaitable<std::optional<ApiError>> mutate_once(
+    const PolicySet& set, const AdmissionAttributes& a, json::object& object,
+    const kinds::Scheme& scheme, const registry::CacherRegistry* cachers,
+    const std::shared_ptr<const kinds::PolicyAuthorizer>& authorizer,
+    const std::set<InvocationKey>* only,
+    std::vector<std::pair<InvocationKey, json::object>>* reinvocable) {
   MatchRequest request = match_request(a, nullptr);
   NamespaceLookup namespaces(scheme, cachers);
   const NamespaceLabels namespace_labels = namespaces.labels();
+  // Decided in the loops, returned after them (GCC 12: no co_return inside a loop with locals).
+  std::optional<ApiError> failure;
   for (const auto& entry : set.policies) {
+    if (failure) break;
     if (entry.bindings.empty() || !entry.has_match) continue;
     const CompiledPolicy& policy = *entry.policy;
     request.object = &object;
     const MatchOutcome matched = entry.match.matches(request, &scheme, namespace_labels);
     if (!matched.error.empty()) {
       if (policy.fail_closed) {
-        return refusal(policy.name, "", "failed to configure policy: " + matched.error, "");
+        failure = refusal(policy.name, "", "failed to configure policy: " + matched.error, "");
       }
       continue;
     }
     if (!matched.matched) continue;
     for (const PolicyBinding& binding : entry.bindings) {
+      if (failure) break;
       if (binding.match) {
         const MatchOutcome bound = binding.match->matches(request, &scheme, namespace_labels);
         if (!bound.error.empty()) {
           if (policy.fail_closed) {
-            return refusal(policy.name, binding.name, "failed to configure binding: " + bound.error,
-                           "");
+            failure = refusal(policy.name, binding.name,
+                              "failed to configure binding: " + bound.error, "");
           }
           continue;
         }
@@ -183,8 +189,8 @@ std::optional<ApiError> mutate_once(const PolicySet& set, const AdmissionAttribu
       Params params = collect_params(policy, binding, a, scheme, cachers);
       if (!params.error.empty()) {
         if (policy.fail_closed) {
-          return refusal(policy.name, binding.name, "failed to configure binding: " + params.error,
-                         "");
+          failure = refusal(policy.name, binding.name,
+                            "failed to configure binding: " + params.error, "");
         }
         continue;
       }
@@ -198,13 +204,27 @@ std::optional<ApiError> mutate_once(const PolicySet& set, const AdmissionAttribu
           matched_info.group != a.info.group || matched_info.version != a.info.version;
       std::optional<json::object> old_converted;
       if (converted && a.old_object != nullptr) {
-        old_converted = convert_object(a.info, matched_info, *a.old_object);
+        auto c = co_await convert_matched(a.info, matched_info, *a.old_object);
+        if (!c) {
+          failure = c.error();
+          continue;
+        }
+        old_converted = std::move(*c);
       }
       const json::object* old_seen = old_converted ? &*old_converted : a.old_object;
       for (std::size_t p = 0; p < runs; ++p) {
+        if (failure) break;
         const InvocationKey key{policy.name, binding.name, p};
         if (only != nullptr && !only->contains(key)) continue;
-        json::object seen = converted ? convert_object(a.info, matched_info, object) : json::object();
+        json::object seen;
+        if (converted) {
+          auto c = co_await convert_matched(a.info, matched_info, object);
+          if (!c) {
+            failure = c.error();
+            continue;
+          }
+          seen = std::move(*c);
+        }
         json::object& target = converted ? seen : object;
         bool conditions_checked = false;
         bool mutated = false;
@@ -227,7 +247,7 @@ std::optional<ApiError> mutate_once(const PolicySet& set, const AdmissionAttribu
             ConditionOutcome conditions = evaluate_conditions(policy, activation);
             if (!conditions.hold) {
               if (!conditions.errors.empty() && policy.fail_closed) {
-                return refusal(policy.name, binding.name, conditions.errors.front());
+                failure = refusal(policy.name, binding.name, conditions.errors.front());
               }
               break;
             }
@@ -255,14 +275,25 @@ std::optional<ApiError> mutate_once(const PolicySet& set, const AdmissionAttribu
               mutated = mutated || !error;
             }
           }
-          if (error && policy.fail_closed) return refusal(policy.name, binding.name, *error);
+          if (error && policy.fail_closed) {
+            failure = refusal(policy.name, binding.name, *error);
+            break;
+          }
         }
-        if (converted && mutated) object = convert_object(matched_info, a.info, seen);
+        if (failure) continue;
+        if (converted && mutated) {
+          auto back = co_await convert_matched(matched_info, a.info, seen);
+          if (!back) {
+            failure = back.error();
+            continue;
+          }
+          object = std::move(*back);
+        }
         if (reinvocable != nullptr && policy.reinvoke) reinvocable->emplace_back(key, object);
       }
     }
   }
-  return std::nullopt;
+  co_return failure;
 }
 
 }  // namespace
@@ -307,20 +338,18 @@ asio::awaitable<std::optional<ApiError>> MutatingPolicyPlugin::mutate(const Admi
   if (object == nullptr) co_return std::nullopt;
   const auto authorizer = make_policy_authorizer(rbac_.get(), a.user);
   std::vector<std::pair<InvocationKey, json::object>> reinvocable;
-  if (auto e = mutate_once(*set, a, *object, *scheme_, cachers_.get(), authorizer, nullptr,
-                           &reinvocable)) {
-    co_return e;
-  }
+  auto first = co_await mutate_once(*set, a, *object, *scheme_, cachers_.get(), authorizer,
+                                    nullptr, &reinvocable);
+  if (first) co_return first;
   // IfNeeded policies whose work a later one changed run once more.
   std::set<InvocationKey> again;
   for (const auto& [key, after] : reinvocable) {
     if (after != *object) again.insert(key);
   }
   if (!again.empty()) {
-    if (auto e = mutate_once(*set, a, *object, *scheme_, cachers_.get(), authorizer, &again,
-                             nullptr)) {
-      co_return e;
-    }
+    auto second = co_await mutate_once(*set, a, *object, *scheme_, cachers_.get(), authorizer,
+                                       &again, nullptr);
+    if (second) co_return second;
   }
   co_return std::nullopt;
 }

@@ -5,8 +5,8 @@ through caBundle) converts between them. kubectl and the Python client create, g
 and apply either version; objects are stored as v1; watches of v2 are converted once per event,
 not once per watcher; a failing webhook or an object it cannot convert is a 500 naming the
 webhook for v2 only, while v1 and the health check go on; the webhook restored, v2 recovers. An
-admission webhook or ValidatingAdmissionPolicy whose rules name v1 only sees a write through v2
-as the conversion webhook makes it v1 (matchPolicy Equivalent).
+admission webhook or admission policy whose rules name v1 only sees a write through v2 as the
+conversion webhook makes it v1 (matchPolicy Equivalent).
 
 Usage: conversion_webhook_test.py <path to kwatch-apiserver>
 """
@@ -419,6 +419,39 @@ def check_equivalent_admission(t, server, tmp, conv, kc):
     t.check("... and admits one it allows", code == 0, out)
     kc("delete", "validatingadmissionpolicybinding", "widgets-v1-policy")
     kc("delete", "validatingadmissionpolicy", "widgets-v1-policy")
+
+    # A MutatingAdmissionPolicy for v1 only mutates a v2 write as v1, converted back after.
+    mutating_policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1beta1", "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": "widgets-v1-mutating"},
+        "spec": {"failurePolicy": "Fail", "reinvocationPolicy": "Never",
+                 "matchConstraints": {"resourceRules": [
+                     {"apiGroups": [GROUP], "apiVersions": ["v1"], "resources": ["widgets"],
+                      "operations": ["CREATE"]}]},
+                 "matchConditions": [{"name": "mapped",
+                                      "expression": "object.spec.hostPort.startsWith('map')"}],
+                 "mutations": [{"patchType": "JSONPatch", "jsonPatch": {
+                     "expression": "[JSONPatch{op: 'replace', path: '/spec/hostPort', "
+                                   "value: 'mapped:' + object.spec.hostPort.split(':')[1]}]"}}]}}
+    mutating_binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1beta1",
+        "kind": "MutatingAdmissionPolicyBinding", "metadata": {"name": "widgets-v1-mutating"},
+        "spec": {"policyName": "widgets-v1-mutating"}}
+    for obj in (mutating_policy, mutating_binding):
+        code, out = kc("apply", "-f", "-", stdin=json.dumps(obj))
+        t.check(f"the {obj['kind']} for widgets v1 is created", code == 0, out)
+
+    def mapped():
+        code, out = kc("create", "-f", "-", "-o", "json",
+                       stdin=widget("v2", f"map-{time.monotonic_ns()}", host="map", port=7))
+        return code == 0 and json.loads(out).get("spec", {}).get("host") == "mapped" and \
+            json.loads(out)
+    created = wait_for(mapped, timeout=10, what="the mutating policy in force")
+    t.check("a v1-only MutatingAdmissionPolicy sees a v2 create as v1 (its condition and patch "
+            "read spec.hostPort) and the result is answered in v2",
+            bool(created) and created.get("spec") == {"host": "mapped", "port": 7}, created)
+    kc("delete", "mutatingadmissionpolicybinding", "widgets-v1-mutating")
+    kc("delete", "mutatingadmissionpolicy", "widgets-v1-mutating")
 
 
 def main():
