@@ -270,6 +270,7 @@ struct Application::Parts {
   asio::awaitable<void> ensure_kubernetes_service(unsigned short api_port);
   asio::awaitable<void> wait_for_rbac();
   asio::awaitable<void> wait_for_policies();
+  asio::awaitable<void> wait_for_api_services();
   void log_serving() const;
 
   asio::awaitable<void> shut_down(int signal);
@@ -891,6 +892,18 @@ asio::awaitable<void> Application::Parts::wait_for_policies() {
   }
 }
 
+// Ready once every built-in group/version has its APIService (kube's autoregister-completion
+// check): a client that lists APIServices after /readyz sees them all, and the first start's
+// registrations are not still being written after it.
+asio::awaitable<void> Application::Parts::wait_for_api_services() {
+  if (!api_service_registration) co_return;
+  asio::steady_timer retry(co_await asio::this_coro::executor);
+  while (!api_service_registration->registered()) {
+    retry.expires_after(std::chrono::milliseconds(20));
+    co_await retry.async_wait(asio::use_awaitable);
+  }
+}
+
 // Ready once authorization sees the bootstrap policy (kube's poststarthook/rbac/bootstrap-roles):
 // before, every request but the probes is refused.
 asio::awaitable<void> Application::Parts::wait_for_rbac() {
@@ -940,6 +953,7 @@ asio::awaitable<void> Application::Parts::start_up(unsigned short api_port) {
   }
   co_await wait_for_rbac();
   co_await wait_for_policies();
+  co_await wait_for_api_services();
   handler->set_ready(true);
 }
 

@@ -18,6 +18,7 @@
 
 #include "kinds/scheme.hpp"
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -35,13 +36,17 @@ class ApiServiceRegistration : public Reconciler {
                          std::shared_ptr<registry::CacherRegistry> cachers,
                          std::vector<kinds::GroupVersion> builtin);
 
+  // Whether every built-in group/version has its APIService (the first pass is done): kube's
+  // autoregister-completion readiness check. Any thread.
+  bool registered() const { return started_.load(); }
+
  private:
   boost::asio::awaitable<void> reconcile_once() override;
 
   std::vector<kinds::GroupVersion> builtin_;
   std::shared_ptr<registry::ResourceStore> store_;
   std::shared_ptr<const kinds::ResourceInfo> crds_;
-  bool started_ = false;  // the built-in group/versions were synced once
+  std::atomic<bool> started_{false};  // the built-in group/versions were synced once
 };
 
 }  // namespace kwatch::controllers

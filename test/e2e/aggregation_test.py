@@ -494,6 +494,18 @@ def main():
             back = wait_for(lambda: "v1.apps" in api_services(kc), timeout=10,
                             what="v1.apps registered again")
             t.check("a restart registers the built-in ones again", bool(back))
+            # Ready means registered (kube's autoregister-completion): a fresh server's built-in
+            # APIServices are all there as soon as /readyz answers 200.
+            fresh = Server(binary).start()
+            try:
+                status, listed = fresh.request("GET",
+                                               "/apis/apiregistration.k8s.io/v1/apiservices")
+                names = [i["metadata"]["name"] for i in (listed or {}).get("items", [])]
+                t.check("once /readyz is 200, every built-in group/version has its APIService",
+                        status == 200 and {"v1.", "v1.apps", "v1.rbac.authorization.k8s.io",
+                                           "v2.autoscaling"} <= set(names), names)
+            finally:
+                fresh.stop()
             check_extension(t, server, tmp)
             check_second_kwatch(t, server, tmp, binary, front_proxy_ca)
             t.check("server alive", server.alive())
