@@ -71,4 +71,12 @@ inline std::vector<std::string> strings_at(const boost::json::object& obj, std::
   return out;
 }
 
+// `values` as a JSON array of strings.
+inline boost::json::array string_array(const std::vector<std::string>& values) {
+  boost::json::array out;
+  out.reserve(values.size());
+  for (const auto& v : values) out.emplace_back(v);
+  return out;
+}
+
 }  // namespace kwatch::apimachinery

@@ -59,13 +59,7 @@ UserInfo spec_user(const json::object* spec) {
   UserInfo user;
   user.name = string_at(spec, "user");
   user.uid = string_at(spec, "uid");
-  if (const json::value* groups = spec != nullptr ? spec->if_contains("groups") : nullptr) {
-    if (const json::array* list = groups->if_array()) {
-      for (const auto& g : *list) {
-        if (g.is_string()) user.groups.emplace_back(g.get_string());
-      }
-    }
-  }
+  if (spec != nullptr) user.groups = apimachinery::strings_at(*spec, "groups");
   return user;
 }
 

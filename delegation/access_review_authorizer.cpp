@@ -19,12 +19,6 @@ bool flag(const json::object& o, const char* key) {
   return v != nullptr && v->is_bool() && v->get_bool();
 }
 
-json::array strings(const std::vector<std::string>& list) {
-  json::array out;
-  for (const auto& s : list) out.emplace_back(s);
-  return out;
-}
-
 }  // namespace
 
 json::object access_review_spec(const auth::RequestAttributes& a) {
@@ -44,10 +38,10 @@ json::object access_review_spec(const auth::RequestAttributes& a) {
     spec["nonResourceAttributes"] = json::object{{"path", a.path}, {"verb", a.verb}};
   }
   spec["user"] = a.user.name;
-  if (!a.user.groups.empty()) spec["groups"] = strings(a.user.groups);
+  if (!a.user.groups.empty()) spec["groups"] = apimachinery::string_array(a.user.groups);
   if (!a.user.extra.empty()) {
     json::object extra;
-    for (const auto& [key, values] : a.user.extra) extra[key] = strings(values);
+    for (const auto& [key, values] : a.user.extra) extra[key] = apimachinery::string_array(values);
     spec["extra"] = std::move(extra);
   }
   if (!a.user.uid.empty()) spec["uid"] = a.user.uid;
@@ -85,18 +79,11 @@ asio::awaitable<auth::DelegatedDecision> AccessReviewAuthorizer::authorize(
   if (auto known = cache_.get(key)) co_return std::move(*known);
   const std::shared_ptr<void> slot = in_flight_.try_take();
   if (!slot) co_return auth::DelegatedDecision{.busy = true};
-  const json::object review{{"apiVersion", "authorization.k8s.io/v1"},
-                            {"kind", "SubjectAccessReview"},
-                            {"spec", std::move(spec)}};
   sent_.fetch_add(1);
-  auto answer =
-      co_await post_review(*client_, "/apis/authorization.k8s.io/v1/subjectaccessreviews",
-                           json::serialize(review), options_.backoff);
-  if (!answer) {
-    auth::DelegatedDecision failed;
-    failed.error = "SubjectAccessReview: " + answer.error();
-    co_return failed;
-  }
+  auto answer = co_await post_review(*client_, "authorization.k8s.io/v1", "SubjectAccessReview",
+                                     "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                                     std::move(spec), options_.backoff);
+  if (!answer) co_return auth::DelegatedDecision{.error = std::move(answer.error())};
   auth::DelegatedDecision decision = decision_from_access_review(*answer);
   if (decision.error.empty()) {
     const auto ttl = decision.allowed ? options_.allowed_ttl : options_.denied_ttl;

@@ -2,6 +2,8 @@
 
 #include "apimachinery/stored_json.hpp"
 
+#include <boost/json/serialize.hpp>
+
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -25,7 +27,10 @@ bool worth_retrying(const client::ApiError& e) {
 }  // namespace
 
 asio::awaitable<boost::system::result<json::object, std::string>> post_review(
-    client::HttpClient& client, std::string path, std::string body, RetryBackoff backoff) {
+    client::HttpClient& client, std::string api_version, std::string kind, std::string path,
+    json::object spec, RetryBackoff backoff) {
+  const std::string body = json::serialize(
+      json::object{{"apiVersion", api_version}, {"kind", kind}, {"spec", std::move(spec)}});
   asio::steady_timer timer(co_await asio::this_coro::executor);
   auto wait = std::chrono::duration<double, std::milli>(backoff.initial);
   std::string last;
@@ -40,12 +45,14 @@ asio::awaitable<boost::system::result<json::object, std::string>> post_review(
     std::string payload = body;
     auto answer = co_await client.request(std::move(method), std::move(target), std::move(payload));
     if (!answer) {
-      last = answer.error().describe();
+      last = kind + ": " + answer.error().describe();
       if (worth_retrying(answer.error())) continue;
       co_return last;
     }
     auto parsed = apimachinery::parse_json(answer->body);
-    if (!parsed || !parsed->is_object()) co_return "the answer to " + path + " is not a JSON object";
+    if (!parsed || !parsed->is_object()) {
+      co_return kind + ": the answer to " + path + " is not a JSON object";
+    }
     co_return std::move(parsed->get_object());
   }
   co_return last;

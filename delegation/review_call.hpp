@@ -42,8 +42,10 @@ class InFlightLimit {
   std::atomic<std::size_t> count_{0};
 };
 
-// The answer's object, or why there is none (in words for an error message).
+// `spec` posted as a review of `kind` (`api_version`) to `path`: the answer's object, or why
+// there is none, in words for an error message that start with the kind ("TokenReview: ...").
 boost::asio::awaitable<boost::system::result<boost::json::object, std::string>> post_review(
-    client::HttpClient& client, std::string path, std::string body, RetryBackoff backoff);
+    client::HttpClient& client, std::string api_version, std::string kind, std::string path,
+    boost::json::object spec, RetryBackoff backoff);
 
 }  // namespace kwatch::delegation

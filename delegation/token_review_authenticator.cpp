@@ -31,15 +31,6 @@ std::string sha256_hex(const std::string& text) {
   return out;
 }
 
-std::vector<std::string> strings_of(const json::value* v) {
-  std::vector<std::string> out;
-  if (v == nullptr || !v->is_array()) return out;
-  for (const auto& s : v->get_array()) {
-    if (s.is_string()) out.emplace_back(s.get_string());
-  }
-  return out;
-}
-
 }  // namespace
 
 auth::DelegatedIdentity identity_from_token_review(const json::object& review,
@@ -55,7 +46,7 @@ auth::DelegatedIdentity identity_from_token_review(const json::object& review,
                       authenticated->get_bool();
   if (!out.authenticated) return out;
   if (!audiences.empty()) {
-    const std::vector<std::string> answered = strings_of(status->if_contains("audiences"));
+    const std::vector<std::string> answered = apimachinery::strings_at(*status, "audiences");
     const bool shared = std::any_of(answered.begin(), answered.end(), [&](const std::string& a) {
       return std::find(audiences.begin(), audiences.end(), a) != audiences.end();
     });
@@ -74,10 +65,10 @@ auth::DelegatedIdentity identity_from_token_review(const json::object& review,
     return out;
   }
   out.user.uid = string_at(user, "uid");
-  out.user.groups = strings_of(user ? user->if_contains("groups") : nullptr);
+  if (user != nullptr) out.user.groups = apimachinery::strings_at(*user, "groups");
   if (const json::object* extra = user ? object_member(*user, "extra") : nullptr) {
     for (const auto& [key, values] : *extra) {
-      out.user.extra[std::string(key)] = strings_of(&values);
+      out.user.extra[std::string(key)] = apimachinery::strings_at(*extra, key);
     }
   }
   return out;
@@ -97,22 +88,12 @@ asio::awaitable<auth::DelegatedIdentity> TokenReviewAuthenticator::authenticate(
   const std::shared_ptr<void> slot = in_flight_.try_take();
   if (!slot) co_return auth::DelegatedIdentity{.busy = true};
   json::object spec{{"token", token}};
-  if (!options_.audiences.empty()) {
-    json::array audiences;
-    for (const auto& a : options_.audiences) audiences.emplace_back(a);
-    spec["audiences"] = std::move(audiences);
-  }
-  const json::object review{{"apiVersion", "authentication.k8s.io/v1"},
-                            {"kind", "TokenReview"},
-                            {"spec", std::move(spec)}};
+  if (!options_.audiences.empty()) spec["audiences"] = apimachinery::string_array(options_.audiences);
   sent_.fetch_add(1);
-  auto answer = co_await post_review(*client_, "/apis/authentication.k8s.io/v1/tokenreviews",
-                                     json::serialize(review), options_.backoff);
-  if (!answer) {
-    auth::DelegatedIdentity failed;
-    failed.error = "TokenReview: " + answer.error();
-    co_return failed;
-  }
+  auto answer = co_await post_review(*client_, "authentication.k8s.io/v1", "TokenReview",
+                                     "/apis/authentication.k8s.io/v1/tokenreviews",
+                                     std::move(spec), options_.backoff);
+  if (!answer) co_return auth::DelegatedIdentity{.error = std::move(answer.error())};
   auth::DelegatedIdentity identity = identity_from_token_review(*answer, options_.audiences);
   if (identity.error.empty()) {
     cache_.put(key, identity,
