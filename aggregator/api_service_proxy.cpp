@@ -171,6 +171,9 @@ std::shared_ptr<client::HttpClient> ApiServiceProxy::client_for(const RemoteApiS
   client::HttpClient::Options client_options;
   client_options.user_agent = "kube-aggregator";
   client_options.request_timeout = std::chrono::seconds(30);
+  // A relayed WebSocket message is held whole: as large as an answer kwatch buffers, no larger
+  // (other answers stream through and are not bounded by it).
+  client_options.max_response_bytes = kMaxRelayedMessageBytes;
   auto made = client::HttpClient::create(executor_, std::move(config), client_options);
   if (!made) {
     error = made.error();

@@ -60,6 +60,10 @@ struct RemoteApiService {
   std::shared_ptr<const boost::json::object> resources;
 };
 
+// The largest WebSocket message of an extension server relayed to a client (16 MiB, the size of
+// the answers the proxy buffers); a larger one ends the stream.
+inline constexpr std::size_t kMaxRelayedMessageBytes = 16u << 20;
+
 class ApiServiceProxy {
  public:
   ApiServiceProxy(std::shared_ptr<const kinds::Scheme> scheme,
