@@ -345,8 +345,11 @@ def scenario(binary, probe_binary, mode, transport, plain_checks):
                          relisted.get("out_of_order"))
 
             # A server that takes the request and never answers: the 2 s deadline ends the wait.
+            # Until it is used: a connection the client was opening as the others were closed
+            # reaches the server and may carry the next watch.
             proxy.swallow = 1
-            proxy.close_all()
+            wait_for(lambda: (proxy.close_all(), proxy.swallow == 0)[1], timeout=30,
+                     what="the swallowing connection to be used")
             w.request("PUT", f"{CMS}/{NAMES[0]}", {"metadata": {"name": NAMES[0]}, "data": {"late": "1"}})
             converged("after a server that never answered: the mirror equals the server", timeout=30)
             checks.check("the swallowed connection was used", len(proxy.swallowed) == 1,
