@@ -1,5 +1,6 @@
 #include "cel/predicate_kernel.hpp"
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -39,6 +40,7 @@ struct Selection {
   const Type* field_type = nullptr;  // null: untyped, look `name` up as a key
   const Value* name = nullptr;       // the field's name; an index's constant key
   bool index = false;                // `[key]` rather than `.name`
+  const Type* owner = nullptr;       // typed: the object type that has the field
 };
 
 }  // namespace
@@ -46,7 +48,7 @@ struct Selection {
 // One run's state; named outside the anonymous namespace because Node (a member of the public
 // class) points to functions that take it.
 struct RunState {
-  const PredicateKernel::Node* nodes;
+  const PredicateKernel::Node* nodes = nullptr;
   std::span<const Value> variables;
   std::uint64_t cost = 0;
   // Past it the evaluator stops: every charge checks it, so an expensive expression costs no
@@ -54,6 +56,7 @@ struct RunState {
   std::uint64_t limit = UINT64_MAX;
   bool over = false;  // the limit was passed: the outcome is the evaluator's cancellation
   Value* locals = nullptr;  // comprehension variables by slot
+  SelfFields self;          // variable 0's fields, when the caller found them (field_slots.hpp)
 };
 
 namespace {
@@ -93,9 +96,12 @@ struct PredicateKernel::Node {
   // compare ==, != (and `in` a constant list) of a schema string field (a) with string
   // constants (b): decided on the JSON text, without values.
   bool string_field = false;
+  std::uint64_t constant_code_points = 0;  // compare ==, != of a string field: the constant's
   const Value* constant = nullptr;
   std::uint32_t slot = 0;            // attribute, has: the variable; comprehensions: x
   bool local = false;                // attribute, has: `slot` is a comprehension's variable
+  // attribute, has: the slot of path[0] when the path starts with a field of variable 0
+  std::uint8_t field = FieldSlots::kNone;
   std::vector<Selection> path;       // attribute, has: the selections (has: the last is tested)
   std::vector<std::uint32_t> args;   // call, value_call
   const std::vector<const Overload*>* overloads = nullptr;
@@ -109,7 +115,7 @@ using Step = Program::Step;
 
 class Builder {
  public:
-  explicit Builder(const std::vector<Step>& steps) : steps_(steps) {}
+  Builder(const std::vector<Step>& steps, FieldSlots* slots) : steps_(steps), slots_(slots) {}
 
   std::vector<Node> nodes;
 
@@ -146,6 +152,7 @@ class Builder {
         if (!attribute_path(s.children[0], n)) return std::nullopt;
         n.path.push_back(selection(s));
         n.kind = Kind::has;
+        give_field_slot(n);
         return add(std::move(n));
       }
       case Op::equals:
@@ -162,6 +169,9 @@ class Builder {
         // `x in list` with a list that is not a constant charges the list's size.
         n.value = s.op == Op::in && steps_[s.children[1]].op != Op::constant;
         n.string_field = string_field(*a, *b, s.op);
+        if (n.string_field && s.op != Op::in) {
+          n.constant_code_points = code_point_count(nodes[*b].constant->as_text());
+        }
         n.op = s.op;
         n.a = *a;
         n.b = *b;
@@ -231,6 +241,7 @@ class Builder {
     }
     if (!attribute_path(i, n)) return std::nullopt;
     n.kind = Kind::attribute;
+    give_field_slot(n);
     return add(std::move(n));
   }
 
@@ -366,7 +377,15 @@ class Builder {
   }
 
   static Selection selection(const Step& s) {
-    return Selection{s.json_name, s.field_type.get(), &s.constant};
+    return Selection{s.json_name, s.field_type.get(), &s.constant, false, s.owner.get()};
+  }
+
+  // A path that starts with a schema field of variable 0 reads it from its slot.
+  void give_field_slot(Node& n) {
+    if (slots_ == nullptr || n.local || n.slot != 0 || n.path.empty()) return;
+    const Selection& first = n.path[0];
+    if (first.index || first.field_type == nullptr || first.owner == nullptr) return;
+    n.field = slots_->slot(first.owner, first.json_name);
   }
 
   std::uint32_t add(Node n) {
@@ -375,6 +394,7 @@ class Builder {
   }
 
   const std::vector<Step>& steps_;
+  FieldSlots* slots_;
 };
 
 Outcome condition(RunState& st, std::uint32_t i) {
@@ -446,9 +466,17 @@ bool follow(RunState& st, const Node& n, std::size_t count, Cursor& at) {
   if (!charge_each(st, 1 + count)) return false;
   const Value& base = n.local ? st.locals[n.slot] : st.variables[n.slot];
   std::size_t k = 0;
-  // A JSON-backed variable is not copied: the walk starts in its JSON.
-  if (count > 0 && n.path[0].field_type != nullptr && !n.path[0].index &&
-      base.is(ValueKind::map)) {
+  // A JSON-backed variable is not copied: the walk starts in its JSON, at the field's slot
+  // when the caller found the fields.
+  if (count > 0 && n.field != FieldSlots::kNone && st.self.members != nullptr) {
+    const boost::json::value* member = st.self.members[n.field];
+    if (member == nullptr) return false;
+    at.json = member;
+    at.type = n.path[0].field_type;
+    at.arena = st.self.arena;
+    k = 1;
+  } else if (count > 0 && n.path[0].field_type != nullptr && !n.path[0].index &&
+             base.is(ValueKind::map)) {
     if (const JsonBacking* b = base.as_map().json_backing()) {
       const boost::json::value* member = find_member(*b->object, n.path[0].json_name);
       if (member == nullptr || member->is_null()) return false;
@@ -502,6 +530,11 @@ bool follow(RunState& st, const Node& n, std::size_t count, Value& out) {
 }
 
 Outcome run_has(RunState& st, const Node& n) {
+  if (n.path.size() == 1 && n.field != FieldSlots::kNone && st.self.members != nullptr) {
+    // has(self.x): the variable (1), and the slot.
+    if (n.slot >= st.variables.size() || !charge_each(st, 1)) return Outcome::undecided;
+    return decided(st.self.members[n.field] != nullptr);
+  }
   Cursor at;
   if (!follow(st, n, n.path.size() - 1, at)) return Outcome::undecided;
   const Selection& last = n.path.back();
@@ -565,18 +598,47 @@ Outcome run_call(RunState& st, const Node& n) {
 // a string (else as values): what the evaluator charges, the field's path and the comparisons.
 Outcome compare_values(RunState& st, const Node& n, Value& a);
 
+// string_comparison_cost(text, constant) where the constant has `code_points`, counting the
+// text's only when they differ and both are long.
+std::uint64_t string_constant_cost(std::string_view text, std::string_view constant,
+                                   std::uint64_t code_points, bool same) {
+  if (std::min(text.size(), constant.size()) <= 10) return string_comparison_cost(text, constant);
+  return tenths(same ? code_points : std::min(code_point_count(text), code_points), 1);
+}
+
 Outcome run_compare(RunState& st, const Node& n) {
   if (n.string_field) {
     const Node& field = st.nodes[n.a];
+    const boost::json::value* json = nullptr;
     Cursor at;
-    if (!follow(st, field, field.path.size(), at)) return Outcome::undecided;
-    if (at.json == nullptr || !at.json->is_string()) return compare_values(st, n, at.materialize());
-    const boost::json::string& js = at.json->get_string();
+    if (field.path.size() == 1 && field.field != FieldSlots::kNone &&
+        st.self.members != nullptr) {
+      // self.x from its slot: the variable and the selection (2).
+      if (field.slot >= st.variables.size() || !charge_each(st, 2)) return Outcome::undecided;
+      json = st.self.members[field.field];
+      if (json == nullptr) return Outcome::undecided;  // no such key: the evaluator's error
+    } else {
+      if (!follow(st, field, field.path.size(), at)) return Outcome::undecided;
+      json = at.json;
+    }
+    if (json == nullptr || !json->is_string()) {
+      if (at.json == nullptr && json != nullptr) {
+        at.json = json;
+        at.type = field.path[0].field_type;
+        at.arena = st.self.arena;
+      }
+      return compare_values(st, n, at.materialize());
+    }
+    const boost::json::string& js = json->get_string();
     const std::string_view text(js.data(), js.size());
     const Value& constant = *st.nodes[n.b].constant;
     if (n.op != Op::in) {
-      if (!charge(st, string_comparison_cost(text, constant.as_text()))) return Outcome::undecided;
-      return decided((text == constant.as_text()) == (n.op == Op::equals));
+      const bool same = text == constant.as_text();
+      if (!charge(st, string_constant_cost(text, constant.as_text(), n.constant_code_points,
+                                           same))) {
+        return Outcome::undecided;
+      }
+      return decided(same == (n.op == Op::equals));
     }
     const ListValue& list = constant.as_list();
     for (std::size_t i = 0; i < list.size(); ++i) {
@@ -737,8 +799,9 @@ PredicateKernel::PredicateKernel() = default;
 PredicateKernel::~PredicateKernel() = default;
 
 std::unique_ptr<const PredicateKernel> PredicateKernel::build(const std::vector<Step>& steps,
-                                                              std::uint32_t root) {
-  Builder b(steps);
+                                                              std::uint32_t root,
+                                                              FieldSlots* slots) {
+  Builder b(steps, slots);
   const auto top = b.condition(root);
   if (!top) return nullptr;
   auto kernel = std::make_unique<PredicateKernel>();
@@ -750,9 +813,13 @@ std::unique_ptr<const PredicateKernel> PredicateKernel::build(const std::vector<
 }
 
 PredicateKernel::Outcome PredicateKernel::run(std::span<const Value> variables,
-                                              std::uint64_t limit, std::uint64_t& cost) const {
-  RunState st{nodes_.data(), variables};
+                                              std::uint64_t limit, std::uint64_t& cost,
+                                              SelfFields self) const {
+  RunState st;
+  st.nodes = nodes_.data();
+  st.variables = variables;
   st.limit = limit;
+  st.self = self;
   Outcome out;
   if (locals_ == 0) {
     out = condition(st, root_);  // most guards: no comprehension, no variables to make
@@ -765,6 +832,33 @@ PredicateKernel::Outcome PredicateKernel::run(std::span<const Value> variables,
   cost = st.cost;
   if (st.over) return Outcome::over_limit;
   return out;
+}
+
+std::size_t PredicateKernel::run_while_true(std::span<const Guard> guards, std::size_t from,
+                                            std::span<const Value> variables, SelfFields self,
+                                            std::uint64_t per_call, std::uint64_t& budget) {
+  std::uint32_t slots = 0;  // comprehension variables: as many as the most any guard needs
+  for (std::size_t i = from; i < guards.size(); ++i) {
+    if (guards[i].kernel != nullptr) slots = std::max(slots, guards[i].kernel->locals_);
+  }
+  SmallValues<kStackLocals> locals(slots);
+  RunState st;
+  st.variables = variables;
+  st.self = self;
+  st.locals = locals.data();
+  for (std::size_t i = from; i < guards.size(); ++i) {
+    const Guard& g = guards[i];
+    if (g.skip) continue;
+    const PredicateKernel* k = g.kernel;
+    if (k == nullptr) return i;
+    st.nodes = k->nodes_.data();
+    st.cost = 0;
+    st.limit = std::min(per_call, budget);
+    const Outcome out = condition(st, k->root_);
+    if (out != Outcome::is_true || st.over) return i;
+    budget -= std::min(budget, st.cost);
+  }
+  return guards.size();
 }
 
 }  // namespace kwatch::cel

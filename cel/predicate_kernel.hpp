@@ -22,6 +22,7 @@
 #include <span>
 #include <vector>
 
+#include "cel/field_slots.hpp"
 #include "cel/program_steps.hpp"
 
 namespace kwatch::cel {
@@ -35,15 +36,37 @@ class PredicateKernel {
 
   // The kernel of the expression at `root`, or null when one of its steps is outside what the
   // kernel evaluates (comprehensions, literals that are not constants, optionals, index, ...).
+  // With `slots`, a path that starts with a schema field of variable 0 gets the field's slot.
   static std::unique_ptr<const PredicateKernel> build(const std::vector<Program::Step>& steps,
-                                                      std::uint32_t root);
+                                                      std::uint32_t root,
+                                                      FieldSlots* slots = nullptr);
 
   // over_limit: the evaluator would have stopped with "actual cost limit exceeded", having
   // spent `cost`.
   enum class Outcome : std::uint8_t { is_false, is_true, undecided, over_limit };
 
-  // `cost` receives what the evaluator would have spent (when decided).
-  Outcome run(std::span<const Value> variables, std::uint64_t limit, std::uint64_t& cost) const;
+  // `cost` receives what the evaluator would have spent (when decided). `self`, when given,
+  // holds the fields of variables[0], which must be the JSON view of the object they were
+  // filled from, with the slots of the table the kernel was built with.
+  Outcome run(std::span<const Value> variables, std::uint64_t limit, std::uint64_t& cost,
+              SelfFields self = {}) const;
+
+  // One guard of a batch (a schema node's rules): its kernel, null for one the batch cannot
+  // decide (the caller's, in full); `skip`: not run at all (a rule about an old value that
+  // the object does not have).
+  struct Guard {
+    const PredicateKernel* kernel = nullptr;
+    bool skip = false;
+  };
+
+  // Runs guards[from..] in turn over the same variables while each holds, each with the limit
+  // min(per_call, what is left of `budget`), as a caller running them one by one would; the
+  // cost of those that held is added to `spent` (and taken from `budget`). Returns the index of
+  // the first guard that did not hold, was undecided, passed its limit or has no kernel (the
+  // caller evaluates it the slow way and may go on from the next), or guards.size().
+  static std::size_t run_while_true(std::span<const Guard> guards, std::size_t from,
+                                    std::span<const Value> variables, SelfFields self,
+                                    std::uint64_t per_call, std::uint64_t& budget);
 
   struct Node;
 

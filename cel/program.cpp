@@ -773,13 +773,16 @@ Program Program::compile(const Ast& ast, const Declarations& declarations,
   compiled->steps = std::move(c.steps);
   compiled->hot = pack(compiled->steps);
   if (declarations.predicate_kernel) {
-    compiled->kernel = PredicateKernel::build(compiled->steps, p.root_);
+    compiled->kernel =
+        PredicateKernel::build(compiled->steps, p.root_, declarations.self_fields);
   }
   p.compiled_ = std::move(compiled);
   return p;
 }
 
 bool Program::has_predicate_kernel() const { return compiled_->kernel != nullptr; }
+
+const PredicateKernel* Program::predicate_kernel() const { return compiled_->kernel.get(); }
 
 EvalResult Program::evaluate(std::span<const Value> variables, std::uint64_t cost_limit) const {
   EvalResult out = run(variables, cost_limit);
@@ -788,9 +791,9 @@ EvalResult Program::evaluate(std::span<const Value> variables, std::uint64_t cos
 }
 
 std::optional<bool> Program::decide(std::span<const Value> variables, std::uint64_t cost_limit,
-                                    std::uint64_t& cost) const {
+                                    std::uint64_t& cost, SelfFields self) const {
   if (compiled_->kernel == nullptr) return std::nullopt;
-  const auto decided = compiled_->kernel->run(variables, cost_limit, cost);
+  const auto decided = compiled_->kernel->run(variables, cost_limit, cost, self);
   if (decided != PredicateKernel::Outcome::is_true &&
       decided != PredicateKernel::Outcome::is_false) {
     return std::nullopt;

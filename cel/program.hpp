@@ -22,11 +22,14 @@
 #include <vector>
 
 #include "cel/ast.hpp"
+#include "cel/field_slots.hpp"
 #include "cel/functions.hpp"
 #include "cel/parser.hpp"
 #include "cel/value.hpp"
 
 namespace kwatch::cel {
+
+class PredicateKernel;
 
 struct Declarations {
   std::vector<std::string> variables;  // slot i holds variables[i]
@@ -40,6 +43,9 @@ struct Declarations {
   // A boolean guard also gets the predicate kernel (predicate_kernel.hpp), which decides most
   // evaluations without the evaluator; off only to compare the two.
   bool predicate_kernel = true;
+  // The table of variable 0's fields that the kernel's paths read from slots (field_slots.hpp):
+  // shared by the expressions of one schema node, which run with the same `self`.
+  FieldSlots* self_fields = nullptr;
 };
 
 // The value may borrow from the program's constants and from the variables' values: it is
@@ -69,11 +75,14 @@ class Program {
 
   // The predicate kernel's answer, when it has one: true or false and what it cost, as run()
   // would say; nullopt when run() must evaluate (no kernel, an error, the limit).
+  // `self`: variables[0]'s fields, filled from the table the program was compiled with.
   std::optional<bool> decide(std::span<const Value> variables, std::uint64_t cost_limit,
-                             std::uint64_t& cost) const;
+                             std::uint64_t& cost, SelfFields self = {}) const;
 
   // Whether the predicate kernel was built for this program (for tests and benchmarks).
   bool has_predicate_kernel() const;
+  // The predicate kernel, or null (for running a node's guards in one batch).
+  const PredicateKernel* predicate_kernel() const;
 
   struct Step;
   struct Hot;

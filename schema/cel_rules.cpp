@@ -30,6 +30,7 @@
 #include "cel/json_value.hpp"
 #include "cel/libraries.hpp"
 #include "cel/parser.hpp"
+#include "cel/predicate_kernel.hpp"
 #include "cel/program.hpp"
 #include "schema/structural_schema_tree.hpp"
 
@@ -60,6 +61,9 @@ struct NodeCel {
   cel::TypePtr type;        // self's
   std::string schema_type;  // the node's `type`, quoted into its errors
   std::vector<CompiledRule> rules;
+  cel::FieldSlots fields;   // the fields of self that the rules' kernels read from slots
+  // The rules as a batch of kernels, for an object without and with an old value.
+  std::vector<cel::PredicateKernel::Guard> guards, guards_with_old;
 };
 
 namespace {
@@ -408,8 +412,24 @@ class RuleCompiler {
       if (r.has_field_path && !trim_space(r.field_path).empty()) {
         if (auto fp = normalize_field_path(n, r.field_path)) compiled_rule.field_path = *fp;
       }
-      compile(cel->type, r, item, uncorrelatable, compiled_rule);
+      compile(cel->type, r, item, uncorrelatable, cel->fields, compiled_rule);
       cel->rules.push_back(std::move(compiled_rule));
+    }
+    for (const CompiledRule& rule : cel->rules) {
+      // As RuleRunner::run takes them: a rule that did not compile fails, an empty one is
+      // passed over, one about oldSelf is passed over when there is none, and one with an
+      // optional oldSelf runs in full.
+      cel::PredicateKernel::Guard g;
+      const bool optional_old = rule.spec->optional_old_self.value_or(false);
+      if (rule.compile_error.empty() && !rule.program) g.skip = true;
+      if (rule.compile_error.empty() && rule.program && !optional_old) {
+        g.kernel = rule.program->predicate_kernel();
+      }
+      cel->guards_with_old.push_back(g);
+      if (rule.compile_error.empty() && rule.program && rule.uses_old_self && !optional_old) {
+        g.skip = true;
+      }
+      cel->guards.push_back(g);
     }
     compiled.emplace_back(&n, std::move(cel));
   }
@@ -471,7 +491,7 @@ class RuleCompiler {
   }
 
   void compile(const cel::TypePtr& self_type, const ValidationRule& r, const std::string& item,
-               const std::string& uncorrelatable, CompiledRule& out) {
+               const std::string& uncorrelatable, cel::FieldSlots& fields, CompiledRule& out) {
     if (trim_space(r.rule).empty()) return;
     if (!self_type) {
       out.compile_error = "failed to convert to declType for CEL validation rules";
@@ -507,6 +527,7 @@ class RuleCompiler {
     } else {
       cel::Declarations typed = decls;
       typed.node_types = &checked.types;
+      typed.self_fields = &fields;
       out.program = cel::Program::compile(parsed.ast, typed);
       out.uses_old_self = mentions_old_self(parsed.ast);
     }
@@ -689,7 +710,22 @@ class RuleRunner {
         : old_object != nullptr ? cel::json_view(*old_object, cel.type.get(), arena)
                                 : cel::Value();
     const cel::Value plain_vars[2] = {self, old_self};
-    for (const CompiledRule& rule : cel.rules) {
+    // The fields of self that the rules read, found once for all of them.
+    const json::value* members[cel::FieldSlots::kMaxSlots];
+    cel::SelfFields self_fields;
+    if (const auto* obj = value.if_object();
+        obj != nullptr && cel.fields.size() != 0 &&
+        cel.fields.fill(*obj, std::span(members, cel.fields.size()))) {
+      self_fields = {members, &arena};
+    }
+    const auto& guards = has_old ? cel.guards_with_old : cel.guards;
+    for (std::size_t i = 0; i < cel.rules.size(); ++i) {
+      // The rules that hold run as one batch, up to the first that does not (or that the
+      // kernel cannot decide): that one is taken in full here, then the batch goes on.
+      i = cel::PredicateKernel::run_while_true(guards, i, plain_vars, self_fields, kPerCallLimit,
+                                               remaining_);
+      if (i == cel.rules.size()) break;
+      const CompiledRule& rule = cel.rules[i];
       const ValidationRule& spec = *rule.spec;
       if (!rule.compile_error.empty()) {
         fail(cel, path, "rule compile error: " + rule.compile_error);
@@ -708,7 +744,7 @@ class RuleRunner {
       std::optional<bool> held;
       if (!optional_old) {
         // Most rules are decided by the predicate kernel; one that holds costs its cost.
-        held = rule.program->decide(plain_vars, limit, kernel_cost);
+        held = rule.program->decide(plain_vars, limit, kernel_cost, self_fields);
         if (held && *held) {
           remaining_ -= std::min(remaining_, kernel_cost);
           continue;

@@ -14,6 +14,7 @@
 #include "cel/libraries.hpp"
 #include "cel/literal.hpp"
 #include "cel/parser.hpp"
+#include "cel/predicate_kernel.hpp"
 #include "cel/program.hpp"
 
 namespace kwatch::cel {
@@ -77,6 +78,9 @@ const Case kCases[] = {
      true},
     {"(self.n > 1 ? self.value : 'x') == 'x'", false},     // an attribute as a branch
     {"[self.type] == ['CORS']", false},                    // a list that is not a constant
+    // Long strings: their cost counts code points.
+    {"self.type != 'RequestHeaderModifier'", true},
+    {"self.type == 'ResponseHeaderModifi\u00e9r' || self.value == 'RequestHeaderModifier'", true},
 };
 
 const char* kObjects[] = {
@@ -91,6 +95,9 @@ const char* kObjects[] = {
     R"({"cors": null})",
     R"({"type": 5, "value": ["x"], "cors": "a", "tags": {"a": 1}})",  // not what the schema says
     R"({})",
+    R"({"type": "ResponseHeaderModifier", "value": "RequestHeaderModifier"})",
+    R"({"type": "RequestHeaderModifier", "value": "RequestHeaderModifie\u00e9\u00e9\u00e9"})",
+    R"({"type": "ResponseHeaderModifi\u00e9r", "value": "\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9"})",
 };
 
 // An expression that would spend far more than its limit stops near the limit, as the
@@ -117,16 +124,26 @@ TEST(PredicateKernel, StopsNearTheLimit) {
   EXPECT_EQ(r.value.as_text(), "operation cancelled: actual cost limit exceeded");
 }
 
-TEST(PredicateKernel, AnswersWhatTheEvaluatorAnswers) {
+TypePtr table_type() {
   const TypePtr cors = object_type({{"origin", types::string()}});
-  const TypePtr self = object_type({{"type", types::string()},
-                                    {"cors", cors},
-                                    {"value", types::string()},
-                                    {"n", types::int64()},
-                                    {"ratio", types::float64()},
-                                    {"tags", types::list(types::string())},
-                                    {"items", types::list(cors)},
-                                    {"labels", types::map(types::string(), types::string())}});
+  return object_type({{"type", types::string()},
+                      {"cors", cors},
+                      {"value", types::string()},
+                      {"n", types::int64()},
+                      {"ratio", types::float64()},
+                      {"tags", types::list(types::string())},
+                      {"items", types::list(cors)},
+                      {"labels", types::map(types::string(), types::string())}});
+}
+
+std::string outcome(const EvalResult& r) {
+  return (r.value.is_error() ? "error: " + std::string(r.value.as_text())
+                             : format_literal(r.value)) +
+         " cost " + std::to_string(r.cost);
+}
+
+TEST(PredicateKernel, AnswersWhatTheEvaluatorAnswers) {
+  const TypePtr self = table_type();
   for (const Case& c : kCases) {
     const Parsed parsed = parse(c.source);
     ASSERT_TRUE(parsed.errors.empty()) << c.source;
@@ -143,11 +160,6 @@ TEST(PredicateKernel, AnswersWhatTheEvaluatorAnswers) {
       const boost::json::value doc = boost::json::parse(text);
       JsonArena arena;
       const Value vars[] = {json_view(doc, self.get(), arena)};
-      const auto outcome = [](const EvalResult& r) {
-        return (r.value.is_error() ? "error: " + std::string(r.value.as_text())
-                                   : format_literal(r.value)) +
-               " cost " + std::to_string(r.cost);
-      };
       const EvalResult expected = plain.run(vars, UINT64_MAX);
       EXPECT_EQ(outcome(fast.run(vars, UINT64_MAX)), outcome(expected))
           << c.source << " over " << text;
@@ -158,6 +170,105 @@ TEST(PredicateKernel, AnswersWhatTheEvaluatorAnswers) {
       }
     }
   }
+}
+
+// The expressions of one schema node share a table of self's fields, found once per object:
+// with the slots filled, each decides what the evaluator answers, at every limit; without them
+// (an object too large to fill) as before. Run as one batch, the guards stop at the first that
+// does not hold, having charged what each one before it cost.
+TEST(PredicateKernel, FieldSlotsAnswerWhatTheEvaluatorAnswers) {
+  const TypePtr self = table_type();
+  FieldSlots slots;
+  std::vector<Program> fast, plain;
+  std::vector<std::string> sources;
+  for (const Case& c : kCases) {
+    const Parsed parsed = parse(c.source);
+    const Checked checked = check(parsed.ast, {"self"}, {self}, kubernetes_functions());
+    ASSERT_TRUE(checked.errors.empty()) << c.source;
+    Declarations decls{{"self"}, &kubernetes_functions()};
+    decls.node_types = &checked.types;
+    decls.self_fields = &slots;
+    fast.push_back(Program::compile(parsed.ast, decls));
+    decls.self_fields = nullptr;
+    decls.predicate_kernel = false;
+    plain.push_back(Program::compile(parsed.ast, decls));
+    sources.push_back(c.source);
+  }
+  // type, cors, value, n, ratio, tags, items, labels: one slot each, shared.
+  EXPECT_EQ(slots.size(), 8u);
+  std::vector<std::string> objects(std::begin(kObjects), std::end(kObjects));
+  {
+    // More members than a table fills: the fields are found one by one.
+    boost::json::object big = boost::json::parse(kObjects[0]).as_object();
+    for (int i = 0; i < 20; ++i) big["x" + std::to_string(i)] = i;
+    objects.push_back(boost::json::serialize(big));
+  }
+  for (const std::string& text : objects) {
+    const boost::json::value doc = boost::json::parse(text);
+    JsonArena arena;
+    const Value vars[] = {json_view(doc, self.get(), arena)};
+    const boost::json::value* members[FieldSlots::kMaxSlots];
+    SelfFields fields;
+    if (doc.is_object() && slots.fill(doc.as_object(), std::span(members, slots.size()))) {
+      fields = {members, &arena};
+    }
+    EXPECT_EQ(fields.members != nullptr, doc.as_object().size() <= FieldSlots::kMaxMembers);
+    std::vector<PredicateKernel::Guard> guards;
+    for (std::size_t i = 0; i < fast.size(); ++i) {
+      guards.push_back({fast[i].predicate_kernel(), false});
+      const EvalResult expected = plain[i].run(vars, UINT64_MAX);
+      for (std::uint64_t limit = 0; limit <= expected.cost; ++limit) {
+        std::uint64_t cost = 0;
+        const auto held = fast[i].decide(vars, limit, cost, fields);
+        if (!held) continue;  // the evaluator's to answer
+        const EvalResult r = plain[i].run(vars, limit);
+        EXPECT_EQ((*held ? "true" : "false") + std::string(" cost ") + std::to_string(cost),
+                  outcome(r))
+            << sources[i] << " over " << text << " (limit " << limit << ")";
+      }
+    }
+    // The batch, from each start, against the guards one by one.
+    for (std::size_t from = 0; from < guards.size(); ++from) {
+      for (const std::uint64_t budget : {std::uint64_t{3}, std::uint64_t{40}, UINT64_MAX}) {
+        std::uint64_t left = budget;
+        const std::size_t stop =
+            PredicateKernel::run_while_true(guards, from, vars, fields, 25, left);
+        std::uint64_t want_left = budget;
+        std::size_t want_stop = from;
+        for (; want_stop < guards.size(); ++want_stop) {
+          std::uint64_t cost = 0;
+          const auto held = fast[want_stop].decide(vars, std::min<std::uint64_t>(25, want_left),
+                                                   cost, fields);
+          if (!held || !*held) break;
+          want_left -= std::min(want_left, cost);
+        }
+        EXPECT_EQ(stop, want_stop) << text << " from " << from << " budget " << budget;
+        EXPECT_EQ(left, want_left) << text << " from " << from << " budget " << budget;
+      }
+    }
+  }
+}
+
+// A guard marked to skip is not run; one without a kernel stops the batch.
+TEST(PredicateKernel, BatchSkipsAndStops) {
+  const TypePtr self = table_type();
+  const Parsed parsed = parse("self.n > 100");  // false for the object below
+  const Checked checked = check(parsed.ast, {"self"}, {self}, kubernetes_functions());
+  ASSERT_TRUE(checked.errors.empty());
+  Declarations decls{{"self"}, &kubernetes_functions()};
+  decls.node_types = &checked.types;
+  const Program failing = Program::compile(parsed.ast, decls);
+  const boost::json::value doc = boost::json::parse(R"({"n": 3})");
+  JsonArena arena;
+  const Value vars[] = {json_view(doc, self.get(), arena)};
+  std::uint64_t budget = 100;
+  const PredicateKernel::Guard skipped[] = {{failing.predicate_kernel(), true},
+                                            {nullptr, false}};
+  EXPECT_EQ(PredicateKernel::run_while_true(skipped, 0, vars, {}, 100, budget), 1u);
+  EXPECT_EQ(budget, 100u);
+  const PredicateKernel::Guard run[] = {{failing.predicate_kernel(), false}};
+  EXPECT_EQ(PredicateKernel::run_while_true(run, 0, vars, {}, 100, budget), 0u);
+  EXPECT_EQ(budget, 100u);
 }
 
 }  // namespace

@@ -1,0 +1,42 @@
+#include "cel/field_slots.hpp"
+
+#include <cstring>
+
+#include <boost/json.hpp>
+
+namespace kwatch::cel {
+
+std::uint8_t FieldSlots::slot(const Type* owner, std::string_view json_name) {
+  if (owner_ == nullptr) owner_ = owner;
+  if (owner != owner_) return kNone;
+  for (std::size_t i = 0; i < names_.size(); ++i) {
+    if (names_[i] == json_name) return static_cast<std::uint8_t>(i);
+  }
+  if (names_.size() == kMaxSlots) return kNone;
+  names_.emplace_back(json_name);
+  return static_cast<std::uint8_t>(names_.size() - 1);
+}
+
+bool FieldSlots::fill(const boost::json::object& object,
+                      std::span<const boost::json::value*> out) const {
+  if (object.size() > kMaxMembers) return false;
+  for (auto& m : out) m = nullptr;
+  std::uint32_t seen = 0;  // kMaxSlots bits
+  for (const auto& kv : object) {
+    const auto key = kv.key();
+    for (std::size_t i = 0; i < names_.size(); ++i) {
+      const std::string& name = names_[i];
+      if (name.size() != key.size() || std::memcmp(name.data(), key.data(), key.size()) != 0) {
+        continue;
+      }
+      // The first member of a name is the one a lookup finds.
+      const std::uint32_t bit = std::uint32_t{1} << i;
+      if ((seen & bit) == 0 && !kv.value().is_null()) out[i] = &kv.value();
+      seen |= bit;
+      break;
+    }
+  }
+  return true;
+}
+
+}  // namespace kwatch::cel

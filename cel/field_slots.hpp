@@ -1,0 +1,58 @@
+// The direct fields of `self` that one schema node's rules read, found in the object once for
+// all of them. A node with fourteen rules that each test `has(self.x)` or compare `self.type`
+// reads the same few members of the same JSON object again and again; with a table the
+// predicate kernel reads each from an array slot that one pass over the object filled.
+//
+// Compile time: the rules of a node are compiled with `Declarations::self_fields` pointing at
+// the node's table, and each kernel step that selects a field of `self` (variable 0) by its
+// JSON name is given the field's slot. Run time: the caller fills an array from the object
+// (`fill`) and passes it with `self`'s arena (`SelfFields`); a kernel run without one walks
+// the object as before.
+//
+// Thread-safety: built by one thread at compile time; immutable afterwards (fill is const).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/json/fwd.hpp>
+
+namespace kwatch::cel {
+
+struct Type;
+class JsonArena;
+
+class FieldSlots {
+ public:
+  static constexpr std::uint8_t kNone = 0xFF;
+  // At most this many fields get slots; a rule reading more walks the object for the rest.
+  static constexpr std::size_t kMaxSlots = 32;
+  // Past this many members an object is not filled (find_member hashes such objects).
+  static constexpr std::size_t kMaxMembers = 16;
+
+  // The slot of `owner`'s field with this JSON name (added when new), or kNone when the table
+  // holds fields of another type or is full.
+  std::uint8_t slot(const Type* owner, std::string_view json_name);
+
+  std::size_t size() const { return names_.size(); }
+
+  // out[i] := the member named by slot i, null when it is absent or JSON null (as a selection
+  // reads it). False, with `out` unspecified, when the object has more than kMaxMembers
+  // members: its fields are then found one by one. `out` has size() elements.
+  bool fill(const boost::json::object& object, std::span<const boost::json::value*> out) const;
+
+ private:
+  const Type* owner_ = nullptr;
+  std::vector<std::string> names_;
+};
+
+// One object's filled slots, for a kernel run whose variable 0 is the JSON view of that object.
+struct SelfFields {
+  const boost::json::value* const* members = nullptr;
+  JsonArena* arena = nullptr;  // the view's arena: what a member read as a value is backed by
+};
+
+}  // namespace kwatch::cel
