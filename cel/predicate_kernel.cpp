@@ -5,7 +5,9 @@
 #include <utility>
 
 #include <boost/json.hpp>
+#include <re2/re2.h>
 
+#include "cel/functions.hpp"
 #include "cel/json_value.hpp"
 
 namespace kwatch::cel {
@@ -33,6 +35,9 @@ enum class Kind : std::uint8_t {
   value_conditional,  // a ? b : c with values b and c
   condition_value,    // the condition a as a bool value
 };
+
+// A string method on a schema string field with a constant argument, decided on the JSON text.
+enum class Method : std::uint8_t { none, contains, starts_with, ends_with, matches };
 
 // One selection: a schema object's field by JSON name (typed) or a map key (untyped).
 struct Selection {
@@ -98,6 +103,9 @@ struct PredicateKernel::Node {
   bool string_field = false;
   std::uint64_t constant_code_points = 0;  // compare ==, != of a string field: the constant's
   const Value* constant = nullptr;
+  Method method = Method::none;            // call: a string method with a constant argument
+  std::shared_ptr<const re2::RE2> pattern;  // ... matches: the constant pattern, compiled
+  std::vector<std::string_view> texts;     // compare `in` a constant list of strings
   std::uint32_t slot = 0;            // attribute, has: the variable; comprehensions: x
   bool local = false;                // attribute, has: `slot` is a comprehension's variable
   // attribute, has: the slot of path[0] when the path starts with a field of variable 0
@@ -172,6 +180,10 @@ class Builder {
         if (n.string_field && s.op != Op::in) {
           n.constant_code_points = code_point_count(nodes[*b].constant->as_text());
         }
+        if (n.string_field && s.op == Op::in) {
+          const ListValue& list = nodes[*b].constant->as_list();
+          for (std::size_t k = 0; k < list.size(); ++k) n.texts.push_back(list.at(k).as_text());
+        }
         n.op = s.op;
         n.a = *a;
         n.b = *b;
@@ -180,6 +192,7 @@ class Builder {
       case Op::call:
         if (!call_args(s, n)) return std::nullopt;
         n.kind = Kind::call;
+        string_method(n);
         return add(std::move(n));
       case Op::comprehension: {
         const auto kind = macro(s);
@@ -334,6 +347,37 @@ class Builder {
     n.slot = s.slot;
     locals = std::max(locals, s.slot + 1);
     return add(std::move(n));
+  }
+
+  // A call of contains, startsWith, endsWith or matches on a schema string field with a
+  // constant string argument: n.method, and what the call's cost needs of the constant.
+  void string_method(Node& n) const {
+    if (n.overloads->size() != 1 || n.args.size() != 2) return;
+    const Node& field = nodes[n.args[0]];
+    const Node& arg = nodes[n.args[1]];
+    if (field.kind != Kind::attribute || field.path.empty() || arg.kind != Kind::constant ||
+        !arg.constant->is(ValueKind::string)) {
+      return;
+    }
+    const Selection& last = field.path.back();
+    if (last.index || last.field_type == nullptr || last.field_type->kind != TypeKind::string) {
+      return;
+    }
+    const std::string& id = (*n.overloads)[0]->id;
+    const std::string_view text = arg.constant->as_text();
+    n.constant = arg.constant;
+    n.constant_code_points = code_point_count(text);
+    if (id == "contains_string") {
+      n.method = Method::contains;
+    } else if (id == "starts_with_string") {
+      n.method = Method::starts_with;
+    } else if (id == "ends_with_string") {
+      n.method = Method::ends_with;
+    } else if (id == "matches_string") {
+      std::string error;
+      n.pattern = compiled_pattern(text, error);
+      if (n.pattern) n.method = Method::matches;  // else the call's error, as the evaluator's
+    }
   }
 
   // Whether `a op b` compares a schema string field with string constants.
@@ -588,7 +632,55 @@ bool value(RunState& st, std::uint32_t i, Value& out) {
   }
 }
 
+// The text of a schema string field (charged as the evaluator reads it), or null when it is
+// not there as a JSON string.
+const boost::json::string* string_field_text(RunState& st, const Node& field) {
+  if (field.path.size() == 1 && field.field != FieldSlots::kNone && st.self.members != nullptr) {
+    if (field.slot >= st.variables.size() || !charge_each(st, 2)) return nullptr;
+    const boost::json::value* v = st.self.members[field.field];
+    return v != nullptr ? v->if_string() : nullptr;
+  }
+  Cursor at;
+  if (!follow(st, field, field.path.size(), at) || at.json == nullptr) return nullptr;
+  return at.json->if_string();
+}
+
+// contains, startsWith, endsWith, matches on the field's JSON text, charged as the library's
+// functions charge (functions.cpp).
+Outcome run_string_method(RunState& st, const Node& n, std::string_view text) {
+  const std::string_view arg = n.constant->as_text();
+  switch (n.method) {
+    case Method::contains:
+      if (!charge(st, tenths(code_point_count(text), 1) * tenths(n.constant_code_points, 1))) {
+        return Outcome::undecided;
+      }
+      return decided(text.find(arg) != std::string_view::npos);
+    case Method::starts_with:
+      if (!charge(st, tenths(code_point_count(text), 1))) return Outcome::undecided;
+      return decided(text.starts_with(arg));
+    case Method::ends_with:
+      if (!charge(st, tenths(code_point_count(text), 1))) return Outcome::undecided;
+      return decided(text.ends_with(arg));
+    case Method::matches:
+      if (!charge(st, tenths(code_point_count(text) + 1, 1) * ((n.constant_code_points + 3) / 4))) {
+        return Outcome::undecided;
+      }
+      return decided(re2::RE2::PartialMatch(re2::StringPiece(text.data(), text.size()),
+                                            *n.pattern));
+    case Method::none: break;
+  }
+  return Outcome::undecided;
+}
+
 Outcome run_call(RunState& st, const Node& n) {
+  if (n.method != Method::none) {
+    const std::uint64_t before = st.cost;
+    if (const boost::json::string* js = string_field_text(st, st.nodes[n.args[0]])) {
+      return run_string_method(st, n, std::string_view(js->data(), js->size()));
+    }
+    if (st.over) return Outcome::undecided;
+    st.cost = before;  // not a JSON string: the call over values, from the start
+  }
   Value r;
   if (!call(st, n, r) || !r.is(ValueKind::boolean)) return Outcome::undecided;
   return decided(r.as_bool());
@@ -640,9 +732,8 @@ Outcome run_compare(RunState& st, const Node& n) {
       }
       return decided(same == (n.op == Op::equals));
     }
-    const ListValue& list = constant.as_list();
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      if (list.at(i).as_text() == text) return Outcome::is_true;
+    for (const std::string_view t : n.texts) {
+      if (t == text) return Outcome::is_true;
     }
     return Outcome::is_false;
   }

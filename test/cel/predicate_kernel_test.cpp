@@ -78,7 +78,11 @@ const Case kCases[] = {
      true},
     {"(self.n > 1 ? self.value : 'x') == 'x'", false},     // an attribute as a branch
     {"[self.type] == ['CORS']", false},                    // a list that is not a constant
-    // Long strings: their cost counts code points.
+    // String methods on the field's text; long strings: their cost counts code points.
+    {"self.value.contains('HeaderModifier') || self.type.endsWith('Modifi\u00e9r')", true},
+    {"has(self.cors) && self.cors.origin.startsWith('a')", true},
+    {"self.value.matches('^[A-Za-z\u00e9]+$')", true},
+    // Long strings compared: their cost counts code points.
     {"self.type != 'RequestHeaderModifier'", true},
     {"self.type == 'ResponseHeaderModifi\u00e9r' || self.value == 'RequestHeaderModifier'", true},
 };
