@@ -1,8 +1,12 @@
 #include "cel/field_slots.hpp"
 
+#include <bit>
 #include <cstring>
+#include <memory>
 
 #include <boost/json.hpp>
+
+#include "cel/json_value.hpp"
 
 namespace kwatch::cel {
 
@@ -37,6 +41,30 @@ bool FieldSlots::fill(const boost::json::object& object,
     }
   }
   return true;
+}
+
+SelfFields::~SelfFields() {
+  auto* values = reinterpret_cast<Value*>(values_);
+  for (std::uint32_t m = made_; m != 0; m &= m - 1) {
+    std::destroy_at(values + std::countr_zero(m));
+  }
+}
+
+bool SelfFields::fill(const FieldSlots& slots, const boost::json::object& object,
+                      JsonArena& arena) {
+  if (!slots.fill(object, std::span(members_, slots.size()))) return false;
+  arena_ = &arena;
+  return true;
+}
+
+const Value& SelfFields::value(std::uint8_t i, const Type* type) {
+  auto* values = reinterpret_cast<Value*>(values_);
+  const std::uint32_t bit = std::uint32_t{1} << i;
+  if ((made_ & bit) == 0) {
+    std::construct_at(values + i, json_view(*members_[i], type, *arena_));
+    made_ |= bit;
+  }
+  return values[i];
 }
 
 }  // namespace kwatch::cel

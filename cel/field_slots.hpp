@@ -6,8 +6,7 @@
 // Compile time: the rules of a node are compiled with `Declarations::self_fields` pointing at
 // the node's table, and each kernel step that selects a field of `self` (variable 0) by its
 // JSON name is given the field's slot. Run time: the caller fills an array from the object
-// (`fill`) and passes it with `self`'s arena (`SelfFields`); a kernel run without one walks
-// the object as before.
+// (SelfFields::fill) and passes it; a kernel run without one walks the object as before.
 //
 // Thread-safety: built by one thread at compile time; immutable afterwards (fill is const).
 #pragma once
@@ -19,6 +18,8 @@
 #include <vector>
 
 #include <boost/json/fwd.hpp>
+
+#include "cel/value.hpp"
 
 namespace kwatch::cel {
 
@@ -44,15 +45,39 @@ class FieldSlots {
   // members: its fields are then found one by one. `out` has size() elements.
   bool fill(const boost::json::object& object, std::span<const boost::json::value*> out) const;
 
+  static_assert(kMaxSlots <= 32, "SelfFields keeps a bit per slot");
+
  private:
   const Type* owner_ = nullptr;
   std::vector<std::string> names_;
 };
 
-// One object's filled slots, for a kernel run whose variable 0 is the JSON view of that object.
-struct SelfFields {
-  const boost::json::value* const* members = nullptr;
-  JsonArena* arena = nullptr;  // the view's arena: what a member read as a value is backed by
+// One object's members by slot, for kernel runs whose variable 0 is the JSON view of that
+// object, and the views made of them: a list read by several rules is viewed once (and the
+// views of its elements, which the list view keeps, with it). On the caller's stack, for one
+// node's rules.
+class SelfFields {
+ public:
+  SelfFields() = default;
+  ~SelfFields();
+  SelfFields(const SelfFields&) = delete;
+  SelfFields& operator=(const SelfFields&) = delete;
+
+  // Fills from `object`, read through `arena` (the view's); false when the object has more
+  // than kMaxMembers members (nothing is filled: the kernel finds fields one by one).
+  bool fill(const FieldSlots& slots, const boost::json::object& object, JsonArena& arena);
+
+  // The member of slot i: null when absent or JSON null.
+  const boost::json::value* member(std::uint8_t i) const { return members_[i]; }
+  JsonArena* arena() const { return arena_; }
+  // The view of slot i's member (which is there) read as `type`, made on first use.
+  const Value& value(std::uint8_t i, const Type* type);
+
+ private:
+  const boost::json::value* members_[FieldSlots::kMaxSlots];
+  alignas(Value) unsigned char values_[FieldSlots::kMaxSlots * sizeof(Value)];
+  std::uint32_t made_ = 0;  // which values_ hold a Value
+  JsonArena* arena_ = nullptr;
 };
 
 }  // namespace kwatch::cel

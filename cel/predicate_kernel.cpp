@@ -61,7 +61,7 @@ struct RunState {
   std::uint64_t limit = UINT64_MAX;
   bool over = false;  // the limit was passed: the outcome is the evaluator's cancellation
   Value* locals = nullptr;  // comprehension variables by slot
-  SelfFields self;          // variable 0's fields, when the caller found them (field_slots.hpp)
+  SelfFields* self = nullptr;  // variable 0's fields, when the caller found them (field_slots.hpp)
 };
 
 namespace {
@@ -512,12 +512,12 @@ bool follow(RunState& st, const Node& n, std::size_t count, Cursor& at) {
   std::size_t k = 0;
   // A JSON-backed variable is not copied: the walk starts in its JSON, at the field's slot
   // when the caller found the fields.
-  if (count > 0 && n.field != FieldSlots::kNone && st.self.members != nullptr) {
-    const boost::json::value* member = st.self.members[n.field];
+  if (count > 0 && n.field != FieldSlots::kNone && st.self != nullptr) {
+    const boost::json::value* member = st.self->member(n.field);
     if (member == nullptr) return false;
     at.json = member;
     at.type = n.path[0].field_type;
-    at.arena = st.self.arena;
+    at.arena = st.self->arena();
     k = 1;
   } else if (count > 0 && n.path[0].field_type != nullptr && !n.path[0].index &&
              base.is(ValueKind::map)) {
@@ -567,6 +567,13 @@ bool follow(RunState& st, const Node& n, std::size_t count, Cursor& at) {
 }
 
 bool follow(RunState& st, const Node& n, std::size_t count, Value& out) {
+  if (count == 1 && n.field != FieldSlots::kNone && st.self != nullptr) {
+    // self.x as a value: the view made once for all the node's rules.
+    if (n.slot >= st.variables.size() || !charge_each(st, 2)) return false;
+    if (st.self->member(n.field) == nullptr) return false;
+    out = st.self->value(n.field, n.path[0].field_type);
+    return true;
+  }
   Cursor at;
   if (!follow(st, n, count, at)) return false;
   out = std::move(at.materialize());
@@ -574,10 +581,10 @@ bool follow(RunState& st, const Node& n, std::size_t count, Value& out) {
 }
 
 Outcome run_has(RunState& st, const Node& n) {
-  if (n.path.size() == 1 && n.field != FieldSlots::kNone && st.self.members != nullptr) {
+  if (n.path.size() == 1 && n.field != FieldSlots::kNone && st.self != nullptr) {
     // has(self.x): the variable (1), and the slot.
     if (n.slot >= st.variables.size() || !charge_each(st, 1)) return Outcome::undecided;
-    return decided(st.self.members[n.field] != nullptr);
+    return decided(st.self->member(n.field) != nullptr);
   }
   Cursor at;
   if (!follow(st, n, n.path.size() - 1, at)) return Outcome::undecided;
@@ -635,9 +642,9 @@ bool value(RunState& st, std::uint32_t i, Value& out) {
 // The text of a schema string field (charged as the evaluator reads it), or null when it is
 // not there as a JSON string.
 const boost::json::string* string_field_text(RunState& st, const Node& field) {
-  if (field.path.size() == 1 && field.field != FieldSlots::kNone && st.self.members != nullptr) {
+  if (field.path.size() == 1 && field.field != FieldSlots::kNone && st.self != nullptr) {
     if (field.slot >= st.variables.size() || !charge_each(st, 2)) return nullptr;
-    const boost::json::value* v = st.self.members[field.field];
+    const boost::json::value* v = st.self->member(field.field);
     return v != nullptr ? v->if_string() : nullptr;
   }
   Cursor at;
@@ -704,10 +711,10 @@ Outcome run_compare(RunState& st, const Node& n) {
     const boost::json::value* json = nullptr;
     Cursor at;
     if (field.path.size() == 1 && field.field != FieldSlots::kNone &&
-        st.self.members != nullptr) {
+        st.self != nullptr) {
       // self.x from its slot: the variable and the selection (2).
       if (field.slot >= st.variables.size() || !charge_each(st, 2)) return Outcome::undecided;
-      json = st.self.members[field.field];
+      json = st.self->member(field.field);
       if (json == nullptr) return Outcome::undecided;  // no such key: the evaluator's error
     } else {
       if (!follow(st, field, field.path.size(), at)) return Outcome::undecided;
@@ -717,7 +724,7 @@ Outcome run_compare(RunState& st, const Node& n) {
       if (at.json == nullptr && json != nullptr) {
         at.json = json;
         at.type = field.path[0].field_type;
-        at.arena = st.self.arena;
+        at.arena = st.self->arena();
       }
       return compare_values(st, n, at.materialize());
     }
@@ -905,7 +912,7 @@ std::unique_ptr<const PredicateKernel> PredicateKernel::build(const std::vector<
 
 PredicateKernel::Outcome PredicateKernel::run(std::span<const Value> variables,
                                               std::uint64_t limit, std::uint64_t& cost,
-                                              SelfFields self) const {
+                                              SelfFields* self) const {
   RunState st;
   st.nodes = nodes_.data();
   st.variables = variables;
@@ -926,7 +933,7 @@ PredicateKernel::Outcome PredicateKernel::run(std::span<const Value> variables,
 }
 
 std::size_t PredicateKernel::run_while_true(std::span<const Guard> guards, std::size_t from,
-                                            std::span<const Value> variables, SelfFields self,
+                                            std::span<const Value> variables, SelfFields* self,
                                             std::uint64_t per_call, std::uint64_t& budget) {
   std::uint32_t slots = 0;  // comprehension variables: as many as the most any guard needs
   for (std::size_t i = from; i < guards.size(); ++i) {

@@ -49,7 +49,7 @@ class PredicateKernel {
   // holds the fields of variables[0], which must be the JSON view of the object they were
   // filled from, with the slots of the table the kernel was built with.
   Outcome run(std::span<const Value> variables, std::uint64_t limit, std::uint64_t& cost,
-              SelfFields self = {}) const;
+              SelfFields* self = nullptr) const;
 
   // One guard of a batch (a schema node's rules): its kernel, null for one the batch cannot
   // decide (the caller's, in full); `skip`: not run at all (a rule about an old value that
@@ -65,7 +65,7 @@ class PredicateKernel {
   // the first guard that did not hold, was undecided, passed its limit or has no kernel (the
   // caller evaluates it the slow way and may go on from the next), or guards.size().
   static std::size_t run_while_true(std::span<const Guard> guards, std::size_t from,
-                                    std::span<const Value> variables, SelfFields self,
+                                    std::span<const Value> variables, SelfFields* self,
                                     std::uint64_t per_call, std::uint64_t& budget);
 
   struct Node;

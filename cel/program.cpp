@@ -791,7 +791,7 @@ EvalResult Program::evaluate(std::span<const Value> variables, std::uint64_t cos
 }
 
 std::optional<bool> Program::decide(std::span<const Value> variables, std::uint64_t cost_limit,
-                                    std::uint64_t& cost, SelfFields self) const {
+                                    std::uint64_t& cost, SelfFields* self) const {
   if (compiled_->kernel == nullptr) return std::nullopt;
   const auto decided = compiled_->kernel->run(variables, cost_limit, cost, self);
   if (decided != PredicateKernel::Outcome::is_true &&

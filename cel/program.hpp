@@ -77,7 +77,7 @@ class Program {
   // would say; nullopt when run() must evaluate (no kernel, an error, the limit).
   // `self`: variables[0]'s fields, filled from the table the program was compiled with.
   std::optional<bool> decide(std::span<const Value> variables, std::uint64_t cost_limit,
-                             std::uint64_t& cost, SelfFields self = {}) const;
+                             std::uint64_t& cost, SelfFields* self = nullptr) const;
 
   // Whether the predicate kernel was built for this program (for tests and benchmarks).
   bool has_predicate_kernel() const;

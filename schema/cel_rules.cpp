@@ -711,12 +711,11 @@ class RuleRunner {
                                 : cel::Value();
     const cel::Value plain_vars[2] = {self, old_self};
     // The fields of self that the rules read, found once for all of them.
-    const json::value* members[cel::FieldSlots::kMaxSlots];
-    cel::SelfFields self_fields;
+    cel::SelfFields filled;
+    cel::SelfFields* self_fields = nullptr;
     if (const auto* obj = value.if_object();
-        obj != nullptr && cel.fields.size() != 0 &&
-        cel.fields.fill(*obj, std::span(members, cel.fields.size()))) {
-      self_fields = {members, &arena};
+        obj != nullptr && cel.fields.size() != 0 && filled.fill(cel.fields, *obj, arena)) {
+      self_fields = &filled;
     }
     const auto& guards = has_old ? cel.guards_with_old : cel.guards;
     for (std::size_t i = 0; i < cel.rules.size(); ++i) {

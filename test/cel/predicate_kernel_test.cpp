@@ -211,12 +211,10 @@ TEST(PredicateKernel, FieldSlotsAnswerWhatTheEvaluatorAnswers) {
     const boost::json::value doc = boost::json::parse(text);
     JsonArena arena;
     const Value vars[] = {json_view(doc, self.get(), arena)};
-    const boost::json::value* members[FieldSlots::kMaxSlots];
-    SelfFields fields;
-    if (doc.is_object() && slots.fill(doc.as_object(), std::span(members, slots.size()))) {
-      fields = {members, &arena};
-    }
-    EXPECT_EQ(fields.members != nullptr, doc.as_object().size() <= FieldSlots::kMaxMembers);
+    SelfFields filled;
+    SelfFields* fields = nullptr;
+    if (doc.is_object() && filled.fill(slots, doc.as_object(), arena)) fields = &filled;
+    EXPECT_EQ(fields != nullptr, doc.as_object().size() <= FieldSlots::kMaxMembers);
     std::vector<PredicateKernel::Guard> guards;
     for (std::size_t i = 0; i < fast.size(); ++i) {
       guards.push_back({fast[i].predicate_kernel(), false});
@@ -268,10 +266,10 @@ TEST(PredicateKernel, BatchSkipsAndStops) {
   std::uint64_t budget = 100;
   const PredicateKernel::Guard skipped[] = {{failing.predicate_kernel(), true},
                                             {nullptr, false}};
-  EXPECT_EQ(PredicateKernel::run_while_true(skipped, 0, vars, {}, 100, budget), 1u);
+  EXPECT_EQ(PredicateKernel::run_while_true(skipped, 0, vars, nullptr, 100, budget), 1u);
   EXPECT_EQ(budget, 100u);
   const PredicateKernel::Guard run[] = {{failing.predicate_kernel(), false}};
-  EXPECT_EQ(PredicateKernel::run_while_true(run, 0, vars, {}, 100, budget), 0u);
+  EXPECT_EQ(PredicateKernel::run_while_true(run, 0, vars, nullptr, 100, budget), 0u);
   EXPECT_EQ(budget, 100u);
 }
 
