@@ -752,6 +752,20 @@ Outcome run_compare(RunState& st, const Node& n) {
 Outcome compare_values(RunState& st, const Node& n, Value& a) {
   Value b;
   if (!value(st, n.b, b)) return Outcome::undecided;
+  if (a.is(ValueKind::int64) && b.is(ValueKind::int64) && n.op != Op::in) {
+    // Two ints (a count against a bound): one unit, as comparison_cost says.
+    if (!charge(st, 1)) return Outcome::undecided;
+    const std::int64_t x = a.as_int();
+    const std::int64_t y = b.as_int();
+    switch (n.op) {
+      case Op::equals: return decided(x == y);
+      case Op::not_equals: return decided(x != y);
+      case Op::less: return decided(x < y);
+      case Op::less_equal: return decided(x <= y);
+      case Op::greater: return decided(x > y);
+      default: return decided(x >= y);
+    }
+  }
   switch (n.op) {
     case Op::equals:
     case Op::not_equals:
@@ -851,15 +865,14 @@ bool run_filter(RunState& st, const Node& n, Value& out) {
   std::vector<Value> kept;
   const std::size_t size = range.size();
   for (std::size_t i = 0; i < size; ++i) {
-    Value element = range.at(i);
-    st.locals[n.slot] = element;
+    st.locals[n.slot] = range.at(i);
     const Outcome p = condition(st, n.b);
     if (p == Outcome::undecided) return false;
     if (p == Outcome::is_true) {
       // The append (12), then the read of x (1).
       if (!charge(st, 12) || !charge_each(st, 1)) return false;
       ++count;
-      if (!count_only) kept.push_back(std::move(element));
+      if (!count_only) kept.push_back(st.locals[n.slot]);
     }
   }
   if (!charge_each(st, 1)) return false;
@@ -871,6 +884,77 @@ bool run_filter(RunState& st, const Node& n, Value& out) {
   }
   out = Value::list(std::move(kept));
   return true;
+}
+
+ConditionFn function_of(Kind k);
+
+// Whether `n` selects one schema field of self (from its slot) or of a comprehension variable
+// (an element of a JSON list, or a JSON object): `x.f`, tested by has() or read.
+bool one_field(const Node& n) {
+  if (n.path.size() != 1 || n.path[0].index || n.path[0].field_type == nullptr) return false;
+  return n.field != FieldSlots::kNone || n.local;
+}
+
+// That field's JSON: `found` false when it cannot be read this way (then nothing is known);
+// else the member, null when absent or JSON null. Nothing charged.
+const boost::json::value* one_field_json(const RunState& st, const Node& n, bool& found) {
+  found = false;
+  if (n.field != FieldSlots::kNone) {
+    if (st.self == nullptr || n.slot >= st.variables.size()) return nullptr;
+    found = true;
+    return st.self->member(n.field);
+  }
+  const Value& base = st.locals[n.slot];
+  if (!base.is(ValueKind::map)) return nullptr;
+  const JsonBacking* b = base.as_map().json_backing();
+  if (b == nullptr) return nullptr;
+  found = true;
+  const boost::json::value* member = find_member(*b->object, n.path[0].json_name);
+  return member != nullptr && !member->is_null() ? member : nullptr;
+}
+
+// has(x.f) of one field: the variable (1), and the member.
+Outcome run_has_field(RunState& st, const Node& n) {
+  bool found = false;
+  const boost::json::value* member = one_field_json(st, n, found);
+  if (!found) return run_has(st, n);
+  if (!charge_each(st, 1)) return Outcome::undecided;
+  return decided(member != nullptr);
+}
+
+// x.f == 'c', != 'c' or in ['a', 'b'] of one string field there as a string: what
+// run_compare does.
+Outcome run_compare_field(RunState& st, const Node& n) {
+  const Node& field = st.nodes[n.a];
+  bool found = false;
+  const boost::json::value* v = one_field_json(st, field, found);
+  if (v == nullptr || !v->is_string()) return run_compare(st, n);
+  if (!charge_each(st, 2)) return Outcome::undecided;
+  const boost::json::string& js = v->get_string();
+  const std::string_view text(js.data(), js.size());
+  if (n.op == Op::in) {
+    for (const std::string_view t : n.texts) {
+      if (t == text) return Outcome::is_true;
+    }
+    return Outcome::is_false;
+  }
+  const std::string_view constant = st.nodes[n.b].constant->as_text();
+  const bool same = text == constant;
+  if (!charge(st, string_constant_cost(text, constant, n.constant_code_points, same))) {
+    return Outcome::undecided;
+  }
+  return decided(same == (n.op == Op::equals));
+}
+
+// The function of node i, specialised where the node reads one field of self or of a
+// comprehension variable.
+ConditionFn function_of(const std::vector<Node>& nodes, std::size_t i) {
+  const Node& n = nodes[i];
+  if (n.kind == Kind::has && one_field(n)) return run_has_field;
+  if (n.kind == Kind::compare && n.string_field && one_field(nodes[n.a])) {
+    return run_compare_field;
+  }
+  return function_of(n.kind);
 }
 
 ConditionFn function_of(Kind k) {
@@ -904,7 +988,9 @@ std::unique_ptr<const PredicateKernel> PredicateKernel::build(const std::vector<
   if (!top) return nullptr;
   auto kernel = std::make_unique<PredicateKernel>();
   kernel->nodes_ = std::move(b.nodes);
-  for (Node& n : kernel->nodes_) n.run = function_of(n.kind);
+  for (std::size_t i = 0; i < kernel->nodes_.size(); ++i) {
+    kernel->nodes_[i].run = function_of(kernel->nodes_, i);
+  }
   kernel->root_ = *top;
   kernel->locals_ = b.locals;
   return kernel;
