@@ -12,12 +12,14 @@ namespace kwatch::cel {
 
 std::uint8_t FieldSlots::slot(const Type* owner, std::string_view json_name) {
   if (owner_ == nullptr) owner_ = owner;
-  if (owner != owner_) return kNone;
+  // A name fill() would pass over (its length has no bit) gets no slot.
+  if (owner != owner_ || json_name.empty() || json_name.size() >= 64) return kNone;
   for (std::size_t i = 0; i < names_.size(); ++i) {
     if (names_[i] == json_name) return static_cast<std::uint8_t>(i);
   }
   if (names_.size() == kMaxSlots) return kNone;
   names_.emplace_back(json_name);
+  lengths_ |= std::uint64_t{1} << json_name.size();
   return static_cast<std::uint8_t>(names_.size() - 1);
 }
 
@@ -28,9 +30,14 @@ bool FieldSlots::fill(const boost::json::object& object,
   std::uint32_t seen = 0;  // kMaxSlots bits
   for (const auto& kv : object) {
     const auto key = kv.key();
+    // Most members are no slot's: a name of that length is rare, the same first byte rarer.
+    if (key.empty() || key.size() >= 64 || (lengths_ & (std::uint64_t{1} << key.size())) == 0) {
+      continue;
+    }
     for (std::size_t i = 0; i < names_.size(); ++i) {
       const std::string& name = names_[i];
-      if (name.size() != key.size() || std::memcmp(name.data(), key.data(), key.size()) != 0) {
+      if (name.size() != key.size() || name[0] != key[0] ||
+          std::memcmp(name.data(), key.data(), key.size()) != 0) {
         continue;
       }
       // The first member of a name is the one a lookup finds.

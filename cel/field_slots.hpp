@@ -50,6 +50,7 @@ class FieldSlots {
  private:
   const Type* owner_ = nullptr;
   std::vector<std::string> names_;
+  std::uint64_t lengths_ = 0;  // bit n: a name of n bytes (1 to 63)
 };
 
 // One object's members by slot, for kernel runs whose variable 0 is the JSON view of that

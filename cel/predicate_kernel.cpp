@@ -37,7 +37,7 @@ enum class Kind : std::uint8_t {
 };
 
 // A string method on a schema string field with a constant argument, decided on the JSON text.
-enum class Method : std::uint8_t { none, contains, starts_with, ends_with, matches };
+enum class Method : std::uint8_t { none, contains, starts_with, ends_with, matches, size };
 
 // One selection: a schema object's field by JSON name (typed) or a map key (untyped).
 struct Selection {
@@ -225,6 +225,7 @@ class Builder {
       }
       if (!call_args(s, n)) return std::nullopt;
       n.kind = Kind::value_call;
+      string_size(n);
       return add(std::move(n));
     }
     if (s.op == Op::comprehension) {
@@ -377,6 +378,20 @@ class Builder {
       std::string error;
       n.pattern = compiled_pattern(text, error);
       if (n.pattern) n.method = Method::matches;  // else the call's error, as the evaluator's
+    }
+  }
+
+  // size(x) or x.size() of a schema string field: n.method.
+  void string_size(Node& n) const {
+    if (n.args.size() != 1) return;
+    const Node& field = nodes[n.args[0]];
+    if (field.kind != Kind::attribute || field.path.empty()) return;
+    const Selection& last = field.path.back();
+    if (last.index || last.field_type == nullptr || last.field_type->kind != TypeKind::string) {
+      return;
+    }
+    for (const Overload* o : *n.overloads) {
+      if (o->id == "size_string") n.method = Method::size;
     }
   }
 
@@ -604,6 +619,7 @@ Outcome run_has(RunState& st, const Node& n) {
 
 bool value(RunState& st, std::uint32_t i, Value& out);
 bool run_filter(RunState& st, const Node& n, Value& out);
+const boost::json::string* string_field_text(RunState& st, const Node& field);
 
 bool call(RunState& st, const Node& n, Value& out) {
   SmallValues<4> args(n.args.size());
@@ -621,7 +637,20 @@ bool value(RunState& st, std::uint32_t i, Value& out) {
   switch (n.kind) {
     case Kind::constant: out = n.constant->borrowed(); return true;
     case Kind::attribute: return follow(st, n, n.path.size(), out);
-    case Kind::value_call: return call(st, n, out);
+    case Kind::value_call:
+      if (n.method == Method::size) {
+        // size() of a string field's JSON text: its code points, one unit for the call.
+        const std::uint64_t before = st.cost;
+        if (const boost::json::string* js = string_field_text(st, st.nodes[n.args[0]])) {
+          if (!charge(st, 1)) return false;
+          out = Value::int64(static_cast<std::int64_t>(
+              code_point_count(std::string_view(js->data(), js->size()))));
+          return true;
+        }
+        if (st.over) return false;
+        st.cost = before;  // not a JSON string: the call over values, from the start
+      }
+      return call(st, n, out);
     case Kind::filter:
     case Kind::filter_size: return run_filter(st, n, out);
     case Kind::value_conditional: {
@@ -674,7 +703,8 @@ Outcome run_string_method(RunState& st, const Node& n, std::string_view text) {
       }
       return decided(re2::RE2::PartialMatch(re2::StringPiece(text.data(), text.size()),
                                             *n.pattern));
-    case Method::none: break;
+    case Method::none:
+    case Method::size: break;
   }
   return Outcome::undecided;
 }

@@ -82,6 +82,7 @@ const Case kCases[] = {
     {"self.value.contains('HeaderModifier') || self.type.endsWith('Modifi\u00e9r')", true},
     {"has(self.cors) && self.cors.origin.startsWith('a')", true},
     {"self.value.matches('^[A-Za-z\u00e9]+$')", true},
+    {"!has(self.loooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooong) || size(self.loooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooong) > 1", true},
     // Long strings compared: their cost counts code points.
     {"self.type != 'RequestHeaderModifier'", true},
     {"self.type == 'ResponseHeaderModifi\u00e9r' || self.value == 'RequestHeaderModifier'", true},
@@ -99,7 +100,7 @@ const char* kObjects[] = {
     R"({"cors": null})",
     R"({"type": 5, "value": ["x"], "cors": "a", "tags": {"a": 1}})",  // not what the schema says
     R"({})",
-    R"({"type": "ResponseHeaderModifier", "value": "RequestHeaderModifier"})",
+    R"({"type": "ResponseHeaderModifier", "value": "RequestHeaderModifier", "loooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooong": "ab"})",
     R"({"type": "RequestHeaderModifier", "value": "RequestHeaderModifie\u00e9\u00e9\u00e9"})",
     R"({"type": "ResponseHeaderModifi\u00e9r", "value": "\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9"})",
 };
@@ -137,7 +138,9 @@ TypePtr table_type() {
                       {"ratio", types::float64()},
                       {"tags", types::list(types::string())},
                       {"items", types::list(cors)},
-                      {"labels", types::map(types::string(), types::string())}});
+                      {"labels", types::map(types::string(), types::string())},
+                      // A name too long for a slot: read from the object, never a slot.
+                      {"loooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooong", types::string()}});
 }
 
 std::string outcome(const EvalResult& r) {
