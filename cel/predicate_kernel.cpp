@@ -1048,13 +1048,18 @@ PredicateKernel::Outcome PredicateKernel::run(std::span<const Value> variables,
   return out;
 }
 
+std::uint32_t PredicateKernel::locals_needed(std::span<const Guard> guards) {
+  std::uint32_t slots = 0;
+  for (const Guard& g : guards) {
+    if (g.kernel != nullptr) slots = std::max(slots, g.kernel->locals_);
+  }
+  return slots;
+}
+
 std::size_t PredicateKernel::run_while_true(std::span<const Guard> guards, std::size_t from,
+                                            std::uint32_t slots,
                                             std::span<const Value> variables, SelfFields* self,
                                             std::uint64_t per_call, std::uint64_t& budget) {
-  std::uint32_t slots = 0;  // comprehension variables: as many as the most any guard needs
-  for (std::size_t i = from; i < guards.size(); ++i) {
-    if (guards[i].kernel != nullptr) slots = std::max(slots, guards[i].kernel->locals_);
-  }
   SmallValues<kStackLocals> locals(slots);
   RunState st;
   st.variables = variables;
@@ -1064,7 +1069,7 @@ std::size_t PredicateKernel::run_while_true(std::span<const Guard> guards, std::
     const Guard& g = guards[i];
     if (g.skip) continue;
     const PredicateKernel* k = g.kernel;
-    if (k == nullptr) return i;
+    if (k == nullptr || k->locals_ > slots) return i;
     st.nodes = k->nodes_.data();
     st.cost = 0;
     st.limit = std::min(per_call, budget);

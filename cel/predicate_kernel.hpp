@@ -59,14 +59,19 @@ class PredicateKernel {
     bool skip = false;
   };
 
+  // How many comprehension variables the guards need at most (computed once, with them).
+  static std::uint32_t locals_needed(std::span<const Guard> guards);
+
   // Runs guards[from..] in turn over the same variables while each holds, each with the limit
   // min(per_call, what is left of `budget`), as a caller running them one by one would; the
-  // cost of those that held is added to `spent` (and taken from `budget`). Returns the index of
-  // the first guard that did not hold, was undecided, passed its limit or has no kernel (the
-  // caller evaluates it the slow way and may go on from the next), or guards.size().
+  // cost of each that held is taken from `budget`. Returns the index of the first guard that
+  // did not hold, was undecided, passed its limit, has no kernel or needs more than `locals`
+  // comprehension variables (the caller evaluates it the slow way and may go on from the
+  // next), or guards.size(). `locals`: locals_needed(guards).
   static std::size_t run_while_true(std::span<const Guard> guards, std::size_t from,
-                                    std::span<const Value> variables, SelfFields* self,
-                                    std::uint64_t per_call, std::uint64_t& budget);
+                                    std::uint32_t locals, std::span<const Value> variables,
+                                    SelfFields* self, std::uint64_t per_call,
+                                    std::uint64_t& budget);
 
   struct Node;
 

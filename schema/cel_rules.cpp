@@ -64,6 +64,7 @@ struct NodeCel {
   cel::FieldSlots fields;   // the fields of self that the rules' kernels read from slots
   // The rules as a batch of kernels, for an object without and with an old value.
   std::vector<cel::PredicateKernel::Guard> guards, guards_with_old;
+  std::uint32_t guard_locals = 0;  // the comprehension variables the guards need
 };
 
 namespace {
@@ -431,6 +432,7 @@ class RuleCompiler {
       }
       cel->guards.push_back(g);
     }
+    cel->guard_locals = cel::PredicateKernel::locals_needed(cel->guards_with_old);
     compiled.emplace_back(&n, std::move(cel));
   }
 
@@ -721,8 +723,8 @@ class RuleRunner {
     for (std::size_t i = 0; i < cel.rules.size(); ++i) {
       // The rules that hold run as one batch, up to the first that does not (or that the
       // kernel cannot decide): that one is taken in full here, then the batch goes on.
-      i = cel::PredicateKernel::run_while_true(guards, i, plain_vars, self_fields, kPerCallLimit,
-                                               remaining_);
+      i = cel::PredicateKernel::run_while_true(guards, i, cel.guard_locals, plain_vars,
+                                               self_fields, kPerCallLimit, remaining_);
       if (i == cel.rules.size()) break;
       const CompiledRule& rule = cel.rules[i];
       const ValidationRule& spec = *rule.spec;

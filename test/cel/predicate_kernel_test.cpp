@@ -236,8 +236,8 @@ TEST(PredicateKernel, FieldSlotsAnswerWhatTheEvaluatorAnswers) {
     for (std::size_t from = 0; from < guards.size(); ++from) {
       for (const std::uint64_t budget : {std::uint64_t{3}, std::uint64_t{40}, UINT64_MAX}) {
         std::uint64_t left = budget;
-        const std::size_t stop =
-            PredicateKernel::run_while_true(guards, from, vars, fields, 25, left);
+        const std::size_t stop = PredicateKernel::run_while_true(
+            guards, from, PredicateKernel::locals_needed(guards), vars, fields, 25, left);
         std::uint64_t want_left = budget;
         std::size_t want_stop = from;
         for (; want_stop < guards.size(); ++want_stop) {
@@ -269,11 +269,30 @@ TEST(PredicateKernel, BatchSkipsAndStops) {
   std::uint64_t budget = 100;
   const PredicateKernel::Guard skipped[] = {{failing.predicate_kernel(), true},
                                             {nullptr, false}};
-  EXPECT_EQ(PredicateKernel::run_while_true(skipped, 0, vars, nullptr, 100, budget), 1u);
+  EXPECT_EQ(PredicateKernel::run_while_true(skipped, 0, 0, vars, nullptr, 100, budget), 1u);
   EXPECT_EQ(budget, 100u);
   const PredicateKernel::Guard run[] = {{failing.predicate_kernel(), false}};
-  EXPECT_EQ(PredicateKernel::run_while_true(run, 0, vars, nullptr, 100, budget), 0u);
+  EXPECT_EQ(PredicateKernel::run_while_true(run, 0, 0, vars, nullptr, 100, budget), 0u);
   EXPECT_EQ(budget, 100u);
+  // A guard with a comprehension needs its variable: given none, the batch leaves it to the
+  // caller; given what locals_needed says, it runs.
+  const Parsed loop = parse("self.tags.all(t, t != 'x')");
+  const Checked loop_checked = check(loop.ast, {"self"}, {self}, kubernetes_functions());
+  ASSERT_TRUE(loop_checked.errors.empty());
+  decls.node_types = &loop_checked.types;
+  const Program holding = Program::compile(loop.ast, decls);
+  const PredicateKernel::Guard looping[] = {{holding.predicate_kernel(), false}};
+  const boost::json::value tagged = boost::json::parse(R"({"tags": ["a", "b"]})");
+  const Value tagged_vars[] = {json_view(tagged, self.get(), arena)};
+  const std::uint32_t needed = PredicateKernel::locals_needed(looping);
+  EXPECT_GE(needed, 1u);  // the iteration variable (and the accumulator's slot)
+  EXPECT_EQ(
+      PredicateKernel::run_while_true(looping, 0, needed - 1, tagged_vars, nullptr, 100, budget),
+      0u);
+  EXPECT_EQ(budget, 100u);
+  EXPECT_EQ(PredicateKernel::run_while_true(looping, 0, needed, tagged_vars, nullptr, 100, budget),
+            1u);
+  EXPECT_LT(budget, 100u);
 }
 
 }  // namespace
