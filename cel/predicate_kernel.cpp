@@ -701,8 +701,9 @@ Outcome run_string_method(RunState& st, const Node& n, std::string_view text) {
       if (!charge(st, tenths(code_point_count(text) + 1, 1) * ((n.constant_code_points + 3) / 4))) {
         return Outcome::undecided;
       }
-      return decided(re2::RE2::PartialMatch(re2::StringPiece(text.data(), text.size()),
-                                            *n.pattern));
+      // PartialMatch without its argument handling: no submatches are asked for.
+      return decided(n.pattern->Match(re2::StringPiece(text.data(), text.size()), 0, text.size(),
+                                      re2::RE2::UNANCHORED, nullptr, 0));
     case Method::none:
     case Method::size: break;
   }
