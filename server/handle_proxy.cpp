@@ -5,8 +5,9 @@
 // endpoint, TLS, the user in X-Remote-* headers) and its answer passed back: whole when it
 // says its length (up to kMaxBufferedBytes), else streamed piece by piece (a watch).
 //
-// Not passed through yet: WebSocket upgrades (refused with 400), the client's headers beyond
-// Accept, Content-Type and User-Agent.
+// Headers pass both ways as kube's proxy passes them: the client's, but for the credentials
+// and impersonation kwatch consumed and the connection's own (ApiRequest::other_headers); the
+// extension's, but for the connection's own, with its Warning headers as warnings.
 
 #include "server/api_handler.hpp"
 
@@ -19,7 +20,9 @@
 #include <boost/asio/this_coro.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <charconv>
+#include <optional>
 
 namespace kwatch::server {
 
@@ -32,6 +35,46 @@ namespace {
 
 // An answer that says its length up to this is read whole and sent as one response.
 constexpr std::size_t kMaxBufferedBytes = 16u << 20;
+
+// The extension server's response headers that describe its connection or its framing, which
+// kwatch's own answer replaces.
+bool connection_header(std::string_view name) {
+  for (std::string_view h : {"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Connection",
+                             "TE", "Trailer", "Transfer-Encoding", "Upgrade", "Content-Length",
+                             "Content-Type", "Date", "Server"}) {
+    if (iequals(name, h)) return true;
+  }
+  return false;
+}
+
+// A `Warning: 299 - "text"` header's text (kube's and client-go's form), unescaped; nullopt for
+// any other form, which clients ignore.
+std::optional<std::string> warning_text(std::string_view value) {
+  constexpr std::string_view kHead = "299 - \"";
+  if (!value.starts_with(kHead) || value.size() < kHead.size() + 1 || !value.ends_with('"')) {
+    return std::nullopt;
+  }
+  const std::string_view quoted = value.substr(kHead.size(), value.size() - kHead.size() - 1);
+  std::string text;
+  for (std::size_t i = 0; i < quoted.size(); ++i) {
+    if (quoted[i] == '\\' && i + 1 < quoted.size()) ++i;
+    text += quoted[i];
+  }
+  return text;
+}
+
+// The extension's headers onto kwatch's answer `r`.
+void pass_headers_back(const std::vector<std::pair<std::string, std::string>>& headers,
+                       ApiResponse& r) {
+  for (const auto& [name, value] : headers) {
+    if (connection_header(name)) continue;
+    if (iequals(name, "Warning")) {
+      if (auto text = warning_text(value)) r.warnings.push_back(std::move(*text));
+      continue;
+    }
+    r.headers[name] = value;
+  }
+}
 
 // kube's http.Error: plain text and a newline.
 ApiResponse plain_error(unsigned status, std::string text) {
@@ -94,6 +137,7 @@ asio::awaitable<ApiResponse> ApiHandler::pass_to(const aggregator::RemoteApiServ
     forwarded.headers.emplace_back("Content-Type", request.content_type);
   }
   if (!request.user_agent.empty()) forwarded.headers.emplace_back("User-Agent", request.user_agent);
+  for (const auto& h : request.other_headers) forwarded.headers.push_back(h);
   forwarded.body = request.body;
   auto answer = co_await proxy_->forward(*target, ex.route.user, std::move(forwarded));
   if (!answer) {
@@ -121,13 +165,13 @@ asio::awaitable<ApiResponse> ApiHandler::pass_to(const aggregator::RemoteApiServ
       if (ec == std::errc() && p == value.data() + value.size()) length = n;
     } else if (iequals(name, "Transfer-Encoding")) {
       chunked = true;
-    } else if (iequals(name, "Warning") || iequals(name, "Retry-After") ||
-               iequals(name, "ETag") || iequals(name, "Cache-Control") ||
-               iequals(name, "Location")) {
-      r.headers[name] = value;
     }
   }
-  if (r.status >= 300 && r.status < 400 && r.headers.count("Location")) {
+  pass_headers_back(upstream->headers, r);
+  const bool redirect = std::any_of(r.headers.begin(), r.headers.end(), [](const auto& h) {
+    return iequals(h.first, "Location");
+  });
+  if (r.status >= 300 && r.status < 400 && redirect) {
     // kube's --aggregator-reject-forwarding-redirect (on by default).
     upstream->close();
     co_return plain_error(502, "the backend attempted to redirect this request, which is not "
@@ -179,6 +223,7 @@ asio::awaitable<ApiResponse> ApiHandler::pass_websocket_to(
   }
   if (!request.accept.empty()) forwarded.headers.emplace_back("Accept", request.accept);
   if (!request.user_agent.empty()) forwarded.headers.emplace_back("User-Agent", request.user_agent);
+  for (const auto& h : request.other_headers) forwarded.headers.push_back(h);
   auto answer = co_await proxy_->forward_websocket(remote, ex.route.user, std::move(forwarded));
   if (!answer) {
     spdlog::warn("proxying {} (WebSocket) to APIService {}: {}", request.target, remote.name,
@@ -195,8 +240,9 @@ asio::awaitable<ApiResponse> ApiHandler::pass_websocket_to(
   for (const auto& [name, value] : upstream->headers) {
     if (iequals(name, "Content-Type")) {
       r.content_type = value;
-    } else if (iequals(name, "Sec-WebSocket-Protocol") || iequals(name, "Warning") ||
-               iequals(name, "Retry-After")) {
+    } else if (iequals(name, "Warning")) {
+      if (auto text = warning_text(value)) r.warnings.push_back(std::move(*text));
+    } else if (iequals(name, "Sec-WebSocket-Protocol") || iequals(name, "Retry-After")) {
       r.headers[name] = value;
     }
   }

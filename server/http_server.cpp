@@ -198,6 +198,35 @@ std::string extra_key(beast::string_view raw) {
 
 }  // namespace
 
+// Whether kwatch reads a header itself, or it belongs to the connection (Host, framing,
+// upgrades, hop-by-hop ones): such headers are not among ApiRequest::other_headers.
+bool read_here(http::field field, std::string_view name) {
+  switch (field) {
+    case http::field::host:
+    case http::field::content_type:
+    case http::field::content_length:
+    case http::field::accept:
+    case http::field::user_agent:
+    case http::field::authorization:
+    case http::field::connection:
+    case http::field::keep_alive:
+    case http::field::proxy_authorization:
+    case http::field::proxy_connection:
+    case http::field::te:
+    case http::field::trailer:
+    case http::field::transfer_encoding:
+    case http::field::upgrade:
+    case http::field::expect:
+    case http::field::accept_encoding:  // kwatch compresses its own answers
+    case http::field::content_encoding:
+      return true;
+    default:
+      break;
+  }
+  return beast::iequals(name.substr(0, std::min<std::size_t>(name.size(), 12)), "Impersonate-") ||
+         beast::iequals(name.substr(0, std::min<std::size_t>(name.size(), 14)), "Sec-WebSocket-");
+}
+
 ApiRequest request_of(const http::request<http::string_body>& req,
                       const std::shared_ptr<const auth::ClientCertificate>& peer) {
   ApiRequest request;
@@ -216,6 +245,10 @@ ApiRequest request_of(const http::request<http::string_body>& req,
   }
   for (const auto& field : req) {
     const auto name = field.name_string();
+    if (!read_here(field.name(), name)) {
+      request.other_headers.emplace_back(std::string(name), std::string(field.value()));
+      continue;
+    }
     if (beast::iequals(name, "Impersonate-User")) {
       request.impersonation.user = std::string(field.value());
     } else if (beast::iequals(name, "Impersonate-Group")) {

@@ -420,7 +420,9 @@ asio::awaitable<boost::system::error_code> HttpServer::Impl::write_response(
   for (const auto& [name, value] : response.headers) res.set(name, value);
   add_warnings(res, response.warnings);
   if (!head_only) res.body() = std::move(response.body);
-  if (gzip_ok && res.body().size() >= kGzipThreshold) {
+  // A proxied answer may come encoded already: it is passed as it came.
+  if (gzip_ok && res.body().size() >= kGzipThreshold &&
+      res.find(http::field::content_encoding) == res.end()) {
     // Named, not converted in the call: GCC 12 destroys converted coroutine arguments twice.
     std::function<void(base::Deflater&)> feed = [&body = res.body()](base::Deflater& deflater) {
       deflater.add(body);

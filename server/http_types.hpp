@@ -37,6 +37,10 @@ struct ApiRequest {
   std::string user_agent;
   auth::Credentials credentials;
   auth::Impersonation impersonation;
+  // The headers kwatch does not read itself (Accept-Encoding, Kubectl-Command, tracing, ...),
+  // as sent: the aggregator's proxy passes them on, as kube's does every header but the
+  // credentials its filters consumed and the connection's own.
+  std::vector<std::pair<std::string, std::string>> other_headers;
   bool websocket = false;  // the client asked to upgrade to WebSocket
   std::string websocket_protocol;  // with it: its Sec-WebSocket-Protocol header, as sent
   std::string remote_address;  // the client's IP; filled only when the handler audits

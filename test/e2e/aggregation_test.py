@@ -9,6 +9,7 @@ X-Remote-User and without its credentials, 503 while the extension is down and r
 
 Usage: aggregation_test.py <path to kwatch-apiserver>
 """
+import http.client
 import json
 import socket
 import ssl
@@ -39,11 +40,13 @@ class MetricsServer(WebhookServer):
             self.seen.append((h.path, {k.lower(): v for k, v in h.headers.items()},
                               h.headers.get_all("X-Remote-Group") or []))
 
-        def send_json(body, status=200):
+        def send_json(body, status=200, headers=()):
             data = json.dumps(body).encode()
             h.send_response(status)
             h.send_header("Content-Type", "application/json")
             h.send_header("Content-Length", str(len(data)))
+            for name, value in headers:
+                h.send_header(name, value)
             h.end_headers()
             h.wfile.write(data)
 
@@ -108,6 +111,14 @@ class MetricsServer(WebhookServer):
             with self.lock:
                 self.watches_cut += 1
             return
+        if path == GV + "/pods":
+            # Headers of its own, and two warnings (one with quotes in it).
+            return send_json({"kind": "PodMetricsList", "apiVersion": "metrics.k8s.io/v1beta1",
+                              "metadata": {}, "items": []},
+                             headers=[("X-Metrics-Source", "e2e"),
+                                      ("Warning", '299 - "metrics are estimates"'),
+                                      ("Warning", '299 - "a \\"quoted\\" word"'),
+                                      ("Connection", "close")])
         if path == GV + "/nodes":
             return send_json({"kind": "NodeMetricsList", "apiVersion": "metrics.k8s.io/v1beta1",
                               "metadata": {}, "items": [
@@ -304,6 +315,29 @@ def check_extension(t, server, tmp):
         code, out = kc("top", "node")
         t.check("kubectl top node shows the extension's metrics",
                 code == 0 and "node-0" in out and "250m" in out, out)
+        # Headers both ways, as kube's proxy passes them: the client's (but credentials and
+        # the connection's own), and the extension's with its warnings.
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        conn.request("GET", GV + "/pods", headers={"X-Trace-Id": "t-1", "Accept-Encoding": "gzip",
+                                                   "Kubectl-Command": "kubectl get"})
+        resp = conn.getresponse()
+        resp.read()
+        conn.close()
+        seen = [h for p, h, g in metrics.seen if p.startswith(GV + "/pods")][-1]
+        t.check("the client's own headers reach the extension (Accept-Encoding: kwatch's)",
+                seen.get("x-trace-id") == "t-1" and seen.get("kubectl-command") == "kubectl get"
+                and seen.get("accept-encoding") != "gzip", seen)
+        t.check("the extension's headers come back, its warnings as warnings, not its "
+                "connection's",
+                resp.status == 200 and resp.getheader("X-Metrics-Source") == "e2e"
+                and resp.headers.get_all("Warning") == ['299 - "metrics are estimates"',
+                                                        '299 - "a \\"quoted\\" word"']
+                and (resp.getheader("Connection") or "").lower() != "close",
+                (resp.status, resp.getheaders()))
+        code, out = kc("get", "--raw", GV + "/pods")
+        t.check("kubectl shows the extension's warnings",
+                code == 0 and "Warning: metrics are estimates" in out
+                and 'Warning: a "quoted" word' in out, out)
         # The extension goes away: 503 for its group only, then it comes back.
         metrics.stop()
         w.close()
@@ -342,7 +376,6 @@ def check_extension(t, server, tmp):
 
 
 def b_call(server, method, path, body=None, token="admin-token"):
-    import http.client
     from harness import json_exchange
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     return json_exchange(conn, method, path, body, {"Content-Type": "application/json"}, token)
