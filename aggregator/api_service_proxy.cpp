@@ -151,26 +151,28 @@ std::vector<RemoteApiService> ApiServiceProxy::remote() const {
 }
 
 std::shared_ptr<client::HttpClient> ApiServiceProxy::client_for(const RemoteApiService& target,
-                                                                std::string& error) const {
+                                                                std::string& error,
+                                                                bool check) const {
   const registry::ServiceEndpoint where = registry::resolve_service_endpoint(
       *scheme_, cachers_.get(), target.ns, target.service, target.port, options_.allow_loopback);
   if (!where.error.empty()) {
     error = where.error;
     return nullptr;
   }
-  const std::string key = target.name + "|" + target.resource_version + "|" + where.address;
+  const std::string key = target.name + "|" + target.resource_version + "|" + where.address +
+                          (check ? "|check" : "");
   std::lock_guard lock(mutex_);
   if (auto it = clients_.find(key); it != clients_.end()) return it->second;
   client::ClientConfig config;
   config.server = "https://" + where.address;
   config.tls_server_name = target.service + "." + target.ns + ".svc";
-  config.ca_pem = target.ca_pem;
-  config.insecure_skip_tls_verify = target.insecure;
+  if (!check) config.ca_pem = target.ca_pem;
+  config.insecure_skip_tls_verify = target.insecure || check;
   config.client_cert_pem = options_.client_cert_pem;
   config.client_key_pem = options_.client_key_pem;
   client::HttpClient::Options client_options;
   client_options.user_agent = "kube-aggregator";
-  client_options.request_timeout = std::chrono::seconds(30);
+  client_options.request_timeout = check ? std::chrono::seconds(5) : std::chrono::seconds(30);
   // A relayed WebSocket message is held whole: as large as an answer kwatch buffers, no larger
   // (other answers stream through and are not bounded by it).
   client_options.max_response_bytes = kMaxRelayedMessageBytes;
@@ -187,9 +189,10 @@ std::shared_ptr<client::HttpClient> ApiServiceProxy::client_for(const RemoteApiS
 std::shared_ptr<client::HttpClient> ApiServiceProxy::prepare(const RemoteApiService& target,
                                                              const apimachinery::UserInfo& user,
                                                              client::ForwardedRequest& request,
-                                                             client::ApiError& error) const {
+                                                             client::ApiError& error,
+                                                             bool check) const {
   std::string why;
-  std::shared_ptr<client::HttpClient> client = client_for(target, why);
+  std::shared_ptr<client::HttpClient> client = client_for(target, why, check);
   if (!client) {
     error.kind = client::ApiError::Kind::transport;
     error.reason = kUnresolved;
@@ -213,6 +216,16 @@ ApiServiceProxy::forward(const RemoteApiService& target, const apimachinery::Use
                          client::ForwardedRequest request) const {
   client::ApiError error;
   auto client = prepare(target, user, request, error);
+  if (!client) co_return error;
+  co_return co_await client->forward(std::move(request));
+}
+
+asio::awaitable<client::ApiResult<std::unique_ptr<client::ForwardedResponse>>>
+ApiServiceProxy::forward_discovery_check(const RemoteApiService& target,
+                                         const apimachinery::UserInfo& user,
+                                         client::ForwardedRequest request) const {
+  client::ApiError error;
+  auto client = prepare(target, user, request, error, /*check=*/true);
   if (!client) co_return error;
   co_return co_await client->forward(std::move(request));
 }

@@ -82,6 +82,11 @@ class ApiServiceProxy {
   boost::asio::awaitable<client::ApiResult<std::unique_ptr<client::ForwardedResponse>>> forward(
       const RemoteApiService& target, const apimachinery::UserInfo& user,
       client::ForwardedRequest request) const;
+  // The availability controller's discovery GET, as kube's makes it: the extension's
+  // certificate not verified (whoever owns the network can only spoil a status), 5 s at most.
+  boost::asio::awaitable<client::ApiResult<std::unique_ptr<client::ForwardedResponse>>>
+  forward_discovery_check(const RemoteApiService& target, const apimachinery::UserInfo& user,
+                          client::ForwardedRequest request) const;
   // The same for a WebSocket upgrade: the handshake's answer, then the server's messages.
   boost::asio::awaitable<client::ApiResult<std::unique_ptr<client::ForwardedSocket>>>
   forward_websocket(const RemoteApiService& target, const apimachinery::UserInfo& user,
@@ -94,14 +99,15 @@ class ApiServiceProxy {
   const ProxyOptions& options() const { return options_; }
 
  private:
+  // `check`: the discovery check's client (no certificate check, a 5 s timeout).
   std::shared_ptr<client::HttpClient> client_for(const RemoteApiService& target,
-                                                 std::string& error) const;
+                                                 std::string& error, bool check = false) const;
   // The client for `target`, `request`'s headers made the proxy's: the caller's identity
   // headers dropped, `user` in X-Remote-*. Null when the Service cannot be resolved (`error`).
   std::shared_ptr<client::HttpClient> prepare(const RemoteApiService& target,
                                               const apimachinery::UserInfo& user,
                                               client::ForwardedRequest& request,
-                                              client::ApiError& error) const;
+                                              client::ApiError& error, bool check = false) const;
   // The remote APIServices by name, as of the APIService cache's revision `revision`: rebuilt
   // only when the cache has moved, so that a request for a group served here costs a lookup.
   struct Snapshot {

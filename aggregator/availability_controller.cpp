@@ -12,6 +12,7 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/concurrent_channel.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -49,6 +50,54 @@ void AvailabilityController::start(asio::any_io_executor executor) {
   asio::co_spawn(executor, [self = shared_from_this()] { return self->run(); },
                  [](std::exception_ptr e) { base::log_task_failure(e, "APIService availability"); });
 }
+
+namespace {
+
+// kube's availability controller makes this many discovery GETs at once.
+constexpr std::size_t kDiscoveryAttempts = 5;
+
+// One discovery GET of `target`'s group/version, as the aggregator's own user: "" when it
+// passed (the APIResourceList kept for discovery), else the failure as kube words it.
+asio::awaitable<std::string> discovery_attempt(std::shared_ptr<const ApiServiceProxy> proxy,
+                                               RemoteApiService target) {
+  client::ForwardedRequest request;
+  request.method = "GET";
+  request.target = target.name == "v1." ? "/api/" + target.version
+                                        : "/apis/" + target.group + "/" + target.version;
+  request.headers.emplace_back("Accept", "application/json");
+  apimachinery::UserInfo aggregator{"system:kube-aggregator", "", {"system:masters"}};
+  const std::string url = "https://" + target.service + "." + target.ns + ".svc:" +
+                          std::to_string(target.port) + request.target;
+  auto answer = co_await proxy->forward_discovery_check(target, aggregator, std::move(request));
+  if (!answer) {
+    const client::ApiError& e = answer.error();
+    // A Service that cannot be resolved is named as kube names it; else the request's failure.
+    if (e.reason == kUnresolved) co_return e.message;
+    co_return "failing or missing response from " + url + ": " + e.message;
+  }
+  const unsigned status = (*answer)->status;
+  if (status >= 200 && status <= 299) {
+    // The answer is the extension's APIResourceList: kept for discovery (at most 4 MiB).
+    std::string body;
+    while (body.size() <= (4u << 20)) {
+      auto piece = co_await (*answer)->next();
+      if (!piece || !*piece) break;
+      body += **piece;
+    }
+    auto parsed = apimachinery::parse_json(body);
+    if (parsed && parsed->is_object()) {
+      proxy->remember_resources(target.name, std::move(parsed->get_object()));
+    }
+  }
+  (*answer)->close();
+  if (status < 200 || status > 299) {
+    co_return "failing or missing response from " + url + ": bad status from " + url + ": " +
+        std::to_string(status);
+  }
+  co_return std::string();
+}
+
+}  // namespace
 
 asio::awaitable<Availability> AvailabilityController::check(const RemoteApiService& target) const {
   const std::string service_text =
@@ -102,47 +151,36 @@ asio::awaitable<Availability> AvailabilityController::check(const RemoteApiServi
                               " have no addresses with port name " + go_quote(port_name));
     }
   }
-  // The discovery request, as the aggregator's own user.
-  client::ForwardedRequest request;
-  request.method = "GET";
-  request.target = target.name == "v1." ? "/api/" + target.version
-                                        : "/apis/" + target.group + "/" + target.version;
-  request.headers.emplace_back("Accept", "application/json");
-  apimachinery::UserInfo aggregator{"system:kube-aggregator", "", {"system:masters"}};
-  const std::string url = "https://" + target.service + "." + target.ns + ".svc:" +
-                          std::to_string(target.port) + request.target;
-  std::string target_path = request.target;
-  auto answer = co_await proxy_->forward(target, aggregator, std::move(request));
-  if (!answer) {
-    const client::ApiError& e = answer.error();
-    // A Service that cannot be resolved is named as kube names it; else the request's failure.
-    if (e.reason == kUnresolved) {
-      co_return condition("False", "FailedDiscoveryCheck", e.message);
-    }
-    co_return condition("False", "FailedDiscoveryCheck",
-                        "failing or missing response from " + url + ": " + e.message);
+  // The discovery check, as kube's: kDiscoveryAttempts GETs at once, one that passes is enough;
+  // else the last failure to arrive. The channel holds every answer, so that attempts still
+  // running when one has passed end without anyone waiting for them; a concurrent one, since
+  // the attempts may finish on several threads at once.
+  const auto executor = co_await asio::this_coro::executor;
+  using Results =
+      asio::experimental::concurrent_channel<void(boost::system::error_code, std::string)>;
+  auto results = std::make_shared<Results>(executor, kDiscoveryAttempts);
+  for (std::size_t i = 0; i < kDiscoveryAttempts; ++i) {
+    asio::co_spawn(
+        executor,
+        [proxy = proxy_, target, results]() -> asio::awaitable<void> {
+          std::string failure;
+          try {
+            failure = co_await discovery_attempt(proxy, target);
+          } catch (const std::exception& e) {
+            // An answer all the same: the check must not wait for it.
+            failure = *e.what() != '\0' ? e.what() : "the discovery check failed";
+          }
+          results->try_send(boost::system::error_code{}, std::move(failure));
+        },
+        [](std::exception_ptr e) { base::log_task_failure(e, "APIService discovery check"); });
   }
-  const unsigned status = (*answer)->status;
-  if (status >= 200 && status <= 299) {
-    // The answer is the extension's APIResourceList: kept for discovery (at most 4 MiB).
-    std::string body;
-    while (body.size() <= (4u << 20)) {
-      auto piece = co_await (*answer)->next();
-      if (!piece || !*piece) break;
-      body += **piece;
-    }
-    auto parsed = apimachinery::parse_json(body);
-    if (parsed && parsed->is_object()) {
-      proxy_->remember_resources(target.name, std::move(parsed->get_object()));
-    }
+  std::string last;
+  for (std::size_t i = 0; i < kDiscoveryAttempts; ++i) {
+    std::string failure = co_await results->async_receive(asio::use_awaitable);
+    if (failure.empty()) co_return condition("True", "Passed", "all checks passed");
+    last = std::move(failure);
   }
-  (*answer)->close();
-  if (status < 200 || status > 299) {
-    co_return condition("False", "FailedDiscoveryCheck",
-                        "failing or missing response from " + url + ": bad status from " + url +
-                            ": " + std::to_string(status));
-  }
-  co_return condition("True", "Passed", "all checks passed");
+  co_return condition("False", "FailedDiscoveryCheck", last);
 }
 
 asio::awaitable<void> AvailabilityController::write(const RemoteApiService& target,

@@ -9,12 +9,15 @@ X-Remote-User and without its credentials, 503 while the extension is down and r
 
 Usage: aggregation_test.py <path to kwatch-apiserver>
 """
+import base64
 import http.client
 import json
 import socket
 import ssl
 import sys
 import time
+
+from cryptography.hazmat.primitives import serialization
 
 from harness import (Checks, Server, TempDir, WatchStream, WebSocketWatch, extension_api_objects,
                      kubectl_runner, wait_for)
@@ -31,6 +34,8 @@ class MetricsServer(WebhookServer):
     def __init__(self, directory):
         self.seen = []  # (path, headers, X-Remote-Group values)
         self.watches_cut = 0  # quiet watches whose connection the aggregator closed
+        self.failing_discovery = False  # answer 503 to 4 of every 5 discovery GETs
+        self.discovery_answers = []  # the status of each discovery GET
         super().__init__(directory, name="metrics",
                          dns_names=("metrics-server.kube-system.svc",), on_get=self.get)
 
@@ -51,6 +56,12 @@ class MetricsServer(WebhookServer):
             h.wfile.write(data)
 
         if path == GV:
+            with self.lock:
+                fail = self.failing_discovery and len(self.discovery_answers) % 5 != 4
+                self.discovery_answers.append(503 if fail else 200)
+            if fail:
+                return send_json({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                  "code": 503}, 503)
             return send_json({"kind": "APIResourceList", "apiVersion": "v1",
                               "groupVersion": "metrics.k8s.io/v1beta1",
                               "resources": [
@@ -209,6 +220,14 @@ def checks_of(t, server, tmp):
             "v1beta1.metrics.k8s.io" in api_services(kc))
 
 
+def waited(condition, timeout, what):
+    """wait_for's value, or False when it timed out (for a check to report, not abort)."""
+    try:
+        return wait_for(condition, timeout=timeout, what=what)
+    except AssertionError:
+        return False
+
+
 def available(kc, name="v1beta1.metrics.k8s.io"):
     service = api_services(kc).get(name, {})
     for c in service.get("status", {}).get("conditions", []):
@@ -315,6 +334,41 @@ def check_extension(t, server, tmp):
         code, out = kc("top", "node")
         t.check("kubectl top node shows the extension's metrics",
                 code == 0 and "node-0" in out and "250m" in out, out)
+        # kube's discovery check does not verify the extension's certificate: with a caBundle
+        # of another CA the APIService stays Available (the check's GET still arrives), while
+        # requests through it fail, their TLS handshake refused.
+        other = CA(tmp, name="other-ca")
+        wrong = json.loads(json.dumps(api_service))
+        wrong["spec"]["caBundle"] = base64.b64encode(
+            other.cert.public_bytes(serialization.Encoding.PEM)).decode()
+        checks_before = len([p for p, h, g in metrics.seen if p == GV])
+        kc("apply", "-f", "-", stdin=json.dumps(wrong))
+        refused = waited(lambda: server.request("GET", GV + "/nodes")[0] == 503, timeout=10,
+                         what="a request through the wrong caBundle to fail")
+        arrived = waited(lambda: len([p for p, h, g in metrics.seen if p == GV]) >
+                         checks_before + 1, timeout=15, what="a discovery check to arrive")
+        c = available(kc)
+        t.check("a caBundle that does not match: requests fail (503), the discovery check, "
+                "which does not verify, passes (Available stays True)",
+                bool(refused) and bool(arrived) and c.get("status") == "True"
+                and c.get("reason") == "Passed", (refused, arrived, c))
+        kc("apply", "-f", "-", stdin=json.dumps(api_service))
+        wait_for(lambda: server.request("GET", GV + "/nodes")[0] == 200, timeout=10,
+                 what="requests through the right caBundle again")
+        # kube's check makes 5 GETs at once and one that passes is enough: with 4 of every 5
+        # discovery GETs answered 503, three rounds of checks keep the APIService True.
+        with metrics.lock:
+            metrics.failing_discovery = True
+            start = len([p for p, h, g in metrics.seen if p == GV])
+        rounds = waited(lambda: len([p for p, h, g in metrics.seen if p == GV]) >= start + 15,
+                        timeout=20, what="three rounds of discovery checks")
+        c = available(kc)
+        with metrics.lock:
+            metrics.failing_discovery = False
+            answered = metrics.discovery_answers[-15:]
+        t.check("4 of every 5 discovery GETs failing: the APIService stays Available "
+                "(5 attempts at once, one success enough)",
+                bool(rounds) and c.get("status") == "True" and 503 in answered, (c, answered))
         # Headers both ways, as kube's proxy passes them: the client's (but credentials and
         # the connection's own), and the extension's with its warnings.
         conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
