@@ -1,10 +1,11 @@
 // kube-aggregator's availability controllers, in one loop: every remote APIService (one with
 // spec.service) gets the Available condition kube writes, checked in kube's order and with its
 // reasons and messages: the Service (ServiceNotFound), its port (ServicePortError), its
-// Endpoints (EndpointsNotFound, MissingEndpoints), then a discovery request to the extension
-// server (GET /apis/<group>/<version> at the resolved endpoint, TLS unverified as kube's check
-// is, the proxy client certificate presented, as system:kube-aggregator in system:masters,
-// within 5 s; FailedDiscoveryCheck), else True "Passed". Local APIServices are Available from
+// Endpoints (EndpointsNotFound, MissingEndpoints), then the discovery check: 5 GETs of
+// /apis/<group>/<version> at the resolved endpoint at once, one that passes is enough (TLS
+// unverified as kube's check is, the proxy client certificate presented, as
+// system:kube-aggregator in system:masters, within 5 s each; else FailedDiscoveryCheck with the
+// last failure), then True "Passed". Local APIServices are Available from
 // their create (kinds/api_service.hpp).
 //
 // kube rechecks every 30 s and on Service and Endpoints events; this loop rechecks every
