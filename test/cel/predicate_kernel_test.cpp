@@ -254,6 +254,36 @@ TEST(PredicateKernel, FieldSlotsAnswerWhatTheEvaluatorAnswers) {
   }
 }
 
+// The table's bounds: at most kMaxSlots fields of one type, none of another type, none of 64
+// bytes or more; fill() finds each slot's member (null when absent or JSON null) and refuses
+// an object of more than kMaxMembers members.
+TEST(FieldSlots, BoundsAndFill) {
+  const TypePtr self = table_type();
+  const TypePtr other = table_type();
+  FieldSlots slots;
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < FieldSlots::kMaxSlots + 8; ++i) names.push_back("f" + std::to_string(i));
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::uint8_t slot = slots.slot(self.get(), names[i]);
+    EXPECT_EQ(slot, i < FieldSlots::kMaxSlots ? i : FieldSlots::kNone) << names[i];
+  }
+  EXPECT_EQ(slots.slot(self.get(), "f3"), 3u);  // the same name, the same slot
+  EXPECT_EQ(slots.slot(other.get(), "f0"), FieldSlots::kNone);
+  FieldSlots fresh;
+  EXPECT_EQ(fresh.slot(self.get(), std::string(64, 'x')), FieldSlots::kNone);
+  EXPECT_EQ(fresh.slot(self.get(), "f1"), 0u);
+  EXPECT_EQ(fresh.slot(self.get(), "f2"), 1u);
+  const boost::json::value* out[FieldSlots::kMaxSlots];
+  const boost::json::object doc = boost::json::parse(R"({"f2": 1, "f1": null, "g": 2})").as_object();
+  ASSERT_TRUE(fresh.fill(doc, std::span(out, fresh.size())));
+  EXPECT_EQ(out[0], nullptr);  // f1 is null
+  ASSERT_NE(out[1], nullptr);
+  EXPECT_EQ(out[1]->as_int64(), 1);
+  boost::json::object big;
+  for (std::size_t i = 0; i <= FieldSlots::kMaxMembers; ++i) big["m" + std::to_string(i)] = 1;
+  EXPECT_FALSE(fresh.fill(big, std::span(out, fresh.size())));
+}
+
 // A guard marked to skip is not run; one without a kernel stops the batch.
 TEST(PredicateKernel, BatchSkipsAndStops) {
   const TypePtr self = table_type();
