@@ -503,6 +503,26 @@ asio::awaitable<ApiResult<std::optional<ForwardedSocket::Message>>> read_forward
 
 }  // namespace
 
+namespace {
+
+template <class WebSocket>
+asio::awaitable<ApiResult<bool>> write_forwarded_message(WebSocket& ws,
+                                                         ForwardedSocket::Message message) {
+  ws.binary(message.binary);
+  auto [ec, n] = co_await ws.async_write(asio::buffer(message.data), use_tuple);
+  if (ec) co_return from_code(ec, "writing a WebSocket message");
+  co_return true;
+}
+
+}  // namespace
+
+asio::awaitable<ApiResult<bool>> ForwardedSocket::send(Message message) {
+  Stream& s = *stream_;
+  if (!s.connection) co_return failure(ApiError::Kind::transport, "the WebSocket is closed");
+  if (s.ws_secure) co_return co_await write_forwarded_message(*s.ws_secure, std::move(message));
+  co_return co_await write_forwarded_message(*s.ws_plain, std::move(message));
+}
+
 asio::awaitable<ApiResult<std::optional<ForwardedSocket::Message>>> ForwardedSocket::next() {
   Stream& s = *stream_;
   if (s.ws_secure) co_return co_await read_forwarded_message(*s.ws_secure, s.message);

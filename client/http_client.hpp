@@ -162,6 +162,9 @@ class ForwardedSocket {
   std::string body;
   // The next whole message; nullopt once the server has closed the socket.
   boost::asio::awaitable<ApiResult<std::optional<Message>>> next();
+  // Sends one message to the server. At most one send at a time; it may run while a next()
+  // waits, both from the same strand (a WebSocket allows one read and one write at once).
+  boost::asio::awaitable<ApiResult<bool>> send(Message message);
   // Closes the connection; a pending next() completes with an error.
   void close();
 

@@ -210,8 +210,7 @@ asio::awaitable<ApiResponse> ApiHandler::pass_to(const aggregator::RemoteApiServ
 
 // A WebSocket upgrade, as kube's proxy passes one: the extension server's handshake first (the
 // client's subprotocols offered, the one it picks answered), a refusal passed back as it came;
-// once upgraded, its messages relayed whole to the client. The client's own messages are not
-// passed on (a watch has none to send).
+// once upgraded, its messages relayed whole to the client and the client's to it.
 asio::awaitable<ApiResponse> ApiHandler::pass_websocket_to(
     const aggregator::RemoteApiService& remote, Exchange& ex) {
   const ApiRequest& request = ex.request;
@@ -269,6 +268,15 @@ asio::awaitable<ApiResponse> ApiHandler::pass_websocket_to(
     }
     if (auto s = source.lock()) s->binary = (*message)->binary;
     co_return std::move((*message)->data);
+  };
+  // The client's messages go to the extension (a console, a port forward), as kube's proxy
+  // passes both directions.
+  r.body_source->send = [upstream](bool binary, std::string data) -> asio::awaitable<bool> {
+    client::ForwardedSocket::Message m;
+    m.binary = binary;
+    m.data = std::move(data);
+    auto sent = co_await upstream->send(std::move(m));
+    co_return sent.has_value();
   };
   co_return r;
 }

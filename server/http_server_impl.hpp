@@ -22,6 +22,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/buffers_suffix.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
@@ -269,6 +270,9 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   std::shared_ptr<ApiHandler> handler;
   HttpLimits limits;
 };
+
+// The largest WebSocket message a client may send through a relay (Beast's own default).
+inline constexpr std::size_t kMaxRelayedClientMessageBytes = 16u << 20;
 
 template <class Stream>
 asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::refuse_malformed(
@@ -713,12 +717,21 @@ asio::awaitable<void> HttpServer::Impl::relay_messages(std::shared_ptr<WebSocket
   auto executor = co_await asio::this_coro::executor;
   asio::co_spawn(
       executor,
-      [ws, cancel = source.cancel]() -> asio::awaitable<void> {
-        beast::flat_buffer discard;
+      [ws, cancel = source.cancel, send = source.send]() -> asio::awaitable<void> {
+        // The client's messages: passed on where the source takes them, else read and dropped;
+        // each as large as a relayed answer may be.
+        ws->read_message_max(kMaxRelayedClientMessageBytes);
+        beast::flat_buffer message;
         for (;;) {
-          auto [ec, n] = co_await ws->async_read(discard, use_tuple);
+          auto [ec, n] = co_await ws->async_read(message, use_tuple);
           if (ec) break;
-          discard.consume(discard.size());
+          if (send) {
+            std::string data = beast::buffers_to_string(message.data());
+            const bool binary = ws->got_binary();
+            const bool sent = co_await send(binary, std::move(data));
+            if (!sent) break;
+          }
+          message.consume(message.size());
         }
         if (cancel) cancel();
       },

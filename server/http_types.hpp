@@ -99,6 +99,10 @@ struct ApiResponse {
     // Over an upgraded connection each piece is one WebSocket message: whether the one `next`
     // returned last is binary (set by `next`).
     bool binary = false;
+    // Over an upgraded connection: where the client's own messages go (binary, data); false
+    // once they cannot go on. Null: they are read and dropped (a watch's client has nothing
+    // to say).
+    std::function<boost::asio::awaitable<bool>(bool, std::string)> send;
   };
   std::shared_ptr<BodySource> body_source;
 };

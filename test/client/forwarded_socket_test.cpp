@@ -8,7 +8,9 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/websocket.hpp>
 #include <gtest/gtest.h>
@@ -116,6 +118,84 @@ TEST(ForwardedSocket, AMessageOverTheLimitIsAnErrorNotHeld) {
   Relayed r = relay({"small", std::string(64 * 1024, 'x')}, 16 * 1024);
   ASSERT_EQ(r.messages.size(), 1u) << "the small one came";
   EXPECT_FALSE(r.error.empty()) << "the large one is refused";
+}
+
+// Accepts one WebSocket and echoes each message back with its type, prefixed, until closed.
+asio::awaitable<void> echo(tcp::acceptor& acceptor) {
+  auto [ec, socket] = co_await acceptor.async_accept(asio::as_tuple(asio::use_awaitable));
+  if (ec) co_return;
+  websocket::stream<beast::tcp_stream> ws(std::move(socket));
+  auto [aec] = co_await ws.async_accept(asio::as_tuple(asio::use_awaitable));
+  if (aec) co_return;
+  for (;;) {
+    beast::flat_buffer buffer;
+    auto [rec, n] = co_await ws.async_read(buffer, asio::as_tuple(asio::use_awaitable));
+    if (rec) co_return;
+    std::string reply = "echo:" + beast::buffers_to_string(buffer.data());
+    ws.binary(ws.got_binary());
+    auto [wec, m] =
+        co_await ws.async_write(asio::buffer(reply), asio::as_tuple(asio::use_awaitable));
+    if (wec) co_return;
+  }
+}
+
+// The client's side of a relay: messages sent while a next() waits reach the server with
+// their type (the server's answers prove it), one after another.
+TEST(ForwardedSocket, SentMessagesReachTheServerWhileAReadWaits) {
+  asio::io_context ioc;
+  tcp::acceptor acceptor(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+  asio::co_spawn(ioc, echo(acceptor), asio::detached);
+  ClientConfig config;
+  config.server = "http://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port());
+  auto made = HttpClient::create(ioc.get_executor(), config);
+  ASSERT_TRUE(made) << made.error();
+  std::shared_ptr<HttpClient> client = *made;
+  std::vector<ForwardedSocket::Message> answers;
+  std::string error;
+  std::shared_ptr<ForwardedSocket> socket;
+  asio::co_spawn(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        ForwardedRequest request;
+        request.method = "GET";
+        request.target = "/apis/g/v1/consoles/a";
+        auto opened = co_await client->forward_websocket(std::move(request));
+        if (!opened) {
+          error = opened.error().describe();
+          co_return;
+        }
+        socket = std::move(*opened);
+        // The sender runs beside the reader, as the server's relay does. (The executor named
+        // first: GCC 12 mishandles a co_await among a call's arguments.)
+        const auto executor = co_await asio::this_coro::executor;
+        asio::co_spawn(
+            executor,
+            [socket]() -> asio::awaitable<void> {
+              ForwardedSocket::Message text{false, "hello"};
+              auto sent = co_await socket->send(std::move(text));
+              if (!sent) co_return;
+              ForwardedSocket::Message bytes{true, std::string("\x00\x02", 2)};
+              co_await socket->send(std::move(bytes));
+            },
+            asio::detached);
+        while (answers.size() < 2) {
+          auto m = co_await socket->next();
+          if (!m || !*m) {
+            error = m ? "closed" : m.error().describe();
+            break;
+          }
+          answers.push_back(std::move(**m));
+        }
+        socket->close();
+      },
+      asio::detached);
+  ioc.run();
+  EXPECT_TRUE(error.empty()) << error;
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_FALSE(answers[0].binary);
+  EXPECT_EQ(answers[0].data, "echo:hello");
+  EXPECT_TRUE(answers[1].binary);
+  EXPECT_EQ(answers[1].data, std::string("echo:\x00\x02", 7));
 }
 
 }  // namespace

@@ -10,10 +10,12 @@ X-Remote-User and without its credentials, 503 while the extension is down and r
 Usage: aggregation_test.py <path to kwatch-apiserver>
 """
 import base64
+import hashlib
 import http.client
 import json
 import socket
 import ssl
+import struct
 import sys
 import time
 
@@ -35,9 +37,43 @@ class MetricsServer(WebhookServer):
         self.seen = []  # (path, headers, X-Remote-Group values)
         self.watches_cut = 0  # quiet watches whose connection the aggregator closed
         self.failing_discovery = False  # answer 503 to 4 of every 5 discovery GETs
+        self.echoed = []  # (opcode, payload) of each message the echo WebSocket got
         self.discovery_answers = []  # the status of each discovery GET
         super().__init__(directory, name="metrics",
                          dns_names=("metrics-server.kube-system.svc",), on_get=self.get)
+
+    def echo(self, h):
+        """A WebSocket that answers each message with "echo:" and the message, same type."""
+        key = h.headers["Sec-WebSocket-Key"]
+        accept = base64.b64encode(hashlib.sha1(
+            (key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+        h.send_response(101)
+        h.send_header("Upgrade", "websocket")
+        h.send_header("Connection", "Upgrade")
+        h.send_header("Sec-WebSocket-Accept", accept)
+        h.end_headers()
+        h.wfile.flush()
+        h.close_connection = True
+        while True:
+            head = h.rfile.read(2)
+            if len(head) < 2:
+                return
+            opcode, n = head[0] & 0x0F, head[1] & 0x7F
+            if n == 126:
+                n = struct.unpack(">H", h.rfile.read(2))[0]
+            elif n == 127:
+                n = struct.unpack(">Q", h.rfile.read(8))[0]
+            mask = h.rfile.read(4) if head[1] & 0x80 else b"\0\0\0\0"
+            payload = bytes(b ^ mask[i % 4] for i, b in enumerate(h.rfile.read(n)))
+            if opcode == 8:
+                h.wfile.write(ws_frame(8, payload[:2]))
+                h.wfile.flush()
+                return
+            if opcode in (1, 2):
+                with self.lock:
+                    self.echoed.append((opcode, payload))
+                h.wfile.write(ws_frame(opcode, b"echo:" + payload))
+                h.wfile.flush()
 
     def get(self, h):
         path = h.path.split("?")[0]
@@ -122,6 +158,8 @@ class MetricsServer(WebhookServer):
             with self.lock:
                 self.watches_cut += 1
             return
+        if path == GV + "/echo" and h.headers.get("Upgrade", "").lower() == "websocket":
+            return self.echo(h)
         if path == GV + "/pods":
             # Headers of its own, and two warnings (one with quotes in it).
             return send_json({"kind": "PodMetricsList", "apiVersion": "metrics.k8s.io/v1beta1",
@@ -138,6 +176,19 @@ class MetricsServer(WebhookServer):
                                    "usage": {"cpu": "250m", "memory": "1Gi"}}]})
         return send_json({"kind": "Status", "apiVersion": "v1", "status": "Failure",
                           "reason": "NotFound", "code": 404}, 404)
+
+
+def ws_frame(opcode, payload):
+    """One unmasked WebSocket frame (a server's)."""
+    n = len(payload)
+    head = bytes([0x80 | opcode])
+    if n < 126:
+        head += bytes([n])
+    elif n < 65536:
+        head += bytes([126]) + struct.pack(">H", n)
+    else:
+        head += bytes([127]) + struct.pack(">Q", n)
+    return head + payload
 
 
 def api_services(kc):
@@ -369,6 +420,24 @@ def check_extension(t, server, tmp):
         t.check("4 of every 5 discovery GETs failing: the APIService stays Available "
                 "(5 attempts at once, one success enough)",
                 bool(rounds) and c.get("status") == "True" and 503 in answered, (c, answered))
+        # A WebSocket through the aggregator carries the client's messages too (a console, a
+        # port forward), with their type.
+        import websocket
+        got = []
+        try:
+            ws = websocket.create_connection(f"ws://127.0.0.1:{server.port}{GV}/echo", timeout=10)
+            ws.send("hello")
+            got.append(ws.recv_data())
+            ws.send_binary(b"\x00\x02")
+            got.append(ws.recv_data())
+            ws.close()
+        except (websocket.WebSocketException, OSError) as e:
+            got.append(repr(e))
+        t.check("a client's WebSocket messages reach the extension and its answers come back, "
+                "text as text, binary as binary",
+                got == [(1, b"echo:hello"), (2, b"echo:\x00\x02")]
+                and metrics.echoed[:2] == [(1, b"hello"), (2, b"\x00\x02")],
+                (got, metrics.echoed))
         # Headers both ways, as kube's proxy passes them: the client's (but credentials and
         # the connection's own), and the extension's with its warnings.
         conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
