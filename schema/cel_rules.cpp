@@ -642,9 +642,9 @@ class RuleRunner {
       }
       for (const std::uint32_t i : n.rule_properties) {
         const auto& p = n.properties[i];
-        const json::value* v = obj->if_contains(p.name);
+        const json::value* v = cel::find_member(*obj, p.name);
         if (v == nullptr) continue;
-        const json::value* o = old_obj != nullptr ? old_obj->if_contains(p.name) : nullptr;
+        const json::value* o = old_obj != nullptr ? cel::find_member(*old_obj, p.name) : nullptr;
         const Path field{&path, Path::Step::field, p.name};
         const Correlation c{&correlation, true, v, o};
         if (!walk(*p.node, *v, o, field, c)) return false;
