@@ -596,11 +596,6 @@ bool follow(RunState& st, const Node& n, std::size_t count, Value& out) {
 }
 
 Outcome run_has(RunState& st, const Node& n) {
-  if (n.path.size() == 1 && n.field != FieldSlots::kNone && st.self != nullptr) {
-    // has(self.x): the variable (1), and the slot.
-    if (n.slot >= st.variables.size() || !charge_each(st, 1)) return Outcome::undecided;
-    return decided(st.self->member(n.field) != nullptr);
-  }
   Cursor at;
   if (!follow(st, n, n.path.size() - 1, at)) return Outcome::undecided;
   const Selection& last = n.path.back();
@@ -736,44 +731,31 @@ std::uint64_t string_constant_cost(std::string_view text, std::string_view const
   return tenths(same ? code_points : std::min(code_point_count(text), code_points), 1);
 }
 
-Outcome run_compare(RunState& st, const Node& n) {
-  if (n.string_field) {
-    const Node& field = st.nodes[n.a];
-    const boost::json::value* json = nullptr;
-    Cursor at;
-    if (field.path.size() == 1 && field.field != FieldSlots::kNone &&
-        st.self != nullptr) {
-      // self.x from its slot: the variable and the selection (2).
-      if (field.slot >= st.variables.size() || !charge_each(st, 2)) return Outcome::undecided;
-      json = st.self->member(field.field);
-      if (json == nullptr) return Outcome::undecided;  // no such key: the evaluator's error
-    } else {
-      if (!follow(st, field, field.path.size(), at)) return Outcome::undecided;
-      json = at.json;
-    }
-    if (json == nullptr || !json->is_string()) {
-      if (at.json == nullptr && json != nullptr) {
-        at.json = json;
-        at.type = field.path[0].field_type;
-        at.arena = st.self->arena();
-      }
-      return compare_values(st, n, at.materialize());
-    }
-    const boost::json::string& js = json->get_string();
-    const std::string_view text(js.data(), js.size());
-    const Value& constant = *st.nodes[n.b].constant;
-    if (n.op != Op::in) {
-      const bool same = text == constant.as_text();
-      if (!charge(st, string_constant_cost(text, constant.as_text(), n.constant_code_points,
-                                           same))) {
-        return Outcome::undecided;
-      }
-      return decided(same == (n.op == Op::equals));
-    }
+// A string field's text (the field already charged) against the node's string constants:
+// ==, != (charged as the evaluator compares strings) or `in` a constant list (free).
+Outcome compare_text(RunState& st, const Node& n, const boost::json::string& js) {
+  const std::string_view text(js.data(), js.size());
+  if (n.op == Op::in) {
     for (const std::string_view t : n.texts) {
       if (t == text) return Outcome::is_true;
     }
     return Outcome::is_false;
+  }
+  const std::string_view constant = st.nodes[n.b].constant->as_text();
+  const bool same = text == constant;
+  if (!charge(st, string_constant_cost(text, constant, n.constant_code_points, same))) {
+    return Outcome::undecided;
+  }
+  return decided(same == (n.op == Op::equals));
+}
+
+Outcome run_compare(RunState& st, const Node& n) {
+  if (n.string_field) {
+    const Node& field = st.nodes[n.a];
+    Cursor at;
+    if (!follow(st, field, field.path.size(), at)) return Outcome::undecided;
+    if (at.json == nullptr || !at.json->is_string()) return compare_values(st, n, at.materialize());
+    return compare_text(st, n, at.json->get_string());
   }
   Value a;
   if (!value(st, n.a, a)) return Outcome::undecided;
@@ -960,21 +942,8 @@ Outcome run_compare_field(RunState& st, const Node& n) {
   bool found = false;
   const boost::json::value* v = one_field_json(st, field, found);
   if (v == nullptr || !v->is_string()) return run_compare(st, n);
-  if (!charge_each(st, 2)) return Outcome::undecided;
-  const boost::json::string& js = v->get_string();
-  const std::string_view text(js.data(), js.size());
-  if (n.op == Op::in) {
-    for (const std::string_view t : n.texts) {
-      if (t == text) return Outcome::is_true;
-    }
-    return Outcome::is_false;
-  }
-  const std::string_view constant = st.nodes[n.b].constant->as_text();
-  const bool same = text == constant;
-  if (!charge(st, string_constant_cost(text, constant, n.constant_code_points, same))) {
-    return Outcome::undecided;
-  }
-  return decided(same == (n.op == Op::equals));
+  if (!charge_each(st, 2)) return Outcome::undecided;  // the variable and the selection
+  return compare_text(st, n, v->get_string());
 }
 
 // The function of node i, specialised where the node reads one field of self or of a
