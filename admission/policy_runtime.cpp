@@ -333,6 +333,25 @@ json::object convert_object(const kinds::ResourceInfo& from, const kinds::Resour
   return out;
 }
 
+asio::awaitable<ApiResult<MatchedForms>> convert_matched_forms(const kinds::ResourceInfo& from,
+                                                              const kinds::ResourceInfo& to,
+                                                              const json::object* object,
+                                                              const json::object* old) {
+  MatchedForms forms;
+  if (to.group == from.group && to.version == from.version) co_return forms;
+  if (object != nullptr) {
+    auto c = co_await convert_matched(from, to, *object);
+    if (!c) co_return ApiResult<MatchedForms>(boost::system::in_place_error, c.error());
+    forms.object.emplace(std::move(*c));
+  }
+  if (old != nullptr) {
+    auto c = co_await convert_matched(from, to, *old);
+    if (!c) co_return ApiResult<MatchedForms>(boost::system::in_place_error, c.error());
+    forms.old.emplace(std::move(*c));
+  }
+  co_return forms;
+}
+
 asio::awaitable<ApiResult<json::object>> convert_matched(const kinds::ResourceInfo& from,
                                                          const kinds::ResourceInfo& to,
                                                          const json::object& object) {

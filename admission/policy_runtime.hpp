@@ -162,6 +162,21 @@ boost::json::object convert_object(const kinds::ResourceInfo& from, const kinds:
 boost::asio::awaitable<apimachinery::ApiResult<boost::json::object>> convert_matched(
     const kinds::ResourceInfo& from, const kinds::ResourceInfo& to,
     const boost::json::object& object);
+// A write's object and old object (either may be null) as the matched resource `to` serves
+// them, each through convert_matched when `to` is another group or version; the first failure.
+struct MatchedForms {
+  std::optional<boost::json::object> object, old;  // set when converted
+  // The forms to use: the converted ones, else the write's own.
+  const boost::json::object* object_or(const boost::json::object* own) const {
+    return object ? &*object : own;
+  }
+  const boost::json::object* old_or(const boost::json::object* own) const {
+    return old ? &*old : own;
+  }
+};
+boost::asio::awaitable<apimachinery::ApiResult<MatchedForms>> convert_matched_forms(
+    const kinds::ResourceInfo& from, const kinds::ResourceInfo& to,
+    const boost::json::object* object, const boost::json::object* old);
 // The namespaces one write's policies ask about (selectors, `namespaceObject`), each read from
 // its watch cache and parsed once, when first asked. Lives as long as the write's judgement.
 class NamespaceLookup {

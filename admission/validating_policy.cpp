@@ -301,30 +301,16 @@ asio::awaitable<std::optional<ApiError>> ValidatingPolicyPlugin::judge(
       continue;
     }
     if (!matched.matched) continue;
-    // The objects as the matched resource serves them.
-    std::optional<json::object> converted_object, converted_old;
-    const json::object* seen_object = object;
-    const json::object* seen_old = a.old_object;
+    // The objects as the matched resource serves them (through the definition's conversion
+    // webhook when it has one).
     const kinds::ResourceInfo& matched_info = *matched.matched_info;
-    if (matched_info.group != a.info.group || matched_info.version != a.info.version) {
-      // Through the definition's conversion webhook when it has one.
-      if (object != nullptr) {
-        auto c = co_await convert_matched(a.info, matched_info, *object);
-        if (!c) {
-          failure = c.error();
-          continue;
-        }
-        seen_object = &converted_object.emplace(std::move(*c));
-      }
-      if (a.old_object != nullptr) {
-        auto c = co_await convert_matched(a.info, matched_info, *a.old_object);
-        if (!c) {
-          failure = c.error();
-          continue;
-        }
-        seen_old = &converted_old.emplace(std::move(*c));
-      }
+    auto forms = co_await convert_matched_forms(a.info, matched_info, object, a.old_object);
+    if (!forms) {
+      failure = forms.error();
+      continue;
     }
+    const json::object* seen_object = forms->object_or(object);
+    const json::object* seen_old = forms->old_or(a.old_object);
     std::map<std::string, std::vector<std::string>> published;
     for (const PolicyBinding& binding : entry.bindings) {
       if (binding.match) {

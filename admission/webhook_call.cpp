@@ -389,24 +389,17 @@ asio::awaitable<CallResult> call_once(const Hook& h, const AdmissionAttributes& 
     failed.code = 500;
     co_return failed;
   }
-  std::optional<json::object> converted, converted_old;
-  const json::object* o = object;
-  const json::object* old = a.old_object;
-  if (matched.group != a.info.group || matched.version != a.info.version) {
-    // Through the definition's conversion webhook when it has one; its failure fails the
-    // write whatever the failure policy, as kube's dispatcher fails it.
-    for (const json::object** form : {&o, &old}) {
-      if (*form == nullptr) continue;
-      auto c = co_await convert_matched(a.info, matched, **form);
-      if (!c) {
-        failed.kind = CallResult::Kind::refused;
-        failed.code = 500;
-        failed.refusal = c.error();
-        co_return failed;
-      }
-      *form = form == &o ? &converted.emplace(std::move(*c)) : &converted_old.emplace(std::move(*c));
-    }
+  // Through the definition's conversion webhook when it has one; its failure fails the write
+  // whatever the failure policy, as kube's dispatcher fails it.
+  auto forms = co_await convert_matched_forms(a.info, matched, object, a.old_object);
+  if (!forms) {
+    failed.kind = CallResult::Kind::refused;
+    failed.code = 500;
+    failed.refusal = forms.error();
+    co_return failed;
   }
+  const json::object* o = forms->object_or(object);
+  const json::object* old = forms->old_or(a.old_object);
   const std::string uid = base::new_uuid();
   std::string body = review_body(h, a, matched, o, old, uid);
   // On the write's own executor: no hop to another thread and back (the client's connections

@@ -174,26 +174,15 @@ asio::awaitable<std::optional<ApiError>> select(const WebhookSet& set, const Adm
     if (!m.matched) continue;
     const json::object* o = object;
     const json::object* old = a.old_object;
-    std::optional<json::object> converted, converted_old;
-    const bool conditions = !hook->spec.conditions->match_conditions.empty();
-    if (conditions &&
-        (m.matched_info->group != a.info.group || m.matched_info->version != a.info.version)) {
-      if (o != nullptr) {
-        auto c = co_await convert_matched(a.info, *m.matched_info, *o);
-        if (!c) {
-          failure = c.error();
-          continue;
-        }
-        o = &converted.emplace(std::move(*c));
+    apimachinery::ApiResult<MatchedForms> forms{MatchedForms{}};
+    if (!hook->spec.conditions->match_conditions.empty()) {
+      forms = co_await convert_matched_forms(a.info, *m.matched_info, o, old);
+      if (!forms) {
+        failure = forms.error();
+        continue;
       }
-      if (old != nullptr) {
-        auto c = co_await convert_matched(a.info, *m.matched_info, *old);
-        if (!c) {
-          failure = c.error();
-          continue;
-        }
-        old = &converted_old.emplace(std::move(*c));
-      }
+      o = forms->object_or(o);
+      old = forms->old_or(old);
     }
     if (auto refused = conditions_refuse(*hook, a, *m.matched_info, o, old, namespaces, rbac)) {
       if (refused->empty() || !hook->spec.fail_closed) continue;
