@@ -306,4 +306,80 @@ std::size_t json_depth(const json::value& value, std::size_t limit) {
   return deepest;
 }
 
+namespace {
+
+bool json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// From the opening quote at `at`: the index just past the closing quote, or npos.
+std::size_t skip_string(std::string_view t, std::size_t at) {
+  for (std::size_t i = at + 1; i < t.size(); ++i) {
+    if (t[i] == '\\') {
+      ++i;
+    } else if (t[i] == '"') {
+      return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// From the first character of a value at `at`: the index just past it, or npos. Containers are
+// skipped by counting brackets outside strings (the text is trusted to be well formed; nothing is
+// read out of bounds when it is not).
+std::size_t skip_value(std::string_view t, std::size_t at) {
+  if (at >= t.size()) return std::string_view::npos;
+  if (t[at] == '"') return skip_string(t, at);
+  if (t[at] != '{' && t[at] != '[') {
+    std::size_t i = at;
+    while (i < t.size() && t[i] != ',' && t[i] != '}' && t[i] != ']' && !json_space(t[i])) ++i;
+    return i;
+  }
+  std::size_t depth = 0;
+  for (std::size_t i = at; i < t.size(); ++i) {
+    const char c = t[i];
+    if (c == '"') {
+      i = skip_string(t, i);
+      if (i == std::string_view::npos) return i;
+      --i;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      if (--depth == 0) return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+std::size_t skip_space(std::string_view t, std::size_t i) {
+  while (i < t.size() && json_space(t[i])) ++i;
+  return i;
+}
+
+}  // namespace
+
+std::optional<std::string_view> member_text(std::string_view t, std::string_view key) {
+  std::size_t i = skip_space(t, 0);
+  if (i >= t.size() || t[i] != '{') return std::nullopt;
+  i = skip_space(t, i + 1);
+  if (i < t.size() && t[i] == '}') return std::nullopt;
+  while (i < t.size()) {
+    if (t[i] != '"') return std::nullopt;
+    const std::size_t name_end = skip_string(t, i);
+    if (name_end == std::string_view::npos) return std::nullopt;
+    const std::string_view name = t.substr(i + 1, name_end - i - 2);
+    if (name.find('\\') != std::string_view::npos) return std::nullopt;
+    i = skip_space(t, name_end);
+    if (i >= t.size() || t[i] != ':') return std::nullopt;
+    const std::size_t value = skip_space(t, i + 1);
+    const std::size_t value_end = skip_value(t, value);
+    if (value_end == std::string_view::npos || value_end == value) return std::nullopt;
+    if (name == key) return t.substr(value, value_end - value);
+    i = skip_space(t, value_end);
+    if (i >= t.size()) return std::nullopt;
+    if (t[i] == '}') return std::nullopt;
+    if (t[i] != ',') return std::nullopt;
+    i = skip_space(t, i + 1);
+  }
+  return std::nullopt;
+}
+
 }  // namespace kwatch::apimachinery

@@ -48,6 +48,12 @@ std::optional<JsonProblem> json_problem(const boost::json::value& value);
 // `limit` + 1: enough to tell whether it exceeds `limit` without walking deeper.
 std::size_t json_depth(const boost::json::value& value, std::size_t limit = kMaxJsonDepth);
 
+// The text of member `key` of the object `object_text` (JSON as kwatch writes it: no escapes in
+// member names), found without parsing the members' values; nullopt when the text is not such an
+// object or has no such member. For reading one part of a cached object cheaply; a caller that
+// gets nullopt from a text it did not write parses it instead.
+std::optional<std::string_view> member_text(std::string_view object_text, std::string_view key);
+
 bool is_valid_utf8(std::string_view text);
 // `text` with every byte that does not start a valid UTF-8 sequence replaced by U+FFFD: safe
 // to embed in a message.

@@ -158,10 +158,18 @@ asio::awaitable<std::optional<ApiResponse>> ApiHandler::serve_review(Exchange& e
 asio::awaitable<ApiResponse> ApiHandler::serve_api(Exchange& ex) {
   const ApiRequest& request = ex.request;
   const auto& seg = ex.url.segments;
-  const std::optional<Representation> representation = negotiate(request.accept, false);
-  if (!representation) co_return error_response(not_acceptable());
   const bool core = seg[0] == "api";
   const std::size_t gv_len = core ? 2 : 3;
+  // A resource's answer may be turned into a Table or its metadata (negotiate_output);
+  // discovery has one form.
+  std::optional<OutputForm> form;
+  if (seg.size() > gv_len) {
+    form = negotiate_output(request.accept, false);
+  } else if (auto representation = negotiate(request.accept, false)) {
+    form = OutputForm{*representation};
+  }
+  if (!form) co_return error_response(not_acceptable());
+  ex.route.form = *form;
   const bool get = ex.get();
   ApiResponse response;
   // Remote APIServices' groups join discovery (the group/version documents below them are the
@@ -195,7 +203,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_api(Exchange& ex) {
   } else {
     response = co_await serve_resource(ex);
   }
-  if (*representation == Representation::yaml) {
+  if (form->representation == Representation::yaml) {
     if (response.streaming) {
       response = error_response(not_acceptable());  // a watch has no YAML form
     } else {
@@ -278,7 +286,7 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
     route.verb = "unknown";
     co_return method_not_allowed(m);
   }
-  if (wants_table(request)) {
+  if (route.form.transform == Transform::table) {
     const std::string include = url.param("includeObject").value_or("");
     auto parsed = parse_include_object(include);
     if (!parsed) {

@@ -11,6 +11,7 @@
 #include "server/http_types.hpp"
 #include "auth/rbac_authorizer.hpp"
 #include "server/metrics.hpp"
+#include "server/media_type.hpp"
 #include "server/table.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -139,6 +140,7 @@ class ApiHandler {
     std::string subresource;
     bool watch_prefix = false;
     IncludeObject table_include = IncludeObject::metadata;  // rows of a Table answer
+    OutputForm form;  // what the answer is turned into, as the request's Accept asked
     std::string verb;  // for metrics: get, list, watch, create, update, patch, delete, ...
     auth::UserInfo user;
   };
@@ -199,7 +201,7 @@ class ApiHandler {
                                                      Route& route);
   boost::asio::awaitable<ApiResponse> serve_token_request(const ApiRequest& request,
                                                           Route& route);
-  static ApiResponse render(const ApiRequest& request, const Route& route,
+  static ApiResponse render(const Route& route,
                             apimachinery::ApiResult<boost::json::object> result,
                             unsigned ok_status, const registry::WriteQuery* write = nullptr,
                             std::int64_t written_revision = 0);
@@ -213,11 +215,12 @@ class ApiHandler {
   boost::asio::awaitable<ApiResponse> serve_watch(const ApiRequest& request, const Url& url,
                                                   const Route& route);
   // A page of a list the cache answered (registry/cached_reads.hpp), its items written from the
-  // cache's buffers: the continue token when more remain, the Table rendering when asked for.
-  ApiResponse list_page(const ApiRequest& request, const Route& route, watch::CacheList&& list);
-  // An object the cache answered, as JSON or a Table.
-  ApiResponse object_page(const ApiRequest& request, const Route& route,
-                          const watch::CachedObject& object);
+  // cache's buffers: the continue token when more remain; the Table or metadata-only rendering
+  // when asked for.
+  static ApiResponse list_page(const Route& route, watch::CacheList&& list);
+  // An object the cache answered, as JSON, a Table or its metadata.
+  static ApiResponse object_page(const Route& route,
+                                 const std::shared_ptr<const watch::CachedObject>& object);
   std::shared_ptr<watch::Cacher> cacher_for(const kinds::ResourceInfo& info) const;
   void register_cacher_metrics();
 

@@ -8,6 +8,7 @@
 #include "registry/cacher_registry.hpp"
 #include "server/request_options.hpp"
 #include "server/responses.hpp"
+#include "server/partial_metadata.hpp"
 #include "server/table.hpp"
 #include "watch/cacher.hpp"
 
@@ -37,12 +38,16 @@ ApiError shutting_down() {
 
 std::string escape_json(std::string_view s) { return json::serialize(json::string(s)); }
 
-// `{"kind":"<K>List",...,"items":[` and `]}`: the frame around a list of cached objects.
+// `{"kind":"<K>List",...,"items":[` and `]}`: the frame around a list of cached objects;
+// `head` (from the list's kind through `"metadata":`) when it is another list's.
 std::pair<std::string, std::string> list_frame(const ResourceInfo& info, const watch::CacheList& list,
-                                               const std::string& continue_token) {
-  std::string head = R"({"kind":)" + escape_json(info.list_kind()) + R"(,"apiVersion":)" +
-                     escape_json(info.api_version()) + R"(,"metadata":{"resourceVersion":")" +
-                     std::to_string(list.resource_version) + '"';
+                                               const std::string& continue_token,
+                                               std::string head = {}) {
+  if (head.empty()) {
+    head = R"({"kind":)" + escape_json(info.list_kind()) + R"(,"apiVersion":)" +
+           escape_json(info.api_version()) + R"(,"metadata":)";
+  }
+  head += R"({"resourceVersion":")" + std::to_string(list.resource_version) + '"';
   if (!continue_token.empty()) {
     head += R"(,"continue":)" + escape_json(continue_token);
     if (list.remaining > 0) head += R"(,"remainingItemCount":)" + std::to_string(list.remaining);
@@ -70,15 +75,18 @@ std::string render_list(const std::string& head, const watch::CacheList& list,
 }
 
 // A cached JSON object or list as kubectl's Table.
-std::string table_of(const ResourceInfo& info, std::string_view json_text, IncludeObject include) {
+std::string table_of(const ResourceInfo& info, std::string_view json_text, IncludeObject include,
+                     std::string_view meta_version) {
   boost::system::error_code ec;
   // A list nests its items two levels below its top.
   json::parse_options options;
   options.max_depth = apimachinery::kMaxJsonDepth + 2;
   auto parsed = json::parse(json_text, ec, {}, options);
   if (ec || !parsed.is_object()) return std::string(json_text);
-  return json::serialize(
-      to_table(info, parsed.get_object(), std::chrono::system_clock::now(), include));
+  json::object table =
+      to_table(info, parsed.get_object(), std::chrono::system_clock::now(), include);
+  table["apiVersion"] = "meta.k8s.io/" + std::string(meta_version);
+  return json::serialize(table);
 }
 
 // A custom resource's cached object (its storage version) as the watched version: conversion
@@ -101,9 +109,10 @@ std::function<watch::ObjectPtr(const watch::ObjectPtr&)> version_converter(const
 // column definitions with the first event only, so that kubectl prints its header once.
 // The stream outlives the request: it holds the description it prints with.
 std::function<watch::ObjectPtr(const watch::ObjectPtr&)> table_converter(
-    std::shared_ptr<const ResourceInfo> held, IncludeObject include) {
+    std::shared_ptr<const ResourceInfo> held, IncludeObject include, std::string_view version) {
   auto first = std::make_shared<bool>(true);
-  return [held = std::move(held), first, include](const watch::ObjectPtr& object)
+  return [held = std::move(held), first, include,
+          api_version = "meta.k8s.io/" + std::string(version)](const watch::ObjectPtr& object)
              -> watch::ObjectPtr {
     const ResourceInfo& info = *held;
     json::parse_options options;
@@ -114,6 +123,7 @@ std::function<watch::ObjectPtr(const watch::ObjectPtr&)> table_converter(
     if (info.hooks.to_served) info.hooks.to_served(parsed.get_object());
     json::object table =
         to_table(info, parsed.get_object(), std::chrono::system_clock::now(), include);
+    table["apiVersion"] = api_version;
     if (!*first) table["columnDefinitions"] = json::array();
     *first = false;
     watch::CachedObject::Parts parts;
@@ -145,11 +155,11 @@ asio::awaitable<ApiResponse> ApiHandler::serve_read(const ApiRequest& request, c
     if (!q) co_return error_response(q.error());
     if (cachers_) {
       auto cached = co_await registry::list_from_cache(*cachers_, info, route.ns, *q);
-      if (cached && *cached) co_return list_page(request, route, std::move(**cached));
+      if (cached && *cached) co_return list_page(route, std::move(**cached));
       if (cached) co_return error_response(cached->error());
     }
     auto listed = co_await store_->list(info, route.ns, std::move(*q));
-    co_return render(request, route, std::move(listed), 200);
+    co_return render(route, std::move(listed), 200);
   }
   if (route.watch_prefix || truthy(url.param("watch"))) {
     route.verb = "watch";
@@ -160,12 +170,12 @@ asio::awaitable<ApiResponse> ApiHandler::serve_read(const ApiRequest& request, c
     std::optional<std::string> rv = url.param("resourceVersion");
     auto cached = co_await registry::get_from_cache(*cachers_, info, route.ns, route.name,
                                                     std::move(rv));
-    if (cached && *cached) co_return object_page(request, route, ***cached);
+    if (cached && *cached) co_return object_page(route, **cached);
     if (cached) co_return error_response(cached->error());
   }
   std::string rv = url.param("resourceVersion").value_or("");
   auto got = co_await store_->get(info, route.ns, route.name, std::move(rv));
-  co_return render(request, route, std::move(got), 200);
+  co_return render(route, std::move(got), 200);
 }
 
 asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& request, const Url& url,
@@ -198,16 +208,28 @@ asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& request, 
   ApiResponse r;
   r.streaming = true;
   r.watch = std::move(*session);
-  if (wants_table(request)) {
-    r.convert = table_converter(route.info, route.table_include);
-  } else if (registry::serves_other_version(info)) {
-    r.convert = version_converter(info);
+  switch (route.form.transform) {
+    case Transform::table:
+      r.convert = table_converter(route.info, route.table_include, route.form.meta_version);
+      break;
+    case Transform::partial_object_metadata:
+      // Every event, bookmarks included (client-go's metadata watch decodes each object as
+      // PartialObjectMetadata); the metadata is the same in every served version.
+      r.convert = [version = route.form.meta_version](const watch::ObjectPtr& object) {
+        return partial_object_metadata(object, version);
+      };
+      r.convert_bookmarks = true;
+      break;
+    case Transform::none:
+    case Transform::partial_object_metadata_list:
+      // A list's form cannot be an event's: kube-apiserver sends the objects as they are.
+      if (registry::serves_other_version(info)) r.convert = version_converter(info);
+      break;
   }
   co_return r;
 }
 
-ApiResponse ApiHandler::list_page(const ApiRequest& request, const Route& route,
-                                  watch::CacheList&& list) {
+ApiResponse ApiHandler::list_page(const Route& route, watch::CacheList&& list) {
   const ResourceInfo& info = *route.info;
   std::string token;
   if (list.more && !list.objects.empty()) {
@@ -216,22 +238,48 @@ ApiResponse ApiHandler::list_page(const ApiRequest& request, const Route& route,
         std::string(list.objects.back()->key.substr(info.key_prefix().size())) + '\0');
   }
   ApiResponse r;
-  auto [head, tail] = list_frame(info, list, token);
-  if (wants_table(request)) {
-    r.body = table_of(info, render_list(head, list, tail), route.table_include);
-  } else {
-    r.body = std::move(head);
-    r.items = std::move(list.objects);
-    r.tail = std::move(tail);
+  switch (route.form.transform) {
+    case Transform::table: {
+      auto [head, tail] = list_frame(info, list, token);
+      r.body = table_of(info, render_list(head, list, tail), route.table_include,
+                        route.form.meta_version);
+      return r;
+    }
+    case Transform::partial_object_metadata:
+      return error_response(partial_metadata_mismatch(info, true));
+    case Transform::partial_object_metadata_list: {
+      // Each item's metadata-only rendering, shared with every other reader and watcher.
+      auto [head, tail] = list_frame(info, list, token,
+                                     partial_object_metadata_list_head(route.form.meta_version));
+      for (auto& o : list.objects) o = partial_object_metadata(o, route.form.meta_version);
+      r.body = std::move(head);
+      r.items = std::move(list.objects);
+      r.tail = std::move(tail);
+      return r;
+    }
+    case Transform::none: break;
   }
+  auto [head, tail] = list_frame(info, list, token);
+  r.body = std::move(head);
+  r.items = std::move(list.objects);
+  r.tail = std::move(tail);
   return r;
 }
 
-ApiResponse ApiHandler::object_page(const ApiRequest& request, const Route& route,
-                                    const watch::CachedObject& object) {
+ApiResponse ApiHandler::object_page(const Route& route, const watch::ObjectPtr& object) {
   ApiResponse r;
-  r.body = wants_table(request) ? table_of(*route.info, object.json, route.table_include)
-                                : std::string(object.json) + "\n";
+  switch (route.form.transform) {
+    case Transform::table:
+      r.body = table_of(*route.info, object->json, route.table_include, route.form.meta_version);
+      return r;
+    case Transform::partial_object_metadata:
+      r.body = std::string(partial_object_metadata(object, route.form.meta_version)->json) + "\n";
+      return r;
+    case Transform::partial_object_metadata_list:
+      return error_response(partial_metadata_mismatch(*route.info, false));
+    case Transform::none: break;
+  }
+  r.body = std::string(object->json) + "\n";
   return r;
 }
 

@@ -231,8 +231,9 @@ asio::awaitable<ApiResponse> ApiHandler::serve_scale(const ApiRequest& request, 
     co_return error_response(*e);
   }
   auto r = co_await store_->scale(info, route.ns, route.name, std::move(mutate), *q);
-  if (!r) co_return error_response(r.error());
-  co_return json_response(200, *r);
+  // A Scale has no columns of its own here: asked for a Table, it is answered as it is.
+  if (route.form.transform == Transform::table) route.form.transform = Transform::none;
+  co_return render(route, std::move(r), 200);
 }
 
 }  // namespace kwatch::server

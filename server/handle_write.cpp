@@ -10,6 +10,7 @@
 #include "registry/resource_store.hpp"
 #include "server/request_options.hpp"
 #include "server/responses.hpp"
+#include "server/partial_metadata.hpp"
 #include "server/table.hpp"
 
 #include <boost/json/serialize.hpp>
@@ -23,28 +24,50 @@ using apimachinery::ApiResult;
 using base::Errc;
 using kinds::ResourceInfo;
 
-// A store's answer as the response: the object (a Table when a read asked for one) with
-// `ok_status`, or its error; a write's warnings and the revision it wrote (`write`'s, or
-// `written_revision` for a delete).
-ApiResponse ApiHandler::render(const ApiRequest& request, const Route& route,
-                               ApiResult<json::object> r, unsigned ok_status,
-                               const registry::WriteQuery* write, std::int64_t written_revision) {
-  const bool read = request.method == "GET" || request.method == "HEAD";
-  ApiResponse response;
-  if (!r) {
-    response = error_response(r.error());
-  } else if (read && wants_table(request)) {
-    response = json_response(ok_status, to_table(*route.info, *r, std::chrono::system_clock::now(),
-                                                 route.table_include));
-  } else {
-    response = json_response(ok_status, *r);
+namespace {
+
+// An answer in the form its request negotiated (server/media_type.hpp): as it is, a Table, or
+// its metadata only; a Status stays a Status. A form that does not fit (an object asked for as a
+// list, or a list as an object) is kube's 406.
+ApiResult<json::object> in_form(const ResourceInfo& info, const OutputForm& form,
+                                IncludeObject table_include, json::object object) {
+  const json::value* kind = object.if_contains("kind");
+  const bool status = kind != nullptr && kind->is_string() && kind->get_string() == "Status";
+  if (status || form.transform == Transform::none) return object;
+  const bool is_list = kind != nullptr && kind->is_string() && kind->get_string() == info.list_kind();
+  switch (form.transform) {
+    case Transform::table: {
+      json::object table = to_table(info, object, std::chrono::system_clock::now(), table_include);
+      table["apiVersion"] = "meta.k8s.io/" + std::string(form.meta_version);
+      return table;
+    }
+    case Transform::partial_object_metadata:
+      if (is_list) return partial_metadata_mismatch(info, true);
+      return partial_object_metadata(object, form.meta_version);
+    case Transform::partial_object_metadata_list:
+      if (!is_list) return partial_metadata_mismatch(info, false);
+      return partial_object_metadata_list(object, form.meta_version);
+    case Transform::none: break;
   }
+  return object;
+}
+
+}  // namespace
+
+// A store's answer as the response: the object in the form the request asked for, with
+// `ok_status`, or its error; a write's warnings and the revision it wrote (`write`'s, or
+// `written_revision` for a delete), also when the answer's form does not fit.
+ApiResponse ApiHandler::render(const Route& route, ApiResult<json::object> r, unsigned ok_status,
+                               const registry::WriteQuery* write, std::int64_t written_revision) {
+  const bool done = r.has_value();
+  if (done) r = in_form(*route.info, route.form, route.table_include, std::move(*r));
+  ApiResponse response = r ? json_response(ok_status, *r) : error_response(r.error());
   if (write != nullptr && write->warnings) response.warnings = std::move(*write->warnings);
   if (write != nullptr && write->audit_annotations) {
     response.audit_annotations = std::move(*write->audit_annotations);
   }
   if (write != nullptr && write->written_revision) written_revision = *write->written_revision;
-  if (r) response.written_revision = written_revision;
+  if (done) response.written_revision = written_revision;
   return response;
 }
 
@@ -75,7 +98,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_create(const ApiRequest& request,
   if (!body) co_return error_response(body.error());
   find_duplicates(request, *body, *q);
   auto created = co_await store_->create(info, route.ns, std::move(*body), *q);
-  co_return render(request, route, std::move(created), 201, &*q);
+  co_return render(route, std::move(created), 201, &*q);
 }
 
 asio::awaitable<ApiResponse> ApiHandler::serve_update(const ApiRequest& request, const Url& url,
@@ -94,7 +117,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_update(const ApiRequest& request,
   if (!body) co_return error_response(body.error());
   find_duplicates(request, *body, *q);
   auto updated = co_await store_->update(info, route.ns, route.name, std::move(*body), *q);
-  co_return render(request, route, std::move(updated), 200, &*q);
+  co_return render(route, std::move(updated), 200, &*q);
 }
 
 // PATCH in the four patch types, server-side apply among them.
@@ -141,11 +164,11 @@ asio::awaitable<ApiResponse> ApiHandler::serve_patch(const ApiRequest& request, 
     bool created = false;
     auto r = co_await store_->apply(info, route.ns, route.name, std::move(patch->get_object()),
                                     *q, &created);
-    co_return render(request, route, std::move(r), created ? 201 : 200, &*q);
+    co_return render(route, std::move(r), created ? 201 : 200, &*q);
   }
   auto patched =
       co_await store_->patch(info, route.ns, route.name, patch_type, std::move(*patch), *q);
-  co_return render(request, route, std::move(patched), 200, &*q);
+  co_return render(route, std::move(patched), 200, &*q);
 }
 
 // DELETE of one object or of a collection.
@@ -159,14 +182,14 @@ asio::awaitable<ApiResponse> ApiHandler::serve_delete(const ApiRequest& request,
     route.verb = "delete";
     auto removed = co_await store_->remove(info, route.ns, route.name, *q);
     co_return with_admission_report(
-        render(request, route, std::move(removed), 200, nullptr, *q->written_revision), *q);
+        render(route, std::move(removed), 200, nullptr, *q->written_revision), *q);
   }
   route.verb = "deletecollection";
   auto lq = registry::compile_list_query(info, list_query(url));
   if (!lq) co_return error_response(lq.error());
   auto removed = co_await store_->remove_collection(info, route.ns, std::move(*lq), *q);
   co_return with_admission_report(
-      render(request, route, std::move(removed), 200, nullptr, *q->written_revision), *q);
+      render(route, std::move(removed), 200, nullptr, *q->written_revision), *q);
 }
 
 }  // namespace kwatch::server

@@ -279,7 +279,8 @@ http::response<http::string_body> simple_error(unsigned status, std::string_view
 void convert_frames(const ApiResponse& response, std::vector<watch::WatchFrame>& frames) {
   if (!response.convert) return;
   for (auto& f : frames) {
-    if (f.type == watch::EventType::bookmark || f.type == watch::EventType::error) continue;
+    if (f.type == watch::EventType::error) continue;
+    if (f.type == watch::EventType::bookmark && !response.convert_bookmarks) continue;
     f.object = response.convert(f.object);
   }
 }

@@ -80,10 +80,12 @@ struct ApiResponse {
   std::vector<std::shared_ptr<const watch::CachedObject>> items;
   std::string tail;
   // A watch whose objects are rendered differently from the cache's JSON (a Table for kubectl):
-  // called on the streaming strand for each ADDED/MODIFIED/DELETED object.
+  // called on the streaming strand for each ADDED/MODIFIED/DELETED object, and for each
+  // BOOKMARK's when `convert_bookmarks`.
   std::function<std::shared_ptr<const watch::CachedObject>(
       const std::shared_ptr<const watch::CachedObject>&)>
       convert;
+  bool convert_bookmarks = false;
   // Held until the response has been sent (a watch: until its stream ends), then released: the
   // audit log's ResponseComplete stage of a long-running request.
   std::shared_ptr<void> on_sent;

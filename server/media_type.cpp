@@ -124,27 +124,157 @@ void emit(const json::value& v, int indent, std::string& out) {
 
 }  // namespace
 
-std::optional<Representation> negotiate(std::string_view accept, bool stream) {
-  if (trim(accept).empty()) return Representation::json;
+namespace {
+
+// One media range of an Accept header, as kube's parser (goautoneg) reads it.
+struct MediaRange {
+  std::string type;
+  std::string subtype;
+  double q = 1.0;
+  std::vector<std::pair<std::string_view, std::string_view>> params;  // views into the header
+
+  std::optional<std::string_view> param(std::string_view key) const {
+    for (const auto& [k, v] : params) {
+      if (k == key) return v;
+    }
+    return std::nullopt;
+  }
+};
+
+double parse_q(std::string_view text) {
+  // A q value is 0 to 1 with at most three decimals; what does not read as one counts as 0,
+  // as kube's parser reads it.
+  double q = 0;
+  double scale = 1;
+  bool point = false;
+  bool digits = false;
+  for (char c : text) {
+    if (c == '.' && !point) {
+      point = true;
+    } else if (c >= '0' && c <= '9') {
+      digits = true;
+      if (point) {
+        scale /= 10;
+        q += (c - '0') * scale;
+      } else {
+        q = q * 10 + (c - '0');
+      }
+    } else {
+      return 0;
+    }
+  }
+  return digits ? q : 0;
+}
+
+// The ranges of `accept` in the order they are tried: higher q first, then exact types before
+// wildcards; otherwise as sent.
+std::vector<MediaRange> parse_accept(std::string_view accept) {
+  std::vector<MediaRange> ranges;
   while (!accept.empty()) {
     const auto comma = accept.find(',');
-    std::string_view range = comma == std::string_view::npos ? accept : accept.substr(0, comma);
+    std::string_view part = comma == std::string_view::npos ? accept : accept.substr(0, comma);
     accept = comma == std::string_view::npos ? std::string_view() : accept.substr(comma + 1);
-    const auto semi = range.find(';');
-    const std::string type = lower(trim(range.substr(0, semi)));
-    bool refused = false;
-    for (std::string_view params = semi == std::string_view::npos ? "" : range.substr(semi + 1);
+    const auto semi = part.find(';');
+    const std::string_view media = trim(part.substr(0, semi));
+    MediaRange r;
+    const auto slash = media.find('/');
+    if (slash == std::string_view::npos) {
+      if (media != "*") continue;
+      r.type = "*";
+      r.subtype = "*";
+    } else {
+      r.type = lower(trim(media.substr(0, slash)));
+      r.subtype = lower(trim(media.substr(slash + 1)));
+    }
+    for (std::string_view params = semi == std::string_view::npos ? "" : part.substr(semi + 1);
          !params.empty();) {
       const auto next = params.find(';');
-      const std::string_view p = trim(params.substr(0, next));
-      if (p == "q=0" || p == "q=0.0" || p == "q=0.00" || p == "q=0.000") refused = true;
+      const std::string_view p = params.substr(0, next);
       params = next == std::string_view::npos ? std::string_view() : params.substr(next + 1);
+      const auto eq = p.find('=');
+      if (eq == std::string_view::npos) continue;
+      const std::string_view key = trim(p.substr(0, eq));
+      const std::string_view value = trim(p.substr(eq + 1));
+      if (key == "q") {
+        r.q = parse_q(value);
+      } else {
+        r.params.emplace_back(key, value);
+      }
     }
-    if (refused) continue;
-    if (type == "application/json" || type == "*/*" || type == "application/*") {
-      return Representation::json;
+    ranges.push_back(std::move(r));
+  }
+  std::stable_sort(ranges.begin(), ranges.end(), [](const MediaRange& a, const MediaRange& b) {
+    if (a.q != b.q) return a.q > b.q;
+    if ((a.type == "*") != (b.type == "*")) return b.type == "*";
+    return a.subtype != "*" && b.subtype == "*";
+  });
+  return ranges;
+}
+
+bool fits(const MediaRange& r, Representation rep) {
+  if (r.type == "*" && r.subtype == "*") return true;
+  if (r.type != "application") return false;
+  return r.subtype == "*" || r.subtype == (rep == Representation::json ? "json" : "yaml");
+}
+
+constexpr Representation kRepresentations[] = {Representation::json, Representation::yaml};
+
+// The form range `r` asks of representation `rep`, or nullopt when kwatch cannot make it.
+std::optional<OutputForm> form_of(const MediaRange& r, Representation rep) {
+  OutputForm form;
+  form.representation = rep;
+  if (auto stream = r.param("stream"); stream && !stream->empty()) {
+    if (rep != Representation::json || *stream != "watch") return std::nullopt;
+  }
+  if (auto sv = r.param("sv"); sv && !sv->empty() && *sv != "v1") return std::nullopt;
+  const auto as = r.param("as");
+  const auto g = r.param("g");
+  const auto v = r.param("v");
+  if (!as && !g && !v) return form;
+  if (g.value_or("") != "meta.k8s.io") return std::nullopt;
+  if (v == "v1") {
+    form.meta_version = "v1";
+  } else if (v == "v1beta1") {
+    form.meta_version = "v1beta1";
+  } else {
+    return std::nullopt;
+  }
+  const std::string_view kind = as.value_or("");
+  if (kind == "Table") {
+    form.transform = Transform::table;
+  } else if (kind == "PartialObjectMetadata") {
+    form.transform = Transform::partial_object_metadata;
+  } else if (kind == "PartialObjectMetadataList") {
+    form.transform = Transform::partial_object_metadata_list;
+  } else {
+    return std::nullopt;
+  }
+  return form;
+}
+
+}  // namespace
+
+std::optional<Representation> negotiate(std::string_view accept, bool stream) {
+  if (trim(accept).empty()) return Representation::json;
+  for (const MediaRange& r : parse_accept(accept)) {
+    if (r.q <= 0) continue;
+    for (Representation rep : kRepresentations) {
+      if (rep == Representation::yaml && stream) continue;
+      if (fits(r, rep)) return rep;
     }
-    if (type == "application/yaml" && !stream) return Representation::yaml;
+  }
+  return std::nullopt;
+}
+
+std::optional<OutputForm> negotiate_output(std::string_view accept, bool stream) {
+  if (trim(accept).empty()) return OutputForm{};
+  for (const MediaRange& r : parse_accept(accept)) {
+    if (r.q <= 0) continue;
+    for (Representation rep : kRepresentations) {
+      if (rep == Representation::yaml && stream) continue;
+      if (!fits(r, rep)) continue;
+      if (auto form = form_of(r, rep)) return form;
+    }
   }
   return std::nullopt;
 }

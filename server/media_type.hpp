@@ -5,6 +5,7 @@
 
 #include <boost/json/value.hpp>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,9 +15,35 @@ namespace kwatch::server {
 enum class Representation { json, yaml };
 
 // The first media range of `accept` kwatch can answer with (`application/json` with any
-// parameters, `application/yaml`, `application/*`, `*/*`; no header means JSON), skipping those
-// with q=0; a stream (a watch) has no YAML form. nullopt when none fits: a 406.
+// parameters, `application/yaml`, `application/*`, `*/*`; no header means JSON), ranges taken in
+// the order of their q values (q=0 refuses); a stream (a watch) has no YAML form. nullopt when
+// none fits: a 406. For documents with one form (discovery, OpenAPI): parameters are not read.
 std::optional<Representation> negotiate(std::string_view accept, bool stream);
+
+// What a resource's answer is turned into before it is encoded, as a media range's `as`, `g`
+// and `v` parameters ask: kubectl's Table, or only the object's metadata (client-go's metadata
+// client: PartialObjectMetadata for one object or a watch's events, PartialObjectMetadataList for
+// a list).
+enum class Transform : std::uint8_t {
+  none,
+  table,
+  partial_object_metadata,
+  partial_object_metadata_list,
+};
+
+struct OutputForm {
+  Representation representation = Representation::json;
+  Transform transform = Transform::none;
+  // meta.k8s.io's version of a transformed answer: "v1" or "v1beta1".
+  std::string_view meta_version = "v1";
+};
+
+// kube-apiserver's negotiation of a resource's answer: ranges in the order of their q values
+// (q=0 refuses), each tried against JSON, then YAML; a range fits when its `as`/`g`/`v` name a
+// form kwatch can make (Table, PartialObjectMetadata or PartialObjectMetadataList in
+// meta.k8s.io v1 or v1beta1), its `stream` is empty or `watch` (JSON only) and its `sv` empty or
+// v1. A stream (a watch) has no YAML form. nullopt when no range fits: a 406.
+std::optional<OutputForm> negotiate_output(std::string_view accept, bool stream);
 
 // The media types named in a 406's message.
 inline constexpr std::string_view kAcceptedMediaTypes = "application/json, application/yaml";

@@ -343,8 +343,4 @@ bool wants_aggregated_discovery(const ApiRequest& request) {
          request.accept.find("v=v2;") != std::string::npos;
 }
 
-bool wants_table(const ApiRequest& request) {
-  return request.accept.find("as=Table") != std::string::npos;
-}
-
 }  // namespace kwatch::server

@@ -85,6 +85,5 @@ auth::RequestAttributes resource_attributes(const ApiRequest& request, const Url
 // kubectl asks for aggregated discovery first and takes the legacy documents otherwise.
 bool wants_aggregated_discovery(const ApiRequest& request);
 
-bool wants_table(const ApiRequest& request);
 
 }  // namespace kwatch::server

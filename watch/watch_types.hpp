@@ -55,6 +55,11 @@ struct CachedObject {
   // The same object with other JSON (a rendering of it for one watcher).
   std::shared_ptr<const CachedObject> with_json(std::string_view other_json) const;
 
+  // Its metadata-only rendering (meta.k8s.io/v1 PartialObjectMetadata, for client-go's metadata
+  // clients), made by the first reader or watcher that asks and then shared by all, so that
+  // each event is rendered once whatever the number of watchers (server/partial_metadata.hpp).
+  mutable std::atomic<std::shared_ptr<const CachedObject>> metadata_only;
+
   // Only `make` constructs one, in storage it sized for the text.
   struct Made;
   CachedObject(const Parts& parts, const Made&);

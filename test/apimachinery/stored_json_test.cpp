@@ -108,5 +108,32 @@ TEST(StoredJson, SyntaxErrorsSayWhere) {
   EXPECT_NE(problem_of(R"({"a":tru})").find("at byte"), std::string::npos);
 }
 
+TEST(StoredJson, MemberTextFindsOneMemberWithoutParsing) {
+  const std::string text =
+      R"({"kind":"Pod","spec":{"a":"}{\"","b":[1,{"c":"]"}]},"n":-1.5e3,"t":true,)"
+      R"("metadata":{"name":"x","labels":{"k":"v"}},"after":null})";
+  EXPECT_EQ(member_text(text, "metadata"), R"({"name":"x","labels":{"k":"v"}})");
+  EXPECT_EQ(member_text(text, "kind"), R"("Pod")");
+  EXPECT_EQ(member_text(text, "n"), "-1.5e3");
+  EXPECT_EQ(member_text(text, "t"), "true");
+  EXPECT_EQ(member_text(text, "after"), "null");
+  EXPECT_EQ(member_text(text, "spec"), R"({"a":"}{\"","b":[1,{"c":"]"}]})");
+  // Only top-level members count.
+  EXPECT_EQ(member_text(text, "name"), std::nullopt);
+  EXPECT_EQ(member_text(text, "missing"), std::nullopt);
+  // Whitespace as any JSON writer may put it.
+  EXPECT_EQ(member_text(" {\n \"a\" : { } ,\t\"b\":[ ]\n}", "b"), "[ ]");
+  EXPECT_EQ(member_text(" {\n \"a\" : { } ,\t\"b\":[ ]\n}", "a"), "{ }");
+  // What is not such an object answers nothing, and nothing is read past the end.
+  for (const char* bad : {"", "[]", "{", "{}", R"({"a")", R"({"a":)", R"({"a":{)", R"({"a":"x)",
+                          R"({"a\u0062":1})", "null"}) {
+    EXPECT_EQ(member_text(bad, "a"), std::nullopt) << bad;
+    EXPECT_EQ(member_text(bad, "ab"), std::nullopt) << bad;
+  }
+  EXPECT_EQ(member_text(R"({"a":1,"b":{"c":)", "b"), std::nullopt);
+  EXPECT_EQ(member_text(R"({"a":1 "b":2})", "b"), std::nullopt);
+  EXPECT_EQ(member_text(R"({"a":1,)", "b"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace kwatch::apimachinery

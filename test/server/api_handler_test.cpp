@@ -485,6 +485,76 @@ TEST_F(ApiHandlerTest, TableIsServedWhenAskedFor) {
   EXPECT_EQ(table.at("rows").at(0).at("cells").at(0), "a");
 }
 
+// client-go's metadata client (garbage collectors, namespace controllers, metadata informers).
+TEST_F(ApiHandlerTest, MetadataOnlyAnswersKeepOnlyTheMetadata) {
+  const std::string one = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;"
+                          "g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;"
+                          "g=meta.k8s.io;v=v1,application/json";
+  const std::string list = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,"
+                           "application/json";
+  auto created = call("POST", kCM, cm("a", R"({"team":"x"})"), "application/json", one);
+  ASSERT_EQ(created.status, 201u) << created.body;
+  auto c = json::parse(created.body);
+  EXPECT_EQ(c.at("kind"), "PartialObjectMetadata");
+  EXPECT_EQ(c.at("apiVersion"), "meta.k8s.io/v1");
+  EXPECT_EQ(c.at("metadata").at("labels").at("team"), "x");
+  EXPECT_EQ(c.as_object().size(), 3u) << created.body;  // no data
+  call_json("POST", kCM, cm("b"), 201);
+
+  auto got = call("GET", std::string(kCM) + "/a", "", "", one);
+  ASSERT_EQ(got.status, 200u) << got.body;
+  auto g = json::parse(got.body);
+  EXPECT_EQ(g.at("kind"), "PartialObjectMetadata");
+  EXPECT_EQ(g.at("metadata").at("name"), "a");
+  EXPECT_EQ(g.at("metadata").at("uid"), c.at("metadata").at("uid"));
+  EXPECT_FALSE(g.as_object().contains("data"));
+
+  auto listed = call("GET", std::string(kCM) + "?limit=1", "", "", list);
+  ASSERT_EQ(listed.status, 200u) << listed.body;
+  auto l = json::parse(listed.body);
+  EXPECT_EQ(l.at("kind"), "PartialObjectMetadataList");
+  EXPECT_EQ(l.at("apiVersion"), "meta.k8s.io/v1");
+  EXPECT_FALSE(l.at("metadata").at("resourceVersion").as_string().empty());
+  EXPECT_FALSE(l.at("metadata").at("continue").as_string().empty());
+  ASSERT_EQ(l.at("items").as_array().size(), 1u);
+  EXPECT_EQ(l.at("items").at(0).at("kind"), "PartialObjectMetadata");
+  EXPECT_EQ(l.at("items").at(0).at("apiVersion"), "meta.k8s.io/v1");
+  EXPECT_EQ(l.at("items").at(0).at("metadata").at("name"), "a");
+  EXPECT_FALSE(l.at("items").at(0).as_object().contains("data"));
+
+  // v1beta1, as older clients ask.
+  auto beta = call("GET", std::string(kCM) + "/a", "", "",
+                   "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1");
+  EXPECT_EQ(json::parse(beta.body).at("apiVersion"), "meta.k8s.io/v1beta1");
+
+  // The form must fit the answer: kube's 406s.
+  auto not_list = call("GET", std::string(kCM) + "/a", "", "",
+                       "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1");
+  EXPECT_EQ(not_list.status, 406u);
+  EXPECT_EQ(json::parse(not_list.body).at("message"),
+            "you requested PartialObjectMetadataList, but the requested object is not a list "
+            "(*core.ConfigMap)");
+  EXPECT_EQ(json::parse(not_list.body).at("reason"), "NotAcceptable");
+  auto is_list = call("GET", kCM, "", "",
+                      "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1");
+  EXPECT_EQ(is_list.status, 406u);
+  EXPECT_EQ(json::parse(is_list.body).at("message"),
+            "you requested PartialObjectMetadata, but the requested object is a list "
+            "(*core.ConfigMapList)");
+  // A form kwatch cannot make at all, with nothing else accepted.
+  auto unknown = call("GET", std::string(kCM) + "/a", "", "",
+                      "application/json;as=Pod;g=meta.k8s.io;v=v1");
+  EXPECT_EQ(unknown.status, 406u);
+  EXPECT_EQ(json::parse(unknown.body).at("reason"), "NotAcceptable");
+  // A Status stays a Status.
+  auto deleted = call("DELETE", std::string(kCM) + "/b", "", "application/json", one);
+  ASSERT_EQ(deleted.status, 200u) << deleted.body;
+  EXPECT_EQ(json::parse(deleted.body).at("kind"), "Status");
+  auto missing = call("GET", std::string(kCM) + "/b", "", "", one);
+  EXPECT_EQ(missing.status, 404u);
+  EXPECT_EQ(json::parse(missing.body).at("kind"), "Status");
+}
+
 TEST_F(ApiHandlerTest, TooLargeResourceVersionIsATimeoutWithTheKubeCause) {
   auto r = call_json("GET", std::string(kCM) + "?resourceVersion=999999", "", 504);
   EXPECT_EQ(r.at("reason"), "Timeout");

@@ -25,6 +25,73 @@ TEST(MediaType, TheFirstRangeKwatchCanAnswerWins) {
   EXPECT_EQ(negotiate("application/yaml", true), std::nullopt);  // no YAML stream
 }
 
+TEST(MediaType, RangesAreTriedInTheOrderOfTheirQuality) {
+  EXPECT_EQ(negotiate("application/json;q=0.5, application/yaml", false), Representation::yaml);
+  EXPECT_EQ(negotiate("application/yaml;q=0.9, application/json;q=0.95", false),
+            Representation::json);
+  // Equal quality: exact types before wildcards, otherwise as sent.
+  EXPECT_EQ(negotiate("*/*, application/yaml", false), Representation::yaml);
+  EXPECT_EQ(negotiate("application/yaml, application/json", false), Representation::yaml);
+  // A q that does not read as a number refuses its range, as kube reads it.
+  EXPECT_EQ(negotiate("application/json;q=x", false), std::nullopt);
+  EXPECT_EQ(negotiate("*", false), Representation::json);
+}
+
+// The Accept headers client-go's metadata client, kubectl and others send, and what kube-apiserver
+// makes of them.
+TEST(MediaType, ResourceAnswersTakeTheFormTheRangeAsksFor) {
+  const auto form = [](std::string_view accept) {
+    auto f = negotiate_output(accept, false);
+    if (!f) return std::string("406");
+    std::string out = f->representation == Representation::json ? "json" : "yaml";
+    switch (f->transform) {
+      case Transform::none: break;
+      case Transform::table: out += " Table"; break;
+      case Transform::partial_object_metadata: out += " PartialObjectMetadata"; break;
+      case Transform::partial_object_metadata_list: out += " PartialObjectMetadataList"; break;
+    }
+    if (f->transform != Transform::none) out += " " + std::string(f->meta_version);
+    return out;
+  };
+  EXPECT_EQ(form(""), "json");
+  EXPECT_EQ(form("application/json"), "json");
+  // client-go's metadata client: protobuf first (kwatch has none), then JSON, then plain JSON.
+  EXPECT_EQ(form("application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;"
+                 "v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,"
+                 "application/json"),
+            "json PartialObjectMetadataList v1");
+  EXPECT_EQ(form("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"),
+            "json PartialObjectMetadata v1");
+  EXPECT_EQ(form("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1"),
+            "json PartialObjectMetadata v1beta1");
+  EXPECT_EQ(form("application/yaml;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"),
+            "yaml PartialObjectMetadata v1");
+  // kubectl get.
+  EXPECT_EQ(form("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;"
+                 "v=v1beta1;g=meta.k8s.io,application/json"),
+            "json Table v1");
+  EXPECT_EQ(form(" application/json ; as=Table ; g=meta.k8s.io ; v=v1beta1"), "json Table v1beta1");
+  // A form kwatch cannot make: the next range, or 406 when none is left.
+  EXPECT_EQ(form("application/json;as=Pod;g=meta.k8s.io;v=v1"), "406");
+  EXPECT_EQ(form("application/json;as=Table;g=example.com;v=v1"), "406");
+  EXPECT_EQ(form("application/json;as=Table;g=meta.k8s.io;v=v2"), "406");
+  EXPECT_EQ(form("application/json;as=Table;g=meta.k8s.io"), "406");
+  EXPECT_EQ(form("application/json;g=meta.k8s.io;v=v1"), "406");
+  EXPECT_EQ(form("application/json;as=Table"), "406");
+  EXPECT_EQ(form("application/json;as=Pod;g=meta.k8s.io;v=v1, application/yaml"), "yaml");
+  EXPECT_EQ(form("application/json;as=Table;g=meta.k8s.io;v=v1;q=0, application/json"), "json");
+  // `stream` is JSON's watch framing only; `sv` is v1 only.
+  EXPECT_EQ(form("application/json;stream=watch"), "json");
+  EXPECT_EQ(form("application/json;stream=other"), "406");
+  EXPECT_EQ(form("application/yaml;stream=watch, application/json"), "json");
+  EXPECT_EQ(form("application/json;sv=v2"), "406");
+  EXPECT_EQ(form("application/json;sv=v1;pretty=1"), "json");
+  EXPECT_EQ(form("text/html"), "406");
+  // A watch has no YAML form.
+  EXPECT_EQ(negotiate_output("application/yaml", true), std::nullopt);
+  EXPECT_TRUE(negotiate_output("application/yaml, application/json", true));
+}
+
 TEST(MediaType, YamlReadsBackAsTheSameValues) {
   auto v = json::parse(R"({"kind":"ConfigMap","metadata":{"name":"a","labels":{}},
     "data":{"port":"8080","flag":"true","empty":"","colon":"a: b","hash":"x #y","multi":"l1\nl2",
