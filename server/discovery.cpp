@@ -275,6 +275,20 @@ json::object operation(const ResourceInfo& r, std::string_view action, bool with
       {"responses", json::object{{"200", json::object{{"description", "OK"}}}}}};
 }
 
+// A custom resource's definition, named as kube names them: the group reversed, then version
+// and kind (com.example.v1.Widget).
+std::string definition_name(const kinds::ResourceInfo& r) {
+  std::string name;
+  std::string_view g = r.group;
+  while (!g.empty()) {
+    const auto dot = g.rfind('.');
+    if (!name.empty()) name += '.';
+    name += g.substr(dot == std::string_view::npos ? 0 : dot + 1);
+    g = dot == std::string_view::npos ? std::string_view() : g.substr(0, dot);
+  }
+  return name + "." + r.version + "." + r.kind;
+}
+
 }  // namespace
 
 std::optional<std::string> OpenApiDocuments::get(const Scheme& scheme, std::string_view path) {
@@ -304,7 +318,16 @@ std::optional<std::string> OpenApiDocuments::get(const Scheme& scheme, std::stri
         built->emplace(p, std::move(text));
       }
       built->emplace("", json::serialize(json::object{{"paths", std::move(paths)}}));
-      const json::object v2 = openapi_v2_document(components, version_info().at("gitVersion").as_string());
+      json::object v2 = openapi_v2_document(components, version_info().at("gitVersion").as_string());
+      // Custom resources' definitions as kube's CRD builder makes them for v2.
+      json::object& definitions = v2["definitions"].as_object();
+      for (const auto& gv : scheme.group_versions()) {
+        for (const auto& r : scheme.resources(gv.group, gv.version)) {
+          if (!r->openapi_schema || !r->openapi_schema->is_object()) continue;
+          definitions[definition_name(*r)] = custom_resource_v2_schema(
+              r->openapi_schema->get_object(), r->group, r->version, r->kind);
+        }
+      }
       built->emplace(std::string(kV2Json), json::serialize(v2));
       built->emplace(std::string(kV2Protobuf), openapi_v2_protobuf(v2));
       documents_ = std::move(built);
@@ -346,15 +369,6 @@ std::optional<json::object> openapi_v3_group_version(const Scheme& scheme, std::
   for (const auto& r : resources) {
     if (!r->openapi_schema || !r->openapi_schema->is_object()) continue;
     for (const auto& [name, schema] : kMeta) schemas.emplace(name, schema);
-    // Named as kube names them: the group reversed, then version and kind.
-    std::string name;
-    std::string_view g = r->group;
-    while (!g.empty()) {
-      const auto dot = g.rfind('.');
-      if (!name.empty()) name += '.';
-      name += g.substr(dot == std::string_view::npos ? 0 : dot + 1);
-      g = dot == std::string_view::npos ? std::string_view() : g.substr(0, dot);
-    }
     json::object schema = r->openapi_schema->get_object();
     json::value& props = schema["properties"];
     if (!props.is_object()) props = json::object();
@@ -365,7 +379,7 @@ std::optional<json::object> openapi_v3_group_version(const Scheme& scheme, std::
                       {"$ref", "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}}}}};
     schema["x-kubernetes-group-version-kind"] =
         json::array{json::object{{"group", r->group}, {"kind", r->kind}, {"version", r->version}}};
-    schemas[name + "." + r->version + "." + r->kind] = std::move(schema);
+    schemas[definition_name(*r)] = std::move(schema);
   }
   return json::object{{"openapi", "3.0.0"},
                       {"info", json::object{{"title", "Kubernetes"}, {"version", "kwatch"}}},

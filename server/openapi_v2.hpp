@@ -25,6 +25,18 @@ inline constexpr std::string_view kOpenApiV2ProtobufType =
 boost::json::object openapi_v2_document(const boost::json::object& v3_components,
                                         std::string_view version);
 
+// A custom resource's definition in the v2 document, from its version's openAPIV3Schema, as
+// kube-apiserver's CRD builder publishes it for kubectl's v2 validation: a kind whose root keeps
+// unknown fields is only `{"type": "object"}` (with no properties kubectl would check fields
+// against); otherwise what v2 cannot say is dropped (allOf/anyOf/oneOf/not, defaults; a nullable
+// value's type, properties and items and its name in `required`; the properties and items of a
+// value that keeps unknown fields; an array's type without items), then the metadata,
+// apiVersion and kind properties are added, and to every embedded resource that does not keep
+// unknown fields; the value validations and `x-kubernetes-*` extensions are kept.
+boost::json::object custom_resource_v2_schema(const boost::json::object& openapi_v3_schema,
+                                              std::string_view group, std::string_view version,
+                                              std::string_view kind);
+
 // `doc` (as openapi_v2_document makes it) as a serialized openapi_v2.Document.
 std::string openapi_v2_protobuf(const boost::json::object& doc);
 

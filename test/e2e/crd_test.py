@@ -357,6 +357,41 @@ def check_kubectl(t, server, tmp):
     code, out = run("get", "all")
     t.check("the category all includes widgets", code == 0 and "widget.example.com/w1" in out, out[-600:])
 
+    # A `kind: List` file is validated against /openapi/v2: a kind that keeps unknown fields is
+    # only an object there, and a kind with a schema still has its fields checked.
+    open_crd = """apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: foos.company.com}
+spec:
+  group: company.com
+  scope: Namespaced
+  names: {plural: foos, singular: foo, kind: Foo}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+        properties:
+          spec: {type: object, properties: {size: {type: integer}}}
+"""
+    code, out = run("apply", "-f", "-", stdin=open_crd)
+    t.check("a definition that keeps unknown fields is applied", code == 0, out)
+    wait_for(lambda: server.request("GET", "/apis/company.com/v1/namespaces/default/foos")[0] == 200,
+             what="the foos to be served")
+    listed = ("apiVersion: v1\nkind: List\nitems:\n- apiVersion: company.com/v1\n  kind: Foo\n"
+              "  metadata: {name: one}\n  someField: 1\n  spec: {size: 2}\n")
+    code, out = run("apply", "-f", "-", stdin=listed)
+    t.check("kubectl apply of a List keeps a kind's unknown fields", code == 0, out)
+    code, out = run("get", "foo", "one", "-o", "jsonpath={.someField}")
+    t.check("the unknown field is stored", code == 0 and out == "1", out)
+    typo_list = ("apiVersion: v1\nkind: List\nitems:\n- apiVersion: example.com/v1\n  kind: Widget\n"
+                 "  metadata: {name: typo2}\n  spec: {color: red, colour: x}\n")
+    code, out = run("apply", "-f", "-", stdin=typo_list)
+    t.check("kubectl apply of a List still refuses a typo", code != 0 and "colour" in out, out)
+
     # kubectl get -w prints the change made meanwhile.
     kubectl = shutil.which("kubectl")
     env = dict(os.environ, KUBECONFIG=server.kubeconfig(tmp), HOME=tmp)
