@@ -15,9 +15,293 @@ ApiResult<json::value> parse_json_body(std::string_view body, json::storage_ptr 
   std::string problem;
   auto value = apimachinery::parse_json(body, &problem, std::move(sp));
   if (!value) {
-    return api_error(Errc::bad_request, "couldn't get version/kind; json parse error: " + problem);
+    // A syntax error in Go's words; what Go would accept but kwatch does not (depth, UTF-8,
+    // numbers out of range) in kwatch's.
+    std::string go = go_json_syntax_error(body);
+    return api_error(Errc::bad_request,
+                     "couldn't get version/kind; json parse error: " + (go.empty() ? problem : go));
   }
   return std::move(*value);
+}
+
+namespace {
+
+// Go's quoteChar: how its scanner names the byte it stumbled on.
+std::string quote_char(unsigned char c) {
+  if (c == '\'') return "'\\''";
+  if (c == '"') return "'\"'";
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string inner;
+  switch (c) {
+    case '\a': inner = "\\a"; break;
+    case '\b': inner = "\\b"; break;
+    case '\f': inner = "\\f"; break;
+    case '\n': inner = "\\n"; break;
+    case '\r': inner = "\\r"; break;
+    case '\t': inner = "\\t"; break;
+    case '\v': inner = "\\v"; break;
+    case '\\': inner = "\\\\"; break;
+    default:
+      if (c < 0x20 || c == 0x7f) {
+        inner = std::string("\\x") + kHex[c >> 4] + kHex[c & 15];
+      } else if (c < 0x80) {
+        inner = std::string(1, static_cast<char>(c));
+      } else if (c <= 0xa0 || c == 0xad) {
+        // The byte read as the code point U+00XX, which is not printable.
+        inner = std::string("\\u00") + kHex[c >> 4] + kHex[c & 15];
+      } else {
+        inner = std::string(1, static_cast<char>(0xc0 | (c >> 6))) +
+                static_cast<char>(0x80 | (c & 0x3f));
+      }
+  }
+  return "'" + inner + "'";
+}
+
+bool json_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+// Go's encoding/json scanner, as a loop over states: only what it needs to name the first error.
+class GoScanner {
+ public:
+  std::string scan(std::string_view t) {
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      if (!step(static_cast<unsigned char>(t[i]))) return error_;
+    }
+    // The end: a number may end here; anything else open is an unexpected end.
+    if (state_ == State::end_top) return "";
+    if (!step(' ')) return error_;
+    return state_ == State::end_top ? "" : "unexpected end of JSON input";
+  }
+
+ private:
+  enum class State {
+    begin_value, begin_value_or_empty, begin_string_or_empty, begin_string, end_value, end_top,
+    in_string, in_string_esc, in_string_esc_u, neg, zero, one, dot, dot0, e, e_sign, e0,
+    literal,
+  };
+  enum class Parse { object_key, object_value, array_value };
+
+  bool fail(unsigned char c, std::string_view context) {
+    error_ = "invalid character " + quote_char(c) + " " + std::string(context);
+    return false;
+  }
+
+  bool begin_value(unsigned char c) {
+    if (json_space(static_cast<char>(c))) return true;
+    switch (c) {
+      case '{': stack_.push_back(Parse::object_key); state_ = State::begin_string_or_empty; return true;
+      case '[': stack_.push_back(Parse::array_value); state_ = State::begin_value_or_empty; return true;
+      case '"': state_ = State::in_string; return true;
+      case '-': state_ = State::neg; return true;
+      case '0': state_ = State::zero; return true;
+      case 't': return literal("true");
+      case 'f': return literal("false");
+      case 'n': return literal("null");
+      default:
+        if (c >= '1' && c <= '9') {
+          state_ = State::one;
+          return true;
+        }
+        return fail(c, "looking for beginning of value");
+    }
+  }
+
+  bool literal(std::string_view word) {
+    word_ = word;
+    matched_ = 1;
+    state_ = State::literal;
+    return true;
+  }
+
+  bool end_value(unsigned char c) {
+    if (stack_.empty()) {
+      state_ = State::end_top;
+      return end_top(c);
+    }
+    state_ = State::end_value;
+    if (json_space(static_cast<char>(c))) return true;
+    switch (stack_.back()) {
+      case Parse::object_key:
+        if (c == ':') {
+          stack_.back() = Parse::object_value;
+          state_ = State::begin_value;
+          return true;
+        }
+        return fail(c, "after object key");
+      case Parse::object_value:
+        if (c == ',') {
+          stack_.back() = Parse::object_key;
+          state_ = State::begin_string;
+          return true;
+        }
+        if (c == '}') return pop();
+        return fail(c, "after object key:value pair");
+      case Parse::array_value:
+        if (c == ',') {
+          state_ = State::begin_value;
+          return true;
+        }
+        if (c == ']') return pop();
+        return fail(c, "after array element");
+    }
+    return true;
+  }
+
+  bool pop() {
+    stack_.pop_back();
+    state_ = stack_.empty() ? State::end_top : State::end_value;
+    return true;
+  }
+
+  bool end_top(unsigned char c) {
+    if (!json_space(static_cast<char>(c))) return fail(c, "after top-level value");
+    return true;
+  }
+
+  static bool digit(unsigned char c) { return c >= '0' && c <= '9'; }
+  static bool hex(unsigned char c) {
+    return digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+  }
+
+  bool step(unsigned char c) {
+    switch (state_) {
+      case State::begin_value: return begin_value(c);
+      case State::begin_value_or_empty:
+        if (json_space(static_cast<char>(c))) return true;
+        if (c == ']') return end_value(c);
+        return begin_value(c);
+      case State::begin_string_or_empty:
+        if (json_space(static_cast<char>(c))) return true;
+        if (c == '}') {
+          stack_.back() = Parse::object_value;
+          return end_value(c);
+        }
+        [[fallthrough]];
+      case State::begin_string:
+        if (json_space(static_cast<char>(c))) return true;
+        if (c == '"') {
+          state_ = State::in_string;
+          return true;
+        }
+        return fail(c, "looking for beginning of object key string");
+      case State::end_value: return end_value(c);
+      case State::end_top: return end_top(c);
+      case State::in_string:
+        if (c == '"') {
+          state_ = State::end_value;
+          return true;
+        }
+        if (c == '\\') {
+          state_ = State::in_string_esc;
+          return true;
+        }
+        if (c < 0x20) return fail(c, "in string literal");
+        return true;
+      case State::in_string_esc:
+        if (c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't' || c == '\\' || c == '/' ||
+            c == '"') {
+          state_ = State::in_string;
+          return true;
+        }
+        if (c == 'u') {
+          state_ = State::in_string_esc_u;
+          hex_digits_ = 0;
+          return true;
+        }
+        return fail(c, "in string escape code");
+      case State::in_string_esc_u:
+        if (!hex(c)) return fail(c, "in \\u hexadecimal character escape");
+        if (++hex_digits_ == 4) state_ = State::in_string;
+        return true;
+      case State::neg:
+        if (c == '0') {
+          state_ = State::zero;
+          return true;
+        }
+        if (c >= '1' && c <= '9') {
+          state_ = State::one;
+          return true;
+        }
+        return fail(c, "in numeric literal");
+      case State::one:
+        if (digit(c)) return true;
+        [[fallthrough]];
+      case State::zero:
+        if (c == '.') {
+          state_ = State::dot;
+          return true;
+        }
+        if (c == 'e' || c == 'E') {
+          state_ = State::e;
+          return true;
+        }
+        return end_value(c);
+      case State::dot:
+        if (digit(c)) {
+          state_ = State::dot0;
+          return true;
+        }
+        return fail(c, "after decimal point in numeric literal");
+      case State::dot0:
+        if (digit(c)) return true;
+        if (c == 'e' || c == 'E') {
+          state_ = State::e;
+          return true;
+        }
+        return end_value(c);
+      case State::e:
+        if (c == '+' || c == '-') {
+          state_ = State::e_sign;
+          return true;
+        }
+        [[fallthrough]];
+      case State::e_sign:
+        if (digit(c)) {
+          state_ = State::e0;
+          return true;
+        }
+        return fail(c, "in exponent of numeric literal");
+      case State::e0:
+        if (digit(c)) return true;
+        return end_value(c);
+      case State::literal:
+        if (c != static_cast<unsigned char>(word_[matched_])) {
+          return fail(c, "in literal " + std::string(word_) + " (expecting " +
+                             quote_char(static_cast<unsigned char>(word_[matched_])) + ")");
+        }
+        if (++matched_ == word_.size()) state_ = State::end_value;
+        return true;
+    }
+    return true;
+  }
+
+  State state_ = State::begin_value;
+  std::vector<Parse> stack_;
+  std::string error_;
+  std::string_view word_;
+  std::size_t matched_ = 0;
+  int hex_digits_ = 0;
+};
+
+}  // namespace
+
+std::string go_json_syntax_error(std::string_view text) { return GoScanner().scan(text); }
+
+std::string summarize_body(std::string_view body, std::size_t max) {
+  if (body.empty()) return "<empty>";
+  const bool cut = body.size() > max;
+  const std::string_view shown = body.substr(0, max);
+  std::string out;
+  if (body.front() == '{') {
+    out = to_valid_utf8(shown);
+  } else {
+    static constexpr char kHex[] = "0123456789abcdef";
+    for (unsigned char c : shown) {
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  if (cut) out += " ...";
+  return out;
 }
 
 namespace {

@@ -21,6 +21,15 @@ namespace kwatch::apimachinery {
 ApiResult<boost::json::value> parse_json_body(std::string_view body,
                                               boost::json::storage_ptr sp = {});
 
+// What Go's JSON scanner (and so kube-apiserver) says of the first syntax error in `text`:
+// "invalid character 'b' looking for beginning of object key string", "unexpected end of JSON
+// input", ...; "" when the text is syntactically valid JSON.
+std::string go_json_syntax_error(std::string_view text);
+
+// The start of a body as kube's decode errors quote it: up to `max` bytes, as text when the body
+// starts with `{` and in hex otherwise, " ..." when cut; "<empty>" for none. Valid UTF-8.
+std::string summarize_body(std::string_view body, std::size_t max = 30);
+
 // The members a JSON body names twice in one object, as field paths in kube's notation
 // (`metadata.name`, `spec.containers[0].image`), in the order they appear. The parsed value keeps
 // the last of them, as kube's decoder does; fieldValidation decides whether that is an error.

@@ -245,6 +245,10 @@ void default_pod_spec(json::object& spec) {
     for_each_object(spec, list, [](json::object& c) { default_container(c); });
   }
   for_each_object(spec, "volumes", [](json::object& v) {
+    // SetDefaults_Volume: a volume that names no source is an emptyDir.
+    bool sourced = false;
+    for (const auto& [key, value] : v) sourced = sourced || (key != "name" && !value.is_null());
+    if (!sourced) v.insert_or_assign("emptyDir", json::object());
     for (const char* source : {"secret", "configMap", "downwardAPI", "projected"}) {
       default_volume_mode(v, source);
     }

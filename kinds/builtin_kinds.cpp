@@ -274,7 +274,10 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
        .deletion = DeletionRule::graceful},
       {.kind = "Service", .resource = "services", .short_names = {"svc"},
        .fields = {"spec.clusterIP", "spec.type"}, .has_status = true, .categories = kAll,
-       .hooks = {.set_defaults = default_service}, .delete_returns_object = true,
+       // Created with an empty status, which Go writes as {"loadBalancer": {}}.
+       .hooks = {.set_defaults = default_service,
+                 .prepare_for_create = initial_status(json::object{{"loadBalancer", json::object()}})},
+       .delete_returns_object = true,
        .allocates_service_addresses = true},
       {.kind = "ConfigMap", .resource = "configmaps", .short_names = {"cm"},
        .hooks = {.validate = validate_config_map}},

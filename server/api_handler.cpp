@@ -132,7 +132,7 @@ asio::awaitable<std::optional<ApiResponse>> ApiHandler::serve_review(Exchange& e
   std::string version = seg[2];
   auto denied = co_await authorize_and_audit(access_, ex.audit, std::move(version), std::move(a));
   if (denied) co_return error_response(*denied);
-  auto body = parse_object(ex.request);
+  auto body = parse_object(ex.request, review_kind(resource));
   if (!body) co_return error_response(body.error());
   const auth::UserInfo& user = ex.route.user;
   if (resource == "selfsubjectaccessreviews") {

@@ -3,6 +3,7 @@
 #include "aggregator/api_service_proxy.hpp"
 #include "apimachinery/json_members.hpp"
 #include "apimachinery/stored_json.hpp"
+#include "base/base64.hpp"
 
 #include "kinds/subresources.hpp"
 #include "schema/builtin_schemas.hpp"
@@ -11,6 +12,8 @@
 
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
+
+#include <openssl/sha.h>
 
 #include <algorithm>
 #include <functional>
@@ -55,6 +58,17 @@ constexpr ReviewResource kReviews[] = {
 };
 
 
+}  // namespace
+
+std::string_view review_kind(std::string_view resource) {
+  for (const auto& r : kReviews) {
+    if (r.resource == resource) return r.kind;
+  }
+  return {};
+}
+
+namespace {
+
 json::array review_entries(std::string_view group, std::string_view version) {
   json::array out;
   if (version != "v1") return out;
@@ -76,6 +90,35 @@ json::array verb_list(const std::vector<std::string_view>& verbs) {
 }
 
 }  // namespace
+
+namespace {
+
+// The group/version/kind objects of `r` are stored as: a custom resource's storage version;
+// events.k8s.io's events live with the core group's (kube's cohabiting resources); another
+// built-in resource in the first version of its group that serves it (autoscaling/v2 for
+// autoscaling/v1's horizontalpodautoscalers).
+std::string storage_group_version_kind(const Scheme& scheme, const kinds::ResourceInfo& r) {
+  if (r.origin == kinds::KindOrigin::custom) {
+    return r.group + "/" + (r.storage_version.empty() ? r.version : r.storage_version) + "/" +
+           r.kind;
+  }
+  if (r.group == "events.k8s.io" && r.resource == "events") return "/v1/Event";
+  for (const auto& gv : scheme.group_versions()) {
+    if (gv.group == r.group && scheme.find(gv.group, gv.version, r.resource) != nullptr) {
+      return r.group + "/" + gv.version + "/" + r.kind;
+    }
+  }
+  return r.group + "/" + r.version + "/" + r.kind;
+}
+
+}  // namespace
+
+std::string storage_version_hash(const Scheme& scheme, const kinds::ResourceInfo& r) {
+  const std::string gvk = storage_group_version_kind(scheme, r);
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(gvk.data()), gvk.size(), digest);
+  return base::base64_encode(std::string_view(reinterpret_cast<const char*>(digest), 8));
+}
 
 std::vector<kinds::GroupVersion> served_group_versions(const Scheme& scheme) {
   auto out = scheme.group_versions();
@@ -145,6 +188,7 @@ std::optional<json::object> api_resource_list(const Scheme& scheme, std::string_
                                              "patch", "update", "watch"}}};
     if (!r->short_names.empty()) entry["shortNames"] = strings(r->short_names);
     if (!r->categories.empty()) entry["categories"] = strings(r->categories);
+    entry["storageVersionHash"] = storage_version_hash(scheme, *r);
     list.push_back(std::move(entry));
     // Subresources by name, as kube lists them.
     auto subresources = kinds::subresources_of(*r);

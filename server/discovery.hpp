@@ -40,11 +40,18 @@ void add_remote_discovery(boost::json::object& discovery_list,
 void add_remote_openapi_paths(std::string& root,
                               const std::vector<aggregator::RemoteApiService>& remote);
 
+// The kind of a review resource ("tokenreviews": "TokenReview"); "" for another resource.
+std::string_view review_kind(std::string_view resource);
 // The group-versions served: the scheme's and the reviews' (all v1), in order, once each.
 std::vector<kinds::GroupVersion> served_group_versions(const kinds::Scheme& scheme);
 // GET /apis/<group>; nullopt if the group is not served.
 std::optional<boost::json::object> api_group(const kinds::Scheme& scheme,
                                              std::string_view group);
+// kube's storageVersionHash of a resource (legacy discovery): the first 8 bytes of the SHA-256
+// of the group/version/kind its objects are stored as, in base64 ("/v1/Pod" -> "xPOwRZ+Yhw8=").
+// It changes when the storage version does: the storage version migrator and the garbage
+// collector compare it across discoveries. The aggregated form has no such field.
+std::string storage_version_hash(const kinds::Scheme& scheme, const kinds::ResourceInfo& r);
 // GET /api/v1, /apis/<group>/<version>; nullopt if not served.
 std::optional<boost::json::object> api_resource_list(const kinds::Scheme& scheme,
                                                      std::string_view group,

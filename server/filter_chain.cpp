@@ -118,11 +118,22 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
   auto url = parse_url(request.target);
   if (!url) co_return error_response({Errc::bad_request, "malformed request URL", {}});
   Exchange exchange{request, *url, audit, {}, {}};
-  if (auto refused = co_await identify(exchange)) co_return error_response(*refused);
-  if (auto refused = co_await take_seat(exchange)) co_return error_response(*refused);
-  if (auto refused = co_await authorize_path(exchange)) co_return error_response(*refused);
-  ApiResponse response = co_await dispatch(exchange);
-  account(exchange, response, std::chrono::steady_clock::now() - start);
+  ApiResponse response;
+  if (auto refused = co_await identify(exchange)) {
+    response = error_response(*refused);
+  } else if (auto unseated = co_await take_seat(exchange)) {
+    response = error_response(*unseated);
+  } else if (auto forbidden = co_await authorize_path(exchange)) {
+    response = error_response(*forbidden);
+  } else {
+    response = co_await dispatch(exchange);
+    account(exchange, response, std::chrono::steady_clock::now() - start);
+  }
+  const std::optional<std::string> pretty = exchange.url.param("pretty");
+  if (wants_pretty(pretty ? std::optional<std::string_view>(*pretty) : std::nullopt,
+                   exchange.request.user_agent)) {
+    as_indented(response);
+  }
   co_return response;
 }
 

@@ -39,7 +39,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_binding(const ApiRequest& request
   if (auto e = set_field_manager(*q, url, request, "CreateOptions", false)) {
     co_return error_response(*e);
   }
-  auto body = parse_object(request);
+  auto body = parse_object(request, "Binding");
   if (!body) co_return error_response(body.error());
   auto r = co_await store_->bind(info, route.ns, route.name, std::move(*body), *q);
   if (!r) co_return error_response(r.error());
@@ -53,7 +53,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_eviction(const ApiRequest& reques
   if (request.method != "POST") co_return method_not_allowed(request.method);
   auto q = write_query(url, route.subresource, route.user);
   if (!q) co_return error_response(q.error());
-  auto body = parse_object(request);
+  auto body = parse_object(request, "Eviction");
   if (!body) co_return error_response(body.error());
   registry::DeleteQuery del;
   del.user = q->user;
@@ -75,7 +75,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_eviction(const ApiRequest& reques
 asio::awaitable<ApiResponse> ApiHandler::serve_token_request(const ApiRequest& request,
                                                              Route& route) {
   route.verb = "create";
-  auto body = parse_object(request);
+  auto body = parse_object(request, "TokenRequest");
   if (!body) co_return error_response(body.error());
   auto out = co_await token_request(access_, route.ns, route.name, std::move(*body));
   co_return out ? json_response(201, *out) : error_response(out.error());
@@ -188,7 +188,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_scale(const ApiRequest& request, 
     route.verb = "get";
   } else if (m == "PUT") {
     route.verb = "update";
-    auto body = parse_object(request);
+    auto body = parse_object(request, "Scale");
     if (!body) co_return error_response(body.error());
     auto shared = std::make_shared<json::object>(std::move(*body));
     mutate = [shared](json::object) -> ApiResult<json::object> { return *shared; };

@@ -94,7 +94,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_create(const ApiRequest& request,
   if (auto e = set_field_manager(*q, url, request, "CreateOptions", false)) {
     co_return error_response(*e);
   }
-  auto body = parse_object(request);
+  auto body = parse_object(request, info.kind);
   if (!body) co_return error_response(body.error());
   find_duplicates(request, *body, *q);
   auto created = co_await store_->create(info, route.ns, std::move(*body), *q);
@@ -113,7 +113,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_update(const ApiRequest& request,
   if (auto e = set_field_manager(*q, url, request, "UpdateOptions", false)) {
     co_return error_response(*e);
   }
-  auto body = parse_object(request);
+  auto body = parse_object(request, info.kind);
   if (!body) co_return error_response(body.error());
   find_duplicates(request, *body, *q);
   auto updated = co_await store_->update(info, route.ns, route.name, std::move(*body), *q);

@@ -279,6 +279,77 @@ std::optional<OutputForm> negotiate_output(std::string_view accept, bool stream)
   return std::nullopt;
 }
 
+std::string indent_json(std::string_view in) {
+  std::string out;
+  out.reserve(in.size() + in.size() / 2);
+  std::size_t depth = 0;
+  bool need_indent = false;  // after `{` or `[`: a newline unless the container is empty
+  bool in_string = false;
+  bool escaped = false;
+  const auto newline = [&] {
+    out.push_back('\n');
+    out.append(2 * depth, ' ');
+  };
+  for (const char c : in) {
+    if (in_string) {
+      out.push_back(c);
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
+    if (need_indent && c != ']' && c != '}') {
+      need_indent = false;
+      ++depth;
+      newline();
+    }
+    switch (c) {
+      case '"':
+        in_string = true;
+        out.push_back(c);
+        break;
+      case '{':
+      case '[':
+        need_indent = true;
+        out.push_back(c);
+        break;
+      case ',':
+        out.push_back(c);
+        newline();
+        break;
+      case ':':
+        out += ": ";
+        break;
+      case '}':
+      case ']':
+        if (need_indent) {
+          need_indent = false;
+        } else {
+          if (depth > 0) --depth;
+          newline();
+        }
+        out.push_back(c);
+        break;
+      default: out.push_back(c);
+    }
+  }
+  return out;
+}
+
+bool wants_pretty(std::optional<std::string_view> pretty_param, std::string_view user_agent) {
+  if (pretty_param && !pretty_param->empty()) {
+    const std::string_view p = *pretty_param;
+    return p == "1" || p == "t" || p == "T" || p == "true" || p == "TRUE" || p == "True";
+  }
+  return user_agent.starts_with("curl") || user_agent.starts_with("Wget") ||
+         user_agent.starts_with("Mozilla/5.0");
+}
+
 std::string to_yaml(const json::value& value) {
   std::string out;
   emit(value, 0, out);

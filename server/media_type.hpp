@@ -45,6 +45,14 @@ struct OutputForm {
 // v1. A stream (a watch) has no YAML form. nullopt when no range fits: a 406.
 std::optional<OutputForm> negotiate_output(std::string_view accept, bool stream);
 
+// `json` (compact, as kwatch writes it) indented as Go's json.MarshalIndent(v, "", "  ") writes
+// it: two spaces per level, ": " after names, `{}` and `[]` when empty; no final newline.
+std::string indent_json(std::string_view json);
+
+// Whether an answer is indented for a person, as kube-apiserver decides: `pretty` in the query
+// when it reads as a Go boolean, else a user agent of curl, Wget or a browser (Mozilla/5.0).
+bool wants_pretty(std::optional<std::string_view> pretty_param, std::string_view user_agent);
+
 // The media types named in a 406's message.
 inline constexpr std::string_view kAcceptedMediaTypes = "application/json, application/yaml";
 

@@ -62,7 +62,7 @@ std::string media_type(std::string_view content_type) {
 
 // A request's object is allocated from an arena of its own, released with the last object made
 // from it (the response).
-ApiResult<json::object> parse_object(const ApiRequest& request) {
+ApiResult<json::object> parse_object(const ApiRequest& request, std::string_view kind) {
   const std::string type = media_type(request.content_type);
   if (type == schema::kProtobufMediaType) return schema::decode_protobuf_object(request.body);
   if (!type.empty() && type != "application/json" && type != "*/*") {
@@ -71,13 +71,28 @@ ApiResult<json::object> parse_object(const ApiRequest& request) {
                                "media types include: application/json, "
                                "application/vnd.kubernetes.protobuf");
   }
+  // A body that does not decode, as kube-apiserver's decoder says it: why, and how it starts.
+  const auto unrecognized = [&](std::string_view why) {
+    return apimachinery::api_error(
+        Errc::bad_request, "the object provided is unrecognized (must be of type " +
+                               std::string(kind) + "): " + std::string(why) + " (" +
+                               apimachinery::summarize_body(request.body) + ")");
+  };
   auto v = apimachinery::parse_json_body(
       request.body, json::make_shared_resource<json::monotonic_resource>(request.body.size() * 2));
-  if (!v) return v.error();
+  if (!v) {
+    if (request.body.empty()) return v.error();
+    return unrecognized(v.error().message);
+  }
+  // `null` decodes into Go's zero object: an empty one.
+  if (v->is_null()) return json::object(v->storage());
   if (!v->is_object()) {
-    return apimachinery::api_error(Errc::bad_request,
-                               "couldn't get version/kind; json parse error: the body is not a "
-                               "JSON object");
+    // What Go's decoder says when the body is no object to read apiVersion and kind from.
+    return unrecognized(std::string("couldn't get version/kind; json parse error: json: cannot "
+                                    "unmarshal ") + std::string(json_type_name(*v)) +
+                        " into Go value of type struct { APIVersion string "
+                        "\"json:\\\"apiVersion,omitempty\\\"\"; Kind string "
+                        "\"json:\\\"kind,omitempty\\\"\" }");
   }
   return std::move(v->get_object());
 }
@@ -265,7 +280,7 @@ ApiResult<registry::DeleteQuery> delete_query(const ApiRequest& request, const U
     q.grace_period_seconds = n;
   }
   if (!request.body.empty()) {
-    auto parsed = parse_object(request);  // JSON, or protobuf as typed Go clients send it
+    auto parsed = parse_object(request, "DeleteOptions");  // JSON, or protobuf (typed Go clients)
     if (!parsed) return parsed.error();
     if (auto e = read_delete_options(*parsed, q, propagation)) return *e;
   }

@@ -33,7 +33,8 @@ std::string media_type(std::string_view content_type);
 
 // A request's object is allocated from an arena of its own, released with the last object made
 // from it (the response).
-apimachinery::ApiResult<boost::json::object> parse_object(const ApiRequest& request);
+apimachinery::ApiResult<boost::json::object> parse_object(const ApiRequest& request,
+                                                        std::string_view kind);
 
 // The options every write shares (dryRun, fieldValidation) for a write by `user`.
 apimachinery::ApiResult<registry::WriteQuery> write_query(const Url& url,

@@ -60,9 +60,10 @@ ApiError not_acceptable() {
                                     std::string(kAcceptedMediaTypes)};
 }
 
-// A JSON answer (a cached list's items included) as YAML.
-void as_yaml(ApiResponse& response) {
-  if (response.content_type.rfind("application/json", 0) != 0) return;
+namespace {
+
+// The whole text of a JSON answer: its body, a cached list's items and its tail.
+std::string whole_text(ApiResponse& response) {
   std::string text = std::move(response.body);
   bool first = true;
   for (const auto& item : response.items) {
@@ -73,6 +74,15 @@ void as_yaml(ApiResponse& response) {
   text += response.tail;
   response.items.clear();
   response.tail.clear();
+  return text;
+}
+
+}  // namespace
+
+// A JSON answer (a cached list's items included) as YAML.
+void as_yaml(ApiResponse& response) {
+  if (response.content_type.rfind("application/json", 0) != 0) return;
+  std::string text = whole_text(response);
   json::parse_options options;
   options.max_depth = apimachinery::kMaxJsonDepth + 2;
   boost::system::error_code ec;
@@ -83,6 +93,14 @@ void as_yaml(ApiResponse& response) {
   }
   response.body = to_yaml(parsed);
   response.content_type = "application/yaml";
+}
+
+void as_indented(ApiResponse& response) {
+  if (response.streaming || response.body_source ||
+      response.content_type.rfind("application/json", 0) != 0) {
+    return;
+  }
+  response.body = indent_json(whole_text(response));
 }
 
 std::string status_line(const ApiError& error) {

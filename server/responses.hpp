@@ -40,6 +40,10 @@ apimachinery::ApiError not_acceptable();
 
 // A JSON answer (a cached list's items included) as YAML.
 void as_yaml(ApiResponse& response);
+// A JSON answer indented as kube-apiserver's pretty printer writes it (indent_json), for
+// `?pretty=true` and the user agents kube treats as people (curl, Wget, browsers). Watches and
+// other servers' streams stay as they are.
+void as_indented(ApiResponse& response);
 
 // One ERROR event of a watch stream, carrying `error`'s Status.
 std::string status_line(const apimachinery::ApiError& error);

@@ -57,11 +57,57 @@ def main():
                     resp.status == 200 and resp.getheader("Content-Type") == "application/yaml"
                     and same, text[:300])
 
+            # People's tools get indented JSON, as kube-apiserver answers them; programs do not.
+            def raw_get(path, agent):
+                c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+                c.request("GET", path, headers={"User-Agent": agent})
+                r = c.getresponse()
+                body = r.read().decode()
+                c.close()
+                return body
+            def indented(body):
+                return body.startswith('{\n  "') and body.count("\n") > 3
+
+            pretty = raw_get(CM + "/base", "curl/8.5.0")
+            t.check("curl gets indented JSON", indented(pretty) and '": "' in pretty
+                    and json.loads(pretty)["metadata"]["name"] == "base", pretty[:200])
+            listed = raw_get(CM, "Wget/1.21.3")
+            t.check("a list for Wget too", indented(listed) and json.loads(listed)["items"],
+                    listed[:200])
+            t.check("?pretty=false wins over the user agent",
+                    "\n" not in raw_get(CM + "/base?pretty=false", "curl/8.5.0").strip())
+            t.check("?pretty=true for any client",
+                    indented(raw_get(CM + "/base?pretty=true", "kubectl/v1.32")))
+            t.check("a program gets compact JSON",
+                    "\n" not in raw_get(CM + "/base", "kubectl/v1.32.4 (linux/amd64)").strip())
+            missing = raw_get(CM + "/nothing", "curl/8.5.0")
+            t.check("errors are indented too", indented(missing), missing[:200])
+
             # Malformed bodies
-            for i, raw in enumerate(['{', '[]', '"text"', 'null', '{"a":1}}', '\x00\xff\xfe',
+            for i, raw in enumerate(['{', '[]', '"text"', '{"a":1}}', '\x00\xff\xfe',
                                      '{"metadata": 5}', '[' * 10000 + ']' * 10000]):
                 expect(f"malformed body #{i}", "POST", CM, 400, "BadRequest", body=raw,
                        headers={"Content-Type": "application/json"})
+            # In kube-apiserver's words: what Go's decoder says, and how the body starts.
+            resp = expect("a body that does not decode", "POST", CM, 400, "BadRequest",
+                          body='{"metadata": {"name": "x"}, bad}',
+                          headers={"Content-Type": "application/json"})
+            t.check("... says why as kube does",
+                    resp.get("message") == "the object provided is unrecognized (must be of type "
+                    "ConfigMap): couldn't get version/kind; json parse error: invalid character "
+                    "'b' looking for beginning of object key string "
+                    "({\"metadata\": {\"name\": \"x\"}, ba ...)", resp.get("message"))
+            resp = expect("a body that is no object", "POST", CM, 400, "BadRequest", body="[1]",
+                          headers={"Content-Type": "application/json"})
+            t.check("... says so in Go's words",
+                    resp.get("message", "").endswith("json: cannot unmarshal array into Go value of "
+                                                     "type struct { APIVersion string \"json:\\\"api"
+                                                     "Version,omitempty\\\"\"; Kind string \"json:"
+                                                     "\\\"kind,omitempty\\\"\" } (5b315d)"),
+                    resp.get("message"))
+            # `null` decodes into Go's zero object: one without a name.
+            expect("a null body", "POST", CM, 422, "Invalid", body="null",
+                   headers={"Content-Type": "application/json"})
             expect("empty body", "POST", CM, 400, "BadRequest", body="",
                    headers={"Content-Type": "application/json"})
             expect("yaml body", "POST", CM, 415, "UnsupportedMediaType", body="a: b",

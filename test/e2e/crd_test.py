@@ -5,6 +5,8 @@ on etcd, through a second replica).
 
 Usage: crd_test.py <path to kwatch-apiserver>
 """
+import base64
+import hashlib
 import json
 import os
 import shutil
@@ -166,6 +168,16 @@ def check_install(t, server, tmp):
     names = [r["name"] for r in body.get("resources", [])]
     t.check("discovery lists widgets with status and scale", status == 200 and
             {"widgets", "widgets/status", "widgets/scale"} <= set(names), names)
+    # kube's storageVersionHash: of the storage version's group/version/kind, for every version.
+    want = base64.b64encode(hashlib.sha256(b"example.com/v1/Widget").digest()[:8]).decode()
+    hashes = {}
+    for version in ("v1", "v1beta1"):
+        status, listed = server.request("GET", f"/apis/example.com/{version}")
+        for r in listed.get("resources", []) if isinstance(listed, dict) else []:
+            hashes[f"{version}/{r['name']}"] = r.get("storageVersionHash")
+    t.check("each version's widgets carry the storage version's hash, subresources none",
+            hashes.get("v1/widgets") == want and hashes.get("v1beta1/widgets") == want
+            and hashes.get("v1/widgets/status") is None, str(hashes))
     status, body = server.request("GET", "/apis")
     t.check("the group is in /apis", any(g["name"] == "example.com" for g in body.get("groups", [])), body)
     accept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"

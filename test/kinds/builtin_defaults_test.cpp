@@ -352,6 +352,23 @@ TEST(BuiltinDefaults, NetworkingDiscoverySchedulingAndStorageKinds) {
       "volumeLifecycleModes":["Persistent"],"requiresRepublish":false,"seLinuxMount":false})"));
 }
 
+// SetDefaults_Volume, in pods and in templates alike.
+TEST(BuiltinDefaults, AVolumeWithoutASourceIsAnEmptyDir) {
+  auto pod = parse(R"({"spec":{"containers":[{"name":"c","image":"x"}],
+      "volumes":[{"name":"scratch"},{"name":"cfg","configMap":{"name":"c"}},
+                 {"name":"nulled","hostPath":null}]}})");
+  default_pod(pod);
+  const auto& volumes = pod.at("spec").at("volumes").as_array();
+  EXPECT_EQ(volumes[0], parse(R"({"name":"scratch","emptyDir":{}})"));
+  EXPECT_FALSE(volumes[1].as_object().contains("emptyDir"));
+  EXPECT_EQ(volumes[2].at("emptyDir"), json::object());
+  auto deployment = parse(R"({"spec":{"template":{"spec":{"containers":[{"name":"c","image":"x"}],
+      "volumes":[{"name":"scratch"}]}}}})");
+  default_deployment(deployment);
+  EXPECT_EQ(deployment.at("spec").at("template").at("spec").at("volumes").at(0).at("emptyDir"),
+            json::object());
+}
+
 TEST(BuiltinDefaults, InitialStatusReplacesWhatACreateSent) {
   auto rs = parse(R"({"status":{"replicas":5,"readyReplicas":5}})");
   initial_status(json::object{{"replicas", 0}})(rs);

@@ -464,6 +464,32 @@ TEST_F(ApiHandlerTest, DiscoveryListsBuiltinResourcesWithVerbsAndShortNames) {
   EXPECT_EQ(call_json("GET", "/version").at("major"), "1");
 }
 
+// kube's values: the hash of the group/version/kind objects are stored as.
+TEST_F(ApiHandlerTest, DiscoveryGivesEachStoredResourceKubesStorageVersionHash) {
+  const auto hash_of = [&](const std::string& path, std::string_view name) -> std::string {
+    const json::value listed = call_json("GET", path);
+    for (const auto& r : listed.at("resources").as_array()) {
+      if (r.at("name").as_string() == name) {
+        const json::value* h = r.as_object().if_contains("storageVersionHash");
+        return h != nullptr ? std::string(h->as_string()) : std::string("none");
+      }
+    }
+    return "missing";
+  };
+  EXPECT_EQ(hash_of("/api/v1", "pods"), "xPOwRZ+Yhw8=");
+  EXPECT_EQ(hash_of("/api/v1", "configmaps"), "qFsyl6wFWjQ=");
+  EXPECT_EQ(hash_of("/api/v1", "namespaces"), "Q3oi5N2YM8M=");
+  EXPECT_EQ(hash_of("/apis/apps/v1", "deployments"), "8aSe+NMegvE=");
+  // Stored with the core group's events, and in autoscaling/v2 whatever the version served.
+  EXPECT_EQ(hash_of("/apis/events.k8s.io/v1", "events"), hash_of("/api/v1", "events"));
+  EXPECT_EQ(hash_of("/api/v1", "events"), "r2yiGXH7wu8=");
+  EXPECT_EQ(hash_of("/apis/autoscaling/v1", "horizontalpodautoscalers"),
+            hash_of("/apis/autoscaling/v2", "horizontalpodautoscalers"));
+  // Subresources and reviews are not stored as themselves.
+  EXPECT_EQ(hash_of("/api/v1", "pods/status"), "none");
+  EXPECT_EQ(hash_of("/apis/authentication.k8s.io/v1", "tokenreviews"), "none");
+}
+
 TEST_F(ApiHandlerTest, OpenApiAdvertisesServerSideFieldValidationForPatch) {
   auto root = call_json("GET", "/openapi/v3");
   std::string url(root.at("paths").at("apis/apps/v1").at("serverRelativeURL").as_string());

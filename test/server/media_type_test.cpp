@@ -92,6 +92,49 @@ TEST(MediaType, ResourceAnswersTakeTheFormTheRangeAsksFor) {
   EXPECT_TRUE(negotiate_output("application/yaml, application/json", true));
 }
 
+// Go's json.MarshalIndent(v, "", "  "), as kube-apiserver answers curl.
+TEST(MediaType, IndentedAsGoIndents) {
+  EXPECT_EQ(indent_json(R"({"kind":"ConfigMap","metadata":{"name":"a","labels":{}},)"
+                        R"("data":{"k":"{\"x\": [1,2]}"},"list":[1,[],{"a":null}]})" "\n"),
+            "{\n"
+            "  \"kind\": \"ConfigMap\",\n"
+            "  \"metadata\": {\n"
+            "    \"name\": \"a\",\n"
+            "    \"labels\": {}\n"
+            "  },\n"
+            "  \"data\": {\n"
+            "    \"k\": \"{\\\"x\\\": [1,2]}\"\n"
+            "  },\n"
+            "  \"list\": [\n"
+            "    1,\n"
+            "    [],\n"
+            "    {\n"
+            "      \"a\": null\n"
+            "    }\n"
+            "  ]\n"
+            "}");
+  EXPECT_EQ(indent_json("{}"), "{}");
+  EXPECT_EQ(indent_json(R"(["a\\",":,{"])"), "[\n  \"a\\\\\",\n  \":,{\"\n]");
+  // Already indented text comes out the same.
+  EXPECT_EQ(indent_json(indent_json(R"({"a":[{"b":1}]})")), indent_json(R"({"a":[{"b":1}]})"));
+}
+
+TEST(MediaType, PrettyForPeopleAsKubeDecides) {
+  EXPECT_TRUE(wants_pretty(std::nullopt, "curl/7.88.1"));
+  EXPECT_TRUE(wants_pretty(std::nullopt, "Wget/1.21"));
+  EXPECT_TRUE(wants_pretty(std::nullopt, "Mozilla/5.0 (X11; Linux x86_64)"));
+  EXPECT_FALSE(wants_pretty(std::nullopt, "kubectl/v1.32.4 (linux/amd64) kubernetes/abc"));
+  EXPECT_FALSE(wants_pretty(std::nullopt, ""));
+  for (const char* yes : {"1", "t", "T", "true", "TRUE", "True"}) {
+    EXPECT_TRUE(wants_pretty(std::string_view(yes), "kubectl")) << yes;
+  }
+  // The parameter wins over the user agent; what is no Go boolean is false.
+  for (const char* no : {"0", "false", "yes", "on"}) {
+    EXPECT_FALSE(wants_pretty(std::string_view(no), "curl/8")) << no;
+  }
+  EXPECT_TRUE(wants_pretty(std::string_view(""), "curl/8"));
+}
+
 TEST(MediaType, YamlReadsBackAsTheSameValues) {
   auto v = json::parse(R"({"kind":"ConfigMap","metadata":{"name":"a","labels":{}},
     "data":{"port":"8080","flag":"true","empty":"","colon":"a: b","hash":"x #y","multi":"l1\nl2",
