@@ -7,6 +7,7 @@
 #include "aggregator/api_service_proxy.hpp"
 #include "aggregator/availability_controller.hpp"
 #include "admission/webhook_plugin.hpp"
+#include "auth/certificate_guard.hpp"
 #include "auth/escalation_guard.hpp"
 #include "auth/rbac_authorizer.hpp"
 #include "registry/resource_store.hpp"
@@ -17,6 +18,7 @@
 #include "server/audit_log.hpp"
 #include "registry/cacher_registry.hpp"
 #include "controllers/admission_policy_status.hpp"
+#include "controllers/certificate_signer.hpp"
 #include "controllers/api_service_registration.hpp"
 #include "controllers/extension_authentication.hpp"
 #include "delegation/access_review_authorizer.hpp"
@@ -243,6 +245,8 @@ struct Application::Parts {
   std::shared_ptr<aggregator::ApiServiceProxy> api_service_proxy;
   std::shared_ptr<aggregator::AvailabilityController> api_service_availability;
   std::shared_ptr<controllers::AdmissionPolicyStatus> admission_policy_status;
+  std::shared_ptr<const controllers::CertificateSigner::Authority> signing_authority;
+  std::shared_ptr<controllers::CertificateSigner> certificate_signer;  // with a signing CA
   std::shared_ptr<GarbageCollector> garbage_collector;
   std::shared_ptr<registry::ServiceAllocator> service_allocator;
   // The controllers start once every built-in cache has listed and the bootstrap objects are
@@ -464,6 +468,8 @@ bool Application::Parts::configure_access() {
     store->admission().add(std::make_shared<auth::EscalationGuard>(rbac));
     store->admission().add(std::make_shared<admission::PolicyParamGuard>(rbac, scheme, cachers));
   }
+  // kube's CertificateApproval, CertificateSigning and CertificateSubjectRestriction plugins.
+  store->admission().add(std::make_shared<auth::CertificateGuard>(rbac));
   if (!delegate_access(access)) return false;
   handler->set_access(std::move(access));
   // After every other validating plugin, as kube's chain runs ValidatingAdmissionPolicy.
@@ -509,6 +515,27 @@ bool Application::Parts::configure_access() {
   // Requests for remote APIServices' group/versions go to their extension servers.
   aggregator::ProxyOptions proxy_options;
   proxy_options.allow_loopback = options.unsafe_webhook_loopback_endpoints;
+  if (!options.cluster_signing_cert_file.empty()) {
+    // The CertificateSigningRequest signer's CA, read (and checked) before serving starts.
+    std::string cert_pem, key_pem, error;
+    const auto read = [](const std::string& path, std::string& out) {
+      std::ifstream in(path, std::ios::binary);
+      if (!in) return false;
+      out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      return true;
+    };
+    if (read(options.cluster_signing_cert_file, cert_pem) &&
+        read(options.cluster_signing_key_file, key_pem)) {
+      signing_authority = controllers::CertificateSigner::load(cert_pem, key_pem, error);
+    } else {
+      error = "cannot read them";
+    }
+    if (!signing_authority) {
+      spdlog::critical("--cluster-signing-cert-file {} and --cluster-signing-key-file {}: {}",
+                       options.cluster_signing_cert_file, options.cluster_signing_key_file, error);
+      return false;
+    }
+  }
   if (!options.proxy_client_cert_file.empty()) {
     auto read = [](const std::string& path, std::string& out) {
       std::ifstream in(path, std::ios::binary);
@@ -709,6 +736,11 @@ void Application::Parts::make_controllers() {
       });
   admission_policy_status =
       std::make_shared<controllers::AdmissionPolicyStatus>(scheme, store, cachers);
+  if (signing_authority) {
+    certificate_signer = std::make_shared<controllers::CertificateSigner>(
+        scheme, store, cachers, signing_authority,
+        std::chrono::duration_cast<std::chrono::seconds>(options.cluster_signing_duration));
+  }
   // Services get cluster IPs and node ports from the configured ranges.
   auto service_ranges = registry::parse_node_port_range(
       options.service_node_port_range,
@@ -1066,6 +1098,7 @@ void Application::Parts::start_controllers() {
   api_service_registration->start(ioc->get_executor());
   api_service_availability->start(ioc->get_executor());
   admission_policy_status->start(compute->get_executor());  // type checking compiles
+  if (certificate_signer) certificate_signer->start(compute->get_executor());  // RSA signing
   if (garbage_collector) garbage_collector->start(ioc->get_executor());
 }
 
@@ -1078,6 +1111,7 @@ void Application::Parts::stop_controllers() {
   api_service_registration->stop();
   api_service_availability->stop();
   admission_policy_status->stop();
+  if (certificate_signer) certificate_signer->stop();
   if (garbage_collector) garbage_collector->stop();
 }
 
@@ -1115,6 +1149,7 @@ int Application::run() {
   p.api_service_availability.reset();
   p.api_service_proxy.reset();
   p.admission_policy_status.reset();
+  p.certificate_signer.reset();
   p.crd_controller.reset();
   p.rbac.reset();
   p.handler.reset();

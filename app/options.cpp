@@ -369,6 +369,24 @@ std::vector<Flag> flag_table(Options& o) {
          return parse_bool(v, o.authentication_tolerate_lookup_failure) ? ""
                                                                         : "must be true or false";
        }},
+      {"cluster-signing-cert-file", "FILE",
+       "the CA certificate (PEM) that signs approved CertificateSigningRequests\n"
+       "for kubernetes.io/kube-apiserver-client and\n"
+       "kubernetes.io/kube-apiserver-client-kubelet, as kube-controller-manager's\n"
+       "signer does; with --cluster-signing-key-file (none: nothing is signed)",
+       [&](const std::string& v) -> std::string {
+         o.cluster_signing_cert_file = v;
+         return "";
+       }},
+      {"cluster-signing-key-file", "FILE", "the key of --cluster-signing-cert-file (PEM)",
+       [&](const std::string& v) -> std::string {
+         o.cluster_signing_key_file = v;
+         return "";
+       }},
+      {"cluster-signing-duration", "DURATION",
+       "the longest validity of a signed certificate (default 8760h0m0s); a request's\n"
+       "spec.expirationSeconds may ask for less",
+       positive_duration(o.cluster_signing_duration, "8760h")},
       {"proxy-client-cert-file", "FILE",
        "the client certificate (PEM) kwatch presents to extension API servers\n"
        "when it passes them requests for their APIServices; with\n"
@@ -724,6 +742,9 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
   }
   if (!o.port && o.secure_port == 0) {
     return ParseError{"nothing to serve: --secure-port=0 and no --port"};
+  }
+  if (o.cluster_signing_cert_file.empty() != o.cluster_signing_key_file.empty()) {
+    return ParseError{"--cluster-signing-cert-file and --cluster-signing-key-file go together"};
   }
   if (o.proxy_client_cert_file.empty() != o.proxy_client_key_file.empty()) {
     return ParseError{"--proxy-client-cert-file and --proxy-client-key-file go together"};

@@ -57,6 +57,11 @@ struct Options {
   bool authentication_skip_lookup = false;
   bool authentication_tolerate_lookup_failure = false;
   // --proxy-client-cert-file, --proxy-client-key-file: what extension API servers are shown.
+  // --cluster-signing-cert-file, --cluster-signing-key-file, --cluster-signing-duration:
+  // kube-controller-manager's, for the in-process CertificateSigningRequest signer.
+  std::string cluster_signing_cert_file;
+  std::string cluster_signing_key_file;
+  std::chrono::milliseconds cluster_signing_duration = std::chrono::hours(8760);
   std::string proxy_client_cert_file;
   std::string proxy_client_key_file;
   // --unsafe-webhook-loopback-endpoints: development only (see options.cpp).

@@ -1,6 +1,7 @@
 #include "kinds/builtin_columns.hpp"
 
 #include "kinds/api_service.hpp"
+#include "kinds/certificate_signing_request.hpp"
 #include "kinds/horizontal_pod_autoscaler.hpp"
 #include "apimachinery/json_path.hpp"
 #include "apimachinery/label_selector.hpp"
@@ -949,6 +950,15 @@ std::vector<PrinterColumn> builtin_columns(std::string_view group, std::string_v
             age_column()};
   }
   if (kind == "RuntimeClass") return {name_column(), text("Handler", ".handler", ""), age_column()};
+  if (kind == "CertificateSigningRequest") {
+    // kube's printer: NAME, AGE, SIGNERNAME, REQUESTOR, REQUESTEDDURATION, CONDITION.
+    return {name_column(), age_column(), text("SignerName", ".spec.signerName", ""),
+            text("Requestor", ".spec.username", ""),
+            computed("RequestedDuration", "string",
+                     [](const json::object& o) { return json::value(csr_requested_duration_cell(o)); }),
+            computed("Condition", "string",
+                     [](const json::object& o) { return json::value(csr_condition_cell(o)); })};
+  }
   if (kind == "APIService") {
     return {name_column(),
             computed("Service", "string",

@@ -5,6 +5,7 @@
 
 #include "kinds/admission_policy.hpp"
 #include "kinds/api_service.hpp"
+#include "kinds/certificate_signing_request.hpp"
 #include "kinds/webhook_configuration.hpp"
 #include "kinds/builtin_columns.hpp"
 #include "kinds/builtin_defaults.hpp"
@@ -441,6 +442,15 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
        .kind = "MutatingAdmissionPolicyBinding", .resource = "mutatingadmissionpolicybindings",
        .namespaced = false, .categories = {"api-extensions"},
        .hooks = {.validate = validate_mutating_admission_policy_binding}},
+      // ---- certificates.k8s.io/v1 ----
+      {.group = "certificates.k8s.io", .kind = "CertificateSigningRequest",
+       .resource = "certificatesigningrequests", .namespaced = false, .short_names = {"csr"},
+       .fields = {"spec.signerName"}, .has_status = true,
+       .hooks = {.prepare_for_create = prepare_csr_for_create,
+                 .keep_owned_fields = keep_csr_owned_fields,
+                 .validate = validate_csr,
+                 .record_requester = record_csr_requester,
+                 .validate_update_path = validate_csr_update_path}},
       {.group = "apiregistration.k8s.io", .kind = "APIService", .resource = "apiservices",
        .namespaced = false, .has_status = true, .categories = {"api-extensions"},
        .hooks = {.prepare_for_create = prepare_api_service, .validate = validate_api_service}},
@@ -475,7 +485,8 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
     info.allocates_service_addresses = k.allocates_service_addresses;
     info.generation = generation_rule(k.group, k.kind);
     if (k.kind == "Namespace" || k.kind == "Service") info.name_rule = NameRule::dns_label;
-    if (k.group == "rbac.authorization.k8s.io" || k.kind == "APIService") {
+    if (k.group == "rbac.authorization.k8s.io" || k.kind == "APIService" ||
+        k.kind == "CertificateSigningRequest") {
       info.name_rule = NameRule::path_segment;
     }
     info.printer_columns = builtin_columns(k.group, k.kind);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "apimachinery/api_error.hpp"
+#include "apimachinery/user_info.hpp"
 
 #include <boost/json/fwd.hpp>
 
@@ -93,6 +94,16 @@ struct KindHooks {
   std::function<void(const boost::json::object& obj, const boost::json::object* old,
                      std::vector<apimachinery::Cause>& causes)>
       validate;
+  // Who made a create (the requesting user), for a kind that records it in the object (a
+  // CertificateSigningRequest's spec.username, groups, ...), after prepare_for_create.
+  std::function<void(boost::json::object& obj, const apimachinery::UserInfo& user)>
+      record_requester;
+  // Rules of an update that depend on the path it was written through (`subresource`, "" the
+  // main resource), after `validate` (a CertificateSigningRequest is approved only through
+  // /approval). Appends causes.
+  std::function<void(const boost::json::object& obj, const boost::json::object& old,
+                     std::string_view subresource, std::vector<apimachinery::Cause>& causes)>
+      validate_update_path;
   // A kind served over another kind's objects (events.k8s.io/v1 Event over core/v1 Event): its
   // object in the stored kind's form before a write, and back after a read. Both or neither.
   std::function<void(boost::json::object& obj)> to_stored;

@@ -37,11 +37,16 @@ const std::vector<Subresource> kServiceProxy{
     {"proxy", "", "", "ServiceProxyOptions", kProxyVerbs, false, true}};
 const std::vector<Subresource> kNodeProxy{
     {"proxy", "", "", "NodeProxyOptions", kProxyVerbs, false, true, "metadata.name"}};
+const std::vector<Subresource> kApproval{{"approval", "", "", "", kReadWrite}};
 const std::vector<Subresource> kNone;
 
 // Those of a built-in kind beyond status and scale.
 const std::vector<Subresource>& own_subresources(const ResourceInfo& info) {
-  if (!info.group.empty() || info.origin != KindOrigin::builtin) return kNone;
+  if (info.origin != KindOrigin::builtin) return kNone;
+  if (info.group == "certificates.k8s.io" && info.resource == "certificatesigningrequests") {
+    return kApproval;
+  }
+  if (!info.group.empty()) return kNone;
   if (info.resource == "pods") return pod_subresources();
   if (info.resource == "serviceaccounts") return kToken;
   if (info.resource == "namespaces") return kFinalize;

@@ -109,7 +109,9 @@ asio::awaitable<ApiResult<json::object>> update_object(const ResourceInfo& info,
   // The status subresource and the main resource each own their half of the object (a
   // binding, which sets the node and the PodScheduled condition, writes both).
   if (info.has_status && query.subresource != "binding") {
-    const bool status_write = query.subresource == "status";
+    // A CertificateSigningRequest's /approval writes its status (its conditions: the kind's
+    // keep_owned_fields above kept the rest).
+    const bool status_write = query.subresource == "status" || query.subresource == "approval";
     json::object base = status_write ? existing : obj;
     const json::object& from = status_write ? obj : existing;
     if (auto it = from.find("status"); it != from.end()) {
@@ -154,7 +156,8 @@ asio::awaitable<ApiResult<json::object>> update_object(const ResourceInfo& info,
   // Validation: the kind's rules (a binding is no update of the pod's spec by its users: only
   // the rules of any pod apply) and finalizers, then validating admission.
   const json::object* old_for_rules = query.subresource == "binding" ? nullptr : &existing;
-  if (auto e = check_written(info, name, obj, old_for_rules, query.warnings.get())) {
+  if (auto e = check_written(info, name, obj, old_for_rules, query.warnings.get(),
+                             query.subresource)) {
     co_return std::move(*e);
   }
   if (auto causes = added_finalizers(obj, existing); !causes.empty()) {

@@ -424,6 +424,9 @@ std::optional<ApiError> decode_and_default(const ResourceInfo& info, json::objec
   obj = std::move(value.get_object());
   if (info.hooks.set_defaults) info.hooks.set_defaults(obj);
   if (create && info.hooks.prepare_for_create) info.hooks.prepare_for_create(obj);
+  if (create && info.hooks.record_requester && query.user) {
+    info.hooks.record_requester(obj, *query.user);
+  }
   return std::nullopt;
 }
 
@@ -432,7 +435,8 @@ std::optional<ApiError> decode_and_default(const ResourceInfo& info, json::objec
 // wrong type, the 400 decoding error Go would have given (for the first such field).
 std::optional<ApiError> check_written(const ResourceInfo& info, const std::string& name,
                                       json::object& obj, const json::object* old,
-                                      std::vector<std::string>* warnings) {
+                                      std::vector<std::string>* warnings,
+                                      std::string_view subresource) {
   std::vector<Cause> causes;
   if (info.schema) {
     json::value value(std::move(obj));
@@ -453,6 +457,9 @@ std::optional<ApiError> check_written(const ResourceInfo& info, const std::strin
     }
   }
   for (auto& c : validate_object(info, obj, old)) causes.push_back(std::move(c));
+  if (old != nullptr && info.hooks.validate_update_path) {
+    info.hooks.validate_update_path(obj, *old, subresource, causes);
+  }
   if (causes.empty()) return std::nullopt;
   return invalid(info, name, std::move(causes));
 }

@@ -172,10 +172,12 @@ std::optional<ApiError> decode_and_default(const ResourceInfo& info, json::objec
 // labels, then the kind's own) as one 422 Invalid; or, for a built-in kind holding a value of the
 // wrong type, the 400 decoding error Go would have given (for the first such field).
 // On an update, `old` is the object replaced (oldSelf of CRD rules); the complaints of CRD rules
-// about values the update left unchanged go to `warnings` (may be null).
+// about values the update left unchanged go to `warnings` (may be null); `subresource` is the
+// path the update was written through (KindHooks::validate_update_path).
 std::optional<ApiError> check_written(const ResourceInfo& info, const std::string& name,
                                       json::object& obj, const json::object* old,
-                                      std::vector<std::string>* warnings = nullptr);
+                                      std::vector<std::string>* warnings = nullptr,
+                                      std::string_view subresource = {});
 
 // What mutating admission changed is made an object again (kube's BeforeCreate/BeforeUpdate
 // after its admission chain): its kind and the metadata the server manages (uid,

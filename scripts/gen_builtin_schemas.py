@@ -55,6 +55,7 @@ PACKAGES = {
     "autoscaling": "io.k8s.api.autoscaling.v1",
     "admissionregistration.k8s.io": "io.k8s.api.admissionregistration.v1",
     "apiregistration.k8s.io": "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1",
+    "certificates.k8s.io": "io.k8s.api.certificates.v1",
 }
 
 # (group, version) whose types live in another package than the group's v1 types.
@@ -123,6 +124,7 @@ KINDS = [
     ("admissionregistration.k8s.io", "v1beta1", "MutatingAdmissionPolicyBinding",
      "io.k8s.api.admissionregistration.v1beta1.MutatingAdmissionPolicyBinding"),
     ("apiregistration.k8s.io", "v1", "APIService", "V1APIService"),
+    ("certificates.k8s.io", "v1", "CertificateSigningRequest", "V1CertificateSigningRequest"),
 ]
 
 # Classes whose definition the first-referrer rule would get wrong: apimachinery's meta types

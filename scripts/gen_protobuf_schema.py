@@ -42,6 +42,7 @@ API_PACKAGES = {
     "authentication/v1": "authentication.k8s.io/v1", "authorization/v1": "authorization.k8s.io/v1",
     "admissionregistration/v1": "admissionregistration.k8s.io/v1",
     "admissionregistration/v1beta1": "admissionregistration.k8s.io/v1beta1",
+    "certificates/v1": "certificates.k8s.io/v1",
 }
 # Packages read at another tag than the default, and the kinds of theirs kwatch serves: the
 # admission policies as kube 1.34 serves them.
@@ -57,7 +58,8 @@ SPECIAL = {
     "meta/v1.Time": "time", "meta/v1.MicroTime": "micro_time", "resource.Quantity": "quantity",
     "intstr.IntOrString": "int_or_string", "runtime.RawExtension": "raw_json",
     "meta/v1.FieldsV1": "raw_json", "authentication/v1.ExtraValue": "string_list",
-    "authorization/v1.ExtraValue": "string_list", "types.UID": "string",
+    "authorization/v1.ExtraValue": "string_list", "certificates/v1.ExtraValue": "string_list",
+    "types.UID": "string",
 }
 SCALARS = {"string": "string", "bool": "boolean", "int32": "int32", "int64": "int64",
            "int": "int64", "[]byte": "bytes"}

@@ -78,6 +78,7 @@ const std::vector<std::tuple<std::string, std::string, std::string>> kKinds = {
     {"admissionregistration.k8s.io", "v1beta1", "MutatingAdmissionPolicy"},
     {"admissionregistration.k8s.io", "v1beta1", "MutatingAdmissionPolicyBinding"},
     {"apiregistration.k8s.io", "v1", "APIService"},
+    {"certificates.k8s.io", "v1", "CertificateSigningRequest"},
 };
 
 Schema compile_kind(std::string_view group, std::string_view kind) {
