@@ -246,6 +246,17 @@ GenerationRule generation_rule(std::string_view group, std::string_view kind) {
 }  // namespace
 
 void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
+  // kube's ValidateEndpointIP, but for loopback addresses: kwatch's own `kubernetes` Endpoints
+  // names its loopback bind address, and a loopback endpoint is refused where it would be
+  // dialed instead (registry/service_endpoints.cpp: webhooks, aggregated APIs).
+  const auto endpoints_rules = [](const json::object& obj, const json::object* old,
+                                  std::vector<Cause>& causes) {
+    validate_endpoints(obj, old, causes, /*allow_loopback=*/true);
+  };
+  const auto slice_rules = [](const json::object& obj, const json::object* old,
+                              std::vector<Cause>& causes) {
+    validate_endpoint_slice(obj, old, causes, /*allow_loopback=*/true);
+  };
   const KindSchemas& schemas = KindSchemas::builtin();
   // As kube-apiserver 1.32 serves them: names, scope, short names, categories, selectable
   // fields and subresources; defaulting and the strategies' rules as hooks.
@@ -294,7 +305,7 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
                   "reportingComponent", "source", "type"},
        .hooks = {.field_value = event_field}},
       {.kind = "Endpoints", .resource = "endpoints", .short_names = {"ep"},
-       .hooks = {.set_defaults = default_endpoints}},
+       .hooks = {.set_defaults = default_endpoints, .validate = endpoints_rules}},
       {.kind = "ServiceAccount", .resource = "serviceaccounts", .short_names = {"sa"}, .delete_returns_object = true},
       {.kind = "ReplicationController", .resource = "replicationcontrollers",
        .short_names = {"rc"}, .fields = {"status.replicas"}, .has_status = true,
@@ -373,7 +384,7 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
        .short_names = {"netpol"}, .hooks = {.set_defaults = default_network_policy}},
       // ---- discovery.k8s.io/v1, policy/v1, scheduling.k8s.io/v1 ----
       {.group = "discovery.k8s.io", .kind = "EndpointSlice", .resource = "endpointslices",
-       .hooks = {.set_defaults = default_endpoint_slice}},
+       .hooks = {.set_defaults = default_endpoint_slice, .validate = slice_rules}},
       {.group = "policy", .kind = "PodDisruptionBudget", .resource = "poddisruptionbudgets",
        .short_names = {"pdb"}, .has_status = true,
        .hooks = {.prepare_for_create = initial_status(json::object{{"disruptionsAllowed", 0},
@@ -485,6 +496,7 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
     info.allocates_service_addresses = k.allocates_service_addresses;
     info.generation = generation_rule(k.group, k.kind);
     if (k.kind == "Namespace" || k.kind == "Service") info.name_rule = NameRule::dns_label;
+    if (k.group.empty() && k.kind == "Namespace") info.deletes_collections = false;
     if (k.group == "rbac.authorization.k8s.io" || k.kind == "APIService" ||
         k.kind == "CertificateSigningRequest") {
       info.name_rule = NameRule::path_segment;

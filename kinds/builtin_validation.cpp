@@ -11,6 +11,8 @@
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -824,6 +826,104 @@ void validate_persistent_volume_claim(const json::object& pvc, const json::objec
   if (old_bytes && new_bytes && *new_bytes < *old_bytes) {
     forbidden(causes, "spec.resources.requests.storage",
               "field can not be less than previous value");
+  }
+}
+
+std::vector<std::string> endpoint_ip_problems(std::string_view ip, bool allow_loopback) {
+  const std::string text(ip);
+  unsigned char v6[16];
+  unsigned char v4[4];
+  const bool is_v4 = inet_pton(AF_INET, text.c_str(), v4) == 1;
+  const bool is_v6 = !is_v4 && inet_pton(AF_INET6, text.c_str(), v6) == 1;
+  if (!is_v4 && !is_v6) return {"must be a valid IP address"};
+  // An IPv4-mapped address is judged as its IPv4 address, as Go's net.IP does.
+  const bool mapped = is_v6 && v6[10] == 0xff && v6[11] == 0xff &&
+                      std::all_of(v6, v6 + 10, [](unsigned char b) { return b == 0; });
+  if (mapped) std::copy(v6 + 12, v6 + 16, v4);
+  const bool four = is_v4 || mapped;
+  std::vector<std::string> out;
+  const bool unspecified = four ? (v4[0] | v4[1] | v4[2] | v4[3]) == 0
+                                : std::all_of(v6, v6 + 16, [](unsigned char b) { return b == 0; });
+  if (unspecified) out.push_back("may not be unspecified (" + text + ")");
+  const bool loopback = four ? v4[0] == 127
+                             : std::all_of(v6, v6 + 15, [](unsigned char b) { return b == 0; }) &&
+                                   v6[15] == 1;
+  if (loopback && !allow_loopback) {
+    out.push_back("may not be in the loopback range (127.0.0.0/8, ::1/128)");
+  }
+  const bool link_local = four ? v4[0] == 169 && v4[1] == 254 : v6[0] == 0xfe && (v6[1] & 0xc0) == 0x80;
+  if (link_local) out.push_back("may not be in the link-local range (169.254.0.0/16, fe80::/10)");
+  const bool link_local_multicast =
+      four ? v4[0] == 224 && v4[1] == 0 && v4[2] == 0 : v6[0] == 0xff && (v6[1] & 0x0f) == 0x02;
+  if (link_local_multicast) {
+    out.push_back("may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)");
+  }
+  return out;
+}
+
+void validate_endpoints(const json::object& endpoints, const json::object* old, Causes& causes,
+                        bool allow_loopback) {
+  (void)old;
+  const json::value* subsets = endpoints.if_contains("subsets");
+  if (subsets == nullptr || !subsets->is_array()) return;
+  for (std::size_t i = 0; i < subsets->get_array().size(); ++i) {
+    const json::object* subset = subsets->get_array()[i].if_object();
+    if (subset == nullptr) continue;
+    for (const char* list : {"addresses", "notReadyAddresses"}) {
+      const json::value* addresses = subset->if_contains(list);
+      if (addresses == nullptr || !addresses->is_array()) continue;
+      for (std::size_t j = 0; j < addresses->get_array().size(); ++j) {
+        const json::object* address = addresses->get_array()[j].if_object();
+        const json::value* ip = address != nullptr ? address->if_contains("ip") : nullptr;
+        if (ip == nullptr || !ip->is_string()) continue;
+        const std::string path = "subsets[" + std::to_string(i) + "]." + list + "[" +
+                                 std::to_string(j) + "].ip";
+        const std::string_view text = ip->get_string();
+        const auto problems = endpoint_ip_problems(text, allow_loopback);
+        if (problems.size() == 1 && problems[0] == "must be a valid IP address") {
+          // IsValidIPForLegacyField first, in its words.
+          field_errors::invalid(causes, path, apimachinery::go_quote(text),
+                                "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)");
+        }
+        for (const auto& p : problems) {
+          field_errors::invalid(causes, path, apimachinery::go_quote(text), p);
+        }
+      }
+    }
+  }
+}
+
+void validate_endpoint_slice(const json::object& slice, const json::object* old, Causes& causes,
+                             bool allow_loopback) {
+  (void)old;
+  const json::value* type_value = slice.if_contains("addressType");
+  const std::string_view type =
+      type_value != nullptr && type_value->is_string() ? std::string_view(type_value->get_string())
+                                                       : std::string_view();
+  if (type != "IPv4" && type != "IPv6") return;
+  const json::value* list = slice.if_contains("endpoints");
+  if (list == nullptr || !list->is_array()) return;
+  for (std::size_t i = 0; i < list->get_array().size(); ++i) {
+    const json::object* endpoint = list->get_array()[i].if_object();
+    const json::value* addresses = endpoint != nullptr ? endpoint->if_contains("addresses") : nullptr;
+    if (addresses == nullptr || !addresses->is_array()) continue;
+    for (std::size_t j = 0; j < addresses->get_array().size(); ++j) {
+      const json::value& a = addresses->get_array()[j];
+      if (!a.is_string()) continue;
+      const std::string path = "endpoints[" + std::to_string(i) + "].addresses[" + std::to_string(j) + "]";
+      const std::string text(a.get_string());
+      unsigned char buf[16];
+      const bool family = inet_pton(type == "IPv4" ? AF_INET : AF_INET6, text.c_str(), buf) == 1;
+      if (!family) {
+        field_errors::invalid(causes, path, apimachinery::go_quote(text),
+                              type == "IPv4" ? "must be a valid IPv4 address"
+                                             : "must be a valid IPv6 address");
+        continue;
+      }
+      for (const auto& p : endpoint_ip_problems(text, allow_loopback)) {
+        field_errors::invalid(causes, path, apimachinery::go_quote(text), p);
+      }
+    }
   }
 }
 

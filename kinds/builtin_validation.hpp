@@ -14,6 +14,7 @@
 #include <boost/json/fwd.hpp>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kwatch::kinds {
@@ -42,6 +43,18 @@ void validate_persistent_volume(const boost::json::object& pv, const boost::json
                                 Causes& causes);
 void validate_persistent_volume_claim(const boost::json::object& pvc,
                                       const boost::json::object* old, Causes& causes);
+
+// kube's ValidateEndpointIP: why `ip` may not be an endpoint's address (unparseable, unspecified,
+// loopback, link-local, link-local multicast), each in kube's words; none when it may.
+// `allow_loopback` lets loopback addresses through (--unsafe-webhook-loopback-endpoints, for
+// tests that run webhooks on 127.0.0.1).
+std::vector<std::string> endpoint_ip_problems(std::string_view ip, bool allow_loopback);
+// Endpoints' and EndpointSlices' addresses: kube's IP rules (above); an EndpointSlice's of
+// addressType IPv4 or IPv6 must be of that family.
+void validate_endpoints(const boost::json::object& endpoints, const boost::json::object* old,
+                        Causes& causes, bool allow_loopback);
+void validate_endpoint_slice(const boost::json::object& slice, const boost::json::object* old,
+                             Causes& causes, bool allow_loopback);
 
 // A metav1.LabelSelector as %#v prints the struct:
 // `v1.LabelSelector{MatchLabels:map[string]string{"app":"web"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}`.

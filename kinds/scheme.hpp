@@ -181,6 +181,9 @@ struct ResourceInfo {
   bool delete_returns_object = false;
   bool orphans_by_default = false;
   DeletionRule deletion = DeletionRule::standard;
+  // Whether a DELETE of the collection deletes what it selects (`deletecollection`): not for
+  // namespaces, whose storage in kube-apiserver has no collection delete.
+  bool deletes_collections = true;
   // Services: writes allocate cluster IPs and node ports (--service-cluster-ip-range,
   // --service-node-port-range) and deletes release them.
   bool allocates_service_addresses = false;

@@ -60,6 +60,18 @@ constexpr ReviewResource kReviews[] = {
 
 }  // namespace
 
+namespace {
+
+// The verbs of a stored resource, as discovery lists them.
+json::array resource_verbs(const kinds::ResourceInfo& r) {
+  json::array verbs{"create", "delete"};
+  if (r.deletes_collections) verbs.push_back("deletecollection");
+  for (const char* v : {"get", "list", "patch", "update", "watch"}) verbs.push_back(v);
+  return verbs;
+}
+
+}  // namespace
+
 std::string_view review_kind(std::string_view resource) {
   for (const auto& r : kReviews) {
     if (r.resource == resource) return r.kind;
@@ -184,8 +196,7 @@ std::optional<json::object> api_resource_list(const Scheme& scheme, std::string_
                        {"singularName", r->singular},
                        {"namespaced", r->namespaced},
                        {"kind", r->kind},
-                       {"verbs", json::array{"create", "delete", "deletecollection", "get", "list",
-                                             "patch", "update", "watch"}}};
+                       {"verbs", resource_verbs(*r)}};
     if (!r->short_names.empty()) entry["shortNames"] = strings(r->short_names);
     if (!r->categories.empty()) entry["categories"] = strings(r->categories);
     entry["storageVersionHash"] = storage_version_hash(scheme, *r);
@@ -216,8 +227,6 @@ std::optional<json::object> api_resource_list(const Scheme& scheme, std::string_
 }
 
 json::object aggregated_discovery(const Scheme& scheme, bool core) {
-  static const json::array kVerbs{"create", "delete", "deletecollection", "get", "list",
-                                  "patch", "update", "watch"};
   json::array items;
   for (const auto& gv : served_group_versions(scheme)) {
     if (gv.group.empty() != core) continue;
@@ -238,7 +247,7 @@ json::object aggregated_discovery(const Scheme& scheme, bool core) {
                          {"responseKind", kind},
                          {"scope", r->namespaced ? "Namespaced" : "Cluster"},
                          {"singularResource", r->singular},
-                         {"verbs", kVerbs}};
+                         {"verbs", resource_verbs(*r)}};
       if (!r->short_names.empty()) entry["shortNames"] = strings(r->short_names);
       if (!r->categories.empty()) entry["categories"] = strings(r->categories);
       json::array subresources;
@@ -393,9 +402,12 @@ std::optional<json::object> openapi_v3_group_version(const Scheme& scheme, std::
   for (const auto& r : resources) {
     const std::string collection =
         base + (r->namespaced ? "namespaces/{namespace}/" : "") + r->resource;
-    paths[collection] = json::object{{"get", operation(*r, "list", false)},
-                                     {"post", operation(*r, "post", true)},
-                                     {"delete", operation(*r, "deletecollection", false)}};
+    json::object collection_ops{{"get", operation(*r, "list", false)},
+                                {"post", operation(*r, "post", true)}};
+    if (r->deletes_collections) {
+      collection_ops["delete"] = operation(*r, "deletecollection", false);
+    }
+    paths[collection] = std::move(collection_ops);
     paths[collection + "/{name}"] = json::object{{"get", operation(*r, "get", false)},
                                                  {"put", operation(*r, "put", true)},
                                                  {"patch", operation(*r, "patch", true)},

@@ -176,6 +176,11 @@ asio::awaitable<ApiResponse> ApiHandler::serve_delete(const ApiRequest& request,
                                                       Route& route) {
   const ResourceInfo& info = *route.info;
   const bool named = !route.name.empty();
+  if (!named && !info.deletes_collections) {
+    // Namespaces: deleted one by one (kube routes no collection delete for them).
+    route.verb = "deletecollection";
+    co_return method_not_allowed(request.method);
+  }
   auto q = delete_query(request, url, route.user);
   if (!q) co_return error_response(q.error());
   if (named) {

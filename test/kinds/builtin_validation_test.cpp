@@ -377,5 +377,53 @@ TEST(BuiltinValidation, GoValuesArePrintedAsPercentSharpV) {
   EXPECT_EQ(go_string_map(&empty), "map[string]string{}");
 }
 
+// kube's ValidateEndpointIP, for Endpoints and EndpointSlices.
+TEST(BuiltinValidation, EndpointAddressesAreNoneOfKubesSpecialOnes) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(endpoint_ip_problems("10.0.0.1", false), V{});
+  EXPECT_EQ(endpoint_ip_problems("2001:db8::1", false), V{});
+  EXPECT_EQ(endpoint_ip_problems("127.0.0.1", false),
+            V{"may not be in the loopback range (127.0.0.0/8, ::1/128)"});
+  EXPECT_EQ(endpoint_ip_problems("127.9.9.9", true), V{});
+  EXPECT_EQ(endpoint_ip_problems("::1", false),
+            V{"may not be in the loopback range (127.0.0.0/8, ::1/128)"});
+  EXPECT_EQ(endpoint_ip_problems("::ffff:127.0.0.1", false),
+            V{"may not be in the loopback range (127.0.0.0/8, ::1/128)"});
+  EXPECT_EQ(endpoint_ip_problems("0.0.0.0", false), V{"may not be unspecified (0.0.0.0)"});
+  EXPECT_EQ(endpoint_ip_problems("::", false), V{"may not be unspecified (::)"});
+  EXPECT_EQ(endpoint_ip_problems("169.254.169.254", true),
+            V{"may not be in the link-local range (169.254.0.0/16, fe80::/10)"});
+  EXPECT_EQ(endpoint_ip_problems("fe80::1", false),
+            V{"may not be in the link-local range (169.254.0.0/16, fe80::/10)"});
+  EXPECT_EQ(endpoint_ip_problems("224.0.0.251", false),
+            V{"may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)"});
+  EXPECT_EQ(endpoint_ip_problems("ff02::fb", false),
+            V{"may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)"});
+  EXPECT_EQ(endpoint_ip_problems("224.0.1.1", false), V{});
+  EXPECT_EQ(endpoint_ip_problems("example.com", false), V{"must be a valid IP address"});
+
+  Causes causes;
+  validate_endpoints(json::parse(R"({"subsets":[{"addresses":[{"ip":"10.0.0.1"},{"ip":"x"}],
+      "notReadyAddresses":[{"ip":"127.0.0.1"}]}]})").as_object(), nullptr, causes, false);
+  ASSERT_EQ(causes.size(), 3u);
+  EXPECT_EQ(causes[0].field, "subsets[0].addresses[1].ip");
+  EXPECT_EQ(causes[0].message,
+            "Invalid value: \"x\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)");
+  EXPECT_EQ(causes[1].message, "Invalid value: \"x\": must be a valid IP address");
+  EXPECT_EQ(causes[2].field, "subsets[0].notReadyAddresses[0].ip");
+  causes.clear();
+  validate_endpoint_slice(json::parse(R"({"addressType":"IPv4","endpoints":[
+      {"addresses":["10.0.0.1","::1","169.254.1.1"]}]})").as_object(), nullptr, causes, false);
+  ASSERT_EQ(causes.size(), 2u);
+  EXPECT_EQ(causes[0].field, "endpoints[0].addresses[1]");
+  EXPECT_EQ(causes[0].message, "Invalid value: \"::1\": must be a valid IPv4 address");
+  EXPECT_EQ(causes[1].message, "Invalid value: \"169.254.1.1\": may not be in the link-local range "
+                               "(169.254.0.0/16, fe80::/10)");
+  causes.clear();
+  validate_endpoint_slice(json::parse(R"({"addressType":"FQDN","endpoints":[
+      {"addresses":["localhost"]}]})").as_object(), nullptr, causes, false);
+  EXPECT_TRUE(causes.empty());
+}
+
 }  // namespace
 }  // namespace kwatch::kinds

@@ -491,6 +491,23 @@ TEST_F(ApiHandlerTest, DiscoveryGivesEachStoredResourceKubesStorageVersionHash) 
   EXPECT_EQ(hash_of("/apis/authentication.k8s.io/v1", "tokenreviews"), "none");
 }
 
+// kube's namespace storage has no collection delete: discovery does not offer it, and a DELETE
+// of the collection is 405 (not every namespace gone at once).
+TEST_F(ApiHandlerTest, NamespacesAreNotDeletedAsACollection) {
+  const json::value core = call_json("GET", "/api/v1");
+  for (const auto& r : core.at("resources").as_array()) {
+    const auto& verbs = r.at("verbs").as_array();
+    const bool collection = std::find(verbs.begin(), verbs.end(), json::value("deletecollection")) !=
+                            verbs.end();
+    if (r.at("name") == "namespaces") EXPECT_FALSE(collection);
+    if (r.at("name") == "configmaps") EXPECT_TRUE(collection);
+  }
+  auto r = call("DELETE", "/api/v1/namespaces");
+  EXPECT_EQ(r.status, 405u) << r.body;
+  EXPECT_EQ(json::parse(r.body).at("reason"), "MethodNotAllowed");
+  EXPECT_EQ(call_json("GET", "/api/v1/namespaces/default").at("metadata").at("name"), "default");
+}
+
 TEST_F(ApiHandlerTest, OpenApiAdvertisesServerSideFieldValidationForPatch) {
   auto root = call_json("GET", "/openapi/v3");
   std::string url(root.at("paths").at("apis/apps/v1").at("serverRelativeURL").as_string());
