@@ -112,6 +112,14 @@ using server::WatchOptions;
 
 namespace {
 
+// The bytes of the file at `path` into `out`; false when it cannot be opened.
+bool read_whole_file(const std::string& path, std::string& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return true;
+}
+
 // Like kube-apiserver's compactor: every interval, compact to the revision seen one interval
 // ago, so that history stays bounded but a watcher always has at least one interval to catch up.
 asio::awaitable<void> compact_periodically(std::shared_ptr<storage::Storage> storage,
@@ -518,14 +526,8 @@ bool Application::Parts::configure_access() {
   if (!options.cluster_signing_cert_file.empty()) {
     // The CertificateSigningRequest signer's CA, read (and checked) before serving starts.
     std::string cert_pem, key_pem, error;
-    const auto read = [](const std::string& path, std::string& out) {
-      std::ifstream in(path, std::ios::binary);
-      if (!in) return false;
-      out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-      return true;
-    };
-    if (read(options.cluster_signing_cert_file, cert_pem) &&
-        read(options.cluster_signing_key_file, key_pem)) {
+    if (read_whole_file(options.cluster_signing_cert_file, cert_pem) &&
+        read_whole_file(options.cluster_signing_key_file, key_pem)) {
       signing_authority = controllers::CertificateSigner::load(cert_pem, key_pem, error);
     } else {
       error = "cannot read them";
@@ -537,14 +539,8 @@ bool Application::Parts::configure_access() {
     }
   }
   if (!options.proxy_client_cert_file.empty()) {
-    auto read = [](const std::string& path, std::string& out) {
-      std::ifstream in(path, std::ios::binary);
-      if (!in) return false;
-      out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-      return true;
-    };
-    if (!read(options.proxy_client_cert_file, proxy_options.client_cert_pem) ||
-        !read(options.proxy_client_key_file, proxy_options.client_key_pem)) {
+    if (!read_whole_file(options.proxy_client_cert_file, proxy_options.client_cert_pem) ||
+        !read_whole_file(options.proxy_client_key_file, proxy_options.client_key_pem)) {
       spdlog::critical("cannot read --proxy-client-cert-file {} or --proxy-client-key-file {}",
                        options.proxy_client_cert_file, options.proxy_client_key_file);
       return false;

@@ -17,6 +17,7 @@ void Free::operator()(X509* p) const { X509_free(p); }
 void Free::operator()(BIO* p) const { BIO_free(p); }
 void Free::operator()(X509_EXTENSION* p) const { X509_EXTENSION_free(p); }
 void Free::operator()(EVP_MD_CTX* p) const { EVP_MD_CTX_free(p); }
+void Free::operator()(X509_REQ* p) const { X509_REQ_free(p); }
 
 std::string error(const std::string& step) {
   unsigned long e = ERR_get_error();

@@ -1,6 +1,7 @@
 // Small OpenSSL helpers shared by the files kwatch generates and reads at start-up (serving
-// certificates, ServiceAccount keys): owning pointers, readable OpenSSL errors, PEM text, and
-// files replaced atomically with a given mode. Start-up code only; not for request paths.
+// certificates, ServiceAccount keys) and by the certificates it reads and signs for
+// CertificateSigningRequests: owning pointers, readable OpenSSL errors, PEM text, and files
+// replaced atomically with a given mode (start-up only).
 #pragma once
 
 #include <openssl/types.h>
@@ -21,11 +22,13 @@ struct Free {
   void operator()(BIO* p) const;
   void operator()(X509_EXTENSION* p) const;
   void operator()(EVP_MD_CTX* p) const;
+  void operator()(X509_REQ* p) const;
 };
 using Key = std::unique_ptr<EVP_PKEY, Free>;
 using Cert = std::unique_ptr<X509, Free>;
 using Bio = std::unique_ptr<BIO, Free>;
 using DigestContext = std::unique_ptr<EVP_MD_CTX, Free>;
+using Request = std::unique_ptr<X509_REQ, Free>;
 
 // "<step>: <OpenSSL's last error>", clearing the error queue.
 std::string error(const std::string& step);

@@ -40,10 +40,7 @@ struct CertificateSigner::Authority {
 
 namespace {
 
-struct ReqFree {
-  void operator()(X509_REQ* r) const { X509_REQ_free(r); }
-};
-using Request = std::unique_ptr<X509_REQ, ReqFree>;
+using ossl::Request;
 struct ExtStackFree {
   void operator()(STACK_OF(X509_EXTENSION) * s) const {
     sk_X509_EXTENSION_pop_free(s, X509_EXTENSION_free);

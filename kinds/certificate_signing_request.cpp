@@ -3,6 +3,7 @@
 #include "apimachinery/json_members.hpp"
 #include "apimachinery/validation.hpp"
 #include "base/base64.hpp"
+#include "base/openssl_files.hpp"
 #include "base/timestamps.hpp"
 #include "kinds/field_errors.hpp"
 
@@ -65,16 +66,6 @@ std::string go_bytes(std::string_view bytes) {
   return out;
 }
 
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-struct ReqFree {
-  void operator()(X509_REQ* r) const { X509_REQ_free(r); }
-};
-struct CertFree {
-  void operator()(X509* c) const { X509_free(c); }
-};
-
 // The conditions of a request, in order.
 std::vector<const json::object*> conditions_of(const json::object& csr) {
   std::vector<const json::object*> out;
@@ -92,6 +83,24 @@ std::vector<json::object> conditions_of_type(const json::object& csr, std::strin
     if (string_member(c, "type") == type) out.push_back(*c);
   }
   return out;
+}
+
+// The dot-separated labels of a signer name's `part`, each checked by `errors_of` until the
+// first that fails, whose errors are reported (kube stops there: the rest would repeat them).
+void check_labels(const std::string& part, std::vector<std::string> (*errors_of)(std::string_view),
+                  Causes& causes) {
+  for (std::size_t start = 0;;) {
+    const auto dot = part.find('.', start);
+    const std::string label =
+        part.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    const auto errors = errors_of(label);
+    for (const auto& e : errors) {
+      fe::invalid(causes, "spec.signerName", apimachinery::go_quote(part),
+                  "validating label " + apimachinery::go_quote(label) + ": " + e);
+    }
+    if (!errors.empty() || dot == std::string::npos) return;
+    start = dot + 1;
+  }
 }
 
 // kube's ValidateCertificateSigningRequestSignerName.
@@ -115,48 +124,17 @@ void validate_signer_name(const std::string& signer, Causes& causes) {
     fe::invalid(causes, path, apimachinery::go_quote(domain),
                 "must have at most " + std::to_string(kSubdomainMax) + " bytes");
   }
-  std::size_t labels = 0;
-  for (std::size_t start = 0;;) {
-    const auto dot = domain.find('.', start);
-    const std::string label = domain.substr(start, dot == std::string::npos ? std::string::npos
-                                                                            : dot - start);
-    ++labels;
-    const auto errors = apimachinery::dns1123_label_errors(label);
-    if (!errors.empty()) {
-      for (const auto& e : errors) {
-        fe::invalid(causes, path, apimachinery::go_quote(domain),
-                    "validating label " + apimachinery::go_quote(label) + ": " + e);
-      }
-      break;
-    }
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
+  check_labels(domain, apimachinery::dns1123_label_errors, causes);
   if (std::count(domain.begin(), domain.end(), '.') == 0) {
     fe::invalid(causes, path, apimachinery::go_quote(domain),
                 "should be a domain with at least two segments separated by dots");
   }
-  for (std::size_t start = 0;;) {
-    const auto dot = rest.find('.', start);
-    const std::string label = rest.substr(start, dot == std::string::npos ? std::string::npos
-                                                                          : dot - start);
-    const auto errors = apimachinery::dns1123_subdomain_errors(label);
-    if (!errors.empty()) {
-      for (const auto& e : errors) {
-        fe::invalid(causes, path, apimachinery::go_quote(rest),
-                    "validating label " + apimachinery::go_quote(label) + ": " + e);
-      }
-      break;
-    }
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
+  check_labels(rest, apimachinery::dns1123_subdomain_errors, causes);
   const std::size_t max = kSubdomainMax + (kSubdomainMax + kLabelMax + 1) + 1;
   if (signer.size() > max) {
     fe::invalid(causes, path, apimachinery::go_quote(signer),
                 "must have at most " + std::to_string(max) + " bytes");
   }
-  (void)labels;
 }
 
 // kube's validateCertificate: "" when `pem` is only CERTIFICATE blocks that parse.
@@ -176,8 +154,8 @@ std::string certificate_problem(const std::string& pem) {
     if (type != "CERTIFICATE") return "only CERTIFICATE PEM blocks are allowed, found \"" + type + "\"";
     const std::string_view block = rest.substr(begin, end + end_marker.size() - begin);
     if (block.find(':') != std::string_view::npos) return "no PEM block headers are permitted";
-    std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(block.data(), static_cast<int>(block.size())));
-    std::unique_ptr<X509, CertFree> cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+    base::openssl::Bio bio(BIO_new_mem_buf(block.data(), static_cast<int>(block.size())));
+    base::openssl::Cert cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
     ERR_clear_error();
     if (!cert) return "x509: malformed certificate";
     ++blocks;
@@ -284,9 +262,9 @@ CertificateRequest read_certificate_request(const json::object& csr) {
     out.error = "PEM block type must be CERTIFICATE REQUEST";
     return out;
   }
-  std::unique_ptr<BIO, BioFree> bio(
+  base::openssl::Bio bio(
       BIO_new_mem_buf(out.pem.data() + begin, static_cast<int>(out.pem.size() - begin)));
-  std::unique_ptr<X509_REQ, ReqFree> req(PEM_read_bio_X509_REQ(bio.get(), nullptr, nullptr, nullptr));
+  base::openssl::Request req(PEM_read_bio_X509_REQ(bio.get(), nullptr, nullptr, nullptr));
   ERR_clear_error();
   if (!req) {
     out.error = "x509: malformed certificate request";
