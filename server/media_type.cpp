@@ -279,9 +279,9 @@ std::optional<OutputForm> negotiate_output(std::string_view accept, bool stream)
   return std::nullopt;
 }
 
-std::string indent_json(std::string_view in) {
+std::optional<std::string> indent_json(std::string_view in, std::size_t max_bytes) {
   std::string out;
-  out.reserve(in.size() + in.size() / 2);
+  out.reserve(std::min(max_bytes, in.size() + in.size() / 2));
   std::size_t depth = 0;
   bool need_indent = false;  // after `{` or `[`: a newline unless the container is empty
   bool in_string = false;
@@ -291,6 +291,7 @@ std::string indent_json(std::string_view in) {
     out.append(2 * depth, ' ');
   };
   for (const char c : in) {
+    if (out.size() > max_bytes) return std::nullopt;
     if (in_string) {
       out.push_back(c);
       if (escaped) {
@@ -338,6 +339,7 @@ std::string indent_json(std::string_view in) {
       default: out.push_back(c);
     }
   }
+  if (out.size() > max_bytes) return std::nullopt;
   return out;
 }
 

@@ -47,7 +47,10 @@ std::optional<OutputForm> negotiate_output(std::string_view accept, bool stream)
 
 // `json` (compact, as kwatch writes it) indented as Go's json.MarshalIndent(v, "", "  ") writes
 // it: two spaces per level, ": " after names, `{}` and `[]` when empty; no final newline.
-std::string indent_json(std::string_view json);
+// nullopt when the indented text would pass `max_bytes`: indentation grows with depth, so a
+// deep object of many small values (a hostile one may nest a hundred levels) could otherwise
+// make a 3 MiB object a response of hundreds of MiB.
+std::optional<std::string> indent_json(std::string_view json, std::size_t max_bytes);
 
 // Whether an answer is indented for a person, as kube-apiserver decides: `pretty` in the query
 // when it reads as a Go boolean, else a user agent of curl, Wget or a browser (Mozilla/5.0).

@@ -100,7 +100,14 @@ void as_indented(ApiResponse& response) {
       response.content_type.rfind("application/json", 0) != 0) {
     return;
   }
-  response.body = indent_json(whole_text(response));
+  // A large list stays compact (and streamed from the cache's buffers): indenting it would
+  // copy it whole; so does an answer whose indentation would outgrow it eightfold.
+  std::size_t size = response.body.size() + response.tail.size();
+  for (const auto& item : response.items) size += item->json.size() + 1;
+  if (size > kMaxIndentedBytes) return;
+  std::string text = whole_text(response);
+  auto indented = indent_json(text, 8 * text.size() + 4096);
+  response.body = indented ? std::move(*indented) : std::move(text);
 }
 
 std::string status_line(const ApiError& error) {

@@ -43,7 +43,10 @@ void as_yaml(ApiResponse& response);
 // A JSON answer indented as kube-apiserver's pretty printer writes it (indent_json), for
 // `?pretty=true` and the user agents kube treats as people (curl, Wget, browsers). Watches and
 // other servers' streams stay as they are.
+// Answers larger than kMaxIndentedBytes, or whose indentation would grow them more than
+// eightfold, stay compact.
 void as_indented(ApiResponse& response);
+inline constexpr std::size_t kMaxIndentedBytes = 16u << 20;
 
 // One ERROR event of a watch stream, carrying `error`'s Status.
 std::string status_line(const apimachinery::ApiError& error);

@@ -241,6 +241,42 @@ subjects: [{kind: User, name: approver, apiGroup: rbac.authorization.k8s.io}]
     except AssertionError:
         t.check("`approve` on the signer's domain is enough", False, last.get("out"))
 
+    # Setting a certificate through /status needs `sign` on the signer.
+    _, request = make_request(tmp, "dave", "/CN=dave")
+    kc("create", "-f", "-", stdin=csr_manifest("dave", request))
+    kc("apply", "-f", "-", stdin="""apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: csr-status-writer}
+rules:
+- apiGroups: [certificates.k8s.io]
+  resources: [certificatesigningrequests/status]
+  verbs: [update]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: csr-status-writer}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: csr-status-writer}
+subjects: [{kind: User, name: approver, apiGroup: rbac.authorization.k8s.io}]
+""")
+    dave = get("dave")
+    with open(os.path.join(tmp, "signer.crt"), "rb") as f:
+        dave["status"] = {"certificate": base64.b64encode(f.read()).decode()}
+    forged = os.path.join(tmp, "dave.json")
+    with open(forged, "w") as f:
+        json.dump(dave, f)
+    status_path = "/apis/certificates.k8s.io/v1/certificatesigningrequests/dave/status"
+
+    def refused_to_sign():
+        last["code"], last["out"] = kc("replace", "--raw", status_path, "-f", forged,
+                                       config=approver)
+        return 'user not permitted to sign requests with signerName' in last["out"]
+
+    try:
+        wait_for(refused_to_sign, timeout=10, what="the sign refusal")
+        t.check("setting a certificate needs `sign` on the signer", last["code"] != 0, last["out"])
+    except AssertionError:
+        t.check("setting a certificate needs `sign` on the signer", False, last.get("out"))
+
     # The kubelet signer refuses a subject that is no node's.
     _, request = make_request(tmp, "kubelet", "/CN=not-a-node/O=system:nodes")
     kc("create", "-f", "-", stdin=csr_manifest(

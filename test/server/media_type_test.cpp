@@ -1,4 +1,5 @@
 #include "server/media_type.hpp"
+#include "server/responses.hpp"
 #include "base/yaml_subset.hpp"
 
 #include <boost/json/parse.hpp>
@@ -94,8 +95,9 @@ TEST(MediaType, ResourceAnswersTakeTheFormTheRangeAsksFor) {
 
 // Go's json.MarshalIndent(v, "", "  "), as kube-apiserver answers curl.
 TEST(MediaType, IndentedAsGoIndents) {
-  EXPECT_EQ(indent_json(R"({"kind":"ConfigMap","metadata":{"name":"a","labels":{}},)"
-                        R"("data":{"k":"{\"x\": [1,2]}"},"list":[1,[],{"a":null}]})" "\n"),
+  EXPECT_EQ(*indent_json(R"({"kind":"ConfigMap","metadata":{"name":"a","labels":{}},)"
+                        R"("data":{"k":"{\"x\": [1,2]}"},"list":[1,[],{"a":null}]})" "\n",
+                        4096),
             "{\n"
             "  \"kind\": \"ConfigMap\",\n"
             "  \"metadata\": {\n"
@@ -113,10 +115,32 @@ TEST(MediaType, IndentedAsGoIndents) {
             "    }\n"
             "  ]\n"
             "}");
-  EXPECT_EQ(indent_json("{}"), "{}");
-  EXPECT_EQ(indent_json(R"(["a\\",":,{"])"), "[\n  \"a\\\\\",\n  \":,{\"\n]");
+  EXPECT_EQ(*indent_json("{}", 100), "{}");
+  EXPECT_EQ(*indent_json(R"(["a\\",":,{"])", 100), "[\n  \"a\\\\\",\n  \":,{\"\n]");
   // Already indented text comes out the same.
-  EXPECT_EQ(indent_json(indent_json(R"({"a":[{"b":1}]})")), indent_json(R"({"a":[{"b":1}]})"));
+  EXPECT_EQ(*indent_json(*indent_json(R"({"a":[{"b":1}]})", 1000), 1000),
+            *indent_json(R"({"a":[{"b":1}]})", 1000));
+  // Deep and wide: a hundred levels of nesting around ten thousand small values would grow
+  // past any sensible bound; refused instead of made.
+  std::string deep = std::string(100, '[');
+  for (int i = 0; i < 10000; ++i) deep += i == 0 ? "1" : ",1";
+  deep += std::string(100, ']');
+  EXPECT_EQ(indent_json(deep, 8 * deep.size()), std::nullopt);
+  EXPECT_TRUE(indent_json(deep, 1u << 30));
+}
+
+// Big answers are not copied whole to be indented: they stay compact, streamed as they are.
+TEST(MediaType, LargeAnswersStayCompact) {
+  ApiResponse big;
+  big.body = "{\"data\":\"" + std::string(kMaxIndentedBytes, 'x') + "\"}";
+  const std::size_t size = big.body.size();
+  as_indented(big);
+  EXPECT_EQ(big.body.size(), size);
+  EXPECT_EQ(big.body.find('\n'), std::string::npos);
+  ApiResponse small;
+  small.body = "{\"a\":1}\n";
+  as_indented(small);
+  EXPECT_EQ(small.body, "{\n  \"a\": 1\n}");
 }
 
 TEST(MediaType, PrettyForPeopleAsKubeDecides) {
