@@ -255,6 +255,14 @@ void default_pod_spec(json::object& spec) {
     if (json::object* host_path = existing_object(v, "hostPath")) {
       set_if_absent(*host_path, "type", "");
     }
+    // SetDefaults_ServiceAccountTokenProjection: a projected token lasts an hour.
+    if (json::object* projected = existing_object(v, "projected")) {
+      for_each_object(*projected, "sources", [](json::object& source) {
+        if (json::object* token = existing_object(source, "serviceAccountToken")) {
+          set_if_absent(*token, "expirationSeconds", 3600);
+        }
+      });
+    }
   });
 }
 
@@ -313,11 +321,29 @@ void default_service(json::object& service) {
   }
   if (t != "ExternalName") set_default(*spec, "internalTrafficPolicy", "Cluster");
   if (t == "LoadBalancer") set_if_absent(*spec, "allocateLoadBalancerNodePorts", true);
+  // SessionAffinity None has no configuration.
+  if (const json::value* a = spec->if_contains("sessionAffinity");
+      a != nullptr && a->is_string() && a->get_string() == "None") {
+    spec->erase("sessionAffinityConfig");
+  }
   if (const json::value* affinity = spec->if_contains("sessionAffinity");
       affinity != nullptr && affinity->is_string() && affinity->get_string() == "ClientIP") {
     if (json::object* config = child_object(*spec, "sessionAffinityConfig")) {
       if (json::object* client_ip = child_object(*config, "clientIP")) {
         set_if_absent(*client_ip, "timeoutSeconds", 10800);
+      }
+    }
+  }
+  // A load balancer's ingress with an IP has ipMode VIP unless it says otherwise.
+  if (t == "LoadBalancer") {
+    if (json::object* status = existing_object(service, "status")) {
+      if (json::object* balancer = existing_object(*status, "loadBalancer")) {
+        for_each_object(*balancer, "ingress", [](json::object& ingress) {
+          const json::value* ip = ingress.if_contains("ip");
+          if (ip != nullptr && ip->is_string() && !ip->get_string().empty()) {
+            set_if_absent(ingress, "ipMode", "VIP");
+          }
+        });
       }
     }
   }
@@ -333,6 +359,18 @@ void default_service(json::object& service) {
       }
     }
   });
+}
+
+void default_node(json::object& node) {
+  // SetDefaults_NodeStatus: what can be allocated is the capacity unless said otherwise.
+  json::object* status = existing_object(node, "status");
+  if (status == nullptr) return;
+  const json::value* allocatable = status->if_contains("allocatable");
+  const json::value* capacity = status->if_contains("capacity");
+  if ((allocatable == nullptr || allocatable->is_null()) && capacity != nullptr &&
+      capacity->is_object()) {
+    status->insert_or_assign("allocatable", *capacity);
+  }
 }
 
 void default_deployment(json::object& deployment) {

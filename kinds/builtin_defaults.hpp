@@ -33,6 +33,7 @@ void default_pod_on_create(boost::json::object& pod);
 void default_pod_on_update(boost::json::object& pod, const boost::json::object& old);
 
 // type, sessionAffinity, port protocol and targetPort, traffic policies.
+void default_node(boost::json::object& node);
 void default_service(boost::json::object& service);
 
 // replicas, strategy, revisionHistoryLimit, progressDeadlineSeconds, the pod template.

@@ -369,6 +369,42 @@ TEST(BuiltinDefaults, AVolumeWithoutASourceIsAnEmptyDir) {
             json::object());
 }
 
+// The rest of kube's SetDefaults_* that kwatch lacked: a projected token's lifetime, the
+// affinity configuration of a Service without affinity, a load balancer ingress's ipMode, and a
+// node's allocatable resources.
+TEST(BuiltinDefaults, TokenLifetimeAffinityIpModeAndAllocatable) {
+  auto pod = parse(R"({"spec":{"containers":[{"name":"c","image":"x"}],"volumes":[{"name":"t",
+      "projected":{"sources":[{"serviceAccountToken":{"path":"token"}},
+                              {"serviceAccountToken":{"path":"short","expirationSeconds":600}},
+                              {"configMap":{"name":"c"}}]}}]}})");
+  default_pod(pod);
+  const auto& sources = pod.at("spec").at("volumes").at(0).at("projected").at("sources");
+  EXPECT_EQ(sources.at(0).at("serviceAccountToken").at("expirationSeconds"), 3600);
+  EXPECT_EQ(sources.at(1).at("serviceAccountToken").at("expirationSeconds"), 600);
+  EXPECT_FALSE(sources.at(2).as_object().contains("serviceAccountToken"));
+
+  auto svc = parse(R"({"spec":{"sessionAffinityConfig":{"clientIP":{"timeoutSeconds":5}},
+      "ports":[{"port":80}]}})");
+  default_service(svc);
+  EXPECT_FALSE(svc.at("spec").as_object().contains("sessionAffinityConfig"));
+
+  auto lb = parse(R"({"spec":{"type":"LoadBalancer","ports":[{"port":80}]},
+      "status":{"loadBalancer":{"ingress":[{"ip":"192.0.2.1"},{"hostname":"lb.example.com"},
+                                           {"ip":"192.0.2.2","ipMode":"Proxy"}]}}})");
+  default_service(lb);
+  const auto& ingress = lb.at("status").at("loadBalancer").at("ingress");
+  EXPECT_EQ(ingress.at(0).at("ipMode"), "VIP");
+  EXPECT_FALSE(ingress.at(1).as_object().contains("ipMode"));
+  EXPECT_EQ(ingress.at(2).at("ipMode"), "Proxy");
+
+  auto node = parse(R"({"status":{"capacity":{"cpu":"4","memory":"8Gi"}}})");
+  default_node(node);
+  EXPECT_EQ(node.at("status").at("allocatable"), parse(R"({"cpu":"4","memory":"8Gi"})"));
+  auto set = parse(R"({"status":{"capacity":{"cpu":"4"},"allocatable":{"cpu":"3"}}})");
+  default_node(set);
+  EXPECT_EQ(set.at("status").at("allocatable").at("cpu"), "3");
+}
+
 TEST(BuiltinDefaults, InitialStatusReplacesWhatACreateSent) {
   auto rs = parse(R"({"status":{"replicas":5,"readyReplicas":5}})");
   initial_status(json::object{{"replicas", 0}})(rs);
