@@ -96,6 +96,7 @@ void ApiHandler::set_audit(std::shared_ptr<AuditLog> audit) {
 asio::awaitable<ApiResponse> ApiHandler::dispatch(Exchange& ex) {
   const auto& seg = ex.url.segments;
   if (auto review = co_await serve_review(ex)) co_return std::move(*review);
+  if (auto binding = co_await serve_legacy_binding(ex)) co_return std::move(*binding);
   if (auto remote = aggregated_target(ex)) co_return co_await serve_aggregated(ex, *remote);
   if (!seg.empty() && (seg[0] == "api" || seg[0] == "apis")) co_return co_await serve_api(ex);
   co_return co_await serve_path(ex);

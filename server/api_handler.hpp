@@ -158,6 +158,9 @@ class ApiHandler {
                std::chrono::steady_clock::duration elapsed);
   // The endpoints dispatch chooses from.
   boost::asio::awaitable<std::optional<ApiResponse>> serve_review(Exchange& exchange);
+  // POST /api/v1/namespaces/<ns>/bindings: the legacy way to bind a pod (the binding names it),
+  // as pods/binding does. nullopt: the request is for something else.
+  boost::asio::awaitable<std::optional<ApiResponse>> serve_legacy_binding(Exchange& exchange);
   // The remote APIService whose group/version the request is for; nullopt: served here (no
   // coroutine frame for the requests that are not passed on).
   std::optional<aggregator::RemoteApiService> aggregated_target(const Exchange& exchange) const;

@@ -41,7 +41,8 @@ json::object group_entry(const std::string& group, const std::string& version) {
                       {"preferredVersion", gv}};
 }
 
-// Resources that are not stored but answered (reviews): create only, in groups of their own.
+// Resources that are not stored but answered, create only: the reviews, in groups of their own,
+// and the core group's legacy `bindings` (server/handle_subresources.cpp).
 struct ReviewResource {
   const char* group;
   const char* resource;
@@ -49,6 +50,7 @@ struct ReviewResource {
   bool namespaced;
 };
 constexpr ReviewResource kReviews[] = {
+    {"", "bindings", "Binding", true},
     {"authentication.k8s.io", "selfsubjectreviews", "SelfSubjectReview", false},
     {"authentication.k8s.io", "tokenreviews", "TokenReview", false},
     {"authorization.k8s.io", "localsubjectaccessreviews", "LocalSubjectAccessReview", true},

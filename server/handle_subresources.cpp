@@ -46,6 +46,46 @@ asio::awaitable<ApiResponse> ApiHandler::serve_binding(const ApiRequest& request
   co_return json_response(201, apimachinery::success_status({}, 201));
 }
 
+asio::awaitable<std::optional<ApiResponse>> ApiHandler::serve_legacy_binding(Exchange& ex) {
+  const auto& seg = ex.url.segments;
+  if (seg.size() != 5 || seg[0] != "api" || seg[1] != "v1" || seg[2] != "namespaces" ||
+      seg[4] != "bindings") {
+    co_return std::nullopt;
+  }
+  Route& route = ex.route;
+  route.verb = "create";
+  if (ex.request.method != "POST") co_return method_not_allowed(ex.request.method);
+  route.ns = seg[3];
+  auth::RequestAttributes a;
+  a.user = route.user;
+  a.verb = "create";
+  a.api_version = "v1";
+  a.resource = "bindings";
+  a.namespace_ = route.ns;
+  std::string version = "v1";
+  auto denied = co_await authorize_and_audit(access_, ex.audit, std::move(version), std::move(a));
+  if (denied) co_return error_response(*denied);
+  auto q = write_query(ex.url, "binding", route.user);
+  if (!q) co_return error_response(q.error());
+  if (auto e = set_field_manager(*q, ex.url, ex.request, "CreateOptions", false)) {
+    co_return error_response(*e);
+  }
+  auto body = parse_object(ex.request, "Binding");
+  if (!body) co_return error_response(body.error());
+  const json::value* meta = body->if_contains("metadata");
+  const json::value* name = meta != nullptr && meta->is_object() ? meta->get_object().if_contains("name")
+                                                                  : nullptr;
+  if (name == nullptr || !name->is_string() || name->get_string().empty()) {
+    co_return error_response(apimachinery::api_error(
+        Errc::bad_request, "name is required in the binding (the pod to bind)"));
+  }
+  route.name = std::string(name->get_string());
+  auto pods = scheme_->find("", "v1", "pods");
+  auto r = co_await store_->bind(*pods, route.ns, route.name, std::move(*body), *q);
+  if (!r) co_return error_response(r.error());
+  co_return json_response(201, apimachinery::success_status({}, 201));
+}
+
 // pods/eviction: a delete the disruption budgets allow (registry/eviction.hpp).
 asio::awaitable<ApiResponse> ApiHandler::serve_eviction(const ApiRequest& request, const Url& url,
                                                         Route& route) {

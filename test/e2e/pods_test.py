@@ -55,6 +55,18 @@ def binding(t, server):
     t.check("a binding named for another pod: 400", status == 400, (status, err))
     status, err = server.request("GET", PODS + "/other/binding")
     t.check("only POST binds", status == 405, (status, err))
+    # The legacy collection: the binding names the pod.
+    legacy = PODS.rsplit("/", 1)[0] + "/bindings"
+    server.request("POST", PODS, body=pod("legacy"))
+    status, out = server.request("POST", legacy, body=dict(body, metadata={"name": "legacy"}))
+    status2, p = server.request("GET", PODS + "/legacy")
+    t.check("POST .../bindings binds the pod the binding names",
+            status == 201 and out.get("status") == "Success"
+            and p["spec"].get("nodeName") == "node-1", (status, out, p.get("spec")))
+    status, err = server.request("POST", legacy, body=dict(body, metadata={"name": "missing"}))
+    t.check("... a missing pod: 404", status == 404, (status, err))
+    status, err = server.request("GET", legacy)
+    t.check("... and only POST", status == 405, (status, err))
 
 
 def ephemeral(t, server, kc):
