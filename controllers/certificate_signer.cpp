@@ -63,22 +63,9 @@ Request read_request(const std::string& pem) {
   return req;
 }
 
-// Whether the request names subject alternative names (kubelet client certificates may not).
-bool has_alternative_names(X509_REQ* req) {
-  std::unique_ptr<STACK_OF(X509_EXTENSION), ExtStackFree> exts(X509_REQ_get_extensions(req));
-  if (!exts) return false;
-  for (int i = 0; i < sk_X509_EXTENSION_num(exts.get()); ++i) {
-    if (OBJ_obj2nid(X509_EXTENSION_get_object(sk_X509_EXTENSION_value(exts.get(), i))) ==
-        NID_subject_alt_name) {
-      return true;
-    }
-  }
-  return false;
-}
-
 // What the signer refuses of a request it would sign, in kube's words; "" when it accepts it.
 std::string signer_refusal(std::string_view signer, const kinds::CertificateRequest& request,
-                           X509_REQ* req, const std::vector<std::string>& usages) {
+                           const std::vector<std::string>& usages) {
   if (signer == kinds::kKubeApiServerClientSigner) {
     bool client_auth = false;
     for (const auto& u : usages) {
@@ -95,7 +82,7 @@ std::string signer_refusal(std::string_view signer, const kinds::CertificateRequ
   if (request.organizations != std::vector<std::string>{"system:nodes"}) {
     return "subject organization is not system:nodes";
   }
-  if (has_alternative_names(req)) return "DNS subjectAltNames are not allowed";
+  if (request.alternative_names) return "DNS subjectAltNames are not allowed";
   if (!request.common_name.starts_with("system:node:")) {
     return "subject common name does not begin with system:node:";
   }
@@ -250,12 +237,11 @@ asio::awaitable<void> CertificateSigner::reconcile_once() {
       }
     }
     const auto request = kinds::read_certificate_request(csr);
-    Request req = read_request(request.pem);
     json::value& status_value = csr["status"];
     if (!status_value.is_object()) status_value = json::object();
     json::object& status = status_value.get_object();
-    std::string refusal = request.error.empty() && req ? signer_refusal(signer, request, req.get(), usages)
-                                                       : "unable to parse the certificate request";
+    std::string refusal = request.error.empty() ? signer_refusal(signer, request, usages)
+                                                : "unable to parse the certificate request";
     if (refusal.empty()) {
       std::chrono::seconds ttl = duration_;
       if (const json::value* s = spec->if_contains("expirationSeconds"); s && s->is_int64()) {

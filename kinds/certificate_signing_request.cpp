@@ -39,11 +39,6 @@ constexpr std::string_view kUsages[] = {
     "microsoft sgc", "netscape sgc",     "ocsp signing",      "s/mime",
     "server auth",   "signing",          "timestamping"};
 
-const json::array* array_at(const json::object* obj, std::string_view key) {
-  const json::value* v = obj != nullptr ? obj->if_contains(key) : nullptr;
-  return v != nullptr ? v->if_array() : nullptr;
-}
-
 // The bytes of a `format: byte` field (base64 in JSON); nullopt when absent or not base64.
 std::optional<std::string> bytes_at(const json::object* obj, std::string_view key) {
   const json::value* v = obj != nullptr ? obj->if_contains(key) : nullptr;
@@ -69,7 +64,7 @@ std::string go_bytes(std::string_view bytes) {
 // The conditions of a request, in order.
 std::vector<const json::object*> conditions_of(const json::object& csr) {
   std::vector<const json::object*> out;
-  if (const json::array* list = array_at(object_member(csr, "status"), "conditions")) {
+  if (const json::array* list = apimachinery::array_member(object_member(csr, "status"), "conditions")) {
     for (const auto& c : *list) {
       if (const json::object* o = c.if_object()) out.push_back(o);
     }
@@ -289,6 +284,12 @@ CertificateRequest read_certificate_request(const json::object& csr) {
     if (nid == NID_commonName) out.common_name = std::move(value);
     if (nid == NID_organizationName) out.organizations.push_back(std::move(value));
   }
+  STACK_OF(X509_EXTENSION)* extensions = X509_REQ_get_extensions(req.get());
+  for (int i = 0; extensions != nullptr && i < sk_X509_EXTENSION_num(extensions); ++i) {
+    const ASN1_OBJECT* id = X509_EXTENSION_get_object(sk_X509_EXTENSION_value(extensions, i));
+    out.alternative_names = out.alternative_names || OBJ_obj2nid(id) == NID_subject_alt_name;
+  }
+  sk_X509_EXTENSION_pop_free(extensions, X509_EXTENSION_free);
   return out;
 }
 

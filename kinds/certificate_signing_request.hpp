@@ -51,6 +51,7 @@ struct CertificateRequest {
   std::string pem;
   std::string common_name;
   std::vector<std::string> organizations;
+  bool alternative_names = false;  // it asks for subject alternative names
   std::string error;  // empty: parsed and signed by its own key
 };
 CertificateRequest read_certificate_request(const boost::json::object& csr);

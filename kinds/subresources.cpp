@@ -28,7 +28,7 @@ const std::vector<Subresource>& pod_subresources() {
 
 }  // namespace
 
-const Subresource kStatus{"status", "", "", "", kReadWrite};
+const Subresource kStatus{.name = "status", .verbs = kReadWrite, .writes_status = true};
 const Subresource kScale{"scale", "autoscaling", "v1", "Scale", kReadWrite};
 const std::vector<Subresource> kToken{
     {"token", "authentication.k8s.io", "v1", "TokenRequest", {"create"}, true}};
@@ -37,7 +37,8 @@ const std::vector<Subresource> kServiceProxy{
     {"proxy", "", "", "ServiceProxyOptions", kProxyVerbs, false, true}};
 const std::vector<Subresource> kNodeProxy{
     {"proxy", "", "", "NodeProxyOptions", kProxyVerbs, false, true, "metadata.name"}};
-const std::vector<Subresource> kApproval{{"approval", "", "", "", kReadWrite}};
+const std::vector<Subresource> kApproval{
+    {.name = "approval", .verbs = kReadWrite, .writes_status = true}};
 const std::vector<Subresource> kNone;
 
 // Those of a built-in kind beyond status and scale.

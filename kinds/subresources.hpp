@@ -25,6 +25,9 @@ struct Subresource {
   // For those: the field naming the node whose kubelet would answer (a pod's spec.nodeName, a
   // node's metadata.name); "" when no one node would (a service's proxy).
   std::string_view node_field = {};
+  // An update through it writes the object's status, the rest staying the stored object's
+  // (status; a CertificateSigningRequest's approval, whose kind keeps all but the conditions).
+  bool writes_status = false;
 };
 
 // Whether kube serves it through a Connecter (a pod's exec, attach, portforward and proxy; a

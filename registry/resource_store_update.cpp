@@ -2,6 +2,7 @@
 // pods/binding, all through one guarded write around the pure update pipeline (update_object).
 
 #include "registry/resource_store.hpp"
+#include "kinds/subresources.hpp"
 
 #include "registry/store_rules.hpp"
 
@@ -109,9 +110,9 @@ asio::awaitable<ApiResult<json::object>> update_object(const ResourceInfo& info,
   // The status subresource and the main resource each own their half of the object (a
   // binding, which sets the node and the PodScheduled condition, writes both).
   if (info.has_status && query.subresource != "binding") {
-    // A CertificateSigningRequest's /approval writes its status (its conditions: the kind's
-    // keep_owned_fields above kept the rest).
-    const bool status_write = query.subresource == "status" || query.subresource == "approval";
+    const kinds::Subresource* sub =
+        query.subresource.empty() ? nullptr : kinds::find_subresource(info, query.subresource);
+    const bool status_write = sub != nullptr && sub->writes_status;
     json::object base = status_write ? existing : obj;
     const json::object& from = status_write ? obj : existing;
     if (auto it = from.find("status"); it != from.end()) {

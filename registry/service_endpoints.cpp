@@ -1,5 +1,6 @@
 #include "registry/service_endpoints.hpp"
 
+#include "kinds/builtin_validation.hpp"
 #include "kinds/scheme.hpp"
 #include "registry/cacher_registry.hpp"
 #include "watch/cacher.hpp"
@@ -8,7 +9,6 @@
 #include "apimachinery/stored_json.hpp"
 #include "apimachinery/validation.hpp"
 
-#include <boost/asio/ip/address.hpp>
 #include <boost/json/value.hpp>
 
 #include <atomic>
@@ -17,7 +17,6 @@
 
 namespace kwatch::registry {
 
-namespace asio = boost::asio;
 namespace json = boost::json;
 using apimachinery::go_quote;
 using apimachinery::object_member;
@@ -55,28 +54,10 @@ std::string special_address(std::string_view host) {
   if (host == "localhost" || host.ends_with(".localhost")) {
     return "may not be in the loopback range (127.0.0.0/8, ::1/128)";
   }
-  boost::system::error_code ec;
-  const auto ip = asio::ip::make_address(std::string(host), ec);
-  if (ec) return "";
-  if (ip.is_unspecified()) return "may not be unspecified (" + std::string(host) + ")";
-  if (ip.is_loopback()) return "may not be in the loopback range (127.0.0.0/8, ::1/128)";
-  if (ip.is_v4()) {
-    const auto b = ip.to_v4().to_bytes();
-    if (b[0] == 169 && b[1] == 254) {
-      return "may not be in the link-local range (169.254.0.0/16, fe80::/10)";
-    }
-    if (b[0] == 224 && b[1] == 0 && b[2] == 0) {
-      return "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)";
-    }
-  } else {
-    const auto v6 = ip.to_v6();
-    if (v6.is_v4_mapped()) return special_address(asio::ip::make_address_v4(asio::ip::v4_mapped, v6).to_string());
-    if (v6.is_link_local()) return "may not be in the link-local range (169.254.0.0/16, fe80::/10)";
-    if (v6.is_multicast_link_local()) {
-      return "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)";
-    }
-  }
-  return "";
+  // kube's ValidateEndpointIP (kinds/builtin_validation.hpp); a name is not refused here.
+  const auto problems = kinds::endpoint_ip_problems(host, /*allow_loopback=*/false);
+  if (problems.empty() || problems.front() == "must be a valid IP address") return "";
+  return problems.front();
 }
 
 ServiceEndpoint resolve_service_endpoint(const kinds::Scheme& scheme,

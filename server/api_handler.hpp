@@ -200,6 +200,9 @@ class ApiHandler {
                                                    Route& route);
   boost::asio::awaitable<ApiResponse> serve_binding(const ApiRequest& request, const Url& url,
                                                     Route& route);
+  // A binding read from its body: its write options, then the pod `route` names bound.
+  boost::asio::awaitable<ApiResponse> bind_pod(const ApiRequest& request, const Url& url,
+                                               Route& route, boost::json::object body);
   boost::asio::awaitable<ApiResponse> serve_eviction(const ApiRequest& request, const Url& url,
                                                      Route& route);
   boost::asio::awaitable<ApiResponse> serve_token_request(const ApiRequest& request,

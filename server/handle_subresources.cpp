@@ -31,17 +31,21 @@ using kinds::ResourceInfo;
 // pods/binding: puts a pod on a node, as the scheduler does.
 asio::awaitable<ApiResponse> ApiHandler::serve_binding(const ApiRequest& request, const Url& url,
                                                        Route& route) {
-  const ResourceInfo& info = *route.info;
   route.verb = "create";
   if (request.method != "POST") co_return method_not_allowed(request.method);
-  auto q = write_query(url, route.subresource, route.user);
+  auto body = parse_object(request, "Binding");
+  if (!body) co_return error_response(body.error());
+  co_return co_await bind_pod(request, url, route, std::move(*body));
+}
+
+asio::awaitable<ApiResponse> ApiHandler::bind_pod(const ApiRequest& request, const Url& url,
+                                                  Route& route, json::object body) {
+  auto q = write_query(url, "binding", route.user);
   if (!q) co_return error_response(q.error());
   if (auto e = set_field_manager(*q, url, request, "CreateOptions", false)) {
     co_return error_response(*e);
   }
-  auto body = parse_object(request, "Binding");
-  if (!body) co_return error_response(body.error());
-  auto r = co_await store_->bind(info, route.ns, route.name, std::move(*body), *q);
+  auto r = co_await store_->bind(*route.info, route.ns, route.name, std::move(body), *q);
   if (!r) co_return error_response(r.error());
   co_return json_response(201, apimachinery::success_status({}, 201));
 }
@@ -65,13 +69,9 @@ asio::awaitable<std::optional<ApiResponse>> ApiHandler::serve_legacy_binding(Exc
   std::string version = "v1";
   auto denied = co_await authorize_and_audit(access_, ex.audit, std::move(version), std::move(a));
   if (denied) co_return error_response(*denied);
-  auto q = write_query(ex.url, "binding", route.user);
-  if (!q) co_return error_response(q.error());
-  if (auto e = set_field_manager(*q, ex.url, ex.request, "CreateOptions", false)) {
-    co_return error_response(*e);
-  }
   auto body = parse_object(ex.request, "Binding");
   if (!body) co_return error_response(body.error());
+  // The binding names the pod, as a pod's /binding is named by its URL.
   const json::value* meta = body->if_contains("metadata");
   const json::value* name = meta != nullptr && meta->is_object() ? meta->get_object().if_contains("name")
                                                                   : nullptr;
@@ -80,10 +80,9 @@ asio::awaitable<std::optional<ApiResponse>> ApiHandler::serve_legacy_binding(Exc
         Errc::bad_request, "name is required in the binding (the pod to bind)"));
   }
   route.name = std::string(name->get_string());
-  auto pods = scheme_->find("", "v1", "pods");
-  auto r = co_await store_->bind(*pods, route.ns, route.name, std::move(*body), *q);
-  if (!r) co_return error_response(r.error());
-  co_return json_response(201, apimachinery::success_status({}, 201));
+  route.info = scheme_->find("", "v1", "pods");
+  route.subresource = "binding";
+  co_return co_await bind_pod(ex.request, ex.url, route, std::move(*body));
 }
 
 // pods/eviction: a delete the disruption budgets allow (registry/eviction.hpp).

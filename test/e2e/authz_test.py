@@ -130,6 +130,12 @@ def main():
             status, body = call(server, "POST", "/api/v1/namespaces/default/configmaps", "alice-token",
                                 {"metadata": {"name": "x"}})
             t.check("view cannot create", status == 403 and "cannot create resource" in body.get("message", ""), body)
+            # The legacy bindings collection is authorized as create on bindings, before its body
+            # is read (the pod it names is bound only for a user who may).
+            status, body = call(server, "POST", "/api/v1/namespaces/default/bindings", "alice-token",
+                                {"metadata": {"name": "any"}, "target": {"kind": "Node", "name": "n"}})
+            t.check("view cannot bind a pod through bindings", status == 403 and
+                    'cannot create resource "bindings"' in body.get("message", ""), body)
             status, body = call(server, "GET", "/api/v1/namespaces", "alice-token")
             t.check("cluster-scoped list: 403 at the cluster scope", status == 403 and
                     "at the cluster scope" in body.get("message", ""), body)
