@@ -1,6 +1,6 @@
 #include "admission/policy_runtime.hpp"
 
-#include "admission/config_follower.hpp"
+#include "registry/config_follower.hpp"
 
 #include "apimachinery/json_members.hpp"
 #include "apimachinery/stored_json.hpp"
@@ -110,7 +110,7 @@ PolicySource::PolicySource(std::shared_ptr<kinds::Scheme> scheme,
 
 void PolicySource::start(asio::any_io_executor executor) {
   auto self = shared_from_this();
-  follow_configurations(
+  registry::follow_configurations(
       std::move(executor),
       {scheme_, cachers_, std::string(kGroup), version_, {policy_resource_, binding_resource_}},
       [self] { return !self->stopped_; },

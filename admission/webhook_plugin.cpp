@@ -1,6 +1,6 @@
 #include "admission/webhook_plugin.hpp"
 
-#include "admission/config_follower.hpp"
+#include "registry/config_follower.hpp"
 #include "admission/webhook_call.hpp"
 #include "kinds/scheme.hpp"
 #include "registry/cacher_registry.hpp"
@@ -68,7 +68,7 @@ class WebhookSource : public std::enable_shared_from_this<WebhookSource> {
 
   void start(asio::any_io_executor executor) {
     auto self = shared_from_this();
-    follow_configurations(
+    registry::follow_configurations(
         executor, {scheme_, cachers_, std::string(kGroup), "v1", {resource()}},
         [self] { return !self->stopped_; },
         [self, executor](std::vector<std::vector<json::object>>& lists) {

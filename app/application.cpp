@@ -36,6 +36,7 @@
 #include "auth/service_account_tokens.hpp"
 #include "server/tls_certificates.hpp"
 #include "auth/token_file.hpp"
+#include "flowcontrol/config_keeper.hpp"
 #include "registry/selector_predicate.hpp"
 #include "server/version.hpp"
 #include "registry/watch_cache_state.hpp"
@@ -257,6 +258,9 @@ struct Application::Parts {
   std::shared_ptr<controllers::CertificateSigner> certificate_signer;  // with a signing CA
   std::shared_ptr<GarbageCollector> garbage_collector;
   std::shared_ptr<registry::ServiceAllocator> service_allocator;
+  // API Priority and Fairness (--enable-priority-and-fairness), and what keeps its configuration.
+  std::shared_ptr<flowcontrol::PriorityAndFairness> priority_and_fairness;
+  std::shared_ptr<flowcontrol::ConfigKeeper> flow_control_keeper;
   // The controllers start once every built-in cache has listed and the bootstrap objects are
   // written; shutdown may come first.
   std::mutex controllers_mutex;
@@ -549,6 +553,23 @@ bool Application::Parts::configure_access() {
   api_service_proxy = std::make_shared<aggregator::ApiServiceProxy>(
       scheme, cachers, ioc->get_executor(), std::move(proxy_options));
   handler->set_aggregator(api_service_proxy);
+  if (options.enable_priority_and_fairness) {
+    const unsigned seats = options.max_requests_inflight + options.max_mutating_requests_inflight;
+    if (seats == 0) {
+      spdlog::critical("--max-requests-inflight plus --max-mutating-requests-inflight must be "
+                       "positive when --enable-priority-and-fairness is true");
+      return false;
+    }
+    flowcontrol::Options apf;
+    apf.server_concurrency_limit = static_cast<int>(seats);
+    apf.watches_per_seat = static_cast<int>(options.watches_per_seat);
+    apf.max_mutating_seats = static_cast<int>(options.max_fanout_seats);
+    priority_and_fairness = std::make_shared<flowcontrol::PriorityAndFairness>(apf);
+    priority_and_fairness->start(ioc->get_executor());
+    handler->set_priority_and_fairness(priority_and_fairness);
+    flow_control_keeper = std::make_shared<flowcontrol::ConfigKeeper>(
+        priority_and_fairness, scheme, cachers, store);
+  }
   handler->set_limits(std::make_shared<RequestLimits>(
       RequestLimitOptions{options.max_requests_inflight,
                                   options.max_mutating_requests_inflight,
@@ -960,6 +981,10 @@ asio::awaitable<void> Application::Parts::start_up(unsigned short api_port) {
   co_await wait_for_caches();
   co_await write_bootstrap_policy();
   co_await ensure_kubernetes_service(api_port);
+  if (flow_control_keeper) {
+    co_await flow_control_keeper->ensure_bootstrap();
+    flow_control_keeper->start(ioc->get_executor());
+  }
   start_controllers();
   {
     // What extension API servers read to trust this server's front proxy and client CA.
@@ -1109,6 +1134,8 @@ void Application::Parts::stop_controllers() {
   admission_policy_status->stop();
   if (certificate_signer) certificate_signer->stop();
   if (garbage_collector) garbage_collector->stop();
+  if (flow_control_keeper) flow_control_keeper->stop();
+  if (priority_and_fairness) priority_and_fairness->stop();
 }
 
 int Application::run() {

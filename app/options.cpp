@@ -432,9 +432,18 @@ std::vector<Flag> flag_table(Options& o) {
          o.service_node_port_range = v;
          return "";
        }},
+      {"enable-priority-and-fairness", "BOOL",
+       "API Priority and Fairness (default true): requests are classified by\n"
+       "FlowSchemas and share the server's seats (--max-requests-inflight plus\n"
+       "--max-mutating-requests-inflight) among PriorityLevelConfigurations,\n"
+       "queueing fairly; false: the two limits apply as they are",
+       [&](const std::string& v) -> std::string {
+         return parse_bool(v, o.enable_priority_and_fairness) ? "" : "must be true or false";
+       }},
       {"max-requests-inflight", "N",
        "read-only requests served at once before 429 (default 400; 0: no\n"
-       "limit); watches count only while being set up, system:masters never",
+       "limit); watches count only while being set up, system:masters never.\n"
+       "With priority and fairness, part of the server's seats",
        [&](const std::string& v) -> std::string {
          return parse_number<unsigned>(v, o.max_requests_inflight, 0, 1'000'000) ? "" : "must be 0-1000000";
        }},

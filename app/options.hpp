@@ -76,6 +76,9 @@ struct Options {
   unsigned max_requests_inflight = 400;
   unsigned max_mutating_requests_inflight = 200;
   unsigned max_watches_per_user = 10000;
+  // API Priority and Fairness (flowcontrol/): the two in-flight limits become its server
+  // concurrency limit, shared among the priority levels, instead of being applied as they are.
+  bool enable_priority_and_fairness = true;
   // Open connections in all and from one client address (server/http_server.hpp); 0: no cap.
   unsigned max_connections = 0;
   unsigned max_connections_per_ip = 0;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "auth/access.hpp"
+#include "flowcontrol/priority_and_fairness.hpp"
 #include "server/request_limits.hpp"
 #include "server/discovery.hpp"
 #include "server/http_types.hpp"
@@ -107,8 +108,11 @@ class ApiHandler {
 
   // Authentication and authorization (auth/access.hpp); before serving starts.
   void set_access(auth::AccessOptions access) { access_ = std::move(access); }
-  // Overload protection (null: none).
+  // Overload protection (null: none): the in-flight limits and per-user watch limits, and with
+  // --enable-priority-and-fairness the seats of API Priority and Fairness instead of the
+  // in-flight limits (server/priority_and_fairness_filter.cpp).
   void set_limits(std::shared_ptr<RequestLimits> limits) { limits_ = std::move(limits); }
+  void set_priority_and_fairness(std::shared_ptr<flowcontrol::PriorityAndFairness> apf);
   // Requests for the group/versions of remote APIServices are passed to their extension
   // servers (server/handle_proxy.cpp); none: every group/version is served here.
   void set_aggregator(std::shared_ptr<const aggregator::ApiServiceProxy> proxy) {
@@ -151,6 +155,10 @@ class ApiHandler {
   // The chain's steps, in order; each refuses with the error to answer, or lets it through.
   boost::asio::awaitable<std::optional<apimachinery::ApiError>> identify(Exchange& exchange);
   boost::asio::awaitable<std::optional<apimachinery::ApiError>> take_seat(Exchange& exchange);
+  // take_seat under API Priority and Fairness.
+  boost::asio::awaitable<std::optional<apimachinery::ApiError>> take_fair_seat(Exchange& exchange);
+  // /debug/api_priority_and_fairness/dump_*; nullopt for another path.
+  std::optional<ApiResponse> serve_priority_and_fairness_dump(const Exchange& exchange) const;
   boost::asio::awaitable<std::optional<apimachinery::ApiError>> authorize_path(
       Exchange& exchange);
   boost::asio::awaitable<ApiResponse> dispatch(Exchange& exchange);
@@ -246,6 +254,7 @@ class ApiHandler {
   OpenApiDocuments openapi_;
   auth::AccessOptions access_;
   std::shared_ptr<RequestLimits> limits_;
+  std::shared_ptr<flowcontrol::PriorityAndFairness> apf_;
   std::shared_ptr<const aggregator::ApiServiceProxy> proxy_;
   std::shared_ptr<AuditLog> audit_;
 };
@@ -257,6 +266,9 @@ struct ApiHandler::Exchange {
   AuditEvent* audit;  // null: not audited
   Route route;        // route.user: whom the request acts as, once identified
   RequestLimits::Lease inflight;
+  // Under API Priority and Fairness: the FlowSchema and priority level the request went to
+  // (their UIDs are response headers).
+  std::optional<flowcontrol::Classification> classification;
   bool get() const { return request.method == "GET" || request.method == "HEAD"; }
 };
 

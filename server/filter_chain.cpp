@@ -129,6 +129,12 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
     response = co_await dispatch(exchange);
     account(exchange, response, std::chrono::steady_clock::now() - start);
   }
+  if (exchange.classification) {
+    // kube names the matched objects by UID only, so that their names are not shown.
+    response.headers["X-Kubernetes-PF-FlowSchema-UID"] = exchange.classification->flow_schema_uid;
+    response.headers["X-Kubernetes-PF-PriorityLevel-UID"] =
+        exchange.classification->priority_level_uid;
+  }
   const std::optional<std::string> pretty = exchange.url.param("pretty");
   if (wants_pretty(pretty ? std::optional<std::string_view>(*pretty) : std::nullopt,
                    exchange.request.user_agent)) {
@@ -177,6 +183,7 @@ asio::awaitable<std::optional<ApiError>> ApiHandler::identify(Exchange& ex) {
 // Overload: a seat per request in flight (probes exempt, so health checks answer under load).
 // Writes may wait in the queue for a seat; reads are refused at once, as in kube.
 asio::awaitable<std::optional<ApiError>> ApiHandler::take_seat(Exchange& ex) {
+  if (apf_) co_return co_await take_fair_seat(ex);
   if (!limits_ || is_health_probe(ex.url.path)) co_return std::nullopt;
   const bool mutating = !(ex.get() || ex.request.method == "OPTIONS");
   // No co_await inside a conditional expression: GCC 12 miscompiles that in coroutines.
@@ -236,7 +243,12 @@ void ApiHandler::account(Exchange& ex, ApiResponse& response,
     metrics_->observe("apiserver_request_duration_seconds", {{"verb", verb}, {"resource", resource}},
                       std::chrono::duration<double>(elapsed).count());
   }
-  if (response.written_revision > 0 && route.info != nullptr && limits_) {
+  if (response.written_revision > 0 && route.info != nullptr && apf_ && ex.inflight) {
+    // The write's seats (its fan-out's included) stay taken until delivery has caught up.
+    if (auto cacher = cacher_for(*route.info)) {
+      cacher->hold_until_delivered(response.written_revision, ex.inflight);
+    }
+  } else if (response.written_revision > 0 && route.info != nullptr && limits_) {
     if (auto cacher = cacher_for(*route.info)) {
       cacher->hold_until_delivered(
           response.written_revision,

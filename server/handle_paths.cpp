@@ -116,6 +116,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_path(Exchange& ex) {
     co_return response;
   }
   if (seg[0] == "version" && seg.size() == 1) co_return json_response(200, version_info());
+  if (auto dump = serve_priority_and_fairness_dump(ex)) co_return std::move(*dump);
   if (seg[0] == "metrics" && seg.size() == 1) {
     co_return text_response(200, metrics_->render(), "text/plain; version=0.0.4");
   }

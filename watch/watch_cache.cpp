@@ -80,6 +80,7 @@ void WatchCache::replace(std::vector<ObjectPtr> objects, std::int64_t rv) {
   window_.reset(rv);
   rv_ = rv;
   applied_rv_ = rv;
+  count_.store(static_cast<std::int64_t>(state_->objects.size()), std::memory_order_relaxed);
 }
 
 EventPtr WatchCache::apply_put(ObjectPtr object, ObjectPtr prev, Clock::time_point now) {
@@ -99,6 +100,7 @@ EventPtr WatchCache::apply_put(ObjectPtr object, ObjectPtr prev, Clock::time_poi
     state_->objects.emplace(object->key, object);
   }
   index_add(object);
+  count_.store(static_cast<std::int64_t>(state_->objects.size()), std::memory_order_relaxed);
   event->sequence = window_.next_sequence();
   window_.push(event, now);
   rv_ = std::max(rv_, event->resource_version);
@@ -118,6 +120,7 @@ EventPtr WatchCache::apply_delete(ObjectPtr last, Clock::time_point now) {
     index_remove(it->second);
     state_->objects.erase(it);
   }
+  count_.store(static_cast<std::int64_t>(state_->objects.size()), std::memory_order_relaxed);
   event->sequence = window_.next_sequence();
   window_.push(event, now);
   rv_ = std::max(rv_, event->resource_version);

@@ -9,6 +9,8 @@
 #include "watch/event_window.hpp"
 #include "watch/watch_types.hpp"
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <shared_mutex>
@@ -54,6 +56,8 @@ class WatchCache {
   void advance(std::int64_t rv);
 
   std::int64_t resource_version() const;
+  // How many objects the cache holds (no lock: a moment's figure, for estimates).
+  std::int64_t object_count() const { return count_.load(std::memory_order_relaxed); }
   // The version of the last event applied (or of the re-list): unlike resource_version(),
   // never moved by progress notifications.
   std::int64_t applied_resource_version() const;
@@ -81,6 +85,7 @@ class WatchCache {
   void index_remove(const ObjectPtr& object);
 
   mutable std::shared_mutex mutex_;
+  std::atomic<std::int64_t> count_{0};
   std::string trigger_field_;
   // The ordered state and its indexes (B-trees, defined in the .cpp so that no other translation
   // unit compiles them).

@@ -1,4 +1,4 @@
-#include "admission/config_follower.hpp"
+#include "registry/config_follower.hpp"
 
 #include "kinds/scheme.hpp"
 #include "registry/cacher_registry.hpp"
@@ -17,7 +17,7 @@
 #include <atomic>
 #include <chrono>
 
-namespace kwatch::admission {
+namespace kwatch::registry {
 
 namespace asio = boost::asio;
 namespace json = boost::json;
@@ -36,18 +36,10 @@ struct Following {
     return info && followed.cachers ? followed.cachers->find(*info) : nullptr;
   }
 
-  // Every object of every resource, or false when a cache has not listed yet.
   bool list(std::vector<std::vector<json::object>>& lists) const {
-    lists.assign(followed.resources.size(), {});
-    for (std::size_t i = 0; i < followed.resources.size(); ++i) {
-      std::shared_ptr<const kinds::ResourceInfo> info;
-      auto c = cacher(followed.resources[i], info);
-      if (!c || !c->ready()) return false;
-      for (const auto& object : c->list(info->key_prefix(), "", 0, nullptr).objects) {
-        auto v = apimachinery::parse_json(object->json);
-        if (v && v->is_object()) lists[i].push_back(std::move(v->get_object()));
-      }
-    }
+    auto listed = list_configurations(followed);
+    if (!listed) return false;
+    lists = std::move(*listed);
     return true;
   }
 };
@@ -77,6 +69,21 @@ asio::awaitable<void> run(std::shared_ptr<Following> f) {
 
 }  // namespace
 
+std::optional<std::vector<std::vector<json::object>>> list_configurations(
+    const FollowedResources& followed) {
+  std::vector<std::vector<json::object>> lists(followed.resources.size());
+  for (std::size_t i = 0; i < followed.resources.size(); ++i) {
+    auto info = followed.scheme->find(followed.group, followed.version, followed.resources[i]);
+    auto c = info && followed.cachers ? followed.cachers->find(*info) : nullptr;
+    if (!c || !c->ready()) return std::nullopt;
+    for (const auto& object : c->list(info->key_prefix(), "", 0, nullptr).objects) {
+      auto v = apimachinery::parse_json(object->json);
+      if (v && v->is_object()) lists[i].push_back(std::move(v->get_object()));
+    }
+  }
+  return lists;
+}
+
 void follow_configurations(asio::any_io_executor executor, FollowedResources followed,
                            std::function<bool()> keep_going,
                            std::function<void(std::vector<std::vector<json::object>>&)> rebuild,
@@ -93,4 +100,4 @@ void follow_configurations(asio::any_io_executor executor, FollowedResources fol
   }
 }
 
-}  // namespace kwatch::admission
+}  // namespace kwatch::registry

@@ -1,6 +1,7 @@
-// What the API-defined admission plugins share to keep their configuration current: the objects
-// of some admissionregistration.k8s.io resources (policies and bindings, webhook
-// configurations), followed in their watch caches and handed over whole after a change.
+// How a component keeps configuration that lives in API objects current (the API-defined
+// admission plugins' policies, bindings and webhook configurations; API Priority and Fairness's
+// FlowSchemas and PriorityLevelConfigurations): the objects of some resources of one group,
+// followed in their watch caches and handed over whole after a change.
 //
 // Changes come in bursts (kubectl apply of a policy and its bindings), so a change only marks
 // the set; at most every 100 ms, once every cache has listed, `rebuild` receives every object of
@@ -13,6 +14,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,17 +23,19 @@ class Scheme;
 }
 
 namespace kwatch::registry {
-class CacherRegistry;
-}
 
-namespace kwatch::admission {
+class CacherRegistry;
 
 struct FollowedResources {
   std::shared_ptr<kinds::Scheme> scheme;
-  std::shared_ptr<registry::CacherRegistry> cachers;  // null: nothing is followed
+  std::shared_ptr<CacherRegistry> cachers;  // null: nothing is followed
   std::string group, version;
   std::vector<std::string> resources;
 };
+
+// Every object of every resource now, parsed; nullopt while a cache has not listed yet.
+std::optional<std::vector<std::vector<boost::json::object>>> list_configurations(
+    const FollowedResources& followed);
 
 // Starts the tasks on a strand of `executor` (a task failure is logged as `task`); they end once
 // `keep_going` says no.
@@ -40,4 +44,4 @@ void follow_configurations(boost::asio::any_io_executor executor, FollowedResour
                            std::function<void(std::vector<std::vector<boost::json::object>>&)> rebuild,
                            const char* task);
 
-}  // namespace kwatch::admission
+}  // namespace kwatch::registry

@@ -1,0 +1,163 @@
+#include "flowcontrol/config_keeper.hpp"
+
+#include "apimachinery/json_members.hpp"
+#include "base/task_failure.hpp"
+#include "base/timestamps.hpp"
+#include "flowcontrol/bootstrap.hpp"
+#include "kinds/scheme.hpp"
+#include "registry/config_follower.hpp"
+#include "registry/resource_store.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <spdlog/spdlog.h>
+
+namespace kwatch::flowcontrol {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+namespace {
+
+constexpr const char* kGroup = "flowcontrol.apiserver.k8s.io";
+// kube's field managers for the two halves of its APF configuration controller.
+constexpr const char* kConsumer = "api-priority-and-fairness-config-consumer-v1";
+constexpr const char* kProducer = "api-priority-and-fairness-config-producer-v1";
+
+std::string name_of(const json::object& o) {
+  return apimachinery::string_at(apimachinery::object_member(o, "metadata"), "name");
+}
+
+}  // namespace
+
+ConfigKeeper::ConfigKeeper(std::shared_ptr<PriorityAndFairness> dispatcher,
+                           std::shared_ptr<kinds::Scheme> scheme,
+                           std::shared_ptr<registry::CacherRegistry> cachers,
+                           std::shared_ptr<registry::ResourceStore> store)
+    : dispatcher_(std::move(dispatcher)),
+      scheme_(std::move(scheme)),
+      cachers_(std::move(cachers)),
+      store_(std::move(store)) {}
+
+void ConfigKeeper::start(asio::any_io_executor executor) {
+  executor_ = asio::make_strand(executor);
+  auto self = shared_from_this();
+  registry::follow_configurations(
+      executor_,
+      {scheme_, cachers_, kGroup, "v1", {"prioritylevelconfigurations", "flowschemas"}},
+      [self] { return !self->stopped_; },
+      [self](std::vector<std::vector<json::object>>& lists) { self->reconfigure(lists); },
+      "priority and fairness configuration task");
+  asio::co_spawn(
+      executor_,
+      [self]() -> asio::awaitable<void> {
+        asio::steady_timer tick(co_await asio::this_coro::executor);
+        while (!self->stopped_) {
+          tick.expires_after(std::chrono::minutes(1));
+          co_await tick.async_wait(asio::use_awaitable);
+          if (!self->stopped_) co_await self->ensure_bootstrap();
+        }
+      },
+      [](std::exception_ptr e) { base::log_task_failure(e, "priority and fairness bootstrap task"); });
+}
+
+void ConfigKeeper::reconfigure(std::vector<std::vector<json::object>>& lists) {
+  auto conditions = dispatcher_->configure(lists[0], lists[1]);
+  if (conditions.empty() || !store_) return;
+  asio::co_spawn(executor_, write_conditions(std::move(conditions), std::move(lists[1])),
+                 [](std::exception_ptr e) { base::log_task_failure(e, "FlowSchema status"); });
+}
+
+// Each FlowSchema's Dangling condition, replaced in its status conditions (the others kept).
+asio::awaitable<void> ConfigKeeper::write_conditions(std::vector<DanglingCondition> conditions,
+                                                     std::vector<json::object> schemas) {
+  auto info = scheme_->find(kGroup, "v1", "flowschemas");
+  if (!info) co_return;
+  const std::string now = base::now_rfc3339();
+  for (const auto& c : conditions) {
+    json::array list;
+    for (const auto& s : schemas) {
+      if (name_of(s) != c.flow_schema) continue;
+      if (const json::array* old = apimachinery::array_member(
+              apimachinery::object_member(s, "status"), "conditions")) {
+        for (const auto& o : *old) {
+          if (o.is_object() &&
+              apimachinery::string_member(o.get_object(), "type") != "Dangling") {
+            list.push_back(o);
+          }
+        }
+      }
+    }
+    list.push_back(json::object{{"type", "Dangling"},
+                                {"status", c.status},
+                                {"lastTransitionTime", now},
+                                {"reason", c.reason},
+                                {"message", c.message}});
+    registry::WriteQuery query;
+    query.subresource = "status";
+    query.field_manager = kConsumer;
+    json::value patch = json::object{{"status", json::object{{"conditions", std::move(list)}}}};
+    std::string scope;
+    std::string name = c.flow_schema;
+    auto r = co_await store_->patch(*info, std::move(scope), std::move(name),
+                                    registry::PatchType::merge, std::move(patch), std::move(query));
+    if (!r && r.error().code != base::Errc::not_found) {
+      spdlog::warn("cannot write the Dangling condition of FlowSchema {}: {}", c.flow_schema,
+                   r.error().message);
+    }
+  }
+}
+
+asio::awaitable<bool> ConfigKeeper::ensure_bootstrap() {
+  if (!store_) co_return false;
+  const auto& b = bootstrap_objects();
+  bool ok = true;
+  static constexpr const char* kResources[] = {"prioritylevelconfigurations", "flowschemas"};
+  for (const char* resource : kResources) {
+    auto info = scheme_->find(kGroup, "v1", resource);
+    if (!info) co_return false;
+    auto listed = registry::list_configurations({scheme_, cachers_, kGroup, "v1", {resource}});
+    if (!listed) co_return false;
+    const bool levels = std::string_view(resource) == "prioritylevelconfigurations";
+    EnsurePlan plan = plan_bootstrap((*listed)[0], levels ? b.mandatory_levels : b.mandatory_schemas,
+                                     levels ? b.suggested_levels : b.suggested_schemas);
+    for (auto& object : plan.create) {
+      registry::WriteQuery query;
+      query.field_manager = kProducer;
+      std::string scope;
+      auto r = co_await store_->create(*info, std::move(scope), std::move(object), std::move(query));
+      if (!r && r.error().code != base::Errc::already_exists) {
+        spdlog::warn("cannot create a bootstrap {}: {}", info->kind, r.error().message);
+        ok = false;
+      }
+    }
+    for (auto& object : plan.update) {
+      registry::WriteQuery query;
+      query.field_manager = kProducer;
+      std::string scope;
+      std::string name = name_of(object);
+      auto r = co_await store_->update(*info, std::move(scope), std::move(name), std::move(object),
+                                       std::move(query));
+      // A conflict means someone changed it meanwhile: the next round looks again.
+      if (!r && r.error().code != base::Errc::conflict) {
+        spdlog::warn("cannot update a bootstrap {}: {}", info->kind, r.error().message);
+        ok = false;
+      }
+    }
+    for (auto& name : plan.remove) {
+      std::string scope;
+      registry::DeleteQuery del;
+      auto r = co_await store_->remove(*info, std::move(scope), std::move(name), std::move(del));
+      if (!r && r.error().code != base::Errc::not_found) {
+        spdlog::warn("cannot delete an unwanted {}: {}", info->kind, r.error().message);
+        ok = false;
+      }
+    }
+  }
+  co_return ok;
+}
+
+}  // namespace kwatch::flowcontrol
