@@ -1,4 +1,6 @@
-"""Overload protection as kube-apiserver's max-in-flight filter applies it: past
+"""Overload protection as kube-apiserver's max-in-flight filter applies it (API Priority and
+Fairness off, --enable-priority-and-fairness=false; test/e2e/priority_and_fairness_test.py covers it
+on): past
 --max-requests-inflight a read gets 429 TooManyRequests with Retry-After and a Status (writes past
 --max-mutating-requests-inflight wait in the queue for a seat instead), system:masters and health probes are never refused, watches are not
 counted once they stream, and --max-watches-per-user caps one user's open watches (a closed one
@@ -70,7 +72,9 @@ def main():
         tokens = os.path.join(tmp, "tokens.csv")
         with open(tokens, "w") as f:
             f.write('admin-token,admin,1,"system:masters"\nalice-token,alice,2\n')
-        server = Server(binary, extra_args=[f"--token-auth-file={tokens}", "--max-requests-inflight=1",
+        server = Server(binary, extra_args=[f"--token-auth-file={tokens}",
+                                            "--enable-priority-and-fairness=false",
+                                            "--max-requests-inflight=1",
                                             "--max-mutating-requests-inflight=1",
                                             "--max-watches-per-user=3"]).start()
         port = server.port
