@@ -99,6 +99,20 @@ def with_kubectl(t, server, kc):
     t.check("MISSINGPL shows the Dangling condition", code == 0 and
             out.splitlines()[-1].split()[-1] == "True", out)
 
+    # kube lists FlowSchemas in the order requests meet them: precedence, then name.
+    for name, precedence in (("aa-late", 9000), ("zz-early", 50)):
+        other = json.loads(json.dumps(SCHEMA))
+        other["metadata"]["name"] = name
+        other["spec"]["matchingPrecedence"] = precedence
+        code, out = kc("create", "-f", "-", stdin=json.dumps(other))
+        t.check(f"kubectl creates FlowSchema {name}", code == 0, out)
+    code, out = kc("get", "flowschemas")
+    names = [line.split()[0] for line in out.splitlines()[1:]] if code == 0 else []
+    t.check("kubectl get flowschemas lists them by matching precedence",
+            names == ["zz-early", "batch-users", "aa-late"], out)
+    code, out = kc("delete", "flowschema", "aa-late", "zz-early")
+    t.check("kubectl deletes two FlowSchemas", code == 0, out)
+
     code, out = kc("delete", "flowschema", "batch-users")
     t.check("kubectl deletes a FlowSchema", code == 0, out)
     code, out = kc("delete", "prioritylevelconfiguration", "batch-jobs")
