@@ -2,6 +2,7 @@
 
 #include "kinds/api_service.hpp"
 #include "kinds/certificate_signing_request.hpp"
+#include "kinds/flow_control.hpp"
 #include "kinds/horizontal_pod_autoscaler.hpp"
 #include "apimachinery/json_path.hpp"
 #include "apimachinery/label_selector.hpp"
@@ -959,6 +960,40 @@ std::vector<PrinterColumn> builtin_columns(std::string_view group, std::string_v
             computed("Condition", "string",
                      [](const json::object& o) { return json::value(csr_condition_cell(o)); })};
   }
+  if (kind == "FlowSchema") {
+    // kube's printer: the precedence as a number, the Dangling condition's status as MissingPL.
+    return {name_column(), text("PriorityLevel", ".spec.priorityLevelConfiguration.name", ""),
+            computed("MatchingPrecedence", "string",
+                     [](const json::object& o) {
+                       return json::value(num(o, "spec.matchingPrecedence"));
+                     }),
+            computed("DistinguisherMethod", "string",
+                     [](const json::object& o) {
+                       return json::value(flow_schema_distinguisher_cell(o));
+                     }),
+            age_column(),
+            computed("MissingPL", "string", [](const json::object& o) {
+              return json::value(flow_schema_missing_pl_cell(o));
+            })};
+  }
+  if (kind == "PriorityLevelConfiguration") {
+    // Numbers where the level is Limited (and queues), "<none>" elsewhere, as kube prints them.
+    const auto limited = [](std::string path) {
+      return [path = std::move(path)](const json::object& o) {
+        const json::value* v = find_field(o, path);
+        if (v == nullptr || !(v->is_int64() || v->is_uint64())) return json::value("<none>");
+        return *v;
+      };
+    };
+    return {name_column(), text("Type", ".spec.type", ""),
+            computed("NominalConcurrencyShares", "string",
+                     limited("spec.limited.nominalConcurrencyShares")),
+            computed("Queues", "string", limited("spec.limited.limitResponse.queuing.queues")),
+            computed("HandSize", "string", limited("spec.limited.limitResponse.queuing.handSize")),
+            computed("QueueLengthLimit", "string",
+                     limited("spec.limited.limitResponse.queuing.queueLengthLimit")),
+            age_column()};
+  }
   if (kind == "APIService") {
     return {name_column(),
             computed("Service", "string",
@@ -992,6 +1027,19 @@ std::vector<PrinterColumn> builtin_columns(std::string_view group, std::string_v
             computed("ParamRef", "string", param_ref_cell), age_column()};
   }
   return {name_column(), age_column()};
+}
+
+RowOrder builtin_row_order(std::string_view group, std::string_view kind) {
+  if (group == "flowcontrol.apiserver.k8s.io" && kind == "FlowSchema") {
+    // kube's FlowSchemaSequence: the order in which requests meet the schemas.
+    return [](const json::object& a, const json::object& b) {
+      const auto pa = num(a, "spec.matchingPrecedence");
+      const auto pb = num(b, "spec.matchingPrecedence");
+      if (pa != pb) return pa < pb;
+      return str(a, "metadata.name") < str(b, "metadata.name");
+    };
+  }
+  return nullptr;
 }
 
 }  // namespace kwatch::kinds

@@ -6,6 +6,7 @@
 #include "kinds/admission_policy.hpp"
 #include "kinds/api_service.hpp"
 #include "kinds/certificate_signing_request.hpp"
+#include "kinds/flow_control.hpp"
 #include "kinds/webhook_configuration.hpp"
 #include "kinds/builtin_columns.hpp"
 #include "kinds/builtin_defaults.hpp"
@@ -236,6 +237,8 @@ GenerationRule generation_rule(std::string_view group, std::string_view kind) {
       {"admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding", GenerationRule::spec},
       {"admissionregistration.k8s.io", "MutatingAdmissionPolicy", GenerationRule::spec},
       {"admissionregistration.k8s.io", "MutatingAdmissionPolicyBinding", GenerationRule::spec},
+      {"flowcontrol.apiserver.k8s.io", "FlowSchema", GenerationRule::spec},
+      {"flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration", GenerationRule::spec},
   };
   for (const Counted& c : kCounted) {
     if (c.group == group && c.kind == kind) return c.rule;
@@ -463,6 +466,18 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
                  .validate = validate_csr,
                  .record_requester = record_csr_requester,
                  .validate_update_path = validate_csr_update_path}},
+      // ---- flowcontrol.apiserver.k8s.io/v1 ----
+      // Created with an empty status (kube's strategies clear it); only /status writes it.
+      {.group = "flowcontrol.apiserver.k8s.io", .kind = "FlowSchema", .resource = "flowschemas",
+       .namespaced = false, .has_status = true,
+       .hooks = {.set_defaults = default_flow_schema,
+                 .prepare_for_create = initial_status({}),
+                 .validate = validate_flow_schema}},
+      {.group = "flowcontrol.apiserver.k8s.io", .kind = "PriorityLevelConfiguration",
+       .resource = "prioritylevelconfigurations", .namespaced = false, .has_status = true,
+       .hooks = {.set_defaults = default_priority_level_configuration,
+                 .prepare_for_create = initial_status({}),
+                 .validate = validate_priority_level_configuration}},
       {.group = "apiregistration.k8s.io", .kind = "APIService", .resource = "apiservices",
        .namespaced = false, .has_status = true, .categories = {"api-extensions"},
        .hooks = {.prepare_for_create = prepare_api_service, .validate = validate_api_service}},

@@ -125,6 +125,9 @@ KINDS = [
      "io.k8s.api.admissionregistration.v1beta1.MutatingAdmissionPolicyBinding"),
     ("apiregistration.k8s.io", "v1", "APIService", "V1APIService"),
     ("certificates.k8s.io", "v1", "CertificateSigningRequest", "V1CertificateSigningRequest"),
+    ("flowcontrol.apiserver.k8s.io", "v1", "FlowSchema", "io.k8s.api.flowcontrol.v1.FlowSchema"),
+    ("flowcontrol.apiserver.k8s.io", "v1", "PriorityLevelConfiguration",
+     "io.k8s.api.flowcontrol.v1.PriorityLevelConfiguration"),
 ]
 
 # Classes whose definition the first-referrer rule would get wrong: apimachinery's meta types

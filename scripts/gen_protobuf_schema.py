@@ -43,6 +43,7 @@ API_PACKAGES = {
     "admissionregistration/v1": "admissionregistration.k8s.io/v1",
     "admissionregistration/v1beta1": "admissionregistration.k8s.io/v1beta1",
     "certificates/v1": "certificates.k8s.io/v1",
+    "flowcontrol/v1": "flowcontrol.apiserver.k8s.io/v1",
 }
 # Packages read at another tag than the default, and the kinds of theirs kwatch serves: the
 # admission policies as kube 1.34 serves them.

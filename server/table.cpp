@@ -1,11 +1,13 @@
 #include "server/table.hpp"
 
 #include "apimachinery/json_path.hpp"
+#include "kinds/builtin_columns.hpp"
 #include "base/timestamps.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <algorithm>
 #include <ctime>
 #include <functional>
 #include <string>
@@ -114,9 +116,17 @@ json::object to_table(const kinds::ResourceInfo& info, const json::object& objec
   json::object meta;
   if (const json::value* items = object_or_list.if_contains("items");
       items != nullptr && items->is_array()) {
+    std::vector<const json::object*> objects;
     for (const auto& item : items->get_array()) {
-      if (item.is_object()) add_row(item.get_object());
+      if (item.is_object()) objects.push_back(&item.get_object());
     }
+    if (info.origin == kinds::KindOrigin::builtin) {
+      if (auto order = kinds::builtin_row_order(info.group, info.kind)) {
+        std::stable_sort(objects.begin(), objects.end(),
+                         [&](const json::object* a, const json::object* b) { return order(*a, *b); });
+      }
+    }
+    for (const json::object* obj : objects) add_row(*obj);
     if (const json::value* m = object_or_list.if_contains("metadata"); m && m->is_object()) {
       meta = m->get_object();
     }

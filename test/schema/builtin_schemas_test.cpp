@@ -79,6 +79,8 @@ const std::vector<std::tuple<std::string, std::string, std::string>> kKinds = {
     {"admissionregistration.k8s.io", "v1beta1", "MutatingAdmissionPolicyBinding"},
     {"apiregistration.k8s.io", "v1", "APIService"},
     {"certificates.k8s.io", "v1", "CertificateSigningRequest"},
+    {"flowcontrol.apiserver.k8s.io", "v1", "FlowSchema"},
+    {"flowcontrol.apiserver.k8s.io", "v1", "PriorityLevelConfiguration"},
 };
 
 Schema compile_kind(std::string_view group, std::string_view kind) {

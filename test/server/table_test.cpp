@@ -53,6 +53,28 @@ TEST(Table, PodListBecomesRowsWithReadyAndStatus) {
   EXPECT_EQ(table.at("rows").at(0).at("object").at("metadata").at("name"), "a");
 }
 
+TEST(Table, FlowSchemaRowsComeInTheOrderRequestsMeetThem) {
+  auto scheme = kinds::Scheme::builtin();
+  auto schemas = scheme->find("flowcontrol.apiserver.k8s.io", "v1", "flowschemas");
+  ASSERT_NE(schemas, nullptr);
+  auto list = json::parse(R"({"kind":"FlowSchemaList","metadata":{},"items":[
+    {"metadata":{"name":"late"},"spec":{"priorityLevelConfiguration":{"name":"p"},"matchingPrecedence":900}},
+    {"metadata":{"name":"b"},"spec":{"priorityLevelConfiguration":{"name":"p"},"matchingPrecedence":100}},
+    {"metadata":{"name":"a"},"spec":{"priorityLevelConfiguration":{"name":"p"},"matchingPrecedence":100,
+     "distinguisherMethod":{"type":"ByUser"}}}]})").as_object();
+  auto table = to_table(*schemas, list, system_clock::now(), IncludeObject::none);
+  std::vector<std::string> names;
+  for (const auto& row : table.at("rows").as_array()) {
+    names.emplace_back(row.at("cells").at(0).as_string());
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "b", "late"}));
+  const auto& first = table.at("rows").at(0).at("cells").as_array();
+  EXPECT_EQ(first.at(1), "p");
+  EXPECT_EQ(first.at(2), 100);
+  EXPECT_EQ(first.at(3), "ByUser");
+  EXPECT_EQ(first.at(5), "?");
+}
+
 TEST(Table, RowsCarryTheMetadataTheWholeObjectOrNothingAsAsked) {
   auto scheme = kinds::Scheme::builtin();
   auto cms = scheme->find("", "v1", "configmaps");
