@@ -1,6 +1,7 @@
 #include "flowcontrol/bootstrap.hpp"
 
 #include "apimachinery/json_members.hpp"
+#include "kinds/flow_control.hpp"
 
 #include <boost/json/array.hpp>
 
@@ -17,7 +18,7 @@ using apimachinery::string_at;
 namespace {
 
 json::object metadata(const char* name) {
-  return {{"name", name}, {"annotations", {{kAutoUpdateAnnotation, "true"}}}};
+  return {{"name", name}, {"annotations", {{kinds::kAutoUpdateAnnotation, "true"}}}};
 }
 
 json::object level(const char* name, json::object spec) {
@@ -89,21 +90,9 @@ json::object schema(const char* name, const char* level_name, int precedence,
 
 BootstrapObjects build() {
   BootstrapObjects b;
-  b.mandatory_levels = {
-      level("catch-all", {{"type", "Limited"},
-                          {"limited",
-                           {{"nominalConcurrencyShares", 5},
-                            {"lendablePercent", 0},
-                            {"limitResponse", {{"type", "Reject"}}}}}}),
-      level("exempt", {{"type", "Exempt"},
-                       {"exempt", {{"nominalConcurrencyShares", 0}, {"lendablePercent", 0}}}}),
-  };
-  b.mandatory_schemas = {
-      schema("exempt", "exempt", 1, nullptr, everything(json::array{group("system:masters")})),
-      schema("catch-all", "catch-all", 10000, "ByUser",
-             everything(json::array{group("system:unauthenticated"),
-                                    group("system:authenticated")})),
-  };
+  // The mandatory ones are the kinds' own (their specs are fixed there).
+  b.mandatory_levels = kinds::mandatory_priority_level_configurations();
+  b.mandatory_schemas = kinds::mandatory_flow_schemas();
   b.suggested_levels = {
       queuing_level("system", 30, 33, 64, 6),
       queuing_level("node-high", 40, 25, 64, 6),
@@ -149,6 +138,9 @@ BootstrapObjects build() {
              everything(json::array{group("system:unauthenticated"),
                                     group("system:authenticated")})),
   };
+  // As stored: with the kinds' defaults, so that a stored object compares equal to its form here.
+  for (auto& o : b.suggested_levels) kinds::default_priority_level_configuration(o);
+  for (auto& o : b.suggested_schemas) kinds::default_flow_schema(o);
   return b;
 }
 
@@ -163,7 +155,7 @@ std::optional<bool> parse_bool(std::string_view v) {
 
 std::optional<std::string> annotation(const json::object& object) {
   const json::object* a = object_member(object_member(object, "metadata"), "annotations");
-  const json::value* v = a != nullptr ? a->if_contains(kAutoUpdateAnnotation) : nullptr;
+  const json::value* v = a != nullptr ? a->if_contains(kinds::kAutoUpdateAnnotation) : nullptr;
   if (v == nullptr || !v->is_string()) return std::nullopt;
   return std::string(v->get_string());
 }
@@ -197,7 +189,7 @@ std::optional<json::object> revise(const json::object& stored, const json::objec
     if (!meta.is_object()) meta = json::object();
     json::value& annotations = meta.get_object()["annotations"];
     if (!annotations.is_object()) annotations = json::object();
-    annotations.get_object()[kAutoUpdateAnnotation] = update_spec ? "true" : "false";
+    annotations.get_object()[kinds::kAutoUpdateAnnotation] = update_spec ? "true" : "false";
   }
   return revised;
 }

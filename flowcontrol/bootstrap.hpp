@@ -14,10 +14,6 @@
 
 namespace kwatch::flowcontrol {
 
-// The annotation that says whether the server keeps an object's spec equal to its bootstrap
-// spec ("true") or leaves it to its users ("false").
-inline constexpr const char* kAutoUpdateAnnotation = "apf.kubernetes.io/autoupdate-spec";
-
 struct BootstrapObjects {
   std::vector<boost::json::object> mandatory_levels, mandatory_schemas;
   std::vector<boost::json::object> suggested_levels, suggested_schemas;
@@ -31,7 +27,7 @@ struct EnsurePlan {
                                             // annotation put in (resourceVersion kept)
   std::vector<std::string> remove;          // names
 };
-// kube's rules: a mandatory object is created when missing and its spec always restored; a
+// kube's rules (its annotation is kinds::kAutoUpdateAnnotation): a mandatory object is created when missing and its spec always restored; a
 // suggested one is created when missing and its spec restored unless its annotation says
 // "false" (an object without the annotation is restored only while its generation is 1,
 // i.e. nobody has changed it); an object that is neither mandatory nor suggested but carries the

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "apimachinery/user_info.hpp"
+#include "kinds/flow_control.hpp"
 
 #include <boost/json/object.hpp>
 
@@ -82,8 +83,8 @@ std::string flow_distinguisher(const FlowSchema& schema, const RequestDigest& re
 // replica.
 std::uint64_t flow_hash(const std::string& schema_name, const std::string& distinguisher);
 
-// The names kube gives the two objects that always exist.
-inline constexpr const char* kExempt = "exempt";
-inline constexpr const char* kCatchAll = "catch-all";
+// The names kube gives the two objects that always exist (a FlowSchema and a level each).
+inline constexpr std::string_view kExempt = kinds::kFlowSchemaNameExempt;
+inline constexpr std::string_view kCatchAll = kinds::kFlowSchemaNameCatchAll;
 
 }  // namespace kwatch::flowcontrol

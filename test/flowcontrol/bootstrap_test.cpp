@@ -1,6 +1,7 @@
 #include "flowcontrol/bootstrap.hpp"
 
 #include "flowcontrol/configuration.hpp"
+#include "kinds/flow_control.hpp"
 
 #include <gtest/gtest.h>
 
@@ -20,7 +21,7 @@ json::object stored(json::object o, std::int64_t generation, const char* annotat
   if (annotation == nullptr) {
     meta.erase("annotations");
   } else {
-    meta["annotations"] = json::object{{kAutoUpdateAnnotation, annotation}};
+    meta["annotations"] = json::object{{kinds::kAutoUpdateAnnotation, annotation}};
   }
   return o;
 }
@@ -54,7 +55,7 @@ TEST(BootstrapPlan, MandatorySpecsAreAlwaysRestored) {
   auto plan = plan_bootstrap({changed}, {b.mandatory_levels[0]}, {});
   ASSERT_EQ(plan.update.size(), 1u);
   EXPECT_EQ(plan.update[0].at("spec"), b.mandatory_levels[0].at("spec"));
-  EXPECT_EQ(plan.update[0].at("metadata").at("annotations").at(kAutoUpdateAnnotation), "true");
+  EXPECT_EQ(plan.update[0].at("metadata").at("annotations").at(kinds::kAutoUpdateAnnotation), "true");
   EXPECT_EQ(plan.update[0].at("metadata").at("resourceVersion"), "7");
 }
 
@@ -76,18 +77,18 @@ TEST(BootstrapPlan, SuggestedObjectsFollowTheirAnnotation) {
   plan = plan_bootstrap({edited(1, nullptr)}, {}, {boot});
   ASSERT_EQ(plan.update.size(), 1u);
   EXPECT_EQ(plan.update[0].at("spec"), boot.at("spec"));
-  EXPECT_EQ(plan.update[0].at("metadata").at("annotations").at(kAutoUpdateAnnotation), "true");
+  EXPECT_EQ(plan.update[0].at("metadata").at("annotations").at(kinds::kAutoUpdateAnnotation), "true");
   // No annotation and changed since: left alone, annotated "false".
   plan = plan_bootstrap({edited(2, nullptr)}, {}, {boot});
   ASSERT_EQ(plan.update.size(), 1u);
   EXPECT_NE(plan.update[0].at("spec"), boot.at("spec"));
-  EXPECT_EQ(plan.update[0].at("metadata").at("annotations").at(kAutoUpdateAnnotation), "false");
+  EXPECT_EQ(plan.update[0].at("metadata").at("annotations").at(kinds::kAutoUpdateAnnotation), "false");
   // Go's ParseBool forms count ("T" is true: nothing to fix); a value that is none of them
   // counts as no annotation.
   EXPECT_TRUE(plan_bootstrap({stored(boot, 4, "T")}, {}, {boot}).update.empty());
   plan = plan_bootstrap({stored(boot, 4, "yes")}, {}, {boot});
   ASSERT_EQ(plan.update.size(), 1u);
-  EXPECT_EQ(plan.update[0].at("metadata").at("annotations").at(kAutoUpdateAnnotation), "false");
+  EXPECT_EQ(plan.update[0].at("metadata").at("annotations").at(kinds::kAutoUpdateAnnotation), "false");
   // Unchanged and annotated: nothing to do.
   EXPECT_TRUE(plan_bootstrap({stored(boot, 4, "true")}, {}, {boot}).update.empty());
   // Deleted ones come back.
