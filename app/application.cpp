@@ -983,6 +983,7 @@ asio::awaitable<void> Application::Parts::start_up(unsigned short api_port) {
   co_await ensure_kubernetes_service(api_port);
   if (flow_control_keeper) {
     co_await flow_control_keeper->ensure_bootstrap();
+    co_await flow_control_keeper->settle();
     flow_control_keeper->start(ioc->get_executor());
   }
   start_controllers();

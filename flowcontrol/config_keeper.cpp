@@ -5,8 +5,10 @@
 #include "base/timestamps.hpp"
 #include "flowcontrol/bootstrap.hpp"
 #include "kinds/scheme.hpp"
+#include "registry/cacher_registry.hpp"
 #include "registry/config_follower.hpp"
 #include "registry/resource_store.hpp"
+#include "watch/cacher.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -108,6 +110,25 @@ asio::awaitable<void> ConfigKeeper::write_conditions(std::vector<DanglingConditi
       spdlog::warn("cannot write the Dangling condition of FlowSchema {}: {}", c.flow_schema,
                    r.error().message);
     }
+  }
+}
+
+asio::awaitable<void> ConfigKeeper::settle() {
+  static constexpr const char* kResources[] = {"prioritylevelconfigurations", "flowschemas"};
+  for (int round = 0; round < 10 && !stopped_; ++round) {
+    for (const char* resource : kResources) {
+      auto info = scheme_->find(kGroup, "v1", resource);
+      auto cacher = info && cachers_ ? cachers_->find(*info) : nullptr;
+      if (!cacher) co_return;
+      auto fresh = co_await cacher->wait_until_consistent();
+      if (!fresh) co_return;
+    }
+    auto lists = registry::list_configurations(
+        {scheme_, cachers_, kGroup, "v1", {"prioritylevelconfigurations", "flowschemas"}});
+    if (!lists) co_return;
+    auto conditions = dispatcher_->configure((*lists)[0], (*lists)[1]);
+    if (conditions.empty() || !store_) co_return;
+    co_await write_conditions(std::move(conditions), std::move((*lists)[1]));
   }
 }
 

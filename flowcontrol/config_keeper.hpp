@@ -38,6 +38,12 @@ class ConfigKeeper : public std::enable_shared_from_this<ConfigKeeper> {
   // One round of keeping the bootstrap objects; false when the caches have not listed or a
   // write failed (the next round tries again).
   boost::asio::awaitable<bool> ensure_bootstrap();
+  // Until the configuration is settled: the caches have caught up with storage, the dispatcher
+  // has every object, and no FlowSchema's Dangling condition is left to write (at most a few
+  // rounds). Start-up waits for it before /readyz is green, so that the server's own writes at
+  // start are done before clients begin (a watch resumed from before a restart finds them all
+  // in the caches' window).
+  boost::asio::awaitable<void> settle();
 
  private:
   void reconfigure(std::vector<std::vector<boost::json::object>>& lists);

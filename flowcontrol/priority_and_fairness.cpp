@@ -31,6 +31,9 @@ using Wake = asio::experimental::concurrent_channel<void(boost::system::error_co
 // Go's math.Round: halves away from zero.
 int go_round(double x) { return static_cast<int>(std::round(x)); }
 
+// dump_queues lists every configured queue up to this many per level.
+constexpr int kMaxDumpedQueues = 4096;
+
 // Requests dropped per second of one level, and the Retry-After they suggest (kube's
 // droppedRequestsTracker): doubled, at most every `retry_after` seconds, up to 32 s while at
 // least 3 * retry_after were dropped in the last retry_after seconds; one less while fewer than
@@ -478,17 +481,20 @@ WorkEstimate PriorityAndFairness::estimate(const Work& work, const std::string& 
                                                                            : level_max;
       const std::int64_t stored = work.objects;
       const std::int64_t limited = work.limit > 0 && work.limit < stored ? work.limit : stored;
-      std::int64_t objects = 0;
-      if (work.from_cache) {
-        objects = stored;
-      } else if (work.selector) {
-        objects = stored + limited;
-      } else {
-        objects = 2 * limited;
+      // kube assumes the largest objects when it knows none of their sizes.
+      const std::int64_t average =
+          stored == 0 ? 0 : work.bytes > 0 ? work.bytes / stored : 1'500'000;
+      std::int64_t loaded = limited;
+      if (work.single) {
+        loaded = 1;
+      } else if (!work.from_cache && work.selector) {
+        loaded = std::max(limited, stored / 2);
       }
-      const auto per = std::max(1, options_.objects_per_seat);
-      const auto seats = static_cast<int>(std::min<std::int64_t>((objects + per - 1) / per, max));
-      e.initial_seats = std::clamp(seats, 1, std::max(1, max));
+      std::int64_t bytes = loaded * average;
+      if (work.from_cache) bytes = std::min(bytes, options_.cache_list_max_bytes);
+      const auto per = std::max<std::int64_t>(1, options_.bytes_per_seat);
+      const auto seats = (bytes + per - 1) / per;
+      e.initial_seats = static_cast<int>(std::clamp<std::int64_t>(seats, 1, std::max(1, max)));
       break;
     }
     case Work::Kind::mutating: {
@@ -627,7 +633,7 @@ std::string PriorityAndFairness::dump_priority_levels() const {
   std::lock_guard lock(mutex_);
   for (const auto& [name, level] : levels_) {
     int active = 0;
-    for (const auto& q : level->queues.queues()) active += q->waiting.empty() ? 0 : 1;
+    for (const auto& [index, q] : level->queues.queues()) active += q->waiting.empty() ? 0 : 1;
     const auto counts = level->queues.counts();
     rows.push_back({name, std::to_string(active), level->queues.idle() ? "true" : "false",
                     level->quiescing ? "true" : "false", std::to_string(level->queues.waiting()),
@@ -649,11 +655,31 @@ std::string PriorityAndFairness::dump_queues() const {
   };
   std::lock_guard lock(mutex_);
   for (const auto& [name, level] : levels_) {
-    for (const auto& q : level->queues.queues()) {
-      rows.push_back({name, std::to_string(q->index), std::to_string(q->waiting.size()),
+    const auto& held = level->queues.queues();
+    auto row = [&](int index, const QueueSet::Queue* q) {
+      if (q == nullptr) {
+        rows.push_back({name, std::to_string(index), "0", "0", "0", seat_seconds(0), "0", "0",
+                        seat_seconds(0)});
+        return;
+      }
+      rows.push_back({name, std::to_string(index), std::to_string(q->waiting.size()),
                       std::to_string(q->executing), std::to_string(q->seats_in_use),
                       seat_seconds(q->next_dispatch_r), std::to_string(q->waiting_initial_seats),
                       std::to_string(q->waiting_max_seats), seat_seconds(q->waiting_work)});
+    };
+    // Every configured queue, as kube lists them, while that is a readable number; beyond it,
+    // the queues that hold requests.
+    const int configured = level->queues.config().queues;
+    if (configured <= kMaxDumpedQueues) {
+      for (int i = 0; i < configured; ++i) {
+        auto it = held.find(i);
+        row(i, it == held.end() ? nullptr : it->second.get());
+      }
+      for (auto it = held.lower_bound(configured); it != held.end(); ++it) {
+        row(it->first, it->second.get());
+      }
+    } else {
+      for (const auto& [index, q] : held) row(index, q.get());
     }
   }
   return tabulate(rows);
@@ -689,9 +715,9 @@ std::string PriorityAndFairness::dump_requests(bool details) const {
   };
   std::lock_guard lock(mutex_);
   for (const auto& [name, level] : levels_) {
-    for (const auto& q : level->queues.queues()) {
+    for (const auto& [index, q] : level->queues.queues()) {
       int i = 0;
-      for (const auto& r : q->waiting) row(name, q->index, i++, *r);
+      for (const auto& r : q->waiting) row(name, index, i++, *r);
     }
     for (const auto& r : level->queues.executing_requests()) {
       row(name, r->queue != nullptr ? r->queue->index : -1, -1, *r);

@@ -36,9 +36,11 @@ namespace kwatch::flowcontrol {
 struct Options {
   int server_concurrency_limit = 600;
   std::chrono::milliseconds wait_limit{15'000};  // kube: a quarter of its 60 s request timeout
-  // kube's work estimator.
-  int objects_per_seat = 100;
-  int max_list_seats = 10;
+  // kube 1.34's work estimator (SizeBasedListCostEstimate, on by default): a list costs a seat
+  // per 100 kB it loads (a list from the cache at most 1 MB at once), at most 100 seats.
+  std::int64_t bytes_per_seat = 100'000;
+  std::int64_t cache_list_max_bytes = 1'000'000;
+  int max_list_seats = 100;
   int watches_per_seat = 10;
   int max_mutating_seats = 10;
   std::chrono::milliseconds event_additional_duration{5};
@@ -49,8 +51,10 @@ struct Options {
 struct Work {
   enum class Kind { other, list, mutating };
   Kind kind = Kind::other;
-  std::int64_t objects = 0;   // list: the objects stored (a single named object counts 1)
+  std::int64_t objects = 0;   // list: the objects stored
+  std::int64_t bytes = 0;     // list: their serialized size in all
   std::int64_t limit = 0;     // list: ?limit, 0: none
+  bool single = false;        // list: of one named object
   bool from_cache = true;     // list: served from the watch cache
   bool selector = false;      // list: a label or field selector
   std::int64_t watchers = 0;  // mutating: watchers its event will reach

@@ -50,11 +50,16 @@ DemandIntegrator::Results DemandIntegrator::reset(Clock::time_point now) {
 
 // ---- QueueSet ----
 
-QueueSet::QueueSet(Config config) : config_(config) {
-  for (int i = 0; i < config_.queues; ++i) {
-    queues_.push_back(std::make_unique<Queue>());
-    queues_.back()->index = i;
+QueueSet::QueueSet(Config config) : config_(config) {}
+
+QueueSet::Queue* QueueSet::queue_at(int index) {
+  auto& q = queues_[index];
+  if (!q) {
+    q = std::make_unique<Queue>();
+    q->index = index;
+    q->next_dispatch_r = r_;  // a queue that held nothing starts now
   }
+  return q.get();
 }
 
 void QueueSet::deal(std::uint64_t hash, int deck, int hand, std::vector<int>& out) {
@@ -83,14 +88,10 @@ double QueueSet::total_work(const Request& r) {
 }
 
 double QueueSet::virtual_time_ratio() const {
-  int active = 0;
-  int asked = 0;
-  for (const auto& q : queues_) {
-    asked += q->seats_in_use + q->waiting_max_seats;
-    if (!q->waiting.empty() || q->executing > 0) ++active;
-  }
+  // Every queue that exists holds a request, so all of them are active.
+  const auto active = queues_.size();
   if (active == 0) return 0;
-  return std::min<double>(asked, limit_) / active;
+  return std::min<double>(seats_in_use_ + seats_waiting_, limit_) / static_cast<double>(active);
 }
 
 void QueueSet::sync_time(Clock::time_point now) {
@@ -111,16 +112,8 @@ void QueueSet::note_demand(Clock::time_point now) {
 void QueueSet::configure(Config config, Clock::time_point now,
                          std::vector<RequestPtr>& dispatched) {
   sync_time(now);
+  // Queues beyond a smaller count are no longer dealt; they drain and go.
   config_ = config;
-  const auto wanted = static_cast<std::size_t>(std::max(0, config_.queues));
-  while (queues_.size() < wanted) {
-    queues_.push_back(std::make_unique<Queue>());
-    queues_.back()->index = static_cast<int>(queues_.size()) - 1;
-  }
-  // Surplus queues that are empty go now; the others once they drain.
-  for (std::size_t i = queues_.size(); i-- > wanted;) {
-    if (queues_[i]->waiting.empty() && queues_[i]->executing == 0) drop_surplus_queue(queues_[i].get());
-  }
   dispatch(dispatched, now);
 }
 
@@ -139,21 +132,22 @@ bool QueueSet::fits(int seats) const {
 }
 
 QueueSet::Queue* QueueSet::choose_queue(const Request& request) {
-  const int deck = std::min<int>(config_.queues, static_cast<int>(queues_.size()));
-  deal(request.hash, deck, config_.hand_size, hand_);
+  deal(request.hash, config_.queues, config_.hand_size, hand_);
   if (hand_.empty()) return nullptr;
   // Start at a rotating offset so that ties do not always go to the same queue.
   const std::size_t offset = enqueues_++ % hand_.size();
-  Queue* best = nullptr;
+  int best = -1;
   double least = std::numeric_limits<double>::max();
   for (std::size_t i = 0; i < hand_.size(); ++i) {
-    Queue* q = queues_[static_cast<std::size_t>(hand_[(offset + i) % hand_.size()])].get();
-    if (q->waiting_work < least) {
-      least = q->waiting_work;
-      best = q;
+    const int index = hand_[(offset + i) % hand_.size()];
+    auto it = queues_.find(index);
+    const double work = it == queues_.end() ? 0 : it->second->waiting_work;
+    if (work < least) {
+      least = work;
+      best = index;
     }
   }
-  return best;
+  return queue_at(best);
 }
 
 QueueSet::Decision QueueSet::start(const RequestPtr& request, Clock::time_point now,
@@ -180,10 +174,10 @@ QueueSet::Decision QueueSet::start(const RequestPtr& request, Clock::time_point 
   if (queue == nullptr ||
       (seats_in_use_ >= limit_ &&
        static_cast<int>(queue->waiting.size()) >= config_.queue_length_limit)) {
+    if (queue != nullptr) drop_if_idle(queue);
     ++counts_.rejected;
     return Decision::reject;
   }
-  if (queue->waiting.empty() && queue->executing == 0) queue->next_dispatch_r = r_;
   request->queue = queue;
   request->state = Request::State::waiting;
   queue->waiting.push_back(request);
@@ -219,21 +213,19 @@ void QueueSet::dispatch(std::vector<RequestPtr>& dispatched, Clock::time_point n
 }
 
 bool QueueSet::dispatch_one(std::vector<RequestPtr>& dispatched, Clock::time_point now) {
-  // The queue whose oldest request would finish first in virtual time, round robin from the
-  // last one served to break ties.
+  // The queue whose oldest request would finish first in virtual time; on a tie, the first
+  // after the one served last (round robin).
   Queue* best = nullptr;
-  std::size_t best_index = 0;
   double least = std::numeric_limits<double>::max();
-  const std::size_t n = queues_.size();
-  for (std::size_t k = 0; k < n; ++k) {
-    robin_ = (robin_ + 1) % n;
-    Queue* q = queues_[robin_].get();
+  bool best_after = false;
+  for (const auto& [index, q] : queues_) {
     if (q->waiting.empty()) continue;
     const double finish = q->next_dispatch_r + total_work(*q->waiting.front());
-    if (finish < least) {
+    const bool after = index > robin_;
+    if (finish < least || (finish == least && after && !best_after)) {
       least = finish;
-      best = q;
-      best_index = robin_;
+      best = q.get();
+      best_after = after;
     }
   }
   if (best == nullptr) return false;
@@ -246,7 +238,7 @@ bool QueueSet::dispatch_one(std::vector<RequestPtr>& dispatched, Clock::time_poi
   if (best->waiting.empty()) best->waiting_work = 0;  // no drift from float sums
   --waiting_;
   seats_waiting_ -= request->work.max_seats();
-  robin_ = best_index;
+  robin_ = best->index;
   request->state = Request::State::executing;
   request->start = now;
   ++executing_;
@@ -282,7 +274,7 @@ void QueueSet::finish(const RequestPtr& request, Clock::time_point now,
     q->next_dispatch_r -=
         request->work.initial_seats * (seconds(kEstimatedServiceTime) - actual);
     bound_next_dispatch(*q);
-    drop_surplus_queue(q);
+    drop_if_idle(q);
   }
   note_demand(now);
   dispatch(dispatched, now);
@@ -303,19 +295,14 @@ bool QueueSet::cancel(const RequestPtr& request, Clock::time_point now, bool tim
   request->state = Request::State::done;
   (timed_out ? counts_.timed_out : counts_.cancelled)++;
   bound_next_dispatch(*q);
-  drop_surplus_queue(q);
+  drop_if_idle(q);
   note_demand(now);
   return true;
 }
 
-void QueueSet::drop_surplus_queue(Queue* queue) {
-  if (static_cast<int>(queues_.size()) <= std::max(0, config_.queues)) return;
+void QueueSet::drop_if_idle(Queue* queue) {
   if (!queue->waiting.empty() || queue->executing > 0) return;
-  const auto index = static_cast<std::size_t>(queue->index);
-  if (index < static_cast<std::size_t>(std::max(0, config_.queues))) return;
-  queues_.erase(queues_.begin() + static_cast<std::ptrdiff_t>(index));
-  for (std::size_t i = index; i < queues_.size(); ++i) queues_[i]->index = static_cast<int>(i);
-  if (robin_ >= queues_.size()) robin_ = 0;
+  queues_.erase(queue->index);
 }
 
 }  // namespace kwatch::flowcontrol

@@ -8,6 +8,11 @@
 // every seat is taken is rejected; a level without queues rejects at once what does not fit.
 // An exempt level admits everything and only counts.
 //
+// A queue exists only while it holds a request (waiting or executing): kube allows ten million
+// queues per level, so nothing here is proportional to the configured count, only to the
+// requests held (an empty queue's virtual start is set anew when a request arrives, as kube
+// sets it).
+//
 // Pure: no clocks (the caller passes `now`), no threads, no locks; the caller serializes calls
 // and wakes the requests a call dispatched from their queues.
 #pragma once
@@ -15,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -120,7 +126,8 @@ class QueueSet {
     std::uint64_t dispatched = 0, rejected = 0, timed_out = 0, cancelled = 0;
   };
   Counts counts() const { return counts_; }
-  const std::vector<std::unique_ptr<Queue>>& queues() const { return queues_; }
+  // The queues that hold requests now, by index.
+  const std::map<int, std::unique_ptr<Queue>>& queues() const { return queues_; }
   // Requests executing with or without a queue (dumps).
   const std::vector<RequestPtr>& executing_requests() const { return running_; }
   double virtual_time() const { return r_; }
@@ -136,16 +143,17 @@ class QueueSet {
   double virtual_time_ratio() const;
   bool fits(int seats) const;
   Queue* choose_queue(const Request& request);
+  Queue* queue_at(int index);
   void dispatch(std::vector<RequestPtr>& dispatched, Clock::time_point now);
   bool dispatch_one(std::vector<RequestPtr>& dispatched, Clock::time_point now);
   void bound_next_dispatch(Queue& queue);
-  void drop_surplus_queue(Queue* queue);
+  void drop_if_idle(Queue* queue);
   void note_demand(Clock::time_point now);
   static double total_work(const Request& r);
 
   Config config_;
   int limit_ = 0;
-  std::vector<std::unique_ptr<Queue>> queues_;
+  std::map<int, std::unique_ptr<Queue>> queues_;
   std::vector<RequestPtr> running_;
   std::vector<int> hand_;
   int seats_in_use_ = 0, seats_waiting_ = 0;
@@ -154,7 +162,7 @@ class QueueSet {
   Clock::time_point last_{};
   bool started_ = false;
   std::uint64_t enqueues_ = 0;
-  std::size_t robin_ = 0;
+  int robin_ = -1;  // the queue served last
   Counts counts_;
   DemandIntegrator demand_;
 };

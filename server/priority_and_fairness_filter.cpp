@@ -10,12 +10,12 @@
 
 #include "kinds/scheme.hpp"
 #include "server/request_info.hpp"
+#include "server/request_options.hpp"
 #include "server/responses.hpp"
 #include "server/url.hpp"
 #include "watch/cacher.hpp"
 
 #include <algorithm>
-#include <cctype>
 
 namespace kwatch::server {
 
@@ -24,11 +24,6 @@ using base::Errc;
 namespace asio = boost::asio;
 
 namespace {
-
-std::string lowercase(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 bool long_running_subresource(std::string_view s) {
   return s == "attach" || s == "exec" || s == "proxy" || s == "log" || s == "portforward";
@@ -89,33 +84,19 @@ asio::awaitable<std::optional<ApiError>> ApiHandler::take_fair_seat(Exchange& ex
     digest.resource = parsed->resource;
     digest.name = parsed->name;
     digest.subresource = parsed->subresource;
-    const std::string& m = request.method;
-    if (m == "GET" || m == "HEAD") {
-      const auto watch = ex.url.param("watch");
-      const bool watching =
-          parsed->watch_prefix ||
-          (watch && lowercase(*watch) != "false" && *watch != "0" && parsed->name.empty());
-      digest.verb = watching ? "watch" : parsed->name.empty() ? "list" : "get";
-    } else if (m == "POST") {
-      digest.verb = "create";
-    } else if (m == "PUT") {
-      digest.verb = "update";
-    } else if (m == "PATCH") {
-      digest.verb = "patch";
-    } else if (m == "DELETE") {
-      digest.verb = parsed->name.empty() ? "deletecollection" : "delete";
-    } else {
-      digest.verb = lowercase(m);
-    }
+    // The verb authorization sees too (server/request_options.cpp).
+    digest.verb = resource_verb(request.method, !parsed->name.empty(),
+                                parsed->watch_prefix || truthy(ex.url.param("watch")));
     if (long_running_subresource(parsed->subresource)) co_return std::nullopt;
     info = scheme_->find(parsed->group, parsed->version, parsed->resource);
   } else {
-    digest.verb = lowercase(request.method);
+    digest.verb = lowercase_verb(request.method);
   }
   std::shared_ptr<watch::Cacher> cacher = info ? cacher_for(*info) : nullptr;
   if (digest.verb == "list" && cacher) {
     work.kind = flowcontrol::Work::Kind::list;
     work.objects = cacher->object_count();
+    work.bytes = cacher->object_bytes();
     if (const auto limit = ex.url.param("limit")) {
       work.limit = std::atoll(limit->c_str());
     }

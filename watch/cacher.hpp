@@ -121,8 +121,9 @@ class Cacher : public std::enable_shared_from_this<Cacher> {
   bool ready() const { return ready_.load(); }
   const CacherOptions& options() const { return options_; }
   const CacherCounters& counters() const { return counters_; }
-  // The objects cached now (API Priority and Fairness's list work estimate).
+  // The objects cached now and their size in all (API Priority and Fairness's list estimate).
   std::int64_t object_count() const { return cache_.object_count(); }
+  std::int64_t object_bytes() const { return cache_.object_bytes(); }
   CacheStats stats() const { return cache_.stats(); }
   std::int64_t window_start() const { return cache_.window_start(); }
   std::int64_t resource_version() const { return cache_.resource_version(); }

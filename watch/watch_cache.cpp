@@ -73,10 +73,13 @@ void WatchCache::replace(std::vector<ObjectPtr> objects, std::int64_t rv) {
   state_->objects.clear();
   state_->trigger_index.clear();
   state_->label_index.clear();
+  std::int64_t bytes = 0;
   for (auto& o : objects) {
     index_add(o);
+    bytes += static_cast<std::int64_t>(o->json.size());
     state_->objects.emplace(o->key, std::move(o));
   }
+  bytes_.store(bytes, std::memory_order_relaxed);
   window_.reset(rv);
   rv_ = rv;
   applied_rv_ = rv;
@@ -93,6 +96,7 @@ EventPtr WatchCache::apply_put(ObjectPtr object, ObjectPtr prev, Clock::time_poi
   std::unique_lock lock(mutex_);
   if (auto it = state_->objects.find(object->key); it != state_->objects.end()) {
     index_remove(it->second);
+    bytes_.fetch_sub(static_cast<std::int64_t>(it->second->json.size()), std::memory_order_relaxed);
     // The entry's key views the old object's key: replace the entry, keyed by the new one's.
     state_->objects.erase(it);
     state_->objects.emplace(object->key, object);
@@ -100,6 +104,7 @@ EventPtr WatchCache::apply_put(ObjectPtr object, ObjectPtr prev, Clock::time_poi
     state_->objects.emplace(object->key, object);
   }
   index_add(object);
+  bytes_.fetch_add(static_cast<std::int64_t>(object->json.size()), std::memory_order_relaxed);
   count_.store(static_cast<std::int64_t>(state_->objects.size()), std::memory_order_relaxed);
   event->sequence = window_.next_sequence();
   window_.push(event, now);
@@ -118,6 +123,7 @@ EventPtr WatchCache::apply_delete(ObjectPtr last, Clock::time_point now) {
   std::unique_lock lock(mutex_);
   if (auto it = state_->objects.find(last->key); it != state_->objects.end()) {
     index_remove(it->second);
+    bytes_.fetch_sub(static_cast<std::int64_t>(it->second->json.size()), std::memory_order_relaxed);
     state_->objects.erase(it);
   }
   count_.store(static_cast<std::int64_t>(state_->objects.size()), std::memory_order_relaxed);

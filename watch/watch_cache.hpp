@@ -58,6 +58,8 @@ class WatchCache {
   std::int64_t resource_version() const;
   // How many objects the cache holds (no lock: a moment's figure, for estimates).
   std::int64_t object_count() const { return count_.load(std::memory_order_relaxed); }
+  // Their serialized size in all (the same kind of figure).
+  std::int64_t object_bytes() const { return bytes_.load(std::memory_order_relaxed); }
   // The version of the last event applied (or of the re-list): unlike resource_version(),
   // never moved by progress notifications.
   std::int64_t applied_resource_version() const;
@@ -86,6 +88,7 @@ class WatchCache {
 
   mutable std::shared_mutex mutex_;
   std::atomic<std::int64_t> count_{0};
+  std::atomic<std::int64_t> bytes_{0};
   std::string trigger_field_;
   // The ordered state and its indexes (B-trees, defined in the .cpp so that no other translation
   // unit compiles them).

@@ -157,8 +157,9 @@ def check_own_level(t, server, port):
              .get("x-kubernetes-pf-flowschema-uid") == fs_uid,
              what="alice's requests to be classified by the new FlowSchema")
     t.check("alice's requests now go to alice-tiny", True)
-    # A list of 400 objects costs 4 seats; "tiny" has ceil(600 / 246) = 3: one runs at a time,
-    # the others are refused at once (a Reject level does not queue).
+    # A list of 400 objects of 2 kB costs 9 seats (a seat per 100 kB); "tiny" has
+    # ceil(600 / 246) = 3: one runs at a time, the others are refused at once (a Reject level does
+    # not queue).
     workers, results = flood(port, "alice-token", "/api/v1/namespaces/default/configmaps", 8, 10)
     bob = [call(port, "GET", "/api/v1/namespaces/default/configmaps?limit=5", "bob-token")[0]
            for _ in range(30)]

@@ -175,22 +175,33 @@ TEST(Configuration, PrecedenceThenNameDecides) {
   EXPECT_EQ(apf.classify(r).flow_schema, "a");
 }
 
-TEST(WorkEstimate, ListsByObjectsWritesByWatchers) {
+TEST(WorkEstimate, ListsByBytesWritesByWatchers) {
   PriorityAndFairness apf(Options{});
   Work list;
   list.kind = Work::Kind::list;
   list.objects = 250;
-  EXPECT_EQ(apf.estimate(list, "global-default").initial_seats, 3);
+  list.bytes = 250 * 1000;  // 250 kB: 3 seats of 100 kB
+  EXPECT_EQ(apf.estimate(list, "workload-low").initial_seats, 3);
   list.objects = 100000;
-  // Capped by the level: max(1, min(ceil(0.15 * 49), 49 / 6)) = 8.
+  list.bytes = 100000LL * 2000;
+  // From the cache at most 1 MB at once: 10 seats.
+  EXPECT_EQ(apf.estimate(list, "workload-low").initial_seats, 10);
+  // ... and never more than the level's share: max(1, min(ceil(0.15 * 49), 49 / 6)) = 8.
   EXPECT_EQ(apf.estimate(list, "global-default").initial_seats, 8);
-  EXPECT_EQ(apf.estimate(list, "workload-low").initial_seats, 10);  // kube's list cap
+  list.limit = 100;  // 100 objects of 2 kB
+  EXPECT_EQ(apf.estimate(list, "workload-low").initial_seats, 2);
+  list.limit = 0;
+  list.from_cache = false;  // from storage the whole 200 MB counts, up to the level's share:
+  EXPECT_EQ(apf.estimate(list, "workload-low").initial_seats, 37);  // min(ceil(36.75), 245 / 6)
+  list.single = true;
+  EXPECT_EQ(apf.estimate(list, "workload-low").initial_seats, 1);
+  list.single = false;
   list.objects = 0;
+  list.bytes = 0;
   EXPECT_EQ(apf.estimate(list, "global-default").initial_seats, 1);
-  list.objects = 1000;
-  list.from_cache = false;
-  list.limit = 100;
-  EXPECT_EQ(apf.estimate(list, "workload-low").initial_seats, 2);  // 2 * limit
+  list.objects = 10;  // sizes unknown: kube assumes 1.5 MB each
+  list.from_cache = true;
+  EXPECT_EQ(apf.estimate(list, "workload-low").initial_seats, 10);
   Work write;
   write.kind = Work::Kind::mutating;
   write.watchers = 5;

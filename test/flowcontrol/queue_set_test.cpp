@@ -173,9 +173,10 @@ TEST(QueueSet, FewerQueuesDrainBeforeTheyGo) {
     waiting.push_back(request(static_cast<std::uint64_t>(i) * 977));
     f.start(waiting.back());
   }
+  const auto held = f.qs.queues().size();
+  EXPECT_GE(held, 2u);
   f.qs.configure({false, 2, 1, 10}, f.now, f.dispatched);
-  EXPECT_GE(f.qs.queues().size(), 2u);
-  // Everything still runs, one at a time; then only the configured queues remain.
+  // Everything still runs, one at a time; then no queue is left.
   RequestPtr current = running;
   for (int i = 0; i < 8; ++i) {
     f.finish(current);
@@ -184,7 +185,28 @@ TEST(QueueSet, FewerQueuesDrainBeforeTheyGo) {
   }
   f.finish(current);
   EXPECT_TRUE(f.qs.idle());
-  EXPECT_EQ(f.qs.queues().size(), 2u);
+  EXPECT_TRUE(f.qs.queues().empty());
+  // New requests are dealt among the two queues now configured.
+  for (std::uint64_t h = 0; h < 50; ++h) {
+    auto r = request(h * 7919);
+    f.start(r);
+    ASSERT_LT(r->queue->index, 2);
+  }
+}
+
+TEST(QueueSet, TenMillionQueuesCostNothingUntilUsed) {
+  // kube's validation allows 10^7 queues: nothing may be proportional to that.
+  Fixture f({false, 10'000'000, 8, 50}, 1);
+  EXPECT_TRUE(f.qs.queues().empty());
+  auto a = request(1), b = request(2), c = request(3);
+  EXPECT_EQ(f.start(a), Decision::execute);
+  EXPECT_EQ(f.start(b), Decision::wait);
+  EXPECT_EQ(f.start(c), Decision::wait);
+  EXPECT_LE(f.qs.queues().size(), 3u);
+  f.finish(a);
+  f.finish(f.dispatched.back());
+  f.finish(f.dispatched.back());
+  EXPECT_TRUE(f.qs.queues().empty());
 }
 
 TEST(DemandIntegrator, AverageDeviationAndPeak) {

@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""What a flood from one user at a low priority level does to another user's latency, with API
+Priority and Fairness on and off.
+
+    bench/priority_and_fairness.py [--binary build/server/kwatch-apiserver] [--seconds 10]
+                                   [--flooders 16] [--readonly 8] [--mutating 4]
+
+Starts kwatch-apiserver on a free loopback port (embedded store, in memory; tokens for three
+users) four times: APF on and off (--enable-priority-and-fairness), each with and without the
+flood. With APF on, the flooding user's FlowSchema sends it to a level `low` (5 shares, no
+lending, no borrowing, queues) and the victim's to kube's `workload-high`. The flood: --flooders
+threads listing 2,000 ConfigMaps back to back. The victim: one client reading one ConfigMap back
+to back on a kept-alive connection for --seconds. --readonly and --mutating are the two
+in-flight flags (the server's seats; small, so that seats and not the two cores are what the
+flood runs out of). Prints one JSON document: the victim's p50/p99/max per run, the flood's
+served and refused counts, and the ratios of the victim's p99 with and without the flood.
+Only 127.0.0.1 is used; servers are stopped by PID.
+"""
+import argparse
+import http.client
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GROUP = "/apis/flowcontrol.apiserver.k8s.io/v1"
+
+
+class Server:
+    def __init__(self, binary, tokens, apf, readonly, mutating):
+        self.log = tempfile.NamedTemporaryFile(prefix="kwatch-apf-", delete=False)
+        self.proc = subprocess.Popen(
+            [binary, "--port=0", "--bind-address=127.0.0.1", "--io-threads=2", "--secure-port=0",
+             "--authorization-mode=AlwaysAllow", "--anonymous-auth=false",
+             f"--token-auth-file={tokens}", f"--enable-priority-and-fairness={str(apf).lower()}",
+             f"--max-requests-inflight={readonly}", f"--max-mutating-requests-inflight={mutating}"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        self.port = None
+        while self.port is None:
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise SystemExit("kwatch-apiserver did not start")
+            with open(self.log.name) as f:
+                for line in f:
+                    if "serving on http://127.0.0.1:" in line:
+                        self.port = int(line.rsplit(":", 1)[1].split()[0].strip("/"))
+            time.sleep(0.05)
+        while self.request("GET", "/readyz", "admin")[0] != 200:
+            time.sleep(0.05)
+
+    def request(self, method, path, token, body=None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        try:
+            conn.request(method, path, body=json.dumps(body) if body is not None else None,
+                         headers={"Content-Type": "application/json",
+                                  "Authorization": f"Bearer {token}"})
+            resp = conn.getresponse()
+            return resp.status, resp.read()
+        finally:
+            conn.close()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        os.unlink(self.log.name)
+
+
+def configure(server):
+    """2,000 ConfigMaps to flood with, one for the victim; with APF, the two FlowSchemas."""
+    for ns in ("flood", "victim"):
+        server.request("POST", "/api/v1/namespaces", "admin", {"metadata": {"name": ns}})
+    for i in range(2000):
+        server.request("POST", "/api/v1/namespaces/flood/configmaps", "admin",
+                       {"metadata": {"name": f"cm-{i}"}, "data": {"v": "x" * 200}})
+    server.request("POST", "/api/v1/namespaces/victim/configmaps", "admin",
+                   {"metadata": {"name": "target"}, "data": {"v": "y"}})
+    level = {"metadata": {"name": "low"},
+             "spec": {"type": "Limited", "limited": {
+                 "nominalConcurrencyShares": 5, "lendablePercent": 0, "borrowingLimitPercent": 0,
+                 "limitResponse": {"type": "Queue", "queuing": {
+                     "queues": 16, "handSize": 4, "queueLengthLimit": 50}}}}}
+
+    def schema(name, user, level_name):
+        return {"metadata": {"name": name},
+                "spec": {"priorityLevelConfiguration": {"name": level_name},
+                         "matchingPrecedence": 500, "distinguisherMethod": {"type": "ByUser"},
+                         "rules": [{"subjects": [{"kind": "User", "user": {"name": user}}],
+                                    "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"],
+                                                       "resources": ["*"], "namespaces": ["*"],
+                                                       "clusterScope": True}]}]}}
+    server.request("POST", f"{GROUP}/prioritylevelconfigurations", "admin", level)
+    server.request("POST", f"{GROUP}/flowschemas", "admin", schema("flooder", "flooder", "low"))
+    server.request("POST", f"{GROUP}/flowschemas", "admin",
+                   schema("victim", "victim", "workload-high"))
+
+
+def victim_latencies(port, seconds):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    headers = {"Authorization": "Bearer victim"}
+    out, statuses = [], {}
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        t0 = time.perf_counter()
+        conn.request("GET", "/api/v1/namespaces/victim/configmaps/target", headers=headers)
+        resp = conn.getresponse()
+        resp.read()
+        out.append(time.perf_counter() - t0)
+        statuses[resp.status] = statuses.get(resp.status, 0) + 1
+    conn.close()
+    return out, statuses
+
+
+def run(binary, tokens, apf, flood, args):
+    server = Server(binary, tokens, apf, args.readonly, args.mutating)
+    try:
+        configure(server)
+        if apf:
+            # Wait until the FlowSchemas are in force (the response names the victim's by UID).
+            status, body = server.request("GET", f"{GROUP}/flowschemas/victim", "admin")
+            uid = json.loads(body)["metadata"]["uid"]
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+                conn.request("GET", "/version", headers={"Authorization": "Bearer victim"})
+                resp = conn.getresponse()
+                resp.read()
+                conn.close()
+                if resp.getheader("X-Kubernetes-PF-FlowSchema-UID") == uid:
+                    break
+                time.sleep(0.05)
+        stop = threading.Event()
+        counts = {"served": 0, "refused": 0, "other": 0}
+        lock = threading.Lock()
+
+        def flooder():
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
+            headers = {"Authorization": "Bearer flooder"}
+            while not stop.is_set():
+                try:
+                    conn.request("GET", "/api/v1/namespaces/flood/configmaps", headers=headers)
+                    resp = conn.getresponse()
+                    resp.read()
+                    key = "served" if resp.status == 200 else "refused" if resp.status == 429 else "other"
+                except (ConnectionError, http.client.HTTPException):
+                    conn.close()
+                    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
+                    key = "other"
+                with lock:
+                    counts[key] += 1
+            conn.close()
+        threads = [threading.Thread(target=flooder) for _ in range(args.flooders if flood else 0)]
+        for t in threads:
+            t.start()
+        if threads:
+            time.sleep(1)  # the flood is under way before the victim starts measuring
+        latencies, statuses = victim_latencies(server.port, args.seconds)
+        stop.set()
+        for t in threads:
+            t.join()
+        latencies.sort()
+        ms = lambda q: round(latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000, 3)  # noqa: E731
+        return {"apf": apf, "flood": flood, "victim_requests": len(latencies),
+                "victim_statuses": statuses, "victim_p50_ms": ms(0.5), "victim_p99_ms": ms(0.99),
+                "victim_max_ms": round(latencies[-1] * 1000, 3),
+                "victim_mean_ms": round(statistics.mean(latencies) * 1000, 3),
+                "flood_counts": counts if flood else None}
+    finally:
+        server.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", default=os.path.join(ROOT, "build/server/kwatch-apiserver"))
+    ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--flooders", type=int, default=16)
+    ap.add_argument("--readonly", type=int, default=8)
+    ap.add_argument("--mutating", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=2, help="each configuration, alternating")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        tokens = os.path.join(tmp, "tokens.csv")
+        with open(tokens, "w") as f:
+            f.write('admin,admin,1,"system:masters"\nflooder,flooder,2\nvictim,victim,3\n')
+        runs = []
+        for _ in range(args.rounds):
+            for apf in (True, False):
+                for flood in (False, True):
+                    r = run(args.binary, tokens, apf, flood, args)
+                    print(json.dumps(r), file=sys.stderr, flush=True)
+                    runs.append(r)
+
+    def p99(apf, flood):
+        return statistics.median(r["victim_p99_ms"] for r in runs
+                                 if r["apf"] == apf and r["flood"] == flood)
+    summary = {
+        "seats": args.readonly + args.mutating, "flooders": args.flooders, "seconds": args.seconds,
+        "apf_on_p99_ratio": round(p99(True, True) / p99(True, False), 3),
+        "apf_off_p99_ratio": round(p99(False, True) / p99(False, False), 3),
+        "runs": runs,
+    }
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
