@@ -312,14 +312,23 @@ void PriorityAndFairness::recompute_limits_locked(bool initial) {
     for (auto& [name, level] : levels_) share_sum += level->spec.nominal_shares;
     nominal_sum_ = 0;
     for (auto& [name, level] : levels_) {
-      const int nominal = share_sum > 0 ? static_cast<int>(std::ceil(
-                                              server * level->spec.nominal_shares / share_sum))
-                                        : 0;
+      // In double: shares and percentages are int32 and their products overflow an int (kube
+      // computes in Go's 64-bit int); the results are clamped to a billion seats.
+      constexpr double kMost = 1e9;
+      const int nominal =
+          share_sum > 0
+              ? static_cast<int>(std::min(
+                    kMost, std::ceil(server * static_cast<double>(level->spec.nominal_shares) /
+                                     share_sum)))
+              : 0;
       const int lendable =
-          level->spec.lendable_percent ? go_round(nominal * *level->spec.lendable_percent / 100.0) : 0;
-      const int borrowing = level->spec.borrowing_limit_percent
-                                ? go_round(nominal * *level->spec.borrowing_limit_percent / 100.0)
-                                : server;
+          level->spec.lendable_percent
+              ? go_round(std::min(kMost, nominal * (*level->spec.lendable_percent / 100.0)))
+              : 0;
+      const int borrowing =
+          level->spec.borrowing_limit_percent
+              ? go_round(std::min(kMost, nominal * (*level->spec.borrowing_limit_percent / 100.0)))
+              : server;
       level->nominal = nominal;
       level->lower = nominal - lendable;
       level->upper = nominal + borrowing;

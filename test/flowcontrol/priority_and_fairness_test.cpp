@@ -112,6 +112,25 @@ TEST(Limits, SharesDivideTheServersSeatsAsKubeDoes) {
   EXPECT_NEAR(sum, 602, 4);
 }
 
+TEST(Limits, LargestSharesAndPercentagesDoNotOverflow) {
+  // kube bounds neither the shares (int32) nor borrowingLimitPercent.
+  PriorityAndFairness apf(Options{});
+  auto huge = parse(R"({"metadata":{"name":"huge"},"spec":{"type":"Limited","limited":{
+      "nominalConcurrencyShares":2147483647,"lendablePercent":100,
+      "borrowingLimitPercent":2147483647,"limitResponse":{"type":"Reject"}}}})");
+  auto other = parse(R"({"metadata":{"name":"other"},"spec":{"type":"Limited","limited":{
+      "nominalConcurrencyShares":2147483647,"limitResponse":{"type":"Reject"}}}})");
+  apf.configure({huge, other}, {});
+  std::map<std::string, LevelLimits> by_name;
+  for (const auto& l : apf.limits()) by_name[l.name] = l;
+  EXPECT_EQ(by_name["huge"].nominal, 300);
+  EXPECT_EQ(by_name["huge"].lower, 0);
+  EXPECT_GT(by_name["huge"].upper, 300);
+  EXPECT_EQ(by_name["other"].nominal, 300);
+  EXPECT_GE(by_name["huge"].current, 0);
+  EXPECT_LE(by_name["huge"].current, by_name["huge"].upper);
+}
+
 TEST(Configuration, DanglingSchemasAndMissingMandatoryObjects) {
   PriorityAndFairness apf(Options{});
   auto mine = parse(R"({"metadata":{"name":"mine","uid":"fs-uid"},"spec":{
