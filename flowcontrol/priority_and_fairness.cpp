@@ -356,7 +356,10 @@ void PriorityAndFairness::recompute_limits_locked(bool initial) {
     level->average = demand.average;
     level->deviation = std::isnan(demand.deviation) ? 0 : demand.deviation;
     const double envelope = level->average + level->deviation;
-    level->smoothed = std::max(envelope, 0.977 * level->smoothed + 0.023 * envelope);
+    // kube's 0.977 per 10 s period, scaled to this period: the same decay in time.
+    const double keep = std::pow(
+        0.977, std::chrono::duration<double>(options_.borrowing_period).count() / 10.0);
+    level->smoothed = std::max(envelope, keep * level->smoothed + (1 - keep) * envelope);
     if (level->spec.exempt) {
       const int c = std::max(level->lower, level->high_watermark);
       exempt_current[level.get()] = c;

@@ -44,7 +44,10 @@ struct Options {
   int watches_per_seat = 10;
   int max_mutating_seats = 10;
   std::chrono::milliseconds event_additional_duration{5};
-  std::chrono::seconds borrowing_period{10};
+  // How often the levels' current limits follow their demand. kube: 10 s; kwatch's requests are
+  // served from memory in microseconds to milliseconds, so a burst would be over before a
+  // busy level could borrow: every second, with kube's smoothing (a five-minute half-life).
+  std::chrono::milliseconds borrowing_period{1000};
 };
 
 // What a request asks for, for its work estimate.
