@@ -156,7 +156,8 @@ def graceful(checks, binary, tmp):
         status, _ = server.request("POST", CMS, body=configmap("seed"))
         checks.check("a configmap is created", status == 201)
         watches = ManyWatches(port, WATCHERS, f"{CMS}?watch=1")
-        refused = [st["head"].split(b"\r\n")[0] for st in watches.streams
+        # The whole head and what came of the body, to tell which limit refused it.
+        refused = [bytes(st["head"][:400]) + bytes(st["body"][:300]) for st in watches.streams
                    if not st["head"].startswith(b"HTTP/1.1 200")]
         checks.check(f"all {WATCHERS} watches are accepted", not refused,
                      f"{len(refused)} refused, first: {refused[:1]}")
