@@ -125,6 +125,10 @@ def victim_latencies(port, seconds):
             statuses[resp.status] = statuses.get(resp.status, 0) + 1
             if resp.status != 429:
                 break
+            if time.monotonic() >= end:
+                # Never served within the run: counted as waiting until its end ("starved").
+                statuses["starved"] = statuses.get("starved", 0) + 1
+                break
             time.sleep(float(resp.getheader("Retry-After") or 1))
         out.append(time.perf_counter() - t0)
     conn.close()
