@@ -1,5 +1,6 @@
 // The filter chain every request crosses, in kube's order: who it is (authentication, then
-// impersonation), a seat under the in-flight limits, authorization of the path, then the
+// impersonation), a seat (API Priority and Fairness, priority_and_fairness_filter.cpp; with it
+// off, the in-flight limits), authorization of the path, then the
 // endpoint (`dispatch`, api_handler.cpp), then accounting (metrics, the audit record). A
 // request's head goes through `admit_head` first, before its body is read.
 
@@ -180,8 +181,10 @@ asio::awaitable<std::optional<ApiError>> ApiHandler::identify(Exchange& ex) {
 }
 
 
-// Overload: a seat per request in flight (probes exempt, so health checks answer under load).
-// Writes may wait in the queue for a seat; reads are refused at once, as in kube.
+// Overload: with API Priority and Fairness, the request's priority level's seats (probes go to
+// the exempt level through kube's `probes` FlowSchema). Without it, a seat per request in flight
+// (probes exempt, so health checks answer under load); writes may wait in the queue for a seat,
+// reads are refused at once, as kube's max-in-flight filter does.
 asio::awaitable<std::optional<ApiError>> ApiHandler::take_seat(Exchange& ex) {
   if (apf_) co_return co_await take_fair_seat(ex);
   if (!limits_ || is_health_probe(ex.url.path)) co_return std::nullopt;
