@@ -28,6 +28,10 @@ constexpr const char* kGroup = "flowcontrol.apiserver.k8s.io";
 // kube's field managers for the two halves of its APF configuration controller.
 constexpr const char* kConsumer = "api-priority-and-fairness-config-consumer-v1";
 constexpr const char* kProducer = "api-priority-and-fairness-config-producer-v1";
+// The two resources followed, levels first (the dispatcher takes them in this order).
+constexpr const char* kLevels = "prioritylevelconfigurations";
+constexpr const char* kSchemas = "flowschemas";
+constexpr const char* kResources[] = {kLevels, kSchemas};
 
 std::string name_of(const json::object& o) {
   return apimachinery::string_at(apimachinery::object_member(o, "metadata"), "name");
@@ -49,7 +53,7 @@ void ConfigKeeper::start(asio::any_io_executor executor) {
   auto self = shared_from_this();
   registry::follow_configurations(
       executor_,
-      {scheme_, cachers_, kGroup, "v1", {"prioritylevelconfigurations", "flowschemas"}},
+      {scheme_, cachers_, kGroup, "v1", {kLevels, kSchemas}},
       [self] { return !self->stopped_; },
       [self](std::vector<std::vector<json::object>>& lists) { self->reconfigure(lists); },
       "priority and fairness configuration task");
@@ -76,7 +80,7 @@ void ConfigKeeper::reconfigure(std::vector<std::vector<json::object>>& lists) {
 // Each FlowSchema's Dangling condition, replaced in its status conditions (the others kept).
 asio::awaitable<void> ConfigKeeper::write_conditions(std::vector<DanglingCondition> conditions,
                                                      std::vector<json::object> schemas) {
-  auto info = scheme_->find(kGroup, "v1", "flowschemas");
+  auto info = scheme_->find(kGroup, "v1", kSchemas);
   if (!info) co_return;
   const std::string now = base::now_rfc3339();
   for (const auto& c : conditions) {
@@ -114,7 +118,6 @@ asio::awaitable<void> ConfigKeeper::write_conditions(std::vector<DanglingConditi
 }
 
 asio::awaitable<void> ConfigKeeper::settle() {
-  static constexpr const char* kResources[] = {"prioritylevelconfigurations", "flowschemas"};
   for (int round = 0; round < 10 && !stopped_; ++round) {
     for (const char* resource : kResources) {
       auto info = scheme_->find(kGroup, "v1", resource);
@@ -124,7 +127,7 @@ asio::awaitable<void> ConfigKeeper::settle() {
       if (!fresh) co_return;
     }
     auto lists = registry::list_configurations(
-        {scheme_, cachers_, kGroup, "v1", {"prioritylevelconfigurations", "flowschemas"}});
+        {scheme_, cachers_, kGroup, "v1", {kLevels, kSchemas}});
     if (!lists) co_return;
     auto conditions = dispatcher_->configure((*lists)[0], (*lists)[1]);
     if (conditions.empty() || !store_) co_return;
@@ -136,13 +139,12 @@ asio::awaitable<bool> ConfigKeeper::ensure_bootstrap() {
   if (!store_) co_return false;
   const auto& b = bootstrap_objects();
   bool ok = true;
-  static constexpr const char* kResources[] = {"prioritylevelconfigurations", "flowschemas"};
   for (const char* resource : kResources) {
     auto info = scheme_->find(kGroup, "v1", resource);
     if (!info) co_return false;
     auto listed = registry::list_configurations({scheme_, cachers_, kGroup, "v1", {resource}});
     if (!listed) co_return false;
-    const bool levels = std::string_view(resource) == "prioritylevelconfigurations";
+    const bool levels = std::string_view(resource) == kLevels;
     EnsurePlan plan = plan_bootstrap((*listed)[0], levels ? b.mandatory_levels : b.mandatory_schemas,
                                      levels ? b.suggested_levels : b.suggested_schemas);
     for (auto& object : plan.create) {

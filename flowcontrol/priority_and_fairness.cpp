@@ -472,18 +472,19 @@ Classification PriorityAndFairness::classify(const RequestDigest& request) const
   if (level != config->levels.end()) {
     c.priority_level_uid = level->second.uid;
     c.exempt = level->second.exempt;
-    if (!c.exempt && level->second.queues > 1) c.distinguisher = flow_distinguisher(*chosen, request);
+    c.queues = !c.exempt && level->second.queues > 1;
+    if (c.queues) c.distinguisher = flow_distinguisher(*chosen, request);
   }
   return c;
 }
 
 WorkEstimate PriorityAndFairness::estimate(const Work& work, const std::string& level_name) const {
-  int level_max = 0;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = levels_.find(level_name);
-    if (it != levels_.end()) level_max = it->second->max_seats;
-  }
+  std::lock_guard lock(mutex_);
+  auto it = levels_.find(level_name);
+  return estimate_for(work, it != levels_.end() ? it->second->max_seats : 0);
+}
+
+WorkEstimate PriorityAndFairness::estimate_for(const Work& work, int level_max) const {
   WorkEstimate e;
   switch (work.kind) {
     case Work::Kind::other:
@@ -532,12 +533,11 @@ asio::awaitable<PriorityAndFairness::Admission> PriorityAndFairness::admit(
     RequestDigest digest, Work work, std::function<void(const Classification&, bool)> queue_note) {
   Admission out;
   out.classification = classify(digest);
-  out.work = estimate(work, out.classification.priority_level);
   auto pending = std::make_shared<Pending>();
-  pending->work = out.work;
   pending->flow_schema = out.classification.flow_schema;
   pending->distinguisher = out.classification.distinguisher;
-  if (!out.classification.distinguisher.empty() || !out.classification.exempt) {
+  // Only a level with several queues deals a hand (kube hashes the flow only then).
+  if (out.classification.queues) {
     pending->hash = flow_hash(out.classification.flow_schema, out.classification.distinguisher);
   }
   pending->user = digest.user != nullptr ? digest.user->name : "";
@@ -560,6 +560,9 @@ asio::awaitable<PriorityAndFairness::Admission> PriorityAndFairness::admit(
     auto it = levels_.find(out.classification.priority_level);
     if (it != levels_.end()) {
       level = it->second;
+      // Estimated under the lock the admission takes anyway (the level's share bounds it).
+      out.work = estimate_for(work, level->max_seats);
+      pending->work = out.work;
       decision = level->queues.start(pending, Clock::now(), dispatched);
       if (decision == QueueSet::Decision::wait) {
         pending->wake = std::make_shared<Wake>(executor, 1);

@@ -68,6 +68,7 @@ struct Classification {
   std::string priority_level, priority_level_uid;
   std::string distinguisher;
   bool exempt = false;
+  bool queues = false;  // the level has more than one queue: the flow deals a hand
 };
 
 // The FlowSchema status condition kube's config controller keeps: Dangling says whether the
@@ -135,7 +136,7 @@ class PriorityAndFairness : public std::enable_shared_from_this<PriorityAndFairn
   void finish(const std::shared_ptr<Level>& level, const QueueSet::RequestPtr& request);
   void recompute_limits_locked(bool initial);
   void publish_limits();
-  int retry_after_locked(Level& level, bool dropped);
+  WorkEstimate estimate_for(const Work& work, int level_max) const;
 
   Options options_;
   std::shared_ptr<const Config> config_;

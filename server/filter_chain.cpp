@@ -118,7 +118,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
   const auto start = std::chrono::steady_clock::now();
   auto url = parse_url(request.target);
   if (!url) co_return error_response({Errc::bad_request, "malformed request URL", {}});
-  Exchange exchange{request, *url, audit, {}, {}};
+  Exchange exchange{request, *url, audit, {}, {}, {}};
   ApiResponse response;
   if (auto refused = co_await identify(exchange)) {
     response = error_response(*refused);
