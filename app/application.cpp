@@ -26,7 +26,9 @@
 #include "delegation/token_review_authenticator.hpp"
 #include "server/discovery.hpp"
 #include "controllers/cluster_role_aggregator.hpp"
+#include "controllers/service_cidr_controller.hpp"
 #include "registry/service_allocator.hpp"
+#include "apimachinery/ip_address.hpp"
 #include "controllers/crd_controller.hpp"
 #include "controllers/garbage_collector.hpp"
 #include "controllers/namespace_controller.hpp"
@@ -258,6 +260,7 @@ struct Application::Parts {
   std::shared_ptr<controllers::CertificateSigner> certificate_signer;  // with a signing CA
   std::shared_ptr<GarbageCollector> garbage_collector;
   std::shared_ptr<registry::ServiceAllocator> service_allocator;
+  std::shared_ptr<controllers::ServiceCIDRController> service_cidr_controller;
   // API Priority and Fairness (--enable-priority-and-fairness), and what keeps its configuration.
   std::shared_ptr<flowcontrol::PriorityAndFairness> priority_and_fairness;
   std::shared_ptr<flowcontrol::ConfigKeeper> flow_control_keeper;
@@ -764,7 +767,15 @@ void Application::Parts::make_controllers() {
       *registry::parse_service_cidr(options.service_cluster_ip_range));
   service_allocator =
       std::make_shared<registry::ServiceAllocator>(storage, options.etcd_prefix, *service_ranges);
+  service_allocator->use_ip_addresses(store.get(),
+                                      scheme->find("networking.k8s.io", "v1", "ipaddresses"));
   store->set_service_allocator(service_allocator);
+  // The ServiceCIDRs (the default one from the flag), their finalizers and the IPAddresses'
+  // repair; the allocator follows their ranges.
+  service_cidr_controller = std::make_shared<controllers::ServiceCIDRController>(
+      scheme, store, cachers, storage, service_allocator,
+      std::vector<std::string>{
+          apimachinery::format_cidr(service_allocator->service_cidrs().front().prefix)});
   // Dependents whose owners are gone are deleted, as kube-controller-manager's collector does.
   store->set_garbage_collection(options.enable_garbage_collector);
   if (options.enable_garbage_collector) {
@@ -980,6 +991,7 @@ asio::awaitable<void> Application::Parts::wait_for_rbac() {
 asio::awaitable<void> Application::Parts::start_up(unsigned short api_port) {
   co_await wait_for_caches();
   co_await write_bootstrap_policy();
+  co_await service_cidr_controller->ensure_default();
   co_await ensure_kubernetes_service(api_port);
   if (flow_control_keeper) {
     co_await flow_control_keeper->ensure_bootstrap();
@@ -1122,6 +1134,7 @@ void Application::Parts::start_controllers() {
   admission_policy_status->start(compute->get_executor());  // type checking compiles
   if (certificate_signer) certificate_signer->start(compute->get_executor());  // RSA signing
   if (garbage_collector) garbage_collector->start(ioc->get_executor());
+  service_cidr_controller->start(ioc->get_executor());
 }
 
 void Application::Parts::stop_controllers() {
@@ -1135,6 +1148,7 @@ void Application::Parts::stop_controllers() {
   admission_policy_status->stop();
   if (certificate_signer) certificate_signer->stop();
   if (garbage_collector) garbage_collector->stop();
+  service_cidr_controller->stop();
   if (flow_control_keeper) flow_control_keeper->stop();
   if (priority_and_fairness) priority_and_fairness->stop();
 }
@@ -1174,6 +1188,7 @@ int Application::run() {
   p.api_service_proxy.reset();
   p.admission_policy_status.reset();
   p.certificate_signer.reset();
+  p.service_cidr_controller.reset();
   p.crd_controller.reset();
   p.rbac.reset();
   p.handler.reset();

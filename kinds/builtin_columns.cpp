@@ -898,6 +898,38 @@ std::vector<PrinterColumn> builtin_columns(std::string_view group, std::string_v
                      }),
             age_column()};
   }
+  if (kind == "ServiceCIDR") {
+    return {name_column(),
+            computed("CIDRs", "string",
+                     [](const json::object& o) {
+                       std::string out;
+                       const json::value* cidrs = find_field(o, "spec.cidrs");
+                       if (cidrs != nullptr && cidrs->is_array()) {
+                         for (const auto& c : cidrs->get_array()) {
+                           if (!c.is_string()) continue;
+                           if (!out.empty()) out += ",";
+                           out += c.get_string();
+                         }
+                       }
+                       return json::value(out);
+                     }),
+            age_column()};
+  }
+  if (kind == "IPAddress") {
+    // kube's cell: <resource>[.<group>][/<namespace>]/<name>, lowercased.
+    return {name_column(), computed("ParentRef", "string", [](const json::object& o) {
+              const json::value* ref = find_field(o, "spec.parentRef");
+              if (ref == nullptr || !ref->is_object()) return json::value("<none>");
+              std::string gr = str(o, "spec.parentRef.resource");
+              if (const std::string g = str(o, "spec.parentRef.group"); !g.empty()) gr += "." + g;
+              for (auto& ch : gr) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+              std::string out = gr;
+              if (const std::string ns = str(o, "spec.parentRef.namespace"); !ns.empty()) {
+                out += "/" + ns;
+              }
+              return json::value(out + "/" + str(o, "spec.parentRef.name"));
+            })};
+  }
   if (kind == "NetworkPolicy") {
     return {name_column(), computed("Pod-Selector", "string", selector_at("spec.podSelector")),
             age_column()};

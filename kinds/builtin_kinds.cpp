@@ -7,6 +7,7 @@
 #include "kinds/api_service.hpp"
 #include "kinds/certificate_signing_request.hpp"
 #include "kinds/flow_control.hpp"
+#include "kinds/service_addresses.hpp"
 #include "kinds/webhook_configuration.hpp"
 #include "kinds/builtin_columns.hpp"
 #include "kinds/builtin_defaults.hpp"
@@ -384,6 +385,12 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
                      initial_status(json::object{{"loadBalancer", json::object()}})}},
       {.group = "networking.k8s.io", .kind = "IngressClass", .resource = "ingressclasses",
        .namespaced = false, .hooks = {.set_defaults = default_ingress_class}},
+      // Written by the Service allocator (an IPAddress per cluster IP) and the ServiceCIDR
+      // controller (the default range, finalizers, Ready), and by administrators.
+      {.group = "networking.k8s.io", .kind = "ServiceCIDR", .resource = "servicecidrs",
+       .namespaced = false, .has_status = true, .hooks = {.validate = validate_service_cidr}},
+      {.group = "networking.k8s.io", .kind = "IPAddress", .resource = "ipaddresses",
+       .namespaced = false, .short_names = {"ip"}, .hooks = {.validate = validate_ip_address}},
       {.group = "networking.k8s.io", .kind = "NetworkPolicy", .resource = "networkpolicies",
        .short_names = {"netpol"}, .hooks = {.set_defaults = default_network_policy}},
       // ---- discovery.k8s.io/v1, policy/v1, scheduling.k8s.io/v1 ----
@@ -517,6 +524,7 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
         k.kind == "CertificateSigningRequest") {
       info.name_rule = NameRule::path_segment;
     }
+    if (k.kind == "IPAddress") info.name_rule = NameRule::ip_address;
     info.printer_columns = builtin_columns(k.group, k.kind);
     if (auto schema = schemas.structural_schema(k.group, k.version, k.kind)) {
       SchemaCompileOptions options;

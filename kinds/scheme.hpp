@@ -65,6 +65,7 @@ enum class NameRule {
   dns_subdomain,  // most kinds: lowercase RFC 1123 subdomain
   dns_label,      // namespaces, services: one RFC 1123 label
   path_segment,   // RBAC objects: anything usable as one URL path segment ("system:basic-user")
+  ip_address,     // IPAddresses: an IP address in canonical form
 };
 
 // What a kind does beyond its schema, as kube-apiserver's defaulting and strategy for it do.

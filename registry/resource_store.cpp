@@ -269,7 +269,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::create(const ResourceInf
   const std::string name = string_field(metadata_of(body), "name");
   std::optional<ServiceReservation> reserved;
   if (services_ && info.allocates_service_addresses) {
-    auto r = co_await services_->allocate(body, ns, name, nullptr);
+    auto r = co_await services_->allocate(body, ns, name, nullptr, query.dry_run);
     if (!r) co_return with_context(info, name, r.error());
     reserved = std::move(*r);
   }

@@ -45,7 +45,7 @@ asio::awaitable<ApiResult<json::object>> ResourceStore::write_update(
   if (!existing) co_return existing.error();
   auto planned = mutate(*existing);
   if (!planned) co_return planned.error();
-  auto reserved = co_await services_->allocate(*planned, ns, name, &*existing);
+  auto reserved = co_await services_->allocate(*planned, ns, name, &*existing, query.dry_run);
   if (!reserved) co_return with_context(info, name, reserved.error());
   auto shared_planned = std::make_shared<json::object>(std::move(*planned));
   MutateFn carrying = [mutate, shared_planned](const json::object& state) -> ApiResult<json::object> {

@@ -1,9 +1,15 @@
 #include "registry/service_allocator.hpp"
 
 #include "apimachinery/json_path.hpp"
+#include "apimachinery/validation.hpp"
+#include "kinds/scheme.hpp"
+#include "kinds/service_addresses.hpp"
+#include "registry/deletion.hpp"
+#include "registry/resource_store.hpp"
 #include "storage/storage.hpp"
 
 #include <boost/json/array.hpp>
+#include <spdlog/spdlog.h>
 #include <boost/json/value.hpp>
 
 #include <algorithm>
@@ -158,10 +164,48 @@ std::optional<ServiceRanges> parse_node_port_range(const std::string& range, Ser
 
 ServiceAllocator::ServiceAllocator(std::shared_ptr<storage::Storage> storage,
                                    std::string storage_prefix, ServiceRanges ranges)
-    : storage_(std::move(storage)), prefix_(std::move(storage_prefix)), ranges_(ranges) {}
+    : storage_(std::move(storage)), prefix_(std::move(storage_prefix)), ranges_(ranges) {
+  apimachinery::IpPrefix flag;
+  flag.address.v4 = true;
+  for (int i = 0; i < 4; ++i) {
+    flag.address.bytes[static_cast<std::size_t>(i)] =
+        static_cast<std::uint8_t>(ranges_.network >> (24 - 8 * i));
+  }
+  flag.bits = ranges_.prefix_length;
+  cidrs_.push_back({flag, true});
+}
 
-std::string ServiceAllocator::ip_key(const std::string& ip) const {
-  return prefix_ + "/ranges/serviceips/" + ip;
+void ServiceAllocator::use_ip_addresses(ResourceStore* store,
+                                        std::shared_ptr<const kinds::ResourceInfo> info) {
+  store_ = store;
+  ip_info_ = std::move(info);
+}
+
+void ServiceAllocator::set_service_cidrs(std::vector<ServiceCidrRange> ranges) {
+  std::erase_if(ranges, [](const ServiceCidrRange& r) { return !r.prefix.address.v4; });
+  std::lock_guard lock(mutex_);
+  cidrs_ = std::move(ranges);
+}
+
+std::vector<ServiceCidrRange> ServiceAllocator::service_cidrs() const {
+  std::lock_guard lock(mutex_);
+  return cidrs_;
+}
+
+json::object ServiceAllocator::ip_address_object(const std::string& ip, const std::string& ns,
+                                                 const std::string& name) {
+  // The core group is empty, which the parentRef leaves out (Go's omitempty).
+  return json::object{
+      {"apiVersion", "networking.k8s.io/v1"},
+      {"kind", "IPAddress"},
+      {"metadata",
+       json::object{{"name", ip},
+                    {"labels", json::object{{kinds::kIPAddressFamilyLabel, "IPv4"},
+                                            {kinds::kIPAddressManagedByLabel,
+                                             kinds::kIPAllocatorName}}}}},
+      {"spec", json::object{{"parentRef", json::object{{"resource", "services"},
+                                                       {"namespace", ns},
+                                                       {"name", name}}}}}};
 }
 
 std::string ServiceAllocator::port_key(std::int64_t port) const {
@@ -172,15 +216,19 @@ std::string ServiceAllocator::first_ip() const { return format_ipv4(ranges_.netw
 
 boost::asio::awaitable<ApiResult<ServiceReservation>> ServiceAllocator::allocate(
     json::object& service, const std::string& ns, const std::string& name,
-    const json::object* old) {
+    const json::object* old, bool dry_run) {
   ServiceReservation reservation;
   reservation.holder = holder_value(ns, name);
+  reservation.ns = ns;
+  reservation.name = name;
   json::object* spec = spec_of(service);
   if (spec == nullptr) co_return reservation;
   const json::object* old_spec = old != nullptr ? spec_of(*old) : nullptr;
   std::vector<Cause> causes;
   // A failure of storage, or a range that is full (what was reserved is then released).
-  if (auto e = co_await allocate_cluster_ip(*spec, old_spec, reservation, causes)) co_return *e;
+  if (auto e = co_await allocate_cluster_ip(*spec, old_spec, reservation, causes, dry_run)) {
+    co_return *e;
+  }
   if (causes.empty()) {
     if (auto e = co_await allocate_node_ports(*spec, old_spec, reservation, causes)) co_return *e;
   }
@@ -203,99 +251,196 @@ boost::asio::awaitable<base::Result<bool>> ServiceAllocator::reserve(
   co_return base::Result<bool>(boost::system::in_place_error, r.error());
 }
 
+boost::asio::awaitable<base::Result<bool>> ServiceAllocator::reserve_address(
+    ServiceReservation& reservation, std::string ip, bool dry_run) {
+  if (store_ == nullptr || !ip_info_) co_return base::Result<bool>(false);
+  // An address kwatch kept before ServiceCIDRs, not moved to an IPAddress yet, is held.
+  auto legacy = co_await storage_->get(legacy_ip_prefix() + ip);
+  if (legacy) co_return base::Result<bool>(false);
+  if (legacy.error() != Errc::not_found) {
+    co_return base::Result<bool>(boost::system::in_place_error, legacy.error());
+  }
+  if (dry_run) {
+    auto existing = co_await store_->get(*ip_info_, "", ip, "");
+    if (existing) co_return base::Result<bool>(false);
+    if (existing.error().code == Errc::not_found) co_return base::Result<bool>(true);
+    co_return base::Result<bool>(boost::system::in_place_error, Errc::internal);
+  }
+  WriteQuery query;
+  query.field_manager = "kube-apiserver";
+  auto created = co_await store_->create(*ip_info_, "", ip_address_object(ip, reservation.ns,
+                                                                          reservation.name),
+                                         std::move(query));
+  if (created) {
+    reservation.addresses.push_back(std::move(ip));
+    co_return base::Result<bool>(true);
+  }
+  if (created.error().code == Errc::already_exists) co_return base::Result<bool>(false);
+  spdlog::warn("cannot create the IPAddress {}: {}", ip, created.error().message);
+  co_return base::Result<bool>(boost::system::in_place_error, Errc::internal);
+}
+
+boost::asio::awaitable<void> ServiceAllocator::release_address(std::string ip,
+                                                               const std::string& ns,
+                                                               const std::string& name) {
+  if (store_ == nullptr || !ip_info_) co_return;
+  auto held = co_await store_->get(*ip_info_, "", ip, "");
+  if (!held) co_return;
+  const json::value* ref = apimachinery::find_field(*held, "spec.parentRef");
+  const json::object* parent = ref != nullptr ? ref->if_object() : nullptr;
+  if (parent == nullptr || string_member(*parent, "resource") != "services" ||
+      string_member(*parent, "namespace") != ns || string_member(*parent, "name") != name ||
+      !string_member(*parent, "group").empty()) {
+    co_return;  // another Service's by now
+  }
+  DeleteQuery del;
+  del.uid = string_at(object_member(*held, "metadata"), "uid");
+  auto r = co_await store_->remove(*ip_info_, "", std::move(ip), std::move(del));
+  if (!r && r.error().code != Errc::not_found && r.error().code != Errc::conflict) {
+    spdlog::warn("cannot release an IPAddress of service {}/{}: {}", ns, name, r.error().message);
+  }
+}
+
+boost::asio::awaitable<base::Result<std::set<std::string>>> ServiceAllocator::taken_addresses() {
+  std::set<std::string> taken;
+  std::vector<std::string> prefixes{legacy_ip_prefix()};
+  if (ip_info_) prefixes.push_back(ip_info_->key_prefix());
+  for (auto& prefix : prefixes) {
+    storage::ListOptions options;
+    options.prefix = prefix;
+    auto listed = co_await storage_->list(options);
+    if (!listed) {
+      co_return base::Result<std::set<std::string>>(boost::system::in_place_error, listed.error());
+    }
+    for (const auto& kv : listed->kvs) taken.insert(kv.key.substr(prefix.size()));
+  }
+  co_return taken;
+}
+
 // The cluster IP: kept from the old object, checked and reserved when asked for, else chosen.
 boost::asio::awaitable<std::optional<ApiError>> ServiceAllocator::allocate_cluster_ip(
     json::object& service_spec, const json::object* old_spec, ServiceReservation& reservation,
-    std::vector<Cause>& causes) {
+    std::vector<Cause>& causes, bool dry_run) {
   json::object* spec = &service_spec;
-  if (needs_cluster_ip(spec)) {
-    std::string ip = requested_ip(spec);
-    const std::string old_ip = old_spec != nullptr && needs_cluster_ip(old_spec)
-                                   ? requested_ip(old_spec)
-                                   : std::string();
-    if (!old_ip.empty()) {
-      if (ip.empty()) {
-        for (const char* f : {"clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"}) {
-          if (const json::value* v = old_spec->if_contains(f)) (*spec)[f] = *v;
-        }
-      } else if (ip != old_ip) {
-        causes.push_back({"FieldValueInvalid",
-                          "Invalid value: []string{\"" + ip + "\"}: may not change once set",
-                          "spec.clusterIPs[0]"});
-      }
-    } else if (ip == "None") {
-      if (type_of(spec) == "NodePort" || type_of(spec) == "LoadBalancer") {
-        causes.push_back({"FieldValueInvalid",
-                          "Invalid value: \"None\": may not be set to 'None' for " + type_of(spec) +
-                              " services",
-                          "spec.clusterIPs[0]"});
-      }
-      set_cluster_ip(*spec, "None");
-    } else if (!ip.empty()) {
-      const std::uint32_t size = std::uint32_t{1} << (32 - ranges_.prefix_length);
-      auto parsed = parse_ipv4(ip);
-      const std::string range = format_ipv4(ranges_.network) + "/" + std::to_string(ranges_.prefix_length);
-      if (!parsed) {
-        causes.push_back({"FieldValueInvalid",
-                          "Invalid value: \"" + ip +
-                              "\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
-                          "spec.clusterIPs[0]"});
-      } else if (*parsed <= ranges_.network || *parsed >= ranges_.network + size - 1) {
-        causes.push_back({"FieldValueInvalid",
-                          "Invalid value: \"" + ip + "\": failed to allocate IP " + ip +
-                              ": provided IP is not in the valid range. The range of valid IPs "
-                              "is " + range,
-                          "spec.clusterIPs[0]"});
-      } else {
-        std::string key = ip_key(format_ipv4(*parsed));  // named: GCC 12 and co_await temporaries
-        auto r = co_await reserve(reservation, std::move(key));
-        if (!r) co_return allocation_failed(r.error());
-        if (!*r) {
-          causes.push_back({"FieldValueInvalid",
-                            "Invalid value: \"" + ip + "\": failed to allocate IP " + ip +
-                                ": provided IP is already allocated",
-                            "spec.clusterIPs[0]"});
-        } else {
-          set_cluster_ip(*spec, format_ipv4(*parsed));
-        }
-      }
-    } else {
-      // Dynamic: above the static band first (kept for addresses clients ask for), then in it.
-      const std::uint32_t usable = (std::uint32_t{1} << (32 - ranges_.prefix_length)) - 2;
-      const std::uint32_t band = std::min<std::uint32_t>(std::max<std::uint32_t>(16, usable / 16), 256);
-      storage::ListOptions options;
-      options.prefix = prefix_ + "/ranges/serviceips/";
-      auto taken_list = co_await storage_->list(options);
-      if (!taken_list) co_return allocation_failed(taken_list.error());
-      std::set<std::string> taken;
-      for (const auto& kv : taken_list->kvs) taken.insert(kv.key);
-      thread_local std::mt19937 rng{std::random_device{}()};
-      std::string chosen;
-      for (auto [lo, hi] : {std::pair{std::min(band, usable) + 1, usable},
-                            std::pair{std::uint32_t{1}, std::min(band, usable)}}) {
-        if (lo > hi || !chosen.empty()) continue;
-        const std::uint32_t count = hi - lo + 1;
-        const std::uint32_t start = std::uniform_int_distribution<std::uint32_t>(0, count - 1)(rng);
-        for (std::uint32_t i = 0; i < count && chosen.empty(); ++i) {
-          const std::string candidate = format_ipv4(ranges_.network + lo + (start + i) % count);
-          std::string key = ip_key(candidate);
-          if (taken.count(key)) continue;
-          auto r = co_await reserve(reservation, std::move(key));
-          if (!r) co_return allocation_failed(r.error());
-          if (*r) chosen = candidate;
-        }
-      }
-      if (chosen.empty()) {
-        co_await release(std::move(reservation));
-        co_return api_error(Errc::internal,
-                            "Internal error occurred: failed to allocate a serviceIP: range is full");
-      }
-      set_cluster_ip(*spec, chosen);
-    }
-  } else {
+  if (!needs_cluster_ip(spec)) {
     for (const char* f : {"clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"}) spec->erase(f);
+    co_return std::nullopt;
   }
-
+  std::string ip = requested_ip(spec);
+  const std::string old_ip =
+      old_spec != nullptr && needs_cluster_ip(old_spec) ? requested_ip(old_spec) : std::string();
+  // kube's words for an address it cannot give: on spec.clusterIPs, showing them all.
+  auto refuse = [&](const std::string& detail) {
+    causes.push_back({"FieldValueInvalid",
+                      "Invalid value: []string{" + apimachinery::go_quote(ip) +
+                          "}: failed to allocate IP " + ip + ": " + detail,
+                      "spec.clusterIPs"});
+  };
+  if (!old_ip.empty()) {
+    if (ip.empty()) {
+      for (const char* f : {"clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"}) {
+        if (const json::value* v = old_spec->if_contains(f)) (*spec)[f] = *v;
+      }
+    } else if (ip != old_ip) {
+      causes.push_back({"FieldValueInvalid",
+                        "Invalid value: []string{\"" + ip + "\"}: may not change once set",
+                        "spec.clusterIPs[0]"});
+    }
+    co_return std::nullopt;
+  }
+  if (ip == "None") {
+    if (type_of(spec) == "NodePort" || type_of(spec) == "LoadBalancer") {
+      causes.push_back({"FieldValueInvalid",
+                        "Invalid value: \"None\": may not be set to 'None' for " + type_of(spec) +
+                            " services",
+                        "spec.clusterIPs[0]"});
+    }
+    set_cluster_ip(*spec, "None");
+    co_return std::nullopt;
+  }
+  const std::vector<ServiceCidrRange> cidrs = service_cidrs();
+  // The usable addresses of a range: all but its network and broadcast addresses.
+  auto usable_of = [](const apimachinery::IpPrefix& p) -> std::uint32_t {
+    return p.bits >= 31 ? 0 : (std::uint32_t{1} << (32 - p.bits)) - 2;
+  };
+  auto base_of = [](const apimachinery::IpPrefix& p) {
+    return (std::uint32_t{p.address.bytes[0]} << 24) | (std::uint32_t{p.address.bytes[1]} << 16) |
+           (std::uint32_t{p.address.bytes[2]} << 8) | std::uint32_t{p.address.bytes[3]};
+  };
+  if (!ip.empty()) {
+    auto parsed = parse_ipv4(ip);
+    if (!parsed) {
+      causes.push_back({"FieldValueInvalid",
+                        "Invalid value: \"" + ip +
+                            "\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+                        "spec.clusterIPs[0]"});
+      co_return std::nullopt;
+    }
+    auto address = apimachinery::parse_ip(format_ipv4(*parsed));
+    // The largest ready range that holds it (all the others lie inside it).
+    const ServiceCidrRange* range = nullptr;
+    for (const auto& c : cidrs) {
+      if (c.ready && apimachinery::prefix_contains(c.prefix, *address) &&
+          (range == nullptr || c.prefix.bits < range->prefix.bits)) {
+        range = &c;
+      }
+    }
+    if (range == nullptr) {
+      refuse("the provided network does not match the current range");
+      co_return std::nullopt;
+    }
+    const std::uint32_t base = base_of(range->prefix);
+    if (*parsed <= base || *parsed > base + usable_of(range->prefix)) {
+      refuse("the provided IP (" + ip + ") is not in the valid range. The range of valid IPs is " +
+             apimachinery::format_cidr(range->prefix));
+      co_return std::nullopt;
+    }
+    auto r = co_await reserve_address(reservation, format_ipv4(*parsed), dry_run);
+    if (!r) co_return allocation_failed(r.error());
+    if (!*r) {
+      refuse("provided IP is already allocated");
+    } else {
+      set_cluster_ip(*spec, format_ipv4(*parsed));
+    }
+    co_return std::nullopt;
+  }
+  // Dynamic: from the top-level ready ranges (those no other ready range holds), in order; in
+  // each, above the static band first (kept for addresses clients ask for), then in it.
+  auto taken = co_await taken_addresses();
+  if (!taken) co_return allocation_failed(taken.error());
+  thread_local std::mt19937 rng{std::random_device{}()};
+  std::string chosen;
+  for (const auto& c : cidrs) {
+    if (!c.ready || !chosen.empty()) continue;
+    const bool nested = std::any_of(cidrs.begin(), cidrs.end(), [&](const ServiceCidrRange& o) {
+      return &o != &c && o.ready && o.prefix.bits < c.prefix.bits &&
+             apimachinery::prefix_covers(o.prefix, c.prefix);
+    });
+    if (nested) continue;
+    const std::uint32_t usable = usable_of(c.prefix);
+    const std::uint32_t base = base_of(c.prefix);
+    const std::uint32_t band =
+        std::min<std::uint32_t>(std::max<std::uint32_t>(16, usable / 16), 256);
+    for (auto [lo, hi] : {std::pair{std::min(band, usable) + 1, usable},
+                          std::pair{std::uint32_t{1}, std::min(band, usable)}}) {
+      if (lo > hi || !chosen.empty()) continue;
+      const std::uint32_t count = hi - lo + 1;
+      const std::uint32_t start = std::uniform_int_distribution<std::uint32_t>(0, count - 1)(rng);
+      for (std::uint32_t i = 0; i < count && chosen.empty(); ++i) {
+        std::string candidate = format_ipv4(base + lo + (start + i) % count);
+        if (taken->count(candidate)) continue;
+        auto r = co_await reserve_address(reservation, candidate, dry_run);
+        if (!r) co_return allocation_failed(r.error());
+        if (*r) chosen = std::move(candidate);
+      }
+    }
+  }
+  if (chosen.empty()) {
+    co_await release(std::move(reservation));
+    co_return api_error(Errc::internal,
+                        "Internal error occurred: failed to allocate a serviceIP: range is full");
+  }
+  set_cluster_ip(*spec, chosen);
   co_return std::nullopt;
 }
 
@@ -395,6 +540,9 @@ boost::asio::awaitable<std::optional<ApiError>> ServiceAllocator::allocate_node_
 }
 
 boost::asio::awaitable<void> ServiceAllocator::release(ServiceReservation reservation) {
+  for (auto& ip : reservation.addresses) {
+    co_await release_address(std::move(ip), reservation.ns, reservation.name);
+  }
   for (auto& key : reservation.keys) {
     auto held = co_await storage_->get(key);
     if (!held || held->value != reservation.holder) continue;
@@ -408,9 +556,13 @@ boost::asio::awaitable<void> ServiceAllocator::release_unused(const json::object
                                                               const std::string& name) {
   ServiceReservation unused;
   unused.holder = holder_value(ns, name);
+  unused.ns = ns;
+  unused.name = name;
   const std::string old_ip = held_ip(old);
   if (!old_ip.empty() && (now == nullptr || held_ip(*now) != old_ip)) {
-    unused.keys.push_back(ip_key(old_ip));
+    unused.addresses.push_back(old_ip);
+    // An address still kept the way kwatch kept them before ServiceCIDRs.
+    unused.keys.push_back(legacy_ip_prefix() + old_ip);
   }
   const json::object* old_spec = spec_of(old);
   if (old_spec != nullptr && needs_node_ports(old_spec)) {

@@ -1,5 +1,6 @@
 #include "registry/store_rules.hpp"
 
+#include "apimachinery/ip_address.hpp"
 #include "registry/service_allocator.hpp"
 
 #include "kinds/version_converter.hpp"
@@ -249,6 +250,7 @@ std::vector<Cause> validate_object(const ResourceInfo& info, const json::object&
       case NameRule::dns_label: errors = dns1123_label_errors(name); break;
       case NameRule::dns_subdomain: errors = dns1123_subdomain_errors(name); break;
       case NameRule::path_segment: errors = path_segment_errors(name); break;
+      case NameRule::ip_address: errors = apimachinery::ip_errors(name); break;
     }
     for (const auto& e : errors) invalid_value("metadata.name", name, e);
   }

@@ -128,6 +128,8 @@ KINDS = [
     ("flowcontrol.apiserver.k8s.io", "v1", "FlowSchema", "io.k8s.api.flowcontrol.v1.FlowSchema"),
     ("flowcontrol.apiserver.k8s.io", "v1", "PriorityLevelConfiguration",
      "io.k8s.api.flowcontrol.v1.PriorityLevelConfiguration"),
+    ("networking.k8s.io", "v1", "ServiceCIDR", "io.k8s.api.networking.v1.ServiceCIDR"),
+    ("networking.k8s.io", "v1", "IPAddress", "io.k8s.api.networking.v1.IPAddress"),
 ]
 
 # Classes whose definition the first-referrer rule would get wrong: apimachinery's meta types

@@ -6,7 +6,7 @@ Run by a developer (not by CI) when the served Kubernetes version changes:
     /usr/bin/python3 scripts/gen_protobuf_schema.py <k8s.io/api git dir> <k8s.io/apimachinery git dir> [tag]
 
 The inputs are git repositories of k8s.io/api and k8s.io/apimachinery (any clone; the tag
-defaults to v0.32.0, the API of Kubernetes 1.32; the admission policy packages are read at
+defaults to v0.32.0, the API of Kubernetes 1.32; the admission policy and networking packages are read at
 v0.34.0, as kwatch serves them). Only the Go struct tags of their types.go files
 are read: every field's JSON name (and whether JSON omits it when empty), its Go type (a pointer
 keeps a set zero) and its `protobuf:"<wire>,<number>,..."` tag: facts of the wire contract. The
@@ -47,7 +47,8 @@ API_PACKAGES = {
 }
 # Packages read at another tag than the default, and the kinds of theirs kwatch serves: the
 # admission policies as kube 1.34 serves them.
-PACKAGE_TAGS = {"admissionregistration/v1": "v0.34.0", "admissionregistration/v1beta1": "v0.34.0"}
+PACKAGE_TAGS = {"admissionregistration/v1": "v0.34.0", "admissionregistration/v1beta1": "v0.34.0",
+                "networking/v1": "v0.34.0"}
 SERVED_KINDS = {
     "admissionregistration/v1": {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
     "admissionregistration/v1beta1": {"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"},

@@ -1,0 +1,225 @@
+"""networking.k8s.io/v1 ServiceCIDRs and IPAddresses as kube 1.34 keeps them: the `kubernetes`
+ServiceCIDR from --service-cluster-ip-range with its finalizer and Ready condition, an IPAddress
+per cluster IP (created with the Service, deleted with it, none on a dry run), a ServiceCIDR an
+administrator adds widening what Services may ask for, one being deleted kept while a Service
+holds an address only it covers (Ready False, Terminating), kube's refusals word for word, and
+an IPAddress deleted by hand recreated at the next start.
+
+Usage: service_cidrs_test.py <path to kwatch-apiserver>
+"""
+import json
+import os
+import sys
+
+from harness import Checks, Server, TempDir, kubectl_runner, wait_for
+
+GROUP = "/apis/networking.k8s.io/v1"
+SVCS = "/api/v1/namespaces/default/services"
+
+
+def service(name, **spec):
+    spec.setdefault("ports", [{"port": 80}])
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": spec}
+
+
+def message(body):
+    return body.get("message", "") if isinstance(body, dict) else str(body)
+
+
+def get(server, path):
+    status, body = server.request("GET", path)
+    return body if status == 200 else None
+
+
+def ready_condition(cidr):
+    for c in (cidr or {}).get("status", {}).get("conditions", []):
+        if c.get("type") == "Ready":
+            return c
+    return None
+
+
+def default_range(t, server):
+    cidr = wait_for(lambda: (lambda c: c if ready_condition(c) else None)(
+        get(server, f"{GROUP}/servicecidrs/kubernetes")), what="the default ServiceCIDR's Ready")
+    t.check("the kubernetes ServiceCIDR holds --service-cluster-ip-range",
+            cidr["spec"] == {"cidrs": ["10.0.0.0/24"]}, cidr)
+    t.check("it carries kube's finalizer",
+            cidr["metadata"].get("finalizers") == ["networking.k8s.io/service-cidr-finalizer"], cidr)
+    cond = ready_condition(cidr)
+    t.check("and a True Ready condition", cond["status"] == "True"
+            and cond["message"] == "Kubernetes Service CIDR is ready", cond)
+    ip = get(server, f"{GROUP}/ipaddresses/10.0.0.1")
+    t.check("the kubernetes Service's address is an IPAddress pointing at it",
+            ip is not None and ip["spec"]["parentRef"] == {
+                "resource": "services", "namespace": "default", "name": "kubernetes"}
+            and ip["metadata"]["labels"] == {"ipaddress.kubernetes.io/ip-family": "IPv4",
+                                             "ipaddress.kubernetes.io/managed-by": "ipallocator.k8s.io"},
+            ip)
+
+
+def addresses_follow_services(t, server):
+    status, svc = server.request("POST", SVCS, body=service("web"))
+    t.check("a Service is created", status == 201, svc)
+    ip = svc.get("spec", {}).get("clusterIP", "")
+    held = get(server, f"{GROUP}/ipaddresses/{ip}")
+    t.check("its cluster IP is an IPAddress naming it",
+            held is not None and held["spec"]["parentRef"]["name"] == "web", held)
+    status, body = server.request("POST", SVCS, body=service("web2", clusterIP=ip))
+    t.check("another Service asking for it is refused as kube words it",
+            status == 422 and message(body) == (
+                f'Service "web2" is invalid: spec.clusterIPs: Invalid value: []string{{"{ip}"}}: '
+                f"failed to allocate IP {ip}: provided IP is already allocated"), body)
+    status, _ = server.request("DELETE", f"{SVCS}/web")
+    t.check("the Service is deleted", status == 200)
+    t.check("and its IPAddress with it",
+            wait_for(lambda: server.request("GET", f"{GROUP}/ipaddresses/{ip}")[0] == 404,
+                     what="the IPAddress's deletion"))
+    status, body = server.request("GET", f"{GROUP}/ipaddresses")
+    before = len(body["items"])
+    status, svc = server.request("POST", SVCS + "?dryRun=All", body=service("dry"))
+    t.check("a dry-run create shows an address", status == 201 and svc["spec"].get("clusterIP"), svc)
+    status, body = server.request("GET", f"{GROUP}/ipaddresses")
+    t.check("and writes no IPAddress", len(body["items"]) == before, body["items"])
+    status, body = server.request("POST", SVCS, body=service("far", clusterIP="10.5.0.10"))
+    t.check("an address outside every ServiceCIDR is refused as kube words it",
+            status == 422 and message(body) == (
+                'Service "far" is invalid: spec.clusterIPs: Invalid value: []string{"10.5.0.10"}: '
+                "failed to allocate IP 10.5.0.10: the provided network does not match the current "
+                "range"), body)
+    status, body = server.request("POST", SVCS, body=service("edge", clusterIP="10.0.0.255"))
+    t.check("the broadcast address is not in the valid range",
+            status == 422 and "the provided IP (10.0.0.255) is not in the valid range. The range "
+            "of valid IPs is 10.0.0.0/24" in message(body), body)
+
+
+def added_range(t, server, kc):
+    extra = {"apiVersion": "networking.k8s.io/v1", "kind": "ServiceCIDR",
+             "metadata": {"name": "extra"}, "spec": {"cidrs": ["10.5.0.0/24"]}}
+    if kc is not None:
+        code, out = kc("create", "-f", "-", stdin=json.dumps(extra))
+        t.check("kubectl creates a ServiceCIDR", code == 0, out)
+    else:
+        status, body = server.request("POST", f"{GROUP}/servicecidrs", body=extra)
+        t.check("a ServiceCIDR is created", status == 201, body)
+    wait_for(lambda: ready_condition(get(server, f"{GROUP}/servicecidrs/extra")),
+             what="the added ServiceCIDR's Ready")
+    status, svc = wait_for(lambda: (lambda r: r if r[0] == 201 else None)(
+        server.request("POST", SVCS, body=service("far", clusterIP="10.5.0.10"))),
+        what="an address of the added range")
+    t.check("a Service may ask for an address of the added range",
+            svc["spec"]["clusterIPs"] == ["10.5.0.10"], svc)
+    if kc is not None:
+        code, out = kc("get", "servicecidrs")
+        lines = out.splitlines()
+        t.check("kubectl get servicecidrs shows kube's columns",
+                code == 0 and lines[0].split() == ["NAME", "CIDRS", "AGE"]
+                and any(line.split()[:2] == ["extra", "10.5.0.0/24"] for line in lines)
+                and any(line.split()[:2] == ["kubernetes", "10.0.0.0/24"] for line in lines), out)
+        code, out = kc("get", "ipaddresses", "10.5.0.10")
+        lines = out.splitlines()
+        t.check("kubectl get ipaddresses shows kube's columns",
+                code == 0 and lines[0].split() == ["NAME", "PARENTREF"]
+                and lines[1].split() == ["10.5.0.10", "services/default/far"], out)
+        code, out = kc("get", "ip")
+        t.check("`ip` is the short name of ipaddresses", code == 0 and "10.0.0.1" in out, out)
+
+    status, body = server.request("DELETE", f"{GROUP}/servicecidrs/extra")
+    t.check("deleting a ServiceCIDR that holds a Service's address is accepted", status == 200, body)
+    cidr = wait_for(lambda: (lambda c: c if c and (ready_condition(c) or {}).get("status") == "False"
+                             else None)(get(server, f"{GROUP}/servicecidrs/extra")),
+                    what="the Terminating condition")
+    cond = ready_condition(cidr)
+    t.check("it stays, Ready False with reason Terminating",
+            cidr["metadata"].get("deletionTimestamp") and cond["reason"] == "Terminating"
+            and cond["message"] == "There are still IPAddresses referencing the ServiceCIDR, please "
+            "remove them or create a new ServiceCIDR", cidr)
+    status, body = server.request("POST", SVCS, body=service("late", clusterIP="10.5.0.11"))
+    t.check("a range being deleted gives no new address",
+            status == 422 and "the provided network does not match the current range" in message(body),
+            body)
+    server.request("DELETE", f"{SVCS}/far")
+    t.check("once the Service is gone, the ServiceCIDR goes (after kube's 10 s grace)",
+            wait_for(lambda: server.request("GET", f"{GROUP}/servicecidrs/extra")[0] == 404,
+                     timeout=30, what="the ServiceCIDR's deletion"))
+
+
+def refusals(t, server):
+    status, body = server.request("POST", f"{GROUP}/servicecidrs", body={
+        "apiVersion": "networking.k8s.io/v1", "kind": "ServiceCIDR", "metadata": {"name": "two"},
+        "spec": {"cidrs": ["10.6.0.0/24", "10.7.0.0/24"]}})
+    t.check("two IPv4 ranges are refused as kube words it",
+            status == 422 and message(body) == (
+                'ServiceCIDR.networking.k8s.io "two" is invalid: spec.cidrs: Invalid value: '
+                '[]string{"10.6.0.0/24", "10.7.0.0/24"}: may specify no more than one IP for each '
+                "IP family, i.e 192.168.0.0/24 and 2001:db8::/64"), body)
+    status, body = server.request("POST", f"{GROUP}/servicecidrs", body={
+        "apiVersion": "networking.k8s.io/v1", "kind": "ServiceCIDR", "metadata": {"name": "loose"},
+        "spec": {"cidrs": ["10.6.0.1/24"]}})
+    t.check("a range with host bits is refused",
+            status == 422 and "must not have bits set beyond the prefix length" in message(body), body)
+    status, body = server.request("PUT", f"{GROUP}/servicecidrs/kubernetes", body=dict(
+        get(server, f"{GROUP}/servicecidrs/kubernetes"), spec={"cidrs": ["10.9.0.0/24"]}))
+    t.check("a ServiceCIDR's range is immutable",
+            status == 422 and 'spec.cidrs[0]: Invalid value: "10.9.0.0/24": field is immutable'
+            in message(body), body)
+    manual = {"apiVersion": "networking.k8s.io/v1", "kind": "IPAddress",
+              "metadata": {"name": "192.168.1.010"},
+              "spec": {"parentRef": {"group": "gateway.networking.k8s.io", "resource": "gateways",
+                                     "namespace": "default", "name": "gw"}}}
+    status, body = server.request("POST", f"{GROUP}/ipaddresses", body=manual)
+    t.check("an IPAddress name that is no canonical address is refused",
+            status == 422 and 'metadata.name: Invalid value: "192.168.1.010": must not have '
+            "leading 0s" in message(body), body)
+    manual["metadata"]["name"] = "192.168.1.10"
+    status, body = server.request("POST", f"{GROUP}/ipaddresses", body=manual)
+    t.check("an IPAddress for another kind of parent is stored", status == 201, body)
+    changed = dict(body, spec={"parentRef": dict(manual["spec"]["parentRef"], name="other")})
+    status, body = server.request("PUT", f"{GROUP}/ipaddresses/192.168.1.10", body=changed)
+    t.check("its parentRef is immutable",
+            status == 422 and "spec.parentRef: Invalid value: networking.ParentReference{Group:"
+            '"gateway.networking.k8s.io", Resource:"gateways", Namespace:"default", Name:"other"}: '
+            "field is immutable" in message(body), body)
+
+
+def repaired_at_start(t, binary, tmp):
+    data = os.path.join(tmp, "restart")
+    server = Server(binary, data_dir=data).start()
+    try:
+        status, svc = server.request("POST", SVCS, body=service("kept"))
+        ip = svc["spec"]["clusterIP"]
+        status, body = server.request("DELETE", f"{GROUP}/ipaddresses/{ip}")
+        t.check("an IPAddress can be deleted by hand", status == 200, body)
+    finally:
+        server.stop()
+    server = Server(binary, data_dir=data).start()
+    try:
+        held = wait_for(lambda: get(server, f"{GROUP}/ipaddresses/{ip}"), timeout=15,
+                        what="the repaired IPAddress")
+        t.check("the next start gives the Service's address its IPAddress again",
+                held["spec"]["parentRef"]["name"] == "kept", held)
+        status, body = server.request("POST", SVCS, body=service("thief", clusterIP=ip))
+        t.check("and nobody else gets it", status == 422, body)
+        t.check("server alive after restart", server.alive())
+    finally:
+        server.stop()
+
+
+def main():
+    binary = sys.argv[1]
+    t = Checks()
+    with TempDir() as tmp:
+        server = Server(binary).start()
+        try:
+            default_range(t, server)
+            addresses_follow_services(t, server)
+            added_range(t, server, kubectl_runner(server, tmp))
+            refusals(t, server)
+            t.check("server alive", server.alive())
+        finally:
+            server.stop()
+        repaired_at_start(t, binary, tmp)
+    t.finish()
+
+
+if __name__ == "__main__":
+    main()
