@@ -445,6 +445,15 @@ ApiResult<json::object> apply_patch(const ResourceInfo& info, PatchType type,
           info.patch_schema ? *info.patch_schema : builtin_patch_schema(info.group, info.kind);
       auto r = apply_strategic_merge_patch(current, patch, schema);
       if (!r) return r.error();
+      // kube decodes the merged map into the kind's Go type: a value of the wrong shape is its
+      // 422 naming the patch (as Go's %+v prints it), before any validation.
+      if (info.schema) {
+        if (auto wrong = info.schema->go_conversion_error(*r)) {
+          const std::string shown = apimachinery::go_quote(schema::go_print(patch));
+          return ApiError(Errc::invalid, " \"\" is invalid: patch: Invalid value: " + shown + ": " + *wrong,
+                          {{"FieldValueInvalid", "Invalid value: " + shown + ": " + *wrong, "patch"}});
+        }
+      }
       patched = std::move(*r);
       break;
     }

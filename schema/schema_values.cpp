@@ -1050,6 +1050,94 @@ std::vector<std::string> StructuralSchema::prune(json::value& value) const {
   return paths;
 }
 
+namespace {
+
+// The reflect.Kind name Go gives a decoded JSON value (kube decodes whole numbers as int64).
+std::string_view go_kind(const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::bool_: return "bool";
+    case json::kind::string: return "string";
+    case json::kind::array: return "slice";
+    case json::kind::object: return "map";
+    case json::kind::double_: return "float64";
+    case json::kind::uint64: return "uint64";
+    default: return "int64";
+  }
+}
+
+std::optional<std::string> conversion_error(const json::value& value, const SchemaNode* node,
+                                            std::size_t depth) {
+  if (node == nullptr || value.is_null() || depth > kMaxValueDepth) return std::nullopt;
+  if (node->int_or_string || node->preserve_unknown) return std::nullopt;
+  if (node->type == "object") {
+    const bool is_struct = !node->properties.empty();
+    const bool is_map = node->additional == Additional::schema || node->additional == Additional::allow;
+    if (!value.is_object()) {
+      if (is_struct) return "cannot restore struct from: " + std::string(go_kind(value));
+      if (is_map) return "cannot restore map from " + std::string(go_kind(value));
+      return std::nullopt;
+    }
+    const json::object& obj = value.get_object();
+    if (is_struct) {
+      for (const auto& p : node->properties) {
+        if (const json::value* v = obj.if_contains(p.name)) {
+          if (auto e = conversion_error(*v, p.node, depth + 1)) return e;
+        }
+      }
+    } else if (node->additional == Additional::schema) {
+      for (const auto& [k, v] : obj) {
+        if (auto e = conversion_error(v, node->additional_schema, depth + 1)) return e;
+      }
+    }
+    return std::nullopt;
+  }
+  if (node->type == "array") {
+    if (!value.is_array()) return "cannot restore slice from " + std::string(go_kind(value));
+    for (const auto& item : value.get_array()) {
+      if (auto e = conversion_error(item, node->items, depth + 1)) return e;
+    }
+  }
+  return std::nullopt;
+}
+
+// ObjectMeta, which the kinds' schemas leave to the scheme: its maps and lists in Go's field
+// order (labels, annotations, ownerReferences, finalizers, managedFields).
+std::optional<std::string> object_meta_error(const json::value& meta) {
+  if (meta.is_null()) return std::nullopt;
+  if (!meta.is_object()) return "cannot restore struct from: " + std::string(go_kind(meta));
+  const json::object& m = meta.get_object();
+  for (std::string_view key : {"labels", "annotations"}) {
+    const json::value* v = m.if_contains(key);
+    if (v != nullptr && !v->is_null() && !v->is_object()) {
+      return "cannot restore map from " + std::string(go_kind(*v));
+    }
+  }
+  for (std::string_view key : {"ownerReferences", "finalizers", "managedFields"}) {
+    const json::value* v = m.if_contains(key);
+    if (v == nullptr || v->is_null()) continue;
+    if (!v->is_array()) return "cannot restore slice from " + std::string(go_kind(*v));
+    if (key == "finalizers") continue;
+    for (const auto& item : v->get_array()) {
+      if (!item.is_null() && !item.is_object()) {
+        return "cannot restore struct from: " + std::string(go_kind(item));
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> StructuralSchema::go_conversion_error(const json::value& value) const {
+  // The embedded TypeMeta and ObjectMeta come first in every kind's Go type.
+  if (const json::object* obj = value.if_object()) {
+    if (const json::value* meta = obj->if_contains("metadata")) {
+      if (auto e = object_meta_error(*meta)) return e;
+    }
+  }
+  return conversion_error(value, tree_->root, 0);
+}
+
 void StructuralSchema::apply_defaults(json::value& value) const {
   apply_defaults_to(value, tree_->root, 0);
 }

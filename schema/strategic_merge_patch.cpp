@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <cassert>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -81,17 +82,34 @@ std::vector<std::string> split_path(std::string_view path) {
 
 // ---- Go-style rendering, for the texts of the errors kube reports ----
 
-std::string go_format(const json::value& v);
+std::string go_format(const json::value& v) { return go_print(v); }
 
 std::string go_number(const json::value& v) {
   if (v.is_int64()) return std::to_string(v.get_int64());
   if (v.is_uint64()) return std::to_string(v.get_uint64());
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v.get_double());
-  return buf;
+  // fmt's %v of a float64: the shortest digits that read back, in %e form when the exponent is
+  // below -4 or at least 21, with at least two exponent digits.
+  const double d = v.get_double();
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
+  if (ec != std::errc()) return "0";
+  std::string sci(buf, end);
+  const auto e = sci.find('e');
+  const int exponent = std::stoi(sci.substr(e + 1));
+  if (exponent < -4 || exponent >= 21) {
+    std::string mantissa = sci.substr(0, e);
+    const char sign = exponent < 0 ? '-' : '+';
+    std::string digits = std::to_string(exponent < 0 ? -exponent : exponent);
+    if (digits.size() < 2) digits = "0" + digits;
+    return mantissa + "e" + sign + digits;
+  }
+  auto [fend, fec] = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::fixed);
+  return fec == std::errc() ? std::string(buf, fend) : sci;
 }
 
-std::string go_format(const json::value& v) {
+}  // namespace
+
+std::string go_print(const json::value& v) {
   switch (v.kind()) {
     case json::kind::null: return "<nil>";
     case json::kind::bool_: return v.get_bool() ? "true" : "false";
@@ -102,7 +120,7 @@ std::string go_format(const json::value& v) {
       for (const auto& e : v.get_array()) {
         if (!first) out += ' ';
         first = false;
-        out += go_format(e);
+        out += go_print(e);
       }
       return out + "]";
     }
@@ -119,13 +137,15 @@ std::string go_format(const json::value& v) {
         first = false;
         out += k;
         out += ':';
-        out += go_format(*m);
+        out += go_print(*m);
       }
       return out + "]";
     }
     default: return go_number(v);
   }
 }
+
+namespace {
 
 std::string go_type(const json::value& v) {
   switch (v.kind()) {

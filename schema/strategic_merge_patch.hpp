@@ -17,7 +17,9 @@
 // list without a declared merge strategy; failures kube reports as 500 are Errc::bad_request;
 // merge-key values, set members and order entries are equal when their JSON values are (numbers
 // by mathematical value: 1 and 1.0 are one key, where kube tells int64 from float64; 1 and "1"
-// differ as in kube; objects regardless of member order).
+// differ as in kube; objects regardless of member order). The typed decoding's refusal of a
+// value of the wrong shape is StructuralSchema::go_conversion_error, which the registry asks
+// after the merge.
 //
 // Cost: expected O(size of original + patch) time whatever the lists hold (list operations go
 // through hash tables keyed per process, so crafted collisions cannot make them quadratic);
@@ -53,6 +55,11 @@ struct PatchRule {
 namespace detail {
 struct PatchSchemaNode;
 }
+
+// A decoded JSON value as Go's %v (and %+v) prints it, as kube's messages show patches: maps as
+// `map[k:v ...]` with sorted keys, lists as `[a b]`, strings bare, numbers as int64 and float64
+// print, null as `<nil>`.
+std::string go_print(const boost::json::value& v);
 
 // Patch metadata per field path. Paths are dotted field names from the object root; `[]` after
 // a field steps into the elements of that list: "spec.containers", "spec.containers[].ports".

@@ -56,6 +56,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -186,6 +187,14 @@ class StructuralSchema {
   // keeps what it covers). Returns the removed fields' paths, sorted, in kube's notation
   // (`spec.bogus`, `spec.containers[0].bogus`) for `unknown field "..."` messages.
   std::vector<std::string> prune(boost::json::value& value) const;
+
+  // Where `value` cannot become kube's Go type, as kube's unstructured converter words it after a
+  // strategic merge patch: an object where the schema has a struct (properties) or a map
+  // (additionalProperties), a list where it has a list — `cannot restore struct from: string`,
+  // `cannot restore map from int64`, `cannot restore slice from map` — at the first such place
+  // (struct fields in declaration order); nullopt when there is none. Nodes without a type,
+  // preserving unknown fields or int-or-string are not looked into.
+  std::optional<std::string> go_conversion_error(const boost::json::value& value) const;
 
   // kube's structural defaulting: first drops nulls of fields that are neither nullable nor
   // defaulted, then sets the defaults of absent fields (and of non-nullable nulls), recursively,

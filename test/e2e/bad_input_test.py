@@ -213,6 +213,23 @@ def main():
                    headers={"Content-Type": "application/merge-patch+json"})
             expect("strategic patch garbage", "PATCH", f"{CM}/base", 400, "BadRequest",
                    body='{"data":', headers={"Content-Type": "application/strategic-merge-patch+json"})
+            # kube decodes a strategic merge patch's result into the kind's Go type: a value of
+            # the wrong shape is its 422 naming the patch as Go prints it.
+            smp = {"Content-Type": "application/strategic-merge-patch+json"}
+            for what, body, detail in [
+                    ("a map turned into a string", '{"data":"x"}',
+                     '"map[data:x]": cannot restore map from string'),
+                    ("a struct turned into a list", '{"metadata":[1,2.5,true]}',
+                     '"map[metadata:[1 2.5 true]]": cannot restore struct from: slice'),
+                    ("labels turned into a number", '{"metadata":{"labels":7}}',
+                     '"map[metadata:map[labels:7]]": cannot restore map from int64')]:
+                status, body = server.request("PATCH", f"{CM}/base", body=body, headers=smp)
+                t.check(f"strategic patch: {what} is kube's 422",
+                        status == 422 and body.get("reason") == "Invalid"
+                        and body.get("message") == ' "" is invalid: patch: Invalid value: ' + detail
+                        and body.get("details", {}).get("causes") == [
+                            {"reason": "FieldValueInvalid", "message": "Invalid value: " + detail,
+                             "field": "patch"}], body)
 
             # Garbage on the socket
             for raw in [b"GARBAGE\r\n\r\n", b"GET / HTTP/9.9\r\n\r\n", b"\x16\x03\x01\x00\x05hello",

@@ -81,6 +81,8 @@ const std::vector<std::tuple<std::string, std::string, std::string>> kKinds = {
     {"certificates.k8s.io", "v1", "CertificateSigningRequest"},
     {"flowcontrol.apiserver.k8s.io", "v1", "FlowSchema"},
     {"flowcontrol.apiserver.k8s.io", "v1", "PriorityLevelConfiguration"},
+    {"networking.k8s.io", "v1", "ServiceCIDR"},
+    {"networking.k8s.io", "v1", "IPAddress"},
 };
 
 Schema compile_kind(std::string_view group, std::string_view kind) {
@@ -542,3 +544,31 @@ TEST(BuiltinSchemas, LoadRefusesDanglingReferencesAndUnknownTypes) {
 
 }  // namespace
 }  // namespace kwatch::schema
+
+namespace kwatch::schema {
+namespace {
+
+// Where a merged object cannot become the kind's Go type, as kube's converter says it.
+TEST(GoConversion, FindsTheFirstValueOfTheWrongShape) {
+  Schema pod = compile_kind("", "Pod");
+  ASSERT_NE(pod, nullptr);
+  auto error = [&](std::string_view text) {
+    return pod->go_conversion_error(boost::json::parse(text)).value_or("none");
+  };
+  EXPECT_EQ(error(R"({"metadata":{"name":"p","labels":{"a":"b"}},"spec":{"containers":[{"name":"c","image":"i"}]}})"),
+            "none");
+  EXPECT_EQ(error(R"({"spec":"x"})"), "cannot restore struct from: string");
+  EXPECT_EQ(error(R"({"spec":{"containers":"x"}})"), "cannot restore slice from string");
+  EXPECT_EQ(error(R"({"spec":{"containers":[7]}})"), "cannot restore struct from: int64");
+  EXPECT_EQ(error(R"({"spec":{"nodeSelector":[1]}})"), "cannot restore map from slice");
+  EXPECT_EQ(error(R"({"metadata":{"labels":7},"spec":"x"})"), "cannot restore map from int64");
+  EXPECT_EQ(error(R"({"metadata":{"finalizers":"f"}})"), "cannot restore slice from string");
+  EXPECT_EQ(error(R"({"metadata":true})"), "cannot restore struct from: bool");
+  // Primitives and int-or-string are left to validation; nulls are absent values.
+  EXPECT_EQ(error(R"({"spec":{"containers":[{"name":1.5,"ports":[{"containerPort":"x"}]}],"volumes":null}})"),
+            "none");
+}
+
+}  // namespace
+}  // namespace kwatch::schema
+

@@ -414,3 +414,19 @@ TEST(PatchSchema, CustomSchemasDriveTheMerge) {
 
 }  // namespace
 }  // namespace kwatch::schema
+
+namespace kwatch::schema {
+namespace {
+
+TEST(GoPrint, PrintsDecodedJsonAsGosPercentV) {
+  auto p = [](std::string_view text) { return go_print(boost::json::parse(text)); };
+  EXPECT_EQ(p(R"({"data":"x"})"), "map[data:x]");
+  EXPECT_EQ(p(R"({"b":[1,"two",true,null],"a":{"z":1,"y":{}}})"),
+            "map[a:map[y:map[] z:1] b:[1 two true <nil>]]");
+  // float64 as %v prints it: shortest digits, %e below 1e-4 and from 1e21.
+  EXPECT_EQ(p("[1.5, 0.1, 100000.5, 1e21, 1e20, 0.00001, 0.0001, -2.5e-7]"),
+            "[1.5 0.1 100000.5 1e+21 100000000000000000000 1e-05 0.0001 -2.5e-07]");
+}
+
+}  // namespace
+}  // namespace kwatch::schema
