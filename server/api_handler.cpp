@@ -219,6 +219,10 @@ asio::awaitable<ApiResponse> ApiHandler::serve_api(Exchange& ex) {
 asio::awaitable<ApiResponse> ApiHandler::serve_resource(Exchange& ex) {
   const ApiRequest& request = ex.request;
   Route& route = ex.route;
+  const auto& seg = ex.url.segments;
+  if (seg.size() >= 3 && seg[0] == "api" && seg[1] == "v1" && seg[2] == "componentstatuses") {
+    co_return co_await serve_component_statuses(ex);
+  }
   if (!find_resource_route(request, ex.url, route)) co_return not_found_path();
   if (auth::authorizes(access_) || ex.audit) {
     auth::RequestAttributes a = resource_attributes(request, ex.url, *route.info, route.ns,

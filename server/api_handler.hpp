@@ -183,6 +183,8 @@ class ApiHandler {
   boost::asio::awaitable<ApiResponse> serve_path(Exchange& exchange);
   boost::asio::awaitable<ApiResponse> serve_api(Exchange& exchange);
   boost::asio::awaitable<ApiResponse> serve_resource(Exchange& exchange);
+  // GET /api/v1/componentstatuses[/<name>] (server/handle_component_status.cpp).
+  boost::asio::awaitable<ApiResponse> serve_component_statuses(Exchange& exchange);
   boost::asio::awaitable<ApiResponse> serve_audited(ApiRequest request);
   // /livez, /readyz, /healthz and their single checks (server/health_checks.hpp).
   boost::asio::awaitable<ApiResponse> serve_health(Url url);

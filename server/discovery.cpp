@@ -41,16 +41,21 @@ json::object group_entry(const std::string& group, const std::string& version) {
                       {"preferredVersion", gv}};
 }
 
-// Resources that are not stored but answered, create only: the reviews, in groups of their own,
-// and the core group's legacy `bindings` (server/handle_subresources.cpp).
+// Resources that are not stored but answered: the reviews (create only), in groups of their own,
+// the core group's legacy `bindings` (server/handle_subresources.cpp), and the read-only
+// `componentstatuses` (server/handle_component_status.cpp).
 struct ReviewResource {
   const char* group;
   const char* resource;
   const char* kind;
   bool namespaced;
+  bool read_only = false;  // get and list, not create
+  const char* singular = "";
+  const char* short_name = nullptr;
 };
 constexpr ReviewResource kReviews[] = {
     {"", "bindings", "Binding", true},
+    {"", "componentstatuses", "ComponentStatus", false, true, "componentstatus", "cs"},
     {"authentication.k8s.io", "selfsubjectreviews", "SelfSubjectReview", false},
     {"authentication.k8s.io", "tokenreviews", "TokenReview", false},
     {"authorization.k8s.io", "localsubjectaccessreviews", "LocalSubjectAccessReview", true},
@@ -88,11 +93,14 @@ json::array review_entries(std::string_view group, std::string_view version) {
   if (version != "v1") return out;
   for (const auto& review : kReviews) {
     if (group != review.group) continue;
-    out.push_back(json::object{{"name", review.resource},
-                               {"singularName", ""},
-                               {"namespaced", review.namespaced},
-                               {"kind", review.kind},
-                               {"verbs", json::array{"create"}}});
+    json::object entry{{"name", review.resource},
+                       {"singularName", review.singular},
+                       {"namespaced", review.namespaced},
+                       {"kind", review.kind},
+                       {"verbs", review.read_only ? json::array{"get", "list"}
+                                                  : json::array{"create"}}};
+    if (review.short_name != nullptr) entry["shortNames"] = json::array{review.short_name};
+    out.push_back(std::move(entry));
   }
   return out;
 }
@@ -235,13 +243,15 @@ json::object aggregated_discovery(const Scheme& scheme, bool core) {
     json::array resources;
     for (const auto& entry : review_entries(gv.group, gv.version)) {
       const json::object& e = entry.as_object();
-      resources.push_back(json::object{
+      json::object resource{
           {"resource", e.at("name")},
           {"responseKind", json::object{{"group", gv.group}, {"version", gv.version},
                                         {"kind", e.at("kind")}}},
           {"scope", e.at("namespaced").as_bool() ? "Namespaced" : "Cluster"},
-          {"singularResource", ""},
-          {"verbs", json::array{"create"}}});
+          {"singularResource", e.at("singularName")},
+          {"verbs", e.at("verbs")}};
+      if (const json::value* s = e.if_contains("shortNames")) resource["shortNames"] = *s;
+      resources.push_back(std::move(resource));
     }
     for (const auto& r : scheme.resources(gv.group, gv.version)) {
       json::object kind{{"group", r->group}, {"version", r->version}, {"kind", r->kind}};

@@ -51,6 +51,14 @@ def main():
                     'cannot get path "/metrics"' in body.get("message", ""), body)
             status, _ = call(server, "GET", "/api/v1/namespaces/default/secrets", token="admin-token")
             t.check("system:masters may do anything", status == 200, status)
+            status, body = call(server, "GET", "/api/v1/componentstatuses", token="alice-token")
+            t.check("componentstatuses are authorized like any resource: 403 for alice",
+                    status == 403 and body.get("message") == 'componentstatuses is forbidden: User '
+                    '"alice" cannot list resource "componentstatuses" in API group "" at the cluster '
+                    'scope', body)
+            status, body = call(server, "GET", "/api/v1/componentstatuses/etcd-0", token="admin-token")
+            t.check("and served to system:masters", status == 200 and body.get("kind") == "ComponentStatus",
+                    body)
 
             review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
                       "spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}}}
