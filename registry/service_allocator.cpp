@@ -360,8 +360,10 @@ boost::asio::awaitable<std::optional<ApiError>> ServiceAllocator::allocate_clust
   }
   const std::vector<ServiceCidrRange> cidrs = service_cidrs();
   // The usable addresses of a range: all but its network and broadcast addresses.
+  // (A /0 holds 2^32 addresses: counted in 64 bits, and at most 2^32 - 2 usable.)
   auto usable_of = [](const apimachinery::IpPrefix& p) -> std::uint32_t {
-    return p.bits >= 31 ? 0 : (std::uint32_t{1} << (32 - p.bits)) - 2;
+    if (p.bits >= 31) return 0;
+    return static_cast<std::uint32_t>((std::uint64_t{1} << (32 - p.bits)) - 2);
   };
   auto base_of = [](const apimachinery::IpPrefix& p) {
     return (std::uint32_t{p.address.bytes[0]} << 24) | (std::uint32_t{p.address.bytes[1]} << 16) |

@@ -181,6 +181,25 @@ def refusals(t, server):
             "field is immutable" in message(body), body)
 
 
+def whole_space(t, server):
+    status, body = server.request("POST", f"{GROUP}/servicecidrs", body={
+        "apiVersion": "networking.k8s.io/v1", "kind": "ServiceCIDR", "metadata": {"name": "all"},
+        "spec": {"cidrs": ["0.0.0.0/0"]}})
+    t.check("an administrator may hand out the whole IPv4 space", status == 201, body)
+    wait_for(lambda: ready_condition(get(server, f"{GROUP}/servicecidrs/all")),
+             what="the whole space's Ready")
+    status, svc = server.request("POST", SVCS, body=service("anywhere", clusterIP="203.0.113.7"))
+    t.check("an address anywhere is given then", status == 201, svc)
+    status, svc = server.request("POST", SVCS, body=service("dynamic-anywhere"))
+    t.check("and dynamic ones come from it", status == 201 and svc["spec"]["clusterIP"], svc)
+    for name in ("anywhere", "dynamic-anywhere"):
+        server.request("DELETE", f"{SVCS}/{name}")
+    server.request("DELETE", f"{GROUP}/servicecidrs/all")
+    t.check("and it goes once nothing holds an address only it covers",
+            wait_for(lambda: server.request("GET", f"{GROUP}/servicecidrs/all")[0] == 404,
+                     timeout=30, what="the whole space's deletion"))
+
+
 def repaired_at_start(t, binary, tmp):
     data = os.path.join(tmp, "restart")
     server = Server(binary, data_dir=data).start()
@@ -214,6 +233,7 @@ def main():
             addresses_follow_services(t, server)
             added_range(t, server, kubectl_runner(server, tmp))
             refusals(t, server)
+            whole_space(t, server)
             t.check("server alive", server.alive())
         finally:
             server.stop()
