@@ -55,7 +55,7 @@ SERVED_KINDS = {
 # Kinds a package gained after the tag it is read at, taken from the tag that has them (their
 # own structs only; what they reference must be in the package already): storage.k8s.io/v1
 # VolumeAttributesClass, GA in kube 1.34, beside the package's other kinds as of 1.32.
-ADDED_KINDS = {}
+ADDED_KINDS = {"storage/v1": ("v0.34.0", ("VolumeAttributesClass",))}
 META = "meta/v1"
 
 # Types with a wire form of their own.
