@@ -862,8 +862,9 @@ std::vector<PrinterColumn> builtin_columns(std::string_view group, std::string_v
             computed("Limit", "string", quota_usage(true)), age_column()};
   }
   if (kind == "LimitRange" || kind == "Role" || kind == "ClusterRole" ||
-      kind == "CustomResourceDefinition") {
-    // No printer of their own: kube's default table, the creation time as written.
+      kind == "CustomResourceDefinition" || kind == "CSIStorageCapacity") {
+    // No printer of their own: kube's default table, the creation time as written. (kube's
+    // printers define columns for CSIStorageCapacity, but its storage serves the default table.)
     return {name_column(), text("Created At", ".metadata.creationTimestamp", "")};
   }
   if (kind == "Endpoints") return endpoints_columns();
@@ -981,6 +982,15 @@ std::vector<PrinterColumn> builtin_columns(std::string_view group, std::string_v
                        return json::value(boolean(o, "status.attached", false));
                      }),
             age_column()};
+  }
+  if (kind == "CSINode") {
+    return {name_column(),
+            computed("Drivers", "integer",
+                     [](const json::object& o) { return json::value(count(o, "spec.drivers")); }),
+            age_column()};
+  }
+  if (kind == "VolumeAttributesClass") {
+    return {name_column(), text("DriverName", ".driverName", ""), age_column()};
   }
   if (kind == "RuntimeClass") return {name_column(), text("Handler", ".handler", ""), age_column()};
   if (kind == "CertificateSigningRequest") {

@@ -8,6 +8,7 @@
 #include "kinds/certificate_signing_request.hpp"
 #include "kinds/flow_control.hpp"
 #include "kinds/service_addresses.hpp"
+#include "kinds/storage_kinds.hpp"
 #include "kinds/webhook_configuration.hpp"
 #include "kinds/builtin_columns.hpp"
 #include "kinds/builtin_defaults.hpp"
@@ -414,6 +415,15 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
       {.group = "storage.k8s.io", .kind = "VolumeAttachment", .resource = "volumeattachments",
        .namespaced = false, .has_status = true,
        .hooks = {.prepare_for_create = initial_status(json::object{{"attached", false}})}},
+      // No defaults, no status, no generation (kube's strategies leave it alone). A delete of a
+      // CSINode or a VolumeAttributesClass answers with the object (ReturnDeletedObject).
+      {.group = "storage.k8s.io", .kind = "CSINode", .resource = "csinodes", .namespaced = false,
+       .hooks = {.validate = validate_csi_node}, .delete_returns_object = true},
+      {.group = "storage.k8s.io", .kind = "CSIStorageCapacity",
+       .resource = "csistoragecapacities", .hooks = {.validate = validate_csi_storage_capacity}},
+      {.group = "storage.k8s.io", .kind = "VolumeAttributesClass",
+       .resource = "volumeattributesclasses", .namespaced = false, .short_names = {"vac"},
+       .hooks = {.validate = validate_volume_attributes_class}, .delete_returns_object = true},
       {.group = "node.k8s.io", .kind = "RuntimeClass", .resource = "runtimeclasses",
        .namespaced = false},
       // ---- the rest ----

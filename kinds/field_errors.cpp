@@ -82,6 +82,12 @@ void too_many(Causes& causes, std::string field, std::size_t actual, std::size_t
       std::move(field));
 }
 
+void too_long(Causes& causes, std::string field, std::size_t limit) {
+  add(causes, "FieldValueTooLong",
+      "Too long: may not be more than " + std::to_string(limit) + (limit == 1 ? " byte" : " bytes"),
+      std::move(field));
+}
+
 void immutable(Causes& causes, std::string field, const std::string& shown) {
   invalid(causes, std::move(field), shown, "field is immutable");
 }

@@ -31,6 +31,8 @@ void not_supported(Causes& causes, std::string field, const std::string& value,
                    std::initializer_list<std::string_view> supported);
 void duplicate(Causes& causes, std::string field, const std::string& shown);
 void too_many(Causes& causes, std::string field, std::size_t actual, std::size_t limit);
+// field.TooLong: `Too long: may not be more than <limit> bytes` (kube leaves the value out).
+void too_long(Causes& causes, std::string field, std::size_t limit);
 // ValidateImmutableField: `<field>: Invalid value: <new>: field is immutable`.
 void immutable(Causes& causes, std::string field, const std::string& shown);
 

@@ -53,6 +53,10 @@ SERVED_KINDS = {
     "admissionregistration/v1": {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
     "admissionregistration/v1beta1": {"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"},
 }
+# Kinds a package gained after the tag it is read at, taken from the tag that has them (their
+# own structs only; what they reference must be in the package already): storage.k8s.io/v1
+# VolumeAttributesClass, GA in kube 1.34, beside the package's other kinds as of 1.32.
+ADDED_KINDS = {"storage/v1": ("v0.34.0", ("VolumeAttributesClass",))}
 META = "meta/v1"
 
 # Types with a wire form of their own.
@@ -117,6 +121,10 @@ def main():
     packages = {}
     for key in API_PACKAGES:
         packages[key] = Package(key, git_show(api, PACKAGE_TAGS.get(key, tag), f"{key}/types.go"))
+    for key, (added_tag, names) in ADDED_KINDS.items():
+        later = Package(key, git_show(api, added_tag, f"{key}/types.go"))
+        for name in names:
+            packages[key].structs[name] = later.structs[name]
     meta = "".join(git_show(machinery, tag, f"pkg/apis/meta/v1/{f}")
                    for f in ("types.go", "time.go", "micro_time.go"))
     packages[META] = Package(META, meta)
@@ -167,7 +175,8 @@ def main():
         pkg = packages[key]
         fields = []
         for go_name, go_type, tag_text in pkg.structs[name]:
-            pb = re.search(r'protobuf:"(\w+),(\d+),(\w+)(?:,[^"]*)?"', tag_text)
+            # `bytes,3,opt,name=x`, and `bytes,3,name=x` where the tag leaves out opt/rep.
+            pb = re.search(r'protobuf:"(\w+),(\d+)(?:,[^"]*)?"', tag_text)
             js = re.search(r'json:"([^"]*)"', tag_text)
             if pb is None or js is None:
                 continue  # TypeMeta and fields that are not on the wire

@@ -62,6 +62,9 @@ const std::vector<std::tuple<std::string, std::string, std::string>> kKinds = {
     {"storage.k8s.io", "v1", "StorageClass"},
     {"storage.k8s.io", "v1", "CSIDriver"},
     {"storage.k8s.io", "v1", "VolumeAttachment"},
+    {"storage.k8s.io", "v1", "CSINode"},
+    {"storage.k8s.io", "v1", "CSIStorageCapacity"},
+    {"storage.k8s.io", "v1", "VolumeAttributesClass"},
     {"node.k8s.io", "v1", "RuntimeClass"},
     {"rbac.authorization.k8s.io", "v1", "Role"},
     {"rbac.authorization.k8s.io", "v1", "ClusterRole"},
@@ -466,6 +469,7 @@ constexpr MergeFact kMergeFacts[] = {
       {"batch", "CronJob", "spec.jobTemplate.spec.template.spec.schedulingGates", "name", false},
       {"batch", "CronJob", "spec.jobTemplate.spec.template.spec.topologySpreadConstraints", "topologyKey", false},
       {"batch", "CronJob", "spec.jobTemplate.spec.template.spec.volumes", "name", true},
+      {"storage.k8s.io", "CSINode", "spec.drivers", "name", false},
 };
 
 TEST(BuiltinSchemas, EveryKnownMergeKeyIsInTheData) {

@@ -247,6 +247,46 @@ TEST(ProtobufDecoder, QuotaBudgetAndPriorityClassFromKubectlCreate) {
   EXPECT_EQ(pc->at("preemptionPolicy"), "PreemptLowerPriority");
 }
 
+TEST(ProtobufDecoder, FieldsWhoseTagHasNoOptOrRepAreOnTheWire) {
+  // `protobuf:"bytes,3,name=storageClassName"`: no opt between the number and the name.
+  auto c = decode_protobuf_object(envelope(
+      "storage.k8s.io/v1", "CSIStorageCapacity",
+      field(1, field(1, "c") + field(3, "default")) + field(3, "fast") +
+          field(4, field(1, "100Gi"))));
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->at("storageClassName"), "fast");
+  EXPECT_EQ(c->at("capacity"), "100Gi");
+
+  // An HPA's metric: its type, and the target and resource name under it.
+  std::string target = field(1, "Utilization") + number_field(4, 80);
+  std::string metric = field(1, "Resource") + field(4, field(1, "cpu") + field(2, target));
+  std::string hpa_spec = field(1, field(1, "Deployment") + field(2, "web") + field(3, "apps/v1")) +
+                         number_field(3, 5) + field(4, metric);
+  auto hpa = decode_protobuf_object(envelope("autoscaling/v2", "HorizontalPodAutoscaler",
+                                             field(1, field(1, "h")) + field(2, hpa_spec)));
+  ASSERT_TRUE(hpa) << hpa.error().message;
+  EXPECT_EQ(hpa->at("spec").at("metrics"), json::parse(R"([{"type":"Resource","resource":{
+      "name":"cpu","target":{"type":"Utilization","averageUtilization":80}}}])"));
+}
+
+TEST(ProtobufDecoder, StorageKindsOfKube134) {
+  std::string driver = field(1, "ebs.csi.example.com") + field(2, "i-1") + field(3, "zone") +
+                       field(4, number_field(1, 25));
+  auto node = decode_protobuf_object(
+      envelope("storage.k8s.io/v1", "CSINode", field(1, field(1, "n")) + field(2, field(1, driver))));
+  ASSERT_TRUE(node) << node.error().message;
+  EXPECT_EQ(node->at("spec"), json::parse(R"({"drivers":[{"name":"ebs.csi.example.com",
+      "nodeID":"i-1","topologyKeys":["zone"],"allocatable":{"count":25}}]})"));
+
+  auto vac = decode_protobuf_object(envelope(
+      "storage.k8s.io/v1", "VolumeAttributesClass",
+      field(1, field(1, "gold")) + field(2, "ebs.csi.example.com") +
+          field(3, entry("iops", "5000"))));
+  ASSERT_TRUE(vac) << vac.error().message;
+  EXPECT_EQ(vac->at("driverName"), "ebs.csi.example.com");
+  EXPECT_EQ(vac->at("parameters"), json::parse(R"({"iops":"5000"})"));
+}
+
 TEST(ProtobufDecoder, AnAdmissionPolicysRulesAreInlineAsInJson) {
   // RuleWithOperations (field 2 of NamedRuleWithOperations) and its Rule (field 2) are inline.
   std::string rule = field(1, "apps") + field(2, "v1") + field(3, "deployments") + field(4, "*");
