@@ -20,6 +20,7 @@ using base::Errc;
 namespace detail {
 // schema/schemas/builtin.json, generated into the build tree at configure time.
 extern const std::string_view kBuiltinSchemasJson;
+extern const std::string_view kBuiltinDescriptionsJson;
 }  // namespace detail
 
 namespace {
@@ -490,6 +491,36 @@ std::optional<json::value> KindSchemas::structural_schema(std::string_view group
   return json::value(data_->structural_object(k->definition, stack, true));
 }
 
+namespace {
+
+// kube's descriptions of the built-in definitions (schema/schemas/descriptions.json), parsed
+// once: {"<definition>": {"": the type's, "<field>": the field's}}.
+const json::object& builtin_descriptions() {
+  static const json::object kDescriptions = [] {
+    boost::system::error_code ec;
+    json::value v = json::parse(detail::kBuiltinDescriptionsJson, ec);
+    return !ec && v.is_object() ? std::move(v.get_object()) : json::object();
+  }();
+  return kDescriptions;
+}
+
+// Sets the description of `definition` (the schema `s`) and of its properties, as kube publishes
+// them.
+void add_descriptions(std::string_view definition, json::object& s) {
+  const json::value* known = builtin_descriptions().if_contains(definition);
+  if (known == nullptr || !known->is_object()) return;
+  const json::object& texts = known->get_object();
+  if (const json::value* d = texts.if_contains("")) s["description"] = *d;
+  json::value* props = s.if_contains("properties");
+  if (props == nullptr || !props->is_object()) return;
+  for (auto& [field, schema] : props->get_object()) {
+    const json::value* d = texts.if_contains(field);
+    if (d != nullptr && schema.is_object()) schema.get_object()["description"] = *d;
+  }
+}
+
+}  // namespace
+
 json::object KindSchemas::openapi_components(std::string_view group,
                                              std::string_view version) const {
   group = group_key(group);
@@ -509,6 +540,7 @@ json::object KindSchemas::openapi_components(std::string_view group,
     if (!seen.insert(name).second) continue;
     const Definition& d = data_->def(name);
     json::object s = data_->openapi_definition(d);
+    add_descriptions(name, s);
     if (auto it = gvks.find(name); it != gvks.end()) {
       s["x-kubernetes-group-version-kind"] = it->second;
     }

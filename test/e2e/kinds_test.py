@@ -679,6 +679,21 @@ def check_list_files(t, server, kc, write):
     t.check("/openapi/v2 serves the kinds' definitions",
             defs.get("io.k8s.api.core.v1.ConfigMap", {}).get("x-kubernetes-group-version-kind") ==
             [{"group": "", "kind": "ConfigMap", "version": "v1"}], status)
+    config_map = defs.get("io.k8s.api.core.v1.ConfigMap", {})
+    t.check("with kube's descriptions (its doc comments)",
+            config_map.get("description") == "ConfigMap holds configuration data for pods to consume."
+            and config_map.get("properties", {}).get("immutable", {}).get("description") ==
+            "Immutable, if set to true, ensures that data stored in the ConfigMap cannot be updated "
+            "(only object metadata can be modified). If not set to true, the field can be modified "
+            "at any time. Defaulted to nil.", config_map)
+    code, out = kc("explain", "deployment.spec.replicas")
+    t.check("kubectl explain prints kube's description of a field",
+            code == 0 and "Number of desired pods. This is a pointer to distinguish between explicit "
+            "zero and not specified. Defaults to 1." in " ".join(out.split()), out)
+    code, out = kc("explain", "pods")
+    t.check("and of a kind",
+            code == 0 and "Pod is a collection of containers that can run on a host." in
+            " ".join(out.split()), out[:600])
     kc("create", "configmap", "listed-1", "--from-literal=a=1")
     kc("create", "secret", "generic", "listed-2", "--from-literal=b=2")
     code, text = kc("get", "configmap/listed-1", "secret/listed-2", "-o", "yaml")

@@ -497,8 +497,15 @@ TEST(BuiltinSchemas, OpenApiComponentsOfCoreV1DescribeThePod) {
   const json::object& pod = c.at("io.k8s.api.core.v1.Pod").as_object();
   EXPECT_EQ(pod.at("x-kubernetes-group-version-kind"),
             json::parse(R"([{"group":"","kind":"Pod","version":"v1"}])"));
+  // A reference with kube's description beside it (its doc comment), as kube writes v3.
   EXPECT_EQ(pod.at("properties").at("spec"),
-            json::parse(R"({"allOf":[{"$ref":"#/components/schemas/io.k8s.api.core.v1.PodSpec"}]})"));
+            json::parse(R"({"allOf":[{"$ref":"#/components/schemas/io.k8s.api.core.v1.PodSpec"}],)"
+                        R"("description":"Specification of the desired behavior of the pod. More )"
+                        R"(info: https://git.k8s.io/community/contributors/devel/sig-architecture/)"
+                        R"(api-conventions.md#spec-and-status"})"));
+  EXPECT_EQ(pod.at("description"),
+            "Pod is a collection of containers that can run on a host. This resource is created by "
+            "clients and scheduled onto hosts.");
   const json::object& spec = c.at("io.k8s.api.core.v1.PodSpec").as_object();
   const json::value& containers = spec.at("properties").at("containers");
   EXPECT_EQ(containers.at("items"),
