@@ -521,6 +521,15 @@ void add_descriptions(std::string_view definition, json::object& s) {
 
 }  // namespace
 
+std::string_view builtin_description(std::string_view definition, std::string_view field) {
+  const json::value* known = builtin_descriptions().if_contains(definition);
+  const json::value* text = known != nullptr && known->is_object()
+                                ? known->get_object().if_contains(field)
+                                : nullptr;
+  return text != nullptr && text->is_string() ? std::string_view(text->get_string())
+                                              : std::string_view();
+}
+
 json::object KindSchemas::openapi_components(std::string_view group,
                                              std::string_view version) const {
   group = group_key(group);
@@ -532,6 +541,37 @@ json::object KindSchemas::openapi_components(std::string_view group,
     gvks[k.definition].push_back(
         json::object{{"group", k.group}, {"kind", k.kind}, {"version", k.version}});
     todo.push_back(k.definition);
+  }
+  // What the operations name besides the kinds: each kind's list (where kube has one), and what
+  // deletes and watches answer and a delete takes (server/openapi_paths.hpp).
+  static const std::string kOperationDefinitions[] = {
+      "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta", "io.k8s.apimachinery.pkg.apis.meta.v1.Status",
+      "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions",
+      "io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent"};
+  if (!todo.empty()) {
+    for (const auto& name : kOperationDefinitions) todo.push_back(name);
+    for (const auto& k : data_->kinds) {
+      if (k.group != group || k.version != version) continue;
+      const std::string list = k.definition + "List";
+      if (!builtin_descriptions().contains(list)) continue;  // no such kind in kube (Scale)
+      json::object l{
+          {"type", "object"},
+          {"required", json::array{"items"}},
+          {"properties",
+           json::object{{"apiVersion", json::object{{"type", "string"}}},
+                        {"items", json::object{{"type", "array"},
+                                               {"items", json::object{{"$ref", "#/components/schemas/" + k.definition}}}}},
+                        {"kind", json::object{{"type", "string"}}},
+                        {"metadata", json::object{{"allOf", json::array{json::object{
+                                         {"$ref", "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta"}}}}}}}},
+          {"x-kubernetes-group-version-kind",
+           json::array{json::object{{"group", k.group}, {"kind", k.kind + "List"}, {"version", k.version}}}}};
+      add_descriptions(list, l);
+      out[list] = std::move(l);
+    }
+    json::object patch{{"type", "object"}};
+    add_descriptions("io.k8s.apimachinery.pkg.apis.meta.v1.Patch", patch);
+    out["io.k8s.apimachinery.pkg.apis.meta.v1.Patch"] = std::move(patch);
   }
   std::set<std::string_view> seen;
   while (!todo.empty()) {

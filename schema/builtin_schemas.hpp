@@ -97,4 +97,11 @@ class KindSchemas {
   std::unique_ptr<Data> data_;
 };
 
+// kube's description (its doc comment) of `definition`'s field `field`, or of the type itself
+// for "" (schema/schemas/descriptions.json: the built-in definitions, each kind's list type,
+// meta/v1 Patch, and the request options ListOptions, GetOptions, CreateOptions, UpdateOptions,
+// PatchOptions, DeleteOptions whose fields are the operations' query parameters); empty when
+// there is none.
+std::string_view builtin_description(std::string_view definition, std::string_view field = "");
+
 }  // namespace kwatch::schema

@@ -151,7 +151,17 @@ EXPLICIT = {
     "V1TypedLocalObjectReference": CORE + ".TypedLocalObjectReference",
     "V1ObjectReference": CORE + ".ObjectReference",
     "V1Handler": CORE + ".LifecycleHandler",
+    "V1Status": META + ".Status",
+    "V1StatusDetails": META + ".StatusDetails",
+    "V1StatusCause": META + ".StatusCause",
+    "V1DeleteOptions": META + ".DeleteOptions",
+    "V1Preconditions": META + ".Preconditions",
+    "V1WatchEvent": META + ".WatchEvent",
 }
+
+# Classes no kind reaches that the operations of /openapi/v2 and /openapi/v3 name: the answers
+# of deletes and watches and the body of a delete.
+OPERATION_CLASSES = ["V1ListMeta", "V1Status", "V1DeleteOptions", "V1WatchEvent"]
 
 PRIMITIVES = {"str": "string", "int": "int32", "bool": "boolean", "float": "number",
               "datetime": "date-time", "date": "string", "object": "any"}
@@ -205,6 +215,10 @@ def main():
         if cls not in names:
             package = VERSIONED_PACKAGES.get((group, version), PACKAGES[group])
             names[cls] = EXPLICIT.get(cls, package + "." + PREFIX.sub("", cls))
+            queue.append(cls)
+    for cls in OPERATION_CLASSES:
+        if cls not in names:
+            names[cls] = EXPLICIT[cls]
             queue.append(cls)
     while queue:
         cls = queue.pop(0)
@@ -282,7 +296,7 @@ def main():
     def definition_of(cls):
         return cls if cls.startswith("io.k8s.") else names[cls]
 
-    todo = [definition_of(k[3]) for k in KINDS]
+    todo = [definition_of(k[3]) for k in KINDS] + [names[c] for c in OPERATION_CLASSES]
     while todo:
         name = todo.pop()
         if name in reached:

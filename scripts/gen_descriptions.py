@@ -12,8 +12,10 @@ The inputs are git repositories (any clone; the tag defaults to v0.34.0, Kuberne
 the Go doc comments of the exported types and of their fields are read, and turned into text as
 kube's OpenAPI generator does: comment lines joined with spaces, an empty line a paragraph break,
 an indented line on a line of its own, `+` generator tags and one-line TODOs dropped, nothing
-after a `---` line. The output maps each definition of schema/schemas/builtin.json to
-{"": the type's description, "<json field>": the field's}; deterministic JSON (sorted keys).
+after a `---` line. The output maps each definition of schema/schemas/builtin.json, and the request options whose
+fields are the operations' query parameters (meta/v1 ListOptions, GetOptions, CreateOptions,
+UpdateOptions, PatchOptions, DeleteOptions), each kind's list type and meta/v1 Patch, to {"": the type's description, "<json field>":
+the field's}; deterministic JSON (sorted keys).
 """
 
 import json
@@ -69,24 +71,49 @@ def comment_text(raw):
     return text[1:] if text.startswith(" ") else text
 
 
-FIELD = re.compile(r'^\s*(?:(\w+)\s+)?[\w.*\[\]]+\s+`([^`]*)`\s*$')
+FIELD = re.compile(r'^\s*(?:(\w+)\s+)?([\w.*\[\]]+)\s+`([^`]*)`\s*$')
 JSON_TAG = re.compile(r'json:"([^"]*)"')
+IMPORT = re.compile(r'^\s*(\w+)?\s*"([\w./-]+)"\s*$', re.M)
+# Go import paths -> the definition prefix of their types.
+PREFIXES = {
+    "k8s.io/apimachinery/pkg/apis/meta/v1": "io.k8s.apimachinery.pkg.apis.meta.v1.",
+    "k8s.io/apimachinery/pkg/runtime": "io.k8s.apimachinery.pkg.runtime.",
+}
 
 
-def parse(sources, prefix, wanted, out):
+def prefix_of(import_path):
+    if import_path in PREFIXES:
+        return PREFIXES[import_path]
+    if import_path.startswith("k8s.io/api/"):
+        return "io.k8s.api." + import_path[len("k8s.io/api/"):].replace("/", ".") + "."
+    return None
+
+
+def parse(sources, prefix, structs):
+    """Every struct of the package into `structs`: name -> {"doc", "fields", "inline"}, the
+    inline list naming the (qualified) structs whose fields JSON writes in this one."""
     for source in sources:
+        imports = {}
+        for alias, path in IMPORT.findall(source):
+            imports[alias or path.rsplit("/", 1)[-1]] = path
         lines = source.splitlines()
         comments = []
         i = 0
         while i < len(lines):
             line = lines[i]
             stripped = line.strip()
+            empty = re.match(r"^type (\w+) struct\s*\{\s*\}\s*$", line)
             m = re.match(r"^type (\w+) struct \{\s*$", line)
-            if m:
-                name = prefix + m.group(1)
-                type_doc = description(comments)
+            if empty:
+                structs[prefix + empty.group(1)] = {"doc": description(comments), "fields": {},
+                                                    "inline": []}
                 comments = []
-                fields = {}
+                i += 1
+                continue
+            if m:
+                entry = {"doc": description(comments), "fields": {}, "inline": []}
+                structs[prefix + m.group(1)] = entry
+                comments = []
                 i += 1
                 depth = 1
                 while i < len(lines) and depth > 0:
@@ -99,25 +126,41 @@ def parse(sources, prefix, wanted, out):
                     else:
                         depth += inner.count("{") - inner.count("}")
                         f = FIELD.match(inner)
-                        tag = JSON_TAG.search(f.group(2)) if f else None
+                        tag = JSON_TAG.search(f.group(3)) if f else None
                         if tag and depth == 1:
                             json_name = tag.group(1).split(",")[0]
-                            if json_name and json_name != "-":
+                            if not json_name and f.group(1) is None:
+                                # An embedded struct written inline.
+                                go_type = f.group(2).lstrip("*")
+                                if "." in go_type:
+                                    alias, type_name = go_type.split(".", 1)
+                                    p = prefix_of(imports.get(alias, ""))
+                                    if p:
+                                        entry["inline"].append(p + type_name)
+                                else:
+                                    entry["inline"].append(prefix + go_type)
+                            elif json_name and json_name != "-":
                                 doc = description(comments)
                                 if doc:
-                                    fields[json_name] = doc
+                                    entry["fields"][json_name] = doc
                         comments = []
                     i += 1
-                if name in wanted:
-                    entry = dict(fields)
-                    if type_doc:
-                        entry[""] = type_doc
-                    if entry:
-                        out[name] = entry
                 continue
             # A doc comment is the run of comment lines right above its declaration.
             comments = comments + [comment_text(stripped)] if stripped.startswith("//") else []
             i += 1
+
+
+def fields_of(name, structs, seen=()):
+    """A struct's field descriptions, its inline structs' included (its own win)."""
+    entry = structs.get(name)
+    if entry is None or name in seen:
+        return {}
+    out = {}
+    for inline in entry["inline"]:
+        out.update(fields_of(inline, structs, seen + (name,)))
+    out.update(entry["fields"])
+    return out
 
 
 def main():
@@ -125,21 +168,37 @@ def main():
         sys.exit(__doc__)
     api, machinery, aggregator, extensions = sys.argv[1:5]
     tag = sys.argv[5] if len(sys.argv) > 5 else "v0.34.0"
-    wanted = set(json.load(open(BUILTIN))["definitions"])
-    out = {}
+    builtin = json.load(open(BUILTIN))
+    wanted = set(builtin["definitions"])
+    # Each kind's list type and a PATCH body, which the operations name.
+    wanted |= {k["definition"] + "List" for k in builtin["kinds"]}
+    wanted.add("io.k8s.apimachinery.pkg.apis.meta.v1.Patch")
+    wanted |= {"io.k8s.apimachinery.pkg.apis.meta.v1." + o for o in (
+        "ListOptions", "GetOptions", "CreateOptions", "UpdateOptions", "PatchOptions",
+        "DeleteOptions")}
+    structs = {}
     packages = sorted({name[len("io.k8s.api."):].rsplit(".", 1)[0]
                        for name in wanted if name.startswith("io.k8s.api.")})
     for package in packages:
         directory = package.replace(".", "/")
-        parse(package_sources(api, tag, directory), f"io.k8s.api.{package}.", wanted, out)
+        parse(package_sources(api, tag, directory), f"io.k8s.api.{package}.", structs)
     parse(package_sources(machinery, tag, "pkg/apis/meta/v1"),
-          "io.k8s.apimachinery.pkg.apis.meta.v1.", wanted, out)
+          "io.k8s.apimachinery.pkg.apis.meta.v1.", structs)
     parse(package_sources(machinery, tag, "pkg/runtime"), "io.k8s.apimachinery.pkg.runtime.",
-          wanted, out)
+          structs)
     parse(package_sources(aggregator, tag, "pkg/apis/apiregistration/v1"),
-          "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.", wanted, out)
+          "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.", structs)
     parse(package_sources(extensions, tag, "pkg/apis/apiextensions/v1"),
-          "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.", wanted, out)
+          "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.", structs)
+    out = {}
+    for name in sorted(wanted):
+        if name not in structs:
+            continue
+        entry = fields_of(name, structs)
+        if structs[name]["doc"]:
+            entry[""] = structs[name]["doc"]
+        if entry:
+            out[name] = entry
     with open(OUTPUT, "w") as f:
         json.dump(out, f, indent=1, sort_keys=True, ensure_ascii=False)
         f.write("\n")

@@ -181,6 +181,9 @@ class ApiHandler {
   boost::asio::awaitable<ApiResponse> pass_websocket_to(const aggregator::RemoteApiService& target,
                                                         Exchange& exchange);
   boost::asio::awaitable<ApiResponse> serve_path(Exchange& exchange);
+  // A document of OpenApiDocuments (built on the compute executor when it must be rebuilt).
+  boost::asio::awaitable<std::optional<std::string>> openapi_document(std::string path);
+  boost::asio::awaitable<std::optional<std::string>> build_openapi_document(std::string path);
   boost::asio::awaitable<ApiResponse> serve_api(Exchange& exchange);
   boost::asio::awaitable<ApiResponse> serve_resource(Exchange& exchange);
   // GET /api/v1/componentstatuses[/<name>] (server/handle_component_status.cpp).

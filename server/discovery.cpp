@@ -7,6 +7,7 @@
 
 #include "kinds/subresources.hpp"
 #include "schema/builtin_schemas.hpp"
+#include "server/openapi_paths.hpp"
 #include "server/openapi_v2.hpp"
 #include "server/version.hpp"
 
@@ -319,27 +320,6 @@ std::string gv_path(std::string_view group, std::string_view version) {
                        : "apis/" + std::string(group) + "/" + std::string(version);
 }
 
-json::object operation(const ResourceInfo& r, std::string_view action, bool with_validation) {
-  json::array params;
-  if (with_validation) {
-    params.push_back(json::object{{"name", "fieldValidation"},
-                                  {"in", "query"},
-                                  {"schema", json::object{{"type", "string"}}},
-                                  {"uniqueItems", true}});
-  }
-  params.push_back(json::object{{"name", "dryRun"},
-                                {"in", "query"},
-                                {"schema", json::object{{"type", "string"}}},
-                                {"uniqueItems", true}});
-  return json::object{
-      {"operationId", std::string(action) + r.kind},
-      {"x-kubernetes-action", action},
-      {"x-kubernetes-group-version-kind",
-       json::object{{"group", r.group}, {"version", r.version}, {"kind", r.kind}}},
-      {"parameters", params},
-      {"responses", json::object{{"200", json::object{{"description", "OK"}}}}}};
-}
-
 // A custom resource's definition, named as kube names them: the group reversed, then version
 // and kind (com.example.v1.Widget).
 std::string definition_name(const kinds::ResourceInfo& r) {
@@ -354,6 +334,24 @@ std::string definition_name(const kinds::ResourceInfo& r) {
   return name + "." + r.version + "." + r.kind;
 }
 
+// A custom resource's list as kube's CRD builder publishes it.
+json::object custom_resource_list_schema(const kinds::ResourceInfo& r) {
+  const std::string kind_ref = "#/components/schemas/" + definition_name(r);
+  return json::object{
+      {"description", r.kind + "List is a list of " + r.kind},
+      {"type", "object"},
+      {"required", json::array{"items"}},
+      {"properties",
+       json::object{{"apiVersion", json::object{{"type", "string"}}},
+                    {"items", json::object{{"type", "array"},
+                                           {"items", json::object{{"$ref", kind_ref}}}}},
+                    {"kind", json::object{{"type", "string"}}},
+                    {"metadata", json::object{{"allOf", json::array{json::object{
+                                     {"$ref", "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta"}}}}}}}},
+      {"x-kubernetes-group-version-kind",
+       json::array{json::object{{"group", r.group}, {"kind", r.kind + "List"}, {"version", r.version}}}}};
+}
+
 }  // namespace
 
 std::optional<std::string> OpenApiDocuments::get(const Scheme& scheme, std::string_view path) {
@@ -365,9 +363,13 @@ std::optional<std::string> OpenApiDocuments::get(const Scheme& scheme, std::stri
       auto built = std::make_shared<std::map<std::string, std::string, std::less<>>>();
       json::object paths;
       json::object components;  // every group-version's, for the v2 document
+      json::object operations;  // every group-version's paths, for the v2 document
       for (const auto& gv : scheme.group_versions()) {
         auto doc = openapi_v3_group_version(scheme, gv.group, gv.version);
         if (!doc) continue;
+        if (const json::value* p = doc->if_contains("paths"); p && p->is_object()) {
+          for (const auto& [path, item] : p->get_object()) operations.emplace(path, item);
+        }
         if (const json::value* c = doc->if_contains("components"); c && c->is_object()) {
           if (const json::value* schemas = c->get_object().if_contains("schemas");
               schemas && schemas->is_object()) {
@@ -384,6 +386,7 @@ std::optional<std::string> OpenApiDocuments::get(const Scheme& scheme, std::stri
       }
       built->emplace("", json::serialize(json::object{{"paths", std::move(paths)}}));
       json::object v2 = openapi_v2_document(components, version_info().at("gitVersion").as_string());
+      v2["paths"] = openapi_v2_paths(operations);
       // Custom resources' definitions as kube's CRD builder makes them for v2.
       json::object& definitions = v2["definitions"].as_object();
       for (const auto& gv : scheme.group_versions()) {
@@ -409,22 +412,14 @@ std::optional<json::object> openapi_v3_group_version(const Scheme& scheme, std::
                                                      std::string_view version) {
   auto resources = scheme.resources(group, version);
   if (resources.empty()) return std::nullopt;
-  const std::string base = "/" + gv_path(group, version) + "/";
-  json::object paths;
-  for (const auto& r : resources) {
-    const std::string collection =
-        base + (r->namespaced ? "namespaces/{namespace}/" : "") + r->resource;
-    json::object collection_ops{{"get", operation(*r, "list", false)},
-                                {"post", operation(*r, "post", true)}};
-    if (r->deletes_collections) {
-      collection_ops["delete"] = operation(*r, "deletecollection", false);
+  json::object paths = openapi_v3_paths(resources, [](const kinds::ResourceInfo& r) {
+    if (r.origin != kinds::KindOrigin::custom) {
+      for (const auto& k : schema::KindSchemas::builtin().kinds()) {
+        if (k.group == r.group && k.version == r.version && k.kind == r.kind) return k.definition;
+      }
     }
-    paths[collection] = std::move(collection_ops);
-    paths[collection + "/{name}"] = json::object{{"get", operation(*r, "get", false)},
-                                                 {"put", operation(*r, "put", true)},
-                                                 {"patch", operation(*r, "patch", true)},
-                                                 {"delete", operation(*r, "delete", false)}};
-  }
+    return definition_name(r);
+  });
   json::object schemas = schema::KindSchemas::builtin().openapi_components(group, version);
   // ObjectMeta and what it refers to, for custom resources' metadata.
   static const json::object kMeta = [] {
@@ -448,6 +443,7 @@ std::optional<json::object> openapi_v3_group_version(const Scheme& scheme, std::
     schema["x-kubernetes-group-version-kind"] =
         json::array{json::object{{"group", r->group}, {"kind", r->kind}, {"version", r->version}}};
     schemas[definition_name(*r)] = std::move(schema);
+    schemas[definition_name(*r) + "List"] = custom_resource_list_schema(*r);
   }
   return json::object{{"openapi", "3.0.0"},
                       {"info", json::object{{"title", "Kubernetes"}, {"version", "kwatch"}}},

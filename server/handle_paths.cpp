@@ -127,7 +127,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_path(Exchange& ex) {
     if (proxy_ && seg.size() == 5 && seg[2] == "apis") {
       if (auto remote = proxy_->find(seg[3], seg[4])) co_return co_await pass_to(*remote, ex);
     }
-    auto doc = openapi_.get(*scheme_, path);
+    auto doc = co_await openapi_document(path);
     if (!doc) co_return not_found_path();
     ApiResponse response;
     response.body = std::move(*doc);
@@ -137,14 +137,28 @@ asio::awaitable<ApiResponse> ApiHandler::serve_path(Exchange& ex) {
   if (seg[0] == "openapi" && seg.size() == 2 && seg[1] == "v2" && get) {
     // kubectl asks for protobuf; anything else gets JSON.
     const bool protobuf = ex.request.accept.find("protobuf") != std::string::npos;
-    auto doc = openapi_.get(*scheme_, protobuf ? OpenApiDocuments::kV2Protobuf
-                                               : OpenApiDocuments::kV2Json);
+    std::string which(protobuf ? OpenApiDocuments::kV2Protobuf : OpenApiDocuments::kV2Json);
+    auto doc = co_await openapi_document(std::move(which));
     ApiResponse response;
     response.body = std::move(doc).value_or("");
     if (protobuf) response.content_type = std::string(kOpenApiV2ProtobufType);
     co_return response;
   }
   co_return not_found_path();
+}
+
+// Building the documents takes a CPU for a few hundred milliseconds after the served kinds
+// change (every kind's schema, descriptions and operations): on the compute executor when there
+// is one, never holding an I/O thread other connections need.
+asio::awaitable<std::optional<std::string>> ApiHandler::openapi_document(std::string path) {
+  if (!compute_.executor) co_return openapi_.get(*scheme_, path);
+  auto built = co_await asio::co_spawn(compute_.executor, build_openapi_document(std::move(path)),
+                                       asio::use_awaitable);
+  co_return built;
+}
+
+asio::awaitable<std::optional<std::string>> ApiHandler::build_openapi_document(std::string path) {
+  co_return openapi_.get(*scheme_, path);
 }
 
 }  // namespace kwatch::server

@@ -7,7 +7,8 @@
 // models parse: references as `#/definitions/...`, objects with properties as kinds, maps with
 // their value schema, arrays with one item schema, anything else arbitrary, and the
 // `x-kubernetes-*` extensions (group-version-kind, patch strategies, list types) kept. The
-// operations are published in v3 only. Pure functions; thread-safe.
+// operations (server/openapi_paths.hpp) are in the JSON form; the protobuf form, which kubectl
+// reads for its models, carries the definitions only. Pure functions; thread-safe.
 #pragma once
 
 #include <boost/json/object.hpp>

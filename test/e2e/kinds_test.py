@@ -686,6 +686,34 @@ def check_list_files(t, server, kc, write):
             "Immutable, if set to true, ensures that data stored in the ConfigMap cannot be updated "
             "(only object metadata can be modified). If not set to true, the field can be modified "
             "at any time. Defaulted to nil.", config_map)
+    ops = body.get("paths", {}) if status == 200 else {}
+    listing = ops.get("/api/v1/namespaces/{namespace}/configmaps", {}).get("get", {})
+    limit = [p for p in listing.get("parameters", []) if p.get("name") == "limit"]
+    t.check("/openapi/v2 lists kube's operations with their parameters and descriptions",
+            listing.get("operationId") == "listCoreV1NamespacedConfigMap"
+            and listing.get("description") == "list or watch objects of kind ConfigMap"
+            and listing.get("tags") == ["core_v1"] and listing.get("x-kubernetes-action") == "list"
+            and listing.get("responses", {}).get("200", {}).get("schema") ==
+            {"$ref": "#/definitions/io.k8s.api.core.v1.ConfigMapList"}
+            and limit and limit[0].get("type") == "integer" and limit[0].get("in") == "query"
+            and limit[0].get("description", "").startswith("limit is a maximum number of responses"),
+            json.dumps(listing)[:800])
+    scale = ops.get("/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale", {})
+    t.check("subresources too: a Deployment's scale is patched as autoscaling/v1 Scale",
+            scale.get("patch", {}).get("operationId") == "patchAppsV1NamespacedDeploymentScale"
+            and scale.get("patch", {}).get("x-kubernetes-group-version-kind") ==
+            {"group": "autoscaling", "kind": "Scale", "version": "v1"}, json.dumps(scale)[:600])
+    refs = set(re.findall(r'"\$ref": ?"#/definitions/([^"]+)"', json.dumps(body)))
+    t.check("every reference of /openapi/v2 names a definition it has",
+            refs and not sorted(refs - set(defs)), sorted(refs - set(defs))[:10])
+    status, v3 = server.request("GET", "/openapi/v3/apis/rbac.authorization.k8s.io/v1")
+    binding = v3.get("paths", {}).get(
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings/{name}", {})
+    refs = set(re.findall(r'"\$ref": ?"#/components/schemas/([^"]+)"', json.dumps(v3)))
+    t.check("and /openapi/v3 per group-version, every reference resolved",
+            binding.get("put", {}).get("operationId") == "replaceRbacAuthorizationV1NamespacedRoleBinding"
+            and refs and not sorted(refs - set(v3.get("components", {}).get("schemas", {}))),
+            (json.dumps(binding)[:300], sorted(refs - set(v3.get("components", {}).get("schemas", {})))[:10]))
     code, out = kc("explain", "deployment.spec.replicas")
     t.check("kubectl explain prints kube's description of a field",
             code == 0 and "Number of desired pods. This is a pointer to distinguish between explicit "

@@ -515,7 +515,13 @@ TEST_F(ApiHandlerTest, OpenApiAdvertisesServerSideFieldValidationForPatch) {
   const auto& patch =
       doc.at("paths").at("/apis/apps/v1/namespaces/{namespace}/deployments/{name}").at("patch");
   EXPECT_EQ(patch.at("x-kubernetes-group-version-kind").at("kind"), "Deployment");
-  EXPECT_EQ(patch.at("parameters").at(0).at("name"), "fieldValidation");
+  // kubectl looks for the fieldValidation parameter among the operation's (kube's order:
+  // dryRun, fieldManager, fieldValidation, force).
+  std::vector<std::string> names;
+  for (const auto& p : patch.at("parameters").as_array()) {
+    names.emplace_back(p.at("name").as_string());
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"dryRun", "fieldManager", "fieldValidation", "force"}));
 }
 
 TEST_F(ApiHandlerTest, TableIsServedWhenAskedFor) {
