@@ -166,7 +166,7 @@ def main():
         pkg = packages[key]
         fields = []
         for go_name, go_type, tag_text in pkg.structs[name]:
-            pb = re.search(r'protobuf:"(\w+),(\d+),(\w+)(?:,[^"]*)?"', tag_text)
+            pb = re.search(r'protobuf:"(\w+),(\d+)(?:,[^"]*)?"', tag_text)
             js = re.search(r'json:"([^"]*)"', tag_text)
             if pb is None or js is None:
                 continue  # TypeMeta and fields that are not on the wire
