@@ -81,6 +81,10 @@ const std::vector<std::tuple<std::string, std::string, std::string>> kKinds = {
     {"certificates.k8s.io", "v1", "CertificateSigningRequest"},
     {"flowcontrol.apiserver.k8s.io", "v1", "FlowSchema"},
     {"flowcontrol.apiserver.k8s.io", "v1", "PriorityLevelConfiguration"},
+    {"resource.k8s.io", "v1", "DeviceClass"},
+    {"resource.k8s.io", "v1", "ResourceClaim"},
+    {"resource.k8s.io", "v1", "ResourceClaimTemplate"},
+    {"resource.k8s.io", "v1", "ResourceSlice"},
 };
 
 Schema compile_kind(std::string_view group, std::string_view kind) {
