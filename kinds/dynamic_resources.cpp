@@ -444,24 +444,33 @@ cel::TypePtr with_max(cel::TypePtr t, std::uint64_t n) {
   return copy;
 }
 
-// kube's DRA environment: `device` with its driver, attributes and capacity by domain.
+cel::TypePtr with_length(cel::TypePtr t, std::uint64_t n) {
+  auto copy = std::make_shared<cel::Type>(*t);
+  copy->max_length = n;
+  return copy;
+}
+
+// kube's DRA environment: `device` with its driver, attributes and capacity by domain, bounded
+// as kube's estimator bounds them (driver and domain names 63 bytes, attribute names 32, at most
+// 32 attributes and capacities, attribute values 64 bytes).
 const cel::TypePtr& device_type() {
   static const cel::TypePtr kType = [] {
     const std::uint64_t n = kResourceSliceMaxAttributesAndCapacitiesPerDevice;
+    const cel::TypePtr domain = with_length(cel::types::string(), 63);
+    const cel::TypePtr name = with_length(cel::types::string(), 32);
     auto t = std::make_shared<cel::Type>();
     t->kind = cel::TypeKind::object;
     t->name = "kubernetes.DRADevice";
-    t->fields.emplace("driver", cel::types::string());
+    t->fields.emplace("driver", with_length(cel::types::string(), 63));
     t->fields.emplace(
         "attributes",
-        with_max(cel::types::map(cel::types::string(),
-                                 with_max(cel::types::map(cel::types::string(), cel::types::dyn()),
-                                          n)),
+        with_max(cel::types::map(
+                     domain, with_max(cel::types::map(name, with_length(cel::types::dyn(), 64)), n)),
                  n));
     t->fields.emplace(
         "capacity",
-        with_max(cel::types::map(cel::types::string(),
-                                 with_max(cel::types::map(cel::types::string(),
+        with_max(cel::types::map(domain,
+                                 with_max(cel::types::map(name,
                                                           cel::types::opaque("kubernetes.Quantity")),
                                           n)),
                  n));

@@ -224,6 +224,10 @@ TEST(ResourceClaim, ValidationIsKubesRuleByRule) {
          "device.attributes.all(a, device.attributes.all(b, device.attributes.all(c, device.attributes.all(d, device.attributes.all(e, a == e)))))"}}])j"),
        {"FieldValueForbidden spec.devices.requests[0].exactly.selectors[0].cel.expression: "
         "Forbidden: too complex, exceeds cost limit"}},
+      {"selectors within kube's bounds (driver 63 bytes, attribute values 64)",
+       exactly(R"j("selectors": [{"cel": {"expression":
+         "device.attributes['gpu.example.com'].model.matches('a1.*') && device.attributes['gpu.example.com'].vendor == device.driver"}}])j"),
+       {}},
       {"a cheap comprehension", exactly(R"j("selectors": [{"cel": {"expression":
          "device.attributes.all(a, device.attributes.exists(b, b == 'gpu.example.com'))"}}])j"),
        {}},
