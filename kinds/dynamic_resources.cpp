@@ -1312,6 +1312,41 @@ void validate_resource_slice(const json::object& slice, const json::object* old,
   }
 }
 
+std::optional<std::string> admin_access_field(const json::object& obj, std::string_view kind,
+                                              const json::object* old,
+                                              std::string_view subresource) {
+  const auto granted = [](const json::object* claim) -> std::optional<std::string> {
+    const json::object* allocation = object_member(object_member(claim, "status"), "allocation");
+    const auto results = objects_at(object_member(allocation, "devices"), "results");
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      if (bool_at(results[i], "adminAccess").value_or(false)) {
+        return fe::index("status.allocation.devices.results", i) + ".adminAccess";
+      }
+    }
+    return std::nullopt;
+  };
+  if (kind == "ResourceClaim" && subresource == "status") {
+    if (old != nullptr && granted(old)) return std::nullopt;
+    return granted(&obj);
+  }
+  if (old != nullptr || !subresource.empty()) return std::nullopt;  // the spec is immutable
+  const json::object* spec = object_member(obj, "spec");
+  if (kind == "ResourceClaimTemplate") spec = object_member(spec, "spec");
+  else if (kind != "ResourceClaim") return std::nullopt;
+  const auto requests = objects_at(object_member(spec, "devices"), "requests");
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (bool_at(object_member(requests[i], "exactly"), "adminAccess").value_or(false)) {
+      return fe::index("spec.devices.requests", i) + ".exactly.adminAccess";
+    }
+  }
+  return std::nullopt;
+}
+
+std::string admin_access_detail() {
+  return "admin access to devices requires the `" + std::string(kAdminAccessNamespaceLabel) +
+         ": true` label on the containing namespace";
+}
+
 std::string resource_claim_state_cell(const json::object& claim) {
   std::vector<std::string> states;
   const bool is_deleted = deleted(claim);

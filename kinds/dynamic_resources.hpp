@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -74,6 +75,20 @@ void validate_resource_claim_update_path(const boost::json::object& claim,
 // (compile errors, a result other than bool, kube's length and cost limits).
 void validate_device_selector_expression(const std::string& expression, const std::string& path,
                                          Causes& causes);
+
+// Admin access to devices (DRAAdminAccess, on in 1.34) needs the namespace label
+// `resource.kubernetes.io/admin-access: "true"`: the field that asks for it, which kube's
+// Forbidden cause names, or nullopt. A claim's or a template's create: the first request of
+// `exactly` with adminAccess true (kube names the claim's path for both). A claim's /status
+// write (`old` its stored object): the first allocation result granting it, unless the stored
+// allocation granted it already.
+inline constexpr std::string_view kAdminAccessNamespaceLabel = "resource.kubernetes.io/admin-access";
+std::optional<std::string> admin_access_field(const boost::json::object& obj,
+                                              std::string_view kind,
+                                              const boost::json::object* old,
+                                              std::string_view subresource);
+// kube's Forbidden detail for it.
+std::string admin_access_detail();
 
 // ResourceClaim's STATE cell: "deleted", "pending", "allocated", "reserved" joined by commas.
 std::string resource_claim_state_cell(const boost::json::object& claim);

@@ -268,6 +268,25 @@ def refusals(t, server):
             "when allocationMode is 'All', spec.devices.requests[1]: Duplicate value: \"gpu\"]",
             (status, body))
 
+    admin = json.loads(json.dumps(CLAIM))
+    admin["metadata"]["name"] = "admin-claim"
+    admin["spec"]["devices"]["requests"][0]["exactly"]["adminAccess"] = True
+    status, body = server.request("POST", f"{GROUP}/namespaces/default/resourceclaims", body=admin)
+    t.check("admin access needs the namespace's admin-access label",
+            status == 422 and body.get("message") ==
+            'ResourceClaim.resource.k8s.io "admin-claim" is invalid: '
+            "spec.devices.requests[0].exactly.adminAccess: Forbidden: admin access to devices "
+            "requires the `resource.kubernetes.io/admin-access: true` label on the containing "
+            "namespace", (status, body))
+    server.request("POST", "/api/v1/namespaces", body={
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "dra-admin", "labels": {"resource.kubernetes.io/admin-access": "true"}}})
+    admin["metadata"]["namespace"] = "dra-admin"
+    status, body = server.request("POST", f"{GROUP}/namespaces/dra-admin/resourceclaims", body=admin)
+    t.check("in a namespace with the label it is created",
+            status == 201 and body["spec"]["devices"]["requests"][0]["exactly"]["adminAccess"],
+            (status, body))
+
     no_node = slice_of("no-node", "node-9")
     del no_node["spec"]["nodeName"]
     status, body = server.request("POST", f"{GROUP}/resourceslices", body=no_node)

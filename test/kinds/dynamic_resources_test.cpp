@@ -542,6 +542,35 @@ TEST(ResourceClaim, StatusWritesDropDevicesNoLongerAllocated) {
   EXPECT_EQ(main, deallocated) << "only /status writes it";
 }
 
+TEST(ResourceClaim, AdminAccessIsAskedWhereKubeLooksForIt) {
+  const json::object admin = patched(kClaim, requests(R"([
+    {"name": "a", "exactly": {"deviceClassName": "c", "adminAccess": false}},
+    {"name": "b", "exactly": {"deviceClassName": "c", "adminAccess": true}}])"));
+  EXPECT_EQ(admin_access_field(admin, "ResourceClaim", nullptr, ""),
+            "spec.devices.requests[1].exactly.adminAccess");
+  EXPECT_EQ(admin_access_field(kClaim, "ResourceClaim", nullptr, ""), std::nullopt);
+  EXPECT_EQ(admin_access_field(admin, "ResourceClaim", &admin, ""), std::nullopt)
+      << "the spec is immutable: only a create asks";
+  json::object tmpl;
+  tmpl["spec"] = json::object{{"spec", admin.at("spec")}};
+  EXPECT_EQ(admin_access_field(tmpl, "ResourceClaimTemplate", nullptr, ""),
+            "spec.devices.requests[1].exactly.adminAccess");
+  EXPECT_EQ(admin_access_field(admin, "DeviceClass", nullptr, ""), std::nullopt);
+
+  const json::object granted = patched(admin, R"({"status": {"allocation": {"devices": {"results": [
+    {"request": "a", "driver": "d.example.com", "pool": "p", "device": "x"},
+    {"request": "b", "driver": "d.example.com", "pool": "p", "device": "y", "adminAccess": true}]}}}})");
+  EXPECT_EQ(admin_access_field(granted, "ResourceClaim", &admin, "status"),
+            "status.allocation.devices.results[1].adminAccess");
+  EXPECT_EQ(admin_access_field(patched(granted, R"({"status": {"reservedFor": []}})"),
+                               "ResourceClaim", &granted, "status"),
+            std::nullopt)
+      << "granted by the stored allocation already";
+  EXPECT_EQ(admin_access_detail(), "admin access to devices requires the "
+                                   "`resource.kubernetes.io/admin-access: true` label on the "
+                                   "containing namespace");
+}
+
 const json::object kTemplate = parse(R"({"metadata": {"name": "t", "namespace": "ns"},
   "spec": {"metadata": {"labels": {"app": "web"}}, "spec": {"devices": {"requests": [
     {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}}})");

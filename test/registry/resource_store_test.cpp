@@ -513,7 +513,8 @@ using Made = apimachinery::ApiResult<json::object>;
 // NamespaceLifecycle plugin every store starts with, for kwatch's own writes too.
 TEST_F(ResourceStoreTest, NamespaceLifecycleGuardsCreates) {
   auto store = replica();
-  EXPECT_EQ(store->admission().names(), std::vector<std::string>{"NamespaceLifecycle"});
+  EXPECT_EQ(store->admission().names(),
+            (std::vector<std::string>{"NamespaceLifecycle", "ResourceClaimAdminAccess"}));
   auto configmaps = scheme_->find("", "v1", "configmaps");
   auto namespaces = scheme_->find("", "v1", "namespaces");
   auto missing = test::run_to_end<Made>(ioc_, [&]() -> asio::awaitable<Made> {
