@@ -1347,6 +1347,16 @@ std::string admin_access_detail() {
          ": true` label on the containing namespace";
 }
 
+std::optional<std::string> resource_slice_driver_warning(const json::object& slice) {
+  const std::string driver = string_at(object_member(slice, "spec"), "driver");
+  if (std::none_of(driver.begin(), driver.end(),
+                   [](unsigned char c) { return std::isupper(c) != 0; })) {
+    return std::nullopt;
+  }
+  return "spec.driver: driver names should be lowercase; " + go_quote(driver) +
+         " contains uppercase characters";
+}
+
 std::string resource_claim_state_cell(const json::object& claim) {
   std::vector<std::string> states;
   const bool is_deleted = deleted(claim);

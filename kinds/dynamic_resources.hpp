@@ -90,6 +90,9 @@ std::optional<std::string> admin_access_field(const boost::json::object& obj,
 // kube's Forbidden detail for it.
 std::string admin_access_detail();
 
+// kube's warning for a ResourceSlice whose driver name has capital letters, or nullopt.
+std::optional<std::string> resource_slice_driver_warning(const boost::json::object& slice);
+
 // ResourceClaim's STATE cell: "deleted", "pending", "allocated", "reserved" joined by commas.
 std::string resource_claim_state_cell(const boost::json::object& claim);
 

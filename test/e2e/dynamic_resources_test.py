@@ -123,6 +123,13 @@ def with_kubectl(t, server, kc):
             status == 200 and body["metadata"].get("generation") == 2 and
             len(body["spec"]["selectors"]) == 2, body)
 
+    code, out = kc("create", "-f", "-",
+                   stdin=json.dumps(slice_of("capital", "node-4", driver="GPU.example.com")))
+    t.check("a driver name with capitals is stored with kube's warning",
+            code == 0 and 'Warning: spec.driver: driver names should be lowercase; '
+            '"GPU.example.com" contains uppercase characters' in out, out)
+    kc("delete", "resourceslice", "capital")
+
     code, out = kc("delete", "resourceclaimtemplate", "gpu-template")
     t.check("kubectl deletes a template", code == 0, out)
 

@@ -816,6 +816,11 @@ TEST(ResourceSlice, ValidationIsKubesRuleByRule) {
   };
   expect_cases(kSlice, cases, default_resource_slice, validate_resource_slice);
 
+  EXPECT_EQ(resource_slice_driver_warning(kSlice), std::nullopt);
+  EXPECT_EQ(resource_slice_driver_warning(patched(kSlice, R"({"spec": {"driver": "GPU.example.com"}})")),
+            "spec.driver: driver names should be lowercase; \"GPU.example.com\" contains "
+            "uppercase characters");
+
   json::object old = kSlice;
   EXPECT_EQ(causes_of(patched(kSlice, R"({"spec": {"pool": {"generation": 2}}})"),
                       default_resource_slice, validate_resource_slice, &old),

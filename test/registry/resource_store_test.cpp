@@ -514,7 +514,7 @@ using Made = apimachinery::ApiResult<json::object>;
 TEST_F(ResourceStoreTest, NamespaceLifecycleGuardsCreates) {
   auto store = replica();
   EXPECT_EQ(store->admission().names(),
-            (std::vector<std::string>{"NamespaceLifecycle", "ResourceClaimAdminAccess"}));
+            (std::vector<std::string>{"NamespaceLifecycle", "DynamicResourceRules"}));
   auto configmaps = scheme_->find("", "v1", "configmaps");
   auto namespaces = scheme_->find("", "v1", "namespaces");
   auto missing = test::run_to_end<Made>(ioc_, [&]() -> asio::awaitable<Made> {

@@ -1,4 +1,4 @@
-#include "registry/resource_claim_admin_access.hpp"
+#include "registry/dynamic_resource_rules.hpp"
 
 #include "kinds/dynamic_resources.hpp"
 #include "registry/store_rules.hpp"
@@ -8,12 +8,15 @@ namespace kwatch::registry {
 namespace asio = boost::asio;
 using namespace detail;  // the store's rules and the names they use (store_rules.hpp)
 
-ResourceClaimAdminAccess::ResourceClaimAdminAccess(std::shared_ptr<storage::Storage> storage,
+DynamicResourceRules::DynamicResourceRules(std::shared_ptr<storage::Storage> storage,
                                                    const std::shared_ptr<kinds::Scheme>& scheme)
     : storage_(std::move(storage)), namespaces_(scheme->find("", "v1", "namespaces")) {}
 
-bool ResourceClaimAdminAccess::handles(const AdmissionAttributes& a) const {
+bool DynamicResourceRules::handles(const AdmissionAttributes& a) const {
   if (a.info.group != "resource.k8s.io") return false;
+  if (a.info.kind == "ResourceSlice") {
+    return a.operation == AdmissionOperation::create || a.operation == AdmissionOperation::update;
+  }
   if (a.info.kind == "ResourceClaim") {
     return (a.operation == AdmissionOperation::create && a.subresource.empty()) ||
            (a.operation == AdmissionOperation::update && a.subresource == "status");
@@ -21,9 +24,13 @@ bool ResourceClaimAdminAccess::handles(const AdmissionAttributes& a) const {
   return a.info.kind == "ResourceClaimTemplate" && a.operation == AdmissionOperation::create;
 }
 
-asio::awaitable<std::optional<ApiError>> ResourceClaimAdminAccess::validate(
+asio::awaitable<std::optional<ApiError>> DynamicResourceRules::validate(
     const AdmissionAttributes& a, const json::object* object) {
   if (object == nullptr) co_return std::nullopt;
+  if (a.info.kind == "ResourceSlice") {
+    if (auto warning = kinds::resource_slice_driver_warning(*object)) add_warning(a, *warning);
+    co_return std::nullopt;
+  }
   const auto field = kinds::admin_access_field(*object, a.info.kind, a.old_object, a.subresource);
   if (!field) co_return std::nullopt;
   auto r = co_await storage_->get(namespaces_->key("", a.ns));
