@@ -130,6 +130,10 @@ def with_kubectl(t, server, kc):
             '"GPU.example.com" contains uppercase characters' in out, out)
     kc("delete", "resourceslice", "capital")
 
+    code, out = kc("explain", "resourceclaims.spec.devices.requests.exactly")
+    t.check("kubectl explain reads the claim's schema",
+            code == 0 and "deviceClassName" in out and "allocationMode" in out, out[:600])
+
     code, out = kc("delete", "resourceclaimtemplate", "gpu-template")
     t.check("kubectl deletes a template", code == 0, out)
 
