@@ -1115,21 +1115,17 @@ void validate_device_class(const json::object& dc, const json::object* old, Caus
 }
 
 void validate_resource_claim(const json::object& claim, const json::object* old, Causes& causes) {
-  const json::object* spec = object_member(claim, "spec");
-  if (old == nullptr) {
-    device_claim(causes, "spec.devices", object_member(spec, "devices"), false);
-    return;
-  }
-  if (!equal_members(&claim, old, "spec")) fe::immutable(causes, "spec", go_json(kClaimSpec, spec));
+  // An update is judged by the path it was written through (validate_resource_claim_update_path):
+  // kube's /status strategy does not look at the spec.
+  if (old != nullptr) return;
+  device_claim(causes, "spec.devices", object_member(object_member(claim, "spec"), "devices"),
+               false);
 }
 
 void validate_resource_claim_template(const json::object& tmpl, const json::object* old,
                                       Causes& causes) {
+  // kube validates the whole template on every write, then an update's immutable spec.
   const json::object* spec = object_member(tmpl, "spec");
-  if (old != nullptr) {
-    if (!equal_members(&tmpl, old, "spec")) fe::immutable(causes, "spec", go_json(kTemplateSpec, spec));
-    return;
-  }
   // ValidateTemplateObjectMeta: the claims' labels and annotations.
   const json::object* meta = object_member(spec, "metadata");
   if (const json::object* labels = object_member(meta, "labels")) {
@@ -1154,10 +1150,22 @@ void validate_resource_claim_template(const json::object& tmpl, const json::obje
   }
   device_claim(causes, "spec.spec.devices",
                object_member(object_member(spec, "spec"), "devices"), false);
+  if (old != nullptr && !equal_members(&tmpl, old, "spec")) {
+    fe::immutable(causes, "spec", go_json(kTemplateSpec, spec));
+  }
 }
 
 void validate_resource_claim_update_path(const json::object& claim, const json::object& old,
                                          std::string_view subresource, Causes& causes) {
+  if (subresource.empty()) {
+    // kube's ValidateUpdate: the whole claim again, then its immutable spec.
+    const json::object* spec = object_member(claim, "spec");
+    device_claim(causes, "spec.devices", object_member(spec, "devices"), false);
+    if (!equal_members(&claim, &old, "spec")) {
+      fe::immutable(causes, "spec", go_json(kClaimSpec, spec));
+    }
+    return;
+  }
   if (subresource != "status") return;
   const json::object* status = object_member(claim, "status");
   const json::object* old_status = object_member(old, "status");

@@ -54,9 +54,10 @@ void default_resource_slice(boost::json::object& slice);
 void keep_resource_claim_owned_fields(boost::json::object& claim, const boost::json::object& old,
                                       std::string_view subresource);
 
-// KindHooks::validate. `old` is the stored object on updates, null on creates. A claim's and a
-// template's spec is validated on create and immutable after; a class's CEL expressions and a
-// claim's are compiled only when new or changed, as kube treats stored expressions.
+// KindHooks::validate. `old` is the stored object on updates, null on creates. A template is
+// validated whole on every write and its spec is immutable; a claim is validated here on create
+// only (its updates by the path they take, below); a class's CEL expressions are compiled only
+// when new or changed, as kube treats stored expressions.
 void validate_device_class(const boost::json::object& dc, const boost::json::object* old,
                            Causes& causes);
 void validate_resource_claim(const boost::json::object& claim, const boost::json::object* old,
@@ -65,8 +66,9 @@ void validate_resource_claim_template(const boost::json::object& tmpl,
                                       const boost::json::object* old, Causes& causes);
 void validate_resource_slice(const boost::json::object& slice, const boost::json::object* old,
                              Causes& causes);
-// KindHooks::validate_update_path of ResourceClaim: a /status write is kube's
-// ValidateResourceClaimStatusUpdate (reservedFor, status.devices, the allocation set once).
+// KindHooks::validate_update_path of ResourceClaim: an update of the claim is validated whole
+// again and its spec is immutable; a /status write is kube's ValidateResourceClaimStatusUpdate
+// (reservedFor, status.devices, the allocation set once), which does not look at the spec.
 void validate_resource_claim_update_path(const boost::json::object& claim,
                                          const boost::json::object& old,
                                          std::string_view subresource, Causes& causes);

@@ -326,24 +326,34 @@ TEST(ResourceClaim, SelectorsThatDoNotCompileSayWhy) {
   }
 }
 
-TEST(ResourceClaim, SpecIsImmutable) {
-  json::object old = kClaim;
+// An update of the claim (not /status), as the server runs the hooks.
+std::vector<std::string> update_causes(json::object claim, json::object old) {
+  default_resource_claim(claim);
   default_resource_claim(old);
-  EXPECT_EQ(causes_of(patched(kClaim, R"({"metadata": {"labels": {"a": "b"}}})"),
-                      default_resource_claim, validate_resource_claim, &old),
+  Causes causes;
+  validate_resource_claim(claim, &old, causes);
+  validate_resource_claim_update_path(claim, old, "", causes);
+  return texts(causes);
+}
+
+TEST(ResourceClaim, SpecIsImmutable) {
+  const json::object old = kClaim;
+  EXPECT_EQ(update_causes(patched(kClaim, R"({"metadata": {"labels": {"a": "b"}}})"), old),
             std::vector<std::string>{});
-  EXPECT_EQ(causes_of(patched(kClaim, exactly(R"("count": 2)")), default_resource_claim,
-                      validate_resource_claim, &old),
+  EXPECT_EQ(update_causes(patched(kClaim, exactly(R"("count": 2)")), old),
             std::vector<std::string>{
                 "FieldValueInvalid spec: Invalid value: {\"Devices\":{\"Requests\":[{\"Name\":"
                 "\"gpu\",\"Exactly\":{\"DeviceClassName\":\"gpu.example.com\",\"Selectors\":null,"
                 "\"AllocationMode\":\"ExactCount\",\"Count\":2,\"AdminAccess\":null,"
                 "\"Tolerations\":null,\"Capacity\":null},\"FirstAvailable\":null}],"
                 "\"Constraints\":null,\"Config\":null}}: field is immutable"});
-  // An invalid spec already stored is not judged again on update.
-  json::object bad = patched(kClaim, exactly(R"("count": -1)"));
-  default_resource_claim(bad);
-  EXPECT_EQ(causes_of(bad, default_resource_claim, validate_resource_claim, &bad),
+  // kube validates the whole claim again on update, not on a /status write.
+  const json::object bad = patched(kClaim, exactly(R"("count": -1)"));
+  const std::vector<std::string> count = {
+      "FieldValueInvalid spec.devices.requests[0].exactly.count: Invalid value: -1: must be "
+      "greater than zero"};
+  EXPECT_EQ(update_causes(patched(bad, R"({"metadata": {"labels": {"a": "b"}}})"), bad), count);
+  EXPECT_EQ(status_causes(patched(bad, R"({"status": {"reservedFor": []}})"), bad),
             std::vector<std::string>{});
 }
 
@@ -606,6 +616,14 @@ TEST(ResourceClaimTemplate, DefaultsAndValidationAreKubes) {
   EXPECT_EQ(causes_of(patched(kTemplate, R"({"metadata": {"labels": {"a": "b"}}})"),
                       default_resource_claim_template, validate_resource_claim_template, &old),
             std::vector<std::string>{});
+  // The whole template is validated again on update.
+  json::object bad = patched(kTemplate, R"({"spec": {"spec": {"devices": {"requests": [
+    {"name": "gpu"}]}}}})");
+  EXPECT_EQ(causes_of(patched(bad, R"({"metadata": {"labels": {"a": "b"}}})"),
+                      default_resource_claim_template, validate_resource_claim_template, &bad),
+            std::vector<std::string>{
+                "FieldValueRequired spec.spec.devices.requests[0]: Required value: exactly one "
+                "of `exactly` or `firstAvailable` is required"});
   EXPECT_EQ(causes_of(patched(kTemplate, R"({"spec": {"metadata": {"labels": null}}})"),
                       default_resource_claim_template, validate_resource_claim_template, &old),
             std::vector<std::string>{
