@@ -64,6 +64,11 @@ std::optional<Size> size_of_type(const Type& t) {
     case TypeKind::duration:
     case TypeKind::timestamp:
     case TypeKind::null_type: return Size{1, 1};
+    case TypeKind::dyn:
+      // A value of unknown type that an environment bounds (kube's DRA device attributes: at
+      // most 64 bytes, the size kube's estimator gives them).
+      if (t.max_length) return Size{0, *t.max_length};
+      return std::nullopt;
     default: return std::nullopt;
   }
 }

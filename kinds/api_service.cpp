@@ -171,6 +171,7 @@ std::optional<ApiServicePriority> builtin_api_service_priority(std::string_view 
       {"node.k8s.io", "v1", {16300, 15}},
       {"discovery.k8s.io", "v1", {16200, 15}},
       {"flowcontrol.apiserver.k8s.io", "v1", {16100, 21}},
+      {"resource.k8s.io", "v1", {15900, 21}},
   };
   for (const Entry& e : kTable) {
     if (e.group == group && e.version == version) return e.priority;

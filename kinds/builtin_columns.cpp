@@ -2,6 +2,7 @@
 
 #include "kinds/api_service.hpp"
 #include "kinds/certificate_signing_request.hpp"
+#include "kinds/dynamic_resources.hpp"
 #include "kinds/flow_control.hpp"
 #include "kinds/horizontal_pod_autoscaler.hpp"
 #include "apimachinery/json_path.hpp"
@@ -1035,6 +1036,17 @@ std::vector<PrinterColumn> builtin_columns(std::string_view group, std::string_v
             computed("QueueLengthLimit", "string",
                      limited("spec.limited.limitResponse.queuing.queueLengthLimit")),
             age_column()};
+  }
+  if (group == "resource.k8s.io" && kind == "ResourceClaim") {
+    return {name_column(),
+            computed("State", "string",
+                     [](const json::object& o) { return json::value(resource_claim_state_cell(o)); }),
+            age_column()};
+  }
+  if (group == "resource.k8s.io" && kind == "ResourceSlice") {
+    // kube's printer shows an absent node name as an empty cell.
+    return {name_column(), text("Node", ".spec.nodeName", ""), text("Driver", ".spec.driver", ""),
+            text("Pool", ".spec.pool.name", ""), age_column()};
   }
   if (kind == "APIService") {
     return {name_column(),

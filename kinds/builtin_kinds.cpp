@@ -6,6 +6,7 @@
 #include "kinds/admission_policy.hpp"
 #include "kinds/api_service.hpp"
 #include "kinds/certificate_signing_request.hpp"
+#include "kinds/dynamic_resources.hpp"
 #include "kinds/flow_control.hpp"
 #include "kinds/service_addresses.hpp"
 #include "kinds/storage_kinds.hpp"
@@ -241,6 +242,8 @@ GenerationRule generation_rule(std::string_view group, std::string_view kind) {
       {"admissionregistration.k8s.io", "MutatingAdmissionPolicyBinding", GenerationRule::spec},
       {"flowcontrol.apiserver.k8s.io", "FlowSchema", GenerationRule::spec},
       {"flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration", GenerationRule::spec},
+      {"resource.k8s.io", "DeviceClass", GenerationRule::spec},
+      {"resource.k8s.io", "ResourceSlice", GenerationRule::spec},
   };
   for (const Counted& c : kCounted) {
     if (c.group == group && c.kind == kind) return c.rule;
@@ -495,6 +498,27 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
        .hooks = {.set_defaults = default_priority_level_configuration,
                  .prepare_for_create = initial_status({}),
                  .validate = validate_priority_level_configuration}},
+      // ---- resource.k8s.io/v1 ----
+      {.group = "resource.k8s.io", .kind = "DeviceClass", .resource = "deviceclasses",
+       .namespaced = false,
+       .hooks = {.set_defaults = default_device_class, .validate = validate_device_class}},
+      // Created with an empty status (kube's strategy clears it); only /status writes it.
+      {.group = "resource.k8s.io", .kind = "ResourceClaim", .resource = "resourceclaims",
+       .has_status = true,
+       .hooks = {.set_defaults = default_resource_claim,
+                 .prepare_for_create = initial_status({}),
+                 .keep_owned_fields = keep_resource_claim_owned_fields,
+                 .validate = validate_resource_claim,
+                 .validate_update_path = validate_resource_claim_update_path}},
+      {.group = "resource.k8s.io", .kind = "ResourceClaimTemplate",
+       .resource = "resourceclaimtemplates",
+       .hooks = {.set_defaults = default_resource_claim_template,
+                 .validate = validate_resource_claim_template}},
+      // Selectable by node and driver; the watch cache indexes the node, as kube's does.
+      {.group = "resource.k8s.io", .kind = "ResourceSlice", .resource = "resourceslices",
+       .namespaced = false, .fields = {"spec.nodeName", "spec.driver"},
+       .trigger_field = "spec.nodeName",
+       .hooks = {.set_defaults = default_resource_slice, .validate = validate_resource_slice}},
       {.group = "apiregistration.k8s.io", .kind = "APIService", .resource = "apiservices",
        .namespaced = false, .has_status = true, .categories = {"api-extensions"},
        .hooks = {.prepare_for_create = prepare_api_service, .validate = validate_api_service}},

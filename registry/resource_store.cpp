@@ -1,6 +1,7 @@
 #include "registry/resource_store.hpp"
 
 #include "registry/namespace_lifecycle.hpp"
+#include "registry/dynamic_resource_rules.hpp"
 #include "registry/service_allocator.hpp"
 #include "registry/store_rules.hpp"
 
@@ -39,6 +40,7 @@ ResourceStore::ResourceStore(std::shared_ptr<storage::Storage> storage,
       state_cache_(std::move(state_cache)),
       admission_(std::make_shared<Admission>()) {
   admission_->add(std::make_shared<NamespaceLifecycle>(storage_, scheme_));
+  admission_->add(std::make_shared<DynamicResourceRules>(storage_, scheme_));
 }
 
 ApiResult<json::object> ResourceStore::decode(const KeyValue& kv, json::storage_ptr sp) {

@@ -253,7 +253,10 @@ boost::asio::awaitable<base::Result<bool>> ServiceAllocator::reserve(
 
 boost::asio::awaitable<base::Result<bool>> ServiceAllocator::reserve_address(
     ServiceReservation& reservation, std::string ip, bool dry_run) {
-  if (store_ == nullptr || !ip_info_) co_return base::Result<bool>(false);
+  if (store_ == nullptr || !ip_info_) {
+    // use_ip_addresses was never called: a wiring bug, not a taken address.
+    co_return base::Result<bool>(boost::system::in_place_error, Errc::internal);
+  }
   // An address kwatch kept before ServiceCIDRs, not moved to an IPAddress yet, is held.
   auto legacy = co_await storage_->get(legacy_ip_prefix() + ip);
   if (legacy) co_return base::Result<bool>(false);

@@ -56,6 +56,7 @@ PACKAGES = {
     "admissionregistration.k8s.io": "io.k8s.api.admissionregistration.v1",
     "apiregistration.k8s.io": "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1",
     "certificates.k8s.io": "io.k8s.api.certificates.v1",
+    "resource.k8s.io": "io.k8s.api.resource.v1",
 }
 
 # (group, version) whose types live in another package than the group's v1 types.
@@ -134,6 +135,11 @@ KINDS = [
      "io.k8s.api.flowcontrol.v1.PriorityLevelConfiguration"),
     ("networking.k8s.io", "v1", "ServiceCIDR", "io.k8s.api.networking.v1.ServiceCIDR"),
     ("networking.k8s.io", "v1", "IPAddress", "io.k8s.api.networking.v1.IPAddress"),
+    ("resource.k8s.io", "v1", "DeviceClass", "io.k8s.api.resource.v1.DeviceClass"),
+    ("resource.k8s.io", "v1", "ResourceClaim", "io.k8s.api.resource.v1.ResourceClaim"),
+    ("resource.k8s.io", "v1", "ResourceClaimTemplate",
+     "io.k8s.api.resource.v1.ResourceClaimTemplate"),
+    ("resource.k8s.io", "v1", "ResourceSlice", "io.k8s.api.resource.v1.ResourceSlice"),
 ]
 
 # Classes whose definition the first-referrer rule would get wrong: apimachinery's meta types

@@ -44,11 +44,12 @@ API_PACKAGES = {
     "admissionregistration/v1beta1": "admissionregistration.k8s.io/v1beta1",
     "certificates/v1": "certificates.k8s.io/v1",
     "flowcontrol/v1": "flowcontrol.apiserver.k8s.io/v1",
+    "resource/v1": "resource.k8s.io/v1",
 }
 # Packages read at another tag than the default, and the kinds of theirs kwatch serves: the
-# admission policies as kube 1.34 serves them.
+# admission policies, networking.k8s.io/v1 and resource.k8s.io/v1 as kube 1.34 serves them.
 PACKAGE_TAGS = {"admissionregistration/v1": "v0.34.0", "admissionregistration/v1beta1": "v0.34.0",
-                "networking/v1": "v0.34.0"}
+                "networking/v1": "v0.34.0", "resource/v1": "v0.34.0"}
 SERVED_KINDS = {
     "admissionregistration/v1": {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
     "admissionregistration/v1beta1": {"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"},

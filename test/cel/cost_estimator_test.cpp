@@ -29,6 +29,8 @@ TypePtr unbounded_self() {
   self->fields["str2"] = with_length(types::string(), 3145726);
   self->fields["ints"] = with_elements(types::list(types::int64()), 1572863);
   self->fields["short"] = with_length(types::string(), 40);
+  self->fields["any"] = types::dyn();
+  self->fields["bounded"] = with_length(types::dyn(), 40);
   return self;
 }
 
@@ -59,6 +61,10 @@ TEST(CelCostEstimator, BoundsAndShortCircuitsShapeTheEstimate) {
   // cel.bind evaluates its value once, not per element of anything (its empty range is
   // counted as the list literal it is: 10).
   EXPECT_EQ(estimate("cel.bind(n, size(self.ints), n > 1 && n < 5)"), 10u + 3u + 2u + 2u);
+  // A value of unknown type is unbounded unless its environment bounds it (kube's DRA attribute
+  // values).
+  EXPECT_EQ(estimate("self.bounded.matches('a.*')"), estimate("self.short.matches('a.*')"));
+  EXPECT_GT(estimate("self.any.matches('a.*')"), 1000000000u);
   // Nested comprehensions multiply.
   EXPECT_GT(estimate("self.ints.all(a, self.ints.all(b, a < b))"), 1572863ull * 1572863ull);
 }

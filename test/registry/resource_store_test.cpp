@@ -94,8 +94,9 @@ class ResourceStoreTest : public ::testing::Test {
   std::shared_ptr<ResourceStore> replica() {
     auto store = std::make_shared<ResourceStore>(storage_, scheme_);
     auto ranges = parse_node_port_range("30000-32767", *parse_service_cidr("10.0.0.0/24"));
-    store->set_service_allocator(
-        std::make_shared<ServiceAllocator>(storage_, "/registry", *ranges));
+    auto allocator = std::make_shared<ServiceAllocator>(storage_, "/registry", *ranges);
+    allocator->use_ip_addresses(store.get(), scheme_->find("networking.k8s.io", "v1", "ipaddresses"));
+    store->set_service_allocator(allocator);
     return store;
   }
 
@@ -513,7 +514,8 @@ using Made = apimachinery::ApiResult<json::object>;
 // NamespaceLifecycle plugin every store starts with, for kwatch's own writes too.
 TEST_F(ResourceStoreTest, NamespaceLifecycleGuardsCreates) {
   auto store = replica();
-  EXPECT_EQ(store->admission().names(), std::vector<std::string>{"NamespaceLifecycle"});
+  EXPECT_EQ(store->admission().names(),
+            (std::vector<std::string>{"NamespaceLifecycle", "DynamicResourceRules"}));
   auto configmaps = scheme_->find("", "v1", "configmaps");
   auto namespaces = scheme_->find("", "v1", "namespaces");
   auto missing = test::run_to_end<Made>(ioc_, [&]() -> asio::awaitable<Made> {

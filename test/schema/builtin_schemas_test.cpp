@@ -86,6 +86,10 @@ const std::vector<std::tuple<std::string, std::string, std::string>> kKinds = {
     {"flowcontrol.apiserver.k8s.io", "v1", "PriorityLevelConfiguration"},
     {"networking.k8s.io", "v1", "ServiceCIDR"},
     {"networking.k8s.io", "v1", "IPAddress"},
+    {"resource.k8s.io", "v1", "DeviceClass"},
+    {"resource.k8s.io", "v1", "ResourceClaim"},
+    {"resource.k8s.io", "v1", "ResourceClaimTemplate"},
+    {"resource.k8s.io", "v1", "ResourceSlice"},
 };
 
 Schema compile_kind(std::string_view group, std::string_view kind) {

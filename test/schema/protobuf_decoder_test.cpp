@@ -311,6 +311,34 @@ TEST(ProtobufDecoder, AnAdmissionPolicysRulesAreInlineAsInJson) {
   EXPECT_EQ(binding->at("spec"), json::parse(R"({"policyName":"team-label"})"));
 }
 
+TEST(ProtobufDecoder, DynamicResourceAllocationKindsAsTypedClientsSendThem) {
+  // Most resource.k8s.io/v1 fields are tagged without `opt` (`bytes,1,name=...`).
+  std::string exactly = field(1, "gpu.example.com") + field(3, "ExactCount") + number_field(4, 2);
+  std::string request = field(1, "gpu") + field(2, exactly);
+  std::string opaque = field(1, "d.example.com") + field(2, field(1, R"({"a":1})"));
+  std::string config = field(1, "gpu") + field(2, field(1, opaque));  // DeviceConfiguration inline
+  std::string claim_spec = field(1, field(1, request) + field(3, config));
+  auto claim = decode_protobuf_object(envelope("resource.k8s.io/v1", "ResourceClaim",
+                                               field(1, field(1, "c")) + field(2, claim_spec)));
+  ASSERT_TRUE(claim) << claim.error().message;
+  EXPECT_EQ(claim->at("spec"), json::parse(R"({"devices":{"requests":[{"name":"gpu",
+      "exactly":{"deviceClassName":"gpu.example.com","allocationMode":"ExactCount","count":2}}],
+      "config":[{"requests":["gpu"],"opaque":{"driver":"d.example.com","parameters":{"a":1}}}]}})"));
+
+  std::string pool = field(1, "node-1") + number_field(2, 3) + number_field(3, 1);
+  std::string device = field(1, "g0") + field(2, entry("model", field(4, "a100"))) +
+                       field(3, entry("memory", field(1, field(1, "40Gi"))));
+  std::string slice_spec = field(1, "gpu.example.com") + field(2, pool) + field(3, "node-1") +
+                           field(6, device);
+  auto slice = decode_protobuf_object(envelope("resource.k8s.io/v1", "ResourceSlice",
+                                               field(1, field(1, "s")) + field(2, slice_spec)));
+  ASSERT_TRUE(slice) << slice.error().message;
+  EXPECT_EQ(slice->at("spec"), json::parse(R"({"driver":"gpu.example.com",
+      "pool":{"name":"node-1","generation":3,"resourceSliceCount":1},"nodeName":"node-1",
+      "devices":[{"name":"g0","attributes":{"model":{"string":"a100"}},
+                  "capacity":{"memory":{"value":"40Gi"}}}]})"));
+}
+
 TEST(ProtobufDecoder, UnknownFieldWithAValueIsRefusedRatherThanDropped) {
   std::string raw = field(1, field(1, "c")) + field(99, "something");
   auto obj = decode_protobuf_object(envelope("v1", "ConfigMap", raw));

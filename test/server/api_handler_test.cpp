@@ -454,9 +454,9 @@ TEST_F(ApiHandlerTest, DiscoveryListsBuiltinResourcesWithVerbsAndShortNames) {
   // apps, batch, networking.k8s.io, discovery.k8s.io, policy, scheduling.k8s.io,
   // storage.k8s.io, node.k8s.io, coordination.k8s.io, events.k8s.io, rbac.authorization.k8s.io,
   // apiextensions.k8s.io, admissionregistration.k8s.io, apiregistration.k8s.io, autoscaling
-  // (once, for v2 and v1), certificates.k8s.io, flowcontrol.apiserver.k8s.io, and the review
-  // groups authentication.k8s.io and authorization.k8s.io.
-  EXPECT_EQ(groups.at("groups").as_array().size(), 19u);
+  // (once, for v2 and v1), certificates.k8s.io, flowcontrol.apiserver.k8s.io, resource.k8s.io,
+  // and the review groups authentication.k8s.io and authorization.k8s.io.
+  EXPECT_EQ(groups.at("groups").as_array().size(), 20u);
   auto reviews = call_json("GET", "/apis/authentication.k8s.io/v1");
   EXPECT_EQ(reviews.at("resources").at(1).at("name"), "tokenreviews");
   EXPECT_EQ(reviews.at("resources").at(1).at("verbs"), json::array{"create"});
