@@ -261,7 +261,22 @@ void default_pod_spec(json::object& spec) {
         if (json::object* token = existing_object(source, "serviceAccountToken")) {
           set_if_absent(*token, "expirationSeconds", 3600);
         }
+        if (json::object* downward = existing_object(source, "downwardAPI")) {
+          for_each_object(*downward, "items", default_field_ref);
+        }
       });
+    }
+    // A downward API file's fieldRef is of apiVersion v1 unless it says otherwise.
+    if (json::object* downward = existing_object(v, "downwardAPI")) {
+      for_each_object(*downward, "items", default_field_ref);
+    }
+    // SetDefaults_PersistentVolumeClaimSpec for a generic ephemeral volume's claim.
+    if (json::object* ephemeral = existing_object(v, "ephemeral")) {
+      if (json::object* claim = existing_object(*ephemeral, "volumeClaimTemplate")) {
+        if (json::object* claim_spec = existing_object(*claim, "spec")) {
+          set_if_absent(*claim_spec, "volumeMode", "Filesystem");
+        }
+      }
     }
   });
 }
