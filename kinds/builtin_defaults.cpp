@@ -733,6 +733,20 @@ void default_csi_driver(json::object& driver) {
   set_if_absent(*spec, "seLinuxMount", false);
 }
 
+void default_role_binding(json::object& binding) {
+  static constexpr const char* kRbacGroup = "rbac.authorization.k8s.io";
+  if (json::object* ref = existing_object(binding, "roleRef")) {
+    set_default(*ref, "apiGroup", kRbacGroup);
+  }
+  for_each_object(binding, "subjects", [](json::object& subject) {
+    const json::value* kind = subject.if_contains("kind");
+    if (kind == nullptr || !kind->is_string()) return;
+    if (kind->get_string() == "User" || kind->get_string() == "Group") {
+      set_default(subject, "apiGroup", kRbacGroup);
+    }
+  });
+}
+
 std::function<void(json::object&)> initial_status(json::object status) {
   return [status = std::move(status)](json::object& obj) { reset_status(obj, status); };
 }

@@ -508,6 +508,11 @@ const StoredCase kStoredCases[] = {
      R"({"metadata":{"name":"e"},"involvedObject":{"kind":"Pod","name":"p"},"reason":"R"})",
      R"({"metadata":{"name":"e"},"involvedObject":{"kind":"Pod","name":"p"},"reason":"R",)"
      R"("source":{},"reportingComponent":"","reportingInstance":""})"},
+    {"", "v1", "Endpoints",
+     R"({"metadata":{"name":"e"},"subsets":[{"addresses":[{"ip":"10.0.0.1"}],)"
+     R"("ports":[{"port":80}]}]})",
+     R"({"metadata":{"name":"e"},"subsets":[{"addresses":[{"ip":"10.0.0.1"}],)"
+     R"("ports":[{"port":80,"protocol":"TCP"}]}]})"},
     {"", "v1", "ServiceAccount", R"({"metadata":{"name":"a"}})", R"({"metadata":{"name":"a"}})"},
     // ---- apps/v1 ----
     {"apps", "v1", "Deployment",
@@ -535,6 +540,21 @@ const StoredCase kStoredCases[] = {
      R"("maxSurge":0}},"revisionHistoryLimit":10},"status":{"currentNumberScheduled":0,)"
      R"("numberMisscheduled":0,"desiredNumberScheduled":0,"numberReady":0}})"},
     // ---- batch/v1 ----
+    {"batch", "v1", "Job",
+     R"({"metadata":{"name":"j","uid":"u"},"spec":{"template":{"spec":)"
+     R"({"containers":[{"name":"c","image":"nginx:1.25"}],"restartPolicy":"Never"}}}})",
+     R"({"metadata":{"name":"j","uid":"u","labels":{"batch.kubernetes.io/controller-uid":"u",)"
+     R"("batch.kubernetes.io/job-name":"j","controller-uid":"u","job-name":"j"}},)"
+     R"("spec":{"parallelism":1,"completions":1,"backoffLimit":6,"selector":{"matchLabels":)"
+     R"({"batch.kubernetes.io/controller-uid":"u"}},"template":{"metadata":{"labels":)"
+     R"({"batch.kubernetes.io/controller-uid":"u","batch.kubernetes.io/job-name":"j",)"
+     R"("controller-uid":"u","job-name":"j"}},"spec":{"containers":[{"name":"c",)"
+     R"("image":"nginx:1.25","imagePullPolicy":"IfNotPresent","resources":{},)"
+     R"("terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File"}],)"
+     R"("restartPolicy":"Never","terminationGracePeriodSeconds":30,"dnsPolicy":"ClusterFirst",)"
+     R"("securityContext":{},"schedulerName":"default-scheduler"}},)"
+     R"("completionMode":"NonIndexed","suspend":false,)"
+     R"("podReplacementPolicy":"TerminatingOrFailed"},"status":{}})"},
     {"batch", "v1", "CronJob",
      R"({"metadata":{"name":"c"},"spec":{"schedule":"* * * * *","jobTemplate":{"spec":)"
      R"({"template":{"spec":)" KW_SPEC "}}}}}",
@@ -580,6 +600,15 @@ const StoredCase kStoredCases[] = {
      R"("kind":"Role","name":"r"}})",
      R"({"metadata":{"name":"b"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io",)"
      R"("kind":"Role","name":"r"}})"},
+    {"rbac.authorization.k8s.io", "v1", "ClusterRoleBinding",
+     R"({"metadata":{"name":"b"},"roleRef":{"kind":"ClusterRole","name":"r"},"subjects":[)"
+     R"({"kind":"User","name":"u"},{"kind":"Group","name":"g"},)"
+     R"({"kind":"ServiceAccount","name":"s","namespace":"n"}]})",
+     R"({"metadata":{"name":"b"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io",)"
+     R"("kind":"ClusterRole","name":"r"},"subjects":[{"kind":"User","name":"u",)"
+     R"("apiGroup":"rbac.authorization.k8s.io"},{"kind":"Group","name":"g",)"
+     R"("apiGroup":"rbac.authorization.k8s.io"},)"
+     R"({"kind":"ServiceAccount","name":"s","namespace":"n"}]})"},
     {"scheduling.k8s.io", "v1", "PriorityClass", R"({"metadata":{"name":"p"},"value":10})",
      R"({"metadata":{"name":"p"},"value":10,"preemptionPolicy":"PreemptLowerPriority"})"},
     {"node.k8s.io", "v1", "RuntimeClass", R"({"metadata":{"name":"r"},"handler":"h"})",
