@@ -678,8 +678,10 @@ void default_limit_range(json::object& limit_range) {
 }
 
 void default_network_policy(json::object& policy) {
-  json::object* spec = existing_object(policy, "spec");
+  // The spec is a struct in Go: defaulted also when the body leaves it out.
+  json::object* spec = child_object(policy, "spec");
   if (spec == nullptr) return;
+  child_object(*spec, "podSelector");  // also a struct: {} selects every pod
   for (const char* direction : {"ingress", "egress"}) {
     for_each_object(*spec, direction, [](json::object& rule) {
       for_each_object(rule, "ports", [](json::object& port) { set_if_absent(port, "protocol", "TCP"); });
@@ -719,7 +721,7 @@ void default_storage_class(json::object& storage_class) {
 }
 
 void default_csi_driver(json::object& driver) {
-  json::object* spec = existing_object(driver, "spec");
+  json::object* spec = child_object(driver, "spec");  // a struct in Go, as a policy's spec
   if (spec == nullptr) return;
   set_if_absent(*spec, "attachRequired", true);
   set_if_absent(*spec, "podInfoOnMount", false);

@@ -433,13 +433,14 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
        .categories = kAll,
        // Created with an empty status (kube's strategy clears it), whose counts Go writes.
        .hooks = {.set_defaults = default_horizontal_pod_autoscaler,
-                 .prepare_for_create = initial_status({}),
+                 .prepare_for_create = initial_status(json::object{{"desiredReplicas", 0}}),
                  .validate = validate_horizontal_pod_autoscaler}},
       {.group = "autoscaling", .version = "v1", .kind = "HorizontalPodAutoscaler",
        .resource = "horizontalpodautoscalers", .short_names = {"hpa"}, .has_status = true,
        .categories = kAll,
        .hooks = {.set_defaults = default_min_replicas,
-                 .prepare_for_create = initial_status({}),
+                 .prepare_for_create = initial_status(
+                     json::object{{"currentReplicas", 0}, {"desiredReplicas", 0}}),
                  .validate = validate_horizontal_pod_autoscaler,
                  .to_stored = horizontal_pod_autoscaler_to_v2,
                  .to_served = horizontal_pod_autoscaler_to_v1}},

@@ -424,17 +424,8 @@ std::optional<ApiError> decode_and_default(const ResourceInfo& info, json::objec
   }
   if (info.schema) info.schema->apply_defaults(value);
   obj = std::move(value.get_object());
-  // The structs Go's JSON writes once the object is in the kind's struct, also where the body
-  // left them out (`spec: {}`, `status: {}`): the kind's defaulting finds them as kube's does (a
-  // NetworkPolicy without spec gets policyTypes); again after a create's reset of the status.
-  // The zero scalars follow once the object is valid (check_written).
-  const bool go_struct = info.origin == KindOrigin::builtin;
-  if (go_struct) write_zero_fields(info.api_version(), info.kind, obj, ZeroFields::structs);
   if (info.hooks.set_defaults) info.hooks.set_defaults(obj);
-  if (create && info.hooks.prepare_for_create) {
-    info.hooks.prepare_for_create(obj);
-    if (go_struct) write_zero_fields(info.api_version(), info.kind, obj, ZeroFields::structs);
-  }
+  if (create && info.hooks.prepare_for_create) info.hooks.prepare_for_create(obj);
   if (create && info.hooks.record_requester && query.user) {
     info.hooks.record_requester(obj, *query.user);
   }
@@ -472,9 +463,10 @@ std::optional<ApiError> check_written(const ResourceInfo& info, const std::strin
     info.hooks.validate_update_path(obj, *old, subresource, causes);
   }
   if (causes.empty()) {
-    // Stored as Go's JSON writes the kind's struct: with the zero scalars of fields without
-    // omitempty (a node's nodeInfo strings, a replica set's `status.replicas: 0`), which a
-    // required field's absence must not hide from validation.
+    // Stored as Go's JSON writes the kind's struct: with the structs that are no pointers and
+    // the zero scalars of fields without omitempty (`status: {loadBalancer: {}}`, a node's
+    // nodeInfo strings), added once the object is valid: a required field the body left out
+    // is refused as missing, as kube's validation refuses its zero.
     if (info.origin == KindOrigin::builtin) write_zero_fields(info.api_version(), info.kind, obj);
     return std::nullopt;
   }

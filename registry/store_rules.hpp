@@ -53,7 +53,6 @@ using schema::PatchSchema;
 using schema::track_update;
 using schema::unknown_field_message;
 using schema::write_zero_fields;
-using schema::ZeroFields;
 using apimachinery::ApiError;
 using apimachinery::api_error;
 using apimachinery::encode_continue;

@@ -570,18 +570,17 @@ json::value go_zero(const Field& f) {
   }
 }
 
-void write_zero(const Message& message, json::object& obj, ZeroFields which, int depth) {
+void write_zero(const Message& message, json::object& obj, int depth) {
   if (depth > 64) return;
   for (const Field& f : message.fields) {
     if (f.inline_fields) {
-      if (f.message != nullptr) write_zero(*f.message, obj, which, depth + 1);
+      if (f.message != nullptr) write_zero(*f.message, obj, depth + 1);
       continue;
     }
     if (f.name.empty()) continue;
     auto it = obj.find(f.name);
     if (it == obj.end() || it->value().is_null()) {
       if (!f.written_when_zero) continue;
-      if (which == ZeroFields::structs && f.kind != Kind::message) continue;
       json::value zero = go_zero(f);
       if (zero.is_null()) continue;
       it = obj.insert_or_assign(f.name, std::move(zero)).first;
@@ -590,25 +589,22 @@ void write_zero(const Message& message, json::object& obj, ZeroFields which, int
     json::value& v = it->value();
     if (f.repeated && v.is_array()) {
       for (auto& e : v.get_array()) {
-        if (e.is_object()) write_zero(*f.message, e.get_object(), which, depth + 1);
+        if (e.is_object()) write_zero(*f.message, e.get_object(), depth + 1);
       }
     } else if (f.kind == Kind::map && v.is_object()) {
       for (auto& [key, e] : v.get_object()) {
-        if (e.is_object()) write_zero(*f.message, e.get_object(), which, depth + 1);
+        if (e.is_object()) write_zero(*f.message, e.get_object(), depth + 1);
       }
     } else if (f.kind == Kind::message && v.is_object()) {
-      write_zero(*f.message, v.get_object(), which, depth + 1);
+      write_zero(*f.message, v.get_object(), depth + 1);
     }
   }
 }
 
 }  // namespace
 
-void write_zero_fields(std::string_view api_version, std::string_view kind, json::object& obj,
-                       ZeroFields which) {
-  if (const Message* message = schema().by_kind(api_version, kind)) {
-    write_zero(*message, obj, which, 0);
-  }
+void write_zero_fields(std::string_view api_version, std::string_view kind, json::object& obj) {
+  if (const Message* message = schema().by_kind(api_version, kind)) write_zero(*message, obj, 0);
 }
 
 void omit_empty_fields(std::string_view api_version, std::string_view kind, json::object& obj) {

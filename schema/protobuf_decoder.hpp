@@ -38,10 +38,7 @@ void omit_empty_fields(std::string_view api_version, std::string_view kind,
 // a claim's `spec.resources: {}`, a node's `status.nodeInfo`. The zeros Go writes as null (nil
 // lists, maps and pointers without omitempty, zero times) are not added. Other kinds are left
 // as they are. Members that are not objects where an object is expected are skipped.
-// `structs` adds only the structs (with the structs in them): what defaulting needs to find,
-// while validation still sees a required scalar the body left out as missing.
-enum class ZeroFields { structs, all };
 void write_zero_fields(std::string_view api_version, std::string_view kind,
-                       boost::json::object& obj, ZeroFields which = ZeroFields::all);
+                       boost::json::object& obj);
 
 }  // namespace kwatch::schema

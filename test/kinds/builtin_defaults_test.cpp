@@ -1,5 +1,6 @@
 #include "base/base64.hpp"
 #include "kinds/builtin_defaults.hpp"
+#include "kinds/horizontal_pod_autoscaler.hpp"
 #include "kinds/scheme.hpp"
 #include "schema/protobuf_decoder.hpp"
 #include "schema/structural_schema.hpp"
@@ -419,9 +420,10 @@ TEST(BuiltinDefaults, InitialStatusReplacesWhatACreateSent) {
 // ---- Each kind's minimal object, stored as kube-apiserver 1.34 stores it ----
 
 // What the server does to a created object of a built-in kind before it is stored, in
-// registry::decode_and_default's order: Go's omitempty, pruning, the schema's defaults, the
-// structs Go writes, the kind's defaulting and create hook, then (once valid) Go's zero scalars.
-// Server-set metadata (uid, creationTimestamp, ...) and admission are not part of it.
+// registry's order (decode_and_default, then check_written once the object is valid): Go's
+// omitempty, pruning, the schema's defaults, the kind's defaulting and create hook, then the
+// structs and zero scalars Go writes. Server-set metadata (uid, creationTimestamp, ...) and
+// admission are not part of it.
 json::object stored_form(const ResourceInfo& info, json::object obj) {
   schema::omit_empty_fields(info.api_version(), info.kind, obj);
   json::value value(std::move(obj));
@@ -430,12 +432,8 @@ json::object stored_form(const ResourceInfo& info, json::object obj) {
     info.schema->apply_defaults(value);
   }
   obj = std::move(value.get_object());
-  schema::write_zero_fields(info.api_version(), info.kind, obj, schema::ZeroFields::structs);
   if (info.hooks.set_defaults) info.hooks.set_defaults(obj);
-  if (info.hooks.prepare_for_create) {
-    info.hooks.prepare_for_create(obj);
-    schema::write_zero_fields(info.api_version(), info.kind, obj, schema::ZeroFields::structs);
-  }
+  if (info.hooks.prepare_for_create) info.hooks.prepare_for_create(obj);
   schema::write_zero_fields(info.api_version(), info.kind, obj);
   return obj;
 }
@@ -660,6 +658,14 @@ TEST(BuiltinDefaults, EachKindsMinimalObjectIsStoredAsKubeStoresIt) {
     EXPECT_EQ(json::value(stored_form(*info, parse(c.sent))), json::parse(c.stored))
         << json::serialize(stored_form(*info, parse(c.sent)));
   }
+}
+
+TEST(BuiltinDefaults, AnAutoscalerStoredInV2ReadsInV1WithBothCounts) {
+  auto hpa = parse(R"({"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler",
+      "spec":{"scaleTargetRef":{"kind":"Deployment","name":"d"},"maxReplicas":3},
+      "status":{"desiredReplicas":0}})");
+  horizontal_pod_autoscaler_to_v1(hpa);
+  EXPECT_EQ(hpa.at("status"), parse(R"({"currentReplicas":0,"desiredReplicas":0})"));
 }
 
 TEST(BuiltinDefaults, APersistentVolumeIsStoredPendingSinceItsCreation) {
