@@ -261,7 +261,22 @@ void default_pod_spec(json::object& spec) {
         if (json::object* token = existing_object(source, "serviceAccountToken")) {
           set_if_absent(*token, "expirationSeconds", 3600);
         }
+        if (json::object* downward = existing_object(source, "downwardAPI")) {
+          for_each_object(*downward, "items", default_field_ref);
+        }
       });
+    }
+    // A downward API file's fieldRef is of apiVersion v1 unless it says otherwise.
+    if (json::object* downward = existing_object(v, "downwardAPI")) {
+      for_each_object(*downward, "items", default_field_ref);
+    }
+    // SetDefaults_PersistentVolumeClaimSpec for a generic ephemeral volume's claim.
+    if (json::object* ephemeral = existing_object(v, "ephemeral")) {
+      if (json::object* claim = existing_object(*ephemeral, "volumeClaimTemplate")) {
+        if (json::object* claim_spec = existing_object(*claim, "spec")) {
+          set_if_absent(*claim_spec, "volumeMode", "Filesystem");
+        }
+      }
     }
   });
 }
@@ -663,8 +678,10 @@ void default_limit_range(json::object& limit_range) {
 }
 
 void default_network_policy(json::object& policy) {
-  json::object* spec = existing_object(policy, "spec");
+  // The spec is a struct in Go: defaulted also when the body leaves it out.
+  json::object* spec = child_object(policy, "spec");
   if (spec == nullptr) return;
+  child_object(*spec, "podSelector");  // also a struct: {} selects every pod
   for (const char* direction : {"ingress", "egress"}) {
     for_each_object(*spec, direction, [](json::object& rule) {
       for_each_object(rule, "ports", [](json::object& port) { set_if_absent(port, "protocol", "TCP"); });
@@ -704,7 +721,7 @@ void default_storage_class(json::object& storage_class) {
 }
 
 void default_csi_driver(json::object& driver) {
-  json::object* spec = existing_object(driver, "spec");
+  json::object* spec = child_object(driver, "spec");  // a struct in Go, as a policy's spec
   if (spec == nullptr) return;
   set_if_absent(*spec, "attachRequired", true);
   set_if_absent(*spec, "podInfoOnMount", false);
@@ -716,6 +733,20 @@ void default_csi_driver(json::object& driver) {
   }
   set_if_absent(*spec, "requiresRepublish", false);
   set_if_absent(*spec, "seLinuxMount", false);
+}
+
+void default_role_binding(json::object& binding) {
+  static constexpr const char* kRbacGroup = "rbac.authorization.k8s.io";
+  if (json::object* ref = existing_object(binding, "roleRef")) {
+    set_default(*ref, "apiGroup", kRbacGroup);
+  }
+  for_each_object(binding, "subjects", [](json::object& subject) {
+    const json::value* kind = subject.if_contains("kind");
+    if (kind == nullptr || !kind->is_string()) return;
+    if (kind->get_string() == "User" || kind->get_string() == "Group") {
+      set_default(subject, "apiGroup", kRbacGroup);
+    }
+  });
 }
 
 std::function<void(json::object&)> initial_status(json::object status) {

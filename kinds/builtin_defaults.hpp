@@ -87,6 +87,10 @@ void default_storage_class(boost::json::object& storage_class);
 // volumeLifecycleModes, requiresRepublish, seLinuxMount.
 void default_csi_driver(boost::json::object& driver);
 
+// RoleBinding and ClusterRoleBinding: roleRef.apiGroup rbac.authorization.k8s.io when empty; a
+// User or Group subject's apiGroup the same (a ServiceAccount's stays "").
+void default_role_binding(boost::json::object& binding);
+
 // A create hook that replaces the status with `status`, as kube's strategies reset it; the
 // zero fields Go always writes go in `status` (`{}` when there are none).
 std::function<void(boost::json::object&)> initial_status(boost::json::object status);

@@ -303,6 +303,10 @@ void horizontal_pod_autoscaler_to_v1(json::object& hpa) {
       if (!v1.empty()) annotations_to_add[kCurrentMetrics] = json::serialize(v1);
     }
     status.erase("currentMetrics");
+    // v1 writes both counts even when 0 (no omitempty); v2 leaves currentReplicas out then.
+    for (const char* count : {"currentReplicas", "desiredReplicas"}) {
+      if (!status.contains(count) || status.at(count).is_null()) status[count] = 0;
+    }
     if (const json::array* conditions = array_member(&status, "conditions")) {
       if (!conditions->empty()) annotations_to_add[kConditions] = json::serialize(*conditions);
     }

@@ -462,7 +462,14 @@ std::optional<ApiError> check_written(const ResourceInfo& info, const std::strin
   if (old != nullptr && info.hooks.validate_update_path) {
     info.hooks.validate_update_path(obj, *old, subresource, causes);
   }
-  if (causes.empty()) return std::nullopt;
+  if (causes.empty()) {
+    // Stored as Go's JSON writes the kind's struct: with the structs that are no pointers and
+    // the zero scalars of fields without omitempty (`status: {loadBalancer: {}}`, a node's
+    // nodeInfo strings), added once the object is valid: a required field the body left out
+    // is refused as missing, as kube's validation refuses its zero.
+    if (info.origin == KindOrigin::builtin) write_zero_fields(info.api_version(), info.kind, obj);
+    return std::nullopt;
+  }
   return invalid(info, name, std::move(causes));
 }
 

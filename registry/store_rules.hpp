@@ -52,6 +52,7 @@ using schema::omit_empty_fields;
 using schema::PatchSchema;
 using schema::track_update;
 using schema::unknown_field_message;
+using schema::write_zero_fields;
 using apimachinery::ApiError;
 using apimachinery::api_error;
 using apimachinery::encode_continue;
@@ -170,7 +171,8 @@ std::optional<ApiError> decode_and_default(const ResourceInfo& info, json::objec
 
 // Why a written object must not be stored: every rule it breaks (the schema's, then names and
 // labels, then the kind's own) as one 422 Invalid; or, for a built-in kind holding a value of the
-// wrong type, the 400 decoding error Go would have given (for the first such field).
+// wrong type, the 400 decoding error Go would have given (for the first such field). A valid
+// built-in object gets the zero scalars Go's JSON writes (write_zero_fields).
 // On an update, `old` is the object replaced (oldSelf of CRD rules); the complaints of CRD rules
 // about values the update left unchanged go to `warnings` (may be null); `subresource` is the
 // path the update was written through (KindHooks::validate_update_path).

@@ -62,6 +62,9 @@ struct Field {
   // JSON's omitempty: Go leaves the field out when it is a zero scalar that is no pointer, an
   // empty map or list, or a nil pointer.
   bool omit_empty = false;
+  // JSON writes the field of a decoded object even when the body left it out: a struct that is
+  // no pointer (omitempty keeps structs) or a scalar without omitempty.
+  bool written_when_zero = false;
   const Message* message = nullptr;  // a message field's, or a map's message values
   Kind map_value = Kind::string;     // a map's values
 };
@@ -117,6 +120,7 @@ class Schema {
         f.keep_zero = (flags & 2) != 0;
         f.inline_fields = (flags & 4) != 0;
         f.omit_empty = (flags & 8) != 0;
+        f.written_when_zero = (flags & 16) != 0;
         if (f.kind == Kind::message || (f.kind == Kind::map && !kind_named(ref))) {
           f.message = &messages_.at(std::string(ref));
           if (f.kind == Kind::map) f.map_value = Kind::message;
@@ -545,7 +549,63 @@ void omit_empty(const Message& message, json::object& obj, int depth) {
   }
 }
 
+// The zero Go writes for a field the body left out: `{}` for a struct (then its own such
+// fields), "" 0 false for scalars, "0" for a quantity, 0 for an int-or-string.
+json::value go_zero(const Field& f) {
+  switch (f.kind) {
+    case Kind::message:
+      return json::object();
+    case Kind::string:
+      return json::string();
+    case Kind::int32:
+    case Kind::int64:
+    case Kind::int_or_string:
+      return 0;
+    case Kind::boolean:
+      return false;
+    case Kind::quantity:
+      return "0";
+    default:
+      return nullptr;
+  }
+}
+
+void write_zero(const Message& message, json::object& obj, int depth) {
+  if (depth > 64) return;
+  for (const Field& f : message.fields) {
+    if (f.inline_fields) {
+      if (f.message != nullptr) write_zero(*f.message, obj, depth + 1);
+      continue;
+    }
+    if (f.name.empty()) continue;
+    auto it = obj.find(f.name);
+    if (it == obj.end() || it->value().is_null()) {
+      if (!f.written_when_zero) continue;
+      json::value zero = go_zero(f);
+      if (zero.is_null()) continue;
+      it = obj.insert_or_assign(f.name, std::move(zero)).first;
+    }
+    if (f.message == nullptr) continue;
+    json::value& v = it->value();
+    if (f.repeated && v.is_array()) {
+      for (auto& e : v.get_array()) {
+        if (e.is_object()) write_zero(*f.message, e.get_object(), depth + 1);
+      }
+    } else if (f.kind == Kind::map && v.is_object()) {
+      for (auto& [key, e] : v.get_object()) {
+        if (e.is_object()) write_zero(*f.message, e.get_object(), depth + 1);
+      }
+    } else if (f.kind == Kind::message && v.is_object()) {
+      write_zero(*f.message, v.get_object(), depth + 1);
+    }
+  }
+}
+
 }  // namespace
+
+void write_zero_fields(std::string_view api_version, std::string_view kind, json::object& obj) {
+  if (const Message* message = schema().by_kind(api_version, kind)) write_zero(*message, obj, 0);
+}
 
 void omit_empty_fields(std::string_view api_version, std::string_view kind, json::object& obj) {
   if (const Message* message = schema().by_kind(api_version, kind)) omit_empty(*message, obj, 0);

@@ -19,6 +19,10 @@ flags: 1 repeated, 2 keep a zero value (Go pointer or JSON without omitempty),
        4 inline (an embedded struct whose fields JSON writes in the parent),
        8 omitempty (JSON leaves the field out when it is empty: a zero scalar that is no
          pointer, an empty map or list, a nil pointer)
+       16 written when zero: JSON writes the field of a decoded object even when the object
+         left it out (a struct that is no pointer, whatever its omitempty, unless omitzero; a
+         scalar that is no pointer, without omitempty), as "{}", "", 0, false, "0" (quantity)
+         or 0 (int-or-string); the zeros JSON writes as null are not marked
 reference: the message of a message field; for a map, its value's kind or message.
 """
 
@@ -193,6 +197,11 @@ def main():
                 flags |= 8
             if kind != "message" and not repeated and (pointer or "omitempty" not in options):
                 flags |= 2
+            opts = options.split(",")
+            if not repeated and not pointer and not inline and "omitzero" not in opts and (
+                    kind in ("message", "quantity", "int_or_string") or
+                    (kind in ("string", "int32", "int64", "boolean") and "omitempty" not in opts)):
+                flags |= 16
             if json_name == "-":
                 json_name = ""  # FieldsV1.Raw: the message's JSON is the bytes themselves
             fields.append([int(pb.group(2)), json_name, kind, flags, ref])

@@ -1,5 +1,9 @@
 #include "base/base64.hpp"
 #include "kinds/builtin_defaults.hpp"
+#include "kinds/horizontal_pod_autoscaler.hpp"
+#include "kinds/scheme.hpp"
+#include "schema/protobuf_decoder.hpp"
+#include "schema/structural_schema.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -411,6 +415,305 @@ TEST(BuiltinDefaults, InitialStatusReplacesWhatACreateSent) {
   EXPECT_EQ(rs.at("status"), parse(R"({"replicas":0})"));
   initial_status({})(rs);
   EXPECT_EQ(rs.at("status"), json::object());
+}
+
+// ---- Each kind's minimal object, stored as kube-apiserver 1.34 stores it ----
+
+// What the server does to a created object of a built-in kind before it is stored, in
+// registry's order (decode_and_default, then check_written once the object is valid): Go's
+// omitempty, pruning, the schema's defaults, the kind's defaulting and create hook, then the
+// structs and zero scalars Go writes. Server-set metadata (uid, creationTimestamp, ...) and
+// admission are not part of it.
+json::object stored_form(const ResourceInfo& info, json::object obj) {
+  schema::omit_empty_fields(info.api_version(), info.kind, obj);
+  json::value value(std::move(obj));
+  if (info.schema) {
+    info.schema->prune(value);
+    info.schema->apply_defaults(value);
+  }
+  obj = std::move(value.get_object());
+  if (info.hooks.set_defaults) info.hooks.set_defaults(obj);
+  if (info.hooks.prepare_for_create) info.hooks.prepare_for_create(obj);
+  schema::write_zero_fields(info.api_version(), info.kind, obj);
+  return obj;
+}
+
+struct StoredCase {
+  const char* group;
+  const char* version;
+  const char* kind;
+  const char* sent;    // the body a client creates, without apiVersion and kind
+  const char* stored;  // what kube-apiserver stores from it (the same leaving out)
+};
+
+// A pod spec as a client writes it, and as every pod template stores it (SetDefaults_PodSpec,
+// SetDefaults_Container, Go's `resources: {}`).
+#define KW_SPEC R"({"containers":[{"name":"c","image":"nginx:1.25"}]})"
+#define KW_SPEC_STORED                                                                        \
+  R"({"containers":[{"name":"c","image":"nginx:1.25","imagePullPolicy":"IfNotPresent",)"      \
+  R"("resources":{},"terminationMessagePath":"/dev/termination-log",)"                        \
+  R"("terminationMessagePolicy":"File"}],"restartPolicy":"Always",)"                          \
+  R"("terminationGracePeriodSeconds":30,"dnsPolicy":"ClusterFirst","securityContext":{},)"    \
+  R"("schedulerName":"default-scheduler"})"
+#define KW_TEMPLATE R"({"metadata":{"labels":{"app":"a"}},"spec":)" KW_SPEC "}"
+#define KW_TEMPLATE_STORED R"({"metadata":{"labels":{"app":"a"}},"spec":)" KW_SPEC_STORED "}"
+#define KW_SELECTOR R"("selector":{"matchLabels":{"app":"a"}})"
+
+const StoredCase kStoredCases[] = {
+    // ---- core/v1 ----
+    {"", "v1", "Pod", R"({"metadata":{"name":"p"},"spec":)" KW_SPEC "}",
+     R"({"metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"nginx:1.25",)"
+     R"("imagePullPolicy":"IfNotPresent","resources":{},)"
+     R"("terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File"}],)"
+     R"("restartPolicy":"Always","terminationGracePeriodSeconds":30,"dnsPolicy":"ClusterFirst",)"
+     R"("securityContext":{},"schedulerName":"default-scheduler","enableServiceLinks":true,)"
+     R"("priority":0,"preemptionPolicy":"PreemptLowerPriority","tolerations":[)"
+     R"({"key":"node.kubernetes.io/not-ready","operator":"Exists","effect":"NoExecute",)"
+     R"("tolerationSeconds":300},{"key":"node.kubernetes.io/unreachable","operator":"Exists",)"
+     R"("effect":"NoExecute","tolerationSeconds":300}]},)"
+     R"("status":{"phase":"Pending","qosClass":"BestEffort"}})"},
+    {"", "v1", "Service", R"({"metadata":{"name":"s"},"spec":{"ports":[{"port":80}]}})",
+     R"({"metadata":{"name":"s"},"spec":{"ports":[{"port":80,"protocol":"TCP","targetPort":80}],)"
+     R"("type":"ClusterIP","sessionAffinity":"None","internalTrafficPolicy":"Cluster"},)"
+     R"("status":{"loadBalancer":{}}})"},
+    {"", "v1", "ConfigMap", R"({"metadata":{"name":"c"},"data":{"a":"b"}})",
+     R"({"metadata":{"name":"c"},"data":{"a":"b"}})"},
+    {"", "v1", "Secret", R"({"metadata":{"name":"s"}})",
+     R"({"metadata":{"name":"s"},"type":"Opaque"})"},
+    {"", "v1", "Namespace", R"({"metadata":{"name":"n"}})",
+     R"({"metadata":{"name":"n","labels":{"kubernetes.io/metadata.name":"n"}},)"
+     R"("spec":{"finalizers":["kubernetes"]},"status":{"phase":"Active"}})"},
+    {"", "v1", "Node", R"({"metadata":{"name":"n"}})",
+     R"({"metadata":{"name":"n"},"spec":{},"status":{"daemonEndpoints":{"kubeletEndpoint":)"
+     R"({"Port":0}},"nodeInfo":{"machineID":"","systemUUID":"","bootID":"","kernelVersion":"",)"
+     R"("osImage":"","containerRuntimeVersion":"","kubeletVersion":"","kubeProxyVersion":"",)"
+     R"("operatingSystem":"","architecture":""}}})"},
+    {"", "v1", "PersistentVolumeClaim",
+     R"({"metadata":{"name":"c"},"spec":{"accessModes":["ReadWriteOnce"]}})",
+     R"({"metadata":{"name":"c"},"spec":{"accessModes":["ReadWriteOnce"],"resources":{},)"
+     R"("volumeMode":"Filesystem"},"status":{"phase":"Pending"}})"},
+    {"", "v1", "ReplicationController",
+     R"({"metadata":{"name":"r"},"spec":{"template":)" KW_TEMPLATE "}}",
+     R"({"metadata":{"name":"r","labels":{"app":"a"}},"spec":{"replicas":1,)"
+     R"("selector":{"app":"a"},"template":)" KW_TEMPLATE_STORED R"(},"status":{"replicas":0}})"},
+    {"", "v1", "PodTemplate", R"({"metadata":{"name":"t"},"template":{"spec":)" KW_SPEC "}}",
+     R"({"metadata":{"name":"t"},"template":{"metadata":{},"spec":)" KW_SPEC_STORED "}}"},
+    {"", "v1", "ResourceQuota", R"({"metadata":{"name":"q"}})",
+     R"({"metadata":{"name":"q"},"spec":{},"status":{}})"},
+    {"", "v1", "LimitRange", R"({"metadata":{"name":"l"}})",
+     R"({"metadata":{"name":"l"},"spec":{}})"},
+    {"", "v1", "Event",
+     R"({"metadata":{"name":"e"},"involvedObject":{"kind":"Pod","name":"p"},"reason":"R"})",
+     R"({"metadata":{"name":"e"},"involvedObject":{"kind":"Pod","name":"p"},"reason":"R",)"
+     R"("source":{},"reportingComponent":"","reportingInstance":""})"},
+    {"", "v1", "Endpoints",
+     R"({"metadata":{"name":"e"},"subsets":[{"addresses":[{"ip":"10.0.0.1"}],)"
+     R"("ports":[{"port":80}]}]})",
+     R"({"metadata":{"name":"e"},"subsets":[{"addresses":[{"ip":"10.0.0.1"}],)"
+     R"("ports":[{"port":80,"protocol":"TCP"}]}]})"},
+    {"", "v1", "ServiceAccount", R"({"metadata":{"name":"a"}})", R"({"metadata":{"name":"a"}})"},
+    // ---- apps/v1 ----
+    {"apps", "v1", "Deployment",
+     R"({"metadata":{"name":"d"},"spec":{)" KW_SELECTOR R"(,"template":)" KW_TEMPLATE "}}",
+     R"({"metadata":{"name":"d"},"spec":{"replicas":1,)" KW_SELECTOR R"(,"template":)"
+     KW_TEMPLATE_STORED R"(,"strategy":{"type":"RollingUpdate","rollingUpdate":)"
+     R"({"maxUnavailable":"25%","maxSurge":"25%"}},"revisionHistoryLimit":10,)"
+     R"("progressDeadlineSeconds":600},"status":{}})"},
+    {"apps", "v1", "ReplicaSet",
+     R"({"metadata":{"name":"r"},"spec":{)" KW_SELECTOR R"(,"template":)" KW_TEMPLATE "}}",
+     R"({"metadata":{"name":"r"},"spec":{"replicas":1,)" KW_SELECTOR R"(,"template":)"
+     KW_TEMPLATE_STORED R"(},"status":{"replicas":0}})"},
+    {"apps", "v1", "StatefulSet",
+     R"({"metadata":{"name":"s"},"spec":{)" KW_SELECTOR R"(,"template":)" KW_TEMPLATE "}}",
+     R"({"metadata":{"name":"s"},"spec":{"replicas":1,)" KW_SELECTOR R"(,"template":)"
+     KW_TEMPLATE_STORED R"(,"serviceName":"","podManagementPolicy":"OrderedReady",)"
+     R"("updateStrategy":{"type":"RollingUpdate","rollingUpdate":{"partition":0}},)"
+     R"("revisionHistoryLimit":10,"persistentVolumeClaimRetentionPolicy":)"
+     R"({"whenDeleted":"Retain","whenScaled":"Retain"}},)"
+     R"("status":{"replicas":0,"availableReplicas":0}})"},
+    {"apps", "v1", "DaemonSet",
+     R"({"metadata":{"name":"d"},"spec":{)" KW_SELECTOR R"(,"template":)" KW_TEMPLATE "}}",
+     R"({"metadata":{"name":"d"},"spec":{)" KW_SELECTOR R"(,"template":)" KW_TEMPLATE_STORED
+     R"(,"updateStrategy":{"type":"RollingUpdate","rollingUpdate":{"maxUnavailable":1,)"
+     R"("maxSurge":0}},"revisionHistoryLimit":10},"status":{"currentNumberScheduled":0,)"
+     R"("numberMisscheduled":0,"desiredNumberScheduled":0,"numberReady":0}})"},
+    // ---- batch/v1 ----
+    {"batch", "v1", "Job",
+     R"({"metadata":{"name":"j","uid":"u"},"spec":{"template":{"spec":)"
+     R"({"containers":[{"name":"c","image":"nginx:1.25"}],"restartPolicy":"Never"}}}})",
+     R"({"metadata":{"name":"j","uid":"u","labels":{"batch.kubernetes.io/controller-uid":"u",)"
+     R"("batch.kubernetes.io/job-name":"j","controller-uid":"u","job-name":"j"}},)"
+     R"("spec":{"parallelism":1,"completions":1,"backoffLimit":6,"selector":{"matchLabels":)"
+     R"({"batch.kubernetes.io/controller-uid":"u"}},"template":{"metadata":{"labels":)"
+     R"({"batch.kubernetes.io/controller-uid":"u","batch.kubernetes.io/job-name":"j",)"
+     R"("controller-uid":"u","job-name":"j"}},"spec":{"containers":[{"name":"c",)"
+     R"("image":"nginx:1.25","imagePullPolicy":"IfNotPresent","resources":{},)"
+     R"("terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File"}],)"
+     R"("restartPolicy":"Never","terminationGracePeriodSeconds":30,"dnsPolicy":"ClusterFirst",)"
+     R"("securityContext":{},"schedulerName":"default-scheduler"}},)"
+     R"("completionMode":"NonIndexed","suspend":false,)"
+     R"("podReplacementPolicy":"TerminatingOrFailed"},"status":{}})"},
+    {"batch", "v1", "CronJob",
+     R"({"metadata":{"name":"c"},"spec":{"schedule":"* * * * *","jobTemplate":{"spec":)"
+     R"({"template":{"spec":)" KW_SPEC "}}}}}",
+     R"({"metadata":{"name":"c"},"spec":{"schedule":"* * * * *","concurrencyPolicy":"Allow",)"
+     R"("suspend":false,"jobTemplate":{"metadata":{},"spec":{"template":{"metadata":{},)"
+     R"("spec":)" KW_SPEC_STORED R"(}}},"successfulJobsHistoryLimit":3,)"
+     R"("failedJobsHistoryLimit":1},"status":{}})"},
+    // ---- networking.k8s.io/v1 ----
+    {"networking.k8s.io", "v1", "Ingress",
+     R"({"metadata":{"name":"i"},"spec":{"defaultBackend":{"service":{"name":"s",)"
+     R"("port":{"number":80}}}}})",
+     R"({"metadata":{"name":"i"},"spec":{"defaultBackend":{"service":{"name":"s",)"
+     R"("port":{"number":80}}}},"status":{"loadBalancer":{}}})"},
+    {"networking.k8s.io", "v1", "NetworkPolicy", R"({"metadata":{"name":"n"}})",
+     R"({"metadata":{"name":"n"},"spec":{"podSelector":{},"policyTypes":["Ingress"]}})"},
+    {"networking.k8s.io", "v1", "IngressClass", R"({"metadata":{"name":"i"}})",
+     R"({"metadata":{"name":"i"},"spec":{}})"},
+    // ---- autoscaling, policy ----
+    {"autoscaling", "v2", "HorizontalPodAutoscaler",
+     R"({"metadata":{"name":"h"},"spec":{"scaleTargetRef":{"apiVersion":"apps/v1",)"
+     R"("kind":"Deployment","name":"d"},"maxReplicas":3},"status":{"desiredReplicas":5}})",
+     R"({"metadata":{"name":"h"},"spec":{"scaleTargetRef":{"apiVersion":"apps/v1",)"
+     R"("kind":"Deployment","name":"d"},"minReplicas":1,"maxReplicas":3,"metrics":[{"type":)"
+     R"("Resource","resource":{"name":"cpu","target":{"type":"Utilization",)"
+     R"("averageUtilization":80}}}]},"status":{"desiredReplicas":0}})"},
+    {"autoscaling", "v1", "HorizontalPodAutoscaler",
+     R"({"metadata":{"name":"h"},"spec":{"scaleTargetRef":{"kind":"Deployment","name":"d"},)"
+     R"("maxReplicas":3}})",
+     R"({"metadata":{"name":"h"},"spec":{"scaleTargetRef":{"kind":"Deployment","name":"d"},)"
+     R"("minReplicas":1,"maxReplicas":3},"status":{"currentReplicas":0,"desiredReplicas":0}})"},
+    {"policy", "v1", "PodDisruptionBudget",
+     R"({"metadata":{"name":"p"},"spec":{"minAvailable":1}})",
+     R"({"metadata":{"name":"p"},"spec":{"minAvailable":1},"status":{"disruptionsAllowed":0,)"
+     R"("currentHealthy":0,"desiredHealthy":0,"expectedPods":0}})"},
+    // ---- rbac, scheduling, node, coordination, discovery ----
+    {"rbac.authorization.k8s.io", "v1", "Role",
+     R"({"metadata":{"name":"r"},"rules":[{"verbs":["get"],"apiGroups":[""],)"
+     R"("resources":["pods"]}]})",
+     R"({"metadata":{"name":"r"},"rules":[{"verbs":["get"],"apiGroups":[""],)"
+     R"("resources":["pods"]}]})"},
+    {"rbac.authorization.k8s.io", "v1", "RoleBinding",
+     R"({"metadata":{"name":"b"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io",)"
+     R"("kind":"Role","name":"r"}})",
+     R"({"metadata":{"name":"b"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io",)"
+     R"("kind":"Role","name":"r"}})"},
+    {"rbac.authorization.k8s.io", "v1", "ClusterRoleBinding",
+     R"({"metadata":{"name":"b"},"roleRef":{"kind":"ClusterRole","name":"r"},"subjects":[)"
+     R"({"kind":"User","name":"u"},{"kind":"Group","name":"g"},)"
+     R"({"kind":"ServiceAccount","name":"s","namespace":"n"}]})",
+     R"({"metadata":{"name":"b"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io",)"
+     R"("kind":"ClusterRole","name":"r"},"subjects":[{"kind":"User","name":"u",)"
+     R"("apiGroup":"rbac.authorization.k8s.io"},{"kind":"Group","name":"g",)"
+     R"("apiGroup":"rbac.authorization.k8s.io"},)"
+     R"({"kind":"ServiceAccount","name":"s","namespace":"n"}]})"},
+    {"scheduling.k8s.io", "v1", "PriorityClass", R"({"metadata":{"name":"p"},"value":10})",
+     R"({"metadata":{"name":"p"},"value":10,"preemptionPolicy":"PreemptLowerPriority"})"},
+    {"node.k8s.io", "v1", "RuntimeClass", R"({"metadata":{"name":"r"},"handler":"h"})",
+     R"({"metadata":{"name":"r"},"handler":"h"})"},
+    {"coordination.k8s.io", "v1", "Lease", R"({"metadata":{"name":"l"}})",
+     R"({"metadata":{"name":"l"},"spec":{}})"},
+    {"discovery.k8s.io", "v1", "EndpointSlice",
+     R"({"metadata":{"name":"e"},"addressType":"IPv4","endpoints":[{"addresses":["10.0.0.1"]}],)"
+     R"("ports":[{"port":80}]})",
+     R"({"metadata":{"name":"e"},"addressType":"IPv4","endpoints":[{"addresses":["10.0.0.1"],)"
+     R"("conditions":{}}],"ports":[{"name":"","protocol":"TCP","port":80}]})"},
+    // ---- storage.k8s.io/v1 ----
+    {"storage.k8s.io", "v1", "StorageClass", R"({"metadata":{"name":"s"},"provisioner":"p"})",
+     R"({"metadata":{"name":"s"},"provisioner":"p","reclaimPolicy":"Delete",)"
+     R"("volumeBindingMode":"Immediate"})"},
+    {"storage.k8s.io", "v1", "CSIDriver", R"({"metadata":{"name":"d"}})",
+     R"({"metadata":{"name":"d"},"spec":{"attachRequired":true,"podInfoOnMount":false,)"
+     R"("volumeLifecycleModes":["Persistent"],"storageCapacity":false,)"
+     R"("fsGroupPolicy":"ReadWriteOnceWithFSType","requiresRepublish":false,)"
+     R"("seLinuxMount":false}})"},
+    {"storage.k8s.io", "v1", "VolumeAttachment",
+     R"({"metadata":{"name":"v"},"spec":{"attacher":"a","nodeName":"n",)"
+     R"("source":{"persistentVolumeName":"pv"}}})",
+     R"({"metadata":{"name":"v"},"spec":{"attacher":"a","nodeName":"n",)"
+     R"("source":{"persistentVolumeName":"pv"}},"status":{"attached":false}})"},
+    // ---- admissionregistration.k8s.io/v1 ----
+    {"admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration",
+     R"({"metadata":{"name":"w"},"webhooks":[{"name":"w.example.com","clientConfig":)"
+     R"({"service":{"namespace":"n","name":"s"}},"sideEffects":"None",)"
+     R"("admissionReviewVersions":["v1"]}]})",
+     R"({"metadata":{"name":"w"},"webhooks":[{"name":"w.example.com","clientConfig":)"
+     R"({"service":{"namespace":"n","name":"s","port":443}},"failurePolicy":"Fail",)"
+     R"("matchPolicy":"Equivalent","namespaceSelector":{},"objectSelector":{},)"
+     R"("sideEffects":"None","timeoutSeconds":10,"admissionReviewVersions":["v1"]}]})"},
+};
+
+#undef KW_SPEC
+#undef KW_SPEC_STORED
+#undef KW_TEMPLATE
+#undef KW_TEMPLATE_STORED
+#undef KW_SELECTOR
+
+TEST(BuiltinDefaults, EachKindsMinimalObjectIsStoredAsKubeStoresIt) {
+  const auto scheme = Scheme::builtin();
+  for (const StoredCase& c : kStoredCases) {
+    SCOPED_TRACE(std::string(c.group) + "/" + c.version + " " + c.kind);
+    const auto info = scheme->find_kind(c.group, c.version, c.kind);
+    ASSERT_NE(info, nullptr);
+    EXPECT_EQ(json::value(stored_form(*info, parse(c.sent))), json::parse(c.stored))
+        << json::serialize(stored_form(*info, parse(c.sent)));
+  }
+}
+
+TEST(BuiltinDefaults, AnAutoscalerStoredInV2ReadsInV1WithBothCounts) {
+  auto hpa = parse(R"({"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler",
+      "spec":{"scaleTargetRef":{"kind":"Deployment","name":"d"},"maxReplicas":3},
+      "status":{"desiredReplicas":0}})");
+  horizontal_pod_autoscaler_to_v1(hpa);
+  EXPECT_EQ(hpa.at("status"), parse(R"({"currentReplicas":0,"desiredReplicas":0})"));
+}
+
+TEST(BuiltinDefaults, APersistentVolumeIsStoredPendingSinceItsCreation) {
+  const auto info = Scheme::builtin()->find_kind("", "v1", "PersistentVolume");
+  ASSERT_NE(info, nullptr);
+  auto pv = stored_form(*info, parse(R"({"metadata":{"name":"v"},"spec":{"capacity":)"
+                                     R"({"storage":"1Gi"},"hostPath":{"path":"/x"}}})"));
+  ASSERT_TRUE(pv.at("status").as_object().contains("lastPhaseTransitionTime"));
+  pv.at("status").as_object().erase("lastPhaseTransitionTime");
+  EXPECT_EQ(pv, parse(R"({"metadata":{"name":"v"},"spec":{"capacity":{"storage":"1Gi"},)"
+                      R"("hostPath":{"path":"/x","type":""},)"
+                      R"("persistentVolumeReclaimPolicy":"Retain","volumeMode":"Filesystem"},)"
+                      R"("status":{"phase":"Pending"}})"));
+}
+
+TEST(BuiltinDefaults, VolumeSourcesGetTheirDeclarativeDefaults) {
+  const auto info = Scheme::builtin()->find_kind("", "v1", "Pod");
+  ASSERT_NE(info, nullptr);
+  const auto pod = stored_form(*info, parse(R"({"spec":{"containers":[{"name":"c","image":"x",
+      "livenessProbe":{"grpc":{"port":9000}}}],"volumes":[
+      {"name":"rbd","rbd":{"monitors":["m"],"image":"i"}},
+      {"name":"iscsi","iscsi":{"targetPortal":"t","iqn":"q","lun":0}},
+      {"name":"azure","azureDisk":{"diskName":"d","diskURI":"u"}},
+      {"name":"scaleio","scaleIO":{"gateway":"g","system":"s","secretRef":{"name":"n"}}},
+      {"name":"down","downwardAPI":{"items":[{"path":"p","fieldRef":{"fieldPath":"metadata.name"}}]}},
+      {"name":"proj","projected":{"sources":[{"downwardAPI":{"items":[{"path":"p",
+          "fieldRef":{"fieldPath":"metadata.name"}}]}}]}},
+      {"name":"eph","ephemeral":{"volumeClaimTemplate":{"spec":{"accessModes":["ReadWriteOnce"]}}}}
+      ]}})"));
+  const auto& spec = pod.at("spec").as_object();
+  EXPECT_EQ(spec.at("containers").at(0).at("livenessProbe").at("grpc"),
+            parse(R"({"port":9000,"service":""})"));
+  const auto& v = spec.at("volumes").as_array();
+  EXPECT_EQ(v.at(0).at("rbd"), parse(R"({"monitors":["m"],"image":"i","pool":"rbd",
+      "user":"admin","keyring":"/etc/ceph/keyring"})"));
+  EXPECT_EQ(v.at(1).at("iscsi").at("iscsiInterface"), "default");
+  EXPECT_EQ(v.at(2).at("azureDisk"), parse(R"({"diskName":"d","diskURI":"u",
+      "cachingMode":"ReadWrite","fsType":"ext4","readOnly":false,"kind":"Shared"})"));
+  EXPECT_EQ(v.at(3).at("scaleIO").at("storageMode"), "ThinProvisioned");
+  EXPECT_EQ(v.at(3).at("scaleIO").at("fsType"), "xfs");
+  EXPECT_EQ(v.at(4).at("downwardAPI"), parse(R"({"items":[{"path":"p",
+      "fieldRef":{"apiVersion":"v1","fieldPath":"metadata.name"}}],"defaultMode":420})"));
+  EXPECT_EQ(v.at(5).at("projected").at("sources").at(0).at("downwardAPI").at("items").at(0)
+                .at("fieldRef").at("apiVersion"),
+            "v1");
+  EXPECT_EQ(v.at(6).at("ephemeral").at("volumeClaimTemplate").at("spec"),
+            parse(R"({"accessModes":["ReadWriteOnce"],"resources":{},
+                      "volumeMode":"Filesystem"})"));
 }
 
 TEST(Base64, EncodesWithPadding) {
