@@ -121,10 +121,14 @@ json::object body(const json::object& schema, bool required) {
   return b;
 }
 
-json::object patch_body() {
+// The patch types a resource takes: custom resources have no strategic merge patch, and kubectl
+// reads that list to choose how it patches (client-side apply of a custom resource must send a
+// merge patch).
+json::object patch_body(bool strategic) {
   json::object types;
   for (const char* t : {"application/apply-patch+yaml", "application/json-patch+json",
                         "application/merge-patch+json", "application/strategic-merge-patch+json"}) {
+    if (!strategic && std::string_view(t) == "application/strategic-merge-patch+json") continue;
     types[t] = json::object{{"schema", schema_ref(std::string(kMeta) + "Patch")}};
   }
   return json::object{{"content", std::move(types)}, {"required", true}};
@@ -228,7 +232,7 @@ json::object openapi_v3_paths(const std::vector<std::shared_ptr<const kinds::Res
           write_parameters("PatchOptions"),
           json::object{{"200", answer("OK", kind_ref)}, {"201", answer("Created", kind_ref)},
                        {"401", unauthorized()}});
-      patch["requestBody"] = patch_body();
+      patch["requestBody"] = patch_body(r->origin != kinds::KindOrigin::custom);
       object["patch"] = std::move(patch);
       const json::object& deleted = r->delete_returns_object ? kind_ref : status_ref;
       json::object del = operation(t, "delete", scope + r->kind, "delete a " + r->kind, "delete",
@@ -306,7 +310,7 @@ json::object openapi_v3_paths(const std::vector<std::shared_ptr<const kinds::Res
           "patch", write_parameters("PatchOptions"),
           json::object{{"200", answer("OK", sub_ref)}, {"201", answer("Created", sub_ref)},
                        {"401", unauthorized()}});
-      patch["requestBody"] = patch_body();
+      patch["requestBody"] = patch_body(r->origin != kinds::KindOrigin::custom);
       item["patch"] = std::move(patch);
       const std::string named = s.name == "scale" ? std::string("Scale") : r->kind;
       json::array params{parameter("name", "path", "string", "name of the " + named)};

@@ -95,6 +95,14 @@ TEST(OpenApiPaths, SwaggerTwoForm) {
   EXPECT_EQ(create.at("schemes"), json::array{"https"});
   const json::object& patch = v2.at("/api/v1/namespaces/{namespace}/pods/{name}").at("patch").as_object();
   EXPECT_EQ(patch.at("consumes").as_array().size(), 4u);
+  // A custom resource takes no strategic merge patch, which kubectl reads to choose its patch.
+  auto cr = std::make_shared<kinds::ResourceInfo>(*resource("example.com", "Widget", "widgets", true));
+  cr->origin = kinds::KindOrigin::custom;
+  json::object cr_paths = openapi_v3_paths({cr}, definition);
+  const json::object& types = cr_paths.at("/apis/example.com/v1/namespaces/{namespace}/widgets/{name}")
+                                  .at("patch").at("requestBody").at("content").as_object();
+  EXPECT_FALSE(types.contains("application/strategic-merge-patch+json"));
+  EXPECT_TRUE(types.contains("application/merge-patch+json"));
   EXPECT_EQ(v2.at("/api/v1/namespaces/{namespace}/pods").at("parameters").as_array()[0].at("type"),
             "string");
 }
