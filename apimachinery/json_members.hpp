@@ -1,5 +1,6 @@
 // One member step into a JSON object, for code that reads objects field by field: the member
-// as an object, array or string, or nothing (nullptr, "") when it is absent or of another type.
+// as an object, array, string or integer, or nothing (nullptr, "", nullopt) when it is absent
+// or of another type.
 // Each takes the object by reference or by pointer (null: absent). Pure; inline.
 #pragma once
 
@@ -7,6 +8,8 @@
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +44,24 @@ inline const boost::json::array* array_member(const boost::json::object* obj,
 }
 
 // A view into `obj`: valid while that member is.
+// The member when it is there and not null (a Go pointer that is not nil).
+inline const boost::json::value* present_member(const boost::json::object* obj,
+                                                std::string_view key) {
+  if (obj == nullptr) return nullptr;
+  const boost::json::value* v = obj->if_contains(key);
+  return v != nullptr && !v->is_null() ? v : nullptr;
+}
+
+// An integer member; nullopt when absent, null or not an integer.
+inline std::optional<std::int64_t> int_member(const boost::json::object* obj,
+                                              std::string_view key) {
+  const boost::json::value* v = present_member(obj, key);
+  if (v == nullptr) return std::nullopt;
+  if (v->is_int64()) return v->get_int64();
+  if (v->is_uint64()) return static_cast<std::int64_t>(v->get_uint64());
+  return std::nullopt;
+}
+
 inline std::string_view string_member(const boost::json::object* obj, std::string_view key) {
   const boost::json::value* v = obj != nullptr ? obj->if_contains(key) : nullptr;
   return v != nullptr && v->is_string() ? std::string_view(v->get_string()) : std::string_view();

@@ -24,6 +24,8 @@
 namespace kwatch::kinds {
 
 namespace json = boost::json;
+using apimachinery::int_member;
+using apimachinery::present_member;
 namespace fe = field_errors;
 using apimachinery::array_member;
 using apimachinery::go_quote;
@@ -34,28 +36,14 @@ namespace {
 
 // ---- reading the JSON as Go's structs would hold it ----
 
-const json::value* member(const json::object* obj, std::string_view key) {
-  if (obj == nullptr) return nullptr;
-  const json::value* v = obj->if_contains(key);
-  return v != nullptr && !v->is_null() ? v : nullptr;
-}
-
-std::optional<std::int64_t> int_at(const json::object* obj, std::string_view key) {
-  const json::value* v = member(obj, key);
-  if (v == nullptr) return std::nullopt;
-  if (v->is_int64()) return v->get_int64();
-  if (v->is_uint64()) return static_cast<std::int64_t>(v->get_uint64());
-  return std::nullopt;
-}
-
 std::optional<bool> bool_at(const json::object* obj, std::string_view key) {
-  const json::value* v = member(obj, key);
+  const json::value* v = present_member(obj, key);
   if (v == nullptr || !v->is_bool()) return std::nullopt;
   return v->get_bool();
 }
 
 std::optional<std::string> string_ptr_at(const json::object* obj, std::string_view key) {
-  const json::value* v = member(obj, key);
+  const json::value* v = present_member(obj, key);
   if (v == nullptr || !v->is_string()) return std::nullopt;
   return std::string(v->get_string());
 }
@@ -90,8 +78,8 @@ void each_object(json::object& obj, std::string_view key, F&& f) {
 }
 
 bool equal_members(const json::object* a, const json::object* b, std::string_view key) {
-  const json::value* va = member(a, key);
-  const json::value* vb = member(b, key);
+  const json::value* va = present_member(a, key);
+  const json::value* vb = present_member(b, key);
   if (va == nullptr || vb == nullptr) return va == vb;
   return *va == *vb;
 }
@@ -226,13 +214,13 @@ std::string sorted_json(const json::value& v) {
 std::string go_json(const GoType& type, const json::object* obj);
 
 std::string go_json_field(const GoField& f, const json::object* obj) {
-  const json::value* v = member(obj, f.json_name);
+  const json::value* v = present_member(obj, f.json_name);
   switch (f.kind) {
     case GoKind::string:
       return json::serialize(
           json::value(v != nullptr && v->is_string() ? std::string_view(v->get_string()) : ""));
     case GoKind::int64:
-      return std::to_string(int_at(obj, f.json_name).value_or(0));
+      return std::to_string(int_member(obj, f.json_name).value_or(0));
     case GoKind::boolean:
       return bool_at(obj, f.json_name).value_or(false) ? "true" : "false";
     case GoKind::string_ptr:
@@ -241,7 +229,7 @@ std::string go_json_field(const GoField& f, const json::object* obj) {
     case GoKind::bool_ptr:
       return v != nullptr && v->is_bool() ? (v->get_bool() ? "true" : "false") : "null";
     case GoKind::int64_ptr: {
-      auto n = int_at(obj, f.json_name);
+      auto n = int_member(obj, f.json_name);
       return n ? std::to_string(*n) : "null";
     }
     case GoKind::strings:
@@ -274,7 +262,7 @@ std::string go_json_field(const GoField& f, const json::object* obj) {
       std::string out = "{";
       bool first = true;
       for (auto key : kOrder) {
-        const json::value* m = member(meta, key);
+        const json::value* m = present_member(meta, key);
         std::string text;
         if (key == "creationTimestamp") {
           text = m != nullptr ? json::serialize(*m) : "null";
@@ -559,7 +547,7 @@ void selectors(Causes& causes, const std::string& path, const json::object* owne
 
 void allocation_mode(Causes& causes, const std::string& path, const json::object* request) {
   const std::string mode = string_at(request, "allocationMode");
-  const std::int64_t count = int_at(request, "count").value_or(0);
+  const std::int64_t count = int_member(request, "count").value_or(0);
   if (mode == "All") {
     if (count != 0) {
       fe::invalid(causes, path + ".count", std::to_string(count),
@@ -582,7 +570,7 @@ void opaque_configuration(Causes& causes, const std::string& path, const json::o
     return;
   }
   driver_name(causes, path + ".opaque.driver", string_at(opaque, "driver"));
-  raw_extension(causes, path + ".opaque.parameters", member(opaque, "parameters"), stored,
+  raw_extension(causes, path + ".opaque.parameters", present_member(opaque, "parameters"), stored,
                 kOpaqueParametersMaxLength);
 }
 
@@ -746,7 +734,7 @@ void condition(Causes& causes, const std::string& path, const json::object* c) {
   if (status != "True" && status != "False" && status != "Unknown") {
     fe::not_supported(causes, path + ".status", status, {"False", "True", "Unknown"});
   }
-  if (auto g = int_at(c, "observedGeneration"); g && *g < 0) {
+  if (auto g = int_member(c, "observedGeneration"); g && *g < 0) {
     fe::invalid(causes, path + ".observedGeneration", std::to_string(*g),
                 "must be greater than or equal to zero");
   }
@@ -818,7 +806,7 @@ void device_status(Causes& causes, const std::string& path, const json::object* 
     const std::string type = string_at(conditions[i], "type");
     if (!types.insert(type).second) fe::duplicate(causes, at + ".type", go_quote(type));
   }
-  if (const json::value* data = member(d, "data")) {
+  if (const json::value* data = present_member(d, "data")) {
     raw_extension(causes, path + ".data", data, false, 10 * 1024);
   }
   if (const json::object* net = object_member(d, "networkData")) {
@@ -896,8 +884,8 @@ bool deleted(const json::object& obj) {
 
 void device_attribute(Causes& causes, const std::string& path, const json::object* attribute) {
   int set = 0;
-  if (member(attribute, "bool") != nullptr) ++set;
-  if (member(attribute, "int") != nullptr) ++set;
+  if (present_member(attribute, "bool") != nullptr) ++set;
+  if (present_member(attribute, "int") != nullptr) ++set;
   if (auto s = string_ptr_at(attribute, "string")) {
     ++set;
     if (s->size() > 64) too_long(causes, path + ".string", 64);
@@ -954,7 +942,7 @@ void device(Causes& causes, const std::string& path, const json::object* d) {
 void default_request_fields(json::object& request) {
   json::value& mode = request["allocationMode"];
   if (!mode.is_string() || mode.get_string().empty()) mode = "ExactCount";
-  if (mode.get_string() == "ExactCount" && int_at(&request, "count").value_or(0) == 0) {
+  if (mode.get_string() == "ExactCount" && int_member(&request, "count").value_or(0) == 0) {
     request["count"] = 1;
   }
   each_object(request, "tolerations", [](json::object& t) {
@@ -1239,11 +1227,11 @@ void validate_resource_slice(const json::object& slice, const json::object* old,
   driver_name(causes, "spec.driver", driver);
   const json::object* pool = object_member(spec, "pool");
   pool_name(causes, "spec.pool.name", string_at(pool, "name"));
-  if (const auto count = int_at(pool, "resourceSliceCount").value_or(0); count <= 0) {
+  if (const auto count = int_member(pool, "resourceSliceCount").value_or(0); count <= 0) {
     fe::invalid(causes, "spec.pool.resourceSliceCount", std::to_string(count),
                 "must be greater than zero");
   }
-  if (const auto generation = int_at(pool, "generation").value_or(0); generation < 0) {
+  if (const auto generation = int_member(pool, "generation").value_or(0); generation < 0) {
     fe::invalid(causes, "spec.pool.generation", std::to_string(generation),
                 "must be greater than or equal to zero");
   }
@@ -1274,7 +1262,7 @@ void validate_resource_slice(const json::object& slice, const json::object* old,
     set_fields.emplace_back("`nodeSelector`");
     node_selector(causes, "spec.nodeSelector", selector);
     if (array_size(selector, "nodeSelectorTerms") != 1) {
-      const json::value* terms = member(selector, "nodeSelectorTerms");
+      const json::value* terms = present_member(selector, "nodeSelectorTerms");
       std::string shown = "null";
       if (terms != nullptr && terms->is_array()) {
         shown = "[";

@@ -16,6 +16,7 @@
 namespace kwatch::kinds {
 
 namespace json = boost::json;
+using apimachinery::int_member;
 namespace fe = field_errors;
 using apimachinery::array_member;
 using apimachinery::go_quote;
@@ -35,18 +36,8 @@ constexpr std::string_view kVerbs[] = {"create", "delete", "deletecollection", "
 
 // ---- reading the JSON as Go's structs would hold it ----
 
-// An int32 field; nullopt when absent (a Go pointer's nil; a plain int32 reads it as 0).
-std::optional<std::int64_t> int_at(const json::object* obj, std::string_view key) {
-  if (obj == nullptr) return std::nullopt;
-  const json::value* v = obj->if_contains(key);
-  if (v == nullptr) return std::nullopt;
-  if (v->is_int64()) return v->get_int64();
-  if (v->is_uint64()) return static_cast<std::int64_t>(v->get_uint64());
-  return std::nullopt;
-}
-
 std::int64_t int_or_zero(const json::object* obj, std::string_view key) {
-  return int_at(obj, key).value_or(0);
+  return int_member(obj, key).value_or(0);
 }
 
 bool bool_at(const json::object* obj, std::string_view key) {
@@ -185,7 +176,7 @@ std::string go_struct(const GoType& type, const json::object* obj) {
         }
         break;
       case GoKind::int32_pointer:
-        if (auto n = int_at(obj, f.json_name)) {
+        if (auto n = int_member(obj, f.json_name)) {
           out += "(*int32)(" + std::to_string(*n) + ")";
         } else {
           out += "(*int32)(nil)";
@@ -242,7 +233,7 @@ json::value canonical(const GoType& type, const json::object* obj) {
                                                           : json::value();
         break;
       case GoKind::int32_pointer:
-        if (auto n = int_at(obj, f.json_name)) {
+        if (auto n = int_member(obj, f.json_name)) {
           out[f.json_name] = *n;
         } else {
           out[f.json_name] = nullptr;
@@ -565,7 +556,7 @@ void validate_limit_response(const json::object* response, const std::string& pa
 
 void validate_percent(const json::object* obj, std::string_view key, const std::string& path,
                       Causes& causes) {
-  if (auto p = int_at(obj, key); p && (*p < 0 || *p > 100)) {
+  if (auto p = int_member(obj, key); p && (*p < 0 || *p > 100)) {
     fe::invalid(causes, path + "." + std::string(key), std::to_string(*p),
                 "must be between 0 and 100, inclusive");
   }
@@ -580,14 +571,14 @@ void validate_limited(const json::object& limited, const std::string& path, Caus
   validate_limit_response(object_member(limited, "limitResponse"), path + ".limitResponse",
                           causes);
   validate_percent(&limited, "lendablePercent", path, causes);
-  if (auto b = int_at(&limited, "borrowingLimitPercent"); b && *b < 0) {
+  if (auto b = int_member(&limited, "borrowingLimitPercent"); b && *b < 0) {
     fe::invalid(causes, path + ".borrowingLimitPercent", std::to_string(*b),
                 "if specified, must be a non-negative integer");
   }
 }
 
 void validate_exempt(const json::object& exempt, const std::string& path, Causes& causes) {
-  if (auto n = int_at(&exempt, "nominalConcurrencyShares"); n && *n < 0) {
+  if (auto n = int_member(&exempt, "nominalConcurrencyShares"); n && *n < 0) {
     fe::invalid(causes, path + ".nominalConcurrencyShares", std::to_string(*n),
                 "must be a non-negative integer");
   }

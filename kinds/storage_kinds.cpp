@@ -17,6 +17,8 @@
 namespace kwatch::kinds {
 
 namespace json = boost::json;
+using apimachinery::int_member;
+using apimachinery::present_member;
 namespace fe = field_errors;
 using apimachinery::array_member;
 using apimachinery::dns1123_subdomain_errors;
@@ -30,21 +32,6 @@ namespace {
 constexpr std::string_view kNegative = "must be greater than or equal to 0";
 
 // ---- reading the JSON as Go's structs would hold it ----
-
-// A member that is there and not null (a Go pointer that is not nil).
-const json::value* present(const json::object* obj, std::string_view key) {
-  if (obj == nullptr) return nullptr;
-  const json::value* v = obj->if_contains(key);
-  return v != nullptr && !v->is_null() ? v : nullptr;
-}
-
-std::optional<std::int64_t> int_at(const json::object* obj, std::string_view key) {
-  const json::value* v = present(obj, key);
-  if (v == nullptr) return std::nullopt;
-  if (v->is_int64()) return v->get_int64();
-  if (v->is_uint64()) return static_cast<std::int64_t>(v->get_uint64());
-  return std::nullopt;
-}
 
 // The objects of the array under `key`; an element that is none reads as an empty struct.
 std::vector<const json::object*> objects_at(const json::object* obj, std::string_view key) {
@@ -128,9 +115,9 @@ std::string csi_node_driver_json(const json::object& d) {
   std::string out = "{\"Name\":" + json_string(string_at(d, "name")) +
                     ",\"NodeID\":" + json_string(string_at(d, "nodeID")) +
                     ",\"TopologyKeys\":" + json_strings(&d, "topologyKeys") + ",\"Allocatable\":";
-  const json::value* a = present(&d, "allocatable");
+  const json::value* a = present_member(&d, "allocatable");
   if (a == nullptr || !a->is_object()) return out + "null}";
-  const auto count = int_at(&a->get_object(), "count");
+  const auto count = int_member(&a->get_object(), "count");
   return out + "{\"Count\":" + (count ? std::to_string(*count) : "null") + "}}";
 }
 
@@ -174,11 +161,11 @@ std::string label_selector_json(const json::value* selector) {
 bool same_driver(const json::object& a, const json::object& b) {
   if (string_at(a, "nodeID") != string_at(b, "nodeID")) return false;
   if (fe::string_items(&a, "topologyKeys") != fe::string_items(&b, "topologyKeys")) return false;
-  const json::value* aa = present(&a, "allocatable");
-  const json::value* ba = present(&b, "allocatable");
+  const json::value* aa = present_member(&a, "allocatable");
+  const json::value* ba = present_member(&b, "allocatable");
   if ((aa == nullptr) != (ba == nullptr)) return false;
   if (aa == nullptr) return true;
-  return int_at(aa->if_object(), "count") == int_at(ba->if_object(), "count");
+  return int_member(aa->if_object(), "count") == int_member(ba->if_object(), "count");
 }
 
 bool same_selector(const json::value* a, const json::value* b) {
@@ -261,7 +248,7 @@ void validate_csi_node(const json::object& node, const json::object* old, Causes
       fe::invalid(causes, path + ".nodeID", go_quote(node_id),
                   "must be " + std::to_string(kCSINodeIDMaxLength) + " characters or less");
     }
-    if (const auto count = int_at(object_member(driver, "allocatable"), "count");
+    if (const auto count = int_member(object_member(driver, "allocatable"), "count");
         count && *count < 0) {
       fe::invalid(causes, path + ".allocatable.count", std::to_string(*count), kNegative);
     }
@@ -293,21 +280,21 @@ void validate_csi_storage_capacity(const json::object& capacity, const json::obj
   bool allow_invalid_values = false;
   if (old != nullptr) {
     Causes old_causes;
-    check_selector(present(old, "nodeTopology"), "nodeTopology", false, old_causes);
+    check_selector(present_member(old, "nodeTopology"), "nodeTopology", false, old_causes);
     allow_invalid_values = !old_causes.empty();
   }
-  check_selector(present(&capacity, "nodeTopology"), "nodeTopology", allow_invalid_values, causes);
+  check_selector(present_member(&capacity, "nodeTopology"), "nodeTopology", allow_invalid_values, causes);
   const std::string class_name = string_at(capacity, "storageClassName");
   for (const auto& e : dns1123_subdomain_errors(class_name)) {
     fe::invalid(causes, "storageClassName", go_quote(class_name), e);
   }
-  if (const json::value* q = present(&capacity, "capacity"); negative_quantity(q)) {
+  if (const json::value* q = present_member(&capacity, "capacity"); negative_quantity(q)) {
     fe::invalid(causes, "capacity", go_quote(q->get_string()), kNegative);
   }
   if (old == nullptr) return;
   // What the CSI GetCapacity call was asked: fixed once written.
-  if (!same_selector(present(&capacity, "nodeTopology"), present(old, "nodeTopology"))) {
-    fe::immutable(causes, "nodeTopology", label_selector_json(present(&capacity, "nodeTopology")));
+  if (!same_selector(present_member(&capacity, "nodeTopology"), present_member(old, "nodeTopology"))) {
+    fe::immutable(causes, "nodeTopology", label_selector_json(present_member(&capacity, "nodeTopology")));
   }
   if (class_name != string_at(*old, "storageClassName")) {
     fe::immutable(causes, "storageClassName", go_quote(class_name));
