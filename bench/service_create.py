@@ -41,7 +41,8 @@ def creates(server, kind, count):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--count", type=int, default=200, help="creates of each kind per run")
+    ap.add_argument("--count", type=int, default=200,
+                    help="creates of each kind per run (at most 252: the default range is a /24)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("binaries", nargs="+")
     args = ap.parse_args()
