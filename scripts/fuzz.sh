@@ -31,13 +31,13 @@ done
 
 all_targets=(label_selector field_selector continue_token protobuf_decoder merge_patch json_patch
              strategic_merge_patch wal json_body server_side_apply service_account_token
-             token_file cel_lexer cel_expression)
+             token_file cel_lexer cel_expression ip_address)
 [ ${#targets[@]} -eq 0 ] && targets=("${all_targets[@]}")
 
 # Longest input per target: query values and tokens are short, documents and segments are not.
 max_len() {
   case "$1" in
-    label_selector|field_selector|continue_token|cel_lexer|cel_expression) echo 4096 ;;
+    label_selector|field_selector|continue_token|cel_lexer|cel_expression|ip_address) echo 4096 ;;
     *) echo 65536 ;;
   esac
 }
