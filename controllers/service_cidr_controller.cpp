@@ -209,7 +209,7 @@ asio::awaitable<void> ServiceCIDRController::reconcile_once() {
 
   if (std::chrono::steady_clock::now() >= next_repair_) {
     next_repair_ = std::chrono::steady_clock::now() + kRepairPeriod;
-    co_await repair(cidrs);
+    co_await repair();
   }
 }
 
@@ -275,8 +275,7 @@ asio::awaitable<void> ServiceCIDRController::write_finalizers(const json::object
   }
 }
 
-asio::awaitable<void> ServiceCIDRController::repair(const std::vector<json::object>& cidrs) {
-  (void)cidrs;
+asio::awaitable<void> ServiceCIDRController::repair() {
   bool ready = true;
   const std::vector<json::object> services = cached_objects(*cachers_, *service_info_, &ready);
   const std::vector<json::object> addresses = cached_objects(*cachers_, *ip_info_, &ready);

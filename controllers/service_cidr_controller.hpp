@@ -63,7 +63,7 @@ class ServiceCIDRController : public Reconciler {
   // Ready True, or False with reason Terminating, written when the stored condition differs.
   boost::asio::awaitable<void> write_ready(const boost::json::object& cidr, bool ready);
   boost::asio::awaitable<void> write_finalizers(const boost::json::object& cidr, bool keep);
-  boost::asio::awaitable<void> repair(const std::vector<boost::json::object>& cidrs);
+  boost::asio::awaitable<void> repair();
 
   std::shared_ptr<registry::ResourceStore> store_;
   std::shared_ptr<storage::Storage> storage_;

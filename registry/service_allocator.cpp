@@ -252,16 +252,18 @@ boost::asio::awaitable<base::Result<bool>> ServiceAllocator::reserve(
 }
 
 boost::asio::awaitable<base::Result<bool>> ServiceAllocator::reserve_address(
-    ServiceReservation& reservation, std::string ip, bool dry_run) {
+    ServiceReservation& reservation, std::string ip, bool dry_run, bool check_legacy) {
   if (store_ == nullptr || !ip_info_) {
     // use_ip_addresses was never called: a wiring bug, not a taken address.
     co_return base::Result<bool>(boost::system::in_place_error, Errc::internal);
   }
   // An address kwatch kept before ServiceCIDRs, not moved to an IPAddress yet, is held.
-  auto legacy = co_await storage_->get(legacy_ip_prefix() + ip);
-  if (legacy) co_return base::Result<bool>(false);
-  if (legacy.error() != Errc::not_found) {
-    co_return base::Result<bool>(boost::system::in_place_error, legacy.error());
+  if (check_legacy) {
+    auto legacy = co_await storage_->get(legacy_ip_prefix() + ip);
+    if (legacy) co_return base::Result<bool>(false);
+    if (legacy.error() != Errc::not_found) {
+      co_return base::Result<bool>(boost::system::in_place_error, legacy.error());
+    }
   }
   if (dry_run) {
     auto existing = co_await store_->get(*ip_info_, "", ip, "");
@@ -400,7 +402,7 @@ boost::asio::awaitable<std::optional<ApiError>> ServiceAllocator::allocate_clust
              apimachinery::format_cidr(range->prefix));
       co_return std::nullopt;
     }
-    auto r = co_await reserve_address(reservation, format_ipv4(*parsed), dry_run);
+    auto r = co_await reserve_address(reservation, format_ipv4(*parsed), dry_run, true);
     if (!r) co_return allocation_failed(r.error());
     if (!*r) {
       refuse("provided IP is already allocated");
@@ -434,7 +436,7 @@ boost::asio::awaitable<std::optional<ApiError>> ServiceAllocator::allocate_clust
       for (std::uint32_t i = 0; i < count && chosen.empty(); ++i) {
         std::string candidate = format_ipv4(base + lo + (start + i) % count);
         if (taken->count(candidate)) continue;
-        auto r = co_await reserve_address(reservation, candidate, dry_run);
+        auto r = co_await reserve_address(reservation, candidate, dry_run, false);
         if (!r) co_return allocation_failed(r.error());
         if (*r) chosen = std::move(candidate);
       }

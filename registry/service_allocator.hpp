@@ -115,9 +115,11 @@ class ServiceAllocator {
   boost::asio::awaitable<base::Result<bool>> reserve(ServiceReservation& reservation,
                                                      std::string key);
   // Creates the IPAddress of `ip` for `reservation`'s Service (only checks that none exists on
-  // a dry run); false when one exists.
+  // a dry run); false when one exists, or when `check_legacy` and an earlier version's key holds
+  // it (the dynamic path skips that get: its taken set has those keys already).
   boost::asio::awaitable<base::Result<bool>> reserve_address(ServiceReservation& reservation,
-                                                             std::string ip, bool dry_run);
+                                                             std::string ip, bool dry_run,
+                                                             bool check_legacy);
   // Deletes the IPAddress `ip` if the Service `ns`/`name` holds it.
   boost::asio::awaitable<void> release_address(std::string ip, const std::string& ns,
                                                const std::string& name);
