@@ -973,6 +973,37 @@ ConditionFn function_of(Kind k) {
   }
 }
 
+// What the nodes read (PredicateKernel::Reads).
+PredicateKernel::Reads reads_of(const std::vector<Node>& nodes) {
+  PredicateKernel::Reads r;
+  for (const Node& n : nodes) {
+    switch (n.kind) {
+      case Kind::all:
+      case Kind::exists:
+      case Kind::exists_one:
+      case Kind::filter:
+      case Kind::filter_size: r.slot_only = false; break;
+      case Kind::has:
+      case Kind::attribute: {
+        // Read from a slot: variable 0's field by one selection (has, ==, a string method), or
+        // the first selection of a longer path (which the slot-only form does not take).
+        const bool slotted = !n.local && n.field != FieldSlots::kNone && !n.path.empty();
+        if (!slotted && !n.local) r.whole |= std::uint32_t{1} << std::min<std::uint32_t>(n.slot, 31);
+        if (!slotted || n.path.size() != 1) {
+          r.slot_only = false;
+        } else if (n.kind == Kind::has) {
+          r.presence |= std::uint32_t{1} << n.field;
+        } else {
+          r.values |= std::uint32_t{1} << n.field;
+        }
+        break;
+      }
+      default: break;
+    }
+  }
+  return r;
+}
+
 }  // namespace
 
 constexpr std::size_t kStackLocals = 8;
@@ -993,6 +1024,7 @@ std::unique_ptr<const PredicateKernel> PredicateKernel::build(const std::vector<
   }
   kernel->root_ = *top;
   kernel->locals_ = b.locals;
+  kernel->reads_ = reads_of(kernel->nodes_);
   return kernel;
 }
 

@@ -73,9 +73,26 @@ class PredicateKernel {
                                     SelfFields* self, std::uint64_t per_call,
                                     std::uint64_t& budget);
 
+  // What a kernel reads of its variables, for a caller that wants to skip work it does not
+  // need (computed once, at build):
+  // - `whole`: a bit per variable whose Value a run may need (a path that is not one of the
+  //   slot-read fields of variable 0, the variable itself, a comprehension's range);
+  // - `slot_only`: whether everything the kernel reads is a slot-read field of variable 0 by
+  //   one selection, with `presence` (a bit per slot tested by has()) and `values` (a bit per
+  //   slot whose value is read). Such a kernel's outcome and cost are a function of those
+  //   members alone: absent or present, and the values of the `values` ones.
+  struct Reads {
+    std::uint32_t whole = 0;
+    bool slot_only = true;
+    std::uint32_t presence = 0;
+    std::uint32_t values = 0;
+  };
+  const Reads& reads() const { return reads_; }
+
   struct Node;
 
  private:
+  Reads reads_;
   std::vector<Node> nodes_;
   std::uint32_t root_ = 0;
   std::uint32_t locals_ = 0;  // comprehension variable slots

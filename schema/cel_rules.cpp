@@ -18,6 +18,7 @@
 #include <boost/json.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -65,6 +66,18 @@ struct NodeCel {
   // The rules as a batch of kernels, for an object without and with an old value.
   std::vector<cel::PredicateKernel::Guard> guards, guards_with_old;
   std::uint32_t guard_locals = 0;  // the comprehension variables the guards need
+  // What a batch reads (without and with an old value), from its kernels' reads:
+  // `whole`: the variables whose views a batch needs (self, oldSelf) when the fields are in
+  // their slots. `memo`: every rule has a kernel that reads only slot fields of self (has()
+  // and scalar values), so that an object whose members in `presence | values` are the same
+  // (absent or present; and equal, for `values`) gets the same answers at the same cost
+  // (NodeMemo in RuleRunner).
+  struct BatchReads {
+    std::uint32_t whole = 0;
+    bool memo = false;
+    std::uint32_t presence = 0, values = 0;
+  };
+  BatchReads reads, reads_with_old;
 };
 
 namespace {
@@ -433,7 +446,32 @@ class RuleCompiler {
       cel->guards.push_back(g);
     }
     cel->guard_locals = cel::PredicateKernel::locals_needed(cel->guards_with_old);
+    cel->reads = batch_reads(cel->guards, cel->fields.size());
+    cel->reads_with_old = batch_reads(cel->guards_with_old, cel->fields.size());
     compiled.emplace_back(&n, std::move(cel));
+  }
+
+  static NodeCel::BatchReads batch_reads(const std::vector<cel::PredicateKernel::Guard>& guards,
+                                        std::size_t slots) {
+    NodeCel::BatchReads r;
+    r.memo = slots != 0;
+    bool any = false;
+    for (const auto& g : guards) {
+      if (g.skip) continue;
+      if (g.kernel == nullptr) {
+        r.memo = false;
+        r.whole = ~std::uint32_t{0};
+        continue;
+      }
+      any = true;
+      const auto& k = g.kernel->reads();
+      r.whole |= k.whole;
+      r.memo = r.memo && k.slot_only;
+      r.presence |= k.presence;
+      r.values |= k.values;
+    }
+    r.memo = r.memo && any;
+    return r;
   }
 
   // kube's SchemaErrors for one rule: its fields by themselves.
@@ -705,13 +743,8 @@ class RuleRunner {
     if (cel.rules.empty()) return true;
     if (remaining_ == 0) return out_of_budget(cel, path);
     cel::JsonArena& arena = arena_;
-    const cel::Value self = cel::json_view(value, cel.type.get(), arena);
     const bool has_old = old_value != nullptr || old_object != nullptr;
-    const cel::Value old_self =
-        old_value != nullptr    ? cel::json_view(*old_value, cel.type.get(), arena)
-        : old_object != nullptr ? cel::json_view(*old_object, cel.type.get(), arena)
-                                : cel::Value();
-    const cel::Value plain_vars[2] = {self, old_self};
+    const NodeCel::BatchReads& reads = has_old ? cel.reads_with_old : cel.reads;
     // The fields of self that the rules read, found once for all of them.
     cel::SelfFields filled;
     cel::SelfFields* self_fields = nullptr;
@@ -719,13 +752,48 @@ class RuleRunner {
         obj != nullptr && cel.fields.size() != 0 && filled.fill(cel.fields, *obj, arena)) {
       self_fields = &filled;
     }
+    // A batch already answered for the same members holds again, at the same cost (as long
+    // as the budget still has that much: else it runs, and stops where the budget ends).
+    const bool memo = self_fields != nullptr && reads.memo && NodeMemo::usable(reads, filled);
+    if (memo) {
+      if (const auto cost = memo_.find(&cel, has_old, reads, filled); cost && *cost <= remaining_) {
+        remaining_ -= *cost;
+        return true;
+      }
+    }
+    // The views of self and oldSelf, made when something needs them: a batch that reads only
+    // slot fields does not.
+    cel::Value self, old_self;
+    bool viewed = false;
+    const auto view = [&] {
+      if (viewed) return;
+      viewed = true;
+      self = cel::json_view(value, cel.type.get(), arena);
+      if (old_value != nullptr) {
+        old_self = cel::json_view(*old_value, cel.type.get(), arena);
+      } else if (old_object != nullptr) {
+        old_self = cel::json_view(*old_object, cel.type.get(), arena);
+      }
+    };
+    if (self_fields == nullptr || reads.whole != 0) view();
+    cel::Value plain_vars[2] = {self, old_self};
     const auto& guards = has_old ? cel.guards_with_old : cel.guards;
     for (std::size_t i = 0; i < cel.rules.size(); ++i) {
       // The rules that hold run as one batch, up to the first that does not (or that the
       // kernel cannot decide): that one is taken in full here, then the batch goes on.
+      const std::uint64_t before = remaining_;
+      const std::size_t from = i;
       i = cel::PredicateKernel::run_while_true(guards, i, cel.guard_locals, plain_vars,
                                                self_fields, kPerCallLimit, remaining_);
-      if (i == cel.rules.size()) break;
+      if (i == cel.rules.size()) {
+        if (memo && from == 0) memo_.add(&cel, has_old, reads, filled, before - remaining_);
+        break;
+      }
+      if (!viewed) {
+        view();
+        plain_vars[0] = self;
+        plain_vars[1] = old_self;
+      }
       const CompiledRule& rule = cel.rules[i];
       const ValidationRule& spec = *rule.spec;
       if (!rule.compile_error.empty()) {
@@ -841,9 +909,90 @@ class RuleRunner {
     return true;
   }
 
+  // Node batches that held, by node and by the members their kernels read (NodeCel::
+  // BatchReads::memo): the items of a list that agree on those members (filters of one type,
+  // backends of one kind) are answered once per validation.
+  class NodeMemo {
+   public:
+    // Whether these members can be a key: the ones whose values are read are scalars.
+    static bool usable(const NodeCel::BatchReads& r, const cel::SelfFields& f) {
+      for (std::uint32_t m = r.values; m != 0; m &= m - 1) {
+        const json::value* v = f.member(static_cast<std::uint8_t>(std::countr_zero(m)));
+        if (v != nullptr && v->is_structured()) return false;
+      }
+      return true;
+    }
+
+    std::optional<std::uint64_t> find(const NodeCel* node, bool has_old,
+                                      const NodeCel::BatchReads& r,
+                                      const cel::SelfFields& f) const {
+      for (const Entry& e : entries_) {
+        if (e.node == node && e.has_old == has_old && same(e, r, f)) return e.cost;
+      }
+      return std::nullopt;
+    }
+
+    void add(const NodeCel* node, bool has_old, const NodeCel::BatchReads& r,
+             const cel::SelfFields& f, std::uint64_t cost) {
+      std::size_t of_node = 0;
+      for (const Entry& e : entries_) of_node += e.node == node;
+      if (of_node >= kPerNode || entries_.size() >= kEntries) return;
+      entries_.push_back(Entry{node, has_old, cost, static_cast<std::uint32_t>(members_.size())});
+      for (std::uint32_t m = r.presence | r.values; m != 0; m &= m - 1) {
+        members_.push_back(f.member(static_cast<std::uint8_t>(std::countr_zero(m))));
+      }
+    }
+
+   private:
+    static constexpr std::size_t kPerNode = 4;
+    static constexpr std::size_t kEntries = 64;
+
+    struct Entry {
+      const NodeCel* node;
+      bool has_old;
+      std::uint64_t cost;
+      std::uint32_t first;  // its members, from members_[first], by slot
+    };
+
+    // Scalars equal as JSON (of one kind: 1 and 1.0 are different keys).
+    static bool same_scalar(const json::value& a, const json::value& b) {
+      if (a.kind() != b.kind()) return false;
+      switch (a.kind()) {
+        case json::kind::string: return a.get_string() == b.get_string();
+        case json::kind::int64: return a.get_int64() == b.get_int64();
+        case json::kind::uint64: return a.get_uint64() == b.get_uint64();
+        case json::kind::double_: {
+          const double x = a.get_double();
+          const double y = b.get_double();
+          return std::memcmp(&x, &y, sizeof x) == 0;
+        }
+        case json::kind::bool_: return a.get_bool() == b.get_bool();
+        default: return false;
+      }
+    }
+
+    bool same(const Entry& e, const NodeCel::BatchReads& r, const cel::SelfFields& f) const {
+      std::uint32_t k = e.first;
+      for (std::uint32_t m = r.presence | r.values; m != 0; m &= m - 1, ++k) {
+        const std::uint32_t slot = static_cast<std::uint32_t>(std::countr_zero(m));
+        const json::value* now = f.member(static_cast<std::uint8_t>(slot));
+        const json::value* then = members_[k];
+        if ((now == nullptr) != (then == nullptr)) return false;
+        if (now != nullptr && (r.values >> slot & 1) != 0 && !same_scalar(*now, *then)) {
+          return false;
+        }
+      }
+      return true;
+    }
+
+    std::vector<Entry> entries_;
+    std::vector<const json::value*> members_;
+  };
+
   std::vector<Cause>& out_;
   std::vector<std::string>* warnings_;
   bool update_;
+  NodeMemo memo_;
   // The views of the object and its old value, for the whole walk (the values live as long):
   // the thread's arena, reused by every validation on the thread.
   cel::JsonArena& arena_ = thread_arena();

@@ -323,5 +323,65 @@ TEST(CelRules, OldSelfIsRefusedWhereNothingCorrelates) {
             "Invalid value: true: may not be set if oldSelf is not used in rule\n");
 }
 
+// A node's rules that read only its own scalar fields are answered once per validation for
+// items that agree on those fields (RuleRunner's memo): an item that differs in any of them, in
+// presence or in value, is run again.
+TEST(CelRules, ItemsAgreeingOnWhatTheirRulesReadShareOneAnswer) {
+  const Schema s = compile_ok(crd(R"x({"items": {"type": "array", "maxItems": 64, "items": {
+      "type": "object", "properties": {"kind": {"type": "string", "maxLength": 16},
+        "n": {"type": "integer"}, "note": {"type": "string", "maxLength": 16},
+        "alpha": {"type": "object", "properties": {"v": {"type": "string"}}},
+        "bravo": {"type": "object", "properties": {"v": {"type": "string"}}}},
+      "x-kubernetes-validations": [
+        {"rule": "!(has(self.alpha) && self.kind != 'Alpha')"},
+        {"rule": "!(has(self.bravo) && self.kind != 'Bravo')"},
+        {"rule": "has(self.n) ? self.n <= 5 : true"}]}}})x"));
+  const std::string good = R"({"kind": "Alpha", "alpha": {"v": "x"}, "n": 1, "note": "a"})";
+  std::string items = "[";
+  for (int i = 0; i < 8; ++i) items += good + ",";
+  items += R"({"kind": "Bravo", "alpha": {"v": "x"}, "n": 1},)";   // 8: a value differs
+  items += R"({"kind": "Alpha", "alpha": {"v": "y"}, "n": 7},)";   // 9: an int differs
+  items += R"({"kind": "Alpha", "alpha": {}, "bravo": {}, "n": 1},)";  // 10: one more member
+  items += R"({"kind": "Alpha", "alpha": {"v": "z"}, "n": 1, "note": "b"},)";  // 11: unread
+  items += good + "]";
+  EXPECT_EQ(validate(s, R"({"spec": {"items": )" + items + "}}"),
+            "spec.items[8]: Invalid value: \"object\": failed rule: !(has(self.alpha) && "
+            "self.kind != 'Alpha')\n"
+            "spec.items[9]: Invalid value: \"object\": failed rule: has(self.n) ? self.n <= 5 : "
+            "true\n"
+            "spec.items[10]: Invalid value: \"object\": failed rule: !(has(self.bravo) && "
+            "self.kind != 'Bravo')\n");
+}
+
+// An answer kept for earlier items is given again only while the budget still holds its cost:
+// identical items run out of budget at the same item as items that are all different.
+TEST(CelRules, AKeptAnswerIsNotGivenPastTheBudget) {
+  // Five rules of ~123k each per item at run time (a 25,000-character string matched by a
+  // 198-character pattern): 15 items fit in the object's budget of 10,000,000, the 16th does
+  // not. Each rule is within kube's estimate limits (at most 19 items).
+  const std::string pattern = "^[a-z]+$|^" + std::string(188, 'b') + "$";
+  std::string rules = "[";
+  for (int i = 0; i < 5; ++i) {
+    rules += std::string(i > 0 ? "," : "") + R"x({"rule": "self.v.matches(')x" + pattern + R"x(')"})x";
+  }
+  rules += "]";
+  const Schema s = compile_ok(crd(R"({"items": {"type": "array", "maxItems": 19, "items": {
+      "type": "object", "properties": {"v": {"type": "string", "maxLength": 25000}},
+      "x-kubernetes-validations": )" + rules + "}}}"));
+  const auto object = [](bool same) {
+    std::string items = "[";
+    for (int i = 0; i < 19; ++i) {
+      const char last = same ? 'a' : static_cast<char>('a' + i);
+      items += std::string(i > 0 ? "," : "") + R"({"v": ")" + std::string(24999, 'a') + last + "\"}";
+    }
+    return R"({"spec": {"items": )" + items + "]}}";
+  };
+  const std::string expected =
+      "spec.items[15]: Invalid value: \"object\": validation failed due to running out of cost "
+      "budget, no further validation rules will be run\n";
+  EXPECT_EQ(validate(s, object(false)), expected);
+  EXPECT_EQ(validate(s, object(true)), expected);
+}
+
 }  // namespace
 }  // namespace kwatch::schema
