@@ -1001,6 +1001,55 @@ PredicateKernel::Reads reads_of(const std::vector<Node>& nodes) {
       default: break;
     }
   }
+  // The comprehensions over variable 0 itself, and what their predicates read of the element.
+  const auto is_self = [&](std::uint32_t i) {
+    const Node& a = nodes[i];
+    return a.kind == Kind::attribute && !a.local && a.slot == 0 && a.path.empty();
+  };
+  std::uint64_t over_self = 0;  // a bit per comprehension variable slot
+  for (const Node& n : nodes) {
+    const bool comprehension = n.kind == Kind::all || n.kind == Kind::exists ||
+                               n.kind == Kind::exists_one || n.kind == Kind::filter ||
+                               n.kind == Kind::filter_size;
+    if (!comprehension) continue;
+    if (!is_self(n.a) || n.slot >= 64) {
+      r.elements_only = false;
+      return r;
+    }
+    over_self |= std::uint64_t{1} << n.slot;
+  }
+  for (std::uint32_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    if (n.kind != Kind::has && n.kind != Kind::attribute) continue;
+    if (!n.local) {
+      // Only as a comprehension's range (checked above); `self` read otherwise is the whole.
+      bool range = false;
+      for (const Node& c : nodes) range = range || ((c.kind == Kind::all || c.kind == Kind::exists ||
+                                                     c.kind == Kind::exists_one ||
+                                                     c.kind == Kind::filter ||
+                                                     c.kind == Kind::filter_size) &&
+                                                    c.a == i);
+      if (!range) r.elements_only = false;
+      continue;
+    }
+    if (n.slot >= 64 || (over_self >> n.slot & 1) == 0 || n.path.size() != 1 ||
+        n.path[0].index || n.path[0].field_type == nullptr) {
+      r.elements_only = false;
+      continue;
+    }
+    const std::string_view name = n.path[0].json_name;
+    std::size_t k = 0;
+    while (k < r.element_fields.size() && r.element_fields[k] != name) ++k;
+    if (k == r.element_fields.size()) {
+      if (k == 32) {
+        r.elements_only = false;
+        continue;
+      }
+      r.element_fields.push_back(name);
+    }
+    if (n.kind == Kind::attribute) r.element_values |= std::uint32_t{1} << k;
+  }
+  if (over_self == 0) r.elements_only = false;
   return r;
 }
 

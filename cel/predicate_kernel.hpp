@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "cel/field_slots.hpp"
@@ -81,11 +82,20 @@ class PredicateKernel {
   //   one selection, with `presence` (a bit per slot tested by has()) and `values` (a bit per
   //   slot whose value is read). Such a kernel's outcome and cost are a function of those
   //   members alone: absent or present, and the values of the `values` ones.
+  // - `elements_only`: whether everything the kernel reads is, in comprehensions over variable
+  //   0 itself (a list: `self.exists(f, f.type == 'X')`, `self.filter(f, ...).size()`), a
+  //   field of the element by one selection: `element_fields` (JSON names; `element_values`
+  //   a bit per name whose value is read, the others are only tested by has()). Such a
+  //   kernel's outcome and cost are a function of the list's length and, for each element,
+  //   of those members.
   struct Reads {
     std::uint32_t whole = 0;
     bool slot_only = true;
     std::uint32_t presence = 0;
     std::uint32_t values = 0;
+    bool elements_only = true;
+    std::vector<std::string_view> element_fields;
+    std::uint32_t element_values = 0;
   };
   const Reads& reads() const { return reads_; }
 

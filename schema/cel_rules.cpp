@@ -72,10 +72,17 @@ struct NodeCel {
   // and scalar values), so that an object whose members in `presence | values` are the same
   // (absent or present; and equal, for `values`) gets the same answers at the same cost
   // (NodeMemo in RuleRunner).
+  // `element_memo`: self is a list and every rule has a kernel that reads only, in
+  // comprehensions over it, fields of its elements (`element_fields`, by JSON name; a bit in
+  // `element_values` for each whose value is read): a list of the same length whose elements
+  // agree on those members gets the same answers at the same cost.
   struct BatchReads {
     std::uint32_t whole = 0;
     bool memo = false;
     std::uint32_t presence = 0, values = 0;
+    bool element_memo = false;
+    std::vector<std::string> element_fields;
+    std::uint32_t element_values = 0;
   };
   BatchReads reads, reads_with_old;
 };
@@ -455,11 +462,13 @@ class RuleCompiler {
                                         std::size_t slots) {
     NodeCel::BatchReads r;
     r.memo = slots != 0;
+    r.element_memo = true;
     bool any = false;
     for (const auto& g : guards) {
       if (g.skip) continue;
       if (g.kernel == nullptr) {
         r.memo = false;
+        r.element_memo = false;
         r.whole = ~std::uint32_t{0};
         continue;
       }
@@ -469,8 +478,22 @@ class RuleCompiler {
       r.memo = r.memo && k.slot_only;
       r.presence |= k.presence;
       r.values |= k.values;
+      r.element_memo = r.element_memo && k.elements_only;
+      for (std::size_t i = 0; r.element_memo && i < k.element_fields.size(); ++i) {
+        std::size_t at = 0;
+        while (at < r.element_fields.size() && r.element_fields[at] != k.element_fields[i]) ++at;
+        if (at == r.element_fields.size()) {
+          if (at == 32) {
+            r.element_memo = false;
+            break;
+          }
+          r.element_fields.emplace_back(k.element_fields[i]);
+        }
+        if ((k.element_values >> i & 1) != 0) r.element_values |= std::uint32_t{1} << at;
+      }
     }
     r.memo = r.memo && any;
+    r.element_memo = r.element_memo && any && !r.element_fields.empty();
     return r;
   }
 
@@ -754,9 +777,17 @@ class RuleRunner {
     }
     // A batch already answered for the same members holds again, at the same cost (as long
     // as the budget still has that much: else it runs, and stops where the budget ends).
-    const bool memo = self_fields != nullptr && reads.memo && NodeMemo::usable(reads, filled);
-    if (memo) {
-      if (const auto cost = memo_.find(&cel, has_old, reads, filled); cost && *cost <= remaining_) {
+    NodeMemo::Node* memo = nullptr;
+    NodeMemo::Key key;
+    if (self_fields != nullptr && reads.memo) {
+      memo = memo_.node(&cel, has_old);
+      if (memo != nullptr && !NodeMemo::slot_key(reads, filled, key)) memo = nullptr;
+    } else if (const auto* list = value.if_array(); list != nullptr && reads.element_memo) {
+      memo = memo_.node(&cel, has_old);
+      if (memo != nullptr && !NodeMemo::element_key(reads, *list, key)) memo = nullptr;
+    }
+    if (memo != nullptr) {
+      if (const auto cost = memo_.find(*memo, key); cost && *cost <= remaining_) {
         remaining_ -= *cost;
         return true;
       }
@@ -786,7 +817,7 @@ class RuleRunner {
       i = cel::PredicateKernel::run_while_true(guards, i, cel.guard_locals, plain_vars,
                                                self_fields, kPerCallLimit, remaining_);
       if (i == cel.rules.size()) {
-        if (memo && from == 0) memo_.add(&cel, has_old, reads, filled, before - remaining_);
+        if (memo != nullptr && from == 0) memo_.add(*memo, key, before - remaining_);
         break;
       }
       if (!viewed) {
@@ -910,49 +941,130 @@ class RuleRunner {
   }
 
   // Node batches that held, by node and by the members their kernels read (NodeCel::
-  // BatchReads::memo): the items of a list that agree on those members (filters of one type,
-  // backends of one kind) are answered once per validation.
+  // BatchReads): the items of a list that agree on those members (filters of one type,
+  // backends of one kind), or lists whose elements agree on them, are answered once per
+  // validation. A node whose values keep differing (paths, names) stops being looked up after
+  // a few misses.
   class NodeMemo {
    public:
-    // Whether these members can be a key: the ones whose values are read are scalars.
-    static bool usable(const NodeCel::BatchReads& r, const cel::SelfFields& f) {
-      for (std::uint32_t m = r.values; m != 0; m &= m - 1) {
-        const json::value* v = f.member(static_cast<std::uint8_t>(std::countr_zero(m)));
-        if (v != nullptr && v->is_structured()) return false;
+    // What one visit's answer depends on: members (null: absent or JSON null), and for each a
+    // bit saying whether its value is read (else only whether it is there).
+    struct Key {
+      static constexpr std::size_t kMax = 64;
+      const json::value* members[kMax];
+      std::uint64_t values = 0;
+      std::size_t size = 0;
+      std::uint64_t hash = 0xcbf29ce484222325ULL;
+
+      // False when the key cannot hold it: too many members, a value read that is not a
+      // scalar.
+      bool add(const json::value* v, bool value) {
+        if (v != nullptr && v->is_null()) v = nullptr;
+        if (size == kMax || (value && v != nullptr && v->is_structured())) return false;
+        members[size] = v;
+        if (value) values |= std::uint64_t{1} << size;
+        ++size;
+        mix_byte(v != nullptr ? 0x9e : 0x3c);
+        if (v == nullptr || !value) return true;
+        if (const auto* str = v->if_string()) {
+          for (const char c : *str) mix_byte(static_cast<unsigned char>(c));
+        } else if (v->is_int64() || v->is_uint64() || v->is_double()) {
+          const std::uint64_t bits = v->is_int64()    ? static_cast<std::uint64_t>(v->get_int64())
+                                     : v->is_uint64() ? v->get_uint64()
+                                                      : std::bit_cast<std::uint64_t>(v->get_double());
+          for (int i = 0; i < 8; ++i) mix_byte(static_cast<unsigned char>(bits >> (8 * i)));
+        } else if (v->is_bool()) {
+          mix_byte(v->get_bool() ? 1 : 2);
+        }
+        return true;
+      }
+
+      void mix_length(std::size_t n) {
+        for (int i = 0; i < 8; ++i) mix_byte(static_cast<unsigned char>(n >> (8 * i)));
+      }
+
+     private:
+      void mix_byte(unsigned char b) { hash = (hash ^ b) * 0x100000001b3ULL; }
+    };
+
+    struct Node;
+
+    // The node's record (null when there is no room for another node, or the node gave up):
+    // made on first use.
+    Node* node(const NodeCel* cel, bool has_old) {
+      for (Node& n : nodes_) {
+        if (n.cel == cel && n.has_old == has_old) return n.misses < kMisses ? &n : nullptr;
+      }
+      if (nodes_.size() == kNodes) return nullptr;
+      nodes_.push_back(Node{cel, has_old});
+      return &nodes_.back();
+    }
+
+    // The key of an object node from its slots (BatchReads::memo).
+    static bool slot_key(const NodeCel::BatchReads& r, const cel::SelfFields& f, Key& key) {
+      for (std::uint32_t m = r.presence | r.values; m != 0; m &= m - 1) {
+        const std::uint32_t slot = static_cast<std::uint32_t>(std::countr_zero(m));
+        if (!key.add(f.member(static_cast<std::uint8_t>(slot)), (r.values >> slot & 1) != 0)) {
+          return false;
+        }
       }
       return true;
     }
 
-    std::optional<std::uint64_t> find(const NodeCel* node, bool has_old,
-                                      const NodeCel::BatchReads& r,
-                                      const cel::SelfFields& f) const {
-      for (const Entry& e : entries_) {
-        if (e.node == node && e.has_old == has_old && same(e, r, f)) return e.cost;
+    // The key of a list node from its elements' fields (BatchReads::element_memo).
+    static bool element_key(const NodeCel::BatchReads& r, const json::array& list, Key& key) {
+      if (list.size() * r.element_fields.size() > Key::kMax) return false;
+      key.mix_length(list.size());
+      for (const json::value& e : list) {
+        const json::object* obj = e.if_object();
+        if (obj == nullptr) return false;
+        for (std::size_t k = 0; k < r.element_fields.size(); ++k) {
+          if (!key.add(cel::find_member(*obj, r.element_fields[k]), (r.element_values >> k & 1) != 0)) {
+            return false;
+          }
+        }
       }
+      return true;
+    }
+
+    // The cost of the batch that held for the same key, or nullopt (a miss).
+    std::optional<std::uint64_t> find(Node& n, const Key& key) {
+      for (std::size_t i = 0; i < n.size; ++i) {
+        if (n.entries[i].hash == key.hash && same(n.entries[i], key)) return n.entries[i].cost;
+      }
+      ++n.misses;
       return std::nullopt;
     }
 
-    void add(const NodeCel* node, bool has_old, const NodeCel::BatchReads& r,
-             const cel::SelfFields& f, std::uint64_t cost) {
-      std::size_t of_node = 0;
-      for (const Entry& e : entries_) of_node += e.node == node;
-      if (of_node >= kPerNode || entries_.size() >= kEntries) return;
-      entries_.push_back(Entry{node, has_old, cost, static_cast<std::uint32_t>(members_.size())});
-      for (std::uint32_t m = r.presence | r.values; m != 0; m &= m - 1) {
-        members_.push_back(f.member(static_cast<std::uint8_t>(std::countr_zero(m))));
-      }
+    void add(Node& n, const Key& key, std::uint64_t cost) {
+      if (n.size == kPerNode) return;
+      n.entries[n.size++] = Entry{key.hash, cost, key.values,
+                                  static_cast<std::uint32_t>(members_.size()),
+                                  static_cast<std::uint32_t>(key.size)};
+      members_.insert(members_.end(), key.members, key.members + key.size);
     }
 
-   private:
-    static constexpr std::size_t kPerNode = 4;
-    static constexpr std::size_t kEntries = 64;
-
     struct Entry {
-      const NodeCel* node;
-      bool has_old;
+      std::uint64_t hash;
       std::uint64_t cost;
-      std::uint32_t first;  // its members, from members_[first], by slot
+      std::uint64_t values;
+      std::uint32_t first;  // its members, from members_[first]
+      std::uint32_t size;
     };
+    static constexpr std::size_t kPerNode = 4;
+    struct Node {
+      const NodeCel* cel;
+      bool has_old;
+      std::uint32_t misses = 0;
+      std::size_t size = 0;
+      Entry entries[kPerNode] = {};
+    };
+
+   private:
+    static constexpr std::size_t kNodes = 16;
+    // Past this many misses a node is not looked up again in this validation (a hit after a
+    // few items is what pays; a list of distinct items would pay for the lookups alone).
+    static constexpr std::uint32_t kMisses = 8;
 
     // Scalars equal as JSON (of one kind: 1 and 1.0 are different keys).
     static bool same_scalar(const json::value& a, const json::value& b) {
@@ -971,21 +1083,20 @@ class RuleRunner {
       }
     }
 
-    bool same(const Entry& e, const NodeCel::BatchReads& r, const cel::SelfFields& f) const {
-      std::uint32_t k = e.first;
-      for (std::uint32_t m = r.presence | r.values; m != 0; m &= m - 1, ++k) {
-        const std::uint32_t slot = static_cast<std::uint32_t>(std::countr_zero(m));
-        const json::value* now = f.member(static_cast<std::uint8_t>(slot));
-        const json::value* then = members_[k];
+    bool same(const Entry& e, const Key& key) const {
+      if (e.size != key.size || e.values != key.values) return false;
+      for (std::size_t k = 0; k < key.size; ++k) {
+        const json::value* now = key.members[k];
+        const json::value* then = members_[e.first + k];
         if ((now == nullptr) != (then == nullptr)) return false;
-        if (now != nullptr && (r.values >> slot & 1) != 0 && !same_scalar(*now, *then)) {
+        if (now != nullptr && (key.values >> k & 1) != 0 && !same_scalar(*now, *then)) {
           return false;
         }
       }
       return true;
     }
 
-    std::vector<Entry> entries_;
+    std::vector<Node> nodes_;
     std::vector<const json::value*> members_;
   };
 

@@ -353,6 +353,37 @@ TEST(CelRules, ItemsAgreeingOnWhatTheirRulesReadShareOneAnswer) {
             "self.kind != 'Bravo')\n");
 }
 
+// The same for a list's own rules over its elements' fields: lists of one length whose
+// elements agree on the fields the rules read share one answer; any difference is run again.
+TEST(CelRules, ListsAgreeingOnTheirElementsFieldsShareOneAnswer) {
+  const Schema s = compile_ok(crd(R"x({"groups": {"type": "array", "maxItems": 16, "items": {
+      "type": "object", "properties": {"filters": {"type": "array", "maxItems": 8,
+        "x-kubernetes-validations": [
+          {"rule": "self.filter(f, f.type == 'A').size() <= 1"},
+          {"rule": "!(self.exists(f, f.type == 'A') && self.exists(f, f.type == 'B'))"},
+          {"rule": "self.all(f, !has(f.x) || f.type == 'X')"}],
+        "items": {"type": "object", "properties": {"type": {"type": "string", "maxLength": 8},
+          "name": {"type": "string", "maxLength": 8},
+          "x": {"type": "object", "properties": {"v": {"type": "string"}}}}}}}}}})x"));
+  const std::string good = R"({"filters": [{"type": "A", "name": "a"}, {"type": "C"}]})";
+  std::string groups = "[";
+  for (int i = 0; i < 4; ++i) groups += good + ",";
+  groups += R"({"filters": [{"type": "A"}, {"type": "A"}]},)";               // 4: a value
+  groups += R"({"filters": [{"type": "A"}, {"type": "B"}]},)";               // 5: a value
+  groups += R"({"filters": [{"type": "A"}, {"type": "C", "x": {}}]},)";      // 6: presence
+  groups += R"({"filters": [{"type": "A"}, {"type": "C"}, {"type": "A"}]},)";  // 7: length
+  groups += R"({"filters": [{"type": "A", "name": "b"}, {"type": "C"}]}])";  // 8: unread
+  EXPECT_EQ(validate(s, R"({"spec": {"groups": )" + groups + "}}"),
+            "spec.groups[4].filters: Invalid value: \"array\": failed rule: self.filter(f, f.type "
+            "== 'A').size() <= 1\n"
+            "spec.groups[5].filters: Invalid value: \"array\": failed rule: !(self.exists(f, "
+            "f.type == 'A') && self.exists(f, f.type == 'B'))\n"
+            "spec.groups[6].filters: Invalid value: \"array\": failed rule: self.all(f, "
+            "!has(f.x) || f.type == 'X')\n"
+            "spec.groups[7].filters: Invalid value: \"array\": failed rule: self.filter(f, f.type "
+            "== 'A').size() <= 1\n");
+}
+
 // An answer kept for earlier items is given again only while the budget still holds its cost:
 // identical items run out of budget at the same item as items that are all different.
 TEST(CelRules, AKeptAnswerIsNotGivenPastTheBudget) {
