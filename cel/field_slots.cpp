@@ -23,6 +23,13 @@ std::uint8_t FieldSlots::slot(const Type* owner, std::string_view json_name) {
   return static_cast<std::uint8_t>(names_.size() - 1);
 }
 
+std::uint8_t FieldSlots::find(std::string_view json_name) const {
+  for (std::size_t i = 0; i < names_.size(); ++i) {
+    if (names_[i] == json_name) return static_cast<std::uint8_t>(i);
+  }
+  return kNone;
+}
+
 bool FieldSlots::fill(const boost::json::object& object,
                       std::span<const boost::json::value*> out) const {
   if (object.size() > kMaxMembers) return false;

@@ -39,6 +39,8 @@ class FieldSlots {
   std::uint8_t slot(const Type* owner, std::string_view json_name);
 
   std::size_t size() const { return names_.size(); }
+  // The slot of the field with this JSON name, or kNone (nothing is added).
+  std::uint8_t find(std::string_view json_name) const;
 
   // out[i] := the member named by slot i, null when it is absent or JSON null (as a selection
   // reads it). False, with `out` unspecified, when the object has more than kMaxMembers

@@ -1,7 +1,9 @@
 #include "cel/predicate_kernel.hpp"
 
 #include <algorithm>
+#include <array>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include <boost/json.hpp>
@@ -977,81 +979,117 @@ ConditionFn function_of(Kind k) {
 PredicateKernel::Reads reads_of(const std::vector<Node>& nodes) {
   PredicateKernel::Reads r;
   for (const Node& n : nodes) {
-    switch (n.kind) {
-      case Kind::all:
-      case Kind::exists:
-      case Kind::exists_one:
-      case Kind::filter:
-      case Kind::filter_size: r.slot_only = false; break;
-      case Kind::has:
-      case Kind::attribute: {
-        // Read from a slot: variable 0's field by one selection (has, ==, a string method), or
-        // the first selection of a longer path (which the slot-only form does not take).
-        const bool slotted = !n.local && n.field != FieldSlots::kNone && !n.path.empty();
-        if (!slotted && !n.local) r.whole |= std::uint32_t{1} << std::min<std::uint32_t>(n.slot, 31);
-        if (!slotted || n.path.size() != 1) {
-          r.slot_only = false;
-        } else if (n.kind == Kind::has) {
-          r.presence |= std::uint32_t{1} << n.field;
-        } else {
-          r.values |= std::uint32_t{1} << n.field;
-        }
-        break;
-      }
-      default: break;
-    }
-  }
-  // The comprehensions over variable 0 itself, and what their predicates read of the element.
-  const auto is_self = [&](std::uint32_t i) {
-    const Node& a = nodes[i];
-    return a.kind == Kind::attribute && !a.local && a.slot == 0 && a.path.empty();
-  };
-  std::uint64_t over_self = 0;  // a bit per comprehension variable slot
-  for (const Node& n : nodes) {
-    const bool comprehension = n.kind == Kind::all || n.kind == Kind::exists ||
-                               n.kind == Kind::exists_one || n.kind == Kind::filter ||
-                               n.kind == Kind::filter_size;
-    if (!comprehension) continue;
-    if (!is_self(n.a) || n.slot >= 64) {
-      r.elements_only = false;
-      return r;
-    }
-    over_self |= std::uint64_t{1} << n.slot;
-  }
-  for (std::uint32_t i = 0; i < nodes.size(); ++i) {
-    const Node& n = nodes[i];
     if (n.kind != Kind::has && n.kind != Kind::attribute) continue;
-    if (!n.local) {
-      // Only as a comprehension's range (checked above); `self` read otherwise is the whole.
-      bool range = false;
-      for (const Node& c : nodes) range = range || ((c.kind == Kind::all || c.kind == Kind::exists ||
-                                                     c.kind == Kind::exists_one ||
-                                                     c.kind == Kind::filter ||
-                                                     c.kind == Kind::filter_size) &&
-                                                    c.a == i);
-      if (!range) r.elements_only = false;
-      continue;
-    }
-    if (n.slot >= 64 || (over_self >> n.slot & 1) == 0 || n.path.size() != 1 ||
-        n.path[0].index || n.path[0].field_type == nullptr) {
-      r.elements_only = false;
-      continue;
-    }
-    const std::string_view name = n.path[0].json_name;
-    std::size_t k = 0;
-    while (k < r.element_fields.size() && r.element_fields[k] != name) ++k;
-    if (k == r.element_fields.size()) {
-      if (k == 32) {
-        r.elements_only = false;
-        continue;
-      }
-      r.element_fields.push_back(name);
-    }
-    if (n.kind == Kind::attribute) r.element_values |= std::uint32_t{1} << k;
+    // Read from a slot: variable 0's field by its first selection.
+    const bool slotted = !n.local && n.field != FieldSlots::kNone && !n.path.empty();
+    if (!slotted && !n.local) r.whole |= std::uint32_t{1} << std::min<std::uint32_t>(n.slot, 31);
   }
-  if (over_self == 0) r.elements_only = false;
   return r;
 }
+
+// PredicateKernel::read_into: the kernel's tree from its root, with the comprehension variables
+// bound to the ReadSet nodes of the elements they range over.
+class ReadCollector {
+ public:
+  ReadCollector(const std::vector<Node>& nodes, ReadSet& set) : nodes_(nodes), set_(set) {}
+
+  static constexpr std::size_t kLocals = 16;
+  using Env = std::array<std::int32_t, kLocals>;  // slot -> element node, -1 unbound
+
+  // How a value is used: compared or passed (its scalar value matters), or only measured.
+  enum class Use : std::uint8_t { value, size };
+
+  bool condition(std::uint32_t i, const Env& env) {
+    const Node& n = nodes_[i];
+    switch (n.kind) {
+      case Kind::boolean: return true;
+      case Kind::logical_and:
+      case Kind::logical_or: return condition(n.a, env) && condition(n.b, env);
+      case Kind::conditional:
+        return condition(n.a, env) && condition(n.b, env) && condition(n.c, env);
+      case Kind::has: return path(n, env).has_value();
+      case Kind::compare: return value(n.a, env, Use::value) && value(n.b, env, Use::value);
+      case Kind::call: return args(n, env);
+      case Kind::all:
+      case Kind::exists:
+      case Kind::exists_one: return comprehension(n, env);
+      default: return false;
+    }
+  }
+
+ private:
+  bool value(std::uint32_t i, const Env& env, Use use) {
+    const Node& n = nodes_[i];
+    switch (n.kind) {
+      case Kind::constant: return true;
+      case Kind::attribute: {
+        const auto at = path(n, env);
+        if (!at) return false;
+        if (use == Use::value) {
+          set_.read_value(*at);
+        } else {
+          set_.read_size(*at);
+        }
+        return true;
+      }
+      case Kind::value_call: return args(n, env);
+      case Kind::filter_size: return comprehension(n, env);
+      case Kind::value_conditional:
+        return condition(n.a, env) && value(n.b, env, use) && value(n.c, env, use);
+      case Kind::condition_value: return condition(n.a, env);
+      default: return false;  // a filter's list
+    }
+  }
+
+  // A call's arguments: size() measures, anything else reads values.
+  bool args(const Node& n, const Env& env) {
+    bool sizes = n.overloads != nullptr && !n.overloads->empty();
+    for (const Overload* o : n.overloads != nullptr ? *n.overloads : std::vector<const Overload*>{}) {
+      sizes = sizes && o->id.starts_with("size_");
+    }
+    for (const std::uint32_t a : n.args) {
+      if (!value(a, env, sizes ? Use::size : Use::value)) return false;
+    }
+    return true;
+  }
+
+  bool comprehension(const Node& n, const Env& env) {
+    const Node& range = nodes_[n.a];
+    if (range.kind != Kind::attribute || n.slot >= kLocals) return false;
+    const auto at = path(range, env);
+    if (!at) return false;
+    Env inner = env;
+    inner[n.slot] = static_cast<std::int32_t>(set_.child(*at, ReadSet::Step::element));
+    return condition(n.b, inner);
+  }
+
+  // The set's node for the variable and selections of an attribute or has().
+  std::optional<std::uint32_t> path(const Node& n, const Env& env) {
+    std::uint32_t at = 0;
+    if (n.local) {
+      if (n.slot >= kLocals || env[n.slot] < 0) return std::nullopt;
+      at = static_cast<std::uint32_t>(env[n.slot]);
+    } else if (n.slot != 0) {
+      return std::nullopt;  // oldSelf
+    }
+    for (const Selection& s : n.path) {
+      if (s.index) {
+        if (s.name == nullptr || !s.name->is(ValueKind::int64)) return std::nullopt;
+        at = set_.child(at, ReadSet::Step::index, {}, s.name->as_int());
+      } else if (s.field_type != nullptr) {
+        at = set_.child(at, ReadSet::Step::field, s.json_name);
+      } else if (s.name != nullptr && s.name->is(ValueKind::string)) {
+        at = set_.child(at, ReadSet::Step::field, s.name->as_text());
+      } else {
+        return std::nullopt;
+      }
+    }
+    return at;
+  }
+
+  const std::vector<Node>& nodes_;
+  ReadSet& set_;
+};
 
 }  // namespace
 
@@ -1097,6 +1135,13 @@ PredicateKernel::Outcome PredicateKernel::run(std::span<const Value> variables,
   cost = st.cost;
   if (st.over) return Outcome::over_limit;
   return out;
+}
+
+bool PredicateKernel::read_into(ReadSet& set) const {
+  ReadCollector::Env env;
+  env.fill(-1);
+  if (!ReadCollector(nodes_, set).condition(root_, env)) set.unusable();
+  return set.usable();
 }
 
 std::uint32_t PredicateKernel::locals_needed(std::span<const Guard> guards) {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "cel/field_slots.hpp"
+#include "cel/read_set.hpp"
 #include "cel/program_steps.hpp"
 
 namespace kwatch::cel {
@@ -74,30 +75,17 @@ class PredicateKernel {
                                     SelfFields* self, std::uint64_t per_call,
                                     std::uint64_t& budget);
 
-  // What a kernel reads of its variables, for a caller that wants to skip work it does not
-  // need (computed once, at build):
-  // - `whole`: a bit per variable whose Value a run may need (a path that is not one of the
-  //   slot-read fields of variable 0, the variable itself, a comprehension's range);
-  // - `slot_only`: whether everything the kernel reads is a slot-read field of variable 0 by
-  //   one selection, with `presence` (a bit per slot tested by has()) and `values` (a bit per
-  //   slot whose value is read). Such a kernel's outcome and cost are a function of those
-  //   members alone: absent or present, and the values of the `values` ones.
-  // - `elements_only`: whether everything the kernel reads is, in comprehensions over variable
-  //   0 itself (a list: `self.exists(f, f.type == 'X')`, `self.filter(f, ...).size()`), a
-  //   field of the element by one selection: `element_fields` (JSON names; `element_values`
-  //   a bit per name whose value is read, the others are only tested by has()). Such a
-  //   kernel's outcome and cost are a function of the list's length and, for each element,
-  //   of those members.
+  // The variables whose Values a run may need (a bit per variable): a path that is not one of
+  // the slot-read fields of variable 0, the variable itself, a comprehension's range. A
+  // caller with the fields in their slots need not make the others' views.
   struct Reads {
     std::uint32_t whole = 0;
-    bool slot_only = true;
-    std::uint32_t presence = 0;
-    std::uint32_t values = 0;
-    bool elements_only = true;
-    std::vector<std::string_view> element_fields;
-    std::uint32_t element_values = 0;
   };
   const Reads& reads() const { return reads_; }
+
+  // Adds what the kernel reads of variable 0 to `set` (read_set.hpp); false (and the set
+  // unusable) when it reads something a key cannot hold.
+  bool read_into(ReadSet& set) const;
 
   struct Node;
 

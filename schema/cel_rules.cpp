@@ -33,6 +33,7 @@
 #include "cel/parser.hpp"
 #include "cel/predicate_kernel.hpp"
 #include "cel/program.hpp"
+#include "cel/read_set.hpp"
 #include "schema/structural_schema_tree.hpp"
 
 namespace kwatch::schema::detail {
@@ -66,23 +67,14 @@ struct NodeCel {
   // The rules as a batch of kernels, for an object without and with an old value.
   std::vector<cel::PredicateKernel::Guard> guards, guards_with_old;
   std::uint32_t guard_locals = 0;  // the comprehension variables the guards need
-  // What a batch reads (without and with an old value), from its kernels' reads:
+  // What a batch reads (without and with an old value), from its kernels':
   // `whole`: the variables whose views a batch needs (self, oldSelf) when the fields are in
-  // their slots. `memo`: every rule has a kernel that reads only slot fields of self (has()
-  // and scalar values), so that an object whose members in `presence | values` are the same
-  // (absent or present; and equal, for `values`) gets the same answers at the same cost
-  // (NodeMemo in RuleRunner).
-  // `element_memo`: self is a list and every rule has a kernel that reads only, in
-  // comprehensions over it, fields of its elements (`element_fields`, by JSON name; a bit in
-  // `element_values` for each whose value is read): a list of the same length whose elements
-  // agree on those members gets the same answers at the same cost.
+  // their slots. `memo`: what every rule of the batch reads of self, when all of them have
+  // kernels that read only paths of self (cel/read_set.hpp): a value with the same key gets
+  // the same answers at the same cost (NodeMemo in RuleRunner).
   struct BatchReads {
     std::uint32_t whole = 0;
-    bool memo = false;
-    std::uint32_t presence = 0, values = 0;
-    bool element_memo = false;
-    std::vector<std::string> element_fields;
-    std::uint32_t element_values = 0;
+    std::optional<cel::ReadSet> memo;
   };
   BatchReads reads, reads_with_old;
 };
@@ -453,47 +445,31 @@ class RuleCompiler {
       cel->guards.push_back(g);
     }
     cel->guard_locals = cel::PredicateKernel::locals_needed(cel->guards_with_old);
-    cel->reads = batch_reads(cel->guards, cel->fields.size());
-    cel->reads_with_old = batch_reads(cel->guards_with_old, cel->fields.size());
+    cel->reads = batch_reads(cel->guards, cel->fields);
+    cel->reads_with_old = batch_reads(cel->guards_with_old, cel->fields);
     compiled.emplace_back(&n, std::move(cel));
   }
 
   static NodeCel::BatchReads batch_reads(const std::vector<cel::PredicateKernel::Guard>& guards,
-                                        std::size_t slots) {
+                                        const cel::FieldSlots& slots) {
     NodeCel::BatchReads r;
-    r.memo = slots != 0;
-    r.element_memo = true;
+    cel::ReadSet set;
     bool any = false;
     for (const auto& g : guards) {
       if (g.skip) continue;
       if (g.kernel == nullptr) {
-        r.memo = false;
-        r.element_memo = false;
+        set.unusable();
         r.whole = ~std::uint32_t{0};
         continue;
       }
       any = true;
-      const auto& k = g.kernel->reads();
-      r.whole |= k.whole;
-      r.memo = r.memo && k.slot_only;
-      r.presence |= k.presence;
-      r.values |= k.values;
-      r.element_memo = r.element_memo && k.elements_only;
-      for (std::size_t i = 0; r.element_memo && i < k.element_fields.size(); ++i) {
-        std::size_t at = 0;
-        while (at < r.element_fields.size() && r.element_fields[at] != k.element_fields[i]) ++at;
-        if (at == r.element_fields.size()) {
-          if (at == 32) {
-            r.element_memo = false;
-            break;
-          }
-          r.element_fields.emplace_back(k.element_fields[i]);
-        }
-        if ((k.element_values >> i & 1) != 0) r.element_values |= std::uint32_t{1} << at;
-      }
+      r.whole |= g.kernel->reads().whole;
+      if (set.usable()) g.kernel->read_into(set);
     }
-    r.memo = r.memo && any;
-    r.element_memo = r.element_memo && any && !r.element_fields.empty();
+    if (any && set.usable() && !set.empty()) {
+      set.use_slots(slots);
+      r.memo = std::move(set);
+    }
     return r;
   }
 
@@ -777,15 +753,9 @@ class RuleRunner {
     }
     // A batch already answered for the same members holds again, at the same cost (as long
     // as the budget still has that much: else it runs, and stops where the budget ends).
-    NodeMemo::Node* memo = nullptr;
-    NodeMemo::Key key;
-    if (self_fields != nullptr && reads.memo) {
-      memo = memo_.node(&cel, has_old);
-      if (memo != nullptr && !NodeMemo::slot_key(reads, filled, key)) memo = nullptr;
-    } else if (const auto* list = value.if_array(); list != nullptr && reads.element_memo) {
-      memo = memo_.node(&cel, has_old);
-      if (memo != nullptr && !NodeMemo::element_key(reads, *list, key)) memo = nullptr;
-    }
+    NodeMemo::Node* memo = reads.memo ? memo_.node(&cel, has_old) : nullptr;
+    cel::ReadKey key;
+    if (memo != nullptr && !reads.memo->key(value, self_fields, key)) memo = nullptr;
     if (memo != nullptr) {
       if (const auto cost = memo_.find(*memo, key); cost && *cost <= remaining_) {
         remaining_ -= *cost;
@@ -940,53 +910,12 @@ class RuleRunner {
     return true;
   }
 
-  // Node batches that held, by node and by the members their kernels read (NodeCel::
-  // BatchReads): the items of a list that agree on those members (filters of one type,
-  // backends of one kind), or lists whose elements agree on them, are answered once per
-  // validation. A node whose values keep differing (paths, names) stops being looked up after
-  // a few misses.
+  // Node batches that held, by node and by the key of what their kernels read (NodeCel::
+  // BatchReads::memo): the items of a list that agree on it (filters of one type, backends of
+  // one kind, rules of one shape) are answered once per validation. A node whose keys keep
+  // differing (paths, names) stops being looked up after a few misses.
   class NodeMemo {
    public:
-    // What one visit's answer depends on: members (null: absent or JSON null), and for each a
-    // bit saying whether its value is read (else only whether it is there).
-    struct Key {
-      static constexpr std::size_t kMax = 64;
-      const json::value* members[kMax];
-      std::uint64_t values = 0;
-      std::size_t size = 0;
-      std::uint64_t hash = 0xcbf29ce484222325ULL;
-
-      // False when the key cannot hold it: too many members, a value read that is not a
-      // scalar.
-      bool add(const json::value* v, bool value) {
-        if (v != nullptr && v->is_null()) v = nullptr;
-        if (size == kMax || (value && v != nullptr && v->is_structured())) return false;
-        members[size] = v;
-        if (value) values |= std::uint64_t{1} << size;
-        ++size;
-        mix_byte(v != nullptr ? 0x9e : 0x3c);
-        if (v == nullptr || !value) return true;
-        if (const auto* str = v->if_string()) {
-          for (const char c : *str) mix_byte(static_cast<unsigned char>(c));
-        } else if (v->is_int64() || v->is_uint64() || v->is_double()) {
-          const std::uint64_t bits = v->is_int64()    ? static_cast<std::uint64_t>(v->get_int64())
-                                     : v->is_uint64() ? v->get_uint64()
-                                                      : std::bit_cast<std::uint64_t>(v->get_double());
-          for (int i = 0; i < 8; ++i) mix_byte(static_cast<unsigned char>(bits >> (8 * i)));
-        } else if (v->is_bool()) {
-          mix_byte(v->get_bool() ? 1 : 2);
-        }
-        return true;
-      }
-
-      void mix_length(std::size_t n) {
-        for (int i = 0; i < 8; ++i) mix_byte(static_cast<unsigned char>(n >> (8 * i)));
-      }
-
-     private:
-      void mix_byte(unsigned char b) { hash = (hash ^ b) * 0x100000001b3ULL; }
-    };
-
     struct Node;
 
     // The node's record (null when there is no room for another node, or the node gave up):
@@ -1000,43 +929,20 @@ class RuleRunner {
       return &nodes_.back();
     }
 
-    // The key of an object node from its slots (BatchReads::memo).
-    static bool slot_key(const NodeCel::BatchReads& r, const cel::SelfFields& f, Key& key) {
-      for (std::uint32_t m = r.presence | r.values; m != 0; m &= m - 1) {
-        const std::uint32_t slot = static_cast<std::uint32_t>(std::countr_zero(m));
-        if (!key.add(f.member(static_cast<std::uint8_t>(slot)), (r.values >> slot & 1) != 0)) {
-          return false;
-        }
-      }
-      return true;
-    }
-
-    // The key of a list node from its elements' fields (BatchReads::element_memo).
-    static bool element_key(const NodeCel::BatchReads& r, const json::array& list, Key& key) {
-      if (list.size() * r.element_fields.size() > Key::kMax) return false;
-      key.mix_length(list.size());
-      for (const json::value& e : list) {
-        const json::object* obj = e.if_object();
-        if (obj == nullptr) return false;
-        for (std::size_t k = 0; k < r.element_fields.size(); ++k) {
-          if (!key.add(cel::find_member(*obj, r.element_fields[k]), (r.element_values >> k & 1) != 0)) {
-            return false;
-          }
-        }
-      }
-      return true;
-    }
-
     // The cost of the batch that held for the same key, or nullopt (a miss).
-    std::optional<std::uint64_t> find(Node& n, const Key& key) {
+    std::optional<std::uint64_t> find(Node& n, const cel::ReadKey& key) {
       for (std::size_t i = 0; i < n.size; ++i) {
-        if (n.entries[i].hash == key.hash && same(n.entries[i], key)) return n.entries[i].cost;
+        const Entry& e = n.entries[i];
+        if (e.hash == key.hash &&
+            cel::ReadKey::same(key, members_.data() + e.first, e.size, e.values)) {
+          return e.cost;
+        }
       }
       ++n.misses;
       return std::nullopt;
     }
 
-    void add(Node& n, const Key& key, std::uint64_t cost) {
+    void add(Node& n, const cel::ReadKey& key, std::uint64_t cost) {
       if (n.size == kPerNode) return;
       n.entries[n.size++] = Entry{key.hash, cost, key.values,
                                   static_cast<std::uint32_t>(members_.size()),
@@ -1066,38 +972,8 @@ class RuleRunner {
     // few items is what pays; a list of distinct items would pay for the lookups alone).
     static constexpr std::uint32_t kMisses = 8;
 
-    // Scalars equal as JSON (of one kind: 1 and 1.0 are different keys).
-    static bool same_scalar(const json::value& a, const json::value& b) {
-      if (a.kind() != b.kind()) return false;
-      switch (a.kind()) {
-        case json::kind::string: return a.get_string() == b.get_string();
-        case json::kind::int64: return a.get_int64() == b.get_int64();
-        case json::kind::uint64: return a.get_uint64() == b.get_uint64();
-        case json::kind::double_: {
-          const double x = a.get_double();
-          const double y = b.get_double();
-          return std::memcmp(&x, &y, sizeof x) == 0;
-        }
-        case json::kind::bool_: return a.get_bool() == b.get_bool();
-        default: return false;
-      }
-    }
-
-    bool same(const Entry& e, const Key& key) const {
-      if (e.size != key.size || e.values != key.values) return false;
-      for (std::size_t k = 0; k < key.size; ++k) {
-        const json::value* now = key.members[k];
-        const json::value* then = members_[e.first + k];
-        if ((now == nullptr) != (then == nullptr)) return false;
-        if (now != nullptr && (key.values >> k & 1) != 0 && !same_scalar(*now, *then)) {
-          return false;
-        }
-      }
-      return true;
-    }
-
     std::vector<Node> nodes_;
-    std::vector<const json::value*> members_;
+    std::vector<const json::value*> members_;  // the entries' keys
   };
 
   std::vector<Cause>& out_;

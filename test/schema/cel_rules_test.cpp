@@ -384,6 +384,55 @@ TEST(CelRules, ListsAgreeingOnTheirElementsFieldsShareOneAnswer) {
             "== 'A').size() <= 1\n");
 }
 
+// Deeper reads key the same way: nested fields, a list's elements, a constant index, sizes.
+// A comprehension over a map ranges over its keys, which no key holds: such a node is always
+// run.
+TEST(CelRules, ItemsAgreeingOnNestedReadsShareOneAnswer) {
+  const Schema s = compile_ok(crd(R"x({"items": {"type": "array", "maxItems": 32, "items": {
+      "type": "object", "properties": {
+        "filters": {"type": "array", "maxItems": 4, "items": {"type": "object", "properties": {
+          "rewrite": {"type": "object", "properties": {"path": {"type": "object", "properties": {
+            "type": {"type": "string", "maxLength": 16}}}}}}}},
+        "matches": {"type": "array", "maxItems": 4, "items": {"type": "object", "properties": {
+          "path": {"type": "object", "properties": {"type": {"type": "string", "maxLength": 16},
+            "value": {"type": "string", "maxLength": 16}}}}}},
+        "meta": {"type": "object", "properties": {"labels": {"type": "object",
+          "maxProperties": 4, "additionalProperties": {"type": "string", "maxLength": 8}}},
+          "x-kubernetes-validations": [
+            {"rule": "!has(self.labels) || self.labels.all(k, k.startsWith('x'))",
+             "message": "labels"}]}},
+      "x-kubernetes-validations": [
+        {"rule": "(has(self.filters) && self.filters.exists_one(f, has(f.rewrite) && has(f.rewrite.path) && f.rewrite.path.type == 'Prefix')) ? (size(self.matches) == 1 && self.matches[0].path.type == 'PathPrefix') : true",
+         "message": "prefix"}]}}})x"));
+  const std::string filters = R"("filters": [{"rewrite": {"path": {"type": "Prefix"}}}])";
+  const std::string good = "{" + filters + R"(,
+      "matches": [{"path": {"type": "PathPrefix", "value": "/a"}}], "meta": {"labels": {"xa": "1"}}})";
+  // Items 4 and 5 differ from it in one read each (the item's own size is read too).
+  std::string items = "[";
+  for (int i = 0; i < 4; ++i) items += good + ",";
+  // 4: a value at a constant index
+  const std::string meta = R"("meta": {"labels": {"xa": "1"}})";
+  items += "{" + filters + R"(, "matches": [{"path": {"type": "Exact", "value": "/a"}}], )" + meta +
+           "},";
+  // 5: a list's length
+  items += "{" + filters + R"(,
+      "matches": [{"path": {"type": "PathPrefix", "value": "/a"}},
+                  {"path": {"type": "PathPrefix", "value": "/a"}}], )" + meta +
+           "},";
+  // 6: a map of the same size with another key
+  items += "{" + filters + R"(, "matches": [{"path": {"type": "PathPrefix", "value": "/a"}}],
+      "meta": {"labels": {"ya": "1"}}},)";
+  // 7: an element's nested value (the condition no longer holds: valid whatever the matches)
+  items += R"({"filters": [{"rewrite": {"path": {"type": "Full"}}}], "matches": []},)";
+  // 8: unread values differ
+  items += "{" + filters + R"(, "matches": [{"path": {"type": "PathPrefix", "value": "/b"}}],
+      "meta": {"labels": {"xb": "2"}}}])";
+  EXPECT_EQ(validate(s, R"({"spec": {"items": )" + items + "}}"),
+            "spec.items[4]: Invalid value: \"object\": prefix\n"
+            "spec.items[5]: Invalid value: \"object\": prefix\n"
+            "spec.items[6].meta: Invalid value: \"object\": labels\n");
+}
+
 // An answer kept for earlier items is given again only while the budget still holds its cost:
 // identical items run out of budget at the same item as items that are all different.
 TEST(CelRules, AKeptAnswerIsNotGivenPastTheBudget) {

@@ -1,0 +1,193 @@
+#include "cel/read_set.hpp"
+
+#include <bit>
+#include <cstring>
+
+#include <boost/json.hpp>
+
+#include "cel/field_slots.hpp"
+#include "cel/json_value.hpp"
+
+namespace kwatch::cel {
+
+namespace json = boost::json;
+
+namespace {
+
+constexpr std::uint64_t kPrime = 0x100000001b3ULL;
+
+// Scalars equal as JSON (of one kind: 1 and 1.0 are different keys).
+bool same_scalar(const json::value& a, const json::value& b) {
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case json::kind::string: return a.get_string() == b.get_string();
+    case json::kind::int64: return a.get_int64() == b.get_int64();
+    case json::kind::uint64: return a.get_uint64() == b.get_uint64();
+    case json::kind::double_:
+      return std::bit_cast<std::uint64_t>(a.get_double()) ==
+             std::bit_cast<std::uint64_t>(b.get_double());
+    case json::kind::bool_: return a.get_bool() == b.get_bool();
+    default: return false;
+  }
+}
+
+// Eight bytes of a string: its length, its first and its last eight (the rest is compared
+// when the hashes agree).
+std::uint64_t string_word(const json::string& s) {
+  std::uint64_t head = 0;
+  std::uint64_t tail = 0;
+  std::memcpy(&head, s.data(), std::min<std::size_t>(s.size(), 8));
+  if (s.size() > 8) std::memcpy(&tail, s.data() + s.size() - 8, 8);
+  return head ^ (tail * kPrime) ^ (static_cast<std::uint64_t>(s.size()) << 56);
+}
+
+}  // namespace
+
+void ReadKey::mix(std::uint64_t word) { hash = (hash ^ word) * kPrime; }
+
+bool ReadKey::add(const json::value* v, bool value) {
+  if (size == kMax) return false;
+  members[size] = v;
+  if (value) values |= std::uint64_t{1} << size;
+  ++size;
+  if (v == nullptr) {
+    mix(0x3c);
+    return true;
+  }
+  const json::kind k = v->kind();
+  std::uint64_t word = static_cast<std::uint64_t>(k) << 59;
+  switch (k) {
+    case json::kind::array: word ^= v->get_array().size(); break;
+    case json::kind::object: word ^= v->get_object().size(); break;
+    case json::kind::string:
+      if (value) word ^= string_word(v->get_string());
+      break;
+    case json::kind::int64:
+      if (value) mix(static_cast<std::uint64_t>(v->get_int64()));
+      break;
+    case json::kind::uint64:
+      if (value) mix(v->get_uint64());
+      break;
+    case json::kind::double_:
+      if (value) mix(std::bit_cast<std::uint64_t>(v->get_double()));
+      break;
+    case json::kind::bool_:
+      if (value) word ^= v->get_bool() ? 1 : 2;
+      break;
+    default: break;
+  }
+  if (value && v->is_structured()) return false;
+  mix(word);
+  return true;
+}
+
+bool ReadKey::same(const ReadKey& a, const json::value* const* b_members, std::size_t b_size,
+                   std::uint64_t b_values) {
+  if (a.size != b_size || a.values != b_values) return false;
+  for (std::size_t k = 0; k < a.size; ++k) {
+    const json::value* x = a.members[k];
+    const json::value* y = b_members[k];
+    if ((x == nullptr) != (y == nullptr)) return false;
+    if (x == nullptr) continue;
+    if (x->kind() != y->kind()) return false;
+    if (const auto* xa = x->if_array(); xa != nullptr && xa->size() != y->get_array().size()) {
+      return false;
+    }
+    if (const auto* xo = x->if_object(); xo != nullptr && xo->size() != y->get_object().size()) {
+      return false;
+    }
+    if ((a.values >> k & 1) != 0 && !same_scalar(*x, *y)) return false;
+  }
+  return true;
+}
+
+std::uint32_t ReadSet::child(std::uint32_t parent, Step step, std::string_view name,
+                             std::int64_t index) {
+  for (const std::uint32_t c : nodes_[parent].children) {
+    const Node& n = nodes_[c];
+    if (n.step == step && n.name == name && n.index == index) return c;
+  }
+  Node n;
+  n.step = step;
+  n.name = std::string(name);
+  n.index = index;
+  nodes_.push_back(std::move(n));
+  const auto id = static_cast<std::uint32_t>(nodes_.size() - 1);
+  nodes_[parent].children.push_back(id);
+  return id;
+}
+
+void ReadSet::use_slots(const FieldSlots& slots) {
+  flat_.clear();
+  bool flat = !nodes_[0].value && !nodes_[0].size;
+  for (const std::uint32_t c : nodes_[0].children) {
+    Node& n = nodes_[c];
+    if (n.step == Step::field) n.slot = slots.find(n.name);
+    flat = flat && n.step == Step::field && n.slot != 0xFF && n.children.empty();
+    flat_.push_back(Flat{n.slot, n.value, n.size});
+  }
+  if (!flat) flat_.clear();
+}
+
+bool ReadSet::key(const json::value& value, const SelfFields* self, ReadKey& out) const {
+  if (self == nullptr || flat_.empty() || !value.is_object()) {
+    return enter(nodes_[0], 0, &value, self, out);
+  }
+  // Only fields of self, all in slots: what enter() would record, read from the slots.
+  if (!out.add(&value, false)) return false;
+  for (const Flat& f : flat_) {
+    const json::value* member = self->member(f.slot);
+    if (!out.add(member, f.value || (f.size && member != nullptr && member->is_string()))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Records the value at `n` (null: absent), then what is read below it.
+bool ReadSet::enter(const Node& n, std::uint32_t id, const json::value* v, const SelfFields* self,
+                    ReadKey& out) const {
+  if (v != nullptr && v->is_null()) v = nullptr;
+  if (!out.add(v, n.value || (n.size && v != nullptr && v->is_string()))) return false;
+  if (v == nullptr || n.children.empty()) return true;
+  return walk(id, *v, self, out);
+}
+
+bool ReadSet::walk(std::uint32_t node, const json::value& v, const SelfFields* self,
+                   ReadKey& out) const {
+  const json::object* obj = v.if_object();
+  const json::array* arr = v.if_array();
+  for (const std::uint32_t c : nodes_[node].children) {
+    const Node& child = nodes_[c];
+    switch (child.step) {
+      case Step::root: return false;
+      case Step::field: {
+        if (obj == nullptr) continue;  // its kind is in the key: nothing is followed in it
+        const json::value* member = self != nullptr && child.slot != 0xFF
+                                        ? self->member(child.slot)
+                                        : find_member(*obj, child.name);
+        if (!enter(child, c, member, nullptr, out)) return false;
+        break;
+      }
+      case Step::element:
+        if (obj != nullptr) return false;  // a map's keys are not in the key
+        if (arr == nullptr) continue;
+        for (const json::value& e : *arr) {
+          if (!enter(child, c, &e, nullptr, out)) return false;
+        }
+        break;
+      case Step::index:
+        if (arr == nullptr || child.index < 0 ||
+            static_cast<std::uint64_t>(child.index) >= arr->size()) {
+          continue;  // the array's length is in the key
+        }
+        if (!enter(child, c, &(*arr)[static_cast<std::size_t>(child.index)], nullptr, out)) {
+          return false;
+        }
+        break;
+    }
+  }
+  return true;
+}
+
+}  // namespace kwatch::cel
