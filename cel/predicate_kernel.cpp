@@ -39,7 +39,8 @@ enum class Kind : std::uint8_t {
 };
 
 // A string method on a schema string field with a constant argument, decided on the JSON text.
-enum class Method : std::uint8_t { none, contains, starts_with, ends_with, matches, size };
+// size: of a string field's text; length: of a JSON array or object (size() of a list or map).
+enum class Method : std::uint8_t { none, contains, starts_with, ends_with, matches, size, length };
 
 // One selection: a schema object's field by JSON name (typed) or a map key (untyped).
 struct Selection {
@@ -64,6 +65,7 @@ struct RunState {
   bool over = false;  // the limit was passed: the outcome is the evaluator's cancellation
   Value* locals = nullptr;  // comprehension variables by slot
   SelfFields* self = nullptr;  // variable 0's fields, when the caller found them (field_slots.hpp)
+  const PredicateKernel::JsonVariable* json0 = nullptr;  // variable 0's JSON, when given
 };
 
 namespace {
@@ -383,11 +385,15 @@ class Builder {
     }
   }
 
-  // size(x) or x.size() of a schema string field: n.method.
+  // size(x) or x.size() of a schema string field, or of a list or map: n.method.
   void string_size(Node& n) const {
     if (n.args.size() != 1) return;
     const Node& field = nodes[n.args[0]];
-    if (field.kind != Kind::attribute || field.path.empty()) return;
+    if (field.kind != Kind::attribute) return;
+    bool sizes = !n.overloads->empty();
+    for (const Overload* o : *n.overloads) sizes = sizes && o->id.starts_with("size_");
+    if (sizes) n.method = Method::length;
+    if (field.path.empty()) return;
     const Selection& last = field.path.back();
     if (last.index || last.field_type == nullptr || last.field_type->kind != TypeKind::string) {
       return;
@@ -547,7 +553,14 @@ bool follow(RunState& st, const Node& n, std::size_t count, Cursor& at) {
       k = 1;
     }
   }
-  if (k == 0) at.value = base;
+  if (k == 0 && count > 0 && !n.local && n.slot == 0 && st.json0 != nullptr) {
+    // A path into variable 0 whose JSON the caller gave (a list: `self[0].matches`).
+    at.json = st.json0->value;
+    at.type = st.json0->type;
+    at.arena = st.json0->arena;
+  } else if (k == 0) {
+    at.value = base;
+  }
   for (; k < count; ++k) {
     const Selection& s = n.path[k];
     if (s.field_type != nullptr && !s.index) {
@@ -558,6 +571,18 @@ bool follow(RunState& st, const Node& n, std::size_t count, Cursor& at) {
         at.type = s.field_type;
         continue;
       }
+    }
+    if (s.index && at.json != nullptr && at.type != nullptr && at.type->kind == TypeKind::list &&
+        !at.type->params.empty() && s.name->is(ValueKind::int64)) {
+      // `[i]` of a JSON array read as a list: the element, in the JSON, as the list's view
+      // would give it.
+      const boost::json::array* arr = at.json->if_array();
+      const std::int64_t i = s.name->as_int();
+      if (arr == nullptr) return false;
+      if (i < 0 || static_cast<std::uint64_t>(i) >= arr->size()) return false;
+      at.json = &(*arr)[static_cast<std::size_t>(i)];
+      at.type = at.type->params[0].get();
+      continue;
     }
     Value& out = at.materialize();
     if (s.index) {
@@ -647,6 +672,27 @@ bool value(RunState& st, std::uint32_t i, Value& out) {
         if (st.over) return false;
         st.cost = before;  // not a JSON string: the call over values, from the start
       }
+      if (n.method == Method::length) {
+        // size() of a JSON array or object: its length, one unit for the call.
+        const std::uint64_t before = st.cost;
+        Cursor at;
+        const Node& arg = st.nodes[n.args[0]];
+        const bool whole = arg.path.empty() && !arg.local && arg.slot == 0 && st.json0 != nullptr;
+        if (whole && charge_each(st, 1)) {
+          at.json = st.json0->value;  // variable 0 itself (`self.size()`), charged as read
+        } else if (whole || !follow(st, arg, arg.path.size(), at)) {
+          at.json = nullptr;
+        }
+        if (at.json != nullptr && at.json->is_structured()) {
+          if (!charge(st, 1)) return false;
+          const auto* arr = at.json->if_array();
+          out = Value::int64(static_cast<std::int64_t>(arr != nullptr ? arr->size()
+                                                                      : at.json->get_object().size()));
+          return true;
+        }
+        if (st.over) return false;
+        st.cost = before;  // a value of another kind: the call over values, from the start
+      }
       return call(st, n, out);
     case Kind::filter:
     case Kind::filter_size: return run_filter(st, n, out);
@@ -702,7 +748,8 @@ Outcome run_string_method(RunState& st, const Node& n, std::string_view text) {
       return decided(n.pattern->Match(re2::StringPiece(text.data(), text.size()), 0, text.size(),
                                       re2::RE2::UNANCHORED, nullptr, 0));
     case Method::none:
-    case Method::size: break;
+    case Method::size:
+    case Method::length: break;
   }
   return Outcome::undecided;
 }
@@ -1155,11 +1202,13 @@ std::uint32_t PredicateKernel::locals_needed(std::span<const Guard> guards) {
 std::size_t PredicateKernel::run_while_true(std::span<const Guard> guards, std::size_t from,
                                             std::uint32_t slots,
                                             std::span<const Value> variables, SelfFields* self,
-                                            std::uint64_t per_call, std::uint64_t& budget) {
+                                            std::uint64_t per_call, std::uint64_t& budget,
+                                            const JsonVariable* json) {
   SmallValues<kStackLocals> locals(slots);
   RunState st;
   st.variables = variables;
   st.self = self;
+  st.json0 = json != nullptr && json->value != nullptr ? json : nullptr;
   st.locals = locals.data();
   for (std::size_t i = from; i < guards.size(); ++i) {
     const Guard& g = guards[i];

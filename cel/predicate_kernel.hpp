@@ -70,10 +70,17 @@ class PredicateKernel {
   // did not hold, was undecided, passed its limit, has no kernel or needs more than `locals`
   // comprehension variables (the caller evaluates it the slow way and may go on from the
   // next), or guards.size(). `locals`: locals_needed(guards).
+  // `json`, when given: the JSON variables[0] is the view of (read as `type`, in `arena`), so
+  // that a path into it (`self[0].matches`) is followed in the JSON.
+  struct JsonVariable {
+    const boost::json::value* value = nullptr;
+    const Type* type = nullptr;
+    JsonArena* arena = nullptr;
+  };
   static std::size_t run_while_true(std::span<const Guard> guards, std::size_t from,
                                     std::uint32_t locals, std::span<const Value> variables,
                                     SelfFields* self, std::uint64_t per_call,
-                                    std::uint64_t& budget);
+                                    std::uint64_t& budget, const JsonVariable* json = nullptr);
 
   // The variables whose Values a run may need (a bit per variable): a path that is not one of
   // the slot-read fields of variable 0, the variable itself, a comprehension's range. A

@@ -779,13 +779,14 @@ class RuleRunner {
     if (self_fields == nullptr || reads.whole != 0) view();
     cel::Value plain_vars[2] = {self, old_self};
     const auto& guards = has_old ? cel.guards_with_old : cel.guards;
+    const cel::PredicateKernel::JsonVariable json_self{&value, cel.type.get(), &arena};
     for (std::size_t i = 0; i < cel.rules.size(); ++i) {
       // The rules that hold run as one batch, up to the first that does not (or that the
       // kernel cannot decide): that one is taken in full here, then the batch goes on.
       const std::uint64_t before = remaining_;
       const std::size_t from = i;
       i = cel::PredicateKernel::run_while_true(guards, i, cel.guard_locals, plain_vars,
-                                               self_fields, kPerCallLimit, remaining_);
+                                               self_fields, kPerCallLimit, remaining_, &json_self);
       if (i == cel.rules.size()) {
         if (memo != nullptr && from == 0) memo_.add(*memo, key, before - remaining_);
         break;

@@ -71,6 +71,9 @@ const Case kCases[] = {
     {"self.labels.exists(k, self.labels[k] == 'b')", false},  // an index by a variable
     {"self.labels.filter(k, k.size() > 0).size() == 1", true},
     {"self.tags[0] == 'a'", true},                         // an index (out of range: an error)
+    {"self.items[1].origin == 'b'", true},                 // an index, then a field
+    {"size(self.items) == 2 && size(self.labels) >= 1", true},
+    {"self.items.size() > 1 || self.tags.size() == 0", true},
     {"self.labels['a'] == 'b'", true},                     // a map's key (missing: an error)
     {"'a' in self.tags && !('*' in self.tags)", true},     // a list that is no constant
     {"(has(self.cors) || self.n > 1) == (self.value == '')", true},  // conditions as values
@@ -249,6 +252,53 @@ TEST(PredicateKernel, FieldSlotsAnswerWhatTheEvaluatorAnswers) {
         }
         EXPECT_EQ(stop, want_stop) << text << " from " << from << " budget " << budget;
         EXPECT_EQ(left, want_left) << text << " from " << from << " budget " << budget;
+      }
+    }
+  }
+}
+
+// A list node's rules reach into its JSON when the caller gives it (`self[0].origin`,
+// `self.size()`): each guard alone, at every budget, answers what the evaluator answers.
+TEST(PredicateKernel, PathsIntoAJsonListAnswerWhatTheEvaluatorAnswers) {
+  const TypePtr self = types::list(object_type({{"origin", types::string()}}));
+  const char* sources[] = {
+      "self.size() > 1",
+      "size(self) == 0 ? true : has(self[0].origin)",
+      "self[0].origin == 'a'",
+      "(self.size() > 1 ? self[1].origin.size() : 0) + (self.size() > 0 ? 1 : 0) <= 3",
+      "self[2].origin == ''",
+      "self.all(x, has(x.origin)) && self.size() >= 0",
+  };
+  const char* lists[] = {R"([{"origin": "a"}, {"origin": "bcd"}])", "[]",
+                         R"([{}, {"origin": ""}, {"origin": ""}])", "[null]",
+                         R"([{"origin": 5}])", R"({"a": 1})"};
+  for (const char* source : sources) {
+    const Parsed parsed = parse(source);
+    const Checked checked = check(parsed.ast, {"self"}, {self}, kubernetes_functions());
+    ASSERT_TRUE(checked.errors.empty()) << source;
+    Declarations decls{{"self"}, &kubernetes_functions()};
+    decls.node_types = &checked.types;
+    const Program fast = Program::compile(parsed.ast, decls);
+    ASSERT_TRUE(fast.has_predicate_kernel()) << source;
+    decls.predicate_kernel = false;
+    const Program plain = Program::compile(parsed.ast, decls);
+    const PredicateKernel::Guard guards[] = {{fast.predicate_kernel(), false}};
+    for (const char* text : lists) {
+      const boost::json::value doc = boost::json::parse(text);
+      JsonArena arena;
+      const Value vars[] = {json_view(doc, self.get(), arena)};
+      const PredicateKernel::JsonVariable json{&doc, self.get(), &arena};
+      const EvalResult expected = plain.run(vars, UINT64_MAX);
+      for (std::uint64_t budget = 0; budget <= expected.cost + 1; ++budget) {
+        const EvalResult r = plain.run(vars, budget);
+        const bool held = r.value.is(ValueKind::boolean) && r.value.as_bool();
+        std::uint64_t left = budget;
+        const std::size_t stop = PredicateKernel::run_while_true(
+            guards, 0, PredicateKernel::locals_needed(guards), vars, nullptr, UINT64_MAX, left,
+            &json);
+        EXPECT_EQ(stop, held ? 1u : 0u) << source << " over " << text << " budget " << budget;
+        if (held) EXPECT_EQ(budget - left, r.cost) << source << " over " << text;
+        if (!held) EXPECT_EQ(left, budget) << source << " over " << text;
       }
     }
   }
