@@ -1,11 +1,13 @@
 #include "cel/field_slots.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <memory>
 
 #include <boost/json.hpp>
 
+#include "cel/functions.hpp"
 #include "cel/json_value.hpp"
 
 namespace kwatch::cel {
@@ -55,6 +57,28 @@ bool FieldSlots::fill(const boost::json::object& object,
     }
   }
   return true;
+}
+
+std::uint8_t FieldSlots::test(std::uint8_t slot, bool in,
+                              std::span<const std::string_view> constants) {
+  for (std::size_t i = 0; i < tests_.size(); ++i) {
+    const Test& t = tests_[i];
+    if (t.slot != slot || t.in != in || t.constants.size() != constants.size()) continue;
+    if (std::equal(constants.begin(), constants.end(), t.constants.begin())) {
+      return static_cast<std::uint8_t>(i);
+    }
+  }
+  if (tests_.size() == kMaxTests) return kNone;
+  tests_.push_back(Test{slot, in, std::vector<std::string>(constants.begin(), constants.end())});
+  return static_cast<std::uint8_t>(tests_.size() - 1);
+}
+
+std::uint64_t SelfFields::code_points(std::uint8_t i, std::string_view text) {
+  if ((counted_ >> i & 1) == 0) {
+    code_points_[i] = code_point_count(text);
+    counted_ |= std::uint32_t{1} << i;
+  }
+  return code_points_[i];
 }
 
 SelfFields::~SelfFields() {

@@ -49,7 +49,20 @@ class FieldSlots {
 
   static_assert(kMaxSlots <= 32, "SelfFields keeps a bit per slot");
 
+  // Tests of one slot's string against constants that several rules of the node make (`self.
+  // type in ['Exact', 'PathPrefix']` in ten rules, `self.type == 'CORS'` and `!=` in two): one
+  // id per slot and constants (`in`: the list, else the one string), so that a visit answers
+  // each once (SelfFields::test). kNone past kMaxTests.
+  static constexpr std::size_t kMaxTests = 32;
+  std::uint8_t test(std::uint8_t slot, bool in, std::span<const std::string_view> constants);
+
  private:
+  struct Test {
+    std::uint8_t slot;
+    bool in;
+    std::vector<std::string> constants;
+  };
+  std::vector<Test> tests_;
   const Type* owner_ = nullptr;
   std::vector<std::string> names_;
   std::uint64_t lengths_ = 0;  // bit n: a name of n bytes (1 to 63)
@@ -76,7 +89,27 @@ class SelfFields {
   // The view of slot i's member (which is there) read as `type`, made on first use.
   const Value& value(std::uint8_t i, const Type* type);
 
+  // A slot's string test (FieldSlots::test), once answered: whether the string equals the
+  // constant (or is in the list), and what comparing cost.
+  struct TestAnswer {
+    bool same;
+    std::uint64_t cost;
+  };
+  const TestAnswer* tested(std::uint8_t id) const {
+    return (tested_ >> id & 1) != 0 ? &tests_[id] : nullptr;
+  }
+  void remember(std::uint8_t id, TestAnswer answer) {
+    tests_[id] = answer;
+    tested_ |= std::uint32_t{1} << id;
+  }
+  // The code points of slot i's string `text` (its member's), counted once.
+  std::uint64_t code_points(std::uint8_t i, std::string_view text);
+
  private:
+  TestAnswer tests_[FieldSlots::kMaxTests];
+  std::uint32_t tested_ = 0;
+  std::uint64_t code_points_[FieldSlots::kMaxSlots];
+  std::uint32_t counted_ = 0;
   const boost::json::value* members_[FieldSlots::kMaxSlots];
   alignas(Value) unsigned char values_[FieldSlots::kMaxSlots * sizeof(Value)];
   std::uint32_t made_ = 0;  // which values_ hold a Value

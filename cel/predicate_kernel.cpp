@@ -106,6 +106,7 @@ struct PredicateKernel::Node {
   // constants (b): decided on the JSON text, without values.
   bool string_field = false;
   std::uint64_t constant_code_points = 0;  // compare ==, != of a string field: the constant's
+  std::uint8_t test = FieldSlots::kNone;   // compare of a slot's string: its FieldSlots::test
   const Value* constant = nullptr;
   Method method = Method::none;            // call: a string method with a constant argument
   std::shared_ptr<const re2::RE2> pattern;  // ... matches: the constant pattern, compiled
@@ -187,6 +188,13 @@ class Builder {
         if (n.string_field && s.op == Op::in) {
           const ListValue& list = nodes[*b].constant->as_list();
           for (std::size_t k = 0; k < list.size(); ++k) n.texts.push_back(list.at(k).as_text());
+        }
+        if (const Node& f = nodes[*a]; n.string_field && slots_ != nullptr && !f.local &&
+                                       f.field != FieldSlots::kNone && f.path.size() == 1) {
+          const std::string_view one = s.op == Op::in ? std::string_view()
+                                                      : nodes[*b].constant->as_text();
+          n.test = s.op == Op::in ? slots_->test(f.field, true, n.texts)
+                                  : slots_->test(f.field, false, std::span(&one, 1));
         }
         n.op = s.op;
         n.a = *a;
@@ -642,6 +650,7 @@ Outcome run_has(RunState& st, const Node& n) {
 bool value(RunState& st, std::uint32_t i, Value& out);
 bool run_filter(RunState& st, const Node& n, Value& out);
 const boost::json::string* string_field_text(RunState& st, const Node& field);
+std::uint64_t text_code_points(RunState& st, const Node& field, std::string_view text);
 
 bool call(RunState& st, const Node& n, Value& out) {
   SmallValues<4> args(n.args.size());
@@ -665,8 +674,8 @@ bool value(RunState& st, std::uint32_t i, Value& out) {
         const std::uint64_t before = st.cost;
         if (const boost::json::string* js = string_field_text(st, st.nodes[n.args[0]])) {
           if (!charge(st, 1)) return false;
-          out = Value::int64(static_cast<std::int64_t>(
-              code_point_count(std::string_view(js->data(), js->size()))));
+          out = Value::int64(static_cast<std::int64_t>(text_code_points(
+              st, st.nodes[n.args[0]], std::string_view(js->data(), js->size()))));
           return true;
         }
         if (st.over) return false;
@@ -724,24 +733,34 @@ const boost::json::string* string_field_text(RunState& st, const Node& field) {
   return at.json->if_string();
 }
 
+// The code points of a string field's text: counted once per object for a slot's.
+std::uint64_t text_code_points(RunState& st, const Node& field, std::string_view text) {
+  if (st.self != nullptr && !field.local && field.field != FieldSlots::kNone &&
+      field.path.size() == 1) {
+    return st.self->code_points(field.field, text);
+  }
+  return code_point_count(text);
+}
+
 // contains, startsWith, endsWith, matches on the field's JSON text, charged as the library's
 // functions charge (functions.cpp).
 Outcome run_string_method(RunState& st, const Node& n, std::string_view text) {
   const std::string_view arg = n.constant->as_text();
+  const std::uint64_t code_points = text_code_points(st, st.nodes[n.args[0]], text);
   switch (n.method) {
     case Method::contains:
-      if (!charge(st, tenths(code_point_count(text), 1) * tenths(n.constant_code_points, 1))) {
+      if (!charge(st, tenths(code_points, 1) * tenths(n.constant_code_points, 1))) {
         return Outcome::undecided;
       }
       return decided(text.find(arg) != std::string_view::npos);
     case Method::starts_with:
-      if (!charge(st, tenths(code_point_count(text), 1))) return Outcome::undecided;
+      if (!charge(st, tenths(code_points, 1))) return Outcome::undecided;
       return decided(text.starts_with(arg));
     case Method::ends_with:
-      if (!charge(st, tenths(code_point_count(text), 1))) return Outcome::undecided;
+      if (!charge(st, tenths(code_points, 1))) return Outcome::undecided;
       return decided(text.ends_with(arg));
     case Method::matches:
-      if (!charge(st, tenths(code_point_count(text) + 1, 1) * ((n.constant_code_points + 3) / 4))) {
+      if (!charge(st, tenths(code_points + 1, 1) * ((n.constant_code_points + 3) / 4))) {
         return Outcome::undecided;
       }
       // PartialMatch without its argument handling: no submatches are asked for.
@@ -782,20 +801,27 @@ std::uint64_t string_constant_cost(std::string_view text, std::string_view const
 
 // A string field's text (the field already charged) against the node's string constants:
 // ==, != (charged as the evaluator compares strings) or `in` a constant list (free).
+// A slot's test is answered once per object (SelfFields::tested): the node's other rules that
+// make it are charged the same and given the same answer.
 Outcome compare_text(RunState& st, const Node& n, const boost::json::string& js) {
-  const std::string_view text(js.data(), js.size());
-  if (n.op == Op::in) {
-    for (const std::string_view t : n.texts) {
-      if (t == text) return Outcome::is_true;
+  SelfFields::TestAnswer answer;
+  const bool cached = n.test != FieldSlots::kNone && st.self != nullptr;
+  if (const SelfFields::TestAnswer* known = cached ? st.self->tested(n.test) : nullptr) {
+    answer = *known;
+  } else {
+    const std::string_view text(js.data(), js.size());
+    if (n.op == Op::in) {
+      answer = {std::find(n.texts.begin(), n.texts.end(), text) != n.texts.end(), 0};
+    } else {
+      const std::string_view constant = st.nodes[n.b].constant->as_text();
+      const bool same = text == constant;
+      answer = {same, string_constant_cost(text, constant, n.constant_code_points, same)};
     }
-    return Outcome::is_false;
+    if (cached) st.self->remember(n.test, answer);
   }
-  const std::string_view constant = st.nodes[n.b].constant->as_text();
-  const bool same = text == constant;
-  if (!charge(st, string_constant_cost(text, constant, n.constant_code_points, same))) {
-    return Outcome::undecided;
-  }
-  return decided(same == (n.op == Op::equals));
+  if (n.op == Op::in) return decided(answer.same);  // a constant list: nothing charged
+  if (!charge(st, answer.cost)) return Outcome::undecided;
+  return decided(answer.same == (n.op == Op::equals));
 }
 
 Outcome run_compare(RunState& st, const Node& n) {
