@@ -66,6 +66,15 @@ struct RunState {
   Value* locals = nullptr;  // comprehension variables by slot
   SelfFields* self = nullptr;  // variable 0's fields, when the caller found them (field_slots.hpp)
   const PredicateKernel::JsonVariable* json0 = nullptr;  // variable 0's JSON, when given
+  // A comprehension variable that stands for an element of a JSON list read as a typed list:
+  // the element in the JSON; its Value (in locals) is made only when something asks for it.
+  struct LocalJson {
+    const boost::json::value* json = nullptr;  // null: the variable is its Value in locals
+    const Type* type = nullptr;
+    JsonArena* arena = nullptr;
+    bool made = false;  // locals[slot] holds its view
+  };
+  LocalJson* local_json = nullptr;  // by slot, beside locals (null: every variable a Value)
 };
 
 namespace {
@@ -89,6 +98,24 @@ bool charge_each(RunState& st, std::uint64_t count) {
   st.cost = st.limit + 1;
   st.over = true;
   return false;
+}
+
+// Comprehension variable `slot` as JSON, or null when it is a Value.
+const RunState::LocalJson* local_json(const RunState& st, std::uint32_t slot) {
+  if (st.local_json == nullptr || st.local_json[slot].json == nullptr) return nullptr;
+  return &st.local_json[slot];
+}
+
+// Comprehension variable `slot` as a Value: a JSON element's view is made on first use.
+const Value& local_value(RunState& st, std::uint32_t slot) {
+  if (st.local_json != nullptr) {
+    RunState::LocalJson& lj = st.local_json[slot];
+    if (lj.json != nullptr && !lj.made) {
+      st.locals[slot] = json_view(*lj.json, lj.type, *lj.arena);
+      lj.made = true;
+    }
+  }
+  return st.locals[slot];
 }
 
 }  // namespace
@@ -539,11 +566,19 @@ struct Cursor {
 bool follow(RunState& st, const Node& n, std::size_t count, Cursor& at) {
   if (!n.local && n.slot >= st.variables.size()) return false;
   if (!charge_each(st, 1 + count)) return false;
-  const Value& base = n.local ? st.locals[n.slot] : st.variables[n.slot];
+  const RunState::LocalJson* element = n.local ? local_json(st, n.slot) : nullptr;
+  const Value& base = n.local ? (element != nullptr && count > 0 ? st.locals[n.slot]
+                                                                 : local_value(st, n.slot))
+                              : st.variables[n.slot];
   std::size_t k = 0;
   // A JSON-backed variable is not copied: the walk starts in its JSON, at the field's slot
   // when the caller found the fields.
-  if (count > 0 && n.field != FieldSlots::kNone && st.self != nullptr) {
+  if (count > 0 && element != nullptr) {
+    // An element of a JSON list: the walk starts in it.
+    at.json = element->json;
+    at.type = element->type;
+    at.arena = element->arena;
+  } else if (count > 0 && n.field != FieldSlots::kNone && st.self != nullptr) {
     const boost::json::value* member = st.self->member(n.field);
     if (member == nullptr) return false;
     at.json = member;
@@ -561,7 +596,9 @@ bool follow(RunState& st, const Node& n, std::size_t count, Cursor& at) {
       k = 1;
     }
   }
-  if (k == 0 && count > 0 && !n.local && n.slot == 0 && st.json0 != nullptr) {
+  if (at.json != nullptr) {
+    // started in the JSON above
+  } else if (k == 0 && count > 0 && !n.local && n.slot == 0 && st.json0 != nullptr) {
     // A path into variable 0 whose JSON the caller gave (a list: `self[0].matches`).
     at.json = st.json0->value;
     at.type = st.json0->type;
@@ -880,17 +917,55 @@ Outcome compare_values(RunState& st, const Node& n, Value& a) {
   }
 }
 
-// The range of a comprehension: a list's elements or a map's keys, as the evaluator iterates.
+// The range of a comprehension: a list's elements or a map's keys, as the evaluator iterates;
+// or the elements of a JSON array read as a typed list, which the variable stands for in the
+// JSON (no views made unless something asks for one).
 struct Range {
   const ListValue* list = nullptr;
   const MapValue* map = nullptr;
-  std::size_t size() const { return list != nullptr ? list->size() : map->size(); }
-  Value at(std::size_t i) const { return list != nullptr ? list->at(i) : map->key_at(i); }
-  explicit operator bool() const { return list != nullptr || map != nullptr; }
+  const boost::json::array* json = nullptr;
+  const Type* element = nullptr;
+  JsonArena* arena = nullptr;
+  std::size_t size() const {
+    return json != nullptr ? json->size() : list != nullptr ? list->size() : map->size();
+  }
+  explicit operator bool() const { return json != nullptr || list != nullptr || map != nullptr; }
+
+  // Comprehension variable `slot` := element i.
+  void bind(RunState& st, std::uint32_t slot, std::size_t i) const {
+    if (json != nullptr) {
+      st.local_json[slot] = RunState::LocalJson{&(*json)[i], element, arena, false};
+      return;
+    }
+    st.locals[slot] = list != nullptr ? list->at(i) : map->key_at(i);
+    if (st.local_json != nullptr) st.local_json[slot].json = nullptr;
+  }
 };
 
 Range range_of(RunState& st, const Node& n, Value& holder) {
-  if (!value(st, n.a, holder)) return {};
+  const Node& r = st.nodes[n.a];
+  if (r.kind == Kind::attribute && st.local_json != nullptr) {
+    // The range's path, charged as value() charges it, ending in the JSON where it can.
+    Cursor at;
+    const RunState::LocalJson* element = r.local ? local_json(st, r.slot) : nullptr;
+    if (r.path.empty() && (element != nullptr || (!r.local && r.slot == 0 && st.json0 != nullptr))) {
+      if (!charge_each(st, 1)) return {};
+      at.json = element != nullptr ? element->json : st.json0->value;
+      at.type = element != nullptr ? element->type : st.json0->type;
+      at.arena = element != nullptr ? element->arena : st.json0->arena;
+    } else if (!follow(st, r, r.path.size(), at)) {
+      return {};
+    }
+    if (at.json != nullptr && at.type != nullptr && at.type->kind == TypeKind::list &&
+        !at.type->params.empty()) {
+      if (const boost::json::array* arr = at.json->if_array()) {
+        return {nullptr, nullptr, arr, at.type->params[0].get(), at.arena};
+      }
+    }
+    holder = std::move(at.materialize());
+  } else if (!value(st, n.a, holder)) {
+    return {};
+  }
   if (holder.is(ValueKind::list)) return {&holder.as_list(), nullptr};
   if (holder.is(ValueKind::map)) return {nullptr, &holder.as_map()};
   return {};
@@ -912,7 +987,7 @@ Outcome run_quantifier(RunState& st, const Node& n) {
   for (std::size_t i = 0; i < size; ++i) {
     if (!charge_each(st, kCondition)) return Outcome::undecided;
     if (accu != going) break;
-    st.locals[n.slot] = range.at(i);
+    range.bind(st, n.slot, i);
     if (!charge_each(st, 1)) return Outcome::undecided;
     accu = condition(st, n.b);
     if (accu == Outcome::undecided) return accu;
@@ -930,7 +1005,7 @@ Outcome run_exists_one(RunState& st, const Node& n) {
   std::uint64_t count = 0;
   const std::size_t size = range.size();
   for (std::size_t i = 0; i < size; ++i) {
-    st.locals[n.slot] = range.at(i);
+    range.bind(st, n.slot, i);
     const Outcome p = condition(st, n.b);
     if (p == Outcome::undecided) return p;
     if (p == Outcome::is_true) {
@@ -953,14 +1028,14 @@ bool run_filter(RunState& st, const Node& n, Value& out) {
   std::vector<Value> kept;
   const std::size_t size = range.size();
   for (std::size_t i = 0; i < size; ++i) {
-    st.locals[n.slot] = range.at(i);
+    range.bind(st, n.slot, i);
     const Outcome p = condition(st, n.b);
     if (p == Outcome::undecided) return false;
     if (p == Outcome::is_true) {
       // The append (12), then the read of x (1).
       if (!charge(st, 12) || !charge_each(st, 1)) return false;
       ++count;
-      if (!count_only) kept.push_back(st.locals[n.slot]);
+      if (!count_only) kept.push_back(local_value(st, n.slot));
     }
   }
   if (!charge_each(st, 1)) return false;
@@ -991,6 +1066,15 @@ const boost::json::value* one_field_json(const RunState& st, const Node& n, bool
     if (st.self == nullptr || n.slot >= st.variables.size()) return nullptr;
     found = true;
     return st.self->member(n.field);
+  }
+  if (const RunState::LocalJson* element = local_json(st, n.slot)) {
+    // An element of a JSON list read as schema objects: the member in the JSON.
+    if (element->type == nullptr || element->type->kind != TypeKind::object) return nullptr;
+    const boost::json::object* obj = element->json->if_object();
+    if (obj == nullptr) return nullptr;
+    found = true;
+    const boost::json::value* member = find_member(*obj, n.path[0].json_name);
+    return member != nullptr && !member->is_null() ? member : nullptr;
   }
   const Value& base = st.locals[n.slot];
   if (!base.is(ValueKind::map)) return nullptr;
@@ -1203,6 +1287,8 @@ PredicateKernel::Outcome PredicateKernel::run(std::span<const Value> variables,
     // Comprehension variables, on the stack (as many as there are slots).
     SmallValues<kStackLocals> locals(locals_);
     st.locals = locals.data();
+    RunState::LocalJson local_json[kStackLocals];
+    if (locals_ <= kStackLocals) st.local_json = local_json;
     out = condition(st, root_);
   }
   cost = st.cost;
@@ -1236,6 +1322,8 @@ std::size_t PredicateKernel::run_while_true(std::span<const Guard> guards, std::
   st.self = self;
   st.json0 = json != nullptr && json->value != nullptr ? json : nullptr;
   st.locals = locals.data();
+  RunState::LocalJson local_json[kStackLocals];
+  if (slots != 0 && slots <= kStackLocals) st.local_json = local_json;
   for (std::size_t i = from; i < guards.size(); ++i) {
     const Guard& g = guards[i];
     if (g.skip) continue;
