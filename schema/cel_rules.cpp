@@ -755,7 +755,10 @@ class RuleRunner {
     // as the budget still has that much: else it runs, and stops where the budget ends).
     NodeMemo::Node* memo = reads.memo ? memo_.node(&cel, has_old) : nullptr;
     cel::ReadKey key;
-    if (memo != nullptr && !reads.memo->key(value, self_fields, key)) memo = nullptr;
+    if (memo != nullptr && !reads.memo->key(value, self_fields, key)) {
+      memo_.unkeyed(*memo);  // counted as a miss: a node of such values stops trying
+      memo = nullptr;
+    }
     if (memo != nullptr) {
       if (const auto cost = memo_.find(*memo, key); cost && *cost <= remaining_) {
         remaining_ -= *cost;
@@ -942,6 +945,8 @@ class RuleRunner {
       ++n.misses;
       return std::nullopt;
     }
+
+    void unkeyed(Node& n) { ++n.misses; }
 
     void add(Node& n, const cel::ReadKey& key, std::uint64_t cost) {
       if (n.size == kPerNode) return;
