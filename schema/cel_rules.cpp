@@ -447,6 +447,11 @@ class RuleCompiler {
     cel->guard_locals = cel::PredicateKernel::locals_needed(cel->guards_with_old);
     cel->reads = batch_reads(cel->guards, cel->fields);
     cel->reads_with_old = batch_reads(cel->guards_with_old, cel->fields);
+    if (cardinality && *cardinality <= 1) {
+      // Once per object at most (no list or map above it): nothing to keep an answer for.
+      cel->reads.memo.reset();
+      cel->reads_with_old.memo.reset();
+    }
     compiled.emplace_back(&n, std::move(cel));
   }
 
