@@ -67,6 +67,43 @@ spec:
     backendRefs: [{name: svc, port: 80}]
 """,
      ["URLRewrite filter cannot be repeated"]),
+    # Rules of one shape are answered once per route: the one that differs is still checked.
+    ("the third of three like rules with an exact match under a prefix rewrite",
+     """apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: bad-third}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /a}}]
+    filters: [{type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /x}}}]
+    backendRefs: [{name: svc, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /b}}]
+    filters: [{type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /y}}}]
+    backendRefs: [{name: svc, port: 80}]
+  - matches: [{path: {type: Exact, value: /c}}]
+    filters: [{type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /z}}}]
+    backendRefs: [{name: svc, port: 80}]
+""",
+     ["spec.rules[2]: Invalid value: \"object\": When using URLRewrite filter with "
+      "path.replacePrefixMatch, exactly one PathPrefix match must be specified"]),
+    ("the second of two like filter lists with a repeated filter",
+     """apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: bad-second}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - filters:
+    - {type: RequestHeaderModifier, requestHeaderModifier: {remove: [x-a]}}
+    - {type: URLRewrite, urlRewrite: {hostname: a.example.com}}
+    backendRefs: [{name: svc, port: 80}]
+  - filters:
+    - {type: URLRewrite, urlRewrite: {hostname: b.example.com}}
+    - {type: URLRewrite, urlRewrite: {hostname: c.example.com}}
+    backendRefs: [{name: svc, port: 80}]
+""",
+     ["spec.rules[1].filters: Invalid value: \"array\": URLRewrite filter cannot be repeated"]),
 ]
 
 VALID_ROUTE = """apiVersion: gateway.networking.k8s.io/v1
