@@ -671,7 +671,10 @@ class RuleRunner {
             const Path& path, const Correlation& correlation,
             const json::object* old_object = nullptr) {
     if (value.is_null() || !n.rules_below) return true;
-    if (n.cel && !run(*n.cel, value, old, old_object, path, correlation)) return false;
+    // The node's fields that its rules read, found once: the walk below reads its properties
+    // from them too.
+    cel::SelfFields filled;
+    if (n.cel && !run(*n.cel, value, old, old_object, path, correlation, filled)) return false;
     if (const auto* obj = value.if_object()) {
       const json::object* old_obj = old != nullptr ? old->if_object() : old_object;
       if (n.additional_schema != nullptr) {
@@ -682,9 +685,12 @@ class RuleRunner {
           if (!walk(*n.additional_schema, kv.value(), o, item, c)) return false;
         }
       }
-      for (const std::uint32_t i : n.rule_properties) {
-        const auto& p = n.properties[i];
-        const json::value* v = cel::find_member(*obj, p.name);
+      const bool slots = filled.arena() != nullptr;
+      for (std::size_t k = 0; k < n.rule_properties.size(); ++k) {
+        const auto& p = n.properties[n.rule_properties[k]];
+        const std::uint8_t slot = slots ? n.rule_property_slots[k] : cel::FieldSlots::kNone;
+        const json::value* v = slot != cel::FieldSlots::kNone ? filled.member(slot)
+                                                              : cel::find_member(*obj, p.name);
         if (v == nullptr) continue;
         const json::value* o = old_obj != nullptr ? cel::find_member(*old_obj, p.name) : nullptr;
         const Path field{&path, Path::Step::field, p.name};
@@ -742,15 +748,16 @@ class RuleRunner {
     return false;
   }
 
+  // `filled`: the fields of self that the rules read, found once for all of them (left as it
+  // is, unfilled, when the node's value is not an object or has too many members).
   bool run(const NodeCel& cel, const json::value& value, const json::value* old_value,
-           const json::object* old_object, const Path& path, const Correlation& correlation) {
+           const json::object* old_object, const Path& path, const Correlation& correlation,
+           cel::SelfFields& filled) {
     if (cel.rules.empty()) return true;
     if (remaining_ == 0) return out_of_budget(cel, path);
     cel::JsonArena& arena = arena_;
     const bool has_old = old_value != nullptr || old_object != nullptr;
     const NodeCel::BatchReads& reads = has_old ? cel.reads_with_old : cel.reads;
-    // The fields of self that the rules read, found once for all of them.
-    cel::SelfFields filled;
     cel::SelfFields* self_fields = nullptr;
     if (const auto* obj = value.if_object();
         obj != nullptr && cel.fields.size() != 0 && filled.fill(cel.fields, *obj, arena)) {
@@ -1011,9 +1018,13 @@ class RuleRunner {
 bool mark_rules_below(SchemaNode& n) {
   bool below = n.cel != nullptr;
   n.rule_properties.clear();
+  n.rule_property_slots.clear();
   for (std::size_t i = 0; i < n.properties.size(); ++i) {
     if (mark_rules_below(const_cast<SchemaNode&>(*n.properties[i].node))) {
       n.rule_properties.push_back(static_cast<std::uint32_t>(i));
+      // Read from the node's slots when its rules read the property too.
+      n.rule_property_slots.push_back(n.cel != nullptr ? n.cel->fields.find(n.properties[i].name)
+                                                       : cel::FieldSlots::kNone);
       below = true;
     }
   }
