@@ -49,54 +49,39 @@ bool ReadKey::add(const json::value* v, bool value) {
   if (size == kMax) return false;
   members[size] = v;
   if (value) values |= std::uint64_t{1} << size;
-  ++size;
   if (v == nullptr) {
+    shapes[size++] = 0;
     mix(0x3c);
     return true;
   }
   const json::kind k = v->kind();
-  std::uint64_t word = static_cast<std::uint64_t>(k) << 59;
+  // The member's shape: its kind, and the length of an array or object.
+  std::uint64_t shape = (static_cast<std::uint64_t>(k) + 1) << 56;
+  if (k == json::kind::array) shape |= v->get_array().size() & ((std::uint64_t{1} << 56) - 1);
+  if (k == json::kind::object) shape |= v->get_object().size() & ((std::uint64_t{1} << 56) - 1);
+  shapes[size++] = shape;
+  mix(shape);
+  if (!value) return true;
   switch (k) {
-    case json::kind::array: word ^= v->get_array().size(); break;
-    case json::kind::object: word ^= v->get_object().size(); break;
-    case json::kind::string:
-      if (value) word ^= string_word(v->get_string());
-      break;
-    case json::kind::int64:
-      if (value) mix(static_cast<std::uint64_t>(v->get_int64()));
-      break;
-    case json::kind::uint64:
-      if (value) mix(v->get_uint64());
-      break;
-    case json::kind::double_:
-      if (value) mix(std::bit_cast<std::uint64_t>(v->get_double()));
-      break;
-    case json::kind::bool_:
-      if (value) word ^= v->get_bool() ? 1 : 2;
-      break;
-    default: break;
+    case json::kind::string: mix(string_word(v->get_string())); break;
+    case json::kind::int64: mix(static_cast<std::uint64_t>(v->get_int64())); break;
+    case json::kind::uint64: mix(v->get_uint64()); break;
+    case json::kind::double_: mix(std::bit_cast<std::uint64_t>(v->get_double())); break;
+    case json::kind::bool_: mix(v->get_bool() ? 1 : 2); break;
+    default: return false;  // a value read that is not a scalar
   }
-  if (value && v->is_structured()) return false;
-  mix(word);
   return true;
 }
 
-bool ReadKey::same(const ReadKey& a, const json::value* const* b_members, std::size_t b_size,
-                   std::uint64_t b_values) {
+bool ReadKey::same(const ReadKey& a, const json::value* const* b_members,
+                   const std::uint64_t* b_shapes, std::size_t b_size, std::uint64_t b_values) {
   if (a.size != b_size || a.values != b_values) return false;
-  for (std::size_t k = 0; k < a.size; ++k) {
-    const json::value* x = a.members[k];
-    const json::value* y = b_members[k];
-    if ((x == nullptr) != (y == nullptr)) return false;
-    if (x == nullptr) continue;
-    if (x->kind() != y->kind()) return false;
-    if (const auto* xa = x->if_array(); xa != nullptr && xa->size() != y->get_array().size()) {
-      return false;
-    }
-    if (const auto* xo = x->if_object(); xo != nullptr && xo->size() != y->get_object().size()) {
-      return false;
-    }
-    if ((a.values >> k & 1) != 0 && !same_scalar(*x, *y)) return false;
+  // Presence, kinds and lengths in one comparison; then the scalars read as values (of the
+  // same kind on both sides, since the shapes agree).
+  if (std::memcmp(a.shapes, b_shapes, a.size * sizeof(std::uint64_t)) != 0) return false;
+  for (std::uint64_t m = a.values; m != 0; m &= m - 1) {
+    const auto k = static_cast<std::size_t>(std::countr_zero(m));
+    if (a.members[k] != nullptr && !same_scalar(*a.members[k], *b_members[k])) return false;
   }
   return true;
 }

@@ -33,7 +33,8 @@ struct Type;
 struct ReadKey {
   static constexpr std::size_t kMax = 64;
   const boost::json::value* members[kMax];
-  std::uint64_t values = 0;  // a bit per member whose scalar value is part of the key
+  std::uint64_t shapes[kMax];  // each member's: 0 absent, else its kind and length
+  std::uint64_t values = 0;    // a bit per member whose scalar value is part of the key
   std::size_t size = 0;
   std::uint64_t hash = 0xcbf29ce484222325ULL;
 
@@ -41,7 +42,7 @@ struct ReadKey {
   bool add(const boost::json::value* v, bool value);
   // Whether two keys are equal member by member (after equal hashes).
   static bool same(const ReadKey& a, const boost::json::value* const* b_members,
-                   std::size_t b_size, std::uint64_t b_values);
+                   const std::uint64_t* b_shapes, std::size_t b_size, std::uint64_t b_values);
 
   void mix(std::uint64_t word);
 };

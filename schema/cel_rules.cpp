@@ -950,7 +950,8 @@ class RuleRunner {
       for (std::size_t i = 0; i < n.size; ++i) {
         const Entry& e = n.entries[i];
         if (e.hash == key.hash &&
-            cel::ReadKey::same(key, members_.data() + e.first, e.size, e.values)) {
+            cel::ReadKey::same(key, members_.data() + e.first, shapes_.data() + e.first, e.size,
+                               e.values)) {
           return e.cost;
         }
       }
@@ -966,6 +967,7 @@ class RuleRunner {
                                   static_cast<std::uint32_t>(members_.size()),
                                   static_cast<std::uint32_t>(key.size)};
       members_.insert(members_.end(), key.members, key.members + key.size);
+      shapes_.insert(shapes_.end(), key.shapes, key.shapes + key.size);
     }
 
     struct Entry {
@@ -992,6 +994,7 @@ class RuleRunner {
 
     std::vector<Node> nodes_;
     std::vector<const json::value*> members_;  // the entries' keys
+    std::vector<std::uint64_t> shapes_;
   };
 
   std::vector<Cause>& out_;
