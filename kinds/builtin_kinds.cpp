@@ -94,6 +94,7 @@ void keep_namespace_finalizers(json::object& obj, const json::object& old,
 constexpr std::string_view kCustomResourceCleanup = "customresourcecleanup.apiextensions.k8s.io";
 
 void prepare_crd_for_create(json::object& crd) {
+  reset_custom_resource_definition_status(crd);
   json::value& meta = crd["metadata"];
   if (!meta.is_object()) return;
   json::value& finalizers = meta.get_object()["finalizers"];

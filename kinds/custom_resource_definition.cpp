@@ -899,6 +899,13 @@ void default_custom_resource_definition(json::object& crd) {
   }
 }
 
+void reset_custom_resource_definition_status(json::object& crd) {
+  json::object status;
+  const std::string storage = storage_version_of(object_or_empty(crd, "spec"));
+  if (!storage.empty()) status["storedVersions"] = json::array{json::value(storage)};
+  crd["status"] = std::move(status);
+}
+
 std::vector<Cause> validate_custom_resource_definition(const json::object& crd,
                                                        const json::object* old) {
   return Validator(nullptr).run(crd, old);

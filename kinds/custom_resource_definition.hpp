@@ -56,6 +56,10 @@ namespace kwatch::kinds {
 // when empty.
 void default_custom_resource_definition(boost::json::object& crd);
 
+// kube's PrepareForCreate: whatever status the request carries is dropped (the controllers
+// write acceptedNames and conditions); storedVersions starts as the storage version.
+void reset_custom_resource_definition_status(boost::json::object& crd);
+
 // ValidateCustomResourceDefinition (old == nullptr: a create) or
 // ValidateCustomResourceDefinitionUpdate (old: the stored CRD), on a defaulted CRD: metadata.name,
 // group, scope, names, versions (unique DNS-1035 names, exactly one storage version, a schema

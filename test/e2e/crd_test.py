@@ -117,6 +117,7 @@ def main():
             check_install(t, server, tmp)
             check_objects(t, server)
             check_bad_definitions(t, server)
+            check_forged_status(t, server)
             check_python_client(t, server)
             check_kubectl(t, server, tmp)
             server.stop()
@@ -263,6 +264,35 @@ def check_objects(t, server):
     cols = [c["name"] for c in body.get("columnDefinitions", [])]
     t.check("tables use the printer columns", cols == ["Name", "Color", "Replicas", "Age"] and
             body["rows"][0]["cells"][1:3] == ["Red", 7], body)
+
+
+def check_forged_status(t, server):
+    """A definition created with a status of its own: kube drops it (the controllers write
+    acceptedNames and conditions; storedVersions starts as the storage version), so a forged
+    stored version can neither block later updates nor a forged condition hide the resource."""
+    obj = crd(name="gadgets.example.org", plural="gadgets", kind="Gadget")
+    obj["status"] = {"acceptedNames": {"plural": "gizmos", "kind": "Gizmo"},
+                     "storedVersions": ["v0", "v1"],
+                     "conditions": [{"type": "Established", "status": "False", "reason": "Forged",
+                                     "message": "forged", "lastTransitionTime": "2020-01-01T00:00:00Z"}]}
+    status, body = server.request("POST", CRDS, body=obj)
+    t.check("a definition posted with a status is created", status == 201, body)
+    t.check("... its status is not the request's: storedVersions is the storage version",
+            status == 201 and body.get("status", {}).get("storedVersions") == ["v1"]
+            and "conditions" not in body.get("status", {}), body.get("status") if status == 201 else body)
+    name = "gadgets.example.org"
+    wait_for(lambda: conditions(server, name).get("Established") == "True", timeout=5,
+             what="Established")
+    _, body = server.request("GET", f"{CRDS}/{name}")
+    t.check("... the controller's names and conditions, not the forged ones",
+            body["status"]["acceptedNames"].get("plural") == "gadgets"
+            and all(c.get("reason") != "Forged" for c in body["status"].get("conditions", [])),
+            body["status"])
+    body["spec"]["versions"][0]["additionalPrinterColumns"] = [
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]
+    status, body = server.request("PUT", f"{CRDS}/{name}", body=body)
+    t.check("... and it can be updated (no forged stored version holds it)", status == 200, body)
+    server.request("DELETE", f"{CRDS}/{name}")
 
 
 def check_bad_definitions(t, server):
