@@ -3,6 +3,7 @@
 #include "apimachinery/merge_patch.hpp"
 #include "apimachinery/validation.hpp"
 #include "kinds/builtin_columns.hpp"
+#include "kind_test_support.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -17,18 +18,9 @@ namespace {
 
 namespace json = boost::json;
 
-json::object parse(std::string_view text) { return json::parse(text).as_object(); }
-
-// `base` with the merge patch `patch` applied (arrays replace, null removes).
-json::object patched(const json::object& base, std::string_view patch) {
-  return apimachinery::apply_merge_patch(base, json::parse(patch)).as_object();
-}
-
-std::vector<std::string> texts(const Causes& causes) {
-  std::vector<std::string> out;
-  for (const auto& c : causes) out.push_back(c.type + " " + c.field + ": " + c.message);
-  return out;
-}
+using testing::parse;
+using testing::patched;
+using testing::texts;
 
 using Defaults = std::function<void(json::object&)>;
 using Validate = std::function<void(const json::object&, const json::object*, Causes&)>;

@@ -3,6 +3,7 @@
 #include "apimachinery/merge_patch.hpp"
 #include "apimachinery/validation.hpp"
 #include "kinds/builtin_columns.hpp"
+#include "kind_test_support.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -16,30 +17,23 @@ namespace {
 
 namespace json = boost::json;
 
-json::object parse(std::string_view text) { return json::parse(text).as_object(); }
-
-// `base` with the merge patch `patch` applied (arrays replace, null removes).
-json::object patched(const json::object& base, std::string_view patch) {
-  return apimachinery::apply_merge_patch(base, json::parse(patch)).as_object();
-}
+using testing::parse;
+using testing::patched;
+using testing::texts;
 
 // Each cause as "<type> <field>: <message>", after the kind's defaults (as the server runs them).
 std::vector<std::string> flow_schema_causes(json::object fs) {
   default_flow_schema(fs);
   Causes causes;
   validate_flow_schema(fs, nullptr, causes);
-  std::vector<std::string> out;
-  for (const auto& c : causes) out.push_back(c.type + " " + c.field + ": " + c.message);
-  return out;
+  return texts(causes);
 }
 
 std::vector<std::string> priority_level_causes(json::object pl) {
   default_priority_level_configuration(pl);
   Causes causes;
   validate_priority_level_configuration(pl, nullptr, causes);
-  std::vector<std::string> out;
-  for (const auto& c : causes) out.push_back(c.type + " " + c.field + ": " + c.message);
-  return out;
+  return texts(causes);
 }
 
 const json::object kFlowSchema = parse(R"({"metadata": {"name": "fs"}, "spec": {

@@ -10,6 +10,7 @@
 #include "apimachinery/merge_patch.hpp"
 #include "apimachinery/validation.hpp"
 #include "kinds/builtin_columns.hpp"
+#include "kind_test_support.hpp"
 
 namespace kwatch::kinds {
 namespace {
@@ -19,12 +20,9 @@ using apimachinery::dns1123_subdomain_errors;
 using apimachinery::go_quote;
 using apimachinery::qualified_name_errors;
 
-json::object parse(std::string_view text) { return json::parse(text).as_object(); }
-
-// `base` with the merge patch `patch` applied (arrays replace, null removes).
-json::object patched(const json::object& base, std::string_view patch) {
-  return apimachinery::apply_merge_patch(base, json::parse(patch)).as_object();
-}
+using testing::parse;
+using testing::patched;
+using testing::texts;
 
 using Validate = std::function<void(const json::object&, const json::object*, Causes&)>;
 
@@ -33,9 +31,7 @@ std::vector<std::string> causes_of(const Validate& validate, const json::object&
                                    const json::object* old = nullptr) {
   Causes causes;
   validate(obj, old, causes);
-  std::vector<std::string> out;
-  for (const auto& c : causes) out.push_back(c.type + " " + c.field + ": " + c.message);
-  return out;
+  return texts(causes);
 }
 
 struct Case {
