@@ -10,7 +10,7 @@ Usage: apply_test.py <path to kwatch-apiserver>
 import json
 import os
 
-from harness import kubectl_runner, run_suite
+from harness import kubectl_runner, python_api_client, run_suite
 
 APPLY = {"Content-Type": "application/apply-patch+yaml"}
 CMS = "/api/v1/namespaces/default/configmaps"
@@ -303,13 +303,11 @@ def custom_resources(t, server):
 
 
 def python_client(t, server, tmp):
-    try:
-        from kubernetes import client, config, dynamic
-    except ImportError:
-        t.check("python3-kubernetes present (skipped)", True)
+    api_client = python_api_client(t, server, tmp)
+    if api_client is None:
         return
+    from kubernetes import client, dynamic
     import yaml
-    api_client = config.new_client_from_config(config_file=server.kubeconfig(tmp))
     # This client sends a dict body of an apply only as JSON content types; the way its users
     # apply is a serialized manifest, here YAML as written by PyYAML.
     body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "from-python"},

@@ -8,7 +8,7 @@ Usage: dynamic_resources_test.py <path to kwatch-apiserver>
 """
 import json
 
-from harness import kubectl_runner, run_suite
+from harness import kubectl_runner, python_api_client, run_suite
 
 GROUP = "/apis/resource.k8s.io/v1"
 
@@ -224,15 +224,14 @@ def slices(t, server):
 
 
 def python_client(t, server, tmp):
-    try:
-        from kubernetes import config, dynamic
-    except ImportError:
-        t.check("python3-kubernetes present (skipped)", True)
+    api_client = python_api_client(t, server, tmp)
+    if api_client is None:
         return
+    from kubernetes import dynamic
     try:
         # python-kubernetes 22.6 has no typed resource.k8s.io/v1 API: the dynamic client reads
         # discovery.
-        dyn = dynamic.DynamicClient(config.new_client_from_config(config_file=server.kubeconfig(tmp)))
+        dyn = dynamic.DynamicClient(api_client)
         claims = dyn.resources.get(api_version="resource.k8s.io/v1", kind="ResourceClaim")
         classes = dyn.resources.get(api_version="resource.k8s.io/v1", kind="DeviceClass")
         made = classes.create(body=dict(CLASS, metadata={"name": "py-class"}))

@@ -7,7 +7,7 @@ Usage: flow_control_kinds_test.py <path to kwatch-apiserver>
 """
 import json
 
-from harness import kubectl_runner, run_suite, wait_for
+from harness import kubectl_runner, python_api_client, run_suite, wait_for
 
 GROUP = "/apis/flowcontrol.apiserver.k8s.io/v1"
 
@@ -137,15 +137,14 @@ def with_kubectl(t, server, kc):
 
 
 def python_client(t, server, tmp):
-    try:
-        from kubernetes import config, dynamic
-    except ImportError:
-        t.check("python3-kubernetes present (skipped)", True)
+    api_client = python_api_client(t, server, tmp)
+    if api_client is None:
         return
+    from kubernetes import dynamic
     try:
         # python-kubernetes 22.6 has no typed flowcontrol v1 API: the dynamic client reads
         # discovery.
-        dyn = dynamic.DynamicClient(config.new_client_from_config(config_file=server.kubeconfig(tmp)))
+        dyn = dynamic.DynamicClient(api_client)
         levels = dyn.resources.get(api_version="flowcontrol.apiserver.k8s.io/v1",
                                    kind="PriorityLevelConfiguration")
         schemas = dyn.resources.get(api_version="flowcontrol.apiserver.k8s.io/v1", kind="FlowSchema")

@@ -351,6 +351,17 @@ def kubectl_runner(server, home):
     return kc
 
 
+def python_api_client(t, server, home):
+    """The official Python client's ApiClient for server (kubeconfig in home); None, with a
+    passing "skipped" check, where python3-kubernetes is not installed."""
+    try:
+        from kubernetes import config
+    except ImportError:
+        t.check("python3-kubernetes present (skipped)", True)
+        return None
+    return config.new_client_from_config(config_file=server.kubeconfig(home))
+
+
 def run_suite(checks_of):
     """The usual main of a suite: one Server of the binary in argv[1] (memory or etcd3 backend
     as KWATCH_TEST_STORAGE says) and a temporary directory; checks_of(checks, server, tmp)

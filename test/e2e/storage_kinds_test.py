@@ -6,7 +6,7 @@ Usage: storage_kinds_test.py <path to kwatch-apiserver>
 """
 import json
 
-from harness import kubectl_runner, run_suite
+from harness import kubectl_runner, python_api_client, run_suite
 
 GROUP = "/apis/storage.k8s.io/v1"
 
@@ -144,13 +144,11 @@ def with_kubectl(t, server, kc):
 
 
 def python_client(t, server, tmp):
-    try:
-        from kubernetes import client, config, dynamic
-    except ImportError:
-        t.check("python3-kubernetes present (skipped)", True)
+    api_client = python_api_client(t, server, tmp)
+    if api_client is None:
         return
+    from kubernetes import client, dynamic
     try:
-        api_client = config.new_client_from_config(config_file=server.kubeconfig(tmp))
         # CSINode has a typed API in python-kubernetes 22.6.
         storage = client.StorageV1Api(api_client)
         node = copy(NODE)
