@@ -16,9 +16,7 @@ std::uint8_t FieldSlots::slot(const Type* owner, std::string_view json_name) {
   if (owner_ == nullptr) owner_ = owner;
   // A name fill() would pass over (its length has no bit) gets no slot.
   if (owner != owner_ || json_name.empty() || json_name.size() >= 64) return kNone;
-  for (std::size_t i = 0; i < names_.size(); ++i) {
-    if (names_[i] == json_name) return static_cast<std::uint8_t>(i);
-  }
+  if (const std::uint8_t known = find(json_name); known != kNone) return known;
   if (names_.size() == kMaxSlots) return kNone;
   names_.emplace_back(json_name);
   lengths_ |= std::uint64_t{1} << json_name.size();

@@ -156,6 +156,14 @@ using Node = PredicateKernel::Node;
 using Outcome = PredicateKernel::Outcome;
 using Step = Program::Step;
 
+// Whether a call is size(): every overload measures its argument (a string's code points, a
+// list's or map's length) rather than reading its value.
+bool measures(const Node& n) {
+  if (n.overloads == nullptr || n.overloads->empty()) return false;
+  return std::all_of(n.overloads->begin(), n.overloads->end(),
+                     [](const Overload* o) { return o->id.starts_with("size_"); });
+}
+
 class Builder {
  public:
   Builder(const std::vector<Step>& steps, FieldSlots* slots) : steps_(steps), slots_(slots) {}
@@ -432,9 +440,7 @@ class Builder {
     if (n.args.size() != 1) return;
     const Node& field = nodes[n.args[0]];
     if (field.kind != Kind::attribute) return;
-    bool sizes = !n.overloads->empty();
-    for (const Overload* o : *n.overloads) sizes = sizes && o->id.starts_with("size_");
-    if (sizes) n.method = Method::length;
+    if (measures(n)) n.method = Method::length;
     if (field.path.empty()) return;
     const Selection& last = field.path.back();
     if (last.index || last.field_type == nullptr || last.field_type->kind != TypeKind::string) {
@@ -1223,10 +1229,7 @@ class ReadCollector {
 
   // A call's arguments: size() measures, anything else reads values.
   bool args(const Node& n, const Env& env) {
-    bool sizes = n.overloads != nullptr && !n.overloads->empty();
-    for (const Overload* o : n.overloads != nullptr ? *n.overloads : std::vector<const Overload*>{}) {
-      sizes = sizes && o->id.starts_with("size_");
-    }
+    const bool sizes = measures(n);
     for (const std::uint32_t a : n.args) {
       if (!value(a, env, sizes ? Use::size : Use::value)) return false;
     }

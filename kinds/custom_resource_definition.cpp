@@ -893,17 +893,12 @@ void default_custom_resource_definition(json::object& crd) {
   }
   const json::object* status = object_member(crd, "status");
   const json::array* stored = status != nullptr ? array_member(*status, "storedVersions") : nullptr;
-  if (stored == nullptr || stored->empty()) {
-    std::string storage = storage_version_of(spec);
-    if (!storage.empty()) status_of(crd)["storedVersions"] = json::array{json::value(storage)};
-  }
+  if (stored == nullptr || stored->empty()) add_storage_version(crd);
 }
 
 void reset_custom_resource_definition_status(json::object& crd) {
-  json::object status;
-  const std::string storage = storage_version_of(object_or_empty(crd, "spec"));
-  if (!storage.empty()) status["storedVersions"] = json::array{json::value(storage)};
-  crd["status"] = std::move(status);
+  crd["status"] = json::object();
+  add_storage_version(crd);
 }
 
 std::vector<Cause> validate_custom_resource_definition(const json::object& crd,
