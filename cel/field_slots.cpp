@@ -44,7 +44,7 @@ bool FieldSlots::fill(const boost::json::object& object,
     for (std::size_t i = 0; i < names_.size(); ++i) {
       const std::string& name = names_[i];
       if (name.size() != key.size() || name[0] != key[0] ||
-          std::memcmp(name.data(), key.data(), key.size()) != 0) {
+          !same_bytes(name.data(), key.data(), key.size())) {
         continue;
       }
       // The first member of a name is the one a lookup finds.

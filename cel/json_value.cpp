@@ -22,18 +22,7 @@ const boost::json::value* find_member(const boost::json::object& object, std::st
     const auto key = kv.key();
     if (key.size() != size) continue;
     if (size != 0 && (key[0] != want[0] || key[size - 1] != want[size - 1])) continue;
-    // Field names are short: compare them here, eight bytes at a time, not through memcmp.
-    std::size_t i = 0;
-    for (; i + 8 <= size; i += 8) {
-      std::uint64_t a;
-      std::uint64_t b;
-      std::memcpy(&a, key.data() + i, 8);
-      std::memcpy(&b, want + i, 8);
-      if (a != b) break;
-    }
-    if (i + 8 <= size) continue;
-    while (i < size && key[i] == want[i]) ++i;
-    if (i == size) return &kv.value();
+    if (same_bytes(key.data(), want, size)) return &kv.value();
   }
   return nullptr;
 }

@@ -14,13 +14,15 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr std::uint64_t kPrime = 0x100000001b3ULL;
-
 // Scalars equal as JSON (of one kind: 1 and 1.0 are different keys).
 bool same_scalar(const json::value& a, const json::value& b) {
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {
-    case json::kind::string: return a.get_string() == b.get_string();
+    case json::kind::string: {
+      const json::string& x = a.get_string();
+      const json::string& y = b.get_string();
+      return x.size() == y.size() && same_bytes(x.data(), y.data(), x.size());
+    }
     case json::kind::int64: return a.get_int64() == b.get_int64();
     case json::kind::uint64: return a.get_uint64() == b.get_uint64();
     case json::kind::double_:
@@ -31,19 +33,7 @@ bool same_scalar(const json::value& a, const json::value& b) {
   }
 }
 
-// Eight bytes of a string: its length, its first and its last eight (the rest is compared
-// when the hashes agree).
-std::uint64_t string_word(const json::string& s) {
-  std::uint64_t head = 0;
-  std::uint64_t tail = 0;
-  std::memcpy(&head, s.data(), std::min<std::size_t>(s.size(), 8));
-  if (s.size() > 8) std::memcpy(&tail, s.data() + s.size() - 8, 8);
-  return head ^ (tail * kPrime) ^ (static_cast<std::uint64_t>(s.size()) << 56);
-}
-
 }  // namespace
-
-void ReadKey::mix(std::uint64_t word) { hash = (hash ^ word) * kPrime; }
 
 bool ReadKey::add(const json::value* v, bool value) {
   if (size == kMax) return false;
@@ -51,7 +41,6 @@ bool ReadKey::add(const json::value* v, bool value) {
   if (value) values |= std::uint64_t{1} << size;
   if (v == nullptr) {
     shapes[size++] = 0;
-    mix(0x3c);
     return true;
   }
   const json::kind k = v->kind();
@@ -60,17 +49,8 @@ bool ReadKey::add(const json::value* v, bool value) {
   if (k == json::kind::array) shape |= v->get_array().size() & ((std::uint64_t{1} << 56) - 1);
   if (k == json::kind::object) shape |= v->get_object().size() & ((std::uint64_t{1} << 56) - 1);
   shapes[size++] = shape;
-  mix(shape);
-  if (!value) return true;
-  switch (k) {
-    case json::kind::string: mix(string_word(v->get_string())); break;
-    case json::kind::int64: mix(static_cast<std::uint64_t>(v->get_int64())); break;
-    case json::kind::uint64: mix(v->get_uint64()); break;
-    case json::kind::double_: mix(std::bit_cast<std::uint64_t>(v->get_double())); break;
-    case json::kind::bool_: mix(v->get_bool() ? 1 : 2); break;
-    default: return false;  // a value read that is not a scalar
-  }
-  return true;
+  // A value read must be a scalar (a list or map read whole is not keyed).
+  return !value || (k != json::kind::array && k != json::kind::object && k != json::kind::null);
 }
 
 bool ReadKey::same(const ReadKey& a, const json::value* const* b_members,
@@ -78,7 +58,9 @@ bool ReadKey::same(const ReadKey& a, const json::value* const* b_members,
   if (a.size != b_size || a.values != b_values) return false;
   // Presence, kinds and lengths in one comparison; then the scalars read as values (of the
   // same kind on both sides, since the shapes agree).
-  if (std::memcmp(a.shapes, b_shapes, a.size * sizeof(std::uint64_t)) != 0) return false;
+  for (std::size_t i = 0; i < a.size; ++i) {
+    if (a.shapes[i] != b_shapes[i]) return false;
+  }
   for (std::uint64_t m = a.values; m != 0; m &= m - 1) {
     const auto k = static_cast<std::size_t>(std::countr_zero(m));
     if (a.members[k] != nullptr && !same_scalar(*a.members[k], *b_members[k])) return false;

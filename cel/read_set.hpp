@@ -29,22 +29,19 @@ class FieldSlots;
 struct Type;
 
 // One value's key: the members found along the tree (null: absent or JSON null), each with
-// whether its value was read, and a hash of everything recorded.
+// its shape and whether its value was read. Keys are compared whole (a node keeps a few).
 struct ReadKey {
   static constexpr std::size_t kMax = 64;
   const boost::json::value* members[kMax];
   std::uint64_t shapes[kMax];  // each member's: 0 absent, else its kind and length
   std::uint64_t values = 0;    // a bit per member whose scalar value is part of the key
   std::size_t size = 0;
-  std::uint64_t hash = 0xcbf29ce484222325ULL;
 
   // Records a member; false when the key is full or a value to read is not a scalar.
   bool add(const boost::json::value* v, bool value);
-  // Whether two keys are equal member by member (after equal hashes).
+  // Whether two keys are equal member by member.
   static bool same(const ReadKey& a, const boost::json::value* const* b_members,
                    const std::uint64_t* b_shapes, std::size_t b_size, std::uint64_t b_values);
-
-  void mix(std::uint64_t word);
 };
 
 class ReadSet {

@@ -77,6 +77,11 @@ struct NodeCel {
     std::optional<cel::ReadSet> memo;
   };
   BatchReads reads, reads_with_old;
+  // The node's record in the memo of a validation (RuleRunner::NodeMemo), given at compile
+  // time to the first kMemoNodes nodes with a memo; kNoMemo for the rest.
+  static constexpr std::uint32_t kNoMemo = ~std::uint32_t{0};
+  static constexpr std::uint32_t kMemoNodes = 32;
+  std::uint32_t memo_slot = kNoMemo;
 };
 
 namespace {
@@ -452,6 +457,9 @@ class RuleCompiler {
       cel->reads.memo.reset();
       cel->reads_with_old.memo.reset();
     }
+    if ((cel->reads.memo || cel->reads_with_old.memo) && memo_slots_ < NodeCel::kMemoNodes) {
+      cel->memo_slot = memo_slots_++;
+    }
     compiled.emplace_back(&n, std::move(cel));
   }
 
@@ -620,6 +628,7 @@ class RuleCompiler {
   std::vector<Cause>& schema_errors_;
   std::vector<Cause>& cel_errors_;
   std::uint64_t cardinality_ = 1;  // of the node being compiled
+  std::uint32_t memo_slots_ = 0;   // given to nodes so far (NodeCel::memo_slot)
   std::uint64_t total_ = 0;
   std::vector<std::pair<std::uint64_t, std::string>> costly_;
 };
@@ -699,7 +708,7 @@ class RuleRunner {
       }
     } else if (const auto* arr = value.if_array(); arr != nullptr && n.items != nullptr) {
       const json::array* old_arr = old != nullptr ? old->if_array() : nullptr;
-      const bool map_list = n.list_type && *n.list_type == "map" && !n.list_map_keys.empty();
+      const bool map_list = !n.list_map_keys.empty() && n.list_type && *n.list_type == "map";
       for (std::size_t i = 0; i < arr->size(); ++i) {
         const json::value* o = nullptr;
         if (map_list && old_arr != nullptr) o = same_keys(n.list_map_keys, (*arr)[i], *old_arr);
@@ -765,7 +774,7 @@ class RuleRunner {
     }
     // A batch already answered for the same members holds again, at the same cost (as long
     // as the budget still has that much: else it runs, and stops where the budget ends).
-    NodeMemo::Node* memo = reads.memo ? memo_.node(&cel, has_old) : nullptr;
+    NodeMemo::Node* memo = reads.memo ? memo_.node(cel.memo_slot, has_old) : nullptr;
     cel::ReadKey key;
     if (memo != nullptr && !reads.memo->key(value, self_fields, key)) {
       memo_.unkeyed(*memo);  // counted as a miss: a node of such values stops trying
@@ -930,48 +939,67 @@ class RuleRunner {
   // BatchReads::memo): the items of a list that agree on it (filters of one type, backends of
   // one kind, rules of one shape) are answered once per validation. A node whose keys keep
   // differing (paths, names) stops being looked up after a few misses.
+  //
+  // One per thread, reused by every validation on it: a validation starts a new generation,
+  // and a node's record from an older one is empty.
   class NodeMemo {
    public:
     struct Node;
 
-    // The node's record (null when there is no room for another node, or the node gave up):
-    // made on first use.
-    Node* node(const NodeCel* cel, bool has_old) {
-      for (Node& n : nodes_) {
-        if (n.cel == cel && n.has_old == has_old) return n.misses < kMisses ? &n : nullptr;
+    void start() {
+      ++generation_;
+      members_.clear();
+      shapes_.clear();
+      counts_ = {};
+    }
+    const CelMemoCounts& counts() const { return counts_; }
+
+    // The node's record (null when the node has no slot, or gave up).
+    Node* node(std::uint32_t slot, bool has_old) {
+      if (slot == NodeCel::kNoMemo) return nullptr;
+      Node& n = nodes_[slot * 2 + (has_old ? 1 : 0)];
+      if (n.generation != generation_) {
+        n.generation = generation_;
+        n.misses = 0;
+        n.hits = 0;
+        n.size = 0;
       }
-      if (nodes_.size() == kNodes) return nullptr;
-      nodes_.push_back(Node{cel, has_old});
-      return &nodes_.back();
+      const bool gave_up = n.misses >= kMisses || (n.hits == 0 && n.misses >= kMissesFirst);
+      if (gave_up) return nullptr;
+      ++counts_.looked_up;
+      return &n;
     }
 
     // The cost of the batch that held for the same key, or nullopt (a miss).
     std::optional<std::uint64_t> find(Node& n, const cel::ReadKey& key) {
       for (std::size_t i = 0; i < n.size; ++i) {
         const Entry& e = n.entries[i];
-        if (e.hash == key.hash &&
-            cel::ReadKey::same(key, members_.data() + e.first, shapes_.data() + e.first, e.size,
+        if (cel::ReadKey::same(key, members_.data() + e.first, shapes_.data() + e.first, e.size,
                                e.values)) {
+          ++n.hits;
+          ++counts_.hits;
           return e.cost;
         }
       }
       ++n.misses;
+      ++counts_.misses;
       return std::nullopt;
     }
 
-    void unkeyed(Node& n) { ++n.misses; }
+    void unkeyed(Node& n) {
+      ++n.misses;
+      ++counts_.misses;
+    }
 
     void add(Node& n, const cel::ReadKey& key, std::uint64_t cost) {
       if (n.size == kPerNode) return;
-      n.entries[n.size++] = Entry{key.hash, cost, key.values,
-                                  static_cast<std::uint32_t>(members_.size()),
+      n.entries[n.size++] = Entry{cost, key.values, static_cast<std::uint32_t>(members_.size()),
                                   static_cast<std::uint32_t>(key.size)};
       members_.insert(members_.end(), key.members, key.members + key.size);
       shapes_.insert(shapes_.end(), key.shapes, key.shapes + key.size);
     }
 
     struct Entry {
-      std::uint64_t hash;
       std::uint64_t cost;
       std::uint64_t values;
       std::uint32_t first;  // its members, from members_[first]
@@ -979,20 +1007,23 @@ class RuleRunner {
     };
     static constexpr std::size_t kPerNode = 4;
     struct Node {
-      const NodeCel* cel;
-      bool has_old;
+      std::uint64_t generation = 0;
       std::uint32_t misses = 0;
+      std::uint32_t hits = 0;
       std::size_t size = 0;
       Entry entries[kPerNode] = {};
     };
 
    private:
-    static constexpr std::size_t kNodes = 16;
     // Past this many misses a node is not looked up again in this validation (a hit after a
-    // few items is what pays; a list of distinct items would pay for the lookups alone).
+    // few items is what pays; a list of distinct items would pay for the lookups alone), and
+    // past the first few when none of them hit.
     static constexpr std::uint32_t kMisses = 8;
+    static constexpr std::uint32_t kMissesFirst = 4;
 
-    std::vector<Node> nodes_;
+    std::uint64_t generation_ = 0;
+    CelMemoCounts counts_;
+    Node nodes_[NodeCel::kMemoNodes * 2];  // by slot, without and with an old value
     std::vector<const json::value*> members_;  // the entries' keys
     std::vector<std::uint64_t> shapes_;
   };
@@ -1000,7 +1031,7 @@ class RuleRunner {
   std::vector<Cause>& out_;
   std::vector<std::string>* warnings_;
   bool update_;
-  NodeMemo memo_;
+  NodeMemo& memo_ = thread_memo();
   // The views of the object and its old value, for the whole walk (the values live as long):
   // the thread's arena, reused by every validation on the thread.
   cel::JsonArena& arena_ = thread_arena();
@@ -1009,8 +1040,19 @@ class RuleRunner {
     thread_local cel::JsonArena arena;
     return arena;
   }
+  // Validations do not nest on a thread: each starts the thread's memo afresh.
+  static NodeMemo& thread_memo() {
+    NodeMemo& memo = thread_node_memo();
+    memo.start();
+    return memo;
+  }
+  static NodeMemo& thread_node_memo() {
+    thread_local NodeMemo memo;
+    return memo;
+  }
 
  public:
+  static CelMemoCounts last_counts() { return thread_node_memo().counts(); }
   ~RuleRunner() { arena_.clear(); }
   std::uint64_t remaining_ = kRuntimeBudget;
 };
@@ -1070,6 +1112,8 @@ void validate_cel_rules(const SchemaNode& root, const json::value& value, const 
   const RuleRunner::Correlation correlation{nullptr, true, &value, nullptr, old};
   runner.walk(root, value, nullptr, root_path, correlation, old);
 }
+
+CelMemoCounts last_cel_memo_counts() { return RuleRunner::last_counts(); }
 
 cel::TypePtr lenient_object_type(const SchemaNode& root, const std::string& name) {
   cel::TypePtr t = type_of(root, /*resource_root=*/true, name, /*lenient=*/true);

@@ -220,6 +220,13 @@ void validate_cel_rules(const SchemaNode& root, const boost::json::value& value,
                         std::vector<std::string>* warnings);
 bool has_cel_rules(const SchemaTree& tree);
 bool mark_rules_below(SchemaNode& n);
+// What the calling thread's last validate_cel_rules did with kept answers (a node's batch
+// answered once per key, RuleRunner's memo): the values it keyed or tried to, the keys found
+// kept, and the misses (a value that could not be keyed counts as one). For tests of its bounds.
+struct CelMemoCounts {
+  std::uint64_t looked_up = 0, hits = 0, misses = 0;
+};
+CelMemoCounts last_cel_memo_counts();
 
 // schema_values.cpp: structuraldefaulting.ValidateDefaults.
 void check_defaults(const SchemaNode& s, const std::string& path, bool resource_root,

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "schema/structural_schema.hpp"
+#include "schema/structural_schema_tree.hpp"
 
 namespace kwatch::schema {
 namespace {
@@ -461,6 +462,89 @@ TEST(CelRules, AKeptAnswerIsNotGivenPastTheBudget) {
       "budget, no further validation rules will be run\n";
   EXPECT_EQ(validate(s, object(false)), expected);
   EXPECT_EQ(validate(s, object(true)), expected);
+}
+
+// The memo's bounds, seen through what the last validation on this thread did
+// (detail::last_cel_memo_counts). Items that all differ in what their rules read: a node is
+// looked up four times without a hit, then no more (each lookup costs a key and a search).
+TEST(CelRules, ANodeWhoseItemsAllDifferStopsKeepingAnswers) {
+  const Schema s = compile_ok(crd(R"x({"items": {"type": "array", "maxItems": 32, "items": {
+      "type": "object", "properties": {"v": {"type": "string", "maxLength": 8}},
+      "x-kubernetes-validations": [{"rule": "self.v.startsWith('a')"}]}}})x"));
+  // Sixteen items: the first four take turns between two values; the rest take turns too
+  // (`rest_distinct` false) or are all different.
+  const auto items = [](bool rest_distinct) {
+    std::string out = R"({"spec": {"items": [)";
+    for (int i = 0; i < 16; ++i) {
+      const std::string v = i < 4 || !rest_distinct ? "a" + std::to_string(i % 2)
+                                                    : "ac" + std::to_string(i);
+      out += std::string(i > 0 ? "," : "") + R"({"v": ")" + v + "\"}";
+    }
+    return out + "]}}";
+  };
+  std::string distinct = R"({"spec": {"items": [)";
+  for (int i = 0; i < 16; ++i) {
+    distinct += std::string(i > 0 ? "," : "") + R"({"v": "a)" + std::to_string(i) + "\"}";
+  }
+  distinct += "]}}";
+  EXPECT_EQ(validate(s, distinct), "");
+  detail::CelMemoCounts c = detail::last_cel_memo_counts();
+  EXPECT_EQ(c.looked_up, 4u);
+  EXPECT_EQ(c.misses, 4u);
+  EXPECT_EQ(c.hits, 0u);
+  // Two values taking turns: the second item misses, every later one hits.
+  EXPECT_EQ(validate(s, items(false)), "");
+  c = detail::last_cel_memo_counts();
+  EXPECT_EQ(c.looked_up, 16u);
+  EXPECT_EQ(c.misses, 2u);
+  EXPECT_EQ(c.hits, 14u);
+  // A node that has hit goes on to eight misses: items 0 and 1, then 4 to 9.
+  EXPECT_EQ(validate(s, items(true)), "");
+  c = detail::last_cel_memo_counts();
+  EXPECT_EQ(c.hits, 2u);
+  EXPECT_EQ(c.misses, 8u);
+  EXPECT_EQ(c.looked_up, 10u);
+}
+
+// A value that cannot be keyed (here a list of more elements than a key holds) counts as a miss:
+// such a node stops trying as one of distinct items does.
+TEST(CelRules, AValueThatCannotBeKeyedCountsAsAMiss) {
+  const Schema s = compile_ok(crd(R"x({"items": {"type": "array", "maxItems": 16, "items": {
+      "type": "object", "properties": {"tags": {"type": "array", "maxItems": 100,
+        "items": {"type": "string", "maxLength": 4}}},
+      "x-kubernetes-validations": [{"rule": "self.tags.all(t, t.startsWith('a'))"}]}}})x"));
+  std::string tags = "[";
+  for (int i = 0; i < 70; ++i) tags += std::string(i > 0 ? "," : "") + "\"a\"";
+  tags += "]";
+  std::string object = R"({"spec": {"items": [)";
+  for (int i = 0; i < 16; ++i) object += std::string(i > 0 ? "," : "") + R"({"tags": )" + tags + "}";
+  object += "]}}";
+  EXPECT_EQ(validate(s, object), "");
+  const detail::CelMemoCounts c = detail::last_cel_memo_counts();
+  EXPECT_EQ(c.looked_up, 4u);
+  EXPECT_EQ(c.misses, 4u);
+}
+
+// At most 32 nodes of one schema keep answers (the thread's memo has a record for each):
+// a 33rd and later are always run.
+TEST(CelRules, AtMostThirtyTwoNodesKeepAnswers) {
+  std::string properties = "{";
+  std::string item = "{";
+  for (int i = 0; i < 40; ++i) {
+    const std::string name = "p" + std::to_string(i);
+    properties += std::string(i > 0 ? "," : "") + "\"" + name +
+                  R"(": {"type": "object", "properties": {"v": {"type": "string", "maxLength": 4}},
+                  "x-kubernetes-validations": [{"rule": "self.v == 'a'"}]})";
+    item += std::string(i > 0 ? "," : "") + "\"" + name + R"(": {"v": "a"})";
+  }
+  properties += "}";
+  item += "}";
+  const Schema s = compile_ok(crd(R"({"items": {"type": "array", "maxItems": 4, "items": {
+      "type": "object", "properties": )" + properties + "}}}"));
+  EXPECT_EQ(validate(s, R"({"spec": {"items": [)" + item + "," + item + "]}}"), "");
+  const detail::CelMemoCounts c = detail::last_cel_memo_counts();
+  EXPECT_EQ(c.looked_up, 64u);  // 32 nodes, two items each
+  EXPECT_EQ(c.hits, 32u);
 }
 
 }  // namespace
