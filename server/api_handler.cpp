@@ -180,7 +180,10 @@ asio::awaitable<ApiResponse> ApiHandler::serve_api(Exchange& ex) {
                                           : std::vector<aggregator::RemoteApiService>();
   if (seg.size() == 1 && get && wants_aggregated_discovery(request)) {
     json::object doc = aggregated_discovery(*scheme_, core);
-    if (!remote.empty()) add_remote_discovery(doc, remote);
+    if (!remote.empty()) {
+      add_remote_discovery(doc, remote);
+      order_discovery(doc, *scheme_, remote);
+    }
     response = json_response(200, doc);
     response.content_type = std::string(kAggregatedDiscoveryType);
   } else if (seg.size() == 1) {
@@ -190,7 +193,10 @@ asio::awaitable<ApiResponse> ApiHandler::serve_api(Exchange& ex) {
       response = json_response(200, api_versions(server_address_));
     } else {
       json::object doc = api_group_list(*scheme_);
-      if (!remote.empty()) add_remote_groups(doc, remote);
+      if (!remote.empty()) {
+        add_remote_groups(doc, remote);
+        order_discovery(doc, *scheme_, remote);
+      }
       response = json_response(200, doc);
     }
   } else if (!core && seg.size() == 2) {

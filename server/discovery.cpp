@@ -2,9 +2,11 @@
 
 #include "aggregator/api_service_proxy.hpp"
 #include "apimachinery/json_members.hpp"
+#include "apimachinery/kube_version.hpp"
 #include "apimachinery/stored_json.hpp"
 #include "base/base64.hpp"
 
+#include "kinds/api_service.hpp"
 #include "kinds/subresources.hpp"
 #include "schema/builtin_schemas.hpp"
 #include "server/openapi_paths.hpp"
@@ -161,7 +163,113 @@ json::object api_versions(std::string_view server_address) {
        json::array{json::object{{"clientCIDR", "0.0.0.0/0"}, {"serverAddress", server_address}}}}};
 }
 
-// One APIGroup per group, its versions in the scheme's order; the first is the preferred one
+namespace {
+
+// The APIService priorities of a group/version, which discovery is ordered by: a remote
+// APIService's own; for one served here, kube's table for built-in group/versions and 1000/100
+// for a CustomResourceDefinition's (kinds/api_service.hpp); the aggregator's own group 20001, as
+// kube-aggregator lists it first.
+kinds::ApiServicePriority priority_of(const Scheme& scheme,
+                                      const std::vector<aggregator::RemoteApiService>& remote,
+                                      std::string_view group, std::string_view version) {
+  for (const auto& r : remote) {
+    if (r.group == group && r.version == version) {
+      return {r.group_priority_minimum, r.version_priority};
+    }
+  }
+  if (group == "apiregistration.k8s.io") return {20001, 15};
+  if (auto p = kinds::builtin_api_service_priority(group, version)) return *p;
+  for (const auto& r : scheme.resources(group, version)) {
+    if (r->origin == kinds::KindOrigin::custom) return kinds::kCustomResourcePriority;
+  }
+  return {0, 0};
+}
+
+const json::string* group_name(const json::object& g) {
+  const json::value* n = g.if_contains("name");
+  if (n == nullptr) {
+    const json::value* meta = g.if_contains("metadata");
+    n = meta != nullptr && meta->is_object() ? meta->get_object().if_contains("name") : nullptr;
+  }
+  return n != nullptr ? n->if_string() : nullptr;
+}
+
+// Orders the groups of an APIGroupList (`aggregated` false) or an APIGroupDiscoveryList as
+// kube does, and each group's versions: versions by versionPriority, then kube's version order;
+// the legacy list's groups as kube-aggregator's /apis lists its APIServices (by
+// groupPriorityMinimum, then by APIService name, "<version>.<group>"), the aggregated list's by
+// the highest groupPriorityMinimum of their versions, then by name. The legacy list's preferred
+// version is the first.
+void order_groups(json::array& groups, bool aggregated, const Scheme& scheme,
+                  const std::vector<aggregator::RemoteApiService>& remote) {
+  struct Ranked {
+    json::value group;
+    std::int64_t priority;  // the group's
+    std::string name;       // what ties are broken by
+  };
+  std::vector<Ranked> ranked;
+  for (json::value& g : groups) {
+    json::object* go = g.if_object();
+    const json::string* name = go != nullptr ? group_name(*go) : nullptr;
+    json::value* versions = go != nullptr ? go->if_contains("versions") : nullptr;
+    if (name == nullptr || versions == nullptr || !versions->is_array()) {
+      ranked.push_back(Ranked{std::move(g), INT64_MIN, ""});
+      continue;
+    }
+    const std::string group(*name);
+    const auto version_of = [](const json::value& v) {
+      const json::value* text = v.is_object() ? v.get_object().if_contains("version") : nullptr;
+      return text != nullptr && text->is_string() ? std::string_view(text->get_string())
+                                                  : std::string_view();
+    };
+    json::array& list = versions->get_array();
+    std::stable_sort(list.begin(), list.end(), [&](const json::value& a, const json::value& b) {
+      const auto va = version_of(a);
+      const auto vb = version_of(b);
+      const auto pa = priority_of(scheme, remote, group, va).version_priority;
+      const auto pb = priority_of(scheme, remote, group, vb).version_priority;
+      if (pa != pb) return pa > pb;
+      return apimachinery::compare_kube_aware_versions(va, vb) > 0;
+    });
+    Ranked r{json::value(), INT64_MIN, aggregated ? group : ""};
+    for (const json::value& v : list) {
+      const auto version = version_of(v);
+      const std::int64_t p = priority_of(scheme, remote, group, version).group_priority_minimum;
+      if (aggregated) {
+        r.priority = std::max(r.priority, p);
+      } else if (const std::string service = kinds::api_service_name(group, version);
+                 p > r.priority || (p == r.priority && service < r.name)) {
+        // The group's first APIService in kube-aggregator's order places it.
+        r.priority = p;
+        r.name = service;
+      }
+    }
+    if (!aggregated && !list.empty()) (*go)["preferredVersion"] = list.front();
+    r.group = std::move(g);
+    ranked.push_back(std::move(r));
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
+    if (a.priority != b.priority) return a.priority > b.priority;
+    return a.name < b.name;
+  });
+  groups.clear();
+  for (Ranked& r : ranked) groups.push_back(std::move(r.group));
+}
+
+const std::vector<aggregator::RemoteApiService> kNoRemote;
+
+}  // namespace
+
+void order_discovery(json::object& doc, const Scheme& scheme,
+                     const std::vector<aggregator::RemoteApiService>& remote) {
+  if (json::value* groups = doc.if_contains("groups"); groups != nullptr && groups->is_array()) {
+    order_groups(groups->get_array(), false, scheme, remote);
+  } else if (json::value* items = doc.if_contains("items"); items != nullptr && items->is_array()) {
+    order_groups(items->get_array(), true, scheme, remote);
+  }
+}
+
+// One APIGroup per group, its versions in kube's order; the first is the preferred one
 // (autoscaling: v2, then v1).
 json::array group_entries(const Scheme& scheme) {
   json::array groups;
@@ -178,6 +286,7 @@ json::array group_entries(const Scheme& scheme) {
           json::object{{"groupVersion", gv.str()}, {"version", gv.version}});
     }
   }
+  order_groups(groups, false, scheme, kNoRemote);
   return groups;
 }
 
@@ -294,6 +403,7 @@ json::object aggregated_discovery(const Scheme& scheme, bool core) {
     }
     group->at("versions").get_array().push_back(std::move(version));
   }
+  order_groups(items, true, scheme, kNoRemote);
   return json::object{{"kind", "APIGroupDiscoveryList"},
                       {"apiVersion", "apidiscovery.k8s.io/v2"},
                       {"metadata", json::object()},
@@ -453,7 +563,8 @@ std::optional<json::object> openapi_v3_group_version(const Scheme& scheme, std::
 
 namespace {
 
-// The remote group/versions of `group` (every group when empty), by group then versionPriority.
+// The remote group/versions of `group` (every group when empty), by group, then versionPriority,
+// then kube's version order.
 std::vector<const aggregator::RemoteApiService*> remote_sorted(
     const std::vector<aggregator::RemoteApiService>& remote) {
   std::vector<const aggregator::RemoteApiService*> out;
@@ -463,7 +574,10 @@ std::vector<const aggregator::RemoteApiService*> remote_sorted(
       return a->group_priority_minimum > b->group_priority_minimum;
     }
     if (a->group != b->group) return a->group < b->group;
-    return a->version_priority > b->version_priority;
+    if (a->version_priority != b->version_priority) {
+      return a->version_priority > b->version_priority;
+    }
+    return apimachinery::compare_kube_aware_versions(a->version, b->version) > 0;
   });
   return out;
 }

@@ -34,6 +34,12 @@ std::optional<boost::json::object> remote_api_group(
     std::string_view group, const std::vector<aggregator::RemoteApiService>& remote);
 void add_remote_discovery(boost::json::object& discovery_list,
                           const std::vector<aggregator::RemoteApiService>& remote);
+// Orders a /apis document (an APIGroupList or an APIGroupDiscoveryList) once the remote groups
+// are in it, as kube-aggregator orders all of its APIServices, local and remote: by their
+// priorities (a group/version served here has kube's), then by name; a group's versions by
+// versionPriority, then kube's version order (apimachinery/kube_version.hpp).
+void order_discovery(boost::json::object& doc, const kinds::Scheme& scheme,
+                     const std::vector<aggregator::RemoteApiService>& remote);
 
 // The OpenAPI v3 root (`root`, JSON text) with the remote APIServices' group/versions added, each
 // at /openapi/v3/apis/<group>/<version> (passed to its extension server).

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 
-from harness import SKIP, Checks, Server, TempDir
+from harness import SKIP, Checks, Server, TempDir, wait_for
 
 ALL = "create,delete,deletecollection,get,list,patch,update,watch"
 
@@ -143,6 +143,106 @@ def parse_wide(text):
     return out
 
 
+# kube-apiserver 1.34's GET /apis, in its order: kube-aggregator's own group first, then its
+# APIServices by groupPriorityMinimum (highest first), then by name ("<version>.<group>"), each
+# group listing its versions by versionPriority (the first preferred). The priorities are kube's
+# apiVersionPriorities table. The aggregated (v2) document orders groups by their highest
+# priority, then by group name: the same order for these groups.
+KUBE_1_34_GROUP_ORDER = [
+    ("apiregistration.k8s.io", ["v1"]),
+    ("apps", ["v1"]),
+    ("events.k8s.io", ["v1"]),
+    ("authentication.k8s.io", ["v1"]),
+    ("authorization.k8s.io", ["v1"]),
+    ("autoscaling", ["v2", "v1"]),
+    ("batch", ["v1"]),
+    ("certificates.k8s.io", ["v1"]),
+    ("networking.k8s.io", ["v1"]),
+    ("policy", ["v1"]),
+    ("rbac.authorization.k8s.io", ["v1"]),
+    ("storage.k8s.io", ["v1"]),
+    ("admissionregistration.k8s.io", ["v1", "v1beta1"]),  # v1beta1: kwatch adds it (compatibility.md)
+    ("apiextensions.k8s.io", ["v1"]),
+    ("scheduling.k8s.io", ["v1"]),
+    ("coordination.k8s.io", ["v1"]),
+    ("node.k8s.io", ["v1"]),
+    ("discovery.k8s.io", ["v1"]),
+    ("flowcontrol.apiserver.k8s.io", ["v1"]),
+    ("resource.k8s.io", ["v1"]),
+]
+
+AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+def check_group_order(t, server, kubectl, env):
+    """The groups of /apis and of the aggregated document in kube's order, then two CRDs' groups
+    after them (priority 1000), by APIService name in /apis and by group name in the aggregated
+    document; a CRD's versions in kube's version order whatever its spec lists first, and the
+    first (a GA version over the beta one that is stored) is what kubectl reads."""
+    status, doc = server.request("GET", "/apis")
+    legacy = [(g["name"], [v["version"] for v in g["versions"]]) for g in doc.get("groups", [])]
+    t.check("/apis lists the groups in kube's order", legacy == KUBE_1_34_GROUP_ORDER,
+            f"{legacy}")
+    t.check("/apis: each group's preferred version is its first",
+            all(g["preferredVersion"] == g["versions"][0] for g in doc["groups"]))
+    status, doc = server.request("GET", "/apis", headers={"Accept": AGGREGATED})
+    aggregated = [(g["metadata"]["name"], [v["version"] for v in g["versions"]])
+                  for g in doc.get("items", [])]
+    t.check("the aggregated /apis lists the groups in kube's order",
+            aggregated == KUBE_1_34_GROUP_ORDER, f"{aggregated}")
+
+    def crd(group, plural, kind, versions):
+        return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": f"{plural}.{group}"},
+                "spec": {"group": group, "scope": "Namespaced",
+                         "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
+                         "versions": [{"name": v, "served": True, "storage": v == versions[0],
+                                       "schema": {"openAPIV3Schema": {
+                                           "type": "object",
+                                           "x-kubernetes-preserve-unknown-fields": True}}}
+                                      for v in versions]}}
+
+    # "v1.zeta..." sorts before "v1alpha1.alpha...": /apis lists zeta first, the aggregated
+    # document alpha first.
+    for body in (crd("zeta.example.com", "widgets", "Widget", ["v1beta1", "v1", "v2alpha1"]),
+                 crd("alpha.example.com", "gadgets", "Gadget", ["v1alpha1"])):
+        status, _ = server.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                                   body)
+        t.check(f"{body['metadata']['name']} created", status == 201, status)
+
+    def served():
+        _, doc = server.request("GET", "/apis")
+        names = [g["name"] for g in doc.get("groups", [])]
+        return "zeta.example.com" in names and "alpha.example.com" in names
+
+    wait_for(served, what="the definitions' groups in discovery")
+    _, doc = server.request("GET", "/apis")
+    legacy = [(g["name"], [v["version"] for v in g["versions"]]) for g in doc["groups"]]
+    t.check("/apis: the definitions' groups last, by APIService name, versions in kube's order",
+            legacy[len(KUBE_1_34_GROUP_ORDER):] == [
+                ("zeta.example.com", ["v1", "v1beta1", "v2alpha1"]),
+                ("alpha.example.com", ["v1alpha1"])], f"{legacy[len(KUBE_1_34_GROUP_ORDER):]}")
+    _, doc = server.request("GET", "/apis", headers={"Accept": AGGREGATED})
+    aggregated = [(g["metadata"]["name"], [v["version"] for v in g["versions"]])
+                  for g in doc["items"]]
+    t.check("aggregated /apis: the definitions' groups last, by group name",
+            aggregated[len(KUBE_1_34_GROUP_ORDER):] == [
+                ("alpha.example.com", ["v1alpha1"]),
+                ("zeta.example.com", ["v1", "v1beta1", "v2alpha1"])],
+            f"{aggregated[len(KUBE_1_34_GROUP_ORDER):]}")
+    _, group = server.request("GET", "/apis/zeta.example.com")
+    t.check("/apis/zeta.example.com prefers v1",
+            group.get("preferredVersion", {}).get("version") == "v1", f"{group}")
+    manifest = "apiVersion: zeta.example.com/v1beta1\nkind: Widget\nmetadata: {name: w1, namespace: default}\n"
+    made = subprocess.run([kubectl, "create", "-f", "-"], input=manifest, capture_output=True,
+                          text=True, env=env, timeout=60)
+    t.check("kubectl create a Widget", made.returncode == 0, made.stderr)
+    read = subprocess.run([kubectl, "get", "widgets", "w1", "-o", "jsonpath={.apiVersion}"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    t.check("kubectl get reads the preferred version, v1", read.stdout == "zeta.example.com/v1",
+            read.stdout + read.stderr)
+
+
 def main():
     binary = sys.argv[1]
     kubectl = shutil.which("kubectl")
@@ -188,6 +288,7 @@ def main():
                         False)
             t.check(f"every difference from kube 1.34 ({len(found)}) is documented, and only those",
                     found == listed)
+            check_group_order(t, server, kubectl, env)
             t.check("server alive", server.alive())
         finally:
             server.stop()
