@@ -15,6 +15,8 @@ struct UserInfo {
   // Extra attributes (Impersonate-Extra-<key>): RBAC does not read them; reviews and the audit
   // log show them.
   std::map<std::string, std::vector<std::string>> extra = {};
+
+  bool operator==(const UserInfo&) const = default;
 };
 
 }  // namespace kwatch::apimachinery

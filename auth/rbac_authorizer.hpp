@@ -57,6 +57,8 @@ struct RequestAttributes {
   std::string namespace_;   // "" for cluster-scoped requests or all namespaces
   std::string name;         // "" for collections and create
   std::string path;         // non-resource requests: "/healthz", "/api", "/version", ...
+
+  bool operator==(const RequestAttributes&) const = default;
 };
 
 struct Decision {

@@ -43,9 +43,12 @@ using kinds::ResourceInfo;
 asio::awaitable<std::optional<ApiError>> authorize_and_audit(const AccessOptions& access,
                                                              AuditEvent* audit,
                                                              std::string api_version,
-                                                             auth::RequestAttributes attributes) {
+                                                             auth::RequestAttributes attributes,
+                                                             const AdmittedUser* admitted) {
   std::optional<ApiError> denied;
-  if (auth::authorizes(access)) denied = co_await authorize(access, attributes);
+  if (auth::authorizes(access) && !allowed_on_head(admitted, attributes)) {
+    denied = co_await authorize(access, attributes);
+  }
   if (audit != nullptr) {
     audit->resource_request = true;
     audit->api_version = std::move(api_version);
@@ -131,7 +134,8 @@ asio::awaitable<std::optional<ApiResponse>> ApiHandler::serve_review(Exchange& e
   a.resource = resource;
   if (local) a.namespace_ = seg[4];
   std::string version = seg[2];
-  auto denied = co_await authorize_and_audit(access_, ex.audit, std::move(version), std::move(a));
+  auto denied = co_await authorize_and_audit(access_, ex.audit, std::move(version), std::move(a),
+                                             ex.request.admitted.get());
   if (denied) co_return error_response(*denied);
   auto body = parse_object(ex.request, review_kind(resource));
   if (!body) co_return error_response(body.error());
@@ -235,8 +239,8 @@ asio::awaitable<ApiResponse> ApiHandler::serve_resource(Exchange& ex) {
                                                     route.name, route.subresource,
                                                     route.watch_prefix, route.user);
     std::string version = route.info->version;
-    auto denied =
-        co_await authorize_and_audit(access_, ex.audit, std::move(version), std::move(a));
+    auto denied = co_await authorize_and_audit(access_, ex.audit, std::move(version),
+                                               std::move(a), request.admitted.get());
     if (denied) co_return error_response(*denied);
   }
   if (request.body_withheld) {

@@ -81,6 +81,9 @@ void add_cacher_metrics(Metrics& metrics, const std::string& resource,
 struct AdmittedUser {
   auth::UserInfo authenticated;  // who the credentials name
   auth::UserInfo user;           // whom the request acts as (impersonated, or the same)
+  // What its head was authorized for (nothing when no authorizer ran): a request is authorized
+  // once, as kube's filter does, so the same attributes are not asked again when it is served.
+  std::optional<auth::RequestAttributes> allowed;
 };
 
 class ApiHandler {
@@ -278,9 +281,16 @@ struct ApiHandler::Exchange {
 };
 
 // A resource request's authorization and, when auditing, its audit record (kube's verb and
-// objectRef, and the decision).
+// objectRef, and the decision). Attributes its head was already allowed (`admitted`) are not
+// asked again.
 boost::asio::awaitable<std::optional<apimachinery::ApiError>> authorize_and_audit(
     const auth::AccessOptions& access, AuditEvent* audit, std::string api_version,
-    auth::RequestAttributes attributes);
+    auth::RequestAttributes attributes, const AdmittedUser* admitted);
+
+// Whether the request's head was allowed exactly `attributes` (ApiHandler::admit_head).
+inline bool allowed_on_head(const AdmittedUser* admitted,
+                            const auth::RequestAttributes& attributes) {
+  return admitted != nullptr && admitted->allowed && *admitted->allowed == attributes;
+}
 
 }  // namespace kwatch::server

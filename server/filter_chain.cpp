@@ -35,8 +35,10 @@ asio::awaitable<bool> ApiHandler::admit_head(ApiRequest& request) {
   if (!authenticated) co_return false;
   auto user = co_await impersonate(access_, *authenticated, request.impersonation);
   if (!user) co_return false;
-  // Authorized on its head too: a resource's route and verb, a review's resource and a
-  // path's verb need no body. What serve() then decides is the same (it authorizes again).
+  // Authorized on its head, as kube's filter authorizes before a handler reads the body: a
+  // resource's route and verb, a review's resource and a path's verb need no body. What it was
+  // allowed is kept, and not asked again when the request is served.
+  std::optional<auth::RequestAttributes> allowed;
   if (auth::authorizes(access_)) {
     if (auto url = parse_url(request.target)) {
       const auto& seg = url->segments;
@@ -47,6 +49,7 @@ asio::awaitable<bool> ApiHandler::admit_head(ApiRequest& request) {
             resource_attributes(request, *url, *route.info, route.ns, route.name,
                                 route.subresource, route.watch_prefix, *user);
         denied = co_await authorize(access_, a);
+        allowed = a;
       } else if (request.method == "POST" && seg.size() >= 4 && seg[0] == "apis" &&
                  seg[2] == "v1" &&
                  (seg[1] == "authorization.k8s.io" || seg[1] == "authentication.k8s.io")) {
@@ -59,6 +62,7 @@ asio::awaitable<bool> ApiHandler::admit_head(ApiRequest& request) {
         a.api_version = seg[2];
         if (seg.size() == 6 && seg[3] == "namespaces") a.namespace_ = seg[4];
         denied = co_await authorize(access_, a);
+        allowed = a;
       } else if (!is_health_probe(url->path) && seg.size() > 0 && seg[0] != "api" &&
                  seg[0] != "apis") {
         auth::RequestAttributes a;
@@ -67,12 +71,13 @@ asio::awaitable<bool> ApiHandler::admit_head(ApiRequest& request) {
         a.verb = lowercase_verb(request.method);
         a.path = url->path;
         denied = co_await authorize(access_, a);
+        allowed = a;
       }
       if (denied) co_return false;
     }
   }
   request.admitted = std::make_shared<AdmittedUser>(
-      AdmittedUser{std::move(*authenticated), std::move(*user)});
+      AdmittedUser{std::move(*authenticated), std::move(*user), std::move(allowed)});
   co_return true;
 }
 
@@ -217,7 +222,9 @@ asio::awaitable<std::optional<ApiError>> ApiHandler::authorize_path(Exchange& ex
     a.resource_request = false;
     a.verb = lowercase_verb(ex.request.method);
     a.path = ex.url.path;
-    if (auto denied = co_await authorize(access_, a)) {
+    std::optional<ApiError> denied;
+    if (!allowed_on_head(ex.request.admitted.get(), a)) denied = co_await authorize(access_, a);
+    if (denied) {
       if (ex.audit) ex.audit->decision = "forbid";
       co_return denied;
     }

@@ -117,7 +117,8 @@ asio::awaitable<ApiResponse> ApiHandler::serve_component_statuses(Exchange& ex) 
     a.api_version = "v1";
     a.resource = "componentstatuses";
     a.name = name;
-    auto denied = co_await authorize_and_audit(access_, ex.audit, "v1", std::move(a));
+    auto denied = co_await authorize_and_audit(access_, ex.audit, "v1", std::move(a),
+                                               ex.request.admitted.get());
     if (denied) co_return error_response(*denied);
   }
   if (!ex.get() || watch) co_return method_not_allowed(watch ? "WATCH" : ex.request.method);

@@ -113,7 +113,8 @@ asio::awaitable<ApiResponse> ApiHandler::serve_aggregated(
     ex.route.verb = a.verb;
     std::string version = seg[2];
     auto denied =
-        co_await authorize_and_audit(access_, ex.audit, std::move(version), std::move(a));
+        co_await authorize_and_audit(access_, ex.audit, std::move(version), std::move(a),
+                                     ex.request.admitted.get());
     if (denied) co_return error_response(*denied);
   }
   if (request.body_withheld) {

@@ -67,7 +67,8 @@ asio::awaitable<std::optional<ApiResponse>> ApiHandler::serve_legacy_binding(Exc
   a.resource = "bindings";
   a.namespace_ = route.ns;
   std::string version = "v1";
-  auto denied = co_await authorize_and_audit(access_, ex.audit, std::move(version), std::move(a));
+  auto denied = co_await authorize_and_audit(access_, ex.audit, std::move(version), std::move(a),
+                                             ex.request.admitted.get());
   if (denied) co_return error_response(*denied);
   auto body = parse_object(ex.request, "Binding");
   if (!body) co_return error_response(body.error());

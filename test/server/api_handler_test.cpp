@@ -438,6 +438,57 @@ TEST_F(ApiHandlerTest, DryRunCreatesNothing) {
   call_json("GET", std::string(kCM) + "/a", "", 404);
 }
 
+// An authorizer that allows everything and counts what it is asked (a delegated one, whose every
+// question may be a SubjectAccessReview to another server).
+class CountingAuthorizer : public auth::DelegatedAuthorizer {
+ public:
+  asio::awaitable<auth::DelegatedDecision> authorize(const auth::RequestAttributes& a) override {
+    asked.push_back(a.resource_request ? a.verb + " " + a.resource : a.verb + " " + a.path);
+    co_return auth::DelegatedDecision{true};
+  }
+  std::vector<std::string> asked;
+};
+
+// As the HTTP server serves a request: its head admitted (authentication, impersonation,
+// authorization) before the body is read, then the request served. Each request is authorized
+// once, as kube's filter authorizes it: what the head was allowed is not asked again.
+TEST_F(ApiHandlerTest, ARequestAdmittedOnItsHeadIsAuthorizedOnce) {
+  auto authorizer = std::make_shared<CountingAuthorizer>();
+  auth::AccessOptions access;
+  access.anonymous = true;
+  access.delegated_authorization = authorizer;
+  handler_->set_access(access);
+  const auto served = [&](std::string method, std::string target, std::string body) {
+    ApiRequest req;
+    req.method = std::move(method);
+    req.target = std::move(target);
+    req.content_type = "application/json";
+    req.body = std::move(body);
+    req.user_agent = "test";
+    ApiResponse out;
+    run([&]() -> asio::awaitable<void> {
+      const bool admitted = co_await handler_->admit_head(req);
+      EXPECT_TRUE(admitted);
+      out = co_await handler_->handle(req);
+    });
+    return out.status;
+  };
+  EXPECT_EQ(served("POST", kCM, cm("a")), 201u);
+  EXPECT_EQ(served("GET", std::string(kCM) + "/a", ""), 200u);
+  EXPECT_EQ(served("GET", "/version", ""), 200u);
+  EXPECT_EQ(served("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                   R"({"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview",
+                       "spec":{"resourceAttributes":{"verb":"get","resource":"pods"}}})"),
+            201u);
+  EXPECT_EQ(authorizer->asked,
+            (std::vector<std::string>{"create configmaps", "get configmaps", "get /version",
+                                      "create selfsubjectaccessreviews"}));
+  // Served without an admitted head (a caller that skips admit_head), it is authorized then.
+  authorizer->asked.clear();
+  EXPECT_EQ(call("GET", std::string(kCM) + "/a").status, 200u);
+  EXPECT_EQ(authorizer->asked, (std::vector<std::string>{"get configmaps"}));
+}
+
 TEST_F(ApiHandlerTest, DiscoveryListsBuiltinResourcesWithVerbsAndShortNames) {
   auto core = call_json("GET", "/api/v1");
   bool found = false;
