@@ -270,6 +270,12 @@ struct Application::Parts {
   bool controllers_stopped = false;  // under controllers_mutex
   std::unique_ptr<HttpServer> http;
   std::unique_ptr<HttpServer> https;
+  std::string tls_cert_file, tls_key_file;  // what https serves with
+  // The parts of the trust the delegated server publishes that this server took (the flags
+  // left them unset), and what they were when last read: followed while serving.
+  bool published_client_ca = false, published_request_header = false;
+  auth::ExtensionAuthentication published_trust;
+  std::optional<asio::steady_timer> trust_timer;
   std::optional<asio::signal_set> signals;
   int exit_code = 0;
 
@@ -281,6 +287,8 @@ struct Application::Parts {
   bool configure_access();
   bool delegate_access(AccessOptions& access);
   bool look_up_delegated_trust();
+  asio::awaitable<void> follow_delegated_trust(std::shared_ptr<client::HttpClient> client);
+  void apply_delegated_trust(const auth::ExtensionAuthentication& read);
   void make_controllers();
   bool listen();
   asio::awaitable<void> start_up(unsigned short api_port);
@@ -585,6 +593,9 @@ bool Application::Parts::configure_access() {
 
 namespace {
 
+// How often the trust the delegated server publishes is read again while serving.
+constexpr auto kDelegatedTrustInterval = std::chrono::seconds(5);
+
 // A client for the server named by a delegation kubeconfig (--authentication-kubeconfig,
 // --authorization-kubeconfig); null after logging why not.
 std::shared_ptr<client::HttpClient> delegation_client(const std::string& kubeconfig,
@@ -634,7 +645,7 @@ std::string write_trusted_pem(const std::string& cert_dir, const std::string& na
 // As an extension API server: reads the trust the server it delegates authentication to
 // publishes (kube-system/extension-apiserver-authentication), for what the flags leave unset:
 // its client CA when --client-ca-file is not given, its request header CA and settings when
-// --requestheader-client-ca-file is not. Once, at start-up (kube watches it for changes).
+// --requestheader-client-ca-file is not. At start-up; then followed (follow_delegated_trust).
 bool Application::Parts::look_up_delegated_trust() {
   if (options.authentication_kubeconfig.empty() || options.authentication_skip_lookup) return true;
   if (!options.client_ca_file.empty() && !options.requestheader_client_ca_file.empty()) {
@@ -663,7 +674,9 @@ bool Application::Parts::look_up_delegated_trust() {
                  published.error());
     return true;
   }
+  published_trust = *published;
   if (options.client_ca_file.empty() && !published->client_ca_pem.empty()) {
+    published_client_ca = true;
     options.client_ca_file =
         write_trusted_pem(options.cert_dir, "delegated-client-ca.crt", published->client_ca_pem);
     if (options.client_ca_file.empty()) return false;
@@ -671,6 +684,7 @@ bool Application::Parts::look_up_delegated_trust() {
                  "publishes");
   }
   if (options.requestheader_client_ca_file.empty() && !published->requestheader_ca_pem.empty()) {
+    published_request_header = true;
     options.requestheader_client_ca_file = write_trusted_pem(
         options.cert_dir, "delegated-requestheader-client-ca.crt", published->requestheader_ca_pem);
     if (options.requestheader_client_ca_file.empty()) return false;
@@ -823,8 +837,11 @@ bool Application::Parts::listen() {
     }
     https = std::make_unique<HttpServer>(*ioc, handler, http_limits, delivery_ioc);
     https->set_compute(compute->get_executor());
-    if (auto err = https->enable_tls(cert, key, options.client_ca_file,
-                                     options.requestheader_client_ca_file);
+    tls_cert_file = cert;
+    tls_key_file = key;
+    if (auto err = https->enable_tls(
+            cert, key, options.client_ca_file, options.requestheader_client_ca_file,
+            std::make_shared<const auth::RequestHeaderOptions>(options.request_header));
         !err.empty()) {
       spdlog::critical("cannot serve HTTPS: {}", err);
       return false;
@@ -835,8 +852,96 @@ bool Application::Parts::listen() {
       return false;
     }
     https->start();
+    if (published_client_ca || published_request_header) {
+      auto client = delegation_client(options.authentication_kubeconfig,
+                                      "authentication-kubeconfig", ioc->get_executor());
+      if (!client) return false;
+      trust_timer.emplace(*ioc);
+      asio::co_spawn(*ioc, follow_delegated_trust(std::move(client)),
+                     [](std::exception_ptr e) { log_task_failure(e, "following delegated trust"); });
+    }
   }
   return true;
+}
+
+// The trust read at start-up from the delegated server (look_up_delegated_trust), read again
+// every few seconds while serving, as kube's extension servers follow that ConfigMap: a client
+// CA or front proxy CA that changed there (a rotation) is written to its file and taken by the
+// TLS context new connections use; open connections keep what they were verified with. A read
+// that fails keeps what is in force.
+asio::awaitable<void> Application::Parts::follow_delegated_trust(
+    std::shared_ptr<client::HttpClient> client) {
+  std::uint64_t failures = 0;
+  for (;;) {
+    trust_timer->expires_after(kDelegatedTrustInterval);
+    auto [ec] = co_await trust_timer->async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return;  // shutting down
+    auto read = co_await delegation::look_up_extension_authentication(*client);
+    if (!read) {
+      if (failures++ % 20 == 0) {
+        spdlog::warn("cannot read the trust the delegated server publishes; keeping the one in "
+                     "force: {}", read.error());
+      }
+      continue;
+    }
+    failures = 0;
+    apply_delegated_trust(*read);
+  }
+}
+
+void Application::Parts::apply_delegated_trust(const auth::ExtensionAuthentication& read) {
+  const bool client_ca = published_client_ca && read.client_ca_pem != published_trust.client_ca_pem;
+  const bool request_header =
+      published_request_header &&
+      (read.requestheader_ca_pem != published_trust.requestheader_ca_pem ||
+       read.allowed_names != published_trust.allowed_names ||
+       read.username_headers != published_trust.username_headers ||
+       read.uid_headers != published_trust.uid_headers ||
+       read.group_headers != published_trust.group_headers ||
+       read.extra_headers_prefix != published_trust.extra_headers_prefix);
+  if (!client_ca && !request_header) return;
+  Options next = options;
+  if (client_ca) {
+    next.client_ca_file = read.client_ca_pem.empty()
+                              ? ""
+                              : write_trusted_pem(options.cert_dir, "delegated-client-ca.crt",
+                                                  read.client_ca_pem);
+    if (!read.client_ca_pem.empty() && next.client_ca_file.empty()) return;
+  }
+  if (request_header) {
+    next.requestheader_client_ca_file =
+        read.requestheader_ca_pem.empty()
+            ? ""
+            : write_trusted_pem(options.cert_dir, "delegated-requestheader-client-ca.crt",
+                                read.requestheader_ca_pem);
+    if (!read.requestheader_ca_pem.empty() && next.requestheader_client_ca_file.empty()) return;
+    next.request_header.allowed_names = read.allowed_names;
+    next.request_header.username_headers = read.username_headers;
+    next.request_header.uid_headers = read.uid_headers;
+    next.request_header.group_headers = read.group_headers;
+    next.request_header.extra_prefixes = read.extra_headers_prefix;
+  }
+  if (auto err = https->reload_tls(
+          tls_cert_file, tls_key_file, next.client_ca_file, next.requestheader_client_ca_file,
+          std::make_shared<const auth::RequestHeaderOptions>(next.request_header));
+      !err.empty()) {
+    spdlog::warn("the trust the delegated server publishes changed, and cannot be used: {}; "
+                 "keeping the one in force", err);
+    return;
+  }
+  options.client_ca_file = next.client_ca_file;
+  options.requestheader_client_ca_file = next.requestheader_client_ca_file;
+  options.request_header = next.request_header;
+  if (client_ca) published_trust.client_ca_pem = read.client_ca_pem;
+  if (request_header) {
+    const std::string client_pem = published_trust.client_ca_pem;
+    published_trust = read;
+    published_trust.client_ca_pem = client_pem;
+  }
+  spdlog::info("the trust the delegated server publishes changed ({}): new connections use it",
+               client_ca && request_header ? "client CA, front proxies"
+               : client_ca                 ? "client CA"
+                                           : "front proxies");
 }
 
 asio::awaitable<void> Application::Parts::wait_for_caches() {
@@ -1111,6 +1216,7 @@ asio::awaitable<void> Application::Parts::shut_down(int signal) {
   } else {
     spdlog::info("shutdown: every request answered and every watch stream ended");
   }
+  if (trust_timer) trust_timer->cancel();
   if (rbac) rbac->stop();
   if (policies) policies->stop();
   if (mutating_policies) mutating_policies->stop();

@@ -206,7 +206,9 @@ asio::awaitable<apimachinery::ApiResult<UserInfo>> authenticate(
       cert != nullptr && cert->front_proxy) {
     // kube's request header authenticator comes first: a front proxy's certificate, an allowed
     // name, and a user in the headers.
-    if (auto user = request_header_user(options.request_header, *cert, credentials)) {
+    const RequestHeaderOptions& settings =
+        cert->request_header ? *cert->request_header : options.request_header;
+    if (auto user = request_header_user(settings, *cert, credentials)) {
       co_return std::move(*user);
     }
   }

@@ -10,17 +10,6 @@
 
 namespace kwatch::auth {
 
-// The certificate a TLS client presented (only asked for when --client-ca-file is set), checked
-// once per connection: the user it names (CN, groups from O) or why it cannot be trusted.
-struct ClientCertificate {
-  // Verified against --requestheader-client-ca-file (valid now, usable for client auth): a
-  // front proxy (an aggregator) that names the user in request headers.
-  bool front_proxy = false;
-  std::string error;  // empty: verified against the client CA, valid now, usable for client auth
-  std::string user;   // subject CN
-  std::vector<std::string> groups;  // subject O, in order
-};
-
 // --requestheader-*: who may name the user of a request in its headers (an aggregator, with a
 // certificate from the request header CA), and in which headers.
 struct RequestHeaderOptions {
@@ -29,6 +18,20 @@ struct RequestHeaderOptions {
   std::vector<std::string> uid_headers;
   std::vector<std::string> group_headers;     // every value of each
   std::vector<std::string> extra_prefixes;    // <prefix><key>: extra[key] (lowercased, unescaped)
+};
+
+// The certificate a TLS client presented (only asked for when --client-ca-file is set), checked
+// once per connection: the user it names (CN, groups from O) or why it cannot be trusted.
+struct ClientCertificate {
+  // Verified against --requestheader-client-ca-file (valid now, usable for client auth): a
+  // front proxy (an aggregator) that names the user in request headers.
+  bool front_proxy = false;
+  // With front_proxy: the request header settings that came with the trust that verified it
+  // (the server's TLS context's; null: the access options' own).
+  std::shared_ptr<const RequestHeaderOptions> request_header;
+  std::string error;  // empty: verified against the client CA, valid now, usable for client auth
+  std::string user;   // subject CN
+  std::vector<std::string> groups;  // subject O, in order
 };
 
 struct Credentials {

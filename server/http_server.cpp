@@ -77,6 +77,33 @@ std::optional<TlsStream> StreamOps<TlsStream>::hand_over(TlsStream& stream,
   return TlsStream(std::move(stream), std::move(*next));
 }
 
+namespace {
+
+// What a TLS context trusts front proxies with: the request header CA's certificates and the
+// settings their requests are read with. Owned by the context (its ex_data), so that it lives
+// as long as the connections made from that context, whichever context is current.
+struct FrontProxyTrust {
+  X509_STORE* store = nullptr;
+  std::shared_ptr<const auth::RequestHeaderOptions> settings;
+  ~FrontProxyTrust() { X509_STORE_free(store); }
+};
+
+int front_proxy_trust_index() {
+  static const int index = SSL_CTX_get_ex_new_index(
+      0, nullptr, nullptr, nullptr,
+      [](void*, void* trust, CRYPTO_EX_DATA*, int, long, void*) {
+        delete static_cast<FrontProxyTrust*>(trust);
+      });
+  return index;
+}
+
+const FrontProxyTrust* front_proxy_trust(SSL* ssl) {
+  return static_cast<const FrontProxyTrust*>(
+      SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), front_proxy_trust_index()));
+}
+
+}  // namespace
+
 // What the TLS handshake learned about the client's certificate. The handshake accepts any
 // certificate (kube-apiserver too: a bad one is a 401 the client can read, not a failed
 // handshake); OpenSSL's verification result against the client CA decides here.
@@ -88,12 +115,13 @@ std::shared_ptr<const auth::ClientCertificate> StreamOps<TlsStream>::client_cert
   auto out = std::make_shared<auth::ClientCertificate>();
   // A front proxy's certificate is verified against the request header CA, kept apart from the
   // client CA (a proxy's certificate is not a user's, nor the other way round).
-  if (auto* front_proxy_cas = static_cast<X509_STORE*>(SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)))) {
+  if (const FrontProxyTrust* trust = front_proxy_trust(ssl)) {
     X509_STORE_CTX* check = X509_STORE_CTX_new();
     if (check != nullptr &&
-        X509_STORE_CTX_init(check, front_proxy_cas, cert, SSL_get_peer_cert_chain(ssl)) == 1) {
+        X509_STORE_CTX_init(check, trust->store, cert, SSL_get_peer_cert_chain(ssl)) == 1) {
       X509_STORE_CTX_set_purpose(check, X509_PURPOSE_SSL_CLIENT);
       out->front_proxy = X509_verify_cert(check) == 1;
+      if (out->front_proxy) out->request_header = trust->settings;
     }
     X509_STORE_CTX_free(check);
   }
@@ -352,8 +380,8 @@ asio::awaitable<void> HttpServer::Impl::accept_loop() {
     }
     socket.set_option(tcp::no_delay(true), ec);
     auto executor = socket.get_executor();
-    if (tls) {
-      asio::co_spawn(executor, serve_tls(std::move(socket), std::move(slot)),
+    if (auto tls = current_tls()) {
+      asio::co_spawn(executor, serve_tls(std::move(socket), std::move(slot), std::move(tls)),
                      [](std::exception_ptr e) { log_task_failure(e, "connection"); });
     } else {
       asio::co_spawn(executor,
@@ -384,7 +412,8 @@ std::shared_ptr<void> HttpServer::Impl::take_slot(const std::string& address) {
   });
 }
 
-asio::awaitable<void> HttpServer::Impl::serve_tls(tcp::socket socket, std::shared_ptr<void> slot) {
+asio::awaitable<void> HttpServer::Impl::serve_tls(tcp::socket socket, std::shared_ptr<void> slot,
+                                                  std::shared_ptr<asio::ssl::context> tls) {
   auto self = shared_from_this();
   beast::tcp_stream tcp_stream(std::move(socket));
   // A client that connects and says nothing, or garbage, or never finishes its handshake, is
@@ -453,9 +482,17 @@ int select_http11(SSL*, const unsigned char** out, unsigned char* outlen, const 
 
 }  // namespace
 
-std::string HttpServer::enable_tls(const std::string& cert_file, const std::string& key_file,
-                                   const std::string& client_ca_file,
-                                   const std::string& front_proxy_ca_file) {
+namespace {
+
+// A server TLS context from these files (see enable_tls), or why not.
+std::shared_ptr<asio::ssl::context> make_tls_context(
+    const std::string& cert_file, const std::string& key_file, const std::string& client_ca_file,
+    const std::string& front_proxy_ca_file,
+    std::shared_ptr<const auth::RequestHeaderOptions> request_header, std::string& error) {
+  const auto fail = [&error](std::string why) {
+    error = std::move(why);
+    return std::shared_ptr<asio::ssl::context>();
+  };
   auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
   boost::system::error_code ec;
   // TLS 1.2 and 1.3 only, as kube-apiserver's default minimum.
@@ -463,26 +500,31 @@ std::string HttpServer::enable_tls(const std::string& cert_file, const std::stri
                        asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
                        asio::ssl::context::no_tlsv1_1 | asio::ssl::context::single_dh_use,
                    ec);
-  if (ec) return "TLS options: " + ec.message();
+  if (ec) return fail("TLS options: " + ec.message());
   ctx->use_certificate_chain_file(cert_file, ec);
-  if (ec) return "cannot use the certificate in " + cert_file + ": " + ec.message();
+  if (ec) return fail("cannot use the certificate in " + cert_file + ": " + ec.message());
   ctx->use_private_key_file(key_file, asio::ssl::context::pem, ec);
   if (ec) {
-    return "cannot use the private key in " + key_file + " with the certificate in " + cert_file +
-           ": " + ec.message();
+    return fail("cannot use the private key in " + key_file + " with the certificate in " +
+                cert_file + ": " + ec.message());
   }
   if (SSL_CTX_check_private_key(ctx->native_handle()) != 1) {
-    return "the private key in " + key_file + " does not match the certificate in " + cert_file;
+    return fail("the private key in " + key_file + " does not match the certificate in " +
+                cert_file);
   }
   SSL_CTX_set_alpn_select_cb(ctx->native_handle(), select_http11, nullptr);
   if (!front_proxy_ca_file.empty()) {
-    X509_STORE* store = X509_STORE_new();
-    if (store == nullptr || X509_STORE_load_file(store, front_proxy_ca_file.c_str()) != 1) {
-      X509_STORE_free(store);
-      return "cannot load the request header CA in " + front_proxy_ca_file;
+    auto trust = std::make_unique<FrontProxyTrust>();
+    trust->store = X509_STORE_new();
+    trust->settings = std::move(request_header);
+    if (trust->store == nullptr ||
+        X509_STORE_load_file(trust->store, front_proxy_ca_file.c_str()) != 1) {
+      return fail("cannot load the request header CA in " + front_proxy_ca_file);
     }
-    impl_->front_proxy_cas.reset(store);
-    SSL_CTX_set_app_data(ctx->native_handle(), store);
+    if (SSL_CTX_set_ex_data(ctx->native_handle(), front_proxy_trust_index(), trust.get()) != 1) {
+      return fail("cannot keep the request header CA");
+    }
+    trust.release();  // the context's now: freed with it
   }
   if (!client_ca_file.empty() || !front_proxy_ca_file.empty()) {
     STACK_OF(X509_NAME)* names = sk_X509_NAME_new_null();
@@ -490,14 +532,14 @@ std::string HttpServer::enable_tls(const std::string& cert_file, const std::stri
       if (file.empty()) continue;
       if (SSL_add_file_cert_subjects_to_stack(names, file.c_str()) != 1) {
         sk_X509_NAME_pop_free(names, X509_NAME_free);
-        return "no CA certificate in " + file;
+        return fail("no CA certificate in " + file);
       }
     }
     if (!client_ca_file.empty()) {
       ctx->load_verify_file(client_ca_file, ec);
       if (ec) {
         sk_X509_NAME_pop_free(names, X509_NAME_free);
-        return "cannot load the client CA in " + client_ca_file + ": " + ec.message();
+        return fail("cannot load the client CA in " + client_ca_file + ": " + ec.message());
       }
     }
     SSL_CTX_set_client_CA_list(ctx->native_handle(), names);
@@ -511,8 +553,30 @@ std::string HttpServer::enable_tls(const std::string& cert_file, const std::stri
     static constexpr unsigned char kSessionContext[] = {'k', 'w', 'a', 't', 'c', 'h'};
     SSL_CTX_set_session_id_context(ctx->native_handle(), kSessionContext, sizeof kSessionContext);
   }
+  return ctx;
+}
+
+}  // namespace
+
+std::string HttpServer::enable_tls(const std::string& cert_file, const std::string& key_file,
+                                   const std::string& client_ca_file,
+                                   const std::string& front_proxy_ca_file,
+                                   std::shared_ptr<const auth::RequestHeaderOptions> request_header) {
+  std::string error;
+  auto ctx = make_tls_context(cert_file, key_file, client_ca_file, front_proxy_ca_file,
+                              std::move(request_header), error);
+  if (!ctx) return error;
+  std::lock_guard lock(impl_->tls_mutex);
   impl_->tls = std::move(ctx);
   return "";
+}
+
+std::string HttpServer::reload_tls(const std::string& cert_file, const std::string& key_file,
+                                   const std::string& client_ca_file,
+                                   const std::string& front_proxy_ca_file,
+                                   std::shared_ptr<const auth::RequestHeaderOptions> request_header) {
+  return enable_tls(cert_file, key_file, client_ca_file, front_proxy_ca_file,
+                    std::move(request_header));
 }
 
 boost::system::error_code HttpServer::listen(const std::string& address, unsigned short port) {

@@ -49,10 +49,18 @@ class HttpServer {
   // With `front_proxy_ca_file` (--requestheader-client-ca-file), a certificate it verifies is a
   // front proxy's (auth::ClientCertificate::front_proxy) and the request's headers are kept
   // for the request header authenticator.
+  // `request_header`: the settings a front proxy verified by that CA is read with (null: the
+  // handler's access options').
   // Call before `start`. Returns an error message, or "" on success.
   std::string enable_tls(const std::string& cert_file, const std::string& key_file,
                          const std::string& client_ca_file,
-                         const std::string& front_proxy_ca_file = "");
+                         const std::string& front_proxy_ca_file = "",
+                         std::shared_ptr<const auth::RequestHeaderOptions> request_header = {});
+  // The same, read again while serving (a CA bundle that changed): connections accepted from
+  // now on use the new context, open ones keep theirs. On an error the old context stays.
+  std::string reload_tls(const std::string& cert_file, const std::string& key_file,
+                         const std::string& client_ca_file, const std::string& front_proxy_ca_file,
+                         std::shared_ptr<const auth::RequestHeaderOptions> request_header);
 
   // Binds and listens; port 0 picks a free port (see `port()`).
   boost::system::error_code listen(const std::string& address, unsigned short port);

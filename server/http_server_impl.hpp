@@ -188,7 +188,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
 
   asio::awaitable<void> accept_loop();
   // TLS: the handshake (within the read timeout), then the same HTTP as on plain connections.
-  asio::awaitable<void> serve_tls(tcp::socket socket, std::shared_ptr<void> slot);
+  asio::awaitable<void> serve_tls(tcp::socket socket, std::shared_ptr<void> slot,
+                                  std::shared_ptr<asio::ssl::context> tls);
   // `slot` (take_slot) is held as long as the connection is open, its watch stream included.
   template <class Stream>
   asio::awaitable<void> serve_connection(Stream stream, std::shared_ptr<void> slot);
@@ -261,12 +262,13 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   // Where watches stream from; null: the I/O threads themselves.
   asio::io_context* delivery;
   tcp::acceptor acceptor;
-  std::shared_ptr<asio::ssl::context> tls;  // null: plain HTTP
-  // --requestheader-client-ca-file's certificates (the TLS context's app data points here).
-  struct FreeStore {
-    void operator()(X509_STORE* s) const { X509_STORE_free(s); }
-  };
-  std::unique_ptr<X509_STORE, FreeStore> front_proxy_cas;
+  // The TLS context new connections take (null: plain HTTP); replaced by reload_tls.
+  std::shared_ptr<asio::ssl::context> tls;
+  mutable std::mutex tls_mutex;
+  std::shared_ptr<asio::ssl::context> current_tls() const {
+    std::lock_guard lock(tls_mutex);
+    return tls;
+  }
   std::shared_ptr<ApiHandler> handler;
   HttpLimits limits;
 };

@@ -13,6 +13,7 @@ import http.client
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import time
@@ -51,6 +52,25 @@ def kubectl_with(server, tmp, token):
                            env=env, timeout=60)
         return p.returncode, p.stdout + p.stderr
     return kc
+
+
+def as_front_proxy(server, cert, key, path):
+    """A GET on server's HTTPS port with a front proxy's certificate, naming a system:masters
+    user in the request headers; the status (a new connection each time)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.load_cert_chain(cert, key)
+    conn = http.client.HTTPSConnection("127.0.0.1", server.secure_port, context=context,
+                                       timeout=20)
+    try:
+        conn.request("GET", path, headers={"X-Remote-User": "proxied-admin",
+                                           "X-Remote-Group": "system:masters"})
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    finally:
+        conn.close()
 
 
 def message(body):
@@ -209,6 +229,31 @@ def main():
             gone = wait_for(lambda: call(b, "GET", WIDGETS, token="alice-token")[0] == 403,
                             timeout=15, what="alice refused by B")
             t.check("revoked on A, alice is refused by B within the cache's TTL", bool(gone))
+
+            # The front proxy CA rotated on A: B follows what A publishes while it serves. A
+            # proxy certificate of the new CA, with its allowed name, is trusted within seconds;
+            # one of the old CA no longer is.
+            ca2 = CA(tmp, "front-proxy-ca-2")
+            proxy2_cert, proxy2_key = ca2.client("front-proxy-2", cn="front-proxy-2")
+            t.check("before the rotation, B trusts the published front proxy CA's certificate",
+                    as_front_proxy(b, proxy_cert, proxy_key, WIDGETS) == 200)
+            t.check("... and not one of the new CA", as_front_proxy(b, proxy2_cert, proxy2_key,
+                                                                    WIDGETS) == 401)
+            path = "/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication"
+            status, published = call(a, "GET", path, token="admin-token")
+            with open(ca2.cert_file) as f:
+                published["data"]["requestheader-client-ca-file"] = f.read()
+            published["data"]["requestheader-allowed-names"] = '["front-proxy-2"]'
+            status, out = call(a, "PUT", path, published, token="admin-token")
+            t.check("A's published trust rotated to the new front proxy CA", status == 200,
+                    (status, out))
+            taken = wait_for(lambda: as_front_proxy(b, proxy2_cert, proxy2_key, WIDGETS) == 200,
+                             timeout=20, what="B trusting the new front proxy CA")
+            t.check("B takes the rotated front proxy CA and allowed name while serving", taken)
+            t.check("... and refuses the old CA's proxy certificate",
+                    as_front_proxy(b, proxy_cert, proxy_key, WIDGETS) == 401)
+            t.check("B logs the change", "the trust the delegated server publishes changed "
+                    "(front proxies)" in b.read_log(), b.read_log()[-1500:])
 
             # A down: B's own users and its probes are untouched; A's tokens no longer work.
             a.stop()
