@@ -275,6 +275,7 @@ struct Application::Parts {
   // left them unset), and what they were when last read: followed while serving.
   bool published_client_ca = false, published_request_header = false;
   auth::ExtensionAuthentication published_trust;
+  std::string refused_trust;  // the CA bundles last refused (not tried, nor logged, again)
   std::optional<asio::steady_timer> trust_timer;
   std::optional<asio::signal_set> signals;
   int exit_code = 0;
@@ -900,6 +901,8 @@ void Application::Parts::apply_delegated_trust(const auth::ExtensionAuthenticati
        read.group_headers != published_trust.group_headers ||
        read.extra_headers_prefix != published_trust.extra_headers_prefix);
   if (!client_ca && !request_header) return;
+  const std::string bundles = read.client_ca_pem + '\n' + read.requestheader_ca_pem;
+  if (bundles == refused_trust) return;
   Options next = options;
   if (client_ca) {
     next.client_ca_file = read.client_ca_pem.empty()
@@ -927,6 +930,7 @@ void Application::Parts::apply_delegated_trust(const auth::ExtensionAuthenticati
       !err.empty()) {
     spdlog::warn("the trust the delegated server publishes changed, and cannot be used: {}; "
                  "keeping the one in force", err);
+    refused_trust = bundles;
     return;
   }
   options.client_ca_file = next.client_ca_file;

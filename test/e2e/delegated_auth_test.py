@@ -254,6 +254,15 @@ def main():
                     as_front_proxy(b, proxy_cert, proxy_key, WIDGETS) == 401)
             t.check("B logs the change", "the trust the delegated server publishes changed "
                     "(front proxies)" in b.read_log(), b.read_log()[-1500:])
+            # A CA bundle that is not one: B keeps the trust in force, and says so.
+            status, published = call(a, "GET", path, token="admin-token")
+            published["data"]["requestheader-client-ca-file"] = "not a certificate"
+            status, out = call(a, "PUT", path, published, token="admin-token")
+            refused = wait_for(lambda: "changed, and cannot be used" in b.read_log(), timeout=20,
+                               what="B refusing the broken trust")
+            t.check("a published CA that does not load is refused, and logged", refused)
+            t.check("... and B still trusts the front proxy CA in force",
+                    as_front_proxy(b, proxy2_cert, proxy2_key, WIDGETS) == 200)
 
             # A down: B's own users and its probes are untouched; A's tokens no longer work.
             a.stop()
