@@ -54,9 +54,9 @@ class ApiHandlerTest : public ::testing::Test {
     ASSERT_TRUE(done) << "handler did not finish within the deadline";
   }
 
-  ApiResponse call(std::string method, std::string target, std::string body = "",
-                   std::string content_type = "application/json", std::string accept = "") {
-    ApiResponse out;
+  static ApiRequest request(std::string method, std::string target, std::string body = "",
+                            std::string content_type = "application/json",
+                            std::string accept = "") {
     ApiRequest req;
     req.method = std::move(method);
     req.target = std::move(target);
@@ -64,6 +64,14 @@ class ApiHandlerTest : public ::testing::Test {
     req.accept = std::move(accept);
     req.body = std::move(body);
     req.user_agent = "test";
+    return req;
+  }
+
+  ApiResponse call(std::string method, std::string target, std::string body = "",
+                   std::string content_type = "application/json", std::string accept = "") {
+    ApiResponse out;
+    ApiRequest req = request(std::move(method), std::move(target), std::move(body),
+                             std::move(content_type), std::move(accept));
     run([&]() -> asio::awaitable<void> { out = co_await handler_->handle(req); });
     return out;
   }
@@ -459,12 +467,7 @@ TEST_F(ApiHandlerTest, ARequestAdmittedOnItsHeadIsAuthorizedOnce) {
   access.delegated_authorization = authorizer;
   handler_->set_access(access);
   const auto served = [&](std::string method, std::string target, std::string body) {
-    ApiRequest req;
-    req.method = std::move(method);
-    req.target = std::move(target);
-    req.content_type = "application/json";
-    req.body = std::move(body);
-    req.user_agent = "test";
+    ApiRequest req = request(std::move(method), std::move(target), std::move(body));
     ApiResponse out;
     run([&]() -> asio::awaitable<void> {
       const bool admitted = co_await handler_->admit_head(req);
