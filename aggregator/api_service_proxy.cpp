@@ -132,6 +132,23 @@ std::optional<RemoteApiService> ApiServiceProxy::find(std::string_view group,
 void ApiServiceProxy::attach_resources(RemoteApiService& r) const {
   std::lock_guard lock(mutex_);
   if (auto it = resources_.find(r.name); it != resources_.end()) r.resources = it->second;
+  if (auto it = openapi_v2_.find(r.name); it != openapi_v2_.end()) r.openapi_v2 = it->second.spec;
+}
+
+void ApiServiceProxy::remember_openapi_v2(const std::string& name, json::object spec) const {
+  std::lock_guard lock(mutex_);
+  ReadSpec& kept = openapi_v2_[name];
+  // The same spec keeps its identity: the merged document is not made again.
+  if (!kept.spec || *kept.spec != spec) kept.spec = std::make_shared<const json::object>(std::move(spec));
+}
+
+bool ApiServiceProxy::claim_openapi_v2_read(const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  const auto now = std::chrono::steady_clock::now();
+  auto [it, added] = openapi_v2_.try_emplace(name);
+  if (!added && now - it->second.read < std::chrono::minutes(1)) return false;
+  it->second.read = now;
+  return true;
 }
 
 void ApiServiceProxy::remember_resources(const std::string& name,

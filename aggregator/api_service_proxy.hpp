@@ -18,6 +18,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -58,6 +59,9 @@ struct RemoteApiService {
   // The extension server's APIResourceList for this group/version, as the last discovery check
   // that passed read it (none yet: null).
   std::shared_ptr<const boost::json::object> resources;
+  // What its /openapi/v2 says of this group: {"definitions": ..., "paths": ...}, the paths under
+  // /apis/<group>/ (none read yet: null), for kube's merge into this server's /openapi/v2.
+  std::shared_ptr<const boost::json::object> openapi_v2;
 };
 
 // The largest WebSocket message of an extension server relayed to a client (16 MiB, the size of
@@ -95,6 +99,11 @@ class ApiServiceProxy {
   // What the availability controller's last passing discovery check of APIService `name` read
   // (its APIResourceList), for discovery to list the extension's resources.
   void remember_resources(const std::string& name, boost::json::object resource_list) const;
+  // The same for its /openapi/v2 (RemoteApiService::openapi_v2), kept as it was when nothing
+  // changed; and whether it is time to read it again (never, or not for a minute), which
+  // counts as starting to read it: one read at a time per APIService.
+  void remember_openapi_v2(const std::string& name, boost::json::object spec) const;
+  bool claim_openapi_v2_read(const std::string& name) const;
 
   const ProxyOptions& options() const { return options_; }
 
@@ -126,6 +135,12 @@ class ApiServiceProxy {
   mutable std::map<std::string, std::shared_ptr<client::HttpClient>> clients_;
   // APIService name -> its extension's APIResourceList (under mutex_).
   mutable std::map<std::string, std::shared_ptr<const boost::json::object>> resources_;
+  // APIService name -> what its /openapi/v2 says of its group, and when it was read.
+  struct ReadSpec {
+    std::shared_ptr<const boost::json::object> spec;
+    std::chrono::steady_clock::time_point read;
+  };
+  mutable std::map<std::string, ReadSpec> openapi_v2_;
   void attach_resources(RemoteApiService& r) const;
 };
 

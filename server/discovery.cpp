@@ -464,8 +464,12 @@ json::object custom_resource_list_schema(const kinds::ResourceInfo& r) {
 
 }  // namespace
 
-std::optional<std::string> OpenApiDocuments::get(const Scheme& scheme, std::string_view path) {
+std::optional<std::string> OpenApiDocuments::get(
+    const Scheme& scheme, std::string_view path,
+    const std::vector<aggregator::RemoteApiService>& remote) {
   std::shared_ptr<const std::map<std::string, std::string, std::less<>>> documents;
+  std::shared_ptr<const json::object> v2_local;
+  std::uint64_t local_generation = 0;
   {
     std::lock_guard lock(mutex_);
     if (generation_ != scheme.generation() || !documents_) {
@@ -509,9 +513,58 @@ std::optional<std::string> OpenApiDocuments::get(const Scheme& scheme, std::stri
       built->emplace(std::string(kV2Json), json::serialize(v2));
       built->emplace(std::string(kV2Protobuf), openapi_v2_protobuf(v2));
       documents_ = std::move(built);
+      v2_ = std::make_shared<const json::object>(std::move(v2));
       generation_ = generation;
     }
     documents = documents_;
+    v2_local = v2_;
+    local_generation = generation_;
+  }
+  const bool v2 = path == kV2Json || path == kV2Protobuf;
+  std::string key;  // the remote specs, by name and identity
+  std::vector<const aggregator::RemoteApiService*> specs;
+  for (const auto& r : remote) {
+    if (!v2 || !r.openapi_v2) continue;
+    specs.push_back(&r);
+    key += r.name + "@" + std::to_string(reinterpret_cast<std::uintptr_t>(r.openapi_v2.get())) + ";";
+  }
+  if (!specs.empty()) {
+    std::shared_ptr<const std::pair<std::string, std::string>> merged;
+    {
+      std::lock_guard lock(mutex_);
+      if (merged_ && merged_key_ == key && merged_generation_ == local_generation) {
+        merged = merged_;
+      }
+    }
+    if (!merged) {
+      std::sort(specs.begin(), specs.end(), [](const auto* a, const auto* b) {
+        return a->name < b->name;
+      });
+      json::object doc = *v2_local;
+      json::object& definitions = doc["definitions"].as_object();
+      json::value& paths_value = doc["paths"];
+      if (!paths_value.is_object()) paths_value = json::object();
+      json::object& paths = paths_value.get_object();
+      for (const auto* r : specs) {
+        if (const json::object* defs = apimachinery::object_member(*r->openapi_v2, "definitions")) {
+          for (const auto& [name, schema] : *defs) {
+            if (!definitions.contains(name)) definitions.emplace(name, schema);
+          }
+        }
+        if (const json::object* ps = apimachinery::object_member(*r->openapi_v2, "paths")) {
+          for (const auto& [p, item] : *ps) {
+            if (!paths.contains(p)) paths.emplace(p, item);
+          }
+        }
+      }
+      merged = std::make_shared<const std::pair<std::string, std::string>>(
+          json::serialize(doc), openapi_v2_protobuf(doc));
+      std::lock_guard lock(mutex_);
+      merged_ = merged;
+      merged_key_ = key;
+      merged_generation_ = local_generation;
+    }
+    return path == kV2Json ? merged->first : merged->second;
   }
   auto it = documents->find(path);
   if (it == documents->end()) return std::nullopt;

@@ -77,8 +77,13 @@ boost::json::object version_info();
 class OpenApiDocuments {
  public:
   // The root (nullopt path) or one group-version's document ("api/v1", "apis/apps/v1") as JSON
-  // text; nullopt when not served. kV2Json and kV2Protobuf: the v2 document (openapi_v2.hpp).
-  std::optional<std::string> get(const kinds::Scheme& scheme, std::string_view path);
+  // text; nullopt when not served. kV2Json and kV2Protobuf: the v2 document (openapi_v2.hpp),
+  // with what the remote APIServices' extension servers publish in theirs merged in, as kube's
+  // aggregator merges them: their groups' paths and the definitions this server has no
+  // definition of (RemoteApiService::openapi_v2). Each merge is kept until the scheme or a
+  // remote spec changes.
+  std::optional<std::string> get(const kinds::Scheme& scheme, std::string_view path,
+                                 const std::vector<aggregator::RemoteApiService>& remote = {});
   static constexpr std::string_view kV2Json = "/v2.json";  // no v3 path starts with '/'
   static constexpr std::string_view kV2Protobuf = "/v2.pb";
 
@@ -86,6 +91,11 @@ class OpenApiDocuments {
   std::mutex mutex_;
   std::uint64_t generation_ = ~std::uint64_t{0};
   std::shared_ptr<const std::map<std::string, std::string, std::less<>>> documents_;
+  std::shared_ptr<const boost::json::object> v2_;  // this server's own v2 document
+  // The last merge: the remote specs it was made of (their identities), and its two forms.
+  std::string merged_key_;
+  std::uint64_t merged_generation_ = ~std::uint64_t{0};
+  std::shared_ptr<const std::pair<std::string, std::string>> merged_;  // JSON, protobuf
 };
 
 // GET /openapi/v3/api/v1, /openapi/v3/apis/<g>/<v>; nullopt if not served. Each resource gets its

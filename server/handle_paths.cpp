@@ -151,14 +151,18 @@ asio::awaitable<ApiResponse> ApiHandler::serve_path(Exchange& ex) {
 // change (every kind's schema, descriptions and operations): on the compute executor when there
 // is one, never holding an I/O thread other connections need.
 asio::awaitable<std::optional<std::string>> ApiHandler::openapi_document(std::string path) {
-  if (!compute_.executor) co_return openapi_.get(*scheme_, path);
+  if (!compute_.executor) co_return co_await build_openapi_document(std::move(path));
   auto built = co_await asio::co_spawn(compute_.executor, build_openapi_document(std::move(path)),
                                        asio::use_awaitable);
   co_return built;
 }
 
 asio::awaitable<std::optional<std::string>> ApiHandler::build_openapi_document(std::string path) {
-  co_return openapi_.get(*scheme_, path);
+  // The v2 document has the remote APIServices' specs merged in (OpenApiDocuments::get).
+  const bool v2 = path == OpenApiDocuments::kV2Json || path == OpenApiDocuments::kV2Protobuf;
+  co_return openapi_.get(*scheme_, path,
+                         proxy_ && v2 ? proxy_->remote()
+                                      : std::vector<aggregator::RemoteApiService>());
 }
 
 }  // namespace kwatch::server

@@ -594,6 +594,23 @@ def check_second_kwatch(t, server, tmp, binary, front_proxy_ca):
         code, out = kc("explain", "widgets", f"--api-version={group}/v1", "--as", "alice")
         t.check("kubectl explain through A reads B's OpenAPI", code == 0 and
                 "A widget of B's." in out, out)
+        # kube's aggregator merges an extension's /openapi/v2 into its own (clients that read
+        # only v2): B's Widget definition and its group's paths, beside A's own definitions.
+        def merged_v2():
+            status, doc = server.request("GET", "/openapi/v2")
+            return (status == 200 and isinstance(doc, dict) and
+                    "com.example.ext.v1.Widget" in doc.get("definitions", {}) and doc)
+        doc = wait_for(merged_v2, timeout=30, what="B's definitions in A's /openapi/v2")
+        t.check("A's /openapi/v2 has B's Widget and the paths of B's group",
+                any(p.startswith(f"/apis/{group}/v1/") for p in doc.get("paths", {})),
+                sorted(doc.get("paths", {}))[:3])
+        t.check("... beside A's own definitions and paths",
+                "io.k8s.api.core.v1.Pod" in doc["definitions"] and
+                "/api/v1/namespaces/{namespace}/pods" in doc["paths"])
+        status, pb = server.request("GET", "/openapi/v2", headers={
+            "Accept": "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"}, raw=True)
+        t.check("... and in the protobuf form kubectl reads", status == 200 and
+                b"com.example.ext.v1.Widget" in pb, status)
         # B itself does not take X-Remote-User from a client without A's certificate.
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
