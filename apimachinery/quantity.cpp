@@ -1,0 +1,293 @@
+#include "apimachinery/quantity.hpp"
+
+#include <charconv>
+#include <cstdint>
+#include <limits>
+
+namespace kwatch::apimachinery {
+
+namespace {
+
+enum class Format { decimal_exponent, binary_si, decimal_si };
+
+struct Suffix {
+  int base = 10;  // 10 or 2
+  std::int32_t exponent = 0;
+  Format format = Format::decimal_si;
+};
+
+// quantitySuffixer.interpret.
+std::optional<Suffix> interpret(std::string_view s) {
+  static constexpr struct {
+    std::string_view text;
+    std::int32_t exponent;
+  } kDecimal[] = {{"n", -9}, {"u", -6}, {"m", -3}, {"", 0},  {"k", 3},
+                  {"M", 6},  {"G", 9},  {"T", 12}, {"P", 15}, {"E", 18}};
+  static constexpr struct {
+    std::string_view text;
+    std::int32_t exponent;
+  } kBinary[] = {{"Ki", 10}, {"Mi", 20}, {"Gi", 30}, {"Ti", 40}, {"Pi", 50}, {"Ei", 60}};
+  for (const auto& d : kDecimal) {
+    if (d.text == s) return Suffix{10, d.exponent, Format::decimal_si};
+  }
+  for (const auto& b : kBinary) {
+    if (b.text == s) return Suffix{2, b.exponent, Format::binary_si};
+  }
+  if (s.size() > 1 && (s[0] == 'e' || s[0] == 'E')) {
+    // strconv.ParseInt(s[1:], 10, 64), then int32() as Go converts (wrapping).
+    std::int64_t parsed = 0;
+    const char* first = s.data() + 1;
+    const char* last = s.data() + s.size();
+    if (s[1] == '+') ++first;
+    const auto r = std::from_chars(first, last, parsed);
+    if (r.ec != std::errc() || r.ptr != last || first == last) return std::nullopt;
+    return Suffix{10, static_cast<std::int32_t>(static_cast<std::uint32_t>(parsed)),
+                  Format::decimal_exponent};
+  }
+  return std::nullopt;
+}
+
+// parseQuantityString: sign, digits before and after the point (leading zeros of the first
+// dropped), the suffix; false when the text is not one.
+bool split(std::string_view str, bool& positive, std::string_view& num, std::string_view& denom,
+           std::string_view& suffix) {
+  positive = true;
+  std::size_t pos = 0;
+  const std::size_t end = str.size();
+  if (pos < end && (str[0] == '-' || str[0] == '+')) {
+    positive = str[0] != '-';
+    ++pos;
+  }
+  while (pos < end && str[pos] == '0') ++pos;
+  if (pos >= end) {
+    num = "0";
+    return true;
+  }
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  std::size_t i = pos;
+  while (i < end && digit(str[i])) ++i;
+  num = str.substr(pos, i - pos);
+  if (i >= end) return true;
+  pos = i;
+  if (num.empty()) num = "0";
+  if (str[pos] == '.') {
+    ++pos;
+    i = pos;
+    while (i < end && digit(str[i])) ++i;
+    denom = str.substr(pos, i - pos);
+    if (i >= end) return true;
+    pos = i;
+  }
+  const std::size_t suffix_start = pos;
+  static constexpr std::string_view kSuffixLetters = "eEinumkKMGTP";
+  i = pos;
+  while (i < end && kSuffixLetters.find(str[i]) != std::string_view::npos) ++i;
+  if (i >= end) {
+    suffix = str.substr(suffix_start);
+    return true;
+  }
+  pos = i;
+  if (str[pos] == '-' || str[pos] == '+') ++pos;
+  for (i = pos; i < end; ++i) {
+    if (!digit(str[i])) return false;
+  }
+  suffix = str.substr(suffix_start);
+  return true;
+}
+
+// A non-negative decimal: digits (no leading zeros; "0" for zero) times ten to `exponent`.
+struct Decimal {
+  std::string digits;
+  std::int64_t exponent = 0;
+  bool zero() const { return digits == "0"; }
+};
+
+void trim_leading_zeros(std::string& d) {
+  const std::size_t nz = d.find_first_not_of('0');
+  d = nz == std::string::npos ? "0" : d.substr(nz);
+}
+
+void multiply_small(std::string& d, std::uint32_t factor) {
+  std::uint64_t carry = 0;
+  for (std::size_t i = d.size(); i-- > 0;) {
+    const std::uint64_t v = static_cast<std::uint64_t>(d[i] - '0') * factor + carry;
+    d[i] = static_cast<char>('0' + v % 10);
+    carry = v / 10;
+  }
+  while (carry > 0) {
+    d.insert(d.begin(), static_cast<char>('0' + carry % 10));
+    carry /= 10;
+  }
+  trim_leading_zeros(d);
+}
+
+// Trailing zeros of the digits moved into the exponent.
+void normalize(Decimal& v) {
+  if (v.zero()) {
+    v.exponent = 0;
+    return;
+  }
+  std::size_t zeros = 0;
+  while (zeros < v.digits.size() - 1 && v.digits[v.digits.size() - 1 - zeros] == '0') ++zeros;
+  v.digits.resize(v.digits.size() - zeros);
+  v.exponent += static_cast<std::int64_t>(zeros);
+}
+
+// Rounded away from zero to nano precision (inf.RoundUp at scale 9).
+void round_up_to_nano(Decimal& v) {
+  normalize(v);
+  if (v.zero() || v.exponent >= -9) return;
+  const std::uint64_t drop = static_cast<std::uint64_t>(-9 - v.exponent);
+  if (drop >= v.digits.size()) {
+    v.digits = "1";  // the smallest step up from a nonzero value below it
+  } else {
+    v.digits.resize(v.digits.size() - drop);  // a dropped digit was nonzero (normalized)
+    std::size_t i = v.digits.size();
+    while (i > 0 && v.digits[i - 1] == '9') v.digits[--i] = '0';
+    if (i == 0) {
+      v.digits.insert(v.digits.begin(), '1');
+    } else {
+      ++v.digits[i - 1];
+    }
+  }
+  v.exponent = -9;
+  normalize(v);
+}
+
+// The value as an integer when it is one and fits `limit`; nullopt else.
+std::optional<std::uint64_t> as_integer(const Decimal& v, std::uint64_t limit) {
+  if (v.exponent < 0) return std::nullopt;
+  if (v.digits.size() + static_cast<std::uint64_t>(v.exponent) > 20) return std::nullopt;
+  std::uint64_t out = 0;
+  for (char c : v.digits) {
+    if (out > (limit - static_cast<std::uint64_t>(c - '0')) / 10) return std::nullopt;
+    out = out * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  for (std::int64_t i = 0; i < v.exponent; ++i) {
+    if (out > limit / 10) return std::nullopt;
+    out *= 10;
+  }
+  return out;
+}
+
+// AsCanonicalBytes: the digits with the exponent a multiple of 3, and the suffix.
+std::string decimal_text(Decimal v, Format format, bool positive) {
+  normalize(v);
+  while (v.exponent % 3 != 0) {
+    v.digits.push_back('0');
+    --v.exponent;
+  }
+  std::string out = positive ? "" : "-";
+  out += v.digits;
+  if (format == Format::decimal_exponent) {
+    if (v.exponent != 0) out += "e" + std::to_string(static_cast<std::int32_t>(v.exponent));
+    return out;
+  }
+  static constexpr const char* kSuffixes[] = {"n", "u", "m", "", "k", "M", "G", "T", "P", "E"};
+  if (v.exponent >= -9 && v.exponent <= 18) out += kSuffixes[(v.exponent + 9) / 3];
+  // Outside the table Go writes no suffix at all.
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::string> canonical_quantity(std::string_view text, std::string& error) {
+  // UnmarshalJSON trims spaces; ParseQuantity refuses an empty text.
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t' || text.front() == '\n' ||
+                           text.front() == '\r' || text.front() == '\v' || text.front() == '\f')) {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\n' ||
+                           text.back() == '\r' || text.back() == '\v' || text.back() == '\f')) {
+    text.remove_suffix(1);
+  }
+  if (text.empty()) {
+    error = std::string(kQuantityFormatError);
+    return std::nullopt;
+  }
+  if (text == "0") return std::string("0");
+  bool positive = true;
+  std::string_view num, denom, suffix_text;
+  if (!split(text, positive, num, denom, suffix_text)) {
+    error = std::string(kQuantityFormatError);
+    return std::nullopt;
+  }
+  const auto suffix = interpret(suffix_text);
+  if (!suffix) {
+    error = "unable to parse quantity's suffix";
+    return std::nullopt;
+  }
+  const std::string shifted = std::string(num) + std::string(denom);
+  // Go's fast path keeps a text that is already canonical as it was written.
+  {
+    std::int64_t precision = 0;
+    std::int64_t scale = 0;
+    std::int64_t mantissa_shift = 0;
+    if (suffix->format != Format::binary_si) {
+      scale = suffix->exponent;
+      precision = 18 - static_cast<std::int64_t>(shifted.size());
+    } else if (suffix->exponent >= 0 && denom.empty()) {
+      mantissa_shift = suffix->exponent;
+      precision = 15 - static_cast<std::int64_t>(num.size()) -
+                  static_cast<std::int64_t>(static_cast<float>(suffix->exponent) * 3 / 10) - 1;
+    } else {
+      precision = -1;
+    }
+    if (precision >= 0) {
+      scale -= static_cast<std::int64_t>(denom.size());
+      if (scale >= -9) {
+        std::int64_t value = 0;
+        const auto r = std::from_chars(shifted.data(), shifted.data() + shifted.size(), value);
+        const bool fits = r.ec == std::errc() && r.ptr == shifted.data() + shifted.size() &&
+                          (mantissa_shift == 0 ||
+                           value <= (std::numeric_limits<std::int64_t>::max() >> mantissa_shift));
+        if (fits) {
+          const bool canonical =
+              suffix->format == Format::binary_si
+                  ? suffix->exponent % 10 == 0 && (value & 0x07) != 0
+                  : scale % 3 == 0 && !shifted.ends_with("000") && shifted[0] != '0';
+          if (canonical) return std::string(text);
+        }
+      }
+    }
+  }
+  Decimal v{shifted, 0};
+  trim_leading_zeros(v.digits);
+  v.exponent = -static_cast<std::int64_t>(denom.size());
+  Format format = suffix->format;
+  if (suffix->base == 10) {
+    v.exponent += suffix->exponent;
+  } else {
+    for (std::int32_t e = 0; e < suffix->exponent; e += 10) multiply_small(v.digits, 1024);
+  }
+  round_up_to_nano(v);
+  if (v.zero()) return std::string("0");
+  if (format == Format::binary_si) {
+    constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+    const auto whole = as_integer(v, kMax);
+    // Capped at 2^63-1: an integer past it, or a fraction whose whole part reaches it.
+    bool too_large = !whole && v.exponent >= 0;
+    if (v.exponent < 0) {
+      const std::int64_t int_digits = static_cast<std::int64_t>(v.digits.size()) + v.exponent;
+      if (int_digits > 0) {
+        const auto int_part =
+            as_integer(Decimal{v.digits.substr(0, static_cast<std::size_t>(int_digits)), 0}, kMax);
+        too_large = !int_part || *int_part == kMax;
+      }
+    }
+    if (too_large) return std::string(positive ? "" : "-") + std::to_string(kMax);
+    // Under 1024, or fractional: decimal SI (CanonicalizeBytes).
+    if (!whole || *whole < 1024) return decimal_text(v, Format::decimal_si, positive);
+    std::uint64_t amount = *whole;
+    int times = 0;
+    while (amount % 1024 == 0 && times < 6) {
+      amount /= 1024;
+      ++times;
+    }
+    static constexpr const char* kBinary[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
+    return std::string(positive ? "" : "-") + std::to_string(amount) + kBinary[times];
+  }
+  return decimal_text(v, format, positive);
+}
+
+}  // namespace kwatch::apimachinery

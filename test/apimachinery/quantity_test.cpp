@@ -1,0 +1,94 @@
+// Quantities stored as kube stores them (resource.Quantity's ParseQuantity, then MarshalJSON).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "apimachinery/quantity.hpp"
+
+namespace kwatch::apimachinery {
+namespace {
+
+std::string canonical(std::string_view text) {
+  std::string error;
+  auto out = canonical_quantity(text, error);
+  return out ? *out : "error: " + error;
+}
+
+TEST(Quantity, DecimalValuesTakeTheLargestSuffixThatKeepsThemWhole) {
+  EXPECT_EQ(canonical("0.5"), "500m");
+  EXPECT_EQ(canonical("1.5"), "1500m");
+  EXPECT_EQ(canonical("1000"), "1k");
+  EXPECT_EQ(canonical("1500"), "1500");
+  EXPECT_EQ(canonical("1000m"), "1");
+  EXPECT_EQ(canonical("100m"), "100m");
+  EXPECT_EQ(canonical("0.1"), "100m");
+  EXPECT_EQ(canonical("2000000"), "2M");
+  EXPECT_EQ(canonical("1500k"), "1500k");
+  EXPECT_EQ(canonical("1.5G"), "1500M");
+  EXPECT_EQ(canonical("-0.5"), "-500m");
+  EXPECT_EQ(canonical("0"), "0");
+  EXPECT_EQ(canonical("0.000"), "0");
+  EXPECT_EQ(canonical("-0"), "0");
+  EXPECT_EQ(canonical("  250m "), "250m");
+}
+
+TEST(Quantity, BinaryValuesStayBinaryWhenWholeAndAtLeast1024) {
+  EXPECT_EQ(canonical("1024Mi"), "1Gi");
+  EXPECT_EQ(canonical("1.5Gi"), "1536Mi");
+  EXPECT_EQ(canonical("1Ki"), "1Ki");
+  EXPECT_EQ(canonical("2048Ki"), "2Mi");
+  EXPECT_EQ(canonical("0.5Ki"), "512");       // under 1024: decimal
+  EXPECT_EQ(canonical("1.1Ki"), "1126400m");  // fractional: decimal
+  EXPECT_EQ(canonical("1000Ki"), "1000Ki");
+  EXPECT_EQ(canonical("16Ei"), "9223372036854775807");  // capped at 2^63-1
+  EXPECT_EQ(canonical("8.1Ei"), "9223372036854775807");
+  EXPECT_EQ(canonical("1.1Ei"), "1268213655067531673600m");
+}
+
+TEST(Quantity, ExponentsStayExponents) {
+  EXPECT_EQ(canonical("1e3"), "1e3");
+  EXPECT_EQ(canonical("12e6"), "12e6");
+  EXPECT_EQ(canonical("1e4"), "10e3");
+  EXPECT_EQ(canonical("1e-3"), "1e-3");
+  EXPECT_EQ(canonical("1.5e3"), "1500");  // exponent 0: no suffix
+  EXPECT_EQ(canonical("1500e-3"), "1500e-3");
+  // Huge exponents are held, not expanded.
+  EXPECT_EQ(canonical("1e2000000000"), "100e1999999998");
+}
+
+TEST(Quantity, PrecisionPastNanoIsRoundedUp) {
+  EXPECT_EQ(canonical("0.0000000001"), "1n");
+  EXPECT_EQ(canonical("1.0000000001"), "1000000001n");
+  EXPECT_EQ(canonical("-0.0000000001"), "-1n");
+  EXPECT_EQ(canonical("1e-2000000000"), "1e-9");  // still an exponent
+  EXPECT_EQ(canonical("0.9999999999"), "1");
+}
+
+TEST(Quantity, CanonicalTextsGoStraightThroughAsGoKeepsThem) {
+  EXPECT_EQ(canonical("+1"), "+1");
+  EXPECT_EQ(canonical("01"), "01");
+  EXPECT_EQ(canonical("+1Ki"), "+1Ki");
+  EXPECT_EQ(canonical("1."), "1.");
+  EXPECT_EQ(canonical("1E3"), "1E3");
+  EXPECT_EQ(canonical("1e+3"), "1e+3");
+  EXPECT_EQ(canonical("1e3"), "1e3");
+}
+
+TEST(Quantity, MalformedTextsAreRefusedInKubesWords) {
+  for (const char* bad : {"", " ", "abc", "1.2.3", "1Gb", "--1", "1e", "1Ki2", "1 Gi", "0x10"}) {
+    std::string error;
+    EXPECT_FALSE(canonical_quantity(bad, error).has_value()) << bad;
+    EXPECT_TRUE(error == kQuantityFormatError || error == "unable to parse quantity's suffix")
+        << bad << ": " << error;
+  }
+  std::string error;
+  canonical_quantity("1.2.3", error);
+  EXPECT_EQ(error, kQuantityFormatError);
+  canonical_quantity("1Gb", error);
+  EXPECT_EQ(error, kQuantityFormatError);
+  canonical_quantity("1ki", error);
+  EXPECT_EQ(error, "unable to parse quantity's suffix");
+}
+
+}  // namespace
+}  // namespace kwatch::apimachinery
