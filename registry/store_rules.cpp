@@ -422,6 +422,15 @@ std::optional<ApiError> decode_and_default(const ResourceInfo& info, json::objec
       for (auto& p : problems) query.warnings->push_back(std::move(p));
     }
   }
+  if (info.schema && info.origin == KindOrigin::builtin) {
+    // As Go decodes resource.Quantity (and writes it back): a malformed one is a decoding error.
+    if (auto bad = info.schema->canonicalize_quantities(value)) {
+      obj = std::move(value.get_object());
+      return api_error(Errc::bad_request, info.kind + " in version \"" + info.version +
+                                              "\" cannot be handled as a " + info.kind + ": " +
+                                              *bad);
+    }
+  }
   if (info.schema) info.schema->apply_defaults(value);
   obj = std::move(value.get_object());
   if (info.hooks.set_defaults) info.hooks.set_defaults(obj);

@@ -104,8 +104,14 @@ json::object scalar_schema(std::string_view t, bool openapi) {
     s["x-kubernetes-int-or-string"] = true;
   } else if (t == "quantity") {
     // kube serves resource.Quantity as a string; on the wire numbers are accepted too.
-    if (openapi) s["type"] = "string";
-    else s["x-kubernetes-preserve-unknown-fields"] = true;
+    // Marked for the write-time pass that stores it as kube does (canonicalize_quantities):
+    // a key of kwatch's own, which a CRD's stored schema never holds (its kind drops it).
+    if (openapi) {
+      s["type"] = "string";
+    } else {
+      s["x-kubernetes-preserve-unknown-fields"] = true;
+      s["x-kwatch-quantity"] = true;
+    }
   } else {  // any
     if (openapi) s["type"] = "object";
     s["x-kubernetes-preserve-unknown-fields"] = true;

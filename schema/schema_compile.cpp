@@ -309,6 +309,8 @@ class Parser {
       }
     } else if (k == "x-kubernetes-embedded-resource") {
       read_bool(n.embedded, path, k, v);
+    } else if (k == "x-kwatch-quantity") {
+      read_bool(n.quantity, path, k, v);
     } else if (k == "x-kubernetes-int-or-string") {
       read_bool(n.int_or_string, path, k, v);
     } else if (k == "x-kubernetes-list-type") {

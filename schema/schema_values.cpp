@@ -3,6 +3,7 @@
 #include "schema/structural_schema_tree.hpp"
 
 #include "apimachinery/json_equality.hpp"
+#include "apimachinery/quantity.hpp"
 #include "base/sip_hash.hpp"
 
 #include <boost/json/array.hpp>
@@ -13,6 +14,7 @@
 #include <re2/re2.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -1140,6 +1142,81 @@ std::optional<std::string> StructuralSchema::go_conversion_error(const json::val
 
 void StructuralSchema::apply_defaults(json::value& value) const {
   apply_defaults_to(value, tree_->root, 0);
+}
+
+}  // namespace kwatch::schema
+
+namespace kwatch::schema {
+
+namespace detail {
+
+bool mark_quantities_below(SchemaNode& n) {
+  bool below = n.quantity;
+  for (const auto& p : n.properties) {
+    below = mark_quantities_below(const_cast<SchemaNode&>(*p.node)) || below;
+  }
+  if (n.additional_schema != nullptr) {
+    below = mark_quantities_below(const_cast<SchemaNode&>(*n.additional_schema)) || below;
+  }
+  if (n.items != nullptr) below = mark_quantities_below(const_cast<SchemaNode&>(*n.items)) || below;
+  n.quantities_below = below;
+  return below;
+}
+
+}  // namespace detail
+
+namespace {
+
+// A JSON number's text as Quantity's UnmarshalJSON reads it (the shortest form of a double).
+std::string number_text(const json::value& v) {
+  if (v.is_int64()) return std::to_string(v.get_int64());
+  if (v.is_uint64()) return std::to_string(v.get_uint64());
+  char buffer[64];
+  const auto r = std::to_chars(buffer, buffer + sizeof buffer, v.get_double());
+  return std::string(buffer, r.ptr);
+}
+
+bool canonicalize_quantities_at(const detail::SchemaNode& n, json::value& v, std::size_t depth,
+                                std::string& error) {
+  if (!n.quantities_below || v.is_null() || depth > StructuralSchema::kMaxValueDepth) return true;
+  if (n.quantity) {
+    std::string text;
+    if (v.is_string()) {
+      text = std::string(v.get_string());
+    } else if (v.is_number()) {
+      text = number_text(v);
+    } else {
+      error = std::string(apimachinery::kQuantityFormatError);  // Go parses the raw JSON text
+      return false;
+    }
+    auto canonical = apimachinery::canonical_quantity(text, error);
+    if (!canonical) return false;
+    if (!v.is_string() || v.get_string() != *canonical) v = json::string(*canonical);
+    return true;
+  }
+  if (json::object* obj = v.if_object()) {
+    for (auto& [key, member] : *obj) {
+      const detail::SchemaNode* child = n.property(key);
+      if (child == nullptr) child = n.additional_schema;
+      if (child != nullptr && !canonicalize_quantities_at(*child, member, depth + 1, error)) {
+        return false;
+      }
+    }
+  } else if (json::array* arr = v.if_array(); arr != nullptr && n.items != nullptr) {
+    for (auto& item : *arr) {
+      if (!canonicalize_quantities_at(*n.items, item, depth + 1, error)) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<std::string> StructuralSchema::canonicalize_quantities(json::value& value) const {
+  if (!has_quantities_) return std::nullopt;
+  std::string error;
+  if (!canonicalize_quantities_at(*tree_->root, value, 0, error)) return error;
+  return std::nullopt;
 }
 
 }  // namespace kwatch::schema

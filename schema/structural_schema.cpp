@@ -16,7 +16,10 @@ using detail::go_regexp_error;
 // ---- public API ----
 
 StructuralSchema::StructuralSchema(std::unique_ptr<detail::SchemaTree> tree)
-    : tree_(std::move(tree)), has_cel_rules_(detail::has_cel_rules(*tree_)) {}
+    : tree_(std::move(tree)),
+      has_cel_rules_(detail::has_cel_rules(*tree_)),
+      has_quantities_(tree_->root != nullptr &&
+                      detail::mark_quantities_below(const_cast<detail::SchemaNode&>(*tree_->root))) {}
 StructuralSchema::~StructuralSchema() = default;
 
 const PatternCache::Compiled& PatternCache::compile(const std::string& pattern) {

@@ -201,10 +201,17 @@ class StructuralSchema {
   // including inside the defaults it just set. Copies default values into `value`'s storage.
   void apply_defaults(boost::json::value& value) const;
 
+  // A built-in kind's resource.Quantity values (x-kwatch-quantity nodes) in the form kube
+  // stores them (apimachinery/quantity.hpp: `0.5` -> `500m`, `1024Mi` -> `1Gi`, numbers
+  // become strings); Go's decoding error for the first that is not a quantity, leaving the
+  // value partly rewritten. Only the branches with quantities below are walked.
+  std::optional<std::string> canonicalize_quantities(boost::json::value& value) const;
+
  private:
   explicit StructuralSchema(std::unique_ptr<detail::SchemaTree> tree);
   std::unique_ptr<detail::SchemaTree> tree_;
   bool has_cel_rules_ = false;
+  bool has_quantities_ = false;
 };
 
 // `unknown field "<path>"`: a Warning header for fieldValidation=Warn, and, joined with ", "

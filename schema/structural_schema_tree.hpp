@@ -87,6 +87,8 @@ struct SchemaNode {
   std::vector<ValidationRule> validations;
   std::shared_ptr<const NodeCel> cel;  // set by compile_cel_rules when the node has rules
   bool rules_below = false;            // this node or one under it has rules
+  bool quantity = false;               // a built-in kind's resource.Quantity (x-kwatch-quantity)
+  bool quantities_below = false;       // this node or one under it is one
   std::vector<std::uint32_t> rule_properties;  // the properties with rules below, by index
   std::vector<std::uint8_t> rule_property_slots;  // each one's slot in cel's fields, or 0xFF
 
@@ -219,6 +221,8 @@ void validate_cel_rules(const SchemaNode& root, const boost::json::value& value,
                         std::vector<apimachinery::Cause>& out,
                         std::vector<std::string>* warnings);
 bool has_cel_rules(const SchemaTree& tree);
+// schema_values.cpp: whether `n` or a node below it is a quantity (SchemaNode::quantities_below).
+bool mark_quantities_below(SchemaNode& n);
 bool mark_rules_below(SchemaNode& n);
 // What the calling thread's last validate_cel_rules did with kept answers (a node's batch
 // answered once per key, RuleRunner's memo): the values it keyed or tried to, the keys found

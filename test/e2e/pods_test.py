@@ -296,6 +296,56 @@ def typed_clients(t, server, kc):
             and got.get("backoffLimit") == 0, (out, got, want))
 
 
+def quantities(t, server, kc):
+    """Resource quantities are stored as kube stores them (resource.Quantity's canonical form),
+    whoever writes them; a malformed one is Go's decoding error."""
+    manifest = """apiVersion: v1
+kind: Pod
+metadata: {name: sized, namespace: default}
+spec:
+  containers:
+  - name: app
+    image: nginx
+    resources:
+      requests: {cpu: "0.5", memory: 1024Mi, ephemeral-storage: 1.5Gi}
+      limits: {cpu: 1, memory: 2000000000}
+  volumes:
+  - name: scratch
+    emptyDir: {sizeLimit: 2048Ki}
+"""
+    if kc is not None:
+        code, out = kc("apply", "-f", "-", stdin=manifest)
+        t.check("kubectl apply of a pod with quantities", code == 0, out)
+    else:
+        server.request("POST", PODS, body={
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sized"},
+            "spec": {"containers": [{"name": "app", "image": "nginx", "resources": {
+                "requests": {"cpu": "0.5", "memory": "1024Mi", "ephemeral-storage": "1.5Gi"},
+                "limits": {"cpu": 1, "memory": 2000000000}}}],
+                "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "2048Ki"}}]}})
+    _, got = server.request("GET", PODS + "/sized")
+    resources = got.get("spec", {}).get("containers", [{}])[0].get("resources", {})
+    t.check("stored as kube stores them: 500m, 1Gi, 1536Mi, \"1\", 2G",
+            resources == {"requests": {"cpu": "500m", "memory": "1Gi", "ephemeral-storage": "1536Mi"},
+                          "limits": {"cpu": "1", "memory": "2G"}}, resources)
+    t.check("... a volume's sizeLimit too (2Mi)",
+            got.get("spec", {}).get("volumes", [{}])[0].get("emptyDir") == {"sizeLimit": "2Mi"},
+            got.get("spec", {}).get("volumes"))
+    status, out = server.request("POST", "/api/v1/namespaces/default/resourcequotas", body={
+        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "bad"},
+        "spec": {"hard": {"cpu": "two"}}})
+    t.check("a malformed quantity is a 400 in kube's words", status == 400 and
+            out.get("message") == 'ResourceQuota in version "v1" cannot be handled as a '
+            "ResourceQuota: quantities must match the regular expression "
+            "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'", (status, out))
+    status, out = server.request("POST", "/api/v1/namespaces/default/resourcequotas", body={
+        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "good"},
+        "spec": {"hard": {"cpu": "1000m", "pods": "10", "requests.storage": "1e3"}}})
+    t.check("... a ResourceQuota's hard limits canonical (1, 10, 1e3)", status == 201 and
+            out.get("spec", {}).get("hard") == {"cpu": "1", "pods": "10", "requests.storage": "1e3"},
+            (status, out))
+
+
 def main():
     def checks(t, server, tmp):
         kc = kubectl_runner(server, tmp)
@@ -304,6 +354,7 @@ def main():
         without_kubelet(t, server, kc)
         eviction(t, server, kc)
         typed_clients(t, server, kc)
+        quantities(t, server, kc)
     run_suite(checks)
 
 if __name__ == "__main__":
