@@ -193,14 +193,11 @@ std::string decimal_text(Decimal v, Format format, bool positive) {
 
 std::optional<std::string> canonical_quantity(std::string_view text, std::string& error) {
   // UnmarshalJSON trims spaces; ParseQuantity refuses an empty text.
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t' || text.front() == '\n' ||
-                           text.front() == '\r' || text.front() == '\v' || text.front() == '\f')) {
-    text.remove_prefix(1);
-  }
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\n' ||
-                           text.back() == '\r' || text.back() == '\v' || text.back() == '\f')) {
-    text.remove_suffix(1);
-  }
+  const auto space = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+  };
+  while (!text.empty() && space(text.front())) text.remove_prefix(1);
+  while (!text.empty() && space(text.back())) text.remove_suffix(1);
   if (text.empty()) {
     error = std::string(kQuantityFormatError);
     return std::nullopt;
