@@ -133,11 +133,11 @@ void normalize(Decimal& v) {
   v.exponent += static_cast<std::int64_t>(zeros);
 }
 
-// Rounded away from zero to nano precision (inf.RoundUp at scale 9).
-void round_up_to_nano(Decimal& v) {
+// Rounded away from zero to 10^scale (inf.RoundUp; Quantity.RoundUp).
+void round_up_to(Decimal& v, std::int64_t scale) {
   normalize(v);
-  if (v.zero() || v.exponent >= -9) return;
-  const std::uint64_t drop = static_cast<std::uint64_t>(-9 - v.exponent);
+  if (v.zero() || v.exponent >= scale) return;
+  const std::uint64_t drop = static_cast<std::uint64_t>(scale - v.exponent);
   if (drop >= v.digits.size()) {
     v.digits = "1";  // the smallest step up from a nonzero value below it
   } else {
@@ -150,7 +150,7 @@ void round_up_to_nano(Decimal& v) {
       ++v.digits[i - 1];
     }
   }
-  v.exponent = -9;
+  v.exponent = scale;
   normalize(v);
 }
 
@@ -191,7 +191,8 @@ std::string decimal_text(Decimal v, Format format, bool positive) {
 
 }  // namespace
 
-std::optional<std::string> canonical_quantity(std::string_view text, std::string& error) {
+std::optional<std::string> canonical_quantity(std::string_view text, std::string& error,
+                                              int scale_limit) {
   // UnmarshalJSON trims spaces; ParseQuantity refuses an empty text.
   const auto space = [](char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
@@ -243,7 +244,8 @@ std::optional<std::string> canonical_quantity(std::string_view text, std::string
               suffix->format == Format::binary_si
                   ? suffix->exponent % 10 == 0 && (value & 0x07) != 0
                   : scale % 3 == 0 && !shifted.ends_with("000") && shifted[0] != '0';
-          if (canonical) return std::string(text);
+          // RoundUp keeps the text of an amount already at the scale it rounds to.
+          if (canonical && scale >= scale_limit) return std::string(text);
         }
       }
     }
@@ -257,7 +259,7 @@ std::optional<std::string> canonical_quantity(std::string_view text, std::string
   } else {
     for (std::int32_t e = 0; e < suffix->exponent; e += 10) multiply_small(v.digits, 1024);
   }
-  round_up_to_nano(v);
+  round_up_to(v, scale_limit);
   if (v.zero()) return std::string("0");
   if (format == Format::binary_si) {
     constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());

@@ -21,7 +21,10 @@ inline constexpr std::string_view kQuantityFormatError =
     "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
 
 // The canonical text of a quantity written as `text` (its JSON string, or a JSON number's
-// text); nullopt with `error` set to kube's message when it is not one.
-std::optional<std::string> canonical_quantity(std::string_view text, std::string& error);
+// text); nullopt with `error` set to kube's message when it is not one. `scale`: the power of
+// ten it is rounded up to (away from zero): -9, or -3 for the values of a core/v1 ResourceList,
+// which kube's SetDefaults_ResourceList rounds to milli-units.
+std::optional<std::string> canonical_quantity(std::string_view text, std::string& error,
+                                              int scale = -9);
 
 }  // namespace kwatch::apimachinery

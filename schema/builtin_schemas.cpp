@@ -201,6 +201,12 @@ struct KindSchemas::Data {
         props[f.name] = json::object{{"type", "string"}};
       } else {
         props[f.name] = structural_type(f.type, &f, stack);
+        // A core/v1 ResourceList: kube's SetDefaults_ResourceList rounds its values up to
+        // milli-units (canonicalize_quantities).
+        if (f.type == "map[quantity]" && name.starts_with("io.k8s.api.core.v1.")) {
+          props[f.name].as_object()["additionalProperties"].as_object()["x-kwatch-resource-list"] =
+              true;
+        }
       }
     }
     if (root) {

@@ -311,6 +311,8 @@ class Parser {
       read_bool(n.embedded, path, k, v);
     } else if (k == "x-kwatch-quantity") {
       read_bool(n.quantity, path, k, v);
+    } else if (k == "x-kwatch-resource-list") {
+      read_bool(n.resource_list_value, path, k, v);
     } else if (k == "x-kubernetes-int-or-string") {
       read_bool(n.int_or_string, path, k, v);
     } else if (k == "x-kubernetes-list-type") {

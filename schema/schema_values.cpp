@@ -1189,7 +1189,7 @@ bool canonicalize_quantities_at(const detail::SchemaNode& n, json::value& v, std
       error = std::string(apimachinery::kQuantityFormatError);  // Go parses the raw JSON text
       return false;
     }
-    auto canonical = apimachinery::canonical_quantity(text, error);
+    auto canonical = apimachinery::canonical_quantity(text, error, n.resource_list_value ? -3 : -9);
     if (!canonical) return false;
     if (!v.is_string() || v.get_string() != *canonical) v = json::string(*canonical);
     return true;

@@ -88,6 +88,7 @@ struct SchemaNode {
   std::shared_ptr<const NodeCel> cel;  // set by compile_cel_rules when the node has rules
   bool rules_below = false;            // this node or one under it has rules
   bool quantity = false;               // a built-in kind's resource.Quantity (x-kwatch-quantity)
+  bool resource_list_value = false;    // ... in a core/v1 ResourceList: rounded to milli-units
   bool quantities_below = false;       // this node or one under it is one
   std::vector<std::uint32_t> rule_properties;  // the properties with rules below, by index
   std::vector<std::uint8_t> rule_property_slots;  // each one's slot in cel's fields, or 0xFF

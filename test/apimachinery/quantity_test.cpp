@@ -64,6 +64,26 @@ TEST(Quantity, PrecisionPastNanoIsRoundedUp) {
   EXPECT_EQ(canonical("0.9999999999"), "1");
 }
 
+// A core/v1 ResourceList's values are rounded up to milli-units (SetDefaults_ResourceList's
+// RoundUp(-3)), keeping a text already at that scale as it was written.
+TEST(Quantity, ResourceListValuesAreRoundedUpToMilliUnits) {
+  const auto milli = [](std::string_view text) {
+    std::string error;
+    auto out = canonical_quantity(text, error, -3);
+    return out ? *out : "error: " + error;
+  };
+  EXPECT_EQ(milli("100u"), "1m");
+  EXPECT_EQ(milli("0.0001"), "1m");
+  EXPECT_EQ(milli("1.0001"), "1001m");
+  EXPECT_EQ(milli("-100u"), "-1m");
+  EXPECT_EQ(milli("1e-4"), "1e-3");
+  EXPECT_EQ(milli("250m"), "250m");
+  EXPECT_EQ(milli("+1"), "+1");   // at the scale already: kept as written
+  EXPECT_EQ(milli("0.5"), "500m");
+  EXPECT_EQ(milli("1.5Gi"), "1536Mi");
+  EXPECT_EQ(canonical("100u"), "100u");  // elsewhere nano precision stands
+}
+
 TEST(Quantity, CanonicalTextsGoStraightThroughAsGoKeepsThem) {
   EXPECT_EQ(canonical("+1"), "+1");
   EXPECT_EQ(canonical("01"), "01");

@@ -340,10 +340,12 @@ spec:
             "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'", (status, out))
     status, out = server.request("POST", "/api/v1/namespaces/default/resourcequotas", body={
         "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "good"},
-        "spec": {"hard": {"cpu": "1000m", "pods": "10", "requests.storage": "1e3"}}})
-    t.check("... a ResourceQuota's hard limits canonical (1, 10, 1e3)", status == 201 and
-            out.get("spec", {}).get("hard") == {"cpu": "1", "pods": "10", "requests.storage": "1e3"},
-            (status, out))
+        "spec": {"hard": {"cpu": "1000m", "pods": "10", "requests.storage": "1e3",
+                          "memory": "100u"}}})
+    t.check("... a ResourceQuota's hard limits canonical (1, 10, 1e3), rounded up to "
+            "milli-units as a ResourceList's (100u: 1m)", status == 201 and
+            out.get("spec", {}).get("hard") == {"cpu": "1", "pods": "10", "requests.storage": "1e3",
+                                                "memory": "1m"}, (status, out))
 
 
 def main():
