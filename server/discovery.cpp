@@ -222,27 +222,35 @@ void order_groups(json::array& groups, bool aggregated, const Scheme& scheme,
       return text != nullptr && text->is_string() ? std::string_view(text->get_string())
                                                   : std::string_view();
     };
-    json::array& list = versions->get_array();
-    std::stable_sort(list.begin(), list.end(), [&](const json::value& a, const json::value& b) {
-      const auto va = version_of(a);
-      const auto vb = version_of(b);
-      const auto pa = priority_of(scheme, remote, group, va).version_priority;
-      const auto pb = priority_of(scheme, remote, group, vb).version_priority;
-      if (pa != pb) return pa > pb;
-      return apimachinery::compare_kube_aware_versions(va, vb) > 0;
+    // Each version's priorities looked up once (a lookup scans the remote list and the scheme).
+    struct Version {
+      kinds::ApiServicePriority priority;
+      json::value entry;
+    };
+    std::vector<Version> found;
+    for (json::value& v : versions->get_array()) {
+      found.push_back(Version{priority_of(scheme, remote, group, version_of(v)), std::move(v)});
+    }
+    std::stable_sort(found.begin(), found.end(), [&](const Version& a, const Version& b) {
+      if (a.priority.version_priority != b.priority.version_priority) {
+        return a.priority.version_priority > b.priority.version_priority;
+      }
+      return apimachinery::compare_kube_aware_versions(version_of(a.entry), version_of(b.entry)) > 0;
     });
+    json::array& list = versions->get_array();
+    list.clear();
     Ranked r{json::value(), INT64_MIN, aggregated ? group : ""};
-    for (const json::value& v : list) {
-      const auto version = version_of(v);
-      const std::int64_t p = priority_of(scheme, remote, group, version).group_priority_minimum;
+    for (Version& v : found) {
+      const std::int64_t p = v.priority.group_priority_minimum;
       if (aggregated) {
         r.priority = std::max(r.priority, p);
-      } else if (const std::string service = kinds::api_service_name(group, version);
+      } else if (const std::string service = kinds::api_service_name(group, version_of(v.entry));
                  p > r.priority || (p == r.priority && service < r.name)) {
         // The group's first APIService in kube-aggregator's order places it.
         r.priority = p;
         r.name = service;
       }
+      list.push_back(std::move(v.entry));
     }
     if (!aggregated && !list.empty()) (*go)["preferredVersion"] = list.front();
     r.group = std::move(g);
