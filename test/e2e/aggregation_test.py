@@ -105,6 +105,11 @@ class MetricsServer(WebhookServer):
                                    "verbs": ["get", "list"]},
                                   {"name": "pods", "kind": "PodMetrics", "namespaced": True,
                                    "verbs": ["get", "list"]}]})
+        if path == "/openapi/v2":
+            # Past the 16 MiB of an extension's v2 document the aggregator reads: not merged.
+            return send_json({"swagger": "2.0", "paths": {}, "definitions": {
+                "io.k8s.metrics.pkg.apis.metrics.v1beta1.Oversized": {
+                    "type": "object", "description": "x" * (17 << 20)}}})
         if path == "/openapi/v3/apis/metrics.k8s.io/v1beta1":
             schema = "io.k8s.metrics.pkg.apis.metrics.v1beta1.NodeMetrics"
             return send_json({
@@ -385,6 +390,12 @@ def check_extension(t, server, tmp):
         code, out = kc("top", "node")
         t.check("kubectl top node shows the extension's metrics",
                 code == 0 and "node-0" in out and "250m" in out, out)
+        read = wait_for(lambda: any(p == "/openapi/v2" for p, _, _ in metrics.seen), timeout=20,
+                        what="the aggregator reading the extension's /openapi/v2")
+        status, doc = server.request("GET", "/openapi/v2")
+        t.check("an extension's /openapi/v2 past 16 MiB is read and not merged", bool(read) and
+                status == 200 and "io.k8s.metrics.pkg.apis.metrics.v1beta1.Oversized" not in
+                doc.get("definitions", {}), status)
         # kube's discovery check does not verify the extension's certificate: with a caBundle
         # of another CA the APIService stays Available (the check's GET still arrives), while
         # requests through it fail, their TLS handshake refused.
