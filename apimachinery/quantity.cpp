@@ -1,5 +1,6 @@
 #include "apimachinery/quantity.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <limits>
@@ -189,6 +190,159 @@ std::string decimal_text(Decimal v, Format format, bool positive) {
   return out;
 }
 
+
+// The exact value of a split quantity (the number's digits, its fraction, its suffix).
+Decimal exact_value(std::string_view num, std::string_view denom, const Suffix& suffix) {
+  Decimal v{std::string(num) + std::string(denom), 0};
+  trim_leading_zeros(v.digits);
+  v.exponent = -static_cast<std::int64_t>(denom.size());
+  if (suffix.base == 10) {
+    v.exponent += suffix.exponent;
+  } else {
+    for (std::int32_t e = 0; e < suffix.exponent; e += 10) multiply_small(v.digits, 1024);
+  }
+  return v;
+}
+
+// MarshalJSON of a value already at its scale: `format` kept, binary values capped at 2^63-1
+// and written in decimal SI when under 1024 or fractional (CanonicalizeBytes).
+std::string render(Decimal v, Format format, bool positive) {
+  if (v.zero()) return std::string("0");
+  if (format == Format::binary_si) {
+    constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+    const auto whole = as_integer(v, kMax);
+    // Capped at 2^63-1: an integer past it, or a fraction whose whole part reaches it.
+    bool too_large = !whole && v.exponent >= 0;
+    if (v.exponent < 0) {
+      const std::int64_t int_digits = static_cast<std::int64_t>(v.digits.size()) + v.exponent;
+      if (int_digits > 0) {
+        const auto int_part =
+            as_integer(Decimal{v.digits.substr(0, static_cast<std::size_t>(int_digits)), 0}, kMax);
+        too_large = !int_part || *int_part == kMax;
+      }
+    }
+    if (too_large) return std::string(positive ? "" : "-") + std::to_string(kMax);
+    if (!whole || *whole < 1024) return decimal_text(v, Format::decimal_si, positive);
+    std::uint64_t amount = *whole;
+    int times = 0;
+    while (amount % 1024 == 0 && times < 6) {
+      amount /= 1024;
+      ++times;
+    }
+    static constexpr const char* kBinary[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
+    return std::string(positive ? "" : "-") + std::to_string(amount) + kBinary[times];
+  }
+  return decimal_text(v, format, positive);
+}
+
+// A quantity's sign, exact value and format, as Go's Quantity holds them.
+struct Value {
+  bool positive = true;
+  Decimal magnitude;
+  Format format = Format::decimal_si;
+};
+
+std::optional<Value> value_of(std::string_view text) {
+  const auto space = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+  };
+  while (!text.empty() && space(text.front())) text.remove_prefix(1);
+  while (!text.empty() && space(text.back())) text.remove_suffix(1);
+  if (text.empty()) return std::nullopt;
+  Value out;
+  std::string_view num, denom, suffix_text;
+  if (text == "0") {
+    out.magnitude.digits = "0";
+    return out;
+  }
+  if (!split(text, out.positive, num, denom, suffix_text)) return std::nullopt;
+  const auto suffix = interpret(suffix_text);
+  if (!suffix) return std::nullopt;
+  out.magnitude = exact_value(num, denom, *suffix);
+  out.format = suffix->format;
+  return out;
+}
+
+// The most zeros aligning two values for a sum may append: `1e1000000000 + 1m` is refused
+// rather than written out.
+constexpr std::int64_t kMaxAlignment = 1024;
+
+// Both at the smaller exponent (zeros appended to the other's digits); false when that takes
+// more than kMaxAlignment zeros.
+bool align(Decimal& a, Decimal& b) {
+  normalize(a);
+  normalize(b);
+  if (a.zero()) a.exponent = b.exponent;
+  if (b.zero()) b.exponent = a.exponent;
+  const std::int64_t gap = a.exponent > b.exponent ? a.exponent - b.exponent
+                                                   : b.exponent - a.exponent;
+  if (gap > kMaxAlignment) return false;
+  Decimal& higher = a.exponent > b.exponent ? a : b;
+  higher.digits.append(static_cast<std::size_t>(gap), '0');
+  higher.exponent -= gap;
+  trim_leading_zeros(a.digits);
+  trim_leading_zeros(b.digits);
+  return true;
+}
+
+// Magnitudes at one exponent, no leading zeros.
+int compare_digits(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return a.size() < b.size() ? -1 : 1;
+  const int c = a.compare(b);
+  return c < 0 ? -1 : (c > 0 ? 1 : 0);
+}
+
+std::string add_digits(const std::string& a, const std::string& b) {
+  std::string out;
+  int carry = 0;
+  for (std::size_t i = 0; i < std::max(a.size(), b.size()) || carry; ++i) {
+    int d = carry;
+    if (i < a.size()) d += a[a.size() - 1 - i] - '0';
+    if (i < b.size()) d += b[b.size() - 1 - i] - '0';
+    out.push_back(static_cast<char>('0' + d % 10));
+    carry = d / 10;
+  }
+  std::reverse(out.begin(), out.end());
+  trim_leading_zeros(out);
+  return out;
+}
+
+// a - b for a >= b.
+std::string subtract_digits(const std::string& a, const std::string& b) {
+  std::string out;
+  int borrow = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    int d = (a[a.size() - 1 - i] - '0') - borrow;
+    if (i < b.size()) d -= b[b.size() - 1 - i] - '0';
+    borrow = d < 0 ? 1 : 0;
+    out.push_back(static_cast<char>('0' + (d + 10) % 10));
+  }
+  std::reverse(out.begin(), out.end());
+  trim_leading_zeros(out);
+  return out;
+}
+
+// Magnitudes compared without aligning them: by their count of whole digits, then digit by
+// digit (normalized, so neither ends in a zero).
+int compare_magnitudes(Decimal a, Decimal b) {
+  normalize(a);
+  normalize(b);
+  if (a.zero() || b.zero()) return a.zero() == b.zero() ? 0 : (a.zero() ? -1 : 1);
+  const std::int64_t wa = static_cast<std::int64_t>(a.digits.size()) + a.exponent;
+  const std::int64_t wb = static_cast<std::int64_t>(b.digits.size()) + b.exponent;
+  if (wa != wb) return wa < wb ? -1 : 1;
+  const int c = a.digits.compare(b.digits);  // equal leading positions: lexical order
+  return c < 0 ? -1 : (c > 0 ? 1 : 0);
+}
+
+int compare(const Value& a, const Value& b) {
+  const int sa = a.magnitude.zero() ? 0 : (a.positive ? 1 : -1);
+  const int sb = b.magnitude.zero() ? 0 : (b.positive ? 1 : -1);
+  if (sa != sb) return sa < sb ? -1 : 1;
+  const int m = compare_magnitudes(a.magnitude, b.magnitude);
+  return sa >= 0 ? m : -m;
+}
+
 }  // namespace
 
 std::optional<std::string> canonical_quantity(std::string_view text, std::string& error,
@@ -250,43 +404,37 @@ std::optional<std::string> canonical_quantity(std::string_view text, std::string
       }
     }
   }
-  Decimal v{shifted, 0};
-  trim_leading_zeros(v.digits);
-  v.exponent = -static_cast<std::int64_t>(denom.size());
-  Format format = suffix->format;
-  if (suffix->base == 10) {
-    v.exponent += suffix->exponent;
-  } else {
-    for (std::int32_t e = 0; e < suffix->exponent; e += 10) multiply_small(v.digits, 1024);
-  }
+  Decimal v = exact_value(num, denom, *suffix);
   round_up_to(v, scale_limit);
-  if (v.zero()) return std::string("0");
-  if (format == Format::binary_si) {
-    constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
-    const auto whole = as_integer(v, kMax);
-    // Capped at 2^63-1: an integer past it, or a fraction whose whole part reaches it.
-    bool too_large = !whole && v.exponent >= 0;
-    if (v.exponent < 0) {
-      const std::int64_t int_digits = static_cast<std::int64_t>(v.digits.size()) + v.exponent;
-      if (int_digits > 0) {
-        const auto int_part =
-            as_integer(Decimal{v.digits.substr(0, static_cast<std::size_t>(int_digits)), 0}, kMax);
-        too_large = !int_part || *int_part == kMax;
-      }
-    }
-    if (too_large) return std::string(positive ? "" : "-") + std::to_string(kMax);
-    // Under 1024, or fractional: decimal SI (CanonicalizeBytes).
-    if (!whole || *whole < 1024) return decimal_text(v, Format::decimal_si, positive);
-    std::uint64_t amount = *whole;
-    int times = 0;
-    while (amount % 1024 == 0 && times < 6) {
-      amount /= 1024;
-      ++times;
-    }
-    static constexpr const char* kBinary[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
-    return std::string(positive ? "" : "-") + std::to_string(amount) + kBinary[times];
+  return render(std::move(v), suffix->format, positive);
+}
+
+
+std::optional<std::string> add_quantities(std::string_view a, std::string_view b) {
+  auto x = value_of(a);
+  auto y = value_of(b);
+  if (!x || !y || !align(x->magnitude, y->magnitude)) return std::nullopt;
+  Decimal sum{"0", x->magnitude.exponent};
+  bool positive = true;
+  if (x->positive == y->positive || y->magnitude.zero() || x->magnitude.zero()) {
+    positive = x->magnitude.zero() ? y->positive : x->positive;
+    sum.digits = add_digits(x->magnitude.digits, y->magnitude.digits);
+  } else if (compare_digits(x->magnitude.digits, y->magnitude.digits) >= 0) {
+    positive = x->positive;
+    sum.digits = subtract_digits(x->magnitude.digits, y->magnitude.digits);
+  } else {
+    positive = y->positive;
+    sum.digits = subtract_digits(y->magnitude.digits, x->magnitude.digits);
   }
-  return decimal_text(v, format, positive);
+  round_up_to(sum, -9);
+  return render(std::move(sum), x->format, positive);
+}
+
+std::optional<int> compare_quantities(std::string_view a, std::string_view b) {
+  auto x = value_of(a);
+  auto y = value_of(b);
+  if (!x || !y) return std::nullopt;
+  return compare(*x, *y);
 }
 
 }  // namespace kwatch::apimachinery

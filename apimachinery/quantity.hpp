@@ -27,4 +27,12 @@ inline constexpr std::string_view kQuantityFormatError =
 std::optional<std::string> canonical_quantity(std::string_view text, std::string& error,
                                               int scale = -9);
 
+// The sum of two quantities as Go's Quantity.Add makes it (exact, in the first one's format),
+// written as MarshalJSON writes it; nullopt when either is not a quantity, or when their
+// exponents lie more than 1024 apart (the exact sum would be written out digit by digit).
+std::optional<std::string> add_quantities(std::string_view a, std::string_view b);
+
+// -1, 0 or 1 as Quantity.Cmp answers; nullopt when either is not a quantity.
+std::optional<int> compare_quantities(std::string_view a, std::string_view b);
+
 }  // namespace kwatch::apimachinery

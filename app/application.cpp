@@ -19,6 +19,8 @@
 #include "registry/cacher_registry.hpp"
 #include "controllers/admission_policy_status.hpp"
 #include "controllers/certificate_signer.hpp"
+#include "controllers/root_ca_publisher.hpp"
+#include "base/openssl_files.hpp"
 #include "controllers/api_service_registration.hpp"
 #include "controllers/extension_authentication.hpp"
 #include "delegation/access_review_authorizer.hpp"
@@ -258,6 +260,8 @@ struct Application::Parts {
   std::shared_ptr<controllers::AdmissionPolicyStatus> admission_policy_status;
   std::shared_ptr<const controllers::CertificateSigner::Authority> signing_authority;
   std::shared_ptr<controllers::CertificateSigner> certificate_signer;  // with a signing CA
+  std::string root_ca_pem;  // published as kube-root-ca.crt when known
+  std::shared_ptr<controllers::RootCaPublisher> root_ca_publisher;
   std::shared_ptr<GarbageCollector> garbage_collector;
   std::shared_ptr<registry::ServiceAllocator> service_allocator;
   std::shared_ptr<controllers::ServiceCIDRController> service_cidr_controller;
@@ -554,6 +558,15 @@ bool Application::Parts::configure_access() {
       return false;
     }
   }
+  if (!options.root_ca_file.empty()) {
+    // As kube-controller-manager: a bundle that does not read as certificates stops start-up.
+    if (!read_whole_file(options.root_ca_file, root_ca_pem) ||
+        base::openssl::count_certificates(root_ca_pem) == 0) {
+      spdlog::critical("--root-ca-file {}: cannot read a PEM certificate from it",
+                       options.root_ca_file);
+      return false;
+    }
+  }
   if (!options.proxy_client_cert_file.empty()) {
     if (!read_whole_file(options.proxy_client_cert_file, proxy_options.client_cert_pem) ||
         !read_whole_file(options.proxy_client_key_file, proxy_options.client_key_pem)) {
@@ -835,6 +848,10 @@ bool Application::Parts::listen() {
       }
       cert = generated->cert_file;
       key = generated->key_file;
+      // The CA clients trust this certificate by, published unless --root-ca-file says other.
+      if (root_ca_pem.empty() && !read_whole_file(generated->ca_file, root_ca_pem)) {
+        spdlog::warn("cannot read {}: kube-root-ca.crt is not published", generated->ca_file);
+      }
     }
     https = std::make_unique<HttpServer>(*ioc, handler, http_limits, delivery_ioc);
     https->set_compute(compute->get_executor());
@@ -1245,6 +1262,11 @@ void Application::Parts::start_controllers() {
   if (certificate_signer) certificate_signer->start(compute->get_executor());  // RSA signing
   if (garbage_collector) garbage_collector->start(ioc->get_executor());
   service_cidr_controller->start(ioc->get_executor());
+  if (!root_ca_pem.empty()) {
+    root_ca_publisher =
+        std::make_shared<controllers::RootCaPublisher>(*scheme, store, cachers, root_ca_pem);
+    root_ca_publisher->start(ioc->get_executor());
+  }
 }
 
 void Application::Parts::stop_controllers() {
@@ -1257,6 +1279,7 @@ void Application::Parts::stop_controllers() {
   api_service_availability->stop();
   admission_policy_status->stop();
   if (certificate_signer) certificate_signer->stop();
+  if (root_ca_publisher) root_ca_publisher->stop();
   if (garbage_collector) garbage_collector->stop();
   service_cidr_controller->stop();
   if (flow_control_keeper) flow_control_keeper->stop();
@@ -1298,6 +1321,7 @@ int Application::run() {
   p.api_service_proxy.reset();
   p.admission_policy_status.reset();
   p.certificate_signer.reset();
+  p.root_ca_publisher.reset();
   p.service_cidr_controller.reset();
   p.crd_controller.reset();
   p.rbac.reset();

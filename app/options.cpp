@@ -369,6 +369,15 @@ std::vector<Flag> flag_table(Options& o) {
          return parse_bool(v, o.authentication_tolerate_lookup_failure) ? ""
                                                                         : "must be true or false";
        }},
+      {"root-ca-file", "FILE",
+       "the CA bundle (PEM) published as ca.crt of the ConfigMap kube-root-ca.crt\n"
+       "in every namespace, as kube-controller-manager's flag of that name does\n"
+       "(default: the CA kwatch makes for its own serving certificate; none when\n"
+       "--tls-cert-file is given without it)",
+       [&](const std::string& v) -> std::string {
+         o.root_ca_file = v;
+         return "";
+       }},
       {"cluster-signing-cert-file", "FILE",
        "the CA certificate (PEM) that signs approved CertificateSigningRequests\n"
        "for kubernetes.io/kube-apiserver-client and\n"

@@ -59,6 +59,8 @@ struct Options {
   // --proxy-client-cert-file, --proxy-client-key-file: what extension API servers are shown.
   // --cluster-signing-cert-file, --cluster-signing-key-file, --cluster-signing-duration:
   // kube-controller-manager's, for the in-process CertificateSigningRequest signer.
+  // kube-controller-manager's --root-ca-file: the bundle published as kube-root-ca.crt.
+  std::string root_ca_file;
   std::string cluster_signing_cert_file;
   std::string cluster_signing_key_file;
   std::chrono::milliseconds cluster_signing_duration = std::chrono::hours(8760);

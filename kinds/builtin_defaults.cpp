@@ -1,5 +1,6 @@
 #include "kinds/builtin_defaults.hpp"
 
+#include "apimachinery/quantity.hpp"
 #include "base/base64.hpp"
 #include "base/timestamps.hpp"
 
@@ -281,6 +282,125 @@ void default_pod_spec(json::object& spec) {
   });
 }
 
+// ---- pod-level resources (PodLevelResources, beta and on by default in kube 1.34) ----
+
+bool huge_pages(std::string_view resource) { return resource.starts_with("hugepages-"); }
+
+// IsSupportedPodLevelResource.
+bool pod_level_resource(std::string_view resource) {
+  return resource == "cpu" || resource == "memory" || huge_pages(resource);
+}
+
+// addResourceList: each quantity added to what `into` holds under its name (or copied in).
+void add_resources(json::object& into, const json::object& from) {
+  for (const auto& [name, quantity] : from) {
+    json::value* held = into.if_contains(name);
+    if (held == nullptr) {
+      into.emplace(name, quantity);
+    } else if (held->is_string() && quantity.is_string()) {
+      if (auto sum = apimachinery::add_quantities(held->get_string(), quantity.get_string())) {
+        *held = *sum;
+      }
+    }
+  }
+}
+
+// maxResourceList: each quantity kept where it is larger than what `into` holds.
+void max_resources(json::object& into, const json::object& from) {
+  for (const auto& [name, quantity] : from) {
+    json::value* held = into.if_contains(name);
+    if (held == nullptr) {
+      into.emplace(name, quantity);
+    } else if (held->is_string() && quantity.is_string()) {
+      auto c = apimachinery::compare_quantities(quantity.get_string(), held->get_string());
+      if (c && *c > 0) *held = quantity;
+    }
+  }
+}
+
+const json::array* array_in(const json::object& parent, std::string_view key) {
+  const json::value* v = parent.if_contains(key);
+  return v != nullptr ? v->if_array() : nullptr;
+}
+
+const json::object* resource_list(const json::object& container, std::string_view which) {
+  const json::value* r = container.if_contains("resources");
+  const json::value* list = r != nullptr && r->is_object() ? r->get_object().if_contains(which)
+                                                           : nullptr;
+  return list != nullptr ? list->if_object() : nullptr;
+}
+
+// AggregateContainerRequests / AggregateContainerLimits (`which`): the regular containers' and
+// the sidecars' sum, raised to what any init container needs while it runs beside the sidecars
+// started before it.
+json::object aggregate_container_resources(const json::object& spec, std::string_view which) {
+  json::object total;
+  if (const json::array* containers = array_in(spec, "containers")) {
+    for (const auto& c : *containers) {
+      if (!c.is_object()) continue;
+      if (const json::object* list = resource_list(c.get_object(), which)) {
+        add_resources(total, *list);
+      }
+    }
+  }
+  json::object sidecars, init_peak;
+  if (const json::array* inits = array_in(spec, "initContainers")) {
+    for (const auto& c : *inits) {
+      if (!c.is_object()) continue;
+      const json::object* list = resource_list(c.get_object(), which);
+      const json::object none;
+      if (list == nullptr) list = &none;
+      const json::value* restart = c.get_object().if_contains("restartPolicy");
+      if (restart != nullptr && restart->is_string() && restart->get_string() == "Always") {
+        add_resources(total, *list);
+        add_resources(sidecars, *list);
+        max_resources(init_peak, sidecars);
+      } else {
+        json::object running = *list;
+        add_resources(running, sidecars);
+        max_resources(init_peak, running);
+      }
+    }
+  }
+  max_resources(total, init_peak);
+  return total;
+}
+
+// defaultHugePagePodLimits: where the pod already sets some resources, a huge page size that
+// containers limit and the pod neither requests nor limits gets the containers' total as its
+// pod-level limit.
+void default_huge_page_pod_limits(json::object& spec, json::object& resources) {
+  const json::object* requests = existing_object(resources, "requests");
+  const json::object* limits = existing_object(resources, "limits");
+  if ((limits == nullptr || limits->empty()) && (requests == nullptr || requests->empty())) return;
+  json::object pod_limits = limits != nullptr ? *limits : json::object();
+  for (const auto& [name, total] : aggregate_container_resources(spec, "limits")) {
+    if (!huge_pages(name)) continue;
+    if (requests != nullptr && requests->contains(name)) continue;
+    if (!pod_limits.contains(name)) pod_limits.emplace(name, total);
+  }
+  if (!pod_limits.empty()) resources["limits"] = std::move(pod_limits);
+}
+
+// defaultPodRequests: where the pod sets limits, what it does not request is the containers'
+// total request (cpu and memory), else its own limit.
+void default_pod_requests(json::object& spec, json::object& resources) {
+  const json::object* limits = existing_object(resources, "limits");
+  if (limits == nullptr || limits->empty()) return;
+  const json::object* requests = existing_object(resources, "requests");
+  json::object pod_requests = requests != nullptr ? *requests : json::object();
+  for (const auto& [name, total] : aggregate_container_resources(spec, "requests")) {
+    // Only what may be overcommitted: not huge pages.
+    if (pod_level_resource(name) && !huge_pages(name) && !pod_requests.contains(name)) {
+      pod_requests.emplace(name, total);
+    }
+  }
+  for (const auto& [name, limit] : *limits) {
+    if (pod_level_resource(name) && !pod_requests.contains(name)) pod_requests.emplace(name, limit);
+  }
+  if (!pod_requests.empty()) resources["requests"] = std::move(pod_requests);
+}
+
 void default_pod(json::object& pod) {
   json::object* spec = existing_object(pod, "spec");
   if (spec == nullptr) return;
@@ -291,6 +411,11 @@ void default_pod(json::object& pod) {
   const bool on_host = host_network != nullptr && host_network->is_bool() && host_network->get_bool();
   for (const char* list : {"containers", "initContainers"}) {
     for_each_object(*spec, list, [&](json::object& c) { default_pod_container(c, on_host); });
+  }
+  // Pod-level resources, once the containers' requests are defaulted.
+  if (json::object* resources = existing_object(*spec, "resources")) {
+    default_huge_page_pod_limits(*spec, *resources);
+    default_pod_requests(*spec, *resources);
   }
 }
 

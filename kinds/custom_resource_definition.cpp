@@ -897,7 +897,11 @@ void default_custom_resource_definition(json::object& crd) {
 }
 
 void reset_custom_resource_definition_status(json::object& crd) {
-  crd["status"] = json::object();
+  // Go's zero status as its JSON writes it: conditions and storedVersions have no omitempty,
+  // nor have the accepted names' plural and kind.
+  crd["status"] = json::object{{"conditions", nullptr},
+                               {"acceptedNames", json::object{{"plural", ""}, {"kind", ""}}},
+                               {"storedVersions", nullptr}};
   add_storage_version(crd);
 }
 

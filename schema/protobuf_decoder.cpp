@@ -570,6 +570,17 @@ json::value go_zero(const Field& f) {
   }
 }
 
+// Whether Go's JSON writes the field as null when it holds its zero: a list, pointer or time
+// without omitempty (nil, or metav1.Time's zero, which marshals as null), or a time that is no
+// pointer (omitempty does not drop structs). Fields Go writes as `{}`, "" or 0 are the
+// generator's written_when_zero. creationTimestamp is omitzero since kube 1.34: left out.
+bool written_as_null(const Field& f) {
+  if (f.inline_fields || f.written_when_zero || f.name == "creationTimestamp") return false;
+  if (!f.omit_empty) return true;
+  const bool time = f.kind == Kind::time || f.kind == Kind::micro_time;
+  return time && !f.keep_zero;  // with omitempty, keep_zero marks the pointers
+}
+
 void write_zero(const Message& message, json::object& obj, int depth) {
   if (depth > 64) return;
   for (const Field& f : message.fields) {
@@ -579,6 +590,17 @@ void write_zero(const Message& message, json::object& obj, int depth) {
     }
     if (f.name.empty()) continue;
     auto it = obj.find(f.name);
+    if (written_as_null(f)) {
+      // Go writes the zero of such a field as null, and a list stored empty reads back nil.
+      if (it == obj.end()) {
+        obj.emplace(f.name, nullptr);
+        continue;
+      }
+      if (it->value().is_array() && it->value().get_array().empty()) {
+        it->value() = nullptr;
+        continue;
+      }
+    }
     if (it == obj.end() || it->value().is_null()) {
       if (!f.written_when_zero) continue;
       json::value zero = go_zero(f);

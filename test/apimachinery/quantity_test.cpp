@@ -110,5 +110,45 @@ TEST(Quantity, MalformedTextsAreRefusedInKubesWords) {
   EXPECT_EQ(error, "unable to parse quantity's suffix");
 }
 
+std::string sum(std::string_view a, std::string_view b) {
+  auto out = add_quantities(a, b);
+  return out ? *out : "none";
+}
+
+// Quantity.Add: exact, in the first quantity's format, written as MarshalJSON writes it.
+TEST(Quantity, SumsKeepTheFirstQuantitysFormat) {
+  EXPECT_EQ(sum("100m", "200m"), "300m");
+  EXPECT_EQ(sum("500m", "1"), "1500m");
+  EXPECT_EQ(sum("1", "500m"), "1500m");
+  EXPECT_EQ(sum("128Mi", "128Mi"), "256Mi");
+  EXPECT_EQ(sum("1Gi", "500M"), "1573741824");  // binary, but no longer a whole multiple
+  EXPECT_EQ(sum("500M", "1Gi"), "1573741824");
+  EXPECT_EQ(sum("1e3", "1e3"), "2e3");
+  EXPECT_EQ(sum("0", "64Mi"), "67108864");  // "0" is decimal
+  EXPECT_EQ(sum("1", "-250m"), "750m");
+  EXPECT_EQ(sum("-1", "250m"), "-750m");
+  EXPECT_EQ(sum("2", "-2"), "0");
+  EXPECT_EQ(sum("x", "1"), "none");
+}
+
+// Far-apart exponents are refused rather than written out digit by digit.
+TEST(Quantity, SumsOfFarApartExponentsAreRefused) {
+  EXPECT_EQ(sum("1e1000000000", "1m"), "none");
+  EXPECT_EQ(sum("1e1000", "1"), "1" + std::string(999, '0') + "1");
+}
+
+TEST(Quantity, ComparisonsAsQuantityCmp) {
+  EXPECT_EQ(compare_quantities("1", "1000m"), 0);
+  EXPECT_EQ(compare_quantities("1Ki", "1024"), 0);
+  EXPECT_EQ(compare_quantities("1.5", "1"), 1);
+  EXPECT_EQ(compare_quantities("999m", "1"), -1);
+  EXPECT_EQ(compare_quantities("13", "12.3"), 1);
+  EXPECT_EQ(compare_quantities("12", "123e-1"), -1);
+  EXPECT_EQ(compare_quantities("-2", "-1"), -1);
+  EXPECT_EQ(compare_quantities("0", "-1"), 1);
+  EXPECT_EQ(compare_quantities("1e1000000000", "1"), 1);  // compared without writing it out
+  EXPECT_FALSE(compare_quantities("1", "x").has_value());
+}
+
 }  // namespace
 }  // namespace kwatch::apimachinery

@@ -144,6 +144,42 @@ def main():
             p = robot("-n", "team", "get", "configmaps", "-o", "name")
             t.check("the ServiceAccount lists configmaps in its namespace", "configmap/settings" in p.stdout,
                     p.stdout + p.stderr)
+            # kube-root-ca.crt, published in every namespace as kube-controller-manager publishes
+            # it: an in-cluster client reads it with its token and trusts the server by it.
+            def root_ca():
+                p = robot("-n", "team", "get", "configmap", "kube-root-ca.crt", "-o", "json")
+                return json.loads(p.stdout) if p.returncode == 0 else None
+            try:
+                published = wait_for(root_ca, timeout=10, what="kube-root-ca.crt in team")
+            except AssertionError as e:
+                published = {"error": str(e)}
+            with open(ca) as f:
+                serving_ca = f.read()
+            t.check("kube-root-ca.crt holds the CA of the serving certificate, with kube's description",
+                    published.get("data") == {"ca.crt": serving_ca} and
+                    published["metadata"]["annotations"].get("kubernetes.io/description", "").startswith(
+                        "Contains a CA bundle that can be used to verify the kube-apiserver"), published)
+            in_cluster_ca = os.path.join(tmp, "in-cluster-ca.crt")
+            with open(in_cluster_ca, "w") as f:
+                f.write(published.get("data", {}).get("ca.crt", ""))
+            in_cluster_cfg = pki.kubeconfig(os.path.join(tmp, "in-cluster.kubeconfig"), port,
+                                            in_cluster_ca, token=token)
+            p = subprocess.run([kubectl, "--kubeconfig", in_cluster_cfg, "-n", "team", "get",
+                                "configmaps", "-o", "name"], capture_output=True, text=True, timeout=60)
+            t.check("... and verifies the server for a client that trusts only it",
+                    p.returncode == 0 and "configmap/kube-root-ca.crt" in p.stdout, p.stdout + p.stderr)
+            p = robot("-n", "team", "delete", "configmap", "kube-root-ca.crt")
+            t.check("view may not delete it", p.returncode != 0 and "Forbidden" in p.stderr, p.stderr)
+            status, body = admin.call("DELETE", "/api/v1/namespaces/team/configmaps/kube-root-ca.crt")
+            t.check("admin deletes it", status == 200, body)
+            try:
+                again = wait_for(lambda: (root_ca() or {}).get("metadata", {}).get("uid") not in
+                                 (None, published.get("metadata", {}).get("uid")) and root_ca(),
+                                 timeout=10, what="kube-root-ca.crt made again")
+            except AssertionError as e:
+                again = {"error": str(e)}
+            t.check("... and it is made again", again.get("data") == {"ca.crt": serving_ca}, again)
+
             sa = pki.HttpsClient(port, ca, token=token)
             status, _ = sa.call("GET", "/api/v1/namespaces/team/configmaps?watch=1&timeoutSeconds=1")
             t.check("... and watches them", status == 200, status)

@@ -501,11 +501,12 @@ const StoredCase kStoredCases[] = {
     {"", "v1", "ResourceQuota", R"({"metadata":{"name":"q"}})",
      R"({"metadata":{"name":"q"},"spec":{},"status":{}})"},
     {"", "v1", "LimitRange", R"({"metadata":{"name":"l"}})",
-     R"({"metadata":{"name":"l"},"spec":{}})"},
+     R"({"metadata":{"name":"l"},"spec":{"limits":null}})"},
     {"", "v1", "Event",
      R"({"metadata":{"name":"e"},"involvedObject":{"kind":"Pod","name":"p"},"reason":"R"})",
      R"({"metadata":{"name":"e"},"involvedObject":{"kind":"Pod","name":"p"},"reason":"R",)"
-     R"("source":{},"reportingComponent":"","reportingInstance":""})"},
+     R"("source":{},"firstTimestamp":null,"lastTimestamp":null,"eventTime":null,)"
+     R"("reportingComponent":"","reportingInstance":""})"},
     {"", "v1", "Endpoints",
      R"({"metadata":{"name":"e"},"subsets":[{"addresses":[{"ip":"10.0.0.1"}],)"
      R"("ports":[{"port":80}]}]})",
@@ -577,7 +578,7 @@ const StoredCase kStoredCases[] = {
      R"({"metadata":{"name":"h"},"spec":{"scaleTargetRef":{"apiVersion":"apps/v1",)"
      R"("kind":"Deployment","name":"d"},"minReplicas":1,"maxReplicas":3,"metrics":[{"type":)"
      R"("Resource","resource":{"name":"cpu","target":{"type":"Utilization",)"
-     R"("averageUtilization":80}}}]},"status":{"desiredReplicas":0}})"},
+     R"("averageUtilization":80}}}]},"status":{"desiredReplicas":0,"currentMetrics":null}})"},
     {"autoscaling", "v1", "HorizontalPodAutoscaler",
      R"({"metadata":{"name":"h"},"spec":{"scaleTargetRef":{"kind":"Deployment","name":"d"},)"
      R"("maxReplicas":3}})",
@@ -593,6 +594,11 @@ const StoredCase kStoredCases[] = {
      R"("resources":["pods"]}]})",
      R"({"metadata":{"name":"r"},"rules":[{"verbs":["get"],"apiGroups":[""],)"
      R"("resources":["pods"]}]})"},
+    // A list without omitempty left out, or sent empty, reads back null.
+    {"rbac.authorization.k8s.io", "v1", "Role", R"({"metadata":{"name":"r"}})",
+     R"({"metadata":{"name":"r"},"rules":null})"},
+    {"rbac.authorization.k8s.io", "v1", "ClusterRole", R"({"metadata":{"name":"r"},"rules":[]})",
+     R"({"metadata":{"name":"r"},"rules":null})"},
     {"rbac.authorization.k8s.io", "v1", "RoleBinding",
      R"({"metadata":{"name":"b"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io",)"
      R"("kind":"Role","name":"r"}})",
@@ -618,6 +624,9 @@ const StoredCase kStoredCases[] = {
      R"("ports":[{"port":80}]})",
      R"({"metadata":{"name":"e"},"addressType":"IPv4","endpoints":[{"addresses":["10.0.0.1"],)"
      R"("conditions":{}}],"ports":[{"name":"","protocol":"TCP","port":80}]})"},
+    {"discovery.k8s.io", "v1", "EndpointSlice",
+     R"({"metadata":{"name":"e"},"addressType":"IPv4"})",
+     R"({"metadata":{"name":"e"},"addressType":"IPv4","endpoints":null,"ports":null})"},
     // ---- storage.k8s.io/v1 ----
     {"storage.k8s.io", "v1", "StorageClass", R"({"metadata":{"name":"s"},"provisioner":"p"})",
      R"({"metadata":{"name":"s"},"provisioner":"p","reclaimPolicy":"Delete",)"
@@ -714,6 +723,62 @@ TEST(BuiltinDefaults, VolumeSourcesGetTheirDeclarativeDefaults) {
   EXPECT_EQ(v.at(6).at("ephemeral").at("volumeClaimTemplate").at("spec"),
             parse(R"({"accessModes":["ReadWriteOnce"],"resources":{},
                       "volumeMode":"Filesystem"})"));
+}
+
+// PodLevelResources (on by default in kube 1.34): where a pod sets pod-level limits, what it
+// does not request is its containers' effective request, else its own limit.
+TEST(BuiltinDefaults, PodLevelRequestsComeFromTheContainersOrTheLimits) {
+  auto requests_of = [](std::string_view text) {
+    auto pod = parse(text);
+    default_pod(pod);
+    const auto& resources = pod.at("spec").at("resources").as_object();
+    return resources.contains("requests") ? resources.at("requests") : json::value(nullptr);
+  };
+  // No container asks: the pod's limits.
+  EXPECT_EQ(requests_of(R"({"spec":{"resources":{"limits":{"cpu":"2","memory":"1Gi"}},
+      "containers":[{"name":"a","image":"x"}]}})"),
+            parse(R"({"cpu":"2","memory":"1Gi"})"));
+  // The containers' sum (a container's limit standing for its request), and the pod's limit for
+  // what none asks.
+  EXPECT_EQ(requests_of(R"({"spec":{"resources":{"limits":{"cpu":"4","memory":"8Mi"}},
+      "containers":[{"name":"a","image":"x","resources":{"requests":{"cpu":"100m"}}},
+                    {"name":"b","image":"x","resources":{"limits":{"cpu":"200m"}}}]}})"),
+            parse(R"({"cpu":"300m","memory":"8Mi"})"));
+  // Init containers: the largest need while one runs beside the sidecars started before it.
+  EXPECT_EQ(requests_of(R"({"spec":{"resources":{"limits":{"cpu":"8"}},
+      "initContainers":[{"name":"s","image":"x","restartPolicy":"Always",
+                         "resources":{"requests":{"cpu":"500m"}}},
+                        {"name":"i","image":"x","resources":{"requests":{"cpu":"2"}}}],
+      "containers":[{"name":"a","image":"x","resources":{"requests":{"cpu":"1"}}}]}})"),
+            parse(R"({"cpu":"2500m"})"));
+  // What the pod requests itself is kept; without pod-level limits nothing is defaulted.
+  EXPECT_EQ(requests_of(R"({"spec":{"resources":{"limits":{"cpu":"2"},"requests":{"cpu":"1"}},
+      "containers":[{"name":"a","image":"x","resources":{"requests":{"cpu":"100m"}}}]}})"),
+            parse(R"({"cpu":"1"})"));
+  EXPECT_EQ(requests_of(R"({"spec":{"resources":{"requests":{"cpu":"1"}},
+      "containers":[{"name":"a","image":"x","resources":{"requests":{"memory":"1Mi"}}}]}})"),
+            parse(R"({"cpu":"1"})"));
+  // Only cpu, memory and huge pages are pod-level resources.
+  EXPECT_EQ(requests_of(R"({"spec":{"resources":{"limits":{"cpu":"1"}},
+      "containers":[{"name":"a","image":"x",
+                     "resources":{"requests":{"ephemeral-storage":"1Gi"}}}]}})"),
+            parse(R"({"cpu":"1"})"));
+}
+
+// defaultHugePagePodLimits: a huge page size the containers limit becomes a pod-level limit (then
+// a request) where the pod sets resources of its own; a templates' pod spec gets none of this.
+TEST(BuiltinDefaults, PodLevelHugePageLimitsComeFromTheContainers) {
+  auto pod = parse(R"({"spec":{"resources":{"requests":{"cpu":"1"}},
+      "containers":[{"name":"a","image":"x","resources":{"limits":{"hugepages-2Mi":"4Mi"}}},
+                    {"name":"b","image":"x","resources":{"limits":{"hugepages-2Mi":"2Mi"}}}]}})");
+  default_pod(pod);
+  EXPECT_EQ(pod.at("spec").at("resources"),
+            parse(R"({"requests":{"cpu":"1","hugepages-2Mi":"6Mi"},
+                      "limits":{"hugepages-2Mi":"6Mi"}})"));
+  auto bare = parse(R"({"spec":{"containers":[{"name":"a","image":"x",
+      "resources":{"limits":{"hugepages-2Mi":"4Mi"}}}]}})");
+  default_pod(bare);
+  EXPECT_FALSE(bare.at("spec").as_object().contains("resources"));
 }
 
 TEST(Base64, EncodesWithPadding) {

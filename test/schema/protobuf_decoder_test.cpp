@@ -155,6 +155,32 @@ TEST(OmitEmptyFields, LeavesOutWhatGosJsonLeavesOutOfTheKindsStruct) {
   EXPECT_EQ(widget, before) << "custom resources have no struct";
 }
 
+// Go writes as null the zeros of lists and pointers without omitempty and of times that are no
+// pointers; pointers with omitempty are left out, and creationTimestamp is omitzero (1.34).
+TEST(WriteZeroFields, ZerosGoWritesAsNullAreNull) {
+  auto pod = json::parse(R"({"metadata":{"name":"p"},"status":{"conditions":[
+      {"type":"Ready","status":"True","lastTransitionTime":"2026-01-01T00:00:00Z"}]}})")
+                 .as_object();
+  write_zero_fields("v1", "Pod", pod);
+  const auto& condition = pod.at("status").at("conditions").at(0).as_object();
+  EXPECT_TRUE(condition.at("lastProbeTime").is_null());
+  EXPECT_EQ(condition.at("lastTransitionTime"), "2026-01-01T00:00:00Z");
+  EXPECT_FALSE(pod.at("metadata").as_object().contains("deletionTimestamp"));
+  EXPECT_FALSE(pod.at("metadata").as_object().contains("creationTimestamp"));
+  auto deployment = json::parse(R"({"metadata":{"name":"d"},"spec":{"selector":{},
+      "template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c"}]}}}})")
+                        .as_object();
+  write_zero_fields("apps/v1", "Deployment", deployment);
+  EXPECT_FALSE(deployment.at("spec").at("template").at("metadata").as_object().contains(
+      "creationTimestamp"));
+  auto role = json::parse(R"({"metadata":{"name":"r"},"rules":[]})").as_object();
+  write_zero_fields("rbac.authorization.k8s.io/v1", "Role", role);
+  EXPECT_TRUE(role.at("rules").is_null()) << "a list stored empty reads back nil";
+  auto full = json::parse(R"({"metadata":{"name":"r"},"rules":[{"verbs":["get"]}]})").as_object();
+  write_zero_fields("rbac.authorization.k8s.io/v1", "Role", full);
+  EXPECT_EQ(full.at("rules").at(0).at("verbs").at(0), "get");
+}
+
 TEST(ProtobufDecoder, SecretDataIsBase64AndZeroPointerFieldsAreKept) {
   std::string raw = field(1, field(1, "s")) + field(2, entry("p", "q")) + field(3, "Opaque") +
                     number_field(5, 0);
