@@ -154,11 +154,6 @@ asio::awaitable<bool> RootCaPublisher::sync(const std::string& ns) {
   const json::object wanted_data{{"ca.crt", bundle_}};
   auto current = config_maps->get(config_maps_->key(ns, std::string(kRootCaConfigMapName)));
   if (!current) {
-    auto ns_parsed = parsed(ns_object);
-    if (ns_parsed && object_member(*ns_parsed, "metadata") != nullptr &&
-        object_member(*ns_parsed, "metadata")->contains("deletionTimestamp")) {
-      co_return true;  // kube's create is refused in a terminating namespace, and not retried
-    }
     json::object config_map{
         {"apiVersion", "v1"},
         {"kind", "ConfigMap"},
@@ -174,7 +169,7 @@ asio::awaitable<bool> RootCaPublisher::sync(const std::string& ns) {
     if (r) co_return true;
     switch (r.error().code) {
       case base::Errc::not_found:       // the namespace is gone
-      case base::Errc::forbidden:       // it is being deleted
+      case base::Errc::forbidden:       // it is being deleted: not tried again, as in kube
       case base::Errc::already_exists:  // its event brings another look
         co_return true;
       default:

@@ -57,8 +57,8 @@ namespace kwatch::kinds {
 void default_custom_resource_definition(boost::json::object& crd);
 
 // kube's PrepareForCreate: whatever status the request carries is dropped for Go's zero status
-// (`conditions: null`, `acceptedNames: {plural: "", kind: ""}`; the controllers write the
-// accepted names and conditions); storedVersions starts as the storage version.
+// (`acceptedNames: {plural: "", kind: ""}`; the controllers write the accepted names and
+// conditions); storedVersions starts as the storage version.
 void reset_custom_resource_definition_status(boost::json::object& crd);
 
 // ValidateCustomResourceDefinition (old == nullptr: a create) or

@@ -509,26 +509,67 @@ ApiResult<json::object*> ensure_metadata(json::object& obj) {
   return &it->value().get_object();
 }
 
-bool same_member(const json::object& a, const json::object& b, std::string_view key) {
+namespace {
+
+// Equal as Go's typed objects are once decoded: a member that is null is one left out (kube's
+// Semantic.DeepEqual of built-in kinds). Stored built-in objects hold Go's nulls (a Role's
+// `rules: null`), which a decoded body has dropped until the write puts them back.
+bool same_decoded(const json::value& a, const json::value& b, std::size_t depth = 0) {
+  if (a.is_object() && b.is_object() && depth < 64) {
+    const json::object& x = a.get_object();
+    const json::object& y = b.get_object();
+    for (const auto& [key, value] : x) {
+      const json::value* other = y.if_contains(key);
+      if (other == nullptr ? !value.is_null() : !same_decoded(value, *other, depth + 1)) {
+        return false;
+      }
+    }
+    for (const auto& [key, value] : y) {
+      if (!x.contains(key) && !value.is_null()) return false;
+    }
+    return true;
+  }
+  if (a.is_array() && b.is_array() && depth < 64) {
+    const json::array& x = a.get_array();
+    const json::array& y = b.get_array();
+    if (x.size() != y.size()) return false;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (!same_decoded(x[i], y[i], depth + 1)) return false;
+    }
+    return true;
+  }
+  return a == b;
+}
+
+}  // namespace
+
+bool same_member(const json::object& a, const json::object& b, std::string_view key,
+                 bool builtin) {
   const json::value* x = a.if_contains(key);
   const json::value* y = b.if_contains(key);
+  if (builtin) {
+    static const json::value null;
+    return same_decoded(x != nullptr ? *x : null, y != nullptr ? *y : null);
+  }
   return x == nullptr ? y == nullptr : y != nullptr && *x == *y;
 }
 
 // Whether an update changes what the kind's `metadata.generation` counts (GenerationRule).
 bool desired_state_changed(const ResourceInfo& info, const json::object& old_obj,
                            const json::object& new_obj) {
+  const bool builtin = info.origin == KindOrigin::builtin;
   switch (info.generation) {
     case GenerationRule::none:
       return false;
     case GenerationRule::spec:
     case GenerationRule::spec_on_update:
-      return !same_member(old_obj, new_obj, "spec");
+      return !same_member(old_obj, new_obj, "spec", builtin);
     case GenerationRule::content_and_labels: {
       const json::object* old_meta = metadata_of(old_obj);
       const json::object* new_meta = metadata_of(new_obj);
       static const json::object none;
-      if (!same_member(old_meta ? *old_meta : none, new_meta ? *new_meta : none, "labels")) {
+      if (!same_member(old_meta ? *old_meta : none, new_meta ? *new_meta : none, "labels",
+                       builtin)) {
         return true;
       }
       break;
@@ -539,16 +580,13 @@ bool desired_state_changed(const ResourceInfo& info, const json::object& old_obj
   auto counted = [&](std::string_view key) {
     return key != "metadata" && !(info.has_status && key == "status");
   };
-  std::size_t old_count = 0;
   for (const auto& [key, value] : old_obj) {
-    if (!counted(key)) continue;
-    ++old_count;
-    const json::value* now = new_obj.if_contains(key);
-    if (now == nullptr || *now != value) return true;
+    if (counted(key) && !same_member(old_obj, new_obj, key, builtin)) return true;
   }
-  std::size_t new_count = 0;
-  for (const auto& [key, value] : new_obj) new_count += counted(key) ? 1 : 0;
-  return new_count != old_count;
+  for (const auto& [key, value] : new_obj) {
+    if (counted(key) && !old_obj.contains(key) && !(builtin && value.is_null())) return true;
+  }
+  return false;
 }
 
 // Finalizers an update adds to an object that is being deleted: kube forbids new ones.

@@ -196,7 +196,10 @@ ApiResult<void> check_type(const ResourceInfo& info, json::object& obj);
 
 ApiResult<json::object*> ensure_metadata(json::object& obj);
 
-bool same_member(const json::object& a, const json::object& b, std::string_view key);
+// Whether `key` holds the same in both; `builtin`: as Go's decoded objects compare, a null
+// member being one left out.
+bool same_member(const json::object& a, const json::object& b, std::string_view key,
+                 bool builtin = false);
 
 // Whether an update changes what the kind's `metadata.generation` counts (GenerationRule).
 bool desired_state_changed(const ResourceInfo& info, const json::object& old_obj,

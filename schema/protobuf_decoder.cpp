@@ -590,16 +590,12 @@ void write_zero(const Message& message, json::object& obj, int depth) {
     }
     if (f.name.empty()) continue;
     auto it = obj.find(f.name);
-    if (written_as_null(f)) {
-      // Go writes the zero of such a field as null, and a list stored empty reads back nil.
-      if (it == obj.end()) {
-        obj.emplace(f.name, nullptr);
-        continue;
-      }
-      if (it->value().is_array() && it->value().get_array().empty()) {
-        it->value() = nullptr;
-        continue;
-      }
+    if (it == obj.end() && written_as_null(f)) {
+      // Go writes the zero of such a field as null. (A list sent empty is kept as `[]`, where
+      // kube reads back nil from its protobuf storage: kwatch's schema requires some of those
+      // lists, and a client writing back what it read must not be refused.)
+      obj.emplace(f.name, nullptr);
+      continue;
     }
     if (it == obj.end() || it->value().is_null()) {
       if (!f.written_when_zero) continue;

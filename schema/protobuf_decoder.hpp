@@ -36,9 +36,9 @@ void omit_empty_fields(std::string_view api_version, std::string_view kind,
 // that is no pointer (omitempty does not drop structs) as `{}` with its own such fields, and a
 // scalar without omitempty as its zero ("", 0, false). A Service's `status: {loadBalancer: {}}`,
 // a claim's `spec.resources: {}`, a node's `status.nodeInfo`. The zeros Go writes as null are
-// written as null: lists and pointers without omitempty (a Role's `rules: null`; a list stored
-// empty reads back nil from kube's storage, so `[]` becomes null too) and times that are no
-// pointers (an event's `firstTimestamp`, a condition's `lastProbeTime`). Other kinds are left
+// written as null when left out: lists and pointers without omitempty (a Role's
+// `rules: null`) and times that are no pointers (an event's `firstTimestamp`, a condition's
+// `lastProbeTime`); a list sent empty stays `[]`. Other kinds are left
 // as they are. Members that are not objects where an object is expected are skipped.
 void write_zero_fields(std::string_view api_version, std::string_view kind,
                        boost::json::object& obj);

@@ -621,6 +621,48 @@ def check_defaults(t, server):
     va = get("/apis/storage.k8s.io/v1/volumeattachments/va1")
     t.check("a volume attachment starts detached", va.get("status") == {"attached": False}, va)
 
+    def create(path, obj):
+        status, body = server.request("POST", path, body=json.dumps(obj),
+                                      headers={"Content-Type": "application/json"})
+        return body if status == 201 else {"error": status, "body": body}
+
+    # The zeros Go writes as null: a list without omitempty (and one sent empty), times that
+    # are no pointers.
+    role = create("/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
+                  {"metadata": {"name": "empty"}})
+    t.check("a Role without rules reads back rules: null", "rules" in role and role["rules"] is None,
+            role)
+    event = create("/api/v1/namespaces/default/events",
+                   {"metadata": {"name": "e1"}, "involvedObject": {"kind": "Pod", "name": "p"},
+                    "reason": "Tested"})
+    t.check("an event's unset times read back null",
+            all(k in event and event[k] is None
+                for k in ("firstTimestamp", "lastTimestamp", "eventTime")), event)
+    deploy = get("/apis/apps/v1/namespaces/default/deployments/web")
+    t.check("a template's metadata has no creationTimestamp (omitzero since 1.34)",
+            "creationTimestamp" not in deploy.get("spec", {}).get("template", {}).get("metadata", {"x": 1}),
+            deploy.get("spec", {}).get("template", {}).get("metadata"))
+    # Pod-level resources: requests from the containers (cpu) and the pod's limits (memory).
+    pod = create("/api/v1/namespaces/default/pods", {
+        "metadata": {"name": "sized"},
+        "spec": {"resources": {"limits": {"cpu": "2", "memory": "1Gi"}},
+                 "containers": [{"name": "a", "image": "x", "resources": {"requests": {"cpu": "250m"}}},
+                                {"name": "b", "image": "x", "resources": {"limits": {"cpu": "0.5"}}}]}})
+    t.check("a pod's pod-level requests are defaulted as kube 1.34 defaults them",
+            pod.get("spec", {}).get("resources") == {"limits": {"cpu": "2", "memory": "1Gi"},
+                                                     "requests": {"cpu": "750m", "memory": "1Gi"}},
+            pod.get("spec", pod))
+    crd = create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", {
+        "metadata": {"name": "gizmos.zero.example.com"},
+        "spec": {"group": "zero.example.com", "scope": "Namespaced",
+                 "names": {"plural": "gizmos", "kind": "Gizmo"},
+                 "versions": [{"name": "v1", "served": True, "storage": True,
+                               "schema": {"openAPIV3Schema": {"type": "object"}}}]},
+        "status": {"acceptedNames": {"plural": "forged", "kind": "Forged"}}})
+    t.check("a new CustomResourceDefinition answers with kube's zero status",
+            crd.get("status") == {"acceptedNames": {"plural": "", "kind": ""},
+                                  "storedVersions": ["v1"]}, crd.get("status", crd))
+
 
 def check_generations(t, server):
     """metadata.generation as each kind's strategy in kube-apiserver 1.32 counts it."""

@@ -594,11 +594,11 @@ const StoredCase kStoredCases[] = {
      R"("resources":["pods"]}]})",
      R"({"metadata":{"name":"r"},"rules":[{"verbs":["get"],"apiGroups":[""],)"
      R"("resources":["pods"]}]})"},
-    // A list without omitempty left out, or sent empty, reads back null.
+    // A list without omitempty left out reads back null; one sent empty stays empty.
     {"rbac.authorization.k8s.io", "v1", "Role", R"({"metadata":{"name":"r"}})",
      R"({"metadata":{"name":"r"},"rules":null})"},
     {"rbac.authorization.k8s.io", "v1", "ClusterRole", R"({"metadata":{"name":"r"},"rules":[]})",
-     R"({"metadata":{"name":"r"},"rules":null})"},
+     R"({"metadata":{"name":"r"},"rules":[]})"},
     {"rbac.authorization.k8s.io", "v1", "RoleBinding",
      R"({"metadata":{"name":"b"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io",)"
      R"("kind":"Role","name":"r"}})",

@@ -95,6 +95,17 @@ TEST(CustomResourceDefinition, DefaultingFillsSingularListKindConversionAndStore
   EXPECT_EQ(crd["status"].at("storedVersions"), json::parse(R"(["v1"])"));
 }
 
+// PrepareForCreate: whatever status a create sends gives way to Go's zero status, as its JSON
+// writes it, with the storage version stored.
+TEST(CustomResourceDefinition, ACreateStartsFromKubesZeroStatus) {
+  json::object crd = widgets();
+  crd["status"] = json::parse(R"({"conditions":[{"type":"Established","status":"True"}],
+      "acceptedNames":{"plural":"forged","kind":"Forged"},"storedVersions":["v0"]})");
+  reset_custom_resource_definition_status(crd);
+  EXPECT_EQ(crd["status"], json::parse(R"({
+      "acceptedNames":{"plural":"","kind":""},"storedVersions":["v1"]})"));
+}
+
 TEST(CustomResourceDefinition, DefaultingKeepsWhatTheUserSet) {
   json::object crd = json::parse(kWidgets).as_object();
   spec(crd)["names"].as_object()["singular"] = "gadget";

@@ -343,6 +343,27 @@ TEST_F(UpdatePipelineTest, AChangedSpecBumpsTheGeneration) {
   EXPECT_EQ(r->at("metadata").at("generation").as_int64(), 4);
 }
 
+// A built-in object stores Go's nulls (an EndpointSlice's `ports: null`), which a body read
+// back and decoded drops: that is no change of what the generation counts.
+TEST_F(UpdatePipelineTest, GosNullsAreNoChangeOfTheGeneration) {
+  auto slices = scheme_->find("discovery.k8s.io", "v1", "endpointslices");
+  ASSERT_NE(slices, nullptr);
+  auto slice = parse(R"({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice",
+      "metadata":{"name":"s","namespace":"t","uid":"u-2","resourceVersion":"7",
+                  "creationTimestamp":"2026-01-01T00:00:00Z","generation":1},
+      "addressType":"IPv4","endpoints":[]})");
+  WriteQuery query;
+  auto settled = pipeline(*slices, "t", "s", slice, 7, slice, query, admission_);
+  ASSERT_TRUE(settled) << settled.error().message;
+  ASSERT_TRUE(settled->at("ports").is_null());
+  auto next = *settled;
+  next["metadata"].as_object()["annotations"] = json::object{{"a", "b"}};
+  auto r = pipeline(*slices, "t", "s", *settled, 7, std::move(next), query, admission_);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->at("metadata").at("generation").as_int64(), 1);
+  EXPECT_TRUE(r->at("ports").is_null());
+}
+
 TEST_F(UpdatePipelineTest, AStaleResourceVersionIsAConflict) {
   auto next = stored_;
   next["metadata"].as_object()["resourceVersion"] = "6";

@@ -173,9 +173,12 @@ TEST(WriteZeroFields, ZerosGoWritesAsNullAreNull) {
   write_zero_fields("apps/v1", "Deployment", deployment);
   EXPECT_FALSE(deployment.at("spec").at("template").at("metadata").as_object().contains(
       "creationTimestamp"));
-  auto role = json::parse(R"({"metadata":{"name":"r"},"rules":[]})").as_object();
+  auto role = json::parse(R"({"metadata":{"name":"r"}})").as_object();
   write_zero_fields("rbac.authorization.k8s.io/v1", "Role", role);
-  EXPECT_TRUE(role.at("rules").is_null()) << "a list stored empty reads back nil";
+  EXPECT_TRUE(role.at("rules").is_null());
+  auto empty = json::parse(R"({"metadata":{"name":"r"},"rules":[]})").as_object();
+  write_zero_fields("rbac.authorization.k8s.io/v1", "Role", empty);
+  EXPECT_EQ(empty.at("rules"), json::array()) << "written back as read, never refused";
   auto full = json::parse(R"({"metadata":{"name":"r"},"rules":[{"verbs":["get"]}]})").as_object();
   write_zero_fields("rbac.authorization.k8s.io/v1", "Role", full);
   EXPECT_EQ(full.at("rules").at(0).at("verbs").at(0), "get");
