@@ -802,8 +802,13 @@ void Application::Parts::make_controllers() {
   // repair; the allocator follows their ranges.
   service_cidr_controller = std::make_shared<controllers::ServiceCIDRController>(
       scheme, store, cachers, storage, service_allocator,
-      std::vector<std::string>{
-          apimachinery::format_cidr(service_allocator->service_cidrs().front().prefix)});
+      [&] {
+        std::vector<std::string> cidrs;
+        for (const auto& r : service_allocator->ranges().cluster_ip_ranges) {
+          cidrs.push_back(apimachinery::format_cidr(r));
+        }
+        return cidrs;
+      }());
   // Dependents whose owners are gone are deleted, as kube-controller-manager's collector does.
   store->set_garbage_collection(options.enable_garbage_collector);
   if (options.enable_garbage_collector) {

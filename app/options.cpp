@@ -426,11 +426,13 @@ std::vector<Flag> flag_table(Options& o) {
        [&](const std::string& v) -> std::string {
          return parse_bool(v, o.enable_garbage_collector) ? "" : "must be true or false";
        }},
-      {"service-cluster-ip-range", "CIDR",
-       "IPv4 range Services' cluster IPs are allocated from\n"
-       "(default 10.0.0.0/24; its first address is the kubernetes Service's)",
+      {"service-cluster-ip-range", "CIDRs",
+       "range Services' cluster IPs are allocated from: one IPv4 or IPv6 CIDR, or\n"
+       "two of different families for dual-stack Services (default 10.0.0.0/24; the\n"
+       "first range's first address is the kubernetes Service's)",
        [&](const std::string& v) -> std::string {
-         if (!registry::parse_service_cidr(v)) return "must be an IPv4 CIDR from /8 to /30";
+         std::string error;
+         if (!registry::parse_service_cidr(v, {}, &error)) return error;
          o.service_cluster_ip_range = v;
          return "";
        }},

@@ -9,6 +9,7 @@
 #include "kinds/dynamic_resources.hpp"
 #include "kinds/flow_control.hpp"
 #include "kinds/service_addresses.hpp"
+#include "kinds/service_validation.hpp"
 #include "kinds/storage_kinds.hpp"
 #include "kinds/webhook_configuration.hpp"
 #include "kinds/builtin_columns.hpp"
@@ -297,7 +298,9 @@ void add_builtin_kinds(Scheme& scheme, const std::string& storage_prefix) {
        .fields = {"spec.clusterIP", "spec.type"}, .has_status = true, .categories = kAll,
        // Created with an empty status, which Go writes as {"loadBalancer": {}}.
        .hooks = {.set_defaults = default_service,
-                 .prepare_for_create = initial_status(json::object{{"loadBalancer", json::object()}})},
+                 .prepare_for_create = prepare_service_for_create,
+                 .prepare_for_update = prepare_service_for_update,
+                 .validate = validate_service},
        .delete_returns_object = true,
        .allocates_service_addresses = true},
       {.kind = "ConfigMap", .resource = "configmaps", .short_names = {"cm"},

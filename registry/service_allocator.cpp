@@ -68,30 +68,68 @@ std::string requested_ip(const json::object* spec) {
   return {};
 }
 
-std::optional<std::uint32_t> parse_ipv4(const std::string& text) {
-  in_addr a{};
-  if (inet_pton(AF_INET, text.c_str(), &a) != 1) return std::nullopt;
-  return ntohl(a.s_addr);
+using U128 = unsigned __int128;
+
+int width_of(const apimachinery::IpAddress& a) { return a.v4 ? 32 : 128; }
+
+U128 to_int(const apimachinery::IpAddress& a) {
+  U128 v = 0;
+  for (int i = 0; i < width_of(a) / 8; ++i) v = (v << 8) | a.bytes[static_cast<std::size_t>(i)];
+  return v;
 }
 
-std::string format_ipv4(std::uint32_t ip) {
-  in_addr a{};
-  a.s_addr = htonl(ip);
-  char buf[INET_ADDRSTRLEN];
-  inet_ntop(AF_INET, &a, buf, sizeof buf);
-  return buf;
+apimachinery::IpAddress from_int(U128 v, bool v4) {
+  apimachinery::IpAddress a;
+  a.v4 = v4;
+  const int n = v4 ? 4 : 16;
+  for (int i = n - 1; i >= 0; --i) {
+    a.bytes[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(v & 0xff);
+    v >>= 8;
+  }
+  return a;
+}
+
+std::string family_of(const apimachinery::IpAddress& a) { return a.v4 ? "IPv4" : "IPv6"; }
+
+// The addresses a range hands out: all but the network address, and an IPv4 range's broadcast
+// address (kube's ipallocator); counted up to 2^126.
+U128 usable_of(const apimachinery::IpPrefix& p) {
+  const int host_bits = std::min(width_of(p.address) - p.bits, 126);
+  if (host_bits <= 0) return 0;
+  const U128 size = U128{1} << host_bits;
+  const U128 reserved = p.address.v4 ? 2 : 1;
+  return size > reserved ? size - reserved : 0;
+}
+
+std::vector<std::string> strings_of(const json::object* obj, std::string_view key) {
+  std::vector<std::string> out;
+  const json::value* v = obj != nullptr ? obj->if_contains(key) : nullptr;
+  if (v == nullptr || !v->is_array()) return out;
+  for (const auto& e : v->get_array()) {
+    out.push_back(e.is_string() ? std::string(e.get_string()) : std::string());
+  }
+  return out;
+}
+
+json::array string_array(const std::vector<std::string>& items) {
+  json::array out;
+  for (const auto& i : items) out.emplace_back(i);
+  return out;
+}
+
+// %#v of a []string, as kube shows a Service's clusterIPs.
+std::string go_strings(const std::vector<std::string>& items) {
+  std::string out = "[]string{";
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += apimachinery::go_quote(items[i]);
+  }
+  return out + "}";
 }
 
 std::int64_t int_at(const json::object& obj, std::string_view key) {
   const json::value* v = obj.if_contains(key);
   return v != nullptr && v->is_int64() ? v->get_int64() : 0;
-}
-
-void set_cluster_ip(json::object& spec, const std::string& ip) {
-  spec["clusterIP"] = ip;
-  spec["clusterIPs"] = json::array{json::value(ip)};
-  if (!spec.contains("ipFamilies")) spec["ipFamilies"] = json::array{"IPv4"};
-  if (!spec.contains("ipFamilyPolicy")) spec["ipFamilyPolicy"] = "SingleStack";
 }
 
 std::set<std::int64_t> node_ports_of(const json::object* spec) {
@@ -106,11 +144,14 @@ std::set<std::int64_t> node_ports_of(const json::object* spec) {
   return out;
 }
 
-std::string held_ip(const json::object& svc) {
+// The cluster IPs a Service holds (none for ExternalName and headless ones).
+std::vector<std::string> held_ips(const json::object& svc) {
   const json::object* spec = spec_of(svc);
   if (!needs_cluster_ip(spec)) return {};
-  std::string ip = requested_ip(spec);
-  return ip == "None" ? std::string() : ip;
+  std::vector<std::string> ips = strings_of(spec, "clusterIPs");
+  if (ips.empty() && !string_at(spec, "clusterIP").empty()) ips.push_back(string_at(spec, "clusterIP"));
+  std::erase_if(ips, [](const std::string& ip) { return ip.empty() || ip == "None"; });
+  return ips;
 }
 
 // A port's protocol; unset means TCP (the default the write gets later).
@@ -130,19 +171,34 @@ std::string holder_value(const std::string& ns, const std::string& name) {
 
 }  // namespace
 
-std::optional<ServiceRanges> parse_service_cidr(const std::string& cidr, ServiceRanges base) {
-  const auto slash = cidr.find('/');
-  if (slash == std::string::npos) return std::nullopt;
-  auto ip = parse_ipv4(cidr.substr(0, slash));
-  int len = 0;
-  const std::string bits = cidr.substr(slash + 1);
-  auto [end, ec] = std::from_chars(bits.data(), bits.data() + bits.size(), len);
-  if (!ip || ec != std::errc() || end != bits.data() + bits.size() || len < 8 || len > 30) {
+std::optional<ServiceRanges> parse_service_cidr(const std::string& cidr, ServiceRanges base,
+                                                std::string* error) {
+  auto fail = [&](std::string why) -> std::optional<ServiceRanges> {
+    if (error != nullptr) *error = std::move(why);
     return std::nullopt;
+  };
+  std::vector<apimachinery::IpPrefix> ranges;
+  std::size_t start = 0;
+  while (start <= cidr.size()) {
+    const std::size_t comma = std::min(cidr.find(',', start), cidr.size());
+    const std::string text = cidr.substr(start, comma - start);
+    start = comma + 1;
+    auto prefix = apimachinery::parse_cidr(text);
+    if (!prefix || !apimachinery::cidr_errors(text).empty()) {
+      return fail(apimachinery::go_quote(text) + " is not a CIDR");
+    }
+    if (prefix->address.v4 ? prefix->bits < 8 || prefix->bits > 30
+                           : prefix->bits < 64 || prefix->bits > 125) {
+      return fail(text + ": an IPv4 range from /8 to /30, or an IPv6 range from /64 to /125");
+    }
+    ranges.push_back(*prefix);
   }
-  const std::uint32_t mask = len == 0 ? 0 : ~std::uint32_t{0} << (32 - len);
-  base.network = *ip & mask;
-  base.prefix_length = len;
+  if (ranges.size() > 2) return fail("at most two ranges, one of each IP family");
+  if (ranges.size() == 2 && ranges[0].address.v4 == ranges[1].address.v4) {
+    return fail("--service-cluster-ip-range[0] and --service-cluster-ip-range[1] must be of "
+                "different IP family");
+  }
+  base.cluster_ip_ranges = std::move(ranges);
   return base;
 }
 
@@ -165,14 +221,7 @@ std::optional<ServiceRanges> parse_node_port_range(const std::string& range, Ser
 ServiceAllocator::ServiceAllocator(std::shared_ptr<storage::Storage> storage,
                                    std::string storage_prefix, ServiceRanges ranges)
     : storage_(std::move(storage)), prefix_(std::move(storage_prefix)), ranges_(ranges) {
-  apimachinery::IpPrefix flag;
-  flag.address.v4 = true;
-  for (int i = 0; i < 4; ++i) {
-    flag.address.bytes[static_cast<std::size_t>(i)] =
-        static_cast<std::uint8_t>(ranges_.network >> (24 - 8 * i));
-  }
-  flag.bits = ranges_.prefix_length;
-  cidrs_.push_back({flag, true});
+  for (const auto& r : ranges_.cluster_ip_ranges) cidrs_.push_back({r, true});
 }
 
 void ServiceAllocator::use_ip_addresses(ResourceStore* store,
@@ -182,7 +231,6 @@ void ServiceAllocator::use_ip_addresses(ResourceStore* store,
 }
 
 void ServiceAllocator::set_service_cidrs(std::vector<ServiceCidrRange> ranges) {
-  std::erase_if(ranges, [](const ServiceCidrRange& r) { return !r.prefix.address.v4; });
   std::lock_guard lock(mutex_);
   cidrs_ = std::move(ranges);
 }
@@ -200,7 +248,8 @@ json::object ServiceAllocator::ip_address_object(const std::string& ip, const st
       {"kind", "IPAddress"},
       {"metadata",
        json::object{{"name", ip},
-                    {"labels", json::object{{kinds::kIPAddressFamilyLabel, "IPv4"},
+                    {"labels", json::object{{kinds::kIPAddressFamilyLabel,
+                                             ip.find(':') == std::string::npos ? "IPv4" : "IPv6"},
                                             {kinds::kIPAddressManagedByLabel,
                                              kinds::kIPAllocatorName}}}}},
       {"spec", json::object{{"parentRef", json::object{{"resource", "services"},
@@ -212,7 +261,16 @@ std::string ServiceAllocator::port_key(std::int64_t port) const {
   return prefix_ + "/ranges/servicenodeports/" + std::to_string(port);
 }
 
-std::string ServiceAllocator::first_ip() const { return format_ipv4(ranges_.network + 1); }
+std::string ServiceAllocator::first_ip() const {
+  const auto& primary = ranges_.cluster_ip_ranges.front();
+  return apimachinery::format_ip(from_int(to_int(primary.address) + 1, primary.address.v4));
+}
+
+std::vector<std::string> ServiceAllocator::families() const {
+  std::vector<std::string> out;
+  for (const auto& r : ranges_.cluster_ip_ranges) out.push_back(family_of(r.address));
+  return out;
+}
 
 boost::asio::awaitable<ApiResult<ServiceReservation>> ServiceAllocator::allocate(
     json::object& service, const std::string& ns, const std::string& name,
@@ -322,68 +380,147 @@ boost::asio::awaitable<base::Result<std::set<std::string>>> ServiceAllocator::ta
   co_return taken;
 }
 
-// The cluster IP: kept from the old object, checked and reserved when asked for, else chosen.
-boost::asio::awaitable<std::optional<ApiError>> ServiceAllocator::allocate_cluster_ip(
-    json::object& service_spec, const json::object* old_spec, ServiceReservation& reservation,
-    std::vector<Cause>& causes, bool dry_run) {
-  json::object* spec = &service_spec;
-  if (!needs_cluster_ip(spec)) {
-    for (const char* f : {"clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"}) spec->erase(f);
-    co_return std::nullopt;
-  }
-  std::string ip = requested_ip(spec);
-  const std::string old_ip =
-      old_spec != nullptr && needs_cluster_ip(old_spec) ? requested_ip(old_spec) : std::string();
-  // kube's words for an address it cannot give: on spec.clusterIPs, showing them all.
-  auto refuse = [&](const std::string& detail) {
-    causes.push_back({"FieldValueInvalid",
-                      "Invalid value: []string{" + apimachinery::go_quote(ip) +
-                          "}: failed to allocate IP " + ip + ": " + detail,
-                      "spec.clusterIPs"});
+void ServiceAllocator::init_ip_families(json::object& spec, const json::object* old_spec,
+                                        std::vector<Cause>& causes) const {
+  const std::vector<std::string> cluster = families();
+  auto configured = [&](const std::string& f) {
+    return std::find(cluster.begin(), cluster.end(), f) != cluster.end();
   };
-  if (!old_ip.empty()) {
-    if (ip.empty()) {
-      for (const char* f : {"clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"}) {
-        if (const json::value* v = old_spec->if_contains(f)) (*spec)[f] = *v;
+  const bool selectorless = object_member(spec, "selector") == nullptr ||
+                            object_member(spec, "selector")->empty();
+  const bool headless = string_at(&spec, "clusterIP") == "None";
+  // A PreferDualStack Service is not upgraded or downgraded because the cluster changed: only
+  // when its policy or its IPs and families do.
+  if (old_spec != nullptr && string_at(old_spec, "ipFamilyPolicy") == "PreferDualStack" &&
+      string_at(&spec, "ipFamilyPolicy") == "PreferDualStack" &&
+      strings_of(&spec, "clusterIPs") == strings_of(old_spec, "clusterIPs") &&
+      strings_of(&spec, "ipFamilies") == strings_of(old_spec, "ipFamilies")) {
+    return;
+  }
+  if (string_at(&spec, "ipFamilyPolicy").empty()) {
+    if (old_spec != nullptr && !string_at(old_spec, "ipFamilyPolicy").empty()) {
+      spec["ipFamilyPolicy"] = string_at(old_spec, "ipFamilyPolicy");
+    } else if (headless && selectorless) {
+      spec["ipFamilyPolicy"] = "RequireDualStack";  // headless and selectorless: both
+    } else {
+      spec["ipFamilyPolicy"] = "SingleStack";
+    }
+  }
+  const std::string policy = string_at(&spec, "ipFamilyPolicy");
+  std::vector<std::string> ips = strings_of(&spec, "clusterIPs");
+  std::vector<std::string> families_asked = strings_of(&spec, "ipFamilies");
+  const std::string shown_policy = apimachinery::go_quote(policy);
+  const std::size_t before = causes.size();
+  if (old_spec != nullptr) {
+    const auto old_ips = strings_of(old_spec, "clusterIPs");
+    const auto old_families = strings_of(old_spec, "ipFamilies");
+    if (policy == "SingleStack") {
+      // Clear intent: the secondary goes (the primary is immutable).
+      if (ips == old_ips && ips.size() > 1) ips.resize(1);
+      if (families_asked == old_families && families_asked.size() > 1) families_asked.resize(1);
+    } else {
+      if (ips.size() < old_ips.size()) {
+        causes.push_back({"FieldValueInvalid",
+                          "Invalid value: " + shown_policy +
+                              ": must be 'SingleStack' to release the secondary cluster IP",
+                          "spec.ipFamilyPolicy"});
       }
-    } else if (ip != old_ip) {
-      causes.push_back({"FieldValueInvalid",
-                        "Invalid value: []string{\"" + ip + "\"}: may not change once set",
-                        "spec.clusterIPs[0]"});
+      if (families_asked.size() < old_families.size()) {
+        causes.push_back({"FieldValueInvalid",
+                          "Invalid value: " + shown_policy +
+                              ": must be 'SingleStack' to release the secondary IP family",
+                          "spec.ipFamilyPolicy"});
+      }
     }
-    co_return std::nullopt;
   }
-  if (ip == "None") {
-    if (type_of(spec) == "NodePort" || type_of(spec) == "LoadBalancer") {
+  if (policy == "SingleStack") {
+    if (ips.size() == 2) {
       causes.push_back({"FieldValueInvalid",
-                        "Invalid value: \"None\": may not be set to 'None' for " + type_of(spec) +
-                            " services",
-                        "spec.clusterIPs[0]"});
+                        "Invalid value: " + shown_policy +
+                            ": must be 'RequireDualStack' or 'PreferDualStack' when multiple "
+                            "cluster IPs are specified",
+                        "spec.ipFamilyPolicy"});
     }
-    set_cluster_ip(*spec, "None");
-    co_return std::nullopt;
+    if (families_asked.size() == 2) {
+      causes.push_back({"FieldValueInvalid",
+                        "Invalid value: " + shown_policy +
+                            ": must be 'RequireDualStack' or 'PreferDualStack' when multiple IP "
+                            "families are specified",
+                        "spec.ipFamilyPolicy"});
+    }
   }
+  // Families inferred from the addresses asked for.
+  for (std::size_t i = 0; i < ips.size(); ++i) {
+    if (ips[i] == "None") break;
+    auto ip = apimachinery::parse_ip(ips[i]);
+    if (!ip || i < families_asked.size()) continue;
+    const std::string family = family_of(*ip);
+    if (!configured(family)) {
+      causes.push_back({"FieldValueInvalid",
+                        "Invalid value: " + go_strings(ips) + ": " + family +
+                            " is not configured on this cluster",
+                        "spec.clusterIPs[" + std::to_string(i) + "]"});
+    } else {
+      families_asked.push_back(family);
+    }
+  }
+  auto write_back = [&] {
+    if (!ips.empty()) spec["clusterIPs"] = string_array(ips);
+    if (!families_asked.empty()) spec["ipFamilies"] = string_array(families_asked);
+  };
+  if (causes.size() > before) return;
+  if (headless && selectorless) {
+    // Headless and selectorless: any families, even on a single-stack cluster.
+    if (families_asked.empty()) families_asked.push_back(cluster.front());
+    if (families_asked.size() < 2 && policy != "SingleStack") {
+      families_asked.push_back(families_asked[0] == "IPv4" ? "IPv6" : "IPv4");
+    }
+    write_back();
+    return;
+  }
+  if (policy == "RequireDualStack" && cluster.size() < 2) {
+    causes.push_back({"FieldValueInvalid",
+                      "Invalid value: " + shown_policy +
+                          ": this cluster is not configured for dual-stack services",
+                      "spec.ipFamilyPolicy"});
+  }
+  for (std::size_t i = 0; i < families_asked.size(); ++i) {
+    if (!configured(families_asked[i])) {
+      causes.push_back({"FieldValueInvalid",
+                        "Invalid value: " + apimachinery::go_quote(families_asked[i]) +
+                            ": not configured on this cluster",
+                        "spec.ipFamilies[" + std::to_string(i) + "]"});
+    }
+  }
+  if (causes.size() > before) return;
+  if (families_asked.empty()) families_asked.push_back(cluster.front());
+  if (policy != "SingleStack" && families_asked.size() == 1 && cluster.size() == 2) {
+    families_asked.push_back(families_asked[0] == "IPv4" ? "IPv6" : "IPv4");
+  }
+  write_back();
+}
+
+boost::asio::awaitable<ApiResult<std::string>> ServiceAllocator::allocate_address(
+    const std::string& family, const std::string& requested, const std::string& shown,
+    ServiceReservation& reservation, std::vector<Cause>& causes, bool dry_run) {
   const std::vector<ServiceCidrRange> cidrs = service_cidrs();
-  // The usable addresses of a range: all but its network and broadcast addresses.
-  // (A /0 holds 2^32 addresses: counted in 64 bits, and at most 2^32 - 2 usable.)
-  auto usable_of = [](const apimachinery::IpPrefix& p) -> std::uint32_t {
-    if (p.bits >= 31) return 0;
-    return static_cast<std::uint32_t>((std::uint64_t{1} << (32 - p.bits)) - 2);
-  };
-  auto base_of = [](const apimachinery::IpPrefix& p) {
-    return (std::uint32_t{p.address.bytes[0]} << 24) | (std::uint32_t{p.address.bytes[1]} << 16) |
-           (std::uint32_t{p.address.bytes[2]} << 8) | std::uint32_t{p.address.bytes[3]};
-  };
-  if (!ip.empty()) {
-    auto parsed = parse_ipv4(ip);
-    if (!parsed) {
+  if (!requested.empty()) {
+    // kube's words for an address it cannot give: on spec.clusterIPs, showing them all.
+    auto refuse = [&](const std::string& detail) -> ApiResult<std::string> {
       causes.push_back({"FieldValueInvalid",
-                        "Invalid value: \"" + ip +
+                        "Invalid value: " + shown + ": failed to allocate IP " + requested + ": " +
+                            detail,
+                        "spec.clusterIPs"});
+      return std::string();
+    };
+    auto address = apimachinery::parse_ip(requested);
+    if (!address) {
+      causes.push_back({"FieldValueInvalid",
+                        "Invalid value: \"" + requested +
                             "\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
                         "spec.clusterIPs[0]"});
-      co_return std::nullopt;
+      co_return std::string();
     }
-    auto address = apimachinery::parse_ip(format_ipv4(*parsed));
     // The largest ready range that holds it (all the others lie inside it).
     const ServiceCidrRange* range = nullptr;
     for (const auto& c : cidrs) {
@@ -392,49 +529,47 @@ boost::asio::awaitable<std::optional<ApiError>> ServiceAllocator::allocate_clust
         range = &c;
       }
     }
-    if (range == nullptr) {
-      refuse("the provided network does not match the current range");
-      co_return std::nullopt;
+    if (range == nullptr) co_return refuse("the provided network does not match the current range");
+    const U128 base = to_int(range->prefix.address);
+    const U128 at = to_int(*address);
+    if (at <= base || at > base + usable_of(range->prefix)) {
+      co_return refuse("the provided IP (" + requested +
+                       ") is not in the valid range. The range of valid IPs is " +
+                       apimachinery::format_cidr(range->prefix));
     }
-    const std::uint32_t base = base_of(range->prefix);
-    if (*parsed <= base || *parsed > base + usable_of(range->prefix)) {
-      refuse("the provided IP (" + ip + ") is not in the valid range. The range of valid IPs is " +
-             apimachinery::format_cidr(range->prefix));
-      co_return std::nullopt;
-    }
-    auto r = co_await reserve_address(reservation, format_ipv4(*parsed), dry_run, true);
+    const std::string canonical = apimachinery::format_ip(*address);
+    auto r = co_await reserve_address(reservation, canonical, dry_run, true);
     if (!r) co_return allocation_failed(r.error());
-    if (!*r) {
-      refuse("provided IP is already allocated");
-    } else {
-      set_cluster_ip(*spec, format_ipv4(*parsed));
-    }
-    co_return std::nullopt;
+    if (!*r) co_return refuse("provided IP is already allocated");
+    co_return canonical;
   }
-  // Dynamic: from the top-level ready ranges (those no other ready range holds), in order; in
-  // each, above the static band first (kept for addresses clients ask for), then in it.
+  // Dynamic: from the top-level ready ranges of the family (those no other ready range holds),
+  // in order; in each, above the static band first (kept for addresses clients ask for), then
+  // in it.
   auto taken = co_await taken_addresses();
   if (!taken) co_return allocation_failed(taken.error());
-  thread_local std::mt19937 rng{std::random_device{}()};
+  thread_local std::mt19937_64 rng{std::random_device{}()};
   std::string chosen;
   for (const auto& c : cidrs) {
-    if (!c.ready || !chosen.empty()) continue;
+    if (!c.ready || !chosen.empty() || family_of(c.prefix.address) != family) continue;
     const bool nested = std::any_of(cidrs.begin(), cidrs.end(), [&](const ServiceCidrRange& o) {
       return &o != &c && o.ready && o.prefix.bits < c.prefix.bits &&
              apimachinery::prefix_covers(o.prefix, c.prefix);
     });
     if (nested) continue;
-    const std::uint32_t usable = usable_of(c.prefix);
-    const std::uint32_t base = base_of(c.prefix);
-    const std::uint32_t band =
-        std::min<std::uint32_t>(std::max<std::uint32_t>(16, usable / 16), 256);
+    const U128 usable = usable_of(c.prefix);
+    const U128 base = to_int(c.prefix.address);
+    const U128 band = std::min<U128>(std::max<U128>(16, usable / 16), 256);
     for (auto [lo, hi] : {std::pair{std::min(band, usable) + 1, usable},
-                          std::pair{std::uint32_t{1}, std::min(band, usable)}}) {
+                          std::pair{U128{1}, std::min(band, usable)}}) {
       if (lo > hi || !chosen.empty()) continue;
-      const std::uint32_t count = hi - lo + 1;
-      const std::uint32_t start = std::uniform_int_distribution<std::uint32_t>(0, count - 1)(rng);
-      for (std::uint32_t i = 0; i < count && chosen.empty(); ++i) {
-        std::string candidate = format_ipv4(base + lo + (start + i) % count);
+      const U128 count = hi - lo + 1;
+      const U128 start = ((U128{rng()} << 64) | rng()) % count;
+      // A walk from a random start meets only the taken addresses on its way: it ends after at
+      // most as many steps as there are (plus those taken meanwhile).
+      for (U128 i = 0; i < count && chosen.empty(); ++i) {
+        std::string candidate = apimachinery::format_ip(
+            from_int(base + lo + (start + i) % count, c.prefix.address.v4));
         if (taken->count(candidate)) continue;
         auto r = co_await reserve_address(reservation, candidate, dry_run, false);
         if (!r) co_return allocation_failed(r.error());
@@ -443,11 +578,80 @@ boost::asio::awaitable<std::optional<ApiError>> ServiceAllocator::allocate_clust
     }
   }
   if (chosen.empty()) {
-    co_await release(std::move(reservation));
     co_return api_error(Errc::internal,
                         "Internal error occurred: failed to allocate a serviceIP: range is full");
   }
-  set_cluster_ip(*spec, chosen);
+  co_return chosen;
+}
+
+// The cluster IPs: the families worked out, then each address kept from the old object,
+// checked and reserved when asked for, else chosen.
+boost::asio::awaitable<std::optional<ApiError>> ServiceAllocator::allocate_cluster_ip(
+    json::object& service_spec, const json::object* old_spec, ServiceReservation& reservation,
+    std::vector<Cause>& causes, bool dry_run) {
+  json::object* spec = &service_spec;
+  if (!needs_cluster_ip(spec)) {
+    for (const char* f : {"clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"}) spec->erase(f);
+    co_return std::nullopt;
+  }
+  const bool had_ips = old_spec != nullptr && needs_cluster_ip(old_spec) &&
+                       !requested_ip(old_spec).empty();
+  if (had_ips) {
+    // What the client left out is kept (patchAllocatedValues).
+    if (string_at(spec, "clusterIP").empty()) (*spec)["clusterIP"] = string_at(old_spec, "clusterIP");
+    if (strings_of(spec, "clusterIPs").empty() && old_spec->contains("clusterIPs")) {
+      (*spec)["clusterIPs"] = old_spec->at("clusterIPs");
+    }
+    if (requested_ip(spec) != requested_ip(old_spec)) {
+      causes.push_back({"FieldValueInvalid",
+                        "Invalid value: " + go_strings(strings_of(spec, "clusterIPs")) +
+                            ": may not change once set",
+                        "spec.clusterIPs[0]"});
+      co_return std::nullopt;
+    }
+    if (strings_of(spec, "ipFamilies").empty() && old_spec->contains("ipFamilies")) {
+      (*spec)["ipFamilies"] = old_spec->at("ipFamilies");
+    }
+  } else {
+    // An old client's clusterIP alone is the first of clusterIPs.
+    const std::string ip = string_at(spec, "clusterIP");
+    if (!ip.empty() && strings_of(spec, "clusterIPs").empty()) {
+      (*spec)["clusterIPs"] = json::array{json::value(ip)};
+    }
+  }
+  const std::size_t before = causes.size();
+  init_ip_families(*spec, had_ips ? old_spec : nullptr, causes);
+  if (causes.size() > before) co_return std::nullopt;
+  std::vector<std::string> ips = strings_of(spec, "clusterIPs");
+  if (!ips.empty() && ips[0] == "None") {
+    if (type_of(spec) == "NodePort" || type_of(spec) == "LoadBalancer") {
+      causes.push_back({"FieldValueInvalid",
+                        "Invalid value: \"None\": may not be set to 'None' for " + type_of(spec) +
+                            " services",
+                        "spec.clusterIPs[0]"});
+    }
+    (*spec)["clusterIP"] = "None";
+    (*spec)["clusterIPs"] = json::array{"None"};
+    co_return std::nullopt;
+  }
+  const std::vector<std::string> families_of_service = strings_of(spec, "ipFamilies");
+  const std::vector<std::string> old_ips = had_ips ? held_ips(json::object{{"spec", *old_spec}})
+                                                   : std::vector<std::string>();
+  const std::string shown = go_strings(ips);
+  ips.resize(families_of_service.size());
+  for (std::size_t i = 0; i < families_of_service.size(); ++i) {
+    if (i < old_ips.size() && ips[i] == old_ips[i]) continue;  // already the Service's
+    auto got = co_await allocate_address(families_of_service[i], ips[i], shown, reservation,
+                                         causes, dry_run);
+    if (!got) {
+      co_await release(std::move(reservation));
+      co_return got.error();
+    }
+    if (got->empty()) co_return std::nullopt;  // a cause says why
+    ips[i] = *got;
+  }
+  (*spec)["clusterIP"] = ips.empty() ? std::string() : ips[0];
+  (*spec)["clusterIPs"] = string_array(ips);
   co_return std::nullopt;
 }
 
@@ -565,11 +769,12 @@ boost::asio::awaitable<void> ServiceAllocator::release_unused(const json::object
   unused.holder = holder_value(ns, name);
   unused.ns = ns;
   unused.name = name;
-  const std::string old_ip = held_ip(old);
-  if (!old_ip.empty() && (now == nullptr || held_ip(*now) != old_ip)) {
-    unused.addresses.push_back(old_ip);
+  const std::vector<std::string> kept = now != nullptr ? held_ips(*now) : std::vector<std::string>();
+  for (const auto& ip : held_ips(old)) {
+    if (std::find(kept.begin(), kept.end(), ip) != kept.end()) continue;
+    unused.addresses.push_back(ip);
     // An address still kept the way kwatch kept them before ServiceCIDRs.
-    unused.keys.push_back(legacy_ip_prefix() + old_ip);
+    unused.keys.push_back(legacy_ip_prefix() + ip);
   }
   const json::object* old_spec = spec_of(old);
   if (old_spec != nullptr && needs_node_ports(old_spec)) {

@@ -6,7 +6,9 @@
 // its Ready condition is not False; dynamic allocations come from the largest ranges, above each
 // range's static band first. Each cluster IP a Service holds is an IPAddress object named by the
 // address, created only if absent (so replicas sharing etcd never hand out one address twice),
-// whose parentRef names the Service. IPv4 only: kwatch's Services are single-stack IPv4.
+// whose parentRef names the Service. IPv4, IPv6 or both (dual-stack): a Service's ipFamilyPolicy
+// and ipFamilies are worked out against the families of --service-cluster-ip-range as kube's
+// initIPFamilyFields does, and it gets one address of each of its families.
 //
 // Node ports come from --service-node-port-range (default 30000-32767); each is a key in
 // storage (`<prefix>/ranges/servicenodeports/<port>`) created only if absent, its value naming
@@ -42,14 +44,19 @@ struct ResourceInfo;
 namespace kwatch::registry {
 
 struct ServiceRanges {
-  std::uint32_t network = 0x0a000000;  // 10.0.0.0
-  int prefix_length = 24;
+  // --service-cluster-ip-range: one range, or two of different IP families (dual-stack). The
+  // first is the primary: its family is a Service's default, its first address the
+  // `kubernetes` Service's.
+  std::vector<apimachinery::IpPrefix> cluster_ip_ranges{
+      apimachinery::IpPrefix{{{10, 0, 0, 0}, true}, 24}};
   int node_port_low = 30000;
   int node_port_high = 32767;
 };
 
-// "10.0.0.0/24" (IPv4 only); nullopt when it is not one or is too small to allocate from.
-std::optional<ServiceRanges> parse_service_cidr(const std::string& cidr, ServiceRanges base = {});
+// "10.0.0.0/24", "fd00::/108" or "10.0.0.0/24,fd00::/108" (one range of each family at most;
+// IPv4 from /8 to /30, IPv6 from /64 to /125); nullopt with `error` set when it is not.
+std::optional<ServiceRanges> parse_service_cidr(const std::string& cidr, ServiceRanges base = {},
+                                                std::string* error = nullptr);
 // "30000-32767"; nullopt when it is not a range of ports.
 std::optional<ServiceRanges> parse_node_port_range(const std::string& range, ServiceRanges base = {});
 
@@ -77,8 +84,7 @@ class ServiceAllocator {
   // Where IPAddresses are written (`store`, which must outlive the allocator) and their kind.
   // Set before serving.
   void use_ip_addresses(ResourceStore* store, std::shared_ptr<const kinds::ResourceInfo> info);
-  // The ServiceCIDRs' ranges now (IPv4 ones; the ServiceCIDR controller calls it after each
-  // change).
+  // The ServiceCIDRs' ranges now (the ServiceCIDR controller calls it after each change).
   void set_service_cidrs(std::vector<ServiceCidrRange> ranges);
   std::vector<ServiceCidrRange> service_cidrs() const;
 
@@ -99,8 +105,11 @@ class ServiceAllocator {
                                               const boost::json::object* now,
                                               const std::string& ns, const std::string& name);
 
-  // The first address of --service-cluster-ip-range: the `kubernetes` Service's.
+  // The first address of --service-cluster-ip-range's primary range: the `kubernetes`
+  // Service's.
   std::string first_ip() const;
+  // The IP families Services may have here ("IPv4", "IPv6"), the primary first.
+  std::vector<std::string> families() const;
   // The IPAddress kube's allocator writes for a cluster IP `ip` of the Service `ns`/`name`.
   static boost::json::object ip_address_object(const std::string& ip, const std::string& ns,
                                                const std::string& name);
@@ -127,6 +136,15 @@ class ServiceAllocator {
   boost::asio::awaitable<base::Result<std::set<std::string>>> taken_addresses();
   // allocate()'s two halves: causes for what the spec asks wrongly; an error when storage fails
   // or a range is full (`reservation` is then released).
+  // kube's initIPFamilyFields: ipFamilyPolicy and ipFamilies defaulted (from the old object on
+  // updates) and checked against the cluster's families; causes for what cannot be.
+  void init_ip_families(boost::json::object& spec, const boost::json::object* old_spec,
+                        std::vector<apimachinery::Cause>& causes) const;
+  // One address of `family` for `reservation`: `requested` checked and reserved, or ("") one
+  // chosen; the address, or "" with a cause (for `shown`, the Service's clusterIPs) or an error.
+  boost::asio::awaitable<apimachinery::ApiResult<std::string>> allocate_address(
+      const std::string& family, const std::string& requested, const std::string& shown,
+      ServiceReservation& reservation, std::vector<apimachinery::Cause>& causes, bool dry_run);
   boost::asio::awaitable<std::optional<apimachinery::ApiError>> allocate_cluster_ip(
       boost::json::object& spec, const boost::json::object* old_spec,
       ServiceReservation& reservation, std::vector<apimachinery::Cause>& causes, bool dry_run);

@@ -622,10 +622,16 @@ void carry_service_allocations(json::object& next, const json::object& planned) 
   }
   json::object& spec = spec_v->get_object();
   const json::object& from = planned_v->get_object();
-  const json::value* ip = spec.if_contains("clusterIP");
-  if (ip == nullptr || (ip->is_string() && ip->get_string().empty())) {
+  // The allocator's cluster IPs and IP families (a secondary address added or released, the
+  // families worked out), unless the state written over asks for another primary address.
+  const std::string ip = string_field(&spec, "clusterIP");
+  if (ip.empty() || ip == string_field(&from, "clusterIP")) {
     for (const char* f : {"clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"}) {
-      if (const json::value* v = from.if_contains(f)) spec[f] = *v;
+      if (const json::value* v = from.if_contains(f)) {
+        spec[f] = *v;
+      } else {
+        spec.erase(f);
+      }
     }
   }
   json::value* ports = spec.if_contains("ports");

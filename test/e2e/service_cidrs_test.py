@@ -200,6 +200,107 @@ def whole_space(t, server):
                      timeout=30, what="the whole space's deletion"))
 
 
+def single_stack_refusals(t, server):
+    """What a single-stack IPv4 cluster cannot give, in kube's words."""
+    status, body = server.request("POST", SVCS, body=service("both", ipFamilyPolicy="RequireDualStack"))
+    t.check("RequireDualStack on a single-stack cluster is refused",
+            status == 422 and 'spec.ipFamilyPolicy: Invalid value: "RequireDualStack": this cluster '
+            "is not configured for dual-stack services" in message(body), body)
+    status, body = server.request("POST", SVCS, body=service("six", ipFamilies=["IPv6"]))
+    t.check("an IPv6 Service on an IPv4 cluster is refused",
+            status == 422 and 'spec.ipFamilies[0]: Invalid value: "IPv6": not configured on this '
+            "cluster" in message(body), body)
+    status, body = server.request("POST", SVCS, body=service("prefer", ipFamilyPolicy="PreferDualStack"))
+    t.check("PreferDualStack gets what there is: one IPv4 address",
+            status == 201 and body["spec"]["ipFamilies"] == ["IPv4"]
+            and len(body["spec"]["clusterIPs"]) == 1, body)
+    status, body = server.request("POST", SVCS, body=service(
+        "mismatch", clusterIP="10.0.0.77", clusterIPs=["10.0.0.77"], ipFamilies=["IPv6"]))
+    t.check("an address of another family than ipFamilies says is refused",
+            status == 422 and "expected an IPv6 value as indicated by `ipFamilies[0]`" in message(body),
+            body)
+    status, body = server.request("POST", SVCS, body={
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "nowhere"},
+        "spec": {"type": "ExternalName"}})
+    t.check("an ExternalName Service without a name is refused",
+            status == 422 and "spec.externalName: Required value" in message(body), body)
+    server.request("DELETE", f"{SVCS}/prefer")
+
+
+def dual_stack(t, binary):
+    """--service-cluster-ip-range with an IPv4 and an IPv6 range: Services of either family or
+    both, an IPAddress per address, upgrades and downgrades as kube allows them."""
+    server = Server(binary, extra_args=["--service-cluster-ip-range=10.96.0.0/24,fd00:10:96::/112"]).start()
+    try:
+        cidr = wait_for(lambda: get(server, f"{GROUP}/servicecidrs/kubernetes"), what="default ServiceCIDR")
+        t.check("dual-stack: the kubernetes ServiceCIDR holds both ranges",
+                cidr["spec"]["cidrs"] == ["10.96.0.0/24", "fd00:10:96::/112"], cidr)
+        kubernetes = get(server, "/api/v1/namespaces/default/services/kubernetes")
+        t.check("dual-stack: the kubernetes Service has the primary range's first address",
+                kubernetes["spec"]["clusterIP"] == "10.96.0.1"
+                and kubernetes["spec"]["ipFamilies"] == ["IPv4"], kubernetes)
+        status, single = server.request("POST", SVCS, body=service("single"))
+        t.check("dual-stack: a Service is SingleStack in the primary family by default",
+                status == 201 and single["spec"]["ipFamilyPolicy"] == "SingleStack"
+                and single["spec"]["ipFamilies"] == ["IPv4"] and len(single["spec"]["clusterIPs"]) == 1,
+                single)
+        status, both = server.request("POST", SVCS, body=service("both", ipFamilyPolicy="PreferDualStack"))
+        ips = both.get("spec", {}).get("clusterIPs", [])
+        t.check("dual-stack: PreferDualStack gets an IPv4 and an IPv6 address",
+                status == 201 and both["spec"]["ipFamilies"] == ["IPv4", "IPv6"] and len(ips) == 2
+                and ":" not in ips[0] and ips[1].startswith("fd00:10:96::"), both)
+        six = get(server, f"{GROUP}/ipaddresses/{ips[1]}") if len(ips) == 2 else None
+        t.check("dual-stack: the IPv6 address has its IPAddress, labelled IPv6",
+                six is not None and six["metadata"]["labels"]["ipaddress.kubernetes.io/ip-family"] == "IPv6"
+                and six["spec"]["parentRef"]["name"] == "both", six)
+        status, v6 = server.request("POST", SVCS, body=service(
+            "six-first", ipFamilyPolicy="RequireDualStack", ipFamilies=["IPv6", "IPv4"]))
+        t.check("dual-stack: RequireDualStack with IPv6 first has an IPv6 primary",
+                status == 201 and ":" in v6["spec"]["clusterIP"] and len(v6["spec"]["clusterIPs"]) == 2, v6)
+        status, asked = server.request("POST", SVCS, body=service(
+            "asked", ipFamilyPolicy="RequireDualStack", clusterIP="10.96.0.10",
+            clusterIPs=["10.96.0.10", "fd00:10:96::a"]))  # in the static bands
+        t.check("dual-stack: addresses asked for in both families are given",
+                status == 201 and asked["spec"]["clusterIPs"] == ["10.96.0.10", "fd00:10:96::a"]
+                and asked["spec"]["ipFamilies"] == ["IPv4", "IPv6"], asked)
+        merge = {"Content-Type": "application/merge-patch+json"}
+        status, body = server.request("PATCH", f"{SVCS}/both", body=json.dumps({"spec": {
+            "ipFamilyPolicy": "SingleStack", "clusterIPs": ips[:1], "ipFamilies": ["IPv4"]}}),
+            headers=merge)
+        t.check("dual-stack: a downgrade to SingleStack keeps the primary",
+                status == 200 and body["spec"]["clusterIPs"] == ips[:1], body)
+        t.check("... and releases the secondary's IPAddress",
+                wait_for(lambda: server.request("GET", f"{GROUP}/ipaddresses/{ips[1]}")[0] == 404,
+                         what="the released IPv6 address") if len(ips) == 2 else False)
+        status, body = server.request("PATCH", f"{SVCS}/single", body=json.dumps(
+            {"spec": {"ipFamilyPolicy": "PreferDualStack"}}), headers=merge)
+        t.check("dual-stack: an upgrade to PreferDualStack adds an IPv6 address",
+                status == 200 and body["spec"]["ipFamilies"] == ["IPv4", "IPv6"]
+                and len(body["spec"]["clusterIPs"]) == 2
+                and body["spec"]["clusterIPs"][0] == single["spec"]["clusterIPs"][0], body)
+        status, body = server.request("PATCH", f"{SVCS}/six-first", body=json.dumps(
+            {"spec": {"clusterIPs": [v6["spec"]["clusterIPs"][0]]}}), headers=merge)
+        t.check("dual-stack: dropping the secondary without SingleStack is refused",
+                status == 422 and "must be 'SingleStack' to release the secondary cluster IP"
+                in message(body), body)
+        t.check("dual-stack: server alive", server.alive())
+    finally:
+        server.stop()
+    server = Server(binary, extra_args=["--service-cluster-ip-range=fd00:20::/108"]).start()
+    try:
+        kubernetes = wait_for(lambda: get(server, "/api/v1/namespaces/default/services/kubernetes"),
+                              what="the kubernetes Service")
+        t.check("IPv6 only: the kubernetes Service is fd00:20::1",
+                kubernetes["spec"]["clusterIP"] == "fd00:20::1"
+                and kubernetes["spec"]["ipFamilies"] == ["IPv6"], kubernetes)
+        status, svc = server.request("POST", SVCS, body=service("web"))
+        t.check("IPv6 only: a Service gets an IPv6 address",
+                status == 201 and svc["spec"]["clusterIP"].startswith("fd00:20::")
+                and svc["spec"]["ipFamilies"] == ["IPv6"], svc)
+    finally:
+        server.stop()
+
+
 def repaired_at_start(t, binary, tmp):
     data = os.path.join(tmp, "restart")
     server = Server(binary, data_dir=data).start()
@@ -234,10 +335,12 @@ def main():
             added_range(t, server, kubectl_runner(server, tmp))
             refusals(t, server)
             whole_space(t, server)
+            single_stack_refusals(t, server)
             t.check("server alive", server.alive())
         finally:
             server.stop()
         repaired_at_start(t, binary, tmp)
+        dual_stack(t, binary)
     t.finish()
 
 

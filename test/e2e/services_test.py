@@ -85,7 +85,8 @@ def allocation(checks, server):
 
     # Node ports.
     status, np = server.request("POST", SVCS, body=service("np", type="NodePort",
-                                                           ports=[{"port": 80}, {"port": 443, "name": "tls"}]))
+                                                           ports=[{"port": 80, "name": "http"},
+                                                                  {"port": 443, "name": "tls"}]))
     ports = [p.get("nodePort") for p in np.get("spec", {}).get("ports", [])]
     checks.check("a NodePort Service gets a node port per port, in 30000-32767",
                  status == 201 and len(set(ports)) == 2 and all(30000 <= p <= 32767 for p in ports), np)
@@ -102,7 +103,8 @@ def allocation(checks, server):
                  status == 422 and "may not be used when `type` is 'ClusterIP'" in message(body), body)
 
     # Updates keep what was allocated.
-    status, body = server.request("PATCH", f"{SVCS}/np", body={"spec": {"ports": [{"port": 80}, {"port": 81, "name": "b"}]}},
+    status, body = server.request("PATCH", f"{SVCS}/np", body={"spec": {"ports": [{"port": 80, "name": "http"},
+                                                                              {"port": 81, "name": "b"}]}},
                                   headers={"Content-Type": "application/merge-patch+json"})
     new_ports = {p["port"]: p.get("nodePort") for p in body.get("spec", {}).get("ports", [])}
     checks.check("a merge patch that rewrites the ports keeps port 80's node port and allocates 81's",
