@@ -48,6 +48,11 @@ std::string type_of(const json::object* spec) {
 
 bool needs_cluster_ip(const json::object* spec) { return type_of(spec) != "ExternalName"; }
 
+// A LoadBalancer Service whose external traffic stays on the node: it gets a health check port.
+bool needs_health_check(const json::object* spec) {
+  return type_of(spec) == "LoadBalancer" && string_at(spec, "externalTrafficPolicy") == "Local";
+}
+
 bool needs_node_ports(const json::object* spec) {
   const std::string t = type_of(spec);
   if (t == "NodePort") return true;
@@ -662,12 +667,12 @@ boost::asio::awaitable<std::optional<ApiError>> ServiceAllocator::allocate_node_
     std::vector<Cause>& causes) {
   json::object* spec = &service_spec;
   json::value* ports = spec->if_contains("ports");
+  std::optional<std::set<std::string>> taken;
   if (ports != nullptr && ports->is_array()) {
     const bool wanted = needs_node_ports(spec);
     const std::set<std::int64_t> old_held = old_spec != nullptr && needs_node_ports(old_spec)
                                                 ? node_ports_of(old_spec)
                                                 : std::set<std::int64_t>();
-    std::optional<std::set<std::string>> taken;
     std::size_t i = 0;
     for (auto& p : ports->get_array()) {
       const std::string field = "spec.ports[" + std::to_string(i++) + "].nodePort";
@@ -718,37 +723,99 @@ boost::asio::awaitable<std::optional<ApiError>> ServiceAllocator::allocate_node_
         }
         continue;
       }
-      if (!taken) {
-        storage::ListOptions options;
-        options.prefix = prefix_ + "/ranges/servicenodeports/";
-        auto listed = co_await storage_->list(options);
-        if (!listed) co_return allocation_failed(listed.error());
-        taken.emplace();
-        for (const auto& kv : listed->kvs) taken->insert(kv.key);
-      }
-      const int count = ranges_.node_port_high - ranges_.node_port_low + 1;
-      thread_local std::mt19937 rng{std::random_device{}()};
-      const int start = std::uniform_int_distribution<int>(0, count - 1)(rng);
-      std::int64_t chosen = 0;
-      for (int k = 0; k < count && chosen == 0; ++k) {
-        const std::int64_t candidate = ranges_.node_port_low + (start + k) % count;
-        std::string key = port_key(candidate);
-        if (taken->count(key)) continue;
-        auto r = co_await reserve(reservation, std::move(key));
-        if (!r) co_return allocation_failed(r.error());
-        if (*r) chosen = candidate;
-      }
-      if (chosen == 0) {
+      auto chosen = co_await free_node_port(reservation, taken);
+      if (!chosen) co_return chosen.error();
+      if (*chosen == 0) {
         co_await release(std::move(reservation));
         co_return api_error(Errc::internal,
                             "Internal error occurred: failed to allocate a nodePort: range is full");
       }
-      taken->insert(port_key(chosen));
-      (*port)["nodePort"] = chosen;
+      (*port)["nodePort"] = *chosen;
     }
   }
-  co_return std::nullopt;
+  auto health = co_await allocate_health_check_port(*spec, old_spec, reservation, causes, taken);
+  co_return health;
 }
+
+// One free node port, chosen at random and reserved for `reservation`; 0 when the range is
+// full. `taken` (the reserved keys, listed on first use) is kept up to date.
+boost::asio::awaitable<ApiResult<std::int64_t>> ServiceAllocator::free_node_port(
+    ServiceReservation& reservation, std::optional<std::set<std::string>>& taken) {
+  if (!taken) {
+    storage::ListOptions options;
+    options.prefix = prefix_ + "/ranges/servicenodeports/";
+    auto listed = co_await storage_->list(options);
+    if (!listed) co_return allocation_failed(listed.error());
+    taken.emplace();
+    for (const auto& kv : listed->kvs) taken->insert(kv.key);
+  }
+  const int count = ranges_.node_port_high - ranges_.node_port_low + 1;
+  thread_local std::mt19937 rng{std::random_device{}()};
+  const int start = std::uniform_int_distribution<int>(0, count - 1)(rng);
+  for (int k = 0; k < count; ++k) {
+    const std::int64_t candidate = ranges_.node_port_low + (start + k) % count;
+    std::string key = port_key(candidate);
+    if (taken->count(key)) continue;
+    auto r = co_await reserve(reservation, key);
+    if (!r) co_return allocation_failed(r.error());
+    if (*r) {
+      taken->insert(std::move(key));
+      co_return candidate;
+    }
+  }
+  co_return std::int64_t{0};
+}
+
+// allocHealthCheckNodePort and updateHealthCheckNodePort: a LoadBalancer Service with
+// externalTrafficPolicy Local gets a node port for its health checks (the one it asks for, or
+// one chosen), kept while it needs one and fixed meanwhile.
+boost::asio::awaitable<std::optional<ApiError>> ServiceAllocator::allocate_health_check_port(
+    json::object& spec, const json::object* old_spec, ServiceReservation& reservation,
+    std::vector<Cause>& causes, std::optional<std::set<std::string>>& taken) {
+  if (!needs_health_check(&spec)) co_return std::nullopt;
+  std::int64_t port = int_at(spec, "healthCheckNodePort");
+  const std::int64_t old_port = old_spec != nullptr && needs_health_check(old_spec)
+                                    ? int_at(*old_spec, "healthCheckNodePort")
+                                    : 0;
+  if (old_port != 0) {
+    if (port == 0) spec["healthCheckNodePort"] = old_port;
+    if (port != 0 && port != old_port) {
+      causes.push_back({"FieldValueInvalid",
+                        "Invalid value: " + std::to_string(port) +
+                            ": cannot change healthCheckNodePort on loadBalancer service with "
+                            "externalTraffic=Local during update",
+                        "spec.healthCheckNodePort"});
+    }
+    co_return std::nullopt;
+  }
+  if (port == 0) {
+    auto chosen = co_await free_node_port(reservation, taken);
+    if (!chosen) co_return chosen.error();
+    if (*chosen == 0) {
+      co_await release(std::move(reservation));
+      co_return api_error(Errc::internal,
+                          "Internal error occurred: failed to allocate a HealthCheck NodePort 0: "
+                          "range is full");
+    }
+    spec["healthCheckNodePort"] = *chosen;
+    co_return std::nullopt;
+  }
+  // One the client asks for: kube answers a port it cannot give with an internal error.
+  std::string why;
+  if (port < ranges_.node_port_low || port > ranges_.node_port_high) {
+    why = "provided port is not in the valid range. The range of valid ports is " +
+          std::to_string(ranges_.node_port_low) + "-" + std::to_string(ranges_.node_port_high);
+  } else {
+    auto r = co_await reserve(reservation, port_key(port));
+    if (!r) co_return allocation_failed(r.error());
+    if (!*r) why = "provided port is already allocated";
+  }
+  if (why.empty()) co_return std::nullopt;
+  co_await release(std::move(reservation));
+  co_return api_error(Errc::internal, "Internal error occurred: failed to allocate requested "
+                                      "HealthCheck NodePort " + std::to_string(port) + ": " + why);
+}
+
 
 boost::asio::awaitable<void> ServiceAllocator::release(ServiceReservation reservation) {
   for (auto& ip : reservation.addresses) {
@@ -785,6 +852,13 @@ boost::asio::awaitable<void> ServiceAllocator::release_unused(const json::object
     for (std::int64_t p : node_ports_of(old_spec)) {
       if (!kept.count(p)) unused.keys.push_back(port_key(p));
     }
+  }
+  if (old_spec != nullptr && needs_health_check(old_spec)) {
+    const std::int64_t port = int_at(*old_spec, "healthCheckNodePort");
+    const json::object* now_spec = now != nullptr ? spec_of(*now) : nullptr;
+    const bool still = now_spec != nullptr && needs_health_check(now_spec) &&
+                       int_at(*now_spec, "healthCheckNodePort") == port;
+    if (port != 0 && !still) unused.keys.push_back(port_key(port));
   }
   co_await release(std::move(unused));
 }

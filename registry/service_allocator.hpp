@@ -151,6 +151,12 @@ class ServiceAllocator {
   boost::asio::awaitable<std::optional<apimachinery::ApiError>> allocate_node_ports(
       boost::json::object& spec, const boost::json::object* old_spec,
       ServiceReservation& reservation, std::vector<apimachinery::Cause>& causes);
+  boost::asio::awaitable<apimachinery::ApiResult<std::int64_t>> free_node_port(
+      ServiceReservation& reservation, std::optional<std::set<std::string>>& taken);
+  boost::asio::awaitable<std::optional<apimachinery::ApiError>> allocate_health_check_port(
+      boost::json::object& spec, const boost::json::object* old_spec,
+      ServiceReservation& reservation, std::vector<apimachinery::Cause>& causes,
+      std::optional<std::set<std::string>>& taken);
   std::string port_key(std::int64_t port) const;
 
   std::shared_ptr<storage::Storage> storage_;

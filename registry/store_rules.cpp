@@ -634,6 +634,11 @@ void carry_service_allocations(json::object& next, const json::object& planned) 
       }
     }
   }
+  if (const json::value* health = from.if_contains("healthCheckNodePort");
+      health != nullptr && (!spec.contains("healthCheckNodePort") ||
+                            spec.at("healthCheckNodePort") == 0)) {
+    spec["healthCheckNodePort"] = *health;
+  }
   json::value* ports = spec.if_contains("ports");
   const json::value* planned_ports = from.if_contains("ports");
   if (ports == nullptr || !ports->is_array() || planned_ports == nullptr || !planned_ports->is_array()) {

@@ -129,6 +129,33 @@ def allocation(checks, server):
                                                           ports=[{"port": 80, "nodePort": ports[0]}]))
     checks.check("and frees them", status == 201)
 
+    # A LoadBalancer Service keeping its traffic on the node gets a health check node port.
+    status, lb = server.request("POST", SVCS, body=service("lb-local", type="LoadBalancer",
+                                                           externalTrafficPolicy="Local"))
+    health = lb.get("spec", {}).get("healthCheckNodePort", 0)
+    checks.check("LoadBalancer with externalTrafficPolicy Local gets a healthCheckNodePort in range",
+                 status == 201 and 30000 <= health <= 32767
+                 and health not in [p.get("nodePort") for p in lb["spec"]["ports"]], lb)
+    status, body = server.request("POST", SVCS, body=service("hc-thief", type="NodePort",
+                                                             ports=[{"port": 80, "nodePort": health}]))
+    checks.check("and nobody else gets it", status == 422 and "already allocated" in message(body), body)
+    current = server.request("GET", f"{SVCS}/lb-local")[1]
+    current["spec"].pop("healthCheckNodePort", None)
+    status, body = server.request("PUT", f"{SVCS}/lb-local", body=current)
+    checks.check("a PUT without it keeps it",
+                 status == 200 and body["spec"].get("healthCheckNodePort") == health, body)
+    status, body = server.request("PATCH", f"{SVCS}/lb-local", body={"spec": {"healthCheckNodePort": 31999}},
+                                  headers={"Content-Type": "application/merge-patch+json"})
+    checks.check("it cannot change",
+                 status == 422 and "cannot change healthCheckNodePort" in message(body), body)
+    status, body = server.request("PATCH", f"{SVCS}/lb-local", body={"spec": {"externalTrafficPolicy": "Cluster"}},
+                                  headers={"Content-Type": "application/merge-patch+json"})
+    checks.check("externalTrafficPolicy Cluster drops it",
+                 status == 200 and "healthCheckNodePort" not in body["spec"], body)
+    status, body = server.request("POST", SVCS, body=service("hc-reuse", type="NodePort",
+                                                             ports=[{"port": 80, "nodePort": health}]))
+    checks.check("and frees it", status == 201, body)
+
     # Deletes release.
     server.request("DELETE", f"{SVCS}/mine")
     status, _ = server.request("POST", SVCS, body=service("mine-again", clusterIP="10.0.0.5"))
