@@ -500,7 +500,36 @@ std::vector<PrinterColumn> cron_job_columns() {
 
 std::vector<PrinterColumn> service_columns() {
   return {name_column(), text("Type", ".spec.type", "ClusterIP"),
-          text("Cluster-IP", ".spec.clusterIP"), text("External-IP", ".spec.externalIPs"),
+          text("Cluster-IP", ".spec.clusterIP"),
+          // kubectl's getServiceExternalIP: by type; a load balancer's ingress first.
+          computed("External-IP", "string",
+                   [](const json::object& o) {
+                     const std::string type = str(o, "spec.type", "ClusterIP");
+                     std::vector<std::string> ips;
+                     if (type == "ExternalName") return json::value(str(o, "spec.externalName"));
+                     if (type == "LoadBalancer") {
+                       if (const json::array* ingress = array_at(o, "status.loadBalancer.ingress")) {
+                         for (const auto& i : *ingress) {
+                           if (!i.is_object()) continue;
+                           const std::string ip = str(i.get_object(), "ip");
+                           const std::string host = str(i.get_object(), "hostname");
+                           if (!ip.empty()) ips.push_back(ip);
+                           else if (!host.empty()) ips.push_back(host);
+                         }
+                       }
+                     }
+                     if (const json::array* external = array_at(o, "spec.externalIPs")) {
+                       for (const auto& e : *external) {
+                         if (e.is_string()) ips.emplace_back(e.get_string());
+                       }
+                     }
+                     if (ips.empty()) {
+                       return json::value(type == "LoadBalancer" ? "<pending>" : "<none>");
+                     }
+                     std::string out;
+                     for (const auto& ip : ips) out += (out.empty() ? "" : ",") + ip;
+                     return json::value(out);
+                   }),
           computed("Port(s)", "string",
                    [](const json::object& o) {
                      std::string out;

@@ -1,6 +1,8 @@
 // A Service's validation and strategy as kube-apiserver 1.34 words them.
 #include "kinds/service_validation.hpp"
 
+#include "kinds/builtin_columns.hpp"
+
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -195,6 +197,28 @@ TEST(ServiceStrategy, AnOldClientsClusterIPAloneGivesClusterIPs) {
   auto patched = parse(R"({"spec":{"clusterIP":"10.0.0.9"}})");
   prepare_service_for_update(patched, old);
   EXPECT_EQ(patched["spec"].at("clusterIPs"), json::parse(R"(["10.0.0.9"])"));
+}
+
+// kubectl's EXTERNAL-IP column (getServiceExternalIP): by the Service's type.
+TEST(ServiceColumns, TheExternalIPColumnAsKubectlPrintsIt) {
+  auto external_ip = [](std::string_view text) {
+    const auto obj = parse(text);
+    for (const auto& c : builtin_columns("", "Service")) {
+      if (c.name == "External-IP") {
+        return std::string(c.cell(obj, std::chrono::system_clock::now()).as_string());
+      }
+    }
+    return std::string("no column");
+  };
+  EXPECT_EQ(external_ip(R"({"spec":{"type":"ExternalName","externalName":"db.example.com"}})"),
+            "db.example.com");
+  EXPECT_EQ(external_ip(R"({"spec":{"type":"ClusterIP"}})"), "<none>");
+  EXPECT_EQ(external_ip(R"({"spec":{"type":"NodePort","externalIPs":["1.2.3.4","5.6.7.8"]}})"),
+            "1.2.3.4,5.6.7.8");
+  EXPECT_EQ(external_ip(R"({"spec":{"type":"LoadBalancer"}})"), "<pending>");
+  EXPECT_EQ(external_ip(R"({"spec":{"type":"LoadBalancer","externalIPs":["9.9.9.9"]},
+      "status":{"loadBalancer":{"ingress":[{"ip":"1.1.1.1"},{"hostname":"lb.example.com"}]}}})"),
+            "1.1.1.1,lb.example.com,9.9.9.9");
 }
 
 }  // namespace
