@@ -31,16 +31,6 @@ std::string type_of(const json::object* spec) {
   return t.empty() ? "ClusterIP" : t;
 }
 
-std::vector<std::string> strings_of(const json::object* obj, std::string_view key) {
-  std::vector<std::string> out;
-  const json::value* v = obj != nullptr ? obj->if_contains(key) : nullptr;
-  if (v == nullptr || !v->is_array()) return out;
-  for (const auto& e : v->get_array()) {
-    out.push_back(e.is_string() ? std::string(e.get_string()) : std::string());
-  }
-  return out;
-}
-
 // %#v of a []string or a []core.IPFamily.
 std::string go_slice(std::string_view type, const std::vector<std::string>& items) {
   std::string out = "[]" + std::string(type) + "{";
@@ -60,13 +50,13 @@ std::string shown_pointer(const json::object* spec, std::string_view key) {
 
 bool headless(const json::object* spec) {
   if (string_at(spec, "clusterIP") == "None") return true;
-  const auto ips = strings_of(spec, "clusterIPs");
+  const auto ips = string_items(spec, "clusterIPs");
   return !ips.empty() && ips[0] == "None";
 }
 
 // isHeadlessService of the cluster-IP validation: clusterIPs is exactly ["None"].
 bool headless_by_ips(const json::object* spec) {
-  const auto ips = strings_of(spec, "clusterIPs");
+  const auto ips = string_items(spec, "clusterIPs");
   return ips.size() == 1 && ips[0] == "None";
 }
 
@@ -80,7 +70,7 @@ bool needs_node_ports(const json::object* spec) {
 bool externally_accessible(const json::object* spec) {
   const std::string t = type_of(spec);
   return t == "LoadBalancer" || t == "NodePort" ||
-         (t == "ClusterIP" && !strings_of(spec, "externalIPs").empty());
+         (t == "ClusterIP" && !string_items(spec, "externalIPs").empty());
 }
 
 bool needs_health_check(const json::object* spec) {
@@ -189,7 +179,7 @@ void check_ports(const json::object* spec, Causes& causes) {
 void check_cluster_ips(const json::object* spec, Causes& causes) {
   if (type_of(spec) == "ExternalName") return;
   const std::string cluster_ip = string_at(spec, "clusterIP");
-  const auto ips = strings_of(spec, "clusterIPs");
+  const auto ips = string_items(spec, "clusterIPs");
   const std::string ips_shown = go_slice("string", ips);
   if (!cluster_ip.empty()) {
     if (ips.empty()) {
@@ -200,7 +190,7 @@ void check_cluster_ips(const json::object* spec, Causes& causes) {
   } else if (!ips.empty()) {
     invalid(causes, "spec.clusterIPs", ips_shown, "must be empty when `clusterIP` is not specified");
   }
-  const auto families = strings_of(spec, "ipFamilies");
+  const auto families = string_items(spec, "ipFamilies");
   std::set<std::string> seen;
   for (std::size_t i = 0; i < families.size(); ++i) {
     if (families[i] != "IPv4" && families[i] != "IPv6") {
@@ -256,8 +246,8 @@ void check_cluster_ips(const json::object* spec, Causes& causes) {
 void check_ip_changes(const json::object* spec, const json::object* old_spec, Causes& causes) {
   if (type_of(spec) == "ExternalName" || type_of(old_spec) == "ExternalName") return;
   const bool now_headless = headless_by_ips(spec), was_headless = headless_by_ips(old_spec);
-  const auto ips = strings_of(spec, "clusterIPs");
-  const auto old_ips = strings_of(old_spec, "clusterIPs");
+  const auto ips = string_items(spec, "clusterIPs");
+  const auto old_ips = string_items(old_spec, "clusterIPs");
   const std::string ips_shown = go_slice("string", ips);
   const bool single = string_at(spec, "ipFamilyPolicy") == "SingleStack";
   if (!(now_headless && was_headless)) {
@@ -282,8 +272,8 @@ void check_ip_changes(const json::object* spec, const json::object* old_spec, Ca
     }
   }
   if (now_headless != was_headless || now_headless) return;
-  const auto families = strings_of(spec, "ipFamilies");
-  const auto old_families = strings_of(old_spec, "ipFamilies");
+  const auto families = string_items(spec, "ipFamilies");
+  const auto old_families = string_items(old_spec, "ipFamilies");
   const std::string families_shown = go_slice("core.IPFamily", families);
   if (old_families.size() == families.size()) {
     for (std::size_t i = 0; i < families.size(); ++i) {
@@ -309,10 +299,10 @@ void check_ip_changes(const json::object* spec, const json::object* old_spec, Ca
 
 void check_external_name(const json::object* spec, Causes& causes) {
   if (type_of(spec) != "ExternalName") return;
-  if (!strings_of(spec, "clusterIPs").empty()) {
+  if (!string_items(spec, "clusterIPs").empty()) {
     forbidden(causes, "spec.clusterIPs", "may not be set for ExternalName services");
   }
-  if (!strings_of(spec, "ipFamilies").empty()) {
+  if (!string_items(spec, "ipFamilies").empty()) {
     forbidden(causes, "spec.ipFamilies", "may not be set for ExternalName services");
   }
   if (const json::value* p = spec->if_contains("ipFamilyPolicy"); p && !p->is_null()) {
@@ -357,7 +347,7 @@ void check_affinity(const json::object* spec, Causes& causes) {
 }
 
 void check_addresses(const json::object* spec, Causes& causes) {
-  const auto external = strings_of(spec, "externalIPs");
+  const auto external = string_items(spec, "externalIPs");
   for (std::size_t i = 0; i < external.size(); ++i) {
     const std::string at = index("spec.externalIPs", i);
     auto problems = endpoint_ip_problems(external[i], /*allow_loopback=*/false);
@@ -368,7 +358,7 @@ void check_addresses(const json::object* spec, Causes& causes) {
     }
     for (const auto& p : problems) invalid(causes, at, go_quote(external[i]), p);
   }
-  const auto ranges = strings_of(spec, "loadBalancerSourceRanges");
+  const auto ranges = string_items(spec, "loadBalancerSourceRanges");
   const bool load_balancer = type_of(spec) == "LoadBalancer";
   if (!ranges.empty()) {
     if (!load_balancer) {
@@ -441,7 +431,7 @@ void prepare_service_for_create(json::object& service) {
   json::object* spec = spec_v != nullptr ? spec_v->if_object() : nullptr;
   if (spec == nullptr) return;
   const std::string ip = string_at(spec, "clusterIP");
-  if (!ip.empty() && strings_of(spec, "clusterIPs").empty()) {
+  if (!ip.empty() && string_items(spec, "clusterIPs").empty()) {
     (*spec)["clusterIPs"] = json::array{json::value(ip)};
   }
 }
@@ -454,8 +444,8 @@ void prepare_service_for_update(json::object& service, const json::object& old) 
   // NormalizeClusterIPs.
   const std::string ip = string_at(spec, "clusterIP");
   const std::string old_ip = string_at(old_spec, "clusterIP");
-  const auto old_ips = strings_of(old_spec, "clusterIPs");
-  if (!old_ips.empty() && strings_of(spec, "clusterIPs").empty() && ip == old_ip) {
+  const auto old_ips = string_items(old_spec, "clusterIPs");
+  if (!old_ips.empty() && string_items(spec, "clusterIPs").empty() && ip == old_ip) {
     (*spec)["clusterIPs"] = old_spec->at("clusterIPs");
   }
   if (ip != old_ip) {

@@ -2,6 +2,7 @@
 
 #include "apimachinery/json_path.hpp"
 #include "apimachinery/validation.hpp"
+#include "kinds/field_errors.hpp"
 #include "kinds/scheme.hpp"
 #include "kinds/service_addresses.hpp"
 #include "registry/deletion.hpp"
@@ -29,6 +30,7 @@ using apimachinery::object_member;
 using apimachinery::string_member;
 
 namespace json = boost::json;
+using kinds::field_errors::string_items;
 
 namespace {
 
@@ -106,16 +108,6 @@ U128 usable_of(const apimachinery::IpPrefix& p) {
   return size > reserved ? size - reserved : 0;
 }
 
-std::vector<std::string> strings_of(const json::object* obj, std::string_view key) {
-  std::vector<std::string> out;
-  const json::value* v = obj != nullptr ? obj->if_contains(key) : nullptr;
-  if (v == nullptr || !v->is_array()) return out;
-  for (const auto& e : v->get_array()) {
-    out.push_back(e.is_string() ? std::string(e.get_string()) : std::string());
-  }
-  return out;
-}
-
 json::array string_array(const std::vector<std::string>& items) {
   json::array out;
   for (const auto& i : items) out.emplace_back(i);
@@ -153,7 +145,7 @@ std::set<std::int64_t> node_ports_of(const json::object* spec) {
 std::vector<std::string> held_ips(const json::object& svc) {
   const json::object* spec = spec_of(svc);
   if (!needs_cluster_ip(spec)) return {};
-  std::vector<std::string> ips = strings_of(spec, "clusterIPs");
+  std::vector<std::string> ips = string_items(spec, "clusterIPs");
   if (ips.empty() && !string_at(spec, "clusterIP").empty()) ips.push_back(string_at(spec, "clusterIP"));
   std::erase_if(ips, [](const std::string& ip) { return ip.empty() || ip == "None"; });
   return ips;
@@ -398,8 +390,8 @@ void ServiceAllocator::init_ip_families(json::object& spec, const json::object* 
   // when its policy or its IPs and families do.
   if (old_spec != nullptr && string_at(old_spec, "ipFamilyPolicy") == "PreferDualStack" &&
       string_at(&spec, "ipFamilyPolicy") == "PreferDualStack" &&
-      strings_of(&spec, "clusterIPs") == strings_of(old_spec, "clusterIPs") &&
-      strings_of(&spec, "ipFamilies") == strings_of(old_spec, "ipFamilies")) {
+      string_items(&spec, "clusterIPs") == string_items(old_spec, "clusterIPs") &&
+      string_items(&spec, "ipFamilies") == string_items(old_spec, "ipFamilies")) {
     return;
   }
   if (string_at(&spec, "ipFamilyPolicy").empty()) {
@@ -412,13 +404,13 @@ void ServiceAllocator::init_ip_families(json::object& spec, const json::object* 
     }
   }
   const std::string policy = string_at(&spec, "ipFamilyPolicy");
-  std::vector<std::string> ips = strings_of(&spec, "clusterIPs");
-  std::vector<std::string> families_asked = strings_of(&spec, "ipFamilies");
+  std::vector<std::string> ips = string_items(&spec, "clusterIPs");
+  std::vector<std::string> families_asked = string_items(&spec, "ipFamilies");
   const std::string shown_policy = apimachinery::go_quote(policy);
   const std::size_t before = causes.size();
   if (old_spec != nullptr) {
-    const auto old_ips = strings_of(old_spec, "clusterIPs");
-    const auto old_families = strings_of(old_spec, "ipFamilies");
+    const auto old_ips = string_items(old_spec, "clusterIPs");
+    const auto old_families = string_items(old_spec, "ipFamilies");
     if (policy == "SingleStack") {
       // Clear intent: the secondary goes (the primary is immutable).
       if (ips == old_ips && ips.size() > 1) ips.resize(1);
@@ -604,30 +596,30 @@ boost::asio::awaitable<std::optional<ApiError>> ServiceAllocator::allocate_clust
   if (had_ips) {
     // What the client left out is kept (patchAllocatedValues).
     if (string_at(spec, "clusterIP").empty()) (*spec)["clusterIP"] = string_at(old_spec, "clusterIP");
-    if (strings_of(spec, "clusterIPs").empty() && old_spec->contains("clusterIPs")) {
+    if (string_items(spec, "clusterIPs").empty() && old_spec->contains("clusterIPs")) {
       (*spec)["clusterIPs"] = old_spec->at("clusterIPs");
     }
     if (requested_ip(spec) != requested_ip(old_spec)) {
       causes.push_back({"FieldValueInvalid",
-                        "Invalid value: " + go_strings(strings_of(spec, "clusterIPs")) +
+                        "Invalid value: " + go_strings(string_items(spec, "clusterIPs")) +
                             ": may not change once set",
                         "spec.clusterIPs[0]"});
       co_return std::nullopt;
     }
-    if (strings_of(spec, "ipFamilies").empty() && old_spec->contains("ipFamilies")) {
+    if (string_items(spec, "ipFamilies").empty() && old_spec->contains("ipFamilies")) {
       (*spec)["ipFamilies"] = old_spec->at("ipFamilies");
     }
   } else {
     // An old client's clusterIP alone is the first of clusterIPs.
     const std::string ip = string_at(spec, "clusterIP");
-    if (!ip.empty() && strings_of(spec, "clusterIPs").empty()) {
+    if (!ip.empty() && string_items(spec, "clusterIPs").empty()) {
       (*spec)["clusterIPs"] = json::array{json::value(ip)};
     }
   }
   const std::size_t before = causes.size();
   init_ip_families(*spec, had_ips ? old_spec : nullptr, causes);
   if (causes.size() > before) co_return std::nullopt;
-  std::vector<std::string> ips = strings_of(spec, "clusterIPs");
+  std::vector<std::string> ips = string_items(spec, "clusterIPs");
   if (!ips.empty() && ips[0] == "None") {
     if (type_of(spec) == "NodePort" || type_of(spec) == "LoadBalancer") {
       causes.push_back({"FieldValueInvalid",
@@ -639,7 +631,7 @@ boost::asio::awaitable<std::optional<ApiError>> ServiceAllocator::allocate_clust
     (*spec)["clusterIPs"] = json::array{"None"};
     co_return std::nullopt;
   }
-  const std::vector<std::string> families_of_service = strings_of(spec, "ipFamilies");
+  const std::vector<std::string> families_of_service = string_items(spec, "ipFamilies");
   const std::vector<std::string> old_ips = had_ips ? held_ips(json::object{{"spec", *old_spec}})
                                                    : std::vector<std::string>();
   const std::string shown = go_strings(ips);
