@@ -17,6 +17,9 @@
 #include <boost/json/object.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <chrono>
+
 namespace kwatch::controllers {
 
 namespace asio = boost::asio;
@@ -31,6 +34,9 @@ constexpr std::string_view kDescription =
     "Contains a CA bundle that can be used to verify the kube-apiserver when using internal "
     "endpoints such as the internal service IP or kubernetes.default.svc. No other usage is "
     "guaranteed across distributions of Kubernetes clusters.";
+// A write back this soon after the last one means the ConfigMap is being fought over.
+constexpr auto kQuiet = std::chrono::seconds(10);
+constexpr auto kLongestHold = std::chrono::seconds(300);
 // The field manager of kube-controller-manager's writes.
 constexpr std::string_view kFieldManager = "kube-controller-manager";
 
@@ -143,6 +149,11 @@ asio::awaitable<void> RootCaPublisher::drain() {
   draining_ = false;
 }
 
+std::chrono::seconds RootCaPublisher::hold_of(const std::string& ns) const {
+  auto it = rewrites_.find(ns);
+  return it != rewrites_.end() ? it->second.hold : std::chrono::seconds(0);
+}
+
 asio::awaitable<bool> RootCaPublisher::sync(const std::string& ns) {
   auto namespaces = cachers_->find(*namespaces_);
   auto config_maps = cachers_->find(*config_maps_);
@@ -150,7 +161,10 @@ asio::awaitable<bool> RootCaPublisher::sync(const std::string& ns) {
     co_return false;  // look again when the caches can answer
   }
   auto ns_object = namespaces->get(namespaces_->key("", ns));
-  if (!ns_object) co_return true;  // gone
+  if (!ns_object) {
+    rewrites_.erase(ns);
+    co_return true;  // gone
+  }
   const json::object wanted_data{{"ca.crt", bundle_}};
   auto current = config_maps->get(config_maps_->key(ns, std::string(kRootCaConfigMapName)));
   if (!current) {
@@ -187,6 +201,26 @@ asio::awaitable<bool> RootCaPublisher::sync(const std::string& ns) {
       !string_at(annotations, kDescriptionAnnotation).empty()) {
     co_return true;
   }
+  // Changed again soon after this publisher wrote it: someone keeps writing another bundle
+  // (another replica with another --root-ca-file?). Written back, but ever less often.
+  Rewrites& rewrites = rewrites_[ns];
+  const auto now = std::chrono::steady_clock::now();
+  if (now < rewrites.last + rewrites.hold) co_return false;  // the ticker looks again
+  if (rewrites.last != std::chrono::steady_clock::time_point{} &&
+      now - rewrites.last < kQuiet) {
+    rewrites.hold = std::min(rewrites.hold.count() == 0 ? std::chrono::seconds(1)
+                                                        : rewrites.hold * 2,
+                             kLongestHold);
+    if (!rewrites.warned) {
+      rewrites.warned = true;
+      spdlog::warn("{} in namespace {} keeps changing after it is written; writing it back at "
+                   "most every {} s from now (do all replicas have the same --root-ca-file?)",
+                   kRootCaConfigMapName, ns, rewrites.hold.count());
+    }
+  } else {
+    rewrites.hold = std::chrono::seconds(0);
+  }
+  rewrites.last = now;
   // Written over the version read: a ConfigMap that changed meanwhile is a conflict, and its
   // event brings another look.
   (*config_map)["data"] = wanted_data;

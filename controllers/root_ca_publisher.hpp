@@ -8,7 +8,10 @@
 // namespace being deleted), and written back where its data differs from the bundle or the
 // description is gone. A ConfigMap write elsewhere costs a name comparison. Writes are creates or
 // updates on the version read from the cache, so replicas converge; a failed sync is tried again
-// every second.
+// every second. Every replica runs one (kube's runs in the one elected kube-controller-manager):
+// replicas that publish different bundles would write over each other without end, so a
+// ConfigMap that changes again within 10 s of this publisher's write is written back after a
+// hold that doubles each time (1 s to 5 min), with one warning.
 //
 // Ownership: shared; the running tasks hold it. Strand: the followers and every sync run on one
 // strand. Cancellation: `stop()` ends the tasks at their next wait.
@@ -18,6 +21,8 @@
 #include <boost/asio/awaitable.hpp>
 
 #include <atomic>
+#include <chrono>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -45,6 +50,9 @@ class RootCaPublisher : public std::enable_shared_from_this<RootCaPublisher> {
   void start(boost::asio::any_io_executor executor);
   void stop() { stopped_ = true; }
 
+  // How long a write back to namespace `ns` is held now (for tests); call on its strand.
+  std::chrono::seconds hold_of(const std::string& ns) const;
+
  private:
   boost::asio::awaitable<void> follow_namespaces();
   boost::asio::awaitable<void> follow_config_maps();
@@ -62,6 +70,13 @@ class RootCaPublisher : public std::enable_shared_from_this<RootCaPublisher> {
   std::string bundle_;
   std::set<std::string> pending_;
   std::set<std::string> retry_;
+  // Per namespace: this publisher's last write back, and how long the next one is held.
+  struct Rewrites {
+    std::chrono::steady_clock::time_point last{};
+    std::chrono::seconds hold{0};
+    bool warned = false;
+  };
+  std::map<std::string, Rewrites> rewrites_;
   bool draining_ = false;
   std::atomic<bool> stopped_{false};
 };

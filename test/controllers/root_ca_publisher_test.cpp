@@ -104,5 +104,18 @@ TEST_F(RootCaPublisherTest, ANamespaceBeingDeletedGetsNone) {
   EXPECT_FALSE(root_ca("dying").has_value());
 }
 
+// Two replicas publishing different bundles would write over each other without end: each
+// writes back ever less often (a hold doubling from 1 s), instead of a write per write.
+TEST_F(RootCaPublisherTest, ReplicasWithDifferentBundlesBackOff) {
+  start_publisher();
+  auto other = std::make_shared<RootCaPublisher>(*scheme_, store_, cachers_, "another bundle");
+  other->start(ioc_.get_executor());
+  auto hold = [&] { return std::max(publisher_->hold_of("t"), other->hold_of("t")); };
+  EXPECT_TRUE(eventually([&] { return hold() >= std::chrono::seconds(2); },
+                         std::chrono::milliseconds(15000)))
+      << "the fight is not held back";
+  other->stop();
+}
+
 }  // namespace
 }  // namespace kwatch::controllers
