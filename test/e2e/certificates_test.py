@@ -209,6 +209,12 @@ subjects: [{kind: User, name: approver, apiGroup: rbac.authorization.k8s.io}]
     t.check("a role to update approvals is bound", code == 0, out)
     approver = kubeconfig(os.path.join(tmp, "approver.kubeconfig"), server, tmp,
                           "{token: approver-token}")
+    # The authorizer follows bindings through the watch caches: wait until it has this one.
+    try:
+        wait_for(lambda: kc("get", "csr", "carol", config=approver)[0] == 0, timeout=10,
+                 what="the approver's binding to take effect")
+    except AssertionError as e:
+        t.check("the approver's binding takes effect", False, str(e))
     code, out = kc("certificate", "approve", "carol", config=approver)
     t.check("approving needs `approve` on the signer", code != 0 and
             'user not permitted to approve requests with signerName "kubernetes.io/kube-apiserver-client"'
