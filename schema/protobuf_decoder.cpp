@@ -1,5 +1,7 @@
 #include "schema/protobuf_decoder.hpp"
 
+#include "base/timestamps.hpp"
+
 #include "base/base64.hpp"
 
 #include "apimachinery/stored_json.hpp"
@@ -8,6 +10,10 @@
 #include <boost/json/parse.hpp>
 
 #include <cstdint>
+#include <boost/json/serialize.hpp>
+
+#include <algorithm>
+#include <chrono>
 #include <ctime>
 #include <map>
 #include <optional>
@@ -619,6 +625,190 @@ void write_zero(const Message& message, json::object& obj, int depth) {
   }
 }
 
+// ---- encoding: a built-in object as kube's generated code writes it ----
+
+class Writer {
+ public:
+  void varint(std::uint64_t v) {
+    while (v >= 0x80) {
+      out_.push_back(static_cast<char>((v & 0x7f) | 0x80));
+      v >>= 7;
+    }
+    out_.push_back(static_cast<char>(v));
+  }
+  void tag(int number, int wire) { varint((static_cast<std::uint64_t>(number) << 3) | wire); }
+  void bytes_field(int number, std::string_view b) {
+    tag(number, 2);
+    varint(b.size());
+    out_.append(b);
+  }
+  void varint_field(int number, std::uint64_t v) {
+    tag(number, 0);
+    varint(v);
+  }
+  std::string& data() { return out_; }
+
+ private:
+  std::string out_;
+};
+
+bool encode_message(const json::object& obj, const Message& message, Writer& w, int depth);
+
+// metav1.Time / MicroTime: {seconds = 1, nanos = 2}; false when `text` is no RFC 3339 time.
+bool encode_time(std::string_view text, Writer& w) {
+  auto at = base::parse_rfc3339(std::string(text));
+  if (!at) return false;
+  const std::int64_t seconds = std::chrono::duration_cast<std::chrono::seconds>(
+                                   at->time_since_epoch()).count();
+  std::int64_t nanos = 0;
+  if (auto dot = text.find('.'); dot != std::string_view::npos) {
+    std::size_t i = dot + 1;
+    int digits = 0;
+    for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+      if (digits < 9) {
+        nanos = nanos * 10 + (text[i] - '0');
+        ++digits;
+      }
+    }
+    for (; digits < 9; ++digits) nanos *= 10;
+  }
+  w.varint_field(1, static_cast<std::uint64_t>(seconds));
+  if (nanos != 0) w.varint_field(2, static_cast<std::uint64_t>(nanos));
+  return true;
+}
+
+// One value of field `f` (a list's element, a map's value) as its field `number`.
+bool encode_value(const json::value& v, Kind kind, const Message* message, int number, Writer& w,
+                  int depth) {
+  switch (kind) {
+    case Kind::string:
+      if (!v.is_string()) return false;
+      w.bytes_field(number, v.get_string());
+      return true;
+    case Kind::bytes: {
+      if (!v.is_string()) return false;
+      auto raw = base::base64_decode(v.get_string());
+      if (!raw) return false;
+      w.bytes_field(number, *raw);
+      return true;
+    }
+    case Kind::int32:
+    case Kind::int64:
+      if (!v.is_int64() && !v.is_uint64()) return false;
+      // Negative values as ten-byte two's complement varints, as Go writes int32 and int64.
+      w.varint_field(number, v.is_int64() ? static_cast<std::uint64_t>(v.get_int64())
+                                          : v.get_uint64());
+      return true;
+    case Kind::boolean:
+      if (!v.is_bool()) return false;
+      w.varint_field(number, v.get_bool() ? 1 : 0);
+      return true;
+    case Kind::message: {
+      if (!v.is_object() || message == nullptr) return false;
+      Writer inner;
+      if (!encode_message(v.get_object(), *message, inner, depth + 1)) return false;
+      w.bytes_field(number, inner.data());
+      return true;
+    }
+    case Kind::time:
+    case Kind::micro_time: {
+      if (!v.is_string()) return false;
+      Writer inner;
+      if (!encode_time(v.get_string(), inner)) return false;
+      w.bytes_field(number, inner.data());
+      return true;
+    }
+    case Kind::quantity: {
+      Writer inner;
+      if (v.is_string()) {
+        inner.bytes_field(1, v.get_string());
+      } else if (v.is_number()) {
+        inner.bytes_field(1, json::serialize(v));
+      } else {
+        return false;
+      }
+      w.bytes_field(number, inner.data());
+      return true;
+    }
+    case Kind::int_or_string: {
+      Writer inner;
+      if (v.is_int64()) {
+        inner.varint_field(1, 0);
+        inner.varint_field(2, static_cast<std::uint64_t>(v.get_int64()));
+      } else if (v.is_string()) {
+        inner.varint_field(1, 1);
+        inner.bytes_field(3, v.get_string());
+      } else {
+        return false;
+      }
+      w.bytes_field(number, inner.data());
+      return true;
+    }
+    case Kind::raw_json: {
+      Writer inner;
+      inner.bytes_field(1, json::serialize(v));
+      w.bytes_field(number, inner.data());
+      return true;
+    }
+    case Kind::string_list: {
+      if (!v.is_array()) return false;
+      Writer inner;
+      for (const auto& e : v.get_array()) {
+        if (!e.is_string()) return false;
+        inner.bytes_field(1, e.get_string());
+      }
+      w.bytes_field(number, inner.data());
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+bool encode_message(const json::object& obj, const Message& message, Writer& w, int depth) {
+  if (depth > 32) return false;
+  std::vector<const Field*> fields;
+  for (const Field& f : message.fields) fields.push_back(&f);
+  std::sort(fields.begin(), fields.end(),
+            [](const Field* a, const Field* b) { return a->number < b->number; });
+  for (const Field* f : fields) {
+    if (f->inline_fields) {
+      if (f->message == nullptr) continue;
+      Writer inner;
+      if (!encode_message(obj, *f->message, inner, depth + 1)) return false;
+      w.bytes_field(f->number, inner.data());
+      continue;
+    }
+    const json::value* v = obj.if_contains(f->name);
+    if (v == nullptr || v->is_null()) continue;  // Go's nil: not on the wire
+    if (f->kind == Kind::map) {
+      if (!v->is_object()) return false;
+      // Keys in order, as the generated code sorts them.
+      std::vector<std::string_view> keys;
+      for (const auto& kv : v->get_object()) keys.push_back(kv.key());
+      std::sort(keys.begin(), keys.end());
+      for (auto key : keys) {
+        Writer entry;
+        entry.bytes_field(1, key);
+        if (!encode_value(v->get_object().at(key), f->map_value, f->message, 2, entry, depth)) {
+          return false;
+        }
+        w.bytes_field(f->number, entry.data());
+      }
+      continue;
+    }
+    if (f->repeated) {
+      if (!v->is_array()) return false;
+      for (const auto& e : v->get_array()) {
+        if (!encode_value(e, f->kind, f->message, f->number, w, depth)) return false;
+      }
+      continue;
+    }
+    if (!encode_value(*v, f->kind, f->message, f->number, w, depth)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void write_zero_fields(std::string_view api_version, std::string_view kind, json::object& obj) {
@@ -668,6 +858,29 @@ ApiResult<json::object> decode_protobuf_object(std::string_view bytes) {
                     "the protobuf body of the request is malformed: " + problem->message());
   }
   return std::move(value.get_object());
+}
+
+std::optional<std::string> encode_protobuf_object(const json::object& obj) {
+  const json::value* api_version = obj.if_contains("apiVersion");
+  const json::value* kind = obj.if_contains("kind");
+  if (api_version == nullptr || kind == nullptr || !api_version->is_string() || !kind->is_string()) {
+    return std::nullopt;
+  }
+  const Message* message = schema().by_kind(api_version->get_string(), kind->get_string());
+  if (message == nullptr) return std::nullopt;
+  Writer raw;
+  if (!encode_message(obj, *message, raw, 0)) return std::nullopt;
+  // runtime.Unknown: typeMeta = 1 {apiVersion = 1, kind = 2}, raw = 2, contentEncoding = 3,
+  // contentType = 4 (written empty, as Go writes them).
+  Writer type_meta;
+  type_meta.bytes_field(1, api_version->get_string());
+  type_meta.bytes_field(2, kind->get_string());
+  Writer envelope;
+  envelope.bytes_field(1, type_meta.data());
+  envelope.bytes_field(2, raw.data());
+  envelope.bytes_field(3, "");
+  envelope.bytes_field(4, "");
+  return std::string("k8s\0", 4) + envelope.data();
 }
 
 }  // namespace kwatch::schema

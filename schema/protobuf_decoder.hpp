@@ -1,5 +1,5 @@
 // Decodes Kubernetes protobuf request bodies (`application/vnd.kubernetes.protobuf`) into JSON
-// objects: every built-in kind kwatch serves, and DeleteOptions with any group version, as typed
+// objects, and encodes JSON objects into that form: every built-in kind kwatch serves, and DeleteOptions with any group version, as typed
 // Go clients send them (kubectl's create commands, `run`, `expose`, `debug`, `drain`, `create job
 // --from`, controllers and schedulers).
 //
@@ -15,11 +15,20 @@
 
 #include <boost/json/object.hpp>
 
+#include <optional>
+#include <string>
 #include <string_view>
 
 namespace kwatch::schema {
 
 inline constexpr std::string_view kProtobufMediaType = "application/vnd.kubernetes.protobuf";
+
+// The protobuf form of `obj` (an object of a built-in kind, as JSON, with apiVersion and kind)
+// as kube-apiserver writes it: the "k8s\0" magic, then a runtime.Unknown envelope holding the
+// kind's message (field numbers of kube's generated.proto, fields in number order, map entries
+// by key, nulls left out). nullopt when the kind has no message here (custom resources) or a
+// value does not fit its field. decode_protobuf_object reads it back.
+std::optional<std::string> encode_protobuf_object(const boost::json::object& obj);
 
 // `bytes` is the whole body: the "k8s\0" magic, then a runtime.Unknown envelope.
 apimachinery::ApiResult<boost::json::object> decode_protobuf_object(std::string_view bytes);

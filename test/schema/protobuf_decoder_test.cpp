@@ -1,6 +1,7 @@
 #include "schema/protobuf_decoder.hpp"
 
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -182,6 +183,55 @@ TEST(WriteZeroFields, ZerosGoWritesAsNullAreNull) {
   auto full = json::parse(R"({"metadata":{"name":"r"},"rules":[{"verbs":["get"]}]})").as_object();
   write_zero_fields("rbac.authorization.k8s.io/v1", "Role", full);
   EXPECT_EQ(full.at("rules").at(0).at("verbs").at(0), "get");
+}
+
+// What the encoder writes, the decoder reads back as the same JSON: scalars, maps (labels,
+// resource lists of quantities), lists of messages, an inline volume source, int-or-strings,
+// times and micro times, bytes, raw JSON (managed fields), packed into kube's envelope.
+TEST(ProtobufEncoder, BuiltInObjectsReadBackAsTheSameJson) {
+  for (const char* text : {
+           R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"t",
+               "labels":{"b":"2","a":"1"},"creationTimestamp":"2026-01-02T03:04:05Z",
+               "ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"rs",
+                 "uid":"u-1","controller":true}],
+               "managedFields":[{"manager":"kubectl","operation":"Update","apiVersion":"v1",
+                 "time":"2026-01-02T03:04:05Z","fieldsType":"FieldsV1",
+                 "fieldsV1":{"f:spec":{"f:containers":{}}}}]},
+             "spec":{"containers":[{"name":"c","image":"nginx","ports":[{"containerPort":80,
+                 "protocol":"TCP"}],"resources":{"limits":{"cpu":"500m","memory":"64Mi"}},
+                 "readinessProbe":{"httpGet":{"port":"http","path":"/"},"periodSeconds":10},
+                 "env":[{"name":"A","value":"b"}]}],
+               "volumes":[{"name":"v","configMap":{"name":"cm","defaultMode":420}},
+                          {"name":"e","emptyDir":{"sizeLimit":"1Gi"}}],
+               "priority":-5,"terminationGracePeriodSeconds":30}})",
+           R"({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},
+             "spec":{"replicas":3,"selector":{"matchLabels":{"app":"d"}},
+               "strategy":{"type":"RollingUpdate","rollingUpdate":{"maxSurge":"25%",
+                 "maxUnavailable":1}},
+               "template":{"metadata":{"labels":{"app":"d"}},
+                 "spec":{"containers":[{"name":"c","image":"x"}]}}}})",
+           R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"},
+             "data":{"k":"AAEC/w=="},"type":"Opaque"})",
+           R"({"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{"name":"e"},
+             "eventTime":"2026-01-02T03:04:05.123456Z","reportingController":"c",
+             "reportingInstance":"i","action":"A","reason":"R"})"}) {
+    const auto obj = json::parse(text).as_object();
+    auto bytes = encode_protobuf_object(obj);
+    ASSERT_TRUE(bytes) << text;
+    EXPECT_EQ(bytes->substr(0, 4), std::string("k8s\0", 4));
+    auto back = decode_protobuf_object(*bytes);
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(*back, obj) << json::serialize(*back);
+  }
+}
+
+TEST(ProtobufEncoder, CustomResourcesAndMisfitValuesHaveNoProtobufForm) {
+  EXPECT_FALSE(encode_protobuf_object(json::parse(
+      R"({"apiVersion":"example.com/v1","kind":"Widget","spec":{}})").as_object()));
+  EXPECT_FALSE(encode_protobuf_object(json::parse(
+      R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":5}})").as_object()));
+  EXPECT_FALSE(encode_protobuf_object(json::parse(
+      R"({"apiVersion":"v1","kind":"Secret","data":{"k":"not base64!"}})").as_object()));
 }
 
 TEST(ProtobufDecoder, SecretDataIsBase64AndZeroPointerFieldsAreKept) {
