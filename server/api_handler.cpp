@@ -168,13 +168,22 @@ asio::awaitable<ApiResponse> ApiHandler::serve_api(Exchange& ex) {
   // A resource's answer may be turned into a Table or its metadata (negotiate_output);
   // discovery has one form.
   std::optional<OutputForm> form;
+  // A protobuf answer is made for a GET that is no watch (one object of a built-in kind); a
+  // list, a custom resource or a Status then falls back to the next form the client accepts.
+  std::optional<OutputForm> fallback;
   if (seg.size() > gv_len) {
-    form = negotiate_output(request.accept, false);
+    const std::string_view watch = ex.url.param("watch").value_or("");
+    const bool protobuf = ex.get() && watch != "true" && watch != "1";
+    form = negotiate_output(request.accept, false, protobuf);
+    if (form && form->representation == Representation::protobuf) {
+      fallback = negotiate_output(request.accept, false, false);
+      ex.route.form = fallback.value_or(OutputForm{});  // what is served before encoding
+    }
   } else if (auto representation = negotiate(request.accept, false)) {
     form = OutputForm{*representation};
   }
   if (!form) co_return error_response(not_acceptable());
-  ex.route.form = *form;
+  if (form->representation != Representation::protobuf) ex.route.form = *form;
   const bool get = ex.get();
   ApiResponse response;
   // Remote APIServices' groups join discovery (the group/version documents below them are the
@@ -213,6 +222,12 @@ asio::awaitable<ApiResponse> ApiHandler::serve_api(Exchange& ex) {
     response = list ? json_response(200, *list) : not_found_path();
   } else {
     response = co_await serve_resource(ex);
+  }
+  if (form->representation == Representation::protobuf && !as_protobuf(response) &&
+      response.status < 400) {
+    // Not one built-in object: the next form the client accepts, or kube's 406.
+    if (!fallback) co_return error_response(not_acceptable());
+    form = fallback;
   }
   if (form->representation == Representation::yaml) {
     if (response.streaming) {

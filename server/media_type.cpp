@@ -212,17 +212,27 @@ std::vector<MediaRange> parse_accept(std::string_view accept) {
 }
 
 bool fits(const MediaRange& r, Representation rep) {
+  // Protobuf only when named: a wildcard is answered with JSON, as kube answers it.
+  if (rep == Representation::protobuf) {
+    return r.type == "application" && r.subtype == "vnd.kubernetes.protobuf";
+  }
   if (r.type == "*" && r.subtype == "*") return true;
   if (r.type != "application") return false;
   return r.subtype == "*" || r.subtype == (rep == Representation::json ? "json" : "yaml");
 }
 
-constexpr Representation kRepresentations[] = {Representation::json, Representation::yaml};
+constexpr Representation kRepresentations[] = {Representation::json, Representation::yaml,
+                                               Representation::protobuf};
 
 // The form range `r` asks of representation `rep`, or nullopt when kwatch cannot make it.
 std::optional<OutputForm> form_of(const MediaRange& r, Representation rep) {
   OutputForm form;
   form.representation = rep;
+  if (rep == Representation::protobuf) {
+    for (const char* p : {"as", "g", "v", "stream"}) {
+      if (auto value = r.param(p); value && !value->empty()) return std::nullopt;
+    }
+  }
   if (auto stream = r.param("stream"); stream && !stream->empty()) {
     if (rep != Representation::json || *stream != "watch") return std::nullopt;
   }
@@ -259,19 +269,21 @@ std::optional<Representation> negotiate(std::string_view accept, bool stream) {
   for (const MediaRange& r : parse_accept(accept)) {
     if (r.q <= 0) continue;
     for (Representation rep : kRepresentations) {
-      if (rep == Representation::yaml && stream) continue;
+      if ((rep == Representation::yaml && stream) || rep == Representation::protobuf) continue;
       if (fits(r, rep)) return rep;
     }
   }
   return std::nullopt;
 }
 
-std::optional<OutputForm> negotiate_output(std::string_view accept, bool stream) {
+std::optional<OutputForm> negotiate_output(std::string_view accept, bool stream,
+                                           bool protobuf) {
   if (trim(accept).empty()) return OutputForm{};
   for (const MediaRange& r : parse_accept(accept)) {
     if (r.q <= 0) continue;
     for (Representation rep : kRepresentations) {
       if (rep == Representation::yaml && stream) continue;
+      if (rep == Representation::protobuf && (stream || !protobuf)) continue;
       if (!fits(r, rep)) continue;
       if (auto form = form_of(r, rep)) return form;
     }

@@ -12,7 +12,8 @@
 
 namespace kwatch::server {
 
-enum class Representation { json, yaml };
+// protobuf: kube's `application/vnd.kubernetes.protobuf`, so far for one built-in object's GET.
+enum class Representation { json, yaml, protobuf };
 
 // The first media range of `accept` kwatch can answer with (`application/json` with any
 // parameters, `application/yaml`, `application/*`, `*/*`; no header means JSON), ranges taken in
@@ -42,8 +43,10 @@ struct OutputForm {
 // (q=0 refuses), each tried against JSON, then YAML; a range fits when its `as`/`g`/`v` name a
 // form kwatch can make (Table, PartialObjectMetadata or PartialObjectMetadataList in
 // meta.k8s.io v1 or v1beta1), its `stream` is empty or `watch` (JSON only) and its `sv` empty or
-// v1. A stream (a watch) has no YAML form. nullopt when no range fits: a 406.
-std::optional<OutputForm> negotiate_output(std::string_view accept, bool stream);
+// v1. A stream (a watch) has no YAML form. `protobuf`: a range naming kube's protobuf type fits
+// too (without `as`, `g`, `v` or `stream`). nullopt when no range fits: a 406.
+std::optional<OutputForm> negotiate_output(std::string_view accept, bool stream,
+                                           bool protobuf = false);
 
 // `json` (compact, as kwatch writes it) indented as Go's json.MarshalIndent(v, "", "  ") writes
 // it: two spaces per level, ": " after names, `{}` and `[]` when empty; no final newline.

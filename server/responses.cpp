@@ -1,5 +1,7 @@
 #include "server/responses.hpp"
 
+#include "schema/protobuf_decoder.hpp"
+
 #include "apimachinery/status.hpp"
 #include "apimachinery/stored_json.hpp"
 #include "apimachinery/yaml_body.hpp"
@@ -93,6 +95,23 @@ void as_yaml(ApiResponse& response) {
   }
   response.body = to_yaml(parsed);
   response.content_type = "application/yaml";
+}
+
+bool as_protobuf(ApiResponse& response) {
+  if (response.status >= 300 || response.streaming || response.body_source ||
+      !response.items.empty() || response.content_type.rfind("application/json", 0) != 0) {
+    return false;
+  }
+  json::parse_options options;
+  options.max_depth = apimachinery::kMaxJsonDepth + 2;
+  boost::system::error_code ec;
+  auto parsed = json::parse(response.body, ec, {}, options);
+  if (ec || !parsed.is_object()) return false;
+  auto bytes = schema::encode_protobuf_object(parsed.get_object());
+  if (!bytes) return false;
+  response.body = std::move(*bytes);
+  response.content_type = std::string(schema::kProtobufMediaType);
+  return true;
 }
 
 void as_indented(ApiResponse& response) {

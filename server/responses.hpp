@@ -38,6 +38,11 @@ ApiResponse method_not_allowed(const std::string& method);
 // kube's 406 when no representation the client accepts can be made.
 apimachinery::ApiError not_acceptable();
 
+// A successful answer holding one object of a built-in kind, in kube's protobuf form
+// (schema::encode_protobuf_object); false, the answer left as it is, for anything else (a list,
+// a stream, a custom resource, a Status).
+bool as_protobuf(ApiResponse& response);
+
 // A JSON answer (a cached list's items included) as YAML.
 void as_yaml(ApiResponse& response);
 // A JSON answer indented as kube-apiserver's pretty printer writes it (indent_json), for

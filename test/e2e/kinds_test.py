@@ -397,6 +397,7 @@ def main():
             check_apply(t, server, kc, tmp)
             check_get(t, server, kc)
             check_defaults(t, server)
+            check_protobuf_get(t, server)
             check_get_all(t, kc)
             check_scale(t, server, kc)
             check_field_selectors(t, kc)
@@ -662,6 +663,36 @@ def check_defaults(t, server):
     t.check("a new CustomResourceDefinition answers with kube's zero status",
             crd.get("status") == {"acceptedNames": {"plural": "", "kind": ""},
                                   "storedVersions": ["v1"]}, crd.get("status", crd))
+
+
+def check_protobuf_get(t, server):
+    """Issue #30's first step: one built-in object in kube's protobuf form, read back with
+    protoc's own wire decoder; lists fall back to JSON when the client accepts it, else 406."""
+    pb = "application/vnd.kubernetes.protobuf"
+    status, body = server.request("GET", "/apis/apps/v1/namespaces/default/deployments/web",
+                                  headers={"Accept": pb}, raw=True)
+    t.check("a GET asking for protobuf gets kube's k8s\\0 envelope",
+            status == 200 and isinstance(body, bytes) and body[:4] == b"k8s\x00", body[:40])
+    protoc = shutil.which("protoc")
+    if protoc and status == 200:
+        p = subprocess.run([protoc, "--decode_raw"], input=body[4:], capture_output=True, timeout=30)
+        text = p.stdout.decode(errors="replace")
+        # runtime.Unknown {typeMeta 1 {apiVersion 1, kind 2}, raw 2 {Deployment: metadata 1
+        # {name 1}, spec 2 {replicas 1}}}, kube's generated.proto numbers.
+        t.check("protoc reads it: Unknown's typeMeta, then the Deployment's metadata.name",
+                p.returncode == 0 and '1: "apps/v1"' in text and '2: "Deployment"' in text
+                and '1: "web"' in text, text[:600])
+    status, body = server.request("GET", "/api/v1/namespaces/default/configmaps",
+                                  headers={"Accept": pb}, raw=True)
+    t.check("a list asked for in protobuf only is 406 (no list form yet)", status == 406, body[:200])
+    status, body = server.request("GET", "/api/v1/namespaces/default/configmaps",
+                                  headers={"Accept": pb + ", application/json"})
+    t.check("... and JSON when the client accepts it too, as Go clients do",
+            status == 200 and isinstance(body, dict) and body.get("kind") == "ConfigMapList", str(body)[:200])
+    status, body = server.request("GET", "/api/v1/namespaces/default/configmaps/absent",
+                                  headers={"Accept": pb})
+    t.check("an error stays a JSON Status", status == 404 and isinstance(body, dict)
+            and body.get("kind") == "Status", body)
 
 
 def check_generations(t, server):

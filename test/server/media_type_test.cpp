@@ -26,6 +26,22 @@ TEST(MediaType, TheFirstRangeKwatchCanAnswerWins) {
   EXPECT_EQ(negotiate("application/yaml", true), std::nullopt);  // no YAML stream
 }
 
+// Protobuf is made only when named, only where the request allows it (a GET that is no watch),
+// and without a transform; documents with one form never answer it.
+TEST(MediaType, ProtobufOnlyWhenNamedAndAllowed) {
+  const std::string pb = "application/vnd.kubernetes.protobuf";
+  auto form = negotiate_output(pb, false, true);
+  ASSERT_TRUE(form);
+  EXPECT_EQ(form->representation, Representation::protobuf);
+  EXPECT_FALSE(negotiate_output(pb, false, false)) << "not allowed: a 406";
+  EXPECT_FALSE(negotiate_output(pb, true, true)) << "no protobuf watch yet";
+  EXPECT_EQ(negotiate_output(pb + ", application/json", false, false)->representation,
+            Representation::json);
+  EXPECT_EQ(negotiate_output("*/*", false, true)->representation, Representation::json);
+  EXPECT_FALSE(negotiate_output(pb + ";as=Table;g=meta.k8s.io;v=v1", false, true));
+  EXPECT_FALSE(negotiate(pb, false));
+}
+
 TEST(MediaType, RangesAreTriedInTheOrderOfTheirQuality) {
   EXPECT_EQ(negotiate("application/json;q=0.5, application/yaml", false), Representation::yaml);
   EXPECT_EQ(negotiate("application/yaml;q=0.9, application/json;q=0.95", false),
