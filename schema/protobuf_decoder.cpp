@@ -652,7 +652,8 @@ class Writer {
   std::string out_;
 };
 
-bool encode_message(const json::object& obj, const Message& message, Writer& w, int depth);
+bool encode_message(const json::object& obj, const Message& message, Writer& w, int depth,
+                    bool whole = true);
 
 // metav1.Time / MicroTime: {seconds = 1, nanos = 2}; false when `text` is no RFC 3339 time.
 bool encode_time(std::string_view text, Writer& w) {
@@ -765,8 +766,29 @@ bool encode_value(const json::value& v, Kind kind, const Message* message, int n
   }
 }
 
-bool encode_message(const json::object& obj, const Message& message, Writer& w, int depth) {
+// Whether `message` (with the messages it holds inline) has a field JSON names `key`.
+bool knows(const Message& message, std::string_view key, int depth = 0) {
+  for (const Field& f : message.fields) {
+    if (f.inline_fields) {
+      if (f.message != nullptr && depth < 8 && knows(*f.message, key, depth + 1)) return true;
+    } else if (f.name == key) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// `whole`: `obj` is the message's alone (not an inline part of its parent's object).
+bool encode_message(const json::object& obj, const Message& message, Writer& w, int depth,
+                    bool whole) {
   if (depth > 32) return false;
+  // A member the message has no field for would be lost on the wire (a field newer than the
+  // table): no protobuf form then, as the decoder refuses such a field rather than drop it.
+  for (const auto& kv : whole ? obj : json::object()) {
+    if (kv.value().is_null()) continue;
+    if (depth == 0 && (kv.key() == "apiVersion" || kv.key() == "kind")) continue;
+    if (!knows(message, kv.key())) return false;
+  }
   std::vector<const Field*> fields;
   for (const Field& f : message.fields) fields.push_back(&f);
   std::sort(fields.begin(), fields.end(),
@@ -775,7 +797,7 @@ bool encode_message(const json::object& obj, const Message& message, Writer& w, 
     if (f->inline_fields) {
       if (f->message == nullptr) continue;
       Writer inner;
-      if (!encode_message(obj, *f->message, inner, depth + 1)) return false;
+      if (!encode_message(obj, *f->message, inner, depth + 1, /*whole=*/false)) return false;
       w.bytes_field(f->number, inner.data());
       continue;
     }

@@ -232,6 +232,12 @@ TEST(ProtobufEncoder, CustomResourcesAndMisfitValuesHaveNoProtobufForm) {
       R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":5}})").as_object()));
   EXPECT_FALSE(encode_protobuf_object(json::parse(
       R"({"apiVersion":"v1","kind":"Secret","data":{"k":"not base64!"}})").as_object()));
+  // A field the table does not know (newer than it) would be lost: no protobuf form.
+  EXPECT_FALSE(encode_protobuf_object(json::parse(
+      R"({"apiVersion":"v1","kind":"ConfigMap","data":{},"futureField":1})").as_object()));
+  EXPECT_FALSE(encode_protobuf_object(json::parse(
+      R"({"apiVersion":"v1","kind":"Pod","spec":{"containers":[{"name":"c","future":true}]}})")
+                                          .as_object()));
 }
 
 TEST(ProtobufDecoder, SecretDataIsBase64AndZeroPointerFieldsAreKept) {
