@@ -436,6 +436,18 @@ def main():
         status, _ = request(ctx, LB, "POST", "/api/v1/namespaces",
                             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         checks.check("the balancer serves: namespace created", status == 201, status)
+        # Every replica publishes the PKI's CA (--root-ca-file) as kube-root-ca.crt.
+        with open(os.path.join(cluster.pki, "ca.crt")) as f:
+            pki_ca = f.read()
+
+        def root_ca():
+            code, cm = request(ctx, LB, "GET", f"/api/v1/namespaces/{NS}/configmaps/kube-root-ca.crt")
+            return code == 200 and cm.get("data") == {"ca.crt": pki_ca}
+        try:
+            published = wait_until(root_ca, 15)
+        except Exception:  # noqa: BLE001 - reported as a failed check
+            published = False
+        checks.check("kube-root-ca.crt holds the PKI's CA in a new namespace", published)
         watchers = Watchers(ctx, args.watchers)
         watchers.start()
         writers = Writers(ctx, args.writers, args.write_period)
