@@ -88,6 +88,15 @@ void too_long(Causes& causes, std::string field, std::size_t limit) {
       std::move(field));
 }
 
+std::string go_strings(const std::vector<std::string>& items, std::string_view type) {
+  std::string out = "[]" + std::string(type) + "{";
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += go_quote(items[i]);
+  }
+  return out + "}";
+}
+
 void immutable(Causes& causes, std::string field, const std::string& shown) {
   invalid(causes, std::move(field), shown, "field is immutable");
 }

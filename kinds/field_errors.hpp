@@ -24,6 +24,10 @@ std::string index(const std::string& path, std::size_t i);
 // element's position stays its field path's index); empty when there is no array.
 std::vector<std::string> string_items(const boost::json::object* obj, std::string_view key);
 
+// Go's %#v of a slice of strings: `[]string{"a", "b"}`; `type` names another string type
+// (`[]core.IPFamily{"IPv4"}`).
+std::string go_strings(const std::vector<std::string>& items, std::string_view type = "string");
+
 void required(Causes& causes, std::string field, std::string_view detail = "");
 void invalid(Causes& causes, std::string field, const std::string& shown, std::string_view detail);
 void forbidden(Causes& causes, std::string field, std::string_view detail);

@@ -18,6 +18,7 @@ namespace kwatch::kinds {
 namespace json = boost::json;
 using apimachinery::int_member;
 namespace fe = field_errors;
+using field_errors::go_strings;
 using apimachinery::array_member;
 using apimachinery::go_quote;
 using apimachinery::object_member;
@@ -65,15 +66,6 @@ void set_if_absent(json::object& obj, std::string_view key, std::int64_t value) 
 }
 
 // ---- Go's %#v of the values kube's messages show ----
-
-std::string go_strings(const std::vector<std::string>& values) {
-  std::string out = "[]string{";
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (i > 0) out += ", ";
-    out += go_quote(values[i]);
-  }
-  return out + "}";
-}
 
 // One field of an internal flowcontrol struct, in Go's declaration order.
 struct GoType;

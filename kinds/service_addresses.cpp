@@ -25,16 +25,6 @@ std::vector<std::string> cidrs_of(const json::object& obj) {
   return string_items(spec != nullptr ? spec->if_object() : nullptr, "cidrs");
 }
 
-// Go's %#v of a []string.
-std::string go_strings(const std::vector<std::string>& items) {
-  std::string out = "[]string{";
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) out += ", ";
-    out += go_quote(items[i]);
-  }
-  return out + "}";
-}
-
 // 4 for IPv4, 6 for IPv6, 0 when it is no CIDR (kube's IPFamilyOfCIDRString).
 int family_of(const std::string& cidr) {
   auto prefix = apimachinery::parse_cidr(cidr);

@@ -1,6 +1,7 @@
 #include "kinds/service_validation.hpp"
 
 #include "apimachinery/ip_address.hpp"
+#include "apimachinery/json_equality.hpp"
 #include "apimachinery/json_members.hpp"
 #include "apimachinery/validation.hpp"
 #include "kinds/field_errors.hpp"
@@ -26,21 +27,6 @@ namespace {
 
 constexpr std::int64_t kMaxClientIPAffinitySeconds = 86400;
 
-std::string type_of(const json::object* spec) {
-  const std::string t = string_at(spec, "type");
-  return t.empty() ? "ClusterIP" : t;
-}
-
-// %#v of a []string or a []core.IPFamily.
-std::string go_slice(std::string_view type, const std::vector<std::string>& items) {
-  std::string out = "[]" + std::string(type) + "{";
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) out += ", ";
-    out += go_quote(items[i]);
-  }
-  return out + "}";
-}
-
 // A pointer field.Invalid shows: what it points to, or "null".
 std::string shown_pointer(const json::object* spec, std::string_view key) {
   const json::value* v = spec != nullptr ? spec->if_contains(key) : nullptr;
@@ -60,30 +46,23 @@ bool headless_by_ips(const json::object* spec) {
   return ips.size() == 1 && ips[0] == "None";
 }
 
-bool needs_cluster_ip(const json::object* spec) { return type_of(spec) != "ExternalName"; }
-
 bool needs_node_ports(const json::object* spec) {
-  const std::string t = type_of(spec);
+  const std::string t = service_type(spec);
   return t == "NodePort" || t == "LoadBalancer";
 }
 
 bool externally_accessible(const json::object* spec) {
-  const std::string t = type_of(spec);
+  const std::string t = service_type(spec);
   return t == "LoadBalancer" || t == "NodePort" ||
          (t == "ClusterIP" && !string_items(spec, "externalIPs").empty());
 }
 
-bool needs_health_check(const json::object* spec) {
-  return type_of(spec) == "LoadBalancer" && string_at(spec, "externalTrafficPolicy") == "Local";
-}
-
+// The same in both as Go's decoded objects compare (a null member is one left out).
 bool same_member(const json::object* a, const json::object* b, std::string_view key) {
+  static const json::value null;
   const json::value* x = a != nullptr ? a->if_contains(key) : nullptr;
   const json::value* y = b != nullptr ? b->if_contains(key) : nullptr;
-  const bool x_unset = x == nullptr || x->is_null();
-  const bool y_unset = y == nullptr || y->is_null();
-  if (x_unset || y_unset) return x_unset == y_unset;
-  return *x == *y;
+  return apimachinery::json_equal_as_decoded(x != nullptr ? *x : null, y != nullptr ? *y : null);
 }
 
 std::vector<std::int64_t> node_ports_of(const json::object* spec) {
@@ -127,7 +106,7 @@ std::vector<std::string> port_name_errors(std::string_view name) {
 void check_ports(const json::object* spec, Causes& causes) {
   const json::value* ports = spec->if_contains("ports");
   const std::size_t count = ports != nullptr && ports->is_array() ? ports->get_array().size() : 0;
-  if (count == 0 && !headless(spec) && type_of(spec) != "ExternalName") {
+  if (count == 0 && !headless(spec) && service_type(spec) != "ExternalName") {
     required(causes, "spec.ports");
   }
   if (count == 0) return;
@@ -164,7 +143,7 @@ void check_ports(const json::object* spec, Causes& causes) {
     const json::value* np = port->if_contains("nodePort");
     const std::int64_t node_port = np != nullptr && np->is_int64() ? np->get_int64() : 0;
     if (node_port == 0) continue;
-    if (type_of(spec) == "ClusterIP") {
+    if (service_type(spec) == "ClusterIP") {
       forbidden(causes, at + ".nodePort", "may not be used when `type` is 'ClusterIP'");
     }
     const std::string protocol = string_at(port, "protocol").empty() ? "TCP"
@@ -177,10 +156,10 @@ void check_ports(const json::object* spec, Causes& causes) {
 
 // ValidateServiceClusterIPsRelatedFields.
 void check_cluster_ips(const json::object* spec, Causes& causes) {
-  if (type_of(spec) == "ExternalName") return;
+  if (service_type(spec) == "ExternalName") return;
   const std::string cluster_ip = string_at(spec, "clusterIP");
   const auto ips = string_items(spec, "clusterIPs");
-  const std::string ips_shown = go_slice("string", ips);
+  const std::string ips_shown = go_strings(ips);
   if (!cluster_ip.empty()) {
     if (ips.empty()) {
       required(causes, "spec.clusterIPs");
@@ -244,11 +223,11 @@ void check_cluster_ips(const json::object* spec, Causes& causes) {
 
 // validateUpgradeDowngradeClusterIPs and validateUpgradeDowngradeIPFamilies.
 void check_ip_changes(const json::object* spec, const json::object* old_spec, Causes& causes) {
-  if (type_of(spec) == "ExternalName" || type_of(old_spec) == "ExternalName") return;
+  if (service_type(spec) == "ExternalName" || service_type(old_spec) == "ExternalName") return;
   const bool now_headless = headless_by_ips(spec), was_headless = headless_by_ips(old_spec);
   const auto ips = string_items(spec, "clusterIPs");
   const auto old_ips = string_items(old_spec, "clusterIPs");
-  const std::string ips_shown = go_slice("string", ips);
+  const std::string ips_shown = go_strings(ips);
   const bool single = string_at(spec, "ipFamilyPolicy") == "SingleStack";
   if (!(now_headless && was_headless)) {
     if (old_ips.size() == ips.size()) {
@@ -274,7 +253,7 @@ void check_ip_changes(const json::object* spec, const json::object* old_spec, Ca
   if (now_headless != was_headless || now_headless) return;
   const auto families = string_items(spec, "ipFamilies");
   const auto old_families = string_items(old_spec, "ipFamilies");
-  const std::string families_shown = go_slice("core.IPFamily", families);
+  const std::string families_shown = go_strings(families, "core.IPFamily");
   if (old_families.size() == families.size()) {
     for (std::size_t i = 0; i < families.size(); ++i) {
       if (families[i] != old_families[i]) {
@@ -298,7 +277,7 @@ void check_ip_changes(const json::object* spec, const json::object* old_spec, Ca
 }
 
 void check_external_name(const json::object* spec, Causes& causes) {
-  if (type_of(spec) != "ExternalName") return;
+  if (service_type(spec) != "ExternalName") return;
   if (!string_items(spec, "clusterIPs").empty()) {
     forbidden(causes, "spec.clusterIPs", "may not be set for ExternalName services");
   }
@@ -359,7 +338,7 @@ void check_addresses(const json::object* spec, Causes& causes) {
     for (const auto& p : problems) invalid(causes, at, go_quote(external[i]), p);
   }
   const auto ranges = string_items(spec, "loadBalancerSourceRanges");
-  const bool load_balancer = type_of(spec) == "LoadBalancer";
+  const bool load_balancer = service_type(spec) == "LoadBalancer";
   if (!ranges.empty()) {
     if (!load_balancer) {
       forbidden(causes, "spec.LoadBalancerSourceRanges",
@@ -376,7 +355,7 @@ void check_addresses(const json::object* spec, Causes& causes) {
 }
 
 void check_policies(const json::object* spec, Causes& causes) {
-  const bool load_balancer = type_of(spec) == "LoadBalancer";
+  const bool load_balancer = service_type(spec) == "LoadBalancer";
   if (const json::value* a = spec->if_contains("allocateLoadBalancerNodePorts");
       a != nullptr && !a->is_null() && !load_balancer) {
     forbidden(causes, "spec.allocateLoadBalancerNodePorts",
@@ -402,11 +381,11 @@ void check_policies(const json::object* spec, Causes& causes) {
   }
   const json::value* hc = spec->if_contains("healthCheckNodePort");
   const std::int64_t health = hc != nullptr && hc->is_int64() ? hc->get_int64() : 0;
-  if (!needs_health_check(spec) && health != 0) {
+  if (!needs_health_check_node_port(spec) && health != 0) {
     invalid(causes, "spec.healthCheckNodePort", std::to_string(health),
             "may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is "
             "'Local'");
-  } else if (needs_health_check(spec) && (health < 0 || health > 65535)) {
+  } else if (needs_health_check_node_port(spec) && (health < 0 || health > 65535)) {
     invalid(causes, "spec.healthCheckNodePort", std::to_string(health),
             "must be between 1 and 65535, inclusive");
   }
@@ -424,6 +403,18 @@ void check_policies(const json::object* spec, Causes& causes) {
 }
 
 }  // namespace
+
+std::string service_type(const json::object* spec) {
+  const std::string t = string_at(spec, "type");
+  return t.empty() ? "ClusterIP" : t;
+}
+
+bool needs_cluster_ip(const json::object* spec) { return service_type(spec) != "ExternalName"; }
+
+bool needs_health_check_node_port(const json::object* spec) {
+  return service_type(spec) == "LoadBalancer" &&
+         string_at(spec, "externalTrafficPolicy") == "Local";
+}
 
 void prepare_service_for_create(json::object& service) {
   service["status"] = json::object{{"loadBalancer", json::object()}};
@@ -470,11 +461,11 @@ void prepare_service_for_update(json::object& service, const json::object& old) 
       }
     }
   }
-  if (needs_health_check(old_spec) && !needs_health_check(spec) &&
+  if (needs_health_check_node_port(old_spec) && !needs_health_check_node_port(spec) &&
       same_member(spec, old_spec, "healthCheckNodePort")) {
     spec->erase("healthCheckNodePort");
   }
-  if (type_of(old_spec) == "LoadBalancer" && type_of(spec) != "LoadBalancer") {
+  if (service_type(old_spec) == "LoadBalancer" && service_type(spec) != "LoadBalancer") {
     const json::value* a = spec->if_contains("allocateLoadBalancerNodePorts");
     const json::value* b = old_spec->if_contains("allocateLoadBalancerNodePorts");
     if (a != nullptr && b != nullptr && a->is_bool() && b->is_bool() && *a == *b) {
@@ -498,7 +489,7 @@ void validate_service(const json::object& service, const json::object* old, Caus
     if (const json::object* old_spec = object_member(*old, "spec")) {
       check_ip_changes(spec, old_spec, causes);
       // validateLoadBalancerClassField on update: fixed while the type stays LoadBalancer.
-      if (type_of(spec) == "LoadBalancer" && type_of(old_spec) == "LoadBalancer" &&
+      if (service_type(spec) == "LoadBalancer" && service_type(old_spec) == "LoadBalancer" &&
           !same_member(spec, old_spec, "loadBalancerClass")) {
         invalid(causes, "spec.loadBalancerClass", shown_pointer(spec, "loadBalancerClass"),
                 "may not change once set");

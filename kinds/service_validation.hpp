@@ -12,7 +12,17 @@
 
 #include <boost/json/fwd.hpp>
 
+#include <string>
+
 namespace kwatch::kinds {
+
+// A Service spec's type, "ClusterIP" when unset.
+std::string service_type(const boost::json::object* spec);
+// Whether its type has cluster IPs (every type but ExternalName).
+bool needs_cluster_ip(const boost::json::object* spec);
+// Whether it has a health check node port: a LoadBalancer whose external traffic stays on the
+// node (externalTrafficPolicy Local).
+bool needs_health_check_node_port(const boost::json::object* spec);
 
 // PrepareForCreate: an old client's clusterIP alone gives clusterIPs; the status starts as Go
 // writes an empty one (`{loadBalancer: {}}`).

@@ -26,6 +26,7 @@ using apimachinery::trim_space;
 using field_errors::Causes;
 using field_errors::check_label_selector;
 using field_errors::duplicate;
+using field_errors::go_strings;
 using field_errors::index;
 using field_errors::string_items;
 using field_errors::invalid;
@@ -34,16 +35,6 @@ using field_errors::required;
 using field_errors::too_many;
 
 namespace {
-
-// Go's %#v of a []string.
-std::string shown_strings(const std::vector<std::string>& v) {
-  std::string out = "[]string{";
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    if (i > 0) out += ", ";
-    out += go_quote(v[i]);
-  }
-  return out + "}";
-}
 
 const json::object kEmpty;
 
@@ -355,7 +346,7 @@ void check_review_versions(const json::object& w, const std::string& path,
     known = known || known_review_version(v);
   }
   if (lenient.recognized_review_version && !known) {
-    invalid(causes, at, shown_strings(versions), "must include at least one of v1, v1beta1");
+    invalid(causes, at, go_strings(versions), "must include at least one of v1, v1beta1");
   }
 }
 

@@ -5,6 +5,7 @@
 #include "kinds/field_errors.hpp"
 #include "kinds/scheme.hpp"
 #include "kinds/service_addresses.hpp"
+#include "kinds/service_validation.hpp"
 #include "registry/deletion.hpp"
 #include "registry/resource_store.hpp"
 #include "storage/storage.hpp"
@@ -30,6 +31,10 @@ using apimachinery::object_member;
 using apimachinery::string_member;
 
 namespace json = boost::json;
+using kinds::field_errors::go_strings;
+using kinds::needs_cluster_ip;
+using kinds::needs_health_check_node_port;
+using kinds::service_type;
 using kinds::field_errors::string_items;
 
 namespace {
@@ -43,20 +48,8 @@ json::object* spec_of(json::object& svc) {
 
 const json::object* spec_of(const json::object& svc) { return object_member(svc, "spec"); }
 
-std::string type_of(const json::object* spec) {
-  const std::string t = string_at(spec, "type");
-  return t.empty() ? "ClusterIP" : t;
-}
-
-bool needs_cluster_ip(const json::object* spec) { return type_of(spec) != "ExternalName"; }
-
-// A LoadBalancer Service whose external traffic stays on the node: it gets a health check port.
-bool needs_health_check(const json::object* spec) {
-  return type_of(spec) == "LoadBalancer" && string_at(spec, "externalTrafficPolicy") == "Local";
-}
-
 bool needs_node_ports(const json::object* spec) {
-  const std::string t = type_of(spec);
+  const std::string t = service_type(spec);
   if (t == "NodePort") return true;
   if (t != "LoadBalancer") return false;
   const json::value* alloc = spec->if_contains("allocateLoadBalancerNodePorts");
@@ -112,16 +105,6 @@ json::array string_array(const std::vector<std::string>& items) {
   json::array out;
   for (const auto& i : items) out.emplace_back(i);
   return out;
-}
-
-// %#v of a []string, as kube shows a Service's clusterIPs.
-std::string go_strings(const std::vector<std::string>& items) {
-  std::string out = "[]string{";
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) out += ", ";
-    out += apimachinery::go_quote(items[i]);
-  }
-  return out + "}";
 }
 
 std::int64_t int_at(const json::object& obj, std::string_view key) {
@@ -621,9 +604,9 @@ boost::asio::awaitable<std::optional<ApiError>> ServiceAllocator::allocate_clust
   if (causes.size() > before) co_return std::nullopt;
   std::vector<std::string> ips = string_items(spec, "clusterIPs");
   if (!ips.empty() && ips[0] == "None") {
-    if (type_of(spec) == "NodePort" || type_of(spec) == "LoadBalancer") {
+    if (service_type(spec) == "NodePort" || service_type(spec) == "LoadBalancer") {
       causes.push_back({"FieldValueInvalid",
-                        "Invalid value: \"None\": may not be set to 'None' for " + type_of(spec) +
+                        "Invalid value: \"None\": may not be set to 'None' for " + service_type(spec) +
                             " services",
                         "spec.clusterIPs[0]"});
     }
@@ -674,7 +657,7 @@ boost::asio::awaitable<std::optional<ApiError>> ServiceAllocator::allocate_node_
       if (!wanted) {
         if (np != 0) {
           causes.push_back({"FieldValueForbidden",
-                            "Forbidden: may not be used when `type` is '" + type_of(spec) + "'",
+                            "Forbidden: may not be used when `type` is '" + service_type(spec) + "'",
                             field});
         }
         continue;
@@ -764,9 +747,9 @@ boost::asio::awaitable<ApiResult<std::int64_t>> ServiceAllocator::free_node_port
 boost::asio::awaitable<std::optional<ApiError>> ServiceAllocator::allocate_health_check_port(
     json::object& spec, const json::object* old_spec, ServiceReservation& reservation,
     std::vector<Cause>& causes, std::optional<std::set<std::string>>& taken) {
-  if (!needs_health_check(&spec)) co_return std::nullopt;
+  if (!needs_health_check_node_port(&spec)) co_return std::nullopt;
   std::int64_t port = int_at(spec, "healthCheckNodePort");
-  const std::int64_t old_port = old_spec != nullptr && needs_health_check(old_spec)
+  const std::int64_t old_port = old_spec != nullptr && needs_health_check_node_port(old_spec)
                                     ? int_at(*old_spec, "healthCheckNodePort")
                                     : 0;
   if (old_port != 0) {
@@ -845,10 +828,10 @@ boost::asio::awaitable<void> ServiceAllocator::release_unused(const json::object
       if (!kept.count(p)) unused.keys.push_back(port_key(p));
     }
   }
-  if (old_spec != nullptr && needs_health_check(old_spec)) {
+  if (old_spec != nullptr && needs_health_check_node_port(old_spec)) {
     const std::int64_t port = int_at(*old_spec, "healthCheckNodePort");
     const json::object* now_spec = now != nullptr ? spec_of(*now) : nullptr;
-    const bool still = now_spec != nullptr && needs_health_check(now_spec) &&
+    const bool still = now_spec != nullptr && needs_health_check_node_port(now_spec) &&
                        int_at(*now_spec, "healthCheckNodePort") == port;
     if (port != 0 && !still) unused.keys.push_back(port_key(port));
   }

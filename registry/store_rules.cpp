@@ -1,5 +1,7 @@
 #include "registry/store_rules.hpp"
 
+#include "apimachinery/json_equality.hpp"
+
 #include "apimachinery/ip_address.hpp"
 #include "registry/service_allocator.hpp"
 
@@ -509,47 +511,15 @@ ApiResult<json::object*> ensure_metadata(json::object& obj) {
   return &it->value().get_object();
 }
 
-namespace {
-
-// Equal as Go's typed objects are once decoded: a member that is null is one left out (kube's
-// Semantic.DeepEqual of built-in kinds). Stored built-in objects hold Go's nulls (a Role's
-// `rules: null`), which a decoded body has dropped until the write puts them back.
-bool same_decoded(const json::value& a, const json::value& b, std::size_t depth = 0) {
-  if (a.is_object() && b.is_object() && depth < 64) {
-    const json::object& x = a.get_object();
-    const json::object& y = b.get_object();
-    for (const auto& [key, value] : x) {
-      const json::value* other = y.if_contains(key);
-      if (other == nullptr ? !value.is_null() : !same_decoded(value, *other, depth + 1)) {
-        return false;
-      }
-    }
-    for (const auto& [key, value] : y) {
-      if (!x.contains(key) && !value.is_null()) return false;
-    }
-    return true;
-  }
-  if (a.is_array() && b.is_array() && depth < 64) {
-    const json::array& x = a.get_array();
-    const json::array& y = b.get_array();
-    if (x.size() != y.size()) return false;
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      if (!same_decoded(x[i], y[i], depth + 1)) return false;
-    }
-    return true;
-  }
-  return a == b;
-}
-
-}  // namespace
-
 bool same_member(const json::object& a, const json::object& b, std::string_view key,
                  bool builtin) {
   const json::value* x = a.if_contains(key);
   const json::value* y = b.if_contains(key);
   if (builtin) {
     static const json::value null;
-    return same_decoded(x != nullptr ? *x : null, y != nullptr ? *y : null);
+    // As Go's decoded objects compare: stored built-in objects hold Go's nulls (a Role's
+    // `rules: null`), which a decoded body has dropped until the write puts them back.
+    return apimachinery::json_equal_as_decoded(x != nullptr ? *x : null, y != nullptr ? *y : null);
   }
   return x == nullptr ? y == nullptr : y != nullptr && *x == *y;
 }

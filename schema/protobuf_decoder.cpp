@@ -78,6 +78,8 @@ struct Field {
 struct Message {
   std::string name;
   std::vector<Field> fields;
+  // The fields in number order, as the encoder writes them (set once the schema is loaded).
+  std::vector<const Field*> by_number;
 
   const Field* find(int number) const {
     for (const auto& f : fields) {
@@ -135,6 +137,11 @@ class Schema {
         }
         m.fields.push_back(std::move(f));
       }
+    }
+    for (auto& [name, m] : messages_) {
+      for (const Field& f : m.fields) m.by_number.push_back(&f);
+      std::sort(m.by_number.begin(), m.by_number.end(),
+                [](const Field* a, const Field* b) { return a->number < b->number; });
     }
     for (const auto& [key, message] : doc.at("kinds").as_object()) {
       kinds_[std::string(key)] = &messages_.at(std::string(message.as_string()));
@@ -789,11 +796,7 @@ bool encode_message(const json::object& obj, const Message& message, Writer& w, 
     if (depth == 0 && (kv.key() == "apiVersion" || kv.key() == "kind")) continue;
     if (!knows(message, kv.key())) return false;
   }
-  std::vector<const Field*> fields;
-  for (const Field& f : message.fields) fields.push_back(&f);
-  std::sort(fields.begin(), fields.end(),
-            [](const Field* a, const Field* b) { return a->number < b->number; });
-  for (const Field* f : fields) {
+  for (const Field* f : message.by_number) {
     if (f->inline_fields) {
       if (f->message == nullptr) continue;
       Writer inner;

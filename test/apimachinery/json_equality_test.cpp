@@ -52,5 +52,16 @@ TEST(JsonEquality, ValuesDeeperThanTheBoundAreUnequal) {
   EXPECT_TRUE(equal(deep.c_str(), deep.c_str()));
 }
 
+TEST(JsonEquality, AsDecodedANullMemberIsOneLeftOut) {
+  auto eq = [](std::string_view a, std::string_view b) {
+    return json_equal_as_decoded(json::parse(a), json::parse(b));
+  };
+  EXPECT_TRUE(eq(R"({"a":1,"rules":null})", R"({"a":1})"));
+  EXPECT_TRUE(eq(R"({"a":{"b":null,"c":[{"d":null}]}})", R"({"a":{"c":[{}]}})"));
+  EXPECT_FALSE(eq(R"({"rules":[]})", R"({})")) << "an empty list is no nil";
+  EXPECT_FALSE(eq(R"([null])", R"([])")) << "list elements are not members";
+  EXPECT_FALSE(eq(R"({"a":1})", R"({"a":2})"));
+}
+
 }  // namespace
 }  // namespace kwatch::apimachinery
