@@ -136,6 +136,12 @@ def main():
                  "rolebindings", binding("ext-server-reads-auth",
                                          "extension-apiserver-authentication-reader",
                                          "ext-server", kind="Role"), token="admin-token")
+            # A's authorizer takes in the binding from its cache a moment later; B's one lookup
+            # at start (as kube's) must come after that.
+            wait_for(lambda: call(a, "GET", "/api/v1/namespaces/kube-system/configmaps/"
+                                  "extension-apiserver-authentication",
+                                  token="delegator-token")[0] == 200,
+                     timeout=10, what="A letting ext-server read the published trust")
             b = Server(binary, data_dir=tmp + "/b", https=True, extra_args=b_args).start()
             t.check("B takes the front proxy trust A publishes",
                     "front proxies are trusted as the delegated server publishes "
