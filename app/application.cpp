@@ -71,7 +71,9 @@
 #include <thread>
 
 #include <malloc.h>
+#include <sched.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -238,6 +240,8 @@ struct Application::Parts {
   // Declared first, destroyed last: what is still queued on them holds the parts below.
   std::optional<asio::io_context> ioc;
   std::optional<asio::io_context> delivery;
+  unsigned low_priority_threads = 0;
+  std::optional<asio::io_context> low_priority;
   std::shared_ptr<storage::Storage> storage;
   std::shared_ptr<kinds::Scheme> scheme;
   std::shared_ptr<Metrics> metrics;
@@ -329,6 +333,10 @@ void Application::Parts::make_threads() {
   delivery_threads =
       options.delivery_threads.value_or(std::max(1u, std::thread::hardware_concurrency()));
   if (delivery_threads > 0) delivery.emplace(static_cast<int>(delivery_threads));
+  // The connections of priority levels marked low (flowcontrol/configuration.hpp): their CPU,
+  // and their sockets' kernel work, yields to the I/O threads whenever those want to run.
+  low_priority_threads = options.low_priority_threads.value_or(std::max(1u, threads / 2));
+  if (low_priority_threads > 0) low_priority.emplace(static_cast<int>(low_priority_threads));
 }
 
 // Storage: etcd (waited for a while at start-up, as kube-apiserver does) or the embedded store;
@@ -825,6 +833,7 @@ bool Application::Parts::listen() {
   if (options.port) {
     http = std::make_unique<HttpServer>(*ioc, handler, http_limits, delivery_ioc);
     http->set_compute(compute->get_executor());
+    http->set_low_priority(low_priority ? &*low_priority : nullptr);
     if (auto ec = http->listen(options.bind_address, *options.port)) {
       spdlog::critical("cannot listen on {}:{}: {}", options.bind_address, *options.port,
                        ec.message());
@@ -860,6 +869,7 @@ bool Application::Parts::listen() {
     }
     https = std::make_unique<HttpServer>(*ioc, handler, http_limits, delivery_ioc);
     https->set_compute(compute->get_executor());
+    https->set_low_priority(low_priority ? &*low_priority : nullptr);
     tls_cert_file = cert;
     tls_key_file = key;
     if (auto err = https->enable_tls(
@@ -1250,6 +1260,7 @@ asio::awaitable<void> Application::Parts::shut_down(int signal) {
   if (mutating_webhooks) mutating_webhooks->stop();
   cachers->stop_all();
   if (delivery) delivery->stop();
+  if (low_priority) low_priority->stop();
   ioc->stop();
 }
 
@@ -1291,6 +1302,34 @@ void Application::Parts::stop_controllers() {
   if (priority_and_fairness) priority_and_fairness->stop();
 }
 
+namespace {
+
+// The calling thread's CPU priority for the low-priority levels: nice 19, and (Linux 6.12 and
+// later) the shortest time slice a thread may ask for, 0.1 ms: a thread just picked keeps its
+// core for its slice before a woken one preempts it, and the default slice is 0.75-1.5 ms of
+// waiting for the other levels' requests. Not SCHED_IDLE: measured, the other levels' p99 under
+// a flood was 2.5-3 times what it is with nice 19 (bench/RESULTS.md, session 33).
+void lower_own_cpu_priority() {
+  struct {
+    std::uint32_t size;
+    std::uint32_t sched_policy;
+    std::uint64_t sched_flags;
+    std::int32_t sched_nice;
+    std::uint32_t sched_priority;
+    std::uint64_t sched_runtime, sched_deadline, sched_period;
+  } attr{};
+  attr.size = sizeof attr;
+  attr.sched_policy = SCHED_OTHER;
+  attr.sched_nice = 19;
+  attr.sched_runtime = 100'000;  // ns: the time slice kernels with EEVDF slices take it as
+  if (syscall(SYS_sched_setattr, 0, &attr, 0) == 0) return;
+  if (setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19) != 0) {
+    spdlog::warn("cannot set the low-priority threads' nice value: {}", std::strerror(errno));
+  }
+}
+
+}  // namespace
+
 int Application::run() {
   Parts& p = *parts_;
   const Options& options = p.options;
@@ -1307,6 +1346,16 @@ int Application::run() {
           spdlog::warn("cannot set the delivery threads' nice value: {}", std::strerror(errno));
         }
         p.delivery->run();
+      });
+    }
+  }
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> low_work;
+  if (p.low_priority) {
+    low_work.emplace(p.low_priority->get_executor());
+    for (unsigned i = 0; i < p.low_priority_threads; ++i) {
+      pool.emplace_back([&p] {
+        lower_own_cpu_priority();
+        p.low_priority->run();
       });
     }
   }
@@ -1334,6 +1383,7 @@ int Application::run() {
   p.store.reset();
   p.cachers.reset();
   p.delivery.reset();
+  p.low_priority.reset();
   p.ioc.reset();
   p.storage.reset();
   return p.exit_code;

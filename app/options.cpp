@@ -600,6 +600,16 @@ std::vector<Flag> flag_table(Options& o) {
        [&](const std::string& v) -> std::string {
          return parse_number<int>(v, o.delivery_nice, 0, 19) ? "" : "must be 0-19";
        }},
+      {"low-priority-threads", "N",
+       "threads at nice 19 serving the connections of priority levels annotated\n"
+       "flowcontrol.kwatch.io/cpu-priority=low (default: half the I/O threads,\n"
+       "at least 1; 0: those run on the I/O threads)",
+       [&](const std::string& v) -> std::string {
+         unsigned n = 0;
+         if (!parse_number<unsigned>(v, n, 0, 1024)) return "must be 0-1024";
+         o.low_priority_threads = n;
+         return "";
+       }},
       {"log-level", "LEVEL",
        "trace, debug, info, warn, error (default info)",
        [&](const std::string& v) -> std::string {

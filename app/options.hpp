@@ -98,6 +98,9 @@ struct Options {
   std::optional<unsigned> delivery_threads;
   // Their nice value (above 0: the scheduler prefers requests to delivery when both are ready).
   int delivery_nice = 0;
+  // Threads at nice 19 for the priority levels annotated flowcontrol.kwatch.io/cpu-priority=low
+  // (default: half the I/O threads, at least one; 0: none, such levels run on the I/O threads).
+  std::optional<unsigned> low_priority_threads;
   std::string log_level = "info";
   bool fsync = true;  // --data-dir-fsync: fdatasync each write before acknowledging it
   // --data-dir-snapshot-bytes: snapshot once the log since the last one exceeds this (0: never)

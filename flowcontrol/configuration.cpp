@@ -235,6 +235,9 @@ std::optional<PriorityLevel> parse_priority_level(const json::object& object) {
     return std::nullopt;
   }
   if (out.nominal_shares < 0) return std::nullopt;
+  // Exempt requests (probes, system:masters) always run at the I/O threads' priority.
+  out.low_cpu_priority =
+      !out.exempt && string_at(object_member(metadata, "annotations"), kLowCpuPriority) == "low";
   return out;
 }
 

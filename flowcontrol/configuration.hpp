@@ -58,7 +58,15 @@ struct PriorityLevel {
   std::optional<std::int32_t> borrowing_limit_percent;  // none: may borrow without limit
   // Limited levels: queues == 0 means limitResponse Reject (no queuing).
   std::int32_t queues = 0, hand_size = 0, queue_length_limit = 0;
+  // kwatch's annotation kLowCpuPriority set to "low" on a Limited level: its requests are
+  // handled, and their answers written, on the server's low-priority threads (OS nice 19), so
+  // the CPU they take yields to every other level's whenever those want it. APF itself shares
+  // seats, not CPU.
+  bool low_cpu_priority = false;
 };
+
+// The annotation a PriorityLevelConfiguration is marked with for the above.
+inline constexpr std::string_view kLowCpuPriority = "flowcontrol.kwatch.io/cpu-priority";
 
 // The object read, or nullopt when it breaks a rule the dispatcher relies on (kube ignores such
 // objects as its config controller does: validation keeps them out of storage anyway).

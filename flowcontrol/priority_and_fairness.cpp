@@ -472,6 +472,7 @@ Classification PriorityAndFairness::classify(const RequestDigest& request) const
   if (level != config->levels.end()) {
     c.priority_level_uid = level->second.uid;
     c.exempt = level->second.exempt;
+    c.low_cpu_priority = level->second.low_cpu_priority;
     c.queues = !c.exempt && level->second.queues > 1;
     if (c.queues) c.distinguisher = flow_distinguisher(*chosen, request);
   }

@@ -69,6 +69,7 @@ struct Classification {
   std::string distinguisher;
   bool exempt = false;
   bool queues = false;  // the level has more than one queue: the flow deals a hand
+  bool low_cpu_priority = false;  // PriorityLevel::low_cpu_priority
 };
 
 // The FlowSchema status condition kube's config controller keeps: Dangling says whether the

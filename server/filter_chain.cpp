@@ -140,6 +140,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* a
     response.headers["X-Kubernetes-PF-FlowSchema-UID"] = exchange.classification->flow_schema_uid;
     response.headers["X-Kubernetes-PF-PriorityLevel-UID"] =
         exchange.classification->priority_level_uid;
+    response.low_cpu_priority = exchange.classification->low_cpu_priority;
   }
   const std::optional<std::string> pretty = exchange.url.param("pretty");
   if (wants_pretty(pretty ? std::optional<std::string_view>(*pretty) : std::nullopt,

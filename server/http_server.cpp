@@ -596,6 +596,8 @@ boost::system::error_code HttpServer::listen(const std::string& address, unsigne
 
 void HttpServer::set_compute(asio::any_io_executor executor) { impl_->compute = std::move(executor); }
 
+void HttpServer::set_low_priority(asio::io_context* low) { impl_->low_priority = low; }
+
 void HttpServer::start() {
   asio::co_spawn(impl_->acceptor.get_executor(), impl_->accept_loop(),
                  [](std::exception_ptr e) { log_task_failure(e, "accept loop"); });

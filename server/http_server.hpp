@@ -67,6 +67,9 @@ class HttpServer {
   // Where large responses are compressed (gzip for clients that accept it), off the I/O
   // threads; unset: on the connection's own thread. Before start().
   void set_compute(boost::asio::any_io_executor executor);
+  // Where connections go whose answers are marked low_cpu_priority (threads of a lower OS
+  // priority run it); unset: every answer is written where its request was read. Before start().
+  void set_low_priority(boost::asio::io_context* low);
   void start();
   void stop();
   // Graceful shutdown: from now on every response closes its connection ("Connection: close"),

@@ -173,13 +173,19 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   // drain: read what the client still sends (bounded) before closing, so it sees the answer;
   // close_unread: the same for a refused request whose body was never read, bounded more tightly
   // (the client has not authenticated).
-  enum class Next { read, close, drain, close_unread, stream_chunked, stream_websocket };
+  // move: the answer is to be written from the other threads (ApiResponse::low_cpu_priority);
+  // the connection moves there first.
+  enum class Next { read, close, drain, close_unread, stream_chunked, stream_websocket, move };
   struct Exchange {
     explicit Exchange(Next n) : next(n) {}
     Next next = Next::close;
     unsigned version = 11;
-    bool head_only = false;  // HEAD of a watch: the head, no body
+    bool head_only = false;  // HEAD: the head, no body
     ApiResponse response;
+    // An answer written after a move: how, and what the log line names.
+    bool keep_alive = false, gzip_ok = false, body_unread = false;
+    std::string method, target;
+    std::chrono::steady_clock::time_point start;
     http::request<http::string_body> upgrade;  // the WebSocket upgrade request
     // The delivery strand the watch's session lives on (empty: it streams where it is).
     asio::any_io_executor watch_strand;
@@ -191,14 +197,24 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   asio::awaitable<void> serve_tls(tcp::socket socket, std::shared_ptr<void> slot,
                                   std::shared_ptr<asio::ssl::context> tls);
   // `slot` (take_slot) is held as long as the connection is open, its watch stream included.
+  // `low`: it runs on the low-priority threads; `buffer` holds what was read of the next
+  // request and `moved` an answer still to write, when it moved there or back.
   template <class Stream>
-  asio::awaitable<void> serve_connection(Stream stream, std::shared_ptr<void> slot);
+  asio::awaitable<void> serve_connection(Stream stream, std::shared_ptr<void> slot,
+                                         bool low = false, beast::flat_buffer buffer = {},
+                                         std::optional<Exchange> moved = std::nullopt);
   // A place for a connection from `address` under the caps; null when it would pass one.
   std::shared_ptr<void> take_slot(const std::string& address);
   template <class Stream>
   asio::awaitable<Exchange> serve_request(Stream& stream, beast::flat_buffer& buffer,
                                           const std::shared_ptr<const auth::ClientCertificate>& peer,
-                                          Waiting& waiting);
+                                          Waiting& waiting, bool low);
+  // Writes an answer that is no watch and logs it: what the connection does next.
+  template <class Stream>
+  asio::awaitable<Next> answer(Stream& stream, ApiResponse& response, unsigned version,
+                               bool keep_alive, bool head_only, bool gzip_ok, bool body_unread,
+                               std::string_view method, std::string_view target,
+                               std::chrono::steady_clock::time_point start);
   // A request Beast could not parse: 413 past the size limits, else 400; then drain.
   template <class Stream>
   asio::awaitable<Exchange> refuse_malformed(Stream& stream, boost::system::error_code ec);
@@ -252,6 +268,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   std::atomic<bool> draining{false};
   std::atomic<std::size_t> streams{0};  // watch streams
   boost::asio::any_io_executor compute;  // set_compute
+  asio::io_context* low_priority = nullptr;  // set_low_priority
   std::mutex slots_mutex;  // the connection caps' counts
   std::size_t open_slots = 0;
   std::map<std::string, std::size_t, std::less<>> slots_by_address;
@@ -308,7 +325,7 @@ asio::awaitable<void> HttpServer::Impl::drain_and_close(Stream& stream, bool una
 template <class Stream>
 asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
     Stream& stream, beast::flat_buffer& buffer,
-    const std::shared_ptr<const auth::ClientCertificate>& peer, Waiting& waiting) {
+    const std::shared_ptr<const auth::ClientCertificate>& peer, Waiting& waiting, bool low) {
   // Everything parsed for one request lives in this frame and is gone before a watch streams.
   if (draining && buffer.size() == 0) co_return Exchange{Next::close};
   http::request_parser<http::string_body> parser;
@@ -403,13 +420,36 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
     co_return out;
   }
 
+  if (low_priority != nullptr && response.low_cpu_priority != low) {
+    Exchange out{Next::move};
+    out.version = version;
+    out.head_only = head;
+    out.keep_alive = keep_alive;
+    out.gzip_ok = gzip_ok;
+    out.body_unread = body_unread;
+    out.method = method;
+    out.target = target;
+    out.start = start;
+    out.response = std::move(response);
+    co_return out;
+  }
+  const Next next = co_await answer(stream, response, version, keep_alive, head, gzip_ok,
+                                    body_unread, method, target, start);
+  co_return Exchange{next};
+}
+
+template <class Stream>
+asio::awaitable<HttpServer::Impl::Next> HttpServer::Impl::answer(
+    Stream& stream, ApiResponse& response, unsigned version, bool keep_alive, bool head_only,
+    bool gzip_ok, bool body_unread, std::string_view method, std::string_view target,
+    std::chrono::steady_clock::time_point start) {
   const boost::system::error_code wec =
-      co_await write_response(stream, response, version, keep_alive, head, gzip_ok);
+      co_await write_response(stream, response, version, keep_alive, head_only, gzip_ok);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   spdlog::info("{} {} {} {:.3f}ms", method, target, response.status, ms);
-  if (body_unread && !wec) co_return Exchange{Next::close_unread};
-  co_return Exchange{wec || !keep_alive ? Next::close : Next::read};
+  if (body_unread && !wec) co_return Next::close_unread;
+  co_return wec || !keep_alive ? Next::close : Next::read;
 }
 
 template <class Stream>
@@ -511,9 +551,10 @@ asio::awaitable<boost::system::error_code> HttpServer::Impl::write_gathered(
 }
 
 template <class Stream>
-asio::awaitable<void> HttpServer::Impl::serve_connection(Stream stream, std::shared_ptr<void> slot) {
+asio::awaitable<void> HttpServer::Impl::serve_connection(Stream stream, std::shared_ptr<void> slot,
+                                                         bool low, beast::flat_buffer buffer,
+                                                         std::optional<Exchange> moved) {
   auto self = shared_from_this();
-  beast::flat_buffer buffer;
   const std::shared_ptr<const auth::ClientCertificate> peer = StreamOps<Stream>::client_certificate(stream);
   auto waiting = std::make_shared<Waiting>();
   waiting->strand = co_await asio::this_coro::executor;
@@ -522,10 +563,23 @@ asio::awaitable<void> HttpServer::Impl::serve_connection(Stream stream, std::sha
   const std::shared_ptr<void> tracked = track(waiting);
   // Decided in the loop, acted on after it: GCC 12 mis-destroys locals of a coroutine that
   // co_returns from inside a loop that holds them.
-  std::optional<Exchange> watch;
+  std::optional<Exchange> watch, move;
   for (;;) {
-    Exchange exchange = co_await serve_request(stream, buffer, peer, *waiting);
+    Exchange exchange{Next::close};
+    if (moved) {
+      // The answer that brought the connection here; its seat goes once it is written.
+      Exchange& m = *moved;
+      exchange.next = co_await answer(stream, m.response, m.version, m.keep_alive, m.head_only,
+                                      m.gzip_ok, m.body_unread, m.method, m.target, m.start);
+      moved.reset();
+    } else {
+      exchange = co_await serve_request(stream, buffer, peer, *waiting, low);
+    }
     if (exchange.next == Next::read) continue;
+    if (exchange.next == Next::move) {
+      move.emplace(std::move(exchange));
+      break;
+    }
     if (exchange.next == Next::drain || exchange.next == Next::close_unread) {
       co_await drain_and_close(stream, exchange.next == Next::close_unread);
       co_return;
@@ -534,6 +588,19 @@ asio::awaitable<void> HttpServer::Impl::serve_connection(Stream stream, std::sha
       watch.emplace(std::move(exchange));
     }
     break;
+  }
+  if (move) {
+    // The threads the answer is to be written from take the connection (its socket is adopted
+    // by their reactor), with what was read after the request, and serve it from then on.
+    const asio::any_io_executor strand = low ? asio::make_strand(ioc)
+                                             : asio::make_strand(*low_priority);
+    auto handed = StreamOps<Stream>::hand_over(stream, strand);
+    if (!handed) co_return;
+    asio::co_spawn(strand,
+                   serve_connection(std::move(*handed), std::move(slot), !low, std::move(buffer),
+                                    std::move(move)),
+                   [](std::exception_ptr e) { log_task_failure(e, "connection"); });
+    co_return;
   }
   if (!watch) {
     StreamOps<Stream>::shutdown_send(stream);

@@ -71,6 +71,9 @@ struct ApiResponse {
   // WebSocket text message per event.
   bool streaming = false;
   std::shared_ptr<watch::WatchSession> watch;
+  // Written from the server's low-priority threads (its priority level is marked so): the
+  // connection moves there, and stays until a request of another priority comes.
+  bool low_cpu_priority = false;
   // The revision a successful write produced (0: none): its fan-out is charged to the writer.
   std::int64_t written_revision = 0;
   // Held until the response (a watch: its whole stream) is done, e.g. a per-user watch slot.

@@ -18,6 +18,9 @@ TEST(Options, DefaultsMatchTheDocumentedOnes) {
   EXPECT_EQ(o.storage_backend, "memory");
   EXPECT_EQ(o.data_dir, "");
   EXPECT_EQ(o.io_threads, 0u);
+  EXPECT_FALSE(o.low_priority_threads);  // half the I/O threads, at least one
+  EXPECT_EQ(std::get<Options>(parse_options({"--low-priority-threads=0"})).low_priority_threads,
+            0u);
 }
 
 TEST(Options, AcceptsBothEqualsAndSeparateValues) {
@@ -67,7 +70,7 @@ TEST(Options, UnknownFlagsAndBadValuesAreErrors) {
            {"--etcd-prefix=registry"}, {"--etcd-compaction-interval=soon"},
            {"--etcd-healthcheck-timeout=0"}, {"--etcd-readycheck-timeout=soon"},
            {"--watch-bookmark-interval=0"}, {"--watch-cache-sizes=pods"},
-           {"--secure-port=0"}}) {
+           {"--secure-port=0"}, {"--low-priority-threads=-1"}, {"--low-priority-threads=x"}}) {
     auto outcome = parse_options(args);
     ASSERT_TRUE(std::holds_alternative<ParseError>(outcome)) << args[0];
     EXPECT_FALSE(std::get<ParseError>(outcome).message.empty());

@@ -6,13 +6,17 @@ seats while other users and system:masters are served; a FlowSchema naming a mis
 so in its Dangling condition; the debug dumps answer admins only; the mandatory objects' specs
 are restored and deleted suggested ones come back when the server starts; the flags keep kube's
 meaning (--enable-priority-and-fairness=false: no classification; the two in-flight limits must
-leave some seats).
+leave some seats). kwatch's own annotation flowcontrol.kwatch.io/cpu-priority=low sends a level's
+connections to threads at nice 19, over HTTP and HTTPS, keep-alive and pipelined requests moving
+between them and the I/O threads as each request's level says.
 
 Usage: priority_and_fairness_test.py <path to kwatch-apiserver>
 """
 import http.client
 import json
 import os
+import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -191,6 +195,132 @@ def check_own_level(t, server, port):
     t.check("the level's nominal seats: ceil(600 * 1 / 246) = 3", nominal == 3, nominal)
 
 
+def niced_threads(pid):
+    """{thread id: CPU ticks (user + system)} of the server's threads at nice 19."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        # After the name: state is field 3, so utime (14), stime (15), nice (19) are these.
+        if int(fields[16]) == 19:
+            out[tid] = int(fields[11]) + int(fields[12])
+    return out
+
+
+def exchange_pipelined(sock, requests):
+    """Sends every request in one write, then reads the answers in order: [(status, body)]."""
+    sock.sendall(b"".join(requests))
+    out = []
+    with sock.makefile("rb") as f:
+        for _ in requests:
+            status = int(f.readline().split()[1])
+            headers = {}
+            while (line := f.readline()) not in (b"\r\n", b""):
+                name, _, value = line.decode().partition(":")
+                headers[name.strip().lower()] = value.strip()
+            out.append((status, f.read(int(headers.get("content-length", "0")))))
+    return out
+
+
+def cms(body):
+    """How many of the test's 400 ConfigMaps a list holds (kube-root-ca.crt is there too)."""
+    return sum(i["metadata"]["name"].startswith("cm-") for i in json.loads(body)["items"])
+
+
+def get_request(path, token):
+    return (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+            "\r\n").encode()
+
+
+def check_low_cpu_priority(t, server, port):
+    level = {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
+             "metadata": {"name": "background",
+                          "annotations": {"flowcontrol.kwatch.io/cpu-priority": "low"}},
+             "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 5,
+                                                     "limitResponse": {"type": "Queue", "queuing": {
+                                                         "queues": 4, "handSize": 2,
+                                                         "queueLengthLimit": 50}}}}}
+    schema = {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+              "metadata": {"name": "carol-background"},
+              "spec": {"priorityLevelConfiguration": {"name": "background"}, "matchingPrecedence": 400,
+                       "distinguisherMethod": {"type": "ByUser"},
+                       "rules": [{"subjects": [{"kind": "User", "user": {"name": "carol"}}],
+                                  "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"],
+                                                     "resources": ["*"], "namespaces": ["*"],
+                                                     "clusterScope": True}]}]}}
+    s1, _, b1 = call(port, "POST", f"{GROUP}/prioritylevelconfigurations", "admin-token", level)
+    s2, _, b2 = call(port, "POST", f"{GROUP}/flowschemas", "admin-token", schema)
+    t.check("a level annotated flowcontrol.kwatch.io/cpu-priority=low, and carol's FlowSchema to it",
+            s1 == 201 and s2 == 201, (b1[:300], b2[:300]))
+    level_uid = uid_of(port, "prioritylevelconfigurations", "background")
+    wait_for(lambda: call(port, "GET", "/api/v1/namespaces/default/configmaps?limit=1", "carol-token")[1]
+             .get("x-kubernetes-pf-prioritylevel-uid") == level_uid,
+             what="carol's requests to go to the background level")
+    pid = server.proc.pid
+    before = niced_threads(pid)
+    t.check("the server runs one low-priority thread at nice 19 (half of --io-threads=2)",
+            len(before) == 1, before)
+    lists = "/api/v1/namespaces/default/configmaps"
+
+    def ticks():
+        return sum(niced_threads(pid).values())
+
+    def list_many(token, n):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        ok = 0
+        for _ in range(n):
+            conn.request("GET", lists, headers={"Authorization": f"Bearer {token}"})
+            resp = conn.getresponse()
+            body = resp.read()
+            ok += resp.status == 200 and cms(body) == 400
+        conn.close()
+        return ok
+    start = ticks()
+    served = list_many("bob-token", 150)
+    bob_ticks = ticks() - start
+    start = ticks()
+    served_carol = list_many("carol-token", 150)
+    carol_ticks = ticks() - start
+    t.check("150 lists of 800 kB each for bob and for carol, all whole", served == 150 and
+            served_carol == 150, (served, served_carol))
+    t.check("carol's lists were written by the nice 19 thread (its CPU time grew), bob's were not",
+            carol_ticks >= 5 and bob_ticks <= 2, (carol_ticks, bob_ticks))
+
+    # One connection, requests of both levels pipelined: each answered in order, whole.
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        answers = exchange_pipelined(sock, [
+            get_request(lists, "carol-token"),
+            get_request(f"{lists}/cm-7", "bob-token"),
+            get_request(lists + "?limit=3", "carol-token"),
+            get_request(f"{lists}/cm-9", "bob-token")])
+    ok = [a[0] for a in answers] == [200] * 4 and \
+        cms(answers[0][1]) == 400 and \
+        json.loads(answers[1][1])["metadata"]["name"] == "cm-7" and \
+        len(json.loads(answers[2][1])["items"]) == 3 and \
+        json.loads(answers[3][1])["metadata"]["name"] == "cm-9"
+    t.check("pipelined requests of both levels on one connection: every answer in order, whole",
+            ok, [(a[0], a[1][:80]) for a in answers])
+
+    # Over TLS, a kept-alive connection alternating between the levels.
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    conn = http.client.HTTPSConnection("127.0.0.1", server.secure_port, context=context, timeout=30)
+    seen = []
+    for i in range(12):
+        token = "carol-token" if i % 2 == 0 else "bob-token"
+        conn.request("GET", f"{lists}/cm-{i}", headers={"Authorization": f"Bearer {token}"})
+        resp = conn.getresponse()
+        body = resp.read()
+        seen.append(resp.status == 200 and json.loads(body)["metadata"]["name"] == f"cm-{i}")
+    conn.close()
+    t.check("HTTPS: one kept-alive connection moving between the levels answers every request",
+            all(seen), seen)
+
+
 def check_dangling(t, port):
     schema = {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
               "metadata": {"name": "orphan"},
@@ -287,8 +417,9 @@ def main():
     with TempDir() as tmp:
         tokens = os.path.join(tmp, "tokens.csv")
         with open(tokens, "w") as f:
-            f.write('admin-token,admin,1,"system:masters"\nalice-token,alice,2\nbob-token,bob,3\n')
-        server = Server(binary, data_dir=os.path.join(tmp, "data"),
+            f.write('admin-token,admin,1,"system:masters"\nalice-token,alice,2\nbob-token,bob,3\n'
+                    'carol-token,carol,4\n')
+        server = Server(binary, data_dir=os.path.join(tmp, "data"), https=True,
                         extra_args=[f"--token-auth-file={tokens}", "--authorization-mode=RBAC",
                                     "--anonymous-auth=true"]).start()
         port = server.port
@@ -298,7 +429,8 @@ def main():
                        "metadata": {"name": "readers"},
                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                                    "name": "view"},
-                       "subjects": [{"kind": "User", "name": "alice"}, {"kind": "User", "name": "bob"}]}
+                       "subjects": [{"kind": "User", "name": "alice"}, {"kind": "User", "name": "bob"},
+                                    {"kind": "User", "name": "carol"}]}
             call(port, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", "admin-token", binding)
             for i in range(400):
                 call(port, "POST", "/api/v1/namespaces/default/configmaps", "admin-token",
@@ -308,6 +440,7 @@ def main():
             check_bootstrap(t, port)
             check_headers(t, port)
             check_own_level(t, server, port)
+            check_low_cpu_priority(t, server, port)
             check_dangling(t, port)
             check_dumps(t, port)
             port = check_restart_restores(t, server, port)
@@ -315,8 +448,11 @@ def main():
         finally:
             server.stop()
 
-        off = Server(binary, extra_args=["--enable-priority-and-fairness=false"]).start()
+        off = Server(binary, extra_args=["--enable-priority-and-fairness=false",
+                                         "--low-priority-threads=0"]).start()
         try:
+            t.check("--low-priority-threads=0: no thread at nice 19", not niced_threads(off.proc.pid),
+                    niced_threads(off.proc.pid))
             _, headers, _ = call(off.port, "GET", "/api/v1/namespaces/default/configmaps")
             t.check("--enable-priority-and-fairness=false: no classification headers",
                     "x-kubernetes-pf-flowschema-uid" not in headers, headers)

@@ -134,6 +134,19 @@ TEST(PriorityLevelParsing, TypesAndQueuing) {
   EXPECT_EQ(pl->queues, 16);
   EXPECT_EQ(pl->hand_size, 4);
   EXPECT_EQ(pl->queue_length_limit, 9);
+  EXPECT_FALSE(pl->low_cpu_priority);
+  // kwatch's annotation: "low" only, and never on the exempt level (probes and system:masters).
+  auto annotated = [](std::string_view name, std::string_view type, std::string_view value) {
+    return parse_priority_level(parse(
+        std::string(R"({"metadata":{"name":")") + std::string(name) +
+        R"(","annotations":{"flowcontrol.kwatch.io/cpu-priority":")" + std::string(value) +
+        R"("}},"spec":{"type":")" + std::string(type) + R"(",)" +
+        (type == "Exempt" ? R"("exempt":{}}})" : R"("limited":{"limitResponse":{"type":"Reject"}}}})")));
+  };
+  EXPECT_TRUE(annotated("x", "Limited", "low")->low_cpu_priority);
+  EXPECT_FALSE(annotated("x", "Limited", "Low")->low_cpu_priority);
+  EXPECT_FALSE(annotated("x", "Limited", "high")->low_cpu_priority);
+  EXPECT_FALSE(annotated("exempt", "Exempt", "low")->low_cpu_priority);
   auto reject = parse_priority_level(parse(R"({"metadata":{"name":"r"},"spec":{"type":"Limited",
       "limited":{"limitResponse":{"type":"Reject"}}}})"));
   ASSERT_TRUE(reject);

@@ -160,6 +160,14 @@ TEST(Configuration, DanglingSchemasAndMissingMandatoryObjects) {
   EXPECT_EQ(c.flow_schema, "mine");
   EXPECT_EQ(c.flow_schema_uid, "fs-uid");
   EXPECT_EQ(c.priority_level_uid, "pl-uid");
+  EXPECT_FALSE(c.low_cpu_priority);
+  // kwatch's annotation sends the level's requests to the low-priority threads.
+  level["metadata"].as_object()["annotations"] =
+      json::object{{"flowcontrol.kwatch.io/cpu-priority", "low"}};
+  apf.configure({level}, {mine});
+  EXPECT_TRUE(apf.classify(resource(alice, "get", "", "pods", "x")).low_cpu_priority);
+  level["metadata"].as_object().erase("annotations");
+  conditions = apf.configure({level}, {mine});
   // A condition already stored as wanted is not asked for again.
   mine["status"] = json::object{{"conditions", json::array{json::object{
                                      {"type", "Dangling"}, {"status", "False"}, {"reason", "Found"},
