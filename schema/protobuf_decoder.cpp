@@ -844,6 +844,53 @@ void omit_empty_fields(std::string_view api_version, std::string_view kind, json
   if (const Message* message = schema().by_kind(api_version, kind)) omit_empty(*message, obj, 0);
 }
 
+namespace {
+
+// A list's message: ListMeta = 1 {selfLink = 1, resourceVersion = 2, continue = 3,
+// remainingItemCount = 4}, items = 2.
+ApiResult<json::object> decode_list(std::string_view raw, const Message& item) {
+  json::object metadata;
+  json::array items;
+  Reader r(raw);
+  while (!r.done()) {
+    std::uint64_t tag = 0;
+    if (!r.varint(tag)) return malformed();
+    const auto number = tag >> 3;
+    std::string_view field;
+    if (number == 1 && (tag & 7) == 2) {
+      if (!r.bytes(field)) return malformed();
+      Reader m(field);
+      while (!m.done()) {
+        std::uint64_t mtag = 0;
+        if (!m.varint(mtag)) return malformed();
+        const auto mn = mtag >> 3;
+        std::string_view text;
+        std::uint64_t count = 0;
+        if (mn >= 1 && mn <= 3 && (mtag & 7) == 2) {
+          if (!m.bytes(text)) return malformed();
+          static constexpr std::string_view kNames[] = {"selfLink", "resourceVersion", "continue"};
+          if (!text.empty()) metadata[kNames[mn - 1]] = std::string(text);
+        } else if (mn == 4 && (mtag & 7) == 0) {
+          if (!m.varint(count)) return malformed();
+          metadata["remainingItemCount"] = static_cast<std::int64_t>(count);
+        } else if (!m.skip(static_cast<int>(mtag & 7))) {
+          return malformed();
+        }
+      }
+    } else if (number == 2 && (tag & 7) == 2) {
+      if (!r.bytes(field)) return malformed();
+      auto obj = decode_message(field, item, 0);
+      if (!obj) return obj.error();
+      items.emplace_back(std::move(*obj));
+    } else if (!r.skip(static_cast<int>(tag & 7))) {
+      return malformed();
+    }
+  }
+  return json::object{{"metadata", std::move(metadata)}, {"items", std::move(items)}};
+}
+
+}  // namespace
+
 ApiResult<json::object> decode_protobuf_object(std::string_view bytes) {
   static constexpr std::string_view kMagic("k8s\0", 4);
   if (bytes.substr(0, 4) != kMagic) {
@@ -867,6 +914,21 @@ ApiResult<json::object> decode_protobuf_object(std::string_view bytes) {
   if (!tm) return tm.error();
   const auto [api_version, kind] = *tm;
   const Message* message = schema().by_kind(api_version, kind);
+  const Message* item = message == nullptr && kind.size() > 4 && kind.ends_with("List")
+                            ? schema().by_kind(api_version, kind.substr(0, kind.size() - 4))
+                            : nullptr;
+  if (item != nullptr) {
+    auto list = decode_list(raw, *item);
+    if (!list) return list.error();
+    list->emplace("apiVersion", std::string(api_version));
+    list->emplace("kind", std::string(kind));
+    json::value value(std::move(*list));
+    if (auto problem = apimachinery::json_problem(value)) {
+      return ApiError(Errc::bad_request,
+                      "the protobuf body of the request is malformed: " + problem->message());
+    }
+    return std::move(value.get_object());
+  }
   if (message == nullptr) {
     return unsupported("kwatch cannot decode " + std::string(kind) + " (" +
                        std::string(api_version) +
@@ -885,27 +947,145 @@ ApiResult<json::object> decode_protobuf_object(std::string_view bytes) {
   return std::move(value.get_object());
 }
 
+namespace {
+
+std::string string_member(const json::object* obj, std::string_view key) {
+  if (obj == nullptr) return {};
+  const json::value* v = obj->if_contains(key);
+  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
+}
+
+std::int64_t int_member(const json::object* obj, std::string_view key) {
+  if (obj == nullptr) return 0;
+  const json::value* v = obj->if_contains(key);
+  if (v == nullptr) return 0;
+  if (v->is_int64()) return v->get_int64();
+  if (v->is_uint64()) return static_cast<std::int64_t>(v->get_uint64());
+  return 0;
+}
+
+const json::object* object_member(const json::object* obj, std::string_view key) {
+  if (obj == nullptr) return nullptr;
+  const json::value* v = obj->if_contains(key);
+  return v != nullptr && v->is_object() ? &v->get_object() : nullptr;
+}
+
+// meta/v1 ListMeta: selfLink = 1, resourceVersion = 2, continue = 3 (written even when empty,
+// as Go's generated code writes strings), remainingItemCount = 4 (only when set).
+std::string list_meta(const json::object* metadata) {
+  Writer w;
+  w.bytes_field(1, string_member(metadata, "selfLink"));
+  w.bytes_field(2, string_member(metadata, "resourceVersion"));
+  w.bytes_field(3, string_member(metadata, "continue"));
+  if (metadata != nullptr && metadata->contains("remainingItemCount")) {
+    w.varint_field(4, static_cast<std::uint64_t>(int_member(metadata, "remainingItemCount")));
+  }
+  return std::move(w.data());
+}
+
+}  // namespace
+
+std::optional<std::string> encode_protobuf_message(const json::object& obj,
+                                                   std::string_view api_version,
+                                                   std::string_view kind) {
+  const Message* message = schema().by_kind(api_version, kind);
+  if (message == nullptr) return std::nullopt;
+  Writer raw;
+  if (!encode_message(obj, *message, raw, 0)) return std::nullopt;
+  return std::move(raw.data());
+}
+
+std::string protobuf_envelope(std::string_view api_version, std::string_view kind,
+                              std::string_view raw) {
+  // runtime.Unknown: typeMeta = 1 {apiVersion = 1, kind = 2}, raw = 2, contentEncoding = 3,
+  // contentType = 4 (written empty, as Go writes them).
+  Writer type_meta;
+  type_meta.bytes_field(1, api_version);
+  type_meta.bytes_field(2, kind);
+  Writer envelope;
+  envelope.bytes_field(1, type_meta.data());
+  envelope.bytes_field(2, raw);
+  envelope.bytes_field(3, "");
+  envelope.bytes_field(4, "");
+  return std::string("k8s\0", 4) + envelope.data();
+}
+
+std::string encode_protobuf_list(std::string_view api_version, std::string_view kind,
+                                 const json::object* metadata,
+                                 const std::vector<std::string_view>& items) {
+  const std::string meta = list_meta(metadata);
+  std::size_t size = meta.size() + 16;
+  for (std::string_view item : items) size += item.size() + 11;
+  Writer raw;
+  raw.data().reserve(size);
+  raw.bytes_field(1, meta);
+  for (std::string_view item : items) raw.bytes_field(2, item);
+  return protobuf_envelope(api_version, kind, raw.data());
+}
+
+std::optional<std::string> encode_protobuf_status(const json::object& status) {
+  if (string_member(&status, "kind") != "Status") return std::nullopt;
+  // meta/v1 Status: metadata = 1, status = 2, message = 3, reason = 4, details = 5, code = 6.
+  Writer w;
+  w.bytes_field(1, list_meta(object_member(&status, "metadata")));
+  w.bytes_field(2, string_member(&status, "status"));
+  w.bytes_field(3, string_member(&status, "message"));
+  w.bytes_field(4, string_member(&status, "reason"));
+  if (const json::object* details = object_member(&status, "details")) {
+    // StatusDetails: name = 1, group = 2, kind = 3, causes = 4, retryAfterSeconds = 5, uid = 6;
+    // StatusCause: reason = 1, message = 2, field = 3.
+    Writer d;
+    d.bytes_field(1, string_member(details, "name"));
+    d.bytes_field(2, string_member(details, "group"));
+    d.bytes_field(3, string_member(details, "kind"));
+    if (const json::value* causes = details->if_contains("causes"); causes && causes->is_array()) {
+      for (const json::value& c : causes->get_array()) {
+        const json::object* cause = c.is_object() ? &c.get_object() : nullptr;
+        Writer cw;
+        cw.bytes_field(1, string_member(cause, "reason"));
+        cw.bytes_field(2, string_member(cause, "message"));
+        cw.bytes_field(3, string_member(cause, "field"));
+        d.bytes_field(4, cw.data());
+      }
+    }
+    d.varint_field(5, static_cast<std::uint64_t>(int_member(details, "retryAfterSeconds")));
+    d.bytes_field(6, string_member(details, "uid"));
+    w.bytes_field(5, d.data());
+  }
+  w.varint_field(6, static_cast<std::uint64_t>(int_member(&status, "code")));
+  return protobuf_envelope("v1", "Status", w.data());
+}
+
 std::optional<std::string> encode_protobuf_object(const json::object& obj) {
   const json::value* api_version = obj.if_contains("apiVersion");
   const json::value* kind = obj.if_contains("kind");
   if (api_version == nullptr || kind == nullptr || !api_version->is_string() || !kind->is_string()) {
     return std::nullopt;
   }
-  const Message* message = schema().by_kind(api_version->get_string(), kind->get_string());
-  if (message == nullptr) return std::nullopt;
-  Writer raw;
-  if (!encode_message(obj, *message, raw, 0)) return std::nullopt;
-  // runtime.Unknown: typeMeta = 1 {apiVersion = 1, kind = 2}, raw = 2, contentEncoding = 3,
-  // contentType = 4 (written empty, as Go writes them).
-  Writer type_meta;
-  type_meta.bytes_field(1, api_version->get_string());
-  type_meta.bytes_field(2, kind->get_string());
-  Writer envelope;
-  envelope.bytes_field(1, type_meta.data());
-  envelope.bytes_field(2, raw.data());
-  envelope.bytes_field(3, "");
-  envelope.bytes_field(4, "");
-  return std::string("k8s\0", 4) + envelope.data();
+  const std::string_view v = api_version->get_string();
+  const std::string_view k = kind->get_string();
+  const std::string_view item_kind =
+      k.size() > 4 && k.ends_with("List") ? k.substr(0, k.size() - 4) : std::string_view();
+  if (schema().by_kind(v, k) == nullptr && !item_kind.empty() &&
+      schema().by_kind(v, item_kind) != nullptr) {
+    const json::value* items = obj.if_contains("items");
+    if (items == nullptr || !(items->is_array() || items->is_null())) return std::nullopt;
+    std::vector<std::string> messages;
+    if (items->is_array()) {
+      messages.reserve(items->get_array().size());
+      for (const json::value& item : items->get_array()) {
+        if (!item.is_object()) return std::nullopt;
+        auto m = encode_protobuf_message(item.get_object(), v, item_kind);
+        if (!m) return std::nullopt;
+        messages.push_back(std::move(*m));
+      }
+    }
+    const std::vector<std::string_view> views(messages.begin(), messages.end());
+    return encode_protobuf_list(v, k, object_member(&obj, "metadata"), views);
+  }
+  auto raw = encode_protobuf_message(obj, v, k);
+  if (!raw) return std::nullopt;
+  return protobuf_envelope(v, k, *raw);
 }
 
 }  // namespace kwatch::schema

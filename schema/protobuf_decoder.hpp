@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kwatch::schema {
 
@@ -28,7 +29,27 @@ inline constexpr std::string_view kProtobufMediaType = "application/vnd.kubernet
 // kind's message (field numbers of kube's generated.proto, fields in number order, map entries
 // by key, nulls left out). nullopt when the kind has no message here (custom resources) or a
 // value does not fit its field. decode_protobuf_object reads it back.
+// A list (`<Kind>List` with `items`) is encoded as kube's list messages are: ListMeta = 1, each
+// item the kind's message = 2.
 std::optional<std::string> encode_protobuf_object(const boost::json::object& obj);
+
+// The message of `obj`, of kind `kind` in `api_version`, alone (no envelope): what a list holds
+// per item. nullopt as above.
+std::optional<std::string> encode_protobuf_message(const boost::json::object& obj,
+                                                   std::string_view api_version,
+                                                   std::string_view kind);
+// kube's envelope around a message: the "k8s\0" magic, then runtime.Unknown {typeMeta
+// {apiVersion, kind}, raw, contentEncoding "", contentType ""}.
+std::string protobuf_envelope(std::string_view api_version, std::string_view kind,
+                              std::string_view raw);
+// A list's message from its ListMeta (`metadata` as JSON; null: empty) and its items' messages
+// (encode_protobuf_message), in the envelope, `kind` being the list's (e.g. "PodList").
+std::string encode_protobuf_list(std::string_view api_version, std::string_view kind,
+                                 const boost::json::object* metadata,
+                                 const std::vector<std::string_view>& items);
+// A meta/v1 Status (an error's answer) as kube writes it for a protobuf client; nullopt when
+// `status` is no Status.
+std::optional<std::string> encode_protobuf_status(const boost::json::object& status);
 
 // `bytes` is the whole body: the "k8s\0" magic, then a runtime.Unknown envelope.
 apimachinery::ApiResult<boost::json::object> decode_protobuf_object(std::string_view bytes);

@@ -168,15 +168,19 @@ asio::awaitable<ApiResponse> ApiHandler::serve_api(Exchange& ex) {
   // A resource's answer may be turned into a Table or its metadata (negotiate_output);
   // discovery has one form.
   std::optional<OutputForm> form;
-  // A protobuf answer is made for a GET that is no watch (one object of a built-in kind); a
-  // list, a custom resource or a Status then falls back to the next form the client accepts.
+  // A protobuf answer is made for a request that is no watch (objects of built-in kinds, their
+  // lists, Statuses); a custom resource or a stream falls back to the next form the client
+  // accepts. A write is done before its answer is encoded, so it is answered in protobuf only
+  // when the client accepts another form too (Go's clients accept JSON as well): otherwise it
+  // is refused with 406 before anything is written, as before.
   std::optional<OutputForm> fallback;
   if (seg.size() > gv_len) {
     const std::string_view watch = ex.url.param("watch").value_or("");
-    const bool protobuf = ex.get() && watch != "true" && watch != "1";
+    const bool protobuf = watch != "true" && watch != "1";
     form = negotiate_output(request.accept, false, protobuf);
     if (form && form->representation == Representation::protobuf) {
       fallback = negotiate_output(request.accept, false, false);
+      if (!fallback && !ex.get()) form = std::nullopt;
       ex.route.form = fallback.value_or(OutputForm{});  // what is served before encoding
     }
   } else if (auto representation = negotiate(request.accept, false)) {

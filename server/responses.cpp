@@ -97,19 +97,97 @@ void as_yaml(ApiResponse& response) {
   response.content_type = "application/yaml";
 }
 
-bool as_protobuf(ApiResponse& response) {
-  if (response.status >= 300 || response.streaming || response.body_source ||
-      !response.items.empty() || response.content_type.rfind("application/json", 0) != 0) {
-    return false;
-  }
+namespace {
+
+std::optional<json::object> parse_object(std::string_view text) {
   json::parse_options options;
   options.max_depth = apimachinery::kMaxJsonDepth + 2;
   boost::system::error_code ec;
-  auto parsed = json::parse(response.body, ec, {}, options);
-  if (ec || !parsed.is_object()) return false;
-  auto bytes = schema::encode_protobuf_object(parsed.get_object());
-  if (!bytes) return false;
-  response.body = std::move(*bytes);
+  auto parsed = json::parse(text, ec, {}, options);
+  if (ec || !parsed.is_object()) return std::nullopt;
+  return std::move(parsed.get_object());
+}
+
+// What an object that has no protobuf form keeps, so that it is not tried again.
+const std::shared_ptr<const std::string>& no_protobuf() {
+  static const auto none = std::make_shared<const std::string>();
+  return none;
+}
+
+// A list served from the cache: its frame (head and tail, no items) names the kind and carries
+// the ListMeta; the items are the cached objects' own messages.
+bool cached_list_as_protobuf(ApiResponse& response) {
+  auto frame = parse_object(response.body + response.tail);
+  if (!frame) return false;
+  const json::value* v = frame->if_contains("apiVersion");
+  const json::value* k = frame->if_contains("kind");
+  if (v == nullptr || k == nullptr || !v->is_string() || !k->is_string()) return false;
+  const std::string_view kind = k->get_string();
+  if (kind.size() <= 4 || !kind.ends_with("List")) return false;
+  const std::string_view item_kind = kind.substr(0, kind.size() - 4);
+  if (response.items.empty()) {
+    // Whether its kind has a protobuf form at all (a custom resource's has none).
+    auto bytes = schema::encode_protobuf_object(*frame);
+    if (!bytes) return false;
+    response.body = std::move(*bytes);
+    response.tail.clear();
+    return true;
+  }
+  std::vector<std::shared_ptr<const std::string>> held;
+  std::vector<std::string_view> messages;
+  held.reserve(response.items.size());
+  messages.reserve(response.items.size());
+  for (const auto& item : response.items) {
+    auto m = protobuf_message(item, v->get_string(), item_kind);
+    if (!m) return false;
+    messages.emplace_back(*m);
+    held.push_back(std::move(m));
+  }
+  const json::value* metadata = frame->if_contains("metadata");
+  response.body = schema::encode_protobuf_list(
+      v->get_string(), kind, metadata && metadata->is_object() ? &metadata->get_object() : nullptr,
+      messages);
+  response.items.clear();
+  response.tail.clear();
+  return true;
+}
+
+}  // namespace
+
+std::shared_ptr<const std::string> protobuf_message(const watch::ObjectPtr& object,
+                                                    std::string_view api_version,
+                                                    std::string_view kind) {
+  auto done = object->protobuf.load(std::memory_order_acquire);
+  if (!done) {
+    std::optional<std::string> bytes;
+    if (auto parsed = parse_object(object->json)) {
+      bytes = schema::encode_protobuf_message(*parsed, api_version, kind);
+    }
+    done = bytes ? std::make_shared<const std::string>(std::move(*bytes)) : no_protobuf();
+    // Readers on several threads may race to make it: each gets a correct one, one is kept.
+    object->protobuf.store(done, std::memory_order_release);
+  }
+  return done == no_protobuf() ? nullptr : done;
+}
+
+bool as_protobuf(ApiResponse& response) {
+  if (response.streaming || response.body_source ||
+      response.content_type.rfind("application/json", 0) != 0) {
+    return false;
+  }
+  if (!response.items.empty() || !response.tail.empty()) {
+    if (!cached_list_as_protobuf(response)) return false;
+  } else {
+    auto parsed = parse_object(response.body);
+    if (!parsed) return false;
+    const json::value* kind = parsed->if_contains("kind");
+    auto bytes = kind != nullptr && kind->is_string() && kind->get_string() == "Status"
+                     ? schema::encode_protobuf_status(*parsed)
+                     : response.status < 300 ? schema::encode_protobuf_object(*parsed)
+                                             : std::nullopt;
+    if (!bytes) return false;
+    response.body = std::move(*bytes);
+  }
   response.content_type = std::string(schema::kProtobufMediaType);
   return true;
 }

@@ -38,10 +38,17 @@ ApiResponse method_not_allowed(const std::string& method);
 // kube's 406 when no representation the client accepts can be made.
 apimachinery::ApiError not_acceptable();
 
-// A successful answer holding one object of a built-in kind, in kube's protobuf form
-// (schema::encode_protobuf_object); false, the answer left as it is, for anything else (a list,
-// a stream, a custom resource, a Status).
+// A JSON answer in kube's protobuf form (schema/protobuf_decoder.hpp): one object of a built-in
+// kind, a list of them (a cached list's items each encoded once, then shared by every reader,
+// CachedObject::protobuf), or a Status. false, the answer left as it is, for anything else (a
+// stream, a custom resource, a Table).
 bool as_protobuf(ApiResponse& response);
+
+// The protobuf message of a cached object of kind `kind` in `api_version` (no envelope), made
+// by the first reader that asks and then kept with the object; null when it has none.
+std::shared_ptr<const std::string> protobuf_message(
+    const std::shared_ptr<const watch::CachedObject>& object,
+    std::string_view api_version, std::string_view kind);
 
 // A JSON answer (a cached list's items included) as YAML.
 void as_yaml(ApiResponse& response);

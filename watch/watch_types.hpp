@@ -59,6 +59,9 @@ struct CachedObject {
   // clients), made by the first reader or watcher that asks and then shared by all, so that
   // each event is rendered once whatever the number of watchers (server/partial_metadata.hpp).
   mutable std::atomic<std::shared_ptr<const CachedObject>> metadata_only;
+  // Its protobuf message (kube's generated.proto, no envelope), made likewise by the first
+  // reader that asks for protobuf (server/responses.hpp); empty when it has none.
+  mutable std::atomic<std::shared_ptr<const std::string>> protobuf;
 
   // Only `make` constructs one, in storage it sized for the text.
   struct Made;

@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 import yaml
 
@@ -666,8 +667,9 @@ def check_defaults(t, server):
 
 
 def check_protobuf_get(t, server):
-    """Issue #30's first step: one built-in object in kube's protobuf form, read back with
-    protoc's own wire decoder; lists fall back to JSON when the client accepts it, else 406."""
+    """Issue #30: built-in objects, their lists (cached and paged), writes' answers and Statuses
+    in kube's protobuf form, read back with protoc's own wire decoder; what has no protobuf form
+    falls back to JSON when the client accepts it."""
     pb = "application/vnd.kubernetes.protobuf"
     status, body = server.request("GET", "/apis/apps/v1/namespaces/default/deployments/web",
                                   headers={"Accept": pb}, raw=True)
@@ -682,17 +684,68 @@ def check_protobuf_get(t, server):
         t.check("protoc reads it: Unknown's typeMeta, then the Deployment's metadata.name",
                 p.returncode == 0 and '1: "apps/v1"' in text and '2: "Deployment"' in text
                 and '1: "web"' in text, text[:600])
-    status, body = server.request("GET", "/api/v1/namespaces/default/configmaps",
-                                  headers={"Accept": pb}, raw=True)
-    t.check("a list asked for in protobuf only is 406 (no list form yet)", status == 406, body[:200])
-    status, body = server.request("GET", "/api/v1/namespaces/default/configmaps",
+    def decoded(body):
+        """protoc's reading of a protobuf answer (its envelope after the magic), or None."""
+        if not protoc or not isinstance(body, bytes) or body[:4] != b"k8s\x00":
+            return None
+        p = subprocess.run([protoc, "--decode_raw"], input=body[4:], capture_output=True, timeout=30)
+        return p.stdout.decode(errors="replace") if p.returncode == 0 else None
+
+    cms = "/api/v1/namespaces/default/configmaps"
+    for name in ("pb-1", "pb-2"):
+        server.request("POST", cms, body=json.dumps({"metadata": {"name": name}, "data": {"k": name}}),
+                       headers={"Content-Type": "application/json"})
+    status, whole = server.request("GET", cms)
+    names = [i["metadata"]["name"] for i in whole["items"]]
+    status, body = server.request("GET", cms, headers={"Accept": pb}, raw=True)
+    text = decoded(body)
+    t.check("a list in protobuf: a ConfigMapList envelope", status == 200 and body[:4] == b"k8s\x00",
+            body[:80])
+    if protoc:
+        # Unknown {typeMeta {apiVersion, kind}, raw {ListMeta 1 {resourceVersion 2}, items 2
+        # {ObjectMeta 1 {name 1}}}}: every item's name, in the JSON list's order.
+        positions = [text.find(f'1: "{n}"') for n in names] if text else [-1]
+        t.check("protoc reads it: ConfigMapList, its resourceVersion and every item in order",
+                text is not None and '2: "ConfigMapList"' in text and
+                f'2: "{whole["metadata"]["resourceVersion"]}"' in text and
+                -1 not in positions and positions == sorted(positions), (text or "")[:800])
+    status, body = server.request("GET", cms + "?limit=1", headers={"Accept": pb}, raw=True)
+    text = decoded(body)
+    status_json, page = server.request("GET", cms + "?limit=1")
+    t.check("a page of a list in protobuf carries its continue token (ListMeta field 3)",
+            status == 200 and (not protoc or (text is not None and
+                                              f'3: "{page["metadata"]["continue"]}"' in text)),
+            (text or str(body[:80]))[:600])
+    status, body = server.request("GET", cms + "/absent", headers={"Accept": pb}, raw=True)
+    text = decoded(body)
+    t.check("an error is kube's Status in protobuf (reason NotFound, code 404)",
+            status == 404 and body[:4] == b"k8s\x00" and
+            (not protoc or (text is not None and '2: "Status"' in text and '4: "NotFound"' in text
+                            and "6: 404" in text)), (text or str(body[:200]))[:600])
+    status, body = server.request("POST", cms, body=json.dumps({"metadata": {"name": "pb-answer"}}),
+                                  headers={"Accept": pb + ", application/json",
+                                           "Content-Type": "application/json"}, raw=True)
+    t.check("a create's answer in protobuf when the client accepts JSON too (Go's clients)",
+            status == 201 and body[:4] == b"k8s\x00" and
+            (not protoc or '1: "pb-answer"' in (decoded(body) or "")), body[:80])
+    status, body = server.request("POST", cms, body=json.dumps({"metadata": {"name": "pb-only"}}),
+                                  headers={"Accept": pb, "Content-Type": "application/json"},
+                                  raw=True)
+    t.check("a write accepting protobuf alone is 406 before anything is written",
+            status == 406 and server.request("GET", cms + "/pb-only")[0] == 404, (status, body[:200]))
+    status, body = server.request("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
                                   headers={"Accept": pb + ", application/json"})
-    t.check("... and JSON when the client accepts it too, as Go clients do",
-            status == 200 and isinstance(body, dict) and body.get("kind") == "ConfigMapList", str(body)[:200])
-    status, body = server.request("GET", "/api/v1/namespaces/default/configmaps/absent",
-                                  headers={"Accept": pb})
-    t.check("an error stays a JSON Status", status == 404 and isinstance(body, dict)
-            and body.get("kind") == "Status", body)
+    t.check("a list whose objects have no protobuf form here falls back to JSON",
+            status == 200 and isinstance(body, dict) and
+            body.get("kind") == "CustomResourceDefinitionList", str(body)[:200])
+    gizmos = "/apis/zero.example.com/v1/namespaces/default/gizmos"
+    deadline = time.monotonic() + 20
+    while server.request("GET", gizmos)[0] != 200 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    status, body = server.request("GET", gizmos, headers={"Accept": pb + ", application/json"})
+    t.check("... and so does an empty list of custom resources (kube serves them as JSON)",
+            status == 200 and isinstance(body, dict) and body.get("kind") == "GizmoList",
+            str(body)[:200])
 
 
 def check_generations(t, server):

@@ -15,6 +15,7 @@ Usage: priority_and_fairness_test.py <path to kwatch-apiserver>
 import http.client
 import json
 import os
+import signal
 import socket
 import ssl
 import subprocess
@@ -398,6 +399,21 @@ def check_restart_restores(t, server, port):
     # when not stored.
     status, _, _ = call(port, "GET", "/api/v1/namespaces/default/configmaps?limit=1", "bob-token")
     t.check("requests are still classified without a stored catch-all", status == 200, status)
+    # A kept-alive connection idle on the low-priority threads does not hold up shutdown.
+    idle = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    idle.request("GET", "/api/v1/namespaces/default/configmaps/cm-1",
+                 headers={"Authorization": "Bearer carol-token"})
+    first = idle.getresponse()
+    first.read()
+    proc = server.proc
+    proc.send_signal(signal.SIGTERM)
+    try:
+        code = proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        code = "still running after 20 s"
+    t.check("with a connection idle on the low-priority threads, SIGTERM ends the server cleanly",
+            first.status == 200 and code == 0, (first.status, code, server.read_log()[-800:]))
+    idle.close()
     server.stop()
     server.start()
     port = server.port

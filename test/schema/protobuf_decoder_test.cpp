@@ -240,6 +240,62 @@ TEST(ProtobufEncoder, CustomResourcesAndMisfitValuesHaveNoProtobufForm) {
                                           .as_object()));
 }
 
+TEST(ProtobufEncoder, ListsAreListMetaThenTheItemsMessages) {
+  const auto list = json::parse(R"({"apiVersion":"v1","kind":"ConfigMapList",
+      "metadata":{"resourceVersion":"42","continue":"c1","remainingItemCount":7},
+      "items":[{"metadata":{"name":"a"},"data":{"k":"v"}},
+               {"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"b"}}]})").as_object();
+  auto bytes = encode_protobuf_object(list);
+  ASSERT_TRUE(bytes);
+  // The wire form from kube's field numbers: ListMeta {selfLink, resourceVersion, continue,
+  // remainingItemCount} = 1, then each item's ConfigMap message = 2 (metadata = 1, data = 2).
+  auto meta_of = [](const std::string& name) {
+    // ObjectMeta as the encoder writes a name alone (Go writes every string, empty ones too).
+    return *encode_protobuf_message(json::parse(R"({"metadata":{"name":")" + name + R"("}})")
+                                        .as_object(),
+                                    "v1", "ConfigMap");
+  };
+  const std::string item_a = meta_of("a") + field(2, entry("k", "v"));
+  const std::string item_b = meta_of("b");
+  const std::string meta = field(1, "") + field(2, "42") + field(3, "c1") + number_field(4, 7);
+  EXPECT_EQ(*bytes, envelope("v1", "ConfigMapList",
+                             field(1, meta) + field(2, item_a) + field(2, item_b)));
+  auto back = decode_protobuf_object(*bytes);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->at("metadata"), json::parse(R"({"resourceVersion":"42","continue":"c1",
+      "remainingItemCount":7})"));
+  ASSERT_EQ(back->at("items").as_array().size(), 2u);
+  EXPECT_EQ(back->at("items").at(0).at("data").at("k"), "v");
+  EXPECT_EQ(back->at("items").at(1).at("metadata").at("name"), "b");
+  // An empty list, and one whose item has no protobuf form.
+  auto empty = encode_protobuf_object(json::parse(
+      R"({"apiVersion":"apps/v1","kind":"DeploymentList","metadata":{},"items":[]})").as_object());
+  ASSERT_TRUE(empty);
+  EXPECT_EQ(*empty, envelope("apps/v1", "DeploymentList",
+                             field(1, field(1, "") + field(2, "") + field(3, ""))));
+  EXPECT_FALSE(encode_protobuf_object(json::parse(
+      R"({"apiVersion":"v1","kind":"ConfigMapList","items":[{"metadata":{"name":5}}]})")
+                                          .as_object()));
+  EXPECT_FALSE(encode_protobuf_object(json::parse(
+      R"({"apiVersion":"example.com/v1","kind":"WidgetList","items":[]})").as_object()));
+}
+
+TEST(ProtobufEncoder, StatusAsKubeWritesIt) {
+  auto bytes = encode_protobuf_status(json::parse(R"({"kind":"Status","apiVersion":"v1",
+      "metadata":{},"status":"Failure","message":"pods \"x\" not found","reason":"NotFound",
+      "details":{"name":"x","kind":"pods","causes":[{"reason":"FieldValueInvalid",
+        "message":"bad","field":"spec.x"}],"retryAfterSeconds":3},"code":404})").as_object());
+  ASSERT_TRUE(bytes);
+  const std::string cause = field(1, "FieldValueInvalid") + field(2, "bad") + field(3, "spec.x");
+  const std::string details = field(1, "x") + field(2, "") + field(3, "pods") + field(4, cause) +
+                              number_field(5, 3) + field(6, "");
+  EXPECT_EQ(*bytes, envelope("v1", "Status",
+                             field(1, field(1, "") + field(2, "") + field(3, "")) +
+                                 field(2, "Failure") + field(3, "pods \"x\" not found") +
+                                 field(4, "NotFound") + field(5, details) + number_field(6, 404)));
+  EXPECT_FALSE(encode_protobuf_status(json::parse(R"({"kind":"Pod"})").as_object()));
+}
+
 TEST(ProtobufDecoder, SecretDataIsBase64AndZeroPointerFieldsAreKept) {
   std::string raw = field(1, field(1, "s")) + field(2, entry("p", "q")) + field(3, "Opaque") +
                     number_field(5, 0);
