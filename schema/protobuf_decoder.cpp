@@ -1024,6 +1024,12 @@ std::string encode_protobuf_list(std::string_view api_version, std::string_view 
 }
 
 std::optional<std::string> encode_protobuf_status(const json::object& status) {
+  auto message = encode_protobuf_status_message(status);
+  if (!message) return std::nullopt;
+  return protobuf_envelope("v1", "Status", *message);
+}
+
+std::optional<std::string> encode_protobuf_status_message(const json::object& status) {
   if (string_member(&status, "kind") != "Status") return std::nullopt;
   // meta/v1 Status: metadata = 1, status = 2, message = 3, reason = 4, details = 5, code = 6.
   Writer w;
@@ -1053,7 +1059,47 @@ std::optional<std::string> encode_protobuf_status(const json::object& status) {
     w.bytes_field(5, d.data());
   }
   w.varint_field(6, static_cast<std::uint64_t>(int_member(&status, "code")));
-  return protobuf_envelope("v1", "Status", w.data());
+  return std::move(w.data());
+}
+
+bool has_protobuf_form(std::string_view api_version, std::string_view kind) {
+  return schema().by_kind(api_version, kind) != nullptr;
+}
+
+std::string protobuf_watch_event_head(std::string_view type, std::string_view api_version,
+                                      std::string_view kind, std::size_t message_size) {
+  auto varint_size = [](std::uint64_t v) {
+    std::size_t n = 1;
+    while (v >= 0x80) {
+      v >>= 7;
+      ++n;
+    }
+    return n;
+  };
+  Writer type_meta;
+  type_meta.bytes_field(1, api_version);
+  type_meta.bytes_field(2, kind);
+  // runtime.Unknown after the magic: typeMeta, raw (the message), then the two empty strings.
+  const std::size_t unknown = 1 + varint_size(type_meta.data().size()) + type_meta.data().size() +
+                              1 + varint_size(message_size) + message_size + kWatchEventSuffix.size();
+  const std::size_t raw = 4 + unknown;                         // "k8s\0" + Unknown
+  const std::size_t extension = 1 + varint_size(raw) + raw;    // RawExtension {raw = 1}
+  Writer event;
+  event.bytes_field(1, type);
+  event.tag(2, 2);
+  event.varint(extension);
+  event.tag(1, 2);
+  event.varint(raw);
+  event.data().append("k8s\0", 4);
+  event.bytes_field(1, type_meta.data());
+  event.tag(2, 2);
+  event.varint(message_size);
+  const std::size_t total = event.data().size() + message_size + kWatchEventSuffix.size();
+  std::string head;
+  head.reserve(4 + event.data().size());
+  for (int shift = 24; shift >= 0; shift -= 8) head.push_back(static_cast<char>(total >> shift));
+  head += event.data();
+  return head;
 }
 
 std::optional<std::string> encode_protobuf_object(const json::object& obj) {

@@ -50,6 +50,20 @@ std::string encode_protobuf_list(std::string_view api_version, std::string_view 
 // A meta/v1 Status (an error's answer) as kube writes it for a protobuf client; nullopt when
 // `status` is no Status.
 std::optional<std::string> encode_protobuf_status(const boost::json::object& status);
+// Its message alone (what a watch's ERROR event wraps).
+std::optional<std::string> encode_protobuf_status_message(const boost::json::object& status);
+
+// Whether objects of `kind` in `api_version` have a protobuf form here (built-in kinds).
+bool has_protobuf_form(std::string_view api_version, std::string_view kind);
+
+// A watch event as kube streams it to a protobuf client: a 4-byte big-endian length, then a
+// meta/v1 WatchEvent {type = 1, object = 2 (runtime.RawExtension {raw = 1})} whose raw is the
+// object in its envelope (protobuf_envelope). Everything before the object's message is
+// returned, so that the message itself (shared by every watcher) is written where it lies; the
+// frame ends with kWatchEventSuffix.
+std::string protobuf_watch_event_head(std::string_view type, std::string_view api_version,
+                                      std::string_view kind, std::size_t message_size);
+inline constexpr std::string_view kWatchEventSuffix{"\x1a\x00\x22\x00", 4};
 
 // `bytes` is the whole body: the "k8s\0" magic, then a runtime.Unknown envelope.
 apimachinery::ApiResult<boost::json::object> decode_protobuf_object(std::string_view bytes);

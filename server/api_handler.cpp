@@ -15,6 +15,7 @@
 #include "server/request_options.hpp"
 #include "server/responses.hpp"
 #include "server/url.hpp"
+#include "schema/protobuf_decoder.hpp"
 #include "watch/cacher.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -168,16 +169,14 @@ asio::awaitable<ApiResponse> ApiHandler::serve_api(Exchange& ex) {
   // A resource's answer may be turned into a Table or its metadata (negotiate_output);
   // discovery has one form.
   std::optional<OutputForm> form;
-  // A protobuf answer is made for a request that is no watch (objects of built-in kinds, their
-  // lists, Statuses); a custom resource or a stream falls back to the next form the client
-  // accepts. A write is done before its answer is encoded, so it is answered in protobuf only
-  // when the client accepts another form too (Go's clients accept JSON as well): otherwise it
-  // is refused with 406 before anything is written, as before.
+  // A protobuf answer is made for objects of built-in kinds, their lists, Statuses and watches
+  // (not over WebSocket); a custom resource or another server's stream falls back to the next
+  // form the client accepts. A write is done before its answer is encoded, so it is answered in
+  // protobuf only when the client accepts another form too (Go's clients accept JSON as well):
+  // otherwise it is refused with 406 before anything is written, as before.
   std::optional<OutputForm> fallback;
   if (seg.size() > gv_len) {
-    const std::string_view watch = ex.url.param("watch").value_or("");
-    const bool protobuf = watch != "true" && watch != "1";
-    form = negotiate_output(request.accept, false, protobuf);
+    form = negotiate_output(request.accept, false, !request.websocket);
     if (form && form->representation == Representation::protobuf) {
       fallback = negotiate_output(request.accept, false, false);
       if (!fallback && !ex.get()) form = std::nullopt;
@@ -227,8 +226,13 @@ asio::awaitable<ApiResponse> ApiHandler::serve_api(Exchange& ex) {
   } else {
     response = co_await serve_resource(ex);
   }
-  if (form->representation == Representation::protobuf && !as_protobuf(response) &&
-      response.status < 400) {
+  if (form->representation == Representation::protobuf && response.streaming &&
+      !response.body_source && ex.route.info &&
+      schema::has_protobuf_form(ex.route.info->api_version(), ex.route.info->kind) &&
+      as_protobuf_watch_events(response.body, *ex.route.info)) {
+    response.protobuf_watch = ex.route.info;
+  } else if (form->representation == Representation::protobuf && !as_protobuf(response) &&
+             response.status < 400) {
     // Not one built-in object: the next form the client accepts, or kube's 406.
     if (!fallback) co_return error_response(not_acceptable());
     form = fallback;

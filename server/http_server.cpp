@@ -2,6 +2,11 @@
 
 #include "server/http_server_impl.hpp"
 
+#include "apimachinery/stored_json.hpp"
+#include "kinds/scheme.hpp"
+#include "schema/protobuf_decoder.hpp"
+#include "server/responses.hpp"
+
 #include <unistd.h>
 
 #include <cctype>
@@ -321,6 +326,49 @@ void append_frames(std::vector<asio::const_buffer>& out,
     out.emplace_back(f.object->json.data(), f.object->json.size());
     out.emplace_back(watch::kFrameSuffix.data(), watch::kFrameSuffix.size());
   }
+}
+
+bool append_protobuf_frames(std::vector<asio::const_buffer>& out, std::string& heads,
+                            std::vector<std::shared_ptr<const std::string>>& held,
+                            const std::vector<watch::WatchFrame>& frames,
+                            const kinds::ResourceInfo& info) {
+  heads.clear();
+  held.clear();
+  const std::string api_version = info.api_version();
+  std::vector<std::size_t> ends;
+  ends.reserve(frames.size());
+  for (const auto& f : frames) {
+    std::shared_ptr<const std::string> message;
+    std::string_view version = api_version;
+    std::string_view kind = info.kind;
+    if (f.type == watch::EventType::error) {
+      // The Status the watch ends with, once per watcher.
+      auto parsed = apimachinery::parse_json(f.object->json);
+      std::optional<std::string> status;
+      if (parsed && parsed->is_object()) {
+        status = schema::encode_protobuf_status_message(parsed->get_object());
+      }
+      if (!status) return false;
+      message = std::make_shared<const std::string>(std::move(*status));
+      version = "v1";
+      kind = "Status";
+    } else {
+      message = protobuf_message(f.object, api_version, info.kind);
+    }
+    if (!message) return false;
+    heads += schema::protobuf_watch_event_head(watch::event_type_name(f.type), version, kind,
+                                               message->size());
+    ends.push_back(heads.size());
+    held.push_back(std::move(message));
+  }
+  std::size_t begin = 0;
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    out.emplace_back(heads.data() + begin, ends[i] - begin);
+    out.emplace_back(held[i]->data(), held[i]->size());
+    out.emplace_back(schema::kWatchEventSuffix.data(), schema::kWatchEventSuffix.size());
+    begin = ends[i];
+  }
+  return true;
 }
 
 // ---- Connections ----

@@ -149,6 +149,13 @@ void convert_frames(const ApiResponse& response, std::vector<watch::WatchFrame>&
 // The buffers of a batch of frames: type prefix, the shared object JSON, suffix. No copies.
 void append_frames(std::vector<asio::const_buffer>& out,
                    const std::vector<watch::WatchFrame>& frames);
+// The same in kube's protobuf watch form (ApiResponse::protobuf_watch): per frame its head,
+// made into `heads`, the object's shared message (held in `held`), then the suffix. false when
+// an object has no protobuf form: the watch then ends, and the client watches again.
+bool append_protobuf_frames(std::vector<asio::const_buffer>& out, std::string& heads,
+                            std::vector<std::shared_ptr<const std::string>>& held,
+                            const std::vector<watch::WatchFrame>& frames,
+                            const kinds::ResourceInfo& info);
 
 inline constexpr std::size_t kReadChunk = 4096;
 
@@ -690,8 +697,12 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
     for (const auto& [name, value] : response.headers) head += name + ": " + value + "\r\n";
     head += "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
     fixed_head = head;
-  } else if (!response.headers.empty()) {
+  } else if (!response.headers.empty() || response.protobuf_watch) {
     head = fixed_head.substr(0, fixed_head.size() - 2);
+    if (response.protobuf_watch) {
+      static constexpr std::string_view kJson = "application/json";
+      head.replace(head.find(kJson), kJson.size(), "application/vnd.kubernetes.protobuf;stream=watch");
+    }
     for (const auto& [name, value] : response.headers) head += name + ": " + value + "\r\n";
     head += "\r\n";
     fixed_head = head;
@@ -734,6 +745,9 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
   }
   if (response.watch) {
     std::vector<watch::WatchFrame> frames;
+    // Protobuf frames' heads and messages for the batch being written.
+    std::string heads;
+    std::vector<std::shared_ptr<const std::string>> held;
     char chunk_header[24];
     // From here a stalled client is cut off by the write guard, not by per-write deadlines.
     StreamOps<Stream>::expires_never(stream);
@@ -754,7 +768,13 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
       // One chunk per batch, framed by hand: "<size hex>\r\n" <frames> "\r\n".
       buffers.clear();
       buffers.emplace_back();  // the chunk header, filled in below
-      append_frames(buffers, frames);
+      if (!response.protobuf_watch) {
+        append_frames(buffers, frames);
+      } else if (!append_protobuf_frames(buffers, heads, held, frames, *response.protobuf_watch)) {
+        spdlog::warn("a watch of {} ends: an object has no protobuf form",
+                     response.protobuf_watch->resource);
+        break;
+      }
       const std::size_t size = asio::buffer_size(buffers);
       const int len = std::snprintf(chunk_header, sizeof chunk_header, "%zx\r\n", size);
       buffers.front() = asio::const_buffer(chunk_header, static_cast<std::size_t>(len));

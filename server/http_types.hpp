@@ -24,6 +24,10 @@ class WatchSession;
 struct CachedObject;
 }
 
+namespace kwatch::kinds {
+struct ResourceInfo;
+}
+
 namespace kwatch::server {
 
 struct AdmittedUser;  // server/api_handler.hpp
@@ -89,6 +93,9 @@ struct ApiResponse {
       const std::shared_ptr<const watch::CachedObject>&)>
       convert;
   bool convert_bookmarks = false;
+  // A watch streamed in kube's protobuf form (length-prefixed WatchEvents) of this resource's
+  // kind and version; null: JSON lines. Each object's message is made once and shared.
+  std::shared_ptr<const kinds::ResourceInfo> protobuf_watch;
   // Held until the response has been sent (a watch: until its stream ends), then released: the
   // audit log's ResponseComplete stage of a long-running request.
   std::shared_ptr<void> on_sent;

@@ -5,6 +5,7 @@
 #include "apimachinery/status.hpp"
 #include "apimachinery/stored_json.hpp"
 #include "apimachinery/yaml_body.hpp"
+#include "kinds/scheme.hpp"
 #include "server/media_type.hpp"
 #include "watch/watch_types.hpp"
 
@@ -168,6 +169,38 @@ std::shared_ptr<const std::string> protobuf_message(const watch::ObjectPtr& obje
     object->protobuf.store(done, std::memory_order_release);
   }
   return done == no_protobuf() ? nullptr : done;
+}
+
+bool as_protobuf_watch_events(std::string& body, const kinds::ResourceInfo& info) {
+  std::string out;
+  const std::string api_version = info.api_version();
+  std::string_view rest = body;
+  while (!rest.empty()) {
+    const std::size_t end = rest.find('\n');
+    const std::string_view line = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+    if (line.empty()) continue;
+    auto event = parse_object(line);
+    if (!event) return false;
+    const json::value* type = event->if_contains("type");
+    const json::value* object = event->if_contains("object");
+    if (type == nullptr || !type->is_string() || object == nullptr || !object->is_object()) {
+      return false;
+    }
+    const json::object& o = object->get_object();
+    const json::value* kind = o.if_contains("kind");
+    const bool status = kind != nullptr && kind->is_string() && kind->get_string() == "Status";
+    auto message = status ? schema::encode_protobuf_status_message(o)
+                          : schema::encode_protobuf_message(o, api_version, info.kind);
+    if (!message) return false;
+    out += schema::protobuf_watch_event_head(type->get_string(), status ? "v1" : api_version,
+                                             status ? "Status" : std::string_view(info.kind),
+                                             message->size());
+    out += *message;
+    out += schema::kWatchEventSuffix;
+  }
+  body = std::move(out);
+  return true;
 }
 
 bool as_protobuf(ApiResponse& response) {

@@ -44,6 +44,10 @@ apimachinery::ApiError not_acceptable();
 // stream, a custom resource, a Table).
 bool as_protobuf(ApiResponse& response);
 
+// `body`'s watch events (JSON lines, e.g. the ERROR a stale version starts with) as kube's
+// protobuf watch frames of `info`'s kind; false, `body` left as it is, when one has no such form.
+bool as_protobuf_watch_events(std::string& body, const kinds::ResourceInfo& info);
+
 // The protobuf message of a cached object of kind `kind` in `api_version` (no envelope), made
 // by the first reader that asks and then kept with the object; null when it has none.
 std::shared_ptr<const std::string> protobuf_message(

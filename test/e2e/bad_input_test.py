@@ -37,9 +37,13 @@ def main():
             t.check("setup: create base configmap", status == 201)
 
             # Accept: what kwatch cannot produce is 406; YAML is produced
-            for accept in ("application/vnd.kubernetes.protobuf", "application/xml", "text/html"):
+            for accept in ("application/xml", "text/html"):
                 expect(f"Accept: {accept}", "GET", CM, 406, "NotAcceptable",
                        headers={"Accept": accept})
+            # Protobuf alone for what has no protobuf form here (CustomResourceDefinitions).
+            expect("Accept: protobuf for a list without a protobuf form", "GET",
+                   "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", 406, "NotAcceptable",
+                   headers={"Accept": "application/vnd.kubernetes.protobuf"})
             expect("a watch as YAML", "GET", CM + "?watch=true", 406, "NotAcceptable",
                    headers={"Accept": "application/yaml"})
             conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)

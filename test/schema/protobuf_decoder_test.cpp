@@ -296,6 +296,27 @@ TEST(ProtobufEncoder, StatusAsKubeWritesIt) {
   EXPECT_FALSE(encode_protobuf_status(json::parse(R"({"kind":"Pod"})").as_object()));
 }
 
+TEST(ProtobufEncoder, WatchEventFramesAsKubeStreamsThem) {
+  // Messages whose lengths take one, two and three varint bytes.
+  for (std::size_t size : {1u, 300u, 40000u}) {
+    const auto obj = json::parse(R"({"metadata":{"name":"a"},"data":{"k":")" +
+                                 std::string(size, 'x') + R"("}})").as_object();
+    const std::string message = *encode_protobuf_message(obj, "v1", "ConfigMap");
+    const std::string frame = protobuf_watch_event_head("MODIFIED", "v1", "ConfigMap",
+                                                        message.size()) +
+                              message + std::string(kWatchEventSuffix);
+    // meta/v1 WatchEvent {type = 1, object = 2 {raw = 1: the object in its envelope}}, after a
+    // 4-byte big-endian length.
+    const std::string event =
+        field(1, "MODIFIED") + field(2, field(1, envelope("v1", "ConfigMap", message)));
+    std::string length;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+      length.push_back(static_cast<char>(event.size() >> shift));
+    }
+    EXPECT_EQ(frame, length + event) << size;
+  }
+}
+
 TEST(ProtobufDecoder, SecretDataIsBase64AndZeroPointerFieldsAreKept) {
   std::string raw = field(1, field(1, "s")) + field(2, entry("p", "q")) + field(3, "Opaque") +
                     number_field(5, 0);
