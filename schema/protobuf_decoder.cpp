@@ -917,24 +917,12 @@ ApiResult<json::object> decode_protobuf_object(std::string_view bytes) {
   const Message* item = message == nullptr && kind.size() > 4 && kind.ends_with("List")
                             ? schema().by_kind(api_version, kind.substr(0, kind.size() - 4))
                             : nullptr;
-  if (item != nullptr) {
-    auto list = decode_list(raw, *item);
-    if (!list) return list.error();
-    list->emplace("apiVersion", std::string(api_version));
-    list->emplace("kind", std::string(kind));
-    json::value value(std::move(*list));
-    if (auto problem = apimachinery::json_problem(value)) {
-      return ApiError(Errc::bad_request,
-                      "the protobuf body of the request is malformed: " + problem->message());
-    }
-    return std::move(value.get_object());
-  }
-  if (message == nullptr) {
+  if (message == nullptr && item == nullptr) {
     return unsupported("kwatch cannot decode " + std::string(kind) + " (" +
                        std::string(api_version) +
                        ") from protobuf; send the object as JSON instead");
   }
-  auto obj = decode_message(raw, *message, 0);
+  auto obj = item != nullptr ? decode_list(raw, *item) : decode_message(raw, *message, 0);
   if (!obj) return obj.error();
   obj->emplace("apiVersion", std::string(api_version));
   obj->emplace("kind", std::string(kind));

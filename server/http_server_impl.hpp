@@ -35,6 +35,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -189,10 +190,14 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
     unsigned version = 11;
     bool head_only = false;  // HEAD: the head, no body
     ApiResponse response;
-    // An answer written after a move: how, and what the log line names.
-    bool keep_alive = false, gzip_ok = false, body_unread = false;
-    std::string method, target;
-    std::chrono::steady_clock::time_point start;
+    // An answer written after a move: how, and what the log line names. Apart, since a watch
+    // keeps its Exchange for its whole stream.
+    struct Moved {
+      bool keep_alive = false, gzip_ok = false, body_unread = false;
+      std::string method, target;
+      std::chrono::steady_clock::time_point start;
+    };
+    std::unique_ptr<Moved> moved;
     http::request<http::string_body> upgrade;  // the WebSocket upgrade request
     // The delivery strand the watch's session lives on (empty: it streams where it is).
     asio::any_io_executor watch_strand;
@@ -431,12 +436,9 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
     Exchange out{Next::move};
     out.version = version;
     out.head_only = head;
-    out.keep_alive = keep_alive;
-    out.gzip_ok = gzip_ok;
-    out.body_unread = body_unread;
-    out.method = method;
-    out.target = target;
-    out.start = start;
+    out.moved = std::make_unique<Exchange::Moved>(
+        Exchange::Moved{keep_alive, gzip_ok, body_unread, std::string(method),
+                        std::string(target), start});
     out.response = std::move(response);
     co_return out;
   }
@@ -576,8 +578,10 @@ asio::awaitable<void> HttpServer::Impl::serve_connection(Stream stream, std::sha
     if (moved) {
       // The answer that brought the connection here; its seat goes once it is written.
       Exchange& m = *moved;
-      exchange.next = co_await answer(stream, m.response, m.version, m.keep_alive, m.head_only,
-                                      m.gzip_ok, m.body_unread, m.method, m.target, m.start);
+      const Exchange::Moved& how = *m.moved;
+      exchange.next = co_await answer(stream, m.response, m.version, how.keep_alive, m.head_only,
+                                      how.gzip_ok, how.body_unread, how.method, how.target,
+                                      how.start);
       moved.reset();
     } else {
       exchange = co_await serve_request(stream, buffer, peer, *waiting, low);
@@ -745,9 +749,14 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
   }
   if (response.watch) {
     std::vector<watch::WatchFrame> frames;
-    // Protobuf frames' heads and messages for the batch being written.
-    std::string heads;
-    std::vector<std::shared_ptr<const std::string>> held;
+    // Protobuf frames' heads and messages for the batch being written (a JSON watch, most
+    // of them, keeps only the pointer in its frame).
+    struct ProtobufBatch {
+      std::string heads;
+      std::vector<std::shared_ptr<const std::string>> held;
+    };
+    std::unique_ptr<ProtobufBatch> pb;
+    if (response.protobuf_watch) pb = std::make_unique<ProtobufBatch>();
     char chunk_header[24];
     // From here a stalled client is cut off by the write guard, not by per-write deadlines.
     StreamOps<Stream>::expires_never(stream);
@@ -770,7 +779,8 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
       buffers.emplace_back();  // the chunk header, filled in below
       if (!response.protobuf_watch) {
         append_frames(buffers, frames);
-      } else if (!append_protobuf_frames(buffers, heads, held, frames, *response.protobuf_watch)) {
+      } else if (!append_protobuf_frames(buffers, pb->heads, pb->held, frames,
+                                         *response.protobuf_watch)) {
         spdlog::warn("a watch of {} ends: an object has no protobuf form",
                      response.protobuf_watch->resource);
         break;

@@ -74,10 +74,11 @@ struct ApiResponse {
   // follow until it ends. Sent as chunked JSON lines or, on an upgraded connection, one
   // WebSocket text message per event.
   bool streaming = false;
-  std::shared_ptr<watch::WatchSession> watch;
   // Written from the server's low-priority threads (its priority level is marked so): the
-  // connection moves there, and stays until a request of another priority comes.
+  // connection moves there, and stays until a request of another priority comes. (Beside
+  // `streaming`: a watch holds its response for its whole stream, padding included.)
   bool low_cpu_priority = false;
+  std::shared_ptr<watch::WatchSession> watch;
   // The revision a successful write produced (0: none): its fan-out is charged to the writer.
   std::int64_t written_revision = 0;
   // Held until the response (a watch: its whole stream) is done, e.g. a per-user watch slot.
