@@ -4,6 +4,7 @@
 
 #include "base/base64.hpp"
 
+#include "apimachinery/json_members.hpp"
 #include "apimachinery/stored_json.hpp"
 
 #include <boost/json/array.hpp>
@@ -25,6 +26,9 @@ namespace kwatch::schema {
 
 using apimachinery::ApiError;
 using apimachinery::ApiResult;
+using apimachinery::int_member;
+using apimachinery::object_member;
+using apimachinery::string_member;
 using base::Errc;
 
 namespace detail {
@@ -937,27 +941,6 @@ ApiResult<json::object> decode_protobuf_object(std::string_view bytes) {
 
 namespace {
 
-std::string string_member(const json::object* obj, std::string_view key) {
-  if (obj == nullptr) return {};
-  const json::value* v = obj->if_contains(key);
-  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
-}
-
-std::int64_t int_member(const json::object* obj, std::string_view key) {
-  if (obj == nullptr) return 0;
-  const json::value* v = obj->if_contains(key);
-  if (v == nullptr) return 0;
-  if (v->is_int64()) return v->get_int64();
-  if (v->is_uint64()) return static_cast<std::int64_t>(v->get_uint64());
-  return 0;
-}
-
-const json::object* object_member(const json::object* obj, std::string_view key) {
-  if (obj == nullptr) return nullptr;
-  const json::value* v = obj->if_contains(key);
-  return v != nullptr && v->is_object() ? &v->get_object() : nullptr;
-}
-
 // meta/v1 ListMeta: selfLink = 1, resourceVersion = 2, continue = 3 (written even when empty,
 // as Go's generated code writes strings), remainingItemCount = 4 (only when set).
 std::string list_meta(const json::object* metadata) {
@@ -965,8 +948,8 @@ std::string list_meta(const json::object* metadata) {
   w.bytes_field(1, string_member(metadata, "selfLink"));
   w.bytes_field(2, string_member(metadata, "resourceVersion"));
   w.bytes_field(3, string_member(metadata, "continue"));
-  if (metadata != nullptr && metadata->contains("remainingItemCount")) {
-    w.varint_field(4, static_cast<std::uint64_t>(int_member(metadata, "remainingItemCount")));
+  if (const auto count = int_member(metadata, "remainingItemCount")) {
+    w.varint_field(4, static_cast<std::uint64_t>(*count));
   }
   return std::move(w.data());
 }
@@ -1042,11 +1025,11 @@ std::optional<std::string> encode_protobuf_status_message(const json::object& st
         d.bytes_field(4, cw.data());
       }
     }
-    d.varint_field(5, static_cast<std::uint64_t>(int_member(details, "retryAfterSeconds")));
+    d.varint_field(5, static_cast<std::uint64_t>(int_member(details, "retryAfterSeconds").value_or(0)));
     d.bytes_field(6, string_member(details, "uid"));
     w.bytes_field(5, d.data());
   }
-  w.varint_field(6, static_cast<std::uint64_t>(int_member(&status, "code")));
+  w.varint_field(6, static_cast<std::uint64_t>(int_member(&status, "code").value_or(0)));
   return std::move(w.data());
 }
 

@@ -328,19 +328,15 @@ void append_frames(std::vector<asio::const_buffer>& out,
   }
 }
 
-bool append_protobuf_frames(std::vector<asio::const_buffer>& out, std::string& heads,
-                            std::vector<std::shared_ptr<const std::string>>& held,
-                            const std::vector<watch::WatchFrame>& frames,
-                            const kinds::ResourceInfo& info) {
-  heads.clear();
-  held.clear();
-  const std::string api_version = info.api_version();
-  std::vector<std::size_t> ends;
-  ends.reserve(frames.size());
+bool append_protobuf_frames(std::vector<asio::const_buffer>& out, ProtobufBatch& batch,
+                            const std::vector<watch::WatchFrame>& frames) {
+  batch.heads.clear();
+  batch.ends.clear();
+  batch.held.clear();
   for (const auto& f : frames) {
     std::shared_ptr<const std::string> message;
-    std::string_view version = api_version;
-    std::string_view kind = info.kind;
+    std::string_view version = batch.api_version;
+    std::string_view kind = batch.kind;
     if (f.type == watch::EventType::error) {
       // The Status the watch ends with, once per watcher.
       auto parsed = apimachinery::parse_json(f.object->json);
@@ -353,20 +349,20 @@ bool append_protobuf_frames(std::vector<asio::const_buffer>& out, std::string& h
       version = "v1";
       kind = "Status";
     } else {
-      message = protobuf_message(f.object, api_version, info.kind);
+      message = protobuf_message(f.object, batch.api_version, batch.kind);
     }
     if (!message) return false;
-    heads += schema::protobuf_watch_event_head(watch::event_type_name(f.type), version, kind,
-                                               message->size());
-    ends.push_back(heads.size());
-    held.push_back(std::move(message));
+    batch.heads += schema::protobuf_watch_event_head(watch::event_type_name(f.type), version, kind,
+                                                     message->size());
+    batch.ends.push_back(batch.heads.size());
+    batch.held.push_back(std::move(message));
   }
   std::size_t begin = 0;
-  for (std::size_t i = 0; i < held.size(); ++i) {
-    out.emplace_back(heads.data() + begin, ends[i] - begin);
-    out.emplace_back(held[i]->data(), held[i]->size());
+  for (std::size_t i = 0; i < batch.held.size(); ++i) {
+    out.emplace_back(batch.heads.data() + begin, batch.ends[i] - begin);
+    out.emplace_back(batch.held[i]->data(), batch.held[i]->size());
     out.emplace_back(schema::kWatchEventSuffix.data(), schema::kWatchEventSuffix.size());
-    begin = ends[i];
+    begin = batch.ends[i];
   }
   return true;
 }

@@ -150,13 +150,20 @@ void convert_frames(const ApiResponse& response, std::vector<watch::WatchFrame>&
 // The buffers of a batch of frames: type prefix, the shared object JSON, suffix. No copies.
 void append_frames(std::vector<asio::const_buffer>& out,
                    const std::vector<watch::WatchFrame>& frames);
-// The same in kube's protobuf watch form (ApiResponse::protobuf_watch): per frame its head,
-// made into `heads`, the object's shared message (held in `held`), then the suffix. false when
-// an object has no protobuf form: the watch then ends, and the client watches again.
-bool append_protobuf_frames(std::vector<asio::const_buffer>& out, std::string& heads,
-                            std::vector<std::shared_ptr<const std::string>>& held,
-                            const std::vector<watch::WatchFrame>& frames,
-                            const kinds::ResourceInfo& info);
+// What a protobuf watch (ApiResponse::protobuf_watch) keeps: its kind's apiVersion and kind,
+// and the heads and messages of the batch being written.
+struct ProtobufBatch {
+  std::string api_version;
+  std::string_view kind;  // the ResourceInfo's, which the response holds
+  std::string heads;
+  std::vector<std::size_t> ends;  // of each frame's head in `heads`
+  std::vector<std::shared_ptr<const std::string>> held;
+};
+// The frames in kube's protobuf watch form: per frame its head (made into `batch.heads`), the
+// object's shared message, then the suffix. false when an object has no protobuf form: the
+// watch then ends, and the client watches again.
+bool append_protobuf_frames(std::vector<asio::const_buffer>& out, ProtobufBatch& batch,
+                            const std::vector<watch::WatchFrame>& frames);
 
 inline constexpr std::size_t kReadChunk = 4096;
 
@@ -749,14 +756,13 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
   }
   if (response.watch) {
     std::vector<watch::WatchFrame> frames;
-    // Protobuf frames' heads and messages for the batch being written (a JSON watch, most
-    // of them, keeps only the pointer in its frame).
-    struct ProtobufBatch {
-      std::string heads;
-      std::vector<std::shared_ptr<const std::string>> held;
-    };
+    // A protobuf watch's batch (a JSON watch, most of them, keeps only the pointer).
     std::unique_ptr<ProtobufBatch> pb;
-    if (response.protobuf_watch) pb = std::make_unique<ProtobufBatch>();
+    if (response.protobuf_watch) {
+      pb = std::make_unique<ProtobufBatch>();
+      pb->api_version = response.protobuf_watch->api_version();
+      pb->kind = response.protobuf_watch->kind;
+    }
     char chunk_header[24];
     // From here a stalled client is cut off by the write guard, not by per-write deadlines.
     StreamOps<Stream>::expires_never(stream);
@@ -779,8 +785,7 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
       buffers.emplace_back();  // the chunk header, filled in below
       if (!response.protobuf_watch) {
         append_frames(buffers, frames);
-      } else if (!append_protobuf_frames(buffers, pb->heads, pb->held, frames,
-                                         *response.protobuf_watch)) {
+      } else if (!append_protobuf_frames(buffers, *pb, frames)) {
         spdlog::warn("a watch of {} ends: an object has no protobuf form",
                      response.protobuf_watch->resource);
         break;
