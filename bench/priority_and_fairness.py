@@ -37,14 +37,14 @@ GROUP = "/apis/flowcontrol.apiserver.k8s.io/v1"
 
 
 class Server:
-    def __init__(self, binary, tokens, apf, readonly, mutating):
+    def __init__(self, binary, tokens, apf, readonly, mutating, extra_args=(), preexec_fn=None):
         self.log = tempfile.NamedTemporaryFile(prefix="kwatch-apf-", delete=False)
         self.proc = subprocess.Popen(
             [binary, "--port=0", "--bind-address=127.0.0.1", "--io-threads=2", "--secure-port=0",
              "--authorization-mode=AlwaysAllow", "--anonymous-auth=false",
              f"--token-auth-file={tokens}", f"--enable-priority-and-fairness={str(apf).lower()}",
-             f"--max-requests-inflight={readonly}", f"--max-mutating-requests-inflight={mutating}"],
-            stdout=self.log, stderr=subprocess.STDOUT)
+             f"--max-requests-inflight={readonly}", f"--max-mutating-requests-inflight={mutating}", *extra_args],
+            stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=preexec_fn)
         deadline = time.monotonic() + 20
         self.port = None
         while self.port is None:
@@ -148,7 +148,8 @@ def lowest_cpu_priority():
 
 
 def run(binary, tokens, apf, flood, args):
-    server = Server(binary, tokens, apf, args.readonly, args.mutating)
+    server = Server(binary, tokens, apf, args.readonly, args.mutating, args.server_arg)
+    flood_server = None
     try:
         configure(server, args.flood == "slow")
         if apf:
@@ -169,9 +170,15 @@ def run(binary, tokens, apf, flood, args):
         # cores the clients share with the server, what is measured is then the server's
         # isolation of the victim, not the flood's client taking the victim client's core.
         flood_proc = None
+        if flood and args.flood_target == "separate":
+            # The floor: the flood served by a second server at nice 19, a process of its own.
+            flood_server = Server(binary, tokens, apf, args.readonly, args.mutating,
+                                  args.server_arg, preexec_fn=lambda: os.nice(19))
+            configure(flood_server, args.flood == "slow")
         if flood:
+            flood_port = flood_server.port if flood_server else server.port
             flood_proc = subprocess.Popen(
-                [sys.executable, os.path.abspath(__file__), "--flood-worker", str(server.port),
+                [sys.executable, os.path.abspath(__file__), "--flood-worker", str(flood_port),
                  str(args.flooders), args.flood],
                 stdout=subprocess.PIPE, preexec_fn=lowest_cpu_priority)
             time.sleep(1)  # the flood is under way before the victim starts measuring
@@ -189,6 +196,8 @@ def run(binary, tokens, apf, flood, args):
                 "flood_counts": counts}
     finally:
         server.stop()
+        if flood_server:
+            flood_server.stop()
 
 
 def flood_worker(port, threads, kind):
@@ -245,6 +254,13 @@ def main():
     ap.add_argument("--flood", choices=("cpu", "slow"), default="slow",
                     help="cpu: lists read at once (the flood costs CPU); slow: lists read slowly "
                          "(the flood holds seats)")
+    ap.add_argument("--server-arg", action="append", default=[],
+                    help="one more flag for kwatch-apiserver (repeatable)")
+    ap.add_argument("--flood-target", choices=("same", "separate"), default="same",
+                    help="separate: the flood goes to a second server, all of it at nice 19 "
+                         "(what sharing the cores costs the victim, whatever one server does)")
+    ap.add_argument("--apf", choices=("both", "on", "off"), default="both",
+                    help="run with APF on, off or both (the ratio of a side not run is null)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tokens = os.path.join(tmp, "tokens.csv")
@@ -252,7 +268,7 @@ def main():
             f.write('admin,admin,1,"system:masters"\nflooder,flooder,2\nvictim,victim,3\n')
         runs = []
         for _ in range(args.rounds):
-            for apf in (True, False):
+            for apf in {"both": (True, False), "on": (True,), "off": (False,)}[args.apf]:
                 for flood in (False, True):
                     r = run(args.binary, tokens, apf, flood, args)
                     print(json.dumps(r), file=sys.stderr, flush=True)
@@ -261,11 +277,17 @@ def main():
     def p99(apf, flood):
         return statistics.median(r["victim_p99_ms"] for r in runs
                                  if r["apf"] == apf and r["flood"] == flood)
+
+    def ratio(apf):
+        if not any(r["apf"] == apf for r in runs):
+            return None
+        return round(p99(apf, True) / p99(apf, False), 3)
     summary = {
         "flood": args.flood, "seats": args.readonly + args.mutating, "flooders": args.flooders,
-        "seconds": args.seconds,
-        "apf_on_p99_ratio": round(p99(True, True) / p99(True, False), 3),
-        "apf_off_p99_ratio": round(p99(False, True) / p99(False, False), 3),
+        "seconds": args.seconds, "flood_target": args.flood_target,
+        "server_args": args.server_arg,
+        "apf_on_p99_ratio": ratio(True),
+        "apf_off_p99_ratio": ratio(False),
         "runs": runs,
     }
     print(json.dumps(summary, indent=1))
