@@ -829,6 +829,10 @@ bool Application::Parts::listen() {
   HttpLimits http_limits;
   http_limits.max_connections = options.max_connections;
   http_limits.max_connections_per_address = options.max_connections_per_ip;
+  http_limits.http2 = !options.disable_http2_serving;
+  if (options.http2_max_streams_per_connection > 0) {
+    http_limits.http2_max_streams = options.http2_max_streams_per_connection;
+  }
   // Plain HTTP only when asked for (local development).
   if (options.port) {
     http = std::make_unique<HttpServer>(*ioc, handler, http_limits, delivery_ioc);

@@ -482,6 +482,20 @@ std::vector<Flag> flag_table(Options& o) {
        [&](const std::string& v) -> std::string {
          return parse_number<unsigned>(v, o.max_connections_per_ip, 0, 10'000'000) ? "" : "must be 0-10000000";
        }},
+      {"http2-max-streams-per-connection", "N",
+       "the limit the server gives HTTP/2 clients on concurrent streams in one\n"
+       "connection (default 0: 100, what Go clients assume before they learn it)",
+       [&](const std::string& v) -> std::string {
+         return parse_number<unsigned>(v, o.http2_max_streams_per_connection, 0, 1'000'000)
+                    ? ""
+                    : "must be 0-1000000";
+       }},
+      {"disable-http2-serving", "BOOL",
+       "serve HTTP/1.1 only on the secure port (default false: h2 for clients\n"
+       "that offer it by ALPN)",
+       [&](const std::string& v) -> std::string {
+         return parse_bool(v, o.disable_http2_serving) ? "" : "must be true or false";
+       }},
       {"mutating-queue-length", "N",
        "writes that may wait for a seat when all are taken (default 200;\n"
        "0: refuse at once); more are refused with 429 and Retry-After",

@@ -84,6 +84,8 @@ struct Options {
   // Open connections in all and from one client address (server/http_server.hpp); 0: no cap.
   unsigned max_connections = 0;
   unsigned max_connections_per_ip = 0;
+  unsigned http2_max_streams_per_connection = 0;  // 0: 100
+  bool disable_http2_serving = false;
   // Write admission (server/request_limits.hpp): the queue behind the mutating seats, and the
   // seats a write keeps for its fan-out.
   unsigned mutating_queue_length = 200;

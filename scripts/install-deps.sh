@@ -9,6 +9,8 @@ packages=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libre2-dev libssl-dev openssl zlib1g-dev
+  # HTTP/2: the library; for the tests and benchmarks, its client tools and a Python client.
+  libnghttp2-dev nghttp2-client python3-h2
   etcd-server etcd-client
   # The HA topology's load balancer (deploy/local-cluster, e2e.ha).
   haproxy

@@ -485,6 +485,13 @@ asio::awaitable<void> HttpServer::Impl::serve_tls(tcp::socket socket, std::share
     spdlog::debug("TLS handshake failed: {}", ec.message());
     co_return;
   }
+  const unsigned char* protocol = nullptr;
+  unsigned int protocol_length = 0;
+  SSL_get0_alpn_selected(stream.native_handle(), &protocol, &protocol_length);
+  if (protocol_length == 2 && std::memcmp(protocol, "h2", 2) == 0) {
+    co_await serve_http2(std::move(stream), std::move(slot));
+    co_return;
+  }
   co_await serve_connection(std::move(stream), std::move(slot));
 }
 
@@ -506,21 +513,28 @@ HttpServer::~HttpServer() = default;
 
 namespace {
 
-// ALPN: HTTP/1.1 whatever else a client offers (kubectl and Go clients offer h2 first); a client
-// that offers only other protocols gets no ALPN answer and may still speak HTTP/1.1.
-int select_http11(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
-                  unsigned int inlen, void*) {
-  static constexpr unsigned char kHttp11[] = {'h', 't', 't', 'p', '/', '1', '.', '1'};
-  for (unsigned int i = 0; i < inlen;) {
-    const unsigned int len = in[i];
-    if (i + 1 + len > inlen) break;
-    if (len == sizeof kHttp11 && std::memcmp(in + i + 1, kHttp11, len) == 0) {
-      *out = in + i + 1;
-      *outlen = static_cast<unsigned char>(len);
-      return SSL_TLSEXT_ERR_OK;
+// ALPN: h2 when the client offers it and HTTP/2 is on (kubectl and Go clients offer h2 first,
+// and fall back to HTTP/1.1 for WebSocket and SPDY by offering only that), else HTTP/1.1; a
+// client that offers only other protocols gets no ALPN answer and may still speak HTTP/1.1.
+// `arg`: non-null when h2 may be chosen.
+int select_protocol(SSL*, const unsigned char** out, unsigned char* outlen,
+                    const unsigned char* in, unsigned int inlen, void* arg) {
+  static constexpr std::string_view kH2 = "h2", kHttp11 = "http/1.1";
+  auto find = [&](std::string_view wanted) {
+    for (unsigned int i = 0; i < inlen;) {
+      const unsigned int len = in[i];
+      if (i + 1 + len > inlen) break;
+      if (len == wanted.size() && std::memcmp(in + i + 1, wanted.data(), len) == 0) {
+        *out = in + i + 1;
+        *outlen = static_cast<unsigned char>(len);
+        return true;
+      }
+      i += 1 + len;
     }
-    i += 1 + len;
-  }
+    return false;
+  };
+  if (arg != nullptr && find(kH2)) return SSL_TLSEXT_ERR_OK;
+  if (find(kHttp11)) return SSL_TLSEXT_ERR_OK;
   return SSL_TLSEXT_ERR_NOACK;
 }
 
@@ -532,7 +546,8 @@ namespace {
 std::shared_ptr<asio::ssl::context> make_tls_context(
     const std::string& cert_file, const std::string& key_file, const std::string& client_ca_file,
     const std::string& front_proxy_ca_file,
-    std::shared_ptr<const auth::RequestHeaderOptions> request_header, std::string& error) {
+    std::shared_ptr<const auth::RequestHeaderOptions> request_header, bool offer_h2,
+    std::string& error) {
   const auto fail = [&error](std::string why) {
     error = std::move(why);
     return std::shared_ptr<asio::ssl::context>();
@@ -556,7 +571,10 @@ std::shared_ptr<asio::ssl::context> make_tls_context(
     return fail("the private key in " + key_file + " does not match the certificate in " +
                 cert_file);
   }
-  SSL_CTX_set_alpn_select_cb(ctx->native_handle(), select_http11, nullptr);
+  // Any non-null pointer says h2 may be chosen.
+  static int h2_allowed = 1;
+  SSL_CTX_set_alpn_select_cb(ctx->native_handle(), select_protocol,
+                             offer_h2 ? &h2_allowed : nullptr);
   if (!front_proxy_ca_file.empty()) {
     auto trust = std::make_unique<FrontProxyTrust>();
     trust->store = X509_STORE_new();
@@ -608,7 +626,7 @@ std::string HttpServer::enable_tls(const std::string& cert_file, const std::stri
                                    std::shared_ptr<const auth::RequestHeaderOptions> request_header) {
   std::string error;
   auto ctx = make_tls_context(cert_file, key_file, client_ca_file, front_proxy_ca_file,
-                              std::move(request_header), error);
+                              std::move(request_header), impl_->limits.http2, error);
   if (!ctx) return error;
   std::lock_guard lock(impl_->tls_mutex);
   impl_->tls = std::move(ctx);
@@ -667,6 +685,10 @@ void HttpServer::drain() {
     // On the connection's strand: only one waiting for a request with nothing of it read yet
     // (the parser may have consumed a start line already).
     asio::post(w->strand, [w] {
+      if (w->on_drain) {
+        w->on_drain();
+        return;
+      }
       if (w->between_requests && w->buffer->size() == 0 && !w->parser->got_some()) w->close();
     });
   }

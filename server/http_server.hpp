@@ -1,5 +1,6 @@
-// The HTTP/1.1 front end: accepts connections and serves each on its own strand with keep-alive,
-// size limits and timeouts, handing every request to the `ApiHandler`.
+// The HTTP front end: accepts connections and serves each on its own strand, HTTP/1.1 with
+// keep-alive or (TLS, by ALPN) HTTP/2's streams, with size limits and timeouts, handing every
+// request to the `ApiHandler`.
 //
 // Owned by main (or a test). Thread-safety: `listen` and `start` before the io_context runs;
 // `stop` and `drain` from any thread. Cancellation: `stop` closes the acceptor; `drain` closes the
@@ -13,6 +14,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -33,6 +35,10 @@ struct HttpLimits {
   // address: leave the per-address cap off there, or above what the balancer carries.
   std::size_t max_connections = 0;
   std::size_t max_connections_per_address = 0;
+  // HTTP/2 on the secure port, by ALPN (clients that offer only HTTP/1.1 get it), with this
+  // many concurrent streams per connection (--http2-max-streams-per-connection).
+  bool http2 = true;
+  std::uint32_t http2_max_streams = 100;
 };
 
 class HttpServer {
@@ -44,7 +50,7 @@ class HttpServer {
   ~HttpServer();
 
   // Serves HTTPS instead of plain HTTP: TLS 1.2+, the certificate chain and key from these PEM
-  // files, HTTP/1.1 by ALPN. With `client_ca_file` (PEM bundle), clients are asked for a
+  // files, h2 (when HttpLimits::http2) or HTTP/1.1 by ALPN. With `client_ca_file` (PEM bundle), clients are asked for a
   // certificate, checked against it and named in each request (ApiRequest::credentials).
   // With `front_proxy_ca_file` (--requestheader-client-ca-file), a certificate it verifies is a
   // front proxy's (auth::ClientCertificate::front_proxy) and the request's headers are kept

@@ -184,6 +184,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
     const beast::flat_buffer* buffer = nullptr;  // bytes of the next request read so far
     const http::request_parser<http::string_body>* parser = nullptr;  // while between_requests
     bool between_requests = false;
+    // An HTTP/2 connection: what `drain` does instead (GOAWAY; its streams finish).
+    std::function<void()> on_drain;
   };
   // drain: read what the client still sends (bounded) before closing, so it sees the answer;
   // close_unread: the same for a refused request whose body was never read, bounded more tightly
@@ -212,6 +214,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   };
 
   asio::awaitable<void> accept_loop();
+  // HTTP/2 (ALPN h2) on a TLS connection: server/http2_connection.cpp.
+  asio::awaitable<void> serve_http2(TlsStream stream, std::shared_ptr<void> slot);
   // TLS: the handshake (within the read timeout), then the same HTTP as on plain connections.
   asio::awaitable<void> serve_tls(tcp::socket socket, std::shared_ptr<void> slot,
                                   std::shared_ptr<asio::ssl::context> tls);
@@ -254,6 +258,13 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
         asio::use_awaitable);
   }
 
+  // The head and body of an answer that is no watch and no gathered list: status, server,
+  // type, caching, its headers and warnings (HEAD: no body).
+  static http::response<http::string_body> answer_head(ApiResponse& response, unsigned version,
+                                                       bool head_only);
+  // The body compressed when the client takes gzip and it is large enough (a proxied answer
+  // that came encoded is passed as it came).
+  asio::awaitable<void> gzip_body(http::response<http::string_body>& res, bool gzip_ok);
   // A response that is not a watch: whole, or gathered from a list's cached items.
   template <class Stream>
   asio::awaitable<boost::system::error_code> write_response(Stream& stream,
@@ -468,13 +479,9 @@ asio::awaitable<HttpServer::Impl::Next> HttpServer::Impl::answer(
   co_return wec || !keep_alive ? Next::close : Next::read;
 }
 
-template <class Stream>
-asio::awaitable<boost::system::error_code> HttpServer::Impl::write_response(
-    Stream& stream, ApiResponse& response, unsigned version, bool keep_alive, bool head_only,
-    bool gzip_ok) {
-  if (!response.items.empty() || !response.tail.empty()) {
-    co_return co_await write_gathered(stream, response, version, keep_alive, head_only, gzip_ok);
-  }
+inline http::response<http::string_body> HttpServer::Impl::answer_head(ApiResponse& response,
+                                                                       unsigned version,
+                                                                       bool head_only) {
   http::response<http::string_body> res{static_cast<http::status>(response.status), version};
   res.set(http::field::server, "kwatch");
   res.set(http::field::content_type, response.content_type);
@@ -482,19 +489,35 @@ asio::awaitable<boost::system::error_code> HttpServer::Impl::write_response(
   for (const auto& [name, value] : response.headers) res.set(name, value);
   add_warnings(res, response.warnings);
   if (!head_only) res.body() = std::move(response.body);
-  // A proxied answer may come encoded already: it is passed as it came.
-  if (gzip_ok && res.body().size() >= kGzipThreshold &&
-      res.find(http::field::content_encoding) == res.end()) {
-    // Named, not converted in the call: GCC 12 destroys converted coroutine arguments twice.
-    std::function<void(base::Deflater&)> feed = [&body = res.body()](base::Deflater& deflater) {
-      deflater.add(body);
-    };
-    const std::size_t size = res.body().size();
-    std::string compressed = co_await gzip_off_thread(std::move(feed), size);
-    res.body() = std::move(compressed);
-    res.set(http::field::content_encoding, "gzip");
-    res.set(http::field::vary, "Accept-Encoding");
+  return res;
+}
+
+inline asio::awaitable<void> HttpServer::Impl::gzip_body(http::response<http::string_body>& res,
+                                                         bool gzip_ok) {
+  if (!gzip_ok || res.body().size() < kGzipThreshold ||
+      res.find(http::field::content_encoding) != res.end()) {
+    co_return;
   }
+  // Named, not converted in the call: GCC 12 destroys converted coroutine arguments twice.
+  std::function<void(base::Deflater&)> feed = [&body = res.body()](base::Deflater& deflater) {
+    deflater.add(body);
+  };
+  const std::size_t size = res.body().size();
+  std::string compressed = co_await gzip_off_thread(std::move(feed), size);
+  res.body() = std::move(compressed);
+  res.set(http::field::content_encoding, "gzip");
+  res.set(http::field::vary, "Accept-Encoding");
+}
+
+template <class Stream>
+asio::awaitable<boost::system::error_code> HttpServer::Impl::write_response(
+    Stream& stream, ApiResponse& response, unsigned version, bool keep_alive, bool head_only,
+    bool gzip_ok) {
+  if (!response.items.empty() || !response.tail.empty()) {
+    co_return co_await write_gathered(stream, response, version, keep_alive, head_only, gzip_ok);
+  }
+  http::response<http::string_body> res = answer_head(response, version, head_only);
+  co_await gzip_body(res, gzip_ok);
   res.keep_alive(keep_alive);
   res.prepare_payload();
   StreamOps<Stream>::expires_after(stream, limits.write_timeout);

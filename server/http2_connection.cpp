@@ -1,0 +1,641 @@
+// HTTP/2 on the secure port (ALPN "h2"): one connection, many streams, each a request handed
+// to the ApiHandler as HTTP/1.1's are. nghttp2 speaks the protocol (framing, HPACK, flow
+// control, SETTINGS and PING); this file feeds it the connection's bytes, sends what it makes,
+// and maps its streams to requests and answers, watches included.
+//
+// Everything of one connection runs on its strand: the reader, the writer, every stream's
+// handler coroutine and every watch's pump. nghttp2 is never entered from two places at once,
+// and never from inside its own callbacks (requests that become ready while it parses are
+// started after it returns).
+//
+// Limits, beside nghttp2's own (SETTINGS entries per frame, queued control-frame answers to a
+// client that does not read, reset streams per second):
+//   - streams: SETTINGS_MAX_CONCURRENT_STREAMS (--http2-max-streams-per-connection). A stream
+//     the client resets still holds its place until its handler returns; requests over the
+//     limit wait, and a connection with more than four times the limit waiting is ended
+//     (ENHANCE_YOUR_CALM): resetting streams cannot make the server run unbounded handlers.
+//   - a request's decoded header list past the header limit resets its stream (nghttp2 itself
+//     ends a connection whose header block runs on in CONTINUATION frames); a body past the
+//     body limit is answered 413.
+//   - each stream buffers at most kStreamBuffer bytes of its answer; a watch stream whose client
+//     takes nothing (its flow-control window stays shut) for the write timeout is reset, and the
+//     cacher's slow-watcher rules apply to it as to any watch. A connection whose socket takes
+//     nothing for the write timeout is closed.
+//   - a connection without streams for the read timeout gets GOAWAY and is closed.
+#include "server/http_server_impl.hpp"
+
+#include "server/response_gzip.hpp"
+
+#include <nghttp2/nghttp2.h>
+
+#include <deque>
+#include <string_view>
+
+namespace kwatch::server {
+namespace {
+
+// What one stream of a connection buffers of its answer before its producer (a watch) waits.
+constexpr std::size_t kStreamBuffer = 256 * 1024;
+// What all streams of a connection may buffer of their answers before no new request starts
+// (each answer is whole once its handler returns; watches stop at kStreamBuffer).
+constexpr std::size_t kConnectionBuffer = 16 * 1024 * 1024;
+// What the writer gathers from nghttp2 before one socket write.
+constexpr std::size_t kWriteBatch = 64 * 1024;
+// The flow-control window a client may fill per stream and per connection before it waits
+// for kwatch to read (kube's: 256 KiB per stream, a request body's 99th percentile).
+constexpr std::uint32_t kStreamWindow = 256 * 1024;
+
+std::string_view view(const std::uint8_t* p, std::size_t n) {
+  return {reinterpret_cast<const char*>(p), n};
+}
+
+// Fields HTTP/2 forbids (RFC 9113 8.2.2): never sent in an answer.
+bool connection_specific(std::string_view name) {
+  return beast::iequals(name, "connection") || beast::iequals(name, "keep-alive") ||
+         beast::iequals(name, "proxy-connection") || beast::iequals(name, "transfer-encoding") ||
+         beast::iequals(name, "upgrade");
+}
+
+}  // namespace
+
+struct Http2Connection : std::enable_shared_from_this<Http2Connection> {
+  struct Stream {
+    std::int32_t id = 0;
+    http::request<http::string_body> request;  // the head as HTTP/1.1 would have it
+    std::string method, path, authority;
+    std::size_t header_bytes = 0;  // decoded, counted as SETTINGS_MAX_HEADER_LIST_SIZE counts
+    std::size_t body_bytes = 0;
+    bool body_too_large = false;
+    bool dispatched = false;
+    bool closed = false;  // nghttp2 closed it (answered, or reset by either side)
+    // The answer's DATA still to go, and whether more will come.
+    std::string out;
+    std::size_t out_offset = 0;
+    bool eof = false;
+    bool deferred = false;  // nghttp2 was told to wait for more (NGHTTP2_ERR_DEFERRED)
+    std::chrono::steady_clock::time_point last_taken{};  // when the client last took data
+    // A watch's producer waits here for room in `out` (a streaming answer only).
+    std::unique_ptr<asio::steady_timer> room;
+    std::weak_ptr<watch::WatchSession> watch;
+    std::function<void()> cancel_source;
+    std::pair<std::shared_ptr<void>, std::shared_ptr<void>> held;  // lease, on_sent
+    std::size_t pending() const { return out.size() - out_offset; }
+  };
+
+  Http2Connection(std::shared_ptr<HttpServer::Impl> impl, TlsStream stream,
+                  std::shared_ptr<void> slot)
+      : impl(std::move(impl)),
+        stream(std::move(stream)),
+        slot(std::move(slot)),
+        wake(this->stream.get_executor()) {}
+
+  ~Http2Connection() {
+    if (session != nullptr) nghttp2_session_del(session);
+  }
+
+  asio::awaitable<void> run();
+  asio::awaitable<void> read_loop();
+  asio::awaitable<void> serve(std::shared_ptr<Stream> st);
+  asio::awaitable<void> pump_watch(std::shared_ptr<Stream> st, ApiResponse& response);
+  asio::awaitable<void> pump_source(std::shared_ptr<Stream> st, ApiResponse& response);
+  // Waits until `st` has room for more of its answer (at most `most` bytes pending); false if
+  // the client took nothing of it for the write timeout (the stream is then reset) or it closed.
+  asio::awaitable<bool> wait_for_room(Stream& st, std::size_t most = kStreamBuffer - 1);
+  bool setup();
+  void start_ready();
+  void submit_answer(Stream& st, const http::response<http::string_body>& head, bool has_body);
+  void append(Stream& st, std::string_view data);
+  void finish(Stream& st);
+  void reset(Stream& st, std::uint32_t code);
+  void kick() { wake.cancel(); }
+  void go_away(std::uint32_t code) {
+    if (goaway_sent) return;
+    goaway_sent = true;
+    nghttp2_submit_goaway(session, NGHTTP2_FLAG_NONE,
+                          nghttp2_session_get_last_proc_stream_id(session), code, nullptr, 0);
+    kick();
+  }
+
+  // nghttp2's callbacks.
+  static Http2Connection& self_of(void* user) { return *static_cast<Http2Connection*>(user); }
+  static int on_begin_headers(nghttp2_session*, const nghttp2_frame* frame, void* user);
+  static int on_header(nghttp2_session*, const nghttp2_frame* frame, const std::uint8_t* name,
+                       std::size_t namelen, const std::uint8_t* value, std::size_t valuelen,
+                       std::uint8_t flags, void* user);
+  static int on_data_chunk(nghttp2_session*, std::uint8_t flags, std::int32_t id,
+                           const std::uint8_t* data, std::size_t len, void* user);
+  static int on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, void* user);
+  static int on_stream_close(nghttp2_session*, std::int32_t id, std::uint32_t code, void* user);
+  static ssize_t read_data(nghttp2_session*, std::int32_t id, std::uint8_t* buf,
+                           std::size_t length, std::uint32_t* flags, nghttp2_data_source* source,
+                           void* user);
+
+  std::shared_ptr<HttpServer::Impl> impl;
+  TlsStream stream;
+  std::shared_ptr<void> slot;
+  std::shared_ptr<const auth::ClientCertificate> peer;
+  nghttp2_session* session = nullptr;
+  std::map<std::int32_t, std::shared_ptr<Stream>> streams;
+  std::deque<std::shared_ptr<Stream>> ready;  // complete requests not yet started
+  std::size_t running = 0;  // handlers not yet returned (reset streams' included)
+  std::size_t buffered = 0;  // answers' bytes not yet taken by nghttp2, all streams
+  asio::steady_timer wake;  // the writer sleeps here while nothing is to be sent
+  WriteClock write_clock;
+  bool reading = true;
+  bool goaway_sent = false;
+  bool failed = false;  // the connection ends now, whatever is pending
+  std::uint32_t max_streams = 100;
+};
+
+bool Http2Connection::setup() {
+  nghttp2_session_callbacks* callbacks = nullptr;
+  if (nghttp2_session_callbacks_new(&callbacks) != 0) return false;
+  nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, on_begin_headers);
+  nghttp2_session_callbacks_set_on_header_callback(callbacks, on_header);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, on_data_chunk);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, on_frame_recv);
+  nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_stream_close);
+  nghttp2_option* option = nullptr;
+  if (nghttp2_option_new(&option) != 0) {
+    nghttp2_session_callbacks_del(callbacks);
+    return false;
+  }
+  // A client that floods SETTINGS or PING and reads none of the answers is cut off once this
+  // many answers wait; SETTINGS frames carry at most this many entries.
+  nghttp2_option_set_max_outbound_ack(option, 1000);
+  nghttp2_option_set_max_settings(option, 32);
+  const int rv = nghttp2_session_server_new2(&session, callbacks, this, option);
+  nghttp2_option_del(option);
+  nghttp2_session_callbacks_del(callbacks);
+  if (rv != 0) return false;
+  max_streams = impl->limits.http2_max_streams;
+  const nghttp2_settings_entry settings[] = {
+      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, max_streams},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kStreamWindow},
+      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE,
+       static_cast<std::uint32_t>(impl->limits.max_header_bytes)},
+  };
+  if (nghttp2_submit_settings(session, NGHTTP2_FLAG_NONE, settings, std::size(settings)) != 0) {
+    return false;
+  }
+  // The connection's own window: room for every stream's at once.
+  nghttp2_session_set_local_window_size(session, NGHTTP2_FLAG_NONE, 0,
+                                        static_cast<std::int32_t>(kStreamWindow * 4));
+  return true;
+}
+
+int Http2Connection::on_begin_headers(nghttp2_session* session, const nghttp2_frame* frame,
+                                      void* user) {
+  auto* self = static_cast<Http2Connection*>(user);
+  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+  auto st = std::make_shared<Stream>();
+  st->id = frame->hd.stream_id;
+  st->request.version(11);
+  nghttp2_session_set_stream_user_data(session, st->id, st.get());
+  self->streams.emplace(st->id, std::move(st));
+  return 0;
+}
+
+int Http2Connection::on_header(nghttp2_session* session, const nghttp2_frame* frame,
+                               const std::uint8_t* name, std::size_t namelen,
+                               const std::uint8_t* value, std::size_t valuelen, std::uint8_t,
+                               void* user) {
+  auto* self = static_cast<Http2Connection*>(user);
+  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+  auto* st = static_cast<Stream*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
+  if (st == nullptr || st->dispatched) return 0;  // trailers: ignored
+  // The decoded list, bounded as HTTP/1.1's head is (HPACK lets a few bytes on the wire name
+  // kilobytes of table entries): past it, the stream is reset and nothing of it is served.
+  st->header_bytes += namelen + valuelen + 32;
+  if (st->header_bytes > self->impl->limits.max_header_bytes) {
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  }
+  const std::string_view n = view(name, namelen), v = view(value, valuelen);
+  if (n == ":method") {
+    st->method = v;
+  } else if (n == ":path") {
+    st->path = v;
+  } else if (n == ":authority") {
+    st->authority = v;
+  } else if (n.empty() || n.front() != ':') {
+    // nghttp2 has checked the name (lower case, no connection-specific fields).
+    st->request.insert(n, v);
+  }
+  return 0;
+}
+
+int Http2Connection::on_data_chunk(nghttp2_session* session, std::uint8_t, std::int32_t id,
+                                   const std::uint8_t* data, std::size_t len, void* user) {
+  auto* self = static_cast<Http2Connection*>(user);
+  auto* st = static_cast<Stream*>(nghttp2_session_get_stream_user_data(session, id));
+  if (st == nullptr || st->dispatched || st->body_too_large) return 0;
+  st->body_bytes += len;
+  if (st->body_bytes > self->impl->limits.max_body_bytes) {
+    st->body_too_large = true;
+    st->request.body().clear();
+    st->request.body().shrink_to_fit();
+    return 0;
+  }
+  st->request.body().append(reinterpret_cast<const char*>(data), len);
+  return 0;
+}
+
+int Http2Connection::on_frame_recv(nghttp2_session* session, const nghttp2_frame* frame,
+                                   void* user) {
+  auto* self = static_cast<Http2Connection*>(user);
+  if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
+  auto* st = static_cast<Stream*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
+  if (st == nullptr || st->dispatched) return 0;
+  // A body past the limit is answered at once (RFC 9113 8.1: the rest of it is not read).
+  if (st->body_too_large || (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
+    st->dispatched = true;
+    auto it = self->streams.find(st->id);
+    if (it != self->streams.end()) self->ready.push_back(it->second);
+  }
+  return 0;
+}
+
+int Http2Connection::on_stream_close(nghttp2_session*, std::int32_t id, std::uint32_t,
+                                     void* user) {
+  auto* self = static_cast<Http2Connection*>(user);
+  auto it = self->streams.find(id);
+  if (it == self->streams.end()) return 0;
+  Stream& st = *it->second;
+  st.closed = true;
+  self->buffered -= st.pending();
+  // A watch ends with its stream (the client reset it, or its answer is done).
+  if (auto w = st.watch.lock()) w->stop();
+  if (st.cancel_source) st.cancel_source();
+  if (st.room) st.room->cancel();
+  self->streams.erase(it);
+  return 0;
+}
+
+ssize_t Http2Connection::read_data(nghttp2_session*, std::int32_t, std::uint8_t* buf,
+                                   std::size_t length, std::uint32_t* flags,
+                                   nghttp2_data_source* source, void* user) {
+  auto* st = static_cast<Stream*>(source->ptr);
+  const std::size_t available = st->pending();
+  if (available == 0) {
+    if (st->eof) {
+      *flags |= NGHTTP2_DATA_FLAG_EOF;
+      return 0;
+    }
+    st->deferred = true;
+    return NGHTTP2_ERR_DEFERRED;
+  }
+  const std::size_t n = std::min(available, length);
+  std::memcpy(buf, st->out.data() + st->out_offset, n);
+  st->out_offset += n;
+  st->last_taken = std::chrono::steady_clock::now();
+  if (st->out_offset == st->out.size()) {
+    st->out.clear();
+    st->out_offset = 0;
+    if (st->eof) *flags |= NGHTTP2_DATA_FLAG_EOF;
+  }
+  self_of(user).buffered -= n;
+  if (st->room && (st->pending() < kStreamBuffer / 2 || st->eof)) st->room->cancel();
+  return static_cast<ssize_t>(n);
+}
+
+void Http2Connection::append(Stream& st, std::string_view data) {
+  if (st.closed || data.empty()) return;
+  buffered += data.size();
+  if (st.out_offset > 0 && st.out_offset >= st.out.size() / 2) {
+    st.out.erase(0, st.out_offset);
+    st.out_offset = 0;
+  }
+  st.out.append(data);
+  if (st.deferred) {
+    st.deferred = false;
+    nghttp2_session_resume_data(session, st.id);
+  }
+  kick();
+}
+
+void Http2Connection::finish(Stream& st) {
+  if (st.closed) return;
+  st.eof = true;
+  if (st.deferred) {
+    st.deferred = false;
+    nghttp2_session_resume_data(session, st.id);
+  }
+  kick();
+}
+
+void Http2Connection::reset(Stream& st, std::uint32_t code) {
+  if (st.closed) return;
+  nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, st.id, code);
+  kick();
+}
+
+void Http2Connection::submit_answer(Stream& st, const http::response<http::string_body>& head,
+                                    bool has_body) {
+  if (st.closed) return;
+  std::vector<std::string> names;  // lower-cased; kept until submitted (nghttp2 copies them)
+  std::vector<nghttp2_nv> nv;
+  const std::string status = std::to_string(head.result_int());
+  names.reserve(std::distance(head.begin(), head.end()));
+  auto add = [&nv](std::string_view name, std::string_view value) {
+    nv.push_back({reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
+                  reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(),
+                  value.size(), NGHTTP2_NV_FLAG_NONE});
+  };
+  add(":status", status);
+  for (const auto& field : head) {
+    const std::string_view name = field.name_string();
+    if (connection_specific(name)) continue;
+    std::string lower(name);
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    names.push_back(std::move(lower));
+  }
+  std::size_t i = 0;
+  for (const auto& field : head) {
+    if (connection_specific(field.name_string())) continue;
+    add(names[i++], field.value());
+  }
+  nghttp2_data_provider provider{};
+  provider.source.ptr = &st;
+  provider.read_callback = read_data;
+  if (nghttp2_submit_response(session, st.id, nv.data(), nv.size(),
+                              has_body ? &provider : nullptr) != 0) {
+    reset(st, NGHTTP2_INTERNAL_ERROR);
+  }
+  kick();
+}
+
+asio::awaitable<bool> Http2Connection::wait_for_room(Stream& st, std::size_t most) {
+  while (!st.closed && !failed && st.pending() > most) {
+    const auto since = st.last_taken;
+    st.room->expires_after(impl->limits.write_timeout);
+    auto [ec] = co_await st.room->async_wait(use_tuple);
+    if (!ec && st.last_taken == since) {
+      // Nothing taken for the write timeout: the client does not read this stream.
+      reset(st, NGHTTP2_CANCEL);
+      co_return false;
+    }
+  }
+  co_return !st.closed && !failed;
+}
+
+asio::awaitable<void> Http2Connection::pump_watch(std::shared_ptr<Stream> st,
+                                                  ApiResponse& response) {
+  std::vector<watch::WatchFrame> frames;
+  std::vector<asio::const_buffer> buffers;
+  std::unique_ptr<ProtobufBatch> pb;
+  if (response.protobuf_watch) {
+    pb = std::make_unique<ProtobufBatch>();
+    pb->api_version = response.protobuf_watch->api_version();
+    pb->kind = response.protobuf_watch->kind;
+  }
+  std::string batch;
+  for (;;) {
+    const bool room = co_await wait_for_room(*st);
+    if (!room) co_return;
+    auto next = co_await response.watch->next(frames);
+    if (!next || st->closed) break;
+    convert_frames(response, frames);
+    buffers.clear();
+    if (!response.protobuf_watch) {
+      append_frames(buffers, frames);
+    } else if (!append_protobuf_frames(buffers, *pb, frames)) {
+      spdlog::warn("a watch of {} ends: an object has no protobuf form",
+                   response.protobuf_watch->resource);
+      break;
+    }
+    batch.clear();
+    for (const auto& b : buffers) batch.append(static_cast<const char*>(b.data()), b.size());
+    append(*st, batch);
+  }
+  finish(*st);
+}
+
+asio::awaitable<void> Http2Connection::pump_source(std::shared_ptr<Stream> st,
+                                                   ApiResponse& response) {
+  st->cancel_source = response.body_source->cancel;
+  for (;;) {
+    const bool room = co_await wait_for_room(*st);
+    if (!room) co_return;
+    std::optional<std::string> piece = co_await response.body_source->next();
+    if (!piece || st->closed) break;
+    append(*st, *piece);
+  }
+  finish(*st);
+}
+
+asio::awaitable<void> Http2Connection::serve(std::shared_ptr<Stream> st) {
+  auto self = shared_from_this();
+  struct Running {
+    Http2Connection& c;
+    ~Running() {
+      --c.running;
+      c.start_ready();
+      c.kick();
+    }
+  } running_guard{*this};
+  const auto start = std::chrono::steady_clock::now();
+  if (st->closed) co_return;  // reset before it started
+  if (st->body_too_large) {
+    auto res = simple_error(413, "RequestEntityTooLarge", "request entity too large");
+    st->out = std::move(res.body());
+    buffered += st->out.size();
+    st->eof = true;
+    st->room = std::make_unique<asio::steady_timer>(stream.get_executor());
+    submit_answer(*st, res, true);
+    // The rest of the body is not wanted: once the answer has gone, the stream is reset
+    // (RFC 9113 8.1), and what the client still sends of it is dropped unread.
+    const bool sent = co_await wait_for_room(*st, 0);
+    if (sent) reset(*st, NGHTTP2_NO_ERROR);
+    co_return;
+  }
+  http::request<http::string_body>& req = st->request;
+  const http::verb verb = http::string_to_verb(st->method);
+  if (verb == http::verb::unknown) {
+    req.method_string(st->method);
+  } else {
+    req.method(verb);
+  }
+  req.target(st->path);
+  if (!st->authority.empty() && req.find(http::field::host) == req.end()) {
+    req.set(http::field::host, st->authority);
+  }
+  ApiRequest request = request_of(req, peer);
+  request.body = std::move(req.body());
+  if (impl->handler->auditing()) request.remote_address = StreamOps<TlsStream>::remote_address(stream);
+  const bool head_only = verb == http::verb::head;
+  const bool gzip_ok = accepts_gzip(req[http::field::accept_encoding]);
+  const std::string method = st->method;
+  const std::string target = st->path;
+  ApiResponse response = co_await impl->handler->handle(std::move(request));
+  if (st->closed) co_return;  // reset while it was served; a watch it started ends with `response`
+  // Released when the stream closes: a watch's slot, the audit record's ResponseComplete.
+  st->held = {std::move(response.lease), std::move(response.on_sent)};
+  if (response.streaming) {
+    spdlog::info("{} {} {} watch (HTTP/2)", method, target, response.status);
+    http::response<http::string_body> res{static_cast<http::status>(response.status), 11};
+    res.set(http::field::server, "kwatch");
+    std::string type = response.protobuf_watch ? "application/vnd.kubernetes.protobuf;stream=watch"
+                                               : response.content_type;
+    if (response.body_source && response.content_type.empty()) type.clear();
+    if (!type.empty()) res.set(http::field::content_type, type);
+    if (!response.body_source) res.set(http::field::cache_control, "no-cache, private");
+    for (const auto& [name, value] : response.headers) res.set(name, value);
+    st->room = std::make_unique<asio::steady_timer>(stream.get_executor());
+    if (response.watch) st->watch = response.watch;
+    submit_answer(*st, res, !head_only);
+    if (head_only) co_return;
+    ++impl->streams;
+    const std::shared_ptr<void> counted(nullptr, [i = impl](void*) { --i->streams; });
+    append(*st, response.body);
+    if (response.body_source) {
+      co_await pump_source(st, response);
+    } else if (response.watch) {
+      co_await pump_watch(st, response);
+    } else {
+      finish(*st);
+    }
+    co_await wait_for_room(*st, 0);
+    co_return;
+  }
+  if (!response.items.empty() || !response.tail.empty()) {
+    // A list from the cache, gathered into one body here (HTTP/1.1 writes it in slices).
+    std::string body = std::move(response.body);
+    for (std::size_t i = 0; i < response.items.size(); ++i) {
+      if (i > 0) body.push_back(',');
+      body += response.items[i]->json;
+    }
+    body += response.tail;
+    response.body = std::move(body);
+    response.items.clear();
+    response.tail.clear();
+  }
+  http::response<http::string_body> res = impl->answer_head(response, 11, head_only);
+  co_await impl->gzip_body(res, gzip_ok);
+  if (st->closed) co_return;
+  const bool has_body = !head_only && !res.body().empty();
+  st->room = std::make_unique<asio::steady_timer>(stream.get_executor());
+  if (!head_only) res.content_length(res.body().size());
+  st->out = std::move(res.body());
+  buffered += st->out.size();
+  st->eof = true;
+  submit_answer(*st, res, has_body);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  spdlog::info("{} {} {} {:.3f}ms (HTTP/2)", method, target, response.status, ms);
+  // The handler's place is kept until the client has taken the answer, or is reset if it takes
+  // nothing for the write timeout: a client cannot pin answers by not reading them.
+  co_await wait_for_room(*st, 0);
+}
+
+void Http2Connection::start_ready() {
+  // Handlers of streams the client reset still count: they hold the places of new ones.
+  while (!ready.empty() && running < max_streams && buffered < kConnectionBuffer && !failed) {
+    auto st = std::move(ready.front());
+    ready.pop_front();
+    ++running;
+    asio::co_spawn(stream.get_executor(), serve(std::move(st)),
+                   [](std::exception_ptr e) { log_task_failure(e, "HTTP/2 stream"); });
+  }
+  if (ready.size() > 4 * static_cast<std::size_t>(max_streams)) {
+    // A client that resets streams to start more handlers than it may run at once.
+    go_away(NGHTTP2_ENHANCE_YOUR_CALM);
+    failed = true;
+  }
+}
+
+asio::awaitable<void> Http2Connection::read_loop() {
+  auto self = shared_from_this();
+  std::vector<std::uint8_t> buffer(16 * 1024);
+  for (;;) {
+    auto [ec, n] = co_await stream.async_read_some(asio::buffer(buffer), use_tuple);
+    if (ec || failed) break;
+    const ssize_t rv = nghttp2_session_mem_recv(session, buffer.data(), n);
+    if (rv < 0) {
+      // A protocol error: nghttp2 has queued GOAWAY where the protocol asks for one.
+      spdlog::debug("HTTP/2 connection ends: {}", nghttp2_strerror(static_cast<int>(rv)));
+      failed = true;
+      break;
+    }
+    start_ready();
+    kick();
+  }
+  reading = false;
+  kick();
+}
+
+asio::awaitable<void> Http2Connection::run() {
+  auto self = shared_from_this();
+  peer = StreamOps<TlsStream>::client_certificate(stream);
+  if (!setup()) co_return;
+  auto waiting = std::make_shared<HttpServer::Impl::Waiting>();
+  waiting->strand = stream.get_executor();
+  waiting->on_drain = [weak = weak_from_this()] {
+    if (auto c = weak.lock()) c->go_away(NGHTTP2_NO_ERROR);
+  };
+  const std::shared_ptr<void> tracked = impl->track(waiting);
+  if (impl->draining) go_away(NGHTTP2_NO_ERROR);
+  StreamOps<TlsStream>::expires_never(stream);
+  asio::co_spawn(stream.get_executor(), read_loop(),
+                 [](std::exception_ptr e) { log_task_failure(e, "HTTP/2 reader"); });
+  {
+    std::weak_ptr<const void> alive = self;
+    std::function<std::optional<std::chrono::steady_clock::time_point>()> since =
+        [this] { return write_clock.since; };
+    asio::co_spawn(stream.get_executor(),
+                   guard_writes(stream, std::move(alive), std::move(since),
+                                impl->limits.write_timeout),
+                   [](std::exception_ptr e) { log_task_failure(e, "HTTP/2 write guard"); });
+  }
+  std::string out;
+  auto idle_since = std::chrono::steady_clock::now();
+  for (;;) {
+    out.clear();
+    while (out.size() < kWriteBatch) {
+      const std::uint8_t* data = nullptr;
+      const ssize_t n = nghttp2_session_mem_send(session, &data);
+      if (n < 0) {
+        failed = true;
+        break;
+      }
+      if (n == 0) break;
+      out.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
+    }
+    if (!out.empty()) {
+      write_clock.since = std::chrono::steady_clock::now();
+      auto [ec, n] = co_await asio::async_write(stream, asio::buffer(out), use_tuple);
+      write_clock.since.reset();
+      if (ec) break;
+      if (!ready.empty()) start_ready();  // answers drained: requests held back may start
+      continue;
+    }
+    if (failed || !reading) break;
+    if (!nghttp2_session_want_read(session) && !nghttp2_session_want_write(session)) break;
+    const bool idle = streams.empty() && running == 0;
+    if (!idle) idle_since = std::chrono::steady_clock::now();
+    if (idle && std::chrono::steady_clock::now() - idle_since >= impl->limits.read_timeout) {
+      go_away(NGHTTP2_NO_ERROR);
+      continue;
+    }
+    wake.expires_after(idle ? impl->limits.read_timeout : std::chrono::hours(1));
+    co_await wake.async_wait(use_tuple);
+  }
+  failed = true;
+  for (auto& [id, st] : streams) {
+    st->closed = true;
+    if (auto w = st->watch.lock()) w->stop();
+    if (st->cancel_source) st->cancel_source();
+    if (st->room) st->room->cancel();
+  }
+  streams.clear();
+  ready.clear();
+  StreamOps<TlsStream>::shutdown_send(stream);
+  StreamOps<TlsStream>::close(stream);
+}
+
+asio::awaitable<void> HttpServer::Impl::serve_http2(TlsStream stream, std::shared_ptr<void> slot) {
+  auto connection =
+      std::make_shared<Http2Connection>(shared_from_this(), std::move(stream), std::move(slot));
+  co_await connection->run();
+}
+
+}  // namespace kwatch::server
