@@ -14,6 +14,9 @@
 //     the client resets still holds its place until its handler returns; requests over the
 //     limit wait, and a connection with more than four times the limit waiting is ended
 //     (ENHANCE_YOUR_CALM): resetting streams cannot make the server run unbounded handlers.
+//   - a request with a body is admitted on its head (authenticated, authorized) before its body
+//     is taken: until then its stream's flow-control window (64 KiB; 256 KiB for the whole
+//     connection) is all the client can send, and a refused one's body is dropped unread.
 //   - a request's decoded header list past the header limit resets its stream (nghttp2 itself
 //     ends a connection whose header block runs on in CONTINUATION frames); a body past the
 //     body limit is answered 413.
@@ -41,9 +44,10 @@ constexpr std::size_t kStreamBuffer = 256 * 1024;
 constexpr std::size_t kConnectionBuffer = 16 * 1024 * 1024;
 // What the writer gathers from nghttp2 before one socket write.
 constexpr std::size_t kWriteBatch = 64 * 1024;
-// The flow-control window a client may fill per stream and per connection before it waits
-// for kwatch to read (kube's: 256 KiB per stream, a request body's 99th percentile).
-constexpr std::uint32_t kStreamWindow = 256 * 1024;
+// The flow-control window a client may fill per stream before kwatch takes its body: what a
+// request not yet admitted can make the server hold, as HTTP/1.1's head limit (64 KiB). The
+// connection's window is four of them: all streams' unadmitted bodies together.
+constexpr std::uint32_t kStreamWindow = 64 * 1024;
 
 std::string_view view(const std::uint8_t* p, std::size_t n) {
   return {reinterpret_cast<const char*>(p), n};
@@ -65,7 +69,11 @@ struct Http2Connection : std::enable_shared_from_this<Http2Connection> {
     std::string method, path, authority;
     std::size_t header_bytes = 0;  // decoded, counted as SETTINGS_MAX_HEADER_LIST_SIZE counts
     std::size_t body_bytes = 0;
+    std::size_t unconsumed = 0;  // DATA bytes not yet given back to flow control
     bool body_too_large = false;
+    bool body_done = false;  // END_STREAM came
+    bool admitted = false;   // its head was admitted: its body is taken as it comes
+    bool withheld = false;   // refused on its head: its body is dropped, never read
     bool dispatched = false;
     bool closed = false;  // nghttp2 closed it (answered, or reset by either side)
     // The answer's DATA still to go, and whether more will come.
@@ -136,7 +144,8 @@ struct Http2Connection : std::enable_shared_from_this<Http2Connection> {
   std::shared_ptr<const auth::ClientCertificate> peer;
   nghttp2_session* session = nullptr;
   std::map<std::int32_t, std::shared_ptr<Stream>> streams;
-  std::deque<std::shared_ptr<Stream>> ready;  // complete requests not yet started
+  std::deque<std::shared_ptr<Stream>> ready;  // requests whose head is whole, not yet started
+  std::vector<std::int32_t> to_consume;  // admitted streams that received DATA (read_loop)
   std::size_t running = 0;  // handlers not yet returned (reset streams' included)
   std::size_t buffered = 0;  // answers' bytes not yet taken by nghttp2, all streams
   asio::steady_timer wake;  // the writer sleeps here while nothing is to be sent
@@ -164,6 +173,9 @@ bool Http2Connection::setup() {
   // many answers wait; SETTINGS frames carry at most this many entries.
   nghttp2_option_set_max_outbound_ack(option, 1000);
   nghttp2_option_set_max_settings(option, 32);
+  // Window updates are kwatch's: only a request admitted on its head gets more than its first
+  // window of body (see on_data_chunk).
+  nghttp2_option_set_no_auto_window_update(option, 1);
   const int rv = nghttp2_session_server_new2(&session, callbacks, this, option);
   nghttp2_option_del(option);
   nghttp2_session_callbacks_del(callbacks);
@@ -178,7 +190,6 @@ bool Http2Connection::setup() {
   if (nghttp2_submit_settings(session, NGHTTP2_FLAG_NONE, settings, std::size(settings)) != 0) {
     return false;
   }
-  // The connection's own window: room for every stream's at once.
   nghttp2_session_set_local_window_size(session, NGHTTP2_FLAG_NONE, 0,
                                         static_cast<std::int32_t>(kStreamWindow * 4));
   return true;
@@ -228,7 +239,12 @@ int Http2Connection::on_data_chunk(nghttp2_session* session, std::uint8_t, std::
                                    const std::uint8_t* data, std::size_t len, void* user) {
   auto* self = static_cast<Http2Connection*>(user);
   auto* st = static_cast<Stream*>(nghttp2_session_get_stream_user_data(session, id));
-  if (st == nullptr || st->dispatched || st->body_too_large) return 0;
+  if (st == nullptr) return 0;
+  // Flow control gives the client more room only for bytes kwatch consumed: those of a request
+  // admitted on its head. Until then a client can send a stream's first window, no more.
+  st->unconsumed += len;
+  if (st->admitted) self->to_consume.push_back(id);
+  if (st->body_done || st->body_too_large || st->withheld) return 0;
   st->body_bytes += len;
   if (st->body_bytes > self->impl->limits.max_body_bytes) {
     st->body_too_large = true;
@@ -237,6 +253,7 @@ int Http2Connection::on_data_chunk(nghttp2_session* session, std::uint8_t, std::
     return 0;
   }
   st->request.body().append(reinterpret_cast<const char*>(data), len);
+  if (st->room) st->room->cancel();  // a body being waited for made progress
   return 0;
 }
 
@@ -245,9 +262,12 @@ int Http2Connection::on_frame_recv(nghttp2_session* session, const nghttp2_frame
   auto* self = static_cast<Http2Connection*>(user);
   if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
   auto* st = static_cast<Stream*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
-  if (st == nullptr || st->dispatched) return 0;
-  // A body past the limit is answered at once (RFC 9113 8.1: the rest of it is not read).
-  if (st->body_too_large || (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
+  if (st == nullptr) return 0;
+  if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) st->body_done = true;
+  if (st->room) st->room->cancel();
+  // Every request starts once its head is whole: one with a body is admitted on its head
+  // (authenticated, authorized) before a byte of the body beyond the first window is taken.
+  if (frame->hd.type == NGHTTP2_HEADERS && !st->dispatched) {
     st->dispatched = true;
     auto it = self->streams.find(st->id);
     if (it != self->streams.end()) self->ready.push_back(it->second);
@@ -263,6 +283,8 @@ int Http2Connection::on_stream_close(nghttp2_session*, std::int32_t id, std::uin
   Stream& st = *it->second;
   st.closed = true;
   self->buffered -= st.pending();
+  // What the stream received and kwatch never took goes back to the connection's window.
+  if (st.unconsumed > 0) nghttp2_session_consume_connection(self->session, st.unconsumed);
   // A watch ends with its stream (the client reset it, or its answer is done).
   if (auto w = st.watch.lock()) w->stop();
   if (st.cancel_source) st.cancel_source();
@@ -435,19 +457,6 @@ asio::awaitable<void> Http2Connection::serve(std::shared_ptr<Stream> st) {
   } running_guard{*this};
   const auto start = std::chrono::steady_clock::now();
   if (st->closed) co_return;  // reset before it started
-  if (st->body_too_large) {
-    auto res = simple_error(413, "RequestEntityTooLarge", "request entity too large");
-    st->out = std::move(res.body());
-    buffered += st->out.size();
-    st->eof = true;
-    st->room = std::make_unique<asio::steady_timer>(stream.get_executor());
-    submit_answer(*st, res, true);
-    // The rest of the body is not wanted: once the answer has gone, the stream is reset
-    // (RFC 9113 8.1), and what the client still sends of it is dropped unread.
-    const bool sent = co_await wait_for_room(*st, 0);
-    if (sent) reset(*st, NGHTTP2_NO_ERROR);
-    co_return;
-  }
   http::request<http::string_body>& req = st->request;
   const http::verb verb = http::string_to_verb(st->method);
   if (verb == http::verb::unknown) {
@@ -460,6 +469,50 @@ asio::awaitable<void> Http2Connection::serve(std::shared_ptr<Stream> st) {
     req.set(http::field::host, st->authority);
   }
   ApiRequest request = request_of(req, peer);
+  if (!st->body_done && !st->body_too_large) {
+    // A body follows: the head is judged first, as over HTTP/1.1 (ApiHandler::admit_head).
+    st->room = std::make_unique<asio::steady_timer>(stream.get_executor());
+    const bool admitted = co_await impl->handler->admit_head(request);
+    if (st->closed) co_return;
+    if (!admitted) {
+      // Answered (401/403) without its body, which is dropped as it comes; the stream is
+      // reset once the answer has gone.
+      st->withheld = true;
+      request.body_withheld = true;
+      req.body().clear();
+    } else {
+      st->admitted = true;
+      if (st->unconsumed > 0) {
+        nghttp2_session_consume(session, st->id, st->unconsumed);
+        st->unconsumed = 0;
+        kick();
+      }
+      // The rest of the body, within the read timeout of the last progress.
+      while (!st->closed && !st->body_done && !st->body_too_large) {
+        const std::size_t got = st->body_bytes;
+        st->room->expires_after(impl->limits.read_timeout);
+        auto [ec] = co_await st->room->async_wait(use_tuple);
+        if (!ec && st->body_bytes == got && !st->body_done) {
+          reset(*st, NGHTTP2_CANCEL);
+          co_return;
+        }
+      }
+      if (st->closed) co_return;
+    }
+  }
+  if (st->body_too_large) {
+    auto res = simple_error(413, "RequestEntityTooLarge", "request entity too large");
+    st->out = std::move(res.body());
+    buffered += st->out.size();
+    st->eof = true;
+    if (!st->room) st->room = std::make_unique<asio::steady_timer>(stream.get_executor());
+    submit_answer(*st, res, true);
+    // The rest of the body is not wanted: once the answer has gone, the stream is reset
+    // (RFC 9113 8.1), and what the client still sends of it is dropped unread.
+    const bool sent = co_await wait_for_room(*st, 0);
+    if (sent) reset(*st, NGHTTP2_NO_ERROR);
+    co_return;
+  }
   request.body = std::move(req.body());
   if (impl->handler->auditing()) request.remote_address = StreamOps<TlsStream>::remote_address(stream);
   const bool head_only = verb == http::verb::head;
@@ -524,7 +577,8 @@ asio::awaitable<void> Http2Connection::serve(std::shared_ptr<Stream> st) {
   spdlog::info("{} {} {} {:.3f}ms (HTTP/2)", method, target, response.status, ms);
   // The handler's place is kept until the client has taken the answer, or is reset if it takes
   // nothing for the write timeout: a client cannot pin answers by not reading them.
-  co_await wait_for_room(*st, 0);
+  const bool sent = co_await wait_for_room(*st, 0);
+  if (sent && st->withheld) reset(*st, NGHTTP2_NO_ERROR);  // the body it still sends is unwanted
 }
 
 void Http2Connection::start_ready() {
@@ -556,6 +610,13 @@ asio::awaitable<void> Http2Connection::read_loop() {
       failed = true;
       break;
     }
+    for (const std::int32_t id : to_consume) {
+      auto it = streams.find(id);
+      if (it == streams.end() || it->second->unconsumed == 0) continue;
+      nghttp2_session_consume(session, id, it->second->unconsumed);
+      it->second->unconsumed = 0;
+    }
+    to_consume.clear();
     start_ready();
     kick();
   }

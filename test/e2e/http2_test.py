@@ -406,6 +406,94 @@ def check_limits(t, server, port):
     probe.close()
 
 
+def send_bodies_while_waiting(c, streams, size, seconds):
+    """Opens `streams` POSTs and sends `size` bytes on each as far as flow control lets the
+    client within `seconds`; returns the bytes sent in all."""
+    body = b"x" * size
+    sids = []
+    for _ in range(streams):
+        sid = c.conn.get_next_available_stream_id()
+        c.conn.send_headers(sid, [(":method", "POST"), (":path", "/api/v1/namespaces/big/configmaps"),
+                                  (":scheme", "https"), (":authority", "127.0.0.1"),
+                                  ("content-type", "application/json"),
+                                  ("authorization", "Bearer attacker")])
+        c.streams[sid] = {"headers": None, "data": b"", "ended": False, "reset": None}
+        sids.append(sid)
+    c.flush()
+    sent = {sid: 0 for sid in sids}
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not c.closed and c.terminated is None:
+        progressed = False
+        for sid in sids:
+            if c.streams[sid]["reset"] is not None or c.streams[sid]["headers"] is not None:
+                continue
+            try:
+                window = min(c.conn.local_flow_control_window(sid), c.conn.max_outbound_frame_size,
+                             size - sent[sid])
+            except h2.exceptions.StreamClosedError:
+                continue
+            if window > 0:
+                c.conn.send_data(sid, body[:window])
+                sent[sid] += window
+                progressed = True
+        c.flush()
+        c.pump(0 if progressed else 0.1)
+    for sid in sids:
+        if c.streams[sid]["reset"] is None and not c.closed and c.terminated is None:
+            c.conn.reset_stream(sid, error_code=8)
+    c.flush()
+    return sum(sent.values())
+
+
+def check_unadmitted_bodies(t, port, admin):
+    """Bodies of requests refused on their head (no credentials) are never taken: the client can
+    send only the first flow-control windows of them, not megabytes; the same connection then
+    still carries an admitted upload (the refused bodies' room went back to it)."""
+    c = H2(port)
+    c.pump(0.3)
+    body = b"x" * (1 << 20)
+    sids = []
+    for _ in range(20):
+        sid = c.conn.get_next_available_stream_id()
+        c.conn.send_headers(sid, [(":method", "POST"), (":path", "/api/v1/namespaces/big/configmaps"),
+                                  (":scheme", "https"), (":authority", "127.0.0.1"),
+                                  ("content-type", "application/json")])
+        c.streams[sid] = {"headers": None, "data": b"", "ended": False, "reset": None}
+        sids.append(sid)
+    c.flush()
+    sent = {sid: 0 for sid in sids}
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and not c.closed:
+        progressed = False
+        for sid in sids:
+            if c.streams[sid]["reset"] is not None or c.streams[sid]["ended"]:
+                continue
+            try:
+                window = min(c.conn.local_flow_control_window(sid), c.conn.max_outbound_frame_size,
+                             len(body) - sent[sid])
+            except h2.exceptions.StreamClosedError:
+                continue
+            if window > 0:
+                c.conn.send_data(sid, body[:window])
+                sent[sid] += window
+                progressed = True
+        c.flush()
+        c.pump(0 if progressed else 0.1)
+    total = sum(sent.values())
+    statuses = [c.streams[sid]["headers"][":status"] if c.streams[sid]["headers"] else None
+                for sid in sids]
+    t.check("requests without credentials over HTTP/2 are refused on their head (401)",
+            statuses == ["401"] * len(sids), str(statuses))
+    t.check("a refused request's body is not taken past the first flow-control windows",
+            total <= 320 * 1024, f"the client sent {total} bytes of 20 MiB")
+    status, _, body = c.fetch("POST", "/api/v1/namespaces/big/configmaps",
+                              json.dumps(configmap("after-refusals", {"v": "y" * 900_000})).encode(),
+                              admin)
+    t.check("an admitted 900 kB upload on the same connection after the refusals",
+            status == 201, f"{status} {body[:200]!r}")
+    c.close()
+
+
 def check_reset_of_waiting_requests(t, binary, tmp):
     """Requests that wait (here: for their priority level's one seat) and are reset by the client
     still run until they get their seat or give up. A client resetting them to open more is
@@ -416,7 +504,7 @@ def check_reset_of_waiting_requests(t, binary, tmp):
         f.write('admin,admin,1,"system:masters"\nattacker,attacker,2\n')
     server = Server(binary, data_dir=tmp + "/data-reset", https=True,
                     extra_args=[f"--cert-dir={tmp}/certs-reset", f"--token-auth-file={tokens}",
-                                "--max-requests-inflight=10",
+                                "--anonymous-auth=false", "--max-requests-inflight=10",
                                 "--max-mutating-requests-inflight=5"]).start()
     admin = [("authorization", "Bearer admin")]
     attacker = [("authorization", "Bearer attacker")]
@@ -440,6 +528,8 @@ def check_reset_of_waiting_requests(t, binary, tmp):
         for i in range(3):
             a.fetch("POST", "/api/v1/namespaces/big/configmaps",
                     json.dumps(configmap(f"big-{i}", {"v": "x" * 900_000})).encode(), admin)
+
+        check_unadmitted_bodies(t, server.secure_port, admin)
 
         # A client that never reads an answer (its window shut): the stream is reset after the
         # write timeout (60 s) instead of pinning the answer.
@@ -483,6 +573,13 @@ def check_reset_of_waiting_requests(t, binary, tmp):
             c.pump(0.05)
             if c.terminated is not None or c.closed:
                 break
+            if sent == 99:
+                # Every place is now taken by a reset request that waits: requests with bodies
+                # wait to start, and until they are admitted their bodies are not taken.
+                total = send_bodies_while_waiting(c, 10, 1 << 20, seconds=2)
+                t.check("bodies of requests waiting to start are not taken past the first "
+                        "flow-control windows", total <= 320 * 1024,
+                        f"the client sent {total} bytes of 10 MiB")
         deadline = time.monotonic() + 10
         while c.terminated is None and not c.closed and time.monotonic() < deadline:
             c.pump(0.2)

@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""Memory per idle watch: HTTP/2 streams (many per connection) against HTTP/1.1 connections
+(one per watch), on one server, side by side.
+
+    bench/http2_idle.py [--binary build/server/kwatch-apiserver] [--watches 4000]
+                        [--streams-per-connection 100] [--rounds 2]
+
+For each transport and round: starts kwatch-apiserver (HTTPS on a free loopback port, embedded
+store in memory), opens --watches watches of ConfigMaps in one namespace (HTTP/2: that many
+streams, --streams-per-connection on each connection; HTTP/1.1 over TLS: a connection each),
+waits until every watch's head has come and the server's watcher count says so, and reads the
+server's RSS before and after. Then one write, and the time until every watch has its event.
+Prints one JSON document: bytes of RSS per watch and the write's fan-out time, per run, and
+the medians. Needs python3-h2. Only 127.0.0.1 is used; servers are stopped by PID.
+"""
+import argparse
+import json
+import os
+import select
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.settings
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def tls(port, protocols):
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_alpn_protocols(protocols)
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    return ctx.wrap_socket(s, server_hostname="127.0.0.1")
+
+
+class Server:
+    def __init__(self, binary, tmp, streams):
+        self.port = free_port()
+        self.log = open(os.path.join(tmp, "log"), "w")
+        self.proc = subprocess.Popen(
+            [binary, "--port=0", "--bind-address=127.0.0.1", f"--secure-port={self.port}",
+             f"--cert-dir={tmp}/certs", "--authorization-mode=AlwaysAllow", "--anonymous-auth=true",
+             "--max-watches-per-user=0", "--log-level=warn",
+             f"--http2-max-streams-per-connection={streams}"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if self.get("/readyz")[0] == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise SystemExit("kwatch-apiserver did not start")
+            time.sleep(0.1)
+
+    def get(self, path, method="GET", body=None):
+        s = tls(self.port, ["http/1.1"])
+        data = b"" if body is None else json.dumps(body).encode()
+        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                  f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
+        out = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+        s.close()
+        head, _, rest = out.partition(b"\r\n\r\n")
+        return int(head.split()[1]), rest
+
+    def watchers(self):
+        _, body = self.get("/metrics")
+        return sum(float(line.rsplit(" ", 1)[1]) for line in body.decode().splitlines()
+                   if line.startswith("kwatch_watchers{") and 'resource="configmaps"' in line)
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def open_h2(port, n, per_conn, path):
+    conns = []
+    while n > 0:
+        k = min(n, per_conn)
+        s = tls(port, ["h2"])
+        c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        c.initiate_connection()
+        s.sendall(c.data_to_send())
+        # The server's SETTINGS (its stream limit) first.
+        while c.remote_settings.max_concurrent_streams < k:
+            for ev in c.receive_data(s.recv(65536)):
+                pass
+            s.sendall(c.data_to_send())
+        for _ in range(k):
+            sid = c.get_next_available_stream_id()
+            c.send_headers(sid, [(":method", "GET"), (":path", path), (":scheme", "https"),
+                                 (":authority", "127.0.0.1")], end_stream=True)
+        s.sendall(c.data_to_send())
+        conns.append({"sock": s, "conn": c, "heads": 0, "events": 0, "want": k})
+        n -= k
+    return conns
+
+
+def pump_h2(conns, done, timeout):
+    deadline = time.monotonic() + timeout
+    by_sock = {c["sock"]: c for c in conns}
+    while not done() and time.monotonic() < deadline:
+        ready, _, _ = select.select(list(by_sock), [], [], 0.5)
+        for s in ready:
+            c = by_sock[s]
+            data = s.recv(1 << 20)
+            if not data:
+                raise SystemExit("an HTTP/2 connection closed")
+            for ev in c["conn"].receive_data(data):
+                if isinstance(ev, h2.events.ResponseReceived):
+                    c["heads"] += 1
+                elif isinstance(ev, h2.events.DataReceived):
+                    c["events"] += ev.data.count(b"\n")
+                    c["conn"].acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            s.sendall(c["conn"].data_to_send())
+    return done()
+
+
+def open_h1(port, n, path):
+    socks = []
+    for _ in range(n):
+        s = tls(port, ["http/1.1"])
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        socks.append({"sock": s, "buf": b"", "heads": 0, "events": 0})
+    return socks
+
+
+def pump_h1(socks, done, timeout):
+    deadline = time.monotonic() + timeout
+    by_sock = {c["sock"]: c for c in socks}
+    while not done() and time.monotonic() < deadline:
+        ready, _, _ = select.select(list(by_sock), [], [], 0.5)
+        for s in ready:
+            c = by_sock[s]
+            data = s.recv(65536)
+            if not data:
+                raise SystemExit("an HTTP/1.1 watch closed")
+            c["buf"] += data
+            if not c["heads"] and b"\r\n\r\n" in c["buf"]:
+                c["heads"] = 1
+                c["buf"] = c["buf"].split(b"\r\n\r\n", 1)[1]
+            if c["heads"]:
+                c["events"] += c["buf"].count(b"\n") - c["buf"].count(b"\r\n")
+                c["buf"] = b""
+    return done()
+
+
+def run(binary, transport, n, per_conn):
+    with tempfile.TemporaryDirectory() as tmp:
+        server = Server(binary, tmp, per_conn)
+        try:
+            server.get("/api/v1/namespaces", "POST", {"metadata": {"name": "idle"}})
+            _, body = server.get("/api/v1/namespaces/idle/configmaps")
+            rv = json.loads(body)["metadata"]["resourceVersion"]
+            path = f"/api/v1/namespaces/idle/configmaps?watch=1&resourceVersion={rv}"
+            base_watchers = server.watchers()
+            time.sleep(1)
+            before = rss_bytes(server.proc.pid)
+            if transport == "h2":
+                clients = open_h2(server.port, n, per_conn, path)
+                pump = pump_h2
+            else:
+                clients = open_h1(server.port, n, path)
+                pump = lambda cs, done, t: pump_h1(cs, done, t)  # noqa: E731
+            ok = pump(clients, lambda: sum(c["heads"] for c in clients) >= n, 120)
+            deadline = time.monotonic() + 60
+            while server.watchers() - base_watchers < n and time.monotonic() < deadline:
+                time.sleep(0.2)
+            time.sleep(1)
+            after = rss_bytes(server.proc.pid)
+            events_before = sum(c["events"] for c in clients)
+            start = time.monotonic()
+            server.get("/api/v1/namespaces/idle/configmaps", "POST", {"metadata": {"name": "x"}})
+            delivered = pump(clients, lambda: sum(c["events"] for c in clients) - events_before >= n, 60)
+            fan_out = time.monotonic() - start
+            for c in clients:
+                c["sock"].close()
+            return {"transport": transport, "watches": n, "all_open": ok, "all_delivered": delivered,
+                    "connections": len(clients), "rss_before": before, "rss_after": after,
+                    "bytes_per_watch": round((after - before) / n),
+                    "fan_out_ms": round(fan_out * 1000, 1)}
+        finally:
+            server.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", default=os.path.join(ROOT, "build/server/kwatch-apiserver"))
+    ap.add_argument("--watches", type=int, default=4000)
+    ap.add_argument("--streams-per-connection", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+    runs = []
+    for _ in range(args.rounds):
+        for transport in ("h2", "http/1.1"):
+            r = run(args.binary, transport, args.watches, args.streams_per_connection)
+            print(json.dumps(r), file=sys.stderr, flush=True)
+            runs.append(r)
+    summary = {"watches": args.watches, "streams_per_connection": args.streams_per_connection,
+               "runs": runs}
+    for t in ("h2", "http/1.1"):
+        summary[f"{t}_bytes_per_watch"] = statistics.median(
+            r["bytes_per_watch"] for r in runs if r["transport"] == t)
+        summary[f"{t}_fan_out_ms"] = statistics.median(
+            r["fan_out_ms"] for r in runs if r["transport"] == t)
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
