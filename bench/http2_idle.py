@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Memory per idle watch: HTTP/2 streams (many per connection) against HTTP/1.1 connections
 (one per watch), on one server, side by side.
 
@@ -16,7 +16,7 @@ the medians. Needs python3-h2. Only 127.0.0.1 is used; servers are stopped by PI
 import argparse
 import json
 import os
-import select
+import selectors
 import socket
 import ssl
 import statistics
@@ -130,11 +130,12 @@ def open_h2(port, n, per_conn, path):
 
 def pump_h2(conns, done, timeout):
     deadline = time.monotonic() + timeout
-    by_sock = {c["sock"]: c for c in conns}
+    sel = selectors.DefaultSelector()
+    for c in conns:
+        sel.register(c["sock"], selectors.EVENT_READ, c)
     while not done() and time.monotonic() < deadline:
-        ready, _, _ = select.select(list(by_sock), [], [], 0.5)
-        for s in ready:
-            c = by_sock[s]
+        for key, _ in sel.select(0.5):
+            c, s = key.data, key.fileobj
             data = s.recv(1 << 20)
             if not data:
                 raise SystemExit("an HTTP/2 connection closed")
@@ -145,6 +146,7 @@ def pump_h2(conns, done, timeout):
                     c["events"] += ev.data.count(b"\n")
                     c["conn"].acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
             s.sendall(c["conn"].data_to_send())
+    sel.close()
     return done()
 
 
@@ -159,11 +161,12 @@ def open_h1(port, n, path):
 
 def pump_h1(socks, done, timeout):
     deadline = time.monotonic() + timeout
-    by_sock = {c["sock"]: c for c in socks}
+    sel = selectors.DefaultSelector()
+    for c in socks:
+        sel.register(c["sock"], selectors.EVENT_READ, c)
     while not done() and time.monotonic() < deadline:
-        ready, _, _ = select.select(list(by_sock), [], [], 0.5)
-        for s in ready:
-            c = by_sock[s]
+        for key, _ in sel.select(0.5):
+            c, s = key.data, key.fileobj
             data = s.recv(65536)
             if not data:
                 raise SystemExit("an HTTP/1.1 watch closed")
@@ -174,6 +177,7 @@ def pump_h1(socks, done, timeout):
             if c["heads"]:
                 c["events"] += c["buf"].count(b"\n") - c["buf"].count(b"\r\n")
                 c["buf"] = b""
+    sel.close()
     return done()
 
 

@@ -311,7 +311,8 @@ ssize_t Http2Connection::read_data(nghttp2_session*, std::int32_t, std::uint8_t*
   st->out_offset += n;
   st->last_taken = std::chrono::steady_clock::now();
   if (st->out_offset == st->out.size()) {
-    st->out.clear();
+    // Nothing kept between events: an idle watch holds no buffer.
+    std::string().swap(st->out);
     st->out_offset = 0;
     if (st->eof) *flags |= NGHTTP2_DATA_FLAG_EOF;
   }
@@ -410,7 +411,6 @@ asio::awaitable<void> Http2Connection::pump_watch(std::shared_ptr<Stream> st,
     pb->api_version = response.protobuf_watch->api_version();
     pb->kind = response.protobuf_watch->kind;
   }
-  std::string batch;
   for (;;) {
     const bool room = co_await wait_for_room(*st);
     if (!room) co_return;
@@ -425,9 +425,8 @@ asio::awaitable<void> Http2Connection::pump_watch(std::shared_ptr<Stream> st,
                    response.protobuf_watch->resource);
       break;
     }
-    batch.clear();
-    for (const auto& b : buffers) batch.append(static_cast<const char*>(b.data()), b.size());
-    append(*st, batch);
+    // Copied once, into the stream's own buffer (nghttp2 copies it again into its frames).
+    for (const auto& b : buffers) append(*st, {static_cast<const char*>(b.data()), b.size()});
   }
   finish(*st);
 }
@@ -517,25 +516,32 @@ asio::awaitable<void> Http2Connection::serve(std::shared_ptr<Stream> st) {
   if (impl->handler->auditing()) request.remote_address = StreamOps<TlsStream>::remote_address(stream);
   const bool head_only = verb == http::verb::head;
   const bool gzip_ok = accepts_gzip(req[http::field::accept_encoding]);
-  const std::string method = st->method;
-  const std::string target = st->path;
+  const std::string method = std::move(st->method);
+  const std::string target = std::move(st->path);
+  // The head is the request's now: the stream keeps nothing of it for its life.
+  req = {};
+  st->authority = std::string();
   ApiResponse response = co_await impl->handler->handle(std::move(request));
   if (st->closed) co_return;  // reset while it was served; a watch it started ends with `response`
   // Released when the stream closes: a watch's slot, the audit record's ResponseComplete.
   st->held = {std::move(response.lease), std::move(response.on_sent)};
   if (response.streaming) {
     spdlog::info("{} {} {} watch (HTTP/2)", method, target, response.status);
-    http::response<http::string_body> res{static_cast<http::status>(response.status), 11};
-    res.set(http::field::server, "kwatch");
-    std::string type = response.protobuf_watch ? "application/vnd.kubernetes.protobuf;stream=watch"
-                                               : response.content_type;
-    if (response.body_source && response.content_type.empty()) type.clear();
-    if (!type.empty()) res.set(http::field::content_type, type);
-    if (!response.body_source) res.set(http::field::cache_control, "no-cache, private");
-    for (const auto& [name, value] : response.headers) res.set(name, value);
-    st->room = std::make_unique<asio::steady_timer>(stream.get_executor());
-    if (response.watch) st->watch = response.watch;
-    submit_answer(*st, res, !head_only);
+    {
+      // The head, gone once submitted: a watch's frame keeps nothing of it.
+      http::response<http::string_body> res{static_cast<http::status>(response.status), 11};
+      res.set(http::field::server, "kwatch");
+      std::string type = response.protobuf_watch
+                             ? "application/vnd.kubernetes.protobuf;stream=watch"
+                             : response.content_type;
+      if (response.body_source && response.content_type.empty()) type.clear();
+      if (!type.empty()) res.set(http::field::content_type, type);
+      if (!response.body_source) res.set(http::field::cache_control, "no-cache, private");
+      for (const auto& [name, value] : response.headers) res.set(name, value);
+      st->room = std::make_unique<asio::steady_timer>(stream.get_executor());
+      if (response.watch) st->watch = response.watch;
+      submit_answer(*st, res, !head_only);
+    }
     if (head_only) co_return;
     ++impl->streams;
     const std::shared_ptr<void> counted(nullptr, [i = impl](void*) { --i->streams; });
