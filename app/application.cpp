@@ -1168,8 +1168,39 @@ asio::awaitable<void> Application::Parts::start_up(unsigned short api_port) {
   handler->set_ready(true);
 }
 
+namespace {
+
+// Every connection (an HTTP/1.1 watch is one) is a file descriptor: the soft limit on open files
+// goes up to the hard one at start, as Go programs (kube-apiserver among them) do since Go 1.19.
+// Logged, with what a deployment must raise when it is still low.
+void raise_open_file_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t before = limit.rlim_cur;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+      spdlog::warn("cannot raise the open-file limit from {} to {}: {}", before, limit.rlim_max,
+                   std::strerror(errno));
+      return;
+    }
+  }
+  const auto shown = [](rlim_t v) {
+    return v == RLIM_INFINITY ? std::string("unlimited") : std::to_string(v);
+  };
+  if (before != limit.rlim_cur) {
+    spdlog::info("open files: up to {} (raised from {} to the hard limit)", shown(limit.rlim_cur),
+                 shown(before));
+  } else {
+    spdlog::info("open files: up to {} (the hard limit)", shown(limit.rlim_cur));
+  }
+}
+
+}  // namespace
+
 bool Application::start() {
   Parts& p = *parts_;
+  raise_open_file_limit();
   p.make_threads();
   if (!p.open_storage()) return false;
   p.make_caches_and_handler();

@@ -173,7 +173,9 @@ def run(binary, tokens, apf, flood, args):
         if flood and args.flood_target == "separate":
             # The floor: the flood served by a second server at nice 19, a process of its own.
             flood_server = Server(binary, tokens, apf, args.readonly, args.mutating,
-                                  args.server_arg, preexec_fn=lambda: os.nice(19))
+                                  args.server_arg,
+                                  preexec_fn=lowest_cpu_priority if args.flood_server_idle
+                                  else lambda: os.nice(19))
             configure(flood_server, args.flood == "slow")
         if flood:
             flood_port = flood_server.port if flood_server else server.port
@@ -259,6 +261,8 @@ def main():
     ap.add_argument("--flood-target", choices=("same", "separate"), default="same",
                     help="separate: the flood goes to a second server, all of it at nice 19 "
                          "(what sharing the cores costs the victim, whatever one server does)")
+    ap.add_argument("--flood-server-idle", action="store_true",
+                    help="with --flood-target separate: that server runs SCHED_IDLE, not nice 19")
     ap.add_argument("--apf", choices=("both", "on", "off"), default="both",
                     help="run with APF on, off or both (the ratio of a side not run is null)")
     args = ap.parse_args()
@@ -285,6 +289,7 @@ def main():
     summary = {
         "flood": args.flood, "seats": args.readonly + args.mutating, "flooders": args.flooders,
         "seconds": args.seconds, "flood_target": args.flood_target,
+        "flood_server_idle": args.flood_server_idle,
         "server_args": args.server_arg,
         "apf_on_p99_ratio": ratio(True),
         "apf_off_p99_ratio": ratio(False),

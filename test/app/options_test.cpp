@@ -23,6 +23,16 @@ TEST(Options, DefaultsMatchTheDocumentedOnes) {
             0u);
 }
 
+TEST(Options, Http2FlagsKeepKubesMeaning) {
+  auto o = std::get<Options>(parse_options({}));
+  EXPECT_EQ(o.http2_max_streams_per_connection, 0u);  // the server's default, 100
+  EXPECT_FALSE(o.disable_http2_serving);
+  o = std::get<Options>(parse_options(
+      {"--http2-max-streams-per-connection=250", "--disable-http2-serving=true"}));
+  EXPECT_EQ(o.http2_max_streams_per_connection, 250u);
+  EXPECT_TRUE(o.disable_http2_serving);
+}
+
 TEST(Options, AcceptsBothEqualsAndSeparateValues) {
   auto o = std::get<Options>(
       parse_options({"--port=9090", "--bind-address", "0.0.0.0", "--data-dir=/tmp/x",
@@ -70,7 +80,8 @@ TEST(Options, UnknownFlagsAndBadValuesAreErrors) {
            {"--etcd-prefix=registry"}, {"--etcd-compaction-interval=soon"},
            {"--etcd-healthcheck-timeout=0"}, {"--etcd-readycheck-timeout=soon"},
            {"--watch-bookmark-interval=0"}, {"--watch-cache-sizes=pods"},
-           {"--secure-port=0"}, {"--low-priority-threads=-1"}, {"--low-priority-threads=x"}}) {
+           {"--secure-port=0"}, {"--low-priority-threads=-1"}, {"--low-priority-threads=x"},
+           {"--http2-max-streams-per-connection=-1"}, {"--disable-http2-serving=maybe"}}) {
     auto outcome = parse_options(args);
     ASSERT_TRUE(std::holds_alternative<ParseError>(outcome)) << args[0];
     EXPECT_FALSE(std::get<ParseError>(outcome).message.empty());

@@ -174,9 +174,12 @@ class Server:
         self.binary = binary
         # https=True: HTTPS on a port the harness picks (self.secure_port, kept across restarts);
         # taken again if another process bound it between the pick and the server's start.
-        self.https = https
+        # KWATCH_TEST_KUBECTL_HTTP2=1: kubectl reaches the server over HTTPS (where Go clients
+        # negotiate HTTP/2) with a token of system:masters; other clients keep plain HTTP.
+        self.kubectl_http2 = os.environ.get("KWATCH_TEST_KUBECTL_HTTP2") == "1"
+        self.https = https or self.kubectl_http2
         self.secure_port = None
-        self.max_open_files = max_open_files  # RLIMIT_NOFILE of the server process
+        self.max_open_files = max_open_files  # RLIMIT_NOFILE of the server process (n or (soft, hard))
         self.data_dir = data_dir
         # KWATCH_TEST_SERVER_ARGS: flags every server of a suite gets first (ctest runs some suites
         # again with the I/O threads writing watch events themselves).
@@ -226,12 +229,19 @@ class Server:
             args.append(f"--data-dir={self.data_dir}")
         if self.secure_port is not None:
             args.append(f"--secure-port={self.secure_port}")
+        if self.kubectl_http2:
+            home = self.kubectl_home()
+            with open(os.path.join(home, "tokens.csv"), "w") as f:
+                f.write('kubectl-admin,kubectl-admin,1,"system:masters"\n')
+            args += [f"--cert-dir={home}/certs", f"--token-auth-file={home}/tokens.csv"]
         args += self.extra_args
         self.log = open(self.log_path, "w")
         limit = None
         if self.max_open_files is not None:
+            # A number (soft and hard limit alike) or (soft, hard).
             n = self.max_open_files
-            limit = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))  # noqa: E731
+            soft, hard = n if isinstance(n, tuple) else (n, n)
+            limit = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))  # noqa: E731
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
                                      preexec_fn=limit)
 
@@ -316,8 +326,34 @@ class Server:
                   if n == name and all(lbl.get(k) == str(want) for k, want in labels.items())]
         return sum(values) if values else None
 
+    def kubectl_home(self):
+        """Where KWATCH_TEST_KUBECTL_HTTP2's certificates and token live (one per server)."""
+        if getattr(self, "_kubectl_home", None) is None:
+            self._kubectl_home = tempfile.mkdtemp(prefix="kwatch-kubectl-")
+            _temporary_dirs.append(self._kubectl_home)
+        return self._kubectl_home
+
     def kubeconfig(self, directory):
         path = os.path.join(directory, "kubeconfig")
+        if self.kubectl_http2:
+            home = self.kubectl_home()
+            with open(path, "w") as f:
+                f.write(f"""apiVersion: v1
+kind: Config
+clusters:
+- name: kwatch
+  cluster:
+    server: https://127.0.0.1:{self.secure_port}
+    certificate-authority: {home}/certs/ca.crt
+contexts:
+- name: kwatch
+  context: {{cluster: kwatch, user: kwatch}}
+current-context: kwatch
+users:
+- name: kwatch
+  user: {{token: kubectl-admin}}
+""")
+            return path
         with open(path, "w") as f:
             f.write(f"""apiVersion: v1
 kind: Config
@@ -344,9 +380,16 @@ def kubectl_runner(server, home):
         return None
     env = dict(os.environ, HOME=home, KUBECONFIG=server.kubeconfig(home))
 
+    checked = []
+
     def kc(*args, stdin=None):
         p = subprocess.run([kubectl, *args], input=stdin, capture_output=True, text=True,
                            env=env, timeout=60)
+        if server.kubectl_http2 and not checked:
+            # The suite's point in this mode: kubectl's requests went over HTTP/2.
+            if "(HTTP/2)" not in server.read_log():
+                raise AssertionError("KWATCH_TEST_KUBECTL_HTTP2: kubectl did not use HTTP/2")
+            checked.append(True)
         return p.returncode, p.stdout + p.stderr
     return kc
 

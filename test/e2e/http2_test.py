@@ -646,6 +646,19 @@ def main():
         finally:
             server.stop()
 
+        # The soft open-file limit is raised to the hard one at start, and said so.
+        server = Server(binary, data_dir=tmp + "/data4", max_open_files=(1024, 4096))
+        try:
+            server.start()
+            with open(f"/proc/{server.proc.pid}/limits") as f:
+                line = next(l for l in f if l.startswith("Max open files"))
+            t.check("the open-file limit is raised to the hard limit at start",
+                    line.split()[3:5] == ["4096", "4096"], line)
+            t.check("... and logged", "open files: up to 4096 (raised from 1024" in server.read_log(),
+                    server.read_log()[-300:])
+        finally:
+            server.stop()
+
         # --disable-http2-serving: HTTP/1.1 only.
         server = Server(binary, data_dir=tmp + "/data3", https=True,
                         extra_args=[f"--cert-dir={tmp}/certs3", "--disable-http2-serving=true"]).start()
