@@ -184,6 +184,21 @@ def read_frames_until_closed(c, timeout):
     return goaway, ended
 
 
+def wait_closed(sock, timeout, drain=False):
+    """Whether the server closes `sock` within `timeout` (what it sends is read and dropped)."""
+    deadline = time.monotonic() + timeout
+    sock.settimeout(0.2)
+    while time.monotonic() < deadline:
+        try:
+            if not sock.recv(1 << 16):
+                return True
+        except (socket.timeout, ssl.SSLWantReadError):
+            continue
+        except (OSError, ssl.SSLError):
+            return True
+    return False
+
+
 def events_of(data):
     return [json.loads(line) for line in data.decode().splitlines() if line.strip()]
 
@@ -365,6 +380,37 @@ def check_limits(t, server, port):
     probe = H2(port)
     status, _, _ = probe.fetch("GET", "/version")
     t.check("other clients are served after a reset flood", status == 200, str(status))
+    probe.close()
+
+    # Garbage after the preface: the connection ends (GOAWAY), others are served.
+    c = H2(port)
+    c.pump(0.3)
+    c.sock.sendall(b"\x00\x00\x08\xee\xff\x00\x00\x00\x01" + os.urandom(8) +  # unknown type: ignored
+                   b"\x00\x00\x04\x04\x00\x00\x00\x00\x07" + b"\x00" * 4)  # SETTINGS on a stream
+    closed = wait_closed(c.sock, 10)
+    t.check("a protocol error ends its connection", closed)
+    c.close()
+
+    # A PING flood from a client that reads none of the answers: cut off once a bounded
+    # number of answers wait, not served forever.
+    c = H2(port)
+    c.pump(0.3)
+    ping = b"\x00\x00\x08\x06\x00\x00\x00\x00\x00" + b"12345678"
+    sent = 0
+    try:
+        # Past what the sockets' buffers hold (a few MiB on loopback): 3M PINGs are 51 MB.
+        c.sock.settimeout(10)
+        for _ in range(3000):
+            c.sock.sendall(ping * 1000)
+            sent += 1000
+    except (OSError, ssl.SSLError):
+        pass
+    closed = wait_closed(c.sock, 10, drain=True)
+    t.check("a PING flood that reads no answers ends its connection", closed, f"sent {sent} PINGs")
+    c.close()
+    probe = H2(port)
+    status, _, _ = probe.fetch("GET", "/version")
+    t.check("other clients are served after garbage and a PING flood", status == 200, str(status))
     probe.close()
 
     # A header block that never ends (CONTINUATION frames, CVE-2024-27316's kind): the
