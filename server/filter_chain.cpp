@@ -11,6 +11,7 @@
 #include "base/uuid.hpp"
 #include "server/audit_log.hpp"
 #include "server/health_checks.hpp"
+#include "server/media_type.hpp"
 #include "server/request_options.hpp"
 #include "server/responses.hpp"
 #include "server/url.hpp"
@@ -121,16 +122,24 @@ asio::awaitable<ApiResponse> ApiHandler::serve_audited(ApiRequest request) {
 // endpoint; last, the request's metrics and what its response holds.
 asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* audit) {
   const auto start = std::chrono::steady_clock::now();
+  // A refusal before the endpoint is a Status in the form the client negotiates, as kube's
+  // filters answer (client-go's protobuf clients read a protobuf Status).
+  auto refusal = [&request](const apimachinery::ApiError& error) {
+    ApiResponse r = error_response(error);
+    const auto form = negotiate_output(request.accept, false, true);
+    if (form && form->representation == Representation::protobuf) as_protobuf(r);
+    return r;
+  };
   auto url = parse_url(request.target);
-  if (!url) co_return error_response({Errc::bad_request, "malformed request URL", {}});
+  if (!url) co_return refusal({Errc::bad_request, "malformed request URL", {}});
   Exchange exchange{request, *url, audit, {}, {}, {}};
   ApiResponse response;
   if (auto refused = co_await identify(exchange)) {
-    response = error_response(*refused);
+    response = refusal(*refused);
   } else if (auto unseated = co_await take_seat(exchange)) {
-    response = error_response(*unseated);
+    response = refusal(*unseated);
   } else if (auto forbidden = co_await authorize_path(exchange)) {
-    response = error_response(*forbidden);
+    response = refusal(*forbidden);
   } else {
     response = co_await dispatch(exchange);
     account(exchange, response, std::chrono::steady_clock::now() - start);

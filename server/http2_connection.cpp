@@ -405,26 +405,14 @@ asio::awaitable<void> Http2Connection::pump_watch(std::shared_ptr<Stream> st,
                                                   ApiResponse& response) {
   std::vector<watch::WatchFrame> frames;
   std::vector<asio::const_buffer> buffers;
-  std::unique_ptr<ProtobufBatch> pb;
-  if (response.protobuf_watch) {
-    pb = std::make_unique<ProtobufBatch>();
-    pb->api_version = response.protobuf_watch->api_version();
-    pb->kind = response.protobuf_watch->kind;
-  }
+  const std::unique_ptr<ProtobufBatch> pb = protobuf_batch_for(response);
   for (;;) {
     const bool room = co_await wait_for_room(*st);
     if (!room) co_return;
     auto next = co_await response.watch->next(frames);
     if (!next || st->closed) break;
-    convert_frames(response, frames);
     buffers.clear();
-    if (!response.protobuf_watch) {
-      append_frames(buffers, frames);
-    } else if (!append_protobuf_frames(buffers, *pb, frames)) {
-      spdlog::warn("a watch of {} ends: an object has no protobuf form",
-                   response.protobuf_watch->resource);
-      break;
-    }
+    if (!append_watch_batch(buffers, response, pb.get(), frames)) break;
     // Copied once, into the stream's own buffer (nghttp2 copies it again into its frames).
     for (const auto& b : buffers) append(*st, {static_cast<const char*>(b.data()), b.size()});
   }

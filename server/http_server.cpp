@@ -367,6 +367,27 @@ bool append_protobuf_frames(std::vector<asio::const_buffer>& out, ProtobufBatch&
   return true;
 }
 
+std::unique_ptr<ProtobufBatch> protobuf_batch_for(const ApiResponse& response) {
+  if (!response.protobuf_watch) return nullptr;
+  auto pb = std::make_unique<ProtobufBatch>();
+  pb->api_version = response.protobuf_watch->api_version();
+  pb->kind = response.protobuf_watch->kind;
+  return pb;
+}
+
+bool append_watch_batch(std::vector<asio::const_buffer>& out, const ApiResponse& response,
+                        ProtobufBatch* pb, std::vector<watch::WatchFrame>& frames) {
+  convert_frames(response, frames);
+  if (pb == nullptr) {
+    append_frames(out, frames);
+    return true;
+  }
+  if (append_protobuf_frames(out, *pb, frames)) return true;
+  spdlog::warn("a watch of {} ends: an object has no protobuf form",
+               response.protobuf_watch->resource);
+  return false;
+}
+
 // ---- Connections ----
 
 // Whether an accept failed for want of a resource (file descriptors, memory) that only time,

@@ -164,6 +164,13 @@ struct ProtobufBatch {
 // watch then ends, and the client watches again.
 bool append_protobuf_frames(std::vector<asio::const_buffer>& out, ProtobufBatch& batch,
                             const std::vector<watch::WatchFrame>& frames);
+// What a watch keeps between batches when it streams protobuf (null: a JSON watch).
+std::unique_ptr<ProtobufBatch> protobuf_batch_for(const ApiResponse& response);
+// One batch of a watch's frames in its form, converted first when it asked for another
+// rendering (convert_frames), appended to `out`; false when an object has no protobuf form
+// (logged: the watch then ends). `pb`: protobuf_batch_for's.
+bool append_watch_batch(std::vector<asio::const_buffer>& out, const ApiResponse& response,
+                        ProtobufBatch* pb, std::vector<watch::WatchFrame>& frames);
 
 inline constexpr std::size_t kReadChunk = 4096;
 
@@ -780,12 +787,7 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
   if (response.watch) {
     std::vector<watch::WatchFrame> frames;
     // A protobuf watch's batch (a JSON watch, most of them, keeps only the pointer).
-    std::unique_ptr<ProtobufBatch> pb;
-    if (response.protobuf_watch) {
-      pb = std::make_unique<ProtobufBatch>();
-      pb->api_version = response.protobuf_watch->api_version();
-      pb->kind = response.protobuf_watch->kind;
-    }
+    const std::unique_ptr<ProtobufBatch> pb = protobuf_batch_for(response);
     char chunk_header[24];
     // From here a stalled client is cut off by the write guard, not by per-write deadlines.
     StreamOps<Stream>::expires_never(stream);
@@ -802,17 +804,10 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
     for (;;) {
       auto next = co_await response.watch->next(frames);
       if (!next) break;
-      convert_frames(response, frames);
       // One chunk per batch, framed by hand: "<size hex>\r\n" <frames> "\r\n".
       buffers.clear();
       buffers.emplace_back();  // the chunk header, filled in below
-      if (!response.protobuf_watch) {
-        append_frames(buffers, frames);
-      } else if (!append_protobuf_frames(buffers, *pb, frames)) {
-        spdlog::warn("a watch of {} ends: an object has no protobuf form",
-                     response.protobuf_watch->resource);
-        break;
-      }
+      if (!append_watch_batch(buffers, response, pb.get(), frames)) break;
       const std::size_t size = asio::buffer_size(buffers);
       const int len = std::snprintf(chunk_header, sizeof chunk_header, "%zx\r\n", size);
       buffers.front() = asio::const_buffer(chunk_header, static_cast<std::size_t>(len));

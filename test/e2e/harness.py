@@ -337,37 +337,25 @@ class Server:
         path = os.path.join(directory, "kubeconfig")
         if self.kubectl_http2:
             home = self.kubectl_home()
-            with open(path, "w") as f:
-                f.write(f"""apiVersion: v1
-kind: Config
-clusters:
-- name: kwatch
-  cluster:
-    server: https://127.0.0.1:{self.secure_port}
-    certificate-authority: {home}/certs/ca.crt
-contexts:
-- name: kwatch
-  context: {{cluster: kwatch, user: kwatch}}
-current-context: kwatch
-users:
-- name: kwatch
-  user: {{token: kubectl-admin}}
-""")
-            return path
+            cluster = (f"    server: https://127.0.0.1:{self.secure_port}\n"
+                       f"    certificate-authority: {home}/certs/ca.crt")
+            user = "{token: kubectl-admin}"
+        else:
+            cluster, user = f"    server: http://127.0.0.1:{self.port}", "{}"
         with open(path, "w") as f:
             f.write(f"""apiVersion: v1
 kind: Config
 clusters:
 - name: kwatch
   cluster:
-    server: http://127.0.0.1:{self.port}
+{cluster}
 contexts:
 - name: kwatch
   context: {{cluster: kwatch, user: kwatch}}
 current-context: kwatch
 users:
 - name: kwatch
-  user: {{}}
+  user: {user}
 """)
         return path
 

@@ -723,6 +723,14 @@ def check_protobuf_get(t, server):
             status == 404 and body[:4] == b"k8s\x00" and
             (not protoc or (text is not None and '2: "Status"' in text and '4: "NotFound"' in text
                             and "6: 404" in text)), (text or str(body[:200]))[:600])
+    # Refused before the endpoint (a token nobody issued): the filters' Status in protobuf too.
+    status, body = server.request("GET", cms, headers={"Accept": pb, "Authorization": "Bearer nobody"},
+                                  raw=True)
+    text = decoded(body)
+    t.check("a refusal before the endpoint (401) is a Status in protobuf",
+            status == 401 and body[:4] == b"k8s\x00" and
+            (not protoc or (text is not None and '4: "Unauthorized"' in text and "6: 401" in text)),
+            (text or str(body[:200]))[:600])
     status, body = server.request("POST", cms, body=json.dumps({"metadata": {"name": "pb-answer"}}),
                                   headers={"Accept": pb + ", application/json",
                                            "Content-Type": "application/json"}, raw=True)
