@@ -1,0 +1,302 @@
+#!/usr/bin/python3
+"""Many watches on one replica over HTTP/2, as a cluster's kubelets and controllers hold them:
+h2load (Debian's nghttp2-client) opens --connections HTTP/2 connections of --streams watch
+streams each, cycling through one pod watch per node (`spec.nodeName=node-i`, as a kubelet
+watches its pods) and, one in every --nodes + 1, an unfiltered pod watch (as a controller).
+Then a writer patches the pods in turn at --rate writes/s for --hold seconds, while a probe (one
+HTTP/2 connection of its own) watches node-0's pods and all pods and times each event from the
+write that caused it (the write carries its send time).
+
+    bench/http2_scale.py [--connections 1000] [--streams 100] [--nodes 1000] [--rate 100]
+                         [--hold 600]
+
+Reported (one JSON document): the watches the server holds, how many were cut off
+(kwatch_watchers_terminated_total) or ended otherwise, RSS before and after they opened (bytes
+per idle watch), server CPU per dispatched event over the hold, the probe's write->event p50,
+p99 and max for the selective and the unfiltered watch, and the open-file limit the server
+reports. The server runs with HTTPS, the embedded store in memory, --log-level=warn,
+--max-watches-per-user=0, priority and fairness off and no in-flight limit (100,000 watch
+requests arrive in a few seconds; the point here is holding them). Only 127.0.0.1 is used;
+every process is stopped by PID.
+"""
+import argparse
+import json
+import os
+import re
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import h2.config
+import h2.connection
+import h2.events
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NS = "scale"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tls(port, protocols):
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_alpn_protocols(protocols)
+    raw = socket.create_connection(("127.0.0.1", port))
+    raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+
+
+class Client:
+    """One kept-alive HTTP/1.1 TLS connection."""
+
+    def __init__(self, port):
+        self.sock = tls(port, ["http/1.1"])
+        self.buf = b""
+
+    def request(self, method, path, body=None):
+        data = b"" if body is None else json.dumps(body).encode()
+        kind = "application/merge-patch+json" if method == "PATCH" else "application/json"
+        self.sock.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: {kind}\r\n"
+                          f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
+        while b"\r\n\r\n" not in self.buf:
+            self.buf += self.sock.recv(65536)
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        m = re.search(rb"(?i)content-length:\s*(\d+)", head)
+        length = int(m.group(1)) if m else 0
+        while len(self.buf) < length:
+            self.buf += self.sock.recv(65536)
+        body, self.buf = self.buf[:length], self.buf[length:]
+        return int(head.split()[1]), body
+
+
+def metric(client, name):
+    _, body = client.request("GET", "/metrics")
+    return sum(float(line.rsplit(" ", 1)[1]) for line in body.decode().splitlines()
+               if line.startswith(name + "{") or line.startswith(name + " "))
+
+
+class Probe(threading.Thread):
+    """Two watch streams on one HTTP/2 connection: node-0's pods and all pods. Each event's
+    latency is its arrival minus the send time the write put in the pod's annotation."""
+
+    def __init__(self, port, rv):
+        super().__init__(daemon=True)
+        self.sock = tls(port, ["h2"])
+        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        self.conn.initiate_connection()
+        base = f"/api/v1/namespaces/{NS}/pods?watch=1&resourceVersion={rv}&timeoutSeconds=86400"
+        self.paths = {"selective": base + "&fieldSelector=spec.nodeName%3Dnode-0",
+                      "unfiltered": base}
+        self.ids = {}
+        for kind, path in self.paths.items():
+            sid = self.conn.get_next_available_stream_id()
+            self.conn.send_headers(sid, [(":method", "GET"), (":path", path), (":scheme", "https"),
+                                         (":authority", "127.0.0.1")], end_stream=True)
+            self.ids[sid] = kind
+        self.sock.sendall(self.conn.data_to_send())
+        self.latencies = {"selective": [], "unfiltered": []}
+        self.partial = {sid: b"" for sid in self.ids}
+        self.ended = []
+        self.stop = False
+
+    def run(self):
+        self.sock.settimeout(0.5)
+        while not self.stop:
+            try:
+                data = self.sock.recv(1 << 20)
+            except socket.timeout:
+                continue
+            except OSError:
+                break
+            if not data:
+                break
+            now = time.time()
+            for ev in self.conn.receive_data(data):
+                if isinstance(ev, h2.events.DataReceived):
+                    self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                    buf = self.partial[ev.stream_id] + ev.data
+                    *lines, self.partial[ev.stream_id] = buf.split(b"\n")
+                    for line in lines:
+                        m = re.search(rb'"bench/sent":"([0-9.]+)"', line)
+                        if m:
+                            self.latencies[self.ids[ev.stream_id]].append(now - float(m.group(1)))
+                elif isinstance(ev, (h2.events.StreamEnded, h2.events.StreamReset)):
+                    self.ended.append(self.ids.get(ev.stream_id))
+            self.sock.sendall(self.conn.data_to_send())
+
+
+def pct(values, q):
+    if not values:
+        return None
+    values = sorted(values)
+    return round(values[min(len(values) - 1, int(q * len(values)))] * 1000, 2)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", default=os.path.join(ROOT, "build/server/kwatch-apiserver"))
+    ap.add_argument("--connections", type=int, default=1000)
+    ap.add_argument("--streams", type=int, default=100)
+    ap.add_argument("--nodes", type=int, default=1000)
+    ap.add_argument("--rate", type=float, default=100)
+    ap.add_argument("--hold", type=float, default=600)
+    args = ap.parse_args()
+    watches = args.connections * args.streams
+    with tempfile.TemporaryDirectory() as tmp:
+        port = free_port()
+        log_path = os.path.join(tmp, "log")
+        server = subprocess.Popen(
+            [args.binary, "--port=0", "--bind-address=127.0.0.1", f"--secure-port={port}",
+             f"--cert-dir={tmp}/certs", "--authorization-mode=AlwaysAllow", "--anonymous-auth=true",
+             "--max-watches-per-user=0", "--log-level=info", "--enable-priority-and-fairness=false",
+             "--max-requests-inflight=0", "--max-mutating-requests-inflight=0",
+             f"--http2-max-streams-per-connection={args.streams}"],
+            stdout=open(log_path, "w"), stderr=subprocess.STDOUT)
+        load = None
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    client = Client(port)
+                    if client.request("GET", "/readyz")[0] == 200:
+                        break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise SystemExit("kwatch-apiserver did not start")
+                time.sleep(0.1)
+            with open(log_path) as f:
+                limit_line = next((l.strip() for l in f if "open files" in l), None)
+            client.request("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})
+            for i in range(args.nodes):
+                status, body = client.request("POST", f"/api/v1/namespaces/{NS}/pods", {
+                    "metadata": {"name": f"pod-{i}", "annotations": {"bench/sent": "0"}},
+                    "spec": {"nodeName": f"node-{i}",
+                             "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}})
+                if status != 201:
+                    raise SystemExit(f"cannot create a pod: {status} {body[:200]!r}")
+            _, body = client.request("GET", f"/api/v1/namespaces/{NS}/pods?limit=1")
+            rv = json.loads(body)["metadata"]["resourceVersion"]
+            base_watchers = metric(client, "kwatch_watchers")
+            time.sleep(1)
+            rss_before = rss(server.pid)
+            # One unfiltered watch in every nodes + 1 URIs; h2load cycles through them.
+            uris = os.path.join(tmp, "uris")
+            base = (f"https://127.0.0.1:{port}/api/v1/namespaces/{NS}/pods?watch=1"
+                    f"&resourceVersion={rv}&timeoutSeconds=86400")
+            with open(uris, "w") as f:
+                for i in range(args.nodes):
+                    f.write(f"{base}&fieldSelector=spec.nodeName%3Dnode-{i}\n")
+                f.write(base + "\n")
+            started = time.monotonic()
+            load = subprocess.Popen(
+                ["h2load", "-c", str(args.connections), "-m", str(args.streams),
+                 "-n", str(watches), "-t", "1", "-i", uris],
+                stdout=open(os.path.join(tmp, "h2load.out"), "w"), stderr=subprocess.STDOUT)
+            deadline = time.monotonic() + 300
+            while metric(client, "kwatch_watchers") - base_watchers < watches:
+                if time.monotonic() > deadline or load.poll() is not None:
+                    with open(os.path.join(tmp, "h2load.out")) as f:
+                        out = f.read()[-2000:]
+                    raise SystemExit(f"only {metric(client, 'kwatch_watchers') - base_watchers:.0f} "
+                                     f"watches opened; h2load:\n{out}")
+                time.sleep(1)
+            open_s = time.monotonic() - started
+            time.sleep(5)
+            held = metric(client, "kwatch_watchers") - base_watchers
+            rss_after = rss(server.pid)
+            probe = Probe(port, rv)
+            probe.start()
+            time.sleep(1)
+            cpu0 = cpu_seconds(server.pid)
+            ev0 = metric(client, "kwatch_watch_events_dispatched_total")
+            term0 = metric(client, "kwatch_watchers_terminated_total")
+            writes = int(args.rate * args.hold)
+            t0 = time.monotonic()
+            behind = 0
+            for i in range(writes):
+                target = t0 + i / args.rate
+                delay = target - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                elif delay < -1:
+                    behind += 1
+                # node-0's pod every 10th write, so the selective probe sees a steady stream.
+                n = 0 if i % 10 == 0 else i % args.nodes
+                status, body = client.request(
+                    "PATCH", f"/api/v1/namespaces/{NS}/pods/pod-{n}",
+                    {"metadata": {"annotations": {"bench/sent": f"{time.time():.6f}"}}})
+                if status != 200:
+                    raise SystemExit(f"a write failed: {status} {body[:200]!r}")
+            write_s = time.monotonic() - t0
+            time.sleep(2)
+            cpu1 = cpu_seconds(server.pid)
+            ev1 = metric(client, "kwatch_watch_events_dispatched_total")
+            term1 = metric(client, "kwatch_watchers_terminated_total")
+            still = metric(client, "kwatch_watchers") - base_watchers
+            probe.stop = True
+            events = ev1 - ev0
+            result = {
+                "watches_requested": watches, "connections": args.connections,
+                "streams_per_connection": args.streams, "nodes": args.nodes,
+                "watches_held": held, "watches_at_end": still,
+                "opened_in_s": round(open_s, 1),
+                "watchers_terminated": term1 - term0, "probe_streams_ended": probe.ended,
+                "rss_before": rss_before, "rss_after": rss_after,
+                "bytes_per_idle_watch": round((rss_after - rss_before) / max(held, 1)),
+                "writes": writes, "write_seconds": round(write_s, 1),
+                "writes_per_s": round(writes / write_s, 1), "writer_behind_1s": behind,
+                "events_dispatched": events,
+                "server_cpu_s": round(cpu1 - cpu0, 2),
+                "server_cpu_us_per_event": round((cpu1 - cpu0) * 1e6 / max(events, 1), 2),
+                "server_cores_busy": round((cpu1 - cpu0) / write_s, 2),
+                "selective_p50_ms": pct(probe.latencies["selective"], 0.5),
+                "selective_p99_ms": pct(probe.latencies["selective"], 0.99),
+                "selective_max_ms": pct(probe.latencies["selective"], 1.0),
+                "selective_events": len(probe.latencies["selective"]),
+                "unfiltered_p50_ms": pct(probe.latencies["unfiltered"], 0.5),
+                "unfiltered_p99_ms": pct(probe.latencies["unfiltered"], 0.99),
+                "unfiltered_max_ms": pct(probe.latencies["unfiltered"], 1.0),
+                "unfiltered_events": len(probe.latencies["unfiltered"]),
+                "open_files": limit_line,
+                "server_alive": server.poll() is None,
+            }
+            print(json.dumps(result, indent=1))
+        finally:
+            if load is not None and load.poll() is None:
+                load.kill()
+                load.wait()
+            server.terminate()
+            try:
+                server.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                server.kill()
+
+
+if __name__ == "__main__":
+    main()
