@@ -20,8 +20,6 @@ Only 127.0.0.1 is used; every process is stopped by PID.
 import argparse
 import json
 import os
-import socket
-import ssl
 import statistics
 import subprocess
 import sys
@@ -29,20 +27,10 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from https_server import Server, cpu_seconds  # noqa: E402
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 NS = "fan"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rchar(pids):
@@ -56,44 +44,6 @@ def rchar(pids):
         except OSError:
             pass
     return total
-
-
-class Client:
-    """One kept-alive HTTP/1.1 TLS connection."""
-
-    def __init__(self, port):
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-        ctx.set_alpn_protocols(["http/1.1"])
-        raw = socket.create_connection(("127.0.0.1", port))
-        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock = ctx.wrap_socket(raw, server_hostname="127.0.0.1")
-        self.buf = b""
-
-    def request(self, method, path, body=None):
-        data = b"" if body is None else json.dumps(body).encode()
-        kind = "application/merge-patch+json" if method == "PATCH" else "application/json"
-        self.sock.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: {kind}\r\n"
-                          f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
-        while b"\r\n\r\n" not in self.buf:
-            self.buf += self.sock.recv(65536)
-        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
-        length = 0
-        for line in head.split(b"\r\n")[1:]:
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                length = int(value)
-        while len(self.buf) < length:
-            self.buf += self.sock.recv(65536)
-        body, self.buf = self.buf[:length], self.buf[length:]
-        return int(head.split()[1]), body
-
-
-def metric(client, name):
-    _, body = client.request("GET", "/metrics")
-    return sum(float(line.rsplit(" ", 1)[1]) for line in body.decode().splitlines()
-               if line.startswith(name + "{") or line.startswith(name + " "))
 
 
 H1_READER = r"""
@@ -119,27 +69,10 @@ while True:
 
 
 def run(args, form, tmp):
-    port = free_port()
-    slug = form.replace("/", "-")
-    log = open(os.path.join(tmp, f"log-{slug}"), "w")
-    server = subprocess.Popen(
-        [args.binary, "--port=0", "--bind-address=127.0.0.1", f"--secure-port={port}",
-         f"--cert-dir={tmp}/certs-{slug}", "--authorization-mode=AlwaysAllow",
-         "--anonymous-auth=true", "--max-watches-per-user=0", "--log-level=warn"],
-        stdout=log, stderr=subprocess.STDOUT)
+    server = Server(args.binary, tmp, ["--log-level=warn"], log_name=form.replace("/", "-"))
+    port, client = server.port, server.client
     readers = []
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                client = Client(port)
-                if client.request("GET", "/readyz")[0] == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise SystemExit("kwatch-apiserver did not start")
-            time.sleep(0.1)
         client.request("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})
         names = [f"cm-{i}" for i in range(100)]
         for name in names:
@@ -149,7 +82,7 @@ def run(args, form, tmp):
         rv = json.loads(body)["metadata"]["resourceVersion"]
         path = (f"/api/v1/namespaces/{NS}/configmaps?watch=1&resourceVersion={rv}"
                 f"&timeoutSeconds={int(args.seconds) + 120}")
-        base = metric(client, "kwatch_watchers")
+        base = client.metric("kwatch_watchers")
         if form == "json/http1.1":
             per = 250
             for i in range(0, args.watchers, per):
@@ -166,15 +99,15 @@ def run(args, form, tmp):
                      "-H", f"accept: {accept}", f"https://127.0.0.1:{port}{path}"],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         deadline = time.monotonic() + 60
-        while metric(client, "kwatch_watchers") - base < args.watchers:
+        while client.metric("kwatch_watchers") - base < args.watchers:
             if time.monotonic() > deadline:
                 raise SystemExit(f"{form}: the watchers did not all open")
             time.sleep(0.2)
         time.sleep(1)
         pids = [r.pid for r in readers]
-        cpu0, bytes0 = cpu_seconds(server.pid), rchar(pids)
-        ev0 = metric(client, "kwatch_watch_events_dispatched_total")
-        term0 = metric(client, "kwatch_watchers_terminated_total")
+        cpu0, bytes0 = cpu_seconds(server.proc.pid), rchar(pids)
+        ev0 = client.metric("kwatch_watch_events_dispatched_total")
+        term0 = client.metric("kwatch_watchers_terminated_total")
         writes = int(args.rate * args.seconds)
         start = time.monotonic()
         for i in range(writes):
@@ -190,13 +123,13 @@ def run(args, form, tmp):
         # Delivery finishes: the dispatched count reaches writes x watchers, or time runs out.
         want = ev0 + writes * args.watchers
         deadline = time.monotonic() + 30
-        while metric(client, "kwatch_watch_events_dispatched_total") < want and \
+        while client.metric("kwatch_watch_events_dispatched_total") < want and \
                 time.monotonic() < deadline:
             time.sleep(0.2)
         time.sleep(0.5)
-        cpu1, bytes1 = cpu_seconds(server.pid), rchar(pids)
-        ev1 = metric(client, "kwatch_watch_events_dispatched_total")
-        term1 = metric(client, "kwatch_watchers_terminated_total")
+        cpu1, bytes1 = cpu_seconds(server.proc.pid), rchar(pids)
+        ev1 = client.metric("kwatch_watch_events_dispatched_total")
+        term1 = client.metric("kwatch_watchers_terminated_total")
         events = ev1 - ev0
         return {"form": form, "watchers": args.watchers, "writes": writes,
                 "write_seconds": round(time.monotonic() - start, 2), "events": events,
@@ -208,11 +141,7 @@ def run(args, form, tmp):
         for r in readers:
             r.kill()
             r.wait()
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        server.stop()
 
 
 def main():

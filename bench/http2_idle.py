@@ -17,10 +17,7 @@ import argparse
 import json
 import os
 import selectors
-import socket
-import ssl
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,78 +28,8 @@ import h2.events
 import h2.settings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def rss_bytes(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def tls(port, protocols):
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    ctx.set_alpn_protocols(protocols)
-    s = socket.create_connection(("127.0.0.1", port), timeout=30)
-    return ctx.wrap_socket(s, server_hostname="127.0.0.1")
-
-
-class Server:
-    def __init__(self, binary, tmp, streams):
-        self.port = free_port()
-        self.log = open(os.path.join(tmp, "log"), "w")
-        self.proc = subprocess.Popen(
-            [binary, "--port=0", "--bind-address=127.0.0.1", f"--secure-port={self.port}",
-             f"--cert-dir={tmp}/certs", "--authorization-mode=AlwaysAllow", "--anonymous-auth=true",
-             "--max-watches-per-user=0", "--log-level=warn",
-             f"--http2-max-streams-per-connection={streams}"],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if self.get("/readyz")[0] == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise SystemExit("kwatch-apiserver did not start")
-            time.sleep(0.1)
-
-    def get(self, path, method="GET", body=None):
-        s = tls(self.port, ["http/1.1"])
-        data = b"" if body is None else json.dumps(body).encode()
-        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-                  f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
-        out = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            out += chunk
-        s.close()
-        head, _, rest = out.partition(b"\r\n\r\n")
-        return int(head.split()[1]), rest
-
-    def watchers(self):
-        _, body = self.get("/metrics")
-        return sum(float(line.rsplit(" ", 1)[1]) for line in body.decode().splitlines()
-                   if line.startswith("kwatch_watchers{") and 'resource="configmaps"' in line)
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from https_server import Server, rss_bytes, tls  # noqa: E402
 
 
 def open_h2(port, n, per_conn, path):
@@ -183,13 +110,15 @@ def pump_h1(socks, done, timeout):
 
 def run(binary, transport, n, per_conn):
     with tempfile.TemporaryDirectory() as tmp:
-        server = Server(binary, tmp, per_conn)
+        server = Server(binary, tmp, ["--log-level=warn",
+                                      f"--http2-max-streams-per-connection={per_conn}"])
+        client = server.client
         try:
-            server.get("/api/v1/namespaces", "POST", {"metadata": {"name": "idle"}})
-            _, body = server.get("/api/v1/namespaces/idle/configmaps")
+            client.request("POST", "/api/v1/namespaces", {"metadata": {"name": "idle"}})
+            _, body = client.request("GET", "/api/v1/namespaces/idle/configmaps")
             rv = json.loads(body)["metadata"]["resourceVersion"]
             path = f"/api/v1/namespaces/idle/configmaps?watch=1&resourceVersion={rv}"
-            base_watchers = server.watchers()
+            base_watchers = client.metric("kwatch_watchers")
             time.sleep(1)
             before = rss_bytes(server.proc.pid)
             if transport == "h2":
@@ -197,16 +126,16 @@ def run(binary, transport, n, per_conn):
                 pump = pump_h2
             else:
                 clients = open_h1(server.port, n, path)
-                pump = lambda cs, done, t: pump_h1(cs, done, t)  # noqa: E731
+                pump = pump_h1
             ok = pump(clients, lambda: sum(c["heads"] for c in clients) >= n, 120)
             deadline = time.monotonic() + 60
-            while server.watchers() - base_watchers < n and time.monotonic() < deadline:
+            while client.metric("kwatch_watchers") - base_watchers < n and time.monotonic() < deadline:
                 time.sleep(0.2)
             time.sleep(1)
             after = rss_bytes(server.proc.pid)
             events_before = sum(c["events"] for c in clients)
             start = time.monotonic()
-            server.get("/api/v1/namespaces/idle/configmaps", "POST", {"metadata": {"name": "x"}})
+            client.request("POST", "/api/v1/namespaces/idle/configmaps", {"metadata": {"name": "x"}})
             delivered = pump(clients, lambda: sum(c["events"] for c in clients) - events_before >= n, 60)
             fan_out = time.monotonic() - start
             for c in clients:

@@ -24,8 +24,6 @@ import json
 import os
 import re
 import socket
-import ssl
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,66 +35,9 @@ import h2.connection
 import h2.events
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from https_server import Server, cpu_seconds, rss_bytes, tls  # noqa: E402
 NS = "scale"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def rss(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def tls(port, protocols):
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    ctx.set_alpn_protocols(protocols)
-    raw = socket.create_connection(("127.0.0.1", port))
-    raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return ctx.wrap_socket(raw, server_hostname="127.0.0.1")
-
-
-class Client:
-    """One kept-alive HTTP/1.1 TLS connection."""
-
-    def __init__(self, port):
-        self.sock = tls(port, ["http/1.1"])
-        self.buf = b""
-
-    def request(self, method, path, body=None):
-        data = b"" if body is None else json.dumps(body).encode()
-        kind = "application/merge-patch+json" if method == "PATCH" else "application/json"
-        self.sock.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: {kind}\r\n"
-                          f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
-        while b"\r\n\r\n" not in self.buf:
-            self.buf += self.sock.recv(65536)
-        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
-        m = re.search(rb"(?i)content-length:\s*(\d+)", head)
-        length = int(m.group(1)) if m else 0
-        while len(self.buf) < length:
-            self.buf += self.sock.recv(65536)
-        body, self.buf = self.buf[:length], self.buf[length:]
-        return int(head.split()[1]), body
-
-
-def metric(client, name):
-    _, body = client.request("GET", "/metrics")
-    return sum(float(line.rsplit(" ", 1)[1]) for line in body.decode().splitlines()
-               if line.startswith(name + "{") or line.startswith(name + " "))
 
 
 class Probe(threading.Thread):
@@ -168,30 +109,15 @@ def main():
     args = ap.parse_args()
     watches = args.connections * args.streams
     with tempfile.TemporaryDirectory() as tmp:
-        port = free_port()
-        log_path = os.path.join(tmp, "log")
-        server = subprocess.Popen(
-            [args.binary, "--port=0", "--bind-address=127.0.0.1", f"--secure-port={port}",
-             f"--cert-dir={tmp}/certs", "--authorization-mode=AlwaysAllow", "--anonymous-auth=true",
-             "--max-watches-per-user=0", "--log-level=info", "--enable-priority-and-fairness=false",
-             "--max-requests-inflight=0", "--max-mutating-requests-inflight=0",
-             f"--http2-max-streams-per-connection={args.streams}"],
-            stdout=open(log_path, "w"), stderr=subprocess.STDOUT)
+        server = Server(args.binary, tmp, [
+            "--log-level=info", "--enable-priority-and-fairness=false",
+            "--max-requests-inflight=0", "--max-mutating-requests-inflight=0",
+            f"--http2-max-streams-per-connection={args.streams}"])
+        port, client = server.port, server.client
         load = None
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    client = Client(port)
-                    if client.request("GET", "/readyz")[0] == 200:
-                        break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise SystemExit("kwatch-apiserver did not start")
-                time.sleep(0.1)
-            with open(log_path) as f:
-                limit_line = next((l.strip() for l in f if "open files" in l), None)
+            limit_line = next((l.strip() for l in server.log().splitlines() if "open files" in l),
+                              None)
             client.request("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})
             for i in range(args.nodes):
                 status, body = client.request("POST", f"/api/v1/namespaces/{NS}/pods", {
@@ -202,9 +128,9 @@ def main():
                     raise SystemExit(f"cannot create a pod: {status} {body[:200]!r}")
             _, body = client.request("GET", f"/api/v1/namespaces/{NS}/pods?limit=1")
             rv = json.loads(body)["metadata"]["resourceVersion"]
-            base_watchers = metric(client, "kwatch_watchers")
+            base_watchers = client.metric("kwatch_watchers")
             time.sleep(1)
-            rss_before = rss(server.pid)
+            rss_before = rss_bytes(server.proc.pid)
             # One unfiltered watch in every nodes + 1 URIs; h2load cycles through them.
             uris = os.path.join(tmp, "uris")
             base = (f"https://127.0.0.1:{port}/api/v1/namespaces/{NS}/pods?watch=1"
@@ -219,23 +145,23 @@ def main():
                  "-n", str(watches), "-t", "1", "-i", uris],
                 stdout=open(os.path.join(tmp, "h2load.out"), "w"), stderr=subprocess.STDOUT)
             deadline = time.monotonic() + 300
-            while metric(client, "kwatch_watchers") - base_watchers < watches:
+            while client.metric("kwatch_watchers") - base_watchers < watches:
                 if time.monotonic() > deadline or load.poll() is not None:
                     with open(os.path.join(tmp, "h2load.out")) as f:
                         out = f.read()[-2000:]
-                    raise SystemExit(f"only {metric(client, 'kwatch_watchers') - base_watchers:.0f} "
+                    raise SystemExit(f"only {client.metric('kwatch_watchers') - base_watchers:.0f} "
                                      f"watches opened; h2load:\n{out}")
                 time.sleep(1)
             open_s = time.monotonic() - started
             time.sleep(5)
-            held = metric(client, "kwatch_watchers") - base_watchers
-            rss_after = rss(server.pid)
+            held = client.metric("kwatch_watchers") - base_watchers
+            rss_after = rss_bytes(server.proc.pid)
             probe = Probe(port, rv)
             probe.start()
             time.sleep(1)
-            cpu0 = cpu_seconds(server.pid)
-            ev0 = metric(client, "kwatch_watch_events_dispatched_total")
-            term0 = metric(client, "kwatch_watchers_terminated_total")
+            cpu0 = cpu_seconds(server.proc.pid)
+            ev0 = client.metric("kwatch_watch_events_dispatched_total")
+            term0 = client.metric("kwatch_watchers_terminated_total")
             writes = int(args.rate * args.hold)
             t0 = time.monotonic()
             behind = 0
@@ -255,10 +181,10 @@ def main():
                     raise SystemExit(f"a write failed: {status} {body[:200]!r}")
             write_s = time.monotonic() - t0
             time.sleep(2)
-            cpu1 = cpu_seconds(server.pid)
-            ev1 = metric(client, "kwatch_watch_events_dispatched_total")
-            term1 = metric(client, "kwatch_watchers_terminated_total")
-            still = metric(client, "kwatch_watchers") - base_watchers
+            cpu1 = cpu_seconds(server.proc.pid)
+            ev1 = client.metric("kwatch_watch_events_dispatched_total")
+            term1 = client.metric("kwatch_watchers_terminated_total")
+            still = client.metric("kwatch_watchers") - base_watchers
             probe.stop = True
             events = ev1 - ev0
             result = {
@@ -284,18 +210,14 @@ def main():
                 "unfiltered_max_ms": pct(probe.latencies["unfiltered"], 1.0),
                 "unfiltered_events": len(probe.latencies["unfiltered"]),
                 "open_files": limit_line,
-                "server_alive": server.poll() is None,
+                "server_alive": server.proc.poll() is None,
             }
             print(json.dumps(result, indent=1))
         finally:
             if load is not None and load.poll() is None:
                 load.kill()
                 load.wait()
-            server.terminate()
-            try:
-                server.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                server.kill()
+            server.stop()
 
 
 if __name__ == "__main__":
