@@ -59,7 +59,7 @@ class Probe(threading.Thread):
                                          (":authority", "127.0.0.1")], end_stream=True)
             self.ids[sid] = kind
         self.sock.sendall(self.conn.data_to_send())
-        self.latencies = {"selective": [], "unfiltered": []}
+        self.latencies = {"selective": [], "unfiltered": [], "unfiltered_pod0": []}
         self.partial = {sid: b"" for sid in self.ids}
         self.ended = []
         self.stop = False
@@ -84,7 +84,12 @@ class Probe(threading.Thread):
                     for line in lines:
                         m = re.search(rb'"bench/sent":"([0-9.]+)"', line)
                         if m:
-                            self.latencies[self.ids[ev.stream_id]].append(now - float(m.group(1)))
+                            kind = self.ids[ev.stream_id]
+                            self.latencies[kind].append(now - float(m.group(1)))
+                            # The unfiltered watch's events of node-0's pod, apart: the same
+                            # writes the selective watch sees.
+                            if kind == "unfiltered" and b'"name":"pod-0"' in line:
+                                self.latencies["unfiltered_pod0"].append(now - float(m.group(1)))
                 elif isinstance(ev, (h2.events.StreamEnded, h2.events.StreamReset)):
                     self.ended.append(self.ids.get(ev.stream_id))
             self.sock.sendall(self.conn.data_to_send())
@@ -209,6 +214,8 @@ def main():
                 "unfiltered_p99_ms": pct(probe.latencies["unfiltered"], 0.99),
                 "unfiltered_max_ms": pct(probe.latencies["unfiltered"], 1.0),
                 "unfiltered_events": len(probe.latencies["unfiltered"]),
+                "unfiltered_pod0_p50_ms": pct(probe.latencies["unfiltered_pod0"], 0.5),
+                "unfiltered_pod0_p99_ms": pct(probe.latencies["unfiltered_pod0"], 0.99),
                 "open_files": limit_line,
                 "server_alive": server.proc.poll() is None,
             }
