@@ -292,6 +292,9 @@ def check_watches(t, server, port):
     c.wait(lambda: all(c.streams[s]["headers"] for s in watches), what="200 watch heads")
     t.check("200 watch streams open on one connection",
             all(c.streams[s]["headers"][":status"] == "200" for s in watches))
+    # One more in kube's protobuf watch form (client-go's typed watches ask for it).
+    pbw = c.request("GET", f"/api/v1/namespaces/w2/configmaps?watch=1&resourceVersion={rv}",
+                    headers=[("accept", "application/vnd.kubernetes.protobuf, application/json")])
     writer = H2(port)
     count = 20
     for i in range(count):
@@ -313,6 +316,22 @@ def check_watches(t, server, port):
             in_order += 1
     t.check(f"each of {n} watch streams on one connection sees every event in order",
             in_order == n, f"{in_order} of {n}")
+    c.wait(lambda: c.streams[pbw]["data"].count(b"e-") >= count, what="the protobuf watch's events")
+    data = c.streams[pbw]["data"]
+    frames, offset = [], 0
+    while offset + 4 <= len(data):
+        size = int.from_bytes(data[offset:offset + 4], "big")
+        frames.append(data[offset + 4:offset + 4 + size])
+        offset += 4 + size
+    named = [f for f in frames if b"e-" in f]
+    # Each name as protobuf writes a string: its length, then its bytes.
+    positions = [data.find(bytes([len(f"e-{i}")]) + f"e-{i}".encode()) for i in range(count)]
+    t.check("a protobuf watch over HTTP/2: length-prefixed WatchEvents, every event in order",
+            c.streams[pbw]["headers"].get("content-type") ==
+            "application/vnd.kubernetes.protobuf;stream=watch" and offset == len(data) and
+            len(named) >= count and all(f.startswith(b"\x0a") for f in frames) and
+            -1 not in positions and positions == sorted(positions),
+            f"{c.streams[pbw]['headers']} {len(frames)} frames, positions {positions[:5]}")
 
     # A reset ends that watch only: the others see the next event, the server's watchers drop.
     def watchers():
