@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Many watches on one replica over HTTP/2, as a cluster's kubelets and controllers hold them:
-h2load (Debian's nghttp2-client) opens --connections HTTP/2 connections of --streams watch
-streams each, cycling through one pod watch per node (`spec.nodeName=node-i`, as a kubelet
-watches its pods) and, one in every --nodes + 1, an unfiltered pod watch (as a controller).
+h2load (Debian's nghttp2-client, --groups processes) opens --connections HTTP/2 connections of
+--streams watch streams each: pod watches of one node each (`spec.nodeName=node-i`, as kubelets
+watch their pods), each node watched by the connections of one group, and one unfiltered pod
+watch on each connection of the first group (as controllers watch).
 Then a writer patches the pods in turn at --rate writes/s for --hold seconds, while a probe (one
 HTTP/2 connection of its own) watches node-0's pods and all pods and times each event from the
 write that caused it (the write carries its send time).
@@ -109,6 +110,8 @@ def main():
     ap.add_argument("--connections", type=int, default=1000)
     ap.add_argument("--streams", type=int, default=100)
     ap.add_argument("--nodes", type=int, default=1000)
+    ap.add_argument("--groups", type=int, default=10,
+                    help="h2load processes; each node is watched by one group's connections")
     ap.add_argument("--rate", type=float, default=100)
     ap.add_argument("--hold", type=float, default=600)
     args = ap.parse_args()
@@ -119,7 +122,7 @@ def main():
             "--max-requests-inflight=0", "--max-mutating-requests-inflight=0",
             f"--http2-max-streams-per-connection={args.streams}"])
         port, client = server.port, server.client
-        load = None
+        loads = []
         try:
             limit_line = next((l.strip() for l in server.log().splitlines() if "open files" in l),
                               None)
@@ -136,23 +139,37 @@ def main():
             base_watchers = client.metric("kwatch_watchers")
             time.sleep(1)
             rss_before = rss_bytes(server.proc.pid)
-            # One unfiltered watch in every nodes + 1 URIs; h2load cycles through them.
-            uris = os.path.join(tmp, "uris")
+            # Every h2load client (connection) walks its URI file from the top, one URI per
+            # stream: so each of --groups h2load processes gets its own file. Group 0's
+            # connections hold one unfiltered watch each (controllers'); every other stream is
+            # a node watch (kubelets'), the nodes spread over the groups, each watched by the
+            # connections of one group.
             base = (f"https://127.0.0.1:{port}/api/v1/namespaces/{NS}/pods?watch=1"
                     f"&resourceVersion={rv}&timeoutSeconds=86400")
-            with open(uris, "w") as f:
-                for i in range(args.nodes):
-                    f.write(f"{base}&fieldSelector=spec.nodeName%3Dnode-{i}\n")
-                f.write(base + "\n")
+            groups = args.groups
+            per_group = args.connections // groups
+            loads = []
             started = time.monotonic()
-            load = subprocess.Popen(
-                ["h2load", "-c", str(args.connections), "-m", str(args.streams),
-                 "-n", str(watches), "-t", "1", "-i", uris],
-                stdout=open(os.path.join(tmp, "h2load.out"), "w"), stderr=subprocess.STDOUT)
+            node = 0
+            for g in range(groups):
+                uris = os.path.join(tmp, f"uris-{g}")
+                with open(uris, "w") as f:
+                    lines = [base] if g == 0 else []
+                    while len(lines) < args.streams:
+                        lines.append(f"{base}&fieldSelector=spec.nodeName%3Dnode-{node % args.nodes}")
+                        node += 1
+                    f.write("\n".join(lines) + "\n")
+                loads.append(subprocess.Popen(
+                    ["h2load", "-c", str(per_group), "-m", str(args.streams),
+                     "-n", str(per_group * args.streams), "-t", "1", "-i", uris],
+                    stdout=open(os.path.join(tmp, f"h2load-{g}.out"), "w"),
+                    stderr=subprocess.STDOUT))
+            watches = per_group * groups * args.streams
+            load = loads[0]
             deadline = time.monotonic() + 300
             while client.metric("kwatch_watchers") - base_watchers < watches:
-                if time.monotonic() > deadline or load.poll() is not None:
-                    with open(os.path.join(tmp, "h2load.out")) as f:
+                if time.monotonic() > deadline or any(l.poll() is not None for l in loads):
+                    with open(os.path.join(tmp, "h2load-0.out")) as f:
                         out = f.read()[-2000:]
                     raise SystemExit(f"only {client.metric('kwatch_watchers') - base_watchers:.0f} "
                                      f"watches opened; h2load:\n{out}")
@@ -170,6 +187,7 @@ def main():
             writes = int(args.rate * args.hold)
             t0 = time.monotonic()
             behind = 0
+            write_latencies = {"pod-0": [], "others": []}
             for i in range(writes):
                 target = t0 + i / args.rate
                 delay = target - time.monotonic()
@@ -179,9 +197,11 @@ def main():
                     behind += 1
                 # node-0's pod every 10th write, so the selective probe sees a steady stream.
                 n = 0 if i % 10 == 0 else i % args.nodes
+                sent = time.time()
                 status, body = client.request(
                     "PATCH", f"/api/v1/namespaces/{NS}/pods/pod-{n}",
-                    {"metadata": {"annotations": {"bench/sent": f"{time.time():.6f}"}}})
+                    {"metadata": {"annotations": {"bench/sent": f"{sent:.6f}"}}})
+                write_latencies["pod-0" if n == 0 else "others"].append(time.time() - sent)
                 if status != 200:
                     raise SystemExit(f"a write failed: {status} {body[:200]!r}")
             write_s = time.monotonic() - t0
@@ -193,7 +213,8 @@ def main():
             probe.stop = True
             events = ev1 - ev0
             result = {
-                "watches_requested": watches, "connections": args.connections,
+                "watches_requested": watches, "connections": per_group * groups,
+                "h2load_groups": groups,
                 "streams_per_connection": args.streams, "nodes": args.nodes,
                 "watches_held": held, "watches_at_end": still,
                 "opened_in_s": round(open_s, 1),
@@ -214,6 +235,10 @@ def main():
                 "unfiltered_p99_ms": pct(probe.latencies["unfiltered"], 0.99),
                 "unfiltered_max_ms": pct(probe.latencies["unfiltered"], 1.0),
                 "unfiltered_events": len(probe.latencies["unfiltered"]),
+                "write_pod0_p50_ms": pct(write_latencies["pod-0"], 0.5),
+                "write_pod0_p99_ms": pct(write_latencies["pod-0"], 0.99),
+                "write_others_p50_ms": pct(write_latencies["others"], 0.5),
+                "write_others_p99_ms": pct(write_latencies["others"], 0.99),
                 "unfiltered_pod0_p50_ms": pct(probe.latencies["unfiltered_pod0"], 0.5),
                 "unfiltered_pod0_p99_ms": pct(probe.latencies["unfiltered_pod0"], 0.99),
                 "open_files": limit_line,
@@ -221,9 +246,10 @@ def main():
             }
             print(json.dumps(result, indent=1))
         finally:
-            if load is not None and load.poll() is None:
-                load.kill()
-                load.wait()
+            for l in loads:
+                if l.poll() is None:
+                    l.kill()
+                    l.wait()
             server.stop()
 
 
