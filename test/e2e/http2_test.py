@@ -7,6 +7,7 @@ bodies past the limit, more streams than allowed).
 Usage: http2_test.py <path to kwatch-apiserver>
 Needs python3-h2 (Debian); skips without it.
 """
+import gzip
 import json
 import os
 import select
@@ -555,6 +556,17 @@ def check_unadmitted_bodies(t, port, admin):
                               admin)
     t.check("an admitted 900 kB upload on the same connection after the refusals",
             status == 201, f"{status} {body[:200]!r}")
+    # A 3.6 MB list from the cache, plain and gzipped, equal to what HTTP/1.1 gets.
+    path = "/api/v1/namespaces/big/configmaps"
+    status, headers, plain = c.fetch("GET", path, headers=admin)
+    status_gz, headers_gz, zipped = c.fetch("GET", path, headers=admin + [("accept-encoding", "gzip")])
+    names = sorted(i["metadata"]["name"] for i in json.loads(plain)["items"]) if status == 200 else []
+    t.check("a 3.6 MB list over HTTP/2, whole, with its length",
+            status == 200 and {"big-0", "big-1", "big-2", "after-refusals"} <= set(names) and
+            headers.get("content-length") == str(len(plain)), f"{status} {names}")
+    t.check("... and gzipped, the same list",
+            status_gz == 200 and headers_gz.get("content-encoding") == "gzip" and
+            gzip.decompress(zipped) == plain, f"{status_gz} {headers_gz}")
     c.close()
 
 
