@@ -106,9 +106,10 @@ struct Http2Connection : std::enable_shared_from_this<Http2Connection> {
   asio::awaitable<void> serve(std::shared_ptr<Stream> st);
   asio::awaitable<void> pump_watch(std::shared_ptr<Stream> st, ApiResponse& response);
   asio::awaitable<void> pump_source(std::shared_ptr<Stream> st, ApiResponse& response);
-  // Waits until `st` has room for more of its answer (at most `most` bytes pending); false if
-  // the client took nothing of it for the write timeout (the stream is then reset) or it closed.
-  asio::awaitable<bool> wait_for_room(Stream& st, std::size_t most = kStreamBuffer - 1);
+  // Waits until `st` has room for more of its answer (at most `most` bytes pending: by default
+  // half its buffer, so that a byte taken now and then is not room); false if that did not come
+  // within the write timeout (the stream is then reset) or it closed.
+  asio::awaitable<bool> wait_for_room(Stream& st, std::size_t most = kStreamBuffer / 2);
   bool setup();
   void start_ready();
   void submit_answer(Stream& st, const http::response<http::string_body>& head, bool has_body);
@@ -388,12 +389,13 @@ void Http2Connection::submit_answer(Stream& st, const http::response<http::strin
 }
 
 asio::awaitable<bool> Http2Connection::wait_for_room(Stream& st, std::size_t most) {
+  // One write timeout for this much room, however the client trickles it (a byte a minute
+  // would otherwise hold the stream forever), as HTTP/1.1 times each write.
+  const auto deadline = std::chrono::steady_clock::now() + impl->limits.write_timeout;
   while (!st.closed && !failed && st.pending() > most) {
-    const auto since = st.last_taken;
-    st.room->expires_after(impl->limits.write_timeout);
+    st.room->expires_at(deadline);
     auto [ec] = co_await st.room->async_wait(use_tuple);
-    if (!ec && st.last_taken == since) {
-      // Nothing taken for the write timeout: the client does not read this stream.
+    if (!ec && !st.closed && st.pending() > most) {
       reset(st, NGHTTP2_CANCEL);
       co_return false;
     }
@@ -544,20 +546,66 @@ asio::awaitable<void> Http2Connection::serve(std::shared_ptr<Stream> st) {
     co_await wait_for_room(*st, 0);
     co_return;
   }
+  http::response<http::string_body> res;
   if (!response.items.empty() || !response.tail.empty()) {
-    // A list from the cache, gathered into one body here (HTTP/1.1 writes it in slices).
-    std::string body = std::move(response.body);
-    for (std::size_t i = 0; i < response.items.size(); ++i) {
-      if (i > 0) body.push_back(',');
-      body += response.items[i]->json;
+    // A list from the cache is never assembled: it is compressed piece by piece, or its items
+    // are copied into the stream's buffer as the client takes them, kStreamBuffer at a time
+    // (a hundred streams of large lists must not mean a hundred whole lists in memory).
+    const std::size_t length = HttpServer::Impl::gathered_length(response);
+    res = impl->answer_head(response, 11, true);
+    if (gzip_ok && !head_only && length >= kGzipThreshold) {
+      // Named, not converted in the call: GCC 12 destroys converted coroutine arguments twice.
+      std::function<void(base::Deflater&)> feed = [&response](base::Deflater& deflater) {
+        HttpServer::Impl::deflate_gathered(response, deflater);
+      };
+      std::string compressed = co_await impl->gzip_off_thread(std::move(feed), length);
+      res.body() = std::move(compressed);
+      res.set(http::field::content_encoding, "gzip");
+      res.set(http::field::vary, "Accept-Encoding");
+    } else {
+      if (st->closed) co_return;
+      res.content_length(length);
+      st->room = std::make_unique<asio::steady_timer>(stream.get_executor());
+      submit_answer(*st, res, !head_only && length > 0);
+      if (!head_only) {
+        // The pieces in order: 0 the head of the list, then items and commas alternately,
+        // `last` its tail; copied up to kStreamBuffer pending, an item in parts if need be.
+        const std::size_t n = response.items.size();
+        const std::size_t last = n == 0 ? 1 : 2 * n;
+        auto piece = [&response, last](std::size_t p) -> std::string_view {
+          if (p == 0) return response.body;
+          if (p == last) return response.tail;
+          return p % 2 == 1 ? std::string_view(response.items[(p - 1) / 2]->json)
+                            : std::string_view(",");
+        };
+        std::size_t p = 0, offset = 0;
+        while (p <= last && !st->closed) {
+          if (st->pending() >= kStreamBuffer) {
+            const bool room = co_await wait_for_room(*st);
+            if (!room) co_return;
+            continue;
+          }
+          const std::string_view v = piece(p);
+          const std::size_t take = std::min(kStreamBuffer - st->pending(), v.size() - offset);
+          append(*st, v.substr(offset, take));
+          offset += take;
+          if (offset == v.size()) {
+            ++p;
+            offset = 0;
+          }
+        }
+        finish(*st);
+      }
+      const double ms = std::chrono::duration<double, std::milli>(
+                            std::chrono::steady_clock::now() - start).count();
+      spdlog::info("{} {} {} {:.3f}ms (HTTP/2)", method, target, response.status, ms);
+      co_await wait_for_room(*st, 0);
+      co_return;
     }
-    body += response.tail;
-    response.body = std::move(body);
-    response.items.clear();
-    response.tail.clear();
+  } else {
+    res = impl->answer_head(response, 11, head_only);
+    co_await impl->gzip_body(res, gzip_ok);
   }
-  http::response<http::string_body> res = impl->answer_head(response, 11, head_only);
-  co_await impl->gzip_body(res, gzip_ok);
   if (st->closed) co_return;
   const bool has_body = !head_only && !res.body().empty();
   st->room = std::make_unique<asio::steady_timer>(stream.get_executor());

@@ -272,6 +272,10 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   // The body compressed when the client takes gzip and it is large enough (a proxied answer
   // that came encoded is passed as it came).
   asio::awaitable<void> gzip_body(http::response<http::string_body>& res, bool gzip_ok);
+  // A list gathered from the cache's items (ApiResponse::items): its length, and its bytes fed
+  // to a Deflater piece by piece (the list is never assembled).
+  static std::size_t gathered_length(const ApiResponse& response);
+  static void deflate_gathered(const ApiResponse& response, base::Deflater& deflater);
   // A response that is not a watch: whole, or gathered from a list's cached items.
   template <class Stream>
   asio::awaitable<boost::system::error_code> write_response(Stream& stream,
@@ -516,6 +520,23 @@ inline asio::awaitable<void> HttpServer::Impl::gzip_body(http::response<http::st
   res.set(http::field::vary, "Accept-Encoding");
 }
 
+inline std::size_t HttpServer::Impl::gathered_length(const ApiResponse& response) {
+  std::size_t length = response.body.size() + response.tail.size();
+  for (const auto& item : response.items) length += item->json.size() + 1;
+  if (!response.items.empty()) --length;  // n items, n - 1 commas
+  return length;
+}
+
+inline void HttpServer::Impl::deflate_gathered(const ApiResponse& response,
+                                               base::Deflater& deflater) {
+  deflater.add(response.body);
+  for (std::size_t i = 0; i < response.items.size(); ++i) {
+    if (i > 0) deflater.add(",");
+    deflater.add(response.items[i]->json);
+  }
+  deflater.add(response.tail);
+}
+
 template <class Stream>
 asio::awaitable<boost::system::error_code> HttpServer::Impl::write_response(
     Stream& stream, ApiResponse& response, unsigned version, bool keep_alive, bool head_only,
@@ -536,9 +557,7 @@ template <class Stream>
 asio::awaitable<boost::system::error_code> HttpServer::Impl::write_gathered(
     Stream& stream, const ApiResponse& response, unsigned version, bool keep_alive,
     bool head_only, bool gzip_ok) {
-  std::size_t length = response.body.size() + response.tail.size();
-  for (const auto& item : response.items) length += item->json.size() + 1;
-  if (!response.items.empty()) --length;  // n items, n - 1 commas
+  const std::size_t length = gathered_length(response);
   http::response<http::empty_body> res{static_cast<http::status>(response.status), version};
   res.set(http::field::server, "kwatch");
   res.set(http::field::content_type, response.content_type);
@@ -548,12 +567,7 @@ asio::awaitable<boost::system::error_code> HttpServer::Impl::write_gathered(
     // Compressed piece by piece (the list is never assembled), then sent with its length.
     // Named, not converted in the call: GCC 12 destroys converted coroutine arguments twice.
     std::function<void(base::Deflater&)> feed = [&response](base::Deflater& deflater) {
-      deflater.add(response.body);
-      for (std::size_t i = 0; i < response.items.size(); ++i) {
-        if (i > 0) deflater.add(",");
-        deflater.add(response.items[i]->json);
-      }
-      deflater.add(response.tail);
+      deflate_gathered(response, deflater);
     };
     std::string compressed = co_await gzip_off_thread(std::move(feed), length);
     res.set(http::field::content_encoding, "gzip");

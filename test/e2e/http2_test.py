@@ -570,6 +570,25 @@ def check_unadmitted_bodies(t, port, admin):
     c.close()
 
 
+def check_unread_lists(t, server, admin):
+    """Fifty streams of a 3.6 MB list a client does not read: each is answered (its head comes)
+    while the server holds only each one's first buffer (256 KiB), not fifty whole lists."""
+    def rss():
+        with open(f"/proc/{server.proc.pid}/status") as f:
+            return next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmRSS:"))
+    c = H2(server.secure_port, window=1)
+    c.auto_ack = False
+    c.pump(0.3)
+    before = rss()
+    sids = [c.request("GET", "/api/v1/namespaces/big/configmaps", headers=admin) for _ in range(50)]
+    # A head goes out only after its handler made the first part of its answer.
+    c.wait(lambda: all(c.streams[s]["headers"] for s in sids), what="fifty list heads")
+    grown = rss() - before
+    t.check("fifty unread 3.6 MB lists over HTTP/2 hold well under fifty lists' memory",
+            grown < 60 * 1024 * 1024, f"RSS grew {grown / 1e6:.0f} MB")
+    c.close()
+
+
 def check_reset_of_waiting_requests(t, binary, tmp):
     """Requests that wait (here: for their priority level's one seat) and are reset by the client
     still run until they get their seat or give up. A client resetting them to open more is
@@ -606,6 +625,7 @@ def check_reset_of_waiting_requests(t, binary, tmp):
                     json.dumps(configmap(f"big-{i}", {"v": "x" * 900_000})).encode(), admin)
 
         check_unadmitted_bodies(t, server.secure_port, admin)
+        check_unread_lists(t, server, admin)
 
         # A client that never reads an answer (its window shut): the stream is reset after the
         # write timeout (60 s) instead of pinning the answer.
