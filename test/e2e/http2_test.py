@@ -471,17 +471,17 @@ def check_limits(t, server, port):
     check_served(t, port, "other clients are served after a CONTINUATION flood")
 
 
-def send_bodies_while_waiting(c, streams, size, seconds):
-    """Opens `streams` POSTs and sends `size` bytes on each as far as flow control lets the
-    client within `seconds`; returns the bytes sent in all."""
+def send_bodies(c, streams, size, seconds, headers=(), reset=True):
+    """Opens `streams` POSTs (with `headers`) and sends `size` bytes on each as far as flow
+    control lets the client within `seconds`, stopping on a stream once it is answered;
+    `reset`: the streams not answered are reset at the end. Returns (bytes sent in all, ids)."""
     body = b"x" * size
     sids = []
     for _ in range(streams):
         sid = c.conn.get_next_available_stream_id()
         c.conn.send_headers(sid, [(":method", "POST"), (":path", "/api/v1/namespaces/big/configmaps"),
                                   (":scheme", "https"), (":authority", "127.0.0.1"),
-                                  ("content-type", "application/json"),
-                                  ("authorization", "Bearer attacker")])
+                                  ("content-type", "application/json")] + list(headers))
         c.streams[sid] = {"headers": None, "data": b"", "ended": False, "reset": None}
         sids.append(sid)
     c.flush()
@@ -503,11 +503,12 @@ def send_bodies_while_waiting(c, streams, size, seconds):
                 progressed = True
         c.flush()
         c.pump(0 if progressed else 0.1)
-    for sid in sids:
-        if c.streams[sid]["reset"] is None and not c.closed and c.terminated is None:
-            c.conn.reset_stream(sid, error_code=8)
-    c.flush()
-    return sum(sent.values())
+    if reset:
+        for sid in sids:
+            if c.streams[sid]["reset"] is None and not c.closed and c.terminated is None:
+                c.conn.reset_stream(sid, error_code=8)
+        c.flush()
+    return sum(sent.values()), sids
 
 
 def check_unadmitted_bodies(t, port, admin):
@@ -516,35 +517,9 @@ def check_unadmitted_bodies(t, port, admin):
     still carries an admitted upload (the refused bodies' room went back to it)."""
     c = H2(port)
     c.pump(0.3)
-    body = b"x" * (1 << 20)
-    sids = []
-    for _ in range(20):
-        sid = c.conn.get_next_available_stream_id()
-        c.conn.send_headers(sid, [(":method", "POST"), (":path", "/api/v1/namespaces/big/configmaps"),
-                                  (":scheme", "https"), (":authority", "127.0.0.1"),
-                                  ("content-type", "application/json")])
-        c.streams[sid] = {"headers": None, "data": b"", "ended": False, "reset": None}
-        sids.append(sid)
-    c.flush()
-    sent = {sid: 0 for sid in sids}
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline and not c.closed:
-        progressed = False
-        for sid in sids:
-            if c.streams[sid]["reset"] is not None or c.streams[sid]["ended"]:
-                continue
-            try:
-                window = min(c.conn.local_flow_control_window(sid), c.conn.max_outbound_frame_size,
-                             len(body) - sent[sid])
-            except h2.exceptions.StreamClosedError:
-                continue
-            if window > 0:
-                c.conn.send_data(sid, body[:window])
-                sent[sid] += window
-                progressed = True
-        c.flush()
-        c.pump(0 if progressed else 0.1)
-    total = sum(sent.values())
+    total, sids = send_bodies(c, 20, 1 << 20, seconds=3, reset=False)
+    # Until every refusal has come (the loop stops sending on a stream once it is answered).
+    c.wait(lambda: all(c.streams[sid]["headers"] for sid in sids), what="the refusals")
     statuses = [c.streams[sid]["headers"][":status"] if c.streams[sid]["headers"] else None
                 for sid in sids]
     t.check("requests without credentials over HTTP/2 are refused on their head (401)",
@@ -675,7 +650,8 @@ def check_reset_of_waiting_requests(t, binary, tmp):
             if sent == 99:
                 # Every place is now taken by a reset request that waits: requests with bodies
                 # wait to start, and until they are admitted their bodies are not taken.
-                total = send_bodies_while_waiting(c, 10, 1 << 20, seconds=2)
+                total, _ = send_bodies(c, 10, 1 << 20, seconds=2,
+                                       headers=[("authorization", "Bearer attacker")])
                 t.check("bodies of requests waiting to start are not taken past the first "
                         "flow-control windows", total <= 320 * 1024,
                         f"the client sent {total} bytes of 10 MiB")
