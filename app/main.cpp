@@ -1,5 +1,6 @@
 // kwatch-apiserver: parses the flags and runs the application (app/application.hpp).
 #include "app/application.hpp"
+#include "app/line_sink.hpp"
 #include "app/options.hpp"
 #include "server/version.hpp"
 
@@ -7,9 +8,12 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
+
+#include <unistd.h>
 
 using namespace kwatch;
 
@@ -31,10 +35,16 @@ int main(int argc, char** argv) {
   }
   const auto options = std::get<app::Options>(outcome);
   // An audit log on standard output has it to itself: the server's own log moves to stderr.
-  if (options.audit_log_path == "-") {
-    spdlog::set_default_logger(std::make_shared<spdlog::logger>(
-        "", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
+  // On a terminal, in colour; elsewhere a line at a time with no lock (app/line_sink.hpp).
+  const int log_fd = options.audit_log_path == "-" ? STDERR_FILENO : STDOUT_FILENO;
+  std::shared_ptr<spdlog::sinks::sink> sink;
+  if (::isatty(log_fd)) {
+    if (log_fd == STDERR_FILENO) sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+    else sink = std::make_shared<spdlog::sinks::stdout_color_sink_mt>();
+  } else {
+    sink = std::make_shared<app::LineSink>(log_fd);
   }
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("", std::move(sink)));
   spdlog::set_level(spdlog::level::from_str(options.log_level));
 
   app::Application application(options);

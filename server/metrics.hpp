@@ -1,14 +1,16 @@
 // Prometheus metrics: labelled counters, gauges and latency histograms, rendered as text.
 //
-// Thread-safety: every method may be called from any thread; updates take a short mutex per
-// family (requests are counted once each, far below the rate that would make it contend).
+// Thread-safety: every method may be called from any thread. An update of a series that exists
+// takes the lock shared and adds atomically, so updates never wait for each other, and a thread
+// at the lowest CPU priority preempted in the middle of one holds nobody up (only the first
+// update of a new series, and help/gauge_fn, take it exclusively).
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <functional>
 #include <map>
-#include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -32,18 +34,26 @@ class Metrics {
  private:
   static constexpr std::array<double, 12> kBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                                       0.05,   0.1,   0.25,   0.5,   1,    5};
+  // Counts per bucket, not cumulative (the last one is above every bound): rendered as running
+  // sums, so the count and the buckets always agree however updates interleave with a read.
   struct Histogram {
-    std::array<std::uint64_t, kBuckets.size()> counts{};
-    std::uint64_t count = 0;
-    double sum = 0;
+    std::array<std::atomic<std::uint64_t>, kBuckets.size() + 1> slots{};
+    std::atomic<double> sum = 0;
   };
+  template <class V>
+  using Series = std::map<std::string, V, std::less<>>;  // labels -> value
+  template <class V>
+  using Families = std::map<std::string, Series<V>, std::less<>>;  // name -> series
   static std::string key(const Labels& labels);
+  // The series `name`{labels} of `families`, made if new (the lock taken exclusively then).
+  template <class V>
+  V& series(Families<V>& families, const std::string& name, const std::string& labels);
 
-  mutable std::mutex mutex_;
+  mutable std::shared_mutex mutex_;
   std::map<std::string, std::pair<std::string, std::string>> help_;  // name -> (type, text)
-  std::map<std::string, std::map<std::string, double>> values_;      // name -> labels -> value
-  std::map<std::string, std::map<std::string, Histogram>> histograms_;
-  std::map<std::string, std::map<std::string, std::function<double()>>> functions_;
+  Families<std::atomic<double>> values_;
+  Families<Histogram> histograms_;
+  Families<std::function<double()>> functions_;
 };
 
 }  // namespace kwatch::server
