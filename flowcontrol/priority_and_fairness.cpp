@@ -183,6 +183,10 @@ struct PriorityAndFairness::Level {
   static QueueSet::Config queue_config(const PriorityLevel& p) {
     return {p.exempt, p.exempt ? 0 : p.queues, p.hand_size, p.queue_length_limit};
   }
+  // Guards everything below: a request admitted or finished locks its own level only, so the
+  // levels never wait for each other's requests (nor for a low-priority thread preempted
+  // while it held one: kwatch's levels run at different CPU priorities).
+  std::mutex mutex;
   PriorityLevel spec;
   QueueSet queues;
   bool quiescing = false;
@@ -266,17 +270,17 @@ std::vector<DanglingCondition> PriorityAndFairness::configure(
 
   std::vector<QueueSet::RequestPtr> dispatched;
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock map_lock(levels_mutex_);
+    for (const auto& [name, spec] : config->levels) {
+      if (!levels_.count(name)) levels_[name] = std::make_shared<Level>(spec);
+    }
+    const auto held = lock_all_levels();
     const auto now = Clock::now();
     for (const auto& [name, spec] : config->levels) {
       auto& level = levels_[name];
-      if (!level) {
-        level = std::make_shared<Level>(spec);
-      } else {
-        level->spec = spec;
-        level->quiescing = false;
-        level->queues.configure(Level::queue_config(spec), now, dispatched);
-      }
+      level->spec = spec;
+      level->quiescing = false;
+      level->queues.configure(Level::queue_config(spec), now, dispatched);
     }
     // Levels no longer configured keep serving what they hold, then go.
     for (auto it = levels_.begin(); it != levels_.end();) {
@@ -300,6 +304,15 @@ std::vector<DanglingCondition> PriorityAndFairness::configure(
   }
   publish_limits();
   return conditions;
+}
+
+PriorityAndFairness::AllLevelsLock PriorityAndFairness::lock_all_levels() const {
+  AllLevelsLock held;
+  held.reserve(levels_.size());
+  for (const auto& [name, level] : levels_) {  // in map order
+    held.emplace_back(level, std::unique_lock(level->mutex));
+  }
+  return held;
 }
 
 // Nominal limits from the shares; then the current ones from demand (kube's
@@ -399,7 +412,8 @@ void PriorityAndFairness::recompute_limits_locked(bool initial) {
 void PriorityAndFairness::adjust_borrowing() {
   std::vector<QueueSet::RequestPtr> dispatched;
   {
-    std::lock_guard lock(mutex_);
+    std::shared_lock map_lock(levels_mutex_);  // the map as it is; each level locked below
+    const auto held = lock_all_levels();
     recompute_limits_locked(false);
     const auto now = Clock::now();
     for (auto& [name, level] : levels_) {
@@ -427,9 +441,10 @@ void PriorityAndFairness::start(asio::any_io_executor executor) {
 }
 
 std::vector<LevelLimits> PriorityAndFairness::limits() const {
-  std::lock_guard lock(mutex_);
+  std::shared_lock map_lock(levels_mutex_);
   std::vector<LevelLimits> out;
   for (const auto& [name, level] : levels_) {
+    std::lock_guard lock(level->mutex);
     out.push_back({name, level->nominal, level->lower, level->upper, level->current});
   }
   return out;
@@ -437,7 +452,7 @@ std::vector<LevelLimits> PriorityAndFairness::limits() const {
 
 void PriorityAndFairness::on_limits(std::function<void(const std::vector<LevelLimits>&)> observer) {
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock map_lock(levels_mutex_);
     observer_ = std::move(observer);
   }
   publish_limits();
@@ -446,7 +461,7 @@ void PriorityAndFairness::on_limits(std::function<void(const std::vector<LevelLi
 void PriorityAndFairness::publish_limits() {
   std::function<void(const std::vector<LevelLimits>&)> observer;
   {
-    std::lock_guard lock(mutex_);
+    std::shared_lock map_lock(levels_mutex_);
     observer = observer_;
   }
   if (observer) observer(limits());
@@ -480,9 +495,11 @@ Classification PriorityAndFairness::classify(const RequestDigest& request) const
 }
 
 WorkEstimate PriorityAndFairness::estimate(const Work& work, const std::string& level_name) const {
-  std::lock_guard lock(mutex_);
+  std::shared_lock map_lock(levels_mutex_);
   auto it = levels_.find(level_name);
-  return estimate_for(work, it != levels_.end() ? it->second->max_seats : 0);
+  if (it == levels_.end()) return estimate_for(work, 0);
+  std::lock_guard lock(it->second->mutex);
+  return estimate_for(work, it->second->max_seats);
 }
 
 WorkEstimate PriorityAndFairness::estimate_for(const Work& work, int level_max) const {
@@ -557,10 +574,12 @@ asio::awaitable<PriorityAndFairness::Admission> PriorityAndFairness::admit(
   std::vector<QueueSet::RequestPtr> dispatched;
   auto executor = co_await asio::this_coro::executor;
   {
-    std::lock_guard lock(mutex_);
+    // The map shared (only configure changes it), then the request's level alone.
+    std::shared_lock map_lock(levels_mutex_);
     auto it = levels_.find(out.classification.priority_level);
     if (it != levels_.end()) {
       level = it->second;
+      std::lock_guard lock(level->mutex);
       // Estimated under the lock the admission takes anyway (the level's share bounds it).
       out.work = estimate_for(work, level->max_seats);
       pending->work = out.work;
@@ -600,7 +619,7 @@ asio::awaitable<PriorityAndFairness::Admission> PriorityAndFairness::admit(
     if (queue_note) queue_note(out.classification, false);
     bool gave_up = false;
     {
-      std::lock_guard lock(mutex_);
+      std::lock_guard lock(level->mutex);
       gave_up = level->queues.cancel(pending, Clock::now(), true);
       if (gave_up) {
         level->drops.record(std::chrono::duration_cast<std::chrono::seconds>(
@@ -628,12 +647,18 @@ void PriorityAndFairness::finish(const std::shared_ptr<Level>& level,
   std::vector<QueueSet::RequestPtr> dispatched;
   bool drop_level = false;
   {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(level->mutex);
     level->queues.finish(request, Clock::now(), dispatched);
     drop_level = level->quiescing && level->queues.idle();
-    if (drop_level) {
-      auto it = levels_.find(level->spec.name);
-      if (it != levels_.end() && it->second == level) levels_.erase(it);
+  }
+  if (drop_level) {
+    // A level no longer configured goes with its last request (the map's lock first, as
+    // everywhere, then the level's, which may have taken requests again meanwhile).
+    std::unique_lock map_lock(levels_mutex_);
+    auto it = levels_.find(level->spec.name);
+    if (it != levels_.end() && it->second == level) {
+      std::lock_guard lock(level->mutex);
+      if (level->quiescing && level->queues.idle()) levels_.erase(it);
     }
   }
   for (auto& r : dispatched) {
@@ -646,8 +671,9 @@ std::string PriorityAndFairness::dump_priority_levels() const {
       {"PriorityLevelName", "ActiveQueues", "IsIdle", "IsQuiescing", "WaitingRequests",
        "ExecutingRequests", "DispatchedRequests", "RejectedRequests", "TimedoutRequests",
        "CancelledRequests"}};
-  std::lock_guard lock(mutex_);
+  std::shared_lock map_lock(levels_mutex_);
   for (const auto& [name, level] : levels_) {
+    std::lock_guard lock(level->mutex);
     int active = 0;
     for (const auto& [index, q] : level->queues.queues()) active += q->waiting.empty() ? 0 : 1;
     const auto counts = level->queues.counts();
@@ -669,8 +695,9 @@ std::string PriorityAndFairness::dump_queues() const {
     std::snprintf(buf, sizeof buf, "%.8fss", v);
     return std::string(buf);
   };
-  std::lock_guard lock(mutex_);
+  std::shared_lock map_lock(levels_mutex_);
   for (const auto& [name, level] : levels_) {
+    std::lock_guard lock(level->mutex);
     const auto& held = level->queues.queues();
     auto row = [&](int index, const QueueSet::Queue* q) {
       if (q == nullptr) {
@@ -729,8 +756,9 @@ std::string PriorityAndFairness::dump_requests(bool details) const {
     }
     rows.push_back(std::move(cells));
   };
-  std::lock_guard lock(mutex_);
+  std::shared_lock map_lock(levels_mutex_);
   for (const auto& [name, level] : levels_) {
+    std::lock_guard lock(level->mutex);
     for (const auto& [index, q] : level->queues.queues()) {
       int i = 0;
       for (const auto& r : q->waiting) row(name, index, i++, *r);

@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -135,13 +136,22 @@ class PriorityAndFairness : public std::enable_shared_from_this<PriorityAndFairn
   struct Config;
   std::shared_ptr<const Config> config() const { return std::atomic_load(&config_); }
   void finish(const std::shared_ptr<Level>& level, const QueueSet::RequestPtr& request);
+  // With levels_mutex_ held: every level's lock, taken in the map's order (the one order every
+  // path that holds more than one takes them in); each level is kept alive until its lock is
+  // released, whatever the map drops meanwhile.
+  using AllLevelsLock = std::vector<std::pair<std::shared_ptr<Level>, std::unique_lock<std::mutex>>>;
+  AllLevelsLock lock_all_levels() const;
+  // With levels_mutex_ and every level's lock held.
   void recompute_limits_locked(bool initial);
   void publish_limits();
   WorkEstimate estimate_for(const Work& work, int level_max) const;
 
   Options options_;
   std::shared_ptr<const Config> config_;
-  mutable std::mutex mutex_;  // the levels and their queue sets
+  // Guards the map of levels, nominal_sum_ and observer_: taken shared to find a level (then
+  // its own lock is taken: Level::mutex), exclusively to change the map. Always before any
+  // level's lock.
+  mutable std::shared_mutex levels_mutex_;
   std::map<std::string, std::shared_ptr<Level>> levels_;
   int nominal_sum_ = 0;
   std::function<void(const std::vector<LevelLimits>&)> observer_;

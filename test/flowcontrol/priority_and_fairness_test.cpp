@@ -11,8 +11,12 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 #include <optional>
+#include <sstream>
+#include <thread>
+#include <vector>
 
 namespace kwatch::flowcontrol {
 namespace {
@@ -357,6 +361,89 @@ TEST(Admission, AFullQueueAndARejectingLevelRefuseAtOnce) {
   b->seat.reset();
   queued.run_until([&] { return c.has_value(); });
   EXPECT_TRUE(c && c->seat);
+}
+
+// Requests at two levels admitted and finished from four threads while the configuration
+// changes under them (a level added and removed, so it quiesces and goes with its last request)
+// and the limits are recomputed: every admission ends, every seat comes back, nothing waits
+// forever. (Each level has a lock of its own; the map of levels another.)
+TEST(Admission, LevelsConfiguredWhileRequestsComeAndGo) {
+  Options o;
+  o.server_concurrency_limit = 40;
+  o.wait_limit = 2s;
+  auto apf = std::make_shared<PriorityAndFairness>(o);
+  const auto& b = bootstrap_objects();
+  auto levels = all(b.mandatory_levels, b.suggested_levels);
+  auto schemas = all(b.mandatory_schemas, b.suggested_schemas);
+  auto extra_level = parse(R"({"metadata":{"name":"extra","uid":"x"},"spec":{"type":"Limited",
+      "limited":{"nominalConcurrencyShares":5,"limitResponse":{"type":"Queue",
+        "queuing":{"queues":4,"handSize":2,"queueLengthLimit":50}}}}})");
+  auto extra_schema = parse(R"({"metadata":{"name":"extra","uid":"xs"},"spec":{
+      "priorityLevelConfiguration":{"name":"extra"},"matchingPrecedence":100,
+      "distinguisherMethod":{"type":"ByUser"},
+      "rules":[{"subjects":[{"kind":"User","user":{"name":"bob"}}],
+                "nonResourceRules":[{"verbs":["*"],"nonResourceURLs":["*"]}]}]}})");
+  auto with_extra = [&](bool on) {
+    auto l = levels;
+    auto s = schemas;
+    if (on) {
+      l.push_back(extra_level);
+      s.push_back(extra_schema);
+    }
+    apf->configure(l, s);
+  };
+  with_extra(true);
+
+  UserInfo alice{"alice", "", {"system:authenticated"}};
+  UserInfo bob{"bob", "", {"system:authenticated"}};
+  asio::io_context ioc;
+  std::atomic<int> done{0}, admitted{0};
+  constexpr int kWorkers = 16, kEach = 1500;
+  for (int w = 0; w < kWorkers; ++w) {
+    asio::co_spawn(ioc, [&, w]() -> asio::awaitable<void> {
+      RequestDigest r;
+      r.user = w % 2 ? &bob : &alice;
+      r.verb = "get";
+      r.path = "/healthz/x";
+      asio::steady_timer pause(co_await asio::this_coro::executor);
+      for (int i = 0; i < kEach; ++i) {
+        auto admission = co_await apf->admit(r, Work{});
+        if (admission.seat) {
+          ++admitted;
+          pause.expires_after(std::chrono::microseconds(50 + (i % 7) * 20));
+          co_await pause.async_wait(asio::use_awaitable);
+        }
+      }
+      ++done;
+    }, asio::detached);
+  }
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) threads.emplace_back([&ioc] { ioc.run(); });
+  int rounds = 0;
+  for (; done < kWorkers && rounds < 20000; ++rounds) {
+    with_extra(rounds % 2 == 1);
+    apf->adjust_borrowing();
+    (void)apf->dump_priority_levels();
+    std::this_thread::sleep_for(1ms);
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(done, kWorkers);
+  EXPECT_GT(admitted, 0);
+  EXPECT_GT(rounds, 10) << "the configuration changed while requests ran";
+  // Every seat given back: no level has a request executing or waiting.
+  std::istringstream dump(apf->dump_priority_levels());
+  std::string line;
+  std::getline(dump, line);  // header
+  while (std::getline(dump, line)) {
+    std::vector<std::string> cells;
+    std::istringstream row(line);
+    for (std::string cell; std::getline(row, cell, ',');) {
+      cells.push_back(cell.substr(cell.find_first_not_of(' ')));
+    }
+    ASSERT_GE(cells.size(), 6u) << line;
+    EXPECT_EQ(cells[4], "0") << line;  // WaitingRequests
+    EXPECT_EQ(cells[5], "0") << line;  // ExecutingRequests
+  }
 }
 
 TEST(Dumps, KubesColumns) {
