@@ -82,6 +82,10 @@ struct Field {
 struct Message {
   std::string name;
   std::vector<Field> fields;
+  // A kind's message: its Go type embeds TypeMeta, which JSON writes (apiVersion, kind) and
+  // protobuf does not, wherever the object is (a StatefulSet's volumeClaimTemplates hold
+  // PersistentVolumeClaims with theirs).
+  bool type_meta = false;
   // The fields in number order, as the encoder writes them (set once the schema is loaded).
   std::vector<const Field*> by_number;
 
@@ -148,7 +152,9 @@ class Schema {
                 [](const Field* a, const Field* b) { return a->number < b->number; });
     }
     for (const auto& [key, message] : doc.at("kinds").as_object()) {
-      kinds_[std::string(key)] = &messages_.at(std::string(message.as_string()));
+      Message& m = messages_.at(std::string(message.as_string()));
+      m.type_meta = true;
+      kinds_[std::string(key)] = &m;
     }
   }
 
@@ -797,7 +803,9 @@ bool encode_message(const json::object& obj, const Message& message, Writer& w, 
   // table): no protobuf form then, as the decoder refuses such a field rather than drop it.
   for (const auto& kv : whole ? obj : json::object()) {
     if (kv.value().is_null()) continue;
-    if (depth == 0 && (kv.key() == "apiVersion" || kv.key() == "kind")) continue;
+    if ((depth == 0 || message.type_meta) && (kv.key() == "apiVersion" || kv.key() == "kind")) {
+      continue;
+    }
     if (!knows(message, kv.key())) return false;
   }
   for (const Field* f : message.by_number) {

@@ -240,6 +240,31 @@ TEST(ProtobufEncoder, CustomResourcesAndMisfitValuesHaveNoProtobufForm) {
                                           .as_object()));
 }
 
+// A kind's object held inside another (a StatefulSet's volumeClaimTemplates) carries its
+// apiVersion and kind in JSON, as Go writes TypeMeta; protobuf has no field for them and drops
+// them, as kube's generated code does, rather than leave the object without a protobuf form.
+TEST(ProtobufEncoder, TypeMetaOfAKindHeldInsideAnotherIsNotOnTheWire) {
+  const auto obj = json::parse(R"({"apiVersion":"apps/v1","kind":"StatefulSet",
+      "metadata":{"name":"db"},
+      "spec":{"serviceName":"db","selector":{"matchLabels":{"app":"db"}},
+        "template":{"metadata":{"labels":{"app":"db"}},"spec":{"containers":[{"name":"c"}]}},
+        "volumeClaimTemplates":[{"apiVersion":"v1","kind":"PersistentVolumeClaim",
+          "metadata":{"name":"data"},"spec":{"accessModes":["ReadWriteOnce"]}}]}})")
+                       .as_object();
+  auto bytes = encode_protobuf_object(obj);
+  ASSERT_TRUE(bytes);
+  auto back = decode_protobuf_object(*bytes);
+  ASSERT_TRUE(back) << back.error().message;
+  const auto& claim =
+      back->at("spec").as_object().at("volumeClaimTemplates").as_array().at(0).as_object();
+  EXPECT_FALSE(claim.contains("kind")) << json::serialize(claim);
+  EXPECT_EQ(claim.at("metadata").as_object().at("name"), "data");
+  // Elsewhere apiVersion and kind are fields like any other: a Pod's container has none.
+  EXPECT_FALSE(encode_protobuf_object(json::parse(
+      R"({"apiVersion":"v1","kind":"Pod","spec":{"containers":[{"name":"c","kind":"x"}]}})")
+                                          .as_object()));
+}
+
 TEST(ProtobufEncoder, ListsAreListMetaThenTheItemsMessages) {
   const auto list = json::parse(R"({"apiVersion":"v1","kind":"ConfigMapList",
       "metadata":{"resourceVersion":"42","continue":"c1","remainingItemCount":7},
