@@ -1343,7 +1343,8 @@ namespace {
 // later) the shortest time slice a thread may ask for, 0.1 ms: a thread just picked keeps its
 // core for its slice before a woken one preempts it, and the default slice is 0.75-1.5 ms of
 // waiting for the other levels' requests. Not SCHED_IDLE: measured, the other levels' p99 under
-// a flood was 2.5-3 times what it is with nice 19 (bench/RESULTS.md, session 33).
+// a flood was 2.5-4 times what it is with nice 19 (bench/RESULTS.md, sessions 33 and 35), even
+// with no lock left that these threads share with the others.
 void lower_own_cpu_priority() {
   struct {
     std::uint32_t size;
