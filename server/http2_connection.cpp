@@ -104,7 +104,23 @@ struct Http2Connection : std::enable_shared_from_this<Http2Connection> {
   asio::awaitable<void> run();
   asio::awaitable<void> read_loop();
   asio::awaitable<void> serve(std::shared_ptr<Stream> st);
-  asio::awaitable<void> pump_watch(std::shared_ptr<Stream> st, ApiResponse& response);
+  // A handler not yet returned: counted in `running` from start_ready on; once gone, the next
+  // ready stream may start.
+  struct Running {
+    Http2Connection& c;
+    ~Running() {
+      --c.running;
+      c.start_ready();
+      c.kick();
+    }
+  };
+  // A watch's events into its stream, in a coroutine of its own (serve's frame, with the
+  // request and the whole response, is not kept for the watch's life): `kept` holds only what
+  // the frames need (the session, a conversion, the protobuf form); `counted`, the server's
+  // count of open streams. The stream's handler until it returns.
+  asio::awaitable<void> pump_watch(std::shared_ptr<Http2Connection> self,
+                                   std::shared_ptr<Stream> st, ApiResponse kept,
+                                   std::shared_ptr<void> counted);
   asio::awaitable<void> pump_source(std::shared_ptr<Stream> st, ApiResponse& response);
   // Waits until `st` has room for more of its answer (at most `most` bytes pending: by default
   // half its buffer, so that a byte taken now and then is not room); false if that did not come
@@ -403,22 +419,25 @@ asio::awaitable<bool> Http2Connection::wait_for_room(Stream& st, std::size_t mos
   co_return !st.closed && !failed;
 }
 
-asio::awaitable<void> Http2Connection::pump_watch(std::shared_ptr<Stream> st,
-                                                  ApiResponse& response) {
+asio::awaitable<void> Http2Connection::pump_watch(std::shared_ptr<Http2Connection> self,
+                                                  std::shared_ptr<Stream> st, ApiResponse kept,
+                                                  std::shared_ptr<void> counted) {
+  Running running_guard{*self};
   std::vector<watch::WatchFrame> frames;
   std::vector<asio::const_buffer> buffers;
-  const std::unique_ptr<ProtobufBatch> pb = protobuf_batch_for(response);
+  const std::unique_ptr<ProtobufBatch> pb = protobuf_batch_for(kept);
   for (;;) {
     const bool room = co_await wait_for_room(*st);
     if (!room) co_return;
-    auto next = co_await response.watch->next(frames);
+    auto next = co_await kept.watch->next(frames);
     if (!next || st->closed) break;
     buffers.clear();
-    if (!append_watch_batch(buffers, response, pb.get(), frames)) break;
+    if (!append_watch_batch(buffers, kept, pb.get(), frames)) break;
     // Copied once, into the stream's own buffer (nghttp2 copies it again into its frames).
     for (const auto& b : buffers) append(*st, {static_cast<const char*>(b.data()), b.size()});
   }
   finish(*st);
+  co_await wait_for_room(*st, 0);
 }
 
 asio::awaitable<void> Http2Connection::pump_source(std::shared_ptr<Stream> st,
@@ -436,14 +455,7 @@ asio::awaitable<void> Http2Connection::pump_source(std::shared_ptr<Stream> st,
 
 asio::awaitable<void> Http2Connection::serve(std::shared_ptr<Stream> st) {
   auto self = shared_from_this();
-  struct Running {
-    Http2Connection& c;
-    ~Running() {
-      --c.running;
-      c.start_ready();
-      c.kick();
-    }
-  } running_guard{*this};
+  Running running_guard{*this};
   const auto start = std::chrono::steady_clock::now();
   if (st->closed) co_return;  // reset before it started
   http::request<http::string_body>& req = st->request;
@@ -539,7 +551,16 @@ asio::awaitable<void> Http2Connection::serve(std::shared_ptr<Stream> st) {
     if (response.body_source) {
       co_await pump_source(st, response);
     } else if (response.watch) {
-      co_await pump_watch(st, response);
+      ApiResponse kept;
+      kept.watch = std::move(response.watch);
+      kept.convert = std::move(response.convert);
+      kept.convert_bookmarks = response.convert_bookmarks;
+      kept.protobuf_watch = std::move(response.protobuf_watch);
+      ++running;  // the pump's, from here on
+      asio::co_spawn(stream.get_executor(),
+                     pump_watch(self, std::move(st), std::move(kept), counted),
+                     [](std::exception_ptr e) { log_task_failure(e, "HTTP/2 watch"); });
+      co_return;
     } else {
       finish(*st);
     }
