@@ -25,6 +25,8 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from https_server import rss_bytes  # noqa: E402
 CM = "/api/v1/namespaces/default/configmaps"
 
 
@@ -74,11 +76,7 @@ class Server:
             conn.close()
 
     def rss(self):
-        with open(f"/proc/{self.proc.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-        return 0
+        return rss_bytes(self.proc.pid)
 
     def stop(self):
         if self.proc.poll() is None:

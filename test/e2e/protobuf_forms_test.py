@@ -21,7 +21,8 @@ import yaml
 
 from harness import run_suite
 from kinds_test import CORPUS
-from kube_protobuf import Definitions, INLINE, KEEP_ZERO, REPEATED, message_name
+from kube_protobuf import (Definitions, INLINE, KEEP_ZERO, KIND_MESSAGES, REPEATED, SCALARS,
+                           message_name)
 
 PB = "application/vnd.kubernetes.protobuf"
 
@@ -217,7 +218,7 @@ def differences(defs, table_name, proto_json, plain, path=""):
                 out.append(f"{here}: {len(a)} items in protobuf, {len(b)} in JSON")
             for i, (x, y) in enumerate(zip(a, b)):
                 out += differences(defs, ref, x, y, f"{here}[{i}]")
-        elif kind == "map" and ref not in ("string", "bytes", "quantity", "time", "string_list") \
+        elif kind == "map" and ref not in SCALARS and ref not in KIND_MESSAGES \
                 and isinstance(a, dict) and isinstance(b, dict):
             if set(a) != set(b):
                 out.append(f"{here}: keys {sorted(a)} in protobuf, {sorted(b)} in JSON")
