@@ -110,28 +110,33 @@ def configure(server, slow):
                    schema("victim", "victim", "workload-high"))
 
 
-def victim_latencies(port, seconds):
-    """The victim's reads for `seconds`: each read's latency until it is answered, a 429 being
-    retried after its Retry-After as client-go does (the wait counts)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+def timed_read(conn, statuses, end):
+    """One victim read until it is answered, a 429 being retried after its Retry-After as
+    client-go does (the wait counts); its latency in seconds."""
     headers = {"Authorization": "Bearer victim"}
+    t0 = time.perf_counter()
+    while True:
+        conn.request("GET", "/api/v1/namespaces/victim/configmaps/target", headers=headers)
+        resp = conn.getresponse()
+        resp.read()
+        statuses[resp.status] = statuses.get(resp.status, 0) + 1
+        if resp.status != 429:
+            break
+        if time.monotonic() >= end:
+            # Never served within the run: counted as waiting until its end ("starved").
+            statuses["starved"] = statuses.get("starved", 0) + 1
+            break
+        time.sleep(float(resp.getheader("Retry-After") or 1))
+    return time.perf_counter() - t0
+
+
+def victim_latencies(port, seconds):
+    """The victim's reads for `seconds`, each one's latency (timed_read)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     out, statuses = [], {}
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        t0 = time.perf_counter()
-        while True:
-            conn.request("GET", "/api/v1/namespaces/victim/configmaps/target", headers=headers)
-            resp = conn.getresponse()
-            resp.read()
-            statuses[resp.status] = statuses.get(resp.status, 0) + 1
-            if resp.status != 429:
-                break
-            if time.monotonic() >= end:
-                # Never served within the run: counted as waiting until its end ("starved").
-                statuses["starved"] = statuses.get("starved", 0) + 1
-                break
-            time.sleep(float(resp.getheader("Retry-After") or 1))
-        out.append(time.perf_counter() - t0)
+        out.append(timed_read(conn, statuses, end))
     conn.close()
     return out, statuses
 
@@ -147,25 +152,103 @@ def lowest_cpu_priority():
         pass
 
 
+def wait_for_schemas(server):
+    """Until the FlowSchemas are in force (the response names the victim's by UID)."""
+    status, body = server.request("GET", f"{GROUP}/flowschemas/victim", "admin")
+    uid = json.loads(body)["metadata"]["uid"]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        conn.request("GET", "/version", headers={"Authorization": "Bearer victim"})
+        resp = conn.getresponse()
+        resp.read()
+        conn.close()
+        if resp.getheader("X-Kubernetes-PF-FlowSchema-UID") == uid:
+            return
+        time.sleep(0.05)
+
+
+def quantiles(latencies):
+    """Count, p50, p99 and max in ms; None for each quantile when there was no read."""
+    latencies = sorted(latencies)
+    if not latencies:
+        return {"requests": 0, "p50_ms": None, "p99_ms": None, "max_ms": None}
+    ms = lambda q: round(latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000, 3)  # noqa: E731
+    return {"requests": len(latencies), "p50_ms": ms(0.5), "p99_ms": ms(0.99),
+            "max_ms": round(latencies[-1] * 1000, 3)}
+
+
+def run_paired(binary, tokens, apf, args):
+    """One server, one flood process for the whole run, stopped (SIGSTOP) and resumed (SIGCONT)
+    every --window seconds: the victim's reads in flooded and quiet windows of the same server,
+    interleaved, so that neither a server's start nor the machine's drift over minutes tells the
+    two apart. The first --guard seconds after each switch are not counted (the flood's lists
+    in flight finish, or its clients start again)."""
+    server = Server(binary, tokens, apf, args.readonly, args.mutating, args.server_arg)
+    flood_proc = flood_server = None
+    try:
+        configure(server, args.flood == "slow")
+        if apf:
+            wait_for_schemas(server)
+        flood_port = server.port
+        if args.flood_target == "separate":
+            # The floor: the flood served by a second server, all of it at nice 19.
+            flood_server = Server(binary, tokens, apf, args.readonly, args.mutating,
+                                  args.server_arg,
+                                  preexec_fn=lowest_cpu_priority if args.flood_server_idle
+                                  else lambda: os.nice(19))
+            configure(flood_server, args.flood == "slow")
+            flood_port = flood_server.port
+        flood_proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--flood-worker", str(flood_port),
+             str(args.flooders), args.flood],
+            stdout=subprocess.PIPE, preexec_fn=lowest_cpu_priority)
+        time.sleep(1)  # every flood client connected and listing
+        flood_proc.send_signal(signal.SIGSTOP)
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
+        samples = {False: [], True: []}
+        statuses = {}
+        windows = max(2, int(round(args.seconds * 2 / args.window)))
+        run_end = time.monotonic() + windows * args.window + 10
+        for w in range(windows):
+            flooded = w % 2 == 1
+            flood_proc.send_signal(signal.SIGCONT if flooded else signal.SIGSTOP)
+            start = time.monotonic()
+            count_from, end = start + args.guard, start + args.window
+            while time.monotonic() < end:
+                # A read counts in the window it began in; a 429's retries may run past it.
+                began = time.monotonic()
+                took = timed_read(conn, statuses, run_end)
+                if began >= count_from:
+                    samples[flooded].append(took)
+        conn.close()
+        flood_proc.send_signal(signal.SIGCONT)
+        flood_proc.send_signal(signal.SIGTERM)
+        counts = json.loads(flood_proc.communicate(timeout=60)[0] or b"null")
+        flood_proc = None
+        quiet, flooded = quantiles(samples[False]), quantiles(samples[True])
+        return {"apf": apf, "paired": True, "windows": windows, "victim_statuses": statuses,
+                "quiet": quiet, "flooded": flooded,
+                # No read counted in a flooded window: each was a 429 retried past it.
+                "p99_ratio": round(flooded["p99_ms"] / quiet["p99_ms"], 3)
+                if flooded["p99_ms"] and quiet["p99_ms"] else None,
+                "flood_counts": counts}
+    finally:
+        if flood_proc:
+            flood_proc.send_signal(signal.SIGCONT)
+            flood_proc.kill()
+        server.stop()
+        if flood_server:
+            flood_server.stop()
+
+
 def run(binary, tokens, apf, flood, args):
     server = Server(binary, tokens, apf, args.readonly, args.mutating, args.server_arg)
     flood_server = None
     try:
         configure(server, args.flood == "slow")
         if apf:
-            # Wait until the FlowSchemas are in force (the response names the victim's by UID).
-            status, body = server.request("GET", f"{GROUP}/flowschemas/victim", "admin")
-            uid = json.loads(body)["metadata"]["uid"]
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
-                conn.request("GET", "/version", headers={"Authorization": "Bearer victim"})
-                resp = conn.getresponse()
-                resp.read()
-                conn.close()
-                if resp.getheader("X-Kubernetes-PF-FlowSchema-UID") == uid:
-                    break
-                time.sleep(0.05)
+            wait_for_schemas(server)
         # The flood comes from its own process at the lowest CPU priority: on a machine whose
         # cores the clients share with the server, what is measured is then the server's
         # isolation of the victim, not the flood's client taking the victim client's core.
@@ -189,11 +272,10 @@ def run(binary, tokens, apf, flood, args):
         if flood_proc:
             flood_proc.send_signal(signal.SIGTERM)
             counts = json.loads(flood_proc.communicate(timeout=60)[0] or b"null")
-        latencies.sort()
-        ms = lambda q: round(latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000, 3)  # noqa: E731
-        return {"apf": apf, "flood": flood, "victim_requests": len(latencies),
-                "victim_statuses": statuses, "victim_p50_ms": ms(0.5), "victim_p99_ms": ms(0.99),
-                "victim_max_ms": round(latencies[-1] * 1000, 3),
+        q = quantiles(latencies)
+        return {"apf": apf, "flood": flood, "victim_requests": q["requests"],
+                "victim_statuses": statuses, "victim_p50_ms": q["p50_ms"],
+                "victim_p99_ms": q["p99_ms"], "victim_max_ms": q["max_ms"],
                 "victim_mean_ms": round(statistics.mean(latencies) * 1000, 3),
                 "flood_counts": counts}
     finally:
@@ -241,6 +323,37 @@ def flood_worker(port, threads, kind):
     print(json.dumps(counts))
 
 
+def write_tokens(tmp):
+    tokens = os.path.join(tmp, "tokens.csv")
+    with open(tokens, "w") as f:
+        f.write('admin,admin,1,"system:masters"\nflooder,flooder,2\nvictim,victim,3\n')
+    return tokens
+
+
+def paired_main(args):
+    with tempfile.TemporaryDirectory() as tmp:
+        tokens = write_tokens(tmp)
+        runs = []
+        for _ in range(args.rounds):
+            for apf in {"both": (True, False), "on": (True,), "off": (False,)}[args.apf]:
+                r = run_paired(args.binary, tokens, apf, args)
+                print(json.dumps(r), file=sys.stderr, flush=True)
+                runs.append(r)
+
+    def ratio(apf):
+        mine = [r["p99_ratio"] or float("inf") for r in runs if r["apf"] == apf]
+        return round(statistics.median(mine), 3) if mine else None
+    print(json.dumps({
+        "flood": args.flood, "paired": True, "seats": args.readonly + args.mutating,
+        "flooders": args.flooders, "seconds": args.seconds, "window": args.window,
+        "flood_target": args.flood_target, "flood_server_idle": args.flood_server_idle,
+        "guard": args.guard, "server_args": args.server_arg,
+        "apf_on_p99_ratio": ratio(True), "apf_off_p99_ratio": ratio(False),
+        "apf_on_p99_ratios": [r["p99_ratio"] for r in runs if r["apf"]],
+        "runs": runs,
+    }, indent=1))
+
+
 def main():
     if len(sys.argv) == 5 and sys.argv[1] == "--flood-worker":
         flood_worker(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
@@ -265,11 +378,18 @@ def main():
                     help="with --flood-target separate: that server runs SCHED_IDLE, not nice 19")
     ap.add_argument("--apf", choices=("both", "on", "off"), default="both",
                     help="run with APF on, off or both (the ratio of a side not run is null)")
+    ap.add_argument("--paired", action="store_true",
+                    help="one server per run, its flood stopped and resumed every --window "
+                         "seconds: flooded and quiet windows interleaved (--seconds of each)")
+    ap.add_argument("--window", type=float, default=1.0, help="with --paired: seconds per window")
+    ap.add_argument("--guard", type=float, default=0.2,
+                    help="with --paired: seconds not counted after each switch")
     args = ap.parse_args()
+    if args.paired:
+        paired_main(args)
+        return
     with tempfile.TemporaryDirectory() as tmp:
-        tokens = os.path.join(tmp, "tokens.csv")
-        with open(tokens, "w") as f:
-            f.write('admin,admin,1,"system:masters"\nflooder,flooder,2\nvictim,victim,3\n')
+        tokens = write_tokens(tmp)
         runs = []
         for _ in range(args.rounds):
             for apf in {"both": (True, False), "on": (True,), "off": (False,)}[args.apf]:

@@ -421,7 +421,7 @@ asio::awaitable<bool> Http2Connection::wait_for_room(Stream& st, std::size_t mos
 
 asio::awaitable<void> Http2Connection::pump_watch(std::shared_ptr<Http2Connection> self,
                                                   std::shared_ptr<Stream> st, ApiResponse kept,
-                                                  std::shared_ptr<void> counted) {
+                                                  [[maybe_unused]] std::shared_ptr<void> counted) {
   Running running_guard{*self};
   std::vector<watch::WatchFrame> frames;
   std::vector<asio::const_buffer> buffers;
@@ -572,7 +572,7 @@ asio::awaitable<void> Http2Connection::serve(std::shared_ptr<Stream> st) {
     // A list from the cache is never assembled: it is compressed piece by piece, or its items
     // are copied into the stream's buffer as the client takes them, kStreamBuffer at a time
     // (a hundred streams of large lists must not mean a hundred whole lists in memory).
-    const std::size_t length = HttpServer::Impl::gathered_length(response);
+    const std::size_t length = GatheredBody::length(response);
     res = impl->answer_head(response, 11, true);
     if (gzip_ok && !head_only && length >= kGzipThreshold) {
       // Named, not converted in the call: GCC 12 destroys converted coroutine arguments twice.
@@ -589,31 +589,15 @@ asio::awaitable<void> Http2Connection::serve(std::shared_ptr<Stream> st) {
       st->room = std::make_unique<asio::steady_timer>(stream.get_executor());
       submit_answer(*st, res, !head_only && length > 0);
       if (!head_only) {
-        // The pieces in order: 0 the head of the list, then items and commas alternately,
-        // `last` its tail; copied up to kStreamBuffer pending, an item in parts if need be.
-        const std::size_t n = response.items.size();
-        const std::size_t last = n == 0 ? 1 : 2 * n;
-        auto piece = [&response, last](std::size_t p) -> std::string_view {
-          if (p == 0) return response.body;
-          if (p == last) return response.tail;
-          return p % 2 == 1 ? std::string_view(response.items[(p - 1) / 2]->json)
-                            : std::string_view(",");
-        };
-        std::size_t p = 0, offset = 0;
-        while (p <= last && !st->closed) {
+        // Copied up to kStreamBuffer pending, an item in parts if need be.
+        GatheredBody body(response);
+        while (!body.done() && !st->closed) {
           if (st->pending() >= kStreamBuffer) {
             const bool room = co_await wait_for_room(*st);
             if (!room) co_return;
             continue;
           }
-          const std::string_view v = piece(p);
-          const std::size_t take = std::min(kStreamBuffer - st->pending(), v.size() - offset);
-          append(*st, v.substr(offset, take));
-          offset += take;
-          if (offset == v.size()) {
-            ++p;
-            offset = 0;
-          }
+          append(*st, body.next(kStreamBuffer - st->pending()));
         }
         finish(*st);
       }

@@ -6,6 +6,7 @@
 
 #include "base/gzip.hpp"
 #include "base/task_failure.hpp"
+#include "server/gathered_body.hpp"
 #include "server/http_server.hpp"
 #include "server/queueing_stream.hpp"
 #include "server/response_gzip.hpp"
@@ -272,9 +273,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   // The body compressed when the client takes gzip and it is large enough (a proxied answer
   // that came encoded is passed as it came).
   asio::awaitable<void> gzip_body(http::response<http::string_body>& res, bool gzip_ok);
-  // A list gathered from the cache's items (ApiResponse::items): its length, and its bytes fed
-  // to a Deflater piece by piece (the list is never assembled).
-  static std::size_t gathered_length(const ApiResponse& response);
+  // A list gathered from the cache's items (ApiResponse::items, read with GatheredBody): its
+  // bytes fed to a Deflater piece by piece (the list is never assembled).
   static void deflate_gathered(const ApiResponse& response, base::Deflater& deflater);
   // A response that is not a watch: whole, or gathered from a list's cached items.
   template <class Stream>
@@ -520,13 +520,6 @@ inline asio::awaitable<void> HttpServer::Impl::gzip_body(http::response<http::st
   res.set(http::field::vary, "Accept-Encoding");
 }
 
-inline std::size_t HttpServer::Impl::gathered_length(const ApiResponse& response) {
-  std::size_t length = response.body.size() + response.tail.size();
-  for (const auto& item : response.items) length += item->json.size() + 1;
-  if (!response.items.empty()) --length;  // n items, n - 1 commas
-  return length;
-}
-
 inline void HttpServer::Impl::deflate_gathered(const ApiResponse& response,
                                                base::Deflater& deflater) {
   deflater.add(response.body);
@@ -557,7 +550,7 @@ template <class Stream>
 asio::awaitable<boost::system::error_code> HttpServer::Impl::write_gathered(
     Stream& stream, const ApiResponse& response, unsigned version, bool keep_alive,
     bool head_only, bool gzip_ok) {
-  const std::size_t length = gathered_length(response);
+  const std::size_t length = GatheredBody::length(response);
   http::response<http::empty_body> res{static_cast<http::status>(response.status), version};
   res.set(http::field::server, "kwatch");
   res.set(http::field::content_type, response.content_type);
@@ -588,26 +581,19 @@ asio::awaitable<boost::system::error_code> HttpServer::Impl::write_gathered(
   StreamOps<Stream>::expires_after(stream, limits.write_timeout);
   auto [hec, hn] = co_await http::async_write_header(stream, sr, use_tuple);
   if (hec || head_only) co_return hec;
-  // Copied through one bounded buffer: large writes are far cheaper than gathering thousands of
-  // small item buffers, and the response never needs a second copy of the whole list.
-  constexpr std::size_t kSlice = 256 * 1024;
+  // Copied through one bounded buffer (kWriteSlice): the response never needs a second copy of
+  // the whole list.
+  GatheredBody body(response);
   std::string slice;
-  slice.reserve(kSlice + 64 * 1024);
-  slice += response.body;
-  for (std::size_t i = 0; i < response.items.size(); ++i) {
-    if (i > 0) slice.push_back(',');
-    slice += response.items[i]->json;
-    if (slice.size() >= kSlice) {
-      StreamOps<Stream>::expires_after(stream, limits.write_timeout);
-      auto [ec, n] = co_await asio::async_write(stream, asio::buffer(slice), use_tuple);
-      if (ec) co_return ec;
-      slice.clear();
-    }
+  slice.reserve(kWriteSlice);
+  while (!body.done()) {
+    slice.clear();
+    body.fill(slice, kWriteSlice);
+    StreamOps<Stream>::expires_after(stream, limits.write_timeout);
+    auto [ec, n] = co_await asio::async_write(stream, asio::buffer(slice), use_tuple);
+    if (ec) co_return ec;
   }
-  slice += response.tail;
-  StreamOps<Stream>::expires_after(stream, limits.write_timeout);
-  auto [ec, n] = co_await asio::async_write(stream, asio::buffer(slice), use_tuple);
-  co_return ec;
+  co_return boost::system::error_code{};
 }
 
 template <class Stream>
