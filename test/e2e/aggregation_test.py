@@ -340,9 +340,10 @@ def check_extension(t, server, tmp):
                 code == 0 and json.loads(out).get("kind") == "NodeMetricsList", out)
         proxied = [h for p, h, g in metrics.seen if p.startswith(GV + "/nodes")]
         last = proxied[-1] if proxied else {}
+        # kubectl's identity: anonymous over plain HTTP, its token's user over HTTPS (HTTP/2).
+        caller = "kubectl-admin" if server.kubectl_http2 else "system:anonymous"
         t.check("... as the caller in X-Remote-User, without its credentials",
-                last.get("x-remote-user") == "system:anonymous"
-                and "authorization" not in last, last)
+                last.get("x-remote-user") == caller and "authorization" not in last, last)
         # A ServiceAccount's token authenticates the request here; the extension gets the
         # account's name, never the token, nor the identity headers the client made up.
         kc("create", "serviceaccount", "reader")

@@ -326,11 +326,20 @@ class Server:
                   if n == name and all(lbl.get(k) == str(want) for k, want in labels.items())]
         return sum(values) if values else None
 
+    _kubectl_home_by_dir = {}
+
     def kubectl_home(self):
-        """Where KWATCH_TEST_KUBECTL_HTTP2's certificates and token live (one per server)."""
+        """Where KWATCH_TEST_KUBECTL_HTTP2's certificates and token live: one per server, or per
+        data_dir, so that a server restarted on its data keeps its CA as a deployment keeps its
+        --cert-dir (a new CA would be published again, a write after the restart)."""
         if getattr(self, "_kubectl_home", None) is None:
-            self._kubectl_home = tempfile.mkdtemp(prefix="kwatch-kubectl-")
-            _temporary_dirs.append(self._kubectl_home)
+            home = Server._kubectl_home_by_dir.get(self.data_dir) if self.data_dir else None
+            if home is None:
+                home = tempfile.mkdtemp(prefix="kwatch-kubectl-")
+                _temporary_dirs.append(home)
+                if self.data_dir:
+                    Server._kubectl_home_by_dir[self.data_dir] = home
+            self._kubectl_home = home
         return self._kubectl_home
 
     def kubeconfig(self, directory):

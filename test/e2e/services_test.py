@@ -32,9 +32,11 @@ def allocation(checks, server):
                  status == 200 and k8s["spec"]["clusterIP"] == "10.0.0.1"
                  and k8s["spec"]["ports"][0]["port"] == 443, k8s)
     status, ep = server.request("GET", "/api/v1/namespaces/default/endpoints/kubernetes")
+    # The secure port when the server serves HTTPS (as kube's), else the plain one.
+    port = server.secure_port or server.port
     checks.check("and its Endpoints point at this server",
                  status == 200 and ep["subsets"][0]["addresses"][0]["ip"] == "127.0.0.1"
-                 and ep["subsets"][0]["ports"][0]["port"] == server.port, ep)
+                 and ep["subsets"][0]["ports"][0]["port"] == port, ep)
 
     ips, errors = [], []
     lock = threading.Lock()
