@@ -52,7 +52,8 @@ struct Watcher {
   // Parked: its channel was full when event `resume_from` was offered. The dispatcher skips it;
   // its session reads on from the event window (that event first) once the channel is drained,
   // and unparks it when it has caught up. A parked watcher holds no events of its own.
-  bool parked = false;
+  // Written only under the dispatch mutex; read without it by catch_up's fast path.
+  std::atomic<bool> parked{false};
   std::atomic<std::uint64_t> resume_from{0};  // written by the dispatcher, then by the session
   std::atomic<std::uint64_t> owed{0};  // frames in the channel (or being written) not yet done
   std::atomic<bool> ended{false};
@@ -490,6 +491,14 @@ void Cacher::end_lapsed_watchers() {
 
 base::Result<void> Cacher::catch_up(const std::shared_ptr<Watcher>& w,
                                        std::vector<WatchFrame>& out, std::size_t limit) {
+  // Nearly always not parked, and then nothing is read from the window: that is known without
+  // the dispatch mutex, which the dispatcher holds while it offers an event to every watcher
+  // (taking it here, after each batch a watch writes, made the watches' threads queue behind
+  // the dispatcher). Only the dispatcher parks a watcher, and only once its channel is full,
+  // so a park not seen here leaves frames for the receive that follows, and the next call
+  // sees it.
+  if (w->ended.load()) return Errc::unavailable;
+  if (!w->parked.load()) return {};
   {
     std::lock_guard lock(impl_->dispatch_mutex);
     if (w->ended) return Errc::unavailable;

@@ -5,12 +5,16 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json/object.hpp>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
+#include <thread>
 
 // GoogleTest's ASSERT_* return void, which a coroutine cannot: these end the coroutine instead.
 #define CO_ASSERT_TRUE(c)                          \
@@ -367,6 +371,102 @@ TEST_F(CacherTest, StalledWatcherIsParkedAndResumesWithEveryEventInOrder) {
     EXPECT_EQ(next_selective[0].object->resource_version, last);
     EXPECT_EQ(cacher->counters().watchers_terminated.load(), 0u);
   });
+}
+
+// As the server runs them: the dispatcher on a multi-threaded context, each watch's session on
+// a strand of its own, so that watchers park (their channel full) and catch up on other threads
+// while the dispatcher offers them events. Each pauses now and then so that it parks many times.
+TEST_F(CacherTest, WatchersParkingAndCatchingUpOnOtherThreadsSeeEveryEventOnceInOrder) {
+  CacherOptions o;
+  o.watcher_buffer = 4;
+  auto cacher = make_cacher(o);
+  constexpr int kWatchers = 6;
+  constexpr std::size_t kWrites = 600;
+  auto guard = asio::make_work_guard(ioc_);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i) threads.emplace_back([this] { ioc_.run(); });
+
+  struct Reader {
+    std::vector<std::int64_t> seen;
+    std::atomic<bool> done{false};
+  };
+  std::vector<Reader> readers(kWatchers);
+  std::vector<std::int64_t> written;
+  std::promise<void> finished;
+  asio::co_spawn(
+      asio::make_strand(ioc_),
+      [&]() -> asio::awaitable<void> {
+        co_await wait_ready(*cacher);
+        const auto start = co_await put("seed");
+        for (int w = 0; w < kWatchers; ++w) {
+          auto session = co_await cacher->watch(request(start));
+          EXPECT_TRUE(session);
+          if (!session) co_return;
+          std::shared_ptr<WatchSession> s = std::move(*session);
+          asio::co_spawn(
+              asio::make_strand(ioc_),
+              [s, &r = readers[w], w]() -> asio::awaitable<void> {
+                asio::steady_timer pause(co_await asio::this_coro::executor);
+                std::size_t batches = 0;
+                while (r.seen.size() < kWrites) {
+                  auto frames = co_await s->next();
+                  if (!frames) break;
+                  for (auto& f : *frames) {
+                    if (f.type != EventType::bookmark) r.seen.push_back(f.object->resource_version);
+                  }
+                  // Readers pause at different rhythms: 1-3 ms every 2nd to 7th batch.
+                  if (++batches % static_cast<std::size_t>(2 + w) == 0) {
+                    pause.expires_after(std::chrono::milliseconds(1 + w % 3));
+                    co_await pause.async_wait(asio::use_awaitable);
+                  }
+                }
+                r.done = true;
+              },
+              [](std::exception_ptr e) {
+                if (e) std::rethrow_exception(e);
+              });
+        }
+        for (std::size_t i = 0; i < kWrites; ++i) {
+          // A new label value each time (a write that changes nothing makes no event).
+          written.push_back(
+              co_await put("k" + std::to_string(i % 40), R"({"n":")" + std::to_string(i) + "\"}"));
+        }
+      },
+      [&](std::exception_ptr e) {
+        if (e) {
+          finished.set_exception(e);
+        } else {
+          finished.set_value();
+        }
+      });
+  auto writes = finished.get_future();
+  ASSERT_EQ(writes.wait_for(30s), std::future_status::ready) << "the writes did not finish";
+  writes.get();
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  auto all_done = [&] {
+    for (auto& r : readers) {
+      if (!r.done) return false;
+    }
+    return true;
+  };
+  while (!all_done() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(5ms);
+  const bool done = all_done();
+  guard.reset();
+  ioc_.stop();
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(done) << "a watcher stopped receiving (a lost wake-up)";
+  EXPECT_GE(cacher->counters().watchers_parked.load(), static_cast<std::uint64_t>(kWatchers));
+  EXPECT_EQ(cacher->counters().watchers_terminated.load(), 0u);
+  for (int w = 0; w < kWatchers; ++w) {
+    const auto& seen = readers[w].seen;
+    std::size_t i = 0;
+    while (i < seen.size() && i < written.size() && seen[i] == written[i]) ++i;
+    EXPECT_TRUE(i == written.size() && seen.size() == written.size())
+        << "watcher " << w << ": " << seen.size() << " events of " << written.size()
+        << ", the first difference at " << i << ": "
+        << (i < seen.size() ? std::to_string(seen[i]) : "none") << " where "
+        << (i < written.size() ? std::to_string(written[i]) : "none") << " was written";
+  }
 }
 
 TEST_F(CacherTest, ParkedWatcherWhoseNextEventLeftTheWindowIsEnded) {
