@@ -1,10 +1,10 @@
 #include "delegation/token_review_authenticator.hpp"
 
 #include "apimachinery/json_members.hpp"
+#include "base/sha256.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
-#include <openssl/sha.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -19,8 +19,7 @@ using apimachinery::string_at;
 namespace {
 
 std::string sha256_hex(const std::string& text) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
+  const base::Sha256 digest = base::sha256(text);
   std::string out;
   out.reserve(2 * sizeof digest);
   char hex[3];

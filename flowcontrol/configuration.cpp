@@ -1,8 +1,7 @@
 #include "flowcontrol/configuration.hpp"
 
 #include "apimachinery/json_members.hpp"
-
-#include <openssl/sha.h>
+#include "base/sha256.hpp"
 
 #include <algorithm>
 
@@ -262,8 +261,7 @@ std::uint64_t flow_hash(const std::string& schema_name, const std::string& disti
   std::string text = schema_name;
   text.push_back('\0');
   text += distinguisher;
-  unsigned char sum[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), sum);
+  const base::Sha256 sum = base::sha256(text);
   std::uint64_t h = 0;
   for (int i = 7; i >= 0; --i) h = (h << 8) | sum[i];
   return h;

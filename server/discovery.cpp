@@ -5,6 +5,7 @@
 #include "apimachinery/kube_version.hpp"
 #include "apimachinery/stored_json.hpp"
 #include "base/base64.hpp"
+#include "base/sha256.hpp"
 
 #include "kinds/api_service.hpp"
 #include "kinds/subresources.hpp"
@@ -16,7 +17,6 @@
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
 
-#include <openssl/sha.h>
 
 #include <algorithm>
 #include <functional>
@@ -140,9 +140,8 @@ std::string storage_group_version_kind(const Scheme& scheme, const kinds::Resour
 
 std::string storage_version_hash(const Scheme& scheme, const kinds::ResourceInfo& r) {
   const std::string gvk = storage_group_version_kind(scheme, r);
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(gvk.data()), gvk.size(), digest);
-  return base::base64_encode(std::string_view(reinterpret_cast<const char*>(digest), 8));
+  const base::Sha256 digest = base::sha256(gvk);
+  return base::base64_encode(std::string_view(reinterpret_cast<const char*>(digest.data()), 8));
 }
 
 std::vector<kinds::GroupVersion> served_group_versions(const Scheme& scheme) {
