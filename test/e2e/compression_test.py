@@ -75,7 +75,14 @@ def main():
             s.sendall(f"GET {CMS}?watch=1&timeoutSeconds=1 HTTP/1.1\r\nHost: x\r\n"
                       "Accept-Encoding: gzip\r\n\r\n".encode())
             raw = b""
-            while b"0\r\n\r\n" not in raw:
+
+            def ended(raw):
+                # The last chunk, looked for in the body only: a header value ending in 0
+                # (a FlowSchema's UID may) before the head's blank line looks the same.
+                parts = raw.split(b"\r\n\r\n", 1)
+                return len(parts) == 2 and (parts[1].startswith(b"0\r\n\r\n")
+                                            or b"\r\n0\r\n\r\n" in parts[1])
+            while not ended(raw):
                 chunk = s.recv(1 << 20)
                 if not chunk:
                     break
