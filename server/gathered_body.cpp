@@ -7,7 +7,16 @@
 namespace kwatch::server {
 
 GatheredBody::GatheredBody(const ApiResponse& response)
-    : response_(response), last_(response.items.empty() ? 1 : 2 * response.items.size()) {}
+    : response_(response), last_(response.items.empty() ? 1 : 2 * response.items.size()) {
+  skip_read();
+}
+
+void GatheredBody::skip_read() {
+  while (piece_ <= last_ && offset_ >= piece(piece_).size()) {
+    ++piece_;
+    offset_ = 0;
+  }
+}
 
 std::size_t GatheredBody::length(const ApiResponse& response) {
   std::size_t length = response.body.size() + response.tail.size();
@@ -23,17 +32,12 @@ std::string_view GatheredBody::piece(std::size_t p) const {
 }
 
 std::string_view GatheredBody::next(std::size_t max) {
-  while (!done()) {
-    const std::string_view v = piece(piece_);
-    if (offset_ < v.size()) {
-      const std::string_view out = v.substr(offset_, std::min(max, v.size() - offset_));
-      offset_ += out.size();
-      return out;
-    }
-    ++piece_;
-    offset_ = 0;
-  }
-  return {};
+  if (done()) return {};
+  const std::string_view v = piece(piece_);
+  const std::string_view out = v.substr(offset_, std::min(max, v.size() - offset_));
+  offset_ += out.size();
+  skip_read();
+  return out;
 }
 
 void GatheredBody::fill(std::string& out, std::size_t limit) {

@@ -32,6 +32,8 @@ class GatheredBody {
 
  private:
   std::string_view piece(std::size_t p) const;
+  // Past every piece read to its end (and empty ones): done() is true once the last byte is out.
+  void skip_read();
 
   const ApiResponse& response_;
   std::size_t last_;  // the tail's piece: 0 the head, then items and commas alternately

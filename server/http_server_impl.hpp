@@ -522,12 +522,8 @@ inline asio::awaitable<void> HttpServer::Impl::gzip_body(http::response<http::st
 
 inline void HttpServer::Impl::deflate_gathered(const ApiResponse& response,
                                                base::Deflater& deflater) {
-  deflater.add(response.body);
-  for (std::size_t i = 0; i < response.items.size(); ++i) {
-    if (i > 0) deflater.add(",");
-    deflater.add(response.items[i]->json);
-  }
-  deflater.add(response.tail);
+  GatheredBody body(response);
+  while (!body.done()) deflater.add(body.next(std::string_view::npos));  // a whole piece each
 }
 
 template <class Stream>

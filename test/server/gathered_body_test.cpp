@@ -52,6 +52,11 @@ TEST(GatheredBody, ReadsTheListInOrderInStretchesOfAtMostMax) {
       }
       EXPECT_TRUE(body.next(max).empty());
       EXPECT_EQ(out, assembled(r)) << n << " items, max " << max;
+      // Done as soon as its last byte was read: no empty write after the last slice.
+      GatheredBody again(r);
+      std::size_t read = 0;
+      while (read < out.size()) read += again.next(max).size();
+      EXPECT_TRUE(again.done()) << n << " items, max " << max;
       EXPECT_EQ(GatheredBody::length(r), out.size());
     }
   }
