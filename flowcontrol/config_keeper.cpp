@@ -7,6 +7,7 @@
 #include "kinds/scheme.hpp"
 #include "registry/cacher_registry.hpp"
 #include "registry/config_follower.hpp"
+#include "registry/list_query.hpp"
 #include "registry/resource_store.hpp"
 #include "watch/cacher.hpp"
 
@@ -16,6 +17,11 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <iterator>
+#include <string_view>
+#include <unordered_map>
 
 namespace kwatch::flowcontrol {
 
@@ -33,8 +39,56 @@ constexpr const char* kLevels = "prioritylevelconfigurations";
 constexpr const char* kSchemas = "flowschemas";
 constexpr const char* kResources[] = {kLevels, kSchemas};
 
+// How long start-up waits for a cache to hold the keeper's own writes.
+constexpr std::chrono::seconds kWrittenWait{10};
+
 std::string name_of(const json::object& o) {
   return apimachinery::string_at(apimachinery::object_member(o, "metadata"), "name");
+}
+
+std::int64_t resource_version_of(const json::object& o) {
+  return registry::parse_resource_version(
+             apimachinery::string_at(apimachinery::object_member(o, "metadata"), "resourceVersion"))
+      .value_or(0);
+}
+
+// Whether the cache holds each of `written` that is of `resource`: at its version or a later
+// one, or gone when it was deleted.
+bool holds(const watch::Cacher& cacher, const kinds::ResourceInfo& info, std::size_t resource,
+           const std::vector<ConfigKeeper::Written>& written) {
+  const auto listed = cacher.list(info.key_prefix(), "", 0, nullptr);
+  std::unordered_map<std::string_view, std::int64_t> cached;
+  for (const auto& o : listed.objects) cached.emplace(o->name, o->resource_version);
+  for (const auto& w : written) {
+    if (w.resource != resource) continue;
+    const auto it = cached.find(w.name);
+    const bool there = it != cached.end();
+    if (w.resource_version == 0 ? there : !there || it->second < w.resource_version) return false;
+  }
+  return true;
+}
+
+// The cache caught up with storage: proven by storage's revision where its progress is ordered
+// with events, else by the keeper's own writes being in it (within kWrittenWait).
+asio::awaitable<bool> caught_up(watch::Cacher& cacher, const kinds::ResourceInfo& info,
+                                std::size_t resource,
+                                const std::vector<ConfigKeeper::Written>& written) {
+  auto fresh = co_await cacher.wait_until_consistent();
+  if (fresh) co_return true;
+  if (cacher.progress_ordered()) co_return false;
+  asio::steady_timer retry(co_await asio::this_coro::executor);
+  const auto deadline = std::chrono::steady_clock::now() + kWrittenWait;
+  while (!holds(cacher, info, resource, written)) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      spdlog::warn("the {} cache does not show the priority and fairness bootstrap writes after "
+                   "{} s: ready without them",
+                   info.resource, kWrittenWait.count());
+      co_return false;
+    }
+    retry.expires_after(std::chrono::milliseconds(10));
+    co_await retry.async_wait(asio::use_awaitable);
+  }
+  co_return true;
 }
 
 }  // namespace
@@ -74,14 +128,17 @@ void ConfigKeeper::reconfigure(std::vector<std::vector<json::object>>& lists) {
   auto conditions = dispatcher_->configure(lists[0], lists[1]);
   if (conditions.empty() || !store_) return;
   asio::co_spawn(executor_, write_conditions(std::move(conditions), std::move(lists[1])),
-                 [](std::exception_ptr e) { base::log_task_failure(e, "FlowSchema status"); });
+                 [](std::exception_ptr e, std::vector<Written>) {
+                   base::log_task_failure(e, "FlowSchema status");
+                 });
 }
 
 // Each FlowSchema's Dangling condition, replaced in its status conditions (the others kept).
-asio::awaitable<void> ConfigKeeper::write_conditions(std::vector<DanglingCondition> conditions,
-                                                     std::vector<json::object> schemas) {
+asio::awaitable<std::vector<ConfigKeeper::Written>> ConfigKeeper::write_conditions(
+    std::vector<DanglingCondition> conditions, std::vector<json::object> schemas) {
+  std::vector<Written> written;
   auto info = scheme_->find(kGroup, "v1", kSchemas);
-  if (!info) co_return;
+  if (!info) co_return written;
   const std::string now = base::now_rfc3339();
   for (const auto& c : conditions) {
     json::array list;
@@ -110,20 +167,25 @@ asio::awaitable<void> ConfigKeeper::write_conditions(std::vector<DanglingConditi
     std::string name = c.flow_schema;
     auto r = co_await store_->patch(*info, std::move(scope), std::move(name),
                                     registry::PatchType::merge, std::move(patch), std::move(query));
-    if (!r && r.error().code != base::Errc::not_found) {
+    if (r) {
+      written.push_back({1, c.flow_schema, resource_version_of(*r)});
+    } else if (r.error().code != base::Errc::not_found) {
       spdlog::warn("cannot write the Dangling condition of FlowSchema {}: {}", c.flow_schema,
                    r.error().message);
     }
   }
+  co_return written;
 }
 
 asio::awaitable<void> ConfigKeeper::settle() {
+  std::vector<Written> written = std::move(written_);
+  written_.clear();
   for (int round = 0; round < 10 && !stopped_; ++round) {
-    for (const char* resource : kResources) {
-      auto info = scheme_->find(kGroup, "v1", resource);
+    for (std::size_t i = 0; i < std::size(kResources); ++i) {
+      auto info = scheme_->find(kGroup, "v1", kResources[i]);
       auto cacher = info && cachers_ ? cachers_->find(*info) : nullptr;
       if (!cacher) co_return;
-      auto fresh = co_await cacher->wait_until_consistent();
+      const bool fresh = co_await caught_up(*cacher, *info, i, written);
       if (!fresh) co_return;
     }
     auto lists = registry::list_configurations(
@@ -131,7 +193,7 @@ asio::awaitable<void> ConfigKeeper::settle() {
     if (!lists) co_return;
     auto conditions = dispatcher_->configure((*lists)[0], (*lists)[1]);
     if (conditions.empty() || !store_) co_return;
-    co_await write_conditions(std::move(conditions), std::move((*lists)[1]));
+    written = co_await write_conditions(std::move(conditions), std::move((*lists)[1]));
   }
 }
 
@@ -139,7 +201,9 @@ asio::awaitable<bool> ConfigKeeper::ensure_bootstrap() {
   if (!store_) co_return false;
   const auto& b = bootstrap_objects();
   bool ok = true;
-  for (const char* resource : kResources) {
+  written_.clear();
+  for (std::size_t i = 0; i < std::size(kResources); ++i) {
+    const char* resource = kResources[i];
     auto info = scheme_->find(kGroup, "v1", resource);
     if (!info) co_return false;
     auto listed = registry::list_configurations({scheme_, cachers_, kGroup, "v1", {resource}});
@@ -152,6 +216,7 @@ asio::awaitable<bool> ConfigKeeper::ensure_bootstrap() {
       query.field_manager = kProducer;
       std::string scope;
       auto r = co_await store_->create(*info, std::move(scope), std::move(object), std::move(query));
+      if (r) written_.push_back({i, name_of(*r), resource_version_of(*r)});
       if (!r && r.error().code != base::Errc::already_exists) {
         spdlog::warn("cannot create a bootstrap {}: {}", info->kind, r.error().message);
         ok = false;
@@ -164,6 +229,7 @@ asio::awaitable<bool> ConfigKeeper::ensure_bootstrap() {
       std::string name = name_of(object);
       auto r = co_await store_->update(*info, std::move(scope), std::move(name), std::move(object),
                                        std::move(query));
+      if (r) written_.push_back({i, name_of(*r), resource_version_of(*r)});
       // A conflict means someone changed it meanwhile: the next round looks again.
       if (!r && r.error().code != base::Errc::conflict) {
         spdlog::warn("cannot update a bootstrap {}: {}", info->kind, r.error().message);
@@ -173,7 +239,9 @@ asio::awaitable<bool> ConfigKeeper::ensure_bootstrap() {
     for (auto& name : plan.remove) {
       std::string scope;
       registry::DeleteQuery del;
+      std::string removed = name;
       auto r = co_await store_->remove(*info, std::move(scope), std::move(name), std::move(del));
+      if (r || r.error().code == base::Errc::not_found) written_.push_back({i, removed, 0});
       if (!r && r.error().code != base::Errc::not_found) {
         spdlog::warn("cannot delete an unwanted {}: {}", info->kind, r.error().message);
         ok = false;

@@ -13,7 +13,10 @@
 #include <boost/asio/awaitable.hpp>
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace kwatch::kinds {
 class Scheme;
@@ -42,13 +45,24 @@ class ConfigKeeper : public std::enable_shared_from_this<ConfigKeeper> {
   // has every object, and no FlowSchema's Dangling condition is left to write (at most a few
   // rounds). Start-up waits for it before /readyz is green, so that the server's own writes at
   // start are done before clients begin (a watch resumed from before a restart finds them all
-  // in the caches' window).
+  // in the caches' window) and a client's first request is classified by the whole
+  // configuration. On storage whose progress may run ahead of its events (etcd < 3.4.25), where
+  // a cache cannot prove it is current, the caches are caught up when they hold what the last
+  // ensure_bootstrap() and settle() itself wrote. Start-up only: before start().
   boost::asio::awaitable<void> settle();
+
+  // A write of the keeper's: the object and the resourceVersion it got (0: deleted).
+  struct Written {
+    std::size_t resource = 0;  // 0: a PriorityLevelConfiguration, 1: a FlowSchema
+    std::string name;
+    std::int64_t resource_version = 0;
+  };
 
  private:
   void reconfigure(std::vector<std::vector<boost::json::object>>& lists);
-  boost::asio::awaitable<void> write_conditions(std::vector<DanglingCondition> conditions,
-                                                std::vector<boost::json::object> schemas);
+  // Writes the conditions; returns what was written.
+  boost::asio::awaitable<std::vector<Written>> write_conditions(
+      std::vector<DanglingCondition> conditions, std::vector<boost::json::object> schemas);
 
   std::shared_ptr<PriorityAndFairness> dispatcher_;
   std::shared_ptr<kinds::Scheme> scheme_;
@@ -56,6 +70,7 @@ class ConfigKeeper : public std::enable_shared_from_this<ConfigKeeper> {
   std::shared_ptr<registry::ResourceStore> store_;
   boost::asio::any_io_executor executor_;
   std::atomic<bool> stopped_{false};
+  std::vector<Written> written_;  // by the last ensure_bootstrap(), for settle()
 };
 
 }  // namespace kwatch::flowcontrol

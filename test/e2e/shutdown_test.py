@@ -159,8 +159,12 @@ def graceful(checks, binary, tmp):
         # The whole head and what came of the body, to tell which limit refused it.
         refused = [bytes(st["head"][:400]) + bytes(st["body"][:300]) for st in watches.streams
                    if not st["head"].startswith(b"HTTP/1.1 200")]
+        why = "" if not refused else "; " + ", ".join(
+            f"{labels.get('flow_schema')}/{labels.get('reason')}: {int(v)}"
+            for name, labels, v in server.metrics()
+            if name == "apiserver_flowcontrol_rejected_requests_total")
         checks.check(f"all {WATCHERS} watches are accepted", not refused,
-                     f"{len(refused)} refused, first: {refused[:1]}")
+                     f"{len(refused)} refused{why}, first: {refused[:1]}")
         ws = [WebSocketWatch(server, f"{CMS}?watch=1") for _ in range(5)]
         checks.check("5 WebSocket watches open", all(w.status == 101 for w in ws))
         # Never read again: it will not answer the server's close frame.

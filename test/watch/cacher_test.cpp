@@ -1,6 +1,7 @@
 #include "watch/cacher.hpp"
 
 #include "storage/memory_storage.hpp"
+#include "test/support/breakable_storage.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -38,84 +39,7 @@ namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using base::Errc;
 
-// Storage whose watch streams can be made to fail, to force the reflector to re-list.
-class BreakableStorage : public storage::Storage {
- public:
-  explicit BreakableStorage(std::shared_ptr<storage::Storage> inner) : inner_(std::move(inner)) {}
-  // The stream's next read fails with `break_with`, losing the batch it read.
-  std::atomic<bool> broken{false};
-  std::atomic<Errc> break_with{Errc::unavailable};
-  // So many watch() calls fail with `unavailable` (storage unreachable); `watches` counts them all.
-  std::atomic<int> refuse_watches{0};
-  std::atomic<int> watches{0};
-  // Like etcd < 3.4.25: progress is not ordered with events.
-  std::atomic<bool> unordered{false};
-  // Events wait in storage while paused: the cache falls behind.
-  std::atomic<bool> paused{false};
-  // Lists wait while held; `lists` counts those begun.
-  std::atomic<bool> hold_lists{false};
-  std::atomic<int> lists{0};
-
-  asio::awaitable<base::Result<storage::KeyValue>> get(std::string k, std::int64_t r) override {
-    co_return co_await inner_->get(std::move(k), r);
-  }
-  asio::awaitable<base::Result<storage::ListResult>> list(storage::ListOptions o) override {
-    ++lists;
-    co_await wait_while(hold_lists);
-    co_return co_await inner_->list(std::move(o));
-  }
-  asio::awaitable<base::Result<storage::TxnResult>> put_if(std::string k, std::int64_t e,
-                                                              std::string v) override {
-    co_return co_await inner_->put_if(std::move(k), e, std::move(v));
-  }
-  asio::awaitable<base::Result<storage::TxnResult>> delete_if(std::string k,
-                                                                 std::int64_t e) override {
-    co_return co_await inner_->delete_if(std::move(k), e);
-  }
-  asio::awaitable<base::Result<std::int64_t>> current_revision() override {
-    co_return co_await inner_->current_revision();
-  }
-  asio::awaitable<base::Result<void>> compact(std::int64_t r) override {
-    co_return co_await inner_->compact(r);
-  }
-  asio::awaitable<base::Result<std::unique_ptr<storage::WatchStream>>> watch(
-      std::string prefix, std::int64_t start, storage::PrevKv prev_kv) override {
-    ++watches;
-    if (refuse_watches > 0) {
-      --refuse_watches;
-      co_return Errc::unavailable;
-    }
-    auto s = co_await inner_->watch(std::move(prefix), start, prev_kv);
-    if (!s) co_return s.error();
-    std::unique_ptr<storage::WatchStream> wrapped = std::make_unique<Stream>(std::move(*s), this);
-    co_return wrapped;
-  }
-
- private:
-  struct Stream : storage::WatchStream {
-    Stream(std::unique_ptr<storage::WatchStream> s, BreakableStorage* owner)
-        : inner(std::move(s)), owner(owner) {}
-    asio::awaitable<base::Result<storage::WatchBatch>> next() override {
-      co_await wait_while(owner->paused);
-      auto b = co_await inner->next();
-      if (owner->broken.exchange(false)) co_return owner->break_with.load();
-      co_return b;
-    }
-    void request_progress() override { inner->request_progress(); }
-    bool progress_is_ordered() const override { return !owner->unordered; }
-    std::unique_ptr<storage::WatchStream> inner;
-    BreakableStorage* owner;
-  };
-  static asio::awaitable<void> wait_while(const std::atomic<bool>& flag) {
-    asio::steady_timer t(co_await asio::this_coro::executor);
-    while (flag) {
-      t.expires_after(1ms);
-      co_await t.async_wait(asio::use_awaitable);
-    }
-  }
-
-  std::shared_ptr<storage::Storage> inner_;
-};
+using test::BreakableStorage;
 
 class LabelIs : public Predicate {
  public:
