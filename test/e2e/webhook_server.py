@@ -13,6 +13,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pki import CA, server_certificate
 
 
+class _Listener(ThreadingHTTPServer):
+    # Suites open a hundred calls at once: with socketserver's backlog of 5 the rest of their
+    # connections would wait for the client's SYN retries (1 s, 3 s, 7 s...).
+    request_queue_size = 256
+
+
 class WebhookServer:
     def __init__(self, directory, answer=None, name="webhook",
                  dns_names=("localhost", "hook.webhooks.svc"), on_get=None):
@@ -35,6 +41,18 @@ class WebhookServer:
                 super().setup()
                 with server.lock:
                     server.connections.add(self.connection)
+                # The TLS handshake in this connection's thread: done by accept() it would make
+                # every connection wait for those before it (a hundred at once, on a loaded
+                # machine, for longer than a webhook's timeout).
+                try:
+                    self.connection.do_handshake()
+                    self.handshaken = True
+                except (ssl.SSLError, OSError):
+                    self.handshaken = False  # the client refused the certificate, or left
+
+            def handle(self):
+                if self.handshaken:
+                    super().handle()
 
             def finish(self):
                 super().finish()
@@ -75,11 +93,12 @@ class WebhookServer:
         self._serve()
 
     def _serve(self):
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler)
+        self.httpd = _Listener(("127.0.0.1", self.port), self._handler)
         self.httpd.daemon_threads = True
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(self._cert, self._key)
-        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True,
+                                            do_handshake_on_connect=False)
         self.port = self.httpd.server_address[1]
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
