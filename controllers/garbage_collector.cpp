@@ -206,20 +206,54 @@ asio::awaitable<void> GarbageCollector::watch_cacher(std::shared_ptr<watch::Cach
     // The initial events bring this resource's state again. An owner of this resource that
     // went while it was not followed (before the first watch, or between two) sends no DELETED
     // event: every dependent naming an owner here looks again.
-    follower.on_start = [this, &prefix]() -> asio::awaitable<void> {
+    follower.on_start = [this, &prefix](std::int64_t start) -> asio::awaitable<void> {
       forget_prefix(prefix);
       recheck_owners_under(prefix);
+      seen_[prefix] = start;
       co_return;
     };
     follower.on_frames = [this, &prefix](const std::vector<watch::WatchFrame>& frames)
         -> asio::awaitable<void> {
-      for (const auto& frame : frames) observe(prefix, frame);
+      std::int64_t& seen = seen_[prefix];
+      for (const auto& frame : frames) {
+        observe(prefix, frame);
+        if (frame.object) seen = std::max(seen, frame.object->resource_version);
+      }
       co_return;
     };
     co_await follow_cache(std::move(follower));
   }
   forget_prefix(prefix);
   watched_.erase(prefix);
+  seen_.erase(prefix);
+}
+
+// Each cache's events reach the index on a stream of their own: an owner's deletion may come
+// before the creation of a dependent made just before it. Covered once every cache followed has
+// applied its events up to `revision` and the index has seen all those it applied.
+asio::awaitable<bool> GarbageCollector::index_covers(std::int64_t revision) {
+  constexpr auto kLongest = std::chrono::seconds(2);
+  const auto deadline = std::chrono::steady_clock::now() + kLongest;
+  asio::steady_timer pause(co_await asio::this_coro::executor);
+  const std::vector<std::string> prefixes(watched_.begin(), watched_.end());
+  for (const auto& prefix : prefixes) {
+    for (;;) {
+      auto cacher = cachers_->find_prefix(prefix);
+      auto seen = seen_.find(prefix);
+      if (!cacher || !watched_.count(prefix)) break;  // gone meanwhile: nothing to wait for
+      if (seen != seen_.end() && seen->second >= revision) break;
+      if (cacher->resource_version() < revision) {
+        auto fresh = co_await cacher->wait_until_fresh(revision);
+        if (!fresh) co_return false;
+        continue;
+      }
+      if (seen != seen_.end() && cacher->applied_resource_version() <= seen->second) break;
+      if (stopped_ || std::chrono::steady_clock::now() >= deadline) co_return false;
+      pause.expires_after(std::chrono::milliseconds(2));
+      co_await pause.async_wait(asio::use_awaitable);
+    }
+  }
+  co_return true;
 }
 
 void GarbageCollector::forget_prefix(const std::string& prefix) {
@@ -535,7 +569,14 @@ asio::awaitable<GarbageCollector::Outcome> GarbageCollector::delete_dependents(
     }
   }
   auto blockers = blockers_.find(uid);
-  const std::size_t blocking = blockers == blockers_.end() ? 0 : blockers->second.size();
+  std::size_t blocking = blockers == blockers_.end() ? 0 : blockers->second.size();
+  if (blocking == 0) {
+    // None blocks, as far as the index knows: believed once it has every dependent made before
+    // the owner's deletion (then it looks again, and may find one).
+    if (!co_await index_covers(revision)) co_return Outcome::retry;
+    blockers = blockers_.find(uid);
+    blocking = blockers == blockers_.end() ? 0 : blockers->second.size();
+  }
   // A cycle of waits is closed by the event of its last member to start waiting, and that
   // member comes here fresh with it: an owner looked at again unchanged looks for none.
   if (blocking > 0 && !fresh) co_return Outcome::done;

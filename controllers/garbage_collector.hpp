@@ -160,6 +160,9 @@ class GarbageCollector : public std::enable_shared_from_this<GarbageCollector> {
   enum class Outcome { done, retry };
 
   boost::asio::awaitable<void> watch_cacher(std::shared_ptr<watch::Cacher> cacher);
+  // Whether the index has every event up to `revision` of every cache followed (waiting for
+  // them a little); false if not.
+  boost::asio::awaitable<bool> index_covers(std::int64_t revision);
   void observe(const std::string& prefix, const watch::WatchFrame& frame);
   void forget_prefix(const std::string& prefix);
   // Queues every dependent whose owner's key is under `prefix`.
@@ -209,6 +212,7 @@ class GarbageCollector : public std::enable_shared_from_this<GarbageCollector> {
 
   // Strand-only state.
   std::set<std::string> watched_;                        // cache prefixes being watched
+  std::map<std::string, std::int64_t> seen_;  // prefix -> version its events are indexed up to
   std::map<std::string, Dependent> dependents_;          // key -> object with owners
   std::map<std::string, std::set<std::string>> by_owner_uid_;  // owner uid -> dependent keys
   std::map<std::string, std::set<std::string>> by_owner_key_;  // owner key -> dependent keys

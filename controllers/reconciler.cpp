@@ -52,7 +52,7 @@ asio::awaitable<void> Reconciler::run(std::shared_ptr<const kinds::ResourceInfo>
   follower.cacher = cachers_->ensure(*watched);
   follower.prefix = watched->key_prefix();
   follower.keep_going = [this] { return !stopped_; };
-  follower.on_start = [this]() -> asio::awaitable<void> { co_await reconcile(); };
+  follower.on_start = [this](std::int64_t) -> asio::awaitable<void> { co_await reconcile(); };
   follower.on_frames = [this](const std::vector<watch::WatchFrame>&) -> asio::awaitable<void> {
     co_await reconcile();
   };

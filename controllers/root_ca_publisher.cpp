@@ -80,7 +80,7 @@ asio::awaitable<void> RootCaPublisher::follow_namespaces() {
   follower.cacher = cachers_->ensure(*namespaces_);
   follower.prefix = namespaces_->key_prefix();
   follower.keep_going = [this] { return !stopped_; };
-  follower.on_start = [this]() -> asio::awaitable<void> {
+  follower.on_start = [this](std::int64_t) -> asio::awaitable<void> {
     enqueue_all_namespaces();
     co_await drain();
   };
@@ -107,7 +107,7 @@ asio::awaitable<void> RootCaPublisher::follow_config_maps() {
   follower.cacher = cachers_->ensure(*config_maps_);
   follower.prefix = config_maps_->key_prefix();
   follower.keep_going = [this] { return !stopped_; };
-  follower.on_start = [this]() -> asio::awaitable<void> {
+  follower.on_start = [this](std::int64_t) -> asio::awaitable<void> {
     enqueue_all_namespaces();  // what changed while no watch was open
     co_await drain();
   };

@@ -24,7 +24,7 @@ asio::awaitable<void> follow_cache(CacheFollower f) {
       co_await retry.async_wait(asio::as_tuple(asio::use_awaitable));
       continue;
     }
-    if (f.on_start) co_await f.on_start();
+    if (f.on_start) co_await f.on_start((*session)->start_resource_version());
     std::vector<watch::WatchFrame> frames;
     while (f.keep_going()) {
       auto next = co_await (*session)->next(frames);
@@ -41,7 +41,7 @@ boost::asio::awaitable<void> mark_changes(std::shared_ptr<Cacher> cacher, std::s
   follower.cacher = std::move(cacher);
   follower.prefix = std::move(prefix);
   follower.keep_going = std::move(keep_going);
-  follower.on_start = [&changed]() -> boost::asio::awaitable<void> {
+  follower.on_start = [&changed](std::int64_t) -> boost::asio::awaitable<void> {
     changed = true;
     co_return;
   };

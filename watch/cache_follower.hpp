@@ -26,7 +26,8 @@ struct CacheFollower {
   std::string prefix;
   std::chrono::steady_clock::duration watch_lifetime = std::chrono::hours(1);
   std::function<bool()> keep_going;
-  std::function<boost::asio::awaitable<void>()> on_start;  // may be empty
+  // May be empty. Called with the version the new watch's initial state covers.
+  std::function<boost::asio::awaitable<void>(std::int64_t start_resource_version)> on_start;
   std::function<boost::asio::awaitable<void>(const std::vector<watch::WatchFrame>& frames)>
       on_frames;
 };

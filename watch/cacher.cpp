@@ -972,6 +972,8 @@ WatchSession::~WatchSession() {
   }
 }
 
+std::int64_t WatchSession::start_resource_version() const { return watcher_->start_rv; }
+
 void WatchSession::stop() {
   if (!watcher_) return;
   watcher_->ended = true;

@@ -79,6 +79,9 @@ class WatchSession {
 
   // Pre-stream error (e.g. 410 after acceptance) to send as an ERROR event, if any.
   const ObjectPtr& error() const { return error_; }
+  // The version the watch started from: every event up to it is in the initial state (or
+  // before it); the frames after that are later events.
+  std::int64_t start_resource_version() const;
 
  private:
   friend class Cacher;
@@ -127,6 +130,8 @@ class Cacher : public std::enable_shared_from_this<Cacher> {
   CacheStats stats() const { return cache_.stats(); }
   std::int64_t window_start() const { return cache_.window_start(); }
   std::int64_t resource_version() const { return cache_.resource_version(); }
+  // The version of the last event applied: unlike resource_version(), never moved by progress.
+  std::int64_t applied_resource_version() const { return cache_.applied_resource_version(); }
   // False on storage whose progress may run ahead of events (etcd < 3.4.25): reads that must be
   // at least as new as a version then go to storage.
   bool progress_ordered() const { return progress_ordered_.load(); }

@@ -1,4 +1,5 @@
-// What every controller's suite runs on: the embedded store, the watch caches of a
+// What every controller's suite runs on: the embedded store (whose watch streams a test may hold
+// back), the watch caches of a
 // CacherRegistry over it (made when a controller or a test asks), one io_context the test drives,
 // namespace `t`, and helpers that create, read and delete objects through the ResourceStore as
 // clients would. Controllers a test starts are stopped at its end.
@@ -9,6 +10,7 @@
 #include "registry/cacher_registry.hpp"
 #include "registry/resource_store.hpp"
 #include "storage/memory_storage.hpp"
+#include "test/support/breakable_storage.hpp"
 #include "test/support/io_turns.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -30,7 +32,9 @@ class ControllerTest : public ::testing::Test {
   void SetUp() override {
     auto storage = storage::MemoryStorage::open({});
     ASSERT_TRUE(storage);
-    storage_ = std::move(*storage);
+    breakable_ = std::make_shared<test::BreakableStorage>(
+        std::shared_ptr<storage::Storage>(std::move(*storage)));
+    storage_ = breakable_;
     scheme_ = kinds::Scheme::builtin();
     store_ = std::make_shared<registry::ResourceStore>(storage_, scheme_);
     cachers_ = std::make_shared<registry::CacherRegistry>(ioc_.get_executor(), storage_,
@@ -138,6 +142,7 @@ class ControllerTest : public ::testing::Test {
 
   boost::asio::io_context ioc_;
   std::shared_ptr<storage::Storage> storage_;
+  std::shared_ptr<test::BreakableStorage> breakable_;  // storage_, to make a cache fall behind
   std::shared_ptr<kinds::Scheme> scheme_;
   std::shared_ptr<registry::ResourceStore> store_;
   std::shared_ptr<registry::CacherRegistry> cachers_;

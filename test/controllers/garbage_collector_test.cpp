@@ -134,6 +134,42 @@ TEST_F(GarbageCollectorTest, AnOwnersDeletedEventReleasesItsDependents) {
   EXPECT_TRUE(eventually([&] { return !cached(*configmaps_, "child"); }));
 }
 
+// Each cache's events come on a stream of their own: the owner's deletion in foreground may reach
+// the collector before the creation of a dependent made just before it. The owner must still
+// wait for that dependent (it blocks, and a finalizer holds it), not go as if it had none.
+TEST_F(GarbageCollectorTest, AnOwnerInForegroundWaitsForADependentWhoseCacheLags) {
+  cachers_->ensure(*configmaps_);
+  cachers_->ensure(*deployments_);
+  collector_ = std::make_shared<GarbageCollector>(scheme_, store_, cachers_);
+  collector_->start(ioc_.get_executor());
+  const auto owner = create(*deployments_, kOwner);
+  const std::string uid(owner.at("metadata").at("uid").as_string());
+  ASSERT_TRUE(eventually([&] { return cached(*deployments_, "bg"); }));
+
+  breakable_->hold_events_under(configmaps_->key_prefix());
+  create(*configmaps_, R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"held",
+      "finalizers":["example.com/hold"],
+      "ownerReferences":[{"apiVersion":"apps/v1","kind":"Deployment","name":"bg",
+      "uid":")" + uid + R"(","blockOwnerDeletion":true}]}})");
+  remove(*deployments_, "bg", registry::Propagation::foreground);
+  // While the dependent's creation has not reached the collector, the owner cannot go.
+  EXPECT_FALSE(eventually([&] { return !get(*deployments_, "bg", "t"); },
+                          std::chrono::milliseconds(500)))
+      << "the owner went before the collector knew of its blocking dependent";
+
+  breakable_->release_events();
+  ASSERT_TRUE(eventually([&] {
+    auto held = get(*configmaps_, "held");
+    return held && held->at("metadata").as_object().contains("deletionTimestamp");
+  })) << "the dependent was not deleted";
+  EXPECT_TRUE(get(*deployments_, "bg", "t")) << "the owner went while a dependent blocks it";
+  update(*configmaps_, "held", [](json::object& current) {
+    current["metadata"].as_object().erase("finalizers");
+  });
+  EXPECT_TRUE(eventually([&] { return !get(*deployments_, "bg", "t"); }))
+      << "the owner stayed after its last dependent went";
+}
+
 // kube's reproducer of a wait that never ends: each waits in foreground for the other.
 TEST_F(GarbageCollectorTest, TwoObjectsOwningEachOtherBothGoWhenOneIsDeletedInForeground) {
   start_collector();

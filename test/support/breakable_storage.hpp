@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 
 namespace kwatch::test {
@@ -30,6 +31,16 @@ class BreakableStorage : public storage::Storage {
   std::atomic<bool> unordered{false};
   // Events wait while paused (those a stream was already reading too): the cache falls behind.
   std::atomic<bool> paused{false};
+  // Events under one prefix wait (as `paused` for all): one cache falls behind the others.
+  void hold_events_under(std::string prefix) {
+    std::lock_guard lock(mutex_);
+    held_prefix_ = std::move(prefix);
+  }
+  void release_events() { hold_events_under(""); }
+  bool holds(const std::string& prefix) const {
+    std::lock_guard lock(mutex_);
+    return !held_prefix_.empty() && prefix.compare(0, held_prefix_.size(), held_prefix_) == 0;
+  }
   // Lists wait while held; `lists` counts those begun.
   std::atomic<bool> hold_lists{false};
   std::atomic<int> lists{0};
@@ -63,27 +74,37 @@ class BreakableStorage : public storage::Storage {
       --refuse_watches;
       co_return base::Errc::unavailable;
     }
+    std::string watched = prefix;
     auto s = co_await inner_->watch(std::move(prefix), start, prev_kv);
     if (!s) co_return s.error();
-    std::unique_ptr<storage::WatchStream> wrapped = std::make_unique<Stream>(std::move(*s), this);
+    std::unique_ptr<storage::WatchStream> wrapped =
+        std::make_unique<Stream>(std::move(*s), this, std::move(watched));
     co_return wrapped;
   }
 
  private:
   struct Stream : storage::WatchStream {
-    Stream(std::unique_ptr<storage::WatchStream> s, BreakableStorage* owner)
-        : inner(std::move(s)), owner(owner) {}
+    Stream(std::unique_ptr<storage::WatchStream> s, BreakableStorage* owner, std::string prefix)
+        : inner(std::move(s)), owner(owner), prefix(std::move(prefix)) {}
     boost::asio::awaitable<base::Result<storage::WatchBatch>> next() override {
-      co_await wait_while(owner->paused);
+      co_await wait_until_free();
       auto b = co_await inner->next();
-      co_await wait_while(owner->paused);  // a batch read as the pause began waits too
+      co_await wait_until_free();  // a batch read as the pause began waits too
       if (owner->broken.exchange(false)) co_return owner->break_with.load();
       co_return b;
     }
     void request_progress() override { inner->request_progress(); }
     bool progress_is_ordered() const override { return !owner->unordered; }
+    boost::asio::awaitable<void> wait_until_free() {
+      boost::asio::steady_timer t(co_await boost::asio::this_coro::executor);
+      while (owner->paused || owner->holds(prefix)) {
+        t.expires_after(std::chrono::milliseconds(1));
+        co_await t.async_wait(boost::asio::use_awaitable);
+      }
+    }
     std::unique_ptr<storage::WatchStream> inner;
     BreakableStorage* owner;
+    std::string prefix;
   };
   static boost::asio::awaitable<void> wait_while(const std::atomic<bool>& flag) {
     boost::asio::steady_timer t(co_await boost::asio::this_coro::executor);
@@ -94,6 +115,8 @@ class BreakableStorage : public storage::Storage {
   }
 
   std::shared_ptr<storage::Storage> inner_;
+  mutable std::mutex mutex_;
+  std::string held_prefix_;
 };
 
 }  // namespace kwatch::test
