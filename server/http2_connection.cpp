@@ -87,6 +87,15 @@ struct Http2Connection : std::enable_shared_from_this<Http2Connection> {
     std::weak_ptr<watch::WatchSession> watch;
     std::function<void()> cancel_source;
     std::pair<std::shared_ptr<void>, std::shared_ptr<void>> held;  // lease, on_sent
+    // A watch's events, fed into `out` by the connection as they come (no task of its own).
+    struct Feed {
+      ApiResponse kept;  // the session, a conversion, the protobuf form
+      std::unique_ptr<ProtobufBatch> pb;
+      std::shared_ptr<void> counted;  // the server's count of open streams
+      bool done = false;              // the watch ended: what is left goes, then the stream ends
+      std::chrono::steady_clock::time_point room_by{};  // the write timeout of a wait for room
+    };
+    std::unique_ptr<Feed> feed;
     std::size_t pending() const { return out.size() - out_offset; }
   };
 
@@ -114,13 +123,13 @@ struct Http2Connection : std::enable_shared_from_this<Http2Connection> {
       c.kick();
     }
   };
-  // A watch's events into its stream, in a coroutine of its own (serve's frame, with the
-  // request and the whole response, is not kept for the watch's life): `kept` holds only what
-  // the frames need (the session, a conversion, the protobuf form); `counted`, the server's
-  // count of open streams. The stream's handler until it returns.
-  asio::awaitable<void> pump_watch(std::shared_ptr<Http2Connection> self,
-                                   std::shared_ptr<Stream> st, ApiResponse kept,
-                                   std::shared_ptr<void> counted);
+  // A watch's events into its stream, without a task of its own (an idle watch holds no
+  // coroutine): as much as the stream has room for; then it asks its session to call again when
+  // more comes, or waits for the client to take some (within the write timeout). Once the
+  // watch ends, the stream ends when its last bytes have gone.
+  void feed_watch(const std::shared_ptr<Stream>& st);
+  // The stream's room timer for its wait: feed_watch again when the client has taken data.
+  void wait_for_room_then_feed(const std::shared_ptr<Stream>& st);
   asio::awaitable<void> pump_source(std::shared_ptr<Stream> st, ApiResponse& response);
   // Waits until `st` has room for more of its answer (at most `most` bytes pending: by default
   // half its buffer, so that a byte taken now and then is not room); false if that did not come
@@ -419,25 +428,58 @@ asio::awaitable<bool> Http2Connection::wait_for_room(Stream& st, std::size_t mos
   co_return !st.closed && !failed;
 }
 
-asio::awaitable<void> Http2Connection::pump_watch(std::shared_ptr<Http2Connection> self,
-                                                  std::shared_ptr<Stream> st, ApiResponse kept,
-                                                  [[maybe_unused]] std::shared_ptr<void> counted) {
-  Running running_guard{*self};
-  std::vector<watch::WatchFrame> frames;
-  std::vector<asio::const_buffer> buffers;
-  const std::unique_ptr<ProtobufBatch> pb = protobuf_batch_for(kept);
-  for (;;) {
-    const bool room = co_await wait_for_room(*st);
-    if (!room) co_return;
-    auto next = co_await kept.watch->next(frames);
-    if (!next || st->closed) break;
-    buffers.clear();
-    if (!append_watch_batch(buffers, kept, pb.get(), frames)) break;
-    // Copied once, into the stream's own buffer (nghttp2 copies it again into its frames).
-    for (const auto& b : buffers) append(*st, {static_cast<const char*>(b.data()), b.size()});
+void Http2Connection::feed_watch(const std::shared_ptr<Stream>& st) {
+  Stream::Feed& f = *st->feed;
+  if (st->closed || failed) return;
+  if (!f.done) {
+    std::vector<watch::WatchFrame> frames;
+    std::vector<asio::const_buffer> buffers;
+    while (st->pending() <= kStreamBuffer / 2) {
+      auto taken = f.kept.watch->take(frames);
+      if (taken && frames.empty()) {
+        // Nothing more now: the session calls when something comes.
+        std::weak_ptr<Http2Connection> weak_connection = weak_from_this();
+        std::weak_ptr<Stream> weak_stream = st;
+        f.kept.watch->when_ready([weak_connection, weak_stream] {
+          auto c = weak_connection.lock();
+          auto s = weak_stream.lock();
+          if (c && s && s->feed) c->feed_watch(s);
+        });
+        return;
+      }
+      buffers.clear();
+      if (!taken || !append_watch_batch(buffers, f.kept, f.pb.get(), frames)) {
+        f.done = true;
+        finish(*st);
+        break;
+      }
+      // Copied once, into the stream's own buffer (nghttp2 copies it again into its frames).
+      for (const auto& b : buffers) append(*st, {static_cast<const char*>(b.data()), b.size()});
+    }
   }
-  finish(*st);
-  co_await wait_for_room(*st, 0);
+  if (f.done && st->pending() == 0) return;  // the stream ends with its last byte
+  // Until the client takes what is pending (a watch still going: half of it).
+  f.room_by = std::chrono::steady_clock::now() + impl->limits.write_timeout;
+  wait_for_room_then_feed(st);
+}
+
+void Http2Connection::wait_for_room_then_feed(const std::shared_ptr<Stream>& st) {
+  st->room->expires_at(st->feed->room_by);
+  std::weak_ptr<Http2Connection> weak_connection = weak_from_this();
+  std::weak_ptr<Stream> weak_stream = st;
+  st->room->async_wait([weak_connection, weak_stream](boost::system::error_code ec) {
+    auto c = weak_connection.lock();
+    auto s = weak_stream.lock();
+    if (!c || !s || !s->feed || s->closed || c->failed) return;
+    const std::size_t most = s->feed->done ? 0 : kStreamBuffer / 2;
+    if (s->pending() <= most) {
+      c->feed_watch(s);
+    } else if (!ec) {
+      c->reset(*s, NGHTTP2_CANCEL);  // the client took nothing for the write timeout
+    } else {
+      c->wait_for_room_then_feed(s);  // taken, not yet enough: the same deadline
+    }
+  });
 }
 
 asio::awaitable<void> Http2Connection::pump_source(std::shared_ptr<Stream> st,
@@ -551,15 +593,15 @@ asio::awaitable<void> Http2Connection::serve(std::shared_ptr<Stream> st) {
     if (response.body_source) {
       co_await pump_source(st, response);
     } else if (response.watch) {
-      ApiResponse kept;
-      kept.watch = std::move(response.watch);
-      kept.convert = std::move(response.convert);
-      kept.convert_bookmarks = response.convert_bookmarks;
-      kept.protobuf_watch = std::move(response.protobuf_watch);
-      ++running;  // the pump's, from here on
-      asio::co_spawn(stream.get_executor(),
-                     pump_watch(self, std::move(st), std::move(kept), counted),
-                     [](std::exception_ptr e) { log_task_failure(e, "HTTP/2 watch"); });
+      auto f = std::make_unique<Stream::Feed>();
+      f->kept.watch = std::move(response.watch);
+      f->kept.convert = std::move(response.convert);
+      f->kept.convert_bookmarks = response.convert_bookmarks;
+      f->kept.protobuf_watch = std::move(response.protobuf_watch);
+      f->pb = protobuf_batch_for(f->kept);
+      f->counted = counted;
+      st->feed = std::move(f);
+      feed_watch(st);
       co_return;
     } else {
       finish(*st);

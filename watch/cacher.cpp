@@ -1,13 +1,13 @@
 #include "watch/cacher.hpp"
 
 #include "base/string_map.hpp"
+#include "watch/watcher_channel.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
-#include <boost/asio/experimental/concurrent_channel.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -28,7 +28,7 @@ using Clock = std::chrono::steady_clock;
 using base::Errc;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
-using Channel = asio::experimental::concurrent_channel<void(boost::system::error_code, WatchFrame)>;
+using Channel = WatcherChannel;
 
 enum class Bucket { all, by_namespace, by_trigger };
 
@@ -61,6 +61,8 @@ struct Watcher {
   // then ends the stream.
   std::atomic<bool> draining{false};
   bool expired = false;  // transport strand only
+  // A frame a when_ready() receive took from the channel, for the next take(). Transport strand.
+  std::optional<WatchFrame> received;
   Channel channel;
   asio::steady_timer deadline;
 
@@ -966,6 +968,8 @@ WatchSession::~WatchSession() {
   if (!watcher_) return;
   watcher_->ended = true;
   watcher_->deadline.cancel();
+  // A pending when_ready() receive completes (cancelled) and lets go of the watcher.
+  if (ready_armed_) watcher_->channel.cancel();
   if (auto cacher = cacher_.lock()) {
     cacher->unregister_watcher(*watcher_);
     cacher->forgive(*watcher_);
@@ -987,7 +991,19 @@ asio::awaitable<base::Result<std::vector<WatchFrame>>> WatchSession::next() {
   co_return frames;
 }
 
-asio::awaitable<base::Result<void>> WatchSession::next(std::vector<WatchFrame>& out) {
+void WatchSession::arm_deadline() {
+  if (deadline_armed_) return;
+  // One wait for the whole watch, on this strand: at the deadline it marks the watch expired
+  // and wakes a pending receive. Cheaper than racing a timer against every receive.
+  deadline_armed_ = true;
+  watcher_->deadline.async_wait([w = watcher_](boost::system::error_code ec) {
+    if (ec) return;
+    w->expired = true;
+    w->channel.cancel();
+  });
+}
+
+base::Result<void> WatchSession::take(std::vector<WatchFrame>& out) {
   constexpr std::size_t kBatch = 512;
   out.clear();
   if (initial_sent_ < initial_.size()) {
@@ -1000,54 +1016,65 @@ asio::awaitable<base::Result<void>> WatchSession::next(std::vector<WatchFrame>& 
       initial_.shrink_to_fit();
       initial_sent_ = 0;
     }
-    co_return base::Result<void>{};
+    return base::Result<void>{};
   }
-  auto w = watcher_;
+  Watcher& w = *watcher_;
   // The transport asks for more once it has written the last batch.
   if (taken_ > 0) {
-    if (auto cacher = cacher_.lock()) cacher->frames_written(*w, taken_);
+    if (auto cacher = cacher_.lock()) cacher->frames_written(w, taken_);
     taken_ = 0;
   }
-  if (!deadline_armed_) {
-    // One wait for the whole watch, on this strand: at the deadline it marks the watch expired
-    // and wakes a pending receive. Cheaper than racing a timer against every receive.
-    deadline_armed_ = true;
-    w->deadline.async_wait([w](boost::system::error_code ec) {
-      if (ec) return;
-      w->expired = true;
-      w->channel.cancel();
-    });
+  arm_deadline();
+  if (w.expired) return boost::system::error_code(asio::error::eof);
+  if (w.ended) return Errc::unavailable;
+  // What the dispatcher queued comes first (a frame a when_ready() receive took, then the
+  // channel's); once that is drained, a parked watcher reads on from the event window.
+  if (w.received) {
+    out.push_back(std::move(*w.received));
+    w.received.reset();
   }
-  if (w->expired) co_return boost::system::error_code(asio::error::eof);
-  if (w->ended) co_return Errc::unavailable;
-  auto take_queued = [&] {
-    while (out.size() < kBatch &&
-           w->channel.try_receive([&](boost::system::error_code e, WatchFrame f) {
-             if (!e) out.push_back(std::move(f));
-           })) {
-    }
-  };
-  // What the dispatcher queued comes first; once that is drained, a parked watcher reads on from
-  // the event window.
-  take_queued();
+  while (out.size() < kBatch &&
+         w.channel.try_receive([&](boost::system::error_code e, WatchFrame f) {
+           if (!e) out.push_back(std::move(f));
+         })) {
+  }
   taken_ = out.size();
-  if (!out.empty()) co_return base::Result<void>{};
-  if (w->draining) co_return Errc::unavailable;  // its last bookmark is written
+  if (!out.empty()) return base::Result<void>{};
+  if (w.draining) return Errc::unavailable;  // its last bookmark is written
   if (auto cacher = cacher_.lock()) {
     // Smaller batches from the window: watchers resuming together take turns with live
     // delivery instead of each writing hundreds of events in one go.
     constexpr std::size_t kCatchUpBatch = 64;
-    auto caught_up = cacher->catch_up(w, out, kCatchUpBatch);
-    if (!caught_up) co_return caught_up.error();
-    if (!out.empty()) co_return base::Result<void>{};
+    auto caught_up = cacher->catch_up(watcher_, out, kCatchUpBatch);
+    if (!caught_up) return caught_up.error();
   }
-  auto [ec, frame] = co_await w->channel.async_receive(use_tuple);
-  if (w->expired) co_return boost::system::error_code(asio::error::eof);
-  if (ec) co_return Errc::unavailable;
-  out.push_back(std::move(frame));
-  take_queued();
-  taken_ = out.size();
-  co_return base::Result<void>{};
+  return base::Result<void>{};
+}
+
+void WatchSession::when_ready(std::function<void()> ready) {
+  arm_deadline();
+  ready_armed_ = true;
+  watcher_->channel.async_receive(
+      [w = watcher_, ready = std::move(ready)](boost::system::error_code ec, WatchFrame frame) {
+        if (!ec) w->received = std::move(frame);
+        ready();
+      });
+}
+
+asio::awaitable<base::Result<void>> WatchSession::next(std::vector<WatchFrame>& out) {
+  for (;;) {
+    auto r = take(out);
+    if (!r || !out.empty()) co_return r;
+    auto [ec, frame] = co_await watcher_->channel.async_receive(use_tuple);
+    if (!ec) {
+      watcher_->received = std::move(frame);
+      continue;
+    }
+    // Woken without a frame: the deadline (eof), or the watch ended.
+    r = take(out);
+    if (!r || !out.empty()) co_return r;
+    co_return Errc::unavailable;
+  }
 }
 
 }  // namespace kwatch::watch

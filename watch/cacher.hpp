@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -73,6 +74,14 @@ class WatchSession {
   boost::asio::awaitable<base::Result<std::vector<WatchFrame>>> next();
   // The same, appending to `out` (cleared first) so a transport can reuse one vector.
   boost::asio::awaitable<base::Result<void>> next(std::vector<WatchFrame>& out);
+  // What next() gives without waiting: frames in `out` (cleared first), or an empty `out` when
+  // there are none yet, or the end as next() reports it. With when_ready(), for a transport
+  // that serves many watches from one task (HTTP/2): an idle watch then holds no coroutine.
+  base::Result<void> take(std::vector<WatchFrame>& out);
+  // Calls `ready` once, on the session's executor, when take() has something to give (frames,
+  // or the end: the deadline, the watch ended). Only after a take() that gave nothing, at most
+  // one pending. `ready` may run after the session is gone (it must hold what it needs weakly).
+  void when_ready(std::function<void()> ready);
   // Ends the watch from the transport's side (the client went away); a pending or later
   // `next()` completes with `Errc::unavailable`. Thread-safe.
   void stop();
@@ -92,6 +101,8 @@ class WatchSession {
   std::size_t initial_sent_ = 0;
   std::size_t taken_ = 0;  // frames of the last batch that came from the channel
   bool deadline_armed_ = false;
+  bool ready_armed_ = false;  // a when_ready() receive may be pending on the channel
+  void arm_deadline();
   ObjectPtr error_;
 };
 
