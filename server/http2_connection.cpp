@@ -89,7 +89,8 @@ struct Http2Connection : std::enable_shared_from_this<Http2Connection> {
     std::pair<std::shared_ptr<void>, std::shared_ptr<void>> held;  // lease, on_sent
     // A watch's events, fed into `out` by the connection as they come (no task of its own).
     struct Feed {
-      ApiResponse kept;  // the session, a conversion, the protobuf form
+      std::shared_ptr<watch::WatchSession> watch;
+      WatchRendering rendering;
       std::unique_ptr<ProtobufBatch> pb;
       std::shared_ptr<void> counted;  // the server's count of open streams
       bool done = false;              // the watch ended: what is left goes, then the stream ends
@@ -435,12 +436,12 @@ void Http2Connection::feed_watch(const std::shared_ptr<Stream>& st) {
     std::vector<watch::WatchFrame> frames;
     std::vector<asio::const_buffer> buffers;
     while (st->pending() <= kStreamBuffer / 2) {
-      auto taken = f.kept.watch->take(frames);
+      auto taken = f.watch->take(frames);
       if (taken && frames.empty()) {
         // Nothing more now: the session calls when something comes.
         std::weak_ptr<Http2Connection> weak_connection = weak_from_this();
         std::weak_ptr<Stream> weak_stream = st;
-        f.kept.watch->when_ready([weak_connection, weak_stream] {
+        f.watch->when_ready([weak_connection, weak_stream] {
           auto c = weak_connection.lock();
           auto s = weak_stream.lock();
           if (c && s && s->feed) c->feed_watch(s);
@@ -448,7 +449,7 @@ void Http2Connection::feed_watch(const std::shared_ptr<Stream>& st) {
         return;
       }
       buffers.clear();
-      if (!taken || !append_watch_batch(buffers, f.kept, f.pb.get(), frames)) {
+      if (!taken || !append_watch_batch(buffers, f.rendering, f.pb.get(), frames)) {
         f.done = true;
         finish(*st);
         break;
@@ -464,6 +465,7 @@ void Http2Connection::feed_watch(const std::shared_ptr<Stream>& st) {
 }
 
 void Http2Connection::wait_for_room_then_feed(const std::shared_ptr<Stream>& st) {
+  if (!st->room) st->room = std::make_unique<asio::steady_timer>(stream.get_executor());
   st->room->expires_at(st->feed->room_by);
   std::weak_ptr<Http2Connection> weak_connection = weak_from_this();
   std::weak_ptr<Stream> weak_stream = st;
@@ -582,7 +584,10 @@ asio::awaitable<void> Http2Connection::serve(std::shared_ptr<Stream> st) {
       if (!type.empty()) res.set(http::field::content_type, type);
       if (!response.body_source) res.set(http::field::cache_control, "no-cache, private");
       for (const auto& [name, value] : response.headers) res.set(name, value);
-      st->room = std::make_unique<asio::steady_timer>(stream.get_executor());
+      // A watch makes its room timer when it first waits for room (an idle one has none).
+      if (!response.watch || response.body_source) {
+        st->room = std::make_unique<asio::steady_timer>(stream.get_executor());
+      }
       if (response.watch) st->watch = response.watch;
       submit_answer(*st, res, !head_only);
     }
@@ -594,11 +599,9 @@ asio::awaitable<void> Http2Connection::serve(std::shared_ptr<Stream> st) {
       co_await pump_source(st, response);
     } else if (response.watch) {
       auto f = std::make_unique<Stream::Feed>();
-      f->kept.watch = std::move(response.watch);
-      f->kept.convert = std::move(response.convert);
-      f->kept.convert_bookmarks = response.convert_bookmarks;
-      f->kept.protobuf_watch = std::move(response.protobuf_watch);
-      f->pb = protobuf_batch_for(f->kept);
+      f->watch = std::move(response.watch);
+      f->rendering = WatchRendering(response);
+      f->pb = protobuf_batch_for(f->rendering);
       f->counted = counted;
       st->feed = std::move(f);
       feed_watch(st);

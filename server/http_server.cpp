@@ -309,12 +309,12 @@ http::response<http::string_body> simple_error(unsigned status, std::string_view
   return res;
 }
 
-void convert_frames(const ApiResponse& response, std::vector<watch::WatchFrame>& frames) {
-  if (!response.convert) return;
+void convert_frames(const WatchRendering& rendering, std::vector<watch::WatchFrame>& frames) {
+  if (!rendering.convert) return;
   for (auto& f : frames) {
     if (f.type == watch::EventType::error) continue;
-    if (f.type == watch::EventType::bookmark && !response.convert_bookmarks) continue;
-    f.object = response.convert(f.object);
+    if (f.type == watch::EventType::bookmark && !rendering.convert_bookmarks) continue;
+    f.object = rendering.convert(f.object);
   }
 }
 
@@ -367,24 +367,24 @@ bool append_protobuf_frames(std::vector<asio::const_buffer>& out, ProtobufBatch&
   return true;
 }
 
-std::unique_ptr<ProtobufBatch> protobuf_batch_for(const ApiResponse& response) {
-  if (!response.protobuf_watch) return nullptr;
+std::unique_ptr<ProtobufBatch> protobuf_batch_for(const WatchRendering& rendering) {
+  if (!rendering.protobuf_watch) return nullptr;
   auto pb = std::make_unique<ProtobufBatch>();
-  pb->api_version = response.protobuf_watch->api_version();
-  pb->kind = response.protobuf_watch->kind;
+  pb->api_version = rendering.protobuf_watch->api_version();
+  pb->kind = rendering.protobuf_watch->kind;
   return pb;
 }
 
-bool append_watch_batch(std::vector<asio::const_buffer>& out, const ApiResponse& response,
+bool append_watch_batch(std::vector<asio::const_buffer>& out, const WatchRendering& rendering,
                         ProtobufBatch* pb, std::vector<watch::WatchFrame>& frames) {
-  convert_frames(response, frames);
+  convert_frames(rendering, frames);
   if (pb == nullptr) {
     append_frames(out, frames);
     return true;
   }
   if (append_protobuf_frames(out, *pb, frames)) return true;
   spdlog::warn("a watch of {} ends: an object has no protobuf form",
-               response.protobuf_watch->resource);
+               rendering.protobuf_watch->resource);
   return false;
 }
 

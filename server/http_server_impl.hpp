@@ -144,9 +144,23 @@ asio::awaitable<void> guard_writes(
   }
 }
 
+// How a watch's frames are written: converted first when it asked for another rendering
+// (kubectl's Table), then in kube's protobuf form or as JSON. What a streaming transport keeps
+// of the response for the watch's life (not the whole ApiResponse).
+struct WatchRendering {
+  WatchRendering() = default;
+  explicit WatchRendering(const ApiResponse& response)
+      : convert(response.convert),
+        convert_bookmarks(response.convert_bookmarks),
+        protobuf_watch(response.protobuf_watch) {}
+  decltype(ApiResponse::convert) convert;
+  bool convert_bookmarks = false;
+  decltype(ApiResponse::protobuf_watch) protobuf_watch;
+};
+
 // Watches that asked for another rendering (kubectl's Table) get each object converted; the
 // shared cached objects stay as they are for every other watcher.
-void convert_frames(const ApiResponse& response, std::vector<watch::WatchFrame>& frames);
+void convert_frames(const WatchRendering& rendering, std::vector<watch::WatchFrame>& frames);
 
 // The buffers of a batch of frames: type prefix, the shared object JSON, suffix. No copies.
 void append_frames(std::vector<asio::const_buffer>& out,
@@ -166,11 +180,11 @@ struct ProtobufBatch {
 bool append_protobuf_frames(std::vector<asio::const_buffer>& out, ProtobufBatch& batch,
                             const std::vector<watch::WatchFrame>& frames);
 // What a watch keeps between batches when it streams protobuf (null: a JSON watch).
-std::unique_ptr<ProtobufBatch> protobuf_batch_for(const ApiResponse& response);
+std::unique_ptr<ProtobufBatch> protobuf_batch_for(const WatchRendering& rendering);
 // One batch of a watch's frames in its form, converted first when it asked for another
 // rendering (convert_frames), appended to `out`; false when an object has no protobuf form
 // (logged: the watch then ends). `pb`: protobuf_batch_for's.
-bool append_watch_batch(std::vector<asio::const_buffer>& out, const ApiResponse& response,
+bool append_watch_batch(std::vector<asio::const_buffer>& out, const WatchRendering& rendering,
                         ProtobufBatch* pb, std::vector<watch::WatchFrame>& frames);
 
 inline constexpr std::size_t kReadChunk = 4096;
@@ -783,7 +797,8 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
   if (response.watch) {
     std::vector<watch::WatchFrame> frames;
     // A protobuf watch's batch (a JSON watch, most of them, keeps only the pointer).
-    const std::unique_ptr<ProtobufBatch> pb = protobuf_batch_for(response);
+    const WatchRendering rendering(response);
+    const std::unique_ptr<ProtobufBatch> pb = protobuf_batch_for(rendering);
     char chunk_header[24];
     // From here a stalled client is cut off by the write guard, not by per-write deadlines.
     StreamOps<Stream>::expires_never(stream);
@@ -803,7 +818,7 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
       // One chunk per batch, framed by hand: "<size hex>\r\n" <frames> "\r\n".
       buffers.clear();
       buffers.emplace_back();  // the chunk header, filled in below
-      if (!append_watch_batch(buffers, response, pb.get(), frames)) break;
+      if (!append_watch_batch(buffers, rendering, pb.get(), frames)) break;
       const std::size_t size = asio::buffer_size(buffers);
       const int len = std::snprintf(chunk_header, sizeof chunk_header, "%zx\r\n", size);
       buffers.front() = asio::const_buffer(chunk_header, static_cast<std::size_t>(len));
@@ -928,12 +943,13 @@ asio::awaitable<void> HttpServer::Impl::stream_websocket(Stream stream,
     if (ec) co_return;
   }
   if (response.watch) {
+    const WatchRendering rendering(response);
     std::vector<watch::WatchFrame> frames;
     std::vector<std::array<unsigned char, 10>> headers;
     for (;;) {
       auto next = co_await response.watch->next(frames);
       if (!next) break;
-      convert_frames(response, frames);
+      convert_frames(rendering, frames);
       // One text message per event, all of the batch in one write: header, then the shared
       // prefix, object and suffix (no copies; `frames` holds them until they are sent).
       headers.resize(frames.size());
