@@ -35,7 +35,7 @@ enum class Bucket { all, by_namespace, by_trigger };
 // One registered watcher. The channel and timer live on the transport's executor; the rest is
 // guarded by the cacher's dispatch mutex, except `ended`.
 struct Watcher {
-  Watcher(asio::any_io_executor ex, std::size_t capacity) : channel(ex, capacity), deadline(ex) {}
+  Watcher(asio::any_io_executor ex, std::size_t capacity) : channel(ex, capacity) {}
 
   std::uint64_t id = 0;
   std::string prefix;
@@ -60,11 +60,11 @@ struct Watcher {
   // Shutdown: unregistered after a last bookmark; the session writes what its channel holds,
   // then ends the stream.
   std::atomic<bool> draining{false};
-  bool expired = false;  // transport strand only
+  // Past its deadline: set by the cacher's ticker, which then wakes a pending receive.
+  std::atomic<bool> expired{false};
   // A frame a when_ready() receive took from the channel, for the next take(). Transport strand.
   std::optional<WatchFrame> received;
   Channel channel;
-  asio::steady_timer deadline;
 
   bool wants(const ObjectPtr& o) const {
     return o && o->key.compare(0, prefix.size(), prefix) == 0 &&
@@ -147,6 +147,12 @@ struct Cacher::Impl {
   std::mutex waiters_mutex;
   std::vector<Waiter> waiters;
 
+  // Watch deadlines, in buckets of the ticker's period: no timer per watcher. Weak: a watcher
+  // gone before its deadline leaves only its control block here until then.
+  std::mutex deadlines_mutex;
+  std::map<Clock::time_point, std::vector<std::weak_ptr<Watcher>>> deadlines;
+  Clock::duration tick{std::chrono::milliseconds(250)};
+
   // Storage lists taken for watches with no resourceVersion on storage whose progress is not
   // ordered, shared by the watches of one prefix: a watch joins the batch whose list has not
   // been sent yet (so its state is no older than its request), and at most one list per prefix
@@ -191,7 +197,13 @@ Cacher::Cacher(asio::any_io_executor executor, std::shared_ptr<storage::Storage>
     : impl_(std::make_unique<Impl>(executor)),
       storage_(std::move(storage)),
       options_(std::move(options)),
-      cache_(options_.lower_capacity, options_.upper_capacity, options_.trigger_field) {}
+      cache_(options_.lower_capacity, options_.upper_capacity, options_.trigger_field) {
+  // Bookmarks a few times within their interval; watch deadlines within a tick.
+  impl_->tick = std::max<std::chrono::milliseconds>(
+      std::min<std::chrono::milliseconds>(options_.bookmark_interval / 4,
+                                          std::chrono::milliseconds(250)),
+      std::chrono::milliseconds(10));
+}
 
 Cacher::~Cacher() = default;
 
@@ -552,16 +564,14 @@ base::Result<void> Cacher::catch_up(const std::shared_ptr<Watcher>& w,
 asio::awaitable<void> Cacher::run_ticker() {
   auto self = shared_from_this();
   asio::steady_timer timer(impl_->strand);
-  const auto tick = std::max<std::chrono::milliseconds>(
-      std::min<std::chrono::milliseconds>(options_.bookmark_interval / 4,
-                                          std::chrono::milliseconds(250)),
-      std::chrono::milliseconds(10));
+  const auto tick = impl_->tick;
   auto last_progress = Clock::now();
   while (!stopped_) {
     timer.expires_after(tick);
     co_await timer.async_wait(use_tuple);
     if (stopped_) break;
     const auto now = Clock::now();
+    expire_watchers(now);
     // Keeps the cache's version (and so bookmarks) moving while this resource is quiet.
     if (impl_->stream != nullptr && now - last_progress >= std::chrono::seconds(1)) {
       impl_->stream->request_progress();
@@ -587,6 +597,26 @@ asio::awaitable<void> Cacher::run_ticker() {
 }
 
 // ---- Watchers ----
+
+void Cacher::expire_watchers(Clock::time_point now) {
+  std::vector<std::weak_ptr<Watcher>> due;
+  {
+    std::lock_guard lock(impl_->deadlines_mutex);
+    auto end = impl_->deadlines.upper_bound(now);
+    for (auto it = impl_->deadlines.begin(); it != end; ++it) {
+      due.insert(due.end(), std::make_move_iterator(it->second.begin()),
+                 std::make_move_iterator(it->second.end()));
+    }
+    impl_->deadlines.erase(impl_->deadlines.begin(), end);
+  }
+  for (const auto& weak : due) {
+    auto w = weak.lock();
+    if (!w || w->ended) continue;
+    // Its session ends the stream (eof) at its next take, woken now if it waits.
+    w->expired = true;
+    w->channel.cancel();
+  }
+}
 
 void Cacher::register_watcher(const std::shared_ptr<Watcher>& w) {
   // Caller holds the dispatch mutex.
@@ -784,13 +814,20 @@ asio::awaitable<base::Result<std::unique_ptr<WatchSession>>> Cacher::watch(Watch
     }
   }
 
-  auto w = std::make_shared<Watcher>(executor, options_.watcher_buffer);
+  // Not make_shared: the deadline bucket's weak reference must not hold the watcher's memory.
+  std::shared_ptr<Watcher> w(new Watcher(executor, options_.watcher_buffer));
   w->prefix = request.prefix;
   w->predicate = request.predicate;
   w->bookmarks = request.allow_bookmarks;
   w->internal = request.internal;
   w->deadline_at = request.deadline;
-  w->deadline.expires_at(request.deadline);
+  {
+    // The bucket that ends at or after the deadline: a watch ends within a tick of it.
+    std::lock_guard lock(impl_->deadlines_mutex);
+    const auto since = request.deadline.time_since_epoch();
+    const auto bucket = Clock::time_point((since / impl_->tick + 1) * impl_->tick);
+    impl_->deadlines[bucket].push_back(w);
+  }
   const auto now = Clock::now();
   if (w->bookmarks) {
     w->next_bookmark = std::min(now + options_.bookmark_interval,
@@ -967,7 +1004,6 @@ std::optional<CacheList> Cacher::list_snapshot(std::int64_t rv, const std::strin
 WatchSession::~WatchSession() {
   if (!watcher_) return;
   watcher_->ended = true;
-  watcher_->deadline.cancel();
   // A pending when_ready() receive completes (cancelled) and lets go of the watcher.
   if (ready_armed_) watcher_->channel.cancel();
   if (auto cacher = cacher_.lock()) {
@@ -991,18 +1027,6 @@ asio::awaitable<base::Result<std::vector<WatchFrame>>> WatchSession::next() {
   co_return frames;
 }
 
-void WatchSession::arm_deadline() {
-  if (deadline_armed_) return;
-  // One wait for the whole watch, on this strand: at the deadline it marks the watch expired
-  // and wakes a pending receive. Cheaper than racing a timer against every receive.
-  deadline_armed_ = true;
-  watcher_->deadline.async_wait([w = watcher_](boost::system::error_code ec) {
-    if (ec) return;
-    w->expired = true;
-    w->channel.cancel();
-  });
-}
-
 base::Result<void> WatchSession::take(std::vector<WatchFrame>& out) {
   constexpr std::size_t kBatch = 512;
   out.clear();
@@ -1024,7 +1048,6 @@ base::Result<void> WatchSession::take(std::vector<WatchFrame>& out) {
     if (auto cacher = cacher_.lock()) cacher->frames_written(w, taken_);
     taken_ = 0;
   }
-  arm_deadline();
   if (w.expired) return boost::system::error_code(asio::error::eof);
   if (w.ended) return Errc::unavailable;
   // What the dispatcher queued comes first (a frame a when_ready() receive took, then the
@@ -1052,7 +1075,6 @@ base::Result<void> WatchSession::take(std::vector<WatchFrame>& out) {
 }
 
 void WatchSession::when_ready(std::function<void()> ready) {
-  arm_deadline();
   ready_armed_ = true;
   watcher_->channel.async_receive(
       [w = watcher_, ready = std::move(ready)](boost::system::error_code ec, WatchFrame frame) {

@@ -100,9 +100,7 @@ class WatchSession {
   std::vector<WatchFrame> initial_;
   std::size_t initial_sent_ = 0;
   std::size_t taken_ = 0;  // frames of the last batch that came from the channel
-  bool deadline_armed_ = false;
   bool ready_armed_ = false;  // a when_ready() receive may be pending on the channel
-  void arm_deadline();
   ObjectPtr error_;
 };
 
@@ -197,6 +195,8 @@ class Cacher : public std::enable_shared_from_this<Cacher> {
       std::string prefix);
   // Ends parked watchers whose next event has left the window (their clients re-list).
   void end_lapsed_watchers();
+  // Marks the watchers whose deadline has come expired and wakes them (the ticker's).
+  void expire_watchers(std::chrono::steady_clock::time_point now);
   // Frames for a parked watcher from the event window, at most `limit`; unparks it once it has
   // caught up (then `out` may be empty). `unavailable` when the watch ended meanwhile or its
   // next event has left the window (the watcher is ended).

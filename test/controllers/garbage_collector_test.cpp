@@ -74,6 +74,9 @@ class GarbageCollectorTest : public ControllerTest {
     collector_->start(ioc_.get_executor());
   }
 
+  // The collector following ConfigMaps and Deployments, and the Deployment kOwner; its uid.
+  std::string start_following_both_with_an_owner();
+
   bool cached(const kinds::ResourceInfo& info, const std::string& name,
               const std::string& in = "t") {
     auto cacher = cachers_->find(info);
@@ -96,6 +99,15 @@ constexpr const char* kOwner = R"({"apiVersion":"apps/v1","kind":"Deployment",
     "metadata":{"name":"bg"},"spec":{"selector":{"matchLabels":{"app":"bg"}},
     "template":{"metadata":{"labels":{"app":"bg"}},
     "spec":{"containers":[{"name":"c","image":"nginx"}]}}}})";
+
+std::string GarbageCollectorTest::start_following_both_with_an_owner() {
+  cachers_->ensure(*configmaps_);
+  cachers_->ensure(*deployments_);
+  collector_ = std::make_shared<GarbageCollector>(scheme_, store_, cachers_);
+  collector_->start(ioc_.get_executor());
+  const auto owner = create(*deployments_, kOwner);
+  return std::string(owner.at("metadata").at("uid").as_string());
+}
 
 // The collector checks a dependent while its owner is there; the owner goes before the
 // collector follows the owner's resource, so no DELETED event of it ever reaches the collector.
@@ -122,12 +134,7 @@ TEST_F(GarbageCollectorTest, AnOwnerThatWentBeforeItsResourceWasFollowedStillRel
 // The usual order, for contrast: the owner's resource is followed and its DELETED event
 // releases the dependent.
 TEST_F(GarbageCollectorTest, AnOwnersDeletedEventReleasesItsDependents) {
-  cachers_->ensure(*configmaps_);
-  cachers_->ensure(*deployments_);
-  collector_ = std::make_shared<GarbageCollector>(scheme_, store_, cachers_);
-  collector_->start(ioc_.get_executor());
-  const auto owner = create(*deployments_, kOwner);
-  const std::string uid(owner.at("metadata").at("uid").as_string());
+  const std::string uid = start_following_both_with_an_owner();
   create(*configmaps_, configmap("child", "bg", uid));
   ASSERT_TRUE(eventually([&] { return cached(*configmaps_, "child") && cached(*deployments_, "bg"); }));
   remove(*deployments_, "bg");
@@ -138,12 +145,7 @@ TEST_F(GarbageCollectorTest, AnOwnersDeletedEventReleasesItsDependents) {
 // the collector before the creation of a dependent made just before it. The owner must still
 // wait for that dependent (it blocks, and a finalizer holds it), not go as if it had none.
 TEST_F(GarbageCollectorTest, AnOwnerInForegroundWaitsForADependentWhoseCacheLags) {
-  cachers_->ensure(*configmaps_);
-  cachers_->ensure(*deployments_);
-  collector_ = std::make_shared<GarbageCollector>(scheme_, store_, cachers_);
-  collector_->start(ioc_.get_executor());
-  const auto owner = create(*deployments_, kOwner);
-  const std::string uid(owner.at("metadata").at("uid").as_string());
+  const std::string uid = start_following_both_with_an_owner();
   ASSERT_TRUE(eventually([&] { return cached(*deployments_, "bg"); }));
 
   breakable_->hold_events_under(configmaps_->key_prefix());

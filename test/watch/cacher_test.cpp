@@ -757,5 +757,67 @@ TEST_F(CacherTest, PagedListsReadLaterPagesFromTheFirstPagesSnapshot) {
   });
 }
 
+// The HTTP/2 transport's way: take() what there is, when_ready() to be called when more comes.
+TEST_F(CacherTest, ASessionReadyWhenAnEventComesAndAtItsDeadline) {
+  auto cacher = make_cacher();
+  run([&]() -> asio::awaitable<void> {
+    co_await wait_ready(*cacher);
+    auto req = request(std::nullopt);
+    req.deadline = std::chrono::steady_clock::now() + 300ms;
+    auto session = co_await cacher->watch(std::move(req));
+    CO_ASSERT_TRUE(session);
+    std::vector<WatchFrame> frames;
+    CO_ASSERT_TRUE((*session)->take(frames));
+    EXPECT_TRUE(frames.empty());
+    int calls = 0;
+    (*session)->when_ready([&calls] { ++calls; });
+    co_await put("a");
+    asio::steady_timer pause(co_await asio::this_coro::executor);
+    while (calls == 0) {
+      pause.expires_after(1ms);
+      co_await pause.async_wait(asio::use_awaitable);
+    }
+    CO_ASSERT_TRUE((*session)->take(frames));
+    CO_ASSERT_EQ(frames.size(), 1u);
+    EXPECT_EQ(frames[0].type, EventType::added);
+    CO_ASSERT_TRUE((*session)->take(frames));
+    EXPECT_TRUE(frames.empty());
+    // Nothing more comes: the deadline wakes it, and take() says the watch is over.
+    (*session)->when_ready([&calls] { ++calls; });
+    while (calls == 1) {
+      pause.expires_after(1ms);
+      co_await pause.async_wait(asio::use_awaitable);
+    }
+    auto over = (*session)->take(frames);
+    CO_ASSERT_FALSE(over);
+    EXPECT_EQ(over.error(), boost::asio::error::eof);
+  });
+}
+
+// A session dropped while it waits to be called: the call comes (cancelled) and lets go of the
+// watcher, which is unregistered at once.
+TEST_F(CacherTest, ASessionDroppedWhileWaitingToBeCalledIsReleased) {
+  auto cacher = make_cacher();
+  run([&]() -> asio::awaitable<void> {
+    co_await wait_ready(*cacher);
+    auto session = co_await cacher->watch(request(std::nullopt));
+    CO_ASSERT_TRUE(session);
+    std::vector<WatchFrame> frames;
+    CO_ASSERT_TRUE((*session)->take(frames));
+    auto alive = std::make_shared<int>(0);
+    std::weak_ptr<int> held = alive;
+    (*session)->when_ready([alive = std::move(alive)] {});
+    EXPECT_EQ(cacher->counters().watchers.load(), 1);
+    session->reset();
+    EXPECT_EQ(cacher->counters().watchers.load(), 0);
+    asio::steady_timer pause(co_await asio::this_coro::executor);
+    for (int i = 0; i < 1000 && !held.expired(); ++i) {
+      pause.expires_after(1ms);
+      co_await pause.async_wait(asio::use_awaitable);
+    }
+    EXPECT_TRUE(held.expired()) << "the pending call still holds what it was given";
+  });
+}
+
 }  // namespace
 }  // namespace kwatch::watch
