@@ -65,8 +65,13 @@ bool connection_specific(std::string_view name) {
 struct Http2Connection : std::enable_shared_from_this<Http2Connection> {
   struct Stream {
     std::int32_t id = 0;
-    http::request<http::string_body> request;  // the head as HTTP/1.1 would have it
-    std::string method, path, authority;
+    // The request as it arrives (the head as HTTP/1.1 would have it, and the body); gone once
+    // it is served: a watch's stream keeps nothing of it for its life.
+    struct Incoming {
+      http::request<http::string_body> request;
+      std::string method, path, authority;
+    };
+    std::unique_ptr<Incoming> in = std::make_unique<Incoming>();
     std::size_t header_bytes = 0;  // decoded, counted as SETTINGS_MAX_HEADER_LIST_SIZE counts
     std::size_t body_bytes = 0;
     std::size_t unconsumed = 0;  // DATA bytes not yet given back to flow control
@@ -228,7 +233,7 @@ int Http2Connection::on_begin_headers(nghttp2_session* session, const nghttp2_fr
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
   auto st = std::make_shared<Stream>();
   st->id = frame->hd.stream_id;
-  st->request.version(11);
+  st->in->request.version(11);
   nghttp2_session_set_stream_user_data(session, st->id, st.get());
   self->streams.emplace(st->id, std::move(st));
   return 0;
@@ -241,7 +246,7 @@ int Http2Connection::on_header(nghttp2_session* session, const nghttp2_frame* fr
   auto* self = static_cast<Http2Connection*>(user);
   if (frame->hd.type != NGHTTP2_HEADERS) return 0;
   auto* st = static_cast<Stream*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
-  if (st == nullptr || st->dispatched) return 0;  // trailers: ignored
+  if (st == nullptr || st->dispatched || !st->in) return 0;  // trailers: ignored
   // The decoded list, bounded as HTTP/1.1's head is (HPACK lets a few bytes on the wire name
   // kilobytes of table entries): past it, the stream is reset and nothing of it is served.
   st->header_bytes += namelen + valuelen + 32;
@@ -250,14 +255,14 @@ int Http2Connection::on_header(nghttp2_session* session, const nghttp2_frame* fr
   }
   const std::string_view n = view(name, namelen), v = view(value, valuelen);
   if (n == ":method") {
-    st->method = v;
+    st->in->method = v;
   } else if (n == ":path") {
-    st->path = v;
+    st->in->path = v;
   } else if (n == ":authority") {
-    st->authority = v;
+    st->in->authority = v;
   } else if (n.empty() || n.front() != ':') {
     // nghttp2 has checked the name (lower case, no connection-specific fields).
-    st->request.insert(n, v);
+    st->in->request.insert(n, v);
   }
   return 0;
 }
@@ -271,15 +276,15 @@ int Http2Connection::on_data_chunk(nghttp2_session* session, std::uint8_t, std::
   // admitted on its head. Until then a client can send a stream's first window, no more.
   st->unconsumed += len;
   if (st->admitted) self->to_consume.push_back(id);
-  if (st->body_done || st->body_too_large || st->withheld) return 0;
+  if (st->body_done || st->body_too_large || st->withheld || !st->in) return 0;
   st->body_bytes += len;
   if (st->body_bytes > self->impl->limits.max_body_bytes) {
     st->body_too_large = true;
-    st->request.body().clear();
-    st->request.body().shrink_to_fit();
+    st->in->request.body().clear();
+    st->in->request.body().shrink_to_fit();
     return 0;
   }
-  st->request.body().append(reinterpret_cast<const char*>(data), len);
+  st->in->request.body().append(reinterpret_cast<const char*>(data), len);
   if (st->room) st->room->cancel();  // a body being waited for made progress
   return 0;
 }
@@ -502,16 +507,16 @@ asio::awaitable<void> Http2Connection::serve(std::shared_ptr<Stream> st) {
   Running running_guard{*this};
   const auto start = std::chrono::steady_clock::now();
   if (st->closed) co_return;  // reset before it started
-  http::request<http::string_body>& req = st->request;
-  const http::verb verb = http::string_to_verb(st->method);
+  http::request<http::string_body>& req = st->in->request;
+  const http::verb verb = http::string_to_verb(st->in->method);
   if (verb == http::verb::unknown) {
-    req.method_string(st->method);
+    req.method_string(st->in->method);
   } else {
     req.method(verb);
   }
-  req.target(st->path);
-  if (!st->authority.empty() && req.find(http::field::host) == req.end()) {
-    req.set(http::field::host, st->authority);
+  req.target(st->in->path);
+  if (!st->in->authority.empty() && req.find(http::field::host) == req.end()) {
+    req.set(http::field::host, st->in->authority);
   }
   ApiRequest request = request_of(req, peer);
   if (!st->body_done && !st->body_too_large) {
@@ -562,11 +567,10 @@ asio::awaitable<void> Http2Connection::serve(std::shared_ptr<Stream> st) {
   if (impl->handler->auditing()) request.remote_address = StreamOps<TlsStream>::remote_address(stream);
   const bool head_only = verb == http::verb::head;
   const bool gzip_ok = accepts_gzip(req[http::field::accept_encoding]);
-  const std::string method = std::move(st->method);
-  const std::string target = std::move(st->path);
+  const std::string method = std::move(st->in->method);
+  const std::string target = std::move(st->in->path);
   // The head is the request's now: the stream keeps nothing of it for its life.
-  req = {};
-  st->authority = std::string();
+  st->in.reset();
   ApiResponse response = co_await impl->handler->handle(std::move(request));
   if (st->closed) co_return;  // reset while it was served; a watch it started ends with `response`
   // Released when the stream closes: a watch's slot, the audit record's ResponseComplete.
