@@ -147,11 +147,14 @@ struct Cacher::Impl {
   std::mutex waiters_mutex;
   std::vector<Waiter> waiters;
 
-  // Watch deadlines, in buckets of the ticker's period: no timer per watcher. Weak: a watcher
-  // gone before its deadline leaves only its control block here until then.
+  // Watch deadlines in 10 ms buckets, and one timer for the earliest: no timer per watcher.
+  // Weak: a watcher gone before its deadline leaves only its control block here until then.
   std::mutex deadlines_mutex;
   std::map<Clock::time_point, std::vector<std::weak_ptr<Watcher>>> deadlines;
   Clock::duration tick{std::chrono::milliseconds(250)};
+  // On the strand: the timer and the bucket it waits for (none: max).
+  asio::steady_timer deadline_timer{strand};
+  Clock::time_point deadline_armed = Clock::time_point::max();
 
   // Storage lists taken for watches with no resourceVersion on storage whose progress is not
   // ordered, shared by the watches of one prefix: a watch joins the batch whose list has not
@@ -220,6 +223,7 @@ void Cacher::start() {
 void Cacher::stop() {
   asio::post(impl_->strand, [self = shared_from_this()] {
     self->stopped_ = true;
+    self->impl_->deadline_timer.cancel();
     self->impl_->reflector_cancel.emit(asio::cancellation_type::terminal);
     self->end_all_watchers();
   });
@@ -571,7 +575,6 @@ asio::awaitable<void> Cacher::run_ticker() {
     co_await timer.async_wait(use_tuple);
     if (stopped_) break;
     const auto now = Clock::now();
-    expire_watchers(now);
     // Keeps the cache's version (and so bookmarks) moving while this resource is quiet.
     if (impl_->stream != nullptr && now - last_progress >= std::chrono::seconds(1)) {
       impl_->stream->request_progress();
@@ -597,6 +600,27 @@ asio::awaitable<void> Cacher::run_ticker() {
 }
 
 // ---- Watchers ----
+
+void Cacher::arm_deadlines() {
+  Clock::time_point earliest;
+  {
+    std::lock_guard lock(impl_->deadlines_mutex);
+    if (impl_->deadlines.empty()) return;
+    earliest = impl_->deadlines.begin()->first;
+  }
+  if (stopped_ || impl_->deadline_armed <= earliest) return;
+  impl_->deadline_armed = earliest;
+  // A wait for a later bucket is cancelled by this (its handler does nothing).
+  impl_->deadline_timer.expires_at(earliest);
+  impl_->deadline_timer.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+    if (ec) return;
+    auto self = weak.lock();
+    if (!self) return;
+    self->impl_->deadline_armed = Clock::time_point::max();
+    self->expire_watchers(Clock::now());
+    self->arm_deadlines();
+  });
+}
 
 void Cacher::expire_watchers(Clock::time_point now) {
   std::vector<std::weak_ptr<Watcher>> due;
@@ -822,12 +846,14 @@ asio::awaitable<base::Result<std::unique_ptr<WatchSession>>> Cacher::watch(Watch
   w->internal = request.internal;
   w->deadline_at = request.deadline;
   {
-    // The bucket that ends at or after the deadline: a watch ends within a tick of it.
+    // The bucket that ends at or after the deadline: a watch ends within 10 ms of it.
+    constexpr Clock::duration kBucket = std::chrono::milliseconds(10);
     std::lock_guard lock(impl_->deadlines_mutex);
     const auto since = request.deadline.time_since_epoch();
-    const auto bucket = Clock::time_point((since / impl_->tick + 1) * impl_->tick);
+    const auto bucket = Clock::time_point((since / kBucket + 1) * kBucket);
     impl_->deadlines[bucket].push_back(w);
   }
+  asio::post(impl_->strand, [self = shared_from_this()] { self->arm_deadlines(); });
   const auto now = Clock::now();
   if (w->bookmarks) {
     w->next_bookmark = std::min(now + options_.bookmark_interval,

@@ -195,8 +195,10 @@ class Cacher : public std::enable_shared_from_this<Cacher> {
       std::string prefix);
   // Ends parked watchers whose next event has left the window (their clients re-list).
   void end_lapsed_watchers();
-  // Marks the watchers whose deadline has come expired and wakes them (the ticker's).
+  // Marks the watchers whose deadline has come expired and wakes them; arm_deadlines (on the
+  // strand) sets the one deadline timer for the earliest bucket.
   void expire_watchers(std::chrono::steady_clock::time_point now);
+  void arm_deadlines();
   // Frames for a parked watcher from the event window, at most `limit`; unparks it once it has
   // caught up (then `out` may be empty). `unavailable` when the watch ended meanwhile or its
   // next event has left the window (the watcher is ended).

@@ -598,13 +598,15 @@ TEST_F(CacherTest, SessionEndsAtItsDeadline) {
   run([&]() -> asio::awaitable<void> {
     co_await wait_ready(*cacher);
     auto req = request(std::nullopt);
-    req.deadline = std::chrono::steady_clock::now() + 200ms;
+    const auto deadline = std::chrono::steady_clock::now() + 200ms;
+    req.deadline = deadline;
     auto session = co_await cacher->watch(std::move(req));
     EXPECT_TRUE(session);
     if (!session) co_return;
     auto frames = co_await (*session)->next();
     CO_ASSERT_FALSE(frames);
     EXPECT_EQ(frames.error(), boost::asio::error::eof);
+    EXPECT_GE(std::chrono::steady_clock::now(), deadline) << "ended before its deadline";
     EXPECT_EQ(cacher->counters().watchers.load(), 1);
     session->reset();
     EXPECT_EQ(cacher->counters().watchers.load(), 0);
