@@ -149,8 +149,12 @@ struct Cacher::Impl {
 
   // Watch deadlines in 10 ms buckets, and one timer for the earliest: no timer per watcher.
   // Weak: a watcher gone before its deadline leaves only its control block here until then.
+  // Entries of watchers already gone are swept out once they are half of them (a client that
+  // opens and drops long watches in a loop must not grow this until the deadlines come).
   std::mutex deadlines_mutex;
   std::map<Clock::time_point, std::vector<std::weak_ptr<Watcher>>> deadlines;
+  std::size_t deadline_entries = 0;         // under deadlines_mutex
+  std::atomic<std::size_t> gone_entries{0};  // watchers unregistered since the last sweep
   Clock::duration tick{std::chrono::milliseconds(250)};
   // On the strand: the timer and the bucket it waits for (none: max).
   asio::steady_timer deadline_timer{strand};
@@ -601,6 +605,11 @@ asio::awaitable<void> Cacher::run_ticker() {
 
 // ---- Watchers ----
 
+std::size_t Cacher::deadline_entries() const {
+  std::lock_guard lock(impl_->deadlines_mutex);
+  return impl_->deadline_entries;
+}
+
 void Cacher::arm_deadlines() {
   Clock::time_point earliest;
   {
@@ -628,6 +637,7 @@ void Cacher::expire_watchers(Clock::time_point now) {
     std::lock_guard lock(impl_->deadlines_mutex);
     auto end = impl_->deadlines.upper_bound(now);
     for (auto it = impl_->deadlines.begin(); it != end; ++it) {
+      impl_->deadline_entries -= it->second.size();
       due.insert(due.end(), std::make_move_iterator(it->second.begin()),
                  std::make_move_iterator(it->second.end()));
     }
@@ -852,6 +862,16 @@ asio::awaitable<base::Result<std::unique_ptr<WatchSession>>> Cacher::watch(Watch
     const auto since = request.deadline.time_since_epoch();
     const auto bucket = Clock::time_point((since / kBucket + 1) * kBucket);
     impl_->deadlines[bucket].push_back(w);
+    ++impl_->deadline_entries;
+    const std::size_t gone = impl_->gone_entries.load(std::memory_order_relaxed);
+    if (gone >= 1024 && gone * 2 >= impl_->deadline_entries) {
+      impl_->gone_entries.store(0, std::memory_order_relaxed);
+      for (auto it = impl_->deadlines.begin(); it != impl_->deadlines.end();) {
+        impl_->deadline_entries -= std::erase_if(
+            it->second, [](const std::weak_ptr<Watcher>& e) { return e.expired(); });
+        it = it->second.empty() ? impl_->deadlines.erase(it) : std::next(it);
+      }
+    }
   }
   asio::post(impl_->strand, [self = shared_from_this()] { self->arm_deadlines(); });
   const auto now = Clock::now();
@@ -1030,6 +1050,7 @@ std::optional<CacheList> Cacher::list_snapshot(std::int64_t rv, const std::strin
 WatchSession::~WatchSession() {
   if (!watcher_) return;
   watcher_->ended = true;
+  if (auto cacher = cacher_.lock()) ++cacher->impl_->gone_entries;
   // A pending when_ready() receive completes (cancelled) and lets go of the watcher.
   if (ready_armed_) watcher_->channel.cancel();
   if (auto cacher = cacher_.lock()) {

@@ -195,6 +195,12 @@ class Cacher : public std::enable_shared_from_this<Cacher> {
       std::string prefix);
   // Ends parked watchers whose next event has left the window (their clients re-list).
   void end_lapsed_watchers();
+  // The watch deadlines the cacher keeps (those of watches already gone included until swept).
+  // Tests.
+ public:
+  std::size_t deadline_entries() const;
+
+ private:
   // Marks the watchers whose deadline has come expired and wakes them; arm_deadlines (on the
   // strand) sets the one deadline timer for the earliest bucket.
   void expire_watchers(std::chrono::steady_clock::time_point now);

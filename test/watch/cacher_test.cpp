@@ -821,5 +821,20 @@ TEST_F(CacherTest, ASessionDroppedWhileWaitingToBeCalledIsReleased) {
   });
 }
 
+// A client that opens long watches and drops them at once, in a loop: what the cacher keeps of
+// their deadlines is swept, not kept until the deadlines come.
+TEST_F(CacherTest, DeadlinesOfDroppedWatchesDoNotPileUp) {
+  auto cacher = make_cacher();
+  run([&]() -> asio::awaitable<void> {
+    co_await wait_ready(*cacher);
+    for (int i = 0; i < 5000; ++i) {
+      auto session = co_await cacher->watch(request(std::nullopt, 3600s));
+      CO_ASSERT_TRUE(session);
+    }
+    EXPECT_LT(cacher->deadline_entries(), 2100u);
+    EXPECT_EQ(cacher->counters().watchers.load(), 0);
+  });
+}
+
 }  // namespace
 }  // namespace kwatch::watch
