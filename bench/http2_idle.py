@@ -108,16 +108,21 @@ def pump_h1(socks, done, timeout):
     return done()
 
 
+def idle_watch_path(client):
+    """Makes namespace `idle`; the path of a watch of its ConfigMaps from now on."""
+    client.request("POST", "/api/v1/namespaces", {"metadata": {"name": "idle"}})
+    _, body = client.request("GET", "/api/v1/namespaces/idle/configmaps")
+    rv = json.loads(body)["metadata"]["resourceVersion"]
+    return f"/api/v1/namespaces/idle/configmaps?watch=1&resourceVersion={rv}"
+
+
 def run(binary, transport, n, per_conn):
     with tempfile.TemporaryDirectory() as tmp:
         server = Server(binary, tmp, ["--log-level=warn",
                                       f"--http2-max-streams-per-connection={per_conn}"])
         client = server.client
         try:
-            client.request("POST", "/api/v1/namespaces", {"metadata": {"name": "idle"}})
-            _, body = client.request("GET", "/api/v1/namespaces/idle/configmaps")
-            rv = json.loads(body)["metadata"]["resourceVersion"]
-            path = f"/api/v1/namespaces/idle/configmaps?watch=1&resourceVersion={rv}"
+            path = idle_watch_path(client)
             base_watchers = client.metric("kwatch_watchers")
             time.sleep(1)
             before = rss_bytes(server.proc.pid)

@@ -19,10 +19,7 @@ with tempfile.TemporaryDirectory() as tmp:
     server = Server(binary, tmp, ["--log-level=warn", "--http2-max-streams-per-connection=100"])
     c = server.client
     try:
-        c.request("POST", "/api/v1/namespaces", {"metadata": {"name": "idle"}})
-        _, body = c.request("GET", "/api/v1/namespaces/idle/configmaps")
-        rv = json.loads(body)["metadata"]["resourceVersion"]
-        path = f"/api/v1/namespaces/idle/configmaps?watch=1&resourceVersion={rv}"
+        path = hi.idle_watch_path(c)
         def open_n(n, have):
             cl = hi.open_h2(server.port, n, 100, path)
             assert hi.pump_h2(cl, lambda: sum(x["heads"] for x in cl) >= n, 120)
