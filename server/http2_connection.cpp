@@ -180,6 +180,9 @@ struct Http2Connection : std::enable_shared_from_this<Http2Connection> {
   std::vector<std::int32_t> to_consume;  // admitted streams that received DATA (read_loop)
   std::size_t running = 0;  // handlers not yet returned (reset streams' included)
   std::size_t buffered = 0;  // answers' bytes not yet taken by nghttp2, all streams
+  // feed_watch's batch and its buffers, reused from one batch to the next.
+  std::vector<watch::WatchFrame> feed_frames;
+  std::vector<asio::const_buffer> feed_buffers;
   asio::steady_timer wake;  // the writer sleeps here while nothing is to be sent
   WriteClock write_clock;
   bool reading = true;
@@ -438,8 +441,18 @@ void Http2Connection::feed_watch(const std::shared_ptr<Stream>& st) {
   Stream::Feed& f = *st->feed;
   if (st->closed || failed) return;
   if (!f.done) {
-    std::vector<watch::WatchFrame> frames;
-    std::vector<asio::const_buffer> buffers;
+    // The connection's scratch vectors (every feed runs on its strand, one at a time), emptied
+    // on the way out: a batch's objects are not held until the next one.
+    std::vector<watch::WatchFrame>& frames = feed_frames;
+    std::vector<asio::const_buffer>& buffers = feed_buffers;
+    struct Emptied {
+      std::vector<watch::WatchFrame>& frames;
+      std::vector<asio::const_buffer>& buffers;
+      ~Emptied() {
+        frames.clear();
+        buffers.clear();
+      }
+    } emptied{frames, buffers};
     while (st->pending() <= kStreamBuffer / 2) {
       auto taken = f.watch->take(frames);
       if (taken && frames.empty()) {
