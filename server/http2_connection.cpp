@@ -32,7 +32,9 @@
 #include <nghttp2/nghttp2.h>
 
 #include <deque>
+#include <memory>
 #include <string_view>
+#include <vector>
 
 namespace kwatch::server {
 namespace {
@@ -48,6 +50,38 @@ constexpr std::size_t kWriteBatch = 64 * 1024;
 // request not yet admitted can make the server hold, as HTTP/1.1's head limit (64 KiB). The
 // connection's window is four of them: all streams' unadmitted bodies together.
 constexpr std::uint32_t kStreamWindow = 64 * 1024;
+
+// What one read hands nghttp2 at most.
+constexpr std::size_t kReadBuffer = 16 * 1024;
+
+// A connection's read buffer, taken once input has come and given back once nghttp2 has it, so
+// that an idle connection (idle watches) holds none; a few are kept per thread for the next.
+class ReadBuffer {
+ public:
+  ReadBuffer() {
+    auto& pool = kept();
+    if (pool.empty()) {
+      data_ = std::make_unique_for_overwrite<std::uint8_t[]>(kReadBuffer);
+    } else {
+      data_ = std::move(pool.back());
+      pool.pop_back();
+    }
+  }
+  ~ReadBuffer() {
+    auto& pool = kept();
+    if (pool.size() < 4) pool.push_back(std::move(data_));
+  }
+  ReadBuffer(const ReadBuffer&) = delete;
+  ReadBuffer& operator=(const ReadBuffer&) = delete;
+  std::uint8_t* data() { return data_.get(); }
+
+ private:
+  static std::vector<std::unique_ptr<std::uint8_t[]>>& kept() {
+    thread_local std::vector<std::unique_ptr<std::uint8_t[]>> pool;
+    return pool;
+  }
+  std::unique_ptr<std::uint8_t[]> data_;
+};
 
 std::string_view view(const std::uint8_t* p, std::size_t n) {
   return {reinterpret_cast<const char*>(p), n};
@@ -708,9 +742,13 @@ void Http2Connection::start_ready() {
 
 asio::awaitable<void> Http2Connection::read_loop() {
   auto self = shared_from_this();
-  std::vector<std::uint8_t> buffer(16 * 1024);
   for (;;) {
-    auto [ec, n] = co_await stream.async_read_some(asio::buffer(buffer), use_tuple);
+    // Idle connections wait without a buffer (theirs or TLS's).
+    auto [wait_ec] = co_await stream.async_wait_readable(use_tuple);
+    if (wait_ec || failed) break;
+    ReadBuffer buffer;
+    auto [ec, n] =
+        co_await stream.async_read_some(asio::buffer(buffer.data(), kReadBuffer), use_tuple);
     if (ec || failed) break;
     const ssize_t rv = nghttp2_session_mem_recv(session, buffer.data(), n);
     if (rv < 0) {

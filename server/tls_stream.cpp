@@ -214,6 +214,13 @@ asio::mutable_buffer tls_prepare_input(TlsState& st) {
   return asio::mutable_buffer(st.in.get(), st.read_chunk);
 }
 
+bool tls_input_ready(TlsState& st) {
+  if (st.in_begin < st.in_end || SSL_pending(st.ssl) > 0) return true;
+  release_buffers(st, false);
+  free_openssl_buffers(st.ssl);  // refused while a partial record is buffered
+  return false;
+}
+
 void tls_commit_input(TlsState& st, std::size_t n) {
   st.reading = false;
   st.in_begin = 0;
@@ -307,6 +314,7 @@ TlsStream::TlsStream(TlsStream&& other, beast::tcp_stream next) noexcept
 TlsStream::~TlsStream() = default;
 
 SSL* TlsStream::native_handle() noexcept { return state_->ssl; }
+std::size_t TlsStream::input_buffer_capacity() const noexcept { return state_->in_capacity; }
 
 asio::awaitable<error_code> TlsStream::handshake() {
   constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);

@@ -54,6 +54,9 @@ TlsStep tls_read(TlsState& st, int fd, boost::asio::mutable_buffer target, std::
 boost::asio::mutable_buffer tls_prepare_input(TlsState& st);
 void tls_commit_input(TlsState& st, std::size_t n);
 void tls_after_read(TlsState& st);
+// True if a read can make progress without the socket (ciphertext or plaintext buffered);
+// otherwise gives back the idle input buffers (`in`, OpenSSL's read buffer) and says false.
+bool tls_input_ready(TlsState& st);
 // Encrypts `size` bytes into the output buffer (one record per 16 KiB).
 bool tls_encrypt(TlsState& st, const void* data, std::size_t size, boost::system::error_code& ec);
 // The per-thread scratch buffer a gathered record is linearized in (kTlsRecord bytes).
@@ -87,6 +90,8 @@ class TlsStream {
   next_layer_type& next_layer() noexcept { return next_; }
   const next_layer_type& next_layer() const noexcept { return next_; }
   SSL* native_handle() noexcept;
+  // Bytes of ciphertext buffer the stream holds for reading (0 while idle between reads).
+  std::size_t input_buffer_capacity() const noexcept;
 
   // The server handshake, within whatever expiry the tcp_stream has. Returns the failure.
   boost::asio::awaitable<boost::system::error_code> handshake();
@@ -99,6 +104,16 @@ class TlsStream {
   auto async_read_some(const MutableBufferSequence& buffers, ReadToken&& token) {
     return boost::asio::async_compose<ReadToken, void(boost::system::error_code, std::size_t)>(
         ReadOp<MutableBufferSequence>{*this, buffers}, token, next_);
+  }
+
+  // Completes when a read can make progress: input is buffered, or the socket has some (or its
+  // end, or an error). Holds no buffer while it waits, so a reader that waits here and takes
+  // its own buffer only then (HTTP/2's) holds none while its connection is idle. Not under the
+  // tcp_stream's expiry: for readers without a read timeout.
+  template <class WaitToken>
+  auto async_wait_readable(WaitToken&& token) {
+    return boost::asio::async_compose<WaitToken, void(boost::system::error_code)>(
+        WaitOp{*this}, token, next_);
   }
 
   // Consumes up to kTlsBatch bytes of plaintext from `buffers` (gathered into records of up to
@@ -213,6 +228,25 @@ class TlsStream {
       result = ec;
       bytes = n;
       boost::asio::post(s.get_executor(), std::move(self));
+    }
+  };
+
+  struct WaitOp {
+    TlsStream& s;
+    bool started = false;
+
+    template <class Self>
+    void operator()(Self& self, boost::system::error_code ec = {}) {
+      if (started) {
+        self.complete(ec);
+        return;
+      }
+      started = true;
+      if (detail::tls_input_ready(*s.state_)) {
+        boost::asio::post(s.get_executor(), std::move(self));
+        return;
+      }
+      s.next_.socket().async_wait(boost::asio::socket_base::wait_read, std::move(self));
     }
   };
 

@@ -326,6 +326,65 @@ TEST_F(TlsStreamTest, AnIdleReadEndsAtTheTcpStreamsDeadline) {
   EXPECT_EQ(read, beast::error::timeout) << read.message();
 }
 
+// HTTP/2's reader waits for input before it takes a buffer: while it waits the stream holds no
+// input buffer; input OpenSSL already has ends the wait at once; the peer's close ends it too.
+TEST_F(TlsStreamTest, AWaitForInputHoldsNoBufferAndEndsWhenInputComes) {
+  bool waiting = false;
+  bool checked = false;
+  auto server = [&]() -> asio::awaitable<void> {
+    TlsStream stream = co_await accept_tls();
+    EXPECT_FALSE(co_await stream.handshake());
+    // "hello" read in part: the rest is buffered, so the wait ends without the socket.
+    std::array<char, 2> part;
+    co_await asio::async_read(stream, asio::buffer(part), asio::use_awaitable);
+    auto [buffered] = co_await stream.async_wait_readable(use_tuple);
+    EXPECT_FALSE(buffered) << buffered.message();
+    std::array<char, 3> rest;
+    co_await asio::async_read(stream, asio::buffer(rest), asio::use_awaitable);
+    EXPECT_EQ(std::string(rest.data(), 3), "llo");
+    // Nothing buffered: the wait holds nothing and ends when "world" comes.
+    bool woken = false;
+    stream.async_wait_readable([&](error_code ec) {
+      EXPECT_FALSE(ec) << ec.message();
+      woken = true;
+    });
+    EXPECT_EQ(stream.input_buffer_capacity(), 0u);
+    waiting = true;
+    asio::steady_timer t(co_await asio::this_coro::executor);
+    for (int i = 0; i < 2000 && !woken; ++i) {
+      t.expires_after(std::chrono::milliseconds(5));
+      co_await t.async_wait(use_tuple);
+    }
+    EXPECT_TRUE(woken);
+    std::array<char, 5> next;
+    co_await asio::async_read(stream, asio::buffer(next), asio::use_awaitable);
+    EXPECT_EQ(std::string(next.data(), 5), "world");
+    // The peer closes: the wait ends and the read that follows sees the end.
+    auto [closed] = co_await stream.async_wait_readable(use_tuple);
+    EXPECT_FALSE(closed) << closed.message();
+    std::array<char, 8> after;
+    auto [end, n] = co_await stream.async_read_some(asio::buffer(after), use_tuple);
+    EXPECT_EQ(end, asio::error::eof) << end.message();
+    checked = true;
+  };
+  auto client = [&]() -> asio::awaitable<void> {
+    ClientStream c = co_await connect_tls();
+    const std::string hello = "hello";
+    co_await asio::async_write(c, asio::buffer(hello), asio::use_awaitable);
+    asio::steady_timer t(co_await asio::this_coro::executor);
+    for (int i = 0; i < 2000 && !waiting; ++i) {
+      t.expires_after(std::chrono::milliseconds(5));
+      co_await t.async_wait(use_tuple);
+    }
+    const std::string world = "world";
+    co_await asio::async_write(c, asio::buffer(world), asio::use_awaitable);
+    auto [sec] = co_await c.async_shutdown(use_tuple);
+    c.next_layer().close();
+  };
+  run(server(), client());
+  EXPECT_TRUE(checked);
+}
+
 TEST_F(TlsStreamTest, AHandlerIsNeverInvokedInsideTheInitiatingCall) {
   bool checked = false;
   auto server = [&]() -> asio::awaitable<void> {
