@@ -119,7 +119,9 @@ struct Http2Connection : std::enable_shared_from_this<Http2Connection> {
     std::string out;
     std::size_t out_offset = 0;
     bool eof = false;
-    bool deferred = false;  // nghttp2 was told to wait for more (NGHTTP2_ERR_DEFERRED)
+    // nghttp2 holds a DATA item for the answer (about 150 bytes): only while there is
+    // something to send. Run dry, the item ends without END_STREAM; more submits a new one.
+    bool data_item = false;
     std::chrono::steady_clock::time_point last_taken{};  // when the client last took data
     // A watch's producer waits here for room in `out` (a streaming answer only).
     std::unique_ptr<asio::steady_timer> room;
@@ -179,6 +181,8 @@ struct Http2Connection : std::enable_shared_from_this<Http2Connection> {
   void start_ready();
   void submit_answer(Stream& st, const http::response<http::string_body>& head, bool has_body);
   void append(Stream& st, std::string_view data);
+  // A DATA item for `st`'s answer, unless nghttp2 has one.
+  void submit_data(Stream& st);
   void finish(Stream& st);
   void reset(Stream& st, std::uint32_t code);
   void kick() { wake.cancel(); }
@@ -368,12 +372,14 @@ ssize_t Http2Connection::read_data(nghttp2_session*, std::int32_t, std::uint8_t*
   auto* st = static_cast<Stream*>(source->ptr);
   const std::size_t available = st->pending();
   if (available == 0) {
-    if (st->eof) {
-      *flags |= NGHTTP2_DATA_FLAG_EOF;
-      return 0;
+    // The end (END_STREAM on an empty frame), or nothing for now: the item ends and nghttp2
+    // frees it without sending a frame (an idle watch's stream holds none).
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+    if (!st->eof) {
+      *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+      st->data_item = false;
     }
-    st->deferred = true;
-    return NGHTTP2_ERR_DEFERRED;
+    return 0;
   }
   const std::size_t n = std::min(available, length);
   std::memcpy(buf, st->out.data() + st->out_offset, n);
@@ -398,20 +404,26 @@ void Http2Connection::append(Stream& st, std::string_view data) {
     st.out_offset = 0;
   }
   st.out.append(data);
-  if (st.deferred) {
-    st.deferred = false;
-    nghttp2_session_resume_data(session, st.id);
-  }
+  submit_data(st);
   kick();
+}
+
+void Http2Connection::submit_data(Stream& st) {
+  if (st.data_item || st.closed) return;
+  nghttp2_data_provider provider{};
+  provider.source.ptr = &st;
+  provider.read_callback = read_data;
+  if (nghttp2_submit_data(session, NGHTTP2_FLAG_END_STREAM, st.id, &provider) != 0) {
+    reset(st, NGHTTP2_INTERNAL_ERROR);
+    return;
+  }
+  st.data_item = true;
 }
 
 void Http2Connection::finish(Stream& st) {
   if (st.closed) return;
   st.eof = true;
-  if (st.deferred) {
-    st.deferred = false;
-    nghttp2_session_resume_data(session, st.id);
-  }
+  submit_data(st);
   kick();
 }
 
@@ -452,6 +464,8 @@ void Http2Connection::submit_answer(Stream& st, const http::response<http::strin
   if (nghttp2_submit_response(session, st.id, nv.data(), nv.size(),
                               has_body ? &provider : nullptr) != 0) {
     reset(st, NGHTTP2_INTERNAL_ERROR);
+  } else {
+    st.data_item = has_body;
   }
   kick();
 }
