@@ -103,8 +103,7 @@ boost::asio::awaitable<CacheAnswer<watch::ObjectPtr>> get_from_cache(
 
 boost::asio::awaitable<ApiResult<std::unique_ptr<watch::WatchSession>>> watch_cache(
     const CacherRegistry& cachers, const ResourceInfo& info, std::string ns, std::string name,
-    ListQuery query, std::chrono::steady_clock::duration default_lifetime,
-    boost::asio::any_io_executor executor) {
+    ListQuery query, std::chrono::steady_clock::duration default_lifetime) {
   std::shared_ptr<watch::Cacher> cacher = cachers.find(info);
   if (cacher == nullptr) {
     co_return ApiError(Errc::bad_request, "watch is not supported for " + info.resource);
@@ -121,7 +120,6 @@ boost::asio::awaitable<ApiResult<std::unique_ptr<watch::WatchSession>>> watch_ca
   wr.send_initial_events = q->send_initial_events;
   wr.allow_bookmarks = q->allow_bookmarks;
   wr.deadline = std::chrono::steady_clock::now() + lifetime;
-  wr.executor = std::move(executor);
   auto session = co_await cacher->watch(std::move(wr));
   if (session) co_return std::move(*session);
   const auto ec = session.error();

@@ -19,7 +19,6 @@
 #include "registry/list_query.hpp"
 #include "watch/cacher.hpp"
 
-#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
 #include <chrono>
@@ -56,14 +55,13 @@ boost::asio::awaitable<CacheAnswer<watch::ObjectPtr>> get_from_cache(
     const CacherRegistry& cachers, const kinds::ResourceInfo& info, std::string ns,
     std::string name, std::optional<std::string> resource_version);
 
-// A watch of `info`'s objects in `ns` for `query` (`name`: a watch of one object), streamed on
-// `executor` for its timeoutSeconds or else `default_lifetime`. Errors as a client is told them:
+// A watch of `info`'s objects in `ns` for `query` (`name`: a watch of one object), for its
+// timeoutSeconds or else `default_lifetime`. Errors as a client is told them:
 // the query's own, 400 when the resource has no cache, 429 while it initialises, 504
 // ResourceVersionTooLarge, 410 Gone ("too old resource version: N (start)"), which the endpoint
 // sends as the stream's one ERROR event, as client-go's reflector expects.
 boost::asio::awaitable<apimachinery::ApiResult<std::unique_ptr<watch::WatchSession>>> watch_cache(
     const CacherRegistry& cachers, const kinds::ResourceInfo& info, std::string ns,
-    std::string name, ListQuery query, std::chrono::steady_clock::duration default_lifetime,
-    boost::asio::any_io_executor executor);
+    std::string name, ListQuery query, std::chrono::steady_clock::duration default_lifetime);
 
 }  // namespace kwatch::registry

@@ -194,8 +194,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& request, 
   const auto default_lifetime = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       watch_options_.min_request_timeout * factor);
   auto session = co_await registry::watch_cache(*cachers_, info, route.ns, route.name,
-                                                list_query(url), default_lifetime,
-                                                request.watch_executor);
+                                                list_query(url), default_lifetime);
   if (!session) {
     if (refusing_watches_) co_return error_response(shutting_down());
     if (session.error().code != Errc::gone) co_return error_response(session.error());

@@ -131,6 +131,8 @@ struct Http2Connection : std::enable_shared_from_this<Http2Connection> {
     // A watch's events, fed into `out` by the connection as they come (no task of its own).
     struct Feed {
       std::shared_ptr<watch::WatchSession> watch;
+      // Whose strand the session's wake-up posts to (read from the waking thread: set once).
+      std::weak_ptr<Http2Connection> connection;
       WatchRendering rendering;
       std::unique_ptr<ProtobufBatch> pb;
       std::shared_ptr<void> counted;  // the server's count of open streams
@@ -504,13 +506,15 @@ void Http2Connection::feed_watch(const std::shared_ptr<Stream>& st) {
     while (st->pending() <= kStreamBuffer / 2) {
       auto taken = f.watch->take(frames);
       if (taken && frames.empty()) {
-        // Nothing more now: the session calls when something comes.
-        std::weak_ptr<Http2Connection> weak_connection = weak_from_this();
+        // Nothing more now: the session calls when something comes, from the thread that
+        // brings it. One weak reference: the call fits in std::function without an allocation.
         std::weak_ptr<Stream> weak_stream = st;
-        f.watch->when_ready([weak_connection, weak_stream] {
-          auto c = weak_connection.lock();
+        f.watch->when_ready([weak_stream] {
           auto s = weak_stream.lock();
-          if (c && s && s->feed) c->feed_watch(s);
+          if (!s) return;
+          auto c = s->feed->connection.lock();
+          if (!c) return;
+          asio::post(c->stream.get_executor(), [c, s] { c->feed_watch(s); });
         });
         return;
       }
@@ -665,6 +669,7 @@ asio::awaitable<void> Http2Connection::serve(std::shared_ptr<Stream> st) {
     } else if (response.watch) {
       auto f = std::make_unique<Stream::Feed>();
       f->watch = std::move(response.watch);
+      f->connection = weak_from_this();
       f->rendering = WatchRendering(response);
       f->pb = protobuf_batch_for(f->rendering);
       f->counted = counted;

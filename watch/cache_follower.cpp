@@ -16,7 +16,6 @@ asio::awaitable<void> follow_cache(CacheFollower f) {
     request.prefix = f.prefix;
     request.internal = true;
     request.deadline = std::chrono::steady_clock::now() + f.watch_lifetime;
-    request.executor = co_await asio::this_coro::executor;
     auto session = co_await f.cacher->watch(std::move(request));
     if (!session || (*session)->error()) {
       // Not ready yet (start-up or a re-list): try again shortly.

@@ -1,7 +1,7 @@
 #include "watch/cacher.hpp"
 
 #include "base/string_map.hpp"
-#include "watch/watcher_channel.hpp"
+#include "watch/watcher_queue.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -28,14 +28,12 @@ using Clock = std::chrono::steady_clock;
 using base::Errc;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
-using Channel = WatcherChannel;
-
 enum class Bucket { all, by_namespace, by_trigger };
 
-// One registered watcher. The channel and timer live on the transport's executor; the rest is
-// guarded by the cacher's dispatch mutex, except `ended`.
+// One registered watcher. Guarded by the cacher's dispatch mutex, except its atomics and its
+// queue (which has its own lock).
 struct Watcher {
-  Watcher(asio::any_io_executor ex, std::size_t capacity) : channel(ex, capacity) {}
+  explicit Watcher(std::size_t capacity) : queue(capacity) {}
 
   std::uint64_t id = 0;
   std::string prefix;
@@ -49,22 +47,20 @@ struct Watcher {
   // event (storage progress ran ahead of it) must not reach the watcher twice or out of order.
   std::int64_t start_rv = 0;
   std::string bucket_key;
-  // Parked: its channel was full when event `resume_from` was offered. The dispatcher skips it;
-  // its session reads on from the event window (that event first) once the channel is drained,
+  // Parked: its queue was full when event `resume_from` was offered. The dispatcher skips it;
+  // its session reads on from the event window (that event first) once the queue is drained,
   // and unparks it when it has caught up. A parked watcher holds no events of its own.
   // Written only under the dispatch mutex; read without it by catch_up's fast path.
   std::atomic<bool> parked{false};
   std::atomic<std::uint64_t> resume_from{0};  // written by the dispatcher, then by the session
-  std::atomic<std::uint64_t> owed{0};  // frames in the channel (or being written) not yet done
+  std::atomic<std::uint64_t> owed{0};  // frames in the queue (or being written) not yet done
   std::atomic<bool> ended{false};
-  // Shutdown: unregistered after a last bookmark; the session writes what its channel holds,
+  // Shutdown: unregistered after a last bookmark; the session writes what its queue holds,
   // then ends the stream.
   std::atomic<bool> draining{false};
-  // Past its deadline: set by the cacher's ticker, which then wakes a pending receive.
+  // Past its deadline: set by the cacher's deadline timer, which then wakes the session.
   std::atomic<bool> expired{false};
-  // A frame a when_ready() receive took from the channel, for the next take(). Transport strand.
-  std::optional<WatchFrame> received;
-  Channel channel;
+  WatcherQueue queue;
 
   bool wants(const ObjectPtr& o) const {
     return o && o->key.compare(0, prefix.size(), prefix) == 0 &&
@@ -395,7 +391,7 @@ void Cacher::process(const storage::Event& event) {
       if (!frame) continue;
       // Owed before it is sent: the session may write it before this loop ends.
       w->owed.fetch_add(1, std::memory_order_relaxed);
-      if (w->channel.try_send(boost::system::error_code{}, std::move(*frame))) {
+      if (w->queue.try_push(std::move(*frame))) {
         ++delivered;
       } else {
         w->owed.fetch_sub(1, std::memory_order_relaxed);
@@ -516,7 +512,7 @@ base::Result<void> Cacher::catch_up(const std::shared_ptr<Watcher>& w,
   // Nearly always not parked, and then nothing is read from the window: that is known without
   // the dispatch mutex, which the dispatcher holds while it offers an event to every watcher
   // (taking it here, after each batch a watch writes, made the watches' threads queue behind
-  // the dispatcher). Only the dispatcher parks a watcher, and only once its channel is full,
+  // the dispatcher). Only the dispatcher parks a watcher, and only once its queue is full,
   // so a park not seen here leaves frames for the receive that follows, and the next call
   // sees it.
   if (w->ended.load()) return Errc::unavailable;
@@ -593,7 +589,7 @@ asio::awaitable<void> Cacher::run_ticker() {
         bookmark = bookmark_object(options_.kind, options_.api_version, cache_.resource_version(),
                                    false);
       }
-      if (!w->channel.try_send(boost::system::error_code{}, WatchFrame{EventType::bookmark, bookmark})) {
+      if (!w->queue.try_push(WatchFrame{EventType::bookmark, bookmark})) {
         continue;  // full: the next tick tries again
       }
       const auto pre_deadline = w->deadline_at - std::chrono::seconds(2);
@@ -648,7 +644,7 @@ void Cacher::expire_watchers(Clock::time_point now) {
     if (!w || w->ended) continue;
     // Its session ends the stream (eof) at its next take, woken now if it waits.
     w->expired = true;
-    w->channel.cancel();
+    w->queue.wake();
   }
 }
 
@@ -706,7 +702,7 @@ void Cacher::end_watcher(const std::shared_ptr<Watcher>& w, bool slow) {
     spdlog::info("watch cache {}: ended a watcher whose next event has left the event window",
                  options_.resource);
   }
-  w->channel.close();
+  w->queue.close();
 }
 
 void Cacher::end_all_watchers() { end_watchers(false); }
@@ -730,7 +726,7 @@ void Cacher::end_client_watches() {
                                      cache_.resource_version(), false);
         }
         w->draining = true;
-        if (w->channel.try_send(boost::system::error_code{}, WatchFrame{EventType::bookmark, bookmark})) {
+        if (w->queue.try_push(WatchFrame{EventType::bookmark, bookmark})) {
           drained.push_back(std::move(w));
           continue;
         }
@@ -818,9 +814,6 @@ asio::awaitable<base::Result<void>> Cacher::wait_until_consistent() {
 
 asio::awaitable<base::Result<std::unique_ptr<WatchSession>>> Cacher::watch(WatchRequest request) {
   if (!ready_) co_return Errc::too_many_requests;
-  // No co_await inside a conditional expression: GCC 12 miscompiles that in coroutines.
-  asio::any_io_executor executor = request.executor;
-  if (!executor) executor = co_await asio::this_coro::executor;
   const bool from_state = !request.resource_version || *request.resource_version == 0 ||
                           request.send_initial_events;
   if (request.resource_version && *request.resource_version > 0) {
@@ -849,7 +842,7 @@ asio::awaitable<base::Result<std::unique_ptr<WatchSession>>> Cacher::watch(Watch
   }
 
   // Not make_shared: the deadline bucket's weak reference must not hold the watcher's memory.
-  std::shared_ptr<Watcher> w(new Watcher(executor, options_.watcher_buffer));
+  std::shared_ptr<Watcher> w(new Watcher(options_.watcher_buffer));
   w->prefix = request.prefix;
   w->predicate = request.predicate;
   w->bookmarks = request.allow_bookmarks;
@@ -1051,8 +1044,8 @@ WatchSession::~WatchSession() {
   if (!watcher_) return;
   watcher_->ended = true;
   if (auto cacher = cacher_.lock()) ++cacher->impl_->gone_entries;
-  // A pending when_ready() receive completes (cancelled) and lets go of the watcher.
-  if (ready_armed_) watcher_->channel.cancel();
+  // A pending when_ready() call is dropped: nothing wakes a session that is gone.
+  if (ready_armed_) watcher_->queue.forget();
   if (auto cacher = cacher_.lock()) {
     cacher->unregister_watcher(*watcher_);
     cacher->forgive(*watcher_);
@@ -1064,7 +1057,7 @@ std::int64_t WatchSession::start_resource_version() const { return watcher_->sta
 void WatchSession::stop() {
   if (!watcher_) return;
   watcher_->ended = true;
-  watcher_->channel.cancel();
+  watcher_->queue.wake();
 }
 
 asio::awaitable<base::Result<std::vector<WatchFrame>>> WatchSession::next() {
@@ -1097,18 +1090,9 @@ base::Result<void> WatchSession::take(std::vector<WatchFrame>& out) {
   }
   if (w.expired) return boost::system::error_code(asio::error::eof);
   if (w.ended) return Errc::unavailable;
-  // What the dispatcher queued comes first (a frame a when_ready() receive took, then the
-  // channel's); once that is drained, a parked watcher reads on from the event window.
-  if (w.received) {
-    out.push_back(std::move(*w.received));
-    w.received.reset();
-  }
-  while (out.size() < kBatch &&
-         w.channel.try_receive([&](boost::system::error_code e, WatchFrame f) {
-           if (!e) out.push_back(std::move(f));
-         })) {
-  }
-  taken_ = out.size();
+  // What the dispatcher queued comes first; once that is drained, a parked watcher reads on
+  // from the event window.
+  taken_ = w.queue.pop(out, kBatch);
   if (!out.empty()) return base::Result<void>{};
   if (w.draining) return Errc::unavailable;  // its last bookmark is written
   if (auto cacher = cacher_.lock()) {
@@ -1123,26 +1107,21 @@ base::Result<void> WatchSession::take(std::vector<WatchFrame>& out) {
 
 void WatchSession::when_ready(std::function<void()> ready) {
   ready_armed_ = true;
-  watcher_->channel.async_receive(
-      [w = watcher_, ready = std::move(ready)](boost::system::error_code ec, WatchFrame frame) {
-        if (!ec) w->received = std::move(frame);
-        ready();
-      });
+  watcher_->queue.when_ready(std::move(ready));
 }
 
 asio::awaitable<base::Result<void>> WatchSession::next(std::vector<WatchFrame>& out) {
   for (;;) {
     auto r = take(out);
     if (!r || !out.empty()) co_return r;
-    auto [ec, frame] = co_await watcher_->channel.async_receive(use_tuple);
-    if (!ec) {
-      watcher_->received = std::move(frame);
-      continue;
-    }
-    // Woken without a frame: the deadline (eof), or the watch ended.
-    r = take(out);
-    if (!r || !out.empty()) co_return r;
-    co_return Errc::unavailable;
+    // Until the queue has something (frames, or the end: the deadline, the watch ended).
+    co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
+        [this](auto handler) {
+          // The call must be copyable; the coroutine's handler is not: it waits in a box.
+          auto box = std::make_shared<decltype(handler)>(std::move(handler));
+          when_ready([box] { asio::post(std::move(*box)); });
+        },
+        asio::use_awaitable);
   }
 }
 

@@ -52,9 +52,6 @@ struct WatchRequest {
   // A watch of kwatch's own controllers: not counted as a client's watch in `watchers`.
   bool internal = false;
   std::chrono::steady_clock::time_point deadline;
-  // Where the session's channel and deadline live: the strand the transport will stream from.
-  // Empty: the calling coroutine's executor.
-  boost::asio::any_io_executor executor;
 };
 
 class Cacher;
@@ -78,9 +75,10 @@ class WatchSession {
   // there are none yet, or the end as next() reports it. With when_ready(), for a transport
   // that serves many watches from one task (HTTP/2): an idle watch then holds no coroutine.
   base::Result<void> take(std::vector<WatchFrame>& out);
-  // Calls `ready` once, on the session's executor, when take() has something to give (frames,
-  // or the end: the deadline, the watch ended). Only after a take() that gave nothing, at most
-  // one pending. `ready` may run after the session is gone (it must hold what it needs weakly).
+  // Calls `ready` once when take() has something to give (frames, or the end: the deadline,
+  // the watch ended), on the thread that brings it (the dispatcher's, a timer's), or at once if
+  // it is already there: `ready` must be quick and thread-safe, and post to the transport's
+  // strand. Only after a take() that gave nothing; at most one pending.
   void when_ready(std::function<void()> ready);
   // Ends the watch from the transport's side (the client went away); a pending or later
   // `next()` completes with `Errc::unavailable`. Thread-safe.
@@ -99,8 +97,8 @@ class WatchSession {
   std::shared_ptr<Watcher> watcher_;
   std::vector<WatchFrame> initial_;
   std::size_t initial_sent_ = 0;
-  std::size_t taken_ = 0;  // frames of the last batch that came from the channel
-  bool ready_armed_ = false;  // a when_ready() receive may be pending on the channel
+  std::size_t taken_ = 0;  // frames of the last batch that came from the queue
+  bool ready_armed_ = false;  // a when_ready() call may be pending on the queue
   ObjectPtr error_;
 };
 
@@ -108,7 +106,7 @@ struct CacherCounters {
   std::atomic<std::uint64_t> events_dispatched{0};   // frames handed to watchers
   std::atomic<std::uint64_t> watchers_terminated{0};  // ended: next event left the window
   std::atomic<std::uint64_t> watchers_parked{0};  // times a full watcher was parked
-  // Delivery progress: frames put into watchers' channels, and those of them written by their
+  // Delivery progress: frames put into watchers' queues, and those of them written by their
   // transports or given up (the watcher parked or ended). Frames read from the window by a
   // parked watcher are in neither.
   std::atomic<std::uint64_t> frames_handed{0};
@@ -181,7 +179,7 @@ class Cacher : public std::enable_shared_from_this<Cacher> {
 
   boost::asio::awaitable<void> run_reflector();
   boost::asio::awaitable<void> run_ticker();
-  // Applies one storage event and offers it to watchers; a watcher whose channel is full is
+  // Applies one storage event and offers it to watchers; a watcher whose queue is full is
   // parked at that event instead of queueing it.
   void process(const storage::Event& event);
   // The listed values as cached objects, those matching `predicate` (null: all); values that
@@ -210,7 +208,7 @@ class Cacher : public std::enable_shared_from_this<Cacher> {
   // next event has left the window (the watcher is ended).
   base::Result<void> catch_up(const std::shared_ptr<Watcher>& w, std::vector<WatchFrame>& out,
                                  std::size_t limit);
-  // A session wrote `n` frames it had taken from its channel.
+  // A session wrote `n` frames it had taken from its queue.
   void frames_written(Watcher& w, std::uint64_t n);
   // The frames still queued for a watcher that parks or goes count as done.
   void forgive(Watcher& w);

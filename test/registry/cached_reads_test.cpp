@@ -157,7 +157,7 @@ TEST_F(CachedReadsTest, AWatchNeedsACacheAndAVersionInItsWindow) {
       ListQuery query;
       query.resource_version = rv;
       co_return co_await watch_cache(*cachers_, *configmaps_, "t", "", std::move(query),
-                                     std::chrono::seconds(30), ioc_.get_executor());
+                                     std::chrono::seconds(30));
     });
   };
   auto uncached = watch_at("0");
@@ -180,7 +180,7 @@ TEST_F(CachedReadsTest, AWatchNeedsACacheAndAVersionInItsWindow) {
   bad.resource_version_match = "Exact";  // only with sendInitialEvents on a watch: 400
   auto refused = run<Session>([&]() -> asio::awaitable<Session> {
     co_return co_await watch_cache(*cachers_, *configmaps_, "t", "", std::move(bad),
-                                   std::chrono::seconds(30), ioc_.get_executor());
+                                   std::chrono::seconds(30));
   });
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, Errc::bad_request);

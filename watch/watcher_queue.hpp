@@ -1,22 +1,21 @@
-// A watcher's channel: the frames the dispatcher hands it, waiting for its session on the
-// transport's strand. Asio's concurrent channel, with a buffer that holds no memory while it is
-// empty (asio's default, a std::deque, allocates about 600 bytes at construction: most of what an
-// idle watch costs the cacher) and keeps little once drained.
-// Thread-safety: the channel's (any thread sends, the session's strand receives).
+// A watcher's queue: the frames the dispatcher hands it, waiting for its session on the
+// transport's strand, and the one call that wakes the session when more comes. Lighter than an
+// asio channel (an executor, a service's bookkeeping and a pending operation per watcher: about
+// a sixth of what an idle HTTP/2 watch cost): a four-byte lock, a ring that holds no memory
+// while empty, and a callback the waking thread runs.
+// Thread-safety: push, close and wake from any thread; pop and when_ready from the session's
+// strand, one at a time.
 #pragma once
 
 #include "watch/watch_types.hpp"
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/experimental/basic_concurrent_channel.hpp>
-#include <boost/asio/experimental/channel_error.hpp>
-#include <boost/system/error_code.hpp>
-
+#include <atomic>
 #include <cstddef>
-#include <memory>
+#include <cstdint>
+#include <functional>
 #include <new>
-#include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace kwatch::watch {
 
@@ -105,44 +104,54 @@ class RingQueue {
   std::size_t head_ = 0;
 };
 
-// asio's channel traits for a channel of one signature `R(error_code, Args...)`, buffering in a
-// RingQueue; cancellation and closing come as that signature with default Args, as with asio's
-// own traits.
-template <class... Signatures>
-struct RingChannelTraits {
-  template <class... NewSignatures>
-  struct rebind {
-    using other = RingChannelTraits<NewSignatures...>;
-  };
+// A lock for state two threads touch for a few instructions at a time; waits in the kernel, not
+// spinning, when it must wait at all. Four bytes where std::mutex takes forty.
+class TinyLock {
+ public:
+  void lock() noexcept {
+    while (locked_.exchange(true, std::memory_order_acquire)) {
+      locked_.wait(true, std::memory_order_relaxed);
+    }
+  }
+  void unlock() noexcept {
+    locked_.store(false, std::memory_order_release);
+    locked_.notify_one();
+  }
+
+ private:
+  std::atomic<bool> locked_{false};
 };
 
-template <class R, class... Args>
-struct RingChannelTraits<R(boost::system::error_code, Args...)> {
-  template <class... NewSignatures>
-  struct rebind {
-    using other = RingChannelTraits<NewSignatures...>;
-  };
-  template <class Element>
-  struct container {
-    using type = RingQueue<Element>;
-  };
-  using receive_cancelled_signature = R(boost::system::error_code, Args...);
-  template <class F>
-  static void invoke_receive_cancelled(F f) {
-    const boost::system::error_code e = boost::asio::experimental::error::channel_cancelled;
-    std::move(f)(e, std::decay_t<Args>()...);
-  }
-  using receive_closed_signature = R(boost::system::error_code, Args...);
-  template <class F>
-  static void invoke_receive_closed(F f) {
-    const boost::system::error_code e = boost::asio::experimental::error::channel_closed;
-    std::move(f)(e, std::decay_t<Args>()...);
-  }
-};
+class WatcherQueue {
+ public:
+  explicit WatcherQueue(std::size_t capacity) : capacity_(static_cast<std::uint32_t>(capacity)) {}
+  WatcherQueue(const WatcherQueue&) = delete;
+  WatcherQueue& operator=(const WatcherQueue&) = delete;
 
-using WatcherChannel =
-    boost::asio::experimental::basic_concurrent_channel<boost::asio::any_io_executor,
-                                                        RingChannelTraits<>,
-                                                        void(boost::system::error_code, WatchFrame)>;
+  // Adds `frame` unless the queue holds its capacity or is closed, and wakes the waiter.
+  bool try_push(WatchFrame frame);
+  // No more pushes; wakes the waiter. What is queued can still be taken.
+  void close();
+  // Wakes the waiter without a frame (the watch reached its deadline or was stopped); if none
+  // waits, the next when_ready() is called at once, so a wake is never lost.
+  void wake();
+
+  // Moves up to `most` frames to the end of `out`, oldest first; how many.
+  std::size_t pop(std::vector<WatchFrame>& out, std::size_t most);
+  // `ready` is called once, without the queue's lock, by the thread that next pushes, closes or
+  // wakes, or here and now if a frame, a close or a wake is already there. It must be quick and
+  // safe on any thread (post to the session's strand). At most one pending.
+  void when_ready(std::function<void()> ready);
+  // Drops a pending `ready` uncalled (its session is gone).
+  void forget();
+
+ private:
+  TinyLock lock_;
+  std::uint32_t capacity_;
+  bool closed_ = false;
+  bool woken_ = false;  // a wake() no waiter has seen yet
+  RingQueue<WatchFrame> frames_;
+  std::function<void()> ready_;
+};
 
 }  // namespace kwatch::watch
