@@ -96,6 +96,31 @@ bool connection_specific(std::string_view name) {
 
 }  // namespace
 
+// Counts a streamed answer in the server's open streams while it lives.
+class OpenStream {
+ public:
+  OpenStream() = default;
+  explicit OpenStream(std::shared_ptr<HttpServer::Impl> impl) : impl_(std::move(impl)) {
+    ++impl_->streams;
+  }
+  OpenStream(OpenStream&&) noexcept = default;
+  OpenStream& operator=(OpenStream&& o) noexcept {
+    if (this != &o) {
+      release();
+      impl_ = std::move(o.impl_);
+    }
+    return *this;
+  }
+  ~OpenStream() { release(); }
+
+ private:
+  void release() {
+    if (impl_) --impl_->streams;
+    impl_.reset();
+  }
+  std::shared_ptr<HttpServer::Impl> impl_;
+};
+
 struct Http2Connection : std::enable_shared_from_this<Http2Connection> {
   struct Stream {
     std::int32_t id = 0;
@@ -115,18 +140,17 @@ struct Http2Connection : std::enable_shared_from_this<Http2Connection> {
     bool withheld = false;   // refused on its head: its body is dropped, never read
     bool dispatched = false;
     bool closed = false;  // nghttp2 closed it (answered, or reset by either side)
-    // The answer's DATA still to go, and whether more will come.
-    std::string out;
-    std::size_t out_offset = 0;
-    bool eof = false;
+    bool eof = false;     // the answer's last byte is in `out`
     // nghttp2 holds a DATA item for the answer (about 150 bytes): only while there is
     // something to send. Run dry, the item ends without END_STREAM; more submits a new one.
     bool data_item = false;
+    // The answer's DATA still to go.
+    std::string out;
+    std::size_t out_offset = 0;
     std::chrono::steady_clock::time_point last_taken{};  // when the client last took data
     // A watch's producer waits here for room in `out` (a streaming answer only).
     std::unique_ptr<asio::steady_timer> room;
-    std::weak_ptr<watch::WatchSession> watch;
-    std::function<void()> cancel_source;
+    std::shared_ptr<ApiResponse::BodySource> source;  // a streamed answer's, to cancel it
     std::pair<std::shared_ptr<void>, std::shared_ptr<void>> held;  // lease, on_sent
     // A watch's events, fed into `out` by the connection as they come (no task of its own).
     struct Feed {
@@ -135,12 +159,17 @@ struct Http2Connection : std::enable_shared_from_this<Http2Connection> {
       std::weak_ptr<Http2Connection> connection;
       WatchRendering rendering;
       std::unique_ptr<ProtobufBatch> pb;
-      std::shared_ptr<void> counted;  // the server's count of open streams
+      OpenStream counted;
       bool done = false;              // the watch ended: what is left goes, then the stream ends
       std::chrono::steady_clock::time_point room_by{};  // the write timeout of a wait for room
     };
     std::unique_ptr<Feed> feed;
     std::size_t pending() const { return out.size() - out_offset; }
+    // Ends what the stream's answer comes from (a watch, a streamed source): its client is gone.
+    void stop_producer() {
+      if (feed) feed->watch->stop();
+      if (source && source->cancel) source->cancel();
+    }
   };
 
   Http2Connection(std::shared_ptr<HttpServer::Impl> impl, TlsStream stream,
@@ -361,8 +390,7 @@ int Http2Connection::on_stream_close(nghttp2_session*, std::int32_t id, std::uin
   // What the stream received and kwatch never took goes back to the connection's window.
   if (st.unconsumed > 0) nghttp2_session_consume_connection(self->session, st.unconsumed);
   // A watch ends with its stream (the client reset it, or its answer is done).
-  if (auto w = st.watch.lock()) w->stop();
-  if (st.cancel_source) st.cancel_source();
+  st.stop_producer();
   if (st.room) st.room->cancel();
   self->streams.erase(it);
   return 0;
@@ -556,7 +584,7 @@ void Http2Connection::wait_for_room_then_feed(const std::shared_ptr<Stream>& st)
 
 asio::awaitable<void> Http2Connection::pump_source(std::shared_ptr<Stream> st,
                                                    ApiResponse& response) {
-  st->cancel_source = response.body_source->cancel;
+  st->source = response.body_source;
   for (;;) {
     const bool room = co_await wait_for_room(*st);
     if (!room) co_return;
@@ -657,12 +685,10 @@ asio::awaitable<void> Http2Connection::serve(std::shared_ptr<Stream> st) {
       if (!response.watch || response.body_source) {
         st->room = std::make_unique<asio::steady_timer>(stream.get_executor());
       }
-      if (response.watch) st->watch = response.watch;
       submit_answer(*st, res, !head_only);
     }
     if (head_only) co_return;
-    ++impl->streams;
-    const std::shared_ptr<void> counted(nullptr, [i = impl](void*) { --i->streams; });
+    OpenStream counted(impl);
     append(*st, response.body);
     if (response.body_source) {
       co_await pump_source(st, response);
@@ -672,7 +698,7 @@ asio::awaitable<void> Http2Connection::serve(std::shared_ptr<Stream> st) {
       f->connection = weak_from_this();
       f->rendering = WatchRendering(response);
       f->pb = protobuf_batch_for(f->rendering);
-      f->counted = counted;
+      f->counted = std::move(counted);
       st->feed = std::move(f);
       feed_watch(st);
       co_return;
@@ -849,8 +875,7 @@ asio::awaitable<void> Http2Connection::run() {
   failed = true;
   for (auto& [id, st] : streams) {
     st->closed = true;
-    if (auto w = st->watch.lock()) w->stop();
-    if (st->cancel_source) st->cancel_source();
+    st->stop_producer();
     if (st->room) st->room->cancel();
   }
   streams.clear();

@@ -433,9 +433,9 @@ asio::awaitable<HttpServer::Impl::Exchange> HttpServer::Impl::serve_request(
   if (request.websocket) {
     request.websocket_protocol = std::string(req[http::field::sec_websocket_protocol]);
   }
-  // A request that may start a watch gets its strand on the delivery threads now, so that the
-  // session's channel and deadline are created there (a strand costs an allocation: only for
-  // targets that mention watching at all).
+  // A request that may start a watch gets its strand on the delivery threads now, so that its
+  // stream is written from there (a strand costs an allocation: only for targets that mention
+  // watching at all).
   if (delivery != nullptr && req.method() == http::verb::get &&
       req.target().find("watch") != beast::string_view::npos) {
     request.watch_executor = asio::make_strand(*delivery);
