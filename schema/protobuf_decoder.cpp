@@ -848,6 +848,46 @@ bool encode_message(const json::object& obj, const Message& message, Writer& w, 
 
 }  // namespace
 
+namespace {
+
+void collect_bytes(const Message& message, const json::object& obj,
+                   apimachinery::CborByteStrings& out, int depth) {
+  if (depth > 64) return;
+  for (const Field& f : message.fields) {
+    if (f.inline_fields) {
+      if (f.message != nullptr) collect_bytes(*f.message, obj, out, depth + 1);
+      continue;
+    }
+    const json::value* v = f.name.empty() ? nullptr : obj.if_contains(f.name);
+    if (v == nullptr) continue;
+    auto one = [&](const json::value& e, Kind kind) {
+      if (kind == Kind::bytes && e.is_string()) {
+        out.insert(&e);
+      } else if (kind == Kind::message && e.is_object() && f.message != nullptr) {
+        collect_bytes(*f.message, e.get_object(), out, depth + 1);
+      }
+    };
+    if (f.kind == Kind::map) {
+      if (!v->is_object()) continue;
+      for (const auto& kv : v->get_object()) one(kv.value(), f.map_value);
+    } else if (f.repeated) {
+      if (!v->is_array()) continue;
+      for (const auto& e : v->get_array()) one(e, f.kind);
+    } else {
+      one(*v, f.kind);
+    }
+  }
+}
+
+}  // namespace
+
+void collect_byte_strings(std::string_view api_version, std::string_view kind,
+                          const json::object& obj, apimachinery::CborByteStrings& out) {
+  if (const Message* message = schema().by_kind(api_version, kind)) {
+    collect_bytes(*message, obj, out, 0);
+  }
+}
+
 void write_zero_fields(std::string_view api_version, std::string_view kind, json::object& obj) {
   if (const Message* message = schema().by_kind(api_version, kind)) write_zero(*message, obj, 0);
 }

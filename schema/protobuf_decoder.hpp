@@ -12,6 +12,7 @@
 #pragma once
 
 #include "apimachinery/api_error.hpp"
+#include "apimachinery/cbor.hpp"
 
 #include <boost/json/object.hpp>
 
@@ -86,5 +87,12 @@ void omit_empty_fields(std::string_view api_version, std::string_view kind,
 // as they are. Members that are not objects where an object is expected are skipped.
 void write_zero_fields(std::string_view api_version, std::string_view kind,
                        boost::json::object& obj);
+
+// The strings of `obj` (an object of a built-in kind, as JSON) that hold Go []byte values,
+// base64 in JSON (a Secret's data, a ConfigMap's binaryData, a CertificateSigningRequest's
+// request), added to `out`: what kube's CBOR form writes as byte strings. Other kinds (custom
+// resources) have none.
+void collect_byte_strings(std::string_view api_version, std::string_view kind,
+                          const boost::json::object& obj, apimachinery::CborByteStrings& out);
 
 }  // namespace kwatch::schema

@@ -14,7 +14,7 @@ packages=(
   etcd-server etcd-client
   # The HA topology's load balancer (deploy/local-cluster, e2e.ha).
   haproxy
-  curl python3 python3-kubernetes python3-websocket python3-yaml python3-cryptography python3-protobuf
+  curl python3 python3-kubernetes python3-websocket python3-yaml python3-cryptography python3-protobuf python3-cbor2
   gnuplot-nox
   # The fuzz targets (scripts/fuzz.sh): clang 14 and its runtime libraries (libFuzzer, ASan,
   # UBSan), which clang only recommends.

@@ -173,20 +173,29 @@ asio::awaitable<ApiResponse> ApiHandler::serve_api(Exchange& ex) {
   // (not over WebSocket); a custom resource or another server's stream falls back to the next
   // form the client accepts. A write is done before its answer is encoded, so it is answered in
   // protobuf only when the client accepts another form too (Go's clients accept JSON as well):
-  // otherwise it is refused with 406 before anything is written, as before.
+  // otherwise it is refused with 406 before anything is written, as before. A CBOR answer is
+  // made likewise (after the endpoint, from its JSON), for every kind; only an answer that is not
+  // JSON (another server's) falls back.
   std::optional<OutputForm> fallback;
+  const auto binary = [](const std::optional<OutputForm>& f) {
+    return f && (f->representation == Representation::protobuf ||
+                 f->representation == Representation::cbor);
+  };
   if (seg.size() > gv_len) {
     form = negotiate_output(request.accept, false, !request.websocket);
-    if (form && form->representation == Representation::protobuf) {
+    if (binary(form)) {
       fallback = negotiate_output(request.accept, false, false);
-      if (!fallback && !ex.get()) form = std::nullopt;
+      // Every JSON answer has a CBOR form; not every one a protobuf form.
+      if (!fallback && !ex.get() && form->representation == Representation::protobuf) {
+        form = std::nullopt;
+      }
       ex.route.form = fallback.value_or(OutputForm{});  // what is served before encoding
     }
   } else if (auto representation = negotiate(request.accept, false)) {
     form = OutputForm{*representation};
   }
   if (!form) co_return error_response(not_acceptable());
-  if (form->representation != Representation::protobuf) ex.route.form = *form;
+  if (!binary(form)) ex.route.form = *form;
   const bool get = ex.get();
   ApiResponse response;
   // Remote APIServices' groups join discovery (the group/version documents below them are the
@@ -234,6 +243,15 @@ asio::awaitable<ApiResponse> ApiHandler::serve_api(Exchange& ex) {
   } else if (form->representation == Representation::protobuf && !as_protobuf(response) &&
              response.status < 400) {
     // Not one built-in object: the next form the client accepts, or kube's 406.
+    if (!fallback) co_return error_response(not_acceptable());
+    form = fallback;
+  } else if (form->representation == Representation::cbor && response.streaming &&
+             !response.body_source && ex.route.info &&
+             as_cbor_watch_events(response.body, *ex.route.info)) {
+    response.cbor_watch = ex.route.info;
+  } else if (form->representation == Representation::cbor &&
+             (response.streaming || !as_cbor(response)) && response.status < 400) {
+    // Another server's stream or answer: the next form the client accepts, or kube's 406.
     if (!fallback) co_return error_response(not_acceptable());
     form = fallback;
   }
@@ -341,7 +359,7 @@ asio::awaitable<ApiResponse> ApiHandler::handle_resource(const ApiRequest& reque
   if (route.subresource == "binding") co_return co_await serve_binding(request, url, route);
   if (route.subresource == "eviction") co_return co_await serve_eviction(request, url, route);
   if (route.subresource == "token") co_return co_await serve_token_request(request, route);
-  if (m == "GET" || m == "HEAD") co_return co_await serve_read(request, url, route);
+  if (m == "GET" || m == "HEAD") co_return co_await serve_read(url, route);
   if (m == "POST") co_return co_await serve_create(request, url, route);
   if (m == "PUT") co_return co_await serve_update(request, url, route);
   if (m == "PATCH") co_return co_await serve_patch(request, url, route);

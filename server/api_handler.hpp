@@ -204,8 +204,7 @@ class ApiHandler {
   boost::asio::awaitable<ApiResponse> handle_resource(const ApiRequest& request, const Url& url,
                                                       Route& route);
   // One per verb, and per subresource with its own handling.
-  boost::asio::awaitable<ApiResponse> serve_read(const ApiRequest& request, const Url& url,
-                                                 Route& route);
+  boost::asio::awaitable<ApiResponse> serve_read(const Url& url, Route& route);
   boost::asio::awaitable<ApiResponse> serve_create(const ApiRequest& request, const Url& url,
                                                    Route& route);
   boost::asio::awaitable<ApiResponse> serve_update(const ApiRequest& request, const Url& url,
@@ -234,8 +233,7 @@ class ApiHandler {
   // A connect (all but log) is judged by admission first, on its options, as kube does.
   boost::asio::awaitable<ApiResponse> serve_without_kubelet(const Url& url, Route& route,
                                                             const kinds::Subresource& sub);
-  boost::asio::awaitable<ApiResponse> serve_watch(const ApiRequest& request, const Url& url,
-                                                  const Route& route);
+  boost::asio::awaitable<ApiResponse> serve_watch(const Url& url, const Route& route);
   // A page of a list the cache answered (registry/cached_reads.hpp), its items written from the
   // cache's buffers: the continue token when more remain; the Table or metadata-only rendering
   // when asked for.

@@ -123,11 +123,12 @@ asio::awaitable<ApiResponse> ApiHandler::serve_audited(ApiRequest request) {
 asio::awaitable<ApiResponse> ApiHandler::serve(ApiRequest request, AuditEvent* audit) {
   const auto start = std::chrono::steady_clock::now();
   // A refusal before the endpoint is a Status in the form the client negotiates, as kube's
-  // filters answer (client-go's protobuf clients read a protobuf Status).
+  // filters answer (client-go's protobuf and CBOR clients read a Status in their form).
   auto refusal = [&request](const apimachinery::ApiError& error) {
     ApiResponse r = error_response(error);
     const auto form = negotiate_output(request.accept, false, true);
     if (form && form->representation == Representation::protobuf) as_protobuf(r);
+    if (form && form->representation == Representation::cbor) as_cbor(r);
     return r;
   };
   auto url = parse_url(request.target);

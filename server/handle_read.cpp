@@ -140,15 +140,14 @@ std::function<watch::ObjectPtr(const watch::ObjectPtr&)> table_converter(
 
 // GET: a watch, a list or one object, from the cache when it may answer
 // (registry/cached_reads.hpp), else from storage.
-asio::awaitable<ApiResponse> ApiHandler::serve_read(const ApiRequest& request, const Url& url,
-                                                    Route& route) {
+asio::awaitable<ApiResponse> ApiHandler::serve_read(const Url& url, Route& route) {
   const ResourceInfo& info = *route.info;
   const bool named = !route.name.empty();
   if (!named) {
     const bool watch = route.watch_prefix || truthy(url.param("watch"));
     if (watch) {
       route.verb = "watch";
-      co_return co_await serve_watch(request, url, route);
+      co_return co_await serve_watch(url, route);
     }
     route.verb = "list";
     auto q = registry::compile_list_query(info, list_query(url));
@@ -163,7 +162,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_read(const ApiRequest& request, c
   }
   if (route.watch_prefix || truthy(url.param("watch"))) {
     route.verb = "watch";
-    co_return co_await serve_watch(request, url, route);
+    co_return co_await serve_watch(url, route);
   }
   route.verb = "get";
   if (cachers_) {
@@ -178,8 +177,7 @@ asio::awaitable<ApiResponse> ApiHandler::serve_read(const ApiRequest& request, c
   co_return render(route, std::move(got), 200);
 }
 
-asio::awaitable<ApiResponse> ApiHandler::serve_watch(const ApiRequest& request, const Url& url,
-                                                     const Route& route) {
+asio::awaitable<ApiResponse> ApiHandler::serve_watch(const Url& url, const Route& route) {
   const ResourceInfo& info = *route.info;
   if (refusing_watches_ || !cachers_) {
     co_return error_response(refusing_watches_ ? shutting_down()

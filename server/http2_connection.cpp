@@ -158,7 +158,7 @@ struct Http2Connection : std::enable_shared_from_this<Http2Connection> {
       // Whose strand the session's wake-up posts to (read from the waking thread: set once).
       std::weak_ptr<Http2Connection> connection;
       WatchRendering rendering;
-      std::unique_ptr<ProtobufBatch> pb;
+      std::unique_ptr<EncodedBatch> pb;
       OpenStream counted;
       bool done = false;              // the watch ended: what is left goes, then the stream ends
       std::chrono::steady_clock::time_point room_by{};  // the write timeout of a wait for room
@@ -676,7 +676,8 @@ asio::awaitable<void> Http2Connection::serve(std::shared_ptr<Stream> st) {
       res.set(http::field::server, "kwatch");
       std::string type = response.protobuf_watch
                              ? "application/vnd.kubernetes.protobuf;stream=watch"
-                             : response.content_type;
+                         : response.cbor_watch ? std::string(apimachinery::kCborSequenceMediaType)
+                                               : response.content_type;
       if (response.body_source && response.content_type.empty()) type.clear();
       if (!type.empty()) res.set(http::field::content_type, type);
       if (!response.body_source) res.set(http::field::cache_control, "no-cache, private");
@@ -697,7 +698,7 @@ asio::awaitable<void> Http2Connection::serve(std::shared_ptr<Stream> st) {
       f->watch = std::move(response.watch);
       f->connection = weak_from_this();
       f->rendering = WatchRendering(response);
-      f->pb = protobuf_batch_for(f->rendering);
+      f->pb = encoded_batch_for(f->rendering);
       f->counted = std::move(counted);
       st->feed = std::move(f);
       feed_watch(st);

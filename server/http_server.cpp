@@ -328,7 +328,7 @@ void append_frames(std::vector<asio::const_buffer>& out,
   }
 }
 
-bool append_protobuf_frames(std::vector<asio::const_buffer>& out, ProtobufBatch& batch,
+bool append_protobuf_frames(std::vector<asio::const_buffer>& out, EncodedBatch& batch,
                             const std::vector<watch::WatchFrame>& frames) {
   batch.heads.clear();
   batch.ends.clear();
@@ -367,24 +367,59 @@ bool append_protobuf_frames(std::vector<asio::const_buffer>& out, ProtobufBatch&
   return true;
 }
 
-std::unique_ptr<ProtobufBatch> protobuf_batch_for(const WatchRendering& rendering) {
-  if (!rendering.protobuf_watch) return nullptr;
-  auto pb = std::make_unique<ProtobufBatch>();
-  pb->api_version = rendering.protobuf_watch->api_version();
-  pb->kind = rendering.protobuf_watch->kind;
+bool append_cbor_frames(std::vector<asio::const_buffer>& out, EncodedBatch& batch,
+                        const std::vector<watch::WatchFrame>& frames) {
+  batch.heads.clear();
+  batch.ends.clear();
+  batch.held.clear();
+  for (const auto& f : frames) {
+    std::shared_ptr<const std::string> object;
+    if (f.type == watch::EventType::error) {
+      // The Status the watch ends with, once per watcher.
+      auto parsed = apimachinery::parse_json(f.object->json);
+      std::string status;
+      if (!parsed || !apimachinery::append_cbor(status, *parsed)) return false;
+      object = std::make_shared<const std::string>(std::move(status));
+    } else {
+      object = cbor_message(f.object, batch.api_version, batch.kind);
+    }
+    if (!object) return false;
+    batch.heads += cbor_watch_event_head(watch::event_type_name(f.type));
+    batch.ends.push_back(batch.heads.size());
+    batch.held.push_back(std::move(object));
+  }
+  std::size_t begin = 0;
+  for (std::size_t i = 0; i < batch.held.size(); ++i) {
+    out.emplace_back(batch.heads.data() + begin, batch.ends[i] - begin);
+    out.emplace_back(batch.held[i]->data(), batch.held[i]->size());
+    begin = batch.ends[i];
+  }
+  return true;
+}
+
+std::unique_ptr<EncodedBatch> encoded_batch_for(const WatchRendering& rendering) {
+  const auto& info = rendering.protobuf_watch ? rendering.protobuf_watch : rendering.cbor_watch;
+  if (!info) return nullptr;
+  auto pb = std::make_unique<EncodedBatch>();
+  pb->cbor = !rendering.protobuf_watch;
+  pb->api_version = info->api_version();
+  pb->kind = info->kind;
   return pb;
 }
 
 bool append_watch_batch(std::vector<asio::const_buffer>& out, const WatchRendering& rendering,
-                        ProtobufBatch* pb, std::vector<watch::WatchFrame>& frames) {
+                        EncodedBatch* pb, std::vector<watch::WatchFrame>& frames) {
   convert_frames(rendering, frames);
   if (pb == nullptr) {
     append_frames(out, frames);
     return true;
   }
-  if (append_protobuf_frames(out, *pb, frames)) return true;
-  spdlog::warn("a watch of {} ends: an object has no protobuf form",
-               rendering.protobuf_watch->resource);
+  if (pb->cbor ? append_cbor_frames(out, *pb, frames) : append_protobuf_frames(out, *pb, frames)) {
+    return true;
+  }
+  spdlog::warn("a watch of {} ends: an object has no {} form",
+               (rendering.protobuf_watch ? rendering.protobuf_watch : rendering.cbor_watch)->resource,
+               pb->cbor ? "CBOR" : "protobuf");
   return false;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "base/gzip.hpp"
+#include "apimachinery/cbor.hpp"
 #include "base/task_failure.hpp"
 #include "server/gathered_body.hpp"
 #include "server/http_server.hpp"
@@ -145,17 +146,19 @@ asio::awaitable<void> guard_writes(
 }
 
 // How a watch's frames are written: converted first when it asked for another rendering
-// (kubectl's Table), then in kube's protobuf form or as JSON. What a streaming transport keeps
+// (kubectl's Table), then in kube's protobuf or CBOR form, or as JSON. What a streaming transport keeps
 // of the response for the watch's life (not the whole ApiResponse).
 struct WatchRendering {
   WatchRendering() = default;
   explicit WatchRendering(const ApiResponse& response)
       : convert(response.convert),
         convert_bookmarks(response.convert_bookmarks),
-        protobuf_watch(response.protobuf_watch) {}
+        protobuf_watch(response.protobuf_watch),
+        cbor_watch(response.cbor_watch) {}
   decltype(ApiResponse::convert) convert;
   bool convert_bookmarks = false;
   decltype(ApiResponse::protobuf_watch) protobuf_watch;
+  decltype(ApiResponse::cbor_watch) cbor_watch;
 };
 
 // Watches that asked for another rendering (kubectl's Table) get each object converted; the
@@ -165,9 +168,10 @@ void convert_frames(const WatchRendering& rendering, std::vector<watch::WatchFra
 // The buffers of a batch of frames: type prefix, the shared object JSON, suffix. No copies.
 void append_frames(std::vector<asio::const_buffer>& out,
                    const std::vector<watch::WatchFrame>& frames);
-// What a protobuf watch (ApiResponse::protobuf_watch) keeps: its kind's apiVersion and kind,
-// and the heads and messages of the batch being written.
-struct ProtobufBatch {
+// What a protobuf or CBOR watch (ApiResponse::protobuf_watch, cbor_watch) keeps: its kind's
+// apiVersion and kind, and the heads and messages of the batch being written.
+struct EncodedBatch {
+  bool cbor = false;
   std::string api_version;
   std::string_view kind;  // the ResourceInfo's, which the response holds
   std::string heads;
@@ -177,15 +181,19 @@ struct ProtobufBatch {
 // The frames in kube's protobuf watch form: per frame its head (made into `batch.heads`), the
 // object's shared message, then the suffix. false when an object has no protobuf form: the
 // watch then ends, and the client watches again.
-bool append_protobuf_frames(std::vector<asio::const_buffer>& out, ProtobufBatch& batch,
+bool append_protobuf_frames(std::vector<asio::const_buffer>& out, EncodedBatch& batch,
                             const std::vector<watch::WatchFrame>& frames);
-// What a watch keeps between batches when it streams protobuf (null: a JSON watch).
-std::unique_ptr<ProtobufBatch> protobuf_batch_for(const WatchRendering& rendering);
+// The frames as kube's CBOR watch events (`application/cbor-seq`): per frame its head (made
+// into `batch.heads`), then the object's shared CBOR. false when an object has none.
+bool append_cbor_frames(std::vector<asio::const_buffer>& out, EncodedBatch& batch,
+                        const std::vector<watch::WatchFrame>& frames);
+// What a watch keeps between batches when it streams protobuf or CBOR (null: a JSON watch).
+std::unique_ptr<EncodedBatch> encoded_batch_for(const WatchRendering& rendering);
 // One batch of a watch's frames in its form, converted first when it asked for another
-// rendering (convert_frames), appended to `out`; false when an object has no protobuf form
-// (logged: the watch then ends). `pb`: protobuf_batch_for's.
+// rendering (convert_frames), appended to `out`; false when an object has no protobuf or CBOR
+// form (logged: the watch then ends). `pb`: encoded_batch_for's.
 bool append_watch_batch(std::vector<asio::const_buffer>& out, const WatchRendering& rendering,
-                        ProtobufBatch* pb, std::vector<watch::WatchFrame>& frames);
+                        EncodedBatch* pb, std::vector<watch::WatchFrame>& frames);
 
 inline constexpr std::size_t kReadChunk = 4096;
 
@@ -748,11 +756,13 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
     for (const auto& [name, value] : response.headers) head += name + ": " + value + "\r\n";
     head += "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
     fixed_head = head;
-  } else if (!response.headers.empty() || response.protobuf_watch) {
+  } else if (!response.headers.empty() || response.protobuf_watch || response.cbor_watch) {
     head = fixed_head.substr(0, fixed_head.size() - 2);
-    if (response.protobuf_watch) {
+    if (response.protobuf_watch || response.cbor_watch) {
       static constexpr std::string_view kJson = "application/json";
-      head.replace(head.find(kJson), kJson.size(), "application/vnd.kubernetes.protobuf;stream=watch");
+      head.replace(head.find(kJson), kJson.size(),
+                   response.cbor_watch ? apimachinery::kCborSequenceMediaType
+                                       : "application/vnd.kubernetes.protobuf;stream=watch");
     }
     for (const auto& [name, value] : response.headers) head += name + ": " + value + "\r\n";
     head += "\r\n";
@@ -798,7 +808,7 @@ asio::awaitable<void> HttpServer::Impl::stream_chunked(Stream& stream,
     std::vector<watch::WatchFrame> frames;
     // A protobuf watch's batch (a JSON watch, most of them, keeps only the pointer).
     const WatchRendering rendering(response);
-    const std::unique_ptr<ProtobufBatch> pb = protobuf_batch_for(rendering);
+    const std::unique_ptr<EncodedBatch> pb = encoded_batch_for(rendering);
     char chunk_header[24];
     // From here a stalled client is cut off by the write guard, not by per-write deadlines.
     StreamOps<Stream>::expires_never(stream);

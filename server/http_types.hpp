@@ -97,6 +97,9 @@ struct ApiResponse {
   // A watch streamed in kube's protobuf form (length-prefixed WatchEvents) of this resource's
   // kind and version; null: JSON lines. Each object's message is made once and shared.
   std::shared_ptr<const kinds::ResourceInfo> protobuf_watch;
+  // A watch streamed in kube's CBOR form (`application/cbor-seq`: one self-described item per
+  // event) of this resource's objects; null: not CBOR. Each object's CBOR is made once and shared.
+  std::shared_ptr<const kinds::ResourceInfo> cbor_watch;
   // Held until the response has been sent (a watch: until its stream ends), then released: the
   // audit log's ResponseComplete stage of a long-running request.
   std::shared_ptr<void> on_sent;

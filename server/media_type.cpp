@@ -216,19 +216,26 @@ bool fits(const MediaRange& r, Representation rep) {
   if (rep == Representation::protobuf) {
     return r.type == "application" && r.subtype == "vnd.kubernetes.protobuf";
   }
+  if (rep == Representation::cbor) {
+    return r.type == "application" && (r.subtype == "cbor" || r.subtype == "cbor-seq");
+  }
   if (r.type == "*" && r.subtype == "*") return true;
   if (r.type != "application") return false;
   return r.subtype == "*" || r.subtype == (rep == Representation::json ? "json" : "yaml");
 }
 
 constexpr Representation kRepresentations[] = {Representation::json, Representation::yaml,
-                                               Representation::protobuf};
+                                               Representation::protobuf, Representation::cbor};
+
+bool binary(Representation rep) {
+  return rep == Representation::protobuf || rep == Representation::cbor;
+}
 
 // The form range `r` asks of representation `rep`, or nullopt when kwatch cannot make it.
 std::optional<OutputForm> form_of(const MediaRange& r, Representation rep) {
   OutputForm form;
   form.representation = rep;
-  if (rep == Representation::protobuf) {
+  if (binary(rep)) {
     for (const char* p : {"as", "g", "v", "stream"}) {
       if (auto value = r.param(p); value && !value->empty()) return std::nullopt;
     }
@@ -269,7 +276,7 @@ std::optional<Representation> negotiate(std::string_view accept, bool stream) {
   for (const MediaRange& r : parse_accept(accept)) {
     if (r.q <= 0) continue;
     for (Representation rep : kRepresentations) {
-      if ((rep == Representation::yaml && stream) || rep == Representation::protobuf) continue;
+      if ((rep == Representation::yaml && stream) || binary(rep)) continue;
       if (fits(r, rep)) return rep;
     }
   }
@@ -277,13 +284,13 @@ std::optional<Representation> negotiate(std::string_view accept, bool stream) {
 }
 
 std::optional<OutputForm> negotiate_output(std::string_view accept, bool stream,
-                                           bool protobuf) {
+                                           bool binary_forms) {
   if (trim(accept).empty()) return OutputForm{};
   for (const MediaRange& r : parse_accept(accept)) {
     if (r.q <= 0) continue;
     for (Representation rep : kRepresentations) {
       if (rep == Representation::yaml && stream) continue;
-      if (rep == Representation::protobuf && (stream || !protobuf)) continue;
+      if (binary(rep) && (stream || !binary_forms)) continue;
       if (!fits(r, rep)) continue;
       if (auto form = form_of(r, rep)) return form;
     }

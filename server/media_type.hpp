@@ -12,8 +12,9 @@
 
 namespace kwatch::server {
 
-// protobuf: kube's `application/vnd.kubernetes.protobuf`, so far for one built-in object's GET.
-enum class Representation { json, yaml, protobuf };
+// protobuf: kube's `application/vnd.kubernetes.protobuf` (built-in kinds); cbor: kube's
+// `application/cbor` (every kind; its watches `application/cbor-seq`).
+enum class Representation { json, yaml, protobuf, cbor };
 
 // The first media range of `accept` kwatch can answer with (`application/json` with any
 // parameters, `application/yaml`, `application/*`, `*/*`; no header means JSON), ranges taken in
@@ -43,10 +44,11 @@ struct OutputForm {
 // (q=0 refuses), each tried against JSON, then YAML; a range fits when its `as`/`g`/`v` name a
 // form kwatch can make (Table, PartialObjectMetadata or PartialObjectMetadataList in
 // meta.k8s.io v1 or v1beta1), its `stream` is empty or `watch` (JSON only) and its `sv` empty or
-// v1. A stream (a watch) has no YAML form. `protobuf`: a range naming kube's protobuf type fits
-// too (without `as`, `g`, `v` or `stream`). nullopt when no range fits: a 406.
+// v1. A stream (a watch) has no YAML form. `binary`: a range naming kube's protobuf type, or
+// `application/cbor` (or `application/cbor-seq`), fits too (without `as`, `g`, `v` or
+// `stream`). nullopt when no range fits: a 406.
 std::optional<OutputForm> negotiate_output(std::string_view accept, bool stream,
-                                           bool protobuf = false);
+                                           bool binary = false);
 
 // `json` (compact, as kwatch writes it) indented as Go's json.MarshalIndent(v, "", "  ") writes
 // it: two spaces per level, ": " after names, `{}` and `[]` when empty; no final newline.

@@ -1,6 +1,7 @@
 #include "server/responses.hpp"
 
 #include "schema/protobuf_decoder.hpp"
+#include "apimachinery/cbor.hpp"
 
 #include "apimachinery/status.hpp"
 #include "apimachinery/stored_json.hpp"
@@ -222,6 +223,169 @@ bool as_protobuf(ApiResponse& response) {
     response.body = std::move(*bytes);
   }
   response.content_type = std::string(schema::kProtobufMediaType);
+  return true;
+}
+
+namespace {
+
+const std::shared_ptr<const std::string>& no_cbor() {
+  static const auto none = std::make_shared<const std::string>();
+  return none;
+}
+
+// `obj` in CBOR (no tag), its []byte fields as byte strings when it is of a built-in kind.
+std::optional<std::string> object_cbor(const json::object& obj, std::string_view api_version,
+                                       std::string_view kind) {
+  apimachinery::CborByteStrings bytes;
+  schema::collect_byte_strings(api_version, kind, obj, bytes);
+  std::string out;
+  if (!apimachinery::append_cbor(out, json::value(obj), &bytes)) return std::nullopt;
+  return out;
+}
+
+std::optional<std::string> document_cbor(const json::value& v) {
+  std::string out(apimachinery::kCborSelfDescribed);
+  apimachinery::CborByteStrings bytes;
+  const json::object* obj = v.if_object();
+  auto name = [&](std::string_view key) -> std::string_view {
+    const json::value* m = obj != nullptr ? obj->if_contains(key) : nullptr;
+    return m != nullptr && m->is_string() ? std::string_view(m->get_string()) : std::string_view();
+  };
+  const std::string_view api_version = name("apiVersion");
+  const std::string_view kind = name("kind");
+  const json::value* items = obj != nullptr ? obj->if_contains("items") : nullptr;
+  if (items != nullptr && items->is_array() && kind.size() > 4 && kind.ends_with("List")) {
+    for (const auto& item : items->get_array()) {
+      if (item.is_object()) {
+        schema::collect_byte_strings(api_version, kind.substr(0, kind.size() - 4),
+                                     item.get_object(), bytes);
+      }
+    }
+  } else if (obj != nullptr) {
+    schema::collect_byte_strings(api_version, kind, *obj, bytes);
+  }
+  if (!apimachinery::append_cbor(out, v, &bytes)) return std::nullopt;
+  return out;
+}
+
+// A list served from the cache in CBOR: the frame's members (head and tail, no items) in kube's
+// order, `items` written from each object's kept CBOR.
+bool cached_list_as_cbor(ApiResponse& response) {
+  auto frame = parse_object(response.body + response.tail);
+  if (!frame) return false;
+  const json::value* v = frame->if_contains("apiVersion");
+  const json::value* k = frame->if_contains("kind");
+  if (v == nullptr || k == nullptr || !v->is_string() || !k->is_string()) return false;
+  const std::string_view kind = k->get_string();
+  if (kind.size() <= 4 || !kind.ends_with("List")) return false;
+  const std::string_view item_kind = kind.substr(0, kind.size() - 4);
+  std::vector<std::shared_ptr<const std::string>> held;
+  held.reserve(response.items.size());
+  for (const auto& item : response.items) {
+    auto m = cbor_message(item, v->get_string(), item_kind);
+    if (!m) return false;
+    held.push_back(std::move(m));
+  }
+  // The frame's entries in their encoded keys' order (apimachinery/cbor.hpp), `items` among them.
+  if (!frame->contains("items")) frame->emplace("items", json::array());
+  std::vector<const json::key_value_pair*> entries;
+  for (const auto& kv : *frame) entries.push_back(&kv);
+  std::sort(entries.begin(), entries.end(), [](const auto* a, const auto* b) {
+    return apimachinery::cbor_key_less(a->key(), b->key());
+  });
+  std::string out(apimachinery::kCborSelfDescribed);
+  apimachinery::append_cbor_head(out, 5, entries.size());
+  for (const auto* kv : entries) {
+    const std::string_view key = kv->key();
+    apimachinery::append_cbor_head(out, 2, key.size());
+    out += key;
+    if (key == "items") {
+      apimachinery::append_cbor_head(out, 4, held.size());
+      for (const auto& m : held) out += *m;
+    } else if (!apimachinery::append_cbor(out, kv->value())) {
+      return false;
+    }
+  }
+  response.body = std::move(out);
+  response.items.clear();
+  response.tail.clear();
+  return true;
+}
+
+}  // namespace
+
+std::shared_ptr<const std::string> cbor_message(const watch::ObjectPtr& object,
+                                                std::string_view api_version,
+                                                std::string_view kind) {
+  auto done = object->cbor.load(std::memory_order_acquire);
+  if (!done) {
+    std::optional<std::string> bytes;
+    if (auto parsed = parse_object(object->json)) bytes = object_cbor(*parsed, api_version, kind);
+    done = bytes ? std::make_shared<const std::string>(std::move(*bytes)) : no_cbor();
+    // Readers on several threads may race to make it: each gets a correct one, one is kept.
+    object->cbor.store(done, std::memory_order_release);
+  }
+  return done == no_cbor() ? nullptr : done;
+}
+
+std::string cbor_watch_event_head(std::string_view type) {
+  std::string out(apimachinery::kCborSelfDescribed);
+  apimachinery::append_cbor_head(out, 5, 2);
+  // "type" (4 bytes) sorts before "object" (6).
+  apimachinery::append_cbor_head(out, 2, 4);
+  out += "type";
+  apimachinery::append_cbor_head(out, 2, type.size());
+  out += type;
+  apimachinery::append_cbor_head(out, 2, 6);
+  out += "object";
+  out += apimachinery::kCborSelfDescribed;
+  return out;
+}
+
+bool as_cbor_watch_events(std::string& body, const kinds::ResourceInfo& info) {
+  std::string out;
+  const std::string api_version = info.api_version();
+  std::string_view rest = body;
+  while (!rest.empty()) {
+    const std::size_t end = rest.find('\n');
+    const std::string_view line = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+    if (line.empty()) continue;
+    auto event = parse_object(line);
+    if (!event) return false;
+    const json::value* type = event->if_contains("type");
+    const json::value* object = event->if_contains("object");
+    if (type == nullptr || !type->is_string() || object == nullptr || !object->is_object()) {
+      return false;
+    }
+    auto cbor = object_cbor(object->get_object(), api_version, info.kind);
+    if (!cbor) return false;
+    out += cbor_watch_event_head(type->get_string());
+    out += *cbor;
+  }
+  body = std::move(out);
+  return true;
+}
+
+bool as_cbor(ApiResponse& response) {
+  if (response.streaming || response.body_source ||
+      response.content_type.rfind("application/json", 0) != 0) {
+    return false;
+  }
+  if (!response.items.empty()) {
+    if (!cached_list_as_cbor(response)) return false;
+  } else {
+    json::parse_options options;
+    options.max_depth = apimachinery::kMaxJsonDepth + 2;
+    boost::system::error_code ec;
+    auto parsed = json::parse(response.body + response.tail, ec, {}, options);
+    if (ec) return false;
+    auto bytes = document_cbor(parsed);
+    if (!bytes) return false;
+    response.body = std::move(*bytes);
+    response.tail.clear();
+  }
+  response.content_type = std::string(apimachinery::kCborMediaType);
   return true;
 }
 

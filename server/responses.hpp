@@ -54,6 +54,29 @@ std::shared_ptr<const std::string> protobuf_message(
     const std::shared_ptr<const watch::CachedObject>& object,
     std::string_view api_version, std::string_view kind);
 
+// A JSON answer in kube's CBOR form (apimachinery/cbor.hpp, `application/cbor`): an object (a
+// built-in kind's []byte fields as byte strings), a list (a cached list's items each encoded
+// once, then shared by every reader: CachedObject::cbor), a Status, any other JSON document.
+// false, the answer left as it is, for a stream or an answer that is not JSON.
+bool as_cbor(ApiResponse& response);
+
+// `body`'s watch events (JSON lines, e.g. the ERROR a stale version starts with) as kube's CBOR
+// watch events of `info`'s objects (each a self-described item); false, `body` left as it is,
+// when one is not JSON.
+bool as_cbor_watch_events(std::string& body, const kinds::ResourceInfo& info);
+
+// The CBOR form of a cached object of kind `kind` in `api_version` (no self-described tag),
+// made by the first reader that asks and then kept with the object; null when its JSON does not
+// parse or a []byte field is not base64.
+std::shared_ptr<const std::string> cbor_message(
+    const std::shared_ptr<const watch::CachedObject>& object,
+    std::string_view api_version, std::string_view kind);
+
+// The start of one CBOR watch event of type `type` (e.g. "ADDED"): the self-described tag, a
+// map of two entries, `type` and the `object` key with the object's own self-described tag;
+// the object's CBOR follows.
+std::string cbor_watch_event_head(std::string_view type);
+
 // A JSON answer (a cached list's items included) as YAML.
 void as_yaml(ApiResponse& response);
 // A JSON answer indented as kube-apiserver's pretty printer writes it (indent_json), for

@@ -62,6 +62,9 @@ struct CachedObject {
   // Its protobuf message (kube's generated.proto, no envelope), made likewise by the first
   // reader that asks for protobuf (server/responses.hpp); empty when it has none.
   mutable std::atomic<std::shared_ptr<const std::string>> protobuf;
+  // Its CBOR form (apimachinery/cbor.hpp, no self-described tag), made likewise by the first
+  // reader that asks for CBOR.
+  mutable std::atomic<std::shared_ptr<const std::string>> cbor;
 
   // Only `make` constructs one, in storage it sized for the text.
   struct Made;

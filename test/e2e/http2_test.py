@@ -8,6 +8,7 @@ Usage: http2_test.py <path to kwatch-apiserver>
 Needs python3-h2 (Debian); skips without it.
 """
 import gzip
+import io
 import json
 import os
 import select
@@ -17,6 +18,8 @@ import struct
 import subprocess
 import sys
 import time
+
+import cbor2
 
 from harness import SKIP, Checks, Server, TempDir, configmap, wait_for
 
@@ -296,6 +299,9 @@ def check_watches(t, server, port):
     # One more in kube's protobuf watch form (client-go's typed watches ask for it).
     pbw = c.request("GET", f"/api/v1/namespaces/w2/configmaps?watch=1&resourceVersion={rv}",
                     headers=[("accept", "application/vnd.kubernetes.protobuf, application/json")])
+    # And one in kube's CBOR form (application/cbor-seq: a self-described item per event).
+    cbw = c.request("GET", f"/api/v1/namespaces/w2/configmaps?watch=1&resourceVersion={rv}",
+                    headers=[("accept", "application/cbor")])
     writer = H2(port)
     count = 20
     for i in range(count):
@@ -333,6 +339,21 @@ def check_watches(t, server, port):
             len(named) >= count and all(f.startswith(b"\x0a") for f in frames) and
             -1 not in positions and positions == sorted(positions),
             f"{c.streams[pbw]['headers']} {len(frames)} frames, positions {positions[:5]}")
+
+    c.wait(lambda: c.streams[cbw]["data"].count(b"e-") >= count, what="the CBOR watch's events")
+    decoder = cbor2.CBORDecoder(io.BytesIO(bytes(c.streams[cbw]["data"])))
+    items = []
+    while True:
+        try:
+            items.append(decoder.decode())
+        except (cbor2.CBORDecodeEOF, EOFError):
+            break
+    names = [e.get(b"object", {}).get(b"metadata", {}).get(b"name", b"").decode()
+             for e in items if isinstance(e, dict)]
+    t.check("a CBOR watch over HTTP/2: application/cbor-seq, every event in order",
+            c.streams[cbw]["headers"].get("content-type") == "application/cbor-seq" and
+            [n for n in names if n.startswith("e-")] == [f"e-{i}" for i in range(count)],
+            f"{c.streams[cbw]['headers']} {names[:5]}")
 
     # A reset ends that watch only: the others see the next event, the server's watchers drop.
     def watchers():

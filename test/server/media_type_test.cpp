@@ -42,6 +42,24 @@ TEST(MediaType, ProtobufOnlyWhenNamedAndAllowed) {
   EXPECT_FALSE(negotiate(pb, false));
 }
 
+// CBOR likewise: `application/cbor` (or a watch's `application/cbor-seq`) named, allowed (not
+// over WebSocket), no transform; documents with one form (discovery) never answer it.
+TEST(MediaType, CborOnlyWhenNamedAndAllowed) {
+  for (const std::string cbor : {"application/cbor", "application/cbor-seq", "APPLICATION/CBOR"}) {
+    auto form = negotiate_output(cbor, false, true);
+    ASSERT_TRUE(form) << cbor;
+    EXPECT_EQ(form->representation, Representation::cbor) << cbor;
+    EXPECT_FALSE(negotiate_output(cbor, false, false)) << cbor << ": not allowed, a 406";
+    EXPECT_FALSE(negotiate(cbor, false)) << cbor;
+  }
+  EXPECT_FALSE(negotiate_output("application/cbor;as=Table;g=meta.k8s.io;v=v1", false, true));
+  EXPECT_EQ(negotiate_output("application/cbor;q=0.5, application/json", false, true)
+                ->representation,
+            Representation::json);
+  EXPECT_EQ(negotiate_output("*/*", false, true)->representation, Representation::json);
+  EXPECT_FALSE(negotiate_output("application/cbor-sequence", false, true));
+}
+
 TEST(MediaType, RangesAreTriedInTheOrderOfTheirQuality) {
   EXPECT_EQ(negotiate("application/json;q=0.5, application/yaml", false), Representation::yaml);
   EXPECT_EQ(negotiate("application/yaml;q=0.9, application/json;q=0.95", false),

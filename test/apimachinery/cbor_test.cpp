@@ -1,0 +1,112 @@
+#include "apimachinery/cbor.hpp"
+
+#include <boost/json/parse.hpp>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <string_view>
+
+namespace kwatch::apimachinery {
+namespace {
+
+namespace json = boost::json;
+
+std::string hex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (const unsigned char c : bytes) {
+    out += kDigits[c >> 4];
+    out += kDigits[c & 15];
+  }
+  return out;
+}
+
+std::string cbor_of(const json::value& v, const CborByteStrings* bytes = nullptr) {
+  std::string out;
+  EXPECT_TRUE(append_cbor(out, v, bytes));
+  return hex(out);
+}
+
+// RFC 8949 Appendix A's examples of integers and simple values.
+TEST(Cbor, IntegersTakeTheirShortestHead) {
+  EXPECT_EQ(cbor_of(0), "00");
+  EXPECT_EQ(cbor_of(23), "17");
+  EXPECT_EQ(cbor_of(24), "1818");
+  EXPECT_EQ(cbor_of(100), "1864");
+  EXPECT_EQ(cbor_of(1000), "1903e8");
+  EXPECT_EQ(cbor_of(1000000), "1a000f4240");
+  EXPECT_EQ(cbor_of(1000000000000), "1b000000e8d4a51000");
+  EXPECT_EQ(cbor_of(json::value(18446744073709551615ULL)), "1bffffffffffffffff");
+  EXPECT_EQ(cbor_of(-1), "20");
+  EXPECT_EQ(cbor_of(-10), "29");
+  EXPECT_EQ(cbor_of(-100), "3863");
+  EXPECT_EQ(cbor_of(-1000), "3903e7");
+  EXPECT_EQ(cbor_of(json::value(INT64_MIN)), "3b7fffffffffffffff");
+  EXPECT_EQ(cbor_of(false), "f4");
+  EXPECT_EQ(cbor_of(true), "f5");
+  EXPECT_EQ(cbor_of(nullptr), "f6");
+}
+
+// Floats in the shortest of half, single and double precision that keeps the value (kube's
+// ShortestFloat16), as RFC 8949 Appendix A writes them.
+TEST(Cbor, FloatsTakeTheShortestPrecisionThatKeepsTheirValue) {
+  EXPECT_EQ(cbor_of(0.0), "f90000");
+  EXPECT_EQ(cbor_of(-0.0), "f98000");
+  EXPECT_EQ(cbor_of(1.0), "f93c00");
+  EXPECT_EQ(cbor_of(1.5), "f93e00");
+  EXPECT_EQ(cbor_of(65504.0), "f97bff");
+  EXPECT_EQ(cbor_of(-4.0), "f9c400");
+  EXPECT_EQ(cbor_of(5.960464477539063e-8), "f90001");  // half's smallest subnormal
+  EXPECT_EQ(cbor_of(0.00006103515625), "f90400");      // half's smallest normal
+  EXPECT_EQ(cbor_of(100000.0), "fa47c35000");
+  EXPECT_EQ(cbor_of(3.4028234663852886e+38), "fa7f7fffff");
+  EXPECT_EQ(cbor_of(1.1), "fb3ff199999999999a");
+  EXPECT_EQ(cbor_of(1.0e+300), "fb7e37e43c8800759c");
+  EXPECT_EQ(cbor_of(-4.1), "fbc010666666666666");
+  // One more bit than half holds: single precision.
+  EXPECT_EQ(cbor_of(1.00048828125), "fa3f801000");
+}
+
+// kube writes Go strings, and map keys, as byte strings.
+TEST(Cbor, StringsAndKeysAreByteStrings) {
+  EXPECT_EQ(cbor_of(""), "40");
+  EXPECT_EQ(cbor_of("a"), "4161");
+  EXPECT_EQ(cbor_of(json::parse(R"(["a",[1,2]])")), "824161820102");
+  EXPECT_EQ(cbor_of(json::parse(R"({"a":1})")), "a1416101");
+  EXPECT_EQ(cbor_of(json::array()), "80");
+  EXPECT_EQ(cbor_of(json::object()), "a0");
+  const std::string long_text(300, 'x');
+  EXPECT_EQ(cbor_of(json::value(long_text)).substr(0, 6), "59012c");
+}
+
+// RFC 8949 4.2.1: entries in the bytewise order of their encoded keys, so by length first.
+TEST(Cbor, MapEntriesAreInTheOrderOfTheirEncodedKeys) {
+  const auto v = json::parse(R"({"metadata":1,"kind":2,"apiVersion":3,"items":4,"b":5,"a":6})");
+  EXPECT_EQ(cbor_of(v),
+            "a6" "416106" "416205" "446b696e6402" "456974656d7304" "486d6574616461746101"
+            "4a61706956657273696f6e03");
+  EXPECT_TRUE(cbor_key_less("kind", "items"));
+  EXPECT_TRUE(cbor_key_less("a", "b"));
+  EXPECT_FALSE(cbor_key_less("b", "a"));
+}
+
+// A Go []byte (base64 in JSON): its bytes as a byte string in tag 22, as kube writes them.
+TEST(Cbor, ByteFieldsAreTheirBytesInTag22) {
+  const auto v = json::parse(R"({"data":{"k":"dmFsdWU="},"note":"dmFsdWU="})");
+  CborByteStrings bytes{&v.at("data").at("k")};
+  EXPECT_EQ(cbor_of(v, &bytes), "a2" "4464617461" "a1" "416b" "d6" "4576616c7565"
+                                "446e6f7465" "48646d46736457553d");
+  const auto bad = json::parse(R"({"k":"not base64!"})");
+  CborByteStrings bad_bytes{&bad.at("k")};
+  std::string out;
+  EXPECT_FALSE(append_cbor(out, bad, &bad_bytes));
+}
+
+TEST(Cbor, TheSelfDescribedTagIsTag55799) {
+  std::string out;
+  append_cbor_head(out, 6, 55799);
+  EXPECT_EQ(out, kCborSelfDescribed);
+}
+
+}  // namespace
+}  // namespace kwatch::apimachinery
