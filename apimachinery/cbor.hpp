@@ -36,6 +36,17 @@ inline bool cbor_key_less(std::string_view a, std::string_view b) {
   return a.size() != b.size() ? a.size() < b.size() : a < b;
 }
 
+// A request body in CBOR as the JSON value it holds, read as kube's decoder reads one: one data
+// item (the self-described tag and other tags are read through to their content; tag 22's
+// bytes are the bytes), definite or indefinite lengths, at most 64 levels of nesting and 1,024
+// elements or entries per array or map, map keys text or byte strings without duplicates, text
+// strings valid UTF-8, integers that fit int64, floats finite; `undefined` reads as null.
+// Byte strings become strings holding their bytes (`byte_strings` then points at each one
+// inside an array or map, for a caller that knows which fields are Go []byte and which must be
+// text). On failure, why, in `error`; the value is then null.
+boost::json::value parse_cbor(std::string_view body, std::string& error,
+                              CborByteStrings* byte_strings = nullptr);
+
 // The head of a CBOR data item of major type `major` (0-7) with argument `n`, appended.
 void append_cbor_head(std::string& out, unsigned major, std::uint64_t n);
 

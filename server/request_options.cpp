@@ -1,11 +1,14 @@
 #include "server/request_options.hpp"
 
+#include "apimachinery/cbor.hpp"
 #include "apimachinery/json_body.hpp"
+#include "base/base64.hpp"
 #include "kinds/scheme.hpp"
 #include "schema/managed_fields.hpp"
 #include "schema/protobuf_decoder.hpp"
 
 #include <boost/json/monotonic_resource.hpp>
+#include <boost/json/serialize.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -60,16 +63,47 @@ std::string media_type(std::string_view content_type) {
   return out;
 }
 
+// A body in CBOR (apimachinery/cbor.hpp): an object whose byte strings become base64 where its
+// kind has a Go []byte field and must be UTF-8 text everywhere else, and which then keeps the
+// rules of a JSON body (apimachinery/stored_json.hpp); null reads as an empty object, as in JSON.
+template <class Unrecognized>
+ApiResult<json::object> parse_cbor_object(std::string_view body, const Unrecognized& unrecognized) {
+  std::string why;
+  apimachinery::CborByteStrings byte_strings;
+  json::value v = apimachinery::parse_cbor(body, why, &byte_strings);
+  if (!why.empty()) return unrecognized("cbor: " + why);
+  if (v.is_null()) return json::object();
+  if (!v.is_object()) return unrecognized("cbor: the body is no map to read apiVersion and kind from");
+  json::object& obj = v.get_object();
+  auto name = [&](std::string_view key) {
+    const json::value* m = obj.if_contains(key);
+    return m != nullptr && m->is_string() ? std::string(m->get_string()) : std::string();
+  };
+  apimachinery::CborByteStrings go_bytes;
+  schema::collect_byte_strings(name("apiVersion"), name("kind"), obj, go_bytes);
+  for (const json::value* s : byte_strings) {
+    auto* value = const_cast<json::value*>(s);
+    if (go_bytes.contains(s)) {
+      *value = json::string(base::base64_encode(value->get_string()));
+    }
+  }
+  // Everything else is text, as in a JSON body.
+  auto reencoded = apimachinery::parse_json_body(json::serialize(v));
+  if (!reencoded) return unrecognized("cbor: " + reencoded.error().message);
+  return std::move(reencoded->get_object());
+}
+
 // A request's object is allocated from an arena of its own, released with the last object made
 // from it (the response).
 ApiResult<json::object> parse_object(const ApiRequest& request, std::string_view kind) {
   const std::string type = media_type(request.content_type);
   if (type == schema::kProtobufMediaType) return schema::decode_protobuf_object(request.body);
-  if (!type.empty() && type != "application/json" && type != "*/*") {
+  const bool cbor = type == apimachinery::kCborMediaType;
+  if (!type.empty() && type != "application/json" && type != "*/*" && !cbor) {
     return apimachinery::api_error(Errc::unsupported_media_type,
                                "the body of the request was in an unknown format - accepted "
                                "media types include: application/json, "
-                               "application/vnd.kubernetes.protobuf");
+                               "application/vnd.kubernetes.protobuf, application/cbor");
   }
   // A body that does not decode, as kube-apiserver's decoder says it: why, and how it starts.
   const auto unrecognized = [&](std::string_view why) {
@@ -78,6 +112,7 @@ ApiResult<json::object> parse_object(const ApiRequest& request, std::string_view
                                std::string(kind) + "): " + std::string(why) + " (" +
                                apimachinery::summarize_body(request.body) + ")");
   };
+  if (cbor) return parse_cbor_object(request.body, unrecognized);
   auto v = apimachinery::parse_json_body(
       request.body, json::make_shared_resource<json::monotonic_resource>(request.body.size() * 2));
   if (!v) {
@@ -292,7 +327,9 @@ ApiResult<registry::DeleteQuery> delete_query(const ApiRequest& request, const U
 void find_duplicates(const ApiRequest& request, const json::object& body,
                      registry::WriteQuery& query) {
   if (query.field_validation == registry::FieldValidation::ignore) return;
-  if (media_type(request.content_type) == schema::kProtobufMediaType) return;
+  // Not JSON text: protobuf has no duplicates, CBOR's are refused as it is read.
+  const std::string type = media_type(request.content_type);
+  if (type == schema::kProtobufMediaType || type == apimachinery::kCborMediaType) return;
   query.duplicate_fields = apimachinery::duplicate_fields(request.body, body);
 }
 

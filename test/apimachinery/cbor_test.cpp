@@ -1,6 +1,7 @@
 #include "apimachinery/cbor.hpp"
 
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -106,6 +107,98 @@ TEST(Cbor, TheSelfDescribedTagIsTag55799) {
   std::string out;
   append_cbor_head(out, 6, 55799);
   EXPECT_EQ(out, kCborSelfDescribed);
+}
+
+std::string bytes_of(std::string_view hex_text) {
+  std::string out;
+  for (std::size_t i = 0; i + 1 < hex_text.size(); i += 2) {
+    out += static_cast<char>(std::stoi(std::string(hex_text.substr(i, 2)), nullptr, 16));
+  }
+  return out;
+}
+
+// Why a body does not decode ("" when it does).
+std::string refusal(std::string_view hex_text) {
+  std::string why;
+  parse_cbor(bytes_of(hex_text), why);
+  return why;
+}
+
+TEST(CborBody, ReadsBackWhatTheEncoderWrites) {
+  const auto v = json::parse(
+      R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","labels":{"x":"y"}},)"
+      R"("data":{"k":"v"},"n":[1,-2,1.5,100000.5,1.1,true,false,null,""]})");
+  std::string body(kCborSelfDescribed);
+  ASSERT_TRUE(append_cbor(body, v));
+  std::string why;
+  const json::value back = parse_cbor(body, why);
+  EXPECT_EQ(why, "");
+  EXPECT_EQ(back, v) << json::serialize(back);  // members compared in any order
+}
+
+// RFC 8949's examples of what a decoder reads: text strings, indefinite lengths, tags.
+TEST(CborBody, ReadsTextStringsIndefiniteLengthsAndTags) {
+  std::string why;
+  // {_ "a": 1, "b": [_ 2, 3]}
+  auto v = parse_cbor(bytes_of("bf61610161629f0203ffff"), why);
+  EXPECT_EQ(why, "");
+  EXPECT_EQ(json::serialize(v), R"({"a":1,"b":[2,3]})");
+  // (_ h'0102', h'030405') and (_ "strea", "ming"); a tag 0 time read as its text.
+  v = parse_cbor(bytes_of("a2" "6173" "7f657374726561646d696e67ff" "6174" "c074323031332d30332d32315432303a30343a30305a"), why);
+  EXPECT_EQ(why, "");
+  EXPECT_EQ(json::serialize(v), R"({"s":"streaming","t":"2013-03-21T20:04:00Z"})");
+  // Half, single and double floats.
+  v = parse_cbor(bytes_of("83f93e00fa47c35000fb3ff199999999999a"), why);
+  EXPECT_EQ(json::serialize(v), "[1.5E0,1E5,1.1E0]");
+}
+
+// Byte strings are recorded where they end up (so a caller turns a Go []byte's into base64).
+TEST(CborBody, RecordsWhereByteStringsEndUp) {
+  std::string why;
+  CborByteStrings bytes;
+  // {h'64': {h'6b': 22(h'0001')}, h'74': "x", h'6c': [h'ff', "y"], h'69': [_ h'01']}
+  const auto v = parse_cbor(
+      bytes_of("a4" "4164" "a1416b" "d6420001" "4174" "6178" "416c" "8241ff6179" "4169" "9f4101ff"),
+      why, &bytes);
+  ASSERT_EQ(why, "");
+  EXPECT_EQ(bytes.size(), 3u);
+  EXPECT_TRUE(bytes.contains(&v.at("d").at("k")));
+  EXPECT_TRUE(bytes.contains(&v.at("l").at(0)));
+  EXPECT_TRUE(bytes.contains(&v.at("i").at(0)));
+  EXPECT_FALSE(bytes.contains(&v.at("t"))) << "a text string";
+}
+
+// What kube's decoder refuses, refused with why; nothing a body declares is allocated before
+// the body backs it.
+TEST(CborBody, RefusesWhatKubeRefuses) {
+  EXPECT_NE(refusal("a2416101416102"), "") << "a duplicate map key";
+  EXPECT_NE(refusal("a1016101"), "") << "a map key that is not a string";
+  EXPECT_NE(refusal("62c328"), "") << "invalid UTF-8 in a text string";
+  EXPECT_NE(refusal("f97e00"), "") << "NaN";
+  EXPECT_NE(refusal("f97c00"), "") << "infinity";
+  EXPECT_NE(refusal("1bffffffffffffffff"), "") << "an integer past int64";
+  EXPECT_NE(refusal("0102"), "") << "data after the first item";
+  EXPECT_NE(refusal("a161"), "") << "truncated";
+  EXPECT_NE(refusal("9b00000000ffffffff"), "") << "a count the body cannot back";
+  EXPECT_NE(refusal("5b00000000ffffffff"), "") << "a length the body cannot back";
+  EXPECT_NE(refusal("e0"), "") << "a simple value JSON has not";
+  EXPECT_NE(refusal("ff"), "") << "a break outside an indefinite item";
+  EXPECT_NE(refusal("1c"), "") << "reserved additional information";
+  // 65 levels of arrays; 64 are read.
+  std::string deep;
+  for (int i = 0; i < 65; ++i) deep += "81";
+  EXPECT_NE(refusal(deep + "00"), "") << "more than 64 levels";
+  EXPECT_EQ(refusal(deep.substr(2) + "00"), "") << "64 levels";
+  // 1,025 elements, definite and indefinite.
+  std::string many = "990401";
+  std::string many_indefinite = "9f";
+  for (int i = 0; i < 1025; ++i) {
+    many += "00";
+    many_indefinite += "00";
+  }
+  EXPECT_NE(refusal(many), "") << "more than 1024 elements";
+  EXPECT_NE(refusal(many_indefinite + "ff"), "") << "more than 1024 elements, indefinite";
+  EXPECT_EQ(refusal("990400" + many.substr(8)), "") << "1024 elements";
 }
 
 }  // namespace

@@ -4,8 +4,10 @@ python3-cbor2 as a CBOR client would read it: every answer is one self-described
 keep their kind (an integer stays an integer, 1.5 is a half-precision float). Decoded, each
 answer equals the JSON answer to the same request: a built-in object, a custom resource, lists
 (from the watch cache and from storage), a write's answer, an error's Status, and a watch's
-events (each its own self-described item, the object inside tagged too). A Table asked for in
-CBOR is 406, as a form kwatch does not make in CBOR.
+events (each its own self-described item, the object inside tagged too). Bodies written in CBOR
+(kube's byte strings or plain text strings) are read; a Secret's tag-22 bytes are kept; a
+duplicate key, text that is no UTF-8 and a truncated body are 400. A Table asked for in CBOR is
+406, as a form kwatch does not make in CBOR.
 
 Usage: cbor_forms_test.py <path to kwatch-apiserver>
 """
@@ -40,6 +42,17 @@ def plain(v):
         return [plain(e) for e in v]
     if isinstance(v, dict):
         return {plain(k): plain(e) for k, e in v.items()}
+    return v
+
+
+def as_kube_cbor(v):
+    """`v` with its strings as byte strings, as kube's encoder writes them."""
+    if isinstance(v, str):
+        return v.encode()
+    if isinstance(v, list):
+        return [as_kube_cbor(e) for e in v]
+    if isinstance(v, dict):
+        return {k.encode(): as_kube_cbor(e) for k, e in v.items()}
     return v
 
 
@@ -218,16 +231,48 @@ def checks_of(t, server, tmp):
     t.check("a watched object equals its JSON form",
             any(e.get("object") == json.loads(cb3) for e in events), events[-1:])
 
-    # A body in CBOR is not read yet: refused as an unsupported media type, never misread.
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
-    conn.request("POST", cms, body=SELF_DESCRIBED + cbor2.dumps(configmap("cb9")),
-                 headers={"Content-Type": CBOR, "Accept": "application/json"})
-    resp = conn.getresponse()
-    refused = json.loads(resp.read() or b"{}")
-    conn.close()
-    t.check("a CBOR body is refused with 415 UnsupportedMediaType",
-            resp.status == 415 and refused.get("reason") == "UnsupportedMediaType",
-            (resp.status, refused))
+    # Bodies in CBOR, as kube's encoder writes them (strings as byte strings, a Secret's data
+    # in tag 22) and as other encoders do (text strings).
+    def post_cbor(path, payload):
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        conn.request("POST", path, body=payload,
+                     headers={"Content-Type": CBOR, "Accept": "application/json"})
+        resp = conn.getresponse()
+        answer = json.loads(resp.read() or b"{}")
+        conn.close()
+        return resp.status, answer
+
+    status, _ = post_cbor(cms, SELF_DESCRIBED + cbor2.dumps(as_kube_cbor(configmap("cb4", {"k": "v"}))))
+    got = server.request("GET", f"{cms}/cb4")[1]
+    t.check("a ConfigMap written in CBOR (byte strings) reads back as sent",
+            status == 201 and got.get("data") == {"k": "v"}, (status, got))
+    status, _ = post_cbor(cms, cbor2.dumps(configmap("cb5", {"k": "text"})))
+    got = server.request("GET", f"{cms}/cb5")[1]
+    t.check("... and one in text strings, without the self-described tag",
+            status == 201 and got.get("data") == {"k": "text"}, (status, got))
+    raw = b"\x00\xffbinary"
+    secret = as_kube_cbor({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sb2"},
+                           "type": "Opaque"})
+    secret[b"data"] = {b"k": cbor2.CBORTag(22, raw)}
+    status, _ = post_cbor(f"/api/v1/namespaces/{ns}/secrets", SELF_DESCRIBED + cbor2.dumps(secret))
+    got = server.request("GET", f"/api/v1/namespaces/{ns}/secrets/sb2")[1]
+    t.check("a Secret written in CBOR keeps its bytes (base64 in JSON)",
+            status == 201 and got.get("data") == {"k": base64.b64encode(raw).decode()},
+            (status, got))
+    dup = (SELF_DESCRIBED + b"\xa3" + cbor2.dumps(b"apiVersion") + cbor2.dumps(b"v1") +
+           cbor2.dumps(b"kind") + cbor2.dumps(b"ConfigMap") +
+           cbor2.dumps(b"kind") + cbor2.dumps(b"ConfigMap"))
+    status, answer = post_cbor(cms, dup)
+    t.check("a CBOR body with a duplicate map key: 400", status == 400 and
+            "duplicate map key" in answer.get("message", ""), (status, answer))
+    bad = as_kube_cbor(configmap("cb6"))
+    bad[b"data"] = {b"k": b"\xff\xfe"}
+    status, answer = post_cbor(cms, SELF_DESCRIBED + cbor2.dumps(bad))
+    t.check("a CBOR byte string that is no UTF-8 where text belongs: 400", status == 400,
+            (status, answer))
+    status, answer = post_cbor(cms, SELF_DESCRIBED + b"\xa1")
+    t.check("a truncated CBOR body: 400", status == 400 and "cbor" in answer.get("message", ""),
+            (status, answer))
 
     # Forms kwatch does not make in CBOR: a Table.
     status, _, _ = exchange(server, "GET", cms, f"{CBOR};as=Table;g=meta.k8s.io;v=v1")
