@@ -55,6 +55,23 @@ TEST(RingQueue, KeepsOrderAcrossWrapsAndGrowth) {
   EXPECT_EQ(Counted::live, 0);
 }
 
+// Two threads taking the lock in turn, often together: each increment is whole.
+TEST(TinyLock, KeepsTwoThreadsOutOfEachOther) {
+  TinyLock lock;
+  long counter = 0;
+  auto work = [&] {
+    for (int i = 0; i < 200000; ++i) {
+      lock.lock();
+      counter = counter + 1;
+      lock.unlock();
+    }
+  };
+  std::thread other(work);
+  work();
+  other.join();
+  EXPECT_EQ(counter, 400000);
+}
+
 WatchFrame frame(EventType type = EventType::added) { return WatchFrame{type, nullptr}; }
 
 TEST(WatcherQueue, HoldsUpToItsCapacityAndGivesFramesInOrder) {
