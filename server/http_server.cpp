@@ -328,6 +328,22 @@ void append_frames(std::vector<asio::const_buffer>& out,
   }
 }
 
+namespace {
+
+// A batch's frames: each frame's head, its shared object bytes, then `suffix` (if any).
+void append_batch(std::vector<asio::const_buffer>& out, const EncodedBatch& batch,
+                  std::string_view suffix) {
+  std::size_t begin = 0;
+  for (std::size_t i = 0; i < batch.held.size(); ++i) {
+    out.emplace_back(batch.heads.data() + begin, batch.ends[i] - begin);
+    out.emplace_back(batch.held[i]->data(), batch.held[i]->size());
+    if (!suffix.empty()) out.emplace_back(suffix.data(), suffix.size());
+    begin = batch.ends[i];
+  }
+}
+
+}  // namespace
+
 bool append_protobuf_frames(std::vector<asio::const_buffer>& out, EncodedBatch& batch,
                             const std::vector<watch::WatchFrame>& frames) {
   batch.heads.clear();
@@ -357,13 +373,7 @@ bool append_protobuf_frames(std::vector<asio::const_buffer>& out, EncodedBatch& 
     batch.ends.push_back(batch.heads.size());
     batch.held.push_back(std::move(message));
   }
-  std::size_t begin = 0;
-  for (std::size_t i = 0; i < batch.held.size(); ++i) {
-    out.emplace_back(batch.heads.data() + begin, batch.ends[i] - begin);
-    out.emplace_back(batch.held[i]->data(), batch.held[i]->size());
-    out.emplace_back(schema::kWatchEventSuffix.data(), schema::kWatchEventSuffix.size());
-    begin = batch.ends[i];
-  }
+  append_batch(out, batch, schema::kWatchEventSuffix);
   return true;
 }
 
@@ -388,12 +398,7 @@ bool append_cbor_frames(std::vector<asio::const_buffer>& out, EncodedBatch& batc
     batch.ends.push_back(batch.heads.size());
     batch.held.push_back(std::move(object));
   }
-  std::size_t begin = 0;
-  for (std::size_t i = 0; i < batch.held.size(); ++i) {
-    out.emplace_back(batch.heads.data() + begin, batch.ends[i] - begin);
-    out.emplace_back(batch.held[i]->data(), batch.held[i]->size());
-    begin = batch.ends[i];
-  }
+  append_batch(out, batch, {});
   return true;
 }
 

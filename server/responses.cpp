@@ -110,6 +110,28 @@ std::optional<json::object> parse_object(std::string_view text) {
   return std::move(parsed.get_object());
 }
 
+// Each of `body`'s watch events (JSON lines, e.g. the ERROR a stale version starts with) to
+// `fn(type, object)`; false when one does not parse or `fn` says false.
+template <class Fn>
+bool for_each_watch_event(std::string_view body, Fn&& fn) {
+  std::string_view rest = body;
+  while (!rest.empty()) {
+    const std::size_t end = rest.find('\n');
+    const std::string_view line = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+    if (line.empty()) continue;
+    auto event = parse_object(line);
+    if (!event) return false;
+    const json::value* type = event->if_contains("type");
+    const json::value* object = event->if_contains("object");
+    if (type == nullptr || !type->is_string() || object == nullptr || !object->is_object()) {
+      return false;
+    }
+    if (!fn(std::string_view(type->get_string()), object->get_object())) return false;
+  }
+  return true;
+}
+
 // What an object that has no protobuf form keeps, so that it is not tried again.
 const std::shared_ptr<const std::string>& no_protobuf() {
   static const auto none = std::make_shared<const std::string>();
@@ -175,31 +197,20 @@ std::shared_ptr<const std::string> protobuf_message(const watch::ObjectPtr& obje
 bool as_protobuf_watch_events(std::string& body, const kinds::ResourceInfo& info) {
   std::string out;
   const std::string api_version = info.api_version();
-  std::string_view rest = body;
-  while (!rest.empty()) {
-    const std::size_t end = rest.find('\n');
-    const std::string_view line = rest.substr(0, end);
-    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
-    if (line.empty()) continue;
-    auto event = parse_object(line);
-    if (!event) return false;
-    const json::value* type = event->if_contains("type");
-    const json::value* object = event->if_contains("object");
-    if (type == nullptr || !type->is_string() || object == nullptr || !object->is_object()) {
-      return false;
-    }
-    const json::object& o = object->get_object();
+  const bool read = for_each_watch_event(body, [&](std::string_view type, const json::object& o) {
     const json::value* kind = o.if_contains("kind");
     const bool status = kind != nullptr && kind->is_string() && kind->get_string() == "Status";
     auto message = status ? schema::encode_protobuf_status_message(o)
                           : schema::encode_protobuf_message(o, api_version, info.kind);
     if (!message) return false;
-    out += schema::protobuf_watch_event_head(type->get_string(), status ? "v1" : api_version,
+    out += schema::protobuf_watch_event_head(type, status ? "v1" : api_version,
                                              status ? "Status" : std::string_view(info.kind),
                                              message->size());
     out += *message;
     out += schema::kWatchEventSuffix;
-  }
+    return true;
+  });
+  if (!read) return false;
   body = std::move(out);
   return true;
 }
@@ -345,24 +356,14 @@ std::string cbor_watch_event_head(std::string_view type) {
 bool as_cbor_watch_events(std::string& body, const kinds::ResourceInfo& info) {
   std::string out;
   const std::string api_version = info.api_version();
-  std::string_view rest = body;
-  while (!rest.empty()) {
-    const std::size_t end = rest.find('\n');
-    const std::string_view line = rest.substr(0, end);
-    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
-    if (line.empty()) continue;
-    auto event = parse_object(line);
-    if (!event) return false;
-    const json::value* type = event->if_contains("type");
-    const json::value* object = event->if_contains("object");
-    if (type == nullptr || !type->is_string() || object == nullptr || !object->is_object()) {
-      return false;
-    }
-    auto cbor = object_cbor(object->get_object(), api_version, info.kind);
+  const bool read = for_each_watch_event(body, [&](std::string_view type, const json::object& o) {
+    auto cbor = object_cbor(o, api_version, info.kind);
     if (!cbor) return false;
-    out += cbor_watch_event_head(type->get_string());
+    out += cbor_watch_event_head(type);
     out += *cbor;
-  }
+    return true;
+  });
+  if (!read) return false;
   body = std::move(out);
   return true;
 }
