@@ -140,15 +140,26 @@ const std::shared_ptr<const std::string>& no_protobuf() {
 
 // A list served from the cache: its frame (head and tail, no items) names the kind and carries
 // the ListMeta; the items are the cached objects' own messages.
-bool cached_list_as_protobuf(ApiResponse& response) {
+// A cached list's frame (its head and tail, no items), when it names its apiVersion and a kind
+// `<Kind>List` (`item_kind`: `<Kind>`).
+std::optional<json::object> list_frame(const ApiResponse& response, std::string& api_version,
+                                       std::string& kind, std::string& item_kind) {
   auto frame = parse_object(response.body + response.tail);
-  if (!frame) return false;
+  if (!frame) return std::nullopt;
   const json::value* v = frame->if_contains("apiVersion");
   const json::value* k = frame->if_contains("kind");
-  if (v == nullptr || k == nullptr || !v->is_string() || !k->is_string()) return false;
-  const std::string_view kind = k->get_string();
-  if (kind.size() <= 4 || !kind.ends_with("List")) return false;
-  const std::string_view item_kind = kind.substr(0, kind.size() - 4);
+  if (v == nullptr || k == nullptr || !v->is_string() || !k->is_string()) return std::nullopt;
+  kind = k->get_string();
+  if (kind.size() <= 4 || !kind.ends_with("List")) return std::nullopt;
+  api_version = v->get_string();
+  item_kind = kind.substr(0, kind.size() - 4);
+  return frame;
+}
+
+bool cached_list_as_protobuf(ApiResponse& response) {
+  std::string api_version, kind, item_kind;
+  auto frame = list_frame(response, api_version, kind, item_kind);
+  if (!frame) return false;
   if (response.items.empty()) {
     // Whether its kind has a protobuf form at all (a custom resource's has none).
     auto bytes = schema::encode_protobuf_object(*frame);
@@ -162,14 +173,14 @@ bool cached_list_as_protobuf(ApiResponse& response) {
   held.reserve(response.items.size());
   messages.reserve(response.items.size());
   for (const auto& item : response.items) {
-    auto m = protobuf_message(item, v->get_string(), item_kind);
+    auto m = protobuf_message(item, api_version, item_kind);
     if (!m) return false;
     messages.emplace_back(*m);
     held.push_back(std::move(m));
   }
   const json::value* metadata = frame->if_contains("metadata");
   response.body = schema::encode_protobuf_list(
-      v->get_string(), kind, metadata && metadata->is_object() ? &metadata->get_object() : nullptr,
+      api_version, kind, metadata && metadata->is_object() ? &metadata->get_object() : nullptr,
       messages);
   response.items.clear();
   response.tail.clear();
@@ -282,18 +293,13 @@ std::optional<std::string> document_cbor(const json::value& v) {
 // A list served from the cache in CBOR: the frame's members (head and tail, no items) in kube's
 // order, `items` written from each object's kept CBOR.
 bool cached_list_as_cbor(ApiResponse& response) {
-  auto frame = parse_object(response.body + response.tail);
+  std::string api_version, kind, item_kind;
+  auto frame = list_frame(response, api_version, kind, item_kind);
   if (!frame) return false;
-  const json::value* v = frame->if_contains("apiVersion");
-  const json::value* k = frame->if_contains("kind");
-  if (v == nullptr || k == nullptr || !v->is_string() || !k->is_string()) return false;
-  const std::string_view kind = k->get_string();
-  if (kind.size() <= 4 || !kind.ends_with("List")) return false;
-  const std::string_view item_kind = kind.substr(0, kind.size() - 4);
   std::vector<std::shared_ptr<const std::string>> held;
   held.reserve(response.items.size());
   for (const auto& item : response.items) {
-    auto m = cbor_message(item, v->get_string(), item_kind);
+    auto m = cbor_message(item, api_version, item_kind);
     if (!m) return false;
     held.push_back(std::move(m));
   }
