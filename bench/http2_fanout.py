@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Server CPU and bytes per delivered watch event: JSON over HTTP/1.1, JSON over HTTP/2 and
-protobuf over HTTP/2, at the same watchers and write rate, on one server build, side by side.
+protobuf and CBOR over HTTP/2, at the same watchers and write rate, on one server build, side by
+side.
 
     bench/http2_fanout.py [--binary build/server/kwatch-apiserver] [--watchers 1000]
                           [--rate 100] [--seconds 10] [--rounds 2]
@@ -30,6 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 from https_server import Server, cpu_seconds  # noqa: E402
 PROTOBUF = "application/vnd.kubernetes.protobuf"
+CBOR = "application/cbor"
 NS = "fan"
 
 
@@ -92,7 +94,7 @@ def run(args, form, tmp):
             for r in readers:
                 r.stdout.readline()
         else:
-            accept = PROTOBUF if form == "protobuf/http2" else "application/json"
+            accept = {"protobuf/http2": PROTOBUF, "cbor/http2": CBOR}.get(form, "application/json")
             for i in range(0, args.watchers, 100):
                 readers.append(subprocess.Popen(
                     ["nghttp", "-n", "-m", str(min(100, args.watchers - i)), "-t", "600",
@@ -153,7 +155,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
-    forms = ("json/http1.1", "json/http2", "protobuf/http2")
+    forms = ("json/http1.1", "json/http2", "protobuf/http2", "cbor/http2")
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.rounds):
