@@ -80,6 +80,24 @@ void append_bytes(std::string& out, std::string_view s) {
   out.append(s);
 }
 
+bool append_value(std::string& out, const json::value& v, const CborByteStrings* bytes);
+
+bool append_object(std::string& out, const json::object& o, const CborByteStrings* bytes) {
+  append_cbor_head(out, kMap, o.size());
+  // Entries in the bytewise order of their encoded keys (a byte string's head holds its length).
+  std::vector<const json::key_value_pair*> entries;
+  entries.reserve(o.size());
+  for (const auto& kv : o) entries.push_back(&kv);
+  std::sort(entries.begin(), entries.end(), [](const auto* a, const auto* b) {
+    return cbor_key_less(a->key(), b->key());
+  });
+  for (const auto* kv : entries) {
+    append_bytes(out, kv->key());
+    if (!append_value(out, kv->value(), bytes)) return false;
+  }
+  return true;
+}
+
 bool append_value(std::string& out, const json::value& v, const CborByteStrings* bytes) {
   switch (v.kind()) {
     case json::kind::null:
@@ -123,23 +141,8 @@ bool append_value(std::string& out, const json::value& v, const CborByteStrings*
       }
       return true;
     }
-    case json::kind::object: {
-      const auto& o = v.get_object();
-      append_cbor_head(out, kMap, o.size());
-      // Entries in the bytewise order of their encoded keys (a byte string's head holds its
-      // length).
-      std::vector<const json::key_value_pair*> entries;
-      entries.reserve(o.size());
-      for (const auto& kv : o) entries.push_back(&kv);
-      std::sort(entries.begin(), entries.end(), [](const auto* a, const auto* b) {
-        return cbor_key_less(a->key(), b->key());
-      });
-      for (const auto* kv : entries) {
-        append_bytes(out, kv->key());
-        if (!append_value(out, kv->value(), bytes)) return false;
-      }
-      return true;
-    }
+    case json::kind::object:
+      return append_object(out, v.get_object(), bytes);
   }
   return false;
 }
@@ -167,6 +170,10 @@ void append_cbor_head(std::string& out, unsigned major, std::uint64_t n) {
 
 bool append_cbor(std::string& out, const json::value& v, const CborByteStrings* bytes) {
   return append_value(out, v, bytes);
+}
+
+bool append_cbor(std::string& out, const json::object& o, const CborByteStrings* bytes) {
+  return append_object(out, o, bytes);
 }
 
 namespace {

@@ -29,6 +29,9 @@ using CborByteStrings = std::unordered_set<const boost::json::value*>;
 // false when a `bytes` string is not base64 (kube's []byte always is).
 bool append_cbor(std::string& out, const boost::json::value& v,
                  const CborByteStrings* bytes = nullptr);
+// The same for an object, without making it a value first (`bytes` points into `o`).
+bool append_cbor(std::string& out, const boost::json::object& o,
+                 const CborByteStrings* bytes = nullptr);
 
 // Whether map key `a` comes before `b` in kube's CBOR: the bytewise order of the encoded byte
 // strings, so a shorter key first, then keys of equal length in byte order.

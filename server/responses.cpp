@@ -261,7 +261,7 @@ std::optional<std::string> object_cbor(const json::object& obj, std::string_view
   apimachinery::CborByteStrings bytes;
   schema::collect_byte_strings(api_version, kind, obj, bytes);
   std::string out;
-  if (!apimachinery::append_cbor(out, json::value(obj), &bytes)) return std::nullopt;
+  if (!apimachinery::append_cbor(out, obj, &bytes)) return std::nullopt;
   return out;
 }
 

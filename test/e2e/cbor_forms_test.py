@@ -158,6 +158,21 @@ def checks_of(t, server, tmp):
             isinstance(data, cbor2.CBORTag) and data.tag == 22 and data.value == b"\x00\x01value",
             data)
     t.check("the Secret in CBOR equals the JSON answer", plain(decoded) == j)
+    # From the cache (each object's kept CBOR) and in a watch, the bytes are bytes too.
+    status, _, c = exchange(server, "GET", f"/api/v1/namespaces/{ns}/secrets?resourceVersion=0",
+                            CBOR)
+    items = cbor2.loads(c).get(b"items", []) if status == 200 else []
+    data = [i.get(b"data", {}).get(b"k") for i in items
+            if i.get(b"metadata", {}).get(b"name") == b"sb1"]
+    t.check("a Secret listed from the cache in CBOR: its data in tag 22",
+            len(data) == 1 and isinstance(data[0], cbor2.CBORTag) and data[0].tag == 22
+            and data[0].value == b"\x00\x01value", data)
+    _, events, _ = watch_events(server, f"/api/v1/namespaces/{ns}/secrets?watch=1&resourceVersion=0",
+                                1, lambda: None)
+    data = [e.get(b"object", {}).get(b"data", {}).get(b"k") for _, e in events]
+    t.check("a Secret watched in CBOR: its data in tag 22",
+            any(isinstance(d, cbor2.CBORTag) and d.tag == 22 and d.value == b"\x00\x01value"
+                for d in data), data)
 
     # Lists: from the watch cache (resourceVersion=0) and from storage (a limit).
     for query in ("?resourceVersion=0", "", "?limit=1"):
