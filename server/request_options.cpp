@@ -2,13 +2,13 @@
 
 #include "apimachinery/cbor.hpp"
 #include "apimachinery/json_body.hpp"
+#include "apimachinery/stored_json.hpp"
 #include "base/base64.hpp"
 #include "kinds/scheme.hpp"
 #include "schema/managed_fields.hpp"
 #include "schema/protobuf_decoder.hpp"
 
 #include <boost/json/monotonic_resource.hpp>
-#include <boost/json/serialize.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -87,10 +87,11 @@ ApiResult<json::object> parse_cbor_object(std::string_view body, const Unrecogni
       *value = json::string(base::base64_encode(value->get_string()));
     }
   }
-  // Everything else is text, as in a JSON body.
-  auto reencoded = apimachinery::parse_json_body(json::serialize(v));
-  if (!reencoded) return unrecognized("cbor: " + reencoded.error().message);
-  return std::move(reencoded->get_object());
+  // Everything else keeps a JSON body's rules (depth, UTF-8 text, numbers).
+  if (auto problem = apimachinery::json_problem(v)) {
+    return unrecognized("cbor: " + problem->message());
+  }
+  return std::move(obj);
 }
 
 // A request's object is allocated from an arena of its own, released with the last object made
